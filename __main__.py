@@ -1,0 +1,3 @@
+from kbroker.broker.cli import main
+
+raise SystemExit(main())
