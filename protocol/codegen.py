@@ -1,0 +1,273 @@
+"""Generate `protocol/messages/*.py` from Kafka's JSON message definitions.
+
+Run with `make codegen` (or `python -m kbroker.protocol.codegen`). The output is checked in;
+`tests/unit/test_codegen_fresh.py` fails when it is stale. Each JSON file becomes one module with
+slotted dataclasses (one per struct, the union of the fields of every version) and a `SPEC`
+describing every version; `protocol/codec.py` compiles a construct from the spec on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+import sys
+from pathlib import Path
+
+SCHEMA_DIR = Path(__file__).parent / "schema"
+OUT_DIR = Path(__file__).parent / "messages"
+SOURCE_DIRS = ("clients", "group-coordinator")
+
+# Types that stay Python primitives, with their zero default.
+_ZERO = {
+    "bool": "False", "int8": "0", "int16": "0", "uint16": "0", "int32": "0", "int64": "0",
+    "float64": "0.0", "string": '""', "bytes": 'b""', "records": "None", "uuid": "ZERO_UUID",
+}
+_PYTYPE = {
+    "bool": "bool", "int8": "int", "int16": "int", "uint16": "int", "int32": "int", "int64": "int",
+    "float64": "float", "string": "str", "bytes": "bytes", "records": "bytes | None", "uuid": "UUID",
+}
+
+
+def strip_comments(text: str) -> str:
+    """Remove // comments outside strings (Kafka's JSON files carry licence headers as comments)."""
+    out, i, in_str = [], 0, False
+    while i < len(text):
+        ch = text[i]
+        if in_str:
+            out.append(ch)
+            if ch == "\\":
+                out.append(text[i + 1])
+                i += 1
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+            out.append(ch)
+        elif text.startswith("//", i):
+            while i < len(text) and text[i] != "\n":
+                i += 1
+            continue
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def load_json(path: Path) -> dict:
+    return json.loads(strip_comments(path.read_text(encoding="utf-8")))
+
+
+def parse_versions(text: str | None) -> tuple[int, int | None] | None:
+    if text is None or text == "none":
+        return None
+    text = text.strip()
+    if text.endswith("+"):
+        return (int(text[:-1]), None)
+    if "-" in text:
+        low, high = text.split("-")
+        return (int(low), int(high))
+    return (int(text), int(text))
+
+
+def snake(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+    s = re.sub(r"(?<=[A-Z])([A-Z][a-z])", r"_\1", s)
+    s = s.lower()
+    return s + "_" if keyword.iskeyword(s) else s
+
+
+def module_name(json_name: str) -> str:
+    return snake(json_name)
+
+
+class _Gen:
+    def __init__(self, message: dict) -> None:
+        self.msg = message
+        self.common = {s["name"]: s for s in message.get("commonStructs", [])}
+        self.classes: list[str] = []         # class source, dependencies first
+        self.emitted: dict[str, str] = {}    # struct name -> spec variable name
+        self.spec_lines: list[str] = []
+
+    # -- defaults ---------------------------------------------------------------------------
+    def default_literal(self, field: dict, ftype: str) -> str:
+        nullable_always = field.get("nullableVersions") is not None
+        raw = field.get("default")
+        if ftype.startswith("[]"):
+            return "None" if raw == "null" else "[]"
+        if ftype not in _ZERO:  # a single struct
+            return "None" if raw == "null" else f"{self.struct_class_name(field)}()"
+        if raw is None:
+            return _ZERO[ftype]
+        raw = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        if raw == "null":
+            if not nullable_always:
+                raise ValueError(f"{field['name']}: null default on a non-nullable field")
+            return "None"
+        if ftype == "bool":
+            return "True" if raw == "true" else "False"
+        if ftype == "string":
+            return repr(raw)
+        if ftype in ("int8", "int16", "uint16", "int32", "int64"):
+            return str(int(raw, 16) if raw.lower().startswith("0x") else int(raw))
+        if ftype == "float64":
+            return repr(float(raw))
+        raise ValueError(f"unsupported default {raw!r} for {ftype}")
+
+    def struct_class_name(self, field: dict) -> str:
+        t = field["type"]
+        return t[2:] if t.startswith("[]") else t
+
+    # -- structs ----------------------------------------------------------------------------
+    def struct(self, name: str, fields: list[dict]) -> str:
+        """Emit a dataclass and a StructSpec for `name`; return the spec variable name."""
+        if name in self.emitted:
+            return self.emitted[name]
+        spec_var = f"_{name}_SPEC"
+        self.emitted[name] = spec_var
+        # Children first so their classes and specs exist when this one refers to them.
+        for f in fields:
+            t = f["type"]
+            elem = t[2:] if t.startswith("[]") else t
+            if elem not in _ZERO:
+                sub = f.get("fields")
+                if sub is None:
+                    sub = self.common[elem]["fields"]
+                self.struct(elem, sub)
+
+        lines = ["@dataclass(slots=True)", f"class {name}:"]
+        if not fields:
+            lines.append("    pass")
+        spec_fields = []
+        for f in fields:
+            t = f["type"]
+            attr = snake(f["name"])
+            default = self.default_literal(f, t)
+            nullable = f.get("nullableVersions") is not None
+            if t.startswith("[]"):
+                elem = t[2:]
+                elem_py = _PYTYPE.get(elem, elem)
+                pytype = f"list[{elem_py}]" + (" | None" if nullable else "")
+                kind, ptype, struct_ref = "array", elem if elem in _ZERO else "", None if elem in _ZERO else f"_{elem}_SPEC"
+            elif t in _ZERO:
+                pytype = _PYTYPE[t] + (" | None" if nullable and t not in ("records",) else "")
+                kind, ptype, struct_ref = "primitive", t, None
+            else:
+                pytype = t + (" | None" if nullable else "")
+                kind, ptype, struct_ref = "struct", "", f"_{t}_SPEC"
+            if default in ("[]",) or default.endswith("()"):
+                factory = "list" if default == "[]" else default[:-2]
+                lines.append(f"    {attr}: {pytype} = field(default_factory={factory})")
+            else:
+                lines.append(f"    {attr}: {pytype} = {default}")
+            args = [
+                repr(attr), repr(f["name"]), repr(kind), repr(ptype),
+                f"versions={parse_versions(f.get('versions'))!r}",
+            ]
+            if f.get("nullableVersions"):
+                args.append(f"nullable={parse_versions(f['nullableVersions'])!r}")
+            if f.get("taggedVersions"):
+                args.append(f"tagged={parse_versions(f['taggedVersions'])!r}")
+                args.append(f"tag={int(f['tag'])}")
+            if kind == "struct":
+                # "new" asks the codec for a fresh default instance of the struct class.
+                args.append("default=None" if default == "None" else "default='new'")
+            elif kind == "array":
+                args.append(f"default={default}")
+            elif default != _ZERO[ptype]:
+                args.append(f"default={default}")
+            if struct_ref:
+                args.append(f"struct={struct_ref}")
+            if "flexibleVersions" in f:
+                args.append(f"flexible_override={parse_versions(f['flexibleVersions'])!r}")
+            spec_fields.append(f"    F({', '.join(args)}),")
+        self.classes.append("\n".join(lines))
+        body = "\n".join(spec_fields)
+        self.spec_lines.append(f"{spec_var} = StructSpec({name}, (\n{body}\n    ))" if spec_fields
+                               else f"{spec_var} = StructSpec({name}, ())")
+        return spec_var
+
+    def render(self, rel_source: str) -> str:
+        m = self.msg
+        top = self.struct(m["name"], m.get("fields", []))
+        header = [
+            f'"""{m["name"]}: generated by protocol/codegen.py from schema/{rel_source}. Do not edit."""',
+            "",
+            "from __future__ import annotations",
+            "",
+            "from dataclasses import dataclass, field",
+            "from uuid import UUID",
+            "",
+            "from kbroker.protocol.spec import FieldSpec as F, MessageSpec, StructSpec",
+            "",
+            "ZERO_UUID = UUID(int=0)",
+            "",
+        ]
+        out = header + ["", *(c + "\n\n" for c in self.classes)]
+        out += [*(s + "\n" for s in self.spec_lines)]
+        listeners = tuple(m.get("listeners", ()))
+        out.append(
+            "SPEC = MessageSpec(\n"
+            f"    name={m['name']!r},\n"
+            f"    kind={m['type']!r},\n"
+            f"    api_key={m.get('apiKey')!r},\n"
+            f"    valid={parse_versions(m.get('validVersions'))!r},\n"
+            f"    flexible={parse_versions(m.get('flexibleVersions'))!r},\n"
+            f"    struct={top},\n"
+            f"    listeners={listeners!r},\n"
+            f"    latest_version_unstable={bool(m.get('latestVersionUnstable', False))!r},\n"
+            ")\n"
+        )
+        text = "\n".join(out)
+        return re.sub(r"\n{3,}", "\n\n\n", text).rstrip() + "\n"
+
+
+def generate() -> dict[str, str]:
+    """Return {module file name: source} for every JSON definition we vendor."""
+    files: dict[str, str] = {}
+    index: list[tuple[str, str, str, int | None]] = []
+    for sub in SOURCE_DIRS:
+        for path in sorted((SCHEMA_DIR / sub).glob("*.json")):
+            msg = load_json(path)
+            if msg.get("validVersions") == "none":
+                continue  # removed APIs (LeaderAndIsr, StopReplica, ...)
+            mod = module_name(msg["name"])
+            files[f"{mod}.py"] = _Gen(msg).render(f"{sub}/{path.name}")
+            index.append((mod, msg["name"], msg["type"], msg.get("apiKey")))
+    lines = [
+        '"""Index of the generated message modules: generated by protocol/codegen.py. Do not edit."""',
+        "",
+        "# (module, message name, kind, api key)",
+        "MODULES: tuple[tuple[str, str, str, int | None], ...] = (",
+        *(f"    ({mod!r}, {name!r}, {kind!r}, {key!r})," for mod, name, kind, key in index),
+        ")",
+        "",
+    ]
+    files["__init__.py"] = "\n".join(lines)
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    check = "--check" in (argv if argv is not None else sys.argv[1:])
+    files = generate()
+    stale = []
+    for name, text in files.items():
+        target = OUT_DIR / name
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            stale.append(name)
+            if not check:
+                target.write_text(text, encoding="utf-8")
+    extra = {p.name for p in OUT_DIR.glob("*.py")} - set(files)
+    if check:
+        if stale or extra:
+            print(f"stale: {sorted(stale)} extra: {sorted(extra)}")
+            return 1
+        return 0
+    for name in extra:
+        (OUT_DIR / name).unlink()
+    print(f"generated {len(files)} modules ({len(stale)} changed) in {OUT_DIR}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""Request and response framing: headers, API lookup, and the bytes of a whole frame.
+
+A frame on the wire is `int32 size` + header + body. The server hands this module the bytes after
+the size; this module never touches sockets.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from io import BytesIO
+from struct import Struct
+from typing import Any
+
+from kbroker.protocol import codec
+from kbroker.protocol.messages import MODULES
+from kbroker.protocol.messages import request_header as _rh
+from kbroker.protocol.messages import response_header as _rsh
+from kbroker.protocol.primitives import MalformedMessage
+from kbroker.protocol.spec import MessageSpec
+
+API_VERSIONS_KEY = 18
+_HEAD = Struct(">hhi")
+_SIZE = Struct(">i")
+
+RequestHeader = _rh.RequestHeader
+ResponseHeader = _rsh.ResponseHeader
+
+# api key -> module name, for requests and responses, from the generated index.
+_REQUEST_MODULES = {key: mod for mod, _, kind, key in MODULES if kind == "request"}
+_RESPONSE_MODULES = {key: mod for mod, _, kind, key in MODULES if kind == "response"}
+_SPECS: dict[str, MessageSpec] = {}
+
+
+def _spec(module: str) -> MessageSpec:
+    found = _SPECS.get(module)
+    if found is None:
+        found = _SPECS[module] = importlib.import_module(f"kbroker.protocol.messages.{module}").SPEC
+    return found
+
+
+def known_api_keys() -> list[int]:
+    return sorted(_REQUEST_MODULES)
+
+
+def request_spec(api_key: int) -> MessageSpec | None:
+    mod = _REQUEST_MODULES.get(api_key)
+    return None if mod is None else _spec(mod)
+
+
+def response_spec(api_key: int) -> MessageSpec | None:
+    mod = _RESPONSE_MODULES.get(api_key)
+    return None if mod is None else _spec(mod)
+
+
+def request_header_version(spec: MessageSpec, version: int) -> int:
+    # Versions beyond the JSON's range follow its "N+" flexible range, like Kafka's extrapolation.
+    return 2 if spec.is_flexible(version) else 1
+
+
+def response_header_version(spec: MessageSpec, version: int) -> int:
+    if spec.api_key == API_VERSIONS_KEY:
+        return 0  # KIP-511: so a client can always read the error of an unsupported version
+    return 1 if spec.is_flexible(version) else 0
+
+
+class UnknownApiKey(MalformedMessage):
+    def __init__(self, api_key: int) -> None:
+        super().__init__(f"unknown api key {api_key}")
+        self.api_key = api_key
+
+
+@dataclass(slots=True)
+class RequestFrame:
+    header: Any            # RequestHeader
+    spec: MessageSpec
+    body_io: BytesIO       # positioned at the start of the body
+
+    @property
+    def api_key(self) -> int:
+        return self.header.request_api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.request_api_version
+
+
+def peek_api(frame: bytes) -> tuple[int, int, int]:
+    """(api key, api version, correlation id) from the fixed start of any request header."""
+    if len(frame) < 8:
+        raise MalformedMessage(f"request of {len(frame)} bytes is shorter than a header")
+    return _HEAD.unpack_from(frame)
+
+
+def decode_request_header(frame: bytes) -> RequestFrame:
+    """Decode the header; the body is decoded separately once the version is known to be served."""
+    api_key, api_version, _ = peek_api(frame)
+    spec = request_spec(api_key)
+    if spec is None:
+        raise UnknownApiKey(api_key)
+    io = BytesIO(frame)
+    header = codec.decode(_rh.SPEC, request_header_version(spec, api_version), io)
+    if header.client_id is None:
+        header.client_id = ""  # Kafka reads a null client id as the empty string
+    return RequestFrame(header, spec, io)
+
+
+def decode_body(frame: RequestFrame) -> Any:
+    return codec.decode(frame.spec, frame.api_version, frame.body_io)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """A whole response frame: size, header, body."""
+    spec = response_spec(api_key)
+    assert spec is not None
+    io = BytesIO()
+    io.write(b"\x00\x00\x00\x00")
+    if response_header_version(spec, version) == 0:
+        io.write(_SIZE.pack(correlation_id))
+    else:
+        io.write(_SIZE.pack(correlation_id))
+        io.write(b"\x00")  # empty tagged-field section
+    codec.encode_into(spec, version, body, io)
+    buf = io.getbuffer()
+    _SIZE.pack_into(buf, 0, len(buf) - 4)
+    del buf
+    return io.getvalue()
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
+    """A whole request frame; used by `kbroker probe`, tests and the benchmarks' load generator."""
+    spec = request_spec(api_key)
+    assert spec is not None
+    io = BytesIO()
+    io.write(b"\x00\x00\x00\x00")
+    header = RequestHeader(api_key, version, correlation_id, client_id)
+    codec.encode_into(_rh.SPEC, request_header_version(spec, version), header, io)
+    codec.encode_into(spec, version, body, io)
+    buf = io.getbuffer()
+    _SIZE.pack_into(buf, 0, len(buf) - 4)
+    del buf
+    return io.getvalue()
+
+
+def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, body) of a response frame without its size prefix."""
+    spec = response_spec(api_key)
+    assert spec is not None
+    io = BytesIO(frame)
+    header = codec.decode(_rsh.SPEC, response_header_version(spec, version), io)
+    return header.correlation_id, codec.decode(spec, version, io)

@@ -1,0 +1,304 @@
+"""Kafka's wire primitives as compilable `construct` classes.
+
+Each primitive is a real `construct.Construct` (it parses and builds on its own), and also knows
+the Python expression that reads it from a stream `io` and the expression that writes a value
+through `w` (a bound `write`). `protocol/codec.py` stitches those expressions into one compiled
+function per struct and version, which is what makes the compiled codec fast: no per-field
+Container, no context dictionaries, the dataclass is built directly.
+
+The runtime helpers below (`read_uvarint`, `read_compact_string`, ...) are what the emitted code
+calls; they raise `MalformedMessage` on anything a well-behaved peer would not send.
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+from struct import Struct, error as StructError
+from uuid import UUID
+
+import construct
+
+ZERO_UUID = UUID(int=0)
+
+
+class MalformedMessage(ValueError):
+    """The bytes do not decode as the message they claim to be."""
+
+
+# -- fixed-width -------------------------------------------------------------------------
+_S_i8, _S_i16, _S_u16, _S_i32, _S_i64, _S_f64 = (Struct(f) for f in (">b", ">h", ">H", ">i", ">q", ">d"))
+U_I8, U_I16, U_U16, U_I32, U_I64, U_F64 = (s.unpack for s in (_S_i8, _S_i16, _S_u16, _S_i32, _S_i64, _S_f64))
+P_I8, P_I16, P_U16, P_I32, P_I64, P_F64 = (s.pack for s in (_S_i8, _S_i16, _S_u16, _S_i32, _S_i64, _S_f64))
+
+
+def read_exact(io: BytesIO, n: int) -> bytes:
+    b = io.read(n)
+    if len(b) != n:
+        raise MalformedMessage(f"needed {n} bytes, {len(b)} left")
+    return b
+
+
+def read_bool(io: BytesIO) -> bool:
+    b = io.read(1)
+    if not b:
+        raise MalformedMessage("needed 1 byte for a bool")
+    return b != b"\x00"
+
+
+# -- unsigned varints (flexible versions) ------------------------------------------------
+def read_uvarint(io: BytesIO) -> int:
+    b = io.read(1)
+    if not b:
+        raise MalformedMessage("truncated varint")
+    v = b[0]
+    if v < 0x80:
+        return v
+    result, shift = v & 0x7F, 7
+    while True:
+        b = io.read(1)
+        if not b:
+            raise MalformedMessage("truncated varint")
+        v = b[0]
+        result |= (v & 0x7F) << shift
+        if v < 0x80:
+            return result
+        shift += 7
+        if shift > 28:  # Kafka's unsigned varints carry at most 32 bits (5 bytes)
+            raise MalformedMessage("varint longer than 5 bytes")
+
+
+_SMALL_UVARINTS = tuple(bytes([i]) for i in range(128))
+
+
+def encode_uvarint(v: int) -> bytes:
+    if 0 <= v < 128:
+        return _SMALL_UVARINTS[v]
+    v &= 0xFFFFFFFF  # Kafka writes int32 as unsigned 32-bit: -1 -> ff ff ff ff 0f
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+# -- strings and bytes -------------------------------------------------------------------
+def _decode_utf8(b: bytes) -> str:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MalformedMessage(f"invalid UTF-8 in string: {e}") from None
+
+
+def read_string(io: BytesIO) -> str:
+    n = U_I16(read_exact(io, 2))[0]
+    if n < 0:
+        raise MalformedMessage("null in a non-nullable string")
+    return _decode_utf8(read_exact(io, n))
+
+
+def read_nullable_string(io: BytesIO) -> str | None:
+    n = U_I16(read_exact(io, 2))[0]
+    if n < 0:
+        return None
+    return _decode_utf8(read_exact(io, n))
+
+
+def read_compact_string(io: BytesIO) -> str:
+    n = read_uvarint(io) - 1
+    if n < 0:
+        raise MalformedMessage("null in a non-nullable compact string")
+    return _decode_utf8(read_exact(io, n))
+
+
+def read_nullable_compact_string(io: BytesIO) -> str | None:
+    n = read_uvarint(io) - 1
+    if n < 0:
+        return None
+    return _decode_utf8(read_exact(io, n))
+
+
+def read_bytes(io: BytesIO) -> bytes:
+    n = U_I32(read_exact(io, 4))[0]
+    if n < 0:
+        raise MalformedMessage("null in non-nullable bytes")
+    return read_exact(io, n)
+
+
+def read_nullable_bytes(io: BytesIO) -> bytes | None:
+    n = U_I32(read_exact(io, 4))[0]
+    return None if n < 0 else read_exact(io, n)
+
+
+def read_compact_bytes(io: BytesIO) -> bytes:
+    n = read_uvarint(io) - 1
+    if n < 0:
+        raise MalformedMessage("null in non-nullable compact bytes")
+    return read_exact(io, n)
+
+
+def read_nullable_compact_bytes(io: BytesIO) -> bytes | None:
+    n = read_uvarint(io) - 1
+    return None if n < 0 else read_exact(io, n)
+
+
+def read_uuid(io: BytesIO) -> UUID:
+    return UUID(bytes=read_exact(io, 16))
+
+
+def write_string(w, v: str) -> None:
+    b = v.encode("utf-8")
+    w(P_I16(len(b)))
+    w(b)
+
+
+def write_nullable_string(w, v: str | None) -> None:
+    if v is None:
+        w(b"\xff\xff")
+    else:
+        write_string(w, v)
+
+
+def write_compact_string(w, v: str) -> None:
+    b = v.encode("utf-8")
+    w(encode_uvarint(len(b) + 1))
+    w(b)
+
+
+def write_nullable_compact_string(w, v: str | None) -> None:
+    if v is None:
+        w(b"\x00")
+    else:
+        write_compact_string(w, v)
+
+
+def write_bytes(w, v: bytes) -> None:
+    w(P_I32(len(v)))
+    w(v)
+
+
+def write_nullable_bytes(w, v: bytes | None) -> None:
+    if v is None:
+        w(b"\xff\xff\xff\xff")
+    else:
+        write_bytes(w, v)
+
+
+def write_compact_bytes(w, v: bytes) -> None:
+    w(encode_uvarint(len(v) + 1))
+    w(v)
+
+
+def write_nullable_compact_bytes(w, v: bytes | None) -> None:
+    if v is None:
+        w(b"\x00")
+    else:
+        write_compact_bytes(w, v)
+
+
+# -- array headers -------------------------------------------------------------------------
+def read_array_count(io: BytesIO, nullable: bool) -> int:
+    n = U_I32(read_exact(io, 4))[0]
+    if n < 0 and not (nullable and n == -1):
+        raise MalformedMessage(f"invalid array length {n}")
+    return n
+
+
+def read_compact_array_count(io: BytesIO, nullable: bool) -> int:
+    n = read_uvarint(io) - 1
+    if n < 0 and not nullable:
+        raise MalformedMessage("null in a non-nullable compact array")
+    return n
+
+
+def skip_tagged_field(io: BytesIO) -> None:
+    read_exact(io, read_uvarint(io))
+
+
+# -- the primitives as constructs ------------------------------------------------------------
+class KafkaPrimitive(construct.Construct):
+    """A primitive that can describe itself as expressions for the compiled codec.
+
+    `reader` reads from a stream named `io`; `writer(v)` writes the value expression `v`
+    through a callable named `w`.
+    """
+
+    reader: str = ""
+    writer_template: str = ""
+
+    def writer(self, v: str) -> str:
+        return self.writer_template.format(v=v)
+
+    def _parse(self, stream, context, path):
+        return eval(self.reader, _RUNTIME, {"io": stream})  # interpreted path; the compiled one inlines it
+
+    def _build(self, obj, stream, context, path):
+        eval(self.writer("v"), _RUNTIME, {"w": stream.write, "v": obj})
+        return obj
+
+    def _emitparse(self, code):
+        code.append(_RUNTIME_IMPORT)
+        return self.reader
+
+    def _emitbuild(self, code):
+        code.append(_RUNTIME_IMPORT)
+        return f"({self.writer('obj')}, obj)[1]".replace("w(", "io.write(").replace("(w,", "(io.write,")
+
+
+def _prim(name: str, reader: str, writer: str) -> KafkaPrimitive:
+    cls = type(name, (KafkaPrimitive,), {"reader": reader, "writer_template": writer})
+    return cls()
+
+
+Int8 = _prim("Int8", "U_I8(read_exact(io, 1))[0]", "w(P_I8({v}))")
+Int16 = _prim("Int16", "U_I16(read_exact(io, 2))[0]", "w(P_I16({v}))")
+UInt16 = _prim("UInt16", "U_U16(read_exact(io, 2))[0]", "w(P_U16({v}))")
+Int32 = _prim("Int32", "U_I32(read_exact(io, 4))[0]", "w(P_I32({v}))")
+Int64 = _prim("Int64", "U_I64(read_exact(io, 8))[0]", "w(P_I64({v}))")
+Float64 = _prim("Float64", "U_F64(read_exact(io, 8))[0]", "w(P_F64({v}))")
+Bool = _prim("Bool", "read_bool(io)", "w(b'\\x01' if {v} else b'\\x00')")
+Uuid = _prim("Uuid", "read_uuid(io)", "w({v}.bytes)")
+UVarInt = _prim("UVarInt", "read_uvarint(io)", "w(encode_uvarint({v}))")
+String = _prim("String", "read_string(io)", "write_string(w, {v})")
+NullableString = _prim("NullableString", "read_nullable_string(io)", "write_nullable_string(w, {v})")
+CompactString = _prim("CompactString", "read_compact_string(io)", "write_compact_string(w, {v})")
+NullableCompactString = _prim(
+    "NullableCompactString", "read_nullable_compact_string(io)", "write_nullable_compact_string(w, {v})"
+)
+Bytes = _prim("Bytes", "read_bytes(io)", "write_bytes(w, {v})")
+NullableBytes = _prim("NullableBytes", "read_nullable_bytes(io)", "write_nullable_bytes(w, {v})")
+CompactBytes = _prim("CompactBytes", "read_compact_bytes(io)", "write_compact_bytes(w, {v})")
+NullableCompactBytes = _prim(
+    "NullableCompactBytes", "read_nullable_compact_bytes(io)", "write_nullable_compact_bytes(w, {v})"
+)
+
+
+def primitive_for(type_name: str, *, flexible: bool, nullable: bool) -> KafkaPrimitive:
+    """The construct for one of Kafka's primitive type names in a given encoding."""
+    if type_name in ("string",):
+        return {(False, False): String, (False, True): NullableString,
+                (True, False): CompactString, (True, True): NullableCompactString}[(flexible, nullable)]
+    if type_name in ("bytes", "records"):
+        # records are nullable bytes on the wire whatever the schema says about nullability
+        nullable = nullable or type_name == "records"
+        return {(False, False): Bytes, (False, True): NullableBytes,
+                (True, False): CompactBytes, (True, True): NullableCompactBytes}[(flexible, nullable)]
+    return {
+        "bool": Bool, "int8": Int8, "int16": Int16, "uint16": UInt16, "int32": Int32,
+        "int64": Int64, "float64": Float64, "uuid": Uuid,
+    }[type_name]
+
+
+_RUNTIME_IMPORT = "from kbroker.protocol.primitives import *"
+__all__ = [
+    "MalformedMessage", "ZERO_UUID", "BytesIO", "UUID", "StructError",
+    "U_I8", "U_I16", "U_U16", "U_I32", "U_I64", "U_F64",
+    "P_I8", "P_I16", "P_U16", "P_I32", "P_I64", "P_F64",
+    "read_exact", "read_bool", "read_uvarint", "encode_uvarint",
+    "read_string", "read_nullable_string", "read_compact_string", "read_nullable_compact_string",
+    "read_bytes", "read_nullable_bytes", "read_compact_bytes", "read_nullable_compact_bytes", "read_uuid",
+    "write_string", "write_nullable_string", "write_compact_string", "write_nullable_compact_string",
+    "write_bytes", "write_nullable_bytes", "write_compact_bytes", "write_nullable_compact_bytes",
+    "read_array_count", "read_compact_array_count", "skip_tagged_field",
+]
+_RUNTIME = {name: globals()[name] for name in __all__}
