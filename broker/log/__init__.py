@@ -1,1 +1,16 @@
+"""The append-only partitioned log: Kafka's log layout and semantics, simplified for one node."""
 
+from .config import FlushPolicy, LogConfig
+from .manager import LogManager, TopicInfo, validate_topic_name
+from .partition_log import AppendInfo, PartitionLog, ReadResult
+
+__all__ = [
+    "AppendInfo",
+    "FlushPolicy",
+    "LogConfig",
+    "LogManager",
+    "PartitionLog",
+    "ReadResult",
+    "TopicInfo",
+    "validate_topic_name",
+]

@@ -1,0 +1,163 @@
+"""Group commit: turning many appends into few fsyncs, off the event loop.
+
+Design: one `Flusher` per partition log, whose asyncio task exists only while someone waits.
+* Partitions are separate files, so their fsyncs are independent: per-log tasks let the default
+  executor run several partitions' fsyncs in parallel instead of queueing them behind one another.
+* An idle partition costs nothing (no timer, no task), which matters with thousands of partitions.
+* While one fsync runs in a worker thread, new appends keep landing in the page cache and their
+  waiters queue up; the next round's single fsync covers all of them. That is the group commit.
+
+The `interval:MS` policy instead uses one shared periodic task in the LogManager (see manager.py):
+with no waiters to serve, N timers would be pure overhead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import os
+from typing import TYPE_CHECKING, Callable
+
+import structlog
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+from .config import FlushPolicy
+
+if TYPE_CHECKING:
+    from .segment import LogSegment
+
+log = structlog.get_logger(__name__)
+
+
+class StorageError(KafkaError):
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def sync_segments(segments: list[tuple[LogSegment, bool]], fsync: Callable[[int], None]) -> None:
+    """fsync each (segment, with_indexes); runs in a worker thread."""
+    for segment, with_indexes in segments:
+        segment.sync(fsync, with_indexes=with_indexes)
+
+
+class Flusher:
+    def __init__(
+        self,
+        policy: FlushPolicy,
+        log_end_offset: Callable[[], int],
+        segments_to_sync: Callable[[], list[tuple[LogSegment, bool]]],
+        after_sync: Callable[[], None],
+        fsync: Callable[[int], None] = os.fsync,
+    ) -> None:
+        self._policy = policy
+        self._log_end_offset = log_end_offset
+        self._segments_to_sync = segments_to_sync
+        self._after_sync = after_sync
+        self._fsync = fsync
+        # Offsets below this are on disk. What recovery found at start-up counts as durable: it is
+        # what the log holds, and no producer is waiting on it.
+        self.durable_offset = log_end_offset()
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._tiebreak = itertools.count()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def policy(self) -> FlushPolicy:
+        return self._policy
+
+    async def wait_durable(self, offset: int) -> None:
+        """Return once the record at `offset` (and everything before it) is fsynced.
+
+        Only `always` waits; with `interval:MS` and `never` durability is the background's business.
+        """
+        if self._policy.kind != "always" or offset < self.durable_offset:
+            return
+        if self._closed:
+            raise StorageError("log is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        heapq.heappush(self._waiters, (offset, next(self._tiebreak), future))
+        if self._task is None:
+            self._task = loop.create_task(self._run(), name="log-flush")
+        await future
+
+    def snapshot(self) -> tuple[int, list[tuple[LogSegment, bool]]]:
+        """What a flush round starting now covers: the log end offset and the segments to fsync."""
+        return self._log_end_offset(), self._segments_to_sync()
+
+    def complete(self, target: int) -> None:
+        """Bookkeeping after a round that covered `target`; must run on the event loop."""
+        self._mark_durable(target)
+        self._after_sync()
+
+    @property
+    def fsync(self) -> Callable[[int], None]:
+        return self._fsync
+
+    async def flush_async(self) -> None:
+        """One flush round in a worker thread (segment roll); bookkeeping back on the loop."""
+        target, segments = self.snapshot()
+        if segments:
+            await asyncio.to_thread(sync_segments, segments, self._fsync)
+        self.complete(target)
+
+    def sync_now(self) -> None:
+        """Synchronous full flush (close, roll without a loop, interval ticks from a thread)."""
+        target = self._log_end_offset()
+        sync_segments(self._segments_to_sync(), self._fsync)
+        self._mark_durable(target)
+        self._after_sync()
+
+    def _mark_durable(self, target: int) -> None:
+        if target > self.durable_offset:
+            self.durable_offset = target
+        waiters = self._waiters
+        while waiters and waiters[0][0] < self.durable_offset:
+            future = heapq.heappop(waiters)[2]
+            if not future.done():
+                future.set_result(None)
+
+    async def _run(self) -> None:
+        try:
+            while self._waiters:
+                target = self._log_end_offset()
+                segments = self._segments_to_sync()
+                if segments:
+                    await asyncio.to_thread(sync_segments, segments, self._fsync)
+                self._mark_durable(target)
+                self._after_sync()
+                if self._waiters and self._waiters[0][0] >= self._log_end_offset() and not self._segments_to_sync():
+                    # Waiting on offsets the log no longer has (truncated): nothing will ever cover them.
+                    self._fail_waiters(StorageError("offset was truncated before it became durable"))
+        except Exception as exc:
+            log.error("log_flush_failed", error=repr(exc))
+            self._fail_waiters(StorageError(f"fsync failed: {exc}"))
+        finally:
+            self._task = None
+
+    def _fail_waiters(self, exc: BaseException) -> None:
+        waiters, self._waiters = self._waiters, []
+        for _, _, future in waiters:
+            if not future.done():
+                future.set_exception(exc)
+
+    async def drain(self) -> None:
+        """Let an in-flight flush finish (before close)."""
+        task = self._task
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+
+    def close(self) -> None:
+        """Final synchronous flush; releases any waiter."""
+        self._closed = True
+        try:
+            self.sync_now()
+        finally:
+            self._fail_waiters(StorageError("log closed"))
+
+    def abandon(self) -> None:
+        """The log is being deleted: no final flush, just release waiters."""
+        self._closed = True
+        self._fail_waiters(StorageError("log deleted"))

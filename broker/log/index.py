@@ -1,0 +1,181 @@
+"""Sparse per-segment indexes in Kafka's on-disk formats.
+
+* `.index` (OffsetIndex): int32 offset relative to the segment base + int32 file position, one entry
+  about every index.interval.bytes. As in Kafka, the offset is the *last* offset of the batch that
+  starts at the position, so a lookup may land one batch early; readers scan forward from there.
+* `.timeindex` (TimeIndex): int64 timestamp + int32 relative offset, appended only when the segment's
+  max timestamp grows, so timestamps are non-decreasing. The offset is the batch holding that max.
+
+Unlike Kafka we do not mmap preallocated files: entries are appended to a plain file and mirrored in
+two `array`s that `bisect` searches. Index files are never trusted blindly: `load` sanity-checks them
+and returns None when they must be rebuilt from the log.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+from typing import Callable
+
+
+class _SparseIndex:
+    """A file of fixed-size (key, value) entries with keys non-decreasing, mirrored in memory."""
+
+    ENTRY: struct.Struct
+    KEY_TYPECODE: str
+    VALUE_TYPECODE = "i"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.keys = array(self.KEY_TYPECODE)
+        self.values = array(self.VALUE_TYPECODE)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def _append(self, key: int, value: int) -> None:
+        # Straight to the page cache, no fsync: the active segment's indexes are rebuilt on unclean
+        # recovery, and a lost tail of entries in a sparse index only makes lookups scan further.
+        os.pwrite(self._fd, self.ENTRY.pack(key, value), len(self.keys) * self.ENTRY.size)
+        self.keys.append(key)
+        self.values.append(value)
+
+    def sync(self, fsync: Callable[[int], None] = os.fsync) -> None:
+        if self._fd >= 0:
+            fsync(self._fd)
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep only the first `count` entries."""
+        del self.keys[count:]
+        del self.values[count:]
+        os.ftruncate(self._fd, count * self.ENTRY.size)
+
+    def reset(self) -> None:
+        self.truncate_entries(0)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _load_entries(self) -> bool:
+        """Read the file into memory; False when its size is not a whole number of entries."""
+        size = os.fstat(self._fd).st_size
+        if size % self.ENTRY.size:
+            return False
+        data = os.pread(self._fd, size, 0)
+        for key, value in self.ENTRY.iter_unpack(data):
+            self.keys.append(key)
+            self.values.append(value)
+        return True
+
+
+class OffsetIndex(_SparseIndex):
+    ENTRY = struct.Struct(">ii")
+    KEY_TYPECODE = "i"
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        super().__init__(path)
+        self.base_offset = base_offset
+
+    def append(self, offset: int, position: int) -> None:
+        self._append(offset - self.base_offset, position)
+
+    def lookup(self, offset: int) -> int:
+        """File position of the last indexed batch whose last offset is <= `offset`, else 0.
+
+        That batch ends at or before `offset`, so a forward scan from it reaches the batch holding `offset`.
+        """
+        i = bisect_right(self.keys, offset - self.base_offset) - 1
+        return self.values[i] if i >= 0 else 0
+
+    def last_position(self) -> int:
+        return self.values[-1] if self.values else 0
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries that point at or past `position` (the log was cut there)."""
+        self.truncate_entries(bisect_left(self.values, position))
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, log_size: int) -> OffsetIndex | None:
+        """Open an existing index; None when missing or inconsistent with the log (then rebuild)."""
+        if not path.exists():
+            return None
+        index = cls(path, base_offset)
+        ok = index._load_entries()
+        if ok:
+            keys, values = index.keys, index.values
+            for i in range(len(keys)):
+                if keys[i] < 0 or values[i] < 0 or values[i] >= log_size:
+                    ok = False
+                    break
+                if i and (keys[i] <= keys[i - 1] or values[i] <= values[i - 1]):
+                    ok = False
+                    break
+        if not ok:
+            index.close()
+            return None
+        return index
+
+
+class TimeIndex(_SparseIndex):
+    ENTRY = struct.Struct(">qi")
+    KEY_TYPECODE = "q"
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        super().__init__(path)
+        self.base_offset = base_offset
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        if self.keys and timestamp <= self.keys[-1]:
+            return
+        self._append(timestamp, offset - self.base_offset)
+
+    def lookup_before(self, timestamp: int) -> int:
+        """Offset of the last entry with a timestamp strictly below `timestamp`, else the segment base.
+
+        Every record up to that offset has a smaller timestamp, so a search for the first record at or
+        after `timestamp` can safely start at that offset's batch.
+        """
+        i = bisect_left(self.keys, timestamp) - 1
+        return self.base_offset + self.values[i] if i >= 0 else self.base_offset
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """(timestamp, absolute offset) of the newest entry."""
+        if not self.keys:
+            return None
+        return self.keys[-1], self.base_offset + self.values[-1]
+
+    def truncate_to_offset(self, next_offset: int) -> None:
+        """Drop entries that point at offsets >= next_offset."""
+        rel = next_offset - self.base_offset
+        keep = len(self.values)
+        while keep and self.values[keep - 1] >= rel:
+            keep -= 1
+        self.truncate_entries(keep)
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, next_offset: int) -> TimeIndex | None:
+        if not path.exists():
+            return None
+        index = cls(path, base_offset)
+        ok = index._load_entries()
+        if ok:
+            keys, values = index.keys, index.values
+            limit = next_offset - base_offset
+            for i in range(len(keys)):
+                if values[i] < 0 or values[i] >= limit:
+                    ok = False
+                    break
+                if i and (keys[i] <= keys[i - 1] or values[i] < values[i - 1]):
+                    ok = False
+                    break
+        if not ok:
+            index.close()
+            return None
+        return index
+

@@ -1,0 +1,312 @@
+"""All partition logs of the broker, plus durable topic metadata.
+
+Layout of the data directory:
+* `topics/<name>.json`: name, topic id, partition count, config overrides (write-temp, fsync, rename).
+* `<topic>-<partition>/`: one PartitionLog each (segments, indexes, checkpoint.json).
+* `.kbroker_clean_shutdown`: written by `close()`, removed at start-up; when present at start-up the
+  logs skip the recovery scan (Kafka's `.kafka_cleanshutdown`).
+
+The topic file is the source of truth: it is written before partition directories are created and
+removed before they are deleted, so a crash leaves at worst a directory the next start sweeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import structlog
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+from .config import FlushPolicy, LogConfig
+from .flusher import sync_segments
+from .partition_log import PartitionLog, fsync_dir, write_file_durably
+
+log = structlog.get_logger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kbroker_clean_shutdown"
+TOPICS_DIR = "topics"
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+_PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)")
+
+
+class InvalidTopicError(KafkaError):
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: 1..249 characters from [a-zA-Z0-9._-], and not "." or ".."."""
+    if not name:
+        raise InvalidTopicError("topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(f"topic name is {len(name)} characters, the limit is {MAX_TOPIC_NAME_LENGTH}")
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        raise InvalidTopicError(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+
+
+def _collision_key(name: str) -> str:
+    # Kafka refuses topics whose names differ only by '.' vs '_' (they collide in metric names).
+    return name.replace(".", "_")
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    config: LogConfig
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        body = {
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "partitions": self.num_partitions,
+            "configs": self.overrides,
+        }
+        return json.dumps(body, indent=1, sort_keys=True).encode()
+
+
+class LogManager:
+    def __init__(
+        self,
+        data_dir: str | Path,
+        default_config: LogConfig | None = None,
+        flush_policy: FlushPolicy | str = "always",
+        *,
+        fsync: Callable[[int], None] = os.fsync,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.default_config = default_config if default_config is not None else LogConfig()
+        self.flush_policy = FlushPolicy.parse(flush_policy)
+        self._fsync = fsync
+        self._topics: dict[str, TopicInfo] = {}
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._interval_task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / TOPICS_DIR).mkdir(exist_ok=True)
+        self._load()
+        self._start_interval_flusher()
+
+    # --- start-up -------------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        started = time.monotonic()
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        for doomed in self.data_dir.glob("*-delete"):
+            if doomed.is_dir():
+                shutil.rmtree(doomed, ignore_errors=True)
+        for meta_path in sorted((self.data_dir / TOPICS_DIR).glob("*.json")):
+            raw = json.loads(meta_path.read_text())
+            overrides = {str(k): str(v) for k, v in raw.get("configs", {}).items()}
+            info = TopicInfo(
+                raw["name"],
+                uuid.UUID(raw["topic_id"]),
+                int(raw["partitions"]),
+                LogConfig.from_topic_configs(overrides, self.default_config),
+                overrides,
+            )
+            self._topics[info.name] = info
+            for partition in range(info.num_partitions):
+                self._open_log(info, partition, clean)
+        for child in self.data_dir.iterdir():
+            match = _PARTITION_DIR.fullmatch(child.name)
+            if child.is_dir() and match and (match["topic"], int(match["partition"])) not in self._logs:
+                log.warning("orphan_partition_dir", dir=str(child))
+        if clean:
+            marker.unlink()  # from here on, a crash must be treated as unclean
+            fsync_dir(self.data_dir)
+        log.info(
+            "logs_loaded",
+            data_dir=str(self.data_dir),
+            topics=len(self._topics),
+            partitions=len(self._logs),
+            clean_shutdown=clean,
+            load_ms=round(1000 * (time.monotonic() - started), 1),
+        )
+
+    def _open_log(self, info: TopicInfo, partition: int, clean: bool) -> PartitionLog:
+        plog = PartitionLog(
+            self.data_dir / f"{info.name}-{partition}",
+            info.name,
+            partition,
+            info.config,
+            flush_policy=self.flush_policy,
+            clean_shutdown=clean,
+            fsync=self._fsync,
+        )
+        self._logs[(info.name, partition)] = plog
+        return plog
+
+    def _start_interval_flusher(self) -> None:
+        if self.flush_policy.kind != "interval" or self._interval_task is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop yet: call start() from inside one
+        self._interval_task = loop.create_task(self._interval_flush_loop(), name="log-interval-flush")
+
+    async def start(self) -> None:
+        self._start_interval_flusher()
+
+    async def _interval_flush_loop(self) -> None:
+        # One shared task for every log (see flusher.py): each tick snapshots all dirty segments on the
+        # loop, fsyncs them in one worker-thread call, then advances each log's durable offset.
+        interval = self.flush_policy.interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            rounds = [(plog, *plog.flusher.snapshot()) for plog in list(self._logs.values())]
+            work = [item for _, _, segments in rounds for item in segments]
+            if work:
+                try:
+                    await asyncio.to_thread(sync_segments, work, self._fsync)
+                except OSError as exc:
+                    log.error("interval_flush_failed", error=repr(exc))
+                    continue
+            for plog, target, _ in rounds:
+                if not plog.flusher.policy.kind == "interval":
+                    continue
+                plog.flusher.complete(target)
+
+    # --- topics ---------------------------------------------------------------------------------------
+
+    def _meta_path(self, name: str) -> Path:
+        return self.data_dir / TOPICS_DIR / f"{name}.json"
+
+    def _require(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise KafkaError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return info
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str],
+        topic_id: uuid.UUID | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self._topics:
+            raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+        clash = next((t for t in self._topics if _collision_key(t) == _collision_key(name)), None)
+        if clash is not None:
+            raise InvalidTopicError(f"topic {name!r} collides with existing topic {clash!r} ('.' vs '_')")
+        if num_partitions < 1:
+            raise KafkaError(f"number of partitions must be at least 1, not {num_partitions}", ErrorCode.INVALID_PARTITIONS)
+        config = LogConfig.from_topic_configs(configs, self.default_config)
+        if topic_id is None or topic_id.int == 0:
+            topic_id = uuid.uuid4()
+        info = TopicInfo(name, topic_id, num_partitions, config, config.override_dict())
+        if validate_only:
+            return info
+        write_file_durably(self._meta_path(name), info.to_json())
+        self._topics[name] = info
+        for partition in range(num_partitions):
+            self._open_log(info, partition, clean=True)
+        fsync_dir(self.data_dir)
+        log.info("topic_created", topic=name, topic_id=str(topic_id), partitions=num_partitions, configs=info.overrides)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        info = self._require(name)
+        meta = self._meta_path(name)
+        meta.unlink()
+        fsync_dir(meta.parent)
+        del self._topics[name]
+        for partition in range(info.num_partitions):
+            plog = self._logs.pop((name, partition), None)
+            if plog is not None:
+                plog.delete()
+        log.info("topic_deleted", topic=name, topic_id=str(info.topic_id))
+
+    def add_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+        info = self._require(name)
+        if new_total <= info.num_partitions:
+            raise KafkaError(
+                f"topic {name!r} has {info.num_partitions} partitions; the new count must be larger, not {new_total}",
+                ErrorCode.INVALID_PARTITIONS,
+            )
+        if validate_only:
+            return info
+        old_total = info.num_partitions
+        info.num_partitions = new_total
+        write_file_durably(self._meta_path(name), info.to_json())
+        for partition in range(old_total, new_total):
+            self._open_log(info, partition, clean=True)
+        log.info("partitions_added", topic=name, partitions=new_total)
+        return info
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo:
+        """Replace the topic's overrides with `configs` (AlterConfigs semantics; callers doing incremental
+        changes pass the merged dict)."""
+        info = self._require(name)
+        config = LogConfig.from_topic_configs(configs, self.default_config)
+        if validate_only:
+            return info
+        info.config = config
+        info.overrides = config.override_dict()
+        write_file_durably(self._meta_path(name), info.to_json())
+        for partition in range(info.num_partitions):
+            plog = self._logs.get((name, partition))
+            if plog is not None:
+                plog.config = config
+        log.info("topic_configs_altered", topic=name, configs=info.overrides)
+        return info
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> list[PartitionLog]:
+        return list(self._logs.values())
+
+    # --- background maintenance -----------------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int) -> int:
+        """The broker's periodic clean-up: delete-policy retention, then compaction for compact topics.
+        Returns the number of segments deleted by retention."""
+        deleted = 0
+        for plog in list(self._logs.values()):
+            deleted += plog.apply_retention(now_ms)
+            if plog.config.compact:
+                plog.compact(now_ms)
+        return deleted
+
+    def compact(self, now_ms: int) -> None:
+        for plog in list(self._logs.values()):
+            if plog.config.compact:
+                plog.compact(now_ms)
+
+    # --- shutdown -------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close every log, then leave the clean-shutdown marker for the next start."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._interval_task is not None:
+            self._interval_task.cancel()
+        for plog in self._logs.values():
+            plog.close()
+        write_file_durably(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
+        log.info("logs_closed", partitions=len(self._logs))

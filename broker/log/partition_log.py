@@ -1,0 +1,424 @@
+"""The log of one topic-partition: a list of segments, the last one active.
+
+One writer per partition: `append` is synchronous and runs on the event-loop thread, so appends never
+interleave; only fsyncs leave the loop (see flusher.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import uuid
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import structlog
+
+from kbroker.protocol import record_batch as rb
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+from .config import FlushPolicy, LogConfig
+from .flusher import Flusher
+from .segment import LogSegment
+
+log = structlog.get_logger(__name__)
+
+CHECKPOINT_FILE = "checkpoint.json"
+
+
+class OffsetOutOfRangeError(KafkaError):
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass(slots=True)
+class ReadResult:
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int
+
+
+def write_file_durably(path: Path, data: bytes) -> None:
+    """Write-temp, fsync, rename, fsync the directory: the file is either old or new after a crash."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        flush_policy: FlushPolicy | str = "always",
+        clean_shutdown: bool = False,
+        fsync: Callable[[int], None] = os.fsync,
+    ) -> None:
+        self.directory = Path(directory)
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.segments: list[LogSegment] = []
+        self._segment_bases: list[int] = []
+        self._recovery_point = 0
+        self.log_start_offset = 0
+        self._background: set[asyncio.Task[None]] = set()
+        self.last_compaction: tuple[object, int] | None = None  # compaction.py's skip-if-unchanged memo
+        self._load(clean_shutdown)
+        self.flusher = Flusher(
+            FlushPolicy.parse(flush_policy),
+            lambda: self.log_end_offset,
+            self._segments_to_sync,
+            self._after_sync,
+            fsync,
+        )
+
+    # --- loading and recovery -------------------------------------------------------------------------
+
+    def _read_checkpoint(self) -> tuple[int | None, int]:
+        try:
+            data = json.loads((self.directory / CHECKPOINT_FILE).read_text())
+            return int(data["log_start_offset"]), int(data["recovery_point"])
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None, 0  # no trustworthy checkpoint: recover every segment
+
+    def persist_checkpoint(self) -> None:
+        body = json.dumps({"log_start_offset": self.log_start_offset, "recovery_point": self._recovery_point})
+        write_file_durably(self.directory / CHECKPOINT_FILE, body.encode())
+
+    def _load(self, clean_shutdown: bool) -> None:
+        for leftover in self.directory.glob("*.cleaned"):  # compaction output that never got swapped in
+            leftover.unlink()
+        for tmp in self.directory.glob("*.tmp"):
+            tmp.unlink()
+        checkpoint_start, recovery_point = self._read_checkpoint()
+        bases = sorted(int(p.name[:-4]) for p in self.directory.glob("*.log") if p.name[:-4].isdigit())
+        interval = self.config.index_interval_bytes
+        for i, base in enumerate(bases):
+            last = i == len(bases) - 1
+            recover = not clean_shutdown and (base >= recovery_point or last)
+            segment, result = LogSegment.open(self.directory, base, interval, recover=recover)
+            self.segments.append(segment)
+            if result is not None and result.truncated_bytes and not last:
+                # Kafka's rule: data after a corrupt point cannot be trusted to follow on, drop it.
+                for later in bases[i + 1 :]:
+                    doomed, _ = LogSegment.open(self.directory, later, interval, recover=False)
+                    log.warning("segment_deleted_after_corruption", file=str(doomed.log_path))
+                    doomed.delete()
+                break
+        if not self.segments:
+            self.segments.append(LogSegment(self.directory, checkpoint_start or 0, interval))
+        self._segment_bases = [s.base_offset for s in self.segments]
+        first = self.segments[0].base_offset
+        start = first if checkpoint_start is None else max(checkpoint_start, first)
+        self.log_start_offset = min(start, self.log_end_offset)
+        self._recovery_point = self.active.base_offset
+
+    # --- offsets --------------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active.next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset  # one node: every appended record is "replicated"
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark  # no transactions are tracked yet
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # --- appending ------------------------------------------------------------------------------------
+
+    def append(
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int, single_batch: bool = False
+    ) -> AppendInfo:
+        """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`."""
+        config = self.config
+        headers = rb.validate_produced_batches(records, single_batch=single_batch)
+        total = len(records)
+        for header in headers:
+            if header.size > config.max_message_bytes:
+                raise KafkaError(
+                    f"batch of {header.size} bytes exceeds max.message.bytes {config.max_message_bytes}",
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                )
+            if header.timestamp_type == rb.TIMESTAMP_LOG_APPEND_TIME and not config.log_append_time:
+                raise KafkaError("producers may not set the LogAppendTime attribute", ErrorCode.INVALID_TIMESTAMP)
+        if total > config.segment_bytes:
+            raise KafkaError(
+                f"{total} bytes of records exceed segment.bytes {config.segment_bytes}",
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+            )
+        if config.compact:
+            self._check_keys(records)
+        buf = bytearray(records)
+        offset = self.log_end_offset
+        base_offset = offset
+        positions: list[tuple[int, rb.BatchHeader]] = []
+        pos = 0
+        for header in headers:
+            rb.assign_offsets(buf, pos, offset, leader_epoch)
+            if config.log_append_time:
+                rb.set_log_append_time(buf, pos, now_ms)
+                header.max_timestamp = now_ms
+            header.base_offset = offset
+            header.partition_leader_epoch = leader_epoch
+            positions.append((pos, header))
+            offset = header.next_offset
+            pos += header.size
+        last_offset = offset - 1
+        self._maybe_roll(total, headers[0].max_timestamp, last_offset, now_ms)
+        self.active.append(buf, positions)
+        return AppendInfo(
+            base_offset, last_offset, now_ms if config.log_append_time else -1, self.log_start_offset
+        )
+
+    @staticmethod
+    def _check_keys(records: bytes | bytearray | memoryview) -> None:
+        for pos, _ in rb.iter_batches(records):
+            _, decoded = rb.decode_batch(records, pos)
+            if any(r.key is None for r in decoded):
+                raise KafkaError("compacted topics only accept records with a key", ErrorCode.INVALID_RECORD)
+
+    def _maybe_roll(self, incoming_bytes: int, incoming_max_ts: int, last_offset: int, now_ms: int) -> None:
+        segment = self.active
+        if segment.size == 0:
+            return
+        config = self.config
+        if segment.first_batch_timestamp >= 0 and incoming_max_ts >= 0:
+            waited = incoming_max_ts - segment.first_batch_timestamp  # Kafka compares record time to record time
+        else:
+            waited = now_ms - segment.created_ms
+        if (
+            segment.size + incoming_bytes > config.segment_bytes
+            or waited > config.segment_ms
+            or not segment.can_hold_offset(last_offset)
+        ):
+            self.roll(now_ms)
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        old = self.active
+        if old.size == 0:
+            return old
+        old.mark_inactive()
+        new = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
+        if now_ms is not None:
+            new.created_ms = now_ms
+        self.segments.append(new)
+        self._segment_bases.append(new.base_offset)
+        log.info("segment_rolled", topic=self.topic, partition=self.partition, base_offset=new.base_offset)
+        self._flush_after_roll()
+        return new
+
+    def _flush_after_roll(self) -> None:
+        # Like Kafka, a rolled segment is fsynced (with its indexes) whatever the flush policy, so the
+        # recovery point can move past it and an unclean restart only rescans the active segment.
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flusher.sync_now()
+            return
+        task = loop.create_task(self.flusher.flush_async(), name="log-roll-flush")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _segments_to_sync(self) -> list[tuple[LogSegment, bool]]:
+        active = self.active
+        return [
+            (s, s is not active and not s.indexes_synced)
+            for s in self.segments
+            if not s.closed and (s.dirty or (s is not active and not s.indexes_synced))
+        ]
+
+    def _after_sync(self) -> None:
+        """Advance the recovery point past fully synced inactive segments and persist it."""
+        point = self.active.base_offset
+        for segment in self.segments[:-1]:
+            if segment.dirty or not segment.indexes_synced:
+                point = segment.base_offset
+                break
+        if point != self._recovery_point:
+            self._recovery_point = point
+            self.persist_checkpoint()
+
+    async def wait_durable(self, offset: int) -> None:
+        await self.flusher.wait_durable(offset)
+
+    def flush(self) -> None:
+        self.flusher.sync_now()
+
+    # --- reading --------------------------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic}-{self.partition}"
+            )
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult:
+        """Whole batches from the one holding `offset` (it may start earlier), within one segment."""
+        self._check_range(offset)
+        data = b""
+        i = max(bisect_right(self._segment_bases, offset) - 1, 0)
+        for segment in self.segments[i:]:
+            if segment.next_offset > offset:  # skips segments emptied by compaction
+                data = segment.read(offset, max_bytes, min_one_batch)
+                break
+        return ReadResult(data, self.high_watermark, self.log_start_offset, self.last_stable_offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """First (offset, timestamp) whose timestamp >= `timestamp`, for ListOffsets."""
+        for segment in self.segments:
+            if segment.next_offset <= self.log_start_offset:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3); (-1, -1) if none."""
+        best: LogSegment | None = None
+        for segment in self.segments:
+            if segment.next_offset > self.log_start_offset and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        if best is None or best.max_timestamp < 0:
+            return -1, -1
+        return best.record_with_max_timestamp() or (-1, -1)
+
+    # --- truncation and deletion ----------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch that holds offsets >= `offset` (batches are removed whole)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.log_start_offset:
+            self._reset_at(offset)  # nothing readable survives: start over, empty, at `offset`
+        else:
+            while self.active.base_offset >= offset:  # cannot empty the list: base[0] <= log start < offset
+                self.segments.pop().delete()
+                self._segment_bases.pop()
+            removed = self.active.truncate_to(offset)
+            log.info("log_truncated", topic=self.topic, partition=self.partition, offset=offset, bytes=removed)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.flusher.durable_offset = min(self.flusher.durable_offset, self.log_end_offset)
+        self._recovery_point = min(self._recovery_point, self.active.base_offset)
+        self.persist_checkpoint()
+
+    def _reset_at(self, offset: int) -> None:
+        for segment in self.segments:
+            segment.delete()
+        self.segments = [LogSegment(self.directory, offset, self.config.index_interval_bytes)]
+        self._segment_bases = [offset]
+        self.log_start_offset = offset
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: make `offset` the new log start; returns the (possibly unchanged) log start."""
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRangeError(f"cannot delete before {offset}: high watermark is {self.high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.delete_segments_before_log_start()
+            self.persist_checkpoint()
+        return self.log_start_offset
+
+    def delete_segments_before_log_start(self) -> int:
+        """Drop inactive segments wholly below the log start (the next one starts at or before it)."""
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+            self.remove_oldest_segment()
+            deleted += 1
+        return deleted
+
+    def remove_oldest_segment(self) -> None:
+        segment = self.segments.pop(0)
+        self._segment_bases.pop(0)
+        segment.delete()
+        if self.segments[0].base_offset > self.log_start_offset:
+            self.log_start_offset = self.segments[0].base_offset
+        log.info("segment_deleted", topic=self.topic, partition=self.partition, base_offset=segment.base_offset)
+
+    def replace_segment(self, index: int, segment: LogSegment) -> None:
+        """Swap in a rewritten segment with the same base offset (compaction)."""
+        self.segments[index] = segment
+
+    # --- cleanup policies -----------------------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int) -> int:
+        from .retention import apply_retention
+
+        return apply_retention(self, now_ms)
+
+    def compact(self, now_ms: int) -> object:
+        from .compaction import compact
+
+        return compact(self, now_ms)
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()  # the final synchronous flush below covers whatever they were doing
+        self.flusher.close()
+        for segment in self.segments:
+            segment.close()
+        # Everything is synced, but the active segment stays the recovery point: after a later unclean
+        # stop it is the one that may have been appended to since.
+        self._recovery_point = self.active.base_offset
+        self.persist_checkpoint()
+
+    def delete(self) -> None:
+        """Remove the partition's files (topic deletion)."""
+        for task in list(self._background):
+            task.cancel()
+        self.flusher.abandon()
+        for segment in self.segments:
+            segment._close_files()
+        # Rename first so a crash mid-delete leaves a "-delete" directory the manager sweeps at start-up,
+        # never a half-deleted partition that looks live.
+        doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")
+        os.replace(self.directory, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)

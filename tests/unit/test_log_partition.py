@@ -1,0 +1,256 @@
+"""PartitionLog on real files: appends, reads across segment rolls, index lookups, offsets API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbroker.broker.log import LogConfig, PartitionLog
+from kbroker.broker.log.index import OffsetIndex
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.record_batch import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Record,
+    decode_batches,
+    encode_batch,
+    iter_batches,
+    set_log_append_time,
+)
+
+SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256)
+
+
+def batch(n: int = 3, ts: int = 1_000, key: bytes = b"k", value_size: int = 40) -> bytes:
+    return encode_batch([Record(i, ts + i, key + str(i).encode(), b"v" * value_size) for i in range(n)])
+
+
+def open_log(path: Path, config: LogConfig = SMALL, **kwargs: object) -> PartitionLog:
+    return PartitionLog(path / "topic-0", "topic", 0, config, flush_policy="never", **kwargs)
+
+
+def all_records(plog: PartitionLog, start: int = 0) -> list[Record]:
+    out: list[Record] = []
+    offset = start
+    while offset < plog.log_end_offset:
+        chunk = plog.read(offset, 10_000).records
+        batches = list(decode_batches(chunk))
+        assert batches, f"no batch returned at offset {offset}"
+        for _, records in batches:
+            out.extend(r for r in records if r.offset >= offset)
+        offset = batches[-1][0].next_offset
+    return out
+
+
+def test_append_assigns_consecutive_offsets_and_epoch(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    first = plog.append(batch(3), leader_epoch=4, now_ms=0)
+    second = plog.append(batch(2), leader_epoch=5, now_ms=0)
+    assert (first.base_offset, first.last_offset, first.log_append_time_ms) == (0, 2, -1)
+    assert (second.base_offset, second.last_offset) == (3, 4)
+    assert plog.log_end_offset == plog.high_watermark == 5
+    headers = [h for _, h in iter_batches(plog.read(0, 10_000).records)]
+    assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [(0, 4), (3, 5)]
+
+
+def test_round_trip_across_segment_rolls(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for i in range(200):
+        plog.append(batch(3, ts=10_000 + i * 10, key=b"b%d-" % i), leader_epoch=0, now_ms=0)
+    assert len(plog.segments) > 5
+    assert all(s.size <= SMALL.segment_bytes for s in plog.segments)
+    names = sorted(p.name for p in (tmp_path / "topic-0").glob("*.log"))
+    assert names[0] == "00000000000000000000.log"
+    assert names == [f"{s.base_offset:020d}.log" for s in plog.segments]
+    records = all_records(plog)
+    assert [r.offset for r in records] == list(range(600))
+    assert records[301].key == b"b100-1"
+
+
+def test_read_starts_at_batch_holding_offset_for_every_offset(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for i in range(120):
+        plog.append(batch(1 + i % 4), leader_epoch=0, now_ms=0)
+    for offset in range(plog.log_end_offset):
+        chunk = plog.read(offset, 1).records  # max_bytes 1: exactly one whole batch
+        [(pos, header)] = list(iter_batches(chunk))
+        assert header.base_offset <= offset <= header.last_offset
+        assert len(chunk) == header.size
+
+
+def test_read_respects_max_bytes_with_whole_batches(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, LogConfig(index_interval_bytes=100))
+    sizes = [plog.append(batch(2), leader_epoch=0, now_ms=0) for _ in range(50)]
+    one = len(batch(2))
+    chunk = plog.read(0, one * 7 + one // 2).records
+    assert len(chunk) == one * 7
+    assert [h.base_offset for _, h in iter_batches(chunk)] == [0, 2, 4, 6, 8, 10, 12]
+    assert len(sizes) == 50
+
+
+def test_min_one_batch_returns_oversized_batch(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    big = batch(5, value_size=500)
+    plog.append(big, leader_epoch=0, now_ms=0)
+    assert len(plog.read(0, 100).records) == len(big)
+    assert plog.read(0, 100, min_one_batch=False).records == b""
+
+
+def test_offset_out_of_range(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    plog.append(batch(3), leader_epoch=0, now_ms=0)
+    assert plog.read(3, 1000).records == b""  # the log end offset itself is a valid, empty read
+    for bad in (4, -1, 100):
+        with pytest.raises(KafkaError) as exc_info:
+            plog.read(bad, 1000)
+        assert exc_info.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_offset_index_is_sparse_and_lookups_land_at_or_before_target(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, LogConfig(index_interval_bytes=300))
+    for _ in range(60):
+        plog.append(batch(2), leader_epoch=0, now_ms=0)
+    segment = plog.active
+    index = segment.offset_index
+    assert 0 < len(index) < 60
+    reopened = OffsetIndex.load(index.path, 0, segment.size)
+    assert reopened is not None and list(reopened.keys) == list(index.keys)
+    positions = {h.base_offset: pos for pos, h in iter_batches(segment.read_at(0, segment.size))}
+    for offset in range(plog.log_end_offset):
+        position = index.lookup(offset)
+        holder = max(p for b, p in positions.items() if b <= offset)
+        assert position <= holder
+        assert position in positions.values()
+
+
+def test_offset_for_timestamp(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for i in range(100):  # timestamps 1000, 1001, 1002 | 1010, 1011, 1012 | ...
+        plog.append(batch(3, ts=1_000 + 10 * i), leader_epoch=0, now_ms=0)
+    assert len(plog.segments) > 2
+    assert plog.offset_for_timestamp(0) == (0, 1_000)
+    assert plog.offset_for_timestamp(1_001) == (1, 1_001)
+    assert plog.offset_for_timestamp(1_003) == (3, 1_010)
+    assert plog.offset_for_timestamp(1_505) == (153, 1_510)
+    assert plog.offset_for_timestamp(1_992) == (299, 1_992)
+    assert plog.offset_for_timestamp(1_993) is None
+
+
+def test_max_timestamp_offset(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    assert plog.max_timestamp_offset() == (-1, -1)
+    plog.append(batch(3, ts=5_000), leader_epoch=0, now_ms=0)
+    plog.append(encode_batch([Record(0, 9_000, b"a", b"1"), Record(1, 7_000, b"b", b"2")]), leader_epoch=0, now_ms=0)
+    plog.append(batch(3, ts=6_000), leader_epoch=0, now_ms=0)
+    assert plog.max_timestamp_offset() == (3, 9_000)
+
+
+def test_message_too_large_and_record_list_too_large(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, LogConfig(max_message_bytes=300, segment_bytes=1_000))
+    with pytest.raises(KafkaError) as exc_info:
+        plog.append(batch(10), leader_epoch=0, now_ms=0)
+    assert exc_info.value.code == ErrorCode.MESSAGE_TOO_LARGE
+    plog2 = PartitionLog(tmp_path / "t-1", "t", 1, LogConfig(segment_bytes=200), flush_policy="never")
+    with pytest.raises(KafkaError) as exc_info:
+        plog2.append(batch(10), leader_epoch=0, now_ms=0)
+    assert exc_info.value.code == ErrorCode.RECORD_LIST_TOO_LARGE
+    assert plog.log_end_offset == 0
+
+
+def test_invalid_batch_is_not_written(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    bad = bytearray(batch(2))
+    bad[-1] ^= 1
+    with pytest.raises(KafkaError) as exc_info:
+        plog.append(bytes(bad), leader_epoch=0, now_ms=0)
+    assert exc_info.value.code == ErrorCode.CORRUPT_MESSAGE
+    assert plog.log_end_offset == 0 and plog.size_bytes == 0
+
+
+def test_log_append_time_topic_rewrites_timestamps(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, LogConfig(message_timestamp_type="LogAppendTime"))
+    info = plog.append(batch(2, ts=5), leader_epoch=0, now_ms=777_000)
+    assert info.log_append_time_ms == 777_000
+    [(header, records)] = list(decode_batches(plog.read(0, 1000).records))
+    assert header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
+    assert [r.timestamp for r in records] == [777_000, 777_000]
+
+
+def test_create_time_topic_rejects_log_append_time_batches(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    buf = bytearray(batch(1))
+    set_log_append_time(buf, 0, 5)
+    with pytest.raises(KafkaError) as exc_info:
+        plog.append(bytes(buf), leader_epoch=0, now_ms=0)
+    assert exc_info.value.code == ErrorCode.INVALID_TIMESTAMP
+
+
+def test_compacted_topic_requires_keys(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, LogConfig(cleanup_policy="compact"))
+    with pytest.raises(KafkaError) as exc_info:
+        plog.append(encode_batch([Record(0, 1, None, b"v")]), leader_epoch=0, now_ms=0)
+    assert exc_info.value.code == ErrorCode.INVALID_RECORD
+
+
+def test_time_based_roll_uses_record_timestamps(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, LogConfig(segment_ms=1_000))
+    plog.append(batch(1, ts=10_000), leader_epoch=0, now_ms=0)
+    plog.append(batch(1, ts=10_900), leader_epoch=0, now_ms=0)
+    assert len(plog.segments) == 1
+    plog.append(batch(1, ts=11_001), leader_epoch=0, now_ms=0)
+    assert [s.base_offset for s in plog.segments] == [0, 2]
+
+
+def test_reopen_after_close_gives_same_offsets(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for i in range(80):
+        plog.append(batch(2, ts=i), leader_epoch=1, now_ms=0)
+    before = (plog.log_end_offset, plog.log_start_offset, len(plog.segments), plog.max_timestamp_offset())
+    records = all_records(plog)
+    plog.close()
+    for clean in (True, False):
+        reopened = open_log(tmp_path, clean_shutdown=clean)
+        assert (
+            reopened.log_end_offset,
+            reopened.log_start_offset,
+            len(reopened.segments),
+            reopened.max_timestamp_offset(),
+        ) == before
+        assert all_records(reopened) == records
+        reopened.append(batch(1), leader_epoch=1, now_ms=0)
+        assert reopened.log_end_offset == before[0] + 1
+        reopened.truncate_to(before[0])
+        reopened.close()
+
+
+def test_truncate_to_removes_whole_batches_and_later_segments(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for _ in range(100):
+        plog.append(batch(3), leader_epoch=0, now_ms=0)
+    segments_before = len(plog.segments)
+    plog.truncate_to(31)  # inside the batch [30, 32]: that whole batch goes
+    assert plog.log_end_offset == 30
+    assert len(plog.segments) < segments_before
+    assert [r.offset for r in all_records(plog)] == list(range(30))
+    assert plog.append(batch(1), leader_epoch=0, now_ms=0).base_offset == 30
+    plog.truncate_to(0)
+    assert plog.log_end_offset == 0 and plog.size_bytes == 0
+
+
+def test_delete_records_before_advances_log_start_and_survives_reopen(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for _ in range(100):
+        plog.append(batch(3), leader_epoch=0, now_ms=0)
+    segments_before = len(plog.segments)
+    assert plog.delete_records_before(150) == 150
+    assert plog.log_start_offset == 150
+    assert len(plog.segments) < segments_before
+    assert plog.segments[0].base_offset <= 150
+    with pytest.raises(KafkaError):
+        plog.read(149, 100)
+    assert plog.read(150, 100).log_start_offset == 150
+    with pytest.raises(KafkaError) as exc_info:
+        plog.delete_records_before(1_000)
+    assert exc_info.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+    plog.close()
+    assert open_log(tmp_path).log_start_offset == 150
