@@ -302,7 +302,7 @@ class PartitionLog:
         data = b""
         i = max(bisect_right(self._segment_bases, offset) - 1, 0)
         for segment in self.segments[i:]:
-            if segment.next_offset > offset:  # skips segments emptied by compaction
+            if segment.size and segment.next_offset > offset:  # skips segments emptied by compaction
                 data = segment.read(offset, max_bytes, min_one_batch)
                 break
         return ReadResult(data, self.high_watermark, self.log_start_offset, self.last_stable_offset)

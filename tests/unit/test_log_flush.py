@@ -1,0 +1,132 @@
+"""Durability policies: group commit for `always`, background fsync for `interval:MS`, none for `never`.
+
+fsyncs are counted through the injectable `fsync` hook, which still calls the real os.fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from kbroker.broker.log import LogConfig, LogManager, PartitionLog
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.record_batch import Record, encode_batch
+
+
+class CountingFsync:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.gate: threading.Event | None = None  # when set, fsync blocks until the test opens it
+        self.fail = False
+
+    def __call__(self, fd: int) -> None:
+        if self.gate is not None:
+            self.gate.wait(timeout=10)
+        if self.fail:
+            raise OSError(5, "simulated I/O error")
+        self.calls += 1
+        os.fsync(fd)
+
+
+def batch(i: int) -> bytes:
+    return encode_batch([Record(0, i, b"k%d" % i, b"v" * 50)])
+
+
+async def test_group_commit_shares_fsyncs_between_concurrent_appends(tmp_path: Path) -> None:
+    fsync = CountingFsync()
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, LogConfig(), flush_policy="always", fsync=fsync)
+
+    async def produce(i: int) -> int:
+        info = plog.append(batch(i), leader_epoch=0, now_ms=0)
+        await plog.wait_durable(info.last_offset)
+        return info.base_offset
+
+    offsets = await asyncio.gather(*(produce(i) for i in range(200)))
+    assert sorted(offsets) == list(range(200))
+    assert 1 <= fsync.calls < 10  # 200 appends, a handful of fsyncs
+    assert plog.flusher.durable_offset == plog.log_end_offset == 200
+    plog.close()
+
+
+async def test_waiters_resolve_only_after_their_fsync_and_loop_keeps_serving(tmp_path: Path) -> None:
+    fsync = CountingFsync()
+    fsync.gate = threading.Event()
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, LogConfig(), flush_policy="always", fsync=fsync)
+    first = plog.append(batch(0), leader_epoch=0, now_ms=0)
+    waiter = asyncio.create_task(plog.wait_durable(first.last_offset))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()  # the fsync is blocked in its thread...
+    # ...while the event loop still accepts appends, which queue for the next round
+    second = plog.append(batch(1), leader_epoch=0, now_ms=0)
+    late_waiter = asyncio.create_task(plog.wait_durable(second.last_offset))
+    await asyncio.sleep(0.01)
+    assert not late_waiter.done()
+    fsync.gate.set()
+    await asyncio.wait_for(asyncio.gather(waiter, late_waiter), timeout=5)
+    assert fsync.calls == 2  # round 1 covered offset 0 only; round 2 covered offset 1
+    # an offset that is already durable returns without another fsync
+    await plog.wait_durable(0)
+    assert fsync.calls == 2
+    plog.close()
+
+
+async def test_fsync_failure_is_a_storage_error(tmp_path: Path) -> None:
+    fsync = CountingFsync()
+    fsync.fail = True
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, LogConfig(), flush_policy="always", fsync=fsync)
+    info = plog.append(batch(0), leader_epoch=0, now_ms=0)
+    with pytest.raises(KafkaError) as exc_info:
+        await plog.wait_durable(info.last_offset)
+    assert exc_info.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    fsync.fail = False
+    plog.close()
+
+
+async def test_interval_policy_flushes_in_background(tmp_path: Path) -> None:
+    fsync = CountingFsync()
+    manager = LogManager(tmp_path, LogConfig(), "interval:20", fsync=fsync)
+    manager.create_topic("t", 2, {})
+    plog = manager.get_log("t", 1)
+    assert plog is not None
+    info = plog.append(batch(0), leader_epoch=0, now_ms=0)
+    await asyncio.wait_for(plog.wait_durable(info.last_offset), timeout=0.01)  # returns at once
+    assert fsync.calls == 0
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if plog.flusher.durable_offset == 1:
+            break
+    assert fsync.calls >= 1
+    assert plog.flusher.durable_offset == 1
+    manager.close()
+
+
+async def test_never_policy_does_not_fsync_appends_but_close_does(tmp_path: Path) -> None:
+    fsync = CountingFsync()
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, LogConfig(), flush_policy="never", fsync=fsync)
+    for i in range(20):
+        info = plog.append(batch(i), leader_epoch=0, now_ms=0)
+        await plog.wait_durable(info.last_offset)
+    await asyncio.sleep(0.05)
+    assert fsync.calls == 0
+    plog.close()
+    assert fsync.calls >= 1
+
+
+async def test_rolled_segment_is_fsynced_with_its_indexes_whatever_the_policy(tmp_path: Path) -> None:
+    fsync = CountingFsync()
+    config = LogConfig(segment_bytes=500, index_interval_bytes=50)
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, config, flush_policy="never", fsync=fsync)
+    for i in range(10):
+        plog.append(batch(i), leader_epoch=0, now_ms=0)
+    assert len(plog.segments) > 1
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if all(s.indexes_synced and not s.dirty for s in plog.segments[:-1]):
+            break
+    assert all(s.indexes_synced and not s.dirty for s in plog.segments[:-1])
+    assert fsync.calls >= 3 * (len(plog.segments) - 1)  # log + two indexes per rolled segment
+    plog.close()
