@@ -179,8 +179,6 @@ class LogManager:
                     log.error("interval_flush_failed", error=repr(exc))
                     continue
             for plog, target, _ in rounds:
-                if not plog.flusher.policy.kind == "interval":
-                    continue
                 plog.flusher.complete(target)
 
     # --- topics ---------------------------------------------------------------------------------------

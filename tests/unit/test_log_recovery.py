@@ -215,3 +215,57 @@ def test_structlog_is_configured_for_capture() -> None:
     with capture_logs() as logs:
         structlog.get_logger("x").info("ping")
     assert logs and logs[0]["event"] == "ping"
+
+
+_WRITER = r"""
+import asyncio, sys
+from kbroker.broker.log import LogConfig, LogManager
+from kbroker.protocol.record_batch import Record, encode_batch
+
+async def main() -> None:
+    manager = LogManager(sys.argv[1], LogConfig(segment_bytes=20_000), "always")
+    if "t" not in manager.topics():
+        manager.create_topic("t", 1, {})
+    plog = manager.get_log("t", 0)
+    i = 0
+    while True:
+        infos = [plog.append(encode_batch([Record(0, i, b"k%d" % i, b"v" * 100)]), leader_epoch=0, now_ms=0)
+                 for _ in range(5)]
+        await plog.wait_durable(infos[-1].last_offset)
+        print("ACK", infos[-1].last_offset, flush=True)
+        i += 1
+
+asyncio.run(main())
+"""
+
+
+def test_kill_9_during_appends_keeps_every_acknowledged_record(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from kbroker.broker.log import LogManager
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    acked = -1
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            if line.startswith("ACK "):
+                acked = int(line.split()[1])
+                if acked >= 400:  # several segment rolls in
+                    break
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert acked >= 400
+    manager = LogManager(tmp_path, CONFIG, "never")
+    assert not (tmp_path / ".kbroker_clean_shutdown").exists()
+    plog = manager.get_log("t", 0)
+    assert plog is not None
+    assert len(plog.segments) > 1
+    assert plog.log_end_offset > acked
+    assert offsets(plog) == list(range(plog.log_end_offset))
+    manager.close()
