@@ -1,0 +1,1 @@
+"""One module per Kafka API: API_KEY, VERSIONS and `async handle(ctx, request)`."""

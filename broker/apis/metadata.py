@@ -1,0 +1,76 @@
+"""Metadata (3): this node is the only broker and the controller; every partition is led here."""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.messages.metadata_request import MetadataRequest
+from kbroker.protocol.messages.metadata_response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from kbroker.protocol.primitives import ZERO_UUID
+
+API_KEY = 3
+VERSIONS = (0, 12)
+
+
+def describe_topic(broker, info) -> MetadataResponseTopic:
+    node = broker.node_id
+    return MetadataResponseTopic(
+        error_code=ErrorCode.NONE,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=info.name.startswith("__"),
+        partitions=[
+            MetadataResponsePartition(
+                error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=0,
+                replica_nodes=[node], isr_nodes=[node], offline_replicas=[],
+            )
+            for p in range(info.num_partitions)
+        ],
+    )
+
+
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    broker = ctx.broker
+    host, port = broker.config.advertised_address
+    topics = broker.logs.topics()
+    out: list[MetadataResponseTopic] = []
+    # v0 has no null: an empty list there means "all topics".
+    wanted = request.topics
+    if wanted is None or (ctx.api_version == 0 and not wanted):
+        out = [describe_topic(broker, info) for name, info in sorted(topics.items())]
+    else:
+        by_id = {info.topic_id: info for info in topics.values()}
+        auto = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
+        for t in wanted:
+            if t.name is None and t.topic_id != ZERO_UUID:
+                info = by_id.get(t.topic_id)
+                if info is None:
+                    out.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                                     topic_id=t.topic_id))
+                else:
+                    out.append(describe_topic(broker, info))
+                continue
+            name = t.name or ""
+            info = topics.get(name)
+            if info is None and auto and broker.config.auto_create_topics_enable:
+                try:
+                    info = await broker.auto_create_topic(name)
+                except KafkaError as e:
+                    out.append(MetadataResponseTopic(error_code=e.code, name=name))
+                    continue
+            if info is None:
+                out.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+            else:
+                out.append(describe_topic(broker, info))
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=out,
+    )

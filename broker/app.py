@@ -1,0 +1,104 @@
+"""The broker process: wires configuration, storage, the coordinator and the server together."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+
+import structlog
+import uvloop
+
+from kbroker.broker import cluster_meta
+from kbroker.broker.config import BrokerConfig
+from kbroker.broker.logging import configure_logging
+from kbroker.broker.router import Router
+from kbroker.broker.server import KafkaServer
+
+log = structlog.get_logger("kbroker.broker")
+
+
+def build_router() -> Router:
+    from kbroker.broker.apis import api_versions, metadata
+
+    router = Router()
+    for module in (api_versions, metadata):
+        router.register(module)
+    return router
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        from kbroker.broker.log.config import LogConfig
+        from kbroker.broker.log.manager import LogManager
+
+        self.config = config
+        self.data_dir = Path(config.data_dir)
+        self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
+        self.router = build_router()
+        self.logs = LogManager(self.data_dir, LogConfig(), config.flush)
+        host, port = config.listen_address
+        self.server = KafkaServer(self, self.router, host, port, config.socket_request_max_bytes)
+        self._background: list[asyncio.Task] = []
+
+    async def start(self) -> int:
+        port = await self.server.start()
+        self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
+        return port
+
+    async def stop(self) -> None:
+        await self.server.shutdown(self.config.shutdown_timeout_s)
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        close = self.logs.close()
+        if asyncio.iscoroutine(close):
+            await close
+
+    async def auto_create_topic(self, name: str):
+        """Create a topic with the broker defaults (Metadata and Produce auto-creation)."""
+        self.logs.create_topic(name, self.config.num_partitions, {})
+        log.info("topic_auto_created", topic=name, partitions=self.config.num_partitions)
+        return self.logs.topics()[name]
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.logs.apply_retention(int(time.time() * 1000))
+            except Exception:
+                log.exception("retention_failed")
+
+
+async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> int:
+    started = time.monotonic()
+    broker = Broker(config)
+    port = await broker.start()
+    log.info(
+        "broker_started",
+        listen=f"{config.listen_address[0]}:{port}",
+        advertised="%s:%d" % config.advertised_address,
+        data_dir=str(broker.data_dir),
+        cluster_id=broker.cluster_id,
+        node_id=broker.node_id,
+        startup_ms=round(1000 * (time.monotonic() - started), 1),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    log.info("broker_stopping")
+    stopped = time.monotonic()
+    await broker.stop()
+    log.info("broker_stopped", shutdown_ms=round(1000 * (time.monotonic() - stopped), 1))
+    return 0
+
+
+def run(config: BrokerConfig) -> int:
+    configure_logging(config.log_format, config.log_level)
+    return uvloop.run(serve(config))

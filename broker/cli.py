@@ -1,0 +1,92 @@
+"""`kbroker`: serve, probe (a health check), and the commands later issues add."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import socket
+import struct
+import sys
+import time
+
+from kbroker.broker.config import BrokerConfig, load_config, parse_host_port
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML file of settings (flags and KBROKER_* win over it)")
+    for f in dataclasses.fields(BrokerConfig):
+        flag = "--" + f.name.replace("_", "-")
+        env = "KBROKER_" + f.name.upper()
+        help_text = f"{f.metadata.get('help', '')} [env {env}; default {f.default!r}]"
+        if f.type in ("bool", bool):
+            parser.add_argument(flag, dest=f.name, default=None, action=argparse.BooleanOptionalAction, help=help_text)
+        else:
+            parser.add_argument(flag, dest=f.name, default=None, metavar=f.name.split("_")[-1].upper(),
+                                help=help_text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kbroker",
+        description="A Kafka-protocol broker with Kafka's consumer-group coordinator.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the broker", description="Run the broker in the foreground.")
+    _add_config_flags(serve)
+    probe = sub.add_parser("probe", help="ApiVersions round trip; exit 0 if the broker answers, 1 if not",
+                           description="Health check: one ApiVersions round trip.")
+    probe.add_argument("address", metavar="HOST:PORT")
+    probe.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (default 3)")
+    return parser
+
+
+def probe(address: str, timeout: float) -> int:
+    from kbroker.protocol import framing
+    from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+
+    host, port = parse_host_port(address)
+    started = time.monotonic()
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(framing.encode_request(18, 3, 1, "kbroker-probe", ApiVersionsRequest("kbroker-probe", "1")))
+            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+            _, body = framing.decode_response(18, 3, _recv_exact(sock, size))
+    except (OSError, ValueError) as e:
+        print(f"kbroker probe {address}: {e}", file=sys.stderr)
+        return 1
+    if body.error_code != 0:
+        print(f"kbroker probe {address}: error code {body.error_code}", file=sys.stderr)
+        return 1
+    print(f"ok: {address} answered ApiVersions with {len(body.api_keys)} APIs "
+          f"in {1000 * (time.monotonic() - started):.1f} ms")
+    return 0
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "probe":
+        return probe(args.address, args.timeout)
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
+    try:
+        config = load_config(flags, args.config)
+    except (ValueError, OSError) as e:
+        print(f"kbroker: {e}", file=sys.stderr)
+        return 2
+    from kbroker.broker.app import run
+
+    return run(config)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,39 @@
+"""The data directory's identity: cluster id and node id, created once and kept (Kafka's meta.properties)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from pathlib import Path
+
+FILE = "meta.properties"
+
+
+def new_cluster_id() -> str:
+    # Kafka's format: a random UUID, URL-safe base64 without padding (22 characters).
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def load_or_create(data_dir: Path, node_id: int, cluster_id: str = "") -> tuple[str, int]:
+    """Return (cluster id, node id), creating the file on first start.
+
+    A data directory written by another node id is refused: its logs belong to that node.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / FILE
+    if path.exists():
+        props = dict(
+            line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#")
+        )
+        stored_node = int(props.get("node.id", node_id))
+        if stored_node != node_id:
+            raise SystemExit(f"{path} belongs to node.id={stored_node}, not {node_id}")
+        return props["cluster.id"], stored_node
+    cid = cluster_id or new_cluster_id()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"#kbroker data directory\nversion=1\ncluster.id={cid}\nnode.id={node_id}\n")
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return cid, node_id

@@ -1,0 +1,62 @@
+"""Routes decoded requests to handlers by API key, and knows which versions we serve.
+
+A handler module exposes `API_KEY`, `VERSIONS = (min, max)` and `async handle(ctx, request)`
+returning the response body (or None when the request gets no response, as Produce with acks=0).
+ApiVersions advertises exactly what is registered here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Protocol
+
+Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    peer: str
+    broker: Any  # kbroker.broker.app.Broker; typed loosely to keep handlers free of import cycles
+
+    def log_fields(self) -> dict[str, Any]:
+        return {
+            "api": self.api_key,
+            "version": self.api_version,
+            "client_id": self.client_id,
+            "correlation_id": self.correlation_id,
+            "peer": self.peer,
+        }
+
+
+class HandlerModule(Protocol):
+    API_KEY: int
+    VERSIONS: tuple[int, int]
+
+    async def handle(self, ctx: RequestContext, request: Any) -> Any: ...
+
+
+@dataclass(slots=True, frozen=True)
+class Route:
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+class Router:
+    def __init__(self) -> None:
+        self.routes: dict[int, Route] = {}
+
+    def register(self, module: HandlerModule) -> None:
+        low, high = module.VERSIONS
+        self.routes[module.API_KEY] = Route(module.API_KEY, low, high, module.handle)
+
+    def route(self, api_key: int) -> Route | None:
+        return self.routes.get(api_key)
+
+    def supported(self) -> list[tuple[int, int, int]]:
+        return [(r.api_key, r.min_version, r.max_version) for r in sorted(self.routes.values(), key=lambda r: r.api_key)]

@@ -1,0 +1,164 @@
+"""The TCP server: size-prefixed frames in, responses out in request order.
+
+Like Kafka, a connection has one request in progress at a time: the next frame is read only after
+the previous response is written, so responses leave in request order without reordering logic.
+Bad input closes that one connection with one structured log event; it never reaches other
+connections or the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+import structlog
+
+from kbroker.broker.router import RequestContext, Router
+from kbroker.protocol import framing
+from kbroker.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.primitives import MalformedMessage
+
+log = structlog.get_logger("kbroker.server")
+_SIZE = struct.Struct(">i")
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka would close the connection instead of answering."""
+
+
+class KafkaServer:
+    def __init__(self, broker: Any, router: Router, host: str, port: int, max_request_bytes: int) -> None:
+        self.broker = broker
+        self.router = router
+        self.host, self.port = host, port
+        self.max_request_bytes = max_request_bytes
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
+        self._in_flight: set[asyncio.Task] = set()
+        self._closing = False
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._on_connection, self.host, self.port, limit=1 << 20)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def shutdown(self, timeout: float) -> None:
+        """Stop accepting, let in-flight requests finish (up to `timeout`), then close connections."""
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        if self._in_flight:
+            await asyncio.wait(list(self._in_flight), timeout=timeout)
+        for writer in list(self._connections.values()):
+            writer.close()
+        if self._connections:
+            await asyncio.wait(list(self._connections), timeout=1.0)
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections[task] = writer
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        log.debug("connection_open", peer=peer)
+        reason = "closed by client"
+        try:
+            reason = await self._serve(reader, writer, peer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            reason = "closed by client"
+        except asyncio.CancelledError:
+            reason = "shutdown"
+            raise
+        except Exception:  # a bug of ours: keep the process, drop this connection
+            log.exception("connection_error", peer=peer)
+            reason = "internal error"
+        finally:
+            self._connections.pop(task, None)
+            writer.close()
+            log.debug("connection_close", peer=peer, reason=reason)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> str:
+        while not self._closing:
+            try:
+                head = await reader.readexactly(4)
+            except asyncio.IncompleteReadError as e:
+                return "closed by client" if not e.partial else "truncated frame"
+            (size,) = _SIZE.unpack(head)
+            if size < 0 or size > self.max_request_bytes:
+                log.warning("request_rejected", peer=peer, error="frame size out of bounds", size=size,
+                            max_bytes=self.max_request_bytes)
+                return "bad frame size"
+            frame = await reader.readexactly(size)
+            response = await self._dispatch_tracked(frame, peer)
+            if response is _CLOSE:
+                return "bad request"
+            if response is not None:
+                writer.write(response)
+                await writer.drain()
+        return "shutdown"
+
+    async def _dispatch_tracked(self, frame: bytes, peer: str) -> Any:
+        task = asyncio.ensure_future(self._dispatch(frame, peer))
+        self._in_flight.add(task)
+        try:
+            # shield: on shutdown the connection task is cancelled, but the request finishes.
+            return await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._in_flight.discard(task)
+            else:
+                task.add_done_callback(self._in_flight.discard)
+
+    async def _dispatch(self, frame: bytes, peer: str) -> bytes | None | object:
+        try:
+            api_key, api_version, correlation_id = framing.peek_api(frame)
+        except MalformedMessage as e:
+            log.warning("request_rejected", peer=peer, error=str(e))
+            return _CLOSE
+        fields = {"api": api_key, "version": api_version, "correlation_id": correlation_id, "peer": peer}
+        route = self.router.route(api_key)
+        try:
+            req = framing.decode_request_header(frame)
+        except framing.UnknownApiKey:
+            log.warning("request_rejected", error="unknown api key", **fields)
+            return _CLOSE
+        except (MalformedMessage, ValueError) as e:
+            log.warning("request_rejected", error=f"undecodable header: {e}", **fields)
+            return _CLOSE
+        fields["client_id"] = req.header.client_id
+        if route is None or not (route.min_version <= api_version <= route.max_version):
+            if api_key == framing.API_VERSIONS_KEY:
+                # KIP-511: answer in v0 so any client can read the error and retry lower.
+                return framing.encode_response(api_key, 0, correlation_id, self._unsupported_api_versions(route))
+            log.warning("request_rejected", error="unsupported api" if route is None else "unsupported version",
+                        **fields)
+            return _CLOSE
+        try:
+            body = framing.decode_body(req)
+        except (MalformedMessage, ValueError, UnicodeDecodeError) as e:
+            log.warning("request_rejected", error=f"undecodable body: {e}", **fields)
+            return _CLOSE
+        ctx = RequestContext(api_key, api_version, correlation_id, req.header.client_id, peer, self.broker)
+        try:
+            response = await route.handler(ctx, body)
+        except CloseConnection as e:
+            log.warning("request_rejected", error=str(e), **fields)
+            return _CLOSE
+        except Exception:
+            log.exception("request_failed", **fields)
+            return _CLOSE
+        if response is None:
+            return None
+        return framing.encode_response(api_key, api_version, correlation_id, response)
+
+    def _unsupported_api_versions(self, route: Any) -> ApiVersionsResponse:
+        low, high = (route.min_version, route.max_version) if route else (0, 0)
+        return ApiVersionsResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            api_keys=[ApiVersion(framing.API_VERSIONS_KEY, low, high)],
+        )
+
+
+_CLOSE = object()
