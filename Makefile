@@ -1,0 +1,47 @@
+# kbroker: `make run` serves on 127.0.0.1:9092 with data in ./data; `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+LISTEN ?= 127.0.0.1:9092
+DATA_DIR ?= ./data
+PYTEST_ARGS ?=
+
+.PHONY: run test venv test-venv system-deps codegen codegen-check bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	$(PIP) install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+test-venv: $(VENV)/.installed-test
+
+run: venv
+	$(VENV)/bin/kbroker serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+
+# Debian packages the tests use (kcat). Installed only when missing; needs root, as in CI.
+system-deps:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
+	  else echo "kcat is missing and we are not root: its tests will be skipped"; fi; }
+
+test: test-venv system-deps
+	$(PY) -m kbroker.protocol.codegen --check
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+codegen: venv
+	$(PY) -m kbroker.protocol.codegen
+
+bench: test-venv
+	$(PIP) install --quiet -e '.[bench]'
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
