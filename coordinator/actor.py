@@ -1,0 +1,377 @@
+"""The asyncio shell around the per-partition state machines.
+
+One actor per active group: an asyncio task with a mailbox, so a group's commands run one at a
+time without locks (and while a group awaits its append, its next command waits). Actors hold no
+state of their own; an idle actor retires and is rebuilt on demand from the in-memory group.
+
+Timers: one KeyedTimers for the broker. An expiry is enqueued into the owning group's mailbox and
+only handled if `claim` says it is still that key's live timer, so an expiry that lost a race
+with a heartbeat is dropped.
+
+Persistence: `append_records(partition, records)` is injected (coordinator/storage.py provides it);
+it must return once the records are durable and raise KafkaError otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import Any, TypeVar
+
+import structlog
+
+from kbroker.protocol.errors import ErrorCode
+from kbroker.purgatory.clock import Clock, SystemClock
+from kbroker.purgatory.timers import KeyedTimers, TimerFired
+
+from . import commands as c
+from .classic import GroupStateMachine, random_member_id
+from .config import GroupConfig
+from .execute import AppendRecords, execute_outcome
+from .outcome import CancelTimer, Event, Outcome, RebalanceCompleted, Reply, TimerOp
+from .partitioning import partition_for
+from .records import Record
+from .results import (
+    DeletedGroup,
+    DescribedGroup,
+    HeartbeatResult,
+    JoinGroupResult,
+    LeaveGroupResult,
+    ListGroupsResult,
+    OffsetCommitResult,
+    OffsetDeleteResult,
+    OffsetFetchResult,
+    SyncGroupResult,
+    error_result_for,
+)
+
+E = ErrorCode
+log = structlog.get_logger("kbroker.coordinator")
+
+RETENTION_CHECK_KEY = "offsets-retention-check"
+# Offsets APIs accept an empty group id for backward compatibility; the others do not.
+_EMPTY_ID_ALLOWED = (c.OffsetCommit, c.OffsetFetch)
+
+R = TypeVar("R")
+
+
+@dataclasses.dataclass(slots=True)
+class _Request:
+    cmd: c.Request
+
+
+@dataclasses.dataclass(slots=True)
+class _Expiry:
+    cmd: c.TimerExpiry
+    key: str
+    token: int
+
+
+@dataclasses.dataclass(slots=True)
+class _Internal:
+    cmd: c.TimerExpiry  # periodic work with no timer key of its own (offset retention)
+
+
+_Item = _Request | _Expiry | _Internal
+
+
+class _GroupActor:
+    __slots__ = ("group_id", "partition", "mailbox", "busy", "task", "_wakeup", "_service")
+
+    def __init__(self, service: GroupCoordinatorService, group_id: str, partition: int) -> None:
+        self.group_id = group_id
+        self.partition = partition
+        self.mailbox: deque[_Item] = deque()
+        self.busy = False
+        self._wakeup = asyncio.Event()
+        self._service = service
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"group-actor:{group_id}")
+
+    def put(self, item: _Item) -> None:
+        self.mailbox.append(item)
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        idle_s = self._service.actor_idle_ms / 1000.0
+        while True:
+            while self.mailbox:
+                item = self.mailbox.popleft()
+                self.busy = True
+                try:
+                    await self._service._process(self, item)
+                finally:
+                    self.busy = False
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), idle_s)
+            except TimeoutError:
+                if not self.mailbox:  # nothing can slip in: no await since the check
+                    self._service._retire(self)
+                    return
+
+
+class GroupCoordinatorService:
+    def __init__(
+        self,
+        append_records: AppendRecords,
+        *,
+        config: GroupConfig | None = None,
+        clock: Clock | None = None,
+        timers: KeyedTimers | None = None,
+        new_member_id: Callable[[str], str] = random_member_id,
+        actor_idle_ms: int = 30_000,
+        num_partitions: int | None = None,
+    ) -> None:
+        self.config = config or GroupConfig()
+        self.clock: Clock = clock or (timers.clock if timers is not None else SystemClock())
+        # Without injected timers the service runs its own driver; a broker passes its shared one.
+        self.timers = timers or KeyedTimers(self.clock)
+        self._runs_timer_driver = timers is None
+        self.actor_idle_ms = actor_idle_ms
+        self.num_partitions = num_partitions or self.config.offsets_topic_num_partitions
+        self._append_records = append_records
+        self._new_member_id = new_member_id
+        self._machines: dict[int, GroupStateMachine] = {}
+        self._loading: set[int] = set()
+        self._actors: dict[str, _GroupActor] = {}
+        self._running = False
+        self._driver: asyncio.Task[None] | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._running = True
+        if self._runs_timer_driver and self._driver is None:
+            self._driver = asyncio.get_running_loop().create_task(self.timers.run(), name="coordinator-timers")
+        self._schedule_retention_check()
+
+    async def stop(self) -> None:
+        self._running = False
+        self.timers.cancel(RETENTION_CHECK_KEY)
+        for partition in list(self._machines):
+            await self.unload(partition)
+        actors, self._actors = list(self._actors.values()), {}
+        for actor in actors:
+            actor.task.cancel()
+            for item in actor.mailbox:
+                if isinstance(item, _Request):
+                    self._deliver(Reply(item.cmd.reply_to, error_result_for(item.cmd, E.COORDINATOR_NOT_AVAILABLE)))
+            actor.mailbox.clear()
+        await asyncio.gather(*(a.task for a in actors), return_exceptions=True)
+        if self._driver is not None:
+            self._driver.cancel()
+            await asyncio.gather(self._driver, return_exceptions=True)
+            self._driver = None
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    async def load(self, partition: int, records: Iterable[Record]) -> None:
+        """Become coordinator for `partition`: replay its records (tombstones included), then
+        serve its groups. Requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS."""
+        if partition in self._machines:
+            await self.unload(partition)
+        self._loading.add(partition)
+        try:
+            machine = GroupStateMachine(partition, self.config, new_member_id=self._new_member_id)
+            machine.begin_load()
+            for i, record in enumerate(records, 1):
+                machine.replay(record)
+                if i % 1024 == 0:
+                    await asyncio.sleep(0)  # a long log must not starve other partitions
+            self._machines[partition] = machine
+            await self._execute(machine, machine.finish_load(self.clock.wall_ms()))
+        finally:
+            self._loading.discard(partition)
+        log.info("partition_loaded", partition=partition, groups=len(machine.groups))
+
+    async def unload(self, partition: int) -> None:
+        machine = self._machines.pop(partition, None)
+        if machine is not None:
+            await self._execute(machine, machine.unload(self.clock.wall_ms()))
+            log.info("partition_unloaded", partition=partition)
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self._loading)
+
+    def machine(self, partition: int) -> GroupStateMachine | None:
+        return self._machines.get(partition)
+
+    # -- API -----------------------------------------------------------------------------------
+
+    async def join_group(self, cmd: c.JoinGroup) -> JoinGroupResult:
+        return await self._call(cmd)
+
+    async def sync_group(self, cmd: c.SyncGroup) -> SyncGroupResult:
+        return await self._call(cmd)
+
+    async def heartbeat(self, cmd: c.Heartbeat) -> HeartbeatResult:
+        return await self._call(cmd)
+
+    async def leave_group(self, cmd: c.LeaveGroup) -> LeaveGroupResult:
+        return await self._call(cmd)
+
+    async def commit_offsets(self, cmd: c.OffsetCommit) -> OffsetCommitResult:
+        return await self._call(cmd)
+
+    async def fetch_offsets(self, cmd: c.OffsetFetch) -> OffsetFetchResult:
+        return await self._call(cmd)
+
+    async def delete_offsets(self, cmd: c.OffsetDelete) -> OffsetDeleteResult:
+        return await self._call(cmd)
+
+    async def describe_groups(self, group_ids: Iterable[str], api_version: int = 5) -> list[DescribedGroup]:
+        return list(await asyncio.gather(*(self._call(c.DescribeGroup(g, api_version)) for g in group_ids)))
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> list[DeletedGroup]:
+        return list(await asyncio.gather(*(self._call(c.DeleteGroup(g)) for g in group_ids)))
+
+    async def list_groups(self, cmd: c.ListGroups | None = None) -> ListGroupsResult:
+        cmd = cmd or c.ListGroups()
+        if not self._running:
+            return ListGroupsResult(E.COORDINATOR_NOT_AVAILABLE)
+        groups = [
+            g for p in sorted(self._machines) for g in self._machines[p].list_groups(cmd.states_filter, cmd.types_filter)
+        ]
+        # Groups of partitions still loading are missing; say so.
+        return ListGroupsResult(E.COORDINATOR_LOAD_IN_PROGRESS if self._loading else E.NONE, tuple(groups))
+
+    # -- routing -------------------------------------------------------------------------------
+
+    async def _call(self, cmd: Any) -> Any:
+        error = self._precheck(cmd)
+        if error is not None:
+            return self._refusal(cmd, error)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        cmd = dataclasses.replace(cmd, reply_to=future)
+        self._actor(self.partition_for(cmd.group_id), cmd.group_id).put(_Request(cmd))
+        return await future
+
+    def _precheck(self, cmd: c.Request) -> ErrorCode | None:
+        group_id = cmd.group_id
+        if group_id is None or (group_id == "" and not isinstance(cmd, _EMPTY_ID_ALLOWED)):
+            return E.INVALID_GROUP_ID
+        if not self._running:
+            return E.COORDINATOR_NOT_AVAILABLE
+        partition = self.partition_for(group_id)
+        if partition in self._loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if partition not in self._machines:
+            return E.NOT_COORDINATOR
+        return None
+
+    @staticmethod
+    def _refusal(cmd: c.Request, error: ErrorCode) -> Any:
+        if error is E.COORDINATOR_LOAD_IN_PROGRESS:
+            if isinstance(cmd, c.Heartbeat):
+                return HeartbeatResult(E.NONE)  # blind ack: the group's state is not known yet
+            if isinstance(cmd, c.SyncGroup):
+                # The rebalance state was lost with the old coordinator; older clients do not
+                # know LOAD_IN_PROGRESS for SyncGroup, and this makes them rejoin.
+                return SyncGroupResult(E.REBALANCE_IN_PROGRESS)
+        return error_result_for(cmd, error)
+
+    def _actor(self, partition: int, group_id: str) -> _GroupActor:
+        actor = self._actors.get(group_id)
+        if actor is None:
+            actor = self._actors[group_id] = _GroupActor(self, group_id, partition)
+        return actor
+
+    def _retire(self, actor: _GroupActor) -> None:
+        if self._actors.get(actor.group_id) is actor:
+            del self._actors[actor.group_id]
+
+    async def _process(self, actor: _GroupActor, item: _Item) -> None:
+        cmd = item.cmd
+        if isinstance(item, _Expiry) and not self.timers.claim(item.key, item.token):
+            return  # stale: the key was re-armed or cancelled after this expiry fired
+        machine = self._machines.get(actor.partition)
+        if isinstance(item, _Request):
+            error = self._precheck(cmd)
+            if error is not None:
+                self._deliver(Reply(cmd.reply_to, self._refusal(cmd, error)))
+                return
+        if machine is None or actor.partition in self._loading:
+            return
+        try:
+            outcome = machine.handle(cmd, self.clock.wall_ms())
+        except Exception:  # noqa: BLE001 - one bad command must not take the group down
+            log.exception(
+                "coordinator_error", group=actor.group_id, api=type(cmd).__name__,
+                member=getattr(cmd, "member_id", None),
+            )
+            if isinstance(item, _Request):
+                self._deliver(Reply(cmd.reply_to, error_result_for(cmd, E.UNKNOWN_SERVER_ERROR)))
+            return
+        await self._execute(machine, outcome)
+
+    async def _execute(self, machine: GroupStateMachine, outcome: Outcome) -> None:
+        await execute_outcome(
+            machine, outcome,
+            now_ms=self.clock.wall_ms,
+            append=self._append_records,
+            deliver=self._deliver,
+            apply_timer=partial(self._apply_timer, machine.partition),
+            on_event=self._log_event,
+        )
+
+    @staticmethod
+    def _deliver(reply: Reply) -> None:
+        future = reply.to
+        if isinstance(future, asyncio.Future) and not future.done():
+            future.set_result(reply.result)
+
+    def _apply_timer(self, partition: int, op: TimerOp) -> None:
+        if isinstance(op, CancelTimer):
+            self.timers.cancel(op.key)
+        else:
+            self.timers.schedule(op.key, op.delay_ms, partial(self._on_timer, partition, op.expiry))
+
+    def _on_timer(self, partition: int, expiry: c.TimerExpiry, fired: TimerFired) -> None:
+        self._actor(partition, expiry.group_id).put(_Expiry(expiry, fired.key, fired.token))
+
+    def _schedule_retention_check(self) -> None:
+        self.timers.schedule(
+            RETENTION_CHECK_KEY, self.config.offsets_retention_check_interval_ms, self._on_retention_check
+        )
+
+    def _on_retention_check(self, fired: TimerFired) -> None:
+        if not self.timers.claim(fired.key, fired.token) or not self._running:
+            return
+        for partition, machine in self._machines.items():
+            if partition in self._loading:
+                continue
+            for group_id in list(machine.groups):
+                self._actor(partition, group_id).put(_Internal(c.OffsetExpiryCheck(group_id)))
+        self._schedule_retention_check()
+
+    @staticmethod
+    def _log_event(event: Event) -> None:
+        fields = dataclasses.asdict(event)
+        if isinstance(event, RebalanceCompleted):
+            log.info("rebalance_completed", **fields)
+        else:
+            log.warning("coordinator_write_failed", **{k: str(v) for k, v in fields.items()})
+
+    # -- tests and tools -----------------------------------------------------------------------
+
+    async def quiesce(self, max_rounds: int = 1000) -> None:
+        """Wait until no actor has work queued or in progress (for tests driving a manual clock)."""
+        for _ in range(max_rounds):
+            await asyncio.sleep(0)
+            if all(not a.busy and not a.mailbox for a in self._actors.values()):
+                return
+        raise TimeoutError("actors did not settle")
+
+    async def advance_timers(self, now_ms: int | None = None) -> None:
+        """Fire due timers at `now_ms` (default: the clock) and let the actors handle them."""
+        self.timers.advance_to(self.clock.now_ms() if now_ms is None else now_ms)
+        await self.quiesce()
+
+    @property
+    def active_actors(self) -> int:
+        return len(self._actors)

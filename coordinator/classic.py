@@ -1,0 +1,268 @@
+"""The classic group coordinator for one `__consumer_offsets` partition, as a state machine.
+
+    machine.handle(command, now_ms) -> Outcome        decide (requests and timer expiries)
+    machine.replay(record)                            apply a durable record to memory
+    machine.on_write_done(follow_up, error, now_ms)   finish what waited on a write
+    machine.begin_load(); replay...; finish_load()    rebuild from the log
+
+What is persisted: committed offsets and each group's GroupMetadata at generation boundaries.
+Offsets change *only* through `replay`. Membership and parked JoinGroup/SyncGroup answers live in
+memory, as in Kafka: handlers change them directly, and a GroupMetadata record written at run
+time is a snapshot of what memory already holds, so replaying it then is a no-op (Kafka appends
+classic-group records with `replayRecords=false` for the same reason). While loading, the same
+records rebuild the groups.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+
+from kbroker.protocol.errors import ErrorCode
+
+from . import commands as c
+from .admin import handle_delete_group, handle_describe_group, list_groups
+from .config import GroupConfig
+from .group import ClassicGroup, GroupState, OffsetAndMetadata
+from .join import handle_join_group, on_static_member_replaced
+from .member import Member
+from .membership import (
+    handle_heartbeat,
+    handle_leave_group,
+    handle_sync_group,
+    on_assignment_written,
+    on_heartbeat_expired,
+    on_join_expired,
+    on_pending_member_expired,
+    on_sync_expired,
+)
+from .offsets import (
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_expiry_check,
+    handle_offset_fetch,
+    on_group_removed,
+)
+from .outcome import (
+    AssignmentWritten,
+    EmptyGroupWritten,
+    FollowUp,
+    GroupRemoved,
+    Outcome,
+    StaticMemberReplaced,
+    WriteFailed,
+)
+from .rebalance import Ctx, prepare_rebalance, schedule_heartbeat
+from .records import (
+    GroupMetadataRecord,
+    GroupMetadataTombstone,
+    OffsetCommitRecord,
+    OffsetCommitTombstone,
+    Record,
+)
+from .results import JoinGroupResult, ListedGroup, SyncGroupResult
+
+E = ErrorCode
+S = GroupState
+
+
+def random_member_id(prefix: str) -> str:
+    """`<client.id or group.instance.id>-<UUID>`, Kafka's format."""
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+class GroupStateMachine:
+    def __init__(
+        self,
+        partition: int,
+        config: GroupConfig | None = None,
+        *,
+        new_member_id: Callable[[str], str] = random_member_id,
+    ) -> None:
+        self.partition = partition
+        self.config = config or GroupConfig()
+        self.groups: dict[str, ClassicGroup] = {}
+        self.loading = False
+        self._new_member_id = new_member_id
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        return self.groups.get(group_id)
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def handle(self, cmd: c.Command, now_ms: int) -> Outcome:
+        ctx = Ctx(self.config, now_ms, Outcome())
+        group = self.groups.get(cmd.group_id)
+        match cmd:
+            case c.JoinGroup():
+                handle_join_group(ctx, cmd, self.groups.get, lambda gid: self._create(gid, now_ms),
+                                  self._new_member_id)
+            case c.SyncGroup():
+                handle_sync_group(ctx, group, cmd)
+            case c.Heartbeat():
+                handle_heartbeat(ctx, group, cmd)
+            case c.LeaveGroup():
+                handle_leave_group(ctx, group, cmd)
+            case c.OffsetCommit():
+                handle_offset_commit(ctx, cmd, self.groups.get, lambda gid: self._create(gid, now_ms))
+            case c.OffsetFetch():
+                handle_offset_fetch(ctx, group, cmd)
+            case c.OffsetDelete():
+                handle_offset_delete(ctx, group, cmd)
+            case c.DescribeGroup():
+                handle_describe_group(ctx, group, cmd)
+            case c.DeleteGroup():
+                handle_delete_group(ctx, group, cmd)
+            case c.HeartbeatExpired():
+                on_heartbeat_expired(ctx, group, cmd)
+            case c.PendingMemberExpired():
+                on_pending_member_expired(ctx, group, cmd)
+            case c.JoinExpired() | c.InitialJoinExpired():
+                on_join_expired(ctx, group, cmd)
+            case c.SyncExpired():
+                on_sync_expired(ctx, group, cmd)
+            case c.OffsetExpiryCheck():
+                handle_offset_expiry_check(ctx, group, cmd, self._drop)
+            case _:
+                raise TypeError(f"unknown command {type(cmd).__name__}")
+        return ctx.out
+
+    def on_write_done(self, follow_up: FollowUp, error: ErrorCode | None, now_ms: int) -> Outcome:
+        """Continue after the append that carried `follow_up`: `error` is None when it is durable,
+        else the error already translated for clients."""
+        ctx = Ctx(self.config, now_ms, Outcome())
+        group = self.groups.get(follow_up.group_id)
+        match follow_up:
+            case AssignmentWritten():
+                on_assignment_written(ctx, group, follow_up, error)
+            case StaticMemberReplaced():
+                on_static_member_replaced(ctx, group, follow_up, error)
+            case GroupRemoved():
+                on_group_removed(ctx, group, follow_up, error, self._drop)
+            case EmptyGroupWritten():
+                # Safe to ignore: with no members, the previous generation coming back after a
+                # restart would just time out.
+                pass
+        if error is not None:
+            ctx.out.events.append(WriteFailed(follow_up.group_id, type(follow_up).__name__, error))
+        return ctx.out
+
+    def list_groups(self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()) -> list[ListedGroup]:
+        return list_groups(self.groups.values(), states_filter, types_filter)
+
+    def _create(self, group_id: str, now_ms: int) -> ClassicGroup:
+        group = ClassicGroup(group_id, now_ms)
+        self.groups[group_id] = group
+        return group
+
+    def _drop(self, group: ClassicGroup) -> None:
+        if not group.is_state(S.DEAD):
+            group.transition_to(S.DEAD, group.current_state_timestamp or 0)
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    # -- records -------------------------------------------------------------------------------
+
+    def replay(self, record: Record) -> None:
+        match record:
+            case OffsetCommitRecord():
+                group = self.groups.get(record.group)
+                if group is None:
+                    # Offsets without group metadata: a simple (offsets-only) group.
+                    group = self._create(record.group, record.commit_timestamp)
+                group.offsets[(record.topic, record.partition)] = OffsetAndMetadata(
+                    record.offset, record.leader_epoch, record.metadata, record.commit_timestamp,
+                    record.expire_timestamp,
+                )
+            case OffsetCommitTombstone():
+                group = self.groups.get(record.group)
+                if group is not None:
+                    group.offsets.pop((record.topic, record.partition), None)
+                    if self.loading and group.protocol_type is None and not group.offsets and not group.members:
+                        del self.groups[record.group]
+            case GroupMetadataRecord():
+                if self.loading or record.group not in self.groups:
+                    self._load_group_metadata(record)
+                # At run time the record mirrors memory already (see the module docstring).
+            case GroupMetadataTombstone():
+                group = self.groups.get(record.group)
+                if group is None:
+                    return
+                if self.loading:
+                    if group.offsets:
+                        # Offsets outlive the metadata: keep them in a simple group.
+                        self.groups[record.group] = self._simple_group_with(group)
+                    else:
+                        del self.groups[record.group]
+                elif group.state in (S.EMPTY, S.DEAD):
+                    self._drop(group)
+
+    def _simple_group_with(self, old: ClassicGroup) -> ClassicGroup:
+        group = ClassicGroup(old.group_id, old.current_state_timestamp or 0)
+        group.offsets = old.offsets
+        return group
+
+    def _load_group_metadata(self, record: GroupMetadataRecord) -> None:
+        previous = self.groups.get(record.group)
+        state = S.STABLE if record.members else S.EMPTY
+        timestamp = None if record.current_state_timestamp < 0 else record.current_state_timestamp
+        group = ClassicGroup(record.group, 0, state)
+        group.current_state_timestamp = timestamp
+        group.generation_id = record.generation
+        group.protocol_type = record.protocol_type or None
+        group.protocol_name = record.protocol
+        for m in record.members:
+            group.add(Member(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout,
+                session_timeout_ms=m.session_timeout,
+                protocol_type=record.protocol_type,
+                protocols=((record.protocol or "", m.subscription),),
+                assignment=m.assignment,
+            ))
+        if record.leader is not None and group.has(record.leader):
+            group.leader_id = record.leader
+        group.protocol_type = record.protocol_type or None
+        if previous is not None:
+            group.offsets = previous.offsets
+        group.subscribed_topics = group.compute_subscribed_topics()
+        group.generation_members = tuple(group.members)
+        self.groups[record.group] = group
+
+    # -- loading and unloading -----------------------------------------------------------------
+
+    def begin_load(self) -> None:
+        self.loading = True
+        self.groups.clear()
+
+    def finish_load(self, now_ms: int) -> Outcome:
+        """Every loaded group is Stable or Empty; members get fresh heartbeat deadlines
+        (onGroupLoaded), and a group above a lowered max size rebalances."""
+        self.loading = False
+        ctx = Ctx(self.config, now_ms, Outcome())
+        for group in self.groups.values():
+            for member in group.members.values():
+                schedule_heartbeat(ctx, group, member)
+            if group.size > self.config.group_max_size:
+                prepare_rebalance(ctx, group, f"loaded group is over capacity ({self.config.group_max_size})", None)
+        return ctx.out
+
+    def unload(self, now_ms: int) -> Outcome:
+        """This broker no longer owns the partition: answer whoever waits with NOT_COORDINATOR,
+        stop every timer, forget the groups."""
+        ctx = Ctx(self.config, now_ms, Outcome())
+        for group in self.groups.values():
+            for member in group.members.values():
+                ctx.out.reply(group.take_join_handle(member), JoinGroupResult(E.NOT_COORDINATOR, member.member_id))
+                ctx.out.reply(group.take_sync_handle(member), SyncGroupResult(E.NOT_COORDINATOR))
+                ctx.out.cancel(c.heartbeat_key(group.group_id, member.member_id))
+            for member_id in group.pending_members:
+                ctx.out.cancel(c.pending_key(group.group_id, member_id))
+            ctx.out.cancel(c.join_key(group.group_id))
+            ctx.out.cancel(c.sync_key(group.group_id))
+            group.transition_to(S.DEAD, now_ms)
+        self.groups.clear()
+        return ctx.out

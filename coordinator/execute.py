@@ -1,0 +1,79 @@
+"""Carry out an Outcome: send replies, apply timers, append records, replay, follow up.
+
+One implementation for the asyncio actor and the synchronous test harness, so tests exercise the
+same append-then-apply-then-reply path as production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from kbroker.protocol.errors import ErrorCode, KafkaError
+
+from .classic import GroupStateMachine
+from .outcome import Event, Outcome, Reply, TimerOp
+from .records import Record
+from .results import append_error_to_response
+
+AppendRecords = Callable[[int, list[Record]], Awaitable[None]]
+
+log = structlog.get_logger("kbroker.coordinator")
+
+
+async def execute_outcome(
+    machine: GroupStateMachine,
+    outcome: Outcome,
+    *,
+    now_ms: Callable[[], int],
+    append: AppendRecords,
+    deliver: Callable[[Reply], None],
+    apply_timer: Callable[[TimerOp], None],
+    on_event: Callable[[Event], None],
+) -> None:
+    queue: deque[Outcome] = deque([outcome])
+    while queue:
+        out = queue.popleft()
+        for reply in out.replies:
+            deliver(reply)
+        for op in out.timers:
+            apply_timer(op)
+        for event in out.events:
+            on_event(event)
+        if not out.writes:
+            continue
+
+        records = [record for write in out.writes for record in write.records]
+        error: ErrorCode | None = None
+        try:
+            await append(machine.partition, records)
+        except asyncio.CancelledError:
+            raise
+        except KafkaError as exc:
+            error = append_error_to_response(exc.code)
+        except Exception:  # noqa: BLE001 - any storage failure becomes a Kafka error code
+            log.exception("append_failed", partition=machine.partition, records=len(records))
+            error = ErrorCode.UNKNOWN_SERVER_ERROR
+
+        if error is None:
+            # Append, then apply, then reply.
+            for record in records:
+                machine.replay(record)
+        for write in out.writes:
+            for reply in write.replies:
+                deliver(reply if error is None else Reply(reply.to, reply.result.failed(error)))
+            if write.then is not None:
+                queue.append(machine.on_write_done(write.then, error, now_ms()))
+
+
+def run_now(awaitable: Awaitable[None]) -> None:
+    """Run a coroutine that must not actually suspend (in-memory appends), synchronously."""
+    coro = awaitable.__await__()
+    try:
+        coro.send(None)
+    except StopIteration:
+        return
+    raise RuntimeError("the coroutine suspended; use an event loop")

@@ -1,0 +1,239 @@
+"""OffsetCommit, OffsetFetch, OffsetDelete and offset retention.
+
+Committed offsets change only through records: a handler emits OffsetCommitRecord or a tombstone,
+and `replay` (state.py) applies it once the append is durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kbroker.protocol.errors import ErrorCode
+
+from . import commands as c
+from .group import ClassicGroup, GroupState, OffsetAndMetadata
+from .join import validate_current_member
+from .outcome import GroupRemoved, Reply
+from .rebalance import Ctx, schedule_heartbeat
+from .records import GroupMetadataTombstone, OffsetCommitRecord, OffsetCommitTombstone, Record
+from .results import (
+    OffsetCommitResult,
+    OffsetDeleteResult,
+    OffsetFetchPartition,
+    OffsetFetchResult,
+    OffsetFetchTopic,
+    PartitionError,
+    TopicErrors,
+)
+
+E = ErrorCode
+S = GroupState
+
+
+def _utf16_length(text: str) -> int:
+    # Kafka compares String.length(), which counts UTF-16 code units.
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+# -- OffsetCommit ---------------------------------------------------------------------------------
+
+
+def handle_offset_commit(
+    ctx: Ctx, cmd: c.OffsetCommit, lookup: Callable[[str], ClassicGroup | None],
+    create: Callable[[str], ClassicGroup],
+) -> None:
+    group = lookup(cmd.group_id)
+    if group is None:
+        if cmd.generation_id < 0:
+            # A "simple" consumer (assign() without group management) or an admin tool: the
+            # group exists only to hold offsets.
+            group = create(cmd.group_id)
+        else:
+            code = E.GROUP_ID_NOT_FOUND if cmd.api_version >= 9 else E.ILLEGAL_GENERATION
+            ctx.out.reply(cmd.reply_to, OffsetCommitResult.all_failed(cmd, code))
+            return
+
+    error = validate_offset_commit(group, cmd)
+    if error is not None:
+        ctx.out.reply(cmd.reply_to, OffsetCommitResult.all_failed(cmd, error))
+        return
+
+    if group.state in (S.STABLE, S.PREPARING_REBALANCE):
+        # Committing keeps a classic member alive, like a heartbeat.
+        schedule_heartbeat(ctx, group, group.get(cmd.member_id))
+
+    expire_timestamp = None if cmd.retention_time_ms == -1 else ctx.now_ms + cmd.retention_time_ms
+    max_bytes = ctx.config.offset_metadata_max_bytes
+    records: list[Record] = []
+    topics: list[TopicErrors] = []
+    for topic in cmd.topics:
+        partitions: list[PartitionError] = []
+        for p in topic.partitions:
+            metadata = p.metadata or ""
+            if _utf16_length(metadata) > max_bytes:
+                partitions.append(PartitionError(p.partition, E.OFFSET_METADATA_TOO_LARGE))
+                continue
+            partitions.append(PartitionError(p.partition, E.NONE))
+            records.append(OffsetCommitRecord(
+                group=cmd.group_id, topic=topic.name, partition=p.partition, offset=p.offset,
+                leader_epoch=p.leader_epoch, metadata=metadata, commit_timestamp=ctx.now_ms,
+                expire_timestamp=expire_timestamp,
+            ))
+        topics.append(TopicErrors(topic.name, tuple(partitions)))
+
+    result = OffsetCommitResult(tuple(topics))
+    if records:
+        replies = [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else []
+        ctx.out.write(records, replies)
+    else:
+        ctx.out.reply(cmd.reply_to, result)
+
+
+def validate_offset_commit(group: ClassicGroup, cmd: c.OffsetCommit) -> ErrorCode | None:
+    if group.is_state(S.DEAD):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if cmd.generation_id < 0 and group.is_state(S.EMPTY):
+        return None  # simple commit into an empty group
+    if cmd.generation_id >= 0 or cmd.member_id != c.UNKNOWN_MEMBER_ID or cmd.group_instance_id is not None:
+        error = validate_current_member(group, cmd.member_id, cmd.group_instance_id)
+        if error is not None:
+            return error
+        if cmd.generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+    elif not group.is_state(S.EMPTY):
+        # Without member id and generation only an empty group takes commits.
+        return E.UNKNOWN_MEMBER_ID
+    if group.is_state(S.COMPLETING_REBALANCE):
+        # The member has its new generation but not its assignment yet; let it retry after sync.
+        return E.REBALANCE_IN_PROGRESS
+    return None
+
+
+# -- OffsetFetch ----------------------------------------------------------------------------------
+
+
+def handle_offset_fetch(ctx: Ctx, group: ClassicGroup | None, cmd: c.OffsetFetch) -> None:
+    """Offsets are returned whatever the group's state: a group may use Kafka only to store
+    offsets. Unknown groups and partitions answer offset -1 with no error. `require_stable` never
+    finds an unstable offset here: commits become visible only once durable, and the group's
+    commands run one at a time, so there is no pending commit to wait for."""
+    offsets = group.offsets if group is not None else {}
+    if cmd.topics is None:
+        by_topic: dict[str, list[OffsetFetchPartition]] = {}
+        for (topic, partition), o in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(_fetched(partition, o))
+        topics = tuple(OffsetFetchTopic(t, tuple(ps)) for t, ps in by_topic.items())
+    else:
+        topics = tuple(
+            OffsetFetchTopic(t.name, tuple(_fetched(p, offsets.get((t.name, p))) for p in t.partitions))
+            for t in cmd.topics
+        )
+    ctx.out.reply(cmd.reply_to, OffsetFetchResult(E.NONE, topics))
+
+
+def _fetched(partition: int, o: OffsetAndMetadata | None) -> OffsetFetchPartition:
+    if o is None:
+        return OffsetFetchPartition(partition)
+    return OffsetFetchPartition(partition, o.offset, o.leader_epoch, o.metadata)
+
+
+# -- OffsetDelete ---------------------------------------------------------------------------------
+
+
+def handle_offset_delete(ctx: Ctx, group: ClassicGroup | None, cmd: c.OffsetDelete) -> None:
+    if group is None or group.is_state(S.DEAD):
+        ctx.out.reply(cmd.reply_to, OffsetDeleteResult(E.GROUP_ID_NOT_FOUND))
+        return
+    if not group.is_state(S.EMPTY) and not group.uses_consumer_protocol():
+        # Only the "consumer" protocol tells us which topics are in use.
+        ctx.out.reply(cmd.reply_to, OffsetDeleteResult(E.NON_EMPTY_GROUP))
+        return
+    records: list[Record] = []
+    topics: list[TopicErrors] = []
+    for topic in cmd.topics:
+        if group.is_subscribed_to_topic(topic.name):
+            topics.append(TopicErrors(topic.name, tuple(
+                PartitionError(p, E.GROUP_SUBSCRIBED_TO_TOPIC) for p in topic.partitions
+            )))
+            continue
+        topics.append(TopicErrors(topic.name, tuple(PartitionError(p, E.NONE) for p in topic.partitions)))
+        for p in topic.partitions:
+            if (topic.name, p) in group.offsets:
+                records.append(OffsetCommitTombstone(group.group_id, topic.name, p))
+    result = OffsetDeleteResult(E.NONE, tuple(topics))
+    if records:
+        ctx.out.write(records, [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [])
+    else:
+        ctx.out.reply(cmd.reply_to, result)
+
+
+# -- retention ------------------------------------------------------------------------------------
+
+
+def expired_offsets(group: ClassicGroup, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+    """Which offsets the retention rules let go (removeExpiredOffsets / getExpiredOffsets).
+
+    - group with a protocol type that is Empty: measured from when it became Empty (or from the
+      commit if that time is unknown);
+    - Stable "consumer" group whose subscriptions are known: commit time, for topics nobody
+      subscribes to;
+    - simple group (no protocol type): commit time;
+    - any other group keeps its offsets.
+    An offset written with an explicit expire timestamp (OffsetCommit v2-4 retention) expires then.
+    """
+    if group.protocol_type is not None:
+        if group.is_state(S.EMPTY):
+            state_ts = group.current_state_timestamp
+
+            def base(o: OffsetAndMetadata) -> int:
+                return o.commit_timestamp if state_ts is None else state_ts
+        elif group.uses_consumer_protocol() and group.subscribed_topics is not None and group.is_state(S.STABLE):
+            def base(o: OffsetAndMetadata) -> int:
+                return o.commit_timestamp
+        else:
+            return []
+    else:
+        def base(o: OffsetAndMetadata) -> int:
+            return o.commit_timestamp
+
+    expired: list[tuple[str, int]] = []
+    for (topic, partition), o in group.offsets.items():
+        if group.is_subscribed_to_topic(topic):
+            continue
+        if o.expire_timestamp is not None:
+            due = now_ms >= o.expire_timestamp
+        else:
+            due = now_ms - base(o) >= retention_ms
+        if due:
+            expired.append((topic, partition))
+    return expired
+
+
+def handle_offset_expiry_check(ctx: Ctx, group: ClassicGroup | None, check: c.OffsetExpiryCheck,
+                               drop_group: Callable[[ClassicGroup], None]) -> None:
+    if group is None or group.is_state(S.DEAD):
+        return
+    expired = expired_offsets(group, ctx.now_ms, ctx.config.offsets_retention_ms)
+    records: list[Record] = [OffsetCommitTombstone(group.group_id, t, p) for t, p in expired]
+    # An Empty group whose last offsets go becomes Dead. (Not while a member holds an id from
+    # MEMBER_ID_REQUIRED: it is about to join.)
+    dies = (
+        group.is_state(S.EMPTY) and len(expired) == len(group.offsets) and not group.pending_members
+    )
+    if dies and group.generation_id > 0:
+        # A group that never had a generation never wrote a GroupMetadata record.
+        records.append(GroupMetadataTombstone(group.group_id))
+    if records:
+        ctx.out.write(records, then=GroupRemoved(group.group_id) if dies else None)
+    elif dies:
+        drop_group(group)
+
+
+def on_group_removed(ctx: Ctx, group: ClassicGroup | None, done: GroupRemoved, error: ErrorCode | None,
+                     drop_group: Callable[[ClassicGroup], None]) -> None:
+    """The tombstones are durable: the group is Dead and forgotten (a GroupMetadata tombstone
+    replayed first may already have dropped it)."""
+    if error is not None or group is None:
+        return
+    if group.is_state(S.EMPTY) and not group.offsets:
+        drop_group(group)

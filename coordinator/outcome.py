@@ -1,0 +1,148 @@
+"""What a handler decides: replies, records to persist, timers, events. The shell executes it.
+
+Ordering contract for the shell (actor.py), per Outcome:
+1. send `replies` (they do not depend on any write);
+2. apply `timers` in order;
+3. append the records of all `writes` in one call; when durable, `replay` them, release each
+   write's `replies`, then hand each write's `then` back to the machine (`on_write_done`);
+   when the append fails, release `result.failed(translated code)` instead and still hand
+   `then` back, with the error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kbroker.protocol.errors import ErrorCode
+
+from .commands import TimerExpiry
+from .member import Handle, Protocols
+from .records import Record
+from .results import Result
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    to: Handle
+    result: Result
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleTimer:
+    key: str
+    delay_ms: int
+    expiry: TimerExpiry  # delivered to the group's actor when the timer fires
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    key: str
+
+
+TimerOp = ScheduleTimer | CancelTimer
+
+
+# -- follow-ups: in-memory changes that must wait for (or undo after) a write --------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentWritten:
+    """Leader's SyncGroup: on success install the assignment and go Stable."""
+
+    group_id: str
+    generation_id: int
+    assignment: tuple[tuple[str, bytes], ...]
+    leader_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyGroupWritten:
+    group_id: str
+    generation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class StaticMemberReplaced:
+    """A static member rejoined a Stable group under a new id without a rebalance."""
+
+    group_id: str
+    instance_id: str
+    old_member_id: str
+    new_member_id: str
+    old_protocols: Protocols
+    old_rebalance_timeout_ms: int
+    old_session_timeout_ms: int
+    previous_leader_id: str
+    supports_skip_assignment: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRemoved:
+    """DeleteGroups or offset expiry: once the tombstones are durable the group is Dead."""
+
+    group_id: str
+
+
+FollowUp = AssignmentWritten | EmptyGroupWritten | StaticMemberReplaced | GroupRemoved
+
+
+@dataclass(slots=True)
+class PendingWrite:
+    records: list[Record]
+    replies: list[Reply] = field(default_factory=list)  # released only once durable
+    then: FollowUp | None = None
+
+
+# -- events (logged by the shell) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceCompleted:
+    group_id: str
+    old_generation: int
+    new_generation: int
+    reason: str
+    client_reason: str | None
+    trigger_member: str | None
+    members_in: tuple[str, ...]
+    members_out: tuple[str, ...]
+    member_count: int
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFailed:
+    group_id: str
+    what: str
+    error: ErrorCode
+
+
+Event = RebalanceCompleted | WriteFailed
+
+
+@dataclass(slots=True)
+class Outcome:
+    replies: list[Reply] = field(default_factory=list)
+    writes: list[PendingWrite] = field(default_factory=list)
+    timers: list[TimerOp] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    def reply(self, to: Handle | None, result: Result) -> None:
+        if to is not None:
+            self.replies.append(Reply(to, result))
+
+    def schedule(self, key: str, delay_ms: int, expiry: TimerExpiry) -> None:
+        self.timers.append(ScheduleTimer(key, delay_ms, expiry))
+
+    def cancel(self, key: str) -> None:
+        self.timers.append(CancelTimer(key))
+
+    def write(self, records: list[Record], replies: list[Reply] | None = None,
+              then: FollowUp | None = None) -> None:
+        self.writes.append(PendingWrite(records, replies or [], then))
+
+    def merge(self, other: Outcome) -> None:
+        self.replies.extend(other.replies)
+        self.writes.extend(other.writes)
+        self.timers.extend(other.timers)
+        self.events.extend(other.events)

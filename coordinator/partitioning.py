@@ -1,0 +1,32 @@
+"""Which `__consumer_offsets` partition owns a group: `Utils.abs(groupId.hashCode()) % n`.
+
+It must agree with every Java broker and client bit for bit, so it reimplements Java's
+`String.hashCode` (over UTF-16 code units, wrapping at 32 bits) and never uses Python's hash().
+"""
+
+from __future__ import annotations
+
+_INT_MIN = -(1 << 31)
+
+
+def java_string_hash(s: str) -> int:
+    """Java's `String.hashCode`: h = 31*h + c over UTF-16 code units, as a signed 32-bit int.
+
+    A character outside the BMP is two surrogate code units, hence the UTF-16 encoding.
+    """
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's `Utils.abs`: like Math.abs but maps Integer.MIN_VALUE to 0, never negative."""
+    return 0 if n == _INT_MIN else abs(n)
+
+
+def partition_for(group_id: str, n: int = 50) -> int:
+    if n <= 0:
+        raise ValueError("the offsets topic needs at least one partition")
+    return kafka_abs(java_string_hash(group_id)) % n
