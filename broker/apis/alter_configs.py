@@ -1,0 +1,78 @@
+"""AlterConfigs (33), v0-v2: replace a topic's whole set of overrides.
+
+Shared by IncrementalAlterConfigs: resource checks, the broker-resource answer, and the final write.
+A resource listed twice, or a key listed twice in one resource, is INVALID_REQUEST (Kafka's
+ConfigAdminManager.preprocess). Broker resources are checked like DescribeConfigs (this node id or
+""); since no broker config can be changed at run time here, any change to one is INVALID_REQUEST
+"Cannot update these configs dynamically", which is how Kafka answers for its read-only settings.
+"""
+
+from __future__ import annotations
+
+from kbroker.broker.apis.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.messages.alter_configs_request import AlterConfigsRequest
+from kbroker.protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse
+
+API_KEY = 33
+VERSIONS = (0, 2)
+
+
+def duplicate_resources(resources) -> set[tuple[int, str]]:
+    keys = [(r.resource_type, r.resource_name) for r in resources]
+    return {k for k in keys if keys.count(k) > 1}
+
+
+def check_duplicate_keys(names: list[str]) -> None:
+    if len(set(names)) != len(names):
+        raise KafkaError("Error due to duplicate config keys", ErrorCode.INVALID_REQUEST)
+
+
+def alter_resource(broker, resource_type: int, resource_name: str, names: list[str], topic_change, validate_only: bool):
+    """Apply one resource's change. `topic_change(current_overrides) -> new_overrides` for topics."""
+    if resource_type == RESOURCE_TOPIC:
+        check_duplicate_keys(names)
+        info = broker.logs.topics().get(resource_name)
+        if info is None:
+            raise KafkaError(f"Topic {resource_name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        new = topic_change(dict(info.overrides))
+        broker.logs.alter_topic_configs(resource_name, new, validate_only=validate_only)
+        return
+    if resource_type == RESOURCE_BROKER:
+        error = broker_resource_error(broker, resource_name)
+        if error is not None:
+            raise KafkaError(error[1], error[0])
+        check_duplicate_keys(names)
+        if names:
+            raise KafkaError(f"Cannot update these configs dynamically: {sorted(set(names))}", ErrorCode.INVALID_REQUEST)
+        return
+    raise KafkaError(f"Unsupported resource type: {resource_type}", ErrorCode.INVALID_REQUEST)
+
+
+async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    broker = ctx.broker
+    dupes = duplicate_resources(request.resources)
+    out = []
+    for res in request.resources:
+        response = AlterConfigsResourceResponse(error_code=ErrorCode.NONE, error_message=None,
+                                                resource_type=res.resource_type, resource_name=res.resource_name)
+        out.append(response)
+        if (res.resource_type, res.resource_name) in dupes:
+            response.error_code, response.error_message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
+            continue
+
+        def replace_all(_current: dict[str, str], res=res) -> dict[str, str]:
+            new = {}
+            for c in res.configs:
+                if c.value is None:
+                    raise KafkaError(f"Null value not supported for : {c.name}", ErrorCode.INVALID_REQUEST)
+                new[c.name] = c.value
+            return new
+
+        try:
+            alter_resource(broker, res.resource_type, res.resource_name, [c.name for c in res.configs], replace_all,
+                           request.validate_only)
+        except KafkaError as e:
+            response.error_code, response.error_message = e.code, str(e)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -1,0 +1,61 @@
+"""CreatePartitions (37), v0-v3: grow a topic's partition count (never shrink it)."""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
+from kbroker.protocol.messages.create_partitions_response import (
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+
+API_KEY = 37
+VERSIONS = (0, 3)
+
+
+def _check(broker, topic: CreatePartitionsTopic) -> None:
+    info = broker.logs.topics().get(topic.name)
+    if info is None:
+        raise KafkaError(f"Topic '{topic.name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    current = info.num_partitions
+    if topic.count == current:
+        raise KafkaError(f"Topic already has {current} partition(s).", ErrorCode.INVALID_PARTITIONS)
+    if topic.count < current:
+        raise KafkaError(f"The topic {topic.name} currently has {current} partition(s); {topic.count} would not "
+                         f"be an increase.", ErrorCode.INVALID_PARTITIONS)
+    if topic.assignments is not None:
+        added = topic.count - current
+        if len(topic.assignments) != added:
+            raise KafkaError(f"Attempted to add {added} additional partition(s), but only "
+                             f"{len(topic.assignments)} assignment(s) were specified.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        for a in topic.assignments:
+            stray = [b for b in a.broker_ids if b != broker.node_id]
+            if stray:
+                raise KafkaError(f"The manual partition assignment includes broker {stray[0]}, but no such broker is "
+                                 f"registered.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            if len(a.broker_ids) != 1:
+                raise KafkaError("The manual partition assignment includes a partition with 1 replica(s) expected, "
+                                 f"but {len(a.broker_ids)} given.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+
+
+async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    broker = ctx.broker
+    names = [t.name for t in request.topics]
+    results = []
+    done: set[str] = set()
+    for topic in request.topics:
+        if topic.name in done:
+            continue
+        done.add(topic.name)
+        result = CreatePartitionsTopicResult(name=topic.name, error_code=ErrorCode.NONE, error_message=None)
+        results.append(result)
+        if names.count(topic.name) > 1:
+            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            continue
+        try:
+            _check(broker, topic)
+            broker.logs.add_partitions(topic.name, topic.count, validate_only=request.validate_only)
+        except KafkaError as e:
+            result.error_code, result.error_message = e.code, str(e)
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

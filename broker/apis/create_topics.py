@@ -1,0 +1,112 @@
+"""CreateTopics (19), v2-v7.
+
+Checks follow Kafka's controller (ReplicationControlManager), in its order: a name listed twice is
+INVALID_REQUEST; then the name (INVALID_TOPIC_EXCEPTION), existence (TOPIC_ALREADY_EXISTS), the
+partition count (-1 = num.partitions, otherwise at least 1: INVALID_PARTITIONS), the replication
+factor (-1 = default 1; anything but 1 cannot be met by one broker: INVALID_REPLICATION_FACTOR), and
+the configs (INVALID_CONFIG). A manual assignment needs num_partitions and replication_factor -1
+(INVALID_REQUEST otherwise); each partition 0..n-1 must be placed on this node alone
+(INVALID_REPLICA_ASSIGNMENT otherwise). v5+ answers with the partition count, replication factor and
+every config; v7 with the topic id.
+"""
+
+from __future__ import annotations
+
+from kbroker.broker.apis.describe_configs import SOURCES
+from kbroker.broker.log.manager import validate_topic_name
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from kbroker.protocol.messages.create_topics_response import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsResponse,
+)
+
+API_KEY = 19
+VERSIONS = (2, 7)
+
+
+def _partition_count(broker, topic: CreatableTopic) -> int:
+    if topic.assignments:
+        if topic.num_partitions != -1:
+            raise KafkaError("A manual partition assignment was specified, but numPartitions was not set to -1.",
+                             ErrorCode.INVALID_REQUEST)
+        if topic.replication_factor != -1:
+            raise KafkaError("A manual partition assignment was specified, but replicationFactor was not set to -1.",
+                             ErrorCode.INVALID_REQUEST)
+        indexes = sorted(a.partition_index for a in topic.assignments)
+        if indexes != list(range(len(indexes))):
+            raise KafkaError("partitions should be a consecutive 0-based integer sequence",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        for a in topic.assignments:
+            if not a.broker_ids:
+                raise KafkaError(f"The manual partition assignment includes an empty replica list for partition "
+                                 f"{a.partition_index}.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            stray = [b for b in a.broker_ids if b != broker.node_id]
+            if stray:
+                raise KafkaError(f"The manual partition assignment includes broker {stray[0]}, but no such broker "
+                                 f"is registered.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            if len(a.broker_ids) != 1:
+                raise KafkaError(f"The manual partition assignment includes the broker {broker.node_id} more than "
+                                 f"once for partition {a.partition_index}.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        return len(indexes)
+    count = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+    if count <= 0:
+        raise KafkaError("Number of partitions was set to an invalid non-positive value.", ErrorCode.INVALID_PARTITIONS)
+    rf = topic.replication_factor
+    if rf == 0 or rf < -1:
+        raise KafkaError("Replication factor must be larger than 0, or -1 to use the default value.",
+                         ErrorCode.INVALID_REPLICATION_FACTOR)
+    if rf > 1:
+        raise KafkaError(f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
+                         f"cannot be reached because only 1 broker(s) are registered.",
+                         ErrorCode.INVALID_REPLICATION_FACTOR)
+    return count
+
+
+def _configs(topic: CreatableTopic) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for c in topic.configs:
+        if c.value is None:
+            raise KafkaError(f"Null value not supported for topic configs: {c.name}", ErrorCode.INVALID_CONFIG)
+        if c.name in out:
+            raise KafkaError(f"Duplicate config key {c.name}", ErrorCode.INVALID_CONFIG)
+        out[c.name] = c.value
+    return out
+
+
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    broker = ctx.broker
+    names = [t.name for t in request.topics]
+    duplicates = {n for n in names if names.count(n) > 1}
+    results: list[CreatableTopicResult] = []
+    done: set[str] = set()
+    for topic in request.topics:
+        if topic.name in done:
+            continue
+        done.add(topic.name)
+        result = CreatableTopicResult(name=topic.name, error_code=ErrorCode.NONE, error_message=None,
+                                      num_partitions=-1, replication_factor=-1, configs=None)
+        results.append(result)
+        if topic.name in duplicates:
+            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            continue
+        try:
+            validate_topic_name(topic.name)
+            if topic.name in broker.logs.topics():
+                raise KafkaError(f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
+            count = _partition_count(broker, topic)
+            info = broker.logs.create_topic(topic.name, count, _configs(topic), validate_only=request.validate_only)
+        except KafkaError as e:
+            result.error_code, result.error_message = e.code, str(e)
+            continue
+        result.topic_id = info.topic_id
+        result.num_partitions = count
+        result.replication_factor = 1
+        result.configs = [
+            CreatableTopicConfigs(name=e.name, value=e.value, read_only=False,
+                                  config_source=SOURCES.get(e.source, 0), is_sensitive=False)
+            for e in sorted(info.config.describe(), key=lambda e: e.name)
+        ]
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -1,0 +1,65 @@
+"""DeleteTopics (20), v1-v6: by name, and from v6 by name or topic id.
+
+Unknown names are UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID; a topic named twice in
+one request, or an entry with both (or neither) a name and an id, is INVALID_REQUEST. Internal topics
+(names starting with "__", e.g. __consumer_offsets) are refused with INVALID_TOPIC_EXCEPTION, the
+error Kafka gives clients that try to write to them.
+"""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.delete_topics_request import DeleteTopicsRequest
+from kbroker.protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
+from kbroker.protocol.primitives import ZERO_UUID
+
+API_KEY = 20
+VERSIONS = (1, 6)
+
+
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    broker = ctx.broker
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    topics = broker.logs.topics()
+    by_id = {info.topic_id: name for name, info in topics.items()}
+    seen_names = [n for n, _ in wanted if n is not None]
+    seen_ids = [i for n, i in wanted if n is None and i != ZERO_UUID]
+    results = []
+    for name, topic_id in wanted:
+        result = DeletableTopicResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None)
+        results.append(result)
+        if name is not None and topic_id != ZERO_UUID:
+            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "You may not specify both topic name and topic id."
+            continue
+        if name is None and topic_id == ZERO_UUID:
+            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."
+            continue
+        if name is not None and seen_names.count(name) > 1:
+            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            continue
+        if name is None and seen_ids.count(topic_id) > 1:
+            result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic id."
+            continue
+        if name is None:
+            name = by_id.get(topic_id)
+            if name is None:
+                result.error_code, result.error_message = ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."
+                continue
+            result.name = name
+        info = topics.get(name)
+        if info is None:
+            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            result.error_message = "This server does not host this topic-partition."
+            continue
+        result.topic_id = info.topic_id
+        if name.startswith("__"):
+            result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            result.error_message = f"Internal topic {name} cannot be deleted."
+            continue
+        broker.logs.delete_topic(name)
+        broker.producer_states.drop_topic(name)
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -1,0 +1,233 @@
+"""DescribeConfigs (32), v1-v4: topic and broker resources.
+
+Topic resources list every topic config LogConfig knows, with its value and source: an override is
+DYNAMIC_TOPIC_CONFIG (1), anything else DEFAULT_CONFIG (5) since the broker has no log.* settings of
+its own. Synonyms (when asked) follow Kafka's order: the topic override first, then the broker-level
+names that would supply the default, each with the value Kafka ships for it. Broker resources (name =
+this node id as a string) list the broker settings that have a Kafka name: STATIC_BROKER_CONFIG (4)
+when set by flag, environment or file, DEFAULT_CONFIG otherwise, and all read-only because dynamic
+broker configs are not supported. The empty broker name (cluster-wide dynamic defaults) is empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kbroker.broker.config import BrokerConfig
+from kbroker.broker.log.config import ConfigEntry
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest
+from kbroker.protocol.messages.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+
+API_KEY = 32
+VERSIONS = (1, 4)
+
+# ConfigResource.Type
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+# ConfigSource
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+SOURCES = {"DYNAMIC_TOPIC_CONFIG": SOURCE_DYNAMIC_TOPIC, "DEFAULT_CONFIG": SOURCE_DEFAULT,
+           "STATIC_BROKER_CONFIG": SOURCE_STATIC_BROKER}
+
+# ConfigType
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
+
+_LONG_MAX = str(2**63 - 1)
+
+# topic config -> (type, documentation, broker synonyms with the default Kafka gives them, or None
+# when the broker name has no default of its own)
+TOPIC_CONFIGS: dict[str, tuple[int, str, tuple[tuple[str, str | None], ...]]] = {
+    "cleanup.policy": (LIST, "Whether old segments are deleted, compacted by key, or both.",
+                       (("log.cleanup.policy", "delete"),)),
+    "compression.type": (STRING, "Compression codec the topic stores batches with; 'producer' keeps the producer's.",
+                         (("compression.type", "producer"),)),
+    "delete.retention.ms": (LONG, "How long tombstones stay readable in a compacted topic.",
+                            (("log.cleaner.delete.retention.ms", "86400000"),)),
+    "file.delete.delay.ms": (LONG, "Delay before a deleted segment file is removed from disk.",
+                             (("log.segment.delete.delay.ms", "60000"),)),
+    "flush.messages": (LONG, "Records appended between forced fsyncs.",
+                       (("log.flush.interval.messages", _LONG_MAX),)),
+    "flush.ms": (LONG, "Milliseconds between forced fsyncs.",
+                 (("log.flush.interval.ms", None), ("log.flush.scheduler.interval.ms", _LONG_MAX))),
+    "index.interval.bytes": (INT, "Bytes of records between two offset-index entries.",
+                             (("log.index.interval.bytes", "4096"),)),
+    "max.compaction.lag.ms": (LONG, "Longest time a record may stay uncompacted.",
+                              (("log.cleaner.max.compaction.lag.ms", _LONG_MAX),)),
+    "max.message.bytes": (INT, "Largest record batch the topic accepts, in bytes.",
+                          (("message.max.bytes", "1048588"),)),
+    "message.timestamp.after.max.ms": (LONG, "How far in the future a CreateTime timestamp may be.",
+                                       (("log.message.timestamp.after.max.ms", "3600000"),)),
+    "message.timestamp.before.max.ms": (LONG, "How far in the past a CreateTime timestamp may be.",
+                                        (("log.message.timestamp.before.max.ms", _LONG_MAX),)),
+    "message.timestamp.type": (STRING, "CreateTime keeps the producer's timestamps; LogAppendTime uses the broker's.",
+                               (("log.message.timestamp.type", "CreateTime"),)),
+    "min.cleanable.dirty.ratio": (DOUBLE, "Share of uncompacted log that makes a compacted topic eligible for cleaning.",
+                                  (("log.cleaner.min.cleanable.ratio", "0.5"),)),
+    "min.compaction.lag.ms": (LONG, "Shortest time a record stays uncompacted.",
+                              (("log.cleaner.min.compaction.lag.ms", "0"),)),
+    "min.insync.replicas": (INT, "Replicas that must acknowledge an acks=all write.",
+                            (("min.insync.replicas", "1"),)),
+    "preallocate": (BOOLEAN, "Whether segment files are preallocated.", (("log.preallocate", "false"),)),
+    "retention.bytes": (LONG, "Size a partition may grow to before old segments are deleted; -1 for no limit.",
+                        (("log.retention.bytes", "-1"),)),
+    "retention.ms": (LONG, "Age after which segments are deleted; -1 for no limit.",
+                     (("log.retention.ms", None), ("log.retention.minutes", None), ("log.retention.hours", "168"))),
+    "segment.bytes": (INT, "Size at which the active segment is rolled.", (("log.segment.bytes", "1073741824"),)),
+    "segment.index.bytes": (INT, "Size of a segment's offset index.", (("log.index.size.max.bytes", "10485760"),)),
+    "segment.jitter.ms": (LONG, "Random jitter subtracted from segment.ms.",
+                          (("log.roll.jitter.ms", None), ("log.roll.jitter.hours", "0"))),
+    "segment.ms": (LONG, "Age at which the active segment is rolled.",
+                   (("log.roll.ms", None), ("log.roll.hours", "168"))),
+    "unclean.leader.election.enable": (BOOLEAN, "Whether an out-of-sync replica may become leader.",
+                                       (("unclean.leader.election.enable", "false"),)),
+}
+
+# BrokerConfig field -> (Kafka name, type). Only settings Kafka has; kbroker-only ones stay out.
+BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
+    ("node_id", "node.id", INT),
+    ("node_id", "broker.id", INT),
+    ("listen", "listeners", LIST),
+    ("advertised_listener", "advertised.listeners", LIST),
+    ("data_dir", "log.dirs", STRING),
+    ("auto_create_topics_enable", "auto.create.topics.enable", BOOLEAN),
+    ("num_partitions", "num.partitions", INT),
+    ("socket_request_max_bytes", "socket.request.max.bytes", INT),
+    ("group_initial_rebalance_delay_ms", "group.initial.rebalance.delay.ms", INT),
+    ("group_min_session_timeout_ms", "group.min.session.timeout.ms", INT),
+    ("group_max_session_timeout_ms", "group.max.session.timeout.ms", INT),
+    ("group_max_size", "group.max.size", INT),
+    ("offsets_topic_num_partitions", "offsets.topic.num.partitions", INT),
+    ("offsets_retention_minutes", "offsets.retention.minutes", INT),
+    ("offsets_retention_check_interval_ms", "offsets.retention.check.interval.ms", LONG),
+    ("offset_metadata_max_bytes", "offset.metadata.max.bytes", INT),
+    ("log_retention_check_interval_ms", "log.retention.check.interval.ms", LONG),
+)
+# Fixed facts of a single-node broker, reported with Kafka's names.
+BROKER_FIXED: tuple[tuple[str, str, int], ...] = (
+    ("default.replication.factor", "1", INT),
+    ("delete.topic.enable", "true", BOOLEAN),
+    ("offsets.topic.replication.factor", "1", SHORT),
+)
+
+
+def _render(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def topic_config_rows(config) -> list[ConfigEntry]:
+    """LogConfig.describe(), sorted by name like Kafka's output."""
+    return sorted(config.describe(), key=lambda e: e.name)
+
+
+def _synonyms(entry: ConfigEntry) -> list[DescribeConfigsSynonym]:
+    out = []
+    if entry.source == "DYNAMIC_TOPIC_CONFIG":
+        out.append(DescribeConfigsSynonym(entry.name, entry.value, SOURCE_DYNAMIC_TOPIC))
+    meta = TOPIC_CONFIGS.get(entry.name)
+    if meta is not None:
+        for name, default in meta[2]:
+            if default is not None:
+                out.append(DescribeConfigsSynonym(name, default, SOURCE_DEFAULT))
+    return out
+
+
+def _topic_result(entry: ConfigEntry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult:
+    meta = TOPIC_CONFIGS.get(entry.name)
+    return DescribeConfigsResourceResult(
+        name=entry.name,
+        value=entry.value,
+        read_only=False,
+        config_source=SOURCES.get(entry.source, 0),
+        is_sensitive=False,
+        synonyms=_synonyms(entry) if synonyms else [],
+        config_type=meta[0] if meta else 0,
+        documentation=(meta[1] if meta else None) if docs else None,
+    )
+
+
+def broker_config_rows(config: BrokerConfig) -> list[tuple[str, str, int, int]]:
+    """(name, value, source, type) of every broker setting with a Kafka name."""
+    defaults = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
+    rows = []
+    for attr, name, kind in BROKER_CONFIGS:
+        value = getattr(config, attr)
+        source = SOURCE_DEFAULT if value == defaults.get(attr) else SOURCE_STATIC_BROKER
+        if name == "listeners":
+            value = "PLAINTEXT://%s:%d" % config.listen_address
+        elif name == "advertised.listeners":
+            value = "PLAINTEXT://%s:%d" % config.advertised_address
+        rows.append((name, _render(value), source, kind))
+    for name, value, kind in BROKER_FIXED:
+        rows.append((name, value, SOURCE_DEFAULT, kind))
+    seen = {r[0] for r in rows}
+    for topic_name, (kind, _, synonyms) in TOPIC_CONFIGS.items():
+        for name, default in synonyms:
+            if default is not None and name not in seen:
+                seen.add(name)
+                rows.append((name, default, SOURCE_DEFAULT, kind))
+    return sorted(rows)
+
+
+def broker_resource_error(broker, resource_name: str) -> tuple[int, str] | None:
+    """Kafka accepts this node's id or the empty name (cluster defaults); anything else is invalid."""
+    if resource_name == "":
+        return None
+    try:
+        node = int(resource_name)
+    except ValueError:
+        return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, not {resource_name!r}"
+    if node != broker.node_id:
+        return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} or empty string, but received {resource_name}"
+    return None
+
+
+async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    broker = ctx.broker
+    synonyms = request.include_synonyms
+    docs = request.include_documentation and ctx.api_version >= 3
+    results = []
+    for res in request.resources:
+        keys = None if res.configuration_keys is None else set(res.configuration_keys)
+        result = DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None, resource_type=res.resource_type,
+                                       resource_name=res.resource_name, configs=[])
+        results.append(result)
+        if res.resource_type == RESOURCE_TOPIC:
+            info = broker.logs.topics().get(res.resource_name)
+            if info is None:
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                result.error_message = f"Topic {res.resource_name} does not exist"
+                continue
+            for entry in topic_config_rows(info.config):
+                if keys is None or entry.name in keys:
+                    result.configs.append(_topic_result(entry, synonyms, docs))
+        elif res.resource_type == RESOURCE_BROKER:
+            error = broker_resource_error(broker, res.resource_name)
+            if error is not None:
+                result.error_code, result.error_message = error
+                continue
+            if res.resource_name == "":
+                continue  # no dynamic cluster-wide defaults exist
+            for name, value, source, kind in broker_config_rows(broker.config):
+                if keys is not None and name not in keys:
+                    continue
+                result.configs.append(DescribeConfigsResourceResult(
+                    name=name, value=value, read_only=True, config_source=source, is_sensitive=False,
+                    synonyms=[DescribeConfigsSynonym(name, value, source)] if synonyms else [],
+                    config_type=kind, documentation=None,
+                ))
+        else:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = f"Unsupported resource type: {res.resource_type}"
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)

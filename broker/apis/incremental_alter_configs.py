@@ -1,0 +1,77 @@
+"""IncrementalAlterConfigs (44), v0-v1: SET, DELETE, APPEND and SUBTRACT on a topic's overrides.
+
+The operations are applied to the current overrides; the merged set is then validated and written in
+one step (LogManager.alter_topic_configs), so a request with one bad entry changes nothing. APPEND
+and SUBTRACT are for list configs (cleanup.policy) and start from the default when the topic has no
+override, as in Kafka; on other configs they are INVALID_CONFIG. An unknown operation is INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from kbroker.broker.apis.alter_configs import alter_resource, duplicate_resources
+from kbroker.broker.apis.describe_configs import LIST, TOPIC_CONFIGS
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from kbroker.protocol.messages.incremental_alter_configs_response import (
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse,
+)
+
+API_KEY = 44
+VERSIONS = (0, 1)
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _split(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def apply_ops(current: dict[str, str], ops, defaults: dict[str, str]) -> dict[str, str]:
+    new = dict(current)
+    for op in ops:
+        name, value = op.name, op.value
+        if op.config_operation == SET:
+            if value is None:
+                raise KafkaError(f"Null value not supported for : {name}", ErrorCode.INVALID_REQUEST)
+            new[name] = value
+        elif op.config_operation == DELETE:
+            new.pop(name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            verb = "append" if op.config_operation == APPEND else "subtract"
+            meta = TOPIC_CONFIGS.get(name)
+            if meta is None or meta[0] != LIST:
+                raise KafkaError(f"Config value {verb} is not allowed for config key: {name}", ErrorCode.INVALID_CONFIG)
+            if value is None:
+                raise KafkaError(f"Null value not supported for : {name}", ErrorCode.INVALID_REQUEST)
+            items = _split(new.get(name, defaults.get(name, "")))
+            if op.config_operation == APPEND:
+                items += [v for v in _split(value) if v not in items]
+            else:
+                removed = set(_split(value))
+                items = [v for v in items if v not in removed]
+            new[name] = ",".join(items)
+        else:
+            raise KafkaError(f"Unknown config operation {op.config_operation} for {name}", ErrorCode.INVALID_REQUEST)
+    return new
+
+
+async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    broker = ctx.broker
+    defaults = {e.name: e.value for e in broker.logs.default_config.describe()}
+    dupes = duplicate_resources(request.resources)
+    out = []
+    for res in request.resources:
+        response = AlterConfigsResourceResponse(error_code=ErrorCode.NONE, error_message=None,
+                                                resource_type=res.resource_type, resource_name=res.resource_name)
+        out.append(response)
+        if (res.resource_type, res.resource_name) in dupes:
+            response.error_code, response.error_message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
+            continue
+        try:
+            alter_resource(broker, res.resource_type, res.resource_name, [c.name for c in res.configs],
+                           lambda current, res=res: apply_ops(current, res.configs, defaults), request.validate_only)
+        except KafkaError as e:
+            response.error_code, response.error_message = e.code, str(e)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)

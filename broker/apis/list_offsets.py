@@ -1,0 +1,71 @@
+"""ListOffsets (2), v1-v9: offsets by timestamp and the special positions.
+
+-2 earliest: the log start offset; -1 latest: the log end offset (also the last stable offset: no
+transactions, so read_committed sees the same); -3 max timestamp (v7+): the record with the largest
+timestamp; -4 earliest local (v8+): the log start (all data is local); -5 latest tiered (v9+): with no
+tiered storage Kafka answers offset -1 and timestamp -1. Any other value is a timestamp looked up
+through the time index: the first record whose timestamp is at least that, or -1/-1 when none is.
+"""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.list_offsets_request import ListOffsetsRequest
+from kbroker.protocol.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+
+API_KEY = 2
+VERSIONS = (1, 9)
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+LEADER_EPOCH = 0
+
+
+def _lookup(plog, timestamp: int, version: int) -> tuple[int, int, int]:
+    """(offset, timestamp, leader epoch) for one partition."""
+    if timestamp == LATEST:
+        return plog.log_end_offset, -1, LEADER_EPOCH
+    if timestamp == EARLIEST or (timestamp == EARLIEST_LOCAL and version >= 8):
+        return plog.log_start_offset, -1, LEADER_EPOCH
+    if timestamp == LATEST_TIERED and version >= 9:
+        return -1, -1, -1
+    if timestamp == MAX_TIMESTAMP and version >= 7:
+        offset, ts = plog.max_timestamp_offset()
+        return (offset, ts, LEADER_EPOCH) if offset >= 0 else (-1, -1, -1)
+    found = plog.offset_for_timestamp(timestamp)
+    if found is None:
+        return -1, -1, -1
+    return found[0], found[1], LEADER_EPOCH
+
+
+async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    broker = ctx.broker
+    topics_out = []
+    for topic in request.topics:
+        parts = []
+        seen: set[int] = set()
+        for p in topic.partitions:
+            if p.partition_index in seen:
+                # Kafka refuses a partition listed twice in one request.
+                parts.append(ListOffsetsPartitionResponse(p.partition_index, ErrorCode.INVALID_REQUEST))
+                continue
+            seen.add(p.partition_index)
+            plog = broker.logs.get_log(topic.name, p.partition_index)
+            if plog is None:
+                parts.append(ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            offset, ts, epoch = _lookup(plog, p.timestamp, ctx.api_version)
+            parts.append(ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=ts, offset=offset,
+                leader_epoch=epoch,
+            ))
+        topics_out.append(ListOffsetsTopicResponse(name=topic.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics_out)

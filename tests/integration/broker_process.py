@@ -1,0 +1,166 @@
+"""A real `kbroker serve` in a subprocess, for integration tests.
+
+    from kbroker.tests.integration.broker_process import BrokerProcess
+
+    with BrokerProcess(tmp_path / "data", "--num-partitions", "3") as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        ...
+        broker.restart()          # same port, same data dir
+        broker.kill()             # SIGKILL; then broker.start() again
+        broker.events("topic_created")   # parsed JSON log lines with that event name
+
+`stop()` sends SIGTERM and asserts a clean exit (code 0). The log is written to `<data dir>/../
+broker-<n>.log` per start, parsed lazily, and printed on failure by `dump_log()`.
+
+(Tests import it as `kbroker.tests.integration.broker_process`: the repository root is the `kbroker`
+package, and pytest runs with --import-mode=importlib, so a bare `tests.` import is not on sys.path.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: str | Path, *extra_args: str, port: int | None = None, host: str = "127.0.0.1",
+                 env: dict[str, str] | None = None, start: bool = True) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.host = host
+        self.port = port or free_port(host)
+        self.extra_args = list(extra_args)
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.log_paths: list[Path] = []
+        if start:
+            self.start()
+
+    # --- lifecycle ------------------------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "kbroker", "serve", "--listen", self.bootstrap, "--data-dir",
+                str(self.data_dir), "--log-format", "json", *self.extra_args]
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        self.starts += 1
+        log_path = self.data_dir.parent / f"{self.data_dir.name}-broker-{self.starts}.log"
+        self.log_paths.append(log_path)
+        env = dict(os.environ)
+        env.pop("KBROKER_CONFIG", None)
+        if self.env:
+            env.update(self.env)
+        with open(log_path, "wb") as out:
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
+            if self.probe():
+                return
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"broker did not answer within {timeout}s:\n{self.dump_log()}")
+            time.sleep(0.05)
+
+    def probe(self, timeout: float = 1.0) -> bool:
+        result = subprocess.run([sys.executable, "-m", "kbroker", "probe", self.bootstrap, "--timeout", str(timeout)],
+                                capture_output=True)
+        return result.returncode == 0
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM, wait, and assert the broker exited cleanly."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"broker did not stop within {timeout}s:\n{self.dump_log()}")
+        assert code == 0, f"broker exited with {code}:\n{self.dump_log()}"
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no shutdown path runs."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self, *, clean: bool = True) -> None:
+        """Stop (SIGTERM, or SIGKILL with clean=False) and start again on the same port and data dir."""
+        if clean:
+            self.stop()
+        else:
+            self.kill()
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def __enter__(self) -> BrokerProcess:
+        return self
+
+    def __exit__(self, exc_type, *_: Any) -> None:
+        if exc_type is None:
+            self.stop()
+        else:
+            self.kill()
+
+    # --- logs -----------------------------------------------------------------------------------------
+
+    def log_lines(self, start: int | None = None) -> list[dict[str, Any]]:
+        """Parsed JSON log lines, of one start (1-based) or of all starts; non-JSON lines are kept as
+        {"event": "<raw>", "raw": True}."""
+        paths = self.log_paths if start is None else [self.log_paths[start - 1]]
+        out: list[dict[str, Any]] = []
+        for path in paths:
+            try:
+                text = path.read_text(errors="replace")
+            except FileNotFoundError:
+                continue
+            for line in text.splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                    out.append(item if isinstance(item, dict) else {"event": line, "raw": True})
+                except ValueError:
+                    out.append({"event": line, "raw": True})
+        return out
+
+    def events(self, name: str, start: int | None = None) -> list[dict[str, Any]]:
+        return [line for line in self.log_lines(start) if line.get("event") == name]
+
+    def dump_log(self, tail: int = 80) -> str:
+        lines: list[str] = []
+        for path in self.log_paths:
+            try:
+                lines += path.read_text(errors="replace").splitlines()
+            except FileNotFoundError:
+                pass
+        return "\n".join(lines[-tail:])
