@@ -21,9 +21,15 @@ log = structlog.get_logger("kbroker.broker")
 
 def build_router() -> Router:
     from kbroker.broker.apis import api_versions, metadata
+    from kbroker.broker.apis import (  # data path and topic administration
+        alter_configs, create_partitions, create_topics, delete_topics, describe_cluster, describe_configs, fetch,
+        incremental_alter_configs, init_producer_id, list_offsets, produce,
+    )
 
     router = Router()
-    for module in (api_versions, metadata):
+    for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics,
+                   create_partitions, describe_configs, alter_configs, incremental_alter_configs,
+                   describe_cluster, init_producer_id):
         router.register(module)
     return router
 
@@ -41,8 +47,22 @@ class Broker:
         host, port = config.listen_address
         self.server = KafkaServer(self, self.router, host, port, config.socket_request_max_bytes)
         self._background: list[asyncio.Task] = []
+        # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
+        from kbroker.broker.fetch_sessions import FetchSessionManager
+        from kbroker.broker.producer_state import ProducerStateManager
+        from kbroker.purgatory.clock import SystemClock
+        from kbroker.purgatory.delayed_fetch import FetchPurgatory
+        from kbroker.purgatory.timers import KeyedTimers
+
+        self.timers = KeyedTimers(SystemClock())
+        self.fetch_purgatory = FetchPurgatory(self.timers)
+        self.fetch_sessions = FetchSessionManager()
+        self.producer_states = ProducerStateManager(self.logs, self.data_dir)
 
     async def start(self) -> int:
+        self.producer_states.load_all()
+        self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
+        self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
         port = await self.server.start()
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
         return port
@@ -52,6 +72,7 @@ class Broker:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        self.producer_states.snapshot_all()
         close = self.logs.close()
         if asyncio.iscoroutine(close):
             await close
