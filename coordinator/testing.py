@@ -70,12 +70,24 @@ class Harness:
         return answer
 
     def advance(self, ms: int) -> None:
-        """Move time forward and deliver due timer expiries, as the actor would."""
-        self.clock.advance(ms)
+        """Move time forward, stopping at every timer deadline on the way so that each expiry
+        is handled at its own time (a timer armed by an expiry then starts from the right
+        moment), and deliver expiries as the actor would."""
+        target = self.clock.now_ms() + ms
+        while True:
+            due = self.timers.next_deadline_ms()
+            if due is None or due > target:
+                break
+            self.clock.advance(max(0, due - self.clock.now_ms()))
+            self._fire_due()
+        self.clock.advance(target - self.clock.now_ms())
+        self._fire_due()
+
+    def _fire_due(self) -> None:
         while True:
             self.timers.advance_to(self.clock.now_ms())
             if not self._fired:
-                break
+                return
             while self._fired:
                 expiry, fired = self._fired.popleft()
                 if not self.timers.claim(fired.key, fired.token):
