@@ -101,6 +101,9 @@ class Harness:
             self.machine.replay(record)
         self._execute(self.machine.finish_load(self.clock.wall_ms()))
 
+    def unload(self) -> None:
+        self._execute(self.machine.unload(self.clock.wall_ms()))
+
     def armed(self, key: str) -> bool:
         return key in self.timers
 
