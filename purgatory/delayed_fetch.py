@@ -48,6 +48,16 @@ class FetchPurgatory:
         self.timers = timers
         self.purgatory: Purgatory[DelayedFetch] = Purgatory(timers, "fetch")
         self._since_purge = 0
+        self._closing = False
+
+    def shutdown(self) -> None:
+        """Answer every parked fetch now (with what the logs hold) and stop parking new ones, so a
+        broker stop is not held up by long polls."""
+        self._closing = True
+        for ops in list(self.purgatory._watchers.values()):
+            for op in ops:
+                op.force_complete()
+        self.purgatory.purge_completed()
 
     def now_ms(self) -> int:
         return self.timers.clock.now_ms()
@@ -56,6 +66,8 @@ class FetchPurgatory:
         """Park until `ready()` holds (re-checked on `notify`) or `max_wait_ms` passes.
 
         Returns True if the condition completed it, False on expiry."""
+        if self._closing:
+            return ready()
         op = DelayedFetch(self.now_ms() + max(0, max_wait_ms), ready)
         self._since_purge += 1
         if self._since_purge >= PURGE_EVERY:
