@@ -68,6 +68,7 @@ class Broker:
         return port
 
     async def stop(self) -> None:
+        self.fetch_purgatory.shutdown()
         await self.server.shutdown(self.config.shutdown_timeout_s)
         for task in self._background:
             task.cancel()
