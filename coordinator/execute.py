@@ -51,6 +51,11 @@ async def execute_outcome(
         try:
             await append(machine.partition, records)
         except asyncio.CancelledError:
+            # Shutting down mid-append: whether the records made it is unknown; tell the waiters
+            # to find the coordinator again rather than leave them hanging.
+            for write in out.writes:
+                for reply in write.replies:
+                    deliver(Reply(reply.to, reply.result.failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)))
             raise
         except KafkaError as exc:
             error = append_error_to_response(exc.code)

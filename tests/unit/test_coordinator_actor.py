@@ -315,3 +315,13 @@ async def test_real_timer_driver_completes_a_rebalance() -> None:
         assert result.generation_id == 1 and result.leader_id == member
     finally:
         await service.stop()
+
+
+async def test_stop_during_an_append_answers_the_waiting_commit() -> None:
+    service, clock, log = await make_service()
+    log.gate = asyncio.Event()  # never opened
+    commit = asyncio.create_task(service.commit_offsets(c.OffsetCommit(
+        "g", -1, "", (c.OffsetCommitTopic("t", (c.OffsetCommitPartition(0, 1),)),))))
+    await asyncio.sleep(0.01)
+    await service.stop()
+    assert (await asyncio.wait_for(commit, 1)).topics[0].partitions[0].error is E.COORDINATOR_NOT_AVAILABLE
