@@ -1,0 +1,167 @@
+"""Topic administration round trips with confluent-kafka's AdminClient against a real broker process."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kbroker.tests.integration.broker_process import BrokerProcess
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import KafkaError, KafkaException, Producer  # noqa: E402
+from confluent_kafka.admin import (  # noqa: E402
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+
+TIMEOUT = 15
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = BrokerProcess(tmp_path_factory.mktemp("admin") / "data", "--num-partitions", "2")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(broker):
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def error_of(future) -> KafkaError | None:
+    try:
+        future.result(timeout=TIMEOUT)
+    except KafkaException as e:
+        return e.args[0]
+    return None
+
+
+def topic_configs(admin, name: str) -> dict:
+    res = ConfigResource(ConfigResource.Type.TOPIC, name)
+    return admin.describe_configs([res])[res].result(timeout=TIMEOUT)
+
+
+def partition_count(admin, name: str) -> int:
+    return len(admin.list_topics(name, timeout=TIMEOUT).topics[name].partitions)
+
+
+def test_create_describe_alter_grow_delete(admin, broker):
+    name = "admin-roundtrip"
+    futures = admin.create_topics([NewTopic(name, 3, 1, config={"retention.ms": "3600000", "cleanup.policy": "compact"})])
+    assert error_of(futures[name]) is None
+    assert partition_count(admin, name) == 3
+
+    configs = topic_configs(admin, name)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["segment.bytes"].value == "1073741824"
+    assert configs["segment.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert configs["max.message.bytes"].value == "1048588"
+    assert not configs["retention.ms"].is_read_only and not configs["retention.ms"].is_sensitive
+
+    # Incremental: SET one, DELETE one, APPEND to a list config.
+    res = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("retention.bytes", "1000000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.APPEND),
+    ])
+    assert error_of(admin.incremental_alter_configs([res])[res]) is None
+    configs = topic_configs(admin, name)
+    assert configs["retention.bytes"].value == "1000000"
+    assert configs["retention.ms"].value == "604800000"
+    assert configs["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert set(configs["cleanup.policy"].value.split(",")) == {"compact", "delete"}
+
+    # validate_only changes nothing; an invalid value is INVALID_CONFIG and changes nothing either.
+    res = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("retention.bytes", "5", incremental_operation=AlterConfigOpType.SET)])
+    assert error_of(admin.incremental_alter_configs([res], validate_only=True)[res]) is None
+    bad = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry("retention.bytes", "lots", incremental_operation=AlterConfigOpType.SET)])
+    assert error_of(admin.incremental_alter_configs([bad])[bad]).code() == KafkaError.INVALID_CONFIG
+    assert topic_configs(admin, name)["retention.bytes"].value == "1000000"
+
+    # Grow, then refuse a shrink.
+    assert error_of(admin.create_partitions([NewPartitions(name, 5)])[name]) is None
+    assert partition_count(admin, name) == 5
+    assert error_of(admin.create_partitions([NewPartitions(name, 4)])[name]).code() == KafkaError.INVALID_PARTITIONS
+
+    # The new partitions take writes.
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    delivered = []
+    producer.produce(name, key=b"k", value=b"v", partition=4, on_delivery=lambda e, m: delivered.append((e, m.offset())))
+    producer.flush(TIMEOUT)
+    assert delivered == [(None, 0)]
+
+    assert error_of(admin.delete_topics([name])[name]) is None
+    deadline = time.monotonic() + TIMEOUT
+    while name in admin.list_topics(timeout=TIMEOUT).topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert name not in admin.list_topics(timeout=TIMEOUT).topics
+    assert error_of(admin.delete_topics([name])[name]).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_create_topic_errors(admin):
+    assert error_of(admin.create_topics([NewTopic("dup-topic", 1, 1)])["dup-topic"]) is None
+    assert error_of(admin.create_topics([NewTopic("dup-topic", 1, 1)])["dup-topic"]).code() == KafkaError.TOPIC_ALREADY_EXISTS
+    assert error_of(admin.create_topics([NewTopic("rf3", 1, 3)])["rf3"]).code() == KafkaError.INVALID_REPLICATION_FACTOR
+    assert error_of(admin.create_topics([NewTopic("bad/name", 1, 1)])["bad/name"]).code() == KafkaError.TOPIC_EXCEPTION
+    long_name = "x" * 250
+    assert error_of(admin.create_topics([NewTopic(long_name, 1, 1)])[long_name]).code() == KafkaError.TOPIC_EXCEPTION
+    bad_cfg = admin.create_topics([NewTopic("bad-config", 1, 1, config={"no.such.config": "1"})])["bad-config"]
+    assert error_of(bad_cfg).code() == KafkaError.INVALID_CONFIG
+    validate = admin.create_topics([NewTopic("validate-only", 1, 1)], validate_only=True)["validate-only"]
+    assert error_of(validate) is None
+    assert "validate-only" not in admin.list_topics(timeout=TIMEOUT).topics
+    # num_partitions -1 / replication factor -1: the broker defaults (num.partitions = 2 here)
+    assert error_of(admin.create_topics([NewTopic("defaults", -1, -1)])["defaults"]) is None
+    assert partition_count(admin, "defaults") == 2
+    # a manual assignment onto this node
+    assigned = admin.create_topics([NewTopic("assigned", 3, -1, replica_assignment=[[1], [1], [1]])])["assigned"]
+    assert error_of(assigned) is None
+    assert partition_count(admin, "assigned") == 3
+    elsewhere = admin.create_topics([NewTopic("elsewhere", 1, -1, replica_assignment=[[7]])])["elsewhere"]
+    assert error_of(elsewhere).code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_describe_broker_configs_and_cluster(admin, broker):
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = admin.describe_configs([res])[res].result(timeout=TIMEOUT)
+    assert configs["num.partitions"].value == "2"
+    assert configs["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert configs["auto.create.topics.enable"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert configs["message.max.bytes"].value == "1048588"
+    assert all(entry.is_read_only for entry in configs.values())
+    change = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+        ConfigEntry("num.partitions", "4", incremental_operation=AlterConfigOpType.SET)])
+    assert error_of(admin.incremental_alter_configs([change])[change]).code() == KafkaError.INVALID_REQUEST
+
+    cluster = admin.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+    assert cluster.controller.id == 1
+    assert [(n.id, n.host, n.port) for n in cluster.nodes] == [(1, broker.host, broker.port)]
+    assert cluster.cluster_id
+
+
+def test_internal_topics_cannot_be_deleted(admin):
+    name = "__internal_thing"
+    assert error_of(admin.create_topics([NewTopic(name, 1, 1)])[name]) is None
+    assert error_of(admin.delete_topics([name])[name]).code() == KafkaError.TOPIC_EXCEPTION
+    assert name in admin.list_topics(timeout=TIMEOUT).topics
+
+
+def test_admin_changes_survive_a_restart(admin, broker):
+    name = "admin-persist"
+    assert error_of(admin.create_topics([NewTopic(name, 2, 1, config={"retention.ms": "123456"})])[name]) is None
+    assert error_of(admin.create_partitions([NewPartitions(name, 4)])[name]) is None
+    broker.restart()
+    fresh = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert partition_count(fresh, name) == 4
+    assert topic_configs(fresh, name)["retention.ms"].value == "123456"
