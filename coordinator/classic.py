@@ -234,6 +234,13 @@ class GroupStateMachine:
 
     # -- loading and unloading -----------------------------------------------------------------
 
+    def load_partition(self, records: Iterable[Record], now_ms: int) -> Outcome:
+        """Replay a whole partition (tombstones respected) and resume its groups."""
+        self.begin_load()
+        for record in records:
+            self.replay(record)
+        return self.finish_load(now_ms)
+
     def begin_load(self) -> None:
         self.loading = True
         self.groups.clear()
