@@ -279,7 +279,7 @@ def test_addMemberAndRebalance_first_generation_is_one_and_leader_gets_members(h
     assert h.deadline(c.sync_key("g")) == h.clock.now_ms() + 30_000
 
 
-def test_completing_join_logs_one_rebalance_event(h: Harness) -> None:
+def test_onCompleteJoin_logs_one_rebalance_event(h: Harness) -> None:
     a = h.new_member_id()
     h.send(J(member_id=a, reason="starting up"))
     h.advance(3_000)
@@ -291,7 +291,7 @@ def test_completing_join_logs_one_rebalance_event(h: Harness) -> None:
     )
 
 
-def test_initial_rebalance_delay_completes_after_delay(h: Harness) -> None:
+def test_InitialDelayedJoin_completes_after_delay(h: Harness) -> None:
     a = h.new_member_id()
     handle = h.send(J(member_id=a))
     h.advance(2_999)
@@ -300,14 +300,14 @@ def test_initial_rebalance_delay_completes_after_delay(h: Harness) -> None:
     assert h.take(handle).generation_id == 1
 
 
-def test_initial_rebalance_delay_is_not_cut_short_when_everyone_joined(h: Harness) -> None:
+def test_InitialDelayedJoin_is_not_cut_short_when_everyone_joined(h: Harness) -> None:
     a = h.new_member_id()
     handle = h.send(J(member_id=a))
     assert h.group("g").has_all_members_joined()
     assert h.take(handle) is None
 
 
-def test_initial_rebalance_delay_rearmed_while_new_members_arrive(h: Harness) -> None:
+def test_InitialDelayedJoin_rearmed_while_new_members_arrive(h: Harness) -> None:
     a = h.new_member_id(client_id="a")
     ha = h.send(J(member_id=a, client_id="a"))
     h.advance(2_000)
@@ -321,7 +321,7 @@ def test_initial_rebalance_delay_rearmed_while_new_members_arrive(h: Harness) ->
     assert h.take(ha).generation_id == 1 and h.take(hb).generation_id == 1
 
 
-def test_initial_rebalance_delay_bounded_by_rebalance_timeout(h: Harness) -> None:
+def test_InitialDelayedJoin_bounded_by_rebalance_timeout(h: Harness) -> None:
     handles = []
     start = h.clock.now_ms()
     for i, at in enumerate([0, 1_000, 4_000, 7_000, 9_500]):
@@ -334,7 +334,7 @@ def test_initial_rebalance_delay_bounded_by_rebalance_timeout(h: Harness) -> Non
     assert all(h.take(x).generation_id == 1 for x in handles)
 
 
-def test_initial_delay_not_extended_for_group_that_had_generations(h: Harness) -> None:
+def test_InitialDelayedJoin_not_extended_for_group_that_had_generations(h: Harness) -> None:
     (m,) = h.stable_group(members=1)
     h.call(c.LeaveGroup("g", (c.LeavingMember(m),)))
     assert h.group("g").generation_id == 2 and h.group("g").state is S.EMPTY
@@ -347,7 +347,7 @@ def test_initial_delay_not_extended_for_group_that_had_generations(h: Harness) -
     assert h.take(hx).generation_id == 3 and h.take(hy).generation_id == 3
 
 
-def test_join_timeout_removes_dynamic_members_that_did_not_rejoin(h: Harness) -> None:
+def test_onCompleteJoin_removes_dynamic_members_that_did_not_rejoin(h: Harness) -> None:
     leader, follower = h.stable_group(members=2)
     hl = h.send(J(member_id=leader, client_id="client0"))
     for _ in range(5):  # the follower keeps heartbeating but never rejoins
@@ -362,7 +362,7 @@ def test_join_timeout_removes_dynamic_members_that_did_not_rejoin(h: Harness) ->
     assert isinstance(event, RebalanceCompleted) and event.members_out == (follower,)
 
 
-def test_leader_reelected_when_leader_does_not_rejoin(h: Harness) -> None:
+def test_onCompleteJoin_reelects_leader_that_did_not_rejoin(h: Harness) -> None:
     leader, follower = h.stable_group(members=2)
     hf = h.send(J(member_id=follower, client_id="client1", protocols=(("range", b"changed"),)))
     for _ in range(6):
@@ -403,7 +403,7 @@ def test_static_member_joins_without_member_id_round_trip(h: Harness) -> None:
     assert group.static_members == {"i-1": member_id}
 
 
-def test_static_member_takeover_without_rebalance(h: Harness) -> None:
+def test_updateStaticMemberAndRebalance_stable_takeover_without_rebalance(h: Harness) -> None:
     ids = static_group(h, ["i-1", "i-2"])
     leader_before = h.group("g").leader_id
     log_before = len(h.log)
@@ -442,7 +442,7 @@ def test_static_leader_takeover_skip_assignment_v9(h: Harness) -> None:
     assert len(result.members) == 2
 
 
-def test_static_takeover_fences_old_member_id(h: Harness) -> None:
+def test_replaceStaticMember_fences_old_member_id(h: Harness) -> None:
     ids = static_group(h, ["i-1", "i-2"])
     h.call(J(instance_id="i-2", client_id="i-2"))
     old = ids["i-2"]
@@ -451,7 +451,7 @@ def test_static_takeover_fences_old_member_id(h: Harness) -> None:
     assert h.call(c.SyncGroup("g", 1, old, "i-2")).error is E.FENCED_INSTANCE_ID
 
 
-def test_static_takeover_fences_a_parked_join_of_the_old_id(h: Harness) -> None:
+def test_replaceStaticMember_fences_a_parked_join_of_the_old_id(h: Harness) -> None:
     ids = static_group(h, ["i-1", "i-2", "i-3"])
     leader = h.group("g").leader_id
     by_member = {m: i for i, m in ids.items()}
@@ -463,7 +463,7 @@ def test_static_takeover_fences_a_parked_join_of_the_old_id(h: Harness) -> None:
     assert h.take(parked) == JoinGroupResult(E.FENCED_INSTANCE_ID, member_id=follower)
 
 
-def test_static_takeover_that_changes_the_protocol_triggers_rebalance(h: Harness) -> None:
+def test_updateStaticMemberAndRebalance_protocol_change_triggers_rebalance(h: Harness) -> None:
     both = two_protocols("range", "roundrobin")
     ids = static_group(h, ["i-1", "i-2", "i-3"], protocols=both)
     assert h.group("g").protocol_name == "range"
@@ -473,7 +473,7 @@ def test_static_takeover_that_changes_the_protocol_triggers_rebalance(h: Harness
     assert ids
 
 
-def test_static_takeover_during_completing_rebalance_triggers_rebalance(h: Harness) -> None:
+def test_updateStaticMemberAndRebalance_completing_rebalance_triggers_rebalance(h: Harness) -> None:
     handles = [h.send(J(instance_id=i, client_id=i)) for i in ("i-1", "i-2")]
     h.advance(6_000)
     for x in handles:
@@ -483,7 +483,7 @@ def test_static_takeover_during_completing_rebalance_triggers_rebalance(h: Harne
     assert h.group("g").state is S.PREPARING_REBALANCE
 
 
-def test_static_takeover_write_failure_restores_the_old_member(h: Harness) -> None:
+def test_updateStaticMemberAndRebalance_write_failure_restores_the_old_member(h: Harness) -> None:
     ids = static_group(h, ["i-1", "i-2"])
     h.fail_next_append = E.NOT_LEADER_OR_FOLLOWER
     result = h.call(J(instance_id="i-2", client_id="i-2"))
@@ -499,7 +499,7 @@ def test_static_member_with_unknown_instance_and_member_id_is_unknown(h: Harness
     assert h.call(J(member_id="whoever", instance_id="nobody")).error is E.UNKNOWN_MEMBER_ID
 
 
-def test_static_members_are_kept_when_they_miss_a_join_phase(h: Harness) -> None:
+def test_onCompleteJoin_keeps_static_members_that_did_not_rejoin(h: Harness) -> None:
     ids = static_group(h, ["i-1", "i-2"])
     leader = h.group("g").leader_id
     by_member = {m: i for i, m in ids.items()}

@@ -63,7 +63,7 @@ def h() -> Harness:
     return Harness()
 
 
-def test_load_group_with_members_comes_back_stable(h: Harness) -> None:
+def test_loadGroupsAndOffsets_group_with_members_comes_back_stable(h: Harness) -> None:
     h.load([offset("g", "orders", 0, 7, epoch=3, meta="m"), stable_record()])
     group = h.group("g")
     assert group.state is S.STABLE
@@ -76,7 +76,7 @@ def test_load_group_with_members_comes_back_stable(h: Harness) -> None:
     assert fetch_one(h, "g", "orders", 0) == OffsetFetchPartition(0, 7, 3, "m")
 
 
-def test_loaded_members_resume_with_their_generation_and_assignment(h: Harness) -> None:
+def test_onGroupLoaded_members_resume_with_their_generation_and_assignment(h: Harness) -> None:
     h.load([stable_record()])
     assert h.call(c.Heartbeat("g", 5, "m-1")).error is E.NONE
     assert h.call(c.SyncGroup("g", 5, "m-2", "i-2")) == SyncGroupResult(E.NONE, "consumer", "range", b"A2")
@@ -93,7 +93,7 @@ def test_onGroupLoaded_rearms_heartbeats(h: Harness) -> None:
     assert not group.has("m-1") and group.state is S.PREPARING_REBALANCE
 
 
-def test_load_empty_group_metadata_keeps_state_timestamp_for_retention() -> None:
+def test_loadGroupsAndOffsets_empty_group_metadata_keeps_state_timestamp_for_retention() -> None:
     h = Harness(GroupConfig(offsets_retention_minutes=1))
     now = h.clock.wall_ms()
     h.load([
@@ -109,14 +109,14 @@ def test_load_empty_group_metadata_keeps_state_timestamp_for_retention() -> None
     assert h.group("g") is None
 
 
-def test_load_offsets_only_gives_simple_empty_group(h: Harness) -> None:
+def test_loadGroupsAndOffsets_offsets_only_gives_simple_empty_group(h: Harness) -> None:
     h.load([offset("simple", "t", 0, 9)])
     group = h.group("simple")
     assert group.state is S.EMPTY and group.protocol_type is None and group.generation_id == 0
     assert fetch_one(h, "simple", "t", 0).offset == 9
 
 
-def test_load_respects_offset_tombstones_and_last_value_wins(h: Harness) -> None:
+def test_loadGroupsAndOffsets_respects_offset_tombstones_and_last_value_wins(h: Harness) -> None:
     h.load([
         offset("g", "t", 0, 1), offset("g", "t", 1, 2), offset("g", "t", 0, 3),
         OffsetCommitTombstone("g", "t", 1),
@@ -125,12 +125,12 @@ def test_load_respects_offset_tombstones_and_last_value_wins(h: Harness) -> None
     assert [fetch_one(h, "g", "t", p).offset for p in (0, 1, 2)] == [3, -1, 5]
 
 
-def test_load_group_tombstone_without_offsets_removes_group(h: Harness) -> None:
+def test_loadGroupsAndOffsets_group_tombstone_without_offsets_removes_group(h: Harness) -> None:
     h.load([stable_record(), GroupMetadataTombstone("g")])
     assert h.group("g") is None
 
 
-def test_load_group_tombstone_with_surviving_offsets_keeps_simple_group(h: Harness) -> None:
+def test_loadGroupsAndOffsets_group_tombstone_with_surviving_offsets_keeps_simple_group(h: Harness) -> None:
     h.load([stable_record(), offset("g", "t", 0, 1), GroupMetadataTombstone("g")])
     group = h.group("g")
     assert group.state is S.EMPTY and group.protocol_type is None and not group.members
@@ -138,17 +138,17 @@ def test_load_group_tombstone_with_surviving_offsets_keeps_simple_group(h: Harne
     assert not h.armed(c.heartbeat_key("g", "m-1"))
 
 
-def test_load_all_offsets_tombstoned_in_a_simple_group_removes_it(h: Harness) -> None:
+def test_loadGroupsAndOffsets_all_offsets_tombstoned_in_a_simple_group_removes_it(h: Harness) -> None:
     h.load([offset("s", "t", 0, 1), OffsetCommitTombstone("s", "t", 0)])
     assert h.group("s") is None
 
 
-def test_load_latest_group_metadata_wins(h: Harness) -> None:
+def test_loadGroupsAndOffsets_latest_group_metadata_wins(h: Harness) -> None:
     h.load([stable_record(generation=5), GroupMetadataTombstone("g"), stable_record(generation=9)])
     assert h.group("g").generation_id == 9
 
 
-def test_records_written_at_run_time_load_back_to_the_same_state(h: Harness) -> None:
+def test_loadGroupsAndOffsets_reads_back_what_run_time_wrote(h: Harness) -> None:
     leader, follower = h.stable_group(protocols=(("range", SUB_A),))
     h.call(c.OffsetCommit("g", 1, leader, (c.OffsetCommitTopic("orders", (
         c.OffsetCommitPartition(0, 100, 2, "x"), c.OffsetCommitPartition(1, 200)
@@ -166,7 +166,7 @@ def test_records_written_at_run_time_load_back_to_the_same_state(h: Harness) -> 
     assert reloaded.group("solo") is None
 
 
-def test_run_time_replay_of_group_metadata_does_not_touch_membership(h: Harness) -> None:
+def test_replay_of_run_time_group_metadata_does_not_touch_membership(h: Harness) -> None:
     leader, follower = h.stable_group()
     group = h.group("g")
     members_before = dict(group.members)
@@ -175,13 +175,13 @@ def test_run_time_replay_of_group_metadata_does_not_touch_membership(h: Harness)
     assert h.group("g") is group and group.members == members_before
 
 
-def test_loaded_group_over_capacity_rebalances() -> None:
+def test_onGroupLoaded_over_capacity_rebalances() -> None:
     h = Harness(GroupConfig(group_max_size=1))
     h.load([stable_record()])
     assert h.group("g").state is S.PREPARING_REBALANCE
 
 
-def test_unload_answers_waiters_and_stops_timers(h: Harness) -> None:
+def test_onGroupUnloaded_answers_waiters_and_stops_timers(h: Harness) -> None:
     leader, follower = h.stable_group()
     parked = h.send(join_request(member_id=leader, client_id="client0"))
     h.unload()
@@ -193,7 +193,7 @@ def test_unload_answers_waiters_and_stops_timers(h: Harness) -> None:
 # -- DescribeGroups / ListGroups ------------------------------------------------------------------
 
 
-def test_describe_stable_group_shows_metadata_and_assignment(h: Harness) -> None:
+def test_handleDescribeGroup_stable_group_shows_metadata_and_assignment(h: Harness) -> None:
     h.load([stable_record()])
     result = h.call(c.DescribeGroup("g"))
     assert result == DescribedGroup("g", E.NONE, "Stable", "consumer", "range", (
@@ -202,7 +202,7 @@ def test_describe_stable_group_shows_metadata_and_assignment(h: Harness) -> None
     ))
 
 
-def test_describe_rebalancing_group_has_no_protocol_or_metadata(h: Harness) -> None:
+def test_handleDescribeGroup_rebalancing_group_has_no_protocol_or_metadata(h: Harness) -> None:
     h.load([stable_record()])
     h.send(join_request(member_id="m-2", instance_id="i-2", protocols=(("range", SUB_B),)))
     result = h.call(c.DescribeGroup("g"))
@@ -213,16 +213,16 @@ def test_describe_rebalancing_group_has_no_protocol_or_metadata(h: Harness) -> N
 
 
 @pytest.mark.parametrize(("version", "error"), [(5, E.NONE), (6, E.GROUP_ID_NOT_FOUND)])
-def test_describe_unknown_group(h: Harness, version: int, error: ErrorCode) -> None:
+def test_handleDescribeGroup_unknown_group(h: Harness, version: int, error: ErrorCode) -> None:
     assert h.call(c.DescribeGroup("nope", version)) == DescribedGroup("nope", error, "Dead")
 
 
-def test_describe_empty_group(h: Harness) -> None:
+def test_handleDescribeGroup_empty_group(h: Harness) -> None:
     h.load([GroupMetadataRecord("g", "consumer", 2, None, None, 1, ())])
     assert h.call(c.DescribeGroup("g")) == DescribedGroup("g", E.NONE, "Empty", "consumer", "", ())
 
 
-def test_list_groups_with_state_and_type_filters(h: Harness) -> None:
+def test_handleListGroups_with_state_and_type_filters(h: Harness) -> None:
     h.load([stable_record("a"), offset("b", "t", 0, 1), GroupMetadataRecord("c", "connect", 1, None, None, 1, ())])
     everything = h.machine.list_groups()
     assert everything == [

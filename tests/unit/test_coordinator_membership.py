@@ -42,11 +42,11 @@ def joined_pair(h: Harness) -> tuple[str, str]:
 # -- SyncGroup ------------------------------------------------------------------------------------
 
 
-def test_sync_unknown_group(h: Harness) -> None:
+def test_handleSyncGroup_unknown_group(h: Harness) -> None:
     assert h.call(c.SyncGroup("nope", 1, "m")) == SyncGroupResult(E.UNKNOWN_MEMBER_ID)
 
 
-def test_sync_dead_group(h: Harness) -> None:
+def test_handleSyncGroup_dead_group(h: Harness) -> None:
     leader, _ = h.stable_group()
     h.group("g").transition_to(S.DEAD, 0)
     assert h.call(c.SyncGroup("g", 1, leader)).error is E.COORDINATOR_NOT_AVAILABLE
@@ -61,25 +61,25 @@ def test_sync_dead_group(h: Harness) -> None:
         ({"protocol_name": "roundrobin"}, E.INCONSISTENT_GROUP_PROTOCOL),
     ],
 )
-def test_sync_validation(h: Harness, changes: dict, error: ErrorCode) -> None:
+def test_handleSyncGroup_validation(h: Harness, changes: dict, error: ErrorCode) -> None:
     leader, _ = h.stable_group()
     args = {"group_id": "g", "generation_id": 1, "member_id": leader} | changes
     assert h.call(c.SyncGroup(**args)).error is error
 
 
-def test_sync_v5_matching_protocol_type_and_name_is_fine(h: Harness) -> None:
+def test_handleSyncGroup_v5_matching_protocol_type_and_name_is_fine(h: Harness) -> None:
     leader, _ = h.stable_group()
     result = h.call(c.SyncGroup("g", 1, leader, protocol_type="consumer", protocol_name="range"))
     assert result.error is E.NONE
 
 
-def test_sync_preparing_rebalance_answers_rebalance_in_progress(h: Harness) -> None:
+def test_handleSyncGroup_preparing_rebalance_answers_rebalance_in_progress(h: Harness) -> None:
     leader, follower = h.stable_group()
     h.send(J(member_id=leader, client_id="client0"))
     assert h.call(c.SyncGroup("g", 1, follower)).error is E.REBALANCE_IN_PROGRESS
 
 
-def test_sync_completing_rebalance_follower_waits_for_leader(h: Harness) -> None:
+def test_handleSyncGroup_completing_rebalance_follower_waits_for_leader(h: Harness) -> None:
     leader, follower = joined_pair(h)
     hf = h.send(c.SyncGroup("g", 1, follower))
     assert h.take(hf) is None
@@ -95,13 +95,13 @@ def test_sync_completing_rebalance_follower_waits_for_leader(h: Harness) -> None
     assert not h.armed(c.sync_key("g"))  # everyone synced
 
 
-def test_sync_leader_omitting_a_member_gives_it_an_empty_assignment(h: Harness) -> None:
+def test_handleSyncGroup_leader_omitting_a_member_gives_it_an_empty_assignment(h: Harness) -> None:
     leader, follower = joined_pair(h)
     h.call(c.SyncGroup("g", 1, leader, assignments=((leader, b"L"),)))
     assert h.call(c.SyncGroup("g", 1, follower)) == SyncGroupResult(E.NONE, "consumer", "range", b"")
 
 
-def test_sync_leader_reply_waits_for_the_group_metadata_write(h: Harness) -> None:
+def test_handleSyncGroup_leader_reply_waits_for_the_group_metadata_write(h: Harness) -> None:
     leader, follower = joined_pair(h)
     hf = h.send(c.SyncGroup("g", 1, follower))
     h.fail_next_append = E.NOT_ENOUGH_REPLICAS
@@ -115,7 +115,7 @@ def test_sync_leader_reply_waits_for_the_group_metadata_write(h: Harness) -> Non
     assert h.log == [r for r in h.log if not isinstance(r, GroupMetadataRecord) or r.generation != 1]
 
 
-def test_sync_stable_returns_current_assignment_and_resets_session(h: Harness) -> None:
+def test_handleSyncGroup_stable_returns_current_assignment_and_resets_session(h: Harness) -> None:
     leader, follower = h.stable_group()
     h.advance(4_000)
     result = h.call(c.SyncGroup("g", 1, follower))
@@ -123,7 +123,7 @@ def test_sync_stable_returns_current_assignment_and_resets_session(h: Harness) -
     assert h.deadline(c.heartbeat_key("g", follower)) == h.clock.now_ms() + 10_000
 
 
-def test_sync_timeout_removes_members_that_never_synced(h: Harness) -> None:
+def test_onExpirePendingSync_removes_members_that_never_synced(h: Harness) -> None:
     leader, follower = joined_pair(h)
     h.call(c.SyncGroup("g", 1, leader, assignments=((leader, b"L"), (follower, b"F"))))
     assert h.group("g").state is S.STABLE
@@ -137,7 +137,7 @@ def test_sync_timeout_removes_members_that_never_synced(h: Harness) -> None:
     assert "did not sync" in group.rebalance.reason
 
 
-def test_sync_timeout_in_completing_rebalance_sends_waiting_members_back(h: Harness) -> None:
+def test_onExpirePendingSync_in_completing_rebalance_sends_waiting_members_back(h: Harness) -> None:
     leader, follower = joined_pair(h)
     hf = h.send(c.SyncGroup("g", 1, follower))
     for _ in range(6):  # the leader stays alive but never sends its assignment
@@ -149,7 +149,7 @@ def test_sync_timeout_in_completing_rebalance_sends_waiting_members_back(h: Harn
     assert group.state is S.PREPARING_REBALANCE
 
 
-def test_stale_sync_timeout_of_an_older_generation_is_ignored(h: Harness) -> None:
+def test_onExpirePendingSync_of_an_older_generation_is_ignored(h: Harness) -> None:
     leader, follower = joined_pair(h)
     h.machine.handle(c.SyncExpired("g", 0), h.clock.wall_ms())
     assert h.group("g").state is S.COMPLETING_REBALANCE and h.group("g").size == 2
@@ -158,23 +158,23 @@ def test_stale_sync_timeout_of_an_older_generation_is_ignored(h: Harness) -> Non
 # -- Heartbeat ------------------------------------------------------------------------------------
 
 
-def test_heartbeat_unknown_group(h: Harness) -> None:
+def test_handleHeartbeat_unknown_group(h: Harness) -> None:
     assert h.call(c.Heartbeat("nope", 1, "m")) == HeartbeatResult(E.UNKNOWN_MEMBER_ID)
 
 
-def test_heartbeat_dead_group(h: Harness) -> None:
+def test_handleHeartbeat_dead_group(h: Harness) -> None:
     leader, _ = h.stable_group()
     h.group("g").transition_to(S.DEAD, 0)
     assert h.call(c.Heartbeat("g", 1, leader)).error is E.COORDINATOR_NOT_AVAILABLE
 
 
-def test_heartbeat_unknown_member_and_illegal_generation(h: Harness) -> None:
+def test_handleHeartbeat_unknown_member_and_illegal_generation(h: Harness) -> None:
     leader, _ = h.stable_group()
     assert h.call(c.Heartbeat("g", 1, "stranger")).error is E.UNKNOWN_MEMBER_ID
     assert h.call(c.Heartbeat("g", 0, leader)).error is E.ILLEGAL_GENERATION
 
 
-def test_heartbeat_by_state(h: Harness) -> None:
+def test_handleHeartbeat_by_state(h: Harness) -> None:
     leader, follower = joined_pair(h)
     assert h.call(c.Heartbeat("g", 1, follower)).error is E.NONE  # CompletingRebalance
     h.call(c.SyncGroup("g", 1, leader, assignments=()))
@@ -183,7 +183,7 @@ def test_heartbeat_by_state(h: Harness) -> None:
     assert h.call(c.Heartbeat("g", 1, follower)).error is E.REBALANCE_IN_PROGRESS
 
 
-def test_heartbeat_resets_the_session_deadline(h: Harness) -> None:
+def test_handleHeartbeat_resets_the_session_deadline(h: Harness) -> None:
     leader, follower = h.stable_group()
     for _ in range(12):  # a minute of heartbeats every 5 s with a 10 s session
         h.advance(5_000)
@@ -192,7 +192,7 @@ def test_heartbeat_resets_the_session_deadline(h: Harness) -> None:
     assert h.group("g").size == 2 and h.group("g").state is S.STABLE
 
 
-def test_session_expiry_removes_member_and_rebalances(h: Harness) -> None:
+def test_onExpireHeartbeat_removes_member_and_rebalances(h: Harness) -> None:
     leader, follower = h.stable_group()
     h.advance(5_000)
     h.call(c.Heartbeat("g", 1, leader))
@@ -209,7 +209,7 @@ def test_session_expiry_removes_member_and_rebalances(h: Harness) -> None:
     assert event.members_out == (follower,) and event.reason.startswith("session expired")
 
 
-def test_session_expiry_of_the_leader_elects_the_next_member(h: Harness) -> None:
+def test_onExpireHeartbeat_of_the_leader_elects_the_next_member(h: Harness) -> None:
     leader, follower = h.stable_group()
     h.advance(5_000)
     h.call(c.Heartbeat("g", 1, follower))
@@ -217,7 +217,7 @@ def test_session_expiry_of_the_leader_elects_the_next_member(h: Harness) -> None
     assert h.group("g").leader_id == follower
 
 
-def test_member_awaiting_join_is_not_expired(h: Harness) -> None:
+def test_onExpireHeartbeat_spares_a_member_awaiting_join(h: Harness) -> None:
     leader, follower = h.stable_group()
     hl = h.send(J(member_id=leader, client_id="client0"))
     for _ in range(6):  # the leader waits in JoinGroup (no heartbeats) for 30 s
@@ -227,7 +227,7 @@ def test_member_awaiting_join_is_not_expired(h: Harness) -> None:
     assert result.error is E.NONE and result.leader_id == leader and result.generation_id == 2
 
 
-def test_new_member_expires_after_new_member_join_timeout(h: Harness) -> None:
+def test_onExpireHeartbeat_new_member_after_new_member_join_timeout(h: Harness) -> None:
     (old,) = h.stable_group(members=1, rebalance_timeout_ms=600_000)
     newcomer = h.new_member_id(client_id="new")
     hn = h.send(J(member_id=newcomer, client_id="new", rebalance_timeout_ms=600_000))
@@ -241,7 +241,7 @@ def test_new_member_expires_after_new_member_join_timeout(h: Harness) -> None:
     assert not h.group("g").has(newcomer)
 
 
-def test_pending_member_expiry_unblocks_the_join_phase(h: Harness) -> None:
+def test_onExpireHeartbeat_pending_member_unblocks_the_join_phase(h: Harness) -> None:
     leader, follower = h.stable_group()
     hl = h.send(J(member_id=leader, client_id="client0"))
     pending = h.new_member_id(client_id="shy", session_timeout_ms=8_000)
@@ -252,7 +252,7 @@ def test_pending_member_expiry_unblocks_the_join_phase(h: Harness) -> None:
     assert h.take(hl).generation_id == 2 and h.take(hf).generation_id == 2
 
 
-def test_pending_member_that_joins_in_time_is_not_expired(h: Harness) -> None:
+def test_onExpireHeartbeat_pending_member_that_joins_in_time_is_kept(h: Harness) -> None:
     pending = h.new_member_id(session_timeout_ms=8_000)
     h.advance(7_000)
     h.send(J(member_id=pending, session_timeout_ms=8_000))
@@ -260,7 +260,7 @@ def test_pending_member_that_joins_in_time_is_not_expired(h: Harness) -> None:
     assert h.group("g").has(pending)
 
 
-def test_stale_heartbeat_expiry_is_dropped(h: Harness) -> None:
+def test_onExpireHeartbeat_stale_expiry_is_dropped(h: Harness) -> None:
     leader, follower = h.stable_group()
     key = c.heartbeat_key("g", follower)
     h.clock.advance(10_000)
@@ -275,7 +275,7 @@ def test_stale_heartbeat_expiry_is_dropped(h: Harness) -> None:
 # -- LeaveGroup -----------------------------------------------------------------------------------
 
 
-def test_leave_unknown_group_answers_unknown_member_for_each(h: Harness) -> None:
+def test_handleLeaveGroup_unknown_group_answers_unknown_member_for_each(h: Harness) -> None:
     result = h.call(c.LeaveGroup("nope", (c.LeavingMember("a"), c.LeavingMember("", "i-1"))))
     assert result == LeaveGroupResult(E.NONE, (
         LeaveMemberResult("a", None, E.UNKNOWN_MEMBER_ID),
@@ -283,13 +283,13 @@ def test_leave_unknown_group_answers_unknown_member_for_each(h: Harness) -> None
     ))
 
 
-def test_leave_dead_group(h: Harness) -> None:
+def test_handleLeaveGroup_dead_group(h: Harness) -> None:
     leader, _ = h.stable_group()
     h.group("g").transition_to(S.DEAD, 0)
     assert h.call(c.LeaveGroup("g", (c.LeavingMember(leader),))) == LeaveGroupResult(E.COORDINATOR_NOT_AVAILABLE)
 
 
-def test_leave_v3_batch_with_mixed_outcomes(h: Harness) -> None:
+def test_handleLeaveGroup_v3_batch_with_mixed_outcomes(h: Harness) -> None:
     static = h.send(J(instance_id="i-s", client_id="s"))
     h.advance(3_000)
     static_id = h.take(static).member_id
@@ -304,7 +304,7 @@ def test_leave_v3_batch_with_mixed_outcomes(h: Harness) -> None:
     assert leader == static_id and h.group("g").state is S.EMPTY
 
 
-def test_leave_with_fenced_instance_id(h: Harness) -> None:
+def test_handleLeaveGroup_with_fenced_instance_id(h: Harness) -> None:
     handle = h.send(J(instance_id="i-1", client_id="x"))
     h.advance(3_000)
     real = h.take(handle).member_id
@@ -313,7 +313,7 @@ def test_leave_with_fenced_instance_id(h: Harness) -> None:
     assert h.group("g").has(real)
 
 
-def test_leave_of_leader_reelects_and_rebalances_with_reason(h: Harness) -> None:
+def test_handleLeaveGroup_of_leader_reelects_and_rebalances_with_reason(h: Harness) -> None:
     leader, follower = h.stable_group()
     result = h.call(c.LeaveGroup("g", (c.LeavingMember(leader, reason="shutting down"),)))
     assert result.members[0].error is E.NONE
@@ -336,7 +336,7 @@ def test_last_member_leaving_empties_the_group_and_writes_metadata(h: Harness) -
     assert isinstance(h.events[-1], RebalanceCompleted) and h.events[-1].members_out == (only,)
 
 
-def test_leave_of_a_pending_member(h: Harness) -> None:
+def test_handleLeaveGroup_of_a_pending_member(h: Harness) -> None:
     pending = h.new_member_id()
     result = h.call(c.LeaveGroup("g", (c.LeavingMember(pending),)))
     assert result.members[0].error is E.NONE
@@ -344,7 +344,7 @@ def test_leave_of_a_pending_member(h: Harness) -> None:
     assert not h.armed(c.pending_key("g", pending))
 
 
-def test_leave_of_the_last_laggard_completes_the_join_phase(h: Harness) -> None:
+def test_handleLeaveGroup_of_the_last_laggard_completes_the_join_phase(h: Harness) -> None:
     leader, follower = h.stable_group()
     hl = h.send(J(member_id=leader, client_id="client0"))
     h.call(c.LeaveGroup("g", (c.LeavingMember(follower),)))
@@ -352,7 +352,7 @@ def test_leave_of_the_last_laggard_completes_the_join_phase(h: Harness) -> None:
     assert result.generation_id == 2 and [m.member_id for m in result.members] == [leader]
 
 
-def test_leave_answers_the_members_own_parked_join(h: Harness) -> None:
+def test_handleLeaveGroup_answers_the_members_own_parked_join(h: Harness) -> None:
     leader, second, third = h.stable_group(members=3)
     h.send(J(member_id=leader, client_id="client0"))
     parked = h.send(J(member_id=second, client_id="client1"))

@@ -63,7 +63,7 @@ def consumer_protocols(*topics: str) -> tuple[tuple[str, bytes], ...]:
 # -- OffsetCommit ---------------------------------------------------------------------------------
 
 
-def test_commit_round_trips_offset_leader_epoch_and_metadata_exactly(h: Harness) -> None:
+def test_handleCommitOffsets_round_trips_offset_leader_epoch_and_metadata_exactly(h: Harness) -> None:
     leader, follower = h.stable_group()
     result = h.call(commit("g", 1, leader, ("orders", 3, 1_234_567_890_123), metadata="ünïcode 😀 meta",
                            leader_epoch=17))
@@ -74,7 +74,7 @@ def test_commit_round_trips_offset_leader_epoch_and_metadata_exactly(h: Harness)
     assert fetch(h, "g", "orders", 3) == [OffsetFetchPartition(3, 1_234_567_890_123, 17, "ünïcode 😀 meta")]
 
 
-def test_commit_without_metadata_stores_empty_string(h: Harness) -> None:
+def test_handleCommitOffsets_without_metadata_stores_empty_string(h: Harness) -> None:
     h.call(commit(metadata=None))
     assert fetch(h)[0].metadata == ""
 
@@ -87,13 +87,13 @@ def test_simple_consumer_commit_creates_offsets_only_group(h: Harness) -> None:
 
 
 @pytest.mark.parametrize(("api_version", "error"), [(8, E.ILLEGAL_GENERATION), (9, E.GROUP_ID_NOT_FOUND)])
-def test_commit_with_generation_to_unknown_group(h: Harness, api_version: int, error: ErrorCode) -> None:
+def test_handleCommitOffsets_with_generation_to_unknown_group(h: Harness, api_version: int, error: ErrorCode) -> None:
     result = h.call(commit("nope", 3, "m", api_version=api_version))
     assert errors(result) == [error]
     assert h.group("nope") is None
 
 
-def test_commit_metadata_too_large_fails_only_that_partition(h: Harness) -> None:
+def test_handleCommitOffsets_metadata_too_large_fails_only_that_partition(h: Harness) -> None:
     limit = h.config.offset_metadata_max_bytes
     cmd = c.OffsetCommit("g", -1, "", (c.OffsetCommitTopic("t", (
         c.OffsetCommitPartition(0, 1, metadata="x" * (limit + 1)),
@@ -103,7 +103,7 @@ def test_commit_metadata_too_large_fails_only_that_partition(h: Harness) -> None
     assert [p.offset for p in fetch(h, "g", "t", 0, 1)] == [-1, 2]
 
 
-def test_commit_metadata_length_counts_utf16_units_like_java(h: Harness) -> None:
+def test_handleCommitOffsets_metadata_length_counts_utf16_units_like_java(h: Harness) -> None:
     limit = h.config.offset_metadata_max_bytes
     emoji = "😀" * (limit // 2)  # exactly `limit` UTF-16 units, four times as many UTF-8 bytes
     assert errors(h.call(commit(metadata=emoji))) == [E.NONE]
@@ -119,14 +119,14 @@ def test_commit_metadata_length_counts_utf16_units_like_java(h: Harness) -> None
         (1, None, "someone-else", E.UNKNOWN_MEMBER_ID),
     ],
 )
-def test_commit_member_and_generation_checks(h: Harness, generation: int, member: str | None,
+def test_handleCommitOffsets_member_and_generation_checks(h: Harness, generation: int, member: str | None,
                                              instance: str | None, error: ErrorCode) -> None:
     leader, _ = h.stable_group()
     cmd = commit("g", generation, leader if member is None else member, group_instance_id=instance)
     assert errors(h.call(cmd)) == [error]
 
 
-def test_commit_from_fenced_static_member(h: Harness) -> None:
+def test_handleCommitOffsets_from_fenced_static_member(h: Harness) -> None:
     handle = h.send(join_request(instance_id="i-1", client_id="x"))
     h.advance(3_000)
     old = h.take(handle).member_id
@@ -135,7 +135,7 @@ def test_commit_from_fenced_static_member(h: Harness) -> None:
     assert errors(h.call(commit("g", 1, old, group_instance_id="i-1"))) == [E.FENCED_INSTANCE_ID]
 
 
-def test_commit_during_completing_rebalance_is_refused(h: Harness) -> None:
+def test_handleCommitOffsets_during_completing_rebalance_is_refused(h: Harness) -> None:
     a = h.new_member_id()
     ha = h.send(join_request(member_id=a))
     h.advance(3_000)
@@ -143,7 +143,7 @@ def test_commit_during_completing_rebalance_is_refused(h: Harness) -> None:
     assert errors(h.call(commit("g", 1, a))) == [E.REBALANCE_IN_PROGRESS]
 
 
-def test_commit_during_preparing_rebalance_is_allowed_and_keeps_member_alive(h: Harness) -> None:
+def test_handleCommitOffsets_during_preparing_rebalance_is_allowed_and_keeps_member_alive(h: Harness) -> None:
     leader, follower = h.stable_group()
     h.send(join_request(member_id=leader, client_id="client0"))
     h.advance(9_000)
@@ -151,13 +151,13 @@ def test_commit_during_preparing_rebalance_is_allowed_and_keeps_member_alive(h: 
     assert h.deadline(c.heartbeat_key("g", follower)) == h.clock.now_ms() + 10_000
 
 
-def test_commit_to_dead_group(h: Harness) -> None:
+def test_handleCommitOffsets_to_dead_group(h: Harness) -> None:
     h.call(commit())
     h.group("g").transition_to(S.DEAD, 0)
     assert errors(h.call(commit())) == [E.COORDINATOR_NOT_AVAILABLE]
 
 
-def test_commit_with_retention_time_sets_expire_timestamp(h: Harness) -> None:
+def test_handleCommitOffsets_with_retention_time_sets_expire_timestamp(h: Harness) -> None:
     h.call(commit(retention_time_ms=5_000))
     assert h.log[-1].expire_timestamp == h.clock.wall_ms() + 5_000
 
@@ -175,7 +175,7 @@ def test_commit_with_retention_time_sets_expire_timestamp(h: Harness) -> None:
         (E.INVALID_FETCH_SIZE, E.UNKNOWN_SERVER_ERROR),
     ],
 )
-def test_commit_reply_carries_translated_append_error(h: Harness, append_error: ErrorCode,
+def test_handleCommitOffsets_reply_carries_translated_append_error(h: Harness, append_error: ErrorCode,
                                                       client_error: ErrorCode) -> None:
     h.fail_next_append = append_error
     cmd = c.OffsetCommit("g", -1, "", (c.OffsetCommitTopic("t", (
@@ -189,12 +189,12 @@ def test_commit_reply_carries_translated_append_error(h: Harness, append_error: 
 # -- OffsetFetch ----------------------------------------------------------------------------------
 
 
-def test_fetch_unknown_group_returns_minus_one_without_error(h: Harness) -> None:
+def test_handleFetchOffsets_unknown_group_returns_minus_one_without_error(h: Harness) -> None:
     assert fetch(h, "nope", "t", 0, 1) == [OffsetFetchPartition(0), OffsetFetchPartition(1)]
     assert OffsetFetchPartition(0) == OffsetFetchPartition(0, -1, -1, "", E.NONE)
 
 
-def test_fetch_all_partitions(h: Harness) -> None:
+def test_handleFetchOffsets_all_partitions(h: Harness) -> None:
     h.call(commit("g", -1, "", ("b", 1, 11), ("a", 0, 10), ("b", 0, 12)))
     result = h.call(c.OffsetFetch("g", None, require_stable=True))
     assert result == OffsetFetchResult(E.NONE, (
@@ -206,18 +206,18 @@ def test_fetch_all_partitions(h: Harness) -> None:
 # -- OffsetDelete ---------------------------------------------------------------------------------
 
 
-def test_offset_delete_unknown_group(h: Harness) -> None:
+def test_handleDeleteOffsets_unknown_group(h: Harness) -> None:
     result = h.call(c.OffsetDelete("nope", (c.TopicPartitions("t", (0,)),)))
     assert result == OffsetDeleteResult(E.GROUP_ID_NOT_FOUND)
 
 
-def test_offset_delete_non_consumer_group_that_is_not_empty(h: Harness) -> None:
+def test_handleDeleteOffsets_non_consumer_group_that_is_not_empty(h: Harness) -> None:
     h.stable_group(members=1, protocol_type="connect")
     result = h.call(c.OffsetDelete("g", (c.TopicPartitions("t", (0,)),)))
     assert result == OffsetDeleteResult(E.NON_EMPTY_GROUP)
 
 
-def test_offset_delete_refuses_subscribed_topics(h: Harness) -> None:
+def test_handleDeleteOffsets_refuses_subscribed_topics(h: Harness) -> None:
     (m,) = h.stable_group(members=1, protocols=consumer_protocols("orders"))
     h.call(commit("g", 1, m, ("orders", 0, 1), ("old", 0, 2)))
     log_before = len(h.log)
@@ -231,7 +231,7 @@ def test_offset_delete_refuses_subscribed_topics(h: Harness) -> None:
     assert fetch(h, "g", "orders")[0].offset == 1
 
 
-def test_offset_delete_in_empty_group(h: Harness) -> None:
+def test_handleDeleteOffsets_in_empty_group(h: Harness) -> None:
     h.call(commit("g", -1, "", ("t", 0, 1)))
     result = h.call(c.OffsetDelete("g", (c.TopicPartitions("t", (0,)),)))
     assert result.error is E.NONE and result.topics[0].partitions[0].error is E.NONE
@@ -241,16 +241,16 @@ def test_offset_delete_in_empty_group(h: Harness) -> None:
 # -- DeleteGroups ---------------------------------------------------------------------------------
 
 
-def test_delete_unknown_group(h: Harness) -> None:
+def test_handleDeleteGroups_unknown_group(h: Harness) -> None:
     assert h.call(c.DeleteGroup("nope")) == DeletedGroup("nope", E.GROUP_ID_NOT_FOUND)
 
 
-def test_delete_non_empty_group(h: Harness) -> None:
+def test_handleDeleteGroups_non_empty_group(h: Harness) -> None:
     h.stable_group()
     assert h.call(c.DeleteGroup("g")) == DeletedGroup("g", E.NON_EMPTY_GROUP)
 
 
-def test_delete_empty_group_writes_tombstones_and_forgets_it(h: Harness) -> None:
+def test_handleDeleteGroups_empty_group_writes_tombstones_and_forgets_it(h: Harness) -> None:
     (m,) = h.stable_group(members=1)
     h.call(commit("g", 1, m, ("t", 0, 1), ("t", 1, 2)))
     h.call(c.LeaveGroup("g", (c.LeavingMember(m),)))
@@ -263,7 +263,7 @@ def test_delete_empty_group_writes_tombstones_and_forgets_it(h: Harness) -> None
     assert h.call(c.DescribeGroup("g", api_version=6)).error is E.GROUP_ID_NOT_FOUND
 
 
-def test_delete_group_write_failure_keeps_the_group(h: Harness) -> None:
+def test_handleDeleteGroups_group_write_failure_keeps_the_group(h: Harness) -> None:
     h.call(commit())
     h.fail_next_append = E.NOT_LEADER_OR_FOLLOWER
     assert h.call(c.DeleteGroup("g")) == DeletedGroup("g", E.NOT_COORDINATOR)
@@ -279,7 +279,7 @@ def expire(h: Harness, group: str = "g") -> list:
     return h.log[before:]
 
 
-def test_retention_empty_group_counts_from_when_it_became_empty(h: Harness) -> None:
+def test_removeExpiredOffsets_empty_group_counts_from_when_it_became_empty(h: Harness) -> None:
     (m,) = h.stable_group(members=1)
     h.call(commit("g", 1, m, ("t", 0, 1)))
     for _ in range(3 * RETENTION_MS // 5_000):  # long past the commit, but the group is alive
@@ -294,7 +294,7 @@ def test_retention_empty_group_counts_from_when_it_became_empty(h: Harness) -> N
     assert h.group("g") is None  # Empty with no offsets left: Dead, then forgotten
 
 
-def test_retention_stable_consumer_group_expires_unsubscribed_topics_by_commit_time(h: Harness) -> None:
+def test_removeExpiredOffsets_consumer_group_expires_unsubscribed_topics_by_commit_time(h: Harness) -> None:
     (m,) = h.stable_group(members=1, protocols=consumer_protocols("live"))
     h.call(commit("g", 1, m, ("live", 0, 1), ("gone", 0, 2)))
     for _ in range(RETENTION_MS // 5_000):
@@ -305,7 +305,7 @@ def test_retention_stable_consumer_group_expires_unsubscribed_topics_by_commit_t
     assert fetch(h, "g", "live")[0].offset == 1
 
 
-def test_retention_consumer_group_with_unknown_subscriptions_keeps_everything(h: Harness) -> None:
+def test_removeExpiredOffsets_consumer_group_with_unknown_subscriptions_keeps_everything(h: Harness) -> None:
     (m,) = h.stable_group(members=1, protocols=(("range", b"not a subscription"),))
     h.call(commit("g", 1, m, ("t", 0, 1)))
     h.group("g").state = S.STABLE
@@ -313,14 +313,14 @@ def test_retention_consumer_group_with_unknown_subscriptions_keeps_everything(h:
     assert expire(h) == []
 
 
-def test_retention_non_consumer_protocol_group_keeps_offsets_while_active(h: Harness) -> None:
+def test_removeExpiredOffsets_other_protocol_group_keeps_offsets_while_active(h: Harness) -> None:
     (m,) = h.stable_group(members=1, protocol_type="connect")
     h.call(commit("g", 1, m, ("t", 0, 1)))
     h.clock.advance(RETENTION_MS * 2)
     assert expire(h) == []
 
 
-def test_retention_simple_group_uses_commit_time_and_dies_without_metadata_tombstone(h: Harness) -> None:
+def test_removeExpiredOffsets_simple_group_uses_commit_time_then_cleanupGroupMetadata(h: Harness) -> None:
     h.call(commit("g", -1, "", ("t", 0, 1)))
     h.advance(30_000)
     h.call(commit("g", -1, "", ("t", 1, 2)))
@@ -333,7 +333,7 @@ def test_retention_simple_group_uses_commit_time_and_dies_without_metadata_tombs
     assert h.group("g") is None
 
 
-def test_retention_explicit_expire_timestamp_wins(h: Harness) -> None:
+def test_getExpiredOffsets_explicit_expire_timestamp_wins(h: Harness) -> None:
     h.call(commit("g", -1, "", ("t", 0, 1), retention_time_ms=1_000))
     h.advance(999)
     assert expire(h) == []
@@ -341,27 +341,27 @@ def test_retention_explicit_expire_timestamp_wins(h: Harness) -> None:
     assert expire(h) == [OffsetCommitTombstone("g", "t", 0)]
 
 
-def test_empty_group_with_no_offsets_becomes_dead(h: Harness) -> None:
+def test_cleanupGroupMetadata_empty_group_with_no_offsets_becomes_dead(h: Harness) -> None:
     (m,) = h.stable_group(members=1)
     h.call(c.LeaveGroup("g", (c.LeavingMember(m),)))
     assert expire(h) == [GroupMetadataTombstone("g")]
     assert h.group("g") is None
 
 
-def test_new_group_with_a_pending_member_is_not_cleaned_up(h: Harness) -> None:
+def test_cleanupGroupMetadata_spares_a_new_group_with_a_pending_member(h: Harness) -> None:
     h.new_member_id()
     assert expire(h) == []
     assert h.group("g") is not None
 
 
-def test_empty_group_of_generation_zero_dies_without_a_write(h: Harness) -> None:
+def test_cleanupGroupMetadata_generation_zero_writes_no_group_tombstone(h: Harness) -> None:
     h.call(join_request(protocol_type=""))  # refused, but the group object was created
     assert h.group("g").generation_id == 0
     assert expire(h) == []
     assert h.group("g") is None
 
 
-def test_retention_write_failure_keeps_offsets_and_group(h: Harness) -> None:
+def test_cleanupGroupMetadata_write_failure_keeps_offsets_and_group(h: Harness) -> None:
     h.call(commit())
     h.advance(RETENTION_MS)
     h.fail_next_append = E.REQUEST_TIMED_OUT
