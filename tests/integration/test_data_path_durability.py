@@ -383,3 +383,43 @@ def test_list_offsets_exactness_with_kafka_python(broker):
         assert lo(-1) == (0, 10, -1)
     finally:
         wire.close()
+
+
+def test_incremental_fetch_session_on_the_wire(broker):
+    topic = "sessions"
+    create_topic(broker, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    producer.produce(topic, value=b"first", partition=0)
+    producer.flush(10)
+    wire = Wire(broker.bootstrap)
+    try:
+        def fetch(session_id, epoch, offsets, forgotten=()):
+            from kbroker.protocol.messages.fetch_request import ForgottenTopic
+
+            req = FetchRequest(max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, session_id=session_id,
+                               session_epoch=epoch,
+                               topics=[FetchTopic(topic=topic, partitions=[
+                                   FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+                                   for p, o in offsets.items()])] if offsets else [],
+                               forgotten_topics_data=[ForgottenTopic(topic=topic, partitions=list(forgotten))] if forgotten else [])
+            return wire.call(1, 12, req)
+
+        full = fetch(0, 0, {0: 0, 1: 0})
+        sid = full.session_id
+        assert sid != 0 and full.error_code == 0
+        assert sorted(p.partition_index for t in full.responses for p in t.partitions) == [0, 1]
+        quiet = fetch(sid, 1, {0: 1})  # the client moved past "first"
+        assert quiet.session_id == sid and quiet.responses == []
+        producer.produce(topic, value=b"second", partition=1)
+        producer.flush(10)
+        changed = fetch(sid, 2, {})
+        parts = [p for t in changed.responses for p in t.partitions]
+        assert [p.partition_index for p in parts] == [1] and b"second" in parts[0].records
+        assert fetch(sid, 2, {}).error_code == 71  # INVALID_FETCH_SESSION_EPOCH
+        assert fetch(sid + 1, 1, {}).error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
+        assert fetch(sid, 3, {}, forgotten=[1]).responses == []
+        closed = fetch(sid, -1, {0: 0})
+        assert closed.session_id == 0 and closed.responses
+        assert fetch(sid, 4, {}).error_code == 70
+    finally:
+        wire.close()
