@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import time
 from pathlib import Path
@@ -12,6 +13,9 @@ import uvloop
 
 from kbroker.broker import cluster_meta
 from kbroker.broker.config import BrokerConfig
+from kbroker.broker.offsets_topic import OffsetsTopic
+from kbroker.coordinator.actor import GroupCoordinatorService
+from kbroker.coordinator.config import GroupConfig
 from kbroker.broker.logging import configure_logging
 from kbroker.broker.router import Router
 from kbroker.broker.server import KafkaServer
@@ -58,18 +62,38 @@ class Broker:
         self.fetch_purgatory = FetchPurgatory(self.timers)
         self.fetch_sessions = FetchSessionManager()
         self.producer_states = ProducerStateManager(self.logs, self.data_dir)
+        # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets
+        self.offsets_topic = OffsetsTopic(self.logs, config.offsets_topic_num_partitions)
+        self.offsets_topic.ensure()
+        self.coordinator = GroupCoordinatorService(
+            self.offsets_topic.append_records,
+            config=GroupConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(GroupConfig)}),
+            timers=self.timers,
+            num_partitions=self.offsets_topic.num_partitions,
+        )
 
     async def start(self) -> int:
         self.producer_states.load_all()
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
+        await self.coordinator.start()
+        # Serve at once; groups of partitions not yet replayed answer COORDINATOR_LOAD_IN_PROGRESS.
+        self.coordinator.mark_loading(range(self.offsets_topic.num_partitions))
         port = await self.server.start()
+        self._background.append(asyncio.create_task(self.offsets_topic.load_all(self.coordinator),
+                                                    name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
         return port
 
     async def stop(self) -> None:
         self.fetch_purgatory.shutdown()
-        await self.server.shutdown(self.config.shutdown_timeout_s)
+        # Close the listener first, then let the coordinator answer its parked JoinGroup/SyncGroup
+        # requests (NOT_COORDINATOR makes clients look for the next coordinator), so the server's
+        # wait for in-flight requests does not sit out rebalance timeouts.
+        server_down = asyncio.create_task(self.server.shutdown(self.config.shutdown_timeout_s))
+        await asyncio.sleep(0)
+        await self.coordinator.stop()
+        await server_down
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)

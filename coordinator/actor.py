@@ -186,13 +186,18 @@ class GroupCoordinatorService:
             await self._execute(machine, machine.finish_load(self.clock.wall_ms()))
         finally:
             self._loading.discard(partition)
-        log.info("partition_loaded", partition=partition, groups=len(machine.groups))
+        log.debug("partition_loaded", partition=partition, groups=len(machine.groups))
 
     async def unload(self, partition: int) -> None:
         machine = self._machines.pop(partition, None)
         if machine is not None:
             await self._execute(machine, machine.unload(self.clock.wall_ms()))
-            log.info("partition_unloaded", partition=partition)
+            log.debug("partition_unloaded", partition=partition)
+
+    def mark_loading(self, partitions: Iterable[int]) -> None:
+        """At start-up, before replay begins: these partitions answer COORDINATOR_LOAD_IN_PROGRESS
+        (not NOT_COORDINATOR) until `load` has replayed them."""
+        self._loading.update(partitions)
 
     @property
     def is_loading(self) -> bool:

@@ -1,0 +1,125 @@
+"""Coordinator records <-> the key and value bytes of `__consumer_offsets`, in Kafka's formats.
+
+A key is `int16 record type` + the key struct (version 0, non-flexible); a value is
+`int16 value version` + the value struct; a null value is a tombstone. We write what Kafka 4
+writes: OffsetCommitValue v4 (v1 when the commit carried an explicit expire timestamp) and
+GroupMetadataValue v3. Every version Kafka ever wrote is read back.
+"""
+
+from __future__ import annotations
+
+import struct
+from io import BytesIO
+
+from kbroker.coordinator.records import (
+    GroupMetadataMember,
+    GroupMetadataRecord,
+    GroupMetadataTombstone,
+    OffsetCommitRecord,
+    OffsetCommitTombstone,
+    Record,
+)
+from kbroker.protocol import codec
+from kbroker.protocol.messages import group_metadata_key as gmk
+from kbroker.protocol.messages import group_metadata_value as gmv
+from kbroker.protocol.messages import offset_commit_key as ock
+from kbroker.protocol.messages import offset_commit_value as ocv
+
+LEGACY_OFFSET_COMMIT = 0
+OFFSET_COMMIT = 1
+GROUP_METADATA = 2
+OFFSET_COMMIT_VALUE_VERSION = 4
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+_I16 = struct.Struct(">h")
+
+
+class UnknownRecordType(ValueError):
+    """A record type this coordinator does not manage (KIP-848, share or streams groups)."""
+
+
+def _encode(spec, version: int, obj) -> bytes:
+    return _I16.pack(version) + codec.encode(spec, version, obj)
+
+
+def _key(record_type: int, spec, obj) -> bytes:
+    # The key's leading int16 is the record type; the key struct itself is always version 0.
+    return _I16.pack(record_type) + codec.encode(spec, 0, obj)
+
+
+def encode_record(record: Record) -> tuple[bytes, bytes | None]:
+    """(key, value) bytes for one record; value None is a tombstone."""
+    if isinstance(record, OffsetCommitRecord):
+        key = _key(OFFSET_COMMIT, ock.SPEC, ock.OffsetCommitKey(record.group, record.topic, record.partition))
+        if record.expire_timestamp is not None:
+            version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
+            value = ocv.OffsetCommitValue(offset=record.offset, metadata=record.metadata,
+                                          commit_timestamp=record.commit_timestamp,
+                                          expire_timestamp=record.expire_timestamp)
+        else:
+            version = OFFSET_COMMIT_VALUE_VERSION
+            value = ocv.OffsetCommitValue(offset=record.offset, leader_epoch=record.leader_epoch,
+                                          metadata=record.metadata, commit_timestamp=record.commit_timestamp)
+        return key, _encode(ocv.SPEC, version, value)
+    if isinstance(record, OffsetCommitTombstone):
+        return _key(OFFSET_COMMIT, ock.SPEC, ock.OffsetCommitKey(record.group, record.topic, record.partition)), None
+    if isinstance(record, GroupMetadataRecord):
+        key = _key(GROUP_METADATA, gmk.SPEC, gmk.GroupMetadataKey(record.group))
+        value = gmv.GroupMetadataValue(
+            protocol_type=record.protocol_type,
+            generation=record.generation,
+            protocol=record.protocol,
+            leader=record.leader,
+            current_state_timestamp=record.current_state_timestamp,
+            members=[
+                gmv.MemberMetadata(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                    client_host=m.client_host, rebalance_timeout=m.rebalance_timeout,
+                    session_timeout=m.session_timeout, subscription=m.subscription, assignment=m.assignment,
+                )
+                for m in record.members
+            ],
+        )
+        return key, _encode(gmv.SPEC, GROUP_METADATA_VALUE_VERSION, value)
+    if isinstance(record, GroupMetadataTombstone):
+        return _key(GROUP_METADATA, gmk.SPEC, gmk.GroupMetadataKey(record.group)), None
+    raise TypeError(f"not a coordinator record: {record!r}")
+
+
+def decode_record(key: bytes, value: bytes | None) -> Record:
+    """The coordinator record for one `__consumer_offsets` record's key and value."""
+    if key is None or len(key) < 2:
+        raise ValueError("__consumer_offsets record without a key")
+    (record_type,) = _I16.unpack_from(key)
+    key_io = BytesIO(key)
+    key_io.seek(2)
+    if record_type in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT):
+        k = codec.decode(ock.SPEC, 0, key_io)
+        if value is None:
+            return OffsetCommitTombstone(k.group, k.topic, k.partition)
+        (version,) = _I16.unpack_from(value)
+        v = codec.decode(ocv.SPEC, version, value[2:])
+        expire = v.expire_timestamp if version == OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY else None
+        return OffsetCommitRecord(k.group, k.topic, k.partition, v.offset, v.leader_epoch, v.metadata,
+                                  v.commit_timestamp, expire if expire is not None and expire >= 0 else None)
+    if record_type == GROUP_METADATA:
+        k = codec.decode(gmk.SPEC, 0, key_io)
+        if value is None:
+            return GroupMetadataTombstone(k.group)
+        (version,) = _I16.unpack_from(value)
+        v = codec.decode(gmv.SPEC, version, value[2:])
+        return GroupMetadataRecord(
+            group=k.group,
+            protocol_type=v.protocol_type,
+            generation=v.generation,
+            protocol=v.protocol,
+            leader=v.leader,
+            current_state_timestamp=v.current_state_timestamp,
+            members=tuple(
+                GroupMetadataMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                    m.rebalance_timeout if version >= 1 else m.session_timeout,
+                                    m.session_timeout, m.subscription, m.assignment)
+                for m in v.members
+            ),
+        )
+    raise UnknownRecordType(f"record type {record_type}")
