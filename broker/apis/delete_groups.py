@@ -1,0 +1,30 @@
+"""DeleteGroups (42) v0-v2 onto `GroupCoordinatorService.delete_groups`: a result per group
+(GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID, or NONE once the tombstones are durable)."""
+
+from __future__ import annotations
+
+from kbroker.broker import group_wire
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.delete_groups_request import DeleteGroupsRequest
+from kbroker.protocol.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
+
+API_KEY = 42
+VERSIONS = (0, 2)
+
+
+async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    names = list(request.groups_names)
+
+    async def call(coordinator) -> DeleteGroupsResponse:
+        results = await coordinator.delete_groups(names)
+        return DeleteGroupsResponse(throttle_time_ms=0, results=[
+            DeletableGroupResult(group_id=r.group_id, error_code=r.error) for r in results
+        ])
+
+    def error_response(error: ErrorCode) -> DeleteGroupsResponse:
+        return DeleteGroupsResponse(throttle_time_ms=0, results=[
+            DeletableGroupResult(group_id=g, error_code=error) for g in names
+        ])
+
+    return await group_wire.answer(ctx, call, error_response)

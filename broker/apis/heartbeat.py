@@ -1,0 +1,32 @@
+"""Heartbeat (12) v0-v4 onto `GroupCoordinatorService.heartbeat` (v3+ carries the instance id)."""
+
+from __future__ import annotations
+
+from kbroker.broker import group_wire
+from kbroker.broker.router import RequestContext
+from kbroker.coordinator import commands as c
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.heartbeat_request import HeartbeatRequest
+from kbroker.protocol.messages.heartbeat_response import HeartbeatResponse
+
+API_KEY = 12
+VERSIONS = (0, 4)
+
+
+def error_response(error: ErrorCode) -> HeartbeatResponse:
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+
+async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    cmd = c.Heartbeat(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if ctx.api_version >= 3 else None,
+    )
+
+    async def call(coordinator) -> HeartbeatResponse:
+        r = await coordinator.heartbeat(cmd)
+        return error_response(r.error)
+
+    return await group_wire.answer(ctx, call, error_response)

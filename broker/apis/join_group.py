@@ -1,0 +1,68 @@
+"""JoinGroup (11) v0-v9 onto `GroupCoordinatorService.join_group`.
+
+Version adaptation, as Kafka's JoinGroupRequest/KafkaApis do it:
+- v0 has no rebalance timeout: the session timeout is used;
+- v4+ from a dynamic member (no instance id) requires a known member id (MEMBER_ID_REQUIRED flow);
+- v5+ carries the group instance id, v8+ a reason, v9+ supports skipping the assignment;
+- the client host is the peer address as Kafka's `InetAddress.toString()` prints it ("/1.2.3.4");
+- below v7 the protocol name is not nullable: a missing one goes out as "".
+"""
+
+from __future__ import annotations
+
+from kbroker.broker import group_wire
+from kbroker.broker.router import RequestContext
+from kbroker.coordinator import commands as c
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.join_group_request import JoinGroupRequest
+from kbroker.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
+
+API_KEY = 11
+VERSIONS = (0, 9)
+
+
+def error_response(ctx: RequestContext, error: ErrorCode) -> JoinGroupResponse:
+    return JoinGroupResponse(
+        throttle_time_ms=0, error_code=error, generation_id=-1,
+        protocol_type=None, protocol_name=None if ctx.api_version >= 7 else "",
+        leader="", skip_assignment=False, member_id="", members=[],
+    )
+
+
+async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
+    v = ctx.api_version
+    instance_id = request.group_instance_id if v >= 5 else None
+    cmd = c.JoinGroup(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=instance_id,
+        require_known_member_id=v >= 4 and instance_id is None,
+        client_id=ctx.client_id,
+        client_host=group_wire.client_host(ctx.peer),
+        rebalance_timeout_ms=request.rebalance_timeout_ms if v >= 1 else request.session_timeout_ms,
+        session_timeout_ms=request.session_timeout_ms,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, p.metadata) for p in request.protocols],
+        reason=request.reason if v >= 8 else None,
+        supports_skip_assignment=v >= 9,
+    )
+
+    async def call(coordinator) -> JoinGroupResponse:
+        r = await coordinator.join_group(cmd)
+        protocol_name = r.protocol_name
+        if protocol_name is None and v < 7:
+            protocol_name = ""
+        return JoinGroupResponse(
+            throttle_time_ms=0,
+            error_code=r.error,
+            generation_id=r.generation_id,
+            protocol_type=r.protocol_type,
+            protocol_name=protocol_name,
+            leader=r.leader_id or "",
+            skip_assignment=r.skip_assignment,
+            member_id=r.member_id or "",
+            members=[JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                             metadata=m.metadata) for m in r.members],
+        )
+
+    return await group_wire.answer(ctx, call, lambda e: error_response(ctx, e))

@@ -1,0 +1,40 @@
+"""ListGroups (16) v0-v5 onto `GroupCoordinatorService.list_groups`.
+
+v4 adds a states filter and the state of each group, v5 a types filter and the group type (every
+group here is "classic"). Filters are case-insensitive, as in Kafka. A partition still loading
+makes the top-level error COORDINATOR_LOAD_IN_PROGRESS, with the groups known so far.
+"""
+
+from __future__ import annotations
+
+from kbroker.broker import group_wire
+from kbroker.broker.router import RequestContext
+from kbroker.coordinator import commands as c
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.list_groups_request import ListGroupsRequest
+from kbroker.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
+
+API_KEY = 16
+VERSIONS = (0, 5)
+
+
+def error_response(error: ErrorCode) -> ListGroupsResponse:
+    return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[])
+
+
+async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+    v = ctx.api_version
+    cmd = c.ListGroups(
+        states_filter=tuple(request.states_filter) if v >= 4 else (),
+        types_filter=tuple(request.types_filter) if v >= 5 else (),
+    )
+
+    async def call(coordinator) -> ListGroupsResponse:
+        r = await coordinator.list_groups(cmd)
+        return ListGroupsResponse(throttle_time_ms=0, error_code=r.error, groups=[
+            ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
+                        group_type=g.group_type)
+            for g in r.groups
+        ])
+
+    return await group_wire.answer(ctx, call, error_response)

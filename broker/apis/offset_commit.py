@@ -1,0 +1,81 @@
+"""OffsetCommit (8) v2-v9 onto `GroupCoordinatorService.commit_offsets`.
+
+As Kafka 4's KafkaApis: a partition this broker does not have (unknown topic, or a partition number
+the topic lacks) is answered UNKNOWN_TOPIC_OR_PARTITION here and never reaches the coordinator
+(older brokers stored such offsets; Kafka 4 does not). If nothing is left, the coordinator is not
+asked at all. The rest goes to the coordinator, which owns the group and generation checks and
+OFFSET_METADATA_TOO_LARGE. v2-v4 carry a retention time; v7+ the group instance id; `api_version`
+is passed because an unknown group answers ILLEGAL_GENERATION below v9 and GROUP_ID_NOT_FOUND
+from v9. The response lists each topic once, the broker's refusals first (Kafka's response builder).
+"""
+
+from __future__ import annotations
+
+from kbroker.broker import group_wire
+from kbroker.broker.router import RequestContext
+from kbroker.coordinator import commands as c
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.offset_commit_request import OffsetCommitRequest
+from kbroker.protocol.messages.offset_commit_response import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+
+API_KEY = 8
+VERSIONS = (2, 9)
+
+E = ErrorCode
+
+
+async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    v = ctx.api_version
+    out: dict[str, list[OffsetCommitResponsePartition]] = {}
+    valid: list[c.OffsetCommitTopic] = []
+    exists = group_wire.partition_exists(ctx)
+    for topic in request.topics:
+        answered = out.setdefault(topic.name, [])
+        keep: list[c.OffsetCommitPartition] = []
+        for p in topic.partitions:
+            if not exists(topic.name, p.partition_index):
+                answered.append(OffsetCommitResponsePartition(p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            keep.append(c.OffsetCommitPartition(
+                partition=p.partition_index,
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
+                metadata=p.committed_metadata,
+            ))
+        if keep:
+            valid.append(c.OffsetCommitTopic(topic.name, tuple(keep)))
+
+    def respond() -> OffsetCommitResponse:
+        return OffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[OffsetCommitResponseTopic(name=name, partitions=parts) for name, parts in out.items()],
+        )
+
+    if not valid:
+        return respond()
+    cmd = c.OffsetCommit(
+        group_id=request.group_id,
+        generation_id=request.generation_id_or_member_epoch,
+        member_id=request.member_id,
+        topics=tuple(valid),
+        group_instance_id=request.group_instance_id if v >= 7 else None,
+        retention_time_ms=request.retention_time_ms if v <= 4 else -1,
+        api_version=v,
+    )
+
+    def fail_all(error: ErrorCode) -> OffsetCommitResponse:
+        for t in valid:
+            out[t.name].extend(OffsetCommitResponsePartition(p.partition, error) for p in t.partitions)
+        return respond()
+
+    async def call(coordinator) -> OffsetCommitResponse:
+        r = await coordinator.commit_offsets(cmd)
+        for t in r.topics:
+            out.setdefault(t.name, []).extend(OffsetCommitResponsePartition(p.partition, p.error) for p in t.partitions)
+        return respond()
+
+    return await group_wire.answer(ctx, call, fail_all)

@@ -1,0 +1,107 @@
+"""OffsetFetch (9) v1-v9 onto `GroupCoordinatorService.fetch_offsets`.
+
+- v1: one group, the partitions are required; there is no top-level error, so a group-level error
+  is put on every requested partition (offset -1, metadata "").
+- v2-v7: one group; `topics = null` means every committed partition; a group-level error is the
+  top-level `error_code` (and no topics). v5+ carry the leader epoch, v7 `require_stable`.
+- v8+: a batch of groups, each answered on its own (asked concurrently). v9's member id and epoch
+  only matter to KIP-848 groups; for classic groups Kafka ignores them, and so does this broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kbroker.broker import group_wire
+from kbroker.broker.router import RequestContext
+from kbroker.coordinator import commands as c
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest
+from kbroker.protocol.messages.offset_fetch_response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+
+API_KEY = 9
+VERSIONS = (1, 9)
+
+E = ErrorCode
+
+
+def _command(group_id: str, topics, require_stable: bool) -> c.OffsetFetch:
+    wanted = None if topics is None else tuple(
+        c.TopicPartitions(t.name, tuple(t.partition_indexes)) for t in topics
+    )
+    return c.OffsetFetch(group_id=group_id, topics=wanted, require_stable=require_stable)
+
+
+async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch):
+    """The coordinator's OffsetFetchResult, or (error, ()) when it cannot answer."""
+    from kbroker.coordinator.results import OffsetFetchResult
+
+    async def call(coordinator):
+        return await coordinator.fetch_offsets(cmd)
+
+    return await group_wire.answer(ctx, call, lambda e: OffsetFetchResult(e))
+
+
+def _error_topics_v1(cmd: c.OffsetFetch, error: ErrorCode) -> list[OffsetFetchResponseTopic]:
+    return [
+        OffsetFetchResponseTopic(name=t.name, partitions=[
+            OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                         metadata="", error_code=error)
+            for p in t.partitions
+        ])
+        for t in cmd.topics or ()
+    ]
+
+
+async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    v = ctx.api_version
+    if v >= 8:
+        cmds = [_command(g.group_id, g.topics, request.require_stable) for g in request.groups]
+        results = await asyncio.gather(*(_fetch(ctx, cmd) for cmd in cmds))
+        groups = []
+        for cmd, r in zip(cmds, results):
+            groups.append(OffsetFetchResponseGroup(
+                group_id=cmd.group_id,
+                error_code=r.error,
+                topics=[] if r.error != E.NONE else [
+                    OffsetFetchResponseTopics(name=t.name, partitions=[
+                        OffsetFetchResponsePartitions(
+                            partition_index=p.partition, committed_offset=p.offset,
+                            committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error,
+                        )
+                        for p in t.partitions
+                    ])
+                    for t in r.topics
+                ],
+            ))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+
+    topics = request.topics if v >= 2 else (request.topics or [])
+    cmd = _command(request.group_id, topics, request.require_stable if v >= 7 else False)
+    r = await _fetch(ctx, cmd)
+    if r.error != E.NONE:
+        if v < 2:
+            return OffsetFetchResponse(throttle_time_ms=0, topics=_error_topics_v1(cmd, r.error))
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=r.error, topics=[])
+    return OffsetFetchResponse(
+        throttle_time_ms=0,
+        error_code=E.NONE,
+        topics=[
+            OffsetFetchResponseTopic(name=t.name, partitions=[
+                OffsetFetchResponsePartition(
+                    partition_index=p.partition, committed_offset=p.offset,
+                    committed_leader_epoch=p.leader_epoch if v >= 5 else -1, metadata=p.metadata,
+                    error_code=p.error,
+                )
+                for p in t.partitions
+            ])
+            for t in r.topics
+        ],
+    )

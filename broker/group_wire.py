@@ -1,0 +1,74 @@
+"""Shared pieces of the group API handlers (broker/apis/{join_group,sync_group,...}.py).
+
+The handlers adapt each wire version to a `kbroker.coordinator.commands` command, call the broker's
+`GroupCoordinatorService` (`broker.coordinator`), and translate the result back to the exact
+response version. What lives here:
+
+- `service(ctx)`: the coordinator, or None before the broker has one (every group API then answers
+  COORDINATOR_NOT_AVAILABLE, as Kafka does before `__consumer_offsets` can be served);
+- `answer(ctx, call, on_error)`: runs a handler body and turns any unexpected exception into the
+  API's error response with UNKNOWN_SERVER_ERROR, as Kafka's request handler does, so a client is
+  never left without an answer (the server closes the connection when a handler raises);
+- `client_host(peer)`: the JoinGroup client host as Kafka records it (`InetAddress.toString()`
+  of the peer address: "/127.0.0.1");
+- `partition_exists(ctx)`: a checker for OffsetCommit/OffsetDelete, which refuse partitions the
+  broker does not have with UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import structlog
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+
+log = structlog.get_logger("kbroker.groups")
+T = TypeVar("T")
+E = ErrorCode
+
+
+def service(ctx: RequestContext) -> Any | None:
+    """The broker's started GroupCoordinatorService, or None if it has none (yet)."""
+    return getattr(ctx.broker, "coordinator", None)
+
+
+async def answer(ctx: RequestContext, call: Callable[[Any], Awaitable[T]],
+                 on_error: Callable[[ErrorCode], T]) -> T:
+    coordinator = service(ctx)
+    if coordinator is None:
+        return on_error(E.COORDINATOR_NOT_AVAILABLE)
+    try:
+        return await call(coordinator)
+    except Exception:  # noqa: BLE001 - a bug must still produce an answer, not a closed socket
+        log.exception("group_request_failed", **ctx.log_fields())
+        return on_error(E.UNKNOWN_SERVER_ERROR)
+
+
+def client_host(peer: str) -> str:
+    """"host:port" (or "[v6]:port" / "v6:port") of the client -> "/host", as Kafka reports it."""
+    host, sep, _port = peer.rpartition(":")
+    if not sep:
+        host = peer
+    host = host.strip("[]")
+    return "/" + host
+
+
+def partition_exists(ctx: RequestContext) -> Callable[[str, int], bool | None]:
+    """Returns check(topic, partition): True if it exists, False if the topic exists but not the
+    partition, None if the topic does not exist."""
+    topics = ctx.broker.logs.topics()
+
+    def check(topic: str, partition: int) -> bool | None:
+        info = topics.get(topic)
+        if info is None:
+            return None
+        return 0 <= partition < info.num_partitions
+
+    return check
+
+
+def code(error: ErrorCode | int) -> int:
+    return int(error)
