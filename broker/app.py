@@ -29,11 +29,17 @@ def build_router() -> Router:
         alter_configs, create_partitions, create_topics, delete_topics, describe_cluster, describe_configs, fetch,
         incremental_alter_configs, init_producer_id, list_offsets, produce,
     )
+    from kbroker.broker.apis import (  # consumer groups
+        delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
+        offset_commit, offset_delete, offset_fetch, sync_group,
+    )
 
     router = Router()
     for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics,
                    create_partitions, describe_configs, alter_configs, incremental_alter_configs,
-                   describe_cluster, init_producer_id):
+                   describe_cluster, init_producer_id,
+                   find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
+                   describe_groups, list_groups, delete_groups, offset_delete):
         router.register(module)
     return router
 
