@@ -52,8 +52,9 @@ E = ErrorCode
 log = structlog.get_logger("kbroker.coordinator")
 
 RETENTION_CHECK_KEY = "offsets-retention-check"
-# Offsets APIs accept an empty group id for backward compatibility; the others do not.
-_EMPTY_ID_ALLOWED = (c.OffsetCommit, c.OffsetFetch)
+# Offsets APIs, DescribeGroups and DeleteGroups accept an empty group id for backward
+# compatibility (Kafka 4's GroupCoordinatorService refuses only null there); the others do not.
+_EMPTY_ID_ALLOWED = (c.OffsetCommit, c.OffsetFetch, c.DescribeGroup, c.DeleteGroup)
 
 R = TypeVar("R")
 
