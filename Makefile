@@ -7,7 +7,7 @@ LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: run test venv test-venv system-deps codegen codegen-check bench clean
+.PHONY: run test venv test-venv system-deps codegen bench analyze clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet -e '.[test,pipeline,bench]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -40,8 +40,11 @@ codegen: venv
 	$(PY) -m kbroker.protocol.codegen
 
 bench: test-venv
-	$(PIP) install --quiet -e '.[bench]'
 	$(PY) -m bench
+
+# The PySpark analytics over ./data (see README); ARGS="--master spark://127.0.0.1:7077" etc.
+analyze: test-venv
+	$(VENV)/bin/kbroker analyze --data-dir $(DATA_DIR) --out ./report $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

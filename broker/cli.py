@@ -37,6 +37,16 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Health check: one ApiVersions round trip.")
     probe.add_argument("address", metavar="HOST:PORT")
     probe.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (default 3)")
+    analyze = sub.add_parser(
+        "analyze", help="PySpark analytics over a data directory (lag, commits, rebalances, topics)",
+        description="Run the PySpark pipeline over a kbroker data directory and write Parquet tables and an "
+                    "HTML report.",
+    )
+    analyze.add_argument("--data-dir", default="./data", help="kbroker data directory to read (default ./data)")
+    analyze.add_argument("--out", default="./report", help="output directory (default ./report)")
+    analyze.add_argument("--master", default=None,
+                         help="Spark master URL, e.g. local[*] or spark://HOST:7077 (default: a local session)")
+    analyze.add_argument("--since", default=None, help="only records at or after this time (ISO 8601 or epoch ms)")
     return parser
 
 
@@ -77,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "probe":
         return probe(args.address, args.timeout)
+    if args.command == "analyze":
+        from kbroker.pipeline.job import main as analyze_main
+
+        return analyze_main(args)
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
     try:
         config = load_config(flags, args.config)
