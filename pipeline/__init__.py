@@ -1,1 +1,1 @@
-"""The data pipeline: PySpark analytics over kbroker\x27s logs (lag, commit rate, rebalances, topics)."""
+"""The data pipeline: PySpark analytics over kbroker's logs (lag, commit rate, rebalances, topics)."""
