@@ -156,3 +156,20 @@ class KafkaError(Exception):
         super().__init__(message)
         if code is not None:
             self.code = code
+
+
+# Record-batch failures, raised by protocol/record_batch.py and protocol/compression.py.
+class CorruptRecordError(KafkaError):
+    """Bytes that cannot be a well-formed batch (bad CRC, impossible or truncated length)."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
+
+
+class InvalidRecordError(KafkaError):
+    """A well-formed batch whose content the broker refuses (Kafka's InvalidRecordException)."""
+
+    code = ErrorCode.INVALID_RECORD
+
+
+class UnsupportedCompressionError(KafkaError):
+    code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
