@@ -1,17 +1,17 @@
 """Capture request frames from real clients, to keep as golden bytes.
 
-    python tests/golden/capture.py BOOTSTRAP_HOST:PORT
+    python tests/golden/capture.py
 
-Starts a recording TCP proxy in front of a running kbroker, runs kafka-python and confluent-kafka
-through it (ApiVersions, Metadata, and a consumer-group join), and writes each client's first
-request of every API to `tests/golden/<client>-<api>-v<version>.hex`.
+Starts a kbroker that advertises a recording TCP proxy in front of it (so clients reach the group
+coordinator through the proxy too), runs kafka-python and confluent-kafka through it (ApiVersions,
+Metadata, and a consumer-group join), and writes each client's first request of every API to
+`tests/golden/<client>-<api>-v<version>.hex`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
-import sys
 import threading
 from pathlib import Path
 
@@ -67,16 +67,23 @@ def run_clients(bootstrap: str) -> None:
     cc.close()
 
 
-async def main(upstream: str) -> None:
-    host, port = upstream.rsplit(":", 1)
-    rec = Recorder((host, int(port)))
-    server = await asyncio.start_server(rec.handle, "127.0.0.1", 0)
-    proxy = "127.0.0.1:%d" % server.sockets[0].getsockname()[1]
+async def main() -> None:
+    import tempfile
+
+    from kbroker.tests.integration.broker_process import BrokerProcess, free_port
+
+    proxy_port = free_port()
+    broker = BrokerProcess(Path(tempfile.mkdtemp()) / "data", "--advertised-listener", f"127.0.0.1:{proxy_port}",
+                           "--group-initial-rebalance-delay-ms", "0")
+    rec = Recorder((broker.host, broker.port))
+    server = await asyncio.start_server(rec.handle, "127.0.0.1", proxy_port)
+    proxy = f"127.0.0.1:{proxy_port}"
     thread = threading.Thread(target=run_clients, args=(proxy,))
     thread.start()
     while thread.is_alive():
         await asyncio.sleep(0.2)
     server.close()
+    broker.stop()
     seen: set[tuple[str, int]] = set()
     for frame in rec.frames:
         api, version, _ = struct.unpack_from(">hhi", frame)
@@ -91,4 +98,4 @@ async def main(upstream: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main())
