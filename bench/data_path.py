@@ -1,0 +1,341 @@
+"""Data path (issue 3): produce and consume throughput and end-to-end latency, kbroker beside Tansu.
+
+    python -m bench.data_path [--messages N] [--size BYTES] [--partitions P] [--repeat R]
+                              [--latency-rate MSGS_PER_S] [--latency-seconds S] [--quick]
+
+Every figure is measured with confluent-kafka (librdkafka) against each broker in turn, started fresh
+as a subprocess on loopback: kbroker with `--flush always` (its default: acks after an fsync group
+commit), kbroker with `--flush never` (page cache only, like a memory store), and Tansu with memory
+storage (nothing reaches a disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import struct
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from bench import brokers
+from bench.report import NA, Figure, machine_note, print_figures
+
+PEER = "tansu (memory storage)"
+KB_ALWAYS = "kbroker (flush always)"
+KB_NEVER = "kbroker (flush never)"
+LABELS = [KB_ALWAYS, KB_NEVER, PEER]
+
+
+@dataclass
+class Sizes:
+    messages: int = 200_000
+    size: int = 1024
+    partitions: int = 3
+    latency_rate: int = 1000
+    latency_seconds: float = 10.0
+    repeat: int = 3
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(messages=30_000, latency_rate=500, latency_seconds=3.0, repeat=1)
+
+
+PRODUCER_CONFIG = {
+    "acks": "all",
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 10_000,
+    "queue.buffering.max.messages": 200_000,
+    "queue.buffering.max.kbytes": 512 * 1024,
+    "compression.type": "none",
+    "enable.idempotence": False,
+}
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30, request_timeout=30)
+    futures[topic].result(timeout=60)
+    # wait until metadata shows every partition with a leader
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=10)
+        t = md.topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions and all(
+                p.leader >= 0 for p in t.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {topic} has no leaders after 30s")
+
+
+def produce(bootstrap: str, topic: str, messages: int, size: int) -> dict:
+    """Send `messages` values of `size` random bytes (no key) and flush; time from the first send to the
+    last delivery report."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+    payload = os.urandom(size)
+    errors: list[str] = []
+    delivered = 0
+
+    def on_delivery(err, _msg) -> None:
+        nonlocal delivered
+        if err is not None:
+            errors.append(str(err))
+        else:
+            delivered += 1
+
+    # connect and fetch metadata before timing
+    producer.list_topics(topic, timeout=30)
+    start = time.perf_counter()
+    for _ in range(messages):
+        while True:
+            try:
+                producer.produce(topic, payload, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.005)
+        producer.poll(0)
+    left = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if left or errors:
+        raise RuntimeError(f"produce: {left} undelivered, {len(errors)} errors, first: {errors[:1]}")
+    return {"seconds": elapsed, "msgs_per_s": delivered / elapsed, "mb_per_s": delivered * size / elapsed / 1e6,
+            "delivered": delivered}
+
+
+def consume(bootstrap: str, topic: str, partitions: int, expected: int) -> dict:
+    """Read every message back from the start of each partition (assign(), no group rebalance); time
+    from assign() to the last message."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-consume-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "fetch.max.bytes": 50 * 1024 * 1024,
+        "max.partition.fetch.bytes": 10 * 1024 * 1024,
+        "queued.max.messages.kbytes": 256 * 1024,
+    })
+    try:
+        consumer.list_topics(topic, timeout=30)
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        got = nbytes = 0
+        last = start
+        idle_deadline = time.monotonic() + 60
+        while got < expected and time.monotonic() < idle_deadline:
+            # consume() returns once it has num_messages or at the timeout: never ask for more than is left
+            batch = consumer.consume(num_messages=min(10_000, expected - got), timeout=1.0)
+            for m in batch:
+                if m.error() is None:
+                    got += 1
+                    nbytes += len(m.value())
+            if batch:
+                last = time.perf_counter()
+                idle_deadline = time.monotonic() + 60
+        elapsed = last - start
+    finally:
+        consumer.close()
+    if got < expected:
+        raise RuntimeError(f"consume: read {got} of {expected} messages")
+    return {"seconds": elapsed, "msgs_per_s": got / elapsed, "mb_per_s": nbytes / elapsed / 1e6, "read": got}
+
+
+_STAMP = struct.Struct(">qB")  # send time (ns, CLOCK_REALTIME), flag: 1 = warm-up
+
+
+def latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int) -> dict:
+    """A producer (linger.ms=0, acks=all) sends at a fixed rate; a consumer thread (assign(), reading
+    from the start) takes receipt time minus the send time carried in the value. 0.5 s of warm-up
+    messages are not counted."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-lat-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 500})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, "linger.ms": 0})
+    producer.list_topics(topic, timeout=30)
+    pad = os.urandom(max(0, size - _STAMP.size))
+    samples: list[int] = []
+    measured = int(rate * seconds)
+    done = threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            m = consumer.poll(0.2)  # poll() returns as soon as one message is there (consume() would batch)
+            now = time.time_ns()
+            if m is not None and m.error() is None:
+                sent, warm = _STAMP.unpack_from(m.value())
+                if not warm:
+                    samples.append(now - sent)
+            if len(samples) >= measured:
+                return
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    errors: list[str] = []
+
+    def on_delivery(err, _msg) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    warm = int(rate * 0.5)
+    start = time.perf_counter()
+    for i in range(warm + measured):
+        target = start + i / rate
+        delay = target - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        producer.produce(topic, _STAMP.pack(time.time_ns(), 1 if i < warm else 0) + pad, partition=0,
+                         on_delivery=on_delivery)
+        producer.poll(0)
+    producer.flush(60)
+    thread.join(timeout=60)
+    done.set()
+    thread.join(timeout=5)
+    consumer.close()
+    if errors:
+        raise RuntimeError(f"latency: {len(errors)} delivery errors, first: {errors[0]}")
+    if len(samples) < measured:
+        raise RuntimeError(f"latency: received {len(samples)} of {measured} messages")
+    ms = sorted(s / 1e6 for s in samples)
+    return {"p50_ms": statistics.median(ms), "p99_ms": ms[min(len(ms) - 1, int(len(ms) * 0.99))],
+            "max_ms": ms[-1], "samples": len(ms)}
+
+
+def _median_run(runs: list[dict]) -> dict:
+    return sorted(runs, key=lambda r: r["msgs_per_s"])[len(runs) // 2]
+
+
+def _run_one(handle: brokers.BrokerHandle, sizes: Sizes) -> dict:
+    out: dict = {}
+    tag = uuid.uuid4().hex[:6]
+    topic = f"bench-tp-{tag}"
+    lat_topic = f"bench-lat-{tag}"
+    create_topic(handle.bootstrap, lat_topic, 1)
+    out["idle_rss"] = handle.rss()
+    produced: list[dict] = []
+    consumed: list[dict] = []
+    # each repetition writes a fresh topic, then reads it back; the median run is reported
+    for i in range(sizes.repeat):
+        create_topic(handle.bootstrap, f"{topic}-{i}", sizes.partitions)
+        try:
+            produced.append(produce(handle.bootstrap, f"{topic}-{i}", sizes.messages, sizes.size))
+        except Exception as e:  # a figure that fails is printed n/a with the reason
+            out["produce"] = out["consume"] = NA(f"{type(e).__name__}: {e}")
+            break
+        try:
+            consumed.append(consume(handle.bootstrap, f"{topic}-{i}", sizes.partitions, sizes.messages))
+        except Exception as e:
+            out["consume"] = NA(f"{type(e).__name__}: {e}")
+    if produced:
+        out["rss_after_produce"] = handle.rss()
+        out.setdefault("produce", _median_run(produced))
+    if consumed:
+        out.setdefault("consume", _median_run(consumed))
+    try:
+        out["latency"] = latency(handle.bootstrap, lat_topic, sizes.latency_rate, sizes.latency_seconds, sizes.size)
+    except Exception as e:
+        out["latency"] = NA(f"{type(e).__name__}: {e}")
+    return out
+
+
+def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
+    results: dict[str, dict | NA] = {}
+    for label in LABELS:
+        if verbose:
+            print(f"  data_path: {label} ...", flush=True)
+        try:
+            if label == PEER:
+                handle = brokers.start_tansu()
+            else:
+                handle = brokers.start_kbroker(flush="always" if label == KB_ALWAYS else "never")
+        except brokers.Unavailable as e:
+            results[label] = NA(str(e))
+            continue
+        try:
+            results[label] = _run_one(handle, sizes)
+        except Exception as e:
+            results[label] = NA(f"{type(e).__name__}: {e}")
+        finally:
+            handle.stop()
+    return figures(results, sizes)
+
+
+def figures(results: dict[str, dict | NA], s: Sizes) -> list[Figure]:
+    msg = f"{s.size}-byte values, no key, no compression"
+    rep = f"median of {s.repeat} runs, each on a fresh topic" if s.repeat > 1 else "one run"
+    prod_how = (f"{rep}: {s.messages:,} messages of {msg}, {s.partitions} partitions, one confluent-kafka producer "
+                f"(acks=all, linger.ms=5, batch.size=1MB, not idempotent); first send to last delivery report")
+    cons_how = (f"{rep}: the {s.messages:,} messages just produced read back by one confluent-kafka consumer with assign() "
+                f"from offset 0 of {s.partitions} partitions (no group rebalance); assign() to last message")
+    lat_how = (f"{s.latency_rate:,} msgs/s for {s.latency_seconds:g} s ({int(s.latency_rate * s.latency_seconds):,} "
+               f"samples after 0.5 s warm-up) of {msg}, 1 partition, producer linger.ms=0 acks=all, consumer "
+               f"thread in the same process long-polling (fetch.wait.max.ms=500, fetch.min.bytes=1); receipt time minus send time in the value")
+    MB = "MB/s, 10^6 bytes of values"
+    specs = [
+        ("produce throughput", prod_how, MB, True, ",.1f", "produce", "mb_per_s"),
+        ("produce throughput", prod_how, "msgs/s", True, ",.0f", "produce", "msgs_per_s"),
+        ("consume throughput", cons_how, MB, True, ",.1f", "consume", "mb_per_s"),
+        ("consume throughput", cons_how, "msgs/s", True, ",.0f", "consume", "msgs_per_s"),
+        ("end-to-end latency p50", lat_how, "ms", False, ",.2f", "latency", "p50_ms"),
+        ("end-to-end latency p99", lat_how, "ms", False, ",.2f", "latency", "p99_ms"),
+        ("broker RSS after producing", f"resident set size of the broker process after the produce runs above "
+         f"({s.repeat * s.messages * s.size / 1e6:,.0f} MB of values held: kbroker in segment files, so in the "
+         f"page cache rather than its RSS; Tansu in its heap)", "MiB", False, ",.1f", "rss_after_produce", None),
+    ]
+    out = []
+    for name, how, unit, hib, fmt, key, sub in specs:
+        f = Figure("data_path", name, how, unit, higher_is_better=hib, fmt=fmt)
+        for label in LABELS:
+            r = results.get(label)
+            if r is None:
+                continue
+            if isinstance(r, NA):
+                f.values[label] = r
+                continue
+            v = r.get(key)
+            if v is None:
+                f.values[label] = NA("not measured: the produce run failed")
+            elif isinstance(v, NA):
+                f.values[label] = v
+            elif sub is None:
+                f.values[label] = v / 2 ** 20
+            else:
+                f.values[label] = v[sub]
+        out.append(f)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    d = Sizes()
+    parser.add_argument("--quick", action="store_true", help="small sizes (as `python -m bench --quick`)")
+    parser.add_argument("--messages", type=int, help=f"messages for the throughput runs (default {d.messages:,})")
+    parser.add_argument("--size", type=int, help=f"value size in bytes (default {d.size})")
+    parser.add_argument("--partitions", type=int, help=f"partitions of the throughput topic (default {d.partitions})")
+    parser.add_argument("--repeat", type=int, help=f"throughput runs per broker, median reported "
+                                                   f"(default {d.repeat})")
+    parser.add_argument("--latency-rate", type=int, help=f"messages per second in the latency run "
+                                                         f"(default {d.latency_rate})")
+    parser.add_argument("--latency-seconds", type=float, help=f"length of the latency run (default "
+                                                              f"{d.latency_seconds:g})")
+    args = parser.parse_args(argv)
+    sizes = Sizes.quick() if args.quick else Sizes()
+    for name in ("repeat", "messages", "size", "partitions", "latency_rate", "latency_seconds"):
+        if getattr(args, name) is not None:
+            setattr(sizes, name, getattr(args, name))
+    print(f"data_path: kbroker beside {brokers.tansu_version()}; {machine_note()}")
+    figs = run(sizes)
+    print_figures(figs, LABELS, PEER)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
