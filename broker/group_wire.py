@@ -17,6 +17,7 @@ response version. What lives here:
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -48,12 +49,24 @@ async def answer(ctx: RequestContext, call: Callable[[Any], Awaitable[T]],
 
 
 def client_host(peer: str) -> str:
-    """"host:port" (or "[v6]:port" / "v6:port") of the client -> "/host", as Kafka reports it."""
+    """"host:port" (or "[v6]:port" / "v6:port") of the client -> "/host", as Java's
+    `InetAddress.toString()` prints an address without a host name: IPv4 dotted, IPv4-mapped IPv6
+    as IPv4, other IPv6 as eight uncompressed hex groups without leading zeros ("/0:0:0:0:0:0:0:1")."""
     host, sep, _port = peer.rpartition(":")
     if not sep:
         host = peer
     host = host.strip("[]")
-    return "/" + host
+    address, pct, scope = host.partition("%")
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return "/" + host
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return "/" + str(ip.ipv4_mapped)
+        text = ":".join(format(int(group, 16), "x") for group in ip.exploded.split(":"))
+        return "/" + text + (pct + scope if pct else "")
+    return "/" + str(ip)
 
 
 def partition_exists(ctx: RequestContext) -> Callable[[str, int], bool | None]:

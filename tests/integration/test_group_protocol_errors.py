@@ -536,3 +536,37 @@ def test_offset_delete_group_subscribed_to_topic(wire):
     r = wire.call(OFFSET_DELETE, 0, OffsetDeleteRequest(group_id="never-seen", topics=[
         OffsetDeleteRequestTopic("audit", [OffsetDeleteRequestPartition(0)])]))
     assert (r.error_code, r.topics) == (E.GROUP_ID_NOT_FOUND, [])
+
+
+# -- Edges: every request gets an answer ---------------------------------------------------------------------------
+
+
+def test_empty_and_invalid_group_ids_and_empty_batches_are_answered(wire):
+    assert wire.call(JOIN, 5, join_request("")).error_code == E.INVALID_GROUP_ID
+    assert sync(wire, "", 1, "m").error_code == E.INVALID_GROUP_ID
+    assert heartbeat(wire, "", 1, "m") == E.INVALID_GROUP_ID
+    assert wire.call(LEAVE, 1, LeaveGroupRequest(group_id="", member_id="m")).error_code == E.INVALID_GROUP_ID
+    r = wire.call(OFFSET_DELETE, 0, OffsetDeleteRequest(group_id="", topics=[]))
+    assert r.error_code == E.INVALID_GROUP_ID
+    # The offsets APIs accept the empty group id (backward compatibility).
+    assert commit(wire, "", {("orders", 0): 1}) == {("orders", 0): E.NONE}
+    fetched = wire.call(OFFSET_FETCH, 3, OffsetFetchRequest(group_id="", topics=[OffsetFetchRequestTopic("orders", [0])]))
+    assert (fetched.error_code, fetched.topics[0].partitions[0].committed_offset) == (E.NONE, 1)
+    # Empty batches.
+    assert wire.call(OFFSET_COMMIT, 8, OffsetCommitRequest(group_id=group_name(), topics=[])).topics == []
+    assert wire.call(OFFSET_FETCH, 8, OffsetFetchRequest(groups=[])).groups == []
+    assert wire.call(DESCRIBE, 5, DescribeGroupsRequest([])).groups == []
+    assert wire.call(DELETE_GROUPS, 2, DeleteGroupsRequest([])).results == []
+    assert wire.call(FIND_COORDINATOR, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[])).coordinators == []
+    r = wire.call(LEAVE, 3, LeaveGroupRequest(group_id=group_name(), members=[]))
+    assert r.members == []
+    # The connection is still open and serving.
+    assert wire.call(LIST, 0, ListGroupsRequest()).error_code == E.NONE
+
+
+def test_client_host_is_printed_as_kafka_does():
+    from kbroker.broker.group_wire import client_host
+
+    assert client_host("127.0.0.1:50123") == "/127.0.0.1"
+    assert client_host("::1:50123") == "/0:0:0:0:0:0:0:1"
+    assert client_host("::ffff:10.1.2.3:9") == "/10.1.2.3"
