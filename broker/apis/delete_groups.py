@@ -14,7 +14,7 @@ VERSIONS = (0, 2)
 
 
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    names = list(request.groups_names)
+    names = list(dict.fromkeys(request.groups_names))  # Kafka answers a repeated name once
 
     async def call(coordinator) -> DeleteGroupsResponse:
         results = await coordinator.delete_groups(names)

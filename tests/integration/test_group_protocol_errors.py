@@ -460,7 +460,7 @@ def test_delete_groups(wire):
         # Kafka accepts the empty group id here (backward compatibility): it is just a group that does not exist.
         assert {x.group_id: x.error_code for x in r.results} == {
             busy: E.NON_EMPTY_GROUP, "never-seen": E.GROUP_ID_NOT_FOUND, "": E.GROUP_ID_NOT_FOUND}
-    r = wire.call(DELETE_GROUPS, 1, DeleteGroupsRequest([idle]))
+    r = wire.call(DELETE_GROUPS, 1, DeleteGroupsRequest([idle, idle]))  # a repeated name is answered once
     assert [(x.group_id, x.error_code) for x in r.results] == [(idle, E.NONE)]
     assert describe(wire, idle)[0].group_state == "Dead"
     fetched = wire.call(OFFSET_FETCH, 7, OffsetFetchRequest(group_id=idle, topics=None))
