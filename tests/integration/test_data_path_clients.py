@@ -7,8 +7,8 @@ aiokafka codec, both the issue's figure of 100,000 (about a minute for the whole
 most of it in kafka-python's per-record Python; lower PURE_PYTHON_MESSAGES if that grows).
 
 Codecs: kafka-python 3.x only has gzip built in; snappy needs `python-snappy`, lz4 needs `lz4` and
-zstd needs `zstandard`, none of which is installed, so those combinations are skipped (with that
-reason). aiokafka uses cramjam for all four.
+zstd needs `zstandard`, which the test extra installs (a combination whose package is missing is
+skipped with that reason). aiokafka uses cramjam for all four.
 """
 
 from __future__ import annotations

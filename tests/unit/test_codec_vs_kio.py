@@ -42,8 +42,12 @@ def _register_kio_strategies() -> None:
 
 
 _register_kio_strategies()
+# kio's Records is a phantom bytes type with no strategy of its own; any bytes satisfy it.
+st.register_type_strategy(__import__("kio.static.primitive", fromlist=["Records"]).Records, st.binary(max_size=12))
 
 _KIO_ERROR_CODES = sorted(int(e) for e in __import__("kio.schema.errors", fromlist=["ErrorCode"]).ErrorCode)
+_KIO_TIMESTAMPS = {"LogAppendTimeMs", "ExpiryTimestampMs", "IssueTimestampMs", "MaxTimestampMs",
+                   "TransactionStartTimeMs"}
 _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 
 
@@ -74,6 +78,12 @@ def _field_strategy(f: FieldSpec, version: int, flexible: bool) -> st.SearchStra
     nullable = f.is_nullable(version)
     if f.kind == "primitive" and f.json_name.endswith("ErrorCode") and f.type == "int16":
         return st.sampled_from(_KIO_ERROR_CODES)  # kio types error codes as its enum
+    if f.kind == "primitive" and f.type == "int64" and f.json_name in _KIO_TIMESTAMPS:
+        # kio maps these to datetimes: -1 is its None, other negatives and year > 9999 don't exist
+        return st.just(-1) | st.integers(0, 253402300799000)
+    if f.kind == "primitive" and f.type == "int64" and f.json_name.endswith("Ms"):
+        # kio maps 64-bit durations to timedelta, which is exact only within about 2**40 ms
+        return st.integers(-(2**40), 2**40)
     if f.kind == "primitive":
         return _primitive(f.type, nullable)
     if f.kind == "struct":
@@ -115,6 +125,8 @@ def _kio_plain(obj):
             v = getattr(obj, f.name)
             if v is None and f.metadata.get("kafka_type") == "uuid":
                 v = ZERO_UUID
+            elif v is None and f.metadata.get("kafka_type") == "datetime_i64":
+                v = -1
             out.append(_kio_plain(v))
         return tuple(out)
     if isinstance(obj, tuple | list):
