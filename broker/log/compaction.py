@@ -8,6 +8,8 @@ Simplified from Kafka's LogCleaner, for one node and moderate logs:
   base offset = first surviving offset and lastOffsetDelta stretched to the original last offset.
 * A tombstone (null value) that is the newest for its key is dropped once its timestamp is older than
   delete.retention.ms (Kafka tracks a per-batch "delete horizon" instead; the record time is our proxy).
+* Segments left empty (other than the first) are deleted, so steady overwrites of the same keys
+  cannot grow the number of files without bound.
 * Swap: write `<base>.log.cleaned` and fsync it, delete the old indexes, rename over `<base>.log`,
   fsync the directory, rebuild the indexes. After a crash either the old or the new log is in place
   and any missing index is rebuilt at load; a stray `.cleaned` file is deleted at load.
@@ -34,6 +36,7 @@ log = structlog.get_logger(__name__)
 @dataclass(slots=True)
 class CompactionStats:
     segments_rewritten: int = 0
+    segments_removed: int = 0
     records_before: int = 0
     records_after: int = 0
     bytes_before: int = 0
@@ -171,6 +174,12 @@ def compact(plog: PartitionLog, now_ms: int) -> CompactionStats:
             bytes_before=before,
             bytes_after=len(cleaned),
         )
+    # Under steady overwrites of the same keys every rolled segment ends up empty; dropping them
+    # keeps the file count bounded (Kafka merges small segments while cleaning instead).
+    for i in reversed(cleanable):
+        if i > 0 and plog.segments[i].size == 0:
+            plog.remove_emptied_segment(i)
+            stats.segments_removed += 1
     plog.last_compaction = (
         (plog.log_end_offset, tuple((s.base_offset, s.size) for s in plog.segments[:-1])),
         now_ms,

@@ -385,6 +385,14 @@ class PartitionLog:
         """Swap in a rewritten segment with the same base offset (compaction)."""
         self.segments[index] = segment
 
+    def remove_emptied_segment(self, index: int) -> None:
+        """Drop an inactive segment that compaction emptied. Not the first one, so the log start
+        offset stays where it was (Kafka never moves it for compaction); reads skip the gap."""
+        assert 0 < index < len(self.segments) - 1 and self.segments[index].size == 0
+        segment = self.segments.pop(index)
+        self._segment_bases.pop(index)
+        segment.delete()
+
     # --- cleanup policies -----------------------------------------------------------------------------
 
     def apply_retention(self, now_ms: int) -> int:

@@ -184,3 +184,29 @@ def test_compacted_log_survives_restart_with_rebuilt_indexes(tmp_path: Path) -> 
         assert reopened.log_end_offset == end
         assert [(r.offset, r.key, r.value) for r in records(reopened)] == before
         reopened.close()
+
+
+def test_steady_overwrites_of_the_same_keys_stay_bounded(tmp_path: Path) -> None:
+    """What __consumer_offsets sees under steady commits: files and bytes must not grow without bound."""
+    config = LogConfig(segment_bytes=1_000, cleanup_policy="compact")
+    plog = open_log(tmp_path, config)
+    sizes = []
+    for round_ in range(20):
+        for i in range(50):
+            plog.append(keyed(b"group-%d" % (i % 5), b"offset-%d" % (round_ * 50 + i), ts=1_000 + i),
+                        leader_epoch=0, now_ms=0)
+        stats = plog.compact(now_ms=2_000)
+        sizes.append((len(plog.segments), plog.size_bytes))
+    assert stats.segments_removed > 0
+    # Bounded: the first segment, at most a couple of segments holding survivors, and the active one.
+    assert max(n for n, _ in sizes[5:]) <= 6
+    assert max(b for _, b in sizes[5:]) <= 4 * config.segment_bytes
+    survivors = records(plog)
+    assert {r.key: r.value for r in survivors} == {b"group-%d" % k: b"offset-%d" % (19 * 50 + 45 + k)
+                                                    for k in range(5)}
+    log_start, end = plog.log_start_offset, plog.log_end_offset
+    plog.close()
+    reopened = open_log(tmp_path, config)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (log_start, end)
+    assert records(reopened) == survivors
+    reopened.close()
