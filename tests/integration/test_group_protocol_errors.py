@@ -570,3 +570,18 @@ def test_client_host_is_printed_as_kafka_does():
     assert client_host("127.0.0.1:50123") == "/127.0.0.1"
     assert client_host("::1:50123") == "/0:0:0:0:0:0:0:1"
     assert client_host("::ffff:10.1.2.3:9") == "/10.1.2.3"
+
+
+def test_completing_rebalance_commit_and_heartbeat(wire):
+    group = group_name()
+    joined = join(wire, group)  # joined, not yet synced: CompletingRebalance
+    assert describe(wire, group)[0].group_state == "CompletingRebalance"
+    assert heartbeat(wire, group, joined.generation_id, joined.member_id) == E.NONE
+    assert commit(wire, group, {("orders", 0): 1}, joined.generation_id, joined.member_id) == {
+        ("orders", 0): E.REBALANCE_IN_PROGRESS}
+    assert sync(wire, group, joined.generation_id, joined.member_id, {joined.member_id: b"a"}).error_code == E.NONE
+    assert commit(wire, group, {("orders", 0): 1}, joined.generation_id, joined.member_id) == {("orders", 0): E.NONE}
+    # Once everyone has left, the group is Empty: heartbeats are from unknown members.
+    wire.call(LEAVE, 3, LeaveGroupRequest(group_id=group, members=[MemberIdentity(member_id=joined.member_id)]))
+    assert describe(wire, group)[0].group_state == "Empty"
+    assert heartbeat(wire, group, joined.generation_id, joined.member_id) == E.UNKNOWN_MEMBER_ID
