@@ -81,7 +81,3 @@ def partition_exists(ctx: RequestContext) -> Callable[[str, int], bool | None]:
         return 0 <= partition < info.num_partitions
 
     return check
-
-
-def code(error: ErrorCode | int) -> int:
-    return int(error)
