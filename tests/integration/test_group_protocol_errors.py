@@ -585,3 +585,17 @@ def test_completing_rebalance_commit_and_heartbeat(wire):
     wire.call(LEAVE, 3, LeaveGroupRequest(group_id=group, members=[MemberIdentity(member_id=joined.member_id)]))
     assert describe(wire, group)[0].group_state == "Empty"
     assert heartbeat(wire, group, joined.generation_id, joined.member_id) == E.UNKNOWN_MEMBER_ID
+
+
+def test_leave_group_by_instance_id(wire):
+    group = group_name()
+    member, _ = stable_single(wire, group, instance_id="leaver")
+    # A member id that does not match the instance's is fenced; an empty one (admin removal) is accepted.
+    r = wire.call(LEAVE, 4, LeaveGroupRequest(group_id=group, members=[
+        MemberIdentity(member_id="impostor", group_instance_id="leaver")]))
+    assert [(m.member_id, m.group_instance_id, m.error_code) for m in r.members] == [
+        ("impostor", "leaver", E.FENCED_INSTANCE_ID)]
+    r = wire.call(LEAVE, 4, LeaveGroupRequest(group_id=group, members=[
+        MemberIdentity(member_id="", group_instance_id="leaver"), MemberIdentity(member_id="", group_instance_id="ghost")]))
+    assert [(m.group_instance_id, m.error_code) for m in r.members] == [("leaver", E.NONE), ("ghost", E.UNKNOWN_MEMBER_ID)]
+    assert describe(wire, group)[0].group_state == "Empty"
