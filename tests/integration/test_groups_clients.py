@@ -2,11 +2,11 @@
 
 For confluent-kafka (eager `range` and `cooperative-sticky`), kafka-python and aiokafka: three
 consumers of one group share a 6-partition topic and process MESSAGES messages exactly once,
-committing after processing; one consumer closes and its partitions move within one rebalance; one
-is SIGKILLed and its partitions move after the session timeout. Then: a static member restarts
-within its session timeout without a rebalance and gets the same assignment; the broker restarts
-and committed offsets and the generation survive while the consumers carry on without re-reading;
-kafka-python and confluent-kafka share one `range` group.
+committing after processing; one consumer closes mid-stream and its partitions move within one
+rebalance; one is SIGKILLed (once everything read is committed) and its partitions move after the
+session timeout. Then: a static member restarts within its session timeout without a rebalance and
+gets the same assignment; the broker restarts and committed offsets and the generation survive while
+the consumers carry on without re-reading; kafka-python and confluent-kafka share one `range` group.
 
 Every consumer is a subprocess running this file (`python test_groups_clients.py worker <json>`),
 so it can be closed (SIGTERM: the worker calls close()) or killed (SIGKILL). A worker processes a
@@ -428,14 +428,15 @@ def test_three_consumers_close_and_kill(broker, tmp_path, client):
         assert all(len(w.assignment) == 2 for w in workers), [w.assignment for w in workers]
         wait_committed(broker, group, topic, produced, workers)
 
-        # A graceful close: its partitions move within one rebalance.
+        # A graceful close while the next third is being consumed: its partitions move within one
+        # rebalance, and nothing is lost or processed twice across it.
         before = generations(broker, group)[-1]
+        produce(broker, topic, phase, produced)
         third.close()
         wait_stable(broker, group, 2, [first, second])
         time.sleep(1.5)  # a second rebalance, if one were coming, would have started by now
         assert describe(broker, group).group_state == "Stable"
         assert generations(broker, group)[-1] == before + 1, generations(broker, group)
-        produce(broker, topic, phase, produced)
         wait_committed(broker, group, topic, produced, [first, second])
 
         # A crash: the partitions move once the session times out.
