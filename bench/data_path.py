@@ -20,8 +20,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from bench import brokers
-from bench.report import NA, Figure, machine_note, print_figures
+from kbroker.bench import brokers
+from kbroker.bench.report import NA, Figure, machine_note, print_figures
 
 PEER = "tansu (memory storage)"
 KB_ALWAYS = "kbroker (flush always)"
