@@ -62,7 +62,7 @@ class KafkaServer:
         self._connections[task] = writer
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        log.debug("connection_open", peer=peer)
+        log.info("connection_open", peer=peer)
         reason = "closed by client"
         try:
             reason = await self._serve(reader, writer, peer)
@@ -77,7 +77,7 @@ class KafkaServer:
         finally:
             self._connections.pop(task, None)
             writer.close()
-            log.debug("connection_close", peer=peer, reason=reason)
+            log.info("connection_close", peer=peer, reason=reason)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> str:
         while not self._closing:
