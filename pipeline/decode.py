@@ -1,0 +1,377 @@
+"""Segment files -> Arrow record batches, for the `kbroker-log` data source (no Spark imports here).
+
+Record batches are decoded by `kbroker.protocol.record_batch.decode_batch` (every codec, CRC checked),
+the same code the broker uses; this module only walks a segment defensively and lays the records out
+in columns. Damage never stops a read: every problem becomes a `ScanIssue` naming the file, the byte
+position and the batch's base offset, the bad batch is skipped when its length can be trusted, and
+the rest of the segment is abandoned when it cannot (there is no way to find the next batch).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import pyarrow as pa
+
+from kbroker.coordinator.record_codec import UnknownRecordType, decode_record
+from kbroker.coordinator.records import (
+    GroupMetadataRecord,
+    GroupMetadataTombstone,
+    OffsetCommitRecord,
+    OffsetCommitTombstone,
+)
+from kbroker.protocol import codec
+from kbroker.protocol.errors import KafkaError
+from kbroker.protocol.messages import consumer_protocol_assignment as cpa
+from kbroker.protocol.messages import consumer_protocol_subscription as cps
+from kbroker.protocol.record_batch import (
+    COMPRESSION_NAMES,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    Record as LogRecord,
+    compute_crc,
+    decode_batch,
+)
+
+from .logdir import SegmentFile
+
+_I16 = struct.Struct(">h")
+ROWS_PER_ARROW_BATCH = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class ScanIssue:
+    path: str
+    position: int
+    base_offset: int | None
+    kind: str  # truncated | bad_length | bad_magic | bad_crc | bad_records | unreadable
+    message: str
+
+    def describe(self) -> str:
+        where = f"byte {self.position}"
+        if self.base_offset is not None:
+            where += f" (batch base offset {self.base_offset})"
+        return f"{self.path}: {self.kind} at {where}: {self.message}"
+
+
+class SegmentBuffer:
+    """A read-only view of one segment file (mmap; empty files have no mapping)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDONLY)
+        size = os.fstat(self._fd).st_size
+        self.buf: Any = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) if size else b""
+
+    def close(self) -> None:
+        if isinstance(self.buf, mmap.mmap):
+            self.buf.close()
+        os.close(self._fd)
+
+    def __enter__(self) -> SegmentBuffer:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+
+def walk_segment(
+    buf: Any, segment: SegmentFile, report: Callable[[ScanIssue], None], *, check_crc: bool = True
+) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of every sound batch of a segment; problems go to `report`."""
+    n = len(buf)
+    pos = 0
+    while pos < n:
+        if n - pos < HEADER_SIZE:
+            kind = "truncated"
+            message = f"{n - pos} trailing bytes cannot hold a batch header"
+            if segment.last_in_partition:
+                message += " (an append in flight or a torn write)"
+            report(ScanIssue(segment.path, pos, None, kind, message))
+            return
+        header = BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
+        if header.batch_length < MIN_BATCH_LENGTH:
+            report(ScanIssue(segment.path, pos, header.base_offset, "bad_length",
+                             f"batchLength {header.batch_length} is impossible; the rest of the file "
+                             f"({n - pos} bytes) is skipped"))
+            return
+        if pos + header.size > n:
+            report(ScanIssue(segment.path, pos, header.base_offset, "truncated",
+                             f"batch of {header.size} bytes runs {pos + header.size - n} bytes past the end "
+                             f"of the file"))
+            return
+        if header.magic != 2:
+            report(ScanIssue(segment.path, pos, header.base_offset, "bad_magic",
+                             f"magic {header.magic}, expected 2; batch of {header.size} bytes skipped"))
+        elif check_crc and compute_crc(buf, pos, header.size) != header.crc:
+            report(ScanIssue(segment.path, pos, header.base_offset, "bad_crc",
+                             f"CRC mismatch; batch of {header.size} bytes "
+                             f"({header.records_count} records) skipped"))
+        else:
+            yield pos, header
+        pos += header.size
+
+
+def _decoded_batches(buf: Any, segment: SegmentFile, report: Callable[[ScanIssue], None], since_ms: int | None):
+    for pos, header in walk_segment(buf, segment, report, check_crc=False):
+        if since_ms is not None and header.max_timestamp < since_ms:
+            continue
+        try:
+            yield decode_batch(buf, pos)  # checks the CRC
+        except KafkaError as exc:
+            kind = "bad_crc" if "CRC" in str(exc) else "bad_records"
+            report(ScanIssue(segment.path, pos, header.base_offset, kind, f"{exc}; batch skipped"))
+
+
+def print_issue(issue: ScanIssue) -> None:
+    # Executors have no channel back to the driver but their log: the job's `batches` scan reports the
+    # same issues on the driver, this keeps standalone readers of the records view informed too.
+    import sys
+
+    print(f"kbroker-log: {issue.describe()}", file=sys.stderr, flush=True)
+
+
+# --- records view -------------------------------------------------------------------------------------
+
+
+def _headers_array(header_lists: list[list[tuple[str, bytes | None]]], list_type: pa.DataType) -> pa.Array:
+    offsets = [0]
+    keys: list[str] = []
+    values: list[bytes | None] = []
+    total = 0
+    for hs in header_lists:
+        if hs:
+            total += len(hs)
+            for k, v in hs:
+                keys.append(k)
+                values.append(v)
+        offsets.append(total)
+    struct_type = list_type.value_type
+    items = pa.StructArray.from_arrays(
+        [pa.array(keys, struct_type.field(0).type), pa.array(values, struct_type.field(1).type)],
+        fields=list(struct_type),
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items, type=list_type)
+
+
+def _timestamps(ms: list[int], ts_type: pa.DataType) -> pa.Array:
+    # Spark wants timestamp[us, tz=UTC]; Kafka timestamps are epoch milliseconds.
+    return pa.array([t * 1000 for t in ms], pa.int64()).cast(ts_type)
+
+
+def records_to_arrow(
+    segment: SegmentFile,
+    schema: pa.Schema,
+    decoded: Iterable[tuple[BatchHeader, list[LogRecord]]],
+    *,
+    since_ms: int | None = None,
+    rows_per_batch: int = ROWS_PER_ARROW_BATCH,
+) -> Iterator[pa.RecordBatch]:
+    """Decoded batches of one partition (a segment file, or a fetch) as Arrow batches of the records
+    view's schema; control batches (transaction markers) are not data and are left out."""
+    names = schema.names
+    ts_type = schema.field("timestamp").type
+    headers_type = schema.field("headers").type
+    offsets: list[int] = []
+    stamps: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[list[tuple[str, bytes | None]]] = []
+
+    def flush() -> pa.RecordBatch:
+        n = len(offsets)
+        columns = {
+            "topic": pa.array([segment.topic] * n, pa.string()),
+            "partition": pa.array([segment.partition] * n, pa.int32()),
+            "offset": pa.array(offsets, pa.int64()),
+            "timestamp": _timestamps(stamps, ts_type),
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array(values, pa.binary()),
+            "headers": _headers_array(headers, headers_type),
+        }
+        batch = pa.RecordBatch.from_arrays([columns[name] for name in names], schema=schema)
+        for column in (offsets, stamps, keys, values, headers):
+            column.clear()
+        return batch
+
+    for header, records in decoded:
+        if header.is_control:
+            continue
+        for r in records:
+            if since_ms is not None and r.timestamp < since_ms:
+                continue
+            offsets.append(r.offset)
+            stamps.append(r.timestamp)
+            keys.append(r.key)
+            values.append(r.value)
+            headers.append(r.headers)
+        if len(offsets) >= rows_per_batch:
+            yield flush()
+    if offsets:
+        yield flush()
+
+
+def record_batches(
+    segment: SegmentFile,
+    schema: pa.Schema,
+    *,
+    since_ms: int | None = None,
+    report: Callable[[ScanIssue], None] = print_issue,
+    rows_per_batch: int = ROWS_PER_ARROW_BATCH,
+) -> Iterator[pa.RecordBatch]:
+    """The records of one segment file as Arrow batches of the records view's schema."""
+    try:
+        seg = SegmentBuffer(segment.path)
+    except OSError as exc:
+        report(ScanIssue(segment.path, 0, None, "unreadable", str(exc)))
+        return
+    with seg:
+        decoded = _decoded_batches(seg.buf, segment, report, since_ms)
+        yield from records_to_arrow(segment, schema, decoded, since_ms=since_ms, rows_per_batch=rows_per_batch)
+
+
+# --- batches view -------------------------------------------------------------------------------------
+
+
+def batch_rows(segment: SegmentFile, *, report: Callable[[ScanIssue], None] | None = None) -> list[dict[str, Any]]:
+    """One row per batch of a segment (headers only, CRC checked), plus one row per problem found."""
+    rows: list[dict[str, Any]] = []
+    base = {"topic": segment.topic, "partition": segment.partition, "segment": segment.path,
+            "segment_base_offset": segment.base_offset}
+
+    def on_issue(issue: ScanIssue) -> None:
+        rows.append({**base, "position": issue.position, "base_offset": issue.base_offset,
+                     "error_kind": issue.kind, "error": issue.describe()})
+        if report is not None:
+            report(issue)
+
+    try:
+        seg = SegmentBuffer(segment.path)
+    except OSError as exc:
+        on_issue(ScanIssue(segment.path, 0, None, "unreadable", str(exc)))
+        return rows
+    with seg:
+        for pos, h in walk_segment(seg.buf, segment, on_issue):
+            rows.append({
+                **base, "position": pos, "base_offset": h.base_offset, "last_offset": h.last_offset,
+                "records": h.records_count, "size_bytes": h.size,
+                "compression": COMPRESSION_NAMES.get(h.compression, str(h.compression)),
+                "log_append_time": bool(h.timestamp_type), "base_timestamp": _ms(h.base_timestamp),
+                "max_timestamp": _ms(h.max_timestamp), "producer_id": h.producer_id,
+                "transactional": h.is_transactional, "control": h.is_control,
+            })
+    return rows
+
+
+def _ms(value: int | None):
+    """Epoch ms -> an aware datetime for Arrow/Spark; Kafka's -1 (no timestamp) -> None."""
+    if value is None or value < 0:
+        return None
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(value / 1000, tz=dt.timezone.utc)
+
+
+# --- __consumer_offsets view ---------------------------------------------------------------------------
+
+
+def decode_subscription(data: bytes | None) -> tuple[list[str] | None, list[tuple[str, list[int]]] | None]:
+    """(topics, owned partitions) of a ConsumerProtocolSubscription; (None, None) when undecodable."""
+    if not data or len(data) < 2:
+        return None, None
+    try:
+        (version,) = _I16.unpack_from(data)
+        # Later versions only append fields, so the newest version we know reads any newer one's prefix.
+        sub = codec.decode(cps.SPEC, max(0, min(version, cps.SPEC.valid[1])), data[2:])
+        return list(sub.topics), [(tp.topic, list(tp.partitions)) for tp in sub.owned_partitions]
+    except Exception:  # noqa: BLE001 - a foreign protocol's bytes are data, not an error
+        return None, None
+
+
+def decode_assignment(data: bytes | None) -> list[tuple[str, list[int]]] | None:
+    if not data or len(data) < 2:
+        return None
+    try:
+        (version,) = _I16.unpack_from(data)
+        assignment = codec.decode(cpa.SPEC, max(0, min(version, cpa.SPEC.valid[1])), data[2:])
+        return [(tp.topic, list(tp.partitions)) for tp in assignment.assigned_partitions]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _members(record: GroupMetadataRecord) -> list[dict[str, Any]]:
+    consumer = record.protocol_type == "consumer"
+    out = []
+    for m in record.members:
+        topics, _owned = decode_subscription(m.subscription) if consumer else (None, None)
+        assignment = decode_assignment(m.assignment) if consumer else None
+        out.append({
+            "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+            "client_host": m.client_host, "rebalance_timeout_ms": m.rebalance_timeout,
+            "session_timeout_ms": m.session_timeout, "subscription": topics,
+            "assignment": None if assignment is None else [{"topic": t, "partitions": p} for t, p in assignment],
+        })
+    return out
+
+
+def consumer_offsets_row(log_partition: int, r: LogRecord) -> dict[str, Any]:
+    """One `__consumer_offsets` record, decoded with the coordinator's own record codec."""
+    row: dict[str, Any] = {"log_partition": log_partition, "offset": r.offset, "timestamp": _ms(r.timestamp)}
+    try:
+        rec = decode_record(r.key, r.value)
+    except UnknownRecordType as exc:
+        row.update(record_type="unknown", detail=str(exc))
+        return row
+    except Exception as exc:  # noqa: BLE001 - one undecodable record must not hide the rest
+        row.update(record_type="undecodable", detail=f"{type(exc).__name__}: {exc}")
+        return row
+    row["group_id"] = rec.group
+    if isinstance(rec, OffsetCommitRecord):
+        row.update(record_type="offset_commit", topic=rec.topic, partition=rec.partition,
+                   committed_offset=rec.offset, leader_epoch=rec.leader_epoch, metadata=rec.metadata,
+                   commit_timestamp=_ms(rec.commit_timestamp), expire_timestamp=_ms(rec.expire_timestamp))
+    elif isinstance(rec, OffsetCommitTombstone):
+        row.update(record_type="offset_tombstone", topic=rec.topic, partition=rec.partition)
+    elif isinstance(rec, GroupMetadataRecord):
+        row.update(record_type="group_metadata", generation=rec.generation, protocol_type=rec.protocol_type,
+                   protocol=rec.protocol, leader=rec.leader, state_timestamp=_ms(rec.current_state_timestamp),
+                   members=_members(rec))
+    elif isinstance(rec, GroupMetadataTombstone):
+        row.update(record_type="group_tombstone")
+    return row
+
+
+def consumer_offsets_rows(
+    segment: SegmentFile, *, report: Callable[[ScanIssue], None] = print_issue
+) -> list[dict[str, Any]]:
+    """One row per `__consumer_offsets` record of a segment file."""
+    rows: list[dict[str, Any]] = []
+    try:
+        seg = SegmentBuffer(segment.path)
+    except OSError as exc:
+        report(ScanIssue(segment.path, 0, None, "unreadable", str(exc)))
+        return rows
+    with seg:
+        for header, records in _decoded_batches(seg.buf, segment, report, None):
+            if header.is_control:
+                continue
+            for r in records:
+                row = consumer_offsets_row(segment.partition, r)
+                if row["record_type"] == "undecodable":
+                    report(ScanIssue(segment.path, -1, header.base_offset, "bad_records",
+                                     f"record at offset {r.offset} does not decode: {row['detail']}"))
+                rows.append(row)
+    return rows
+
+
+def rows_to_batches(rows: list[dict[str, Any]], schema: pa.Schema,
+                    rows_per_batch: int = ROWS_PER_ARROW_BATCH) -> Iterator[pa.RecordBatch]:
+    for start in range(0, len(rows), rows_per_batch):
+        yield pa.RecordBatch.from_pylist(rows[start : start + rows_per_batch], schema=schema)
+

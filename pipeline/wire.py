@@ -1,0 +1,183 @@
+"""A small blocking Kafka client for the wire reader: Metadata, ListOffsets and Fetch, nothing else.
+
+Spark's own Kafka source needs the Java kafka-clients jar, which this project cannot ship, so the
+`kbroker-wire` data source reads over kbroker's protocol codec instead. Requests use versions Apache
+Kafka 4 also serves (Metadata v12, ListOffsets v7, Fetch v12 - the last version that names topics),
+so the same reader follows a live Kafka cluster: each partition is fetched from its leader.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from kbroker.protocol import framing
+from kbroker.protocol.messages import fetch_request as freq
+from kbroker.protocol.messages import list_offsets_request as loreq
+from kbroker.protocol.messages import metadata_request as mreq
+from kbroker.protocol.record_batch import BatchHeader, Record, decode_batch, iter_batches
+
+METADATA, LIST_OFFSETS, FETCH = 3, 2, 1
+METADATA_VERSION, LIST_OFFSETS_VERSION, FETCH_VERSION = 12, 7, 12
+EARLIEST, LATEST = -2, -1
+_SIZE = struct.Struct(">i")
+
+
+class WireError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLeader:
+    topic: str
+    partition: int
+    host: str
+    port: int
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit():
+            raise WireError(f"bootstrap address {item!r} is not HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise WireError("no bootstrap address given")
+    return out
+
+
+class Connection:
+    def __init__(self, host: str, port: int, timeout: float = 15.0, client_id: str = "kbroker-pipeline") -> None:
+        self.address = f"{host}:{port}"
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise WireError(f"cannot connect to {self.address}: {exc}") from exc
+        self.client_id = client_id
+        self._correlation = 0
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        self._correlation += 1
+        try:
+            self.sock.sendall(framing.encode_request(api_key, version, self._correlation, self.client_id, body))
+            size = _SIZE.unpack(self._recv(4))[0]
+            correlation, response = framing.decode_response(api_key, version, self._recv(size))
+        except OSError as exc:
+            raise WireError(f"{self.address}: {exc}") from exc
+        if correlation != self._correlation:
+            raise WireError(f"{self.address}: correlation id {correlation}, expected {self._correlation}")
+        return response
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise WireError(f"{self.address}: connection closed")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+
+def connect_any(bootstrap: str, timeout: float = 15.0) -> Connection:
+    errors = []
+    for host, port in parse_bootstrap(bootstrap):
+        try:
+            return Connection(host, port, timeout)
+        except WireError as exc:
+            errors.append(str(exc))
+    raise WireError("; ".join(errors))
+
+
+def partition_leaders(conn: Connection, topic: str) -> list[PartitionLeader]:
+    body = mreq.MetadataRequest(topics=[mreq.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+    response = conn.request(METADATA, METADATA_VERSION, body)
+    brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+    for t in response.topics:
+        if t.name != topic:
+            continue
+        if t.error_code:
+            raise WireError(f"Metadata for {topic!r} failed with error code {t.error_code}")
+        out = []
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            if p.leader_id not in brokers:
+                raise WireError(f"{topic}-{p.partition_index} has no available leader")
+            host, port = brokers[p.leader_id]
+            out.append(PartitionLeader(topic, p.partition_index, host, port))
+        return out
+    raise WireError(f"topic {topic!r} not in the Metadata response")
+
+
+def list_offsets(conn: Connection, topic: str, partitions: list[int], timestamp: int) -> dict[int, int]:
+    body = loreq.ListOffsetsRequest(replica_id=-1, topics=[loreq.ListOffsetsTopic(
+        topic, [loreq.ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p in partitions])])
+    response = conn.request(LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
+    out = {}
+    for t in response.topics:
+        for p in t.partitions:
+            if p.error_code:
+                raise WireError(f"ListOffsets {topic}-{p.partition_index} failed with error code {p.error_code}")
+            out[p.partition_index] = p.offset
+    return out
+
+
+def offsets_by_leader(bootstrap: str, topic: str, timestamp: int) -> dict[int, int]:
+    """Earliest (-2) or latest (-1) offset of every partition, each asked of the partition's leader."""
+    with connect_any(bootstrap) as conn:
+        leaders = partition_leaders(conn, topic)
+    by_node: dict[tuple[str, int], list[int]] = {}
+    for leader in leaders:
+        by_node.setdefault((leader.host, leader.port), []).append(leader.partition)
+    out: dict[int, int] = {}
+    for (host, port), parts in by_node.items():
+        with Connection(host, port) as conn:
+            out.update(list_offsets(conn, topic, parts, timestamp))
+    return out
+
+
+def fetch_range(
+    host: str, port: int, topic: str, partition: int, start: int, end: int, max_bytes: int = 4 << 20
+) -> Iterator[tuple[BatchHeader, list[Record]]]:
+    """Every batch covering [start, end) of one partition, records outside the range dropped."""
+    offset = start
+    with Connection(host, port) as conn:
+        while offset < end:
+            body = freq.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                                     isolation_level=0, session_epoch=-1, topics=[freq.FetchTopic(
+                                         topic=topic, partitions=[freq.FetchPartition(
+                                             partition=partition, fetch_offset=offset,
+                                             partition_max_bytes=max_bytes)])])
+            response = conn.request(FETCH, FETCH_VERSION, body)
+            if response.error_code:
+                raise WireError(f"Fetch {topic}-{partition} failed with error code {response.error_code}")
+            data = response.responses[0].partitions[0]
+            if data.error_code:
+                raise WireError(f"Fetch {topic}-{partition} at offset {offset} failed with error code "
+                                f"{data.error_code}")
+            records = data.records or b""
+            progressed = False
+            for pos, header in iter_batches(records):
+                if header.next_offset <= offset:
+                    continue
+                header, batch = decode_batch(records, pos)
+                progressed = True
+                offset = header.next_offset
+                yield header, [r for r in batch if start <= r.offset < end]
+                if offset >= end:
+                    break
+            if not progressed:
+                break  # nothing more below the high watermark (or the range ends in a compacted gap)
