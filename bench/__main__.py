@@ -1,6 +1,86 @@
-"""`make bench`: run every benchmark in turn."""
+"""`make bench`: every benchmark in turn, each figure beside the peer's measured in the same run.
 
-from bench import codec
+    python -m bench [--quick]
+
+codec (kbroker's codec beside kio), data_path (issue 3) and groups (issue 4, kbroker beside Tansu),
+then one summary table. `--quick` uses small sizes (about 2 minutes; the smoke test runs it). Each
+benchmark has its own `python -m bench.<name> --help` with size flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from kbroker.bench import codec, data_path, groups
+from kbroker.bench.report import machine_note, summary_table
+
+
+def _codec(quick: bool) -> list[dict]:
+    """codec.main prints its table; its rows are kept (by wrapping codec.run) for the summary."""
+    rows: list[dict] = []
+    original = codec.run
+
+    def recording(*a, **kw):
+        out = original(*a, **kw)
+        rows.extend(out)
+        return out
+
+    codec.run = recording
+    try:
+        codec.main(["--seconds", "0.2" if quick else "1.0"])
+    finally:
+        codec.run = original
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes in all")
+    parser.add_argument("--skip", default="", help="comma-separated benchmarks to leave out: codec,data_path,groups")
+    args = parser.parse_args(argv)
+    skip = {x.strip() for x in args.skip.split(",") if x.strip()}
+    started = time.monotonic()
+    from kbroker.bench.brokers import tansu_version
+
+    print(f"kbroker benchmarks{' (--quick sizes)' if args.quick else ''}; peer: {tansu_version()}, memory storage")
+    print(f"machine: {machine_note()}; python {sys.version.split()[0]}\n")
+
+    codec_rows: list[dict] = []
+    if "codec" not in skip:
+        print("=== codec ===")
+        codec_rows = _codec(args.quick)
+
+    figures = []
+    if "data_path" not in skip:
+        print("\n=== data_path (issue 3) ===")
+        sizes = data_path.Sizes.quick() if args.quick else data_path.Sizes()
+        figs = data_path.run(sizes)
+        data_path.print_figures(figs, data_path.LABELS, data_path.PEER)
+        figures += figs
+    if "groups" not in skip:
+        print("\n=== groups (issue 4) ===")
+        gsizes = groups.Sizes.quick() if args.quick else groups.Sizes()
+        figs = groups.run(gsizes)
+        groups.print_figures(figs, groups.LABELS, groups.PEER)
+        figures += figs
+
+    print("\n=== summary ===")
+    if codec_rows:
+        print("codec, decode+encode per second on one core (peer: kio); ratio = kbroker / kio")
+        width = max(len(r["message"]) for r in codec_rows)
+        for r in codec_rows:
+            print(f"  {r['message']:{width}}  kbroker {r['kbroker_per_s']:>10,.0f}/s  kio {r['kio_per_s']:>10,.0f}/s"
+                  f"  ratio {r['ratio']:.2f}x   (decode only: ratio {r['decode_ratio']:.2f}x)")
+        print()
+    if figures:
+        print("brokers (peer: Tansu, memory storage); ratio = kbroker / Tansu; each figure's how-line is above")
+        print(summary_table(figures, groups.LABELS, groups.PEER))
+    print(f"\nall benchmarks took {time.monotonic() - started:.0f} s")
+    return 0
+
 
 if __name__ == "__main__":
-    codec.main([])
+    raise SystemExit(main())

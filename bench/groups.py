@@ -1,7 +1,7 @@
 """Consumer groups (issue 4): rebalance to Stable, coordinator request rates, offsets replay, memory.
 
     python -m bench.groups [--members 10,100,500] [--connections C] [--window W] [--seconds S]
-                           [--replay-records N] [--memory-groups N] [--heartbeat-ms MS]
+                           [--replay-records N] [--memory-groups N] [--heartbeat-ms MS] [--session-timeout-ms MS]
                            [--only stable,rates,replay,memory] [--quick]
 
 The load generator speaks the protocol itself with kbroker's codec (`kbroker.protocol.framing` and the
@@ -61,7 +61,6 @@ KB_NEVER = "kbroker (flush never)"
 LABELS = [KB_ALWAYS, KB_NEVER, PEER]
 PARTS = ("stable", "rates", "replay", "memory")
 
-SESSION_TIMEOUT_MS = 45_000
 REBALANCE_TIMEOUT_MS = 60_000
 
 
@@ -74,12 +73,17 @@ class Sizes:
     replay_records: int = 1_000_000
     memory_groups: int = 10_000
     heartbeat_ms: int = 200
+    session_timeout_ms: int = 45_000   # the Java client's and librdkafka's default
+    settle_s: float = 3.0
     stable_timeout_s: float = 180.0
     only: tuple[str, ...] = PARTS
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(members=[10, 50], seconds=2.0, replay_records=100_000, memory_groups=1_000)
+        # session timeout 6 s (kbroker's group.min.session.timeout.ms): Tansu holds a first JoinGroup for
+        # about half the session timeout, which at 45 s alone would take the quick run past its budget
+        return cls(members=[10, 50], seconds=2.0, replay_records=100_000, memory_groups=1_000,
+                   session_timeout_ms=6_000, settle_s=1.5)
 
 
 class BenchError(RuntimeError):
@@ -156,7 +160,8 @@ async def _coordinator(bootstrap: str, group: str, client_id: str) -> Connection
 
 
 async def form_group(bootstrap: str, n: int, *, group: str, topic: str, heartbeat_ms: int = 200,
-                     timeout: float = 180.0, keep_open: bool = False) -> StableResult:
+                     session_timeout_ms: int = 45_000, timeout: float = 180.0,
+                     keep_open: bool = False) -> StableResult:
     """N members join `group` concurrently; returns when one generation holds all N and each has synced."""
     conns = await asyncio.gather(*[_coordinator(bootstrap, group, f"bench-member-{i}") for i in range(n)])
     members = [Member(c) for c in conns]
@@ -173,7 +178,7 @@ async def form_group(bootstrap: str, n: int, *, group: str, topic: str, heartbea
                 first_join.append(time.perf_counter())
             m.joins += 1
             join = await m.conn.call(JOIN_GROUP, JOIN_V, JoinGroupRequest(
-                group_id=group, session_timeout_ms=SESSION_TIMEOUT_MS, rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
+                group_id=group, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
                 member_id=m.member_id, group_instance_id=None, protocol_type="consumer",
                 protocols=[JoinGroupRequestProtocol("range", sub)]))
             if join.error_code == E.MEMBER_ID_REQUIRED:
@@ -290,14 +295,14 @@ async def _pipeline(conn: Connection, frames: list[bytes], api_key: int, version
 
 
 async def request_rates(bootstrap: str, *, connections: int, window: int, seconds: float,
-                        heartbeat_ms: int) -> dict:
+                        heartbeat_ms: int = 200, session_timeout_ms: int = 45_000) -> dict:
     """Requests per second over `connections` members of one stable group: Heartbeat v4, OffsetCommit v8."""
     from kbroker.protocol import framing
 
     group = f"bench-rates-{uuid.uuid4().hex[:8]}"
     topic = _topic_for(bootstrap)
     res = await form_group(bootstrap, connections, group=group, topic=topic, heartbeat_ms=heartbeat_ms,
-                           keep_open=True)
+                           session_timeout_ms=session_timeout_ms, keep_open=True)
     out = {}
     try:
         def hb_frames(m: Member) -> list[bytes]:
@@ -498,7 +503,7 @@ def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> di
     top = max(sizes.members + [sizes.connections, 1])
     topic = prepare_topic(handle.bootstrap, top)
     if "memory" in sizes.only:
-        out["idle_rss"] = brokers.settle_rss(handle, 3.0)
+        out["idle_rss"] = brokers.settle_rss(handle, sizes.settle_s)
     for what, key, version in (("FindCoordinator", FIND_COORDINATOR, FIND_V), ("JoinGroup", JOIN_GROUP, JOIN_V),
                                ("SyncGroup", SYNC_GROUP, SYNC_V), ("Heartbeat", HEARTBEAT, HEARTBEAT_V),
                                ("OffsetCommit", OFFSET_COMMIT, COMMIT_V)):
@@ -515,6 +520,7 @@ def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> di
             try:
                 res = asyncio.run(form_group(handle.bootstrap, n, group=f"bench-stable-{n}-{uuid.uuid4().hex[:6]}",
                                              topic=topic, heartbeat_ms=sizes.heartbeat_ms,
+                                             session_timeout_ms=sizes.session_timeout_ms,
                                              timeout=sizes.stable_timeout_s))
                 assigned = sorted(p for ps in res.assignments.values() for p in ps)
                 if assigned != list(range(n)):
@@ -528,7 +534,8 @@ def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> di
         try:
             out["rates"] = asyncio.run(request_rates(handle.bootstrap, connections=sizes.connections,
                                                      window=sizes.window, seconds=sizes.seconds,
-                                                     heartbeat_ms=sizes.heartbeat_ms))
+                                                     heartbeat_ms=sizes.heartbeat_ms,
+                                                     session_timeout_ms=sizes.session_timeout_ms))
         except Exception as e:
             out["rates"] = _na(e)
     if "memory" in sizes.only:
@@ -539,7 +546,7 @@ def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> di
             ok = asyncio.run(commit_many_groups(handle.bootstrap, sizes.memory_groups, topic))
             if ok != sizes.memory_groups:
                 raise BenchError(f"{ok} of {sizes.memory_groups} commits answered")
-            out["memory"] = {"rss": brokers.settle_rss(handle, 3.0), "groups": ok}
+            out["memory"] = {"rss": brokers.settle_rss(handle, sizes.settle_s), "groups": ok}
         except Exception as e:
             out["memory"] = _na(e)
     return out
@@ -616,9 +623,9 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             fig(f"{n} members to Stable", f"{n} members, one connection each, join at once (JoinGroup v5 with the "
                 f"MEMBER_ID_REQUIRED round trip, SyncGroup v3, Heartbeat v4 every {s.heartbeat_ms} ms once synced); "
                 f"first JoinGroup sent to the last SyncGroup response of the first generation holding all {n}; "
-                f"session timeout {SESSION_TIMEOUT_MS // 1000} s, rebalance timeout {REBALANCE_TIMEOUT_MS // 1000} s "
-                f"(Tansu, which has no initial-delay setting, holds the first join for a time that grows with the "
-                f"rebalance timeout)",
+                f"session timeout {s.session_timeout_ms / 1000:g} s, rebalance timeout {REBALANCE_TIMEOUT_MS // 1000} s "
+                f"(Tansu, which has no initial-delay setting, holds a new group's JoinGroup for about half the "
+                f"session timeout)",
                 "ms", lambda r, n=n: _scale(stable_get(n, "seconds")(r), 1000), hib=False, fmt=",.0f")
             fig(f"{n} members: JoinGroup requests sent", "JoinGroup requests all members sent until Stable "
                 f"({2 * n} if everyone joined one generation: the first join of each only gets a member id)",
@@ -643,11 +650,12 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             lambda r: r["replay"] if isinstance(r["replay"], NA) else r["replay"]["load_ms"] / 1000,
             hib=False, fmt=",.2f", labels=[KB_ALWAYS, PEER])
     if "memory" in s.only:
-        fig("idle RSS", "broker RSS 3 s after start-up with one topic created, before any group", "MiB",
+        fig("idle RSS", f"broker RSS {s.settle_s:g} s after start-up with one topic created, before any group",
+            "MiB",
             lambda r: _scale(r["idle_rss"], 1 / 2 ** 20), hib=False)
         fig(f"RSS with {s.memory_groups:,} groups", f"{s.memory_groups:,} groups, each with one simple-consumer "
             f"OffsetCommit v8 (generation -1, empty member id, one partition) over 4 connections, 64 in flight each; "
-            f"broker RSS after a 3 s settle (a fresh broker: parts a/b ran on another)", "MiB",
+            f"broker RSS after a {s.settle_s:g} s settle (a fresh broker: parts a/b ran on another)", "MiB",
             lambda r: r["memory"] if isinstance(r["memory"], NA) else r["memory"]["rss"] / 2 ** 20, hib=False)
         fig(f"RSS growth per group", f"(RSS with {s.memory_groups:,} groups - idle RSS) / {s.memory_groups:,}",
             "bytes", lambda r: r["memory"] if isinstance(r["memory"], NA) else
@@ -673,12 +681,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-groups", type=int, help=f"groups for (d) (default {d.memory_groups:,})")
     parser.add_argument("--heartbeat-ms", type=int, help=f"heartbeat interval of synced members in (a) "
                                                          f"(default {d.heartbeat_ms})")
+    parser.add_argument("--session-timeout-ms", type=int, help=f"members' session timeout "
+                                                               f"(default {d.session_timeout_ms})")
     parser.add_argument("--only", help=f"comma-separated parts to run (default all: {','.join(PARTS)})")
     args = parser.parse_args(argv)
     sizes = Sizes.quick() if args.quick else Sizes()
     if args.members:
         sizes.members = [int(x) for x in args.members.split(",") if x.strip()]
-    for name in ("connections", "window", "seconds", "replay_records", "memory_groups", "heartbeat_ms"):
+    for name in ("connections", "window", "seconds", "replay_records", "memory_groups", "heartbeat_ms",
+                 "session_timeout_ms"):
         if getattr(args, name) is not None:
             setattr(sizes, name, getattr(args, name))
     if args.only:

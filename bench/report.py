@@ -67,10 +67,16 @@ def print_figures(figures: list[Figure], labels: list[str], peer: str, *, width:
             print(f"  {label:{width}} {f.show(label):>14}{ratio}")
 
 
+def _short(label: str) -> str:
+    """'kbroker (flush always)' -> 'always'."""
+    inner = label[label.find("(") + 1:label.rfind(")")] if "(" in label else label
+    return inner.split()[-1] if inner.split() else label
+
+
 def summary_table(figures: list[Figure], labels: list[str], peer: str) -> str:
     """A compact table: one row per figure, one column per broker, then ours/peer ratios."""
     ours = [label for label in labels if label != peer]
-    head = ["figure", *labels, *[f"{o.split(' ', 1)[-1]}/peer" if len(ours) > 1 else "ratio" for o in ours]]
+    head = ["figure", *labels, *[f"ratio {_short(o)}" if len(ours) > 1 else "ratio" for o in ours]]
     rows = []
     for f in figures:
         row = [f"{f.bench}: {f.name} ({f.unit})"]

@@ -1,0 +1,120 @@
+"""Smoke test of the benchmarks (`make bench`): every bench module imports, and the smallest meaningful
+run of each load generator works against a real `kbroker serve` subprocess. Sanity only (positive
+rates, every member assigned, every commit answered): speed targets live in `python -m bench`, never
+in test asserts.
+
+The whole `python -m bench --quick` (about 2 minutes) runs too when KBROKER_BENCH_QUICK=1.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kbroker.bench import brokers, codec, data_path, groups, report, wire  # noqa: F401  (imports are tested)
+from kbroker.bench import __main__ as bench_main  # noqa: F401
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def kbroker():
+    handle = brokers.start_kbroker(flush="never")
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.fixture(scope="module")
+def topic(kbroker):
+    return groups.prepare_topic(kbroker.bootstrap, 8)
+
+
+def test_harness_exposes_pid_rss_and_apis(kbroker):
+    assert kbroker.running and kbroker.pid > 0
+    assert kbroker.rss() > 1_000_000
+    kbroker.require(11, 5, "JoinGroup")
+    with pytest.raises(brokers.Unavailable):
+        kbroker.require(11, 99, "JoinGroup")
+
+
+def test_tansu_starts_or_says_why():
+    try:
+        handle = brokers.start_tansu(timeout=20)
+    except brokers.Unavailable as e:
+        assert str(e)  # printed as "n/a (reason)" by the benchmarks
+        return
+    try:
+        assert 18 in handle.apis() and handle.rss() > 0
+    finally:
+        handle.stop()
+
+
+async def test_five_members_reach_stable_and_all_get_assignments(kbroker, topic):
+    res = await groups.form_group(kbroker.bootstrap, 5, group=f"smoke-{uuid.uuid4().hex[:6]}", topic=topic,
+                                  session_timeout_ms=10_000, timeout=60)
+    assert res.seconds > 0 and res.generation >= 1
+    assert len(res.assignments) == 5
+    assert sorted(p for ps in res.assignments.values() for p in ps) == [0, 1, 2, 3, 4]
+    assert res.joins >= 10  # each member: the MEMBER_ID_REQUIRED round trip, then the real join
+
+
+async def test_heartbeat_and_commit_rates_are_positive(kbroker, topic):
+    rates = await groups.request_rates(kbroker.bootstrap, connections=2, window=8, seconds=0.3,
+                                       session_timeout_ms=10_000)
+    assert rates["heartbeat"] > 0 and rates["heartbeat_count"] > 0
+    assert rates["commit"] > 0 and rates["commit_count"] > 0
+
+
+async def test_one_hundred_simple_commits_are_all_answered(kbroker, topic):
+    assert await groups.commit_many_groups(kbroker.bootstrap, 100, topic) == 100
+
+
+def test_offsets_replay_loads_every_generated_record():
+    info = groups.replay_time(2_000, timeout=60)
+    assert info["records"] == info["loaded_records"] == 2_000
+    assert info["seconds"] > 0 and info["bytes_on_disk"] > 0
+
+
+def test_produce_consume_and_latency_round_trip(kbroker):
+    t = f"smoke-dp-{uuid.uuid4().hex[:6]}"
+    data_path.create_topic(kbroker.bootstrap, t, 2)
+    p = data_path.produce(kbroker.bootstrap, t, 500, 1024)
+    assert p["delivered"] == 500 and p["mb_per_s"] > 0
+    c = data_path.consume(kbroker.bootstrap, t, 2, 500)
+    assert c["read"] == 500 and c["msgs_per_s"] > 0
+    lt = f"smoke-lat-{uuid.uuid4().hex[:6]}"
+    data_path.create_topic(kbroker.bootstrap, lt, 1)
+    lat = data_path.latency(kbroker.bootstrap, lt, rate=100, seconds=0.5, size=1024)
+    assert lat["samples"] == 50 and 0 < lat["p50_ms"] <= lat["p99_ms"]
+
+
+def test_figures_print_with_ratios_and_na():
+    f = report.Figure("x", "rate", "how", "req/s", values={"a": 10.0, "b": 5.0, "c": report.NA("why")})
+    table = report.summary_table([f], ["a", "c", "b"], "b")
+    assert "2.00x" in table and "n/a" in table and "why" in table
+
+
+def test_every_benchmark_has_help_with_size_flags():
+    for name, flag in (("data_path", "--messages"), ("groups", "--members"), ("codec", "--seconds")):
+        out = subprocess.run([sys.executable, "-m", "bench." + name, "--help"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0 and flag in out.stdout, out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.skipif(os.environ.get("KBROKER_BENCH_QUICK") != "1", reason="set KBROKER_BENCH_QUICK=1 (about 2 min)")
+def test_quick_bench_runs_to_the_summary():
+    out = subprocess.run([sys.executable, "-m", "bench", "--quick"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=380)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "=== summary ===" in out.stdout and "Traceback" not in out.stdout + out.stderr
