@@ -186,5 +186,9 @@ class KbrokerWireStreamReader(DataSourceStreamReader):
 
 
 def register(spark: Any) -> None:
+    """Register both sources with a session (once: re-registering makes Spark warn)."""
+    if getattr(spark, "_kbroker_sources_registered", False):
+        return
     spark.dataSource.register(KbrokerLogDataSource)
     spark.dataSource.register(KbrokerWireDataSource)
+    spark._kbroker_sources_registered = True
