@@ -164,7 +164,7 @@ def _wait_ready(handle: BrokerHandle, timeout: float, ready) -> None:
         if time.monotonic() > deadline:
             handle.stop()
             raise Unavailable(f"{handle.name} did not answer within {timeout:.0f}s")
-        time.sleep(0.05)
+        time.sleep(0.01)
 
 
 def kbroker_command(bootstrap: str, data_dir: str | Path, *, flush: str = "always",
@@ -177,10 +177,10 @@ def start_kbroker(*, flush: str = "always", extra: tuple[str, ...] = (), data_di
                   wait: bool = True, timeout: float = START_TIMEOUT_S) -> BrokerHandle:
     """`python -m kbroker serve` on a free loopback port; waits for `python -m kbroker probe` unless wait=False.
 
-    With data_dir given, that directory is used and kept; otherwise a fresh tmp dir is removed on stop.
+    With data_dir given, that directory is used and kept; otherwise a fresh one in a tmp dir (which also
+    holds the log) is removed on stop.
     """
     workdir = Path(tempfile.mkdtemp(prefix="kbroker-bench-"))
-    keep = data_dir is not None
     data = Path(data_dir) if data_dir is not None else workdir / "data"
     bootstrap = f"127.0.0.1:{free_port()}"
     log_path = workdir / "broker.log"
@@ -190,8 +190,6 @@ def start_kbroker(*, flush: str = "always", extra: tuple[str, ...] = (), data_di
         proc = subprocess.Popen(kbroker_command(bootstrap, data, flush=flush, extra=extra),
                                 stdout=out, stderr=subprocess.STDOUT, env=env)
     handle = BrokerHandle("kbroker", f"kbroker (flush {flush})", proc, bootstrap, log_path, workdir)
-    if keep:
-        handle.keep_workdir = False  # the log's tmp dir goes; the caller's data dir is outside it
     if wait:
         def ready() -> bool:
             r = subprocess.run([sys.executable, "-m", "kbroker", "probe", bootstrap, "--timeout", "1"],

@@ -414,6 +414,33 @@ def write_offsets_records(data_dir: Path, records: int, *, groups: int = 1000, p
     return asyncio.run(go())
 
 
+def empty_startup(label: str, timeout: float = 60.0) -> float:
+    """Seconds from process start to the first ApiVersions answer, with nothing stored (polled in-process
+    every 10 ms, so no probe subprocess adds its own start-up)."""
+    started = time.perf_counter()
+    if label == PEER:
+        handle = brokers.start_tansu(timeout=timeout)  # its readiness check is this same ApiVersions poll
+        try:
+            return time.perf_counter() - started
+        finally:
+            handle.stop()
+    handle = brokers.start_kbroker(flush="always" if label == KB_ALWAYS else "never", wait=False)
+    try:
+        while True:
+            try:
+                brokers.api_versions(handle.bootstrap, timeout=1.0)
+                return time.perf_counter() - started
+            except (OSError, ValueError):
+                pass
+            if not handle.running:
+                raise BenchError(f"kbroker exited during start-up: {handle.log_tail()[-300:]}")
+            if time.perf_counter() - started > timeout:
+                raise BenchError(f"kbroker did not answer within {timeout:.0f}s")
+            time.sleep(0.01)
+    finally:
+        handle.stop()
+
+
 def replay_time(records: int, *, timeout: float = 600.0) -> dict:
     """Generate `records` offline, then time `kbroker serve` from process start to `offsets_loaded`."""
     tmp = Path(tempfile.mkdtemp(prefix="kbroker-replay-"))
@@ -530,7 +557,7 @@ def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> di
                 out["stable"][n] = _na(e)
     if "rates" in sizes.only:
         if verbose:
-            print(f"    request rates ...", flush=True)
+            print("    request rates ...", flush=True)
         try:
             out["rates"] = asyncio.run(request_rates(handle.bootstrap, connections=sizes.connections,
                                                      window=sizes.window, seconds=sizes.seconds,
@@ -587,6 +614,11 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
             results[KB_ALWAYS]["replay"] = replay_time(sizes.replay_records)
         except Exception as e:
             results[KB_ALWAYS]["replay"] = _na(e)
+        for label in LABELS:
+            try:
+                results[label]["startup"] = empty_startup(label)
+            except Exception as e:
+                results[label]["startup"] = _na(e)
         results[PEER]["replay"] = NA("Tansu here keeps its groups and offsets in memory: a restart starts empty, "
                                      "there is nothing to replay")
     return figures(results, sizes)
@@ -642,13 +674,19 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
         rec = s.replay_records
         how = (f"{rec:,} OffsetCommit records (1,000 groups x 10 partitions x {max(1, rec // 10_000)} rounds) written "
                f"offline to __consumer_offsets (50 partitions, batches of 500); `kbroker serve` process start to its "
-               f"offsets_loaded log event (includes interpreter start-up)")
+               f"offsets_loaded log event (includes interpreter start-up); broker at default flags")
         fig("offsets replay at start-up", how, "s",
             lambda r: r["replay"] if isinstance(r["replay"], NA) else r["replay"]["seconds"],
             hib=False, fmt=",.2f", labels=[KB_ALWAYS, PEER])
         fig("offsets replay, load_ms of offsets_loaded", "the replay itself as the broker logs it (load_ms)", "s",
             lambda r: r["replay"] if isinstance(r["replay"], NA) else r["replay"]["load_ms"] / 1000,
             hib=False, fmt=",.2f", labels=[KB_ALWAYS, PEER])
+        fig("offsets replay rate", "records replayed per second: records / load_ms of offsets_loaded",
+            "records/s", lambda r: r["replay"] if isinstance(r["replay"], NA) else
+            r["replay"]["loaded_records"] / (r["replay"]["load_ms"] / 1000), fmt=",.0f", labels=[KB_ALWAYS, PEER])
+        fig("start-up with nothing stored", "process start to the first ApiVersions answer, empty data dir / "
+            "memory store, polled every 10 ms (the comparable start-up figure for a memory store)", "s",
+            lambda r: r["startup"], hib=False, fmt=",.2f")
     if "memory" in s.only:
         fig("idle RSS", f"broker RSS {s.settle_s:g} s after start-up with one topic created, before any group",
             "MiB",
@@ -657,7 +695,7 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             f"OffsetCommit v8 (generation -1, empty member id, one partition) over 4 connections, 64 in flight each; "
             f"broker RSS after a {s.settle_s:g} s settle (a fresh broker: parts a/b ran on another)", "MiB",
             lambda r: r["memory"] if isinstance(r["memory"], NA) else r["memory"]["rss"] / 2 ** 20, hib=False)
-        fig(f"RSS growth per group", f"(RSS with {s.memory_groups:,} groups - idle RSS) / {s.memory_groups:,}",
+        fig("RSS growth per group", f"(RSS with {s.memory_groups:,} groups - idle RSS) / {s.memory_groups:,}",
             "bytes", lambda r: r["memory"] if isinstance(r["memory"], NA) else
             (r["memory"]["rss"] - r["idle_rss"]) / s.memory_groups, hib=False, fmt=",.0f")
     return out

@@ -41,7 +41,8 @@ class Figure:
         a, b = self.values.get(ours), self.values.get(peer)
         if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or b == 0:
             return "-"
-        return f"{a / b:.2f}x"
+        r = a / b
+        return f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"  # 0.004x rather than 0.00x
 
 
 def machine_note() -> str:
