@@ -7,20 +7,18 @@ what is being tested, e.g. exactly when a Fetch returns.
 
 from __future__ import annotations
 
-import socket
-import struct
 import threading
 import time
 from collections import defaultdict
 
 import pytest
 
-from kbroker.protocol import framing
 from kbroker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kbroker.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kbroker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kbroker.protocol.record_batch import Record, encode_batch
 from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.wire import Wire
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -38,49 +36,6 @@ def create_topic(broker: BrokerProcess, name: str, partitions: int = 1, config: 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.create_topics([NewTopic(name, partitions, 1, config=config or {})]).values():
         future.result(timeout=15)
-
-
-class Wire:
-    """One connection speaking the Kafka protocol with kbroker's codec."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=15)
-        self.correlation = 0
-
-    def send(self, api_key: int, version: int, body) -> int:
-        self.correlation += 1
-        self.sock.sendall(framing.encode_request(api_key, version, self.correlation, "wire-test", body))
-        return self.correlation
-
-    def receive(self, api_key: int, version: int):
-        size = struct.unpack(">i", self._exact(4))[0]
-        correlation, body = framing.decode_response(api_key, version, self._exact(size))
-        assert correlation == self.correlation
-        return body
-
-    def call(self, api_key: int, version: int, body):
-        self.send(api_key, version, body)
-        return self.receive(api_key, version)
-
-    def closed_by_peer(self, timeout: float = 5.0) -> bool:
-        self.sock.settimeout(timeout)
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def consume_all(broker: BrokerProcess, topic: str, partitions: int, expected_total: int, timeout: float = 30.0):

@@ -12,8 +12,6 @@ every test uses its own group ids.
 from __future__ import annotations
 
 import re
-import socket
-import struct
 import threading
 import time
 import uuid
@@ -21,7 +19,6 @@ import uuid
 import pytest
 
 from kbroker.coordinator.subscription import encode_subscription_topics
-from kbroker.protocol import framing
 from kbroker.protocol.errors import ErrorCode as E
 from kbroker.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from kbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
@@ -49,6 +46,7 @@ from kbroker.protocol.messages.offset_fetch_request import (
 )
 from kbroker.protocol.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
 from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.wire import Wire as _BaseWire
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -58,34 +56,9 @@ CLIENT_ID = "wire-groups"
 SESSION_MS = 10_000
 
 
-class Wire:
-    """One connection speaking the Kafka protocol with kbroker's codec."""
-
+class Wire(_BaseWire):
     def __init__(self, bootstrap: str, client_id: str = CLIENT_ID) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
-        self.client_id = client_id
-        self.correlation = 0
-
-    def call(self, api_key: int, version: int, body):
-        self.correlation += 1
-        self.sock.sendall(framing.encode_request(api_key, version, self.correlation, self.client_id, body))
-        size = struct.unpack(">i", self._exact(4))[0]
-        correlation, response = framing.decode_response(api_key, version, self._exact(size))
-        assert correlation == self.correlation
-        return response
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(bootstrap, client_id)
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -225,7 +223,6 @@ async def _worker(cfg: dict) -> None:
 # ----------------------------------------------------------------------------------------------------------------
 
 if __name__ != "__main__":  # the worker process needs none of this
-    from kbroker.protocol import framing
     from kbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
     from kbroker.protocol.messages.heartbeat_request import HeartbeatRequest
     from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest
@@ -295,33 +292,10 @@ class Worker:
         return f"--- {self.name} log ---\n{text[-3000:]}\n--- output tail ---\n" + "\n".join(self.lines()[-10:])
 
 
-class Wire:
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
-        self.correlation = 0
-
-    def call(self, api_key: int, version: int, body):
-        self.correlation += 1
-        self.sock.sendall(framing.encode_request(api_key, version, self.correlation, "groups-test", body))
-        size = struct.unpack(">i", self._exact(4))[0]
-        return framing.decode_response(api_key, version, self._exact(size))[1]
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def wire_call(broker, api_key: int, version: int, body):
-    w = Wire(broker.bootstrap)
+    from kbroker.tests.integration.wire import Wire
+
+    w = Wire(broker.bootstrap, client_id="groups-test")
     try:
         return w.call(api_key, version, body)
     finally:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import socket
 import struct
@@ -16,6 +15,8 @@ from kbroker.protocol import framing
 from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 from kbroker.protocol.messages.metadata_request import MetadataRequest
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
+from kbroker.tests.integration.wire import closed_by_peer
+from kbroker.tests.integration.wire import read_frame as _read_frame
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,20 +27,6 @@ def broker(tmp_path_factory):
         yield b
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    return _recv_exact(sock, struct.unpack(">i", _recv_exact(sock, 4))[0])
-
-
 def _connect(broker) -> socket.socket:
     sock = socket.create_connection((broker.host, broker.port), timeout=10)
     sock.settimeout(10)
@@ -47,11 +34,7 @@ def _connect(broker) -> socket.socket:
 
 
 def _assert_closed(sock: socket.socket) -> None:
-    sock.settimeout(10)
-    try:
-        assert sock.recv(1) == b""
-    except ConnectionResetError:
-        pass
+    assert closed_by_peer(sock, timeout=10)
 
 
 def _rejections(broker, start: int) -> list[dict]:
