@@ -8,6 +8,7 @@ error Kafka gives clients that try to write to them.
 
 from __future__ import annotations
 
+from kbroker.broker.log.manager import is_internal_topic
 from kbroker.broker.router import RequestContext
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.delete_topics_request import DeleteTopicsRequest
@@ -56,7 +57,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             result.error_message = "This server does not host this topic-partition."
             continue
         result.topic_id = info.topic_id
-        if name.startswith("__"):
+        if is_internal_topic(name):
             result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
             result.error_message = f"Internal topic {name} cannot be deleted."
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kbroker.broker.log.manager import is_internal_topic
 from kbroker.broker.router import RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.metadata_request import MetadataRequest
@@ -23,7 +24,7 @@ def describe_topic(broker, info) -> MetadataResponseTopic:
         error_code=ErrorCode.NONE,
         name=info.name,
         topic_id=info.topic_id,
-        is_internal=info.name.startswith("__"),
+        is_internal=is_internal_topic(info.name),
         partitions=[
             MetadataResponsePartition(
                 error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=0,

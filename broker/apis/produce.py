@@ -16,6 +16,7 @@ import time
 
 import structlog
 
+from kbroker.broker.log.manager import is_internal_topic
 from kbroker.broker.router import RequestContext
 from kbroker.broker.server import CloseConnection
 from kbroker.protocol import record_batch as rb
@@ -59,7 +60,6 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     version = ctx.api_version
     if version < MIN_ACCEPTED_VERSION:
         raise CloseConnection(f"Produce v{version} is not supported (v{MIN_ACCEPTED_VERSION}+ only)")
-    broker = ctx.broker
     acks = request.acks
     now_ms = int(time.time() * 1000)
     responses: list[TopicProduceResponse] = []
@@ -123,7 +123,7 @@ async def _produce_partition(
             return _error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         # There is no transaction coordinator: the partition cannot have been added to a transaction.
         return _error(index, ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
-    if topic.startswith("__"):
+    if is_internal_topic(topic):
         return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
     info = broker.logs.topics().get(topic)
     if info is None and broker.config.auto_create_topics_enable:

@@ -44,6 +44,15 @@ class InvalidTopicError(KafkaError):
     code = ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
+# Kafka's internal topics (Topic.INTERNAL_TOPICS): clients may not produce to or delete them, and
+# Metadata flags them. Other names starting with "__" are ordinary user topics, as in Kafka.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
 def validate_topic_name(name: str) -> None:
     """Kafka's Topic.validate: 1..249 characters from [a-zA-Z0-9._-], and not "." or ".."."""
     if not name:

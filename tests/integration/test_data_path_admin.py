@@ -151,10 +151,27 @@ def test_describe_broker_configs_and_cluster(admin, broker):
 
 
 def test_internal_topics_cannot_be_deleted(admin):
-    name = "__internal_thing"
+    assert error_of(admin.delete_topics(["__consumer_offsets"])["__consumer_offsets"]).code() == \
+        KafkaError.TOPIC_EXCEPTION
+    assert "__consumer_offsets" in admin.list_topics(timeout=TIMEOUT).topics
+
+
+def test_double_underscore_user_topics_are_ordinary(admin, broker):
+    """Kafka's internal topics are a fixed set; `__anything_else` is a user topic like any other."""
+    name = "__user_thing"
     assert error_of(admin.create_topics([NewTopic(name, 1, 1)])[name]) is None
-    assert error_of(admin.delete_topics([name])[name]).code() == KafkaError.TOPIC_EXCEPTION
-    assert name in admin.list_topics(timeout=TIMEOUT).topics
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(name, b"v")
+    assert producer.flush(15) == 0
+    from kafka import KafkaAdminClient
+
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        flags = {t.get("topic", t.get("name")): t["is_internal"] for t in kp.describe_topics([name, "__consumer_offsets"])}
+    finally:
+        kp.close()
+    assert flags == {name: False, "__consumer_offsets": True}
+    assert error_of(admin.delete_topics([name])[name]) is None
 
 
 def test_admin_changes_survive_a_restart(admin, broker):
