@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kbroker.coordinator.record_codec import UnknownRecordType, decode_record
 from kbroker.coordinator.records import (
@@ -162,7 +163,7 @@ def _headers_array(header_lists: list[list[tuple[str, bytes | None]]], list_type
 
 def _timestamps(ms: list[int], ts_type: pa.DataType) -> pa.Array:
     # Spark wants timestamp[us, tz=UTC]; Kafka timestamps are epoch milliseconds.
-    return pa.array([t * 1000 for t in ms], pa.int64()).cast(ts_type)
+    return pc.multiply(pa.array(ms, pa.int64()), 1000).cast(ts_type)
 
 
 def records_to_arrow(
@@ -203,14 +204,14 @@ def records_to_arrow(
     for header, records in decoded:
         if header.is_control:
             continue
-        for r in records:
-            if since_ms is not None and r.timestamp < since_ms:
-                continue
-            offsets.append(r.offset)
-            stamps.append(r.timestamp)
-            keys.append(r.key)
-            values.append(r.value)
-            headers.append(r.headers)
+        if since_ms is not None:
+            records = [r for r in records if r.timestamp >= since_ms]
+        # one comprehension per column is much cheaper than five appends per record
+        offsets += [r.offset for r in records]
+        stamps += [r.timestamp for r in records]
+        keys += [r.key for r in records]
+        values += [r.value for r in records]
+        headers += [r.headers for r in records]
         if len(offsets) >= rows_per_batch:
             yield flush()
     if offsets:
