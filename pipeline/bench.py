@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"spark local[{n}]: {count:,} records in {secs:.2f}s = {results[n]:,.0f} records/s", flush=True)
         if len(results) > 1:
             base = results[min(results)]
-            for n in sorted(results):
+            for n in sorted(results)[1:]:
                 print(f"  scaling local[{min(results)}] -> local[{n}]: {results[n] / base:.2f}x "
                       f"(ideal {n / min(results):.0f}x)")
         print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
