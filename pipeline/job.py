@@ -17,7 +17,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 TABLES = ("offsets_latest", "lag", "commit_rate", "rebalances", "topics", "errors")
 
