@@ -1,7 +1,8 @@
 """Routes decoded requests to handlers by API key, and knows which versions we serve.
 
 A handler module exposes `API_KEY`, `VERSIONS = (min, max)` and `async handle(ctx, request)`
-returning the response body (or None when the request gets no response, as Produce with acks=0).
+returning the response body (or None when the request gets no response, as Produce with acks=0),
+or a `Deferred` whose awaitable gives the body once only waiting remains.
 ApiVersions advertises exactly what is registered here.
 """
 
@@ -30,6 +31,19 @@ class RequestContext:
             "correlation_id": self.correlation_id,
             "peer": self.peer,
         }
+
+
+class Deferred:
+    """What a handler returns when its effects are applied and only a wait remains (for its records
+    to become durable): the connection may read and start the next request meanwhile, and this
+    response still leaves in its turn. This is how acknowledgements from one connection share an
+    fsync (group commit) while responses keep request order.
+    """
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: Awaitable[Any]) -> None:
+        self.response = response
 
 
 class HandlerModule(Protocol):

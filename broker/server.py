@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from kbroker.broker.router import RequestContext, Router
+from kbroker.broker.router import Deferred, RequestContext, Router
 from kbroker.protocol import framing
 from kbroker.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from kbroker.protocol.errors import ErrorCode
@@ -80,36 +80,45 @@ class KafkaServer:
             log.info("connection_close", peer=peer, reason=reason)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> str:
-        while not self._closing:
-            try:
-                head = await reader.readexactly(4)
-            except asyncio.IncompleteReadError as e:
-                return "closed by client" if not e.partial else "truncated frame"
-            (size,) = _SIZE.unpack(head)
-            if size < 0 or size > self.max_request_bytes:
-                log.warning("request_rejected", peer=peer, error="frame size out of bounds", size=size,
-                            max_bytes=self.max_request_bytes)
-                return "bad frame size"
-            frame = await reader.readexactly(size)
-            response = await self._dispatch_tracked(frame, peer)
-            if response is _CLOSE:
-                return "bad request"
-            if response is not None:
-                writer.write(response)
-                await writer.drain()
-        return "shutdown"
+        # Responses are written by one writer task in request order. A request is read only once
+        # the previous one is answered, unless the previous handler returned a Deferred (its effects
+        # are applied; it only waits for durability): then the next request starts at once.
+        out = _ResponseWriter(writer)
+        try:
+            while not self._closing and not out.failed:
+                try:
+                    head = await reader.readexactly(4)
+                except asyncio.IncompleteReadError as e:
+                    return "closed by client" if not e.partial else "truncated frame"
+                (size,) = _SIZE.unpack(head)
+                if size < 0 or size > self.max_request_bytes:
+                    log.warning("request_rejected", peer=peer, error="frame size out of bounds", size=size,
+                                max_bytes=self.max_request_bytes)
+                    return "bad frame size"
+                frame = await reader.readexactly(size)
+                response = await self._dispatch_tracked(frame, peer)
+                if isinstance(response, asyncio.Future):
+                    await out.add(response)  # deferred: go on reading
+                    continue
+                done = asyncio.get_running_loop().create_future()
+                done.set_result(response)
+                await out.add(done)
+                await out.drained()
+                if response is _CLOSE:
+                    return "bad request"
+            return "shutdown"
+        finally:
+            await out.close()
 
     async def _dispatch_tracked(self, frame: bytes, peer: str) -> Any:
         task = asyncio.ensure_future(self._dispatch(frame, peer))
+        self._track(task)
+        # shield: on shutdown the connection task is cancelled, but the request finishes.
+        return await asyncio.shield(task)
+
+    def _track(self, task: asyncio.Future) -> None:
         self._in_flight.add(task)
-        try:
-            # shield: on shutdown the connection task is cancelled, but the request finishes.
-            return await asyncio.shield(task)
-        finally:
-            if task.done():
-                self._in_flight.discard(task)
-            else:
-                task.add_done_callback(self._in_flight.discard)
+        task.add_done_callback(self._in_flight.discard)
 
     async def _dispatch(self, frame: bytes, peer: str) -> bytes | None | object:
         try:
@@ -149,9 +158,24 @@ class KafkaServer:
         except Exception:
             log.exception("request_failed", **fields)
             return _CLOSE
+        if isinstance(response, Deferred):
+            task = asyncio.ensure_future(self._finish_deferred(response, ctx, fields))
+            self._track(task)
+            return task
         if response is None:
             return None
         return framing.encode_response(api_key, api_version, correlation_id, response)
+
+    @staticmethod
+    async def _finish_deferred(deferred: Deferred, ctx: RequestContext, fields: dict) -> bytes | None | object:
+        try:
+            response = await deferred.response
+        except Exception:
+            log.exception("request_failed", **fields)
+            return _CLOSE
+        if response is None:
+            return None
+        return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
 
     def _unsupported_api_versions(self, route: Any) -> ApiVersionsResponse:
         low, high = (route.min_version, route.max_version) if route else (0, 0)
@@ -162,3 +186,54 @@ class KafkaServer:
 
 
 _CLOSE = object()
+
+
+class _ResponseWriter:
+    """One connection's responses, written in request order by one task."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.queue: asyncio.Queue = asyncio.Queue(maxsize=_MAX_DEFERRED)
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self.failed = False
+        self.task = asyncio.ensure_future(self._run())
+
+    async def add(self, response: asyncio.Future) -> None:
+        self.idle.clear()
+        await self.queue.put(response)  # blocks once _MAX_DEFERRED responses are waiting
+
+    async def drained(self) -> None:
+        await self.idle.wait()
+
+    async def close(self) -> None:
+        if not self.task.done():
+            if self.queue.full():
+                self.task.cancel()
+            else:
+                self.queue.put_nowait(None)
+            await asyncio.gather(self.task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                item = await self.queue.get()
+                if item is None:
+                    return
+                data = await item
+                if data is _CLOSE:
+                    self.writer.close()  # wakes the reader too
+                    return
+                if data is not None:
+                    self.writer.write(data)
+                    await self.writer.drain()
+                if self.queue.empty():
+                    self.idle.set()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self.failed = True
+            self.idle.set()  # nobody may wait on a writer that is gone
+# How many deferred responses one connection may have waiting before it stops reading; librdkafka
+# keeps at most 5 requests in flight per connection with idempotence, 1M without.
+_MAX_DEFERRED = 128

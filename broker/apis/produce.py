@@ -17,7 +17,7 @@ import time
 import structlog
 
 from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.router import RequestContext
+from kbroker.broker.router import Deferred, RequestContext
 from kbroker.broker.server import CloseConnection
 from kbroker.protocol import record_batch as rb
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -56,7 +56,7 @@ def _null_key_errors(records: bytes) -> list[BatchIndexAndErrorMessage]:
     return out
 
 
-async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Deferred | None:
     version = ctx.api_version
     if version < MIN_ACCEPTED_VERSION:
         raise CloseConnection(f"Produce v{version} is not supported (v{MIN_ACCEPTED_VERSION}+ only)")
@@ -89,18 +89,26 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         if any_error:
             raise CloseConnection("acks=0 produce failed on at least one partition")
         return None
-    if durable_waits:
-        results = await asyncio.gather(*(plog.wait_durable(offset) for plog, offset in durable_waits),
-                                       return_exceptions=True)
-        failed = [r for r in results if isinstance(r, BaseException)]
-        if failed:
-            # The records are in the log but not known to be on disk: report a storage error everywhere
-            # rather than a success we cannot stand behind.
-            log.error("produce_flush_failed", error=repr(failed[0]), **ctx.log_fields())
-            for out in responses:
-                for i, p in enumerate(out.partition_responses):
-                    if p.error_code == ErrorCode.NONE:
-                        out.partition_responses[i] = _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, str(failed[0]))
+    if not durable_waits:
+        return ProduceResponse(responses=responses, throttle_time_ms=0)
+    # The batches are appended; only their fsync remains. Deferring lets this connection's next
+    # Produce append meanwhile, so pipelined requests share one fsync (group commit).
+    return Deferred(_after_durable(ctx, responses, durable_waits))
+
+
+async def _after_durable(ctx: RequestContext, responses: list[TopicProduceResponse],
+                         durable_waits: list[tuple[object, int]]) -> ProduceResponse:
+    results = await asyncio.gather(*(plog.wait_durable(offset) for plog, offset in durable_waits),
+                                   return_exceptions=True)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed:
+        # The records are in the log but not known to be on disk: report a storage error everywhere
+        # rather than a success we cannot stand behind.
+        log.error("produce_flush_failed", error=repr(failed[0]), **ctx.log_fields())
+        for out in responses:
+            for i, p in enumerate(out.partition_responses):
+                if p.error_code == ErrorCode.NONE:
+                    out.partition_responses[i] = _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, str(failed[0]))
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 

@@ -126,7 +126,7 @@ def test_acks_0_failure_closes_the_connection(broker):
     try:
         ok = ProduceRequest(None, 0, 1000, [TopicProduceData("acks0", partition_data=[PartitionProduceData(0, batch)])])
         wire.send(0, 9, ok)
-        bad = ProduceRequest(None, 0, 1000, [TopicProduceData("__internal", partition_data=[PartitionProduceData(0, batch)])])
+        bad = ProduceRequest(None, 0, 1000, [TopicProduceData("__consumer_offsets", partition_data=[PartitionProduceData(0, batch)])])
         wire.send(0, 9, bad)
         assert wire.closed_by_peer()
     finally:

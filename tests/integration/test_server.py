@@ -254,3 +254,34 @@ def test_toml_and_env_configure_a_real_broker(tmp_path) -> None:
         assert md.brokers[3].host == "localhost"
     finally:
         b.stop()
+
+
+def test_pipelined_produces_share_fsyncs_but_answer_in_order(broker) -> None:
+    """A Produce waiting for its fsync lets the connection start the next request (so pipelined
+    acknowledgements share an fsync); every response still leaves in request order."""
+    from kbroker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kbroker.protocol.record_batch import Record, encode_batch
+
+    sock = _connect(broker)
+    frames, expected = [], []
+    for cid in range(1, 41):
+        if cid % 4 == 0:
+            frames.append(framing.encode_request(3, 12, cid, "pipe", MetadataRequest(topics=None)))
+            expected.append((cid, 3, 12))
+        else:
+            batch = encode_batch([Record(0, int(time.time() * 1000), b"k%d" % cid, b"v%d" % cid)])
+            req = ProduceRequest(None, -1, 5000, [TopicProduceData("pipelined", partition_data=[
+                PartitionProduceData(0, batch)])])
+            frames.append(framing.encode_request(0, 9, cid, "pipe", req))
+            expected.append((cid, 0, 9))
+    sock.sendall(b"".join(frames))
+    offsets = []
+    for cid, api, version in expected:
+        correlation, body = framing.decode_response(api, version, _read_frame(sock))
+        assert correlation == cid
+        if api == 0:
+            part = body.responses[0].partition_responses[0]
+            assert part.error_code == 0
+            offsets.append(part.base_offset)
+    assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets) == 30
+    sock.close()
