@@ -3,7 +3,8 @@
     python -m bench [--quick]
 
 codec (kbroker's codec beside kio), data_path (issue 3) and groups (issue 4, kbroker beside Tansu),
-then one summary table. `--quick` uses small sizes (about 2 minutes; the smoke test runs it). Each
+then pipeline (issue 5, the Spark data source's decode rate on local[1] and local[2]), then one
+summary table. `--quick` uses small sizes (about 2 minutes; the smoke test runs it). Each
 benchmark has its own `python -m bench.<name> --help` with size flags.
 """
 
@@ -17,29 +18,15 @@ from kbroker.bench import codec, data_path, groups
 from kbroker.bench.report import machine_note, summary_table
 
 
-def _codec(quick: bool) -> list[dict]:
-    """codec.main prints its table; its rows are kept (by wrapping codec.run) for the summary."""
-    rows: list[dict] = []
-    original = codec.run
-
-    def recording(*a, **kw):
-        out = original(*a, **kw)
-        rows.extend(out)
-        return out
-
-    codec.run = recording
-    try:
-        codec.main(["--seconds", "0.2" if quick else "1.0"])
-    finally:
-        codec.run = original
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
+    from kbroker.broker.logging import configure_logging
+
+    configure_logging("json", "warning")  # the offline replay writer's info events would clutter the report
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes in all")
-    parser.add_argument("--skip", default="", help="comma-separated benchmarks to leave out: codec,data_path,groups")
+    parser.add_argument("--skip", default="",
+                        help="comma-separated benchmarks to leave out: codec,data_path,groups,pipeline")
     args = parser.parse_args(argv)
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     started = time.monotonic()
@@ -51,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     codec_rows: list[dict] = []
     if "codec" not in skip:
         print("=== codec ===")
-        codec_rows = _codec(args.quick)
+        codec_rows = codec.report(0.2 if args.quick else 1.0)
 
     figures = []
     if "data_path" not in skip:
@@ -66,6 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         figs = groups.run(gsizes)
         groups.print_figures(figs, groups.LABELS, groups.PEER)
         figures += figs
+
+    if "pipeline" not in skip:
+        # issue 5: records decoded per second by the kbroker-log Spark source, local[1] and local[2]
+        print("\n=== pipeline (issue 5) ===")
+        from kbroker.pipeline import bench as pipeline_bench
+
+        pipeline_bench.main(["--records", "1000000" if args.quick else "10000000", "--cores", "1,2"])
 
     print("\n=== summary ===")
     if codec_rows:

@@ -102,18 +102,25 @@ def run(seconds: float = 1.0) -> list[dict]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    args = parser.parse_args(argv)
+def report(seconds: float = 1.0) -> list[dict]:
+    """Measure, print the table, and return the rows (for `python -m bench`'s summary)."""
     print("codec: decode+encode per second (one core), kbroker (compiled construct) beside kio (native)")
     print("(kio decodes in native code and encodes in Python; decode-only columns shown too)")
     print(f"{'message':36} {'bytes':>6} {'kbroker/s':>10} {'kio/s':>10} {'ratio':>6} "
           f"{'dec kbroker/s':>14} {'dec kio/s':>10} {'ratio':>6}")
-    for r in run(args.seconds):
+    rows = run(seconds)
+    for r in rows:
         print(f"{r['message']:36} {r['bytes']:6d} {r['kbroker_per_s']:10,.0f} {r['kio_per_s']:10,.0f} "
               f"{r['ratio']:6.2f} {r['kbroker_decode_per_s']:14,.0f} {r['kio_decode_per_s']:10,.0f} "
               f"{r['decode_ratio']:6.2f}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    report(args.seconds)
     return 0
 
 

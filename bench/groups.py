@@ -375,10 +375,6 @@ def write_offsets_records(data_dir: Path, records: int, *, groups: int = 1000, p
     from kbroker.coordinator.partitioning import partition_for
     from kbroker.coordinator.records import OffsetCommitRecord
 
-    from kbroker.broker.logging import configure_logging
-
-    configure_logging("json", "warning")  # the LogManager's info events would only clutter the report
-
     async def go() -> dict:
         cluster_meta.load_or_create(data_dir, 1, "")
         logs = LogManager(data_dir, LogConfig(), "never")
@@ -706,6 +702,9 @@ def _scale(v, k: float):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kbroker.broker.logging import configure_logging
+
+    configure_logging("json", "warning")  # the offline replay writer's info events would clutter the report
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     d = Sizes()
     parser.add_argument("--quick", action="store_true", help="small sizes (as `python -m bench --quick`)")

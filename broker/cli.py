@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--master", default=None,
                          help="Spark master URL, e.g. local[*] or spark://HOST:7077 (default: a local session)")
     analyze.add_argument("--since", default=None, help="only records at or after this time (ISO 8601 or epoch ms)")
+    analyze.add_argument("--broker-log", default=None, metavar="FILE",
+                         help="the broker's JSON log; rebalance reasons come from its rebalance_completed events")
+    analyze.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
 
 

@@ -95,3 +95,35 @@ def test_health_check_command_against_a_running_broker(tmp_path) -> None:
         argv = [sys.executable, "-m", "kbroker", *cmd[1:-1], broker.bootstrap]
         assert subprocess.run(argv, capture_output=True).returncode == 0
     assert subprocess.run(argv, capture_output=True).returncode == 1  # and it fails once the broker is gone
+
+
+@pytest.mark.timeout(300)
+def test_the_files_the_dockerfile_copies_build_the_package(tmp_path) -> None:
+    """The image's `pip install .` step, run here on exactly what its COPY lines bring in."""
+    context = tmp_path / "context"
+    context.mkdir()
+    import shutil
+
+    for word, args in _dockerfile():
+        if word != "COPY":
+            continue
+        *sources, dest = shlex.split(args)
+        for src in sources:
+            target = context / (dest if dest.rstrip("/") not in (".", "./") else Path(src).name)
+            if (ROOT / src).is_dir():
+                shutil.copytree(ROOT / src, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(ROOT / src, target)
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(tmp_path / "wheel"), str(context)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import zipfile
+
+    (wheel,) = (tmp_path / "wheel").glob("kbroker-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for module in ("kbroker/broker/app.py", "kbroker/protocol/messages/join_group_request.py",
+                   "kbroker/protocol/schema/clients/JoinGroupRequest.json", "kbroker/coordinator/actor.py",
+                   "kbroker/purgatory/timing_wheel.py", "kbroker/pipeline/job.py"):
+        assert module in names, module
+    assert not any(n.startswith(("kbroker/tests/", "kbroker/bench/")) for n in names)
