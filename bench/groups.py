@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import struct
 import tempfile
 import time
 import uuid
@@ -39,18 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbroker.bench import brokers
-from kbroker.bench.report import NA, Figure, machine_note, print_figures
-from kbroker.bench.wire import Connection
-from kbroker.protocol.errors import ErrorCode as E
-from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
-from kbroker.protocol.messages.heartbeat_request import HeartbeatRequest
-from kbroker.protocol.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
-from kbroker.protocol.messages.offset_commit_request import (
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
+from kbroker.bench.group_load import (
+    REBALANCE_TIMEOUT_MS,
+    BenchError,
+    commit_many_groups,
+    form_group,
+    prepare_topic,
+    request_rates,
 )
-from kbroker.protocol.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
+from kbroker.bench.report import NA, Figure, machine_note, print_figures
 
 OFFSET_COMMIT, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, SYNC_GROUP = 8, 10, 11, 12, 14
 JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V, FIND_V = 5, 3, 4, 8, 3
@@ -61,7 +57,6 @@ KB_NEVER = "kbroker (flush never)"
 LABELS = [KB_ALWAYS, KB_NEVER, PEER]
 PARTS = ("stable", "rates", "replay", "memory")
 
-REBALANCE_TIMEOUT_MS = 60_000
 
 
 @dataclass
@@ -84,280 +79,6 @@ class Sizes:
         # about half the session timeout, which at 45 s alone would take the quick run past its budget
         return cls(members=[10, 50], seconds=2.0, replay_records=100_000, memory_groups=1_000,
                    session_timeout_ms=6_000, settle_s=1.5)
-
-
-class BenchError(RuntimeError):
-    pass
-
-
-def subscription(topic: str) -> bytes:
-    """ConsumerProtocolSubscription v0: one topic, no user data."""
-    raw = topic.encode()
-    return struct.pack(">hih", 0, 1, len(raw)) + raw + struct.pack(">i", -1)
-
-
-def assignment(topic: str, partitions: list[int]) -> bytes:
-    """ConsumerProtocolAssignment v0: one topic with the given partitions, no user data."""
-    raw = topic.encode()
-    return (struct.pack(">hih", 0, 1, len(raw)) + raw + struct.pack(">i", len(partitions))
-            + b"".join(struct.pack(">i", p) for p in partitions) + struct.pack(">i", -1))
-
-
-def decode_assignment(data: bytes) -> list[int]:
-    if not data:
-        return []
-    (_v, n_topics) = struct.unpack_from(">hi", data, 0)
-    pos, out = 6, []
-    for _ in range(n_topics):
-        (n,) = struct.unpack_from(">h", data, pos)
-        pos += 2 + n
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        out += list(struct.unpack_from(f">{count}i", data, pos))
-        pos += 4 * count
-    return out
-
-
-# --- (a) members reach Stable ------------------------------------------------------------------------
-
-@dataclass
-class Member:
-    conn: Connection
-    member_id: str = ""
-    generation: int = -1
-    assignment: list[int] = field(default_factory=list)
-    joins: int = 0
-
-
-@dataclass
-class StableResult:
-    members: int
-    seconds: float
-    generation: int
-    joins: int                      # JoinGroup requests sent in all
-    assignments: dict[str, list[int]]
-    group: str
-    topic: str
-    member_states: list[Member]
-
-
-async def _coordinator(bootstrap: str, group: str, client_id: str) -> Connection:
-    conn = await Connection.open(bootstrap, client_id)
-    for _ in range(100):
-        fc = await conn.call(FIND_COORDINATOR, FIND_V, FindCoordinatorRequest(key=group, key_type=0))
-        if fc.error_code == 0:
-            break
-        if fc.error_code not in (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS):
-            raise BenchError(f"FindCoordinator error {fc.error_code}")
-        await asyncio.sleep(0.1)
-    else:
-        raise BenchError("FindCoordinator: no coordinator after 100 tries")
-    address = f"{fc.host}:{fc.port}"
-    if address != bootstrap:
-        await conn.close()
-        conn = await Connection.open(address, client_id)
-    return conn
-
-
-async def form_group(bootstrap: str, n: int, *, group: str, topic: str, heartbeat_ms: int = 200,
-                     session_timeout_ms: int = 45_000, timeout: float = 180.0,
-                     keep_open: bool = False) -> StableResult:
-    """N members join `group` concurrently; returns when one generation holds all N and each has synced."""
-    conns = await asyncio.gather(*[_coordinator(bootstrap, group, f"bench-member-{i}") for i in range(n)])
-    members = [Member(c) for c in conns]
-    sub = subscription(topic)
-    gen_size: dict[int, int] = {}
-    synced: dict[int, int] = {}
-    done = asyncio.Event()
-    result: dict = {}
-    first_join: list[float] = []
-
-    async def run_member(m: Member) -> None:
-        while not done.is_set():
-            if not first_join:
-                first_join.append(time.perf_counter())
-            m.joins += 1
-            join = await m.conn.call(JOIN_GROUP, JOIN_V, JoinGroupRequest(
-                group_id=group, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
-                member_id=m.member_id, group_instance_id=None, protocol_type="consumer",
-                protocols=[JoinGroupRequestProtocol("range", sub)]))
-            if join.error_code == E.MEMBER_ID_REQUIRED:
-                m.member_id = join.member_id
-                continue
-            if join.error_code == E.UNKNOWN_MEMBER_ID:
-                m.member_id = ""
-                continue
-            if join.error_code in (E.REBALANCE_IN_PROGRESS, E.COORDINATOR_LOAD_IN_PROGRESS):
-                await asyncio.sleep(0.01)
-                continue
-            if join.error_code:
-                raise BenchError(f"JoinGroup v{JOIN_V} error {join.error_code}")
-            m.member_id, m.generation = join.member_id, join.generation_id
-            assignments = []
-            if join.leader == m.member_id:
-                gen_size[m.generation] = len(join.members)
-                assignments = [SyncGroupRequestAssignment(x.member_id, assignment(topic, [i]))
-                               for i, x in enumerate(join.members)]
-            sync = await m.conn.call(SYNC_GROUP, SYNC_V, SyncGroupRequest(
-                group_id=group, generation_id=m.generation, member_id=m.member_id, group_instance_id=None,
-                protocol_type="consumer", protocol_name="range", assignments=assignments))
-            if sync.error_code in (E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION):
-                continue
-            if sync.error_code == E.UNKNOWN_MEMBER_ID:
-                m.member_id = ""
-                continue
-            if sync.error_code:
-                raise BenchError(f"SyncGroup v{SYNC_V} error {sync.error_code}")
-            m.assignment = decode_assignment(sync.assignment)
-            synced[m.generation] = synced.get(m.generation, 0) + 1
-            if gen_size.get(m.generation) == n and synced[m.generation] == n and not done.is_set():
-                result["end"] = time.perf_counter()
-                result["generation"] = m.generation
-                done.set()
-                return
-            # synced, but the group may still grow: heartbeat until told to rejoin or all are in
-            while not done.is_set():
-                try:
-                    await asyncio.wait_for(done.wait(), heartbeat_ms / 1000)
-                    return
-                except asyncio.TimeoutError:
-                    pass
-                if gen_size.get(m.generation) == n and synced.get(m.generation) == n:
-                    return
-                hb = await m.conn.call(HEARTBEAT, HEARTBEAT_V, HeartbeatRequest(
-                    group_id=group, generation_id=m.generation, member_id=m.member_id, group_instance_id=None))
-                if hb.error_code == E.REBALANCE_IN_PROGRESS:
-                    break
-                if hb.error_code == E.UNKNOWN_MEMBER_ID:
-                    m.member_id = ""
-                    break
-                if hb.error_code:
-                    raise BenchError(f"Heartbeat v{HEARTBEAT_V} error {hb.error_code}")
-
-    tasks = [asyncio.ensure_future(run_member(m)) for m in members]
-    try:
-        finished = asyncio.ensure_future(done.wait())
-        failed = asyncio.ensure_future(asyncio.gather(*tasks))
-        await asyncio.wait([finished, failed], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if failed.done() and failed.exception() is not None:
-            raise failed.exception()
-        if not done.is_set():
-            raise BenchError(f"{n} members did not reach Stable within {timeout:.0f}s "
-                             f"(generations seen: {dict(sorted(gen_size.items()))}, synced: {synced})")
-        await asyncio.wait_for(failed, 30)  # the rest see `done` within one heartbeat interval
-    finally:
-        for t in tasks:
-            t.cancel()
-        finished.cancel()
-        if not keep_open or not done.is_set():
-            await asyncio.gather(*[m.conn.close() for m in members], return_exceptions=True)
-    gen = result["generation"]
-    if any(m.generation != gen for m in members):
-        raise BenchError("members ended in different generations")
-    return StableResult(n, result["end"] - first_join[0], gen, sum(m.joins for m in members),
-                        {m.member_id: m.assignment for m in members}, group, topic, members)
-
-
-async def _close_members(res: StableResult) -> None:
-    await asyncio.gather(*[m.conn.close() for m in res.member_states], return_exceptions=True)
-
-
-# --- (b) Heartbeat and OffsetCommit rates ------------------------------------------------------------
-
-async def _pipeline(conn: Connection, frames: list[bytes], api_key: int, version: int, window: int,
-                    seconds: float, check) -> int:
-    """Keep `window` requests in flight for `seconds`; the frames are pre-encoded and only their
-    correlation id is patched. Returns the number of answered requests (errors raise)."""
-    loop = asyncio.get_running_loop()
-    inflight: list[asyncio.Future] = []
-    answered = 0
-    deadline = time.perf_counter() + seconds
-    i = 0
-    while True:
-        now = time.perf_counter()
-        sending = now < deadline
-        while sending and len(inflight) < window:
-            conn._correlation += 1
-            cid = conn._correlation
-            frame = bytearray(frames[i % len(frames)])
-            struct.pack_into(">i", frame, 8, cid)
-            fut = loop.create_future()
-            conn._pending[cid] = (api_key, version, fut)
-            conn.writer.write(frame)
-            inflight.append(fut)
-            i += 1
-        if not inflight:
-            return answered
-        await conn.writer.drain()
-        body = await inflight.pop(0)
-        check(body)
-        answered += 1
-
-
-async def request_rates(bootstrap: str, *, connections: int, window: int, seconds: float,
-                        heartbeat_ms: int = 200, session_timeout_ms: int = 45_000) -> dict:
-    """Requests per second over `connections` members of one stable group: Heartbeat v4, OffsetCommit v8."""
-    from kbroker.protocol import framing
-
-    group = f"bench-rates-{uuid.uuid4().hex[:8]}"
-    topic = _topic_for(bootstrap)
-    res = await form_group(bootstrap, connections, group=group, topic=topic, heartbeat_ms=heartbeat_ms,
-                           session_timeout_ms=session_timeout_ms, keep_open=True)
-    out = {}
-    try:
-        def hb_frames(m: Member) -> list[bytes]:
-            return [framing.encode_request(HEARTBEAT, HEARTBEAT_V, 0, m.conn.client_id, HeartbeatRequest(
-                group_id=group, generation_id=m.generation, member_id=m.member_id, group_instance_id=None))]
-
-        def commit_frames(m: Member) -> list[bytes]:
-            part = m.assignment[0] if m.assignment else 0
-            return [framing.encode_request(OFFSET_COMMIT, COMMIT_V, 0, m.conn.client_id, OffsetCommitRequest(
-                group_id=group, generation_id_or_member_epoch=m.generation, member_id=m.member_id,
-                group_instance_id=None, topics=[OffsetCommitRequestTopic(name=topic, partitions=[
-                    OffsetCommitRequestPartition(partition_index=part, committed_offset=off,
-                                                 committed_leader_epoch=-1, committed_metadata="")])]))
-                for off in range(1, 257)]
-
-        def hb_ok(body) -> None:
-            if body.error_code:
-                raise BenchError(f"Heartbeat v{HEARTBEAT_V} error {body.error_code}")
-
-        def commit_ok(body) -> None:
-            for t in body.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise BenchError(f"OffsetCommit v{COMMIT_V} error {p.error_code}")
-
-        for name, make, api, version, check in (
-                ("heartbeat", hb_frames, HEARTBEAT, HEARTBEAT_V, hb_ok),
-                ("commit", commit_frames, OFFSET_COMMIT, COMMIT_V, commit_ok)):
-            started = time.perf_counter()
-            counts = await asyncio.gather(*[
-                _pipeline(m.conn, make(m), api, version, window, seconds, check) for m in res.member_states])
-            elapsed = time.perf_counter() - started
-            out[name] = sum(counts) / elapsed
-            out[name + "_count"] = sum(counts)
-    finally:
-        await _close_members(res)
-    return out
-
-
-_TOPICS: dict[str, str] = {}
-
-
-def _topic_for(bootstrap: str) -> str:
-    """The topic the group benchmarks subscribe to and commit for (created once per broker, 1000 partitions
-    would be excessive: commits use the member's partition index, so create as many as the largest group)."""
-    return _TOPICS[bootstrap]
-
-
-def prepare_topic(bootstrap: str, partitions: int) -> str:
-    from kbroker.bench.data_path import create_topic
-
-    topic = f"bench-groups-{uuid.uuid4().hex[:6]}"
-    create_topic(bootstrap, topic, partitions)
-    _TOPICS[bootstrap] = topic
-    return topic
 
 
 # --- (c) replay of __consumer_offsets ---------------------------------------------------------------
@@ -470,49 +191,6 @@ def replay_time(records: int, *, timeout: float = 600.0) -> dict:
         return info
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-# --- (d) memory for N groups with committed offsets ------------------------------------------------
-
-async def commit_many_groups(bootstrap: str, groups: int, topic: str, *, connections: int = 4,
-                             window: int = 64) -> int:
-    """One simple-consumer OffsetCommit v8 (generation -1, empty member id) for each of `groups` groups."""
-    prefix = f"bench-mem-{uuid.uuid4().hex[:6]}"
-    conns = [await Connection.open(bootstrap, f"bench-mem-{i}") for i in range(connections)]
-    ok = 0
-
-    async def worker(k: int, conn: Connection) -> None:
-        nonlocal ok
-        inflight: list[asyncio.Future] = []
-        names = range(k, groups, connections)
-        it = iter(names)
-        more = True
-        while more or inflight:
-            while more and len(inflight) < window:
-                g = next(it, None)
-                if g is None:
-                    more = False
-                    break
-                inflight.append(conn.send(OFFSET_COMMIT, COMMIT_V, OffsetCommitRequest(
-                    group_id=f"{prefix}-{g}", generation_id_or_member_epoch=-1, member_id="",
-                    group_instance_id=None, topics=[OffsetCommitRequestTopic(name=topic, partitions=[
-                        OffsetCommitRequestPartition(partition_index=0, committed_offset=1000 + g,
-                                                     committed_leader_epoch=-1, committed_metadata="")])])))
-            if not inflight:
-                break
-            await conn.drain()
-            body = await inflight.pop(0)
-            for t in body.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise BenchError(f"OffsetCommit v{COMMIT_V} error {p.error_code}")
-            ok += 1
-
-    try:
-        await asyncio.gather(*[worker(k, c) for k, c in enumerate(conns)])
-    finally:
-        await asyncio.gather(*[c.close() for c in conns], return_exceptions=True)
-    return ok
 
 
 # --- running against each broker --------------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.bench import brokers, codec, data_path, groups, report, wire  # noqa: F401  (imports are tested)
+from kbroker.bench import brokers, codec, data_path, group_load, groups, report, wire  # noqa: F401  (imports are tested)
 from kbroker.bench import __main__ as bench_main  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,7 +35,7 @@ def kbroker():
 
 @pytest.fixture(scope="module")
 def topic(kbroker):
-    return groups.prepare_topic(kbroker.bootstrap, 8)
+    return group_load.prepare_topic(kbroker.bootstrap, 8)
 
 
 def test_harness_exposes_pid_rss_and_apis(kbroker):
@@ -59,7 +59,7 @@ def test_tansu_starts_or_says_why():
 
 
 async def test_five_members_reach_stable_and_all_get_assignments(kbroker, topic):
-    res = await groups.form_group(kbroker.bootstrap, 5, group=f"smoke-{uuid.uuid4().hex[:6]}", topic=topic,
+    res = await group_load.form_group(kbroker.bootstrap, 5, group=f"smoke-{uuid.uuid4().hex[:6]}", topic=topic,
                                   session_timeout_ms=10_000, timeout=60)
     assert res.seconds > 0 and res.generation >= 1
     assert len(res.assignments) == 5
@@ -68,14 +68,14 @@ async def test_five_members_reach_stable_and_all_get_assignments(kbroker, topic)
 
 
 async def test_heartbeat_and_commit_rates_are_positive(kbroker, topic):
-    rates = await groups.request_rates(kbroker.bootstrap, connections=2, window=8, seconds=0.3,
+    rates = await group_load.request_rates(kbroker.bootstrap, connections=2, window=8, seconds=0.3,
                                        session_timeout_ms=10_000)
     assert rates["heartbeat"] > 0 and rates["heartbeat_count"] > 0
     assert rates["commit"] > 0 and rates["commit_count"] > 0
 
 
 async def test_one_hundred_simple_commits_are_all_answered(kbroker, topic):
-    assert await groups.commit_many_groups(kbroker.bootstrap, 100, topic) == 100
+    assert await group_load.commit_many_groups(kbroker.bootstrap, 100, topic) == 100
 
 
 def test_offsets_replay_loads_every_generated_record():
