@@ -50,29 +50,39 @@ def alter_resource(broker, resource_type: int, resource_name: str, names: list[s
     raise KafkaError(f"Unsupported resource type: {resource_type}", ErrorCode.INVALID_REQUEST)
 
 
-async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    broker = ctx.broker
-    dupes = duplicate_resources(request.resources)
+def alter_resources(broker, resources, response_cls, topic_change_for, validate_only: bool) -> list:
+    """One response per resource, each altered on its own; a resource listed twice is refused.
+    `topic_change_for(resource)` gives that resource's `current_overrides -> new_overrides`."""
+    dupes = duplicate_resources(resources)
     out = []
-    for res in request.resources:
-        response = AlterConfigsResourceResponse(error_code=ErrorCode.NONE, error_message=None,
-                                                resource_type=res.resource_type, resource_name=res.resource_name)
+    for res in resources:
+        response = response_cls(error_code=ErrorCode.NONE, error_message=None,
+                                resource_type=res.resource_type, resource_name=res.resource_name)
         out.append(response)
         if (res.resource_type, res.resource_name) in dupes:
             response.error_code, response.error_message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
             continue
-
-        def replace_all(_current: dict[str, str], res=res) -> dict[str, str]:
-            new = {}
-            for c in res.configs:
-                if c.value is None:
-                    raise KafkaError(f"Null value not supported for : {c.name}", ErrorCode.INVALID_REQUEST)
-                new[c.name] = c.value
-            return new
-
         try:
-            alter_resource(broker, res.resource_type, res.resource_name, [c.name for c in res.configs], replace_all,
-                           request.validate_only)
+            alter_resource(broker, res.resource_type, res.resource_name, [c.name for c in res.configs],
+                           topic_change_for(res), validate_only)
         except KafkaError as e:
             response.error_code, response.error_message = e.code, str(e)
-    return AlterConfigsResponse(throttle_time_ms=0, responses=out)
+    return out
+
+
+def _replace_all(res):
+    def change(_current: dict[str, str]) -> dict[str, str]:
+        new = {}
+        for c in res.configs:
+            if c.value is None:
+                raise KafkaError(f"Null value not supported for : {c.name}", ErrorCode.INVALID_REQUEST)
+            new[c.name] = c.value
+        return new
+
+    return change
+
+
+async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    responses = alter_resources(ctx.broker, request.resources, AlterConfigsResourceResponse, _replace_all,
+                                request.validate_only)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)

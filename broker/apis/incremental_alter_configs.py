@@ -8,7 +8,7 @@ override, as in Kafka; on other configs they are INVALID_CONFIG. An unknown oper
 
 from __future__ import annotations
 
-from kbroker.broker.apis.alter_configs import alter_resource, duplicate_resources
+from kbroker.broker.apis.alter_configs import alter_resources
 from kbroker.broker.apis.describe_configs import LIST, TOPIC_CONFIGS
 from kbroker.broker.router import RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -58,20 +58,8 @@ def apply_ops(current: dict[str, str], ops, defaults: dict[str, str]) -> dict[st
 
 
 async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    broker = ctx.broker
-    defaults = {e.name: e.value for e in broker.logs.default_config.describe()}
-    dupes = duplicate_resources(request.resources)
-    out = []
-    for res in request.resources:
-        response = AlterConfigsResourceResponse(error_code=ErrorCode.NONE, error_message=None,
-                                                resource_type=res.resource_type, resource_name=res.resource_name)
-        out.append(response)
-        if (res.resource_type, res.resource_name) in dupes:
-            response.error_code, response.error_message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
-            continue
-        try:
-            alter_resource(broker, res.resource_type, res.resource_name, [c.name for c in res.configs],
-                           lambda current, res=res: apply_ops(current, res.configs, defaults), request.validate_only)
-        except KafkaError as e:
-            response.error_code, response.error_message = e.code, str(e)
-    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
+    defaults = {e.name: e.value for e in ctx.broker.logs.default_config.describe()}
+    responses = alter_resources(ctx.broker, request.resources, AlterConfigsResourceResponse,
+                                lambda res: lambda current: apply_ops(current, res.configs, defaults),
+                                request.validate_only)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

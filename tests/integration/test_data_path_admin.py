@@ -182,3 +182,30 @@ def test_admin_changes_survive_a_restart(admin, broker):
     fresh = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert partition_count(fresh, name) == 4
     assert topic_configs(fresh, name)["retention.ms"].value == "123456"
+
+
+def test_legacy_alter_configs_replaces_every_override(admin, broker):
+    """AlterConfigs (33): the given set replaces all of a topic's overrides (keys left out go back to
+    their defaults); a resource listed twice is refused."""
+    from kbroker.protocol.messages.alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsRequest,
+        AlterConfigsResource,
+    )
+    from kbroker.tests.integration.wire import Wire
+
+    name = "legacy-alter"
+    assert error_of(admin.create_topics([NewTopic(name, 1, 1, config={"retention.ms": "111111"})])[name]) is None
+    wire = Wire(broker.bootstrap)
+    try:
+        change = AlterConfigsResource(resource_type=2, resource_name=name,
+                                      configs=[AlterableConfig("retention.bytes", "2000000")])
+        answer = wire.call(33, 2, AlterConfigsRequest(resources=[change], validate_only=False))
+        assert [(r.error_code, r.resource_name) for r in answer.responses] == [(0, name)]
+        twice = wire.call(33, 1, AlterConfigsRequest(resources=[change, change], validate_only=False))
+        assert {r.error_code for r in twice.responses} == {42}  # INVALID_REQUEST
+    finally:
+        wire.close()
+    configs = topic_configs(admin, name)
+    assert configs["retention.bytes"].value == "2000000"
+    assert configs["retention.ms"].value == "604800000"  # the old override is gone: back to the default
