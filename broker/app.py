@@ -73,6 +73,7 @@ class Broker:
         self.offsets_topic.ensure()
         self.coordinator = GroupCoordinatorService(
             self.offsets_topic.append_records,
+            append_records_nowait=self.offsets_topic.append_records_nowait,
             config=GroupConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(GroupConfig)}),
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,

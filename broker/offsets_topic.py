@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Awaitable
 
 import structlog
 
@@ -45,6 +45,10 @@ class OffsetsTopic:
 
     async def append_records(self, partition: int, records: list[Record]) -> None:
         """Append and wait until durable; failures become Kafka errors the coordinator translates."""
+        await self.append_records_nowait(partition, records)
+
+    def append_records_nowait(self, partition: int, records: list[Record]) -> Awaitable[None]:
+        """Append now (raising at once on failure) and return the wait for durability."""
         plog = self.logs.get_log(TOPIC, partition)
         if plog is None:
             raise KafkaError(f"{TOPIC}-{partition} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -54,7 +58,7 @@ class OffsetsTopic:
             for i, (key, value) in enumerate(encode_record(r) for r in records)
         ])
         info = plog.append(batch, leader_epoch=0, now_ms=now)
-        await plog.wait_durable(info.last_offset)
+        return plog.wait_durable(info.last_offset)
 
     def read_partition(self, partition: int) -> list[Record]:
         """Every coordinator record of one partition, oldest first (tombstones included)."""

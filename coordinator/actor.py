@@ -30,7 +30,7 @@ from kbroker.purgatory.timers import KeyedTimers, TimerFired
 from . import commands as c
 from .classic import GroupStateMachine, random_member_id
 from .config import GroupConfig
-from .execute import AppendRecords, execute_outcome
+from .execute import AppendNowait, AppendRecords, execute_outcome
 from .outcome import CancelTimer, Event, Outcome, RebalanceCompleted, Reply, TimerOp
 from .partitioning import partition_for
 from .records import Record
@@ -119,6 +119,7 @@ class GroupCoordinatorService:
         self,
         append_records: AppendRecords,
         *,
+        append_records_nowait: AppendNowait | None = None,
         config: GroupConfig | None = None,
         clock: Clock | None = None,
         timers: KeyedTimers | None = None,
@@ -134,6 +135,7 @@ class GroupCoordinatorService:
         self.actor_idle_ms = actor_idle_ms
         self.num_partitions = num_partitions or self.config.offsets_topic_num_partitions
         self._append_records = append_records
+        self._append_records_nowait = append_records_nowait
         self._new_member_id = new_member_id
         self._machines: dict[int, GroupStateMachine] = {}
         self._loading: set[int] = set()
@@ -249,13 +251,19 @@ class GroupCoordinatorService:
     # -- routing -------------------------------------------------------------------------------
 
     async def _call(self, cmd: Any) -> Any:
+        return await self.submit(cmd)
+
+    def submit(self, cmd: Any) -> asyncio.Future[Any]:
+        """Queue a command in its group's mailbox now and return the future of its result. Whatever
+        the caller sends to the same group afterwards is handled after it."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         error = self._precheck(cmd)
         if error is not None:
-            return self._refusal(cmd, error)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            future.set_result(self._refusal(cmd, error))
+            return future
         cmd = dataclasses.replace(cmd, reply_to=future)
         self._actor(self.partition_for(cmd.group_id), cmd.group_id).put(_Request(cmd))
-        return await future
+        return future
 
     def _precheck(self, cmd: c.Request) -> ErrorCode | None:
         group_id = cmd.group_id
@@ -320,6 +328,7 @@ class GroupCoordinatorService:
             machine, outcome,
             now_ms=self.clock.wall_ms,
             append=self._append_records,
+            append_nowait=self._append_records_nowait,
             deliver=self._deliver,
             apply_timer=partial(self._apply_timer, machine.partition),
             on_event=self._log_event,

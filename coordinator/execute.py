@@ -16,10 +16,13 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 
 from .classic import GroupStateMachine
 from .outcome import Event, Outcome, Reply, TimerOp
-from .records import Record
+from .records import OffsetCommitRecord, OffsetCommitTombstone, Record
 from .results import append_error_to_response
 
 AppendRecords = Callable[[int, list[Record]], Awaitable[None]]
+# Appends synchronously (raising at once if it cannot) and returns the wait for durability.
+AppendNowait = Callable[[int, list[Record]], Awaitable[None]]
+_RELEASES: set[asyncio.Task] = set()  # replies waiting for their fsync; kept so they aren't collected
 
 log = structlog.get_logger("kbroker.coordinator")
 
@@ -33,6 +36,7 @@ async def execute_outcome(
     deliver: Callable[[Reply], None],
     apply_timer: Callable[[TimerOp], None],
     on_event: Callable[[Event], None],
+    append_nowait: AppendNowait | None = None,
 ) -> None:
     queue: deque[Outcome] = deque([outcome])
     while queue:
@@ -47,6 +51,9 @@ async def execute_outcome(
             continue
 
         records = [record for write in out.writes for record in write.records]
+        if append_nowait is not None and _offsets_only(out):
+            _pipeline_offsets(machine, out, records, append_nowait, deliver)
+            continue
         error: ErrorCode | None = None
         try:
             await append(machine.partition, records)
@@ -72,6 +79,57 @@ async def execute_outcome(
                 deliver(reply if error is None else Reply(reply.to, reply.result.failed(error)))
             if write.then is not None:
                 queue.append(machine.on_write_done(write.then, error, now_ms()))
+
+
+def _offsets_only(out: Outcome) -> bool:
+    return all(write.then is None for write in out.writes) and all(
+        isinstance(r, (OffsetCommitRecord, OffsetCommitTombstone)) for w in out.writes for r in w.records)
+
+
+def _pipeline_offsets(machine: GroupStateMachine, out: Outcome, records: list[Record],
+                      append_nowait: AppendNowait, deliver: Callable[[Reply], None]) -> None:
+    """Offset writes with nothing to follow up: append and apply now, reply once durable.
+
+    The group's next command then need not wait for this fsync, so a group's commits share fsyncs
+    (Kafka's CoordinatorRuntime likewise applies records at append and holds responses until they
+    are committed). Writes that change group membership keep the strict path above. If the fsync
+    itself fails, the replies carry the error while memory already holds the commit: the client
+    retries, and a storage failure that grave takes the log down anyway.
+    """
+    replies = [reply for write in out.writes for reply in write.replies]
+    try:
+        durable = append_nowait(machine.partition, records)
+    except KafkaError as exc:
+        _fail(replies, append_error_to_response(exc.code), deliver)
+        return
+    except Exception:  # noqa: BLE001 - any storage failure becomes a Kafka error code
+        log.exception("append_failed", partition=machine.partition, records=len(records))
+        _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
+        return
+    for record in records:
+        machine.replay(record)
+
+    async def release() -> None:
+        try:
+            await durable
+        except KafkaError as exc:
+            _fail(replies, append_error_to_response(exc.code), deliver)
+            return
+        except Exception:  # noqa: BLE001
+            log.exception("append_failed", partition=machine.partition, records=len(records))
+            _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
+            return
+        for reply in replies:
+            deliver(reply)
+
+    task = asyncio.ensure_future(release())
+    _RELEASES.add(task)
+    task.add_done_callback(_RELEASES.discard)
+
+
+def _fail(replies: list[Reply], error: ErrorCode, deliver: Callable[[Reply], None]) -> None:
+    for reply in replies:
+        deliver(Reply(reply.to, reply.result.failed(error)))
 
 
 def run_now(awaitable: Awaitable[None]) -> None:

@@ -12,7 +12,7 @@ from v9. The response lists each topic once, the broker's refusals first (Kafka'
 from __future__ import annotations
 
 from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
+from kbroker.broker.router import Deferred, RequestContext
 from kbroker.coordinator import commands as c
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_commit_request import OffsetCommitRequest
@@ -28,7 +28,7 @@ VERSIONS = (2, 9)
 E = ErrorCode
 
 
-async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse | Deferred:
     v = ctx.api_version
     out: dict[str, list[OffsetCommitResponsePartition]] = {}
     valid: list[c.OffsetCommitTopic] = []
@@ -72,10 +72,21 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
             out[t.name].extend(OffsetCommitResponsePartition(p.partition, error) for p in t.partitions)
         return respond()
 
-    async def call(coordinator) -> OffsetCommitResponse:
-        r = await coordinator.commit_offsets(cmd)
+    coordinator = group_wire.service(ctx)
+    if coordinator is None:
+        return fail_all(E.COORDINATOR_NOT_AVAILABLE)
+    # Queued in the group's mailbox now, so this connection's next request (which may be a fetch of
+    # these very offsets) is handled after it; the answer waits only for the commit's fsync.
+    pending = coordinator.submit(cmd)
+
+    async def answer() -> OffsetCommitResponse:
+        try:
+            r = await pending
+        except Exception:  # noqa: BLE001 - a bug must still produce an answer, not a closed socket
+            group_wire.log.exception("group_request_failed", **ctx.log_fields())
+            return fail_all(E.UNKNOWN_SERVER_ERROR)
         for t in r.topics:
             out.setdefault(t.name, []).extend(OffsetCommitResponsePartition(p.partition, p.error) for p in t.partitions)
         return respond()
 
-    return await group_wire.answer(ctx, call, fail_all)
+    return Deferred(answer())
