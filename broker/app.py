@@ -105,9 +105,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         self.producer_states.snapshot_all()
-        close = self.logs.close()
-        if asyncio.iscoroutine(close):
-            await close
+        self.logs.close()
 
     async def auto_create_topic(self, name: str):
         """Create a topic with the broker defaults (Metadata and Produce auto-creation)."""

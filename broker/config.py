@@ -8,7 +8,6 @@ import dataclasses
 import os
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 
@@ -133,4 +132,3 @@ def validate(cfg: BrokerConfig) -> None:
         int(cfg.flush.split(":", 1)[1])
     cfg.listen_address  # raises on a malformed address
     cfg.advertised_address
-    Path(cfg.data_dir)

@@ -115,11 +115,9 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
     assert spec is not None
     io = BytesIO()
     io.write(b"\x00\x00\x00\x00")
-    if response_header_version(spec, version) == 0:
-        io.write(_SIZE.pack(correlation_id))
-    else:
-        io.write(_SIZE.pack(correlation_id))
-        io.write(b"\x00")  # empty tagged-field section
+    io.write(_SIZE.pack(correlation_id))
+    if response_header_version(spec, version) == 1:
+        io.write(b"\x00")  # response header v1: an empty tagged-field section
     codec.encode_into(spec, version, body, io)
     buf = io.getbuffer()
     _SIZE.pack_into(buf, 0, len(buf) - 4)

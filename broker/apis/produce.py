@@ -65,14 +65,13 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     responses: list[TopicProduceResponse] = []
     durable_waits: list[tuple[object, int]] = []
     any_error = False
-    transactional_records = False
-    for topic in request.topic_data:
-        for part in topic.partition_data:
-            data = part.records
-            if data and len(data) > rb.ATTRIBUTES_OFFSET + 2 and data[rb.MAGIC_OFFSET] == 2:
-                attributes = int.from_bytes(data[rb.ATTRIBUTES_OFFSET:rb.ATTRIBUTES_OFFSET + 2], "big", signed=True)
-                if attributes & 0x10:
-                    transactional_records = True
+    # Kafka refuses the whole request when any batch is transactional; malformed batches are left
+    # to the per-partition validation below.
+    transactional_records = any(
+        rb.read_header(part.records).is_transactional
+        for topic in request.topic_data for part in topic.partition_data
+        if part.records and len(part.records) >= rb.HEADER_SIZE and part.records[rb.MAGIC_OFFSET] == 2
+    )
 
     for topic in request.topic_data:
         name = topic.name
