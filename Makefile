@@ -33,11 +33,11 @@ system-deps:
 	  else echo "kcat is missing and we are not root: its tests will be skipped"; fi; }
 
 test: test-venv system-deps
-	$(PY) -m kbroker.protocol.codegen --check
+	$(PY) -m kbroker.tools.codegen --check
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 codegen: venv
-	$(PY) -m kbroker.protocol.codegen
+	$(PY) -m kbroker.tools.codegen
 
 bench: test-venv
 	$(PY) -m bench

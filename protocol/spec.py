@@ -1,6 +1,6 @@
 """The normalised form of Kafka's JSON message definitions.
 
-`protocol/codegen.py` turns each JSON file into a module under `protocol/messages/` holding
+`tools/codegen.py` turns each JSON file into a module under `protocol/messages/` holding
 dataclasses plus one `MessageSpec` built from the classes below. `protocol/codec.py` turns a
 spec and a version into a compiled construct. Nothing here does I/O.
 """

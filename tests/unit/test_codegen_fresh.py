@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbroker.protocol import codegen
+from kbroker.tools import codegen
 
 
 def test_generated_messages_are_fresh() -> None:

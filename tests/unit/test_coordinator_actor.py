@@ -17,7 +17,7 @@ from kbroker.coordinator.records import (
     Record,
 )
 from kbroker.coordinator.results import DeletedGroup, HeartbeatResult, SyncGroupResult
-from kbroker.coordinator.testing import join_request
+from kbroker.tests.coordinator_harness import join_request
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.purgatory.clock import ManualClock
 from kbroker.purgatory.timers import KeyedTimers

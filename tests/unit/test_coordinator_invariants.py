@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kbroker.coordinator import commands as c
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.group import ClassicGroup, GroupState
-from kbroker.coordinator.testing import Harness, join_request
+from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.protocol.errors import ErrorCode
 
 E = ErrorCode

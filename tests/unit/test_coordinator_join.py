@@ -14,7 +14,7 @@ from kbroker.coordinator.group import GroupState
 from kbroker.coordinator.outcome import RebalanceCompleted
 from kbroker.coordinator.records import GroupMetadataRecord
 from kbroker.coordinator.results import JoinGroupResult, SyncGroupResult
-from kbroker.coordinator.testing import Harness, join_request
+from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.protocol.errors import ErrorCode
 
 E = ErrorCode

@@ -24,7 +24,7 @@ from kbroker.coordinator.results import (
     SyncGroupResult,
 )
 from kbroker.coordinator.subscription import encode_subscription_topics
-from kbroker.coordinator.testing import Harness, join_request
+from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.protocol.errors import ErrorCode
 
 E = ErrorCode

@@ -16,7 +16,7 @@ from kbroker.coordinator.results import (
     LeaveMemberResult,
     SyncGroupResult,
 )
-from kbroker.coordinator.testing import Harness, join_request
+from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.protocol.errors import ErrorCode
 
 E = ErrorCode
