@@ -13,7 +13,7 @@ from struct import Struct
 from typing import Any
 
 from kbroker.protocol import codec
-from kbroker.protocol.messages import MODULES
+from kbroker.protocol.messages import MODULES, REQUEST_FLEXIBLE_FROM
 from kbroker.protocol.messages import request_header as _rh
 from kbroker.protocol.messages import response_header as _rsh
 from kbroker.protocol.primitives import MalformedMessage
@@ -40,7 +40,8 @@ def _spec(module: str) -> MessageSpec:
 
 
 def known_api_keys() -> list[int]:
-    return sorted(_REQUEST_MODULES)
+    """Every API key Kafka defines, served here or not."""
+    return sorted(REQUEST_FLEXIBLE_FROM)
 
 
 def request_spec(api_key: int) -> MessageSpec | None:
@@ -73,7 +74,7 @@ class UnknownApiKey(MalformedMessage):
 @dataclass(slots=True)
 class RequestFrame:
     header: Any            # RequestHeader
-    spec: MessageSpec
+    spec: MessageSpec | None  # None for an API Kafka defines but we do not serve
     body_io: BytesIO       # positioned at the start of the body
 
     @property
@@ -95,17 +96,21 @@ def peek_api(frame: bytes) -> tuple[int, int, int]:
 def decode_request_header(frame: bytes) -> RequestFrame:
     """Decode the header; the body is decoded separately once the version is known to be served."""
     api_key, api_version, _ = peek_api(frame)
-    spec = request_spec(api_key)
-    if spec is None:
+    if api_key not in REQUEST_FLEXIBLE_FROM:
         raise UnknownApiKey(api_key)
+    flexible_from = REQUEST_FLEXIBLE_FROM[api_key]
+    # Versions beyond the JSON's range follow its "N+" flexible range, like Kafka's extrapolation.
+    header_version = 2 if flexible_from is not None and api_version >= flexible_from else 1
     io = BytesIO(frame)
-    header = codec.decode(_rh.SPEC, request_header_version(spec, api_version), io)
+    header = codec.decode(_rh.SPEC, header_version, io)
     if header.client_id is None:
         header.client_id = ""  # Kafka reads a null client id as the empty string
-    return RequestFrame(header, spec, io)
+    return RequestFrame(header, request_spec(api_key), io)
 
 
 def decode_body(frame: RequestFrame) -> Any:
+    if frame.spec is None:
+        raise UnknownApiKey(frame.api_key)
     return codec.decode(frame.spec, frame.api_version, frame.body_io)
 
 
