@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from typing import Any
 import psutil
 
 from kbroker.protocol import framing
+from kbroker.protocol.frames import FrameReader, recv_frame
 from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 
 START_TIMEOUT_S = 60.0
@@ -47,21 +47,10 @@ def api_versions(bootstrap: str, timeout: float = 2.0) -> dict[int, tuple[int, i
     with socket.create_connection((host, int(port)), timeout=timeout) as sock:
         sock.settimeout(timeout)
         sock.sendall(framing.encode_request(18, 3, 1, "kbroker-bench", ApiVersionsRequest("kbroker-bench", "1")))
-        size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-        _, body = framing.decode_response(18, 3, _recv_exact(sock, size))
+        _, body = framing.decode_response(18, 3, recv_frame(sock.recv, FrameReader()))
     if body.error_code:
         raise ValueError(f"ApiVersions error {body.error_code}")
     return {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        buf += chunk
-    return bytes(buf)
 
 
 class BrokerHandle:

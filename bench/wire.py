@@ -11,8 +11,9 @@ import struct
 from typing import Any
 
 from kbroker.protocol import framing
+from kbroker.protocol.frames import FrameReader
 
-_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
 
 
 class Connection:
@@ -49,14 +50,18 @@ class Connection:
 
     async def _read_loop(self) -> None:
         try:
+            frames = FrameReader(max_frame_bytes=(1 << 31) - 1)
             while True:
-                head = await self.reader.readexactly(4)
-                frame = await self.reader.readexactly(_SIZE.unpack(head)[0])
-                cid = _SIZE.unpack_from(frame)[0]
-                api_key, version, fut = self._pending.pop(cid)
-                _, body = framing.decode_response(api_key, version, frame)
-                if not fut.done():
-                    fut.set_result(body)
+                data = await self.reader.read(1 << 20)
+                if not data:
+                    raise ConnectionError("closed by the broker")
+                frames.feed(data)
+                while (frame := frames.next_frame()) is not None:
+                    cid = _CORRELATION.unpack_from(frame)[0]
+                    api_key, version, fut = self._pending.pop(cid)
+                    _, body = framing.decode_response(api_key, version, frame)
+                    if not fut.done():
+                        fut.set_result(body)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError) as e:
             self._fail(e if not isinstance(e, asyncio.CancelledError) else ConnectionError("closed"))
         except Exception as e:  # a decode error: fail everything waiting rather than hang

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import socket
-import struct
 import sys
 import time
 
@@ -55,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def probe(address: str, timeout: float) -> int:
     from kbroker.protocol import framing
+    from kbroker.protocol.frames import FrameReader, recv_frame
     from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 
     host, port = parse_host_port(address)
@@ -63,8 +63,7 @@ def probe(address: str, timeout: float) -> int:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.settimeout(timeout)
             sock.sendall(framing.encode_request(18, 3, 1, "kbroker-probe", ApiVersionsRequest("kbroker-probe", "1")))
-            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-            _, body = framing.decode_response(18, 3, _recv_exact(sock, size))
+            _, body = framing.decode_response(18, 3, recv_frame(sock.recv, FrameReader()))
     except (OSError, ValueError) as e:
         print(f"kbroker probe {address}: {e}", file=sys.stderr)
         return 1
@@ -74,16 +73,6 @@ def probe(address: str, timeout: float) -> int:
     print(f"ok: {address} answered ApiVersions with {len(body.api_keys)} APIs "
           f"in {1000 * (time.monotonic() - started):.1f} ms")
     return 0
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        buf += chunk
-    return bytes(buf)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,11 +9,11 @@ so the same reader follows a live Kafka cluster: each partition is fetched from 
 from __future__ import annotations
 
 import socket
-import struct
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from kbroker.protocol import framing
+from kbroker.protocol.frames import FrameReader, recv_frame
 from kbroker.protocol.messages import fetch_request as freq
 from kbroker.protocol.messages import list_offsets_request as loreq
 from kbroker.protocol.messages import metadata_request as mreq
@@ -22,7 +22,6 @@ from kbroker.protocol.record_batch import BatchHeader, Record, decode_batch, ite
 METADATA, LIST_OFFSETS, FETCH = 3, 2, 1
 METADATA_VERSION, LIST_OFFSETS_VERSION, FETCH_VERSION = 12, 7, 12
 EARLIEST, LATEST = -2, -1
-_SIZE = struct.Struct(">i")
 
 
 class WireError(Exception):
@@ -61,27 +60,24 @@ class Connection:
             raise WireError(f"cannot connect to {self.address}: {exc}") from exc
         self.client_id = client_id
         self._correlation = 0
+        self._frames = FrameReader(max_frame_bytes=(1 << 31) - 1)
 
     def request(self, api_key: int, version: int, body: Any) -> Any:
         self._correlation += 1
         try:
             self.sock.sendall(framing.encode_request(api_key, version, self._correlation, self.client_id, body))
-            size = _SIZE.unpack(self._recv(4))[0]
-            correlation, response = framing.decode_response(api_key, version, self._recv(size))
+            correlation, response = framing.decode_response(api_key, version, self._recv_frame())
         except OSError as exc:
             raise WireError(f"{self.address}: {exc}") from exc
         if correlation != self._correlation:
             raise WireError(f"{self.address}: correlation id {correlation}, expected {self._correlation}")
         return response
 
-    def _recv(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
-            if not chunk:
-                raise WireError(f"{self.address}: connection closed")
-            buf += chunk
-        return bytes(buf)
+    def _recv_frame(self) -> bytes:
+        try:
+            return recv_frame(self.sock.recv, self._frames)
+        except ConnectionError as exc:
+            raise WireError(f"{self.address}: {exc}") from exc
 
     def close(self) -> None:
         self.sock.close()

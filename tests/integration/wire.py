@@ -9,22 +9,16 @@
 from __future__ import annotations
 
 import socket
-import struct
+
+from kbroker.protocol.frames import FrameReader, recv_frame
+
+_ANY_SIZE = (1 << 31) - 1
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"closed by the broker after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
-
-
-def read_frame(sock: socket.socket) -> bytes:
-    """One size-prefixed frame, without its size."""
-    return recv_exact(sock, struct.unpack(">i", recv_exact(sock, 4))[0])
+def read_frame(sock: socket.socket, frames: FrameReader | None = None) -> bytes:
+    """One size-prefixed frame, without its size. Pass the connection's reader when more frames
+    may follow back to back (a fresh one could drop bytes of the next frame)."""
+    return recv_frame(sock.recv, frames if frames is not None else FrameReader(_ANY_SIZE))
 
 
 def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
@@ -41,6 +35,7 @@ class Wire:
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.client_id = client_id
         self.correlation = 0
+        self.frames = FrameReader(_ANY_SIZE)
 
     def send(self, api_key: int, version: int, body) -> int:
         from kbroker.protocol import framing
@@ -50,7 +45,7 @@ class Wire:
         return self.correlation
 
     def read_frame(self) -> bytes:
-        return read_frame(self.sock)
+        return read_frame(self.sock, self.frames)
 
     def receive(self, api_key: int, version: int):
         from kbroker.protocol import framing

@@ -1,0 +1,67 @@
+"""The one frame reader every connection of ours uses: bytes in any pieces, whole frames out."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kbroker.protocol.frames import FrameReader, FrameSizeError, recv_frame
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def test_frames_split_at_every_byte_come_out_whole_and_in_order() -> None:
+    stream = _frame(b"first") + _frame(b"") + _frame(b"x" * 300)
+    reader, out = FrameReader(), []
+    for i in range(len(stream)):
+        reader.feed(stream[i:i + 1])
+        while (frame := reader.next_frame()) is not None:
+            out.append(frame)
+    assert out == [b"first", b"", b"x" * 300]
+    assert reader.buffered == 0
+
+
+def test_many_frames_in_one_read() -> None:
+    reader = FrameReader()
+    reader.feed(b"".join(_frame(bytes([n]) * n) for n in range(50)))
+    assert [reader.next_frame() for _ in range(50)] == [bytes([n]) * n for n in range(50)]
+    assert reader.next_frame() is None
+
+
+@pytest.mark.parametrize("size", [-1, 1025])
+def test_a_size_out_of_bounds_is_refused_before_any_body_is_buffered(size: int) -> None:
+    reader = FrameReader(max_frame_bytes=1024)
+    reader.feed(struct.pack(">i", size))
+    with pytest.raises(FrameSizeError) as e:
+        reader.next_frame()
+    assert e.value.size == size
+
+
+def test_needed_says_how_much_of_the_next_frame_is_missing() -> None:
+    reader = FrameReader()
+    assert reader.needed() == 4
+    reader.feed(struct.pack(">i", 10) + b"abc")
+    assert reader.needed() == 7
+
+
+def test_recv_frame_never_reads_past_its_frame() -> None:
+    stream = bytearray(_frame(b"one") + _frame(b"two"))
+    asked = []
+
+    def recv(n: int) -> bytes:
+        asked.append(n)
+        chunk = bytes(stream[:n])
+        del stream[:n]
+        return chunk
+
+    assert recv_frame(recv) == b"one"
+    assert bytes(stream) == _frame(b"two")  # left for whoever reads next
+    assert recv_frame(recv, FrameReader()) == b"two"
+
+
+def test_recv_frame_on_a_closed_stream_says_so() -> None:
+    with pytest.raises(ConnectionError):
+        recv_frame(lambda n: b"", FrameReader())
