@@ -33,14 +33,22 @@ def build_router() -> Router:
         delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
         offset_commit, offset_delete, offset_fetch, sync_group,
     )
+    from kbroker.broker.apis import (  # security
+        alter_user_scram_credentials, create_acls, delete_acls, describe_acls, describe_user_scram_credentials,
+        sasl_authenticate, sasl_handshake,
+    )
+    from kbroker.broker.security import api_checks
 
     router = Router()
     for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics,
                    create_partitions, describe_configs, alter_configs, incremental_alter_configs,
                    describe_cluster, init_producer_id,
                    find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
-                   describe_groups, list_groups, delete_groups, offset_delete):
+                   describe_groups, list_groups, delete_groups, offset_delete,
+                   sasl_handshake, sasl_authenticate, create_acls, describe_acls, delete_acls,
+                   describe_user_scram_credentials, alter_user_scram_credentials):
         router.register(module)
+    api_checks.install(router)  # ACL checks around the handlers (a no-op without an authorizer)
     return router
 
 
@@ -54,8 +62,26 @@ class Broker:
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         self.router = build_router()
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush)
+        # security: credentials, ACLs, and TLS/SASL per listener (broker/security/)
+        from kbroker.broker.security import extra_listeners
+        from kbroker.broker.security.service import Security
+
+        self.dev_security = None
+        if config.dev_security:
+            from kbroker.broker.security.dev_security import DevSecurity
+
+            self.dev_security = DevSecurity.create(config)
+            config = self.config = self.dev_security.config
+        self.security = Security(config, self.data_dir)
+        if self.dev_security is not None:
+            self.dev_security.add_users(self.security.credentials)
         host, port = config.listen_address
         self.server = KafkaServer(self, self.router, host, port, config.socket_request_max_bytes)
+        self.extra_servers = [
+            (e, KafkaServer(self, self.router, e.host, e.port, config.socket_request_max_bytes,
+                            security=self.security.for_listener(e.protocol, e.protocol)))
+            for e in extra_listeners.parse(config.security_listeners)
+        ]
         self._background: list[asyncio.Task] = []
         # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
         from kbroker.broker.fetch_sessions import FetchSessionManager
@@ -87,6 +113,18 @@ class Broker:
         # Serve at once; groups of partitions not yet replayed answer COORDINATOR_LOAD_IN_PROGRESS.
         self.coordinator.mark_loading(range(self.offsets_topic.num_partitions))
         port = await self.server.start()
+        from kbroker.broker.security.extra_listeners import BrokerView
+
+        for e, server in self.extra_servers:
+            bound = await server.start()
+            server.broker = BrokerView(self, e.host, bound)  # clients on it are told its own address
+            log.info("listener_started", protocol=e.protocol, listen=f"{e.host}:{bound}",
+                     advertised=server.broker.config.advertised_listener)
+        if self.dev_security is not None:
+            adv_host, adv_port = self.config.advertised_address
+            self.dev_security.write_client_configs(
+                [("PLAINTEXT", "%s:%d" % (adv_host, adv_port or port))]
+                + [(e.protocol, s.broker.config.advertised_listener) for e, s in self.extra_servers])
         self._background.append(asyncio.create_task(self.offsets_topic.load_all(self.coordinator),
                                                     name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
@@ -97,7 +135,8 @@ class Broker:
         # Close the listener first, then let the coordinator answer its parked JoinGroup/SyncGroup
         # requests (NOT_COORDINATOR makes clients look for the next coordinator), so the server's
         # wait for in-flight requests does not sit out rebalance timeouts.
-        server_down = asyncio.create_task(self.server.shutdown(self.config.shutdown_timeout_s))
+        server_down = asyncio.gather(self.server.shutdown(self.config.shutdown_timeout_s),
+                                     *(s.shutdown(self.config.shutdown_timeout_s) for _, s in self.extra_servers))
         await asyncio.sleep(0)
         await self.coordinator.stop()
         await server_down

@@ -64,6 +64,48 @@ class BrokerConfig:
         default=300000, metadata={"help": "log.retention.check.interval.ms"}
     )
     cluster_id: str = field(default="", metadata={"help": "cluster id to create the data dir with (default: random)"})
+    # --- security (issue 14): Kafka's names; see broker/security/ ---
+    sasl_enabled_mechanisms: str = field(
+        default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+        metadata={"help": "SASL mechanisms SASL listeners accept (sasl.enabled.mechanisms)"},
+    )
+    sasl_plain_users_file: str = field(default="", metadata={"help": "file of NAME=PASSWORD lines for SASL/PLAIN"})
+    sasl_server_max_receive_size: int = field(
+        default=524288, metadata={"help": "largest frame before authentication (sasl.server.max.receive.size)"}
+    )
+    connections_max_reauth_ms: int = field(
+        default=0, metadata={"help": "SASL session lifetime; clients re-authenticate (connections.max.reauth.ms)"}
+    )
+    ssl_keystore_location: str = field(
+        default="", metadata={"help": "PEM file: the broker's certificate chain and key (ssl.keystore.location)"}
+    )
+    ssl_key_password: str = field(default="", metadata={"help": "password of the PEM private key (ssl.key.password)"})
+    ssl_truststore_location: str = field(
+        default="", metadata={"help": "PEM file of CAs client certificates must chain to (ssl.truststore.location)"}
+    )
+    ssl_client_auth: str = field(default="none", metadata={"help": "required, requested or none (ssl.client.auth)"})
+    ssl_principal_mapping_rules: str = field(
+        default="DEFAULT", metadata={"help": "certificate subject to principal (ssl.principal.mapping.rules)"}
+    )
+    ssl_handshake_timeout_ms: int = field(default=10000, metadata={"help": "a TLS handshake's time limit"})
+    authorizer_class_name: str = field(
+        default="",
+        metadata={"help": "org.apache.kafka.metadata.authorizer.StandardAuthorizer enables ACLs (authorizer.class.name)"},
+    )
+    super_users: str = field(default="", metadata={"help": "User:a;User:b may do anything (super.users)"})
+    allow_everyone_if_no_acl_found: bool = field(
+        default=False, metadata={"help": "allow when no ACL matches a resource (allow.everyone.if.no.acl.found)"}
+    )
+    security_listeners: str = field(
+        default="",
+        metadata={"help": "extra listeners PROTOCOL://HOST:PORT,... (SSL, SASL_SSL, SASL_PLAINTEXT, PLAINTEXT) "
+                          "beside --listen"},
+    )
+    dev_security: str = field(
+        default="",
+        metadata={"help": "DIR: make a throwaway CA, certificates, SCRAM users and client configs in DIR and serve "
+                          "SASL_SSL and SSL listeners beside PLAINTEXT"},
+    )
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -130,5 +172,12 @@ def validate(cfg: BrokerConfig) -> None:
         raise ValueError(f"--flush must be always, never or interval:MS, not {cfg.flush!r}")
     if cfg.flush.startswith("interval:"):
         int(cfg.flush.split(":", 1)[1])
+    if cfg.ssl_client_auth not in ("required", "requested", "none"):
+        raise ValueError(f"--ssl-client-auth must be required, requested or none, not {cfg.ssl_client_auth!r}")
+    from kbroker.broker.security.service import parse_mechanisms
+    from kbroker.broker.security.tls import PrincipalMapper
+
+    parse_mechanisms(cfg.sasl_enabled_mechanisms)
+    PrincipalMapper(cfg.ssl_principal_mapping_rules)
     cfg.listen_address  # raises on a malformed address
     cfg.advertised_address

@@ -22,6 +22,9 @@ class RequestContext:
     client_id: str
     peer: str
     broker: Any  # kbroker.broker.app.Broker; typed loosely to keep handlers free of import cycles
+    # The connection's authentication state (kbroker.broker.security.session.ConnectionAuth): its
+    # principal, and the SASL exchange SaslHandshake/SaslAuthenticate drive. None on PLAINTEXT.
+    connection: Any = None
 
     def log_fields(self) -> dict[str, Any]:
         return {

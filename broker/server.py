@@ -9,12 +9,14 @@ connections or the process.
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from typing import Any
 
 import structlog
 
 from kbroker.broker.router import Deferred, RequestContext, Router
+from kbroker.broker.security.service import ListenerSecurity, TlsAcceptor, TlsHandshakeFailed
 from kbroker.protocol import framing
 from kbroker.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from kbroker.protocol.errors import ErrorCode
@@ -29,8 +31,10 @@ class CloseConnection(Exception):
 
 
 class KafkaServer:
-    def __init__(self, broker: Any, router: Router, host: str, port: int, max_request_bytes: int) -> None:
+    def __init__(self, broker: Any, router: Router, host: str, port: int, max_request_bytes: int,
+                 security: ListenerSecurity | None = None) -> None:
         self.broker = broker
+        self.security = security  # TLS and/or SASL for this listener; None is PLAINTEXT
         self.router = router
         self.host, self.port = host, port
         self.max_request_bytes = max_request_bytes
@@ -40,7 +44,10 @@ class KafkaServer:
         self._closing = False
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._on_connection, self.host, self.port, limit=1 << 20)
+        if self.security is not None and self.security.ssl_context is not None:
+            self._server = TlsAcceptor(self.host, self.port, self._on_tls_connection)
+        else:
+            self._server = await asyncio.start_server(self._on_connection, self.host, self.port, limit=1 << 20)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -56,7 +63,22 @@ class KafkaServer:
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=1.0)
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_tls_connection(self, sock: socket.socket) -> None:
+        try:
+            peername = sock.getpeername()
+        except OSError:
+            sock.close()
+            return
+        peer = f"{peername[0]}:{peername[1]}"
+        try:
+            reader, writer, conn = await self.security.accept_tls(sock, peer)
+        except TlsHandshakeFailed as e:
+            log.warning("tls_handshake_failed", peer=peer, listener=self.security.listener, error=str(e))
+            return
+        await self._on_connection(reader, writer, conn)
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                             conn: Any = None) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections[task] = writer
@@ -65,7 +87,9 @@ class KafkaServer:
         log.info("connection_open", peer=peer)
         reason = "closed by client"
         try:
-            reason = await self._serve(reader, writer, peer)
+            if self.security is not None and conn is None:  # SASL_PLAINTEXT
+                conn = await self.security.accept(writer, peer)
+            reason = await self._serve(reader, writer, peer, conn)
         except (ConnectionError, asyncio.IncompleteReadError):
             reason = "closed by client"
         except asyncio.CancelledError:
@@ -79,7 +103,7 @@ class KafkaServer:
             writer.close()
             log.info("connection_close", peer=peer, reason=reason)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> str:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str, conn: Any) -> str:
         # Responses are written by one writer task in request order. A request is read only once
         # the previous one is answered, unless the previous handler returned a Deferred (its effects
         # are applied; it only waits for durability): then the next request starts at once.
@@ -91,12 +115,22 @@ class KafkaServer:
                 except asyncio.IncompleteReadError as e:
                     return "closed by client" if not e.partial else "truncated frame"
                 (size,) = _SIZE.unpack(head)
-                if size < 0 or size > self.max_request_bytes:
+                limit = self.max_request_bytes
+                if conn is not None:  # before authentication: sasl.server.max.receive.size
+                    limit = conn.max_frame_bytes(limit, self.security.max_receive_before_auth)
+                if size < 0 or size > limit:
                     log.warning("request_rejected", peer=peer, error="frame size out of bounds", size=size,
-                                max_bytes=self.max_request_bytes)
+                                max_bytes=limit, authenticated=conn.authenticated if conn else None)
                     return "bad frame size"
                 frame = await reader.readexactly(size)
-                response = await self._dispatch_tracked(frame, peer)
+                if conn is not None and conn.raw_tokens:  # SaslHandshake v0: a bare token, no header
+                    answer = conn.raw_token(frame)
+                    if answer is None:
+                        return "authentication failed"
+                    await out.add(_resolved(_SIZE.pack(len(answer)) + answer))
+                    await out.drained()
+                    continue
+                response = await self._dispatch_tracked(frame, peer, conn)
                 if isinstance(response, asyncio.Future):
                     await out.add(response)  # deferred: go on reading
                     continue
@@ -106,12 +140,14 @@ class KafkaServer:
                 await out.drained()
                 if response is _CLOSE:
                     return "bad request"
+                if conn is not None and conn.close_after_response:  # failed SASL: answered, now close
+                    return "authentication failed"
             return "shutdown"
         finally:
             await out.close()
 
-    async def _dispatch_tracked(self, frame: bytes, peer: str) -> Any:
-        task = asyncio.ensure_future(self._dispatch(frame, peer))
+    async def _dispatch_tracked(self, frame: bytes, peer: str, conn: Any) -> Any:
+        task = asyncio.ensure_future(self._dispatch(frame, peer, conn))
         self._track(task)
         # shield: on shutdown the connection task is cancelled, but the request finishes.
         return await asyncio.shield(task)
@@ -120,7 +156,7 @@ class KafkaServer:
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
-    async def _dispatch(self, frame: bytes, peer: str) -> bytes | None | object:
+    async def _dispatch(self, frame: bytes, peer: str, conn: Any) -> bytes | None | object:
         try:
             api_key, api_version, correlation_id = framing.peek_api(frame)
         except MalformedMessage as e:
@@ -137,6 +173,11 @@ class KafkaServer:
             log.warning("request_rejected", error=f"undecodable header: {e}", **fields)
             return _CLOSE
         fields["client_id"] = req.header.client_id
+        if conn is not None:
+            refusal = conn.refusal(api_key)  # Kafka's SASL gate: only the handshake before authentication
+            if refusal is not None:
+                log.warning("request_rejected", error=refusal, principal=conn.principal, **fields)
+                return _CLOSE
         if route is None or not (route.min_version <= api_version <= route.max_version):
             if api_key == framing.API_VERSIONS_KEY:
                 # KIP-511: answer in v0 so any client can read the error and retry lower.
@@ -149,7 +190,8 @@ class KafkaServer:
         except (MalformedMessage, ValueError, UnicodeDecodeError) as e:
             log.warning("request_rejected", error=f"undecodable body: {e}", **fields)
             return _CLOSE
-        ctx = RequestContext(api_key, api_version, correlation_id, req.header.client_id, peer, self.broker)
+        ctx = RequestContext(api_key, api_version, correlation_id, req.header.client_id, peer, self.broker,
+                             connection=conn)
         try:
             response = await route.handler(ctx, body)
         except CloseConnection as e:
@@ -186,6 +228,12 @@ class KafkaServer:
 
 
 _CLOSE = object()
+
+
+def _resolved(data: bytes) -> asyncio.Future:
+    done = asyncio.get_running_loop().create_future()
+    done.set_result(data)
+    return done
 
 
 class _ResponseWriter:
