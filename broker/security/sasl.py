@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import secrets
 import time
 from typing import Callable, Protocol
 
@@ -85,7 +86,8 @@ class ScramExchange:
         self.credential_expiry_ms: int | None = None
         self._user: str | None = None
         self._unknown = False
-        self._server = scramp.ScramMechanism(mechanism).make_server(self._lookup)
+        # an alphanumeric server nonce like Kafka's: older librdkafka (kcat 1.7) mishandles '+', '/', '='
+        self._server = scramp.ScramMechanism(mechanism).make_server(self._lookup, s_nonce=secrets.token_hex(16))
         self._step = 0
 
     def _lookup(self, escaped: str) -> tuple[bytes, bytes, bytes, int]:
@@ -109,6 +111,7 @@ class ScramExchange:
                 return self._server.get_server_first().encode()
             if self._step == 1:
                 self._step = 2
+                self._accept_librdkafka_nonce(text)
                 self._server.set_client_final(text)
                 final = self._server.get_server_final().encode()
                 self.complete, self.principal = True, "User:" + (self._user or "")
@@ -122,6 +125,19 @@ class ScramExchange:
             raise AuthenticationFailed("Authentication failed during authentication due to invalid credentials "
                                        f"with SASL mechanism {self.mechanism}", self._user, reason) from None
         raise AuthenticationFailed("Authentication failed: SCRAM exchange already complete", self._user)
+
+
+    def _accept_librdkafka_nonce(self, client_final: str) -> None:
+        # librdkafka before 2.6.1 (kcat 1.7 in Debian and Ubuntu) answers with its own nonce prepended
+        # to the full nonce (client + server). Kafka 3.8.1-3.9 accept a nonce that ends with the
+        # expected one; so do we. The proof still covers the message exactly as the client sent it.
+        nonce = str(self._server.nonce)
+        for attr in client_final.split(","):
+            if attr.startswith("r="):
+                sent = attr[2:]
+                if sent != nonce and sent.endswith(nonce):
+                    self._server.nonce = type(self._server.nonce)(sent)
+                return
 
 
 def _unescape_saslname(name: str) -> str:

@@ -81,6 +81,8 @@ class ListenerSecurity:
                 lambda: protocol, sock, ssl=self.ssl_context, ssl_handshake_timeout=self.handshake_timeout_s)
         except (ssl.SSLError, ConnectionError, OSError, asyncio.TimeoutError) as e:
             sock.close()
+            if isinstance(e, ConnectionError):  # the client hung up after our alert: say why we sent it
+                e = tls.take_recent_failure() or e
             raise TlsHandshakeFailed(_tls_reason(e)) from None
         writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         principal = ANONYMOUS
@@ -160,17 +162,18 @@ class Security:
                                  f"(use {AUTHORIZERS[0]})")
             self.authorizer = Authorizer(self.acl_store.load(), parse_super_users(config.super_users),
                                          config.allow_everyone_if_no_acl_found)
-        self._ssl_context: ssl.SSLContext | None = None
+        self._ssl_contexts: dict[str, ssl.SSLContext] = {}
 
-    def ssl_context(self) -> ssl.SSLContext:
-        if self._ssl_context is None:
+    def ssl_context(self, client_auth: str) -> ssl.SSLContext:
+        if client_auth not in self._ssl_contexts:
             cfg = self.config
             if not cfg.ssl_keystore_location:
                 raise ValueError("an SSL or SASL_SSL listener needs ssl.keystore.location (a PEM file with the "
                                  "certificate chain and private key)")
-            self._ssl_context = tls.server_context(cfg.ssl_keystore_location, cfg.ssl_truststore_location,
-                                                   cfg.ssl_client_auth, cfg.ssl_key_password)
-        return self._ssl_context
+            self._ssl_contexts[client_auth] = tls.server_context(cfg.ssl_keystore_location,
+                                                                 cfg.ssl_truststore_location, client_auth,
+                                                                 cfg.ssl_key_password)
+        return self._ssl_contexts[client_auth]
 
     def for_listener(self, protocol: str, listener: str | None = None) -> ListenerSecurity | None:
         """None for a PLAINTEXT listener (nothing to do per connection); raises ValueError on a setting
@@ -179,7 +182,12 @@ class Security:
             raise ValueError(f"unknown security protocol {protocol}")
         if protocol == "PLAINTEXT":
             return None
-        tls_ctx = self.ssl_context() if protocol in ("SSL", "SASL_SSL") else None
+        # As in Kafka, ssl.client.auth applies to SSL listeners; SASL_SSL ones authenticate with SASL
+        tls_ctx = None
+        if protocol == "SSL":
+            tls_ctx = self.ssl_context(self.config.ssl_client_auth)
+        elif protocol == "SASL_SSL":
+            tls_ctx = self.ssl_context("none")
         sasl = protocol.startswith("SASL_")
         if sasl and not self.mechanisms:
             raise ValueError(f"listener {listener or protocol}: sasl.enabled.mechanisms is empty")

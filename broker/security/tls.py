@@ -10,6 +10,7 @@ group; `/L` and `/U` fold case) and `DEFAULT`, separated by commas, the first ru
 
 from __future__ import annotations
 
+import collections
 import re
 import ssl
 from dataclasses import dataclass
@@ -17,11 +18,49 @@ from dataclasses import dataclass
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
+class _AlertingSSLObject(ssl.SSLObject):
+    """An SSLObject whose failed server handshake first lets its TLS alert out.
+
+    asyncio's (and uvloop's) TLS layer closes the connection at once when the handshake fails,
+    dropping the alert OpenSSL has queued (`unknown ca`, `certificate required`), so the client only
+    sees the connection drop. Kafka's clients expect the alert: librdkafka then reports "SSL
+    handshake failed" instead of a broker that went away. Here the first failure is reported as
+    "want read", which makes the TLS layer send what is queued (the alert); the client then closes,
+    or the next attempt raises the saved error.
+    """
+
+    _failure: ssl.SSLError | None = None
+
+    def do_handshake(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError as e:
+            if getattr(e, "reason", None) in _NOT_TLS:  # no TLS client to tell: fail at once
+                raise
+            self._failure = e
+            _recent_failures.append(e)
+            raise ssl.SSLWantReadError("alert queued") from None
+
+
+_NOT_TLS = ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE")
+# The last few handshake failures, for the log line of the connection the client then drops
+_recent_failures: "collections.deque[ssl.SSLError]" = collections.deque(maxlen=64)
+
+
+def take_recent_failure() -> ssl.SSLError | None:
+    return _recent_failures.popleft() if _recent_failures else None
+
+
 def server_context(keystore: str, truststore: str = "", client_auth: str = "none",
                    key_password: str | None = None) -> ssl.SSLContext:
     if client_auth not in CLIENT_AUTH:
         raise ValueError(f"ssl.client.auth must be required, requested or none, not {client_auth!r}")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.sslobject_class = _AlertingSSLObject
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.load_cert_chain(keystore, password=key_password or None)
     if truststore:
