@@ -81,7 +81,8 @@ class ListenerSecurity:
                 lambda: protocol, sock, ssl=self.ssl_context, ssl_handshake_timeout=self.handshake_timeout_s)
         except (ssl.SSLError, ConnectionError, OSError, asyncio.TimeoutError) as e:
             sock.close()
-            if isinstance(e, ConnectionError):  # the client hung up after our alert: say why we sent it
+            if isinstance(e, ConnectionError) and "taking longer than" not in str(e):
+                # the client hung up after our alert: say why we sent it
                 e = tls.take_recent_failure() or e
             raise TlsHandshakeFailed(_tls_reason(e)) from None
         writer = asyncio.StreamWriter(transport, protocol, reader, loop)
@@ -143,7 +144,7 @@ def _tls_reason(e: BaseException) -> str:
         if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL"):
             return f"not a TLS client ({reason}); a plaintext client on a TLS listener?"
         return f"TLS handshake failed: {reason}"
-    if isinstance(e, (asyncio.TimeoutError, TimeoutError)) or "timed out" in str(e).lower():
+    if isinstance(e, (asyncio.TimeoutError, TimeoutError)) or "taking longer than" in str(e):
         return "TLS handshake timed out (ssl.handshake.timeout.ms)"
     return f"TLS handshake failed: {type(e).__name__}: {e}"
 
