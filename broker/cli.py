@@ -9,7 +9,8 @@ import struct
 import sys
 import time
 
-from kbroker.broker.config import BrokerConfig, load_config, parse_host_port
+from kbroker import __version__
+from kbroker.broker.config import BrokerConfig, load_config_with_sources, parse_host_port
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kbroker",
         description="A Kafka-protocol broker with Kafka's consumer-group coordinator.",
     )
+    parser.add_argument("--version", action="version", version=f"kbroker {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the broker", description="Run the broker in the foreground.")
     _add_config_flags(serve)
@@ -95,14 +97,22 @@ def main(argv: list[str] | None = None) -> int:
 
         return analyze_main(args)
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
+    # Every start-up mistake ends here as one line on stderr, before anything is logged or written.
     try:
-        config = load_config(flags, args.config)
-    except (ValueError, OSError) as e:
+        config, sources = load_config_with_sources(flags, args.config)
+    except ValueError as e:
         print(f"kbroker: {e}", file=sys.stderr)
         return 2
+    from kbroker.broker.startup import StartupError, prepare
+
+    try:
+        prepared = prepare(config, sources)
+    except StartupError as e:
+        print(f"kbroker: {e}", file=sys.stderr)
+        return 1
     from kbroker.broker.app import run
 
-    return run(config)
+    return run(config, prepared)
 
 
 if __name__ == "__main__":
