@@ -125,3 +125,15 @@ def test_create_topics_at_start_is_idempotent_and_never_alters(tmp_path) -> None
         (differs,) = broker.events("startup_topic_differs", start=2)
         assert (differs["topic"], differs["partitions"], differs["requested_partitions"]) == ("payments", 6, 2)
         assert [e["topic"] for e in broker.events("startup_topic_exists", start=2)] == ["orders"]
+
+
+def test_empty_host_binds_every_interface(tmp_path) -> None:
+    port = free_port()
+    with BrokerProcess(tmp_path / "data", "--listeners", f"PLAINTEXT://:{port}", "--advertised-listeners",
+                       f"PLAINTEXT://127.0.0.1:{port}", port=port, listen_flag=False) as broker:
+        for host in ("127.0.0.1", "localhost"):
+            wire = Wire(f"{host}:{port}")
+            md = wire.call(3, 12, MetadataRequest(topics=None))
+            wire.close()
+            assert [(b.host, b.port) for b in md.brokers] == [("127.0.0.1", port)]
+        assert broker.events("broker_started")[0]["listeners"] == f"PLAINTEXT://:{port}"
