@@ -137,3 +137,16 @@ def test_empty_host_binds_every_interface(tmp_path) -> None:
             wire.close()
             assert [(b.host, b.port) for b in md.brokers] == [("127.0.0.1", port)]
         assert broker.events("broker_started")[0]["listeners"] == f"PLAINTEXT://:{port}"
+
+
+def test_describe_configs_reports_the_listener_settings(two_listeners) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    broker, bootstrap, advertised = two_listeners
+    admin = AdminClient({"bootstrap.servers": bootstrap["INTERNAL"]})
+    (future,) = admin.describe_configs([ConfigResource("broker", "1")]).values()
+    configs = {name: entry.value for name, entry in future.result().items()}
+    assert configs["listeners"] == f"PLAINTEXT://{bootstrap['PLAINTEXT']},INTERNAL://{bootstrap['INTERNAL']}"
+    assert configs["advertised.listeners"] == ",".join(
+        f"{name}://{host}:{port}" for name, (host, port) in advertised.items())
+    assert configs["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"
