@@ -108,6 +108,8 @@ def check_stored_files(path: Path, config: BrokerConfig, src: Sources) -> None:
             props = cluster_meta.read(meta)
         except ValueError as e:
             raise StartupError(f"{meta}: damaged: {e}") from None
+        except OSError as e:
+            raise StartupError(f"{meta}: cannot read: {e.strerror or e}") from None
         if props["node.id"] != config.node_id:
             raise StartupError(f"{meta}: this data directory belongs to node.id={props['node.id']}, "
                                f"not {config.node_id} ({src.label('node_id')})")

@@ -240,6 +240,9 @@ def test_damaged_meta_properties_is_named(tmp_path, stored_dir) -> None:
     _case(data, lambda: serve(data), str(meta), "damaged")
     meta.write_bytes(b"\xff\xfe\x00")
     _case(data, lambda: serve(data), str(meta), "damaged")
+    meta.unlink()
+    meta.mkdir()
+    _case(data, lambda: serve(data), str(meta), "cannot read")
 
 
 def test_meta_properties_of_another_node(tmp_path, stored_dir) -> None:
