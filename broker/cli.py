@@ -58,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configured_address(config_file: str | None) -> str:
+    """Where the broker configured by the environment (and file) listens: its first listener, so
+    a health check follows the configured port."""
+    listener = load_config({}, config_file).listener_set().bind[0]
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(listener.host, listener.host)
+    return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
+
+
 def probe(address: str, timeout: float) -> int:
     from kbroker.protocol import framing
     from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -83,14 +91,6 @@ def probe(address: str, timeout: float) -> int:
     print(f"ok: {address} answered ApiVersions with {len(body.api_keys)} APIs "
           f"in {1000 * (time.monotonic() - started):.1f} ms")
     return 0
-
-
-def configured_address(config_file: str | None) -> str:
-    """Where the broker configured by the environment (and file) listens: its first listener, so
-    a health check follows the configured port."""
-    listener = load_config({}, config_file).listener_set().bind[0]
-    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(listener.host, listener.host)
-    return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
