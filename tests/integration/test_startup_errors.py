@@ -113,6 +113,7 @@ def test_second_listener_port_in_use(tmp_path) -> None:
 
 @pytest.mark.parametrize("args, needles", [
     (["--listen", "192.0.2.1:19092"], ["--listen", "192.0.2.1", "not an address of this machine"]),
+    (["--listen", "nosuchhost.invalid:19092"], ["--listen", "nosuchhost.invalid", "cannot resolve"]),
     (["--listen", "127.0.0.1:99999"], ["--listen", "99999", "1-65535"]),
     (["--listen", "127.0.0.1:port"], ["--listen", "127.0.0.1:port"]),
     (["--listeners", "HTTP://127.0.0.1:19092"], ["--listeners", "HTTP", "listener-security-protocol-map"]),
@@ -123,7 +124,7 @@ def test_second_listener_port_in_use(tmp_path) -> None:
       "--listener-security-protocol-map", MAP], ["--advertised-listeners", "INTERNAL://kbroker:29092"]),
     (["--listeners", "PLAINTEXT://127.0.0.1"], ["--listeners", "PLAINTEXT://127.0.0.1", "port"]),
     (["--listeners", "SSL://127.0.0.1:19093"], ["--listeners", "SSL", "not support"]),
-], ids=["not-ours", "port-range", "port-word", "unknown-scheme", "advertise-wildcard", "advertised-wildcard",
+], ids=["not-ours", "unresolvable", "port-range", "port-word", "unknown-scheme", "advertise-wildcard", "advertised-wildcard",
         "advertised-unmatched", "missing-port", "ssl"])
 def test_bad_listen_addresses(tmp_path, args, needles) -> None:
     data = tmp_path / "data"
