@@ -19,6 +19,8 @@ from kbroker.coordinator.config import GroupConfig
 from kbroker.broker.logging import configure_logging
 from kbroker.broker.router import Router
 from kbroker.broker.server import KafkaServer
+from kbroker.broker.startup import Prepared, prepare
+from kbroker.broker.startup_topics import ensure_topics, parse_create_topics
 
 log = structlog.get_logger("kbroker.broker")
 
@@ -45,17 +47,23 @@ def build_router() -> Router:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, prepared: Prepared | None = None) -> None:
         from kbroker.broker.log.config import LogConfig
         from kbroker.broker.log.manager import LogManager
 
         self.config = config
+        # the checked data directory, its lock and the bound listener sockets (broker/startup.py)
+        self.prepared = prepared if prepared is not None else prepare(config)
+        self.listeners = config.listener_set()
         self.data_dir = Path(config.data_dir)
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         self.router = build_router()
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush)
-        host, port = config.listen_address
-        self.server = KafkaServer(self, self.router, host, port, config.socket_request_max_bytes)
+        self.servers = [
+            KafkaServer(self, self.router, e.host, e.port, config.socket_request_max_bytes, listener=e.name,
+                        sock=self.prepared.sockets.get(e.name))
+            for e in self.listeners.bind
+        ]
         self._background: list[asyncio.Task] = []
         # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
         from kbroker.broker.fetch_sessions import FetchSessionManager
@@ -71,6 +79,7 @@ class Broker:
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets
         self.offsets_topic = OffsetsTopic(self.logs, config.offsets_topic_num_partitions)
         self.offsets_topic.ensure()
+        ensure_topics(self.logs, parse_create_topics(config.create_topics, "--create-topics"))
         self.coordinator = GroupCoordinatorService(
             self.offsets_topic.append_records,
             append_records_nowait=self.offsets_topic.append_records_nowait,
@@ -79,25 +88,31 @@ class Broker:
             num_partitions=self.offsets_topic.num_partitions,
         )
 
-    async def start(self) -> int:
+    def advertised(self, listener: str) -> tuple[str, int]:
+        """The host and port a client that came in on `listener` is told to use (Kafka answers with
+        the endpoints of the listener the request arrived on)."""
+        endpoint = self.listeners.advertised_for(listener)
+        return endpoint.host, endpoint.port
+
+    async def start(self) -> None:
         self.producer_states.load_all()
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
         await self.coordinator.start()
         # Serve at once; groups of partitions not yet replayed answer COORDINATOR_LOAD_IN_PROGRESS.
         self.coordinator.mark_loading(range(self.offsets_topic.num_partitions))
-        port = await self.server.start()
+        for server in self.servers:
+            await server.start()
         self._background.append(asyncio.create_task(self.offsets_topic.load_all(self.coordinator),
                                                     name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
-        return port
 
     async def stop(self) -> None:
         self.fetch_purgatory.shutdown()
         # Close the listener first, then let the coordinator answer its parked JoinGroup/SyncGroup
         # requests (NOT_COORDINATOR makes clients look for the next coordinator), so the server's
         # wait for in-flight requests does not sit out rebalance timeouts.
-        server_down = asyncio.create_task(self.server.shutdown(self.config.shutdown_timeout_s))
+        server_down = asyncio.gather(*(s.shutdown(self.config.shutdown_timeout_s) for s in self.servers))
         await asyncio.sleep(0)
         await self.coordinator.stop()
         await server_down
@@ -106,6 +121,7 @@ class Broker:
         await asyncio.gather(*self._background, return_exceptions=True)
         self.producer_states.snapshot_all()
         self.logs.close()
+        self.prepared.close()  # releases the data directory's lock last
 
     async def auto_create_topic(self, name: str):
         """Create a topic with the broker defaults (Metadata and Produce auto-creation)."""
@@ -123,14 +139,14 @@ class Broker:
                 log.exception("retention_failed")
 
 
-async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> int:
+async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepared: Prepared | None = None) -> int:
     started = time.monotonic()
-    broker = Broker(config)
-    port = await broker.start()
+    broker = Broker(config, prepared)
+    await broker.start()
     log.info(
         "broker_started",
-        listen=f"{config.listen_address[0]}:{port}",
-        advertised="%s:%d" % config.advertised_address,
+        listeners=broker.listeners.describe("listeners"),
+        advertised_listeners=broker.listeners.describe("advertised"),
         data_dir=str(broker.data_dir),
         cluster_id=broker.cluster_id,
         node_id=broker.node_id,
@@ -150,6 +166,8 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> int
     return 0
 
 
-def run(config: BrokerConfig) -> int:
+def run(config: BrokerConfig, prepared: Prepared | None = None) -> int:
+    """Serve until SIGTERM/SIGINT. `prepared` comes from kbroker.broker.startup.prepare(), which the
+    CLI runs first so that a start-up mistake is one line on stderr and nothing else."""
     configure_logging(config.log_format, config.log_level)
-    return uvloop.run(serve(config))
+    return uvloop.run(serve(config, prepared=prepared))

@@ -22,6 +22,9 @@ class RequestContext:
     client_id: str
     peer: str
     broker: Any  # kbroker.broker.app.Broker; typed loosely to keep handlers free of import cycles
+    # The listener the request came in on (Kafka's ListenerName): Metadata, FindCoordinator and
+    # DescribeCluster answer with that listener's advertised address.
+    listener: str = "PLAINTEXT"
 
     def log_fields(self) -> dict[str, Any]:
         return {

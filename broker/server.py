@@ -9,6 +9,7 @@ connections or the process.
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from typing import Any
 
@@ -29,10 +30,16 @@ class CloseConnection(Exception):
 
 
 class KafkaServer:
-    def __init__(self, broker: Any, router: Router, host: str, port: int, max_request_bytes: int) -> None:
+    """One listener: the broker runs one server per configured listener, each stamping its name on
+    the requests it reads. `sock` is the listening socket the start-up checks already bound."""
+
+    def __init__(self, broker: Any, router: Router, host: str, port: int, max_request_bytes: int, *,
+                 listener: str = "PLAINTEXT", sock: socket.socket | None = None) -> None:
         self.broker = broker
         self.router = router
         self.host, self.port = host, port
+        self.listener = listener
+        self._sock = sock
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
@@ -40,7 +47,10 @@ class KafkaServer:
         self._closing = False
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._on_connection, self.host, self.port, limit=1 << 20)
+        if self._sock is not None:
+            self._server = await asyncio.start_server(self._on_connection, sock=self._sock, limit=1 << 20)
+        else:
+            self._server = await asyncio.start_server(self._on_connection, self.host, self.port, limit=1 << 20)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -62,7 +72,7 @@ class KafkaServer:
         self._connections[task] = writer
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        log.info("connection_open", peer=peer)
+        log.info("connection_open", peer=peer, listener=self.listener)
         reason = "closed by client"
         try:
             reason = await self._serve(reader, writer, peer)
@@ -149,7 +159,8 @@ class KafkaServer:
         except (MalformedMessage, ValueError, UnicodeDecodeError) as e:
             log.warning("request_rejected", error=f"undecodable body: {e}", **fields)
             return _CLOSE
-        ctx = RequestContext(api_key, api_version, correlation_id, req.header.client_id, peer, self.broker)
+        ctx = RequestContext(api_key, api_version, correlation_id, req.header.client_id, peer, self.broker,
+                             self.listener)
         try:
             response = await route.handler(ctx, body)
         except CloseConnection as e:
