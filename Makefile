@@ -1,4 +1,5 @@
 # kbroker: `make run` serves on 127.0.0.1:9092 with data in ./data; `make test` runs the whole suite.
+# `make run SERVE_ARGS="--create-topics orders:3"` passes more options to `kbroker serve`.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -6,10 +7,11 @@ PIP := $(VENV)/bin/pip
 LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
+SERVE_ARGS ?=
 
 .PHONY: run test venv test-venv system-deps codegen bench analyze clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e .
@@ -24,7 +26,8 @@ venv: $(VENV)/.installed
 test-venv: $(VENV)/.installed-test
 
 run: venv
-	$(VENV)/bin/kbroker serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+	@echo "kbroker is $(VENV)/bin/kbroker (or run '. $(VENV)/bin/activate' to have it on PATH); Ctrl-C stops it"
+	$(VENV)/bin/kbroker serve --listen $(LISTEN) --data-dir $(DATA_DIR) $(SERVE_ARGS)
 
 # Debian packages the tests use (kcat). Installed only when missing; needs root, as in CI.
 system-deps:

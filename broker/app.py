@@ -19,6 +19,8 @@ from kbroker.coordinator.config import GroupConfig
 from kbroker.broker.logging import configure_logging
 from kbroker.broker.router import Router
 from kbroker.broker.server import KafkaServer
+from kbroker.broker.startup import Prepared, prepare
+from kbroker.broker.startup_topics import ensure_topics, parse_create_topics
 
 log = structlog.get_logger("kbroker.broker")
 
@@ -53,17 +55,21 @@ def build_router() -> Router:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, prepared: Prepared | None = None) -> None:
         from kbroker.broker.log.config import LogConfig
         from kbroker.broker.log.manager import LogManager
 
-        self.config = config
+        from kbroker.broker.security.dev_security import configure as configure_dev_security
+
+        config = self.config = configure_dev_security(config)  # --dev-security: SSL and SASL_SSL listeners
+        # the checked data directory, its lock and the bound listener sockets (broker/startup.py)
+        self.prepared = prepared if prepared is not None else prepare(config)
+        self.listeners = config.listener_set()
         self.data_dir = Path(config.data_dir)
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         self.router = build_router()
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/)
-        from kbroker.broker.security import extra_listeners
         from kbroker.broker.security.service import Security
 
         self.dev_security = None
@@ -71,16 +77,14 @@ class Broker:
             from kbroker.broker.security.dev_security import DevSecurity
 
             self.dev_security = DevSecurity.create(config)
-            config = self.config = self.dev_security.config
         self.security = Security(config, self.data_dir)
         if self.dev_security is not None:
             self.dev_security.add_users(self.security.credentials)
-        host, port = config.listen_address
-        self.server = KafkaServer(self, self.router, host, port, config.socket_request_max_bytes)
-        self.extra_servers = [
-            (e, KafkaServer(self, self.router, e.host, e.port, config.socket_request_max_bytes,
-                            security=self.security.for_listener(e.protocol, e.protocol)))
-            for e in extra_listeners.parse(config.security_listeners)
+        self.servers = [
+            KafkaServer(self, self.router, e.host, e.port, config.socket_request_max_bytes, listener=e.name,
+                        sock=self.prepared.sockets.get(e.name),
+                        security=self.security.for_listener(e.security_protocol, e.name))
+            for e in self.listeners.bind
         ]
         self._background: list[asyncio.Task] = []
         # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
@@ -97,6 +101,7 @@ class Broker:
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets
         self.offsets_topic = OffsetsTopic(self.logs, config.offsets_topic_num_partitions)
         self.offsets_topic.ensure()
+        ensure_topics(self.logs, parse_create_topics(config.create_topics, "--create-topics"))
         self.coordinator = GroupCoordinatorService(
             self.offsets_topic.append_records,
             append_records_nowait=self.offsets_topic.append_records_nowait,
@@ -105,38 +110,34 @@ class Broker:
             num_partitions=self.offsets_topic.num_partitions,
         )
 
-    async def start(self) -> int:
+    def advertised(self, listener: str) -> tuple[str, int]:
+        """The host and port a client that came in on `listener` is told to use (Kafka answers with
+        the endpoints of the listener the request arrived on)."""
+        endpoint = self.listeners.advertised_for(listener)
+        return endpoint.host, endpoint.port
+
+    async def start(self) -> None:
         self.producer_states.load_all()
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
         await self.coordinator.start()
         # Serve at once; groups of partitions not yet replayed answer COORDINATOR_LOAD_IN_PROGRESS.
         self.coordinator.mark_loading(range(self.offsets_topic.num_partitions))
-        port = await self.server.start()
-        from kbroker.broker.security.extra_listeners import BrokerView
-
-        for e, server in self.extra_servers:
-            bound = await server.start()
-            server.broker = BrokerView(self, e.host, bound)  # clients on it are told its own address
-            log.info("listener_started", protocol=e.protocol, listen=f"{e.host}:{bound}",
-                     advertised=server.broker.config.advertised_listener)
+        for server in self.servers:
+            await server.start()
         if self.dev_security is not None:
-            adv_host, adv_port = self.config.advertised_address
             self.dev_security.write_client_configs(
-                [("PLAINTEXT", "%s:%d" % (adv_host, adv_port or port))]
-                + [(e.protocol, s.broker.config.advertised_listener) for e, s in self.extra_servers])
+                [(e.security_protocol, "%s:%d" % self.advertised(e.name)) for e in self.listeners.bind])
         self._background.append(asyncio.create_task(self.offsets_topic.load_all(self.coordinator),
                                                     name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
-        return port
 
     async def stop(self) -> None:
         self.fetch_purgatory.shutdown()
         # Close the listener first, then let the coordinator answer its parked JoinGroup/SyncGroup
         # requests (NOT_COORDINATOR makes clients look for the next coordinator), so the server's
         # wait for in-flight requests does not sit out rebalance timeouts.
-        server_down = asyncio.gather(self.server.shutdown(self.config.shutdown_timeout_s),
-                                     *(s.shutdown(self.config.shutdown_timeout_s) for _, s in self.extra_servers))
+        server_down = asyncio.gather(*(s.shutdown(self.config.shutdown_timeout_s) for s in self.servers))
         await asyncio.sleep(0)
         await self.coordinator.stop()
         await server_down
@@ -145,6 +146,7 @@ class Broker:
         await asyncio.gather(*self._background, return_exceptions=True)
         self.producer_states.snapshot_all()
         self.logs.close()
+        self.prepared.close()  # releases the data directory's lock last
 
     async def auto_create_topic(self, name: str):
         """Create a topic with the broker defaults (Metadata and Produce auto-creation)."""
@@ -162,14 +164,14 @@ class Broker:
                 log.exception("retention_failed")
 
 
-async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> int:
+async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepared: Prepared | None = None) -> int:
     started = time.monotonic()
-    broker = Broker(config)
-    port = await broker.start()
+    broker = Broker(config, prepared)
+    await broker.start()
     log.info(
         "broker_started",
-        listen=f"{config.listen_address[0]}:{port}",
-        advertised="%s:%d" % config.advertised_address,
+        listeners=broker.listeners.describe("listeners"),
+        advertised_listeners=broker.listeners.describe("advertised"),
         data_dir=str(broker.data_dir),
         cluster_id=broker.cluster_id,
         node_id=broker.node_id,
@@ -189,6 +191,8 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> int
     return 0
 
 
-def run(config: BrokerConfig) -> int:
+def run(config: BrokerConfig, prepared: Prepared | None = None) -> int:
+    """Serve until SIGTERM/SIGINT. `prepared` comes from kbroker.broker.startup.prepare(), which the
+    CLI runs first so that a start-up mistake is one line on stderr and nothing else."""
     configure_logging(config.log_format, config.log_level)
-    return uvloop.run(serve(config))
+    return uvloop.run(serve(config, prepared=prepared))

@@ -8,7 +8,8 @@ import socket
 import sys
 import time
 
-from kbroker.broker.config import BrokerConfig, load_config, parse_host_port
+from kbroker import __version__
+from kbroker.broker.config import BrokerConfig, load_config, load_config_with_sources, parse_host_port
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -29,12 +30,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kbroker",
         description="A Kafka-protocol broker with Kafka's consumer-group coordinator.",
     )
+    parser.add_argument("--version", action="version", version=f"kbroker {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the broker", description="Run the broker in the foreground.")
     _add_config_flags(serve)
     probe = sub.add_parser("probe", help="ApiVersions round trip; exit 0 if the broker answers, 1 if not",
                            description="Health check: one ApiVersions round trip.")
-    probe.add_argument("address", metavar="HOST:PORT")
+    probe.add_argument("address", metavar="HOST:PORT", nargs="?",
+                       help="default: the first configured listener (KBROKER_LISTENERS, KBROKER_LISTEN or --config), "
+                            "on 127.0.0.1 when it listens on every interface")
+    probe.add_argument("--config", metavar="FILE", help="TOML file to read the listener from")
     probe.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (default 3)")
     user = sub.add_parser("user", help="SASL users: `kbroker user add NAME ...`",
                           description="Manage SASL users (SCRAM credentials in the data directory, PLAIN users file).")
@@ -66,12 +71,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configured_address(config_file: str | None) -> str:
+    """Where the broker configured by the environment (and file) listens: its first listener, so
+    a health check follows the configured port."""
+    listener = load_config({}, config_file).listener_set().bind[0]
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(listener.host, listener.host)
+    return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
+
+
 def probe(address: str, timeout: float) -> int:
     from kbroker.protocol import framing
     from kbroker.protocol.frames import FrameReader, recv_frame
     from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 
-    host, port = parse_host_port(address)
+    try:
+        host, port = parse_host_port(address)
+    except ValueError:
+        print(f"kbroker probe: {address!r} is not HOST:PORT", file=sys.stderr)
+        return 1
     started = time.monotonic()
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
@@ -120,7 +137,14 @@ def user_add(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "probe":
-        return probe(args.address, args.timeout)
+        address = args.address
+        if address is None:
+            try:
+                address = configured_address(args.config)
+            except ValueError as e:
+                print(f"kbroker probe: {e}", file=sys.stderr)
+                return 1
+        return probe(address, args.timeout)
     if args.command == "user":
         return user_add(args)
     if args.command == "analyze":
@@ -128,14 +152,25 @@ def main(argv: list[str] | None = None) -> int:
 
         return analyze_main(args)
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
+    # Every start-up mistake ends here as one line on stderr, before anything is logged or written.
     try:
-        config = load_config(flags, args.config)
-    except (ValueError, OSError) as e:
+        config, sources = load_config_with_sources(flags, args.config)
+    except ValueError as e:
         print(f"kbroker: {e}", file=sys.stderr)
         return 2
+    from kbroker.broker.security.dev_security import configure as configure_dev_security
+    from kbroker.broker.startup import StartupError, prepare
+
+    config = configure_dev_security(config)  # --dev-security adds its SSL and SASL_SSL listeners
+
+    try:
+        prepared = prepare(config, sources)
+    except StartupError as e:
+        print(f"kbroker: {e}", file=sys.stderr)
+        return 1
     from kbroker.broker.app import run
 
-    return run(config)
+    return run(config, prepared)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,29 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+def read(path: Path) -> dict:
+    """The stored identity; ValueError says what is wrong with a damaged file."""
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise ValueError("not a text file") from None
+    props = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ValueError(f"line {line[:40]!r} is not key=value")
+        props[key.strip()] = value.strip()
+    if not props.get("cluster.id"):
+        raise ValueError("no cluster.id")
+    try:
+        props["node.id"] = int(props["node.id"])
+    except (KeyError, ValueError):
+        raise ValueError(f"node.id {props.get('node.id')!r} is not an integer") from None
+    return props
+
+
 def load_or_create(data_dir: Path, node_id: int, cluster_id: str = "") -> tuple[str, int]:
     """Return (cluster id, node id), creating the file on first start.
 
@@ -23,12 +46,10 @@ def load_or_create(data_dir: Path, node_id: int, cluster_id: str = "") -> tuple[
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / FILE
     if path.exists():
-        props = dict(
-            line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#")
-        )
-        stored_node = int(props.get("node.id", node_id))
+        props = read(path)  # kbroker.broker.startup has already refused a damaged file
+        stored_node = props["node.id"]
         if stored_node != node_id:
-            raise SystemExit(f"{path} belongs to node.id={stored_node}, not {node_id}")
+            raise ValueError(f"{path} belongs to node.id={stored_node}, not {node_id}")
         return props["cluster.id"], stored_node
     cid = cluster_id or new_cluster_id()
     tmp = path.with_suffix(".tmp")

@@ -1,5 +1,9 @@
 """Broker configuration: flags win over `KBROKER_*` environment variables, which win over an
 optional TOML file, which wins over the defaults (Kafka's defaults where Kafka has the setting).
+
+Every value is checked before the broker touches anything, and a bad one is reported in one line
+naming where it came from: the flag (`--num-partitions`), the variable (`KBROKER_NUM_PARTITIONS`)
+or the TOML key and file (`num.partitions in kbroker.toml`).
 """
 
 from __future__ import annotations
@@ -9,6 +13,12 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any
+
+from kbroker.broker.listeners import DEFAULT_SECURITY_PROTOCOL_MAP, ListenerError, Listeners, resolve
+
+
+class ConfigError(ValueError):
+    """A setting the broker cannot start with; the message is the one line the CLI prints."""
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
@@ -26,9 +36,25 @@ def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
 class BrokerConfig:
     """Every setting, with the help text `kbroker --help` prints and its Kafka name where one exists."""
 
-    listen: str = field(default="127.0.0.1:9092", metadata={"help": "HOST:PORT to listen on"})
+    listeners: str = field(
+        default="",
+        metadata={"help": "Kafka's listeners: NAME://HOST:PORT,... e.g. PLAINTEXT://0.0.0.0:9092,INTERNAL://0.0.0.0:29092 "
+                          "(default: one PLAINTEXT listener on --listen)"},
+    )
+    advertised_listeners: str = field(
+        default="",
+        metadata={"help": "Kafka's advertised.listeners: the NAME://HOST:PORT clients on each listener are told "
+                          "(default: --listeners)"},
+    )
+    listener_security_protocol_map: str = field(
+        default=DEFAULT_SECURITY_PROTOCOL_MAP,
+        metadata={"help": "listener name -> security protocol (listener.security.protocol.map); only PLAINTEXT "
+                          "is served so far"},
+    )
+    listen: str = field(default="127.0.0.1:9092",
+                        metadata={"help": "HOST:PORT of one PLAINTEXT listener (the short form of --listeners)"})
     advertised_listener: str = field(
-        default="", metadata={"help": "HOST:PORT clients are told to connect to (default: the listen address)"}
+        default="", metadata={"help": "HOST:PORT clients of --listen are told (default: the listen address)"}
     )
     data_dir: str = field(default="./data", metadata={"help": "directory holding the logs and cluster metadata"})
     node_id: int = field(default=1, metadata={"help": "this broker's node id (Kafka node.id)"})
@@ -64,6 +90,11 @@ class BrokerConfig:
         default=300000, metadata={"help": "log.retention.check.interval.ms"}
     )
     cluster_id: str = field(default="", metadata={"help": "cluster id to create the data dir with (default: random)"})
+    create_topics: str = field(
+        default="",
+        metadata={"help": "topics to create at start-up, NAME:PARTITIONS[:compact|delete],... e.g. "
+                          "orders:3,payments:6:compact (existing topics are left as they are)"},
+    )
     # --- security (issue 14): Kafka's names; see broker/security/ ---
     sasl_enabled_mechanisms: str = field(
         default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
@@ -96,42 +127,90 @@ class BrokerConfig:
     allow_everyone_if_no_acl_found: bool = field(
         default=False, metadata={"help": "allow when no ACL matches a resource (allow.everyone.if.no.acl.found)"}
     )
-    security_listeners: str = field(
-        default="",
-        metadata={"help": "extra listeners PROTOCOL://HOST:PORT,... (SSL, SASL_SSL, SASL_PLAINTEXT, PLAINTEXT) "
-                          "beside --listen"},
-    )
     dev_security: str = field(
         default="",
         metadata={"help": "DIR: make a throwaway CA, certificates, SCRAM users and client configs in DIR and serve "
                           "SASL_SSL and SSL listeners beside PLAINTEXT"},
     )
 
-    @property
-    def listen_address(self) -> tuple[str, int]:
-        return parse_host_port(self.listen)
+    def listener_set(self, sources: Sources | None = None) -> Listeners:
+        """The listeners to bind and what each one advertises (see broker/listeners.py). Without
+        `--listeners`, `--listen` and `--advertised-listener` are one PLAINTEXT listener."""
+        src = sources or Sources()
+        options = {name: src.label(name) for name in ("listeners", "advertised_listeners",
+                                                      "listener_security_protocol_map")}
+        listeners, advertised = self.listeners, self.advertised_listeners
+        legacy = not listeners.strip()
+        if legacy:
+            listeners = "PLAINTEXT://" + _legacy_endpoint(self.listen, src.label("listen"))
+            options["listeners"] = src.label("listen")
+        if not advertised.strip() and self.advertised_listener.strip():
+            advertised = "PLAINTEXT://" + _legacy_endpoint(self.advertised_listener, src.label("advertised_listener"))
+            options["advertised_listeners"] = src.label("advertised_listener")
+        try:
+            return resolve(listeners, advertised, self.listener_security_protocol_map, options=options,
+                           legacy_loopback=legacy and not advertised.strip())
+        except ListenerError as e:
+            raise ConfigError(str(e)) from None
 
-    @property
-    def advertised_address(self) -> tuple[str, int]:
-        if self.advertised_listener:
-            return parse_host_port(self.advertised_listener)
-        host, port = self.listen_address
-        return ("127.0.0.1" if host in ("0.0.0.0", "::", "") else host), port
+
+def _legacy_endpoint(text: str, label: str) -> str:
+    try:
+        host, port = parse_host_port(text)
+    except ValueError:
+        raise ConfigError(f"{label}: {text!r} is not HOST:PORT") from None
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 ENV_PREFIX = "KBROKER_"
+_FILE, _ENV, _FLAG = 1, 2, 3  # where a value came from, in rising priority
 
 
-def _coerce(f: dataclasses.Field, value: Any) -> Any:
+class Sources:
+    """Where each explicitly set value came from, so errors name what the user wrote."""
+
+    def __init__(self) -> None:
+        self.labels: dict[str, str] = {}
+        self.levels: dict[str, int] = {}
+
+    def set(self, name: str, level: int, label: str) -> None:
+        self.labels[name], self.levels[name] = label, level
+
+    def drop(self, name: str) -> None:
+        self.labels.pop(name, None)
+        self.levels.pop(name, None)
+
+    def label(self, name: str) -> str:
+        return self.labels.get(name) or "--" + name.replace("_", "-")
+
+
+def _coerce(f: dataclasses.Field, value: Any, label: str) -> Any:
     kind = f.type if isinstance(f.type, str) else f.type.__name__
     if kind == "bool":
         if isinstance(value, bool):
             return value
-        return str(value).strip().lower() in ("1", "true", "yes", "on")
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{label}: {value!r} is not true or false")
     if kind == "int":
-        return int(value)
+        if isinstance(value, bool) or isinstance(value, float):
+            raise ConfigError(f"{label}: {value!r} is not an integer")
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"{label}: {value!r} is not an integer") from None
     if kind == "float":
-        return float(value)
+        if isinstance(value, bool):
+            raise ConfigError(f"{label}: {value!r} is not a number")
+        try:
+            return float(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"{label}: {value!r} is not a number") from None
+    if isinstance(value, (dict, list)):
+        raise ConfigError(f"{label}: expected a string, not {value!r}")
     return str(value)
 
 
@@ -141,43 +220,123 @@ def load_config(flags: dict[str, Any], config_file: str | None = None, env: dict
     TOML keys and environment names use the field names (`data_dir` / `KBROKER_DATA_DIR`);
     Kafka's dotted names (`group.initial.rebalance.delay.ms`) are accepted in the TOML file too.
     """
+    return load_config_with_sources(flags, config_file, env)[0]
+
+
+def load_config_with_sources(flags: dict[str, Any], config_file: str | None = None,
+                             env: dict[str, str] | None = None) -> tuple[BrokerConfig, Sources]:
     env = os.environ if env is None else env
     fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
     values: dict[str, Any] = {}
+    sources = Sources()
     path = config_file or env.get(ENV_PREFIX + "CONFIG")
     if path:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: invalid TOML: {e}") from None
+        except OSError as e:
+            raise ConfigError(f"{'--config' if config_file else ENV_PREFIX + 'CONFIG'}: cannot read {path}: "
+                              f"{e.strerror or e}") from None
         for key, value in data.items():
             name = key.replace(".", "_").replace("-", "_")
             if name not in fields:
-                raise ValueError(f"{path}: unknown setting {key!r}")
-            values[name] = _coerce(fields[name], value)
+                raise ConfigError(f"{path}: unknown setting {key!r}")
+            label = f"{key} in {path}"
+            values[name] = _coerce(fields[name], value, label)
+            sources.set(name, _FILE, label)
     for name, f in fields.items():
         raw = env.get(ENV_PREFIX + name.upper())
         if raw is not None:
-            values[name] = _coerce(f, raw)
+            label = ENV_PREFIX + name.upper()
+            values[name] = _coerce(f, raw, label)
+            sources.set(name, _ENV, label)
     for name, value in flags.items():
         if value is not None and name in fields:
-            values[name] = _coerce(fields[name], value)
+            label = "--" + name.replace("_", "-")
+            values[name] = _coerce(fields[name], value, label)
+            sources.set(name, _FLAG, label)
+    for new, old in (("listeners", "listen"), ("advertised_listeners", "advertised_listener")):
+        _pick(values, sources, new, old, fields)
     cfg = BrokerConfig(**values)
-    validate(cfg)
-    return cfg
+    validate(cfg, sources)
+    return cfg, sources
 
 
-def validate(cfg: BrokerConfig) -> None:
+def _pick(values: dict[str, Any], sources: Sources, new: str, old: str, fields: dict) -> None:
+    """Kafka's form and the short form of one setting: the one set at the higher priority wins;
+    both at the same level is a mistake to report, not to guess about."""
+    if new not in sources.levels or old not in sources.levels:
+        return
+    if sources.levels[new] == sources.levels[old]:
+        raise ConfigError(f"{sources.label(old)} and {sources.label(new)} are both set: keep "
+                          f"{sources.label(new)} alone")
+    loser = old if sources.levels[new] > sources.levels[old] else new
+    values[loser] = fields[loser].default
+    sources.drop(loser)
+
+
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+# (field, lowest value): counts and sizes must be positive, times and delays may be zero.
+_MINIMUM = {
+    "node_id": 0, "socket_request_max_bytes": 1, "num_partitions": 1, "shutdown_timeout_s": 0,
+    "group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 0, "group_max_session_timeout_ms": 0,
+    "group_max_size": 1, "offsets_topic_num_partitions": 1, "offsets_retention_minutes": 1,
+    "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,
+}
+_INT32_MAX = 2**31 - 1
+
+
+def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
+    src = sources or Sources()
     if cfg.log_format not in ("auto", "console", "json"):
-        raise ValueError(f"--log-format must be console, json or auto, not {cfg.log_format!r}")
-    if not (cfg.flush in ("always", "never") or cfg.flush.startswith("interval:")):
-        raise ValueError(f"--flush must be always, never or interval:MS, not {cfg.flush!r}")
+        raise ConfigError(f"{src.label('log_format')}: must be console, json or auto, not {cfg.log_format!r}")
+    if cfg.log_level.lower() not in _LOG_LEVELS:
+        raise ConfigError(f"{src.label('log_level')}: must be one of {', '.join(_LOG_LEVELS)}, not {cfg.log_level!r}")
+    flush_ok = cfg.flush in ("always", "never")
     if cfg.flush.startswith("interval:"):
-        int(cfg.flush.split(":", 1)[1])
+        ms = cfg.flush.split(":", 1)[1]
+        flush_ok = ms.isdigit() and int(ms) > 0
+    if not flush_ok:
+        raise ConfigError(f"{src.label('flush')}: must be always, never or interval:MS (MS > 0), not {cfg.flush!r}")
+    for name, low in _MINIMUM.items():
+        value = getattr(cfg, name)
+        if value < low:
+            raise ConfigError(f"{src.label(name)}: {value!r} is below the minimum {low}")
+        if isinstance(value, int) and value > _INT32_MAX:
+            raise ConfigError(f"{src.label(name)}: {value!r} is above the maximum {_INT32_MAX}")
+    if cfg.group_min_session_timeout_ms > cfg.group_max_session_timeout_ms:
+        raise ConfigError(f"{src.label('group_min_session_timeout_ms')}: {cfg.group_min_session_timeout_ms} is above "
+                          f"{src.label('group_max_session_timeout_ms')} ({cfg.group_max_session_timeout_ms})")
+    if not cfg.data_dir.strip():
+        raise ConfigError(f"{src.label('data_dir')}: empty path")
+    if cfg.listeners.strip() and cfg.advertised_listener.strip() and not cfg.advertised_listeners.strip():
+        raise ConfigError(f"{src.label('advertised_listener')} goes with {src.label('listen')}; with "
+                          f"{src.label('listeners')} set {src.label('advertised_listeners')}")
+    listeners = cfg.listener_set(src)
+    tls = [e.name for e in listeners.bind if e.security_protocol in ("SSL", "SASL_SSL")]
+    if tls and not cfg.ssl_keystore_location and not cfg.dev_security:
+        raise ConfigError(f"{src.label('ssl_keystore_location')}: listener {tls[0]} uses TLS and needs a PEM file "
+                          "with the broker's certificate and key (or --dev-security DIR)")
+    for name in ("ssl_keystore_location", "ssl_truststore_location", "sasl_plain_users_file"):
+        path = getattr(cfg, name)
+        if path and not cfg.dev_security and not os.path.isfile(path) and name != "sasl_plain_users_file":
+            raise ConfigError(f"{src.label(name)}: {path} is not a file")
+    from kbroker.broker.startup_topics import parse_create_topics
+
+    parse_create_topics(cfg.create_topics, src.label("create_topics"))
     if cfg.ssl_client_auth not in ("required", "requested", "none"):
-        raise ValueError(f"--ssl-client-auth must be required, requested or none, not {cfg.ssl_client_auth!r}")
+        raise ConfigError(f"{src.label('ssl_client_auth')}: must be required, requested or none, "
+                          f"not {cfg.ssl_client_auth!r}")
     from kbroker.broker.security.service import parse_mechanisms
     from kbroker.broker.security.tls import PrincipalMapper
 
-    parse_mechanisms(cfg.sasl_enabled_mechanisms)
-    PrincipalMapper(cfg.ssl_principal_mapping_rules)
-    cfg.listen_address  # raises on a malformed address
-    cfg.advertised_address
+    try:
+        parse_mechanisms(cfg.sasl_enabled_mechanisms)
+    except ValueError as e:
+        raise ConfigError(f"{src.label('sasl_enabled_mechanisms')}: {e}") from None
+    try:
+        PrincipalMapper(cfg.ssl_principal_mapping_rules)
+    except ValueError as e:
+        raise ConfigError(f"{src.label('ssl_principal_mapping_rules')}: {e}") from None

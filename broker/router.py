@@ -22,6 +22,9 @@ class RequestContext:
     client_id: str
     peer: str
     broker: Any  # kbroker.broker.app.Broker; typed loosely to keep handlers free of import cycles
+    # The listener the request came in on (Kafka's ListenerName): Metadata, FindCoordinator and
+    # DescribeCluster answer with that listener's advertised address.
+    listener: str = "PLAINTEXT"
     # The connection's authentication state (kbroker.broker.security.session.ConnectionAuth): its
     # principal, and the SASL exchange SaslHandshake/SaslAuthenticate drive. None on PLAINTEXT.
     connection: Any = None

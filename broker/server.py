@@ -31,12 +31,18 @@ class CloseConnection(Exception):
 
 
 class KafkaServer:
-    def __init__(self, broker: Any, router: Router, host: str, port: int, max_request_bytes: int,
+    """One listener: the broker runs one server per configured listener, each stamping its name on
+    the requests it reads. `sock` is the listening socket the start-up checks already bound."""
+
+    def __init__(self, broker: Any, router: Router, host: str, port: int, max_request_bytes: int, *,
+                 listener: str = "PLAINTEXT", sock: socket.socket | None = None,
                  security: ListenerSecurity | None = None) -> None:
         self.broker = broker
         self.security = security  # TLS and/or SASL for this listener; None is PLAINTEXT
         self.router = router
         self.host, self.port = host, port
+        self.listener = listener
+        self._sock = sock
         self.max_request_bytes = max_request_bytes
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
@@ -45,7 +51,9 @@ class KafkaServer:
 
     async def start(self) -> int:
         if self.security is not None and self.security.ssl_context is not None:
-            self._server = TlsAcceptor(self.host, self.port, self._on_tls_connection)
+            self._server = TlsAcceptor(self.host, self.port, self._on_tls_connection, sock=self._sock)
+        elif self._sock is not None:
+            self._server = await asyncio.start_server(self._on_connection, sock=self._sock, limit=1 << 20)
         else:
             self._server = await asyncio.start_server(self._on_connection, self.host, self.port, limit=1 << 20)
         self.port = self._server.sockets[0].getsockname()[1]
@@ -84,7 +92,7 @@ class KafkaServer:
         self._connections[task] = writer
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        log.info("connection_open", peer=peer)
+        log.info("connection_open", peer=peer, listener=self.listener)
         reason = "closed by client"
         try:
             if self.security is not None and conn is None:  # SASL_PLAINTEXT
@@ -191,7 +199,7 @@ class KafkaServer:
             log.warning("request_rejected", error=f"undecodable body: {e}", **fields)
             return _CLOSE
         ctx = RequestContext(api_key, api_version, correlation_id, req.header.client_id, peer, self.broker,
-                             connection=conn)
+                             self.listener, connection=conn)
         try:
             response = await route.handler(ctx, body)
         except CloseConnection as e:

@@ -21,7 +21,7 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         return DescribeClusterResponse(error_code=code, endpoint_type=ENDPOINT_BROKERS,
                                        error_message="this listener serves broker endpoints only",
                                        cluster_id=broker.cluster_id, controller_id=-1)
-    host, port = broker.config.advertised_address
+    host, port = broker.advertised(ctx.listener)
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,

@@ -96,8 +96,9 @@ TOPIC_CONFIGS: dict[str, tuple[int, str, tuple[tuple[str, str | None], ...]]] = 
 BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("node_id", "node.id", INT),
     ("node_id", "broker.id", INT),
-    ("listen", "listeners", LIST),
-    ("advertised_listener", "advertised.listeners", LIST),
+    ("listeners", "listeners", LIST),
+    ("advertised_listeners", "advertised.listeners", LIST),
+    ("listener_security_protocol_map", "listener.security.protocol.map", STRING),
     ("data_dir", "log.dirs", STRING),
     ("auto_create_topics_enable", "auto.create.topics.enable", BOOLEAN),
     ("num_partitions", "num.partitions", INT),
@@ -164,10 +165,13 @@ def broker_config_rows(config: BrokerConfig) -> list[tuple[str, str, int, int]]:
     for attr, name, kind in BROKER_CONFIGS:
         value = getattr(config, attr)
         source = SOURCE_DEFAULT if value == defaults.get(attr) else SOURCE_STATIC_BROKER
-        if name == "listeners":
-            value = "PLAINTEXT://%s:%d" % config.listen_address
-        elif name == "advertised.listeners":
-            value = "PLAINTEXT://%s:%d" % config.advertised_address
+        if name in ("listeners", "advertised.listeners"):
+            listeners = config.listener_set()
+            value = listeners.describe("listeners" if name == "listeners" else "advertised")
+            if attr == "listeners" and config.listen != defaults["listen"]:
+                source = SOURCE_STATIC_BROKER
+            if attr == "advertised_listeners" and config.advertised_listener:
+                source = SOURCE_STATIC_BROKER
         rows.append((name, _render(value), source, kind))
     for name, value, kind in BROKER_FIXED:
         rows.append((name, value, SOURCE_DEFAULT, kind))

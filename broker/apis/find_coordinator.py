@@ -55,7 +55,7 @@ def lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int
         coordinator = group_wire.service(ctx)
         if coordinator is None:
             return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        host, port = ctx.broker.config.advertised_address
+        host, port = ctx.broker.advertised(ctx.listener)
         return E.NONE, ctx.broker.node_id, host, port
     if key_type == TRANSACTION:
         return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1

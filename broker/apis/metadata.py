@@ -37,7 +37,7 @@ def describe_topic(broker, info) -> MetadataResponseTopic:
 
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
-    host, port = broker.config.advertised_address
+    host, port = broker.advertised(ctx.listener)
     topics = broker.logs.topics()
     out: list[MetadataResponseTopic] = []
     # v0 has no null: an empty list there means "all topics".

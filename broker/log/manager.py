@@ -115,7 +115,10 @@ class LogManager:
     def _load(self) -> None:
         started = time.monotonic()
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
+        had_marker = marker.exists()
+        # A directory with no topics yet is a first start, not a crash: there is nothing to recover.
+        first_start = not any((self.data_dir / TOPICS_DIR).glob("*.json"))
+        clean = had_marker or first_start
         for doomed in self.data_dir.glob("*-delete"):
             if doomed.is_dir():
                 shutil.rmtree(doomed, ignore_errors=True)
@@ -136,7 +139,7 @@ class LogManager:
             match = _PARTITION_DIR.fullmatch(child.name)
             if child.is_dir() and match and (match["topic"], int(match["partition"])) not in self._logs:
                 log.warning("orphan_partition_dir", dir=str(child))
-        if clean:
+        if had_marker:
             marker.unlink()  # from here on, a crash must be treated as unclean
             fsync_dir(self.data_dir)
         log.info(
@@ -145,6 +148,7 @@ class LogManager:
             topics=len(self._topics),
             partitions=len(self._logs),
             clean_shutdown=clean,
+            first_start=first_start,
             load_ms=round(1000 * (time.monotonic() - started), 1),
         )
 

@@ -4,8 +4,8 @@ At start-up this makes, in DIR: a throwaway CA (`ca.pem`), a broker certificate 
 127.0.0.1 and the advertised host (`broker.pem`, certificate and key: the keystore), a client
 certificate (`client.pem`, `client.key`, subject CN=dev-client), and SCRAM-SHA-256/512 users `admin`
 and `app` with random passwords (kept in `users.json`, reused on the next start). It serves SSL
-(client certificates requested) and SASL_SSL listeners beside PLAINTEXT (`--listen` port + 1 and
-+ 2, unless `--security-listeners` says otherwise) and, once they are bound, writes ready-to-use
+(client certificates requested) and SASL_SSL listeners beside PLAINTEXT (on the ports after the first
+listener's, unless listeners of those protocols are configured) and, once they are bound, writes ready-to-use
 client configs: `<protocol>.properties` for librdkafka (confluent-kafka, kcat -F) and
 `kafka-python.json` with kafka-python/aiokafka keyword arguments per protocol.
 Nothing here is for production: the CA key sits in DIR beside everything else.
@@ -105,6 +105,50 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
         os.chmod(path, 0o600)
 
 
+def configure(config: Any) -> Any:
+    """The settings `--dev-security DIR` serves with: an SSL and a SASL_SSL listener added unless some
+    listener already uses the protocol (ports after the first listener's, names SSL and SASL_SSL, or
+    DEV_SSL/DEV_SASL_SSL when those are taken), the keystore and truststore in DIR, and client
+    certificates requested on SSL listeners. Idempotent; the config unchanged without the flag."""
+    if not config.dev_security:
+        return config
+    from kbroker.broker.listeners import parse_protocol_map
+
+    d = Path(config.dev_security).resolve()
+    current = config.listener_set()
+    protocols = parse_protocol_map(config.listener_security_protocol_map, "listener.security.protocol.map")
+    bind = [e.url() for e in current.bind]
+    advertised = [current.advertised[e.name].url() for e in current.bind]
+    used_ports = {e.port for e in current.bind}
+    first = current.bind[0]
+    adv_first = current.advertised[first.name]
+    port = first.port
+    for proto in ("SSL", "SASL_SSL"):
+        if any(e.security_protocol == proto for e in current.bind):
+            continue
+        name = proto if proto not in protocols or protocols[proto] == proto else "DEV_" + proto
+        if any(e.name == name for e in current.bind):
+            name = "DEV_" + proto
+        protocols[name] = proto
+        while port in used_ports:
+            port += 1
+        used_ports.add(port)
+        fmt = lambda host: f"[{host}]" if ":" in host else host  # noqa: E731
+        bind.append(f"{name}://{fmt(first.host)}:{port}")
+        advertised.append(f"{name}://{fmt(adv_first.host)}:{port}")
+    changes: dict[str, Any] = {
+        "listeners": ",".join(bind), "advertised_listeners": ",".join(advertised),
+        "listener_security_protocol_map": ",".join(f"{k}:{v}" for k, v in protocols.items()),
+        "advertised_listener": "",
+    }
+    if not config.ssl_keystore_location:
+        changes["ssl_keystore_location"] = str(d / "broker.pem")
+        changes["ssl_truststore_location"] = str(d / "ca.pem")
+        if config.ssl_client_auth == "none":
+            changes["ssl_client_auth"] = "requested"
+    return dataclasses.replace(config, **changes)
+
+
 @dataclasses.dataclass
 class DevSecurity:
     directory: Path
@@ -113,11 +157,13 @@ class DevSecurity:
 
     @classmethod
     def create(cls, config: Any) -> "DevSecurity":
+        """Make the CA, certificates and users in DIR (`config` is already `configure()`d)."""
         d = Path(config.dev_security).resolve()
         d.mkdir(parents=True, exist_ok=True)
-        adv_host = config.advertised_address[0]
+        listeners = config.listener_set()
+        hosts = ["localhost", "127.0.0.1", "::1"] + [e.host for e in listeners.advertised.values() if e.host]
         ca_key, ca_cert = make_ca()
-        b_key, b_cert = issue(ca_key, ca_cert, "kbroker", ["localhost", "127.0.0.1", "::1", adv_host])
+        b_key, b_cert = issue(ca_key, ca_cert, "kbroker", hosts)
         c_key, c_cert = issue(ca_key, ca_cert, CLIENT_SUBJECT, client=True)
         _write(d / "ca.pem", _pem_cert(ca_cert))
         _write(d / "ca.key", _pem_key(ca_key), private=True)
@@ -129,19 +175,9 @@ class DevSecurity:
         for user in USERS:
             passwords.setdefault(user, secrets.token_urlsafe(18))
         _write(users_file, json.dumps(passwords, indent=1).encode(), private=True)
-        changes: dict[str, Any] = {
-            "ssl_keystore_location": str(d / "broker.pem"),
-            "ssl_truststore_location": str(d / "ca.pem"),
-        }
-        if config.ssl_client_auth == "none":
-            changes["ssl_client_auth"] = "requested"
-        if not config.security_listeners:
-            host, port = config.listen_address
-            ssl_port, sasl_port = (port + 1, port + 2) if port else (0, 0)
-            changes["security_listeners"] = f"SSL://{host}:{ssl_port},SASL_SSL://{host}:{sasl_port}"
-        log.info("dev_security_created", directory=str(d), users=list(USERS), client_principal="User:CN=" +
-                 CLIENT_SUBJECT)
-        return cls(d, dataclasses.replace(config, **changes), passwords)
+        log.info("dev_security_created", directory=str(d), users=list(USERS),
+                 client_principal="User:CN=" + CLIENT_SUBJECT)
+        return cls(d, config, passwords)
 
     def add_users(self, credentials: CredentialStore) -> None:
         upserts = [(user, mech, ScramCredential.from_password(mech, password))

@@ -110,9 +110,11 @@ class TlsAcceptor:
     handshake runs through `connect_accepted_socket`, which reports a failed or stalled handshake to
     us (one log line per connection) instead of swallowing it as a TLS server socket does."""
 
-    def __init__(self, host: str, port: int, on_socket) -> None:
-        self.sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                         backlog=1024)
+    def __init__(self, host: str, port: int, on_socket, sock: socket.socket | None = None) -> None:
+        if sock is None:
+            sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                        backlog=1024)
+        self.sock = sock
         self.sock.setblocking(False)
         self.sockets = [self.sock]
         self.on_socket = on_socket

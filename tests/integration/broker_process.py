@@ -40,8 +40,13 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class BrokerProcess:
     def __init__(self, data_dir: str | Path, *extra_args: str, port: int | None = None, host: str = "127.0.0.1",
-                 env: dict[str, str] | None = None, start: bool = True) -> None:
+                 env: dict[str, str] | None = None, start: bool = True, listen_flag: bool = True,
+                 kbroker: list[str] | None = None) -> None:
+        """`listen_flag=False` leaves `--listen` out (the listeners come from extra_args or env; `port`
+        is then the one to probe); `kbroker` replaces `python -m kbroker` (e.g. an installed script)."""
         self.data_dir = Path(data_dir)
+        self.listen_flag = listen_flag
+        self.kbroker = kbroker or [sys.executable, "-m", "kbroker"]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host = host
         self.port = port or free_port(host)
@@ -60,8 +65,9 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "kbroker", "serve", "--listen", self.bootstrap, "--data-dir",
-                str(self.data_dir), "--log-format", "json", *self.extra_args]
+        listen = ["--listen", self.bootstrap] if self.listen_flag else []
+        return [*self.kbroker, "serve", *listen, "--data-dir", str(self.data_dir), "--log-format", "json",
+                *self.extra_args]
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
@@ -86,7 +92,7 @@ class BrokerProcess:
             time.sleep(0.05)
 
     def probe(self, timeout: float = 1.0) -> bool:
-        result = subprocess.run([sys.executable, "-m", "kbroker", "probe", self.bootstrap, "--timeout", str(timeout)],
+        result = subprocess.run([*self.kbroker, "probe", self.bootstrap, "--timeout", str(timeout)],
                                 capture_output=True)
         return result.returncode == 0
 

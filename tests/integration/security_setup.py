@@ -70,11 +70,11 @@ def start_secure_broker(tmp: Path, *extra: str) -> SecureBroker:
     add_user(data, "bob", "SCRAM-SHA-512", "SCRAM-SHA-256")
     for name in ("alice", "admin", "reader"):
         add_user(data, name, "PLAIN", plain_file=plain)
-    ports = {p: free_port() for p in ("SASL_SSL", "SASL_PLAINTEXT", "SSL")}
+    ports = {p: free_port() for p in ("PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT", "SSL")}
     listeners = ",".join(f"{p}://127.0.0.1:{port}" for p, port in ports.items())
     broker = BrokerProcess(
-        data, "--security-listeners", listeners, "--ssl-keystore-location", str(pki.broker),
+        data, "--listeners", listeners, "--ssl-keystore-location", str(pki.broker),
         "--ssl-truststore-location", str(pki.ca), "--ssl-client-auth", "required",
         "--sasl-plain-users-file", str(plain), "--group-initial-rebalance-delay-ms", "0",
-        "--ssl-handshake-timeout-ms", "2000", *extra)
+        "--ssl-handshake-timeout-ms", "2000", *extra, port=ports["PLAINTEXT"], listen_flag=False)
     return SecureBroker(broker, pki, ports)

@@ -1,50 +1,28 @@
-"""docker/: no Docker engine runs here, so parse the files, check them against the broker, and run the
-health-check command against a broker this test started."""
+"""docker/: no Docker engine runs here, so parse the files, check them against the broker, start a
+broker with exactly a compose service's environment, and run the health-check command against it.
+(The image's wheel is built from exactly what the Dockerfile copies in test_wheel.py.)"""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import shlex
+import os
+import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from kbroker.broker.config import BrokerConfig, load_config
-from kbroker.tests.integration.broker_process import BrokerProcess
-
-ROOT = Path(__file__).resolve().parents[2]
-DOCKER = ROOT / "docker"
-
-
-def _dockerfile() -> list[tuple[str, str]]:
-    """(instruction, arguments) pairs, continuation lines joined, comments dropped."""
-    text = (DOCKER / "Dockerfile").read_text()
-    joined = text.replace("\\\n", " ")
-    out = []
-    for line in joined.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            word, _, rest = line.partition(" ")
-            out.append((word.upper(), " ".join(rest.split())))
-    return out
-
-
-def _env(instructions) -> dict[str, str]:
-    env = {}
-    for word, args in instructions:
-        if word == "ENV":
-            for item in shlex.split(args):
-                key, _, value = item.partition("=")
-                env[key] = value
-    return env
+from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from kbroker.protocol.messages.metadata_request import MetadataRequest
+from kbroker.tests.integration.broker_process import BrokerProcess, free_port
+from kbroker.tests.integration.dockerfile import DOCKER, ROOT, env, healthcheck_command, instructions
+from kbroker.tests.integration.wire import Wire
 
 
 def test_dockerfile_shape() -> None:
-    ins = _dockerfile()
+    ins = instructions()
     words = [w for w, _ in ins]
     assert ins[0] == ("FROM", "python:3.11-slim")
     users = [a for w, a in ins if w == "USER"]
@@ -52,78 +30,113 @@ def test_dockerfile_shape() -> None:
     assert ("EXPOSE", "9092") in ins
     assert ("VOLUME", "/data") in ins
     assert words.index("USER") > words.index("RUN")  # installs as root, runs as the service user
+    run = next(a for w, a in ins if w == "RUN")
+    assert "pip install --no-cache-dir /tmp/wheels/kbroker-*.whl" in run  # the wheel, not the source tree
     for word, args in ins:
         if word == "COPY":
-            for src in shlex.split(args)[:-1]:
+            for src in args.split()[:-1]:
                 assert (ROOT / src).exists(), f"COPY source {src} missing"
 
 
 def test_dockerfile_environment_is_valid_broker_configuration() -> None:
-    env = _env(_dockerfile())
-    assert env["KBROKER_DATA_DIR"] == "/data"
+    image_env = env()
+    assert image_env["KBROKER_DATA_DIR"] == "/data"
     known = {"KBROKER_" + f.name.upper() for f in dataclasses.fields(BrokerConfig)}
-    for key in env:
+    for key in image_env:
         if key.startswith("KBROKER_"):
             assert key in known, key
-    cfg = load_config({}, None, env=env)
-    assert cfg.listen_address == ("0.0.0.0", 9092)
+    listeners = load_config({}, None, env=image_env).listener_set()
+    assert [(e.host, e.port) for e in listeners.bind] == [("0.0.0.0", 9092)]
+    assert listeners.describe("advertised") == "PLAINTEXT://localhost:9092"
 
 
-def _healthcheck_command() -> list[str]:
-    args = next(a for w, a in _dockerfile() if w == "HEALTHCHECK")
-    cmd = args.split(" CMD ", 1)[1]
-    return json.loads(cmd)
+def _compose(name: str) -> dict:
+    return yaml.safe_load((DOCKER / name).read_text())
 
 
 def test_compose_file_matches_the_image() -> None:
-    compose = yaml.safe_load((DOCKER / "docker-compose.yml").read_text())
-    svc = compose["services"]["kbroker"]
+    svc = _compose("docker-compose.yml")["services"]["kbroker"]
     assert svc["build"]["dockerfile"] == "docker/Dockerfile"
     assert (DOCKER / svc["build"]["context"] / svc["build"]["dockerfile"]).resolve().exists()
     assert "9092:9092" in svc["ports"]
-    assert svc["healthcheck"]["test"] == ["CMD", *_healthcheck_command()]
+    assert svc["healthcheck"]["test"] == ["CMD", *healthcheck_command()]
     load_config({}, None, env={k: str(v) for k, v in svc["environment"].items()})
     assert any(v.endswith(":/data") for v in svc["volumes"])
 
 
-@pytest.mark.timeout(120)
-def test_health_check_command_against_a_running_broker(tmp_path) -> None:
-    cmd = _healthcheck_command()
-    assert cmd[:2] == ["kbroker", "probe"]
-    with BrokerProcess(tmp_path / "data") as broker:
-        # Inside the container the broker listens on 9092; here on a free port.
-        argv = [sys.executable, "-m", "kbroker", *cmd[1:-1], broker.bootstrap]
-        assert subprocess.run(argv, capture_output=True).returncode == 0
-    assert subprocess.run(argv, capture_output=True).returncode == 1  # and it fails once the broker is gone
+def test_compose_example_wiring() -> None:
+    """The app beside kbroker: it waits for the health check, bootstraps from the INTERNAL listener
+    that advertises kbroker:29092, and the host's port 9092 is the PLAINTEXT listener's."""
+    services = _compose("compose.example.yml")["services"]
+    for broker_name, app_name in (("kbroker", "app"), ("kbroker-ci", "app-ci")):
+        broker, app = services[broker_name], services[app_name]
+        assert app["depends_on"] == {broker_name: {"condition": "service_healthy"}}
+        assert broker["healthcheck"]["test"] == ["CMD", *healthcheck_command()]
+        assert broker["build"]["dockerfile"] == "docker/Dockerfile"
+        cfg = load_config({}, None, env={k: str(v) for k, v in broker["environment"].items()})
+        listeners = cfg.listener_set()
+        assert {e.name: f"{e.host}:{e.port}" for e in listeners.advertised.values()} == {
+            "PLAINTEXT": "localhost:9092", "INTERNAL": "kbroker:29092"}
+        assert [(e.host, e.port) for e in listeners.bind] == [("0.0.0.0", 9092), ("0.0.0.0", 29092)]
+        assert broker["ports"] == ["9092:9092"]
+        assert app["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == "kbroker:29092"
+        assert "orders" in cfg.create_topics and cfg.data_dir == "/data"
+    assert "ci" not in services["kbroker"].get("profiles", []) and services["kbroker"]["volumes"] == ["kbroker-data:/data"]
+    ci = services["kbroker-ci"]
+    assert ci["profiles"] == ["ci"] and services["app-ci"]["profiles"] == ["ci"]
+    assert ci["tmpfs"] == ["/data"] and ci["environment"]["KBROKER_FLUSH"] == "never"
+    assert "volumes" not in ci
+    assert ci["networks"]["default"]["aliases"] == ["kbroker"]  # the app's settings work unchanged
 
 
-@pytest.mark.timeout(300)
-def test_the_files_the_dockerfile_copies_build_the_package(tmp_path) -> None:
-    """The image's `pip install .` step, run here on exactly what its COPY lines bring in."""
-    context = tmp_path / "context"
-    context.mkdir()
-    import shutil
+def _as_test_environment(service_env: dict, data_dir) -> tuple[dict[str, str], dict[int, int]]:
+    """The service's environment with only what cannot be used here changed: its ports become free
+    ports, 0.0.0.0 becomes 127.0.0.1 (tests listen on loopback only), /data a temporary directory."""
+    out = {k: str(v) for k, v in service_env.items()}
+    ports = {int(p): free_port() for p in re.findall(r":(\d+)(?=,|$)", out["KBROKER_LISTENERS"])}
+    for key in ("KBROKER_LISTENERS", "KBROKER_ADVERTISED_LISTENERS"):
+        out[key] = re.sub(r":(\d+)(?=,|$)", lambda m: f":{ports[int(m[1])]}", out[key]).replace("0.0.0.0", "127.0.0.1")
+    assert out["KBROKER_DATA_DIR"] == "/data"
+    out["KBROKER_DATA_DIR"] = str(data_dir)
+    return out, ports
 
-    for word, args in _dockerfile():
-        if word != "COPY":
-            continue
-        *sources, dest = shlex.split(args)
-        for src in sources:
-            target = context / (dest if dest.rstrip("/") not in (".", "./") else Path(src).name)
-            if (ROOT / src).is_dir():
-                shutil.copytree(ROOT / src, target, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(ROOT / src, target)
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                          "-w", str(tmp_path / "wheel"), str(context)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-2000:]
-    import zipfile
 
-    (wheel,) = (tmp_path / "wheel").glob("kbroker-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    for module in ("kbroker/broker/app.py", "kbroker/protocol/messages/join_group_request.py",
-                   "kbroker/protocol/schema/clients/JoinGroupRequest.json", "kbroker/coordinator/actor.py",
-                   "kbroker/purgatory/timing_wheel.py", "kbroker/pipeline/job.py"):
-        assert module in names, module
-    assert not any(n.startswith(("kbroker/tests/", "kbroker/bench/")) for n in names)
+@pytest.mark.parametrize("service", ["kbroker", "kbroker-ci"])
+def test_compose_example_broker_tells_each_listener_its_address(tmp_path, service) -> None:
+    services = _compose("compose.example.yml")["services"]
+    test_env, ports = _as_test_environment(services[service]["environment"], tmp_path / "data")
+    with BrokerProcess(tmp_path / "data", port=ports[9092], listen_flag=False, env=test_env) as broker:
+        for listener_port, told in ((ports[9092], ("localhost", ports[9092])),
+                                    (ports[29092], ("kbroker", ports[29092]))):
+            wire = Wire(f"127.0.0.1:{listener_port}")
+            md = wire.call(3, 12, MetadataRequest(topics=None))
+            assert [(b.host, b.port) for b in md.brokers] == [told]
+            assert {t.name: len(t.partitions) for t in md.topics if t.name in ("orders", "payments")} == {
+                "orders": 3, "payments": 6}
+            fc = wire.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=["app"]))
+            assert [(c.host, c.port) for c in fc.coordinators] == [told]
+            wire.close()
+        # the image's health check, run with the service's environment, finds the configured port
+        probe_env = {**{k: v for k, v in os.environ.items() if not k.startswith("KBROKER_")}, **test_env}
+        cmd = healthcheck_command()
+        argv = [sys.executable, "-m", "kbroker", *cmd[1:]]
+        ok = subprocess.run(argv, capture_output=True, text=True, env=probe_env)
+        assert ok.returncode == 0, ok.stderr
+        assert f"127.0.0.1:{ports[9092]}" in ok.stdout
+        expect_flush = "never" if service == "kbroker-ci" else "always"
+        assert load_config({}, None, env=test_env).flush == expect_flush
+    gone = subprocess.run(argv, capture_output=True, env=probe_env)
+    assert gone.returncode == 1  # and it fails once the broker is gone
+
+
+def test_health_check_follows_a_moved_port(tmp_path) -> None:
+    """The Dockerfile's own environment with the port moved by KBROKER_LISTENERS alone."""
+    cmd = healthcheck_command()
+    assert cmd == ["kbroker", "probe"]
+    port = free_port()
+    moved = {**env(), "KBROKER_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}",
+             "KBROKER_ADVERTISED_LISTENERS": f"PLAINTEXT://localhost:{port}", "KBROKER_DATA_DIR": str(tmp_path / "d")}
+    probe_env = {**{k: v for k, v in os.environ.items() if not k.startswith("KBROKER_")}, **moved}
+    with BrokerProcess(tmp_path / "d", port=port, listen_flag=False, env=moved):
+        argv = [sys.executable, "-m", "kbroker", *cmd[1:]]
+        assert subprocess.run(argv, capture_output=True, env=probe_env).returncode == 0
