@@ -134,8 +134,10 @@ class ConnectionAuth:
                 expiry = min(expiry, exchange.credential_expiry_ms)
         reauth = self.authenticated
         self.principal, self.authenticated, self.session_expiry_ms = principal, True, expiry
-        log.debug("sasl_authenticated", peer=self.peer, listener=self.listener, mechanism=exchange.mechanism,
-                  principal=principal, reauthentication=reauth)
+        # a first authentication is routine (debug); a re-authentication (KIP-368) is worth seeing
+        (log.info if reauth else log.debug)("sasl_authenticated", peer=self.peer, listener=self.listener,
+                                            mechanism=exchange.mechanism, principal=principal,
+                                            reauthentication=reauth, session_ms=self.reauth_ms or None)
 
     def _log_failure(self, mechanism: str, attempted: str | None, error: str) -> None:
         log.warning("authentication_failed", peer=self.peer, listener=self.listener, mechanism=mechanism,
