@@ -319,10 +319,19 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
     if tls and not cfg.ssl_keystore_location and not cfg.dev_security:
         raise ConfigError(f"{src.label('ssl_keystore_location')}: listener {tls[0]} uses TLS and needs a PEM file "
                           "with the broker's certificate and key (or --dev-security DIR)")
-    for name in ("ssl_keystore_location", "ssl_truststore_location", "sasl_plain_users_file"):
-        path = getattr(cfg, name)
-        if path and not cfg.dev_security and not os.path.isfile(path) and name != "sasl_plain_users_file":
-            raise ConfigError(f"{src.label(name)}: {path} is not a file")
+    if tls and not cfg.dev_security:
+        for name in ("ssl_keystore_location", "ssl_truststore_location"):
+            path = getattr(cfg, name)
+            if path and not os.path.isfile(path):
+                raise ConfigError(f"{src.label(name)}: {path} is not a file")
+        from kbroker.broker.security.tls import server_context
+
+        try:  # a keystore that does not load is a start-up mistake, not a traceback
+            server_context(cfg.ssl_keystore_location, cfg.ssl_truststore_location, cfg.ssl_client_auth,
+                           cfg.ssl_key_password)
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"{src.label('ssl_keystore_location')}: cannot load {cfg.ssl_keystore_location}: "
+                              f"{e}") from None
     from kbroker.broker.startup_topics import parse_create_topics
 
     parse_create_topics(cfg.create_topics, src.label("create_topics"))

@@ -182,8 +182,18 @@ async def check_metadata(ctx, request, call, sec):
             return may_create_any or sec.authorize(ctx, Op.CREATE, RT.TOPIC, t.name)
         return True
 
-    return await _split(ctx, request, call, sec, items="topics", answer_list="topics", allowed=allowed,
-                        denied_entry=lambda t: metadata.MetadataResponseTopic(error_code=TOPIC_DENIED, name=t.name))
+    result = await _split(ctx, request, call, sec, items="topics", answer_list="topics", allowed=allowed,
+                          denied_entry=lambda t: metadata.MetadataResponseTopic(error_code=TOPIC_DENIED, name=t.name))
+    if not any(t.name is None for t in request.topics):
+        return result
+
+    def by_id(body):  # topics asked for by id: only those the principal may Describe are shown
+        for i, t in enumerate(body.topics):
+            if t.error_code == 0 and t.name and not sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name):
+                body.topics[i] = metadata.MetadataResponseTopic(error_code=TOPIC_DENIED, name=None,
+                                                                topic_id=t.topic_id)
+        return body
+    return _then(result, by_id)
 
 
 def _group_check(operation: Op, answer: Callable[[Any, Any], Any]):
@@ -224,7 +234,8 @@ async def check_offset_fetch(ctx, request, call, sec):
 
         def merge(body):
             for group in body.groups:
-                group.topics = [t for t in group.topics if sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name)]
+                group.topics = [t for t in group.topics
+                                if sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name, audit_denial=False)]
             body.groups.extend(offset_fetch.OffsetFetchResponseGroup(group_id=g.group_id, error_code=GROUP_DENIED)
                                for g in refused)
             return body
