@@ -261,3 +261,33 @@ def test_untrusted_broker_certificate_fails_the_handshake(secure, tmp_path):
     assert err is not None and err.code() == KafkaError._SSL, err
     assert "certificate verify failed" in err.str()
     assert took < 10
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (make system-deps)")
+def test_kcat_wrong_password_is_an_authentication_error(secure):
+    conf = {**librdkafka_conf(secure, "scram_sasl_ssl"), "sasl.password": "wrong"}
+    args = ["kcat", "-b", conf.pop("bootstrap.servers"), "-m", "5"]
+    for k, v in conf.items():
+        args += ["-X", f"{k}={v}"]
+    out = subprocess.run(args + ["-L"], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "SASL authentication error: Authentication failed during authentication due to invalid credentials" \
+        in out.stderr
+
+
+def test_aiokafka_wrong_password_is_an_authentication_error(secure, caplog):
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaConnectionError
+
+    async def run():
+        p = AIOKafkaProducer(**{**aiokafka_conf(secure, "scram_sasl_ssl"), "sasl_plain_password": "wrong"})
+        try:
+            with pytest.raises(KafkaConnectionError):
+                await p.start()
+        finally:
+            await p.stop()
+
+    start = time.monotonic()
+    asyncio.run(run())
+    assert time.monotonic() - start < 10
+    assert "SaslAuthenticationFailed" in caplog.text
