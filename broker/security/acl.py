@@ -61,6 +61,16 @@ class Permission(IntEnum):
 
 
 CLUSTER_NAME = "kafka-cluster"
+# The operations each resource type supports (Kafka's AclEntry.supportedOperations): what the
+# authorized-operations bitfields of Metadata, DescribeCluster and DescribeGroups (KIP-430) range over.
+SUPPORTED_OPERATIONS = {
+    ResourceType.TOPIC: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE, Operation.DELETE,
+                         Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS,
+                           Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
+    ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
+}
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 # An ALLOW for the key grants these too (Kafka's AclEntry implied operations).

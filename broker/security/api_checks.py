@@ -46,16 +46,51 @@ def install(router: Router) -> None:
         route = router.routes.get(api_key)
         if route is not None:
             router.routes[api_key] = Route(route.api_key, route.min_version, route.max_version,
-                                           _guarded(route.handler, check))
+                                           _guarded(route.handler, check, OPERATIONS.get(api_key)))
 
 
-def _guarded(handler: Callable, check: Callable) -> Callable:
+def _guarded(handler: Callable, check: Callable, operations: Callable | None) -> Callable:
     async def guarded(ctx, request):
         security = getattr(ctx.broker, "security", None)
-        if security is None or security.authorizer is None:
+        if security is None:
             return await handler(ctx, request)
-        return await check(ctx, request, lambda req: handler(ctx, req), security)
+        if security.authorizer is None:
+            result = await handler(ctx, request)
+        else:
+            result = await check(ctx, request, lambda req: handler(ctx, req), security)
+        if operations is not None:
+            result = _then(result, lambda body: operations(ctx, request, body, security))
+        return result
     return guarded
+
+
+# --- KIP-430: the authorized operations a request asks for ---
+
+def _metadata_operations(ctx, request, body, sec):
+    if getattr(request, "include_cluster_authorized_operations", False) and 8 <= ctx.api_version <= 10:
+        body.cluster_authorized_operations = sec.authorized_operations(ctx, RT.CLUSTER)
+    if request.include_topic_authorized_operations and ctx.api_version >= 8:
+        for t in body.topics:
+            if t.error_code == 0 and t.name:
+                t.topic_authorized_operations = sec.authorized_operations(ctx, RT.TOPIC, t.name)
+    return body
+
+
+def _describe_cluster_operations(ctx, request, body, sec):
+    if request.include_cluster_authorized_operations and body.error_code == 0:
+        body.cluster_authorized_operations = sec.authorized_operations(ctx, RT.CLUSTER)
+    return body
+
+
+def _describe_groups_operations(ctx, request, body, sec):
+    if request.include_authorized_operations and ctx.api_version >= 3:
+        for g in body.groups:
+            if g.error_code == 0:
+                g.authorized_operations = sec.authorized_operations(ctx, RT.GROUP, g.group_id)
+    return body
+
+
+OPERATIONS = {3: _metadata_operations, 60: _describe_cluster_operations, 15: _describe_groups_operations}
 
 
 def _then(result: Any, fn: Callable[[Any], Any]) -> Any:

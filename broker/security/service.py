@@ -19,7 +19,7 @@ import structlog
 
 from kbroker.broker.security import tls
 from kbroker.broker.security.acl import (
-    CLUSTER_NAME, AclBinding, Authorizer, Operation, ResourceType, parse_super_users,
+    CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, Authorizer, Operation, ResourceType, parse_super_users,
 )
 from kbroker.broker.security.acl_store import AclStore
 from kbroker.broker.security.credentials import CredentialStore
@@ -210,6 +210,14 @@ class Security:
                        resource_type=resource_type.name, resource=name, api=ctx.api_key, version=ctx.api_version,
                        client_id=ctx.client_id, correlation_id=ctx.correlation_id)
         return False
+
+    def authorized_operations(self, ctx: Any, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """KIP-430's bitfield (1 << operation code) of what the principal may do on a resource; every
+        supported operation when no authorizer is configured, as Kafka answers."""
+        ops = SUPPORTED_OPERATIONS[resource_type]
+        allowed = ops if self.authorizer is None else [
+            op for op in ops if self.authorize(ctx, op, resource_type, name, audit_denial=False)]
+        return sum(1 << op for op in allowed)
 
     def authorize_any(self, ctx: Any, operation: Operation, resource_type: ResourceType) -> bool:
         if self.authorizer is None:

@@ -205,3 +205,16 @@ def test_acls_survive_a_restart_and_can_be_deleted(cluster):
     admin = admin_client(cluster)
     left = admin.describe_acls(everything).result(30)
     assert [b.restype for b in left] == [ResourceType.TOPIC]
+
+
+def test_authorized_operations_kip_430(cluster):
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation, AdminClient
+
+    reader_admin = AdminClient(conf(cluster, "reader"))
+    [topic] = reader_admin.describe_topics(TopicCollection([T1]), include_authorized_operations=True).values()
+    assert set(topic.result(30).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    admin = admin_client(cluster)
+    described = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert AclOperation.ALTER in described.authorized_operations
+    assert len(described.authorized_operations) == 7  # every operation a cluster supports (super user)
