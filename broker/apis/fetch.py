@@ -9,6 +9,11 @@ When fewer than `min_bytes` are available and `max_wait_ms` > 0, the request par
 purgatory (purgatory/delayed_fetch.py) watching its partitions; Produce wakes it after each append,
 and the timing wheel answers it at `max_wait_ms` with whatever is there then. Errors (unknown
 partition, offset out of range) answer at once, as in Kafka.
+
+Bounds (KafkaApis.handleFetchRequest): the request's `max_bytes` is clamped to the broker's
+`fetch.max.bytes` (55 MiB by default), and `min_bytes` to that; a partition named more than once is
+read once, with the last entry's limits winning at the first entry's place (Kafka's LinkedHashMap
+of fetch data), so one response can never repeat a partition's records.
 """
 
 from __future__ import annotations
@@ -100,7 +105,8 @@ def _ready_check(broker, targets, min_bytes: int, uses_ids: bool, names_by_id: d
                 if min_bytes <= 1:
                     return True
                 try:
-                    accumulated += len(plog.read(offset, max(1, target.max_bytes), min_one_batch=True).records)
+                    accumulated += len(plog.read(offset, max(1, min(target.max_bytes, min_bytes)),
+                                                   min_one_batch=True).records)
                 except KafkaError:
                     return True
                 if accumulated >= min_bytes:
@@ -115,11 +121,14 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     version = ctx.api_version
     uses_ids = version >= TOPIC_IDS_FROM
     names_by_id = _resolve(broker, uses_ids)
-    targets: list[tuple[PartitionKey, FetchTarget]] = []
+    wanted: dict[PartitionKey, FetchTarget] = {}
     for topic in request.topics:
         ref = topic.topic_id if uses_ids else topic.topic
         for p in topic.partitions:
-            targets.append(((ref, p.partition), FetchTarget(p.fetch_offset, p.partition_max_bytes, p.log_start_offset)))
+            wanted[(ref, p.partition)] = FetchTarget(p.fetch_offset, p.partition_max_bytes, p.log_start_offset)
+    targets: list[tuple[PartitionKey, FetchTarget]] = list(wanted.items())
+    max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
+    min_bytes = min(request.min_bytes, max_bytes)
     forgotten = [
         ((f.topic_id if uses_ids else f.topic), partition)
         for f in request.forgotten_topics_data
@@ -133,17 +142,17 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if context.kind == "error":
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     to_read = context.targets
-    results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id)
-    if request.max_wait_ms > 0 and to_read and total < request.min_bytes and not has_error:
+    results, total, has_error = read_partitions(broker, to_read, max_bytes, uses_ids, names_by_id)
+    if request.max_wait_ms > 0 and to_read and total < min_bytes and not has_error:
         keys = []
         for key, _ in to_read:
             name = _topic_name(key, uses_ids, names_by_id)
             if name is not None:
                 keys.append((name, key[1]))
-        ready = _ready_check(broker, to_read, request.min_bytes, uses_ids, names_by_id)
+        ready = _ready_check(broker, to_read, min_bytes, uses_ids, names_by_id)
         # Completed or expired, the answer is what the logs hold now.
         await broker.fetch_purgatory.wait(request.max_wait_ms, ready, keys)
-        results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id)
+        results, total, has_error = read_partitions(broker, to_read, max_bytes, uses_ids, names_by_id)
     chosen = context.respond(results)
     aborted = [] if request.isolation_level == READ_COMMITTED else None
     responses: list[FetchableTopicResponse] = []
