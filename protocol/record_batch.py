@@ -22,8 +22,11 @@ from kbroker.protocol.compression import (  # noqa: F401  (re-exported: callers 
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
+    DEFAULT_MAX_INFLATED_BYTES,
+    InflatedTooLarge,
     compress,
     decompress,
+    inflated_size,
 )
 from kbroker.protocol.errors import (  # noqa: F401  (re-exported: callers catch them from here)
     CorruptRecordError,
@@ -369,10 +372,12 @@ def _decode_records(
     return records
 
 
-def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
+def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0, *,
+                 max_inflated: int = DEFAULT_MAX_INFLATED_BYTES) -> tuple[BatchHeader, list[Record]]:
     """Decode the batch at `pos` (CRC checked) into absolute-offset, absolute-timestamp records.
 
     In a LogAppendTime batch every record's timestamp is the batch's maxTimestamp, as in Kafka.
+    A compressed batch inflating past `max_inflated` bytes raises InflatedTooLarge.
     """
     header = read_header(buf, pos)
     if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > len(buf):
@@ -381,7 +386,7 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[Bat
     if header.records_count < 0:
         raise InvalidRecordError(f"negative record count {header.records_count}")
     body = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
-    data = decompress(header.compression, body)
+    data = decompress(header.compression, body, max_inflated)
     fixed = header.max_timestamp if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME else None
     try:
         records = _decode_records(data, header.records_count, header.base_offset, header.base_timestamp, fixed)
