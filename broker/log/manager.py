@@ -186,6 +186,9 @@ class LogManager:
                     await asyncio.to_thread(sync_segments, work, self._fsync)
                 except OSError as exc:
                     log.error("interval_flush_failed", error=repr(exc))
+                    for plog, _, segments in rounds:
+                        if segments:  # which file failed is unknown: none of them may count as durable
+                            plog.flusher.fence(exc)
                     continue
             for plog, target, _ in rounds:
                 plog.flusher.complete(target)

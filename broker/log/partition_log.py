@@ -101,6 +101,7 @@ class PartitionLog:
             self._segments_to_sync,
             self._after_sync,
             fsync,
+            name=f"{topic}-{partition}",
         )
 
     # --- loading and recovery -------------------------------------------------------------------------
@@ -173,6 +174,8 @@ class PartitionLog:
     ) -> AppendInfo:
         """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`."""
         config = self.config
+        if self.flusher.fenced is not None:
+            raise self.flusher.fenced
         headers = rb.validate_produced_batches(records, single_batch=single_batch)
         total = len(records)
         for header in headers:
@@ -206,8 +209,13 @@ class PartitionLog:
             offset = header.next_offset
             pos += header.size
         last_offset = offset - 1
-        self._maybe_roll(total, headers[0].max_timestamp, last_offset, now_ms)
-        self.active.append(buf, positions)
+        try:
+            self._maybe_roll(total, headers[0].max_timestamp, last_offset, now_ms)
+            self.active.append(buf, positions)
+        except OSError as exc:
+            # A full or failing disk: what reached the file is unknown, so the log takes no more
+            # appends until a restart's recovery has checked it (Kafka takes the log dir offline).
+            raise self.flusher.fence(exc) from exc
         return AppendInfo(
             base_offset, last_offset, now_ms if config.log_append_time else -1, self.log_start_offset
         )
