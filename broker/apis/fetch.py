@@ -116,6 +116,19 @@ def _ready_check(broker, targets, min_bytes: int, uses_ids: bool, names_by_id: d
     return ready
 
 
+def failed_response(ctx: RequestContext, request: FetchRequest, error: ErrorCode) -> FetchResponse:
+    """v7+ has a top-level error; older versions put it on every partition (FetchRequest.getErrorResponse)."""
+    if ctx.api_version >= SESSIONS_FROM:
+        return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
+    return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[
+        FetchableTopicResponse(topic=t.topic, partitions=[
+            PartitionData(partition_index=p.partition, error_code=error, high_watermark=-1, last_stable_offset=-1,
+                          log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None)
+            for p in t.partitions])
+        for t in request.topics
+    ])
+
+
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     broker = ctx.broker
     version = ctx.api_version

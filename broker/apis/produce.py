@@ -63,6 +63,17 @@ def _null_key_errors(records: bytes, max_inflated: int) -> list[BatchIndexAndErr
     return out
 
 
+def failed_response(_ctx: RequestContext, request: ProduceRequest, error: ErrorCode) -> ProduceResponse | None:
+    """Every partition of the request answers `error` (Kafka's ProduceRequest.getErrorResponse)."""
+    if request.acks == 0:
+        return None  # Kafka closes an acks=0 connection instead; the server does the same for None
+    return ProduceResponse(throttle_time_ms=0, responses=[
+        TopicProduceResponse(name=t.name, topic_id=t.topic_id,
+                             partition_responses=[_error(p.index, error) for p in t.partition_data])
+        for t in request.topic_data
+    ])
+
+
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Deferred | None:
     version = ctx.api_version
     if version < MIN_ACCEPTED_VERSION:
