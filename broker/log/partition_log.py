@@ -418,6 +418,13 @@ class PartitionLog:
     def close(self) -> None:
         for task in list(self._background):
             task.cancel()  # the final synchronous flush below covers whatever they were doing
+        if self.flusher.fenced is not None:
+            # Offline after a storage error: write nothing more (no index entry, no checkpoint), so
+            # the next start recovers this log from what its files really hold.
+            self.flusher.close()
+            for segment in self.segments:
+                segment._close_files()
+            return
         self.flusher.close()
         for segment in self.segments:
             segment.close()
