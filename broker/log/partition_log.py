@@ -269,6 +269,8 @@ class PartitionLog:
         task = loop.create_task(self.flusher.flush_async(), name="log-roll-flush")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        # A failure has fenced the log and been logged (log_fenced); nobody awaits this task.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     def _segments_to_sync(self) -> list[tuple[LogSegment, bool]]:
         active = self.active
