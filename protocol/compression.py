@@ -125,7 +125,51 @@ def _lz4_chunks(data: bytes) -> Iterator[bytes]:
         chunk = d.decompress(b"", max_length=CHUNK_BYTES)
 
 
+_ZSTD_MAGIC = 0xFD2FB528
+_FCS_SIZES = (0, 2, 4, 8)
+_DICT_ID_SIZES = (0, 1, 2, 4)
+
+
+def _zstd_frames_complete(data: bytes) -> bool:
+    """Whether `data` is whole zstd frames (RFC 8878 block headers walked, nothing inflated): the
+    streaming reader returns what a truncated frame holds without complaint."""
+    pos, n = 0, len(data)
+    while pos < n:
+        if n - pos < 4:
+            return False
+        magic = int.from_bytes(data[pos:pos + 4], "little")
+        pos += 4
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame: a 4-byte length, then that many bytes
+            if n - pos < 4:
+                return False
+            pos += 4 + int.from_bytes(data[pos:pos + 4], "little")
+            continue
+        if magic != _ZSTD_MAGIC or pos >= n:
+            return False
+        descriptor = data[pos]
+        pos += 1
+        single_segment = descriptor >> 5 & 1
+        fcs_size = _FCS_SIZES[descriptor >> 6] or single_segment  # flag 0 means 1 byte if single segment
+        pos += (0 if single_segment else 1) + _DICT_ID_SIZES[descriptor & 3] + fcs_size
+        while True:
+            if n - pos < 3:
+                return False
+            header = int.from_bytes(data[pos:pos + 3], "little")
+            pos += 3
+            block_type = header >> 1 & 3
+            pos += 1 if block_type == 1 else header >> 3  # an RLE block holds one byte
+            if block_type == 3 or pos > n:
+                return False
+            if header & 1:  # last block
+                break
+        if descriptor >> 2 & 1:
+            pos += 4  # content checksum
+    return pos == n
+
+
 def _zstd_chunks(data: bytes) -> Iterator[bytes]:
+    if not _zstd_frames_complete(data):
+        raise CorruptRecordError("truncated or malformed zstd frame")
     reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
     while chunk := reader.read(CHUNK_BYTES):
         yield chunk
