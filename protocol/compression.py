@@ -38,10 +38,21 @@ _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK_SIZE = 32 * 1024  # snappy-java's default block size
 
 
-# What one decompression step may produce, and the default bound on a whole batch's inflated size
-# (the broker passes its `max.inflated.batch.bytes`; readers of stored batches use this default).
+# What one decompression step may produce, and the bound on a whole batch's inflated size. The
+# broker sets the bound from its `max.inflated.batch.bytes` at start-up (`set_inflated_bound`), so
+# what Produce accepts, compaction, ListOffsets and the coordinator's replay can always read back.
 CHUNK_BYTES = 256 * 1024
 DEFAULT_MAX_INFLATED_BYTES = 64 * 1024 * 1024
+_bound = DEFAULT_MAX_INFLATED_BYTES
+
+
+def set_inflated_bound(limit: int) -> None:
+    global _bound
+    _bound = limit
+
+
+def inflated_bound() -> int:
+    return _bound
 
 
 class InflatedTooLarge(KafkaError):
@@ -175,8 +186,11 @@ def _zstd_chunks(data: bytes) -> Iterator[bytes]:
         yield chunk
 
 
-def iter_inflated(codec: int, data: bytes, limit: int = DEFAULT_MAX_INFLATED_BYTES) -> Iterator[bytes]:
-    """The decompressed bytes in chunks; InflatedTooLarge once they pass `limit` in all."""
+def iter_inflated(codec: int, data: bytes, limit: int | None = None) -> Iterator[bytes]:
+    """The decompressed bytes in chunks; InflatedTooLarge once they pass `limit` (default: the
+    broker's bound) in all."""
+    if limit is None:
+        limit = _bound
     if codec == COMPRESSION_NONE:
         if len(data) > limit:
             raise InflatedTooLarge(f"{len(data)} bytes of records exceed the bound of {limit}")
@@ -207,12 +221,12 @@ def iter_inflated(codec: int, data: bytes, limit: int = DEFAULT_MAX_INFLATED_BYT
         raise CorruptRecordError(f"cannot decompress {COMPRESSION_NAMES[codec]} records: {exc}") from exc
 
 
-def inflated_size(codec: int, data: bytes, limit: int) -> int:
+def inflated_size(codec: int, data: bytes, limit: int | None = None) -> int:
     """How many bytes `data` inflates to, holding at most one chunk at a time."""
     return sum(len(chunk) for chunk in iter_inflated(codec, data, limit))
 
 
-def decompress(codec: int, data: bytes, limit: int = DEFAULT_MAX_INFLATED_BYTES) -> bytes:
+def decompress(codec: int, data: bytes, limit: int | None = None) -> bytes:
     if codec == COMPRESSION_NONE:
         return data
     return b"".join(iter_inflated(codec, data, limit))

@@ -22,10 +22,10 @@ from kbroker.protocol.compression import (  # noqa: F401  (re-exported: callers 
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
-    DEFAULT_MAX_INFLATED_BYTES,
     InflatedTooLarge,
     compress,
     decompress,
+    inflated_bound,
     inflated_size,
 )
 from kbroker.protocol.errors import (  # noqa: F401  (re-exported: callers catch them from here)
@@ -373,11 +373,12 @@ def _decode_records(
 
 
 def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0, *,
-                 max_inflated: int = DEFAULT_MAX_INFLATED_BYTES) -> tuple[BatchHeader, list[Record]]:
+                 max_inflated: int | None = None) -> tuple[BatchHeader, list[Record]]:
     """Decode the batch at `pos` (CRC checked) into absolute-offset, absolute-timestamp records.
 
     In a LogAppendTime batch every record's timestamp is the batch's maxTimestamp, as in Kafka.
-    A compressed batch inflating past `max_inflated` bytes raises InflatedTooLarge.
+    A compressed batch inflating past `max_inflated` bytes (default: the broker's bound, see
+    compression.py) raises InflatedTooLarge.
     """
     header = read_header(buf, pos)
     if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > len(buf):

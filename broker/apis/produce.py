@@ -169,7 +169,7 @@ async def _produce_partition(
     except KafkaError as e:
         return _error(index, e.code, str(e))
     header = headers[0]
-    max_inflated = broker.config.max_inflated_batch_bytes
+    max_inflated = rb.inflated_bound()  # the broker's max.inflated.batch.bytes (set at start-up)
     if header.compression != rb.COMPRESSION_NONE:
         try:
             rb.inflated_size(header.compression, bytes(records[rb.HEADER_SIZE:header.size]), max_inflated)
