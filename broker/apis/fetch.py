@@ -13,7 +13,8 @@ partition, offset out of range) answer at once, as in Kafka.
 Bounds (KafkaApis.handleFetchRequest): the request's `max_bytes` is clamped to the broker's
 `fetch.max.bytes` (55 MiB by default), and `min_bytes` to that; a partition named more than once is
 read once, with the last entry's limits winning at the first entry's place (Kafka's LinkedHashMap
-of fetch data), so one response can never repeat a partition's records.
+of fetch data), so one response can never repeat a partition's records. A log fenced by a storage
+error answers KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
         plog = broker.logs.get_log(name, key[1])
         if plog is None:
             results.append((key, _error_result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+            has_error = True
+            continue
+        if plog.flusher.fenced is not None:
+            # Offline after a storage error (see flusher.py): its tail may never reach the disk, so
+            # serve nothing from it, as Kafka's offline log directory answers.
+            results.append((key, _error_result(ErrorCode.KAFKA_STORAGE_ERROR)))
             has_error = True
             continue
         try:

@@ -25,6 +25,7 @@ import pytest
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 from kbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from kbroker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kbroker.protocol.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
 from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from kbroker.protocol.messages.offset_commit_request import (
@@ -184,6 +185,12 @@ def produce(wire: Wire, topic: str, size: int) -> int:
     return response.responses[0].partition_responses[0].error_code
 
 
+def fetch_error(wire: Wire) -> int:
+    response = wire.call(1, 11, FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[
+        FetchTopic(topic="data", partitions=[FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])]))
+    return response.responses[0].partitions[0].error_code
+
+
 @pytest.fixture
 def tiny_disk(tmp_path):
     mount = tmp_path / "disk"
@@ -233,6 +240,7 @@ def test_a_full_disk_is_answered_not_a_dropped_connection(tiny_disk):
         assert fetched_offset(wire)[0] == ErrorCode.NOT_COORDINATOR  # never the commit that failed
         assert served(wire)
         assert wire.call(3, 12, MetadataRequest(topics=None)).topics
+        assert fetch_error(wire) == ErrorCode.KAFKA_STORAGE_ERROR  # its tail may never reach the disk
         assert broker.events("log_fenced")
         os.remove(tiny_disk / "filler")
         wire.close()
@@ -241,6 +249,7 @@ def test_a_full_disk_is_answered_not_a_dropped_connection(tiny_disk):
         wire = Wire(broker.bootstrap)
         assert fetched_offset(wire) == (ErrorCode.NONE, acknowledged)  # every acknowledged commit survived
         assert produce(wire, "data", 100) == ErrorCode.NONE  # recovered logs take appends again
+        assert fetch_error(wire) == ErrorCode.NONE
         assert commit(wire, 100) == ErrorCode.NONE
         wire.close()
     finally:
