@@ -223,8 +223,7 @@ class PartitionLog:
     @staticmethod
     def _check_keys(records: bytes | bytearray | memoryview) -> None:
         for pos, _ in rb.iter_batches(records):
-            _, decoded = rb.decode_batch(records, pos)
-            if any(r.key is None for r in decoded):
+            if rb.keyless_records(records, pos, max_listed=0)[0]:
                 raise KafkaError("compacted topics only accept records with a key", ErrorCode.INVALID_RECORD)
 
     def _maybe_roll(self, incoming_bytes: int, incoming_max_ts: int, last_offset: int, now_ms: int) -> None:

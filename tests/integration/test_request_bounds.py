@@ -122,6 +122,38 @@ def test_a_zstd_bomb_is_refused_without_inflating_it(broker):
     wire.close()
 
 
+def keyless_batch(count: int) -> bytes:
+    """One zstd batch of `count` tiny records with null keys and values, built without Record objects."""
+    parts = []
+    for i in range(count):
+        body = b"\x00\x00" + rb.zigzag_varint(i) + b"\x01\x01\x00"
+        parts.append(rb.zigzag_varint(len(body)) + body)
+    payload = zstandard.ZstdCompressor(level=1).compress(b"".join(parts))
+    now = int(time.time() * 1000)
+    out = bytearray(rb.HEADER_SIZE + len(payload))
+    rb.HEADER_STRUCT.pack_into(out, 0, 0, rb.HEADER_SIZE - rb.LOG_OVERHEAD + len(payload), -1, 2, 0,
+                               rb.COMPRESSION_ZSTD, count - 1, now, now, -1, -1, -1, count)
+    out[rb.HEADER_SIZE:] = payload
+    struct.pack_into(">I", out, rb.CRC_OFFSET, rb.compute_crc(out, 0, len(out)))
+    return bytes(out)
+
+
+def test_keyless_records_on_a_compacted_topic_are_listed_without_an_object_each(broker):
+    wire = Wire(broker.bootstrap)
+    create_topic(wire, "keys-compact", {"cleanup.policy": "compact"})
+    mixed = rb.encode_batch([rb.Record(i, 0, None if i in (1, 3) else b"k", b"v") for i in range(5)])
+    result = produce(wire, "keys-compact", mixed)
+    assert result.error_code == ErrorCode.INVALID_RECORD
+    assert [e.batch_index for e in result.record_errors] == [1, 3]
+    # 1.5 million keyless records (10 MiB inflated, within the bound): the answer lists the first
+    # 1000, and the broker never holds a Python object per record.
+    result = produce(wire, "keys-compact", keyless_batch(1_500_000))
+    assert result.error_code == ErrorCode.INVALID_RECORD
+    assert [e.batch_index for e in result.record_errors] == list(range(1000))
+    assert peak_rss_bytes(broker.proc.pid) < 400 * MiB
+    wire.close()
+
+
 def test_fetch_is_clamped_to_fetch_max_bytes_and_reads_a_partition_once(broker):
     wire = Wire(broker.bootstrap)
     create_topic(wire, "clamp")
