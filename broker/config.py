@@ -147,9 +147,5 @@ def validate(cfg: BrokerConfig) -> None:
         raise ValueError(f"--flush must be always, never or interval:MS, not {cfg.flush!r}")
     if cfg.flush.startswith("interval:"):
         int(cfg.flush.split(":", 1)[1])
-    for name in ("connections_max_idle_ms", "max_connections", "max_connections_per_ip", "fetch_max_bytes",
-                 "max_inflated_batch_bytes"):
-        if getattr(cfg, name) <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, not {getattr(cfg, name)}")
     cfg.listen_address  # raises on a malformed address
     cfg.advertised_address

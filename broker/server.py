@@ -69,29 +69,33 @@ class KafkaServer:
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=1.0)
 
-    def _over_limit(self, ip: str) -> str | None:
+    def _refused(self, writer: asyncio.StreamWriter) -> bool:
+        """Close a connection over max.connections or max.connections.per.ip, saying so in the log."""
+        ip = _ip_of(writer)
         if len(self._connections) >= self.max_connections:
-            return f"the broker already has max.connections={self.max_connections} connections"
-        if self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
-            return f"{ip} already has max.connections.per.ip={self.max_connections_per_ip} connections"
-        return None
+            reason = f"the broker already has max.connections={self.max_connections} connections"
+        elif self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
+            reason = f"{ip} already has max.connections.per.ip={self.max_connections_per_ip} connections"
+        else:
+            return False
+        peername = writer.get_extra_info("peername")
+        log.warning("connection_refused", peer=f"{peername[0]}:{peername[1]}" if peername else "?", reason=reason)
+        writer.close()
+        return True
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        ip = peername[0] if peername else "?"
-        refused = self._over_limit(ip)
-        if refused is not None:
-            log.warning("connection_refused", peer=peer, reason=refused)
-            writer.close()
+        if self._refused(writer):
             return
         self._connections[task] = writer
-        self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         log.info("connection_open", peer=peer)
         reason = "closed by client"
+        ip = _ip_of(writer)
         try:
+            self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
             reason = await self._serve(reader, writer, peer)
         except TimeoutError:
             reason = f"idle for connections.max.idle.ms={int(self.max_idle_s * 1000)}"
@@ -225,6 +229,11 @@ class KafkaServer:
 
 
 _CLOSE = object()
+
+
+def _ip_of(writer: asyncio.StreamWriter) -> str:
+    peername = writer.get_extra_info("peername")
+    return peername[0] if peername else "?"
 _ENCODE_ERRORS = (struct.error, ValueError, OverflowError, TypeError, AttributeError, KeyError, IndexError)
 
 

@@ -50,13 +50,13 @@ def failed_response(_ctx: RequestContext, request: MetadataRequest, error: Error
 
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
+    host, port = broker.config.advertised_address
+    topics = broker.logs.topics()
+    out: list[MetadataResponseTopic] = []
     if ctx.api_version < 12 and request.topics:
         for t in request.topics:
             if t.name is None or t.topic_id != ZERO_UUID:
                 return failed_response(ctx, request, ErrorCode.INVALID_REQUEST)
-    host, port = broker.config.advertised_address
-    topics = broker.logs.topics()
-    out: list[MetadataResponseTopic] = []
     # v0 has no null: an empty list there means "all topics".
     wanted = request.topics
     if wanted is None or (ctx.api_version == 0 and not wanted):
