@@ -53,8 +53,8 @@ class Broker:
         self.config = config
         self.data_dir = Path(config.data_dir)
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
-        self.router = build_router()
         compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
+        self.router = build_router()
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush)
         host, port = config.listen_address
         self.server = KafkaServer(self, self.router, host, port, config.socket_request_max_bytes)

@@ -1,5 +1,11 @@
 """Fetch (1), v4-v17: sessionless and incremental (KIP-227) fetches, topic ids from v13, long polling.
 
+Bounds (KafkaApis.handleFetchRequest): the request's `max_bytes` is clamped to the broker's
+`fetch.max.bytes` (55 MiB by default), and `min_bytes` to that; a partition named more than once is
+read once, with the last entry's limits winning at the first entry's place (Kafka's LinkedHashMap
+of fetch data), so one response can never repeat a partition's records. A log fenced by a storage
+error answers KAFKA_STORAGE_ERROR.
+
 Reading follows Kafka's ReplicaManager.readFromLog: partitions are read in order with a shared
 `max_bytes` budget, each one capped at its `partition_max_bytes`; until some partition has returned
 data, a read may exceed both limits to return one whole batch (Kafka's minOneMessage), so a batch
@@ -9,12 +15,6 @@ When fewer than `min_bytes` are available and `max_wait_ms` > 0, the request par
 purgatory (purgatory/delayed_fetch.py) watching its partitions; Produce wakes it after each append,
 and the timing wheel answers it at `max_wait_ms` with whatever is there then. Errors (unknown
 partition, offset out of range) answer at once, as in Kafka.
-
-Bounds (KafkaApis.handleFetchRequest): the request's `max_bytes` is clamped to the broker's
-`fetch.max.bytes` (55 MiB by default), and `min_bytes` to that; a partition named more than once is
-read once, with the last entry's limits winning at the first entry's place (Kafka's LinkedHashMap
-of fetch data), so one response can never repeat a partition's records. A log fenced by a storage
-error answers KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -147,8 +147,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         for p in topic.partitions:
             wanted[(ref, p.partition)] = FetchTarget(p.fetch_offset, p.partition_max_bytes, p.log_start_offset)
     targets: list[tuple[PartitionKey, FetchTarget]] = list(wanted.items())
-    max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
-    min_bytes = min(request.min_bytes, max_bytes)
+    request.max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
+    request.min_bytes = min(request.min_bytes, request.max_bytes)
     forgotten = [
         ((f.topic_id if uses_ids else f.topic), partition)
         for f in request.forgotten_topics_data
@@ -162,17 +162,17 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if context.kind == "error":
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     to_read = context.targets
-    results, total, has_error = read_partitions(broker, to_read, max_bytes, uses_ids, names_by_id)
-    if request.max_wait_ms > 0 and to_read and total < min_bytes and not has_error:
+    results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id)
+    if request.max_wait_ms > 0 and to_read and total < request.min_bytes and not has_error:
         keys = []
         for key, _ in to_read:
             name = _topic_name(key, uses_ids, names_by_id)
             if name is not None:
                 keys.append((name, key[1]))
-        ready = _ready_check(broker, to_read, min_bytes, uses_ids, names_by_id)
+        ready = _ready_check(broker, to_read, request.min_bytes, uses_ids, names_by_id)
         # Completed or expired, the answer is what the logs hold now.
         await broker.fetch_purgatory.wait(request.max_wait_ms, ready, keys)
-        results, total, has_error = read_partitions(broker, to_read, max_bytes, uses_ids, names_by_id)
+        results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id)
     chosen = context.respond(results)
     aborted = [] if request.isolation_level == READ_COMMITTED else None
     responses: list[FetchableTopicResponse] = []

@@ -174,10 +174,10 @@ class PartitionLog:
     ) -> AppendInfo:
         """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`."""
         config = self.config
-        if self.flusher.fenced is not None:
-            raise self.flusher.fenced
         headers = rb.validate_produced_batches(records, single_batch=single_batch)
         total = len(records)
+        if self.flusher.fenced is not None:
+            raise self.flusher.fenced
         for header in headers:
             if header.size > config.max_message_bytes:
                 raise KafkaError(
