@@ -98,6 +98,14 @@ def _replace_all(res):
     return change
 
 
+def failed_response(_ctx: RequestContext, request: AlterConfigsRequest, error: int) -> AlterConfigsResponse:
+    return AlterConfigsResponse(throttle_time_ms=0, responses=[
+        AlterConfigsResourceResponse(error_code=error, error_message=None, resource_type=r.resource_type,
+                                     resource_name=r.resource_name)
+        for r in request.resources
+    ])
+
+
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     responses = alter_resources(ctx.broker, request.resources, AlterConfigsResourceResponse, _replace_all,
                                 request.validate_only)

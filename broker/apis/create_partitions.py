@@ -49,6 +49,11 @@ def _check(broker, topic: CreatePartitionsTopic) -> None:
                                  f"but {len(a.broker_ids)} given.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
 
 
+def failed_response(_ctx: RequestContext, request: CreatePartitionsRequest, error: int) -> CreatePartitionsResponse:
+    return CreatePartitionsResponse(throttle_time_ms=0, results=[
+        CreatePartitionsTopicResult(name=t.name, error_code=error, error_message=None) for t in request.topics])
+
+
 async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     broker = ctx.broker
     names = [t.name for t in request.topics]

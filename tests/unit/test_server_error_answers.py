@@ -116,3 +116,30 @@ async def test_an_api_with_no_error_shape_closes_only_that_connection() -> None:
     finally:
         writer.close()
         await server.shutdown(1.0)
+
+
+def test_every_served_api_has_an_encodable_error_answer_at_every_version() -> None:
+    """So no handler failure of ours closes a connection: each API, each version, has an error shape."""
+    from kbroker.broker.app import build_router
+    from kbroker.broker.router import RequestContext, generic_failed_response
+
+    router = build_router()
+    missing = []
+    for key, low, high in router.supported():
+        route = router.route(key)
+        spec = framing.request_spec(key)
+        for version in range(low, high + 1):
+            request = spec.struct.cls()
+            if key == 0:
+                request.acks = -1  # acks=0 gets no answer at all, as in Kafka
+            ctx = RequestContext(key, version, 1, "t", "127.0.0.1:1", None)
+            if route.failed_response is not None:
+                body = route.failed_response(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            else:
+                body = generic_failed_response(key, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if body is None:
+                missing.append((key, version))
+                continue
+            _, decoded = framing.decode_response(key, version, framing.encode_response(key, version, 1, body)[4:])
+            assert decoded is not None
+    assert missing == []
