@@ -264,6 +264,8 @@ _MINIMUM = {
     "group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 0, "group_max_session_timeout_ms": 0,
     "group_max_size": 1, "offsets_topic_num_partitions": 1, "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,
+    "connections_max_idle_ms": 1, "max_connections": 1, "max_connections_per_ip": 1, "fetch_max_bytes": 1,
+    "max_inflated_batch_bytes": 1,
 }
 _INT32_MAX = 2**31 - 1
 
