@@ -16,6 +16,7 @@ from kbroker.broker.config import BrokerConfig
 from kbroker.broker.offsets_topic import OffsetsTopic
 from kbroker.coordinator.actor import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
+from kbroker.protocol import compression
 from kbroker.broker.logging import configure_logging
 from kbroker.broker.router import Router
 from kbroker.broker.server import KafkaServer
@@ -67,6 +68,7 @@ class Broker:
         self.listeners = config.listener_set()
         self.data_dir = Path(config.data_dir)
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
+        compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
         self.router = build_router()
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/)

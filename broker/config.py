@@ -65,6 +65,23 @@ class BrokerConfig:
     socket_request_max_bytes: int = field(
         default=104857600, metadata={"help": "largest request frame accepted (socket.request.max.bytes)"}
     )
+    connections_max_idle_ms: int = field(
+        default=600000, metadata={"help": "close a connection with no traffic for this long (connections.max.idle.ms)"}
+    )
+    max_connections: int = field(
+        default=2147483647, metadata={"help": "connections accepted in all; more are closed (max.connections)"}
+    )
+    max_connections_per_ip: int = field(
+        default=2147483647, metadata={"help": "connections accepted from one address (max.connections.per.ip)"}
+    )
+    fetch_max_bytes: int = field(
+        default=57671680, metadata={"help": "largest Fetch response, whatever the request asks (fetch.max.bytes)"}
+    )
+    max_inflated_batch_bytes: int = field(
+        default=67108864,
+        metadata={"help": "largest decompressed size of one produced batch; beyond it MESSAGE_TOO_LARGE "
+                          "(kbroker's own bound: Kafka has none)"},
+    )
     flush: str = field(
         default="always",
         metadata={"help": "always (group commit: ack after fsync), interval:MS, or never"},
@@ -284,6 +301,8 @@ _MINIMUM = {
     "group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 0, "group_max_session_timeout_ms": 0,
     "group_max_size": 1, "offsets_topic_num_partitions": 1, "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,
+    "connections_max_idle_ms": 1, "max_connections": 1, "max_connections_per_ip": 1, "fetch_max_bytes": 1,
+    "max_inflated_batch_bytes": 1,
 }
 _INT32_MAX = 2**31 - 1
 

@@ -4,12 +4,20 @@ A handler module exposes `API_KEY`, `VERSIONS = (min, max)` and `async handle(ct
 returning the response body (or None when the request gets no response, as Produce with acks=0),
 or a `Deferred` whose awaitable gives the body once only waiting remains.
 ApiVersions advertises exactly what is registered here.
+
+A module may also expose `failed_response(ctx, request, error_code)`: the whole-request error answer
+(Kafka's `AbstractRequest.getErrorResponse`), used when its handler raises unexpectedly or its
+response cannot be encoded. Without one, a response whose schema has a top-level `error_code` for
+that version gets it set (`generic_failed_response`); an API with neither closes the connection.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
+
+from kbroker.protocol import framing
+from kbroker.protocol.spec import in_range
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 
@@ -65,6 +73,20 @@ class Route:
     min_version: int
     max_version: int
     handler: Handler
+    failed_response: Callable[[RequestContext, Any, int], Any] | None = None
+
+
+def generic_failed_response(api_key: int, version: int, error_code: int) -> Any | None:
+    """The API's response with only its top-level `error_code` set, if that version has one."""
+    spec = framing.response_spec(api_key)
+    if spec is None:
+        return None
+    for f in spec.struct.fields:
+        if f.name == "error_code" and in_range(version, f.versions):
+            body = spec.struct.cls()
+            body.error_code = error_code
+            return body
+    return None
 
 
 class Router:
@@ -73,7 +95,8 @@ class Router:
 
     def register(self, module: HandlerModule) -> None:
         low, high = module.VERSIONS
-        self.routes[module.API_KEY] = Route(module.API_KEY, low, high, module.handle)
+        self.routes[module.API_KEY] = Route(module.API_KEY, low, high, module.handle,
+                                            getattr(module, "failed_response", None))
 
     def route(self, api_key: int) -> Route | None:
         return self.routes.get(api_key)

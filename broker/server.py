@@ -3,7 +3,13 @@
 Like Kafka, a connection has one request in progress at a time: the next frame is read only after
 the previous response is written, so responses leave in request order without reordering logic.
 Bad input closes that one connection with one structured log event; it never reaches other
-connections or the process.
+connections or the process. A handler that raises, or a response that cannot be encoded, is a bug
+of ours, not bad input: that request gets its API's error answer (UNKNOWN_SERVER_ERROR, see
+router.py) and the connection stays open.
+
+Connections are bounded as in Kafka's SocketServer: one with no traffic for
+`connections.max.idle.ms` is closed; past `max.connections` (in all) or `max.connections.per.ip`
+a new connection is closed at once with a `connection_refused` log event.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from kbroker.broker.router import Deferred, RequestContext, Router
+from kbroker.broker.router import Deferred, RequestContext, Route, Router, generic_failed_response
 from kbroker.broker.security.service import ListenerSecurity, TlsAcceptor, TlsHandshakeFailed
 from kbroker.protocol import framing
 from kbroker.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
@@ -24,6 +30,8 @@ from kbroker.protocol.primitives import MalformedMessage
 
 log = structlog.get_logger("kbroker.server")
 _SIZE = struct.Struct(">i")
+# What an int16-length string can hold; longer error messages are cut to fit (Kafka truncates too).
+_MAX_INT16_STRING_BYTES = 32767
 
 
 class CloseConnection(Exception):
@@ -47,7 +55,12 @@ class KafkaServer:
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self._in_flight: set[asyncio.Task] = set()
+        self._per_ip: dict[str, int] = {}
         self._closing = False
+        config = getattr(broker, "config", None)
+        self.max_idle_s = getattr(config, "connections_max_idle_ms", 600000) / 1000.0
+        self.max_connections = getattr(config, "max_connections", 2147483647)
+        self.max_connections_per_ip = getattr(config, "max_connections_per_ip", 2147483647)
 
     async def start(self) -> int:
         if self.security is not None and self.security.ssl_context is not None:
@@ -85,19 +98,39 @@ class KafkaServer:
             return
         await self._on_connection(reader, writer, conn)
 
+    def _refused(self, writer: asyncio.StreamWriter) -> bool:
+        """Close a connection over max.connections or max.connections.per.ip, saying so in the log."""
+        ip = _ip_of(writer)
+        if len(self._connections) >= self.max_connections:
+            reason = f"the broker already has max.connections={self.max_connections} connections"
+        elif self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
+            reason = f"{ip} already has max.connections.per.ip={self.max_connections_per_ip} connections"
+        else:
+            return False
+        peername = writer.get_extra_info("peername")
+        log.warning("connection_refused", peer=f"{peername[0]}:{peername[1]}" if peername else "?", reason=reason)
+        writer.close()
+        return True
+
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                              conn: Any = None) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if self._refused(writer):
+            return
         self._connections[task] = writer
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         log.info("connection_open", peer=peer, listener=self.listener)
         reason = "closed by client"
+        ip = _ip_of(writer)
         try:
+            self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
             if self.security is not None and conn is None:  # SASL_PLAINTEXT
                 conn = await self.security.accept(writer, peer)
             reason = await self._serve(reader, writer, peer, conn)
+        except TimeoutError:
+            reason = f"idle for connections.max.idle.ms={int(self.max_idle_s * 1000)}"
         except (ConnectionError, asyncio.IncompleteReadError):
             reason = "closed by client"
         except asyncio.CancelledError:
@@ -108,6 +141,11 @@ class KafkaServer:
             reason = "internal error"
         finally:
             self._connections.pop(task, None)
+            left = self._per_ip.get(ip, 1) - 1
+            if left > 0:
+                self._per_ip[ip] = left
+            else:
+                self._per_ip.pop(ip, None)
             writer.close()
             log.info("connection_close", peer=peer, reason=reason)
 
@@ -118,8 +156,11 @@ class KafkaServer:
         out = _ResponseWriter(writer)
         try:
             while not self._closing and not out.failed:
+                # Idle means no byte from the client for max_idle_s (TimeoutError ends the
+                # connection); responses still owed are written first by `out.close()`.
                 try:
-                    head = await reader.readexactly(4)
+                    async with asyncio.timeout(self.max_idle_s):
+                        head = await reader.readexactly(4)
                 except asyncio.IncompleteReadError as e:
                     return "closed by client" if not e.partial else "truncated frame"
                 (size,) = _SIZE.unpack(head)
@@ -130,7 +171,8 @@ class KafkaServer:
                     log.warning("request_rejected", peer=peer, error="frame size out of bounds", size=size,
                                 max_bytes=limit, authenticated=conn.authenticated if conn else None)
                     return "bad frame size"
-                frame = await reader.readexactly(size)
+                async with asyncio.timeout(self.max_idle_s):
+                    frame = await reader.readexactly(size)
                 if conn is not None and conn.raw_tokens:  # SaslHandshake v0: a bare token, no header
                     answer = conn.raw_token(frame)
                     if answer is None:
@@ -207,25 +249,26 @@ class KafkaServer:
             return _CLOSE
         except Exception:
             log.exception("request_failed", **fields)
-            return _CLOSE
+            return _failed_answer(route, ctx, body, fields)
         if isinstance(response, Deferred):
-            task = asyncio.ensure_future(self._finish_deferred(response, ctx, fields))
+            task = asyncio.ensure_future(self._finish_deferred(response, route, ctx, body, fields))
             self._track(task)
             return task
         if response is None:
             return None
-        return framing.encode_response(api_key, api_version, correlation_id, response)
+        return _encode(route, ctx, body, response, fields)
 
     @staticmethod
-    async def _finish_deferred(deferred: Deferred, ctx: RequestContext, fields: dict) -> bytes | None | object:
+    async def _finish_deferred(deferred: Deferred, route: Route, ctx: RequestContext, body: Any,
+                               fields: dict) -> bytes | None | object:
         try:
             response = await deferred.response
         except Exception:
             log.exception("request_failed", **fields)
-            return _CLOSE
+            return _failed_answer(route, ctx, body, fields)
         if response is None:
             return None
-        return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+        return _encode(route, ctx, body, response, fields)
 
     def _unsupported_api_versions(self, route: Any) -> ApiVersionsResponse:
         low, high = (route.min_version, route.max_version) if route else (0, 0)
@@ -242,6 +285,63 @@ def _resolved(data: bytes) -> asyncio.Future:
     done = asyncio.get_running_loop().create_future()
     done.set_result(data)
     return done
+
+
+def _ip_of(writer: asyncio.StreamWriter) -> str:
+    peername = writer.get_extra_info("peername")
+    return peername[0] if peername else "?"
+_ENCODE_ERRORS = (struct.error, ValueError, OverflowError, TypeError, AttributeError, KeyError, IndexError)
+
+
+def _encode(route: Route, ctx: RequestContext, request: Any, response: Any, fields: dict) -> bytes | object:
+    """The response frame; if it cannot be encoded, the request's error answer instead."""
+    try:
+        return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+    except _ENCODE_ERRORS as e:
+        first_error = e
+    if _cut_error_messages(response):
+        try:
+            return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+        except _ENCODE_ERRORS as e:
+            first_error = e
+    log.error("response_encode_failed", error=repr(first_error), **fields)
+    return _failed_answer(route, ctx, request, fields)
+
+
+def _failed_answer(route: Route, ctx: RequestContext, request: Any, fields: dict) -> bytes | object:
+    """UNKNOWN_SERVER_ERROR in the API's own error shape; closing is the last resort."""
+    try:
+        if route.failed_response is not None:
+            body = route.failed_response(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        else:
+            body = generic_failed_response(ctx.api_key, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if body is not None:
+            return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+    except Exception:  # noqa: BLE001 - even the error answer failed: fall back to closing
+        log.exception("error_answer_failed", **fields)
+        return _CLOSE
+    log.warning("request_rejected", error="no error answer for this api", **fields)
+    return _CLOSE
+
+
+def _cut_error_messages(obj: Any, depth: int = 0) -> bool:
+    """Shorten every over-long `error_message` in a response to what an int16 string holds."""
+    cut = False
+    if depth > 8 or not hasattr(obj, "__slots__"):
+        return False
+    for name in obj.__slots__:
+        value = getattr(obj, name, None)
+        if isinstance(value, str) and name.endswith("error_message"):
+            raw = value.encode("utf-8")
+            if len(raw) > _MAX_INT16_STRING_BYTES:
+                setattr(obj, name, raw[:_MAX_INT16_STRING_BYTES].decode("utf-8", "ignore"))
+                cut = True
+        elif isinstance(value, list):
+            for item in value:
+                cut = _cut_error_messages(item, depth + 1) or cut
+        elif hasattr(value, "__slots__"):
+            cut = _cut_error_messages(value, depth + 1) or cut
+    return cut
 
 
 class _ResponseWriter:

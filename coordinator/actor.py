@@ -8,8 +8,17 @@ Timers: one KeyedTimers for the broker. An expiry is enqueued into the owning gr
 only handled if `claim` says it is still that key's live timer, so an expiry that lost a race
 with a heartbeat is dropped.
 
-Persistence: `append_records(partition, records)` is injected (coordinator/storage.py provides it);
+Persistence: `append_records(partition, records)` is injected (broker/offsets_topic.py provides it);
 it must return once the records are durable and raise KafkaError otherwise.
+
+The durability contract (each write carries its regime, outcome.Durability): membership writes are
+STRICT (on disk before memory changes); offset commits and deletes are PIPELINED (applied at
+append, answered after their fsync). OffsetFetch serves only durable offsets: when its partition
+has a pipelined write still waiting for its fsync, the answer waits for that fsync (Kafka serves
+committed state; its `require_stable` concerns pending transactional offsets, which this broker
+does not have, so both modes get the same durable answer). A storage failure (KAFKA_STORAGE_ERROR:
+the log is fenced until restart) unloads the partition: its groups answer NOT_COORDINATOR, as
+Kafka's do when the log directory goes offline, and nothing applied but not durable is served.
 """
 
 from __future__ import annotations
@@ -139,6 +148,9 @@ class GroupCoordinatorService:
         self._new_member_id = new_member_id
         self._machines: dict[int, GroupStateMachine] = {}
         self._loading: set[int] = set()
+        self._pending_durable: dict[int, asyncio.Future] = {}  # per partition: its latest pipelined write
+        self._offline: set[int] = set()
+        self._unloads: set[asyncio.Task] = set()
         self._actors: dict[str, _GroupActor] = {}
         self._running = False
         self._driver: asyncio.Task[None] | None = None
@@ -313,6 +325,8 @@ class GroupCoordinatorService:
             return
         try:
             outcome = machine.handle(cmd, self.clock.wall_ms())
+            if isinstance(cmd, c.OffsetFetch):
+                self._hold_until_durable(actor.partition, cmd, outcome)
         except Exception:  # noqa: BLE001 - one bad command must not take the group down
             log.exception(
                 "coordinator_error", group=actor.group_id, api=type(cmd).__name__,
@@ -332,7 +346,37 @@ class GroupCoordinatorService:
             deliver=self._deliver,
             apply_timer=partial(self._apply_timer, machine.partition),
             on_event=self._log_event,
+            on_pending=self._pending_durable.__setitem__,
+            on_storage_failure=self._on_storage_failure,
         )
+
+    def _hold_until_durable(self, partition: int, cmd: c.OffsetFetch, outcome: Outcome) -> None:
+        """Answer an OffsetFetch only once every pipelined write it could see is on disk."""
+        pending = self._pending_durable.get(partition)
+        if pending is None or pending.done():
+            if pending is not None and not pending.cancelled() and pending.exception() is not None:
+                outcome.replies = [Reply(r.to, error_result_for(cmd, E.NOT_COORDINATOR)) for r in outcome.replies]
+            return
+        replies, outcome.replies = outcome.replies, []
+
+        def release(done: asyncio.Future) -> None:
+            failed = done.cancelled() or done.exception() is not None
+            for reply in replies:
+                self._deliver(Reply(reply.to, error_result_for(cmd, E.NOT_COORDINATOR)) if failed else reply)
+
+        pending.add_done_callback(release)
+
+    def _on_storage_failure(self, partition: int, code: ErrorCode) -> None:
+        """The partition's log is fenced: stop serving its groups until a restart reloads them."""
+        if code is not E.KAFKA_STORAGE_ERROR or partition in self._offline:
+            return
+        self._offline.add(partition)
+        log.error("coordinator_partition_offline", partition=partition, error=code.name)
+        machine = self._machines.pop(partition, None)
+        if machine is not None:
+            task = asyncio.ensure_future(self._execute(machine, machine.unload(self.clock.wall_ms())))
+            self._unloads.add(task)
+            task.add_done_callback(self._unloads.discard)
 
     @staticmethod
     def _deliver(reply: Reply) -> None:

@@ -15,8 +15,8 @@ import structlog
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 from .classic import GroupStateMachine
-from .outcome import Event, Outcome, Reply, TimerOp
-from .records import OffsetCommitRecord, OffsetCommitTombstone, Record
+from .outcome import Durability, Event, Outcome, Reply, TimerOp
+from .records import Record
 from .results import append_error_to_response
 
 AppendRecords = Callable[[int, list[Record]], Awaitable[None]]
@@ -37,7 +37,12 @@ async def execute_outcome(
     apply_timer: Callable[[TimerOp], None],
     on_event: Callable[[Event], None],
     append_nowait: AppendNowait | None = None,
+    on_pending: Callable[[int, asyncio.Future], None] | None = None,
+    on_storage_failure: Callable[[int, ErrorCode], None] | None = None,
 ) -> None:
+    """`on_pending(partition, done)` learns of each pipelined write still waiting for its fsync;
+    `on_storage_failure(partition, code)` of every failed append or fsync (the shell unloads the
+    partition: memory may hold records that are not on disk)."""
     queue: deque[Outcome] = deque([outcome])
     while queue:
         out = queue.popleft()
@@ -51,8 +56,10 @@ async def execute_outcome(
             continue
 
         records = [record for write in out.writes for record in write.records]
-        if append_nowait is not None and _offsets_only(out):
-            _pipeline_offsets(machine, out, records, append_nowait, deliver)
+        if append_nowait is not None and _all_pipelined(out):
+            pending = _pipeline_offsets(machine, out, records, append_nowait, deliver, on_storage_failure)
+            if pending is not None and on_pending is not None:
+                on_pending(machine.partition, pending)
             continue
         error: ErrorCode | None = None
         try:
@@ -66,6 +73,8 @@ async def execute_outcome(
             raise
         except KafkaError as exc:
             error = append_error_to_response(exc.code)
+            if on_storage_failure is not None:
+                on_storage_failure(machine.partition, exc.code)
         except Exception:  # noqa: BLE001 - any storage failure becomes a Kafka error code
             log.exception("append_failed", partition=machine.partition, records=len(records))
             error = ErrorCode.UNKNOWN_SERVER_ERROR
@@ -81,31 +90,35 @@ async def execute_outcome(
                 queue.append(machine.on_write_done(write.then, error, now_ms()))
 
 
-def _offsets_only(out: Outcome) -> bool:
-    return all(write.then is None for write in out.writes) and all(
-        isinstance(r, (OffsetCommitRecord, OffsetCommitTombstone)) for w in out.writes for r in w.records)
+def _all_pipelined(out: Outcome) -> bool:
+    return all(write.durability is Durability.PIPELINED and write.then is None for write in out.writes)
 
 
 def _pipeline_offsets(machine: GroupStateMachine, out: Outcome, records: list[Record],
-                      append_nowait: AppendNowait, deliver: Callable[[Reply], None]) -> None:
-    """Offset writes with nothing to follow up: append and apply now, reply once durable.
+                      append_nowait: AppendNowait, deliver: Callable[[Reply], None],
+                      on_storage_failure: Callable[[int, ErrorCode], None] | None) -> asyncio.Future | None:
+    """PIPELINED writes: append and apply now, reply once durable; returns the wait for the fsync.
 
     The group's next command then need not wait for this fsync, so a group's commits share fsyncs
     (Kafka's CoordinatorRuntime likewise applies records at append and holds responses until they
-    are committed). Writes that change group membership keep the strict path above. If the fsync
-    itself fails, the replies carry the error while memory already holds the commit: the client
-    retries, and a storage failure that grave takes the log down anyway.
+    are committed). What keeps memory honest: readers of offsets (OffsetFetch) are answered only
+    once the pending writes they could see are durable (the shell uses the returned future), and
+    if the fsync fails the replies carry NOT_COORDINATOR and the partition is unloaded, so the
+    applied-but-not-durable records are never served; the log itself is fenced until restart.
     """
     replies = [reply for write in out.writes for reply in write.replies]
+    partition = machine.partition
     try:
-        durable = append_nowait(machine.partition, records)
+        durable = append_nowait(partition, records)
     except KafkaError as exc:
         _fail(replies, append_error_to_response(exc.code), deliver)
-        return
+        if on_storage_failure is not None:
+            on_storage_failure(partition, exc.code)
+        return None
     except Exception:  # noqa: BLE001 - any storage failure becomes a Kafka error code
-        log.exception("append_failed", partition=machine.partition, records=len(records))
+        log.exception("append_failed", partition=partition, records=len(records))
         _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
-        return
+        return None
     for record in records:
         machine.replay(record)
 
@@ -114,17 +127,28 @@ def _pipeline_offsets(machine: GroupStateMachine, out: Outcome, records: list[Re
             await durable
         except KafkaError as exc:
             _fail(replies, append_error_to_response(exc.code), deliver)
-            return
-        except Exception:  # noqa: BLE001
-            log.exception("append_failed", partition=machine.partition, records=len(records))
+            if on_storage_failure is not None:
+                on_storage_failure(partition, exc.code)
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.exception("append_failed", partition=partition, records=len(records))
             _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
-            return
+            if on_storage_failure is not None:
+                on_storage_failure(partition, ErrorCode.KAFKA_STORAGE_ERROR)
+            raise KafkaError(str(exc), ErrorCode.KAFKA_STORAGE_ERROR) from exc
         for reply in replies:
             deliver(reply)
 
     task = asyncio.ensure_future(release())
     _RELEASES.add(task)
     task.add_done_callback(_RELEASES.discard)
+    task.add_done_callback(_consume_exception)
+    return task
+
+
+def _consume_exception(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()  # reported through the replies; keeps asyncio from logging it again
 
 
 def _fail(replies: list[Reply], error: ErrorCode, deliver: Callable[[Reply], None]) -> None:

@@ -13,7 +13,7 @@ from kbroker.protocol.errors import ErrorCode
 from . import commands as c
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .join import validate_current_member
-from .outcome import GroupRemoved, Reply
+from .outcome import Durability, GroupRemoved, Reply
 from .rebalance import Ctx, schedule_heartbeat
 from .records import GroupMetadataTombstone, OffsetCommitRecord, OffsetCommitTombstone, Record
 from .results import (
@@ -84,7 +84,7 @@ def handle_offset_commit(
     result = OffsetCommitResult(tuple(topics))
     if records:
         replies = [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else []
-        ctx.out.write(records, replies)
+        ctx.out.write(records, replies, durability=Durability.PIPELINED)
     else:
         ctx.out.reply(cmd.reply_to, result)
 
@@ -162,7 +162,8 @@ def handle_offset_delete(ctx: Ctx, group: ClassicGroup | None, cmd: c.OffsetDele
                 records.append(OffsetCommitTombstone(group.group_id, topic.name, p))
     result = OffsetDeleteResult(E.NONE, tuple(topics))
     if records:
-        ctx.out.write(records, [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [])
+        ctx.out.write(records, [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [],
+                      durability=Durability.PIPELINED)
     else:
         ctx.out.reply(cmd.reply_to, result)
 

@@ -11,6 +11,8 @@ Ordering contract for the shell (actor.py), per Outcome:
 
 from __future__ import annotations
 
+import enum
+
 from dataclasses import dataclass, field
 
 from kbroker.protocol.errors import ErrorCode
@@ -86,11 +88,25 @@ class GroupRemoved:
 FollowUp = AssignmentWritten | EmptyGroupWritten | StaticMemberReplaced | GroupRemoved
 
 
+class Durability(enum.Enum):
+    """How a pending write reaches durability; chosen by the code that creates the write.
+
+    STRICT: append, wait for the fsync, then apply to memory and reply (group membership: a
+    generation must never be visible before it is on disk). PIPELINED: append and apply at once,
+    reply once the fsync lands, so a group's commits share fsyncs; readers of what it changed
+    (OffsetFetch) answer only after that fsync, and a failed fsync unloads the partition.
+    """
+
+    STRICT = "strict"
+    PIPELINED = "pipelined"
+
+
 @dataclass(slots=True)
 class PendingWrite:
     records: list[Record]
     replies: list[Reply] = field(default_factory=list)  # released only once durable
     then: FollowUp | None = None
+    durability: Durability = Durability.STRICT
 
 
 # -- events (logged by the shell) -----------------------------------------------------------------
@@ -138,8 +154,8 @@ class Outcome:
         self.timers.append(CancelTimer(key))
 
     def write(self, records: list[Record], replies: list[Reply] | None = None,
-              then: FollowUp | None = None) -> None:
-        self.writes.append(PendingWrite(records, replies or [], then))
+              then: FollowUp | None = None, durability: Durability = Durability.STRICT) -> None:
+        self.writes.append(PendingWrite(records, replies or [], then, durability))
 
     def merge(self, other: Outcome) -> None:
         self.replies.extend(other.replies)

@@ -22,8 +22,11 @@ from kbroker.protocol.compression import (  # noqa: F401  (re-exported: callers 
     COMPRESSION_NONE,
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
+    InflatedTooLarge,
     compress,
     decompress,
+    inflated_bound,
+    inflated_size,
 )
 from kbroker.protocol.errors import (  # noqa: F401  (re-exported: callers catch them from here)
     CorruptRecordError,
@@ -369,10 +372,13 @@ def _decode_records(
     return records
 
 
-def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
+def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0, *,
+                 max_inflated: int | None = None) -> tuple[BatchHeader, list[Record]]:
     """Decode the batch at `pos` (CRC checked) into absolute-offset, absolute-timestamp records.
 
     In a LogAppendTime batch every record's timestamp is the batch's maxTimestamp, as in Kafka.
+    A compressed batch inflating past `max_inflated` bytes (default: the broker's bound, see
+    compression.py) raises InflatedTooLarge.
     """
     header = read_header(buf, pos)
     if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > len(buf):
@@ -381,7 +387,7 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[Bat
     if header.records_count < 0:
         raise InvalidRecordError(f"negative record count {header.records_count}")
     body = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
-    data = decompress(header.compression, body)
+    data = decompress(header.compression, body, max_inflated)
     fixed = header.max_timestamp if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME else None
     try:
         records = _decode_records(data, header.records_count, header.base_offset, header.base_timestamp, fixed)
@@ -390,6 +396,43 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[Bat
     except UnicodeDecodeError as exc:
         raise InvalidRecordError("record header key is not UTF-8") from exc
     return header, records
+
+
+def keyless_records(buf: bytes | bytearray | memoryview, pos: int = 0, *, max_listed: int = 1000,
+                    max_inflated: int | None = None) -> tuple[int, list[int]]:
+    """(how many records of the batch at `pos` have a null key, the first `max_listed` of their
+    indexes), walking the records without building them: a batch within the inflated bound may
+    still hold millions of tiny records, and a compacted topic's key check must not make an object
+    per record. The batch's integrity (CRC, lengths) is the caller's to have checked."""
+    header = read_header(buf, pos)
+    if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > len(buf):
+        raise CorruptRecordError(f"batch at position {pos} is truncated")
+    body = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
+    data = decompress(header.compression, body, max_inflated)
+    n = len(data)
+    at = 0
+    keyless = 0
+    listed: list[int] = []
+    try:
+        for index in range(header.records_count):
+            length, at = _read_zigzag(data, at)
+            end = at + length
+            if length <= 0 or end > n:
+                raise CorruptRecordError(f"record length {length} runs past the batch's records")
+            at += 1  # attributes
+            _, at = _read_zigzag(data, at)  # timestamp delta
+            _, at = _read_zigzag(data, at)  # offset delta
+            klen, at = _read_zigzag(data, at)
+            if klen < 0:
+                keyless += 1
+                if len(listed) < max_listed:
+                    listed.append(index)
+            at = end
+    except IndexError as exc:
+        raise CorruptRecordError("record runs past the end of the batch") from exc
+    if at != n:
+        raise InvalidRecordError(f"{n - at} bytes remain after the batch's declared {header.records_count} records")
+    return keyless, listed
 
 
 def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[BatchHeader, list[Record]]]:

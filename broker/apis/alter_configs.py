@@ -5,11 +5,17 @@ A resource listed twice, or a key listed twice in one resource, is INVALID_REQUE
 ConfigAdminManager.preprocess). Broker resources are checked like DescribeConfigs (this node id or
 ""); since no broker config can be changed at run time here, any change to one is INVALID_REQUEST
 "Cannot update these configs dynamically", which is how Kafka answers for its read-only settings.
+
+Internal topics keep `cleanup.policy=compact`: any change that would let the log delete records
+(`delete`, `compact,delete`) is INVALID_REQUEST, the error Kafka gives for operations it prohibits on
+an internal topic. Kafka itself accepts such a change and then loses every committed offset to
+retention; a client cannot tell the refusal from an ACL-less cluster's admin error, so we are stricter.
 """
 
 from __future__ import annotations
 
 from kbroker.broker.apis.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
+from kbroker.broker.log.manager import is_internal_topic
 from kbroker.broker.router import RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.alter_configs_request import AlterConfigsRequest
@@ -29,6 +35,14 @@ def check_duplicate_keys(names: list[str]) -> None:
         raise KafkaError("Error due to duplicate config keys", ErrorCode.INVALID_REQUEST)
 
 
+def check_internal_topic_configs(name: str, new_overrides: dict[str, str]) -> None:
+    """An internal topic's records may only ever be compacted away, never deleted by retention."""
+    policy = [p.strip() for p in new_overrides.get("cleanup.policy", "compact").split(",") if p.strip()]
+    if policy != ["compact"]:
+        raise KafkaError(f"Internal topic {name} must keep cleanup.policy=compact; changing it is prohibited.",
+                         ErrorCode.INVALID_REQUEST)
+
+
 def alter_resource(broker, resource_type: int, resource_name: str, names: list[str], topic_change, validate_only: bool):
     """Apply one resource's change. `topic_change(current_overrides) -> new_overrides` for topics."""
     if resource_type == RESOURCE_TOPIC:
@@ -37,6 +51,8 @@ def alter_resource(broker, resource_type: int, resource_name: str, names: list[s
         if info is None:
             raise KafkaError(f"Topic {resource_name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         new = topic_change(dict(info.overrides))
+        if is_internal_topic(resource_name):
+            check_internal_topic_configs(resource_name, new)
         broker.logs.alter_topic_configs(resource_name, new, validate_only=validate_only)
         return
     if resource_type == RESOURCE_BROKER:
@@ -80,6 +96,14 @@ def _replace_all(res):
         return new
 
     return change
+
+
+def failed_response(_ctx: RequestContext, request: AlterConfigsRequest, error: int) -> AlterConfigsResponse:
+    return AlterConfigsResponse(throttle_time_ms=0, responses=[
+        AlterConfigsResourceResponse(error_code=error, error_message=None, resource_type=r.resource_type,
+                                     resource_name=r.resource_name)
+        for r in request.resources
+    ])
 
 
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:

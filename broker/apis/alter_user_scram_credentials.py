@@ -27,14 +27,22 @@ VERSIONS = (0, 0)
 log = structlog.get_logger("kbroker.security")
 
 
+def _names(request: AlterUserScramCredentialsRequest) -> list[str]:
+    return list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
+
+
+def failed_response(_ctx: RequestContext, request: AlterUserScramCredentialsRequest, error: int,
+                    message: str | None = None) -> AlterUserScramCredentialsResponse:
+    """Every user answers `error` (Kafka's AlterUserScramCredentialsRequest.getErrorResponse)."""
+    return AlterUserScramCredentialsResponse(results=[
+        AlterUserScramCredentialsResult(user=n, error_code=error, error_message=message) for n in _names(request)])
+
+
 async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest):
     security = ctx.broker.security
-    names = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+    names = _names(request)
     if not security.authorize(ctx, Operation.ALTER, ResourceType.CLUSTER):
-        return AlterUserScramCredentialsResponse(results=[
-            AlterUserScramCredentialsResult(user=n, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                            error_message="Cluster authorization failed.")
-            for n in dict.fromkeys(names)])
+        return failed_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     existing = security.credentials.scram_users()
     errors: dict[str, tuple[int, str]] = {}
     mech_pairs = Counter((n, m) for n, m in [(d.name, d.mechanism) for d in request.deletions]
@@ -75,4 +83,4 @@ async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest)
     return AlterUserScramCredentialsResponse(results=[
         AlterUserScramCredentialsResult(user=n, error_code=errors.get(n, (ErrorCode.NONE, None))[0],
                                         error_message=errors.get(n, (ErrorCode.NONE, None))[1])
-        for n in dict.fromkeys(names)])
+        for n in names])

@@ -21,16 +21,19 @@ def _enum(cls, value):
         return cls(0)  # UNKNOWN
 
 
+def failed_response(_ctx: RequestContext, request: CreateAclsRequest, error: int,
+                    message: str | None = None) -> CreateAclsResponse:
+    """Every creation answers `error` (Kafka's CreateAclsRequest.getErrorResponse)."""
+    return CreateAclsResponse(results=[AclCreationResult(error_code=error, error_message=message)
+                                       for _ in request.creations])
+
+
 async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
     security = ctx.broker.security
     if security.authorizer is None:
-        return CreateAclsResponse(results=[
-            AclCreationResult(error_code=ErrorCode.SECURITY_DISABLED, error_message="No Authorizer is configured.")
-            for _ in request.creations])
+        return failed_response(ctx, request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not security.authorize(ctx, Operation.ALTER, ResourceType.CLUSTER):
-        return CreateAclsResponse(results=[
-            AclCreationResult(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                              error_message="Cluster authorization failed.") for _ in request.creations])
+        return failed_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     results, valid = [], []
     for c in request.creations:
         acl = AclBinding(_enum(ResourceType, c.resource_type), c.resource_name,

@@ -1,7 +1,14 @@
-"""CreatePartitions (37), v0-v3: grow a topic's partition count (never shrink it)."""
+"""CreatePartitions (37), v0-v3: grow a topic's partition count (never shrink it).
+
+Internal topics are refused with INVALID_REQUEST (Kafka's answer for operations it prohibits on an
+internal topic): a group's coordinator partition is its id's hash modulo the partition count, so
+growing `__consumer_offsets` would orphan every committed offset at the next restart. Kafka accepts
+it (KAFKA-14418 was not merged); its count is `offsets.topic.num.partitions`, fixed at creation.
+"""
 
 from __future__ import annotations
 
+from kbroker.broker.log.manager import is_internal_topic
 from kbroker.broker.router import RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
@@ -18,6 +25,9 @@ def _check(broker, topic: CreatePartitionsTopic) -> None:
     info = broker.logs.topics().get(topic.name)
     if info is None:
         raise KafkaError(f"Topic '{topic.name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if is_internal_topic(topic.name):
+        raise KafkaError(f"Changing the partition count of internal topic {topic.name} is prohibited.",
+                         ErrorCode.INVALID_REQUEST)
     current = info.num_partitions
     if topic.count == current:
         raise KafkaError(f"Topic already has {current} partition(s).", ErrorCode.INVALID_PARTITIONS)
@@ -37,6 +47,11 @@ def _check(broker, topic: CreatePartitionsTopic) -> None:
             if len(a.broker_ids) != 1:
                 raise KafkaError("The manual partition assignment includes a partition with 1 replica(s) expected, "
                                  f"but {len(a.broker_ids)} given.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+
+
+def failed_response(_ctx: RequestContext, request: CreatePartitionsRequest, error: int) -> CreatePartitionsResponse:
+    return CreatePartitionsResponse(throttle_time_ms=0, results=[
+        CreatePartitionsTopicResult(name=t.name, error_code=error, error_message=None) for t in request.topics])
 
 
 async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:

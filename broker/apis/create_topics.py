@@ -76,6 +76,11 @@ def _configs(topic: CreatableTopic) -> dict[str, str]:
     return out
 
 
+def failed_response(_ctx: RequestContext, request: CreateTopicsRequest, error: int) -> CreateTopicsResponse:
+    return CreateTopicsResponse(throttle_time_ms=0, topics=[
+        CreatableTopicResult(name=t.name, error_code=error, error_message=None, configs=None) for t in request.topics])
+
+
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     broker = ctx.broker
     names = [t.name for t in request.topics]

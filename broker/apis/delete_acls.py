@@ -16,18 +16,19 @@ API_KEY = 31
 VERSIONS = (1, 3)
 
 
+def failed_response(_ctx: RequestContext, request: DeleteAclsRequest, error: int,
+                    message: str | None = None) -> DeleteAclsResponse:
+    """Every filter answers `error` (Kafka's DeleteAclsRequest.getErrorResponse)."""
+    return DeleteAclsResponse(filter_results=[
+        DeleteAclsFilterResult(error_code=error, error_message=message, matching_acls=[]) for _ in request.filters])
+
+
 async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
     security = ctx.broker.security
-
-    def all_failed(code: int, message: str) -> DeleteAclsResponse:
-        return DeleteAclsResponse(filter_results=[
-            DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[])
-            for _ in request.filters])
-
     if security.authorizer is None:
-        return all_failed(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+        return failed_response(ctx, request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not security.authorize(ctx, Operation.ALTER, ResourceType.CLUSTER):
-        return all_failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        return failed_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     results, doomed = [], []
     for f in request.filters:
         flt = to_filter(f)

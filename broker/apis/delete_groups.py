@@ -13,6 +13,11 @@ API_KEY = 42
 VERSIONS = (0, 2)
 
 
+def failed_response(_ctx: RequestContext, request: DeleteGroupsRequest, error: int) -> DeleteGroupsResponse:
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
+        DeletableGroupResult(group_id=g, error_code=error) for g in dict.fromkeys(request.groups_names)])
+
+
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     names = list(dict.fromkeys(request.groups_names))  # Kafka answers a repeated name once
 

@@ -19,6 +19,14 @@ API_KEY = 20
 VERSIONS = (1, 6)
 
 
+def failed_response(ctx: RequestContext, request: DeleteTopicsRequest, error: int) -> DeleteTopicsResponse:
+    if ctx.api_version >= 6:
+        results = [DeletableTopicResult(name=t.name, topic_id=t.topic_id, error_code=error) for t in request.topics]
+    else:
+        results = [DeletableTopicResult(name=name, error_code=error) for name in request.topic_names]
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
 async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     broker = ctx.broker
     if ctx.api_version >= 6:

@@ -197,6 +197,14 @@ def broker_resource_error(broker, resource_name: str) -> tuple[int, str] | None:
     return None
 
 
+def failed_response(_ctx: RequestContext, request: DescribeConfigsRequest, error: int) -> DescribeConfigsResponse:
+    return DescribeConfigsResponse(throttle_time_ms=0, results=[
+        DescribeConfigsResult(error_code=error, error_message=None, resource_type=r.resource_type,
+                              resource_name=r.resource_name, configs=[])
+        for r in request.resources
+    ])
+
+
 async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     broker = ctx.broker
     synonyms = request.include_synonyms

@@ -37,6 +37,10 @@ def error_response(groups: list[str], error: ErrorCode) -> DescribeGroupsRespons
     ])
 
 
+def failed_response(_ctx: RequestContext, request: DescribeGroupsRequest, error: ErrorCode) -> DescribeGroupsResponse:
+    return error_response(request.groups, error)
+
+
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     v = ctx.api_version
     include_ops = v >= 3 and request.include_authorized_operations

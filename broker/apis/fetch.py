@@ -1,5 +1,11 @@
 """Fetch (1), v4-v17: sessionless and incremental (KIP-227) fetches, topic ids from v13, long polling.
 
+Bounds (KafkaApis.handleFetchRequest): the request's `max_bytes` is clamped to the broker's
+`fetch.max.bytes` (55 MiB by default), and `min_bytes` to that; a partition named more than once is
+read once, with the last entry's limits winning at the first entry's place (Kafka's LinkedHashMap
+of fetch data), so one response can never repeat a partition's records. A log fenced by a storage
+error answers KAFKA_STORAGE_ERROR.
+
 Reading follows Kafka's ReplicaManager.readFromLog: partitions are read in order with a shared
 `max_bytes` budget, each one capped at its `partition_max_bytes`; until some partition has returned
 data, a read may exceed both limits to return one whole batch (Kafka's minOneMessage), so a batch
@@ -62,6 +68,12 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
             results.append((key, _error_result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
             has_error = True
             continue
+        if plog.flusher.fenced is not None:
+            # Offline after a storage error (see flusher.py): its tail may never reach the disk, so
+            # serve nothing from it, as Kafka's offline log directory answers.
+            results.append((key, _error_result(ErrorCode.KAFKA_STORAGE_ERROR)))
+            has_error = True
+            continue
         try:
             read = plog.read(target.fetch_offset, min(max(0, target.max_bytes), budget), min_one_batch=min_one)
         except OffsetOutOfRangeError:
@@ -100,7 +112,8 @@ def _ready_check(broker, targets, min_bytes: int, uses_ids: bool, names_by_id: d
                 if min_bytes <= 1:
                     return True
                 try:
-                    accumulated += len(plog.read(offset, max(1, target.max_bytes), min_one_batch=True).records)
+                    accumulated += len(plog.read(offset, max(1, min(target.max_bytes, min_bytes)),
+                                                   min_one_batch=True).records)
                 except KafkaError:
                     return True
                 if accumulated >= min_bytes:
@@ -110,16 +123,32 @@ def _ready_check(broker, targets, min_bytes: int, uses_ids: bool, names_by_id: d
     return ready
 
 
+def failed_response(ctx: RequestContext, request: FetchRequest, error: ErrorCode) -> FetchResponse:
+    """v7+ has a top-level error; older versions put it on every partition (FetchRequest.getErrorResponse)."""
+    if ctx.api_version >= SESSIONS_FROM:
+        return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
+    return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[
+        FetchableTopicResponse(topic=t.topic, partitions=[
+            PartitionData(partition_index=p.partition, error_code=error, high_watermark=-1, last_stable_offset=-1,
+                          log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None)
+            for p in t.partitions])
+        for t in request.topics
+    ])
+
+
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     broker = ctx.broker
     version = ctx.api_version
     uses_ids = version >= TOPIC_IDS_FROM
     names_by_id = _resolve(broker, uses_ids)
-    targets: list[tuple[PartitionKey, FetchTarget]] = []
+    wanted: dict[PartitionKey, FetchTarget] = {}
     for topic in request.topics:
         ref = topic.topic_id if uses_ids else topic.topic
         for p in topic.partitions:
-            targets.append(((ref, p.partition), FetchTarget(p.fetch_offset, p.partition_max_bytes, p.log_start_offset)))
+            wanted[(ref, p.partition)] = FetchTarget(p.fetch_offset, p.partition_max_bytes, p.log_start_offset)
+    targets: list[tuple[PartitionKey, FetchTarget]] = list(wanted.items())
+    request.max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
+    request.min_bytes = min(request.min_bytes, request.max_bytes)
     forgotten = [
         ((f.topic_id if uses_ids else f.topic), partition)
         for f in request.forgotten_topics_data

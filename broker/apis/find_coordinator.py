@@ -78,3 +78,14 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     error, node, host, port = lookup(ctx, key_type, request.key)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=_MESSAGES.get(error, error.name),
                                    node_id=node, host=host, port=port)
+
+
+def failed_response(ctx: RequestContext, request: FindCoordinatorRequest, error: ErrorCode) -> FindCoordinatorResponse:
+    """v4+ carry each key's error in its own entry; older versions have the top-level error."""
+    if ctx.api_version < 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=None, node_id=-1,
+                                       host="", port=-1)
+    return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+        Coordinator(key=k, node_id=-1, host="", port=-1, error_code=error, error_message=None)
+        for k in request.coordinator_keys
+    ])

@@ -57,6 +57,15 @@ def apply_ops(current: dict[str, str], ops, defaults: dict[str, str]) -> dict[st
     return new
 
 
+def failed_response(_ctx: RequestContext, request: IncrementalAlterConfigsRequest,
+                    error: int) -> IncrementalAlterConfigsResponse:
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
+        AlterConfigsResourceResponse(error_code=error, error_message=None, resource_type=r.resource_type,
+                                     resource_name=r.resource_name)
+        for r in request.resources
+    ])
+
+
 async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     defaults = {e.name: e.value for e in ctx.broker.logs.default_config.describe()}
     responses = alter_resources(ctx.broker, request.resources, AlterConfigsResourceResponse,

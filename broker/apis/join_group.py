@@ -6,9 +6,16 @@ Version adaptation, as Kafka's JoinGroupRequest/KafkaApis do it:
 - v5+ carries the group instance id, v8+ a reason, v9+ supports skipping the assignment;
 - the client host is the peer address as Kafka's `InetAddress.toString()` prints it ("/1.2.3.4");
 - below v7 the protocol name is not nullable: a missing one goes out as "".
+
+A group instance id must follow Kafka's own rule for it (JoinGroupRequest.validateGroupInstanceId,
+the topic-name rule: 1-249 characters of [a-zA-Z0-9._-]); Kafka's clients enforce it, its broker
+does not, and a 32,767-byte id made every non-flexible JoinGroup and DescribeGroups answer of its
+group unencodable (the member id is the instance id plus a UUID). We refuse it with INVALID_REQUEST.
 """
 
 from __future__ import annotations
+
+import re
 
 from kbroker.broker import group_wire
 from kbroker.broker.router import RequestContext
@@ -29,9 +36,30 @@ def error_response(ctx: RequestContext, error: ErrorCode) -> JoinGroupResponse:
     )
 
 
+def failed_response(ctx: RequestContext, _request: JoinGroupRequest, error: ErrorCode) -> JoinGroupResponse:
+    return error_response(ctx, error)
+
+
+_LEGAL_INSTANCE_ID = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def invalid_instance_id(instance_id: str) -> str | None:
+    if instance_id in (".", ".."):
+        return f"Group instance id cannot be {instance_id!r}"
+    if not _LEGAL_INSTANCE_ID.fullmatch(instance_id):
+        return ("Group instance id must be 1 to 249 characters of ASCII alphanumerics, '.', '_' and '-', "
+                f"not {len(instance_id)} characters")
+    return None
+
+
 async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.api_version
     instance_id = request.group_instance_id if v >= 5 else None
+    if instance_id is not None:
+        problem = invalid_instance_id(instance_id)
+        if problem is not None:
+            group_wire.log.warning("join_group_refused", error=problem, group=request.group_id, **ctx.log_fields())
+            return error_response(ctx, ErrorCode.INVALID_REQUEST)
     cmd = c.JoinGroup(
         group_id=request.group_id,
         member_id=request.member_id,

@@ -46,6 +46,15 @@ def _lookup(plog, timestamp: int, version: int) -> tuple[int, int, int]:
     return found[0], found[1], LEADER_EPOCH
 
 
+def failed_response(_ctx: RequestContext, request: ListOffsetsRequest, error: int) -> ListOffsetsResponse:
+    """Every requested partition answers `error` (Kafka's ListOffsetsRequest.getErrorResponse)."""
+    return ListOffsetsResponse(throttle_time_ms=0, topics=[
+        ListOffsetsTopicResponse(name=t.name, partitions=[
+            ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=error) for p in t.partitions])
+        for t in request.topics
+    ])
+
+
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     broker = ctx.broker
     topics_out = []

@@ -1,4 +1,9 @@
-"""Metadata (3): this node is the only broker and the controller; every partition is led here."""
+"""Metadata (3): this node is the only broker and the controller; every partition is led here.
+
+Below v12 a topic must be named and may not be asked for by id (v10-11 carry the fields but Kafka
+refuses them): such a request gets Kafka's whole-request INVALID_REQUEST answer, each requested
+topic echoed with the error (a null name as ""), as in MetadataRequest.getErrorResponse.
+"""
 
 from __future__ import annotations
 
@@ -35,11 +40,23 @@ def describe_topic(broker, info) -> MetadataResponseTopic:
     )
 
 
+def failed_response(_ctx: RequestContext, request: MetadataRequest, error: ErrorCode) -> MetadataResponse:
+    return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=[
+        MetadataResponseTopic(error_code=error, name=t.name or "", topic_id=t.topic_id, is_internal=False,
+                              partitions=[])
+        for t in request.topics or ()
+    ])
+
+
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     host, port = broker.advertised(ctx.listener)
     topics = broker.logs.topics()
     out: list[MetadataResponseTopic] = []
+    if ctx.api_version < 12 and request.topics:
+        for t in request.topics:
+            if t.name is None or t.topic_id != ZERO_UUID:
+                return failed_response(ctx, request, ErrorCode.INVALID_REQUEST)
     # v0 has no null: an empty list there means "all topics".
     wanted = request.topics
     if wanted is None or (ctx.api_version == 0 and not wanted):

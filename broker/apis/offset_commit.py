@@ -28,6 +28,14 @@ VERSIONS = (2, 9)
 E = ErrorCode
 
 
+def failed_response(_ctx: RequestContext, request: OffsetCommitRequest, error: ErrorCode) -> OffsetCommitResponse:
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        OffsetCommitResponseTopic(name=t.name, partitions=[
+            OffsetCommitResponsePartition(p.partition_index, error) for p in t.partitions])
+        for t in request.topics
+    ])
+
+
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse | Deferred:
     v = ctx.api_version
     out: dict[str, list[OffsetCommitResponsePartition]] = {}

@@ -60,6 +60,17 @@ def _error_topics_v1(cmd: c.OffsetFetch, error: ErrorCode) -> list[OffsetFetchRe
     ]
 
 
+def failed_response(ctx: RequestContext, request: OffsetFetchRequest, error: ErrorCode) -> OffsetFetchResponse:
+    v = ctx.api_version
+    if v >= 8:
+        return OffsetFetchResponse(throttle_time_ms=0, groups=[
+            OffsetFetchResponseGroup(group_id=g.group_id, error_code=error, topics=[]) for g in request.groups])
+    if v < 2:
+        cmd = _command(request.group_id, request.topics or [], False)
+        return OffsetFetchResponse(throttle_time_ms=0, topics=_error_topics_v1(cmd, error))
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[])
+
+
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     v = ctx.api_version
     if v >= 8:

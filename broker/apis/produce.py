@@ -4,6 +4,12 @@ Versions: v3-v11 are served. Like Kafka 4.x (KAFKA-18659) we advertise min versi
 librdkafka will not produce to a broker whose Produce range starts above 0, yet v0-2 requests are
 refused by closing the connection, which is what Kafka does with a version it does not accept.
 
+Memory per request is bounded: a compressed batch is inflated as a stream of bounded chunks to
+measure it, and refused with MESSAGE_TOO_LARGE past `max.inflated.batch.bytes` (a 46 KiB zstd
+batch can inflate to 1 GiB); undecodable compression is CORRUPT_MESSAGE. A write the disk refuses
+(ENOSPC, EIO) is KAFKA_STORAGE_ERROR for that partition, whose log is fenced until restart (see
+PartitionLog.append); the connection and every other partition keep working.
+
 acks=0 gets no response; if any partition failed, the connection is closed instead (Kafka's way of
 telling a fire-and-forget producer to refresh its metadata). acks=1 and acks=-1 answer once the
 appended records are durable under the broker's flush policy.
@@ -45,15 +51,25 @@ def _error(index: int, code: int, message: str | None = None,
     )
 
 
-def _null_key_errors(records: bytes) -> list[BatchIndexAndErrorMessage]:
-    """Kafka lists each keyless record of a batch sent to a compacted topic (LogValidator)."""
+def _null_key_errors(records: bytes, max_inflated: int) -> list[BatchIndexAndErrorMessage]:
+    """Kafka lists each keyless record of a batch sent to a compacted topic (LogValidator); we list
+    the first 1000 of them, enough for any client's message, without building a record object each."""
     out = []
-    for _, decoded in rb.decode_batches(records):
-        base = decoded[0].offset if decoded else 0
-        for record in decoded:
-            if record.key is None:
-                out.append(BatchIndexAndErrorMessage(record.offset - base, "Compacted topic cannot accept message without key"))
+    for pos, _ in rb.iter_batches(records):
+        _, indexes = rb.keyless_records(records, pos, max_inflated=max_inflated)
+        out.extend(BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key") for i in indexes)
     return out
+
+
+def failed_response(_ctx: RequestContext, request: ProduceRequest, error: ErrorCode) -> ProduceResponse | None:
+    """Every partition of the request answers `error` (Kafka's ProduceRequest.getErrorResponse)."""
+    if request.acks == 0:
+        return None  # Kafka closes an acks=0 connection instead; the server does the same for None
+    return ProduceResponse(throttle_time_ms=0, responses=[
+        TopicProduceResponse(name=t.name, topic_id=t.topic_id,
+                             partition_responses=[_error(p.index, error) for p in t.partition_data])
+        for t in request.topic_data
+    ])
 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Deferred | None:
@@ -151,9 +167,16 @@ async def _produce_partition(
     except KafkaError as e:
         return _error(index, e.code, str(e))
     header = headers[0]
+    max_inflated = rb.inflated_bound()  # the broker's max.inflated.batch.bytes (set at start-up)
+    if header.compression != rb.COMPRESSION_NONE:
+        try:
+            rb.inflated_size(header.compression, bytes(records[rb.HEADER_SIZE:header.size]), max_inflated)
+        except KafkaError as e:
+            log.warning("produce_batch_refused", topic=topic, partition=index, error=str(e), **ctx.log_fields())
+            return _error(index, e.code, str(e))
     if plog.config.compact:
         try:
-            missing = _null_key_errors(records)
+            missing = _null_key_errors(records, max_inflated)
         except KafkaError as e:
             return _error(index, e.code, str(e))
         if missing:
@@ -176,6 +199,8 @@ async def _produce_partition(
         appended = plog.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms, single_batch=True)
     except KafkaError as e:
         return _error(index, e.code, str(e))
+    except OSError as e:  # the log fenced itself (PartitionLog.append); answer like Kafka's offline dir
+        return _error(index, ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write to {topic}-{index}: {e}")
     if state is not None:
         state.update(header, appended.base_offset, appended.last_offset, now_ms)
     purgatory = getattr(broker, "fetch_purgatory", None)

@@ -9,6 +9,12 @@ Design: one `Flusher` per partition log, whose asyncio task exists only while so
 
 The `interval:MS` policy instead uses one shared periodic task in the LogManager (see manager.py):
 with no waiters to serve, N timers would be pure overhead.
+
+A failed fsync (or a failed write, see PartitionLog.append) fences the log until restart, as
+Kafka's LogDirFailureChannel takes a log directory offline: after an fsync error the kernel may
+have dropped the dirty pages, so a later successful fsync proves nothing about the failed records.
+Fenced, the log marks nothing durable again, its waiters fail with KAFKA_STORAGE_ERROR, and every
+later append and wait fails the same way; restart recovery decides what the files really hold.
 """
 
 from __future__ import annotations
@@ -49,7 +55,9 @@ class Flusher:
         segments_to_sync: Callable[[], list[tuple[LogSegment, bool]]],
         after_sync: Callable[[], None],
         fsync: Callable[[int], None] = os.fsync,
+        name: str = "",
     ) -> None:
+        self.name = name  # "topic-partition", for log events
         self._policy = policy
         self._log_end_offset = log_end_offset
         self._segments_to_sync = segments_to_sync
@@ -62,6 +70,15 @@ class Flusher:
         self._tiebreak = itertools.count()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self.fenced: StorageError | None = None
+
+    def fence(self, exc: BaseException) -> StorageError:
+        """Refuse every later append and wait of this log until restart (see the module docstring)."""
+        if self.fenced is None:
+            self.fenced = StorageError(f"log {self.name or '?'} is offline after a storage error: {exc!r}")
+            log.error("log_fenced", log=self.name, error=repr(exc))
+        self._fail_waiters(self.fenced)
+        return self.fenced
 
     @property
     def policy(self) -> FlushPolicy:
@@ -72,6 +89,8 @@ class Flusher:
 
         Only `always` waits; with `interval:MS` and `never` durability is the background's business.
         """
+        if self.fenced is not None:
+            raise self.fenced
         if self._policy.kind != "always" or offset < self.durable_offset:
             return
         if self._closed:
@@ -89,6 +108,8 @@ class Flusher:
 
     def complete(self, target: int) -> None:
         """Bookkeeping after a round that covered `target`; must run on the event loop."""
+        if self.fenced is not None:
+            return
         self._mark_durable(target)
         self._after_sync()
 
@@ -100,13 +121,21 @@ class Flusher:
         """One flush round in a worker thread (segment roll); bookkeeping back on the loop."""
         target, segments = self.snapshot()
         if segments:
-            await asyncio.to_thread(sync_segments, segments, self._fsync)
+            try:
+                await asyncio.to_thread(sync_segments, segments, self._fsync)
+            except OSError as exc:
+                raise self.fence(exc) from exc
         self.complete(target)
 
     def sync_now(self) -> None:
         """Synchronous full flush (close, roll without a loop, interval ticks from a thread)."""
+        if self.fenced is not None:
+            raise self.fenced
         target = self._log_end_offset()
-        sync_segments(self._segments_to_sync(), self._fsync)
+        try:
+            sync_segments(self._segments_to_sync(), self._fsync)
+        except OSError as exc:
+            raise self.fence(exc) from exc
         self._mark_durable(target)
         self._after_sync()
 
@@ -132,8 +161,8 @@ class Flusher:
                     # Waiting on offsets the log no longer has (truncated): nothing will ever cover them.
                     self._fail_waiters(StorageError("offset was truncated before it became durable"))
         except Exception as exc:
-            log.error("log_flush_failed", error=repr(exc))
-            self._fail_waiters(StorageError(f"fsync failed: {exc}"))
+            log.error("log_flush_failed", log=self.name, error=repr(exc))
+            self.fence(exc)
         finally:
             self._task = None
 
@@ -153,7 +182,8 @@ class Flusher:
         """Final synchronous flush; releases any waiter."""
         self._closed = True
         try:
-            self.sync_now()
+            if self.fenced is None:
+                self.sync_now()
         finally:
             self._fail_waiters(StorageError("log closed"))
 

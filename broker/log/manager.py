@@ -190,6 +190,9 @@ class LogManager:
                     await asyncio.to_thread(sync_segments, work, self._fsync)
                 except OSError as exc:
                     log.error("interval_flush_failed", error=repr(exc))
+                    for plog, _, segments in rounds:
+                        if segments:  # which file failed is unknown: none of them may count as durable
+                            plog.flusher.fence(exc)
                     continue
             for plog, target, _ in rounds:
                 plog.flusher.complete(target)
@@ -317,7 +320,18 @@ class LogManager:
         self._closed = True
         if self._interval_task is not None:
             self._interval_task.cancel()
+        offline = []
         for plog in self._logs.values():
-            plog.close()
+            try:
+                plog.close()
+            except OSError as exc:  # a full disk at shutdown: that log is not cleanly closed
+                log.error("log_close_failed", topic=plog.topic, partition=plog.partition, error=repr(exc))
+                plog.flusher.fence(exc)
+            if plog.flusher.fenced is not None:
+                offline.append(f"{plog.topic}-{plog.partition}")
+        if offline:
+            # A fenced log was not flushed: the next start must recover rather than trust it.
+            log.error("unclean_shutdown", offline_logs=offline)
+            return
         write_file_durably(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
         log.info("logs_closed", partitions=len(self._logs))

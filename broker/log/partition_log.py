@@ -101,6 +101,7 @@ class PartitionLog:
             self._segments_to_sync,
             self._after_sync,
             fsync,
+            name=f"{topic}-{partition}",
         )
 
     # --- loading and recovery -------------------------------------------------------------------------
@@ -175,6 +176,8 @@ class PartitionLog:
         config = self.config
         headers = rb.validate_produced_batches(records, single_batch=single_batch)
         total = len(records)
+        if self.flusher.fenced is not None:
+            raise self.flusher.fenced
         for header in headers:
             if header.size > config.max_message_bytes:
                 raise KafkaError(
@@ -206,8 +209,13 @@ class PartitionLog:
             offset = header.next_offset
             pos += header.size
         last_offset = offset - 1
-        self._maybe_roll(total, headers[0].max_timestamp, last_offset, now_ms)
-        self.active.append(buf, positions)
+        try:
+            self._maybe_roll(total, headers[0].max_timestamp, last_offset, now_ms)
+            self.active.append(buf, positions)
+        except OSError as exc:
+            # A full or failing disk: what reached the file is unknown, so the log takes no more
+            # appends until a restart's recovery has checked it (Kafka takes the log dir offline).
+            raise self.flusher.fence(exc) from exc
         return AppendInfo(
             base_offset, last_offset, now_ms if config.log_append_time else -1, self.log_start_offset
         )
@@ -215,8 +223,7 @@ class PartitionLog:
     @staticmethod
     def _check_keys(records: bytes | bytearray | memoryview) -> None:
         for pos, _ in rb.iter_batches(records):
-            _, decoded = rb.decode_batch(records, pos)
-            if any(r.key is None for r in decoded):
+            if rb.keyless_records(records, pos, max_listed=0)[0]:
                 raise KafkaError("compacted topics only accept records with a key", ErrorCode.INVALID_RECORD)
 
     def _maybe_roll(self, incoming_bytes: int, incoming_max_ts: int, last_offset: int, now_ms: int) -> None:
@@ -261,6 +268,8 @@ class PartitionLog:
         task = loop.create_task(self.flusher.flush_async(), name="log-roll-flush")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        # A failure has fenced the log and been logged (log_fenced); nobody awaits this task.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     def _segments_to_sync(self) -> list[tuple[LogSegment, bool]]:
         active = self.active
@@ -410,6 +419,13 @@ class PartitionLog:
     def close(self) -> None:
         for task in list(self._background):
             task.cancel()  # the final synchronous flush below covers whatever they were doing
+        if self.flusher.fenced is not None:
+            # Offline after a storage error: write nothing more (no index entry, no checkpoint), so
+            # the next start recovers this log from what its files really hold.
+            self.flusher.close()
+            for segment in self.segments:
+                segment._close_files()
+            return
         self.flusher.close()
         for segment in self.segments:
             segment.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Awaitable, Callable
 
-from kbroker.broker.router import Deferred, Route, Router
+from kbroker.broker.router import Deferred, Router
 from kbroker.broker.security.acl import Operation as Op, ResourceType as RT
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages import (
@@ -45,8 +45,8 @@ def install(router: Router) -> None:
     for api_key, check in CHECKS.items():
         route = router.routes.get(api_key)
         if route is not None:
-            router.routes[api_key] = Route(route.api_key, route.min_version, route.max_version,
-                                           _guarded(route.handler, check, OPERATIONS.get(api_key)))
+            router.routes[api_key] = dataclasses.replace(route, handler=_guarded(route.handler, check,
+                                                                                 OPERATIONS.get(api_key)))
 
 
 def _guarded(handler: Callable, check: Callable, operations: Callable | None) -> Callable:

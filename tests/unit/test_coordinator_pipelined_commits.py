@@ -65,11 +65,44 @@ async def test_commits_of_one_group_are_applied_before_their_fsync_and_answered_
     # Both appended although neither fsync has completed: the group's actor did not wait.
     assert [r.offset for r in log.appended if isinstance(r, OffsetCommitRecord)] == [10, 20]
     assert not first.done() and not second.done()
-    fetched = await service.fetch_offsets(c.OffsetFetch("g", None))
-    assert {(t.name, p.partition, p.offset) for t in fetched.topics for p in t.partitions} == {("t", 0, 10), ("t", 1, 20)}
     log.sync_all()
     assert (await first).topics[0].partitions[0].error == E.NONE
     assert (await second).topics[0].partitions[0].error == E.NONE
+    fetched = await service.fetch_offsets(c.OffsetFetch("g", None))
+    assert {(t.name, p.partition, p.offset) for t in fetched.topics for p in t.partitions} == {("t", 0, 10), ("t", 1, 20)}
+    await service.stop()
+
+
+async def test_offset_fetch_serves_only_durable_offsets() -> None:
+    """A fetch behind a commit still waiting for its fsync is answered once that fsync lands."""
+    log = DeferredLog()
+    service = await service_with(log)
+    committed = service.submit(commit(10))
+    for stable in (False, True):
+        fetch = service.submit(c.OffsetFetch("g", None, require_stable=stable))
+        await asyncio.sleep(0.01)
+        assert not fetch.done()  # the commit it would show is not on disk yet
+    log.sync_all()
+    assert (await committed).topics[0].partitions[0].error == E.NONE
+    fetched = await fetch
+    assert [(p.partition, p.offset) for t in fetched.topics for p in t.partitions] == [(0, 10)]
+    await service.stop()
+
+
+async def test_a_failed_fsync_is_never_served_and_unloads_the_partition() -> None:
+    log = DeferredLog()
+    service = await service_with(log)
+    committed = service.submit(commit(10))
+    fetch = service.submit(c.OffsetFetch("g", None))
+    await asyncio.sleep(0.01)
+    log.sync_all(KafkaError("fsync failed", E.KAFKA_STORAGE_ERROR))
+    assert (await committed).topics[0].partitions[0].error == E.NOT_COORDINATOR
+    assert (await fetch).error == E.NOT_COORDINATOR
+    # Memory held the failed commit; the partition no longer serves it, nor anything else.
+    later = await service.fetch_offsets(c.OffsetFetch("g", None))
+    assert later.error == E.NOT_COORDINATOR
+    again = await service.submit(commit(11))
+    assert again.topics[0].partitions[0].error == E.NOT_COORDINATOR
     await service.stop()
 
 

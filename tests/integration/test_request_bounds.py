@@ -1,0 +1,243 @@
+"""Memory and connections per request are bounded, against a real broker process (issue 10, section 5).
+
+- a 32 KiB zstd Produce that inflates to 1 GiB is refused with MESSAGE_TOO_LARGE, on plain and
+  compacted topics, and the broker's peak RSS stays far below the inflated size;
+- a Fetch naming one partition ten times with MaxBytes 2^31-1 gets one entry, within fetch.max.bytes;
+- idle connections are closed after connections.max.idle.ms;
+- max.connections and max.connections.per.ip close extra connections with a log event, under a
+  lowered `ulimit -n`, and the broker keeps serving.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import struct
+import time
+
+import pytest
+
+from kbroker.protocol import record_batch as rb
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+from kbroker.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+from kbroker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from kbroker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.wire import Wire
+
+zstandard = pytest.importorskip("zstandard")
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+def _varint(value: int) -> bytes:
+    return rb.zigzag_varint(value)
+
+
+def zstd_bomb(inflated_bytes: int, key: bytes | None = b"k") -> bytes:
+    """One valid record batch (CRC and all) whose single record's value is `inflated_bytes` zeros,
+    zstd-compressed as a stream so the test never holds the inflated bytes either."""
+    key_part = _varint(-1) if key is None else _varint(len(key)) + key
+    body_head = b"\x00" + _varint(0) + _varint(0) + key_part + _varint(inflated_bytes)
+    body_len = len(body_head) + inflated_bytes + 1  # + header count
+    compressor = zstandard.ZstdCompressor(level=1).compressobj()
+    parts = [compressor.compress(_varint(body_len) + body_head)]
+    zeros = bytes(MiB)
+    left = inflated_bytes
+    while left:
+        n = min(left, MiB)
+        parts.append(compressor.compress(zeros[:n]))
+        left -= n
+    parts.append(compressor.compress(_varint(0)))
+    parts.append(compressor.flush())
+    payload = b"".join(parts)
+    now = int(time.time() * 1000)
+    out = bytearray(rb.HEADER_SIZE + len(payload))
+    rb.HEADER_STRUCT.pack_into(out, 0, 0, rb.HEADER_SIZE - rb.LOG_OVERHEAD + len(payload), -1, 2, 0,
+                               rb.COMPRESSION_ZSTD, 0, now, now, -1, -1, -1, 1)
+    out[rb.HEADER_SIZE:] = payload
+    struct.pack_into(">I", out, rb.CRC_OFFSET, rb.compute_crc(out, 0, len(out)))
+    return bytes(out)
+
+
+def peak_rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc status")
+
+
+def produce(wire: Wire, topic: str, records: bytes, version: int = 9):
+    response = wire.call(0, version, ProduceRequest(None, -1, 30000, [
+        TopicProduceData(topic, partition_data=[PartitionProduceData(0, records)])]))
+    return response.responses[0].partition_responses[0]
+
+
+def create_topic(wire: Wire, name: str, configs: dict[str, str] | None = None) -> None:
+    response = wire.call(19, 5, CreateTopicsRequest(topics=[CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1, assignments=[],
+        configs=[CreatableTopicConfig(k, v) for k, v in (configs or {}).items()])], timeout_ms=10000))
+    assert response.topics[0].error_code == ErrorCode.NONE, response.topics[0]
+
+
+class LimitedBroker(BrokerProcess):
+    """The broker under a lowered `ulimit -n` (prlimit): the bounds must hold within a real fd budget."""
+
+    nofile = 128
+
+    def command(self) -> list[str]:
+        return ["prlimit", f"--nofile={self.nofile}:{self.nofile}", *super().command()]
+
+
+HAS_PRLIMIT = shutil.which("prlimit") is not None
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = (LimitedBroker if HAS_PRLIMIT else BrokerProcess)(tmp_path_factory.mktemp("bounds") / "data", "--offsets-topic-num-partitions", "1",
+                         "--fetch-max-bytes", str(2 * MiB), "--max-inflated-batch-bytes", str(16 * MiB))
+    yield proc
+    proc.stop()
+
+
+def test_a_zstd_bomb_is_refused_without_inflating_it(broker):
+    wire = Wire(broker.bootstrap)
+    create_topic(wire, "bomb-plain")
+    create_topic(wire, "bomb-compact", {"cleanup.policy": "compact"})
+    bomb = zstd_bomb(GiB)
+    assert len(bomb) < 64 * 1024  # tens of KiB on the wire
+    for topic in ("bomb-plain", "bomb-compact"):
+        result = produce(wire, topic, bomb)
+        assert result.error_code == ErrorCode.MESSAGE_TOO_LARGE, (topic, result)
+    # Never anywhere near the gigabyte the batch claims (the issue measured 2.15 GiB).
+    assert peak_rss_bytes(broker.proc.pid) < 400 * MiB
+    # The bound is the configured one (16 MiB here): just past it is refused, within it accepted.
+    for topic in ("bomb-plain", "bomb-compact"):
+        assert produce(wire, topic, zstd_bomb(16 * MiB + 1024)).error_code == ErrorCode.MESSAGE_TOO_LARGE
+        assert produce(wire, topic, zstd_bomb(16 * MiB - 1024)).error_code == ErrorCode.NONE
+    assert broker.events("produce_batch_refused")
+    wire.close()
+
+
+def keyless_batch(count: int) -> bytes:
+    """One zstd batch of `count` tiny records with null keys and values, built without Record objects."""
+    parts = []
+    for i in range(count):
+        body = b"\x00\x00" + rb.zigzag_varint(i) + b"\x01\x01\x00"
+        parts.append(rb.zigzag_varint(len(body)) + body)
+    payload = zstandard.ZstdCompressor(level=1).compress(b"".join(parts))
+    now = int(time.time() * 1000)
+    out = bytearray(rb.HEADER_SIZE + len(payload))
+    rb.HEADER_STRUCT.pack_into(out, 0, 0, rb.HEADER_SIZE - rb.LOG_OVERHEAD + len(payload), -1, 2, 0,
+                               rb.COMPRESSION_ZSTD, count - 1, now, now, -1, -1, -1, count)
+    out[rb.HEADER_SIZE:] = payload
+    struct.pack_into(">I", out, rb.CRC_OFFSET, rb.compute_crc(out, 0, len(out)))
+    return bytes(out)
+
+
+def test_keyless_records_on_a_compacted_topic_are_listed_without_an_object_each(broker):
+    wire = Wire(broker.bootstrap)
+    create_topic(wire, "keys-compact", {"cleanup.policy": "compact"})
+    mixed = rb.encode_batch([rb.Record(i, 0, None if i in (1, 3) else b"k", b"v") for i in range(5)])
+    result = produce(wire, "keys-compact", mixed)
+    assert result.error_code == ErrorCode.INVALID_RECORD
+    assert [e.batch_index for e in result.record_errors] == [1, 3]
+    # 1.5 million keyless records (10 MiB inflated, within the bound): the answer lists the first
+    # 1000, and the broker never holds a Python object per record.
+    result = produce(wire, "keys-compact", keyless_batch(1_500_000))
+    assert result.error_code == ErrorCode.INVALID_RECORD
+    assert [e.batch_index for e in result.record_errors] == list(range(1000))
+    assert peak_rss_bytes(broker.proc.pid) < 400 * MiB
+    wire.close()
+
+
+def test_fetch_is_clamped_to_fetch_max_bytes_and_reads_a_partition_once(broker):
+    wire = Wire(broker.bootstrap)
+    create_topic(wire, "clamp")
+    value = bytes(512 * 1024)
+    for i in range(8):  # 4 MiB of uncompressed batches, twice fetch.max.bytes
+        batch = rb.encode_batch([rb.Record(0, int(time.time() * 1000), b"k", value)])
+        assert produce(wire, "clamp", batch).error_code == ErrorCode.NONE
+    max_int = 2**31 - 1
+    request = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=max_int, topics=[
+        FetchTopic(topic="clamp", partitions=[
+            FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=max_int) for _ in range(10)])])
+    wire.send(1, 11, request)
+    frame = wire.read_frame()
+    assert len(frame) <= 2 * MiB + 4096  # the request asked for 2 GiB, ten times over
+    from kbroker.protocol import framing
+
+    _, response = framing.decode_response(1, 11, frame)
+    partitions = [p for t in response.responses for p in t.partitions]
+    assert len(partitions) == 1
+    assert partitions[0].error_code == ErrorCode.NONE
+    assert 0 < len(partitions[0].records) <= 2 * MiB
+    wire.close()
+
+
+def test_idle_connections_are_closed(tmp_path):
+    with BrokerProcess(tmp_path / "data", "--offsets-topic-num-partitions", "1",
+                       "--connections-max-idle-ms", "700") as broker:
+        idle = Wire(broker.bootstrap)
+        busy = Wire(broker.bootstrap)
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:  # a connection in use is not idle
+            assert busy.call(18, 3, ApiVersionsRequest("t", "1")).error_code == ErrorCode.NONE
+            time.sleep(0.2)
+        assert idle.closed_by_peer(timeout=10)
+        assert busy.call(18, 3, ApiVersionsRequest("t", "1")).error_code == ErrorCode.NONE
+        reasons = [e.get("reason", "") for e in broker.events("connection_close")]
+        assert any("connections.max.idle.ms" in r for r in reasons), reasons
+
+
+def _open(bootstrap: str, n: int) -> list[socket.socket]:
+    host, port = bootstrap.rsplit(":", 1)
+    return [socket.create_connection((host, int(port)), timeout=10) for _ in range(n)]
+
+
+def _served(sock: socket.socket) -> bool:
+    from kbroker.protocol import framing
+    from kbroker.tests.integration.wire import read_frame
+
+    try:
+        sock.sendall(framing.encode_request(18, 3, 1, "t", ApiVersionsRequest("t", "1")))
+        _, body = framing.decode_response(18, 3, read_frame(sock))
+    except (ConnectionError, OSError):
+        return False
+    return body.error_code == ErrorCode.NONE
+
+
+@pytest.mark.skipif(not HAS_PRLIMIT, reason="prlimit (util-linux) is not installed")
+def test_connection_limits_close_extra_connections_with_a_log_event(tmp_path):
+    with LimitedBroker(tmp_path / "data", "--offsets-topic-num-partitions", "1",
+                       "--max-connections", "60", "--max-connections-per-ip", "40") as broker:
+        first = _open(broker.bootstrap, 40)
+        assert all(_served(s) for s in first)
+        extra = _open(broker.bootstrap, 5)  # 41st-45th from 127.0.0.1
+        assert all(not _served(s) for s in extra)
+        refused = broker.events("connection_refused")
+        assert len(refused) >= 5 and "max.connections.per.ip" in refused[0]["reason"]
+        for s in first[:10]:
+            s.close()
+        time.sleep(0.5)
+        again = _open(broker.bootstrap, 10)
+        assert all(_served(s) for s in again)
+        # The broker-wide limit, from another loopback address, and far past the fd limit.
+        host, port = broker.bootstrap.rsplit(":", 1)
+        others = []
+        for _ in range(150):
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))
+            s.settimeout(10)
+            s.connect((host, int(port)))
+            others.append(s)
+        served = sum(_served(s) for s in others)
+        assert served == 20  # 60 in all, 40 held from 127.0.0.1
+        assert any("max.connections=" in e["reason"] for e in broker.events("connection_refused"))
+        for s in first + extra + again + others:
+            s.close()
+        time.sleep(0.5)
+        assert _served(_open(broker.bootstrap, 1)[0])
