@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Awaitable, Callable
 
-from kbroker.broker.router import Deferred, Router
+from kbroker.broker.router import Deferred, Router, generic_failed_response
 from kbroker.broker.security.acl import Operation as Op, ResourceType as RT
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages import (
@@ -41,12 +41,37 @@ TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # ConfigResource types
 
 
+# APIs that check in their own handler (the ACL and SCRAM APIs) or that Kafka never checks
+CHECKED_IN_HANDLER = frozenset({29, 30, 31, 50, 51})  # Describe/Create/DeleteAcls, Describe/AlterUserScramCredentials
+NO_CHECK_IN_KAFKA = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
+
+
 def install(router: Router) -> None:
-    for api_key, check in CHECKS.items():
-        route = router.routes.get(api_key)
-        if route is not None:
-            router.routes[api_key] = dataclasses.replace(route, handler=_guarded(route.handler, check,
-                                                                                 OPERATIONS.get(api_key)))
+    """Wrap every route: its Kafka check from CHECKS, or, for an API served here whose check is not
+    written yet, fail closed (only super users pass while an authorizer is configured)."""
+    for api_key, route in list(router.routes.items()):
+        if api_key in CHECKED_IN_HANDLER or api_key in NO_CHECK_IN_KAFKA:
+            continue
+        check = CHECKS.get(api_key) or _fail_closed(route)
+        router.routes[api_key] = dataclasses.replace(route, handler=_guarded(route.handler, check,
+                                                                             OPERATIONS.get(api_key)))
+
+
+def _fail_closed(route) -> Callable:
+    async def check(ctx, request, call, sec):
+        if sec.is_super_user(ctx):
+            return await call(request)
+        sec.authorize(ctx, Op.ALL, RT.CLUSTER)  # not allowed here: the audit event says who and which api
+        if route.failed_response is not None:
+            answer = route.failed_response(ctx, request, CLUSTER_DENIED)
+        else:
+            answer = generic_failed_response(ctx.api_key, ctx.api_version, CLUSTER_DENIED)
+        if answer is None:
+            from kbroker.broker.server import CloseConnection
+
+            raise CloseConnection(f"api {ctx.api_key} is open to super users only while its ACL check is missing")
+        return answer
+    return check
 
 
 def _guarded(handler: Callable, check: Callable, operations: Callable | None) -> Callable:

@@ -219,6 +219,9 @@ class Security:
             op for op in ops if self.authorize(ctx, op, resource_type, name, audit_denial=False)]
         return sum(1 << op for op in allowed)
 
+    def is_super_user(self, ctx: Any) -> bool:
+        return self.authorizer is None or principal_of(ctx) in self.authorizer.super_users
+
     def authorize_any(self, ctx: Any, operation: Operation, resource_type: ResourceType) -> bool:
         if self.authorizer is None:
             return True
