@@ -58,7 +58,7 @@ def handle_offset_commit(
         ctx.out.reply(cmd.reply_to, OffsetCommitResult.all_failed(cmd, error))
         return
 
-    if group.state in (S.STABLE, S.PREPARING_REBALANCE):
+    if group.state in (S.STABLE, S.PREPARING_REBALANCE) and not cmd.transactional:
         # Committing keeps a classic member alive, like a heartbeat.
         schedule_heartbeat(ctx, group, group.get(cmd.member_id))
 
@@ -92,6 +92,8 @@ def handle_offset_commit(
 def validate_offset_commit(group: ClassicGroup, cmd: c.OffsetCommit) -> ErrorCode | None:
     if group.is_state(S.DEAD):
         return E.COORDINATOR_NOT_AVAILABLE
+    if cmd.transactional:
+        return None
     if cmd.generation_id < 0 and group.is_state(S.EMPTY):
         return None  # simple commit into an empty group
     if cmd.generation_id >= 0 or cmd.member_id != c.UNKNOWN_MEMBER_ID or cmd.group_instance_id is not None:
