@@ -10,9 +10,13 @@ CompleteCommit/CompleteAbort written. Until then the transactional id answers CO
 At start-up every partition is replayed (before the server listens); transactions found prepared are
 completed in the background, Ongoing ones are aborted by the timeout pass once they expire.
 
-Transactional offsets (TxnOffsetCommit) are held here per transactional id until the transaction
-ends; they are not written to `__consumer_offsets` until then, so a broker crash after PrepareCommit
-and before they were materialised loses them (the markers are still written). See the README.
+Transactional offsets (TxnOffsetCommit) are appended at once to the group's `__consumer_offsets`
+partition as a transactional batch of OffsetCommit records (Kafka's format, the producer's id and
+epoch) and held here as pending. When the transaction commits, the markers are written first (the
+`__consumer_offsets` partition is one of the transaction's), then the offsets are materialised in the
+group through its ordinary commit path; on abort they are dropped. After a crash the replay of
+`__consumer_offsets` applies committed ones at their marker and hands back those with no marker yet
+(`OffsetsTopic.open_txn_offsets`), which the completion of a prepared transaction adopts.
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ import structlog
 
 from kbroker.broker.txn_markers import write_markers
 from kbroker.coordinator import commands as c
+from kbroker.coordinator.record_codec import encode_record
+from kbroker.coordinator.records import OffsetCommitRecord
 from kbroker.coordinator.txn.coordinator import COORDINATOR_EPOCH, Decision, TxnConfig, TxnCoordinator, log_value
 from kbroker.coordinator.txn.log_format import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
 from kbroker.coordinator.txn.metadata import TopicPartition, TxnState
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.record_batch import Record as LogRecord
-from kbroker.protocol.record_batch import decode_batches, encode_batch
+from kbroker.protocol.record_batch import decode_batches, encode_batch, read_header
 from kbroker.purgatory.clock import SystemClock
 
 log = structlog.get_logger("kbroker.transactions")
@@ -206,26 +212,52 @@ class TransactionService:
             self._after_prepare(txn_id, commit)
         return written
 
-    def txn_offset_commit(self, txn_id: str, producer_id: int, epoch: int, group_id: str,
-                          offsets: dict[TopicPartition, PendingOffset]) -> ErrorCode:
-        """Hold a transaction's offsets until it ends. The group's offsets partition must be in the
-        transaction (AddOffsetsToTxn), which is what clients do first."""
+    async def txn_offset_commit(self, txn_id: str, producer_id: int, epoch: int, group_id: str,
+                                offsets: dict[TopicPartition, PendingOffset]) -> ErrorCode:
+        """Hold a transaction's offsets until it ends, durably: a transactional batch in the group's
+        `__consumer_offsets` partition, which must be in the transaction (AddOffsetsToTxn)."""
         from kbroker.broker.offsets_topic import TOPIC as OFFSETS_TOPIC
 
         coordinator = getattr(self.broker, "coordinator", None)
         if coordinator is None:
             return E.COORDINATOR_NOT_AVAILABLE
-        tp = (OFFSETS_TOPIC, coordinator.partition_for(group_id))
+        partition = coordinator.partition_for(group_id)
+        tp = (OFFSETS_TOPIC, partition)
         error = self.verify(txn_id, producer_id, epoch, [tp])[tp]
         if error == E.PRODUCER_FENCED:
             return E.INVALID_PRODUCER_EPOCH
         if error != E.NONE:
             return error
+        plog = self.broker.logs.get_log(OFFSETS_TOPIC, partition)
+        if plog is None:
+            return E.COORDINATOR_NOT_AVAILABLE
+        now = int(time.time() * 1000)
+        records = [OffsetCommitRecord(group_id, topic, p, o.offset, o.leader_epoch, o.metadata, now)
+                   for (topic, p), o in sorted(offsets.items())]
+        batch = encode_batch([LogRecord(offset=i, timestamp=now, key=key, value=value)
+                              for i, (key, value) in enumerate(encode_record(r) for r in records)],
+                             producer_id=producer_id, producer_epoch=epoch, base_sequence=0, is_transactional=True)
+        try:
+            info = plog.append(batch, leader_epoch=0, now_ms=now)
+            self.broker.producer_states.for_log(plog).update(read_header(batch), info.base_offset,
+                                                             info.last_offset, now)
+            await plog.wait_durable(info.last_offset)
+        except Exception as exc:  # noqa: BLE001 - a storage failure is a retriable answer
+            log.error("txn_offset_commit_failed", transactional_id=txn_id, group=group_id, error=repr(exc))
+            return E.NOT_COORDINATOR
         self.pending_offsets.setdefault(txn_id, {}).setdefault(group_id, {}).update(offsets)
         return E.NONE
 
     def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
-        return any((topic, partition) in groups.get(group_id, {}) for groups in self.pending_offsets.values())
+        if any((topic, partition) in groups.get(group_id, {}) for groups in self.pending_offsets.values()):
+            return True
+        offsets_topic = getattr(self.broker, "offsets_topic", None)  # replayed, not yet resolved
+        coordinator = getattr(self.broker, "coordinator", None)
+        if offsets_topic is None or coordinator is None:
+            return False
+        loaded = offsets_topic.open_txn_offsets.get(coordinator.partition_for(group_id), {})
+        return any(r.group == group_id and (r.topic, r.partition) == (topic, partition)
+                   for records in loaded.values() for r in records)
 
     # --- ending transactions -------------------------------------------------------------------------
 
@@ -242,11 +274,12 @@ class TransactionService:
                 return
             commit = txn.state == S.PREPARE_COMMIT
             try:
+                await self._adopt_replayed_offsets(txn_id, txn.producer_id, txn.partitions)
+                await write_markers(self.broker, txn.producer_id, txn.producer_epoch, commit, txn.partitions,
+                                    COORDINATOR_EPOCH)
                 if commit:
                     await self._materialise_offsets(txn_id)
                 self.pending_offsets.pop(txn_id, None)
-                await write_markers(self.broker, txn.producer_id, txn.producer_epoch, commit, txn.partitions,
-                                    COORDINATOR_EPOCH)
                 d = self.machine.prepare_complete(txn_id)
                 if await self._write(d) == E.NONE:
                     log.info("transaction_completed", transactional_id=txn_id, producer_id=txn.producer_id,
@@ -258,6 +291,24 @@ class TransactionService:
             except Exception as exc:  # noqa: BLE001 - keep trying: the transaction must end
                 log.error("transaction_completion_failed", transactional_id=txn_id, error=repr(exc))
             await asyncio.sleep(_RETRY_BACKOFF_S)
+
+    async def _adopt_replayed_offsets(self, txn_id: str, producer_id: int, partitions) -> None:
+        """After a restart: the transaction's offsets come back from the `__consumer_offsets` replay,
+        which must have finished for the partitions concerned."""
+        from kbroker.broker.offsets_topic import TOPIC as OFFSETS_TOPIC
+
+        offsets_topic = getattr(self.broker, "offsets_topic", None)
+        coordinator = getattr(self.broker, "coordinator", None)
+        mine = [p for t, p in partitions if t == OFFSETS_TOPIC]
+        if not mine or offsets_topic is None or coordinator is None:
+            return
+        while coordinator.is_loading:
+            await asyncio.sleep(0.05)
+        for partition in mine:
+            for r in offsets_topic.open_txn_offsets.get(partition, {}).pop(producer_id, []):
+                if isinstance(r, OffsetCommitRecord):
+                    self.pending_offsets.setdefault(txn_id, {}).setdefault(r.group, {})[(r.topic, r.partition)] = \
+                        PendingOffset(r.offset, r.leader_epoch, r.metadata)
 
     async def _materialise_offsets(self, txn_id: str) -> None:
         groups = self.pending_offsets.get(txn_id)

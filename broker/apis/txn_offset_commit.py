@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
         elif not request.group_id:
             error = E.INVALID_GROUP_ID
         else:
-            error = service.txn_offset_commit(request.transactional_id, request.producer_id, request.producer_epoch,
+            error = await service.txn_offset_commit(request.transactional_id, request.producer_id, request.producer_epoch,
                                               request.group_id, offsets)
         errors.update({tp: error for tp in offsets})
     by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}

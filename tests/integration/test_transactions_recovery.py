@@ -14,7 +14,7 @@ from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.test_transactions_confluent import consume_all, create_topic, txn_producer
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from kbroker.broker.transactions import MARKER_DELAY_ENV  # noqa: E402
 
@@ -53,18 +53,28 @@ def test_broker_killed_between_prepare_and_markers_completes_after_restart(tmp_p
     broker = BrokerProcess(tmp_path / "data", env={MARKER_DELAY_ENV: "60000"})
     try:
         create_topic(broker, "crash-commit")
+        create_topic(broker, "crash-src")
+        group = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "crash-group"})
         p = txn_producer(broker, "crash-txn")
         p.begin_transaction()
         for i in range(30):
             p.produce("crash-commit", value=f"c-{i}".encode(), partition=i % PARTITIONS)
+        p.send_offsets_to_transaction([TopicPartition("crash-src", 0, 17), TopicPartition("crash-src", 2, 5)],
+                                      group.consumer_group_metadata(), 30)
         p.commit_transaction(30)  # answered once PrepareCommit is durable; markers held back
         assert consume_all(broker, "crash-commit", "read_committed", idle_s=1.5) == []
+        group.close()
         broker.kill()
         broker.env = None
         broker.start()
         out = consume_all(broker, "crash-commit", "read_committed", expected=30)
         assert sorted(m.value() for m in out) == sorted(f"c-{i}".encode() for i in range(30))
         assert broker.events("transaction_completed")
+        # the transaction's offsets were durable before the crash and are committed by its completion
+        reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "crash-group"})
+        got = reader.committed([TopicPartition("crash-src", p) for p in range(PARTITIONS)], timeout=10)
+        reader.close()
+        assert {tp.partition: tp.offset for tp in got if tp.offset >= 0} == {0: 17, 2: 5}
         # the same transactional id carries on after the restart
         p2 = txn_producer(broker, "crash-txn")
         p2.begin_transaction()
@@ -80,11 +90,14 @@ def test_open_transaction_at_a_crash_is_timed_out_and_aborted(tmp_path):
     broker = BrokerProcess(tmp_path / "data", *args)
     try:
         create_topic(broker, "crash-open")
+        group = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "open-group"})
         p = txn_producer(broker, "open-txn", **{"transaction.timeout.ms": 3000})
         p.begin_transaction()
         for i in range(10):
             p.produce("crash-open", value=f"o-{i}".encode(), partition=0)
         p.flush(10)
+        p.send_offsets_to_transaction([TopicPartition("crash-open", 0, 10)], group.consumer_group_metadata(), 30)
+        group.close()
         broker.kill()
         broker.start()
         plain = Producer({"bootstrap.servers": broker.bootstrap})
@@ -95,5 +108,12 @@ def test_open_transaction_at_a_crash_is_timed_out_and_aborted(tmp_path):
         assert [m.value() for m in out] == [b"plain"]
         [event] = broker.events("transaction_timed_out")
         assert event["transactional_id"] == "open-txn" and event["bumped_epoch"] == 1
+        # the aborted transaction's offsets never reach the group, not even after another restart
+        broker.stop()
+        broker.start()
+        reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "open-group"})
+        got = reader.committed([TopicPartition("crash-open", 0)], timeout=10)
+        reader.close()
+        assert got[0].offset < 0
     finally:
         broker.stop()
