@@ -50,6 +50,10 @@ TOPIC = "__transaction_state"
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
 _READ_CHUNK = 5 * 1024 * 1024
 _RETRY_BACKOFF_S = 0.5
+# A request arriving while the previous transaction's markers are being written waits this long for
+# them before it is decided (it would otherwise be CONCURRENT_TRANSACTIONS and the client would back
+# off for 20-100 ms); past it the request gets CONCURRENT_TRANSACTIONS as in Kafka.
+SETTLE_WAIT_S = 0.1
 # Fault injection for tests only: hold the markers back this long after Prepare* is durable, so a test
 # can kill the broker between the prepare and the markers.
 MARKER_DELAY_ENV = "KBROKER_TEST_TXN_MARKER_DELAY_MS"
@@ -74,6 +78,7 @@ class TransactionService:
         self.pending_offsets: dict[str, dict[str, dict[TopicPartition, PendingOffset]]] = {}
         self.marker_delay_s = int(os.environ.get(MARKER_DELAY_ENV, "0") or 0) / 1000
         self._tasks: set[asyncio.Task] = set()
+        self._completing: dict[str, asyncio.Event] = {}  # transactional id -> set when its markers are done
         self._running = False
 
     # --- life cycle ----------------------------------------------------------------------------------
@@ -170,6 +175,7 @@ class TransactionService:
 
     async def init_producer_id(self, txn_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None) -> tuple[ErrorCode, int, int]:
+        await self._settle(txn_id)
         d = self.machine.handle_init_producer_id(txn_id, timeout_ms, expected)
         if d.transit is None:
             return d.error, -1, -1
@@ -186,6 +192,7 @@ class TransactionService:
 
     async def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
                              partitions: list[TopicPartition]) -> ErrorCode:
+        await self._settle(txn_id)
         d = self.machine.handle_add_partitions_to_transaction(txn_id, producer_id, epoch, partitions)
         if d.transit is None:
             return d.error
@@ -264,7 +271,25 @@ class TransactionService:
     def _after_prepare(self, txn_id: str, commit: bool) -> None:
         self._spawn(self._complete(txn_id), f"txn-complete-{txn_id}")
 
+    async def _settle(self, txn_id: str) -> None:
+        """Wait (bounded) for a transaction whose markers are being written to complete."""
+        done = self._completing.get(txn_id)
+        if done is not None and not done.is_set():
+            try:
+                await asyncio.wait_for(done.wait(), SETTLE_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
+
     async def _complete(self, txn_id: str) -> None:
+        done = self._completing[txn_id] = asyncio.Event()
+        try:
+            await self._complete_markers(txn_id)
+        finally:
+            done.set()
+            if self._completing.get(txn_id) is done:
+                del self._completing[txn_id]
+
+    async def _complete_markers(self, txn_id: str) -> None:
         """Offsets, markers, then Complete*: retried until it succeeds (markers are idempotent)."""
         if self.marker_delay_s:
             await asyncio.sleep(self.marker_delay_s)
