@@ -220,7 +220,8 @@ class TransactionService:
         return written
 
     async def txn_offset_commit(self, txn_id: str, producer_id: int, epoch: int, group_id: str,
-                                offsets: dict[TopicPartition, PendingOffset]) -> ErrorCode:
+                                offsets: dict[TopicPartition, PendingOffset], generation_id: int = -1,
+                                member_id: str = "", group_instance_id: str | None = None) -> ErrorCode:
         """Hold a transaction's offsets until it ends, durably: a transactional batch in the group's
         `__consumer_offsets` partition, which must be in the transaction (AddOffsetsToTxn)."""
         from kbroker.broker.offsets_topic import TOPIC as OFFSETS_TOPIC
@@ -235,6 +236,16 @@ class TransactionService:
             return E.INVALID_PRODUCER_EPOCH
         if error != E.NONE:
             return error
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            # KIP-447: a consumer that lost its partitions in a rebalance must not commit for them
+            check = c.OffsetCommit(group_id=group_id, generation_id=generation_id, member_id=member_id,
+                                   topics=tuple(c.OffsetCommitTopic(t, (c.OffsetCommitPartition(p, 0),))
+                                                for t, p in offsets),
+                                   group_instance_id=group_instance_id, validate_only=True)
+            result = await coordinator.commit_offsets(check)
+            errors = {p.error for t in result.topics for p in t.partitions} - {E.NONE}
+            if errors:
+                return min(errors)
         plog = self.broker.logs.get_log(OFFSETS_TOPIC, partition)
         if plog is None:
             return E.COORDINATOR_NOT_AVAILABLE

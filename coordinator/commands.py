@@ -108,6 +108,9 @@ class OffsetCommit:
     # A committed transaction's offsets (TxnOffsetCommit): checked when they were sent, materialised
     # now whatever the group's state, as Kafka does on the commit marker.
     transactional: bool = False
+    # TxnOffsetCommit's group check (KIP-447) before the offsets join the transaction: validate the
+    # member and generation only, write nothing.
+    validate_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

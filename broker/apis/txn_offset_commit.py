@@ -3,8 +3,9 @@ transaction commits (discarded on abort). Until then OffsetFetch with `require_s
 UNSTABLE_OFFSET_COMMIT for those partitions. Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION and
 metadata longer than offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE, per partition, as Kafka does.
 
-Not checked: the group generation and member id that v3+ carries (KIP-447 fencing of a consumer
-that lost its partitions); producer-epoch fencing is checked.
+From v3 the consumer's generation, member id and group instance id are checked against the group
+(KIP-447): UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID or ILLEGAL_GENERATION for a consumer that lost
+its partitions; without them (generation -1, empty member id) any producer may commit.
 """
 
 from __future__ import annotations
@@ -47,8 +48,12 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
         elif not request.group_id:
             error = E.INVALID_GROUP_ID
         else:
-            error = await service.txn_offset_commit(request.transactional_id, request.producer_id, request.producer_epoch,
-                                              request.group_id, offsets)
+            v3 = ctx.api_version >= 3  # KIP-447: the consumer's generation, member id and instance id
+            error = await service.txn_offset_commit(
+                request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, offsets,
+                generation_id=request.generation_id_or_member_epoch if v3 else -1,
+                member_id=request.member_id if v3 else "",
+                group_instance_id=request.group_instance_id if v3 else None)
         errors.update({tp: error for tp in offsets})
     by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
     for (topic, partition), error in errors.items():

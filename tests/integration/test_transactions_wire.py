@@ -41,7 +41,8 @@ TOPIC = "txn-wire"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    proc = BrokerProcess(tmp_path_factory.mktemp("txn-wire") / "data", "--transaction-max-timeout-ms", "120000")
+    proc = BrokerProcess(tmp_path_factory.mktemp("txn-wire") / "data", "--transaction-max-timeout-ms", "120000",
+                         "--group-initial-rebalance-delay-ms", "0")
     w = Wire(proc.bootstrap)
     w.call(19, 5, CreateTopicsRequest(topics=[CreatableTopic(name=TOPIC, num_partitions=2, replication_factor=1)],
                                       timeout_ms=10000))
@@ -203,3 +204,25 @@ def test_describe_and_list_transactions_and_describe_producers(wire):
     assert end(wire, "w-ops", pid, epoch, True) == E.NONE
     wait_for(lambda: wire.call(65, 0, DescribeTransactionsRequest(["w-ops"])).transaction_states[0]
              .transaction_state == "CompleteCommit")
+
+
+def test_txn_offset_commit_checks_the_consumers_generation(wire):
+    from kbroker.tests.integration.test_group_protocol_errors import join, sync
+
+    joined = join(wire, "w-kip447")
+    assert joined.error_code == E.NONE
+    assert sync(wire, "w-kip447", joined.generation_id, joined.member_id, {joined.member_id: b""}).error_code == E.NONE
+    pid, epoch = init(wire, "w-kip447")
+    assert wire.call(25, 3, AddOffsetsToTxnRequest("w-kip447", pid, epoch, "w-kip447")).error_code == E.NONE
+
+    def commit(generation: int, member: str, version: int = 3) -> int:
+        r = wire.call(28, version, TxnOffsetCommitRequest("w-kip447", "w-kip447", pid, epoch, generation, member, None, [
+            TxnOffsetCommitRequestTopic(TOPIC, partitions=[TxnOffsetCommitRequestPartition(1, 7, -1, "")])]))
+        return r.topics[0].partitions[0].error_code
+
+    assert commit(joined.generation_id + 1, joined.member_id) == E.ILLEGAL_GENERATION
+    assert commit(joined.generation_id, "someone-else") == E.UNKNOWN_MEMBER_ID
+    assert commit(joined.generation_id, joined.member_id) == E.NONE
+    assert commit(-1, "") == E.NONE  # a producer that is not a member (EOS v1)
+    assert commit(joined.generation_id + 1, joined.member_id, version=2) == E.NONE  # v2 carries no generation
+    assert end(wire, "w-kip447", pid, epoch, False) == E.NONE
