@@ -148,3 +148,39 @@ def test_zombie_producer_is_fenced_by_a_new_instance(broker):
     assert err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
     values = {m.value() for m in consume_all(broker, topic, "read_committed", expected=1)}
     assert values == {b"fresh-1"}
+
+
+def test_send_offsets_with_group_membership_eos_v2(broker):
+    """subscribe() + send_offsets_to_transaction: TxnOffsetCommit carries the member's generation."""
+    create_topic(broker, "eos2-in")
+    create_topic(broker, "eos2-out")
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(60):
+        plain.produce("eos2-in", value=f"in-{i}".encode(), partition=i % PARTITIONS)
+    plain.flush(10)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "eos2-group",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    consumer.subscribe(["eos2-in"])
+    p = txn_producer(broker, "eos2-app")
+    done = 0
+    deadline = time.monotonic() + 60
+    try:
+        while done < 60 and time.monotonic() < deadline:
+            batch = [m for m in consumer.consume(20, 1.0) if m.error() is None]
+            if not batch:
+                continue
+            p.begin_transaction()
+            for m in batch:
+                p.produce("eos2-out", value=m.value().upper(), partition=m.partition())
+            p.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata(),
+                                          30)
+            p.commit_transaction(30)
+            done += len(batch)
+        assert done == 60
+        committed = consumer.committed([TopicPartition("eos2-in", i) for i in range(PARTITIONS)], timeout=10)
+        assert sum(tp.offset for tp in committed) == 60
+    finally:
+        consumer.close()
+    out = consume_all(broker, "eos2-out", "read_committed", expected=60)
+    assert sorted(m.value() for m in out) == sorted(f"IN-{i}".encode() for i in range(60))
