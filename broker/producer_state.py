@@ -386,6 +386,7 @@ class ProducerStateManager:
         state = self._states.get(key)
         if state is None or state.owner is not plog:  # first use, or the topic was deleted and re-created
             state = self._states[key] = load_partition_state(plog)
+            plog.txn_state = state  # compaction respects open and aborted transactions (log/txn_cleaning.py)
         return state
 
     def last_stable_offset(self, plog: PartitionLog) -> int:
