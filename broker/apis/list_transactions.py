@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
             continue
         if pattern is not None and not pattern.fullmatch(txn.transactional_id):
             continue
-        if min_duration >= 0 and (txn.state != TxnState.ONGOING or now - txn.start_ms < min_duration):
+        if min_duration >= 0 and now - txn.start_ms < min_duration:  # Kafka's test, whatever the state
             continue
         out.append(TransactionState(txn.transactional_id, txn.producer_id, txn.state.kafka_name))
     return ListTransactionsResponse(throttle_time_ms=0, error_code=E.NONE, unknown_state_filters=unknown,
