@@ -316,11 +316,12 @@ class TransactionService:
                 if commit:
                     await self._materialise_offsets(txn_id)
                 self.pending_offsets.pop(txn_id, None)
+                partitions = len(txn.partitions)
                 d = self.machine.prepare_complete(txn_id)
                 if await self._write(d) == E.NONE:
                     log.info("transaction_completed", transactional_id=txn_id, producer_id=txn.producer_id,
                              producer_epoch=txn.producer_epoch, result="commit" if commit else "abort",
-                             partitions=len(d.transit.partitions) if d.transit else 0)
+                             partitions=partitions)
                     return
             except asyncio.CancelledError:
                 raise
