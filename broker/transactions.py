@@ -96,7 +96,11 @@ class TransactionService:
         count = 0
         for partition in range(self.num_partitions):
             for txn_id, value in self._read_partition(partition):
-                self.machine.load(txn_id, value)
+                try:
+                    self.machine.load(txn_id, value)
+                except ValueError as exc:
+                    log.warning("transaction_record_unreadable", partition=partition, error=str(exc))
+                    continue
                 count += 1
         log.info("transactions_loaded", records=count, transactions=len(self.machine.txns),
                  prepared=len(self.machine.in_prepare()), load_ms=round(1000 * (time.monotonic() - started), 1))

@@ -223,9 +223,12 @@ class TxnCoordinator:
 
     def load(self, transactional_id: str, value: TxnLogValue | None) -> None:
         """Apply one `__transaction_state` record (in log order; None is a tombstone)."""
-        if value is None:
+        if value is None or value.status == S.DEAD:
             self.txns.pop(transactional_id, None)
             return
+        if value.status not in iter(TxnState) or value.status == S.PREPARE_EPOCH_FENCE:
+            # never written by a coordinator; keep what we had rather than invent a state
+            raise ValueError(f"transaction {transactional_id!r} has unknown or transient status {value.status}")
         partitions = {(t, p) for t, ps in (value.partitions or {}).items() for p in ps}
         self.txns[transactional_id] = TransactionMetadata(
             transactional_id, value.producer_id, last_producer_id=value.previous_producer_id,

@@ -248,3 +248,16 @@ def test_expired_transactional_ids():
     assert coord.expired_transactional_ids() == []
     clock.advance(1000)
     assert coord.expired_transactional_ids() == ["tx"]
+
+
+def test_load_skips_dead_and_refuses_unknown_status():
+    from kbroker.coordinator.txn.log_format import TxnLogValue
+
+    coord, _ = make()
+    coord.load("a", TxnLogValue(1, 0, 1000, int(S.EMPTY), None, 5, -1))
+    coord.load("a", TxnLogValue(1, 0, 1000, int(S.DEAD), None, 6, -1))
+    assert "a" not in coord.txns
+    with pytest.raises(ValueError):
+        coord.load("b", TxnLogValue(1, 0, 1000, 42, None, 5, -1))
+    with pytest.raises(ValueError):
+        coord.load("b", TxnLogValue(1, 0, 1000, int(S.PREPARE_EPOCH_FENCE), None, 5, -1))
