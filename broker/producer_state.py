@@ -122,6 +122,7 @@ class PartitionProducerState:
         self.owner: object | None = None  # the PartitionLog this state was built from
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction here
         self.aborted: list[tuple[int, int, int]] = []  # (producer id, first offset, marker offset)
+        self.unresolved_markers: dict[int, int] = {}  # producer id -> offset of a marker not yet durable
 
     # --- the client-append path -----------------------------------------------------------------------
 
@@ -194,8 +195,17 @@ class PartitionProducerState:
         entry.last_timestamp_ms = now_ms
         self.dirty = True
 
+    def marker_appended(self, producer_id: int, marker_offset: int) -> None:
+        self.unresolved_markers[producer_id] = marker_offset
+
+    def snapshot_offset(self, log_end_offset: int) -> int:
+        """A snapshot must not claim to be current past a marker it has not applied: the replay from
+        its offset would never see that marker, and the transaction would stay open for ever."""
+        return min(log_end_offset, *self.unresolved_markers.values()) if self.unresolved_markers else log_end_offset
+
     def complete_txn(self, producer_id: int, commit: bool, marker_offset: int) -> None:
         """The marker at `marker_offset` is durable: the transaction is no longer open here."""
+        self.unresolved_markers.pop(producer_id, None)
         first = self.ongoing.pop(producer_id, None)
         if first is not None and not commit:
             self.aborted.append((producer_id, first, marker_offset))
@@ -409,7 +419,7 @@ class ProducerStateManager:
             state.prune_aborted(plog.log_start_offset)
             path = state.snapshot_path()
             if path is not None and (state.dirty or (force and state.producers)):
-                out.append((state, path, state.to_json(plog.log_end_offset)))
+                out.append((state, path, state.to_json(state.snapshot_offset(plog.log_end_offset))))
                 state.dirty = False
         return out
 

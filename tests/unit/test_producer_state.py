@@ -281,3 +281,21 @@ def test_version_1_snapshot_is_still_read():
         {"id": 3, "epoch": 1, "last_timestamp_ms": 10, "batches": [[0, 4, 0, 4, 9]]}]}).encode()
     assert state.load_json(raw) == 5
     assert state.producers[3].last_seq == 4 and state.ongoing == {} and state.aborted == []
+
+
+def test_snapshot_never_claims_past_an_unapplied_marker(tmp_path, plog):
+    """A snapshot taken between a marker's append and its fsync must be replayed from the marker."""
+    from kbroker.protocol.control_records import encode_marker
+
+    state = load_partition_state(plog)
+    append(plog, state, txn_batch(0, pid=2))
+    info = plog.append(encode_marker(2, 0, True, 0, 2000), leader_epoch=0, now_ms=0, single_batch=True, control=True)
+    state.marker_appended(2, info.last_offset)
+    assert state.snapshot_offset(plog.log_end_offset) == info.last_offset
+    state.write_snapshot(state.snapshot_offset(plog.log_end_offset))  # still shows the open transaction
+    state.complete_txn(2, True, info.last_offset)
+    assert state.snapshot_offset(plog.log_end_offset) == plog.log_end_offset
+    plog = reopen(tmp_path, plog)
+    rebuilt = load_partition_state(plog)  # the replay from the marker closes the transaction
+    assert rebuilt.ongoing == {} and rebuilt.first_unstable_offset() is None
+    plog.close()
