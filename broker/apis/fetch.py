@@ -101,10 +101,11 @@ def _ready_check(broker, targets, min_bytes: int, uses_ids: bool, names_by_id: d
                 return True
             end = plog.log_end_offset
             offset = target.fetch_offset
-            if isolation == READ_COMMITTED and plog.log_start_offset <= offset <= end:
-                end = broker.producer_states.last_stable_offset(plog)  # nothing past it can be returned
             if offset > end or offset < plog.log_start_offset:
                 return True
+            if isolation == READ_COMMITTED:
+                # nothing from the LSO on can be returned: wait for the markers (or new stable data)
+                end = broker.producer_states.last_stable_offset(plog)
             if end > offset:
                 if min_bytes <= 1:
                     return True

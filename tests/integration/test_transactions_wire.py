@@ -226,3 +226,27 @@ def test_txn_offset_commit_checks_the_consumers_generation(wire):
     assert commit(-1, "") == E.NONE  # a producer that is not a member (EOS v1)
     assert commit(joined.generation_id + 1, joined.member_id, version=2) == E.NONE  # v2 carries no generation
     assert end(wire, "w-kip447", pid, epoch, False) == E.NONE
+
+
+def test_read_committed_long_poll_waits_for_the_markers(broker, wire):
+    pid, epoch = init(wire, "w-poll")
+    start = fetch(wire, 0, 0, 0).high_watermark
+    assert add(wire, "w-poll", pid, epoch, [0]) == {(TOPIC, 0): E.NONE}
+    assert produce(wire, "w-poll", pid, epoch, 0, 0, [b"p1", b"p2"]).error_code == E.NONE
+    poller = Wire(broker.bootstrap)
+    try:
+        # parked: the only data is past the LSO, so a read_committed fetch has nothing to return yet
+        poller.send(1, 11, FetchRequest(max_wait_ms=20_000, min_bytes=1, isolation_level=1, topics=[
+            FetchTopic(topic=TOPIC, partitions=[FetchPartition(partition=0, fetch_offset=start,
+                                                               partition_max_bytes=1 << 20)])]))
+        time.sleep(0.3)
+        ended = time.monotonic()
+        assert end(wire, "w-poll", pid, epoch, True) == E.NONE
+        answer = poller.receive(1, 11).responses[0].partitions[0]
+        # woken by the markers, not by its 20 s max wait (a generous bound, not a speed check)
+        assert time.monotonic() - ended < 15
+        assert answer.last_stable_offset == start + 3
+        values = [r.value for h, recs in decode_batches(answer.records) if not h.is_control for r in recs]
+        assert values == [b"p1", b"p2"] and answer.aborted_transactions == []
+    finally:
+        poller.close()
