@@ -117,3 +117,36 @@ def test_open_transaction_at_a_crash_is_timed_out_and_aborted(tmp_path):
         assert got[0].offset < 0
     finally:
         broker.stop()
+
+
+def test_idle_transactional_id_expires_with_a_tombstone(tmp_path):
+    from kbroker.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
+    from kbroker.protocol.messages.init_producer_id_request import InitProducerIdRequest
+    from kbroker.tests.integration.wire import Wire
+
+    args = ("--transactional-id-expiration-ms", "1000",
+            "--transaction-abort-timed-out-transaction-cleanup-interval-ms", "200")
+    broker = BrokerProcess(tmp_path / "data", *args)
+    try:
+        wire = Wire(broker.bootstrap)
+        first = wire.call(22, 4, InitProducerIdRequest("expiring", 60000, -1, -1))
+        assert first.error_code == 0
+
+        def state() -> int:
+            return wire.call(65, 0, DescribeTransactionsRequest(["expiring"])).transaction_states[0].error_code
+
+        assert state() == 0
+        deadline = time.monotonic() + 20
+        while state() == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state() == 105  # TRANSACTIONAL_ID_NOT_FOUND
+        wire.close()
+        broker.stop()
+        broker.start()  # the tombstone keeps it gone
+        wire = Wire(broker.bootstrap)
+        assert state() == 105
+        again = wire.call(22, 4, InitProducerIdRequest("expiring", 60000, -1, -1))
+        assert again.error_code == 0 and again.producer_id != first.producer_id and again.producer_epoch == 0
+        wire.close()
+    finally:
+        broker.stop()
