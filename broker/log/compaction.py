@@ -9,7 +9,8 @@ Simplified from Kafka's LogCleaner, for one node and moderate logs:
 * A tombstone (null value) that is the newest for its key is dropped once its timestamp is older than
   delete.retention.ms (Kafka tracks a per-batch "delete horizon" instead; the record time is our proxy).
 * Transactions (txn_cleaning.py): nothing from the first unstable offset on is cleaned or counts as
-  newest, and records of aborted transactions are removed.
+  newest, records of aborted transactions are removed, and markers whose transaction has no record
+  left are removed after delete.retention.ms.
 * Segments left empty (other than the first) are deleted, so steady overwrites of the same keys
   cannot grow the number of files without bound.
 * Swap: write `<base>.log.cleaned` and fsync it, delete the old indexes, rename over `<base>.log`,
@@ -28,7 +29,7 @@ import structlog
 from kbroker.protocol import record_batch as rb
 
 from .segment import LogSegment, segment_file_name
-from .txn_cleaning import TxnCleaning, cleanable_below_limit
+from .txn_cleaning import TxnCleaning, cleanable_below_limit, forget_markers, removable_markers
 from .txn_cleaning import for_log as txn_cleaning_for
 
 if TYPE_CHECKING:
@@ -89,9 +90,21 @@ def _rewrite_batch(raw: bytes, header: rb.BatchHeader, survivors: list[rb.Record
     )
 
 
+def _survivors(records: list[rb.Record], header: rb.BatchHeader, newest: dict[bytes, int], tombstone_horizon_ms: int,
+               txn: TxnCleaning | None) -> list[rb.Record]:
+    return [
+        r
+        for r in records
+        if r.key is not None
+        and newest.get(r.key) == r.offset
+        and not (r.value is None and r.timestamp < tombstone_horizon_ms)
+        and not (txn is not None and txn.is_aborted(header.producer_id, r.offset))
+    ]
+
+
 def _clean_segment(
     segment: LogSegment, newest: dict[bytes, int], tombstone_horizon_ms: int, stats: CompactionStats,
-    txn: TxnCleaning | None = None,
+    txn: TxnCleaning | None = None, drop_markers: set[int] | frozenset[int] = frozenset(),
 ) -> bytearray | None:
     """The segment's cleaned bytes, or None when nothing would change."""
     out = bytearray()
@@ -99,17 +112,13 @@ def _clean_segment(
     for pos, header in segment.iter_headers():
         raw = segment.read_at(pos, header.size)
         if header.is_control:
-            out += raw
+            if header.base_offset in drop_markers:
+                changed = True
+            else:
+                out += raw
             continue
         _, records = rb.decode_batch(raw)
-        survivors = [
-            r
-            for r in records
-            if r.key is not None
-            and newest.get(r.key) == r.offset
-            and not (r.value is None and r.timestamp < tombstone_horizon_ms)
-            and not (txn is not None and txn.is_aborted(header.producer_id, r.offset))
-        ]
+        survivors = _survivors(records, header, newest, tombstone_horizon_ms, txn)
         stats.records_before += len(records)
         stats.records_after += len(survivors)
         if len(survivors) == len(records):
@@ -161,9 +170,13 @@ def compact(plog: PartitionLog, now_ms: int) -> CompactionStats:
         return stats
     newest = _newest_offsets(plog, txn)
     horizon = now_ms - plog.config.delete_retention_ms
+    last_cleanable = plog.segments[cleanable[-1]].next_offset
+    markers = removable_markers(
+        plog.segments, lambda h, rs: bool(_survivors(rs, h, newest, horizon, txn)), horizon,
+        last_cleanable if txn.limit is None else min(txn.limit, last_cleanable))
     for i in cleanable:
         segment = plog.segments[i]
-        cleaned = _clean_segment(segment, newest, horizon, stats, txn)
+        cleaned = _clean_segment(segment, newest, horizon, stats, txn, markers)
         if cleaned is None:
             stats.bytes_before += segment.size
             stats.bytes_after += segment.size
@@ -181,6 +194,7 @@ def compact(plog: PartitionLog, now_ms: int) -> CompactionStats:
             bytes_before=before,
             bytes_after=len(cleaned),
         )
+    forget_markers(plog, markers)
     # Under steady overwrites of the same keys every rolled segment ends up empty; dropping them
     # keeps the file count bounded (Kafka merges small segments while cleaning instead).
     for i in reversed(cleanable):

@@ -63,3 +63,50 @@ def test_compaction_drops_aborted_and_keeps_committed_value_behind_an_open_trans
     assert {r.value for r in records(plog) if r.offset >= open_first} >= {b"g%d" % i for i in range(12)}
     assert aborted < open_first
     plog.close()
+
+
+def test_markers_without_records_are_removed_after_delete_retention(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", "t", 0,
+                        LogConfig(segment_bytes=400, cleanup_policy="compact", delete_retention_ms=1_000),
+                        flush_policy="never")
+    state = load_partition_state(plog)
+    plog.txn_state = state
+    seqs = {}
+
+    def txn(pid: int, key: bytes, value: bytes, commit: bool) -> int:
+        seq = seqs.get(pid, 0)
+        seqs[pid] = seq + 1
+        batch = encode_batch([Record(0, 1_000, key, value)], producer_id=pid, producer_epoch=0, base_sequence=seq,
+                             is_transactional=True)
+        info = plog.append(batch, leader_epoch=0, now_ms=0)
+        state.update(read_header(batch), info.base_offset, info.last_offset, 0)
+        marker = plog.append(encode_marker(pid, 0, commit, 0, 1_000), leader_epoch=0, now_ms=0, control=True)
+        state.complete_txn(pid, commit, marker.last_offset)
+        return marker.last_offset
+
+    superseded = txn(1, b"K", b"v1", commit=True)  # its record is replaced by the next transaction's
+    aborted = txn(2, b"K", b"bad", commit=False)  # its record goes with the abort
+    kept = txn(1, b"K", b"v2", commit=True)  # its record survives: the marker must stay
+    for i in range(20):
+        plog.append(encode_batch([Record(0, 1_000, b"filler", b"f%d" % i)]), leader_epoch=0, now_ms=0)
+    assert state.aborted and state.aborted[0][2] == aborted
+
+    def control_offsets() -> set[int]:
+        from kbroker.protocol.record_batch import decode_batches
+
+        out = set()
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            batches = list(decode_batches(plog.read(offset, 1_000_000).records))
+            out |= {h.base_offset for h, _ in batches if h.is_control}
+            offset = batches[-1][0].next_offset
+        return out
+
+    plog.compact(now_ms=1_500)  # within delete.retention.ms of the markers (timestamp 1,000): kept
+    assert {superseded, aborted, kept} <= control_offsets()
+    plog.compact(now_ms=10_000)
+    left = control_offsets()
+    assert kept in left and superseded not in left and aborted not in left
+    assert state.aborted == []  # the removed abort marker's index entry is gone too
+    assert [r.value for r in records(plog) if r.key == b"K"] == [b"v2"]
+    plog.close()
