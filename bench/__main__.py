@@ -3,7 +3,8 @@
     python -m bench [--quick]
 
 codec (kbroker's codec beside kio), data_path (issue 3) and groups (issue 4, kbroker beside Tansu),
-then pipeline (issue 5, the Spark data source's decode rate on local[1] and local[2]), then one
+then transactions (issue 13: transactions per second, read_committed beside read_uncommitted; no
+peer), then pipeline (issue 5, the Spark data source's decode rate on local[1] and local[2]), then one
 summary table. `--quick` uses small sizes (about 2 minutes; the smoke test runs it). Each
 benchmark has its own `python -m bench.<name> --help` with size flags.
 """
@@ -14,7 +15,7 @@ import argparse
 import sys
 import time
 
-from kbroker.bench import codec, data_path, groups
+from kbroker.bench import codec, data_path, groups, transactions
 from kbroker.bench.report import machine_note, summary_table
 
 
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes in all")
     parser.add_argument("--skip", default="",
-                        help="comma-separated benchmarks to leave out: codec,data_path,groups,security,pipeline")
+                        help="comma-separated benchmarks to leave out: codec,data_path,groups,transactions,security,pipeline")
     args = parser.parse_args(argv)
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     started = time.monotonic()
@@ -52,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         gsizes = groups.Sizes.quick() if args.quick else groups.Sizes()
         figs = groups.run(gsizes)
         groups.print_figures(figs, groups.LABELS, groups.PEER)
+        figures += figs
+    if "transactions" not in skip:
+        print("\n=== transactions (issue 13) ===")
+        tsizes = transactions.Sizes.quick() if args.quick else transactions.Sizes()
+        figs = transactions.run(tsizes)
+        transactions.print_figures(figs, transactions.LABELS, transactions.PEER)
         figures += figs
 
     security_rows: dict = {}

@@ -36,6 +36,10 @@ def build_router() -> Router:
         delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
         offset_commit, offset_delete, offset_fetch, sync_group,
     )
+    from kbroker.broker.apis import (  # transactions
+        add_offsets_to_txn, add_partitions_to_txn, describe_producers, describe_transactions, end_txn,
+        list_transactions, txn_offset_commit,
+    )
     from kbroker.broker.apis import (  # security
         alter_user_scram_credentials, create_acls, delete_acls, describe_acls, describe_user_scram_credentials,
         sasl_authenticate, sasl_handshake,
@@ -48,6 +52,8 @@ def build_router() -> Router:
                    describe_cluster, init_producer_id,
                    find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
                    describe_groups, list_groups, delete_groups, offset_delete,
+                   add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit, describe_transactions,
+                   list_transactions, describe_producers,
                    sasl_handshake, sasl_authenticate, create_acls, describe_acls, delete_acls,
                    describe_user_scram_credentials, alter_user_scram_credentials):
         router.register(module)
@@ -111,6 +117,11 @@ class Broker:
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,
         )
+        # the transaction coordinator, persisted in __transaction_state
+        from kbroker.broker.transactions import TransactionService
+
+        self.transactions = TransactionService(self, config)
+        self.transactions.ensure_topic()
 
     def advertised(self, listener: str) -> tuple[str, int]:
         """The host and port a client that came in on `listener` is told to use (Kafka answers with
@@ -120,6 +131,7 @@ class Broker:
 
     async def start(self) -> None:
         self.producer_states.load_all()
+        self.transactions.load()
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
         await self.coordinator.start()
@@ -127,6 +139,7 @@ class Broker:
         self.coordinator.mark_loading(range(self.offsets_topic.num_partitions))
         for server in self.servers:
             await server.start()
+        self.transactions.start()
         if self.dev_security is not None:
             self.dev_security.write_client_configs(
                 [(e.security_protocol, "%s:%d" % self.advertised(e.name)) for e in self.listeners.bind])
@@ -141,6 +154,7 @@ class Broker:
         # wait for in-flight requests does not sit out rebalance timeouts.
         server_down = asyncio.gather(*(s.shutdown(self.config.shutdown_timeout_s) for s in self.servers))
         await asyncio.sleep(0)
+        await self.transactions.stop()
         await self.coordinator.stop()
         await server_down
         for task in self._background:

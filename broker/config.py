@@ -106,6 +106,14 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = field(
         default=300000, metadata={"help": "log.retention.check.interval.ms"}
     )
+    transaction_max_timeout_ms: int = field(default=900000, metadata={"help": "transaction.max.timeout.ms"})
+    transaction_state_log_num_partitions: int = field(
+        default=50, metadata={"help": "transaction.state.log.num.partitions"}
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = field(
+        default=10000, metadata={"help": "transaction.abort.timed.out.transaction.cleanup.interval.ms"}
+    )
+    transactional_id_expiration_ms: int = field(default=604800000, metadata={"help": "transactional.id.expiration.ms"})
     cluster_id: str = field(default="", metadata={"help": "cluster id to create the data dir with (default: random)"})
     create_topics: str = field(
         default="",

@@ -5,6 +5,11 @@ append them as one record batch (one writer per partition: appends run on the ev
 and return only once the batch is durable under the broker's flush policy. At start-up every
 partition is replayed into the coordinator; its groups answer COORDINATOR_LOAD_IN_PROGRESS until
 then.
+
+Transactional offsets (TxnOffsetCommit) are transactional batches here, as in Kafka: the replay
+applies their records at the position of their producer's COMMIT marker, drops them at an ABORT
+marker, and keeps those of transactions with no marker yet in `open_txn_offsets` for the
+transaction coordinator, which completes or aborts them (broker/transactions.py).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import structlog
 
 from kbroker.coordinator.record_codec import UnknownRecordType, decode_record, encode_record
 from kbroker.coordinator.records import Record
+from kbroker.protocol.control_records import COMMIT, control_type
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_batch import Record as LogRecord
 from kbroker.protocol.record_batch import decode_batches, encode_batch
@@ -33,6 +39,8 @@ class OffsetsTopic:
     def __init__(self, logs: Any, num_partitions: int) -> None:
         self.logs = logs
         self.num_partitions = num_partitions
+        # partition -> producer id -> records of a transaction with no marker yet (filled by the replay)
+        self.open_txn_offsets: dict[int, dict[int, list[Record]]] = {}
 
     def ensure(self) -> int:
         """Create the topic on first start; an existing topic keeps its partition count (Kafka does too)."""
@@ -66,6 +74,7 @@ class OffsetsTopic:
         if plog is None:
             return []
         out: list[Record] = []
+        open_txns: dict[int, list[Record]] = {}
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             chunk = plog.read(offset, _READ_CHUNK, min_one_batch=True).records
@@ -75,17 +84,22 @@ class OffsetsTopic:
             for header, records in decode_batches(bytes(chunk)):
                 next_offset = max(next_offset, header.base_offset + header.last_offset_delta + 1)
                 if header.is_control:
+                    resolved = open_txns.pop(header.producer_id, [])
+                    if records and control_type(records[0].key) == COMMIT:
+                        out.extend(resolved)
                     continue
+                target = open_txns.setdefault(header.producer_id, []) if header.is_transactional else out
                 for r in records:
                     if r.offset < offset:
                         continue
                     try:
-                        out.append(decode_record(r.key, r.value))
+                        target.append(decode_record(r.key, r.value))
                     except UnknownRecordType:
                         continue  # KIP-848/share/streams records: not ours to manage
             if next_offset <= offset:
                 break
             offset = next_offset
+        self.open_txn_offsets[partition] = {pid: records for pid, records in open_txns.items() if records}
         return out
 
     async def load_all(self, coordinator: Any) -> None:

@@ -18,6 +18,13 @@ stop nothing is replayed and after a kill -9 only what was appended since the la
 snapshot whose offset is past the recovered log end (the tail it saw was lost in the crash) is
 deleted and the log is replayed in full, because the state it holds may describe lost batches.
 
+Transactional producers (KIP-98): a transactional batch opens the producer's transaction in the
+partition (`ongoing`: producer id -> first offset); a commit or abort marker closes it once the marker
+is durable (`complete_txn`), and an aborted one is kept in `aborted` (producer id, first offset,
+marker offset), Kafka's aborted-transaction index. The first unstable offset is the smallest open
+first offset; the last stable offset is that or the high watermark. Both lists are in the snapshot
+and are rebuilt by the replay (which reads each control batch's marker type).
+
 Producer ids are never reused across restarts: ids are handed out from blocks whose upper bound is
 written durably to `<data dir>/producer_ids.json` before the first id of the block is used.
 """
@@ -35,6 +42,7 @@ from typing import TYPE_CHECKING, Iterable
 import structlog
 
 from kbroker.broker.log.partition_log import write_file_durably
+from kbroker.protocol import control_records
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_batch import BatchHeader
 
@@ -51,7 +59,7 @@ SNAPSHOT_FILE = "producer_state.json"
 PRODUCER_IDS_FILE = "producer_ids.json"
 PRODUCER_ID_BLOCK = 1000
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2  # 2 adds the open and aborted transactions; 1 is still read
 
 
 def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
@@ -112,6 +120,9 @@ class PartitionProducerState:
         self.producers: dict[int, ProducerEntry] = {}
         self.dirty = False
         self.owner: object | None = None  # the PartitionLog this state was built from
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction here
+        self.aborted: list[tuple[int, int, int]] = []  # (producer id, first offset, marker offset)
+        self.unresolved_markers: dict[int, int] = {}  # producer id -> offset of a marker not yet durable
 
     # --- the client-append path -----------------------------------------------------------------------
 
@@ -159,10 +170,68 @@ class PartitionProducerState:
                           header.max_timestamp)
         )
         entry.last_timestamp_ms = now_ms
+        if header.is_transactional:
+            self.ongoing.setdefault(pid, first_offset)
         self.dirty = True
 
+    # --- transactions ---------------------------------------------------------------------------------
+
+    def check_marker(self, producer_id: int, epoch: int) -> None:
+        """A marker with an epoch older than the producer's is refused (Kafka's appendEndTxnMarker)."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker epoch {epoch} of producer {producer_id} is older than {entry.epoch} "
+                f"on {self.topic}-{self.partition}")
+
+    def update_marker_epoch(self, producer_id: int, epoch: int, now_ms: int) -> None:
+        """An appended marker carries the producer's (possibly bumped) epoch: older epochs are fenced."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(producer_id)
+        if epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        entry.last_timestamp_ms = now_ms
+        self.dirty = True
+
+    def marker_appended(self, producer_id: int, marker_offset: int) -> None:
+        self.unresolved_markers[producer_id] = marker_offset
+
+    def snapshot_offset(self, log_end_offset: int) -> int:
+        """A snapshot must not claim to be current past a marker it has not applied: the replay from
+        its offset would never see that marker, and the transaction would stay open for ever."""
+        return min(log_end_offset, *self.unresolved_markers.values()) if self.unresolved_markers else log_end_offset
+
+    def complete_txn(self, producer_id: int, commit: bool, marker_offset: int) -> None:
+        """The marker at `marker_offset` is durable: the transaction is no longer open here."""
+        self.unresolved_markers.pop(producer_id, None)
+        first = self.ongoing.pop(producer_id, None)
+        if first is not None and not commit:
+            self.aborted.append((producer_id, first, marker_offset))
+        self.dirty = True
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        first = self.first_unstable_offset()
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def aborted_between(self, start: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping [start, upper): Kafka's
+        collectAbortedTransactions for a fetch from `start` whose data ends before `upper`."""
+        return [(pid, first) for pid, first, last in self.aborted if last >= start and first < upper]
+
+    def prune_aborted(self, log_start_offset: int) -> None:
+        kept = [a for a in self.aborted if a[2] >= log_start_offset]
+        if len(kept) != len(self.aborted):
+            self.aborted = kept
+            self.dirty = True
+
     def expire(self, now_ms: int, expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
-        stale = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp_ms >= expiration_ms]
+        stale = [pid for pid, e in self.producers.items()
+                 if now_ms - e.last_timestamp_ms >= expiration_ms and pid not in self.ongoing]
         for pid in stale:
             del self.producers[pid]
         if stale:
@@ -184,12 +253,14 @@ class PartitionProducerState:
                 }
                 for e in self.producers.values()
             ],
+            "ongoing": [[pid, first] for pid, first in self.ongoing.items()],
+            "aborted": [list(a) for a in self.aborted],
         }
         return json.dumps(body, separators=(",", ":")).encode()
 
     def load_json(self, raw: bytes) -> int:
         body = json.loads(raw)
-        if body.get("version") != _SNAPSHOT_VERSION:
+        if body.get("version") not in (1, _SNAPSHOT_VERSION):
             raise ValueError(f"unknown producer snapshot version {body.get('version')!r}")
         self.producers.clear()
         for p in body["producers"]:
@@ -197,13 +268,24 @@ class PartitionProducerState:
             for b in p["batches"]:
                 entry.batches.append(BatchMetadata(*(int(x) for x in b)))
             self.producers[entry.producer_id] = entry
+        self.ongoing = {int(pid): int(first) for pid, first in body.get("ongoing", [])}
+        self.aborted = [(int(a[0]), int(a[1]), int(a[2])) for a in body.get("aborted", [])]
         return int(body["offset"])
 
-    def replay(self, headers: Iterable[BatchHeader]) -> int:
-        """Apply stored batches (offsets already assigned) without checks, as Kafka does for recovery."""
+    def replay(self, headers: Iterable[BatchHeader], markers: dict[int, bool] | None = None) -> int:
+        """Apply stored batches (offsets already assigned) without checks, as Kafka does for recovery.
+        `markers` maps a control batch's offset to commit (True) / abort (False); the caller fills it
+        while `headers` is iterated."""
         count = 0
         for header in headers:
-            if header.producer_id < 0 or header.is_control:
+            if header.producer_id < 0:
+                continue
+            if header.is_control:
+                commit = None if markers is None else markers.get(header.base_offset)
+                if commit is not None:
+                    self.update_marker_epoch(header.producer_id, header.producer_epoch, header.max_timestamp)
+                    self.complete_txn(header.producer_id, commit, header.base_offset)
+                    count += 1
                 continue
             self.update(header, header.base_offset, header.last_offset, header.max_timestamp)
             count += 1
@@ -220,12 +302,20 @@ class PartitionProducerState:
         self.dirty = False
 
 
-def _headers_from(plog: PartitionLog, start_offset: int) -> Iterable[BatchHeader]:
+def _headers_from(plog: PartitionLog, start_offset: int, markers: dict[int, bool]) -> Iterable[BatchHeader]:
+    """Batch headers from `start_offset`; a control batch's marker type goes into `markers` first."""
     for segment in plog.segments:
         if segment.size == 0 or segment.next_offset <= start_offset:
             continue
-        for _, header in segment.iter_headers():
+        for pos, header in segment.iter_headers():
             if header.last_offset >= start_offset:
+                if header.is_control and header.producer_id >= 0:
+                    try:
+                        marker = control_records.marker_of(segment.read_at(pos, header.size))
+                    except (KafkaError, ValueError, IndexError):
+                        marker = None
+                    if marker is not None:
+                        markers[header.base_offset] = marker[0] == control_records.COMMIT
                 yield header
 
 
@@ -253,8 +343,11 @@ def load_partition_state(plog: PartitionLog) -> PartitionProducerState:
         else:
             # The snapshot saw a tail the crash took away: its entries may describe lost batches.
             state.producers.clear()
+            state.ongoing.clear()
+            state.aborted.clear()
             path.unlink(missing_ok=True)
-    replayed = state.replay(_headers_from(plog, start))
+    markers: dict[int, bool] = {}
+    replayed = state.replay(_headers_from(plog, start, markers), markers)
     state.dirty = replayed > 0 or source == "log" and bool(state.producers)
     if replayed or source == "snapshot":
         log.info("producer_state_loaded", topic=plog.topic, partition=plog.partition, source=source,
@@ -303,7 +396,11 @@ class ProducerStateManager:
         state = self._states.get(key)
         if state is None or state.owner is not plog:  # first use, or the topic was deleted and re-created
             state = self._states[key] = load_partition_state(plog)
+            plog.txn_state = state  # compaction respects open and aborted transactions (log/txn_cleaning.py)
         return state
+
+    def last_stable_offset(self, plog: PartitionLog) -> int:
+        return self.for_log(plog).last_stable_offset(plog.high_watermark)
 
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self._states if k[0] == topic]:
@@ -319,9 +416,10 @@ class ProducerStateManager:
                 del self._states[key]
                 continue
             state.expire(now_ms)
+            state.prune_aborted(plog.log_start_offset)
             path = state.snapshot_path()
             if path is not None and (state.dirty or (force and state.producers)):
-                out.append((state, path, state.to_json(plog.log_end_offset)))
+                out.append((state, path, state.to_json(state.snapshot_offset(plog.log_end_offset))))
                 state.dirty = False
         return out
 

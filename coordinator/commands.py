@@ -105,6 +105,12 @@ class OffsetCommit:
     retention_time_ms: int = -1  # v2-v4 only; -1 means the broker's retention
     api_version: int = 9  # from v9 an unknown group is GROUP_ID_NOT_FOUND, not ILLEGAL_GENERATION
     reply_to: Handle | None = None
+    # A committed transaction's offsets (TxnOffsetCommit): checked when they were sent, materialised
+    # now whatever the group's state, as Kafka does on the commit marker.
+    transactional: bool = False
+    # TxnOffsetCommit's group check (KIP-447) before the offsets join the transaction: validate the
+    # member and generation only, write nothing.
+    validate_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,10 @@ def handle_offset_commit(
     create: Callable[[str], ClassicGroup],
 ) -> None:
     group = lookup(cmd.group_id)
+    if cmd.validate_only:
+        error = validate_txn_offset_commit(group, cmd)
+        ctx.out.reply(cmd.reply_to, OffsetCommitResult.all_failed(cmd, error if error is not None else E.NONE))
+        return
     if group is None:
         if cmd.generation_id < 0:
             # A "simple" consumer (assign() without group management) or an admin tool: the
@@ -58,7 +62,7 @@ def handle_offset_commit(
         ctx.out.reply(cmd.reply_to, OffsetCommitResult.all_failed(cmd, error))
         return
 
-    if group.state in (S.STABLE, S.PREPARING_REBALANCE):
+    if group.state in (S.STABLE, S.PREPARING_REBALANCE) and not cmd.transactional:
         # Committing keeps a classic member alive, like a heartbeat.
         schedule_heartbeat(ctx, group, group.get(cmd.member_id))
 
@@ -89,9 +93,28 @@ def handle_offset_commit(
         ctx.out.reply(cmd.reply_to, result)
 
 
+def validate_txn_offset_commit(group: ClassicGroup | None, cmd: c.OffsetCommit) -> ErrorCode | None:
+    """Kafka's validateOffsetCommit with isTransactional: without member id and generation anyone may
+    commit (a producer that is not a member); with them, they must be the group's current ones.
+    An unknown group is an empty one (Kafka creates it), so a member of it is unknown."""
+    if group is not None and group.is_state(S.DEAD):
+        return E.COORDINATOR_NOT_AVAILABLE
+    if cmd.generation_id >= 0 or cmd.member_id != c.UNKNOWN_MEMBER_ID or cmd.group_instance_id is not None:
+        if group is None:
+            return E.UNKNOWN_MEMBER_ID
+        error = validate_current_member(group, cmd.member_id, cmd.group_instance_id)
+        if error is not None:
+            return error
+        if cmd.generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+    return None
+
+
 def validate_offset_commit(group: ClassicGroup, cmd: c.OffsetCommit) -> ErrorCode | None:
     if group.is_state(S.DEAD):
         return E.COORDINATOR_NOT_AVAILABLE
+    if cmd.transactional:
+        return None
     if cmd.generation_id < 0 and group.is_state(S.EMPTY):
         return None  # simple commit into an empty group
     if cmd.generation_id >= 0 or cmd.member_id != c.UNKNOWN_MEMBER_ID or cmd.group_instance_id is not None:

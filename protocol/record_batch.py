@@ -167,11 +167,13 @@ def validate_produced_batches(
     *,
     single_batch: bool = True,
     allow_zstd: bool = True,
+    allow_control: bool = False,
 ) -> list[BatchHeader]:
     """Check a Produce partition's records the way Kafka does before it assigns offsets.
 
     `single_batch` is Kafka's "exactly one batch per partition" rule for Produce v3+; internal writers
-    (the coordinator) may append several. `allow_zstd=False` is for Produce v < 7.
+    (the coordinator) may append several. `allow_zstd=False` is for Produce v < 7. `allow_control` is
+    for the transaction coordinator's commit/abort markers (control batches carry no sequence).
     """
     n = len(buf)
     if n == 0:
@@ -202,9 +204,9 @@ def validate_produced_batches(
             raise InvalidRecordError(
                 f"batch declares {header.records_count} records but lastOffsetDelta {header.last_offset_delta}"
             )
-        if header.is_control:
+        if header.is_control and not allow_control:
             raise InvalidRecordError("clients may not write control batches")
-        if header.producer_id >= 0 and header.base_sequence < 0:
+        if header.producer_id >= 0 and header.base_sequence < 0 and not header.is_control:
             raise InvalidRecordError(
                 f"batch with producerId {header.producer_id} has invalid baseSequence {header.base_sequence}"
             )

@@ -15,6 +15,10 @@ When fewer than `min_bytes` are available and `max_wait_ms` > 0, the request par
 purgatory (purgatory/delayed_fetch.py) watching its partitions; Produce wakes it after each append,
 and the timing wheel answers it at `max_wait_ms` with whatever is there then. Errors (unknown
 partition, offset out of range) answer at once, as in Kafka.
+
+With isolation_level read_committed a partition is read only up to its last stable offset (batches
+from the LSO on are cut off) and the answer lists the aborted transactions that overlap the data
+returned, so the client drops their records (broker/txn_read.py).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import time
 from kbroker.broker.fetch_sessions import FetchTarget, PartitionKey, PartitionResult
 from kbroker.broker.log.partition_log import OffsetOutOfRangeError
 from kbroker.broker.router import RequestContext
+from kbroker.broker.txn_read import committed_view
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.fetch_request import FetchRequest
 from kbroker.protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
@@ -50,7 +55,7 @@ def _error_result(code: int) -> PartitionResult:
 
 
 def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max_bytes: int, uses_ids: bool,
-                    names_by_id: dict) -> tuple[list[tuple[PartitionKey, PartitionResult]], int, bool]:
+                    names_by_id: dict, isolation: int = 0) -> tuple[list[tuple[PartitionKey, PartitionResult]], int, bool]:
     """(results in order, bytes read, whether some partition has an error)."""
     results = []
     budget = max(0, max_bytes)
@@ -76,6 +81,8 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
             continue
         try:
             read = plog.read(target.fetch_offset, min(max(0, target.max_bytes), budget), min_one_batch=min_one)
+            records, txn_extra = committed_view(broker, plog, target.fetch_offset, read.records,
+                                                isolation == READ_COMMITTED)
         except OffsetOutOfRangeError:
             results.append((key, _error_result(ErrorCode.OFFSET_OUT_OF_RANGE)))
             has_error = True
@@ -84,17 +91,17 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
             results.append((key, _error_result(e.code)))
             has_error = True
             continue
-        size = len(read.records)
+        size = len(records)
         if size:
             min_one = False
             budget = max(0, budget - size)
             total += size
         results.append((key, PartitionResult(ErrorCode.NONE, read.high_watermark, read.log_start_offset,
-                                             read.records, read.last_stable_offset)))
+                                             records, txn_extra)))
     return results, total, has_error
 
 
-def _ready_check(broker, targets, min_bytes: int, uses_ids: bool, names_by_id: dict):
+def _ready_check(broker, targets, min_bytes: int, uses_ids: bool, names_by_id: dict, isolation: int = 0):
     """The delayed fetch's condition: enough new bytes, or something to report."""
 
     def ready() -> bool:
@@ -108,6 +115,9 @@ def _ready_check(broker, targets, min_bytes: int, uses_ids: bool, names_by_id: d
             offset = target.fetch_offset
             if offset > end or offset < plog.log_start_offset:
                 return True
+            if isolation == READ_COMMITTED:
+                # nothing from the LSO on can be returned: wait for the markers (or new stable data)
+                end = broker.producer_states.last_stable_offset(plog)
             if end > offset:
                 if min_bytes <= 1:
                     return True
@@ -162,19 +172,20 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if context.kind == "error":
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     to_read = context.targets
-    results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id)
+    isolation = request.isolation_level
+    results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id, isolation)
     if request.max_wait_ms > 0 and to_read and total < request.min_bytes and not has_error:
         keys = []
         for key, _ in to_read:
             name = _topic_name(key, uses_ids, names_by_id)
             if name is not None:
                 keys.append((name, key[1]))
-        ready = _ready_check(broker, to_read, request.min_bytes, uses_ids, names_by_id)
+        ready = _ready_check(broker, to_read, request.min_bytes, uses_ids, names_by_id, isolation)
         # Completed or expired, the answer is what the logs hold now.
         await broker.fetch_purgatory.wait(request.max_wait_ms, ready, keys)
-        results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id)
+        results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id,
+                                                    isolation)
     chosen = context.respond(results)
-    aborted = [] if request.isolation_level == READ_COMMITTED else None
     responses: list[FetchableTopicResponse] = []
     current_ref = object()
     for (ref, partition), result in chosen:
@@ -189,9 +200,9 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             partition_index=partition,
             error_code=result.error_code,
             high_watermark=result.high_watermark,
-            last_stable_offset=result.extra if ok else -1,
+            last_stable_offset=result.extra.last_stable_offset if ok else -1,
             log_start_offset=result.log_start_offset,
-            aborted_transactions=aborted,
+            aborted_transactions=result.extra.aborted if ok else ([] if isolation == READ_COMMITTED else None),
             preferred_read_replica=-1,
             records=result.records,
         ))

@@ -3,7 +3,8 @@
 Key types (Kafka's `CoordinatorType`):
 - 0 group: this node, once the broker has a group coordinator (before that
   COORDINATOR_NOT_AVAILABLE, as Kafka answers while `__consumer_offsets` cannot be served);
-- 1 transaction: COORDINATOR_NOT_AVAILABLE (no transaction coordinator runs here);
+- 1 transaction: this node, once the transaction coordinator runs (before that
+  COORDINATOR_NOT_AVAILABLE);
 - 2 share: INVALID_REQUEST below v6 or for a key that is not "group:topicId:partition";
   otherwise COORDINATOR_NOT_AVAILABLE (no share coordinator);
 - anything else: INVALID_REQUEST (Kafka fails the whole request on an unknown type).
@@ -58,7 +59,10 @@ def lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int
         host, port = ctx.broker.advertised(ctx.listener)
         return E.NONE, ctx.broker.node_id, host, port
     if key_type == TRANSACTION:
-        return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        if getattr(ctx.broker, "transactions", None) is None:
+            return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        host, port = ctx.broker.config.advertised_address
+        return E.NONE, ctx.broker.node_id, host, port
     if key_type == SHARE:
         if ctx.api_version < 6 or not valid_share_key(key):
             return E.INVALID_REQUEST, -1, "", -1

@@ -1,9 +1,11 @@
-"""InitProducerId (22): producer ids for idempotent producers.
+"""InitProducerId (22): producer ids for idempotent and transactional producers.
 
 Without a transactional id Kafka always hands out a fresh producer id with epoch 0, whatever id and
-epoch (v3+) the request carries. With a transactional id the request belongs to a transaction
-coordinator, which this broker does not run: it answers COORDINATOR_NOT_AVAILABLE, what a client
-also gets from FindCoordinator when the transaction state topic cannot be served.
+epoch (v3+) the request carries. With one, the transaction coordinator (broker/transactions.py)
+answers: a new id gets a producer id at epoch 0; an existing one has its epoch bumped, which fences
+the previous instance; an Ongoing transaction of that id is aborted first (CONCURRENT_TRANSACTIONS,
+the client retries). From v3 a client recovering from an abortable error sends its current producer
+id and epoch to have the epoch bumped (KIP-360); a stale pair is PRODUCER_FENCED.
 """
 
 from __future__ import annotations
@@ -15,10 +17,19 @@ from kbroker.protocol.messages.init_producer_id_response import InitProducerIdRe
 
 API_KEY = 22
 VERSIONS = (0, 5)
+NO_PRODUCER_ID = -1
 
 
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
-    if request.transactional_id is not None:
+    if request.transactional_id is None:
+        producer_id = ctx.broker.producer_states.ids.allocate()
+        return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+    service = getattr(ctx.broker, "transactions", None)
+    if service is None:
         return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
-    producer_id = ctx.broker.producer_states.ids.allocate()
-    return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
+    expected = None
+    if ctx.api_version >= 3 and request.producer_id != NO_PRODUCER_ID:
+        expected = (request.producer_id, request.producer_epoch)
+    error, producer_id, epoch = await service.init_producer_id(
+        request.transactional_id, request.transaction_timeout_ms, expected)
+    return InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)

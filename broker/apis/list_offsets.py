@@ -1,7 +1,7 @@
 """ListOffsets (2), v1-v9: offsets by timestamp and the special positions.
 
--2 earliest: the log start offset; -1 latest: the log end offset (also the last stable offset: no
-transactions, so read_committed sees the same); -3 max timestamp (v7+): the record with the largest
+-2 earliest: the log start offset; -1 latest: the log end offset, or with isolation_level
+read_committed the last stable offset (the first offset of the oldest open transaction); -3 max timestamp (v7+): the record with the largest
 timestamp; -4 earliest local (v8+): the log start (all data is local); -5 latest tiered (v9+): with no
 tiered storage Kafka answers offset -1 and timestamp -1. Any other value is a timestamp looked up
 through the time index: the first record whose timestamp is at least that, or -1/-1 when none is.
@@ -27,6 +27,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 LEADER_EPOCH = 0
+READ_COMMITTED = 1
 
 
 def _lookup(plog, timestamp: int, version: int) -> tuple[int, int, int]:
@@ -72,6 +73,8 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 parts.append(ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             offset, ts, epoch = _lookup(plog, p.timestamp, ctx.api_version)
+            if p.timestamp == LATEST and request.isolation_level == READ_COMMITTED:
+                offset = broker.producer_states.last_stable_offset(plog)
             parts.append(ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=ts, offset=offset,
                 leader_epoch=epoch,

@@ -6,6 +6,8 @@
   top-level `error_code` (and no topics). v5+ carry the leader epoch, v7 `require_stable`.
 - v8+: a batch of groups, each answered on its own (asked concurrently). v9's member id and epoch
   only matter to KIP-848 groups; for classic groups Kafka ignores them, and so does this broker.
+- `require_stable` (v7+): a partition with a transactional offset not yet committed or aborted
+  (TxnOffsetCommit of an open transaction) answers UNSTABLE_OFFSET_COMMIT, offset -1; clients retry.
 """
 
 from __future__ import annotations
@@ -46,7 +48,25 @@ async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch):
     async def call(coordinator):
         return await coordinator.fetch_offsets(cmd)
 
-    return await group_wire.answer(ctx, call, lambda e: OffsetFetchResult(e))
+    result = await group_wire.answer(ctx, call, lambda e: OffsetFetchResult(e))
+    return _mark_unstable(ctx, cmd, result) if cmd.require_stable else result
+
+
+def _mark_unstable(ctx: RequestContext, cmd: c.OffsetFetch, result):
+    from kbroker.coordinator.results import OffsetFetchPartition, OffsetFetchResult, OffsetFetchTopic
+
+    service = getattr(ctx.broker, "transactions", None)
+    if service is None or result.error != E.NONE:
+        return result
+    unstable = OffsetFetchPartition
+    topics = tuple(
+        OffsetFetchTopic(t.name, tuple(
+            unstable(p.partition, error=E.UNSTABLE_OFFSET_COMMIT)
+            if service.has_pending_offset(cmd.group_id, t.name, p.partition) else p
+            for p in t.partitions))
+        for t in result.topics
+    )
+    return OffsetFetchResult(result.error, topics)
 
 
 def _error_topics_v1(cmd: c.OffsetFetch, error: ErrorCode) -> list[OffsetFetchResponseTopic]:

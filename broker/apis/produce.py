@@ -127,6 +127,25 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
+def _verify_transactional(broker, transactional_id: str, topic: str, index: int,
+                          records: bytes | None) -> PartitionProduceResponse | None:
+    """KIP-890's defence: a transactional batch goes only into a partition of its producer's ongoing
+    transaction (a late batch of an aborted or timed-out transaction would otherwise hang the LSO)."""
+    if not records or len(records) < rb.HEADER_SIZE or records[rb.MAGIC_OFFSET] != 2:
+        return None  # malformed: the batch validation below answers it
+    header = rb.read_header(records)
+    if not header.is_transactional:
+        return None
+    service = getattr(broker, "transactions", None)
+    if service is None:
+        return _error(index, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    error = service.verify_produce(transactional_id, header.producer_id, header.producer_epoch, (topic, index))
+    if error != ErrorCode.NONE:
+        return _error(index, error, f"{topic}-{index} is not in an ongoing transaction of producer "
+                                    f"{header.producer_id} epoch {header.producer_epoch}")
+    return None
+
+
 async def _produce_partition(
     ctx: RequestContext,
     request: ProduceRequest,
@@ -144,8 +163,9 @@ async def _produce_partition(
         if request.transactional_id is None:
             # KafkaApis: transactional records without a transactional id fail authorization.
             return _error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        # There is no transaction coordinator: the partition cannot have been added to a transaction.
-        return _error(index, ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
+        refused = _verify_transactional(broker, request.transactional_id, topic, index, records)
+        if refused is not None:
+            return refused
     if is_internal_topic(topic):
         return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
     info = broker.logs.topics().get(topic)

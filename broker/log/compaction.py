@@ -8,6 +8,9 @@ Simplified from Kafka's LogCleaner, for one node and moderate logs:
   base offset = first surviving offset and lastOffsetDelta stretched to the original last offset.
 * A tombstone (null value) that is the newest for its key is dropped once its timestamp is older than
   delete.retention.ms (Kafka tracks a per-batch "delete horizon" instead; the record time is our proxy).
+* Transactions (txn_cleaning.py): nothing from the first unstable offset on is cleaned or counts as
+  newest, records of aborted transactions are removed, and markers whose transaction has no record
+  left are removed after delete.retention.ms.
 * Segments left empty (other than the first) are deleted, so steady overwrites of the same keys
   cannot grow the number of files without bound.
 * Swap: write `<base>.log.cleaned` and fsync it, delete the old indexes, rename over `<base>.log`,
@@ -26,6 +29,8 @@ import structlog
 from kbroker.protocol import record_batch as rb
 
 from .segment import LogSegment, segment_file_name
+from .txn_cleaning import TxnCleaning, cleanable_below_limit, forget_markers, removable_markers
+from .txn_cleaning import for_log as txn_cleaning_for
 
 if TYPE_CHECKING:
     from .partition_log import PartitionLog
@@ -53,7 +58,7 @@ def _cleanable_segments(plog: PartitionLog, now_ms: int) -> list[int]:
     return indexes
 
 
-def _newest_offsets(plog: PartitionLog) -> dict[bytes, int]:
+def _newest_offsets(plog: PartitionLog, txn: TxnCleaning | None = None) -> dict[bytes, int]:
     newest: dict[bytes, int] = {}
     for segment in plog.segments:
         for pos, header in segment.iter_headers():
@@ -61,7 +66,7 @@ def _newest_offsets(plog: PartitionLog) -> dict[bytes, int]:
                 continue
             _, records = rb.decode_batch(segment.read_at(pos, header.size))
             for record in records:
-                if record.key is not None:
+                if record.key is not None and (txn is None or txn.counts(header.producer_id, record.offset)):
                     newest[record.key] = record.offset
     return newest
 
@@ -85,8 +90,21 @@ def _rewrite_batch(raw: bytes, header: rb.BatchHeader, survivors: list[rb.Record
     )
 
 
+def _survivors(records: list[rb.Record], header: rb.BatchHeader, newest: dict[bytes, int], tombstone_horizon_ms: int,
+               txn: TxnCleaning | None) -> list[rb.Record]:
+    return [
+        r
+        for r in records
+        if r.key is not None
+        and newest.get(r.key) == r.offset
+        and not (r.value is None and r.timestamp < tombstone_horizon_ms)
+        and not (txn is not None and txn.is_aborted(header.producer_id, r.offset))
+    ]
+
+
 def _clean_segment(
-    segment: LogSegment, newest: dict[bytes, int], tombstone_horizon_ms: int, stats: CompactionStats
+    segment: LogSegment, newest: dict[bytes, int], tombstone_horizon_ms: int, stats: CompactionStats,
+    txn: TxnCleaning | None = None, drop_markers: set[int] | frozenset[int] = frozenset(),
 ) -> bytearray | None:
     """The segment's cleaned bytes, or None when nothing would change."""
     out = bytearray()
@@ -94,16 +112,13 @@ def _clean_segment(
     for pos, header in segment.iter_headers():
         raw = segment.read_at(pos, header.size)
         if header.is_control:
-            out += raw
+            if header.base_offset in drop_markers:
+                changed = True
+            else:
+                out += raw
             continue
         _, records = rb.decode_batch(raw)
-        survivors = [
-            r
-            for r in records
-            if r.key is not None
-            and newest.get(r.key) == r.offset
-            and not (r.value is None and r.timestamp < tombstone_horizon_ms)
-        ]
+        survivors = _survivors(records, header, newest, tombstone_horizon_ms, txn)
         stats.records_before += len(records)
         stats.records_after += len(survivors)
         if len(survivors) == len(records):
@@ -144,7 +159,8 @@ def compact(plog: PartitionLog, now_ms: int) -> CompactionStats:
     stats = CompactionStats()
     if not plog.config.compact:
         return stats
-    cleanable = _cleanable_segments(plog, now_ms)
+    txn = txn_cleaning_for(plog)
+    cleanable = cleanable_below_limit(plog, _cleanable_segments(plog, now_ms), txn)
     if not cleanable:
         return stats
     # A rerun can only change something if the log grew, segments changed, or tombstones aged out.
@@ -152,11 +168,15 @@ def compact(plog: PartitionLog, now_ms: int) -> CompactionStats:
     last = plog.last_compaction
     if last is not None and last[0] == fingerprint and now_ms - last[1] < plog.config.delete_retention_ms:
         return stats
-    newest = _newest_offsets(plog)
+    newest = _newest_offsets(plog, txn)
     horizon = now_ms - plog.config.delete_retention_ms
+    last_cleanable = plog.segments[cleanable[-1]].next_offset
+    markers = removable_markers(
+        plog.segments, lambda h, rs: bool(_survivors(rs, h, newest, horizon, txn)), horizon,
+        last_cleanable if txn.limit is None else min(txn.limit, last_cleanable))
     for i in cleanable:
         segment = plog.segments[i]
-        cleaned = _clean_segment(segment, newest, horizon, stats)
+        cleaned = _clean_segment(segment, newest, horizon, stats, txn, markers)
         if cleaned is None:
             stats.bytes_before += segment.size
             stats.bytes_after += segment.size
@@ -174,6 +194,7 @@ def compact(plog: PartitionLog, now_ms: int) -> CompactionStats:
             bytes_before=before,
             bytes_after=len(cleaned),
         )
+    forget_markers(plog, markers)
     # Under steady overwrites of the same keys every rolled segment ends up empty; dropping them
     # keeps the file count bounded (Kafka merges small segments while cleaning instead).
     for i in reversed(cleanable):

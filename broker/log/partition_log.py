@@ -170,11 +170,12 @@ class PartitionLog:
     # --- appending ------------------------------------------------------------------------------------
 
     def append(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int, single_batch: bool = False
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int, single_batch: bool = False,
+        control: bool = False,
     ) -> AppendInfo:
         """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`."""
         config = self.config
-        headers = rb.validate_produced_batches(records, single_batch=single_batch)
+        headers = rb.validate_produced_batches(records, single_batch=single_batch, allow_control=control)
         total = len(records)
         if self.flusher.fenced is not None:
             raise self.flusher.fenced

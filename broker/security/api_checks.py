@@ -457,6 +457,107 @@ async def check_describe_cluster(ctx, request, call, sec):
     return await call(request)
 
 
+# --- transactions (issue 13), as KafkaApis checks them ---
+
+def _txn_error_topics(topics, error_for) -> list:
+    from kbroker.protocol.messages import add_partitions_to_txn_response as apt
+
+    return [apt.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
+        apt.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=error_for(t.name))
+        for p in t.partitions]) for t in topics]
+
+
+async def check_add_partitions_to_txn(ctx, request, call, sec):
+    from kbroker.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
+
+    if ctx.api_version >= 4:  # the broker-to-broker batch: ClusterAction
+        if not sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
+            return AddPartitionsToTxnResponse(error_code=CLUSTER_DENIED)
+        return await call(request)
+    topics = request.v3_and_below_topics
+    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.v3_and_below_transactional_id):
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_txn_error_topics(topics, lambda _: TXN_DENIED))
+    denied = {t.name for t in topics if not sec.authorize(ctx, Op.WRITE, RT.TOPIC, t.name)}
+    if denied:  # nothing is added when any topic is refused; the others are OPERATION_NOT_ATTEMPTED
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_txn_error_topics(
+            topics, lambda name: TOPIC_DENIED if name in denied else ErrorCode.OPERATION_NOT_ATTEMPTED))
+    return await call(request)
+
+
+async def check_add_offsets_to_txn(ctx, request, call, sec):
+    from kbroker.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+
+    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=TXN_DENIED)
+    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(error_code=GROUP_DENIED)
+    return await call(request)
+
+
+async def check_end_txn(ctx, request, call, sec):
+    from kbroker.protocol.messages.end_txn_response import EndTxnResponse
+
+    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
+        return EndTxnResponse(error_code=TXN_DENIED)
+    return await call(request)
+
+
+async def check_txn_offset_commit(ctx, request, call, sec):
+    from kbroker.protocol.messages import txn_offset_commit_response as toc
+
+    def all_partitions(error):
+        return toc.TxnOffsetCommitResponse(topics=[toc.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            toc.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+            for p in t.partitions]) for t in request.topics])
+
+    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
+        return all_partitions(TXN_DENIED)
+    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return all_partitions(GROUP_DENIED)
+    return await _split(
+        ctx, request, call, sec, items="topics", answer_list="topics",
+        allowed=lambda t: sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),
+        denied_entry=lambda t: toc.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            toc.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=TOPIC_DENIED)
+            for p in t.partitions]))
+
+
+async def check_describe_transactions(ctx, request, call, sec):
+    from kbroker.protocol.messages.describe_transactions_response import TransactionState
+
+    result = await _split(
+        ctx, request, call, sec, items="transactional_ids", answer_list="transaction_states",
+        allowed=lambda tid: sec.authorize(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, tid),
+        denied_entry=lambda tid: TransactionState(error_code=TXN_DENIED, transactional_id=tid))
+
+    def topics_visible(body):  # a transaction's partitions only of topics the principal may Describe
+        for state in body.transaction_states:
+            state.topics = [t for t in state.topics
+                            if sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.topic, audit_denial=False)]
+        return body
+    return _then(result, topics_visible)
+
+
+async def check_list_transactions(ctx, request, call, sec):
+    result = await call(request)
+
+    def visible(body):
+        body.transaction_states = [s for s in body.transaction_states if sec.authorize(
+            ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, s.transactional_id, audit_denial=False)]
+        return body
+    return _then(result, visible)
+
+
+async def check_describe_producers(ctx, request, call, sec):
+    from kbroker.protocol.messages import describe_producers_response as dp
+
+    return await _split(
+        ctx, request, call, sec, items="topics", answer_list="topics",
+        allowed=lambda t: sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),
+        denied_entry=lambda t: dp.TopicResponse(name=t.name, partitions=[
+            dp.PartitionResponse(partition_index=p, error_code=TOPIC_DENIED) for p in t.partition_indexes]))
+
+
 CHECKS: dict[int, Callable] = {
     0: check_produce, 1: check_fetch, 2: check_list_offsets, 3: check_metadata,
     8: check_offset_commit, 9: check_offset_fetch, 10: check_find_coordinator,
@@ -466,4 +567,6 @@ CHECKS: dict[int, Callable] = {
     33: _alter_configs(alter_cfg, "AlterConfigsResourceResponse"), 37: check_create_partitions,
     42: check_delete_groups, 44: _alter_configs(inc_alter_cfg, "AlterConfigsResourceResponse"),
     47: check_offset_delete, 60: check_describe_cluster,
+    24: check_add_partitions_to_txn, 25: check_add_offsets_to_txn, 26: check_end_txn, 28: check_txn_offset_commit,
+    61: check_describe_producers, 65: check_describe_transactions, 66: check_list_transactions,
 }

@@ -213,9 +213,9 @@ def test_find_coordinator_v0_to_v3_single_key(broker, wire):
         assert (r.error_code, r.node_id, r.host, r.port) == (E.NONE, 1, host, int(port)), version
         if version >= 1:
             assert r.error_message == "NONE"  # Kafka's Errors.NONE.message()
-    # Transactions: no transaction coordinator runs here.
+    # Transactions: this node is the transaction coordinator too.
     r = wire.call(FIND_COORDINATOR, 3, FindCoordinatorRequest(key="txn-1", key_type=1))
-    assert (r.error_code, r.node_id, r.host, r.port) == (E.COORDINATOR_NOT_AVAILABLE, -1, "", -1)
+    assert (r.error_code, r.node_id, r.host, r.port) == (E.NONE, 1, host, int(port))
     # Share keys need v6.
     r = wire.call(FIND_COORDINATOR, 3, FindCoordinatorRequest(key="g:AAAAAAAAAAAAAAAAAAAAAA:0", key_type=2))
     assert r.error_code == E.INVALID_REQUEST
@@ -230,8 +230,7 @@ def test_find_coordinator_v4_batched_keys(broker, wire):
             (k, E.NONE, 1, host, int(port)) for k in keys
         ]
     r = wire.call(FIND_COORDINATOR, 4, FindCoordinatorRequest(key_type=1, coordinator_keys=["t1", "t2"]))
-    assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [
-        ("t1", E.COORDINATOR_NOT_AVAILABLE, -1), ("t2", E.COORDINATOR_NOT_AVAILABLE, -1)]
+    assert [(c.key, c.error_code, c.node_id) for c in r.coordinators] == [("t1", E.NONE, 1), ("t2", E.NONE, 1)]
     r = wire.call(FIND_COORDINATOR, 5, FindCoordinatorRequest(key_type=2, coordinator_keys=["g:AAAAAAAAAAAAAAAAAAAAAA:0"]))
     assert r.coordinators[0].error_code == E.INVALID_REQUEST
     r = wire.call(FIND_COORDINATOR, 6, FindCoordinatorRequest(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import struct
@@ -222,7 +223,9 @@ def test_help_documents_every_option() -> None:
 
     from kbroker.broker.config import BrokerConfig
 
-    out = subprocess.run([sys.executable, "-m", "kbroker", "serve", "--help"], capture_output=True, text=True)
+    # wide enough that argparse never wraps a long env name (Kafka's transaction settings) mid-word
+    env = {**os.environ, "COLUMNS": "250"}
+    out = subprocess.run([sys.executable, "-m", "kbroker", "serve", "--help"], capture_output=True, text=True, env=env)
     assert out.returncode == 0
     for f in dataclasses.fields(BrokerConfig):
         assert "--" + f.name.replace("_", "-") in out.stdout

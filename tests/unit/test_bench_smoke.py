@@ -101,7 +101,8 @@ def test_figures_print_with_ratios_and_na():
 
 
 def test_every_benchmark_has_help_with_size_flags():
-    for name, flag in (("data_path", "--messages"), ("groups", "--members"), ("codec", "--seconds")):
+    for name, flag in (("data_path", "--messages"), ("groups", "--members"), ("codec", "--seconds"),
+                       ("transactions", "--transactions")):
         out = subprocess.run([sys.executable, "-m", "bench." + name, "--help"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)
         assert out.returncode == 0 and flag in out.stdout, out.stderr

@@ -79,7 +79,11 @@ def _field_strategy(f: FieldSpec, version: int, flexible: bool) -> st.SearchStra
     if f.kind == "primitive" and f.json_name.endswith("ErrorCode") and f.type == "int16":
         return st.sampled_from(_KIO_ERROR_CODES)  # kio types error codes as its enum
     if f.kind == "primitive" and f.type == "int64" and f.json_name in _KIO_TIMESTAMPS:
-        # kio maps these to datetimes: -1 is its None, other negatives and year > 9999 don't exist
+        # kio maps these to datetimes: -1 is its None, other negatives and year > 9999 don't exist;
+        # DescribeTransactions' start time is a non-null datetime in kio, so -1 (which Kafka sends for
+        # a transaction that is not running) cannot be parsed by kio at all: compare from 0 only.
+        if f.json_name == "TransactionStartTimeMs":
+            return st.integers(0, 253402300799000)
         return st.just(-1) | st.integers(0, 253402300799000)
     if f.kind == "primitive" and f.type == "int64" and f.json_name.endswith("Ms"):
         # kio maps 64-bit durations to timedelta, which is exact only within about 2**40 ms

@@ -68,3 +68,36 @@ async def test_append_then_replay_from_the_log(tmp_path) -> None:
     assert again.read_partition(0) == [COMMIT]
     assert again.read_partition(1) == []
     reopened.close()
+
+
+def test_replay_applies_transactional_offsets_at_their_commit_marker(tmp_path) -> None:
+    from kbroker.protocol.control_records import encode_marker
+    from kbroker.protocol.record_batch import Record as LogRecord
+    from kbroker.protocol.record_batch import encode_batch
+
+    logs = LogManager(tmp_path, flush_policy="never")
+    topic = OffsetsTopic(logs, 50)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 7)
+
+    def txn(pid: int, offset: int) -> None:
+        key, value = encode_record(OffsetCommitRecord("g", "t", pid, offset, -1, "", 5))
+        plog.append(encode_batch([LogRecord(0, 5, key, value)], producer_id=pid, producer_epoch=0, base_sequence=0,
+                                 is_transactional=True), leader_epoch=0, now_ms=0)
+
+    def end(pid: int, commit: bool) -> None:
+        plog.append(encode_marker(pid, 0, commit, 0, 5), leader_epoch=0, now_ms=0, control=True)
+
+    txn(1, 10)  # committed
+    txn(2, 20)  # aborted
+    txn(3, 30)  # still open at the "crash"
+    plain_key, plain_value = encode_record(OffsetCommitRecord("g", "t", 1, 5, -1, "", 4))
+    plog.append(encode_batch([LogRecord(0, 4, plain_key, plain_value)]), leader_epoch=0, now_ms=0)
+    end(2, commit=False)
+    end(1, commit=True)
+    records = topic.read_partition(7)
+    # the committed transaction's offset lands at its marker, after the plain commit written before it
+    assert [(r.partition, r.offset) for r in records] == [(1, 5), (1, 10)]
+    assert [(r.partition, r.offset) for r in topic.open_txn_offsets[7][3]] == [(3, 30)]
+    assert 2 not in topic.open_txn_offsets[7]
+    logs.close()

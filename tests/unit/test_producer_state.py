@@ -209,3 +209,93 @@ def test_producer_ids_are_never_reused_across_restarts(tmp_path):
     assert min(later) >= 10 and len(set(later)) == 12
     third = ProducerIdAllocator(tmp_path, block=10)
     assert third.allocate() >= max(later) + 1
+
+
+# --- transactions: open transactions, the LSO and the aborted index -------------------------------------
+
+
+def txn_batch(seq: int, count: int = 2, epoch: int = 0, pid: int = PID) -> bytes:
+    return encode_batch([Record(i, 1000 + i, b"k", b"t%d" % (seq + i)) for i in range(count)],
+                        producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+
+
+def marker(plog: PartitionLog, state: PartitionProducerState, pid: int, epoch: int, commit: bool) -> int:
+    from kbroker.protocol.control_records import encode_marker
+
+    info = plog.append(encode_marker(pid, epoch, commit, 0, 2000), leader_epoch=0, now_ms=0, single_batch=True,
+                       control=True)
+    state.update_marker_epoch(pid, epoch, 0)
+    state.complete_txn(pid, commit, info.last_offset)
+    return info.last_offset
+
+
+def test_open_transaction_pins_the_last_stable_offset(tmp_path, plog):
+    state = load_partition_state(plog)
+    append(plog, state, batch(0, pid=1))  # offsets 0-2, not transactional
+    first = append(plog, state, txn_batch(0, pid=2))  # 3-4
+    append(plog, state, batch(3, pid=1))  # 5-7
+    assert state.first_unstable_offset() == first == 3
+    assert state.last_stable_offset(plog.high_watermark) == 3
+    marker(plog, state, 2, 0, commit=True)
+    assert state.first_unstable_offset() is None
+    assert state.last_stable_offset(plog.high_watermark) == plog.high_watermark
+    assert state.aborted == []
+
+
+def test_abort_goes_to_the_aborted_index_and_survives_restart(tmp_path, plog):
+    state = load_partition_state(plog)
+    append(plog, state, txn_batch(0, pid=2))  # 0-1
+    append(plog, state, txn_batch(0, pid=3))  # 2-3
+    end_2 = marker(plog, state, 2, 0, commit=False)  # 4
+    append(plog, state, txn_batch(2, pid=3))  # 5-6, still pid 3's transaction
+    assert state.aborted == [(2, 0, end_2)]
+    assert state.first_unstable_offset() == 2
+    assert state.aborted_between(0, 2) == [(2, 0)]
+    assert state.aborted_between(5, 7) == []
+    # rebuilt from the log alone (the replay reads the markers' types) and from a snapshot
+    plog = reopen(tmp_path, plog)
+    rebuilt = load_partition_state(plog)
+    assert rebuilt.aborted == [(2, 0, end_2)] and rebuilt.ongoing == {3: 2}
+    rebuilt.write_snapshot(plog.log_end_offset)
+    plog = reopen(tmp_path, plog)
+    again = load_partition_state(plog)
+    assert again.aborted == [(2, 0, end_2)] and again.ongoing == {3: 2}
+    plog.close()
+
+
+def test_marker_fences_older_epochs():
+    h = Harness()
+    h.produce(txn_batch(0, epoch=0))
+    h.state.update_marker_epoch(PID, 1, 0)  # the coordinator aborted with a bumped epoch
+    h.state.complete_txn(PID, False, 2)
+    with pytest.raises(InvalidProducerEpochError):
+        h.state.check(read_header(txn_batch(2, epoch=0)))
+    with pytest.raises(InvalidProducerEpochError):
+        h.state.check_marker(PID, 0)
+    assert h.produce(txn_batch(0, epoch=1)) == 2  # the new epoch starts at sequence 0
+
+
+def test_version_1_snapshot_is_still_read():
+    state = PartitionProducerState("t", 0)
+    raw = json.dumps({"version": 1, "offset": 5, "producers": [
+        {"id": 3, "epoch": 1, "last_timestamp_ms": 10, "batches": [[0, 4, 0, 4, 9]]}]}).encode()
+    assert state.load_json(raw) == 5
+    assert state.producers[3].last_seq == 4 and state.ongoing == {} and state.aborted == []
+
+
+def test_snapshot_never_claims_past_an_unapplied_marker(tmp_path, plog):
+    """A snapshot taken between a marker's append and its fsync must be replayed from the marker."""
+    from kbroker.protocol.control_records import encode_marker
+
+    state = load_partition_state(plog)
+    append(plog, state, txn_batch(0, pid=2))
+    info = plog.append(encode_marker(2, 0, True, 0, 2000), leader_epoch=0, now_ms=0, single_batch=True, control=True)
+    state.marker_appended(2, info.last_offset)
+    assert state.snapshot_offset(plog.log_end_offset) == info.last_offset
+    state.write_snapshot(state.snapshot_offset(plog.log_end_offset))  # still shows the open transaction
+    state.complete_txn(2, True, info.last_offset)
+    assert state.snapshot_offset(plog.log_end_offset) == plog.log_end_offset
+    plog = reopen(tmp_path, plog)
+    rebuilt = load_partition_state(plog)  # the replay from the marker closes the transaction
+    assert rebuilt.ongoing == {} and rebuilt.first_unstable_offset() is None
+    plog.close()

@@ -1,0 +1,25 @@
+"""AddOffsetsToTxn (25) v0-v4: the group's `__consumer_offsets` partition joins the transaction, so
+that TxnOffsetCommit may follow (Kafka adds exactly that partition)."""
+
+from __future__ import annotations
+
+from kbroker.broker.offsets_topic import TOPIC as OFFSETS_TOPIC
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from kbroker.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+
+API_KEY = 25
+VERSIONS = (0, 4)
+
+
+async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    service = getattr(ctx.broker, "transactions", None)
+    groups = getattr(ctx.broker, "coordinator", None)
+    if service is None or groups is None:
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not request.group_id:
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
+    tp = (OFFSETS_TOPIC, groups.partition_for(request.group_id))
+    error = await service.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch, [tp])
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)

@@ -1,0 +1,59 @@
+"""AddPartitionsToTxn (24) v0-v5: partitions join a producer's transaction.
+
+v0-v3 (clients): one transaction; every partition gets the transaction's answer, except that when
+some partition is unknown those get UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED,
+and nothing is added (KafkaApis). v4+ (broker to coordinator, KIP-890): a batch of transactions, each
+either added or, with `verify_only`, only checked (NONE for a partition in the ongoing transaction,
+INVALID_TXN_STATE otherwise); each transaction is answered on its own.
+"""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+from kbroker.protocol.messages.add_partitions_to_txn_response import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnResult,
+    AddPartitionsToTxnTopicResult,
+)
+
+API_KEY = 24
+VERSIONS = (0, 5)
+E = ErrorCode
+
+
+def _results(errors: dict[tuple[str, int], int]) -> list[AddPartitionsToTxnTopicResult]:
+    by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
+    for (topic, partition), error in errors.items():
+        by_topic.setdefault(topic, []).append(AddPartitionsToTxnPartitionResult(partition, error))
+    return [AddPartitionsToTxnTopicResult(name, parts) for name, parts in by_topic.items()]
+
+
+async def _one(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topics,
+               verify_only: bool) -> dict[tuple[str, int], int]:
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    service = getattr(ctx.broker, "transactions", None)
+    if service is None:
+        return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in wanted}
+    unknown = {tp for tp in wanted if ctx.broker.logs.get_log(*tp) is None}
+    if unknown:
+        return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED for tp in wanted}
+    if verify_only:
+        return dict(service.verify(txn_id, producer_id, epoch, wanted))
+    error = await service.add_partitions(txn_id, producer_id, epoch, wanted)
+    return {tp: error for tp in wanted}
+
+
+async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    if ctx.api_version < 4:
+        errors = await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                            request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_results(errors))
+    results = []
+    for txn in request.transactions:
+        errors = await _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
+                            txn.verify_only)
+        results.append(AddPartitionsToTxnResult(txn.transactional_id, _results(errors)))
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=E.NONE, results_by_transaction=results)

@@ -1,0 +1,42 @@
+"""DescribeProducers (61) v0: the active producers of partitions (kafka-transactions.sh
+describe-producers): epoch, last sequence, last timestamp and the first offset of an open transaction."""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.describe_producers_request import DescribeProducersRequest
+from kbroker.protocol.messages.describe_producers_response import (
+    DescribeProducersResponse,
+    PartitionResponse,
+    ProducerState,
+    TopicResponse,
+)
+
+API_KEY = 61
+VERSIONS = (0, 0)
+E = ErrorCode
+
+
+async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    broker = ctx.broker
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for index in topic.partition_indexes:
+            plog = broker.logs.get_log(topic.name, index)
+            if plog is None:
+                parts.append(PartitionResponse(index, E.UNKNOWN_TOPIC_OR_PARTITION, None, []))
+                continue
+            state = broker.producer_states.for_log(plog)
+            producers = [
+                ProducerState(
+                    producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
+                    last_timestamp=e.last_timestamp_ms, coordinator_epoch=0,
+                    current_txn_start_offset=state.ongoing.get(e.producer_id, -1),
+                )
+                for e in state.producers.values()
+            ]
+            parts.append(PartitionResponse(index, E.NONE, None, producers))
+        topics.append(TopicResponse(topic.name, parts))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,40 @@
+"""DescribeTransactions (65) v0: the coordinator's view of transactional ids (kafka-transactions.sh
+describe). An unknown id is TRANSACTIONAL_ID_NOT_FOUND."""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
+from kbroker.protocol.messages.describe_transactions_response import (
+    DescribeTransactionsResponse,
+    TopicData,
+    TransactionState,
+)
+
+API_KEY = 65
+VERSIONS = (0, 0)
+E = ErrorCode
+
+
+async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
+    service = getattr(ctx.broker, "transactions", None)
+    out = []
+    for txn_id in request.transactional_ids:
+        txn = None if service is None else service.machine.txns.get(txn_id)
+        if txn is None:
+            error = E.COORDINATOR_NOT_AVAILABLE if service is None else E.TRANSACTIONAL_ID_NOT_FOUND
+            out.append(TransactionState(error_code=error, transactional_id=txn_id, transaction_state="",
+                                        transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                                        producer_id=-1, producer_epoch=-1, topics=[]))
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(txn.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        out.append(TransactionState(
+            error_code=E.NONE, transactional_id=txn_id, transaction_state=txn.state.kafka_name,
+            transaction_timeout_ms=txn.timeout_ms, transaction_start_time_ms=txn.start_ms,
+            producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
+            topics=[TopicData(t, ps) for t, ps in by_topic.items()],
+        ))
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)

@@ -1,0 +1,22 @@
+"""EndTxn (26) v0-v4: commit or abort. Answered once PrepareCommit/PrepareAbort is durable; the
+markers follow in the background (broker/transactions.py). v5 (KIP-890 part 2, an epoch bump on every
+end) is not advertised, so clients keep the classic protocol."""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.end_txn_request import EndTxnRequest
+from kbroker.protocol.messages.end_txn_response import EndTxnResponse
+
+API_KEY = 26
+VERSIONS = (0, 4)
+
+
+async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    service = getattr(ctx.broker, "transactions", None)
+    if service is None:
+        return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    error = await service.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                                  request.committed)
+    return EndTxnResponse(throttle_time_ms=0, error_code=error)

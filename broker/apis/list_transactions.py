@@ -1,0 +1,50 @@
+"""ListTransactions (66) v0-v2: transactional ids, filtered by state (unknown state names are
+returned in `unknown_state_filters`), producer id, v1's minimum duration and v2's regular expression."""
+
+from __future__ import annotations
+
+import re
+
+from kbroker.broker.router import RequestContext
+from kbroker.coordinator.txn.metadata import TxnState
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.list_transactions_request import ListTransactionsRequest
+from kbroker.protocol.messages.list_transactions_response import ListTransactionsResponse, TransactionState
+
+API_KEY = 66
+VERSIONS = (0, 2)
+E = ErrorCode
+
+
+async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
+    service = getattr(ctx.broker, "transactions", None)
+    if service is None:
+        return ListTransactionsResponse(throttle_time_ms=0, error_code=E.COORDINATOR_NOT_AVAILABLE)
+    states = set()
+    unknown = []
+    for name in request.state_filters:
+        state = TxnState.from_kafka_name(name)
+        if state is None:
+            unknown.append(name)
+        else:
+            states.add(state)
+    pids = set(request.producer_id_filters)
+    pattern = None
+    if ctx.api_version >= 2 and request.transactional_id_pattern:
+        try:
+            pattern = re.compile(request.transactional_id_pattern)
+        except re.error:
+            return ListTransactionsResponse(throttle_time_ms=0, error_code=E.INVALID_REQUEST)
+    now = service.machine.clock.wall_ms()
+    min_duration = request.duration_filter if ctx.api_version >= 1 else -1
+    out = []
+    for txn in service.machine.txns.values():
+        if (request.state_filters and txn.state not in states) or (pids and txn.producer_id not in pids):
+            continue
+        if pattern is not None and not pattern.fullmatch(txn.transactional_id):
+            continue
+        if min_duration >= 0 and now - txn.start_ms < min_duration:  # Kafka's test, whatever the state
+            continue
+        out.append(TransactionState(txn.transactional_id, txn.producer_id, txn.state.kafka_name))
+    return ListTransactionsResponse(throttle_time_ms=0, error_code=E.NONE, unknown_state_filters=unknown,
+                                    transaction_states=out)

@@ -1,0 +1,62 @@
+"""TxnOffsetCommit (28) v0-v4: a transaction's consumed offsets, visible in the group only when the
+transaction commits (discarded on abort). Until then OffsetFetch with `require_stable` answers
+UNSTABLE_OFFSET_COMMIT for those partitions. Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION and
+metadata longer than offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE, per partition, as Kafka does.
+
+From v3 the consumer's generation, member id and group instance id are checked against the group
+(KIP-447): UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID or ILLEGAL_GENERATION for a consumer that lost
+its partitions; without them (generation -1, empty member id) any producer may commit.
+"""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.broker.transactions import PendingOffset
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
+from kbroker.protocol.messages.txn_offset_commit_response import (
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+
+API_KEY = 28
+VERSIONS = (0, 4)
+E = ErrorCode
+
+
+async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    broker = ctx.broker
+    service = getattr(broker, "transactions", None)
+    max_bytes = broker.config.offset_metadata_max_bytes
+    errors: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], PendingOffset] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if broker.logs.get_log(*tp) is None:
+                errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(metadata) > max_bytes:
+                errors[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                offsets[tp] = PendingOffset(p.committed_offset,
+                                            p.committed_leader_epoch if ctx.api_version >= 2 else -1, metadata)
+    if offsets:
+        if service is None:
+            error = E.COORDINATOR_NOT_AVAILABLE
+        elif not request.group_id:
+            error = E.INVALID_GROUP_ID
+        else:
+            v3 = ctx.api_version >= 3  # KIP-447: the consumer's generation, member id and instance id
+            error = await service.txn_offset_commit(
+                request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, offsets,
+                generation_id=request.generation_id_or_member_epoch if v3 else -1,
+                member_id=request.member_id if v3 else "",
+                group_instance_id=request.group_instance_id if v3 else None)
+        errors.update({tp: error for tp in offsets})
+    by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
+    for (topic, partition), error in errors.items():
+        by_topic.setdefault(topic, []).append(TxnOffsetCommitResponsePartition(partition, error))
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        TxnOffsetCommitResponseTopic(name=name, partitions=parts) for name, parts in by_topic.items()])

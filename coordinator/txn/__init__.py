@@ -1,0 +1,1 @@
+"""The transaction coordinator (KIP-98): pure state machine, TransactionLog formats."""

@@ -1,0 +1,192 @@
+"""Transaction metadata and Kafka's transition table (TransactionMetadata / TransactionState).
+
+A change of state is two steps, as in Kafka: `prepare_transition` computes the next metadata (a
+`TxnTransit`) and marks the transaction as having a pending transition; once the transit's record is
+durable in `__transaction_state`, `complete_transition` applies it. While a transition is pending,
+every request for the transactional id answers CONCURRENT_TRANSACTIONS.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+INT16_MAX = 32767
+
+TopicPartition = tuple[str, int]
+
+
+class TxnState(enum.IntEnum):
+    """Kafka's TransactionState, with its ids (the status byte of TransactionLogValue)."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        return _NAMES[self]
+
+    @classmethod
+    def from_kafka_name(cls, name: str) -> TxnState | None:
+        return _BY_NAME.get(name)
+
+
+_NAMES = {
+    TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
+    TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
+    TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead", TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+_BY_NAME = {v: k for k, v in _NAMES.items()}
+
+S = TxnState
+# Kafka's TransactionState.validPreviousStates.
+VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
+    S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.PREPARE_COMMIT: frozenset({S.ONGOING}),
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
+    S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
+    S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
+    S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
+}
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TxnTransit:
+    """The metadata a transaction will have once its record is durable (Kafka's TxnTransitMetadata)."""
+
+    producer_id: int
+    last_producer_id: int
+    producer_epoch: int
+    last_producer_epoch: int
+    timeout_ms: int
+    state: TxnState
+    partitions: frozenset[TopicPartition]
+    start_ms: int
+    last_update_ms: int
+
+
+@dataclass(slots=True)
+class TransactionMetadata:
+    transactional_id: str
+    producer_id: int
+    last_producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    last_producer_epoch: int = NO_PRODUCER_EPOCH
+    timeout_ms: int = 60000
+    state: TxnState = TxnState.EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = -1
+    pending_state: TxnState | None = None
+    has_failed_epoch_fence: bool = False
+
+    @property
+    def pending_transition(self) -> bool:
+        return self.pending_state is not None
+
+    @property
+    def epoch_exhausted(self) -> bool:
+        return self.producer_epoch >= INT16_MAX - 1
+
+    def transit(self, state: TxnState, *, producer_id: int | None = None, epoch: int | None = None,
+                last_epoch: int | None = None, timeout_ms: int | None = None,
+                partitions: frozenset[TopicPartition] | None = None, start_ms: int | None = None,
+                now_ms: int, last_producer_id: int | None = None) -> TxnTransit:
+        """Kafka's prepareTransitionTo: check the transition, mark it pending, return the transit."""
+        if self.pending_state is not None:
+            raise IllegalTransition(f"{self.transactional_id}: transition to {state.kafka_name} while "
+                                    f"{self.pending_state.kafka_name} is pending")
+        if self.state not in VALID_PREVIOUS[state]:
+            raise IllegalTransition(f"{self.transactional_id}: {self.state.kafka_name} -> {state.kafka_name}")
+        transit = TxnTransit(
+            producer_id=self.producer_id if producer_id is None else producer_id,
+            last_producer_id=self.last_producer_id if last_producer_id is None else last_producer_id,
+            producer_epoch=self.producer_epoch if epoch is None else epoch,
+            last_producer_epoch=self.last_producer_epoch if last_epoch is None else last_epoch,
+            timeout_ms=self.timeout_ms if timeout_ms is None else timeout_ms,
+            state=state,
+            partitions=frozenset(self.partitions) if partitions is None else partitions,
+            start_ms=self.start_ms if start_ms is None else start_ms,
+            last_update_ms=now_ms,
+        )
+        self.pending_state = state
+        return transit
+
+    def complete_transition(self, transit: TxnTransit) -> None:
+        """Kafka's completeTransitionTo: apply a transit whose record is durable."""
+        if self.pending_state != transit.state:
+            raise IllegalTransition(f"{self.transactional_id}: completing {transit.state.kafka_name} "
+                                    f"but pending is {self.pending_state}")
+        self.producer_id = transit.producer_id
+        self.last_producer_id = transit.last_producer_id
+        self.producer_epoch = transit.producer_epoch
+        self.last_producer_epoch = transit.last_producer_epoch
+        self.timeout_ms = transit.timeout_ms
+        self.state = transit.state
+        self.partitions = set(transit.partitions)
+        self.start_ms = transit.start_ms
+        self.last_update_ms = transit.last_update_ms
+        self.pending_state = None
+        self.has_failed_epoch_fence = False
+
+    def abort_transition(self) -> None:
+        """The transit's record could not be written: keep the old metadata (Kafka's pendingState = None)."""
+        if self.pending_state == TxnState.PREPARE_EPOCH_FENCE:
+            self.has_failed_epoch_fence = True
+        self.pending_state = None
+
+    # --- Kafka's prepare* helpers ------------------------------------------------------------------
+
+    def prepare_increment_epoch(self, timeout_ms: int, expected_epoch: int | None, now_ms: int) -> TxnTransit | None:
+        """To Empty with the epoch bumped; None means PRODUCER_FENCED (an expected epoch that is stale)."""
+        bumped = self.producer_epoch + 1
+        if expected_epoch is None:
+            epochs = (bumped, NO_PRODUCER_EPOCH)
+        elif self.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == self.producer_epoch:
+            epochs = (bumped, self.producer_epoch)
+        elif expected_epoch == self.last_producer_epoch:
+            epochs = (self.producer_epoch, self.last_producer_epoch)  # a retry of a bump whose answer was lost
+        else:
+            return None
+        return self.transit(TxnState.EMPTY, epoch=epochs[0], last_epoch=epochs[1], timeout_ms=timeout_ms,
+                            partitions=frozenset(), start_ms=-1, now_ms=now_ms)
+
+    def prepare_producer_id_rotation(self, new_producer_id: int, timeout_ms: int, now_ms: int,
+                                     record_last_epoch: bool) -> TxnTransit:
+        return self.transit(TxnState.EMPTY, producer_id=new_producer_id, last_producer_id=self.producer_id,
+                            epoch=0, last_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
+                            timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1, now_ms=now_ms)
+
+    def prepare_fence_producer_epoch(self, now_ms: int) -> TxnTransit:
+        """Ongoing -> PrepareEpochFence with the epoch bumped once (not again after a failed fence)."""
+        if self.producer_epoch == INT16_MAX:
+            raise IllegalTransition(f"{self.transactional_id}: cannot fence epoch {self.producer_epoch}")
+        bumped = self.producer_epoch if self.has_failed_epoch_fence else self.producer_epoch + 1
+        return self.transit(TxnState.PREPARE_EPOCH_FENCE, epoch=bumped, last_epoch=NO_PRODUCER_EPOCH,
+                            now_ms=now_ms)
+
+    def prepare_add_partitions(self, added: set[TopicPartition], now_ms: int) -> TxnTransit:
+        starting = self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        return self.transit(TxnState.ONGOING, partitions=frozenset(self.partitions | added),
+                            start_ms=now_ms if starting else self.start_ms, now_ms=now_ms)
+
+    def prepare_abort_or_commit(self, state: TxnState, now_ms: int) -> TxnTransit:
+        return self.transit(state, now_ms=now_ms)
+
+    def prepare_complete(self, now_ms: int) -> TxnTransit:
+        state = TxnState.COMPLETE_COMMIT if self.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+        return self.transit(state, partitions=frozenset(), now_ms=now_ms)
