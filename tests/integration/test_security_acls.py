@@ -218,3 +218,45 @@ def test_authorized_operations_kip_430(cluster):
     described = admin.describe_cluster(include_authorized_operations=True).result(30)
     assert AclOperation.ALTER in described.authorized_operations
     assert len(described.authorized_operations) == 7  # every operation a cluster supports (super user)
+
+
+def test_transactions_need_write_on_their_transactional_id(cluster):
+    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka.admin import (
+        AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
+    )
+
+    tx_conf = {**conf(cluster, "reader"), "transactional.id": "orders-tx-1"}
+    p = Producer(tx_conf)
+    with pytest.raises(KafkaException) as e:
+        p.init_transactions(15)
+    assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    admin = admin_client(cluster)
+    grants = [
+        AclBinding(ResourceType.TRANSACTIONAL_ID, "orders-tx-", ResourcePatternType.PREFIXED, "User:reader", "*",
+                   AclOperation.WRITE, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.TOPIC, T1, ResourcePatternType.LITERAL, "User:reader", "*", AclOperation.WRITE,
+                   AclPermissionType.ALLOW),
+    ]
+    for f in admin.create_acls(grants).values():
+        f.result(30)
+    try:
+        p = Producer(tx_conf)
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(T1, b"in-a-transaction")
+        p.commit_transaction(30)
+        p.begin_transaction()
+        failures = []
+        # no Write (nor Describe) on payroll: the record fails and the transaction cannot commit
+        p.produce(T2, b"not allowed", on_delivery=lambda err, _msg: failures.append(err))
+        with pytest.raises(KafkaException):
+            p.commit_transaction(30)
+        assert [f.code() for f in failures] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    finally:
+        from confluent_kafka.admin import AclBindingFilter
+
+        filters = [AclBindingFilter(g.restype, g.name, g.resource_pattern_type, g.principal, g.host, g.operation,
+                                    g.permission_type) for g in grants]
+        for f in admin.delete_acls(filters).values():
+            f.result(30)
