@@ -91,6 +91,11 @@ class KafkaServer:
             sock.close()
             return
         peer = f"{peername[0]}:{peername[1]}"
+        reason = self._over_limit(peername[0])
+        if reason is not None:  # before the handshake: refusing must not cost a TLS handshake
+            log.warning("connection_refused", peer=peer, reason=reason)
+            sock.close()
+            return
         try:
             reader, writer, conn = await self.security.accept_tls(sock, peer)
         except TlsHandshakeFailed as e:
@@ -98,14 +103,17 @@ class KafkaServer:
             return
         await self._on_connection(reader, writer, conn)
 
+    def _over_limit(self, ip: str) -> str | None:
+        if len(self._connections) >= self.max_connections:
+            return f"the broker already has max.connections={self.max_connections} connections"
+        if self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
+            return f"{ip} already has max.connections.per.ip={self.max_connections_per_ip} connections"
+        return None
+
     def _refused(self, writer: asyncio.StreamWriter) -> bool:
         """Close a connection over max.connections or max.connections.per.ip, saying so in the log."""
-        ip = _ip_of(writer)
-        if len(self._connections) >= self.max_connections:
-            reason = f"the broker already has max.connections={self.max_connections} connections"
-        elif self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
-            reason = f"{ip} already has max.connections.per.ip={self.max_connections_per_ip} connections"
-        else:
+        reason = self._over_limit(_ip_of(writer))
+        if reason is None:
             return False
         peername = writer.get_extra_info("peername")
         log.warning("connection_refused", peer=f"{peername[0]}:{peername[1]}" if peername else "?", reason=reason)
