@@ -258,7 +258,8 @@ def test_untrusted_broker_certificate_fails_the_handshake(secure, tmp_path):
     other_ca = tmp_path / "other-ca.pem"
     other_ca.write_bytes(_pem_cert(make_ca("another CA")[1]))
     err, took = auth_error({**librdkafka_conf(secure, "scram_sasl_ssl"), "ssl.ca.location": str(other_ca)})
-    assert err is not None and err.code() == KafkaError._SSL, err
+    # librdkafka files its own verification failure under _SSL or _TRANSPORT depending on timing
+    assert err is not None and err.code() in (KafkaError._SSL, KafkaError._TRANSPORT), err
     assert "certificate verify failed" in err.str()
     assert took < 10
 
