@@ -61,7 +61,7 @@ def lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int
     if key_type == TRANSACTION:
         if getattr(ctx.broker, "transactions", None) is None:
             return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        host, port = ctx.broker.config.advertised_address
+        host, port = ctx.broker.advertised(ctx.listener)
         return E.NONE, ctx.broker.node_id, host, port
     if key_type == SHARE:
         if ctx.api_version < 6 or not valid_share_key(key):
