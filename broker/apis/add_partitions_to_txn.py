@@ -31,6 +31,17 @@ def _results(errors: dict[tuple[str, int], int]) -> list[AddPartitionsToTxnTopic
     return [AddPartitionsToTxnTopicResult(name, parts) for name, parts in by_topic.items()]
 
 
+def failed_response(_ctx: RequestContext, request: AddPartitionsToTxnRequest, error: int) -> AddPartitionsToTxnResponse:
+    """Every partition of every transaction in the request gets `error` (v4+ also at the top)."""
+    if _ctx.api_version < 4:
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_results(
+            {(t.name, p): error for t in request.v3_and_below_topics for p in t.partitions}))
+    return AddPartitionsToTxnResponse(error_code=error, results_by_transaction=[
+        AddPartitionsToTxnResult(txn.transactional_id,
+                                 _results({(t.name, p): error for t in txn.topics for p in t.partitions}))
+        for txn in request.transactions])
+
+
 async def _one(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topics,
                verify_only: bool) -> dict[tuple[str, int], int]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]

@@ -18,6 +18,12 @@ VERSIONS = (0, 0)
 E = ErrorCode
 
 
+def failed_response(_ctx: RequestContext, request: DescribeProducersRequest, error: int) -> DescribeProducersResponse:
+    return DescribeProducersResponse(topics=[
+        TopicResponse(topic.name, [PartitionResponse(i, error, None, []) for i in topic.partition_indexes])
+        for topic in request.topics])
+
+
 async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
     broker = ctx.broker
     topics = []

@@ -17,6 +17,14 @@ VERSIONS = (0, 0)
 E = ErrorCode
 
 
+def failed_response(_ctx: RequestContext, request: DescribeTransactionsRequest,
+                    error: int) -> DescribeTransactionsResponse:
+    return DescribeTransactionsResponse(transaction_states=[
+        TransactionState(error_code=error, transactional_id=txn_id, transaction_start_time_ms=-1,
+                         producer_id=-1, producer_epoch=-1)
+        for txn_id in request.transactional_ids])
+
+
 async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     service = getattr(ctx.broker, "transactions", None)
     out = []

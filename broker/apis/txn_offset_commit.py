@@ -25,6 +25,13 @@ VERSIONS = (0, 4)
 E = ErrorCode
 
 
+def failed_response(_ctx: RequestContext, request: TxnOffsetCommitRequest, error: int) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(topics=[
+        TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            TxnOffsetCommitResponsePartition(p.partition_index, error) for p in t.partitions])
+        for t in request.topics])
+
+
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     broker = ctx.broker
     service = getattr(broker, "transactions", None)
