@@ -19,6 +19,7 @@ import ipaddress
 import json
 import os
 import secrets
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -105,11 +106,26 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
         os.chmod(path, 0o600)
 
 
+def _bindable(host: str, port: int) -> bool:
+    """Whether the port is free now (the next port is taken otherwise): a port another program holds
+    would make --dev-security a start-up error for no reason of the user's."""
+    if port > 65535:
+        raise ValueError("--dev-security: no free port after the first listener's")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def configure(config: Any) -> Any:
     """The settings `--dev-security DIR` serves with: an SSL and a SASL_SSL listener added unless some
-    listener already uses the protocol (ports after the first listener's, names SSL and SASL_SSL, or
-    DEV_SSL/DEV_SASL_SSL when those are taken), the keystore and truststore in DIR, and client
-    certificates requested on SSL listeners. Idempotent; the config unchanged without the flag."""
+    listener already uses the protocol (on the free ports after the first listener's, names SSL and
+    SASL_SSL, or DEV_SSL/DEV_SASL_SSL when those are taken), the keystore and truststore in DIR, and
+    client certificates requested on SSL listeners. Idempotent; the config unchanged without the flag."""
     if not config.dev_security:
         return config
     from kbroker.broker.listeners import parse_protocol_map
@@ -130,7 +146,7 @@ def configure(config: Any) -> Any:
         if any(e.name == name for e in current.bind):
             name = "DEV_" + proto
         protocols[name] = proto
-        while port in used_ports:
+        while port in used_ports or not _bindable(first.host, port):
             port += 1
         used_ports.add(port)
         fmt = lambda host: f"[{host}]" if ":" in host else host  # noqa: E731

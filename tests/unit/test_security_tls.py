@@ -48,3 +48,15 @@ def test_dev_security_adds_ssl_and_sasl_ssl_listeners_next_to_the_first(tmp_path
     assert out.ssl_keystore_location.endswith("broker.pem") and out.ssl_client_auth == "requested"
     assert configure(out).listener_set() == listeners  # idempotent
     assert configure(BrokerConfig()) == BrokerConfig()  # nothing without the flag
+
+
+def test_dev_security_skips_ports_in_use(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = dataclasses.replace(BrokerConfig(), listen=f"127.0.0.1:{port - 1}", dev_security=str(tmp_path))
+        ports = [e.port for e in configure(cfg).listener_set().bind]
+    assert ports[0] == port - 1 and port not in ports[1:] and all(p > port - 1 for p in ports[1:])
