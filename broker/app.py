@@ -33,13 +33,15 @@ def build_router() -> Router:
         delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
         offset_commit, offset_delete, offset_fetch, sync_group,
     )
+    from kbroker.broker.apis import consumer_group_describe, consumer_group_heartbeat  # KIP-848
 
     router = Router()
     for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics,
                    create_partitions, describe_configs, alter_configs, incremental_alter_configs,
                    describe_cluster, init_producer_id,
                    find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
-                   describe_groups, list_groups, delete_groups, offset_delete):
+                   describe_groups, list_groups, delete_groups, offset_delete,
+                   consumer_group_heartbeat, consumer_group_describe):
         router.register(module)
     return router
 
@@ -77,6 +79,7 @@ class Broker:
             config=GroupConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(GroupConfig)}),
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,
+            topics=self._topics_image,
         )
 
     async def start(self) -> int:
@@ -106,6 +109,12 @@ class Broker:
         await asyncio.gather(*self._background, return_exceptions=True)
         self.producer_states.snapshot_all()
         self.logs.close()
+
+    def _topics_image(self):
+        """name -> TopicImage, what consumer groups (KIP-848) assign from."""
+        from kbroker.coordinator.consumer_group import TopicImage
+
+        return {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
 
     async def auto_create_topic(self, name: str):
         """Create a topic with the broker defaults (Metadata and Produce auto-creation)."""
