@@ -108,6 +108,8 @@ def uniform_assign(members: Mapping[str, MemberSubscription],
 
     # 3. Balance: move from a member to an eligible one holding at least two fewer partitions.
     # Each move lowers the sum of squared loads, so this ends.
+    # One move at a time from the most loaded member, so that each member gives up only what
+    # balance needs and the moves go to the least loaded.
     moved = True
     while moved:
         moved = False
@@ -117,6 +119,7 @@ def uniform_assign(members: Mapping[str, MemberSubscription],
                 if load[target] + 1 < load[member_id]:
                     give(tp, target)
                     moved = True
+                    break
             if moved:
                 break
 
