@@ -25,6 +25,7 @@ from .admin import handle_delete_group, handle_describe_group, list_groups
 from .config import GroupConfig
 from .consumer_group import TopicImage
 from .consumer_machine import ConsumerGroups, no_topics
+from .migration import DowngradedToClassic
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .join import handle_join_group, on_static_member_replaced
 from .member import Member
@@ -146,6 +147,13 @@ class GroupStateMachine:
                 on_static_member_replaced(ctx, group, follow_up, error)
             case GroupRemoved():
                 on_group_removed(ctx, group, follow_up, error, self._drop)
+            case DowngradedToClassic():
+                # The consumer group became this classic group (online downgrade): its members
+                # heartbeat again and rejoin.
+                if error is None and group is not None:
+                    for member in group.members.values():
+                        schedule_heartbeat(ctx, group, member)
+                    prepare_rebalance(ctx, group, f"downgrade from consumer group: {follow_up.reason}", None)
             case EmptyGroupWritten():
                 # Safe to ignore: with no members, the previous generation coming back after a
                 # restart would just time out.
@@ -192,7 +200,8 @@ class GroupStateMachine:
                     if self.loading and group.protocol_type is None and not group.offsets and not group.members:
                         del self.groups[record.group]
             case GroupMetadataRecord():
-                if self.loading or record.group not in self.groups:
+                existing = self.groups.get(record.group)
+                if self.loading or existing is None or (existing.protocol_type is None and not existing.members):
                     self._load_group_metadata(record)
                 # At run time the record mirrors memory already (see the module docstring).
             case GroupMetadataTombstone():

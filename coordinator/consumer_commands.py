@@ -58,6 +58,23 @@ class ConsumerRebalanceExpired:
     member_epoch: int
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerClassicTimeout:
+    """A classic member inside a consumer group did not join or sync in time."""
+
+    group_id: str
+    member_id: str
+    reason: str
+
+
+def join_key(group_id: str, member_id: str) -> str:
+    return f"consumer-join-{group_id}-{member_id}"
+
+
+def sync_key(group_id: str, member_id: str) -> str:
+    return f"consumer-sync-{group_id}-{member_id}"
+
+
 def session_key(group_id: str, member_id: str) -> str:
     return f"consumer-session-{group_id}-{member_id}"
 
@@ -130,4 +147,4 @@ def consumer_error_result(cmd: object, code: ErrorCode) -> object | None:
 
 
 CONSUMER_REQUESTS = (ConsumerGroupHeartbeat, ConsumerGroupDescribe)
-CONSUMER_EXPIRIES = (ConsumerSessionExpired, ConsumerRebalanceExpired)
+CONSUMER_EXPIRIES = (ConsumerSessionExpired, ConsumerRebalanceExpired, ConsumerClassicTimeout)

@@ -45,6 +45,15 @@ class ConsumerGroupState(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member that speaks the classic protocol inside a consumer group (online migration):
+    its JoinGroup session timeout and protocols (name, ConsumerProtocolSubscription bytes)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     member_id: str
     member_epoch: int = 0
@@ -60,6 +69,11 @@ class ConsumerGroupMember:
     server_assignor: str | None = None
     assigned_partitions: Assignment = field(default_factory=dict)
     partitions_pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
@@ -76,9 +90,9 @@ class ConsumerGroupMember:
         if other is None:
             return False
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor) == (
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic) == (
             other.instance_id, other.rack_id, other.client_id, other.client_host, other.subscribed_topic_names,
-            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor)
+            other.subscribed_topic_regex, other.rebalance_timeout_ms, other.server_assignor, other.classic)
 
     def assignment_equals(self, other: ConsumerGroupMember) -> bool:
         """The fields ConsumerGroupCurrentMemberAssignmentValue carries."""
@@ -117,7 +131,7 @@ class TopicImage:
 class ConsumerGroup:
     __slots__ = (
         "group_id", "group_epoch", "metadata_hash", "assignment_epoch", "members", "target_assignment",
-        "partition_epochs", "static_members", "resolved_regexes", "offsets", "deleted",
+        "partition_epochs", "static_members", "resolved_regexes", "offsets", "deleted", "classic_join_timers",
     )
 
     def __init__(self, group_id: str) -> None:
@@ -133,6 +147,11 @@ class ConsumerGroup:
         self.resolved_regexes: dict[str, frozenset[str]] = {}
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self.deleted = False
+        # Soft state: classic members whose join timeout is armed (Kafka's scheduleIfAbsent).
+        self.classic_join_timers: set[str] = set()
+
+    def all_use_classic_protocol_except(self, member_id: str) -> bool:
+        return all(m.uses_classic_protocol for m in self.members.values() if m.member_id != member_id)
 
     # -- state -------------------------------------------------------------------------------
 

@@ -75,6 +75,7 @@ class CCtx:
     out: Outcome
     topics: TopicsImage
     records: list[ConsumerRecord] = field(default_factory=list)
+    then: object | None = None  # a follow-up for the classic machine (a downgrade)
     _image: Mapping[str, TopicImage] | None = None
 
     def image(self) -> Mapping[str, TopicImage]:
@@ -243,7 +244,8 @@ def consumer_group_heartbeat(ctx: CCtx, groups: Mapping[str, ConsumerGroup], cmd
 def finish(ctx: CCtx, reply_to: object, result: object) -> None:
     """Records first, then the reply once they are durable (or at once when there are none)."""
     if ctx.records:
-        ctx.out.write(list(ctx.records), [Reply(reply_to, result)] if reply_to is not None else [])  # type: ignore[arg-type]
+        ctx.out.write(list(ctx.records), [Reply(reply_to, result)] if reply_to is not None else [],  # type: ignore[arg-type]
+                      then=ctx.then)  # type: ignore[arg-type]
         ctx.records.clear()
     else:
         ctx.out.reply(reply_to, result)  # type: ignore[arg-type]
@@ -446,8 +448,19 @@ def consumer_group_leave(ctx: CCtx, groups: Mapping[str, ConsumerGroup],
 
 
 def fence_member(ctx: CCtx, group: ConsumerGroup, member: ConsumerGroupMember, reason: str) -> None:
-    """Kafka's consumerGroupFenceMember: remove the member and bump the group epoch; the other
-    members' targets are recomputed by the next heartbeat that sees the epoch ahead."""
+    """Kafka's consumerGroupFenceMember: remove the member and bump the group epoch, computing the
+    survivors' new targets at once (Kafka leaves that to their next heartbeat; doing it here lets
+    the assignment event carry the reason). If only classic members remain, the group goes back
+    to the classic protocol instead (online downgrade)."""
+    from .migration import DowngradedToClassic, convert_to_classic_group, validate_online_downgrade
+
+    for key in (cc.session_key, cc.rebalance_key, cc.join_key, cc.sync_key):
+        ctx.out.cancel(key(group.group_id, member.member_id))
+    group.classic_join_timers.discard(member.member_id)
+    if validate_online_downgrade(ctx, group, member.member_id):
+        convert_to_classic_group(ctx, group, member.member_id)
+        ctx.then = DowngradedToClassic(group.group_id, reason)
+        return
     ctx.records.extend(member_tombstones(group.group_id, member.member_id))
     image = ctx.image()
     regexes = dict(group.resolved_regexes)
@@ -463,8 +476,6 @@ def fence_member(ctx: CCtx, group: ConsumerGroup, member: ConsumerGroupMember, r
         # Compute the survivors' targets now, so they move on at their next heartbeat.
         update_target_assignment(ctx, group, group_epoch, member, None, regexes, names, reason,
                                  removed=member.member_id)
-    ctx.out.cancel(cc.session_key(group.group_id, member.member_id))
-    ctx.out.cancel(cc.rebalance_key(group.group_id, member.member_id))
 
 
 def on_session_expired(ctx: CCtx, group: ConsumerGroup | None, expiry: cc.ConsumerSessionExpired) -> None:

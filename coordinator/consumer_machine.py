@@ -32,19 +32,20 @@ from .consumer_offsets import (
     handle_consumer_offset_expiry,
     handle_consumer_offset_fetch,
 )
-from .consumer_records import ConsumerRecord, is_consumer_record, replay
+from .consumer_records import ConsumerGroupMetadataTombstone, ConsumerRecord, is_consumer_record, replay
+from .migration import (
+    classic_group_heartbeat_to_consumer_group,
+    classic_group_join_to_consumer_group,
+    classic_group_sync_to_consumer_group,
+    convert_to_consumer_group,
+    leave_classic_members,
+    on_classic_timeout,
+    validate_online_upgrade,
+)
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .outcome import Outcome
 from .records import GroupMetadataTombstone, OffsetCommitRecord, OffsetCommitTombstone
-from .results import (
-    DescribedGroup,
-    HeartbeatResult,
-    JoinGroupResult,
-    LeaveGroupResult,
-    LeaveMemberResult,
-    ListedGroup,
-    SyncGroupResult,
-)
+from .results import DescribedGroup, JoinGroupResult, ListedGroup
 
 E = ErrorCode
 CONSUMER_GROUP_TYPE = "consumer"
@@ -97,16 +98,20 @@ class ConsumerGroups:
                 # DescribeGroups describes classic groups; a consumer group is "not found" there.
                 ctx.out.reply(cmd.reply_to, DescribedGroup(
                     cmd.group_id, E.GROUP_ID_NOT_FOUND if cmd.api_version >= 6 else E.NONE, state="Dead"))
+            case cc.ConsumerClassicTimeout():
+                on_classic_timeout(ctx, group, cmd)
             case c.JoinGroup():
-                # Classic members inside a consumer group (online migration) are not served yet.
-                ctx.out.reply(cmd.reply_to, JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, cmd.member_id))
+                # Classic members inside a consumer group (online migration).
+                if self._migration_allowed():
+                    classic_group_join_to_consumer_group(ctx, group, cmd)
+                else:
+                    ctx.out.reply(cmd.reply_to, JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, cmd.member_id))
             case c.SyncGroup():
-                ctx.out.reply(cmd.reply_to, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
+                classic_group_sync_to_consumer_group(ctx, group, cmd)
             case c.Heartbeat():
-                ctx.out.reply(cmd.reply_to, HeartbeatResult(E.UNKNOWN_MEMBER_ID))
+                classic_group_heartbeat_to_consumer_group(ctx, group, cmd)
             case c.LeaveGroup():
-                ctx.out.reply(cmd.reply_to, LeaveGroupResult(E.NONE, tuple(
-                    LeaveMemberResult(m.member_id, m.group_instance_id, E.UNKNOWN_MEMBER_ID) for m in cmd.members)))
+                leave_classic_members(ctx, group, cmd)
             case _:
                 return ctx.out  # timers of the classic protocol for a group that changed type
         return ctx.out
@@ -122,6 +127,8 @@ class ConsumerGroups:
                 # maybeDeleteEmptyClassicGroup: the empty classic group gives way; its offsets stay.
                 ctx.records.append(GroupMetadataTombstone(group_id))  # type: ignore[arg-type]
                 return ConsumerGroup(group_id)
+            if create and validate_online_upgrade(ctx, classic):
+                return convert_to_consumer_group(ctx, classic)
             raise ApiError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise ApiError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
@@ -145,8 +152,19 @@ class ConsumerGroups:
                     record.expire_timestamp)
             case OffsetCommitTombstone():
                 self.groups[record.group].offsets.pop((record.topic, record.partition), None)
+            case ConsumerGroupMetadataTombstone() if record.group in self.groups:
+                offsets = self.groups[record.group].offsets
+                replay(self.groups, record, self._create)  # type: ignore[arg-type]
+                if offsets:
+                    # The group goes (a downgrade): its offsets stay with the group id.
+                    holder = ClassicGroup(record.group, 0)
+                    holder.offsets = offsets
+                    self._classic[record.group] = holder
             case _:
                 replay(self.groups, record, self._create)  # type: ignore[arg-type]
+
+    def _migration_allowed(self) -> bool:
+        return self.config.group_consumer_migration_policy.lower() != "disabled"
 
     def _create(self, group_id: str) -> ConsumerGroup:
         group = ConsumerGroup(group_id)
@@ -181,9 +199,10 @@ class ConsumerGroups:
         for group in self.groups.values():
             for member in group.members.values():
                 ctx.out.schedule(cc.session_key(group.group_id, member.member_id),
-                                 self.config.group_consumer_session_timeout_ms,
+                                 member.classic.session_timeout_ms if member.classic is not None
+                                 else self.config.group_consumer_session_timeout_ms,
                                  cc.ConsumerSessionExpired(group.group_id, member.member_id))
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                if member.state is MemberState.UNREVOKED_PARTITIONS and member.classic is None:
                     ctx.out.schedule(cc.rebalance_key(group.group_id, member.member_id),
                                      max(member.rebalance_timeout_ms, 0),
                                      cc.ConsumerRebalanceExpired(group.group_id, member.member_id,
@@ -194,8 +213,8 @@ class ConsumerGroups:
         out = Outcome()
         for group in self.groups.values():
             for member_id in group.members:
-                out.cancel(cc.session_key(group.group_id, member_id))
-                out.cancel(cc.rebalance_key(group.group_id, member_id))
+                for key in (cc.session_key, cc.rebalance_key, cc.join_key, cc.sync_key):
+                    out.cancel(key(group.group_id, member_id))
         self.groups.clear()
         return out
 

@@ -37,6 +37,9 @@ def validate_offset_commit(group: ConsumerGroup, cmd: c.OffsetCommit) -> ErrorCo
     member = group.members.get(cmd.member_id)
     if member is None:
         return E.UNKNOWN_MEMBER_ID
+    if member.classic is not None:
+        # A classic member inside the group (migration): its generation is its member epoch.
+        return None if cmd.generation_id == member.member_epoch else E.ILLEGAL_GENERATION
     if cmd.api_version < 9:
         return E.UNSUPPORTED_VERSION  # members of the new protocol commit with v9+
     if cmd.generation_id != member.member_epoch:
@@ -81,7 +84,8 @@ def handle_consumer_offset_fetch(ctx: CCtx, group: ConsumerGroup | None, cmd: c.
             ctx.out.reply(cmd.reply_to, OffsetFetchResult(E.UNKNOWN_MEMBER_ID))
             return
         if member_epoch != member.member_epoch:
-            ctx.out.reply(cmd.reply_to, OffsetFetchResult(E.STALE_MEMBER_EPOCH))
+            code = E.ILLEGAL_GENERATION if member.classic is not None else E.STALE_MEMBER_EPOCH
+            ctx.out.reply(cmd.reply_to, OffsetFetchResult(code))
             return
     offsets = group.offsets
     if cmd.topics is None:

@@ -25,6 +25,7 @@ from kbroker.protocol.messages import consumer_group_target_assignment_member_va
 from kbroker.protocol.messages import consumer_group_target_assignment_metadata_key as tak
 from kbroker.protocol.messages import consumer_group_target_assignment_metadata_value as tav
 
+from .consumer_group import ClassicMemberMetadata
 from .consumer_records import (
     ConsumerGroupCurrentMemberAssignmentRecord as CurrentAssignment,
 )
@@ -107,7 +108,10 @@ def encode_consumer_record(r: ConsumerRecord) -> tuple[bytes, bytes | None]:
                         client_host=r.client_host, subscribed_topic_names=list(r.subscribed_topic_names),
                         subscribed_topic_regex=r.subscribed_topic_regex,
                         rebalance_timeout_ms=r.rebalance_timeout_ms, server_assignor=r.server_assignor,
-                        classic_member_metadata=None)))
+                        classic_member_metadata=None if r.classic is None else mmv.ClassicMemberMetadata(
+                            session_timeout_ms=r.classic.session_timeout_ms,
+                            supported_protocols=[mmv.ClassicProtocol(n, m) for n, m in r.classic.supported_protocols],
+                        ))))
         case MemberMetadataTombstone():
             return _key(MEMBER_METADATA, mmk.SPEC, mmk.ConsumerGroupMemberMetadataKey(r.group, r.member_id)), None
         case TargetMetadata():
@@ -162,9 +166,12 @@ def decode_consumer_record(record_type: int, key: bytes, value: bytes | None) ->
         if v is None:
             return MemberMetadataTombstone(k.group_id, k.member_id)
         d = codec.decode(mmv.SPEC, 0, v)
+        cm = d.classic_member_metadata
+        classic = None if cm is None else ClassicMemberMetadata(
+            cm.session_timeout_ms, tuple((p.name, bytes(p.metadata)) for p in cm.supported_protocols))
         return MemberMetadata(k.group_id, k.member_id, d.instance_id, d.rack_id, d.client_id, d.client_host,
                               tuple(d.subscribed_topic_names), d.subscribed_topic_regex, d.rebalance_timeout_ms,
-                              d.server_assignor)
+                              d.server_assignor, classic)
     if record_type == TARGET_ASSIGNMENT_METADATA:
         k = codec.decode(tak.SPEC, 0, k_io)
         if v is None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
+    ClassicMemberMetadata,
     Assignment,
     ConsumerGroup,
     ConsumerGroupMember,
@@ -48,6 +49,7 @@ class ConsumerGroupMemberMetadataRecord:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +136,7 @@ def is_consumer_record(record: object) -> bool:
 def member_subscription_record(group_id: str, m: ConsumerGroupMember) -> ConsumerGroupMemberMetadataRecord:
     return ConsumerGroupMemberMetadataRecord(
         group_id, m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
-        m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
+        m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.classic)
 
 
 def current_assignment_record(group_id: str, m: ConsumerGroupMember) -> ConsumerGroupCurrentMemberAssignmentRecord:
@@ -190,6 +192,7 @@ def replay(groups: dict[str, ConsumerGroup], record: ConsumerRecord,
                 client_host=record.client_host, subscribed_topic_names=tuple(record.subscribed_topic_names),
                 subscribed_topic_regex=record.subscribed_topic_regex,
                 rebalance_timeout_ms=record.rebalance_timeout_ms, server_assignor=record.server_assignor,
+                classic=record.classic,
             ))
         case ConsumerGroupMemberMetadataTombstone():
             if group is not None:

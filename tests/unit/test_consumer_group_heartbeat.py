@@ -415,12 +415,14 @@ def test_empty_classic_group_becomes_a_consumer_group_with_its_offsets() -> None
     assert group(h).offsets[("foo", 0)].offset == 42
 
 
-def test_classic_join_to_a_consumer_group_is_inconsistent() -> None:
+def test_classic_join_to_a_consumer_group_needs_the_consumer_protocol() -> None:
     from kbroker.tests.coordinator_harness import join_request
 
     h, _ = make()
     join(h, "a")
+    # not ConsumerProtocolSubscription bytes, or another protocol type: refused
     assert h.call(join_request("g", "x")).error is E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.call(join_request("g", "x", protocol_type="connect")).error is E.INCONSISTENT_GROUP_PROTOCOL
 
 
 # -- replay (records are the only path to durable state) -----------------------------------------
