@@ -175,6 +175,7 @@ def consumer_group_describe(ctx: CCtx, group: ConsumerGroup | None, classic: Cla
             subscribed_topic_names=m.subscribed_topic_names, subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=_described(m.assigned_partitions, by_id),
             target_assignment=_described(group.target(m.member_id), by_id),
+            member_type=0 if m.classic is not None else 1,
         )
         for m in group.members.values()
     )
