@@ -363,7 +363,7 @@ class GroupCoordinatorService:
         for partition, machine in self._machines.items():
             if partition in self._loading:
                 continue
-            for group_id in list(machine.groups):
+            for group_id in [*machine.groups, *machine.consumer.groups]:
                 self._actor(partition, group_id).put(_Internal(c.OffsetExpiryCheck(group_id)))
         self._schedule_retention_check()
 

@@ -25,7 +25,7 @@ from .admin import handle_delete_group, handle_describe_group, list_groups
 from .config import GroupConfig
 from .consumer_group import TopicImage
 from .consumer_machine import ConsumerGroups, no_topics
-from .migration import DowngradedToClassic
+from .migration import DowngradedToClassic, JoinAfterConsumerGroupDeleted
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .join import handle_join_group, on_static_member_replaced
 from .member import Member
@@ -147,6 +147,12 @@ class GroupStateMachine:
                 on_static_member_replaced(ctx, group, follow_up, error)
             case GroupRemoved():
                 on_group_removed(ctx, group, follow_up, error, self._drop)
+            case JoinAfterConsumerGroupDeleted():
+                if error is None:
+                    handle_join_group(ctx, follow_up.join, self.groups.get,
+                                      lambda gid: self._create(gid, now_ms), self._new_member_id)
+                else:
+                    ctx.out.reply(follow_up.join.reply_to, JoinGroupResult(error, follow_up.join.member_id))
             case DowngradedToClassic():
                 # The consumer group became this classic group (online downgrade): its members
                 # heartbeat again and rejoin.

@@ -297,7 +297,12 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
             member = existing
 
     # 1. The member's subscription.
-    updated = member.replace(
+    steady = (cmd.instance_id in (None, member.instance_id) and cmd.rack_id in (None, member.rack_id)
+              and cmd.rebalance_timeout_ms in (-1, member.rebalance_timeout_ms)
+              and cmd.server_assignor in (None, member.server_assignor) and cmd.subscribed_topic_names is None
+              and cmd.subscribed_topic_regex is None and (cmd.client_id, cmd.client_host) == (
+                  member.client_id, member.client_host))
+    updated = member if steady and member.member_id in group.members else member.replace(
         instance_id=cmd.instance_id if cmd.instance_id is not None else member.instance_id,
         rack_id=cmd.rack_id if cmd.rack_id is not None else member.rack_id,
         rebalance_timeout_ms=cmd.rebalance_timeout_ms if cmd.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
@@ -358,7 +363,7 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
     # 4. Reconcile the member toward its target.
     owned = cmd.owned_topic_partitions
     reconciled = maybe_reconcile(updated, target_epoch, target, _partition_epoch(group, updated, replaced), owned)
-    if not reconciled.assignment_equals(updated) or is_new:
+    if is_new or (reconciled is not updated and not reconciled.assignment_equals(updated)):
         ctx.records.append(current_assignment_record(group.group_id, reconciled))
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
             ctx.out.schedule(cc.rebalance_key(group.group_id, member_id), max(reconciled.rebalance_timeout_ms, 0),

@@ -33,7 +33,9 @@ from .consumer_offsets import (
     handle_consumer_offset_fetch,
 )
 from .consumer_records import ConsumerGroupMetadataTombstone, ConsumerRecord, is_consumer_record, replay
+from .consumer_records import group_tombstones
 from .migration import (
+    JoinAfterConsumerGroupDeleted,
     classic_group_heartbeat_to_consumer_group,
     classic_group_join_to_consumer_group,
     classic_group_sync_to_consumer_group,
@@ -100,6 +102,8 @@ class ConsumerGroups:
                     cmd.group_id, E.GROUP_ID_NOT_FOUND if cmd.api_version >= 6 else E.NONE, state="Dead"))
             case cc.ConsumerClassicTimeout():
                 on_classic_timeout(ctx, group, cmd)
+            case c.JoinGroup() if group.is_empty():
+                ctx.out.write(group_tombstones(group), then=JoinAfterConsumerGroupDeleted(group.group_id, cmd))
             case c.JoinGroup():
                 # Classic members inside a consumer group (online migration).
                 if self._migration_allowed():

@@ -386,6 +386,16 @@ def convert_to_classic_group(ctx: CCtx, group: ConsumerGroup, leaving: str) -> N
 
 
 @dataclass(frozen=True, slots=True)
+class JoinAfterConsumerGroupDeleted:
+    """A classic JoinGroup to an empty consumer group: once the group's tombstones are durable,
+    the classic machine handles the join as for a new group (Kafka deletes the empty consumer
+    group first); the offsets stay with the group id."""
+
+    group_id: str
+    join: c.JoinGroup
+
+
+@dataclass(frozen=True, slots=True)
 class DowngradedToClassic:
     """Follow-up for the classic machine once a downgrade's records are durable: re-arm the
     members' heartbeats and start a rebalance, as Kafka's convertToClassicGroup does."""

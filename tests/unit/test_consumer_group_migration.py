@@ -130,3 +130,20 @@ def test_classic_member_session_timeout_inside_consumer_group() -> None:
     assert any(getattr(e, "reason", "") == "session expired" for e in h.events)
     settle(h, {"n1": g.members["n1"].member_epoch})
     assert g.members["n1"].assigned_partitions == {FOO: frozenset(range(6))}
+
+
+def test_classic_join_to_an_empty_consumer_group_makes_it_classic_with_its_offsets() -> None:
+    h, _ = make()
+    r = h.call(cc.ConsumerGroupHeartbeat("g", "n1", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=("foo",),
+                                         owned_topic_partitions=()))
+    h.call(c.OffsetCommit("g", r.member_epoch, "n1", (c.OffsetCommitTopic("foo", (c.OffsetCommitPartition(0, 3),)),)))
+    h.call(cc.ConsumerGroupHeartbeat("g", "n1", -1))
+    assert cgroup(h).state is ConsumerGroupState.EMPTY
+    first = h.call(join_request("g", protocols=PROTOCOLS))
+    assert first.error is E.MEMBER_ID_REQUIRED
+    assert cgroup(h) is None and h.machine.group("g").offsets[("foo", 0)].offset == 3
+    handle = h.send(join_request("g", first.member_id, protocols=PROTOCOLS))
+    h.advance(1)
+    joined = h.take(handle)
+    assert joined.error is E.NONE and joined.leader_id == first.member_id
+    assert h.call(c.DeleteGroup("g")).error is E.NON_EMPTY_GROUP  # a classic group with a member now
