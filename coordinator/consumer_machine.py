@@ -132,7 +132,11 @@ class ConsumerGroups:
                 ctx.records.append(GroupMetadataTombstone(group_id))  # type: ignore[arg-type]
                 return ConsumerGroup(group_id)
             if create and validate_online_upgrade(ctx, classic):
-                return convert_to_consumer_group(ctx, classic)
+                try:
+                    return convert_to_consumer_group(ctx, classic)
+                except Exception:  # noqa: BLE001 - a member's embedded protocol does not parse
+                    raise ApiError(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {group_id} to consumer "
+                                   "group because the embedded consumer protocol is malformed.") from None
             raise ApiError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if not create:
             raise ApiError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")

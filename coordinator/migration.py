@@ -112,6 +112,19 @@ def convert_to_consumer_group(ctx: CCtx, classic: ClassicGroup) -> ConsumerGroup
     replay (the caller goes on deciding against it)."""
     gid = classic.group_id
     image = ctx.image()
+    epoch = classic.generation_id
+    members: list[ConsumerGroupMember] = []
+    for m in classic.members.values():  # parse everything first: a malformed member raises here
+        subscription = decode_subscription(m.protocols[0][1]) if m.protocols else cps.ConsumerProtocolSubscription()
+        assigned = _by_name(((t.topic, t.partitions) for t in decode_assignment(m.assignment).assigned_partitions),
+                            image)
+        members.append(ConsumerGroupMember(
+            m.member_id, member_epoch=epoch, previous_member_epoch=epoch, state=MemberState.STABLE,
+            instance_id=m.group_instance_id, rack_id=subscription.rack_id, client_id=m.client_id,
+            client_host=m.client_host, subscribed_topic_names=tuple(sorted(set(subscription.topics))),
+            rebalance_timeout_ms=m.rebalance_timeout_ms, assigned_partitions=assigned,
+            classic=ClassicMemberMetadata(m.session_timeout_ms, tuple(m.protocols)),
+        ))
     # Whoever waits in the classic rebalance must rejoin (completeAllJoin/SyncFutures).
     for member in classic.members.values():
         ctx.out.reply(classic.take_join_handle(member), JoinGroupResult(E.REBALANCE_IN_PROGRESS, member.member_id))
@@ -123,22 +136,12 @@ def convert_to_consumer_group(ctx: CCtx, classic: ClassicGroup) -> ConsumerGroup
     ctx.out.cancel(c.sync_key(gid))
 
     records: list = [GroupMetadataTombstone(gid)]
-    epoch = classic.generation_id
-    for m in classic.members.values():
-        subscription = decode_subscription(m.protocols[0][1]) if m.protocols else cps.ConsumerProtocolSubscription()
-        assigned = _by_name(((t.topic, t.partitions) for t in decode_assignment(m.assignment).assigned_partitions),
-                            image)
-        member = ConsumerGroupMember(
-            m.member_id, member_epoch=epoch, previous_member_epoch=epoch, state=MemberState.STABLE,
-            instance_id=m.group_instance_id, rack_id=subscription.rack_id, client_id=m.client_id,
-            client_host=m.client_host, subscribed_topic_names=tuple(sorted(set(subscription.topics))),
-            rebalance_timeout_ms=m.rebalance_timeout_ms, assigned_partitions=assigned,
-            classic=ClassicMemberMetadata(m.session_timeout_ms, tuple(m.protocols)),
-        )
+    for member in members:
         records.append(member_subscription_record(gid, member))
-        records.append(ConsumerGroupTargetAssignmentMemberRecord(gid, member.member_id, assigned))
+        records.append(ConsumerGroupTargetAssignmentMemberRecord(gid, member.member_id,
+                                                                 dict(member.assigned_partitions)))
         records.append(current_assignment_record(gid, member))
-        ctx.out.schedule(cc.session_key(gid, member.member_id), m.session_timeout_ms,
+        ctx.out.schedule(cc.session_key(gid, member.member_id), member.classic.session_timeout_ms,  # type: ignore[union-attr]
                          cc.ConsumerSessionExpired(gid, member.member_id))
     records.append(ConsumerGroupTargetAssignmentMetadataRecord(gid, epoch, ctx.now_ms))
     tmp: dict[str, ConsumerGroup] = {}

@@ -147,3 +147,14 @@ def test_classic_join_to_an_empty_consumer_group_makes_it_classic_with_its_offse
     joined = h.take(handle)
     assert joined.error is E.NONE and joined.leader_id == first.member_id
     assert h.call(c.DeleteGroup("g")).error is E.NON_EMPTY_GROUP  # a classic group with a member now
+
+
+def test_upgrade_refused_when_a_member_protocol_is_malformed() -> None:
+    h, _ = make()
+    ids = h.stable_group("g", 2)  # subscriptions that are not ConsumerProtocolSubscription bytes
+    r = h.call(cc.ConsumerGroupHeartbeat("g", "n1", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=("foo",),
+                                         owned_topic_partitions=()))
+    assert r.error is E.GROUP_ID_NOT_FOUND and "malformed" in r.error_message
+    group = h.machine.group("g")
+    assert group.is_state(GroupState.STABLE) and set(group.members) == set(ids) and cgroup(h) is None
+    assert h.call(c.Heartbeat("g", group.generation_id, ids[0])).error is E.NONE
