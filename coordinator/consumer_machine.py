@@ -15,12 +15,11 @@ from kbroker.protocol.errors import ErrorCode
 from . import commands as c
 from . import consumer_commands as cc
 from .config import GroupConfig
-from .consumer_group import ConsumerGroup, ConsumerGroupState, MemberState, TopicImage
+from .consumer_group import ConsumerGroup, MemberState, TopicImage
 from .consumer_heartbeat import (
     ApiError,
     CCtx,
     consumer_group_heartbeat,
-    finish,
     on_rebalance_expired,
     on_session_expired,
 )
@@ -32,7 +31,7 @@ from .consumer_offsets import (
     handle_consumer_offset_expiry,
     handle_consumer_offset_fetch,
 )
-from .consumer_records import ConsumerGroupMetadataTombstone, ConsumerRecord, is_consumer_record, replay
+from .consumer_records import ConsumerGroupMetadataTombstone, is_consumer_record, replay
 from .consumer_records import group_tombstones
 from .migration import (
     JoinAfterConsumerGroupDeleted,
@@ -225,10 +224,3 @@ class ConsumerGroups:
                     out.cancel(key(group.group_id, member_id))
         self.groups.clear()
         return out
-
-
-def is_consumer_state(state: str) -> bool:
-    return state in {str(s) for s in ConsumerGroupState}
-
-
-__all__ = ["ConsumerGroups", "ConsumerRecord", "finish"]

@@ -12,7 +12,7 @@ from kbroker.protocol.errors import ErrorCode
 from . import commands as c
 from . import consumer_commands as cc
 from .consumer_group import ConsumerGroup, ConsumerGroupState, TopicImage
-from .consumer_heartbeat import CCtx, _subscribed_names, finish
+from .consumer_heartbeat import CCtx, _subscribed_names
 from .consumer_records import group_tombstones
 from .group import ClassicGroup
 from .offsets import _fetched, _utf16_length
@@ -182,6 +182,3 @@ def consumer_group_describe(ctx: CCtx, group: ConsumerGroup | None, classic: Cla
     return cc.DescribedConsumerGroup(
         group_id, E.NONE, None, str(group.state), group.group_epoch, group.assignment_epoch,
         group.preferred_server_assignor() or ctx.config.consumer_assignors[0], members)
-
-
-__all__ = ["finish"]

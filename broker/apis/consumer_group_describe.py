@@ -7,7 +7,6 @@ import asyncio
 from kbroker.broker import group_wire
 from kbroker.broker.router import RequestContext
 from kbroker.coordinator import consumer_commands as cc
-from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from kbroker.protocol.messages.consumer_group_describe_response import (
     Assignment,
