@@ -70,6 +70,51 @@ def range_assign(members: Mapping[str, MemberSubscription],
 
 def uniform_assign(members: Mapping[str, MemberSubscription],
                    topics: Mapping[uuid.UUID, int]) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+    subscriptions = {s.subscribed_topic_ids for s in members.values()}
+    if len(subscriptions) == 1:
+        return _uniform_homogeneous(members, topics, next(iter(subscriptions)))
+    return _uniform_heterogeneous(members, topics)
+
+
+def _uniform_homogeneous(members: Mapping[str, MemberSubscription], topics: Mapping[uuid.UUID, int],
+                         subscribed: frozenset[uuid.UUID]) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+    """Everyone subscribes to the same topics: each member's quota is partitions // members, and the
+    members that already hold the most get the `partitions % members` extra ones; a member keeps
+    what it holds up to its quota, and the rest fills the members below quota. Linear time."""
+    ids = sorted(t for t in subscribed if t in topics)
+    valid = {(t, p) for t in ids for p in range(topics[t])}
+    kept: dict[str, list[tuple[uuid.UUID, int]]] = {}
+    taken: set[tuple[uuid.UUID, int]] = set()
+    for member_id in sorted(members):
+        mine = []
+        for topic_id, partitions in members[member_id].current.items():
+            for p in partitions:
+                tp = (topic_id, p)
+                if tp in valid and tp not in taken:
+                    taken.add(tp)
+                    mine.append(tp)
+        mine.sort(key=lambda x: (str(x[0]), x[1]))
+        kept[member_id] = mine
+    base, extra = divmod(len(valid), len(members)) if members else (0, 0)
+    order = sorted(members, key=lambda m: (-len(kept[m]), m))
+    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(order)}
+    out: dict[str, list[tuple[uuid.UUID, int]]] = {}
+    for member_id in members:
+        out[member_id] = kept[member_id][:quota[member_id]]
+    owned = {tp for tps in out.values() for tp in tps}
+    free = iter(sorted(valid - owned, key=lambda x: (str(x[0]), x[1])))
+    for member_id in sorted(members):
+        while len(out[member_id]) < quota[member_id]:
+            out[member_id].append(next(free))
+    result: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
+    for member_id, tps in out.items():
+        for topic_id, p in tps:
+            result[member_id].setdefault(topic_id, set()).add(p)
+    return _freeze(result)
+
+
+def _uniform_heterogeneous(members: Mapping[str, MemberSubscription],
+                           topics: Mapping[uuid.UUID, int]) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
     owner: dict[tuple[uuid.UUID, int], str] = {}
     load: dict[str, int] = {m: 0 for m in members}
     held: dict[str, set[tuple[uuid.UUID, int]]] = {m: set() for m in members}
