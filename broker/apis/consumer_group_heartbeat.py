@@ -46,6 +46,9 @@ def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.C
 
 
 async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    if not request.group_id:
+        # Kafka validates the request before routing it to a group: INVALID_REQUEST, not INVALID_GROUP_ID.
+        return error_response(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
     cmd = command(ctx, request)
 
     async def call(coordinator) -> ConsumerGroupHeartbeatResponse:
