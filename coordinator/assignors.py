@@ -81,35 +81,40 @@ def _uniform_homogeneous(members: Mapping[str, MemberSubscription], topics: Mapp
     """Everyone subscribes to the same topics: each member's quota is partitions // members, and the
     members that already hold the most get the `partitions % members` extra ones; a member keeps
     what it holds up to its quota, and the rest fills the members below quota. Linear time."""
-    ids = sorted(t for t in subscribed if t in topics)
-    valid = {(t, p) for t in ids for p in range(topics[t])}
-    kept: dict[str, list[tuple[uuid.UUID, int]]] = {}
-    taken: set[tuple[uuid.UUID, int]] = set()
+    ids = sorted((t for t in subscribed if t in topics), key=str)
+    index = {t: i for i, t in enumerate(ids)}
+    # A partition is the int (topic index << 32 | partition): cheap to hash and sorts in topic order.
+    valid = {(i << 32) | p for i, t in enumerate(ids) for p in range(topics[t])}
+    kept: dict[str, list[int]] = {}
+    taken: set[int] = set()
     for member_id in sorted(members):
         mine = []
         for topic_id, partitions in members[member_id].current.items():
+            i = index.get(topic_id)
+            if i is None:
+                continue
             for p in partitions:
-                tp = (topic_id, p)
-                if tp in valid and tp not in taken:
-                    taken.add(tp)
-                    mine.append(tp)
-        mine.sort(key=lambda x: (str(x[0]), x[1]))
+                key = (i << 32) | p
+                if key in valid and key not in taken:
+                    taken.add(key)
+                    mine.append(key)
+        mine.sort()
         kept[member_id] = mine
     base, extra = divmod(len(valid), len(members)) if members else (0, 0)
     order = sorted(members, key=lambda m: (-len(kept[m]), m))
     quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(order)}
-    out: dict[str, list[tuple[uuid.UUID, int]]] = {}
-    for member_id in members:
-        out[member_id] = kept[member_id][:quota[member_id]]
-    owned = {tp for tps in out.values() for tp in tps}
-    free = iter(sorted(valid - owned, key=lambda x: (str(x[0]), x[1])))
+    out = {m: kept[m][:quota[m]] for m in members}
+    owned = {key for keys in out.values() for key in keys}
+    free = iter(sorted(valid - owned))
     for member_id in sorted(members):
-        while len(out[member_id]) < quota[member_id]:
-            out[member_id].append(next(free))
+        keys = out[member_id]
+        while len(keys) < quota[member_id]:
+            keys.append(next(free))
     result: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
-    for member_id, tps in out.items():
-        for topic_id, p in tps:
-            result[member_id].setdefault(topic_id, set()).add(p)
+    for member_id, keys in out.items():
+        mine = result[member_id]
+        for key in keys:
+            mine.setdefault(ids[key >> 32], set()).add(key & 0xFFFFFFFF)
     return _freeze(result)
 
 
