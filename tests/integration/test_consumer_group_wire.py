@@ -115,3 +115,19 @@ def test_offsets_with_member_epochs_and_the_shared_apis(wire):
     assert wire.call(42, 2, DeleteGroupsRequest(groups_names=[group])).results[0].error_code == 0
     assert wire.call(CGD, 0, ConsumerGroupDescribeRequest(group_ids=[group])).groups[0].error_code \
         == E.GROUP_ID_NOT_FOUND
+
+
+def test_odd_heartbeats_get_answers_and_the_broker_carries_on(wire):
+    from kbroker.protocol.messages.consumer_group_heartbeat_request import TopicPartitions
+
+    group, member = f"cgw-{uuid.uuid4().hex[:6]}", str(uuid.uuid4())
+    epoch = hb(wire, group, member, 0).member_epoch
+    # owned partitions of a topic id nobody knows, negative and huge partition numbers: ignored
+    odd = [TopicPartitions(topic_id=uuid.uuid4(), partitions=[-5, 2**31 - 1])]
+    r = hb(wire, group, member, epoch, topic_partitions=odd)
+    assert r.error_code == 0 and r.member_epoch == epoch
+    # a pathological pattern for a backtracking engine is linear in RE2
+    r = hb(wire, group, member, epoch, subscribed_topic_regex="(a+)+$" * 50, rebalance_timeout_ms=30_000)
+    assert r.error_code == 0 and r.member_epoch > epoch  # a new subscription: a new epoch
+    assert hb(wire, f"cgw-{uuid.uuid4().hex[:6]}", member, -1).error_code == E.GROUP_ID_NOT_FOUND
+    assert hb(wire, group, member, r.member_epoch).error_code == 0  # still served
