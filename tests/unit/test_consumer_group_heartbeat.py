@@ -453,3 +453,44 @@ def test_replay_of_group_tombstones_forgets_the_group() -> None:
     h2 = Harness(topics=Topics(foo=(FOO, 6)))
     h2.load(list(h.log))
     assert h2.machine.consumer.groups == {} and h2.machine.groups == {}
+
+
+def _compacted(records, drop_tombstones: bool):
+    """What log compaction leaves: the last record of each key, in log order (and, once the delete
+    retention has passed, no tombstones)."""
+    from kbroker.coordinator.record_codec import encode_record
+
+    last = {}
+    for i, record in enumerate(records):
+        key, value = encode_record(record)
+        last[key] = (i, record, value is None)
+    kept = sorted(last.values(), key=lambda x: x[0])
+    return [record for _, record, tombstone in kept if not (drop_tombstones and tombstone)]
+
+
+@pytest.mark.parametrize("drop_tombstones", [False, True])
+def test_replay_of_a_compacted_log_gives_the_same_groups(drop_tombstones) -> None:
+    h, topics = make(foo=(FOO, 6), bar=(BAR, 3))
+    epochs = {m: join(h, m, topics=("foo", "bar")).member_epoch for m in ("a", "b", "c")}
+    epochs["s"] = join(h, "s", instance_id="i-s").member_epoch
+    settle(h, epochs)
+    commit(h, "a", group(h).members["a"].member_epoch, 11)
+    h.call(cc.ConsumerGroupHeartbeat("g", "b", -1))  # leaves
+    del epochs["b"]
+    h.call(cc.ConsumerGroupHeartbeat("g", "s", -2, instance_id="i-s"))  # static restart under a new id
+    del epochs["s"]
+    epochs["s2"] = join(h, "s2", instance_id="i-s").member_epoch
+    settle(h, epochs)
+    join(h, "x", group="gone")
+    h.call(cc.ConsumerGroupHeartbeat("gone", "x", -1))
+    h.call(c.DeleteGroup("gone"))
+    old = group(h)
+    h2 = Harness(topics=topics)
+    h2.load(_compacted(h.log, drop_tombstones))
+    new = h2.machine.consumer.groups["g"]
+    assert (new.group_epoch, new.assignment_epoch, new.metadata_hash) == (
+        old.group_epoch, old.assignment_epoch, old.metadata_hash)
+    assert new.members == old.members and new.target_assignment == old.target_assignment
+    assert new.partition_epochs == old.partition_epochs and new.static_members == {"i-s": "s2"}
+    assert new.offsets == old.offsets
+    assert "gone" not in h2.machine.consumer.groups and "gone" not in h2.machine.groups
