@@ -275,7 +275,9 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
             if existing is None:
                 member = group.members.get(member_id) or ConsumerGroupMember(member_id)
             else:
-                if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # Only a new-protocol member must have left (-2) first; a classic member's slot is
+                # taken over at once (the upgrade of a static classic member).
+                if existing.classic is None and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                     raise ApiError(E.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
                                    f"{cmd.instance_id} cannot join the group because the instance id is owned "
                                    f"by {existing.member_id} member.")
@@ -297,7 +299,7 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
             member = existing
 
     # 1. The member's subscription.
-    steady = (cmd.instance_id in (None, member.instance_id) and cmd.rack_id in (None, member.rack_id)
+    steady = (member.classic is None and cmd.instance_id in (None, member.instance_id) and cmd.rack_id in (None, member.rack_id)
               and cmd.rebalance_timeout_ms in (-1, member.rebalance_timeout_ms)
               and cmd.server_assignor in (None, member.server_assignor) and cmd.subscribed_topic_names is None
               and cmd.subscribed_topic_regex is None and (cmd.client_id, cmd.client_host) == (
@@ -311,7 +313,7 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
                                 if cmd.subscribed_topic_names is not None else member.subscribed_topic_names),
         subscribed_topic_regex=(cmd.subscribed_topic_regex or None) if cmd.subscribed_topic_regex is not None
         else member.subscribed_topic_regex,
-        client_id=cmd.client_id, client_host=cmd.client_host,
+        client_id=cmd.client_id, client_host=cmd.client_host, classic=None,
     )
     reason = None
     is_new = member.member_id not in group.members and replaced is None

@@ -158,3 +158,22 @@ def test_upgrade_refused_when_a_member_protocol_is_malformed() -> None:
     group = h.machine.group("g")
     assert group.is_state(GroupState.STABLE) and set(group.members) == set(ids) and cgroup(h) is None
     assert h.call(c.Heartbeat("g", group.generation_id, ids[0])).error is E.NONE
+
+
+def test_static_classic_member_restarting_with_the_new_protocol_takes_over_its_slot() -> None:
+    h, topics = make()
+    handle = h.send(join_request("g", instance_id="i-1", protocols=PROTOCOLS))  # static: no id round trip
+    h.advance(1)
+    joined = h.take(handle)
+    assert joined.error is E.NONE
+    classic = h.machine.group("g")
+    old_id = joined.member_id
+    leader_sync = h.call(c.SyncGroup("g", classic.generation_id, old_id, group_instance_id="i-1", assignments=(
+        (old_id, encode_assignment({FOO: frozenset(range(6))}, topics(), 1)),)))
+    assert leader_sync.error is E.NONE
+    r = h.call(cc.ConsumerGroupHeartbeat("g", "new-1", 0, instance_id="i-1", rebalance_timeout_ms=30_000,
+                                         subscribed_topic_names=("foo",), owned_topic_partitions=()))
+    assert r.error is E.NONE and {p for _, ps in r.assignment for p in ps} == set(range(6))
+    g = cgroup(h)
+    assert set(g.members) == {"new-1"} and g.members["new-1"].classic is None
+    assert g.static_members == {"i-1": "new-1"}
