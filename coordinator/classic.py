@@ -159,7 +159,8 @@ class GroupStateMachine:
                 if error is None and group is not None:
                     for member in group.members.values():
                         schedule_heartbeat(ctx, group, member)
-                    prepare_rebalance(ctx, group, f"downgrade from consumer group: {follow_up.reason}", None)
+                    if follow_up.rebalance:
+                        prepare_rebalance(ctx, group, f"downgrade from consumer group: {follow_up.reason}", None)
             case EmptyGroupWritten():
                 # Safe to ignore: with no members, the previous generation coming back after a
                 # restart would just time out.

@@ -250,13 +250,20 @@ def classic_group_join_to_consumer_group(ctx: CCtx, group: ConsumerGroup, cmd: c
         ((tp.topic, tp.partitions) for tp in subscription.owned_partitions), image).items())
     reconciled = maybe_reconcile(updated, target_epoch, target, group.current_partition_epoch, owned)
     ctx.records.append(current_assignment_record(gid, reconciled))
+    result = JoinGroupResult(E.NONE, member_id, reconciled.member_epoch, CONSUMER_PROTOCOL_TYPE,
+                             cmd.protocols[0][0], "", False, ())
+    if replaced is not None and validate_online_downgrade_with_replaced_member(ctx, group, replaced.member_id):
+        # The last new-protocol member was a static member a classic one just replaced: back to classic.
+        convert_to_classic_group(ctx, group, replaced.member_id, reconciled)
+        ctx.out.write(list(ctx.records), [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [],
+                      then=DowngradedToClassic(gid, "static member replaced by a classic member", rebalance=False))
+        ctx.records.clear()
+        return
     group.classic_join_timers.discard(member_id)
     ctx.out.cancel(cc.join_key(gid, member_id))
     ctx.out.schedule(cc.session_key(gid, member_id), cmd.session_timeout_ms, cc.ConsumerSessionExpired(gid, member_id))
     ctx.out.schedule(cc.sync_key(gid, member_id), cmd.rebalance_timeout_ms,
                      cc.ConsumerClassicTimeout(gid, member_id, "the member failed to sync within timeout"))
-    result = JoinGroupResult(E.NONE, member_id, reconciled.member_epoch, CONSUMER_PROTOCOL_TYPE,
-                             cmd.protocols[0][0], "", False, ())
     ctx.out.write(list(ctx.records), [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [])
     ctx.records.clear()
 
@@ -358,13 +365,27 @@ def validate_online_downgrade(ctx: CCtx, group: ConsumerGroup, leaving: str) -> 
             and policy in ("downgrade", "bidirectional") and len(group.members) - 1 <= ctx.config.group_max_size)
 
 
-def convert_to_classic_group(ctx: CCtx, group: ConsumerGroup, leaving: str) -> None:
+def validate_online_downgrade_with_replaced_member(ctx: CCtx, group: ConsumerGroup, replaced: str) -> bool:
+    policy = ctx.config.group_consumer_migration_policy.lower()
+    return (group.all_use_classic_protocol_except(replaced) and policy in ("downgrade", "bidirectional")
+            and len(group.members) <= ctx.config.group_max_size)
+
+
+def convert_to_classic_group(ctx: CCtx, group: ConsumerGroup, leaving: str,
+                             joining: ConsumerGroupMember | None = None) -> None:
     """Records: the consumer group's tombstones, then the classic GroupMetadata of the members
-    that stay (generation = group epoch, the members' current assignments); once they replay the
-    classic group rebalances (classic.on_write_done, DowngradedToClassic)."""
+    that stay (generation = group epoch, the members' current assignments), `joining` in place of
+    `leaving` when a classic static member replaced the last new-protocol one; once they replay,
+    the classic group rebalances unless a member was replaced (classic.on_write_done,
+    DowngradedToClassic)."""
     image = ctx.image()
     ctx.records.extend(group_tombstones(group))
+    if joining is not None:
+        # the joining member's records were written earlier in this same batch
+        ctx.records.extend(member_tombstones(group.group_id, joining.member_id))
     members = [m for m in group.members.values() if m.member_id != leaving and m.classic is not None]
+    if joining is not None:
+        members.append(joining)
     protocols = [n for n, _ in members[0].classic.supported_protocols]  # type: ignore[union-attr]
     common = [n for n in protocols if all(n in {p for p, _ in m.classic.supported_protocols}  # type: ignore[union-attr]
                                           for m in members)]
@@ -405,6 +426,7 @@ class DowngradedToClassic:
 
     group_id: str
     reason: str
+    rebalance: bool = True
 
 
 def on_classic_timeout(ctx: CCtx, group: ConsumerGroup | None, expiry: cc.ConsumerClassicTimeout) -> None:

@@ -177,3 +177,24 @@ def test_static_classic_member_restarting_with_the_new_protocol_takes_over_its_s
     g = cgroup(h)
     assert set(g.members) == {"new-1"} and g.members["new-1"].classic is None
     assert g.static_members == {"i-1": "new-1"}
+
+
+def test_downgrade_when_a_classic_static_member_replaces_the_last_new_protocol_member() -> None:
+    h, topics = make()
+    _, c1, c2 = classic_stable_group(h, topics)
+    r = h.call(cc.ConsumerGroupHeartbeat("g", "n1", 0, instance_id="i-n", rebalance_timeout_ms=30_000,
+                                         subscribed_topic_names=("foo",), owned_topic_partitions=()))
+    assert r.error is E.NONE
+    epoch = cgroup(h).group_epoch
+    joined = h.call(join_request("g", instance_id="i-n", protocols=PROTOCOLS))
+    assert joined.error is E.NONE and joined.generation_id == epoch
+    assert cgroup(h) is None
+    classic = h.machine.group("g")
+    assert classic.is_state(GroupState.STABLE) and classic.generation_id == epoch  # no rebalance
+    assert set(classic.members) == {c1, c2, joined.member_id} and classic.static_members == {"i-n": joined.member_id}
+    sync = h.call(c.SyncGroup("g", joined.generation_id, joined.member_id, group_instance_id="i-n"))
+    assert sync.error is E.NONE
+    # the log tells the same story
+    h2 = Harness(topics=topics)
+    h2.load(list(h.log))
+    assert h2.machine.consumer.groups == {} and set(h2.machine.group("g").members) == {c1, c2, joined.member_id}
