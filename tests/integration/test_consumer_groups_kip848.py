@@ -313,3 +313,27 @@ def test_classic_group_upgraded_member_by_member_and_downgraded_back(broker, tmp
     finally:
         for w in everyone:
             w.kill()
+
+
+def test_admin_client_lists_and_describes_a_new_protocol_group(broker):
+    """confluent-kafka's AdminClient: ListGroups with the group type, ConsumerGroupDescribe."""
+    from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    base.create_topic(broker, "kip848-admin", 3)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "kip848-admin-group",
+                         "group.protocol": "consumer"})
+    try:
+        consumer.subscribe(["kip848-admin"])
+        base.wait_until(lambda: consumer.poll(0.1) is None and len(consumer.assignment()) == 3, 30,
+                        "the consumer's assignment")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        listed = {g.group_id: g for g in admin.list_consumer_groups().result(timeout=10).valid}
+        mine = listed["kip848-admin-group"]
+        assert (mine.type, mine.state) == (ConsumerGroupType.CONSUMER, ConsumerGroupState.STABLE)
+        d = admin.describe_consumer_groups(["kip848-admin-group"])["kip848-admin-group"].result(timeout=10)
+        assert (d.type, d.state, d.partition_assignor) == (ConsumerGroupType.CONSUMER, ConsumerGroupState.STABLE,
+                                                            "uniform")
+        assert [sorted(tp.partition for tp in m.assignment.topic_partitions) for m in d.members] == [[0, 1, 2]]
+    finally:
+        consumer.close()
