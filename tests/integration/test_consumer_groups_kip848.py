@@ -155,7 +155,10 @@ def test_three_new_protocol_consumers_close_and_kill(broker, tmp_path):
         third.close()
         wait_stable(broker, group, 2, [first, second])
         events = assignment_events(broker, group)[before:]
-        assert [e["reason"] for e in events] == ["member left"], events
+        # librdkafka's close() unsubscribes first, and may heartbeat that empty subscription before
+        # its leave: one "subscription changed" may precede the leave, nothing else
+        reasons = [e["reason"] for e in events]
+        assert reasons in (["member left"], ["subscription changed", "member left"]), events
         base.wait_committed(broker, group, topic, produced, [first, second])
 
         # A crash: the partitions move once the session times out.
