@@ -116,8 +116,12 @@ def wait_stable(broker, group: str, members: int, workers, timeout: float = 60) 
         d = cg_describe(broker, group)
         if d.error_code != 0 or d.group_state != "Stable" or len(d.members) != members:
             return False
-        owned = sorted(p for w in workers for p in w.assignment)
-        return owned == list(range(PARTITIONS))
+        # The coordinator counts a member reconciled once it has sent the new assignment; wait
+        # until the clients have taken it too, i.e. they hold exactly what the coordinator says.
+        described = sorted(sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions)
+                           for m in d.members)
+        held = sorted(w.assignment for w in workers)
+        return described == held and sorted(p for ps in held for p in ps) == list(range(PARTITIONS))
 
     base.wait_until(ready, timeout, f"{group} Stable with {members} members", workers)
 
