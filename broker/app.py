@@ -40,6 +40,7 @@ def build_router() -> Router:
         add_offsets_to_txn, add_partitions_to_txn, describe_producers, describe_transactions, end_txn,
         list_transactions, txn_offset_commit,
     )
+    from kbroker.broker.apis import consumer_group_describe, consumer_group_heartbeat  # KIP-848
 
     router = Router()
     for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics,
@@ -48,7 +49,7 @@ def build_router() -> Router:
                    find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
                    describe_groups, list_groups, delete_groups, offset_delete,
                    add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit, describe_transactions,
-                   list_transactions, describe_producers):
+                   list_transactions, describe_producers, consumer_group_heartbeat, consumer_group_describe):
         router.register(module)
     return router
 
@@ -94,6 +95,7 @@ class Broker:
             config=GroupConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(GroupConfig)}),
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,
+            topics=self._topics_image,
         )
         # the transaction coordinator, persisted in __transaction_state
         from kbroker.broker.transactions import TransactionService
@@ -138,6 +140,12 @@ class Broker:
         self.producer_states.snapshot_all()
         self.logs.close()
         self.prepared.close()  # releases the data directory's lock last
+
+    def _topics_image(self):
+        """name -> TopicImage, what consumer groups (KIP-848) assign from."""
+        from kbroker.coordinator.consumer_group import TopicImage
+
+        return {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
 
     async def auto_create_topic(self, name: str):
         """Create a topic with the broker defaults (Metadata and Produce auto-creation)."""
