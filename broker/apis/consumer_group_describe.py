@@ -21,6 +21,13 @@ VERSIONS = (0, 1)
 _NO_OPERATIONS = -2147483648
 
 
+def failed_response(_ctx: RequestContext, request: ConsumerGroupDescribeRequest,
+                    error: int) -> ConsumerGroupDescribeResponse:
+    return ConsumerGroupDescribeResponse(groups=[
+        DescribedGroup(error_code=error, group_id=group_id, authorized_operations=_NO_OPERATIONS)
+        for group_id in request.group_ids])
+
+
 def _assignment(parts: tuple[cc.DescribedTopicPartitions, ...]) -> Assignment:
     return Assignment(topic_partitions=[
         TopicPartitions(topic_id=p.topic_id, topic_name=p.topic_name, partitions=list(p.partitions)) for p in parts])
