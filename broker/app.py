@@ -118,7 +118,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                self.logs.apply_retention(int(time.time() * 1000))
+                await self.logs.run_maintenance(int(time.time() * 1000))
             except Exception:
                 log.exception("retention_failed")
 

@@ -3,30 +3,28 @@
 from __future__ import annotations
 
 import os
-import struct
 import time
-from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import structlog
 
+from kbroker.protocol.errors import CorruptRecordError
 from kbroker.protocol.record_batch import (
     HEADER_SIZE,
     HEADER_STRUCT,
-    LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
     compute_crc,
     decode_batch,
 )
 
+from .files import FILES
 from .index import OffsetIndex, TimeIndex
 
 log = structlog.get_logger(__name__)
 
-_I32 = struct.Struct(">i")
 _READ_CHUNK = 256 * 1024  # how much a header scan reads per syscall
 _RELATIVE_OFFSET_LIMIT = 2**31 - 1  # index entries hold offsets relative to the base as int32
 
@@ -42,25 +40,46 @@ class RecoveryResult:
     reason: str | None
 
 
+class CorruptBatchError(CorruptRecordError):
+    """A stored batch failed its check on read (Kafka's CorruptRecordException from FileLogInputStream).
+
+    `resume_offset` is where a reader that chooses to skip the damage can go on: after the batch when
+    its length can be trusted (only its contents are bad), else the segment's end (its framing is lost).
+    """
+
+    def __init__(self, segment: LogSegment, position: int, offset: int, resume_offset: int, reason: str) -> None:
+        super().__init__(f"corrupt batch in {segment.log_path} at position {position}: {reason}")
+        self.file = str(segment.log_path)
+        self.position = position
+        self.offset = offset
+        self.resume_offset = resume_offset
+        self.reason = reason
+
+
 class LogSegment:
     """Appends are synchronous (page cache); `sync` is safe to call from a worker thread."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, suffix: str = "") -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = directory / segment_file_name(base_offset, ".log")
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        self.suffix = suffix  # ".cleaned" while compaction builds a replacement
+        self.log_path = directory / segment_file_name(base_offset, ".log" + suffix)
+        # Descriptors live in the shared cache (files.py); a segment holds only paths.
+        with FILES.lease(self.log_path, create=True) as fd:
+            self.size = os.fstat(fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp
         self.first_batch_timestamp = -1  # drives time-based rolls, like Kafka's rollingBasedTimestamp
         self.created_ms = int(time.time() * 1000)
-        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, ".index"), base_offset)
-        self.time_index = TimeIndex(directory / segment_file_name(base_offset, ".timeindex"), base_offset)
+        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, ".index" + suffix), base_offset)
+        self.time_index = TimeIndex(directory / segment_file_name(base_offset, ".timeindex" + suffix), base_offset)
         self._bytes_since_index = 0
         self.synced_size = self.size  # bytes known to be on disk; the flusher raises it
+        # Bytes [0, verified_size) passed a CRC check (recovery, a read) or were appended by us; reads
+        # check the CRC of whatever they serve beyond it.
+        self.verified_size = 0
         self.indexes_synced = False  # set once an inactive segment's indexes have been fsynced
         self.closed = False
 
@@ -86,9 +105,10 @@ class LogSegment:
         offset_index = OffsetIndex.load(index_path, base_offset, size)
         segment = cls(directory, base_offset, index_interval_bytes)
         if offset_index is None:
-            log.info("index_rebuilt", file=str(index_path), reason="missing_or_invalid")
-            segment.rebuild_indexes()
-            return segment, None
+            # Kafka's LogLoader: an index that fails its sanity check means the segment cannot be
+            # trusted either (a cut log leaves an index pointing past its end): validate and truncate.
+            log.warning("index_invalid_recovering_segment", file=str(index_path))
+            return segment, segment.recover()
         segment.offset_index.close()
         segment.offset_index = offset_index
         if not segment._scan_tail():
@@ -96,9 +116,8 @@ class LogSegment:
             return segment, segment.recover()
         time_index = TimeIndex.load(time_path, base_offset, segment.next_offset)
         if time_index is None:
-            log.info("index_rebuilt", file=str(time_path), reason="missing_or_invalid")
-            segment.rebuild_indexes()
-            return segment, None
+            log.warning("index_invalid_recovering_segment", file=str(time_path))
+            return segment, segment.recover()
         segment.time_index.close()
         segment.time_index = time_index
         last = time_index.last_entry()
@@ -109,7 +128,7 @@ class LogSegment:
 
     def _load_first_batch_timestamp(self) -> None:
         if self.size >= HEADER_SIZE:
-            self.first_batch_timestamp = BatchHeader(*HEADER_STRUCT.unpack_from(os.pread(self._fd, HEADER_SIZE, 0))).max_timestamp
+            self.first_batch_timestamp = BatchHeader(*HEADER_STRUCT.unpack_from(self.read_at(0, HEADER_SIZE))).max_timestamp
 
     def _scan_tail(self) -> bool:
         """Walk the batches after the last index entry to learn next_offset and their max timestamp.
@@ -149,14 +168,17 @@ class LogSegment:
         start = self.size
         view = memoryview(data)
         written = 0
-        while written < len(data):  # pwrite to a regular file is normally complete; loop to be sure
-            written += os.pwrite(self._fd, view[written:], start + written)
+        with FILES.lease(self.log_path) as fd:
+            while written < len(data):  # pwrite to a regular file is normally complete; loop to be sure
+                written += os.pwrite(fd, view[written:], start + written)
         if start == 0:
             self.first_batch_timestamp = batches[0][1].max_timestamp
         for rel, header in batches:
             self._observe(header)
             self._index_batch(start + rel, header)
         self.size = start + len(data)
+        if self.verified_size == start:
+            self.verified_size = self.size  # produce validated these batches' CRCs
 
     def mark_inactive(self) -> None:
         """On roll: make the time index's last entry the segment's max, as Kafka does, so a later load
@@ -167,10 +189,16 @@ class LogSegment:
     # --- reading --------------------------------------------------------------------------------------
 
     def read_at(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        with FILES.lease(self.log_path) as fd:
+            return os.pread(fd, size, position)
 
-    def iter_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
-        """Headers of the whole batches from `start`; reads in chunks, never trusts a length past EOF."""
+    def iter_headers(self, start: int = 0, *, strict: bool = False) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers of the whole batches from `start`; reads in chunks, never trusts a length past EOF.
+
+        A header that cannot be right (length out of bounds, unknown magic) ends the walk quietly, or
+        with `strict` (the read path) raises CorruptBatchError: below the segment's end, where every
+        byte was once a whole batch, it is damage, and serving past it would be serving garbage.
+        """
         pos = start
         chunk = b""
         chunk_start = pos
@@ -178,46 +206,80 @@ class LogSegment:
         while end - pos >= HEADER_SIZE:
             rel = pos - chunk_start
             if rel + HEADER_SIZE > len(chunk):
-                chunk = os.pread(self._fd, _READ_CHUNK, pos)
+                chunk = self.read_at(pos, _READ_CHUNK)
                 chunk_start = pos
                 rel = 0
                 if len(chunk) < HEADER_SIZE:
-                    return
+                    break
             header = BatchHeader(*HEADER_STRUCT.unpack_from(chunk, rel))
-            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end:
+            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end or header.magic != 2:
+                if strict:
+                    raise self._corrupt(pos, header, "bad_length" if header.magic == 2 else "bad_magic")
                 return
             yield pos, header
             pos += header.size
+        if strict and pos < end:
+            raise self._corrupt(pos, None, "torn_header")
 
-    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+    def _corrupt(self, position: int, header: BatchHeader | None, reason: str) -> CorruptBatchError:
+        framed = reason == "bad_crc" and header is not None
+        offset = header.base_offset if header is not None and framed else -1
+        resume = header.next_offset if framed else self.next_offset
+        error = CorruptBatchError(self, position, offset, resume, reason)
+        log.error("corrupt_batch_on_read", file=error.file, position=position, reason=reason,
+                  base_offset=offset, resume_offset=resume)
+        return error
+
+    def find_batch(self, offset: int, *, strict: bool = False) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= `offset` (the one holding it, or the next one)."""
-        for pos, header in self.iter_headers(self.offset_index.lookup(offset)):
+        for pos, header in self.iter_headers(self.offset_index.lookup(offset), strict=strict):
             if header.last_offset >= offset:
                 return pos, header
         return None
 
     def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
-        """Whole batches starting with the one holding `offset`, up to max_bytes (or one whole batch)."""
-        found = self.find_batch(offset)
+        """Whole batches starting with the one holding `offset`, up to max_bytes (or one whole batch).
+
+        Every batch served is checked first (length, magic, and the CRC of bytes not verified
+        before): CorruptBatchError rather than damaged bytes with error 0."""
+        found = self.find_batch(offset, strict=True)
         if found is None:
             return b""
         start, first = found
         if first.size > max_bytes:
-            return self.read_at(start, first.size) if min_one_batch else b""
+            if not min_one_batch:
+                return b""
+            data = self.read_at(start, first.size)
+            self._verify(data, start, [(0, first)])
+            return data
         limit = min(start + max_bytes, self.size)
         data = self.read_at(start, limit - start)
-        # Jump to the last indexed batch start inside the window, then walk lengths to the last whole batch.
-        boundary = start + first.size
-        positions = self.offset_index.values
-        i = bisect_right(positions, limit) - 1
-        if i >= 0 and positions[i] > boundary:
-            boundary = positions[i]
-        while limit - boundary >= LOG_OVERHEAD:
-            size = _I32.unpack_from(data, boundary - start + 8)[0] + LOG_OVERHEAD
-            if boundary + size > limit:
-                break
-            boundary += size
-        return data[: boundary - start]
+        batches = []
+        rel, window = 0, limit - start
+        while window - rel >= HEADER_SIZE:
+            header = BatchHeader(*HEADER_STRUCT.unpack_from(data, rel))
+            if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
+                raise self._corrupt(start + rel, header, "bad_length" if header.magic == 2 else "bad_magic")
+            if rel + header.size > window:
+                if start + rel + header.size > self.size:
+                    raise self._corrupt(start + rel, header, "bad_length")
+                break  # a whole batch that just does not fit the window
+            batches.append((rel, header))
+            rel += header.size
+        self._verify(data, start, batches)
+        return data[:rel]
+
+    def _verify(self, data: bytes, start: int, batches: list[tuple[int, BatchHeader]]) -> None:
+        """CRC-check the batches of a read that lie beyond verified_size."""
+        verified = self.verified_size
+        for rel, header in batches:
+            end = start + rel + header.size
+            if end <= verified:
+                continue
+            if compute_crc(data, rel, header.size) != header.crc:
+                raise self._corrupt(start + rel, header, "bad_crc")
+            if start + rel <= self.verified_size:
+                self.verified_size = end  # contiguous with what was checked before: remember it
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `timestamp` with offset >= start_offset."""
@@ -248,7 +310,10 @@ class LogSegment:
         return header.last_offset, self.max_timestamp
 
     def last_modified_ms(self) -> int:
-        return int(os.fstat(self._fd).st_mtime * 1000)
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
 
     # --- recovery and truncation ----------------------------------------------------------------------
 
@@ -274,7 +339,7 @@ class LogSegment:
         """Validate every batch (length, magic, CRC, offsets moving forward) and cut the file at the first
         bad one; indexes are rebuilt on the way."""
         self._reset_state()
-        file_size = os.fstat(self._fd).st_size
+        file_size = os.stat(self.log_path).st_size
         pos = 0
         reason: str | None = None
         chunk = b""
@@ -285,7 +350,7 @@ class LogSegment:
                 break
             rel = pos - chunk_start
             if rel + HEADER_SIZE > len(chunk):
-                chunk = os.pread(self._fd, _READ_CHUNK, pos)
+                chunk = self.read_at(pos, _READ_CHUNK)
                 chunk_start, rel = pos, 0
             header = BatchHeader(*HEADER_STRUCT.unpack_from(chunk, rel))
             if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
@@ -295,7 +360,7 @@ class LogSegment:
                 reason = "torn_batch"
                 break
             if rel + header.size > len(chunk):
-                chunk = os.pread(self._fd, max(_READ_CHUNK, header.size), pos)
+                chunk = self.read_at(pos, max(_READ_CHUNK, header.size))
                 chunk_start, rel = pos, 0
             if compute_crc(chunk, rel, header.size) != header.crc:
                 reason = "bad_crc"
@@ -310,7 +375,9 @@ class LogSegment:
             pos += header.size
         truncated = file_size - pos
         if truncated:
-            os.ftruncate(self._fd, pos)
+            self._ftruncate(pos)
+            # Data-destroying: the bytes and the first offset lost (everything from next_offset that the
+            # cut batches held; how many offsets they held is unknowable once their header is bad).
             log.warning(
                 "log_truncated_on_recovery",
                 file=str(self.log_path),
@@ -318,10 +385,16 @@ class LogSegment:
                 bytes=truncated,
                 reason=reason,
                 next_offset=self.next_offset,
+                first_offset_lost=self.next_offset,
             )
         self.size = pos
         self.synced_size = min(self.synced_size, pos)
+        self.verified_size = pos
         return RecoveryResult(pos, truncated, reason)
+
+    def _ftruncate(self, position: int) -> None:
+        with FILES.lease(self.log_path) as fd:
+            os.ftruncate(fd, position)
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding `offset` and everything after it; returns the bytes removed."""
@@ -330,9 +403,10 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self.size - position
-        os.ftruncate(self._fd, position)
+        self._ftruncate(position)
         self.size = position
         self.synced_size = min(self.synced_size, position)
+        self.verified_size = min(self.verified_size, position)
         self.rebuild_indexes()
         return removed
 
@@ -345,7 +419,8 @@ class LogSegment:
         if self.closed:
             return
         try:
-            fsync(self._fd)
+            with FILES.lease(self.log_path) as fd:
+                fsync(fd)
             if with_indexes:
                 self.offset_index.sync(fsync)
                 self.time_index.sync(fsync)
@@ -369,25 +444,41 @@ class LogSegment:
 
     def _close_files(self) -> None:
         self.closed = True
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
+        FILES.forget(self.log_path)
         self.offset_index.close()
         self.time_index.close()
 
     def delete_indexes_and_close(self) -> None:
         """First step of a compaction swap: the log file stays, its soon-stale indexes go."""
         self._close_files()
-        for suffix in (".index", ".timeindex"):
+        for path in (self.offset_index.path, self.time_index.path):
             try:
-                os.unlink(self.directory / segment_file_name(self.base_offset, suffix))
+                os.unlink(path)
             except FileNotFoundError:
                 pass
 
     def delete(self) -> None:
         self._close_files()
-        for suffix in (".log", ".index", ".timeindex"):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
             try:
-                os.unlink(self.directory / segment_file_name(self.base_offset, suffix))
+                os.unlink(path)
             except FileNotFoundError:
                 pass
+
+    def promote_log(self) -> None:
+        """Compaction's swap, step one: rename this finished `.cleaned` log over the live name."""
+        final = self.directory / segment_file_name(self.base_offset, ".log")
+        FILES.forget(self.log_path)
+        FILES.forget(final)
+        os.replace(self.log_path, final)
+        self.log_path = final
+
+    def promote_indexes(self) -> None:
+        """Step two, after the directory fsync: an index rename a crash loses is recovered at load."""
+        self.suffix = ""
+        for index, name in ((self.offset_index, ".index"), (self.time_index, ".timeindex")):
+            final = self.directory / segment_file_name(self.base_offset, name)
+            FILES.forget(index.path)
+            FILES.forget(final)
+            os.replace(index.path, final)
+            index.path = final
