@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,7 +225,14 @@ class LogSegment:
     def _corrupt(self, position: int, header: BatchHeader | None, reason: str) -> CorruptBatchError:
         framed = reason == "bad_crc" and header is not None
         offset = header.base_offset if header is not None and framed else -1
-        resume = header.next_offset if framed else self.next_offset
+        if framed:
+            resume = header.next_offset
+        else:
+            # The length cannot be trusted, so the next batch is not found by walking; the index
+            # knows batch starts further on (its entries were written when the bytes were whole).
+            positions = self.offset_index.values
+            i = bisect_right(positions, position)
+            resume = self.base_offset + self.offset_index.keys[i] if i < len(positions) else self.next_offset
         error = CorruptBatchError(self, position, offset, resume, reason)
         log.error("corrupt_batch_on_read", file=error.file, position=position, reason=reason,
                   base_offset=offset, resume_offset=resume)
@@ -254,32 +262,35 @@ class LogSegment:
             return data
         limit = min(start + max_bytes, self.size)
         data = self.read_at(start, limit - start)
-        batches = []
         rel, window = 0, limit - start
         while window - rel >= HEADER_SIZE:
             header = BatchHeader(*HEADER_STRUCT.unpack_from(data, rel))
+            damage = None
             if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-                raise self._corrupt(start + rel, header, "bad_length" if header.magic == 2 else "bad_magic")
-            if rel + header.size > window:
-                if start + rel + header.size > self.size:
-                    raise self._corrupt(start + rel, header, "bad_length")
-                break  # a whole batch that just does not fit the window
-            batches.append((rel, header))
+                damage = "bad_length" if header.magic == 2 else "bad_magic"
+            elif rel + header.size > window:
+                if start + rel + header.size <= self.size:
+                    break  # a whole batch that just does not fit the window
+                damage = "bad_length"
+            elif start + rel + header.size > self.verified_size and compute_crc(data, rel, header.size) != header.crc:
+                damage = "bad_crc"
+            if damage is not None:
+                if rel == 0:
+                    raise self._corrupt(start, header, damage)
+                break  # serve the good batches before it; the next read starts at the damage and fails
+            if start + rel <= self.verified_size < start + rel + header.size:
+                self.verified_size = start + rel + header.size  # contiguous with what was checked: remember
             rel += header.size
-        self._verify(data, start, batches)
         return data[:rel]
 
     def _verify(self, data: bytes, start: int, batches: list[tuple[int, BatchHeader]]) -> None:
         """CRC-check the batches of a read that lie beyond verified_size."""
-        verified = self.verified_size
         for rel, header in batches:
             end = start + rel + header.size
-            if end <= verified:
-                continue
-            if compute_crc(data, rel, header.size) != header.crc:
+            if end > self.verified_size and compute_crc(data, rel, header.size) != header.crc:
                 raise self._corrupt(start + rel, header, "bad_crc")
-            if start + rel <= self.verified_size:
-                self.verified_size = end  # contiguous with what was checked before: remember it
+            if start + rel <= self.verified_size < end:
+                self.verified_size = end
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `timestamp` with offset >= start_offset."""
@@ -336,14 +347,22 @@ class LogSegment:
             self._index_batch(pos, header)
 
     def recover(self) -> RecoveryResult:
-        """Validate every batch (length, magic, CRC, offsets moving forward) and cut the file at the first
-        bad one; indexes are rebuilt on the way."""
+        """Validate every batch (length, magic, CRC, offsets moving forward); indexes are rebuilt on the way.
+
+        The file is cut at the first batch whose framing is bad (length, magic, past EOF, offsets going
+        back): nothing after it can be found. A batch that only fails its CRC is cut too when nothing
+        valid follows it (a torn tail), but kept when valid batches follow: that is rot in the middle,
+        and cutting there would destroy every acknowledged record behind it. Reads of the rotten batch
+        answer CORRUPT_MESSAGE (verified_size stops before it).
+        """
         self._reset_state()
         file_size = os.stat(self.log_path).st_size
         pos = 0
         reason: str | None = None
         chunk = b""
         chunk_start = 0
+        rotten_run: int | None = None  # start of the current run of CRC-failing batches
+        first_rotten: int | None = None
         while pos < file_size:
             if file_size - pos < HEADER_SIZE:
                 reason = "torn_header"
@@ -359,25 +378,40 @@ class LogSegment:
             if pos + header.size > file_size:
                 reason = "torn_batch"
                 break
+            if header.base_offset < self.next_offset or header.last_offset_delta < 0:
+                reason = "offset_regression"
+                break
             if rel + header.size > len(chunk):
                 chunk = self.read_at(pos, max(_READ_CHUNK, header.size))
                 chunk_start, rel = pos, 0
             if compute_crc(chunk, rel, header.size) != header.crc:
-                reason = "bad_crc"
-                break
-            if header.base_offset < self.next_offset or header.last_offset_delta < 0:
-                reason = "offset_regression"
-                break
+                if rotten_run is None:
+                    rotten_run = pos
+                if first_rotten is None:
+                    first_rotten = pos
+                log.error("corrupt_batch_on_recovery", file=str(self.log_path), position=pos,
+                          base_offset=header.base_offset, last_offset=header.last_offset, reason="bad_crc")
+            else:
+                rotten_run = None
             if pos == 0:
                 self.first_batch_timestamp = header.max_timestamp
             self._observe(header)
             self._index_batch(pos, header)
             pos += header.size
+        if rotten_run is not None:
+            pos, reason = rotten_run, "bad_crc"  # CRC failures up to the end: a torn tail after all
+            if first_rotten == rotten_run:
+                first_rotten = None
         truncated = file_size - pos
         if truncated:
+            lost_from = self.next_offset
             self._ftruncate(pos)
-            # Data-destroying: the bytes and the first offset lost (everything from next_offset that the
-            # cut batches held; how many offsets they held is unknowable once their header is bad).
+            if reason == "bad_crc":
+                self.size = pos
+                self.rebuild_indexes()  # forget the cut batches' offsets and index entries
+                lost_from = self.next_offset
+            # Data-destroying: the bytes and the first offset lost (how many offsets the cut bytes
+            # held is unknowable once their header is bad).
             log.warning(
                 "log_truncated_on_recovery",
                 file=str(self.log_path),
@@ -385,11 +419,11 @@ class LogSegment:
                 bytes=truncated,
                 reason=reason,
                 next_offset=self.next_offset,
-                first_offset_lost=self.next_offset,
+                first_offset_lost=lost_from,
             )
         self.size = pos
         self.synced_size = min(self.synced_size, pos)
-        self.verified_size = pos
+        self.verified_size = pos if first_rotten is None else first_rotten
         return RecoveryResult(pos, truncated, reason)
 
     def _ftruncate(self, position: int) -> None:

@@ -10,10 +10,12 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import structlog
 from structlog.testing import capture_logs
 
 from kbroker.broker.log import LogConfig, PartitionLog
+from kbroker.protocol.errors import CorruptRecordError
 from kbroker.protocol.record_batch import Record, decode_batches, encode_batch, iter_batches
 
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=200)
@@ -125,18 +127,45 @@ def test_zeroed_tail_is_truncated(tmp_path: Path) -> None:
     assert recovered.log_end_offset == end
 
 
-def test_corruption_in_middle_of_active_segment_drops_the_rest(tmp_path: Path) -> None:
+def test_rot_in_middle_of_active_segment_keeps_the_records_behind_it(tmp_path: Path) -> None:
     plog, bases = build(tmp_path)
+    end = plog.log_end_offset
     plog.close()
     file = active_log_file(tmp_path)
     positions = batch_positions(file)
     assert len(positions) >= 3
     data = bytearray(file.read_bytes())
-    data[positions[1] + 70] ^= 0x55
+    data[positions[1] + 70] ^= 0x55  # the second batch's CRC no longer matches; valid batches follow
+    file.write_bytes(bytes(data))
+    with capture_logs() as logs:
+        recovered = reopen(tmp_path)
+    assert not [e for e in logs if e["event"] == "log_truncated_on_recovery"]
+    [rot] = [e for e in logs if e["event"] == "corrupt_batch_on_recovery"]
+    assert rot["position"] == positions[1] and rot["base_offset"] == bases[-1] + 2
+    assert recovered.log_end_offset == end
+    damaged = bases[-1] + 2
+    with pytest.raises(CorruptRecordError) as raised:
+        recovered.read(damaged, 100_000)
+    assert raised.value.code == 2 and raised.value.resume_offset == damaged + 2
+    # everything else stays readable, and appends go on after the last valid batch
+    assert recovered.read(damaged + 2, 100_000).records
+    assert recovered.append(batch(99), leader_epoch=0, now_ms=0).base_offset == end
+
+
+def test_rotten_last_batches_are_a_torn_tail(tmp_path: Path) -> None:
+    plog, bases = build(tmp_path)
+    end = plog.log_end_offset
+    plog.close()
+    file = active_log_file(tmp_path)
+    positions = batch_positions(file)
+    data = bytearray(file.read_bytes())
+    data[positions[-2] + 70] ^= 0x55
+    data[-3] ^= 0x55
     file.write_bytes(bytes(data))
     recovered = reopen(tmp_path)
-    assert recovered.log_end_offset == bases[-1] + 2  # only the first batch of the active segment survives
-    assert offsets(recovered) == list(range(bases[-1] + 2))
+    assert recovered.log_end_offset == end - 4
+    assert file.stat().st_size == positions[-2]
+    assert offsets(recovered) == list(range(end - 4))
 
 
 def test_deleted_indexes_are_rebuilt_for_every_segment(tmp_path: Path) -> None:
