@@ -53,7 +53,8 @@ class Broker:
         self.data_dir = Path(config.data_dir)
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         self.router = build_router()
-        self.logs = LogManager(self.data_dir, LogConfig(), config.flush)
+        self.logs = LogManager(self.data_dir, LogConfig(), config.flush, max_partitions=config.max_partitions,
+                               max_open_files=config.log_max_open_files or None)
         host, port = config.listen_address
         self.server = KafkaServer(self, self.router, host, port, config.socket_request_max_bytes)
         self._background: list[asyncio.Task] = []

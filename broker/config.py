@@ -64,6 +64,15 @@ class BrokerConfig:
         default=300000, metadata={"help": "log.retention.check.interval.ms"}
     )
     cluster_id: str = field(default="", metadata={"help": "cluster id to create the data dir with (default: random)"})
+    max_partitions: int = field(
+        default=10000,
+        metadata={"help": "partitions this broker holds at most; CreateTopics/CreatePartitions beyond it get "
+                          "POLICY_VIOLATION (no Kafka equivalent)"},
+    )
+    log_max_open_files: int = field(
+        default=0,
+        metadata={"help": "segment and index files kept open at once (0: a quarter of the fd limit)"},
+    )
 
     @property
     def listen_address(self) -> tuple[str, int]:

@@ -3,13 +3,14 @@
 The coordinator hands us records for one partition; we encode them in Kafka's key/value formats,
 append them as one record batch (one writer per partition: appends run on the event loop thread),
 and return only once the batch is durable under the broker's flush policy. At start-up every
-partition is replayed into the coordinator; its groups answer COORDINATOR_LOAD_IN_PROGRESS until
-then.
+partition is replayed into the coordinator, each on its own (a damaged batch or a failure affects only
+its partition); its groups answer COORDINATOR_LOAD_IN_PROGRESS until then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from typing import Any, Awaitable
 
@@ -17,9 +18,9 @@ import structlog
 
 from kbroker.coordinator.record_codec import UnknownRecordType, decode_record, encode_record
 from kbroker.coordinator.records import Record
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from kbroker.protocol.record_batch import Record as LogRecord
-from kbroker.protocol.record_batch import decode_batches, encode_batch
+from kbroker.protocol.record_batch import compute_crc, decode_batch, decode_batches, encode_batch
 
 log = structlog.get_logger("kbroker.offsets_topic")
 
@@ -27,6 +28,9 @@ TOPIC = "__consumer_offsets"
 # Kafka's internal-topic settings: compacted, producer's compression, offsets.topic.segment.bytes.
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
 _READ_CHUNK = 5 * 1024 * 1024  # offsets.load.buffer.size
+_PARALLEL_LOADS = 2  # partitions read at once (each holds its records in memory until replayed)
+_LOAD_ATTEMPTS = 5
+_CRC_FIELD = 17  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4) + magic(1)
 
 
 class OffsetsTopic:
@@ -61,14 +65,28 @@ class OffsetsTopic:
         return plog.wait_durable(info.last_offset)
 
     def read_partition(self, partition: int) -> list[Record]:
-        """Every coordinator record of one partition, oldest first (tombstones included)."""
+        """Every coordinator record of one partition, oldest first (tombstones included).
+
+        Runs in a worker thread at start-up (see load_all). A damaged batch is skipped, not fatal: its
+        offsets, and the commits it held as far as its bytes still say, are logged at error level, and
+        the rest of the partition still loads (the log's recovery already cut any torn tail)."""
         plog = self.logs.get_log(TOPIC, partition)
         if plog is None:
             return []
         out: list[Record] = []
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
-            chunk = plog.read(offset, _READ_CHUNK, min_one_batch=True).records
+            try:
+                chunk = plog.read(offset, _READ_CHUNK, min_one_batch=True).records
+            except CorruptRecordError as exc:
+                resume = getattr(exc, "resume_offset", end)
+                log.error("offsets_batch_skipped", partition=partition, offset=offset, resume_offset=resume,
+                          file=getattr(exc, "file", None), position=getattr(exc, "position", None),
+                          reason=getattr(exc, "reason", str(exc)), lost=_lost_commits(getattr(exc, "raw", None)))
+                if resume <= offset:
+                    break
+                offset = resume
+                continue
             if not chunk:
                 break
             next_offset = offset
@@ -83,19 +101,72 @@ class OffsetsTopic:
                         out.append(decode_record(r.key, r.value))
                     except UnknownRecordType:
                         continue  # KIP-848/share/streams records: not ours to manage
+                    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+                        log.error("offsets_record_skipped", partition=partition, offset=r.offset, error=repr(exc))
             if next_offset <= offset:
                 break
             offset = next_offset
         return out
 
+    async def load_partition(self, coordinator: Any, partition: int) -> int:
+        """Replay one partition: the reading and decoding in a worker thread (under the log's maintenance
+        lock, so compaction does not swap segments under it), the replay on the loop in slices."""
+        plog = self.logs.get_log(TOPIC, partition)
+        if plog is None:
+            records: list[Record] = []
+        else:
+            async with plog.maintenance_lock:
+                records = await asyncio.to_thread(self.read_partition, partition)
+        await coordinator.load(partition, records)
+        return len(records)
+
     async def load_all(self, coordinator: Any) -> None:
-        """Replay every partition into the coordinator, yielding between partitions."""
+        """Replay every partition, each on its own: a failure is logged with its partition and leaves
+        only that partition loading (its groups answer COORDINATOR_LOAD_IN_PROGRESS, a retriable
+        error) while it is retried; the other partitions load regardless."""
         started = time.monotonic()
-        total = 0
-        for partition in range(self.num_partitions):
-            records = self.read_partition(partition)
-            total += len(records)
-            await coordinator.load(partition, records)
-            await asyncio.sleep(0)
-        log.info("offsets_loaded", partitions=self.num_partitions, records=total,
+        gate = asyncio.Semaphore(_PARALLEL_LOADS)
+        counts = await asyncio.gather(*(self._load_with_retry(coordinator, p, gate) for p in range(self.num_partitions)))
+        log.info("offsets_loaded", partitions=self.num_partitions, records=sum(counts),
+                 failed=[p for p, n in enumerate(counts) if n < 0],
                  load_ms=round(1000 * (time.monotonic() - started), 1))
+
+    async def _load_with_retry(self, coordinator: Any, partition: int, gate: asyncio.Semaphore) -> int:
+        delay = 1.0
+        for attempt in range(1, _LOAD_ATTEMPTS + 1):
+            try:
+                async with gate:
+                    return await self.load_partition(coordinator, partition)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("offsets_partition_load_failed", partition=partition, attempt=attempt,
+                          error=repr(exc), exc_info=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+        return -1
+
+
+def _lost_commits(raw: bytes | None) -> list[str]:
+    """What a damaged batch held, as far as its bytes still decode (best effort: it failed its CRC)."""
+    if not raw:
+        return []
+    names: list[str] = []
+    try:
+        patched = bytearray(raw)
+        struct.pack_into(">I", patched, _CRC_FIELD, compute_crc(patched, 0, len(patched)))  # decode past the CRC
+        _, records = decode_batch(patched)
+        for r in records:
+            try:
+                record = decode_record(r.key, r.value)
+            except Exception:
+                names.append(f"offset {r.offset}: undecodable")
+                continue
+            topic = getattr(record, "topic", None)
+            if topic is not None:
+                names.append(f"{record.group} {topic}-{record.partition} (offset {r.offset})")
+            else:
+                names.append(f"group {record.group} metadata (offset {r.offset})")
+    except Exception:
+        names.append("batch undecodable")
+    return names

@@ -55,6 +55,7 @@ class CorruptBatchError(CorruptRecordError):
         self.offset = offset
         self.resume_offset = resume_offset
         self.reason = reason
+        self.raw: bytes | None = None
 
 
 class LogSegment:
@@ -234,6 +235,8 @@ class LogSegment:
             i = bisect_right(positions, position)
             resume = self.base_offset + self.offset_index.keys[i] if i < len(positions) else self.next_offset
         error = CorruptBatchError(self, position, offset, resume, reason)
+        if framed:
+            error.raw = self.read_at(position, header.size)  # lets a reader say what was lost
         log.error("corrupt_batch_on_read", file=error.file, position=position, reason=reason,
                   base_offset=offset, resume_offset=resume)
         return error
