@@ -3,7 +3,8 @@
     python -m bench [--quick]
 
 codec (kbroker's codec beside kio), data_path (issue 3) and groups (issue 4, kbroker beside Tansu),
-then pipeline (issue 5, the Spark data source's decode rate on local[1] and local[2]), then one
+then stalls (issue 10: the longest event-loop stall during compaction and replay), then pipeline
+(issue 5, the Spark data source's decode rate on local[1] and local[2]), then one
 summary table. `--quick` uses small sizes (about 2 minutes; the smoke test runs it). Each
 benchmark has its own `python -m bench.<name> --help` with size flags.
 """
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes in all")
     parser.add_argument("--skip", default="",
-                        help="comma-separated benchmarks to leave out: codec,data_path,groups,pipeline")
+                        help="comma-separated benchmarks to leave out: codec,data_path,groups,stalls,pipeline")
     args = parser.parse_args(argv)
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     started = time.monotonic()
@@ -53,6 +54,13 @@ def main(argv: list[str] | None = None) -> int:
         figs = groups.run(gsizes)
         groups.print_figures(figs, groups.LABELS, groups.PEER)
         figures += figs
+
+    if "stalls" not in skip:
+        # issue 10: the longest event-loop stall while compacting and while replaying __consumer_offsets
+        print("\n=== stalls (issue 10) ===")
+        from kbroker.bench import stalls
+
+        stalls.report(20_000 if args.quick else 200_000)
 
     if "pipeline" not in skip:
         # issue 5: records decoded per second by the kbroker-log Spark source, local[1] and local[2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -151,6 +152,12 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> int
     return 0
 
 
+# Compaction and replay decode in worker threads; a 1 ms GIL switch interval (5 ms by default) keeps
+# the event loop's wait for the interpreter short while they run (see `python -m bench.stalls`).
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
 def run(config: BrokerConfig) -> int:
     configure_logging(config.log_format, config.log_level)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     return uvloop.run(serve(config))

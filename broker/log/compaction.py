@@ -16,9 +16,10 @@ Simplified from Kafka's LogCleaner, for one node and moderate logs:
   loop, where the single writer lives: a cleaned segment replaces the one it was built from only if
   that very segment object is still in the log (retention or a topic deletion may have removed it
   meanwhile). Appends touch only the active segment, which compaction never rewrites.
-* Swap: delete the old indexes, rename the cleaned log over `<base>.log`, fsync the directory, rename
-  the indexes. After a crash either the old or the new log is in place and any missing index makes
-  the load recover the segment; stray `.cleaned` files are deleted at load.
+* Swap: delete the old indexes, rename the cleaned log over `<base>.log`, rename the indexes, then
+  fsync the directory (in a thread). After a crash either the old or the new log is in place; a
+  missing index, or one that does not match the log, makes the load recover the segment; stray
+  `.cleaned` files are deleted at load.
 """
 
 from __future__ import annotations
@@ -185,9 +186,10 @@ def _swap_in(plog: PartitionLog, old: LogSegment, new: LogSegment) -> bool:
     if index is None or index == len(plog.segments) - 1:
         new.delete()  # removed (retention, truncation, deletion) while we worked
         return False
+    # No directory fsync between the renames: should a crash persist the new indexes but not the new
+    # log, the load's index sanity check (the last entry must name a batch that is there) catches it.
     old.delete_indexes_and_close()
     new.promote_log()
-    fsync_dir(old.directory)
     new.promote_indexes()
     plog.replace_segment(index, new)
     return True
@@ -223,7 +225,10 @@ def compact(plog: PartitionLog, now_ms: int) -> CompactionStats:
     plan = _plan(plog, now_ms)
     if plan is None:
         return CompactionStats()
-    return _finish(plog, _run(plan))
+    stats = _finish(plog, _run(plan))
+    if stats.segments_rewritten:
+        fsync_dir(plog.directory)
+    return stats
 
 
 async def compact_async(plog: PartitionLog, now_ms: int) -> CompactionStats:
@@ -240,4 +245,7 @@ async def compact_async(plog: PartitionLog, now_ms: int) -> CompactionStats:
             for _, new in plan.cleaned:
                 new.delete()
             raise
-        return _finish(plog, plan)
+        stats = _finish(plog, plan)
+        if stats.segments_rewritten:
+            await asyncio.to_thread(fsync_dir, plog.directory)  # the renames' durability, off the loop
+        return stats

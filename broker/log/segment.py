@@ -113,6 +113,9 @@ class LogSegment:
             return segment, segment.recover()
         segment.offset_index.close()
         segment.offset_index = offset_index
+        if not segment._last_index_entry_matches():
+            log.warning("index_invalid_recovering_segment", file=str(index_path), reason="last_entry_mismatch")
+            return segment, segment.recover()
         if not segment._scan_tail():
             log.warning("segment_tail_inconsistent", file=str(segment.log_path))
             return segment, segment.recover()
@@ -127,6 +130,18 @@ class LogSegment:
             segment.max_timestamp, segment.offset_of_max_timestamp = last
         segment._load_first_batch_timestamp()
         return segment, None
+
+    def _last_index_entry_matches(self) -> bool:
+        """Kafka's sanity check, made sharper: the last entry must point at a batch that is there, with
+        the offset the entry names (an index that belongs to another version of the log fails)."""
+        if not len(self.offset_index):
+            return True
+        position = self.offset_index.values[-1]
+        raw = self.read_at(position, HEADER_SIZE)
+        if len(raw) < HEADER_SIZE:
+            return False
+        header = BatchHeader(*HEADER_STRUCT.unpack_from(raw))
+        return header.magic == 2 and header.last_offset == self.base_offset + self.offset_index.keys[-1]
 
     def _load_first_batch_timestamp(self) -> None:
         if self.size >= HEADER_SIZE:
