@@ -7,7 +7,7 @@ LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 
-.PHONY: run test venv test-venv system-deps codegen bench analyze clean
+.PHONY: run test venv test-venv system-deps codegen bench chaos analyze clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ codegen: venv
 
 bench: test-venv
 	$(PY) -m bench
+
+# Seeded fault campaign (kill -9, disk damage, malformed frames under load); SEED=, ROUNDS= to vary.
+SEED ?= 1
+ROUNDS ?= 25
+chaos: test-venv
+	$(PY) -m kbroker.tests.faults.chaos --seed $(SEED) --rounds $(ROUNDS)
 
 # The PySpark analytics over ./data (see README); ARGS="--master spark://127.0.0.1:7077" etc.
 analyze: test-venv

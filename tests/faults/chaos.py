@@ -1,0 +1,318 @@
+"""`make chaos`: a seeded campaign of crashes, disk damage and malformed frames against a real broker
+under produce and offset-commit load. It prints every fault it tried and, at the end, what acknowledged
+data was lost. The only acceptable answer is nothing.
+
+    python -m kbroker.tests.faults.chaos [--seed N] [--rounds N] [--keep DIR]
+
+Each round runs the load (a librdkafka producer with acks=all over 3 partitions of 1 MiB segments, and a
+committer of rising offsets for 20 groups), injects one fault, restarts the broker if it stopped, and
+checks that every acknowledged record can still be fetched and every group's committed offset is at
+least the last acknowledged one. Faults:
+
+* kill -9 under load;
+* clean stop or kill -9, then damage that must cost nothing acknowledged: garbage or zeros or half a
+  batch after the end of a segment, deleted or truncated or garbage indexes, a damaged checkpoint, a
+  stale compaction output, a clean-shutdown marker that lies;
+* clean stop, then rot (a flipped byte) in a stored batch: the records it held are destroyed by the
+  test, so they are not counted as lost; they must be answered CORRUPT_MESSAGE, never served;
+* a burst of malformed frames on side connections while the load runs: the broker must stay up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbroker.tests.faults.damage import commit, committed, read_partition, rot, segments, stored_batches
+from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.wire import Wire
+
+TOPIC = "chaos"
+PARTITIONS = 3
+GROUPS = 20
+BENIGN = ("tail_garbage", "tail_zeros", "tail_half_batch", "index_deleted", "index_truncated", "index_garbage",
+          "timeindex_garbage", "checkpoint_garbage", "stale_cleaned", "lying_marker")
+
+
+_QUIET = logging.getLogger("kbroker.chaos.librdkafka")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+@dataclass
+class Ledger:
+    acked: dict[int, set[bytes]] = field(default_factory=lambda: {p: set() for p in range(PARTITIONS)})
+    commits: dict[str, int] = field(default_factory=dict)  # group -> last acknowledged committed offset
+    destroyed: dict[int, set[int]] = field(default_factory=lambda: {p: set() for p in range(PARTITIONS)})
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Load:
+    """Producer and committer threads; `stop()` ends them (and abandons in-flight, unacknowledged work)."""
+
+    def __init__(self, broker: BrokerProcess, ledger: Ledger, rnd: random.Random, round_no: int) -> None:
+        from confluent_kafka import Producer
+
+        self.broker, self.ledger, self.round_no = broker, ledger, round_no
+        self.stopping = threading.Event()
+        self.producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 2,
+                                  "batch.num.messages": rnd.choice([1, 10, 100]), "message.timeout.ms": 10000,
+                                  "logger": _QUIET})
+        self.threads = [threading.Thread(target=self._produce, daemon=True),
+                        threading.Thread(target=self._commit, daemon=True)]
+        for t in self.threads:
+            t.start()
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is None:
+            with self.ledger.lock:
+                self.ledger.acked[msg.partition()].add(msg.value())
+
+    def _produce(self) -> None:
+        seq = 0
+        while not self.stopping.is_set():
+            value = b"r%d-%d-" % (self.round_no, seq) + b"x" * 150
+            try:
+                self.producer.produce(TOPIC, value, partition=seq % PARTITIONS, on_delivery=self._on_delivery)
+            except BufferError:
+                self.producer.poll(0.05)
+                continue
+            seq += 1
+            if seq % 50 == 0:
+                self.producer.poll(0.01)  # about 5,000 records/s: enough load, a verify that stays quick
+
+    def _commit(self) -> None:
+        try:
+            wire = Wire(self.broker.bootstrap, client_id="chaos-committer", timeout=5)
+        except OSError:
+            return
+        n = 0
+        try:
+            while not self.stopping.is_set():
+                group = f"chaos-g{n % GROUPS}"
+                offset = 1_000_000 * self.round_no + n
+                if commit(wire, group, TOPIC, 0, offset) == 0:
+                    with self.ledger.lock:
+                        self.ledger.commits[group] = offset
+                n += 1
+        except (OSError, ConnectionError, AssertionError, ValueError):
+            pass  # the broker went away mid-request: that commit was never acknowledged
+        finally:
+            wire.close()
+
+    def stop(self, *, drain: bool) -> None:
+        self.stopping.set()
+        for t in self.threads:
+            t.join(30)
+        if drain:
+            self.producer.flush(30)
+        else:
+            self.producer.purge()
+            self.producer.flush(0)
+        self.producer = None  # destroyed now, so it stops reconnecting (and logging) in later rounds
+
+
+def damage_benign(data_dir: Path, kind: str, rnd: random.Random) -> str:
+    partition = rnd.randrange(PARTITIONS)
+    files = segments(data_dir, TOPIC, partition)
+    file = rnd.choice(files)
+    if kind.startswith("tail_"):
+        file = files[-1]  # past the end of the active segment: what a torn write leaves
+        batches = stored_batches(file)
+        if kind == "tail_garbage":
+            extra = os.urandom(rnd.randint(1, 3000))
+        elif kind == "tail_zeros":
+            extra = b"\0" * rnd.choice([8, 512, 4096])
+        else:
+            whole = file.read_bytes()
+            b = batches[-1] if batches else None
+            extra = whole[b.position: b.position + b.size // 2] if b else os.urandom(40)
+        with open(file, "ab") as f:
+            f.write(extra)
+        return f"{kind}: {len(extra)} bytes after {file.name} of {TOPIC}-{partition}"
+    index = file.with_suffix(".index")
+    if kind == "index_deleted":
+        index.unlink(missing_ok=True)
+    elif kind == "index_truncated":
+        if index.exists():
+            os.truncate(index, index.stat().st_size // 2 + 3)
+    elif kind == "index_garbage":
+        index.write_bytes(os.urandom(64))
+    elif kind == "timeindex_garbage":
+        file.with_suffix(".timeindex").write_bytes(os.urandom(36))
+    elif kind == "checkpoint_garbage":
+        (file.parent / "checkpoint.json").write_bytes(b"{not json")
+    elif kind == "stale_cleaned":
+        (file.parent / (file.name + ".cleaned")).write_bytes(os.urandom(500))
+    elif kind == "lying_marker":
+        (data_dir / ".kbroker_clean_shutdown").write_bytes(b"")
+    return f"{kind}: {file.name} of {TOPIC}-{partition}"
+
+
+def damage_rot(data_dir: Path, ledger: Ledger, rnd: random.Random) -> str:
+    """Flip a byte in a stored batch; its records are destroyed by us, and must come back as CORRUPT."""
+    partition = rnd.randrange(PARTITIONS)
+    candidates = [(f, b) for f in segments(data_dir, TOPIC, partition) for b in stored_batches(f)[:-1]]
+    if not candidates:
+        return "rot: no batch to damage"
+    file, batch = rnd.choice(candidates)
+    rot(file, batch)
+    with ledger.lock:
+        ledger.destroyed[partition].update(range(batch.base_offset, batch.last_offset + 1))
+    return f"rot: batch {batch.base_offset}..{batch.last_offset} at {batch.position} in {file.name} of {TOPIC}-{partition}"
+
+
+def malformed_frames(broker: BrokerProcess, rnd: random.Random, count: int = 200) -> str:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    sent = 0
+    for _ in range(count):
+        try:
+            with socket.create_connection((host, int(port)), timeout=2) as s:
+                kind = rnd.randrange(4)
+                if kind == 0:
+                    body = os.urandom(rnd.randint(0, 200))
+                elif kind == 1:  # a plausible header (random api key/version) and a garbage body
+                    body = struct.pack(">hhi", rnd.randint(-5, 80), rnd.randint(-1, 20), 7) + os.urandom(30)
+                elif kind == 2:  # a size prefix claiming more than will ever come
+                    s.sendall(struct.pack(">i", rnd.randint(1, 2**31 - 1)) + os.urandom(10))
+                    sent += 1
+                    continue
+                else:  # a negative size
+                    s.sendall(struct.pack(">i", -rnd.randint(1, 100)))
+                    sent += 1
+                    continue
+                s.sendall(struct.pack(">i", len(body)) + body)
+                sent += 1
+        except OSError:
+            pass
+    return f"malformed frames: {sent} sent"
+
+
+def verify(broker: BrokerProcess, ledger: Ledger) -> tuple[int, int, int, list[str]]:
+    """(acknowledged records checked, lost, destroyed-and-answered-corrupt, problems)."""
+    problems: list[str] = []
+    wire = Wire(broker.bootstrap, client_id="chaos-verify")
+    checked = lost = corrupt_answered = 0
+    try:
+        for p in range(PARTITIONS):
+            records, corrupt = read_partition(wire, TOPIC, p)
+            present = {v for _, v in records}
+            served_offsets = {o for o, _ in records}
+            with ledger.lock:
+                acked = set(ledger.acked[p])
+                destroyed = set(ledger.destroyed[p])
+            if served_offsets & destroyed:
+                problems.append(f"partition {p}: damaged offsets served as good: {sorted(served_offsets & destroyed)[:5]}")
+            corrupt_answered += len(destroyed & set(corrupt))
+            missing = acked - present
+            # records the test destroyed itself are not losses; find their values by what is absent
+            unexplained = len(missing) - len(destroyed)
+            checked += len(acked)
+            if unexplained > 0:
+                lost += unexplained
+                problems.append(f"partition {p}: {unexplained} acknowledged records missing "
+                                f"(e.g. {sorted(missing)[:3]})")
+        for group, offset in sorted(ledger.commits.items()):
+            error, got = committed(wire, group, TOPIC, 0)
+            if error != 0 or got < offset:
+                lost += 1
+                problems.append(f"group {group}: committed {offset} acknowledged, OffsetFetch answers {got} (error {error})")
+    finally:
+        wire.close()
+    return checked, lost, corrupt_answered, problems
+
+
+FAULTS = ("kill", "clean+benign", "kill+benign", "clean+rot", "frames")
+
+
+def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[str] | None = None) -> int:
+    """Run the campaign; `faults` fixes the fault of each round (else the seed picks them)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    rnd = random.Random(seed)
+    ledger = Ledger()
+    broker = BrokerProcess(root / "data")
+    print(f"chaos: seed {seed}, {rounds} rounds, data in {broker.data_dir}", file=out, flush=True)
+    tried: dict[str, int] = {}
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config={"segment.bytes": str(1024 * 1024)})])[TOPIC].result(30)
+        if faults is not None:
+            rounds = len(faults)
+        for round_no in range(1, rounds + 1):
+            load = Load(broker, ledger, rnd, round_no)
+            time.sleep(rnd.uniform(0.5, 2.5))
+            fault = faults[round_no - 1] if faults is not None else rnd.choice(FAULTS)
+            tried[fault] = tried.get(fault, 0) + 1
+            if fault == "frames":
+                what = malformed_frames(broker, rnd)
+                load.stop(drain=True)
+                assert broker.running, f"the broker died on malformed frames:\n{broker.dump_log()}"
+            elif fault == "kill":
+                broker.kill()
+                load.stop(drain=False)
+                what = "kill -9 under load"
+                broker.start()
+            else:
+                clean = fault.startswith("clean")
+                if clean:
+                    load.stop(drain=True)
+                    broker.stop()
+                else:
+                    broker.kill()
+                    load.stop(drain=False)
+                if fault.endswith("rot"):
+                    what = damage_rot(broker.data_dir, ledger, rnd)
+                else:
+                    what = damage_benign(broker.data_dir, rnd.choice(BENIGN), rnd)
+                what = f"{'clean stop' if clean else 'kill -9'}, then {what}"
+                broker.start()
+            checked, lost, corrupt, problems = verify(broker, ledger)
+            print(f"round {round_no:3d}: {what}; {checked:,} acknowledged records and {len(ledger.commits)} "
+                  f"commits checked, {corrupt} destroyed by the test answered CORRUPT_MESSAGE, lost {lost}",
+                  file=out, flush=True)
+            for problem in problems:
+                print(f"    LOST: {problem}", file=out, flush=True)
+            if lost or problems:
+                print(f"chaos: FAILED in round {round_no} (seed {seed})", file=out)
+                return 1
+        total = sum(len(v) for v in ledger.acked.values())
+        print(f"chaos: {rounds} rounds ({', '.join(f'{k} x{v}' for k, v in sorted(tried.items()))}); "
+              f"{total:,} acknowledged records and {len(ledger.commits)} groups' commits: nothing acknowledged lost",
+              file=out)
+        return 0
+    finally:
+        broker.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kbroker.tests.faults.chaos", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp dir, removed)")
+    args = parser.parse_args(argv)
+    if args.keep:
+        root = Path(args.keep)
+        root.mkdir(parents=True, exist_ok=True)
+        return campaign(args.seed, args.rounds, root)
+    root = Path(tempfile.mkdtemp(prefix="kbroker-chaos-"))
+    try:
+        return campaign(args.seed, args.rounds, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
