@@ -38,6 +38,7 @@ class OffsetsTopic:
     def __init__(self, logs: Any, num_partitions: int) -> None:
         self.logs = logs
         self.num_partitions = num_partitions
+        self._load_offset: dict[int, int] = {}  # how far each partition's replay read (for failure logs)
 
     def ensure(self) -> int:
         """Create the topic on first start; an existing topic keeps its partition count (Kafka does too)."""
@@ -77,6 +78,7 @@ class OffsetsTopic:
         out: list[Record] = []
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
+            self._load_offset[partition] = offset
             try:
                 chunk = plog.read(offset, _READ_CHUNK, min_one_batch=True).records
             except CorruptRecordError as exc:
@@ -102,7 +104,7 @@ class OffsetsTopic:
                         out.append(decode_record(r.key, r.value))
                     except UnknownRecordType:
                         continue  # KIP-848/share/streams records: not ours to manage
-                    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+                    except Exception as exc:  # a record no coordinator wrote: skip it, loudly
                         log.error("offsets_record_skipped", partition=partition, offset=r.offset, error=repr(exc))
             if next_offset <= offset:
                 break
@@ -154,7 +156,7 @@ class OffsetsTopic:
                 raise
             except Exception as exc:
                 log.error("offsets_partition_load_failed", partition=partition, attempt=attempt,
-                          error=repr(exc), exc_info=True)
+                          offset=self._load_offset.get(partition), error=repr(exc), exc_info=True)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
         return -1

@@ -248,6 +248,7 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config={"segment.bytes": str(1024 * 1024)})])[TOPIC].result(30)
+        del admin  # destroyed now, so it does not reconnect (and log) through every restart
         if faults is not None:
             rounds = len(faults)
         for round_no in range(1, rounds + 1):
