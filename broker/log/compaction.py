@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from kbroker.protocol import record_batch as rb
+from kbroker.protocol.errors import KafkaError
 
 from .files import fsync_dir
 from .segment import LogSegment
@@ -97,7 +98,10 @@ def _newest_offsets(segments: list[LogSegment]) -> dict[bytes, int]:
         for pos, header in segment.iter_headers():
             if header.is_control:
                 continue
-            _, records = rb.decode_batch(segment.read_at(pos, header.size))
+            try:
+                _, records = rb.decode_batch(segment.read_at(pos, header.size))
+            except KafkaError:
+                continue  # rot: its keys are unknowable; _clean_segment keeps the batch as it is
             for record in records:
                 if record.key is not None:
                     newest[record.key] = record.offset
@@ -134,7 +138,11 @@ def _clean_segment(
         if header.is_control:
             out += raw
             continue
-        _, records = rb.decode_batch(raw)
+        try:
+            _, records = rb.decode_batch(raw)
+        except KafkaError:
+            out += raw  # damaged: kept byte for byte (reads answer CORRUPT_MESSAGE), never half-cleaned
+            continue
         survivors = [
             r
             for r in records
@@ -162,6 +170,7 @@ def _build_cleaned(old: LogSegment, cleaned: bytearray, index_interval_bytes: in
     batches = list(rb.iter_batches(cleaned))
     if batches:
         new.append(cleaned, batches)
+    new.verified_size = 0  # it may carry a damaged batch over as it was: reads check CRCs again
     new.mark_inactive()
     new.sync(with_indexes=True)
     return new

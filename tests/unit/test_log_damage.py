@@ -171,3 +171,25 @@ def test_a_leased_descriptor_survives_eviction_and_forget(tmp_path: Path) -> Non
         os.write(held, b"still open")  # neither eviction nor forget closed it under us
     assert paths[0].read_bytes() == b"still open"
     assert len(cache) <= 8
+
+
+def test_compaction_keeps_a_rotten_batch_as_it_is_and_still_answers_corrupt(tmp_path: Path) -> None:
+    from kbroker.broker.log.compaction import compact
+
+    config = LogConfig(segment_bytes=3000, index_interval_bytes=200, cleanup_policy="compact")
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, config, flush_policy="never")
+    for i in range(60):  # keys repeat, so compaction has work to do
+        plog.append(encode_batch([Record(0, 1_000 + i, b"key-%d" % (i % 5), b"value-%d" % i)]),
+                    leader_epoch=0, now_ms=0)
+    plog.close()
+    file = segment_file(tmp_path, 0)
+    victim = list(iter_batches(file.read_bytes()))[3][0]
+    data = bytearray(file.read_bytes())
+    data[victim + 70] ^= 0x21
+    file.write_bytes(bytes(data))
+    log = PartitionLog(tmp_path / "t-0", "t", 0, config, flush_policy="never", clean_shutdown=True)
+    stats = compact(log, now_ms=10_000)
+    assert stats.segments_rewritten >= 1
+    with pytest.raises(CorruptRecordError):
+        log.read(3, 100_000)
+    assert readable_offsets(log)[-1] == log.log_end_offset - 1
