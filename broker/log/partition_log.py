@@ -143,6 +143,11 @@ class PartitionLog:
         if not self.segments:
             self.segments.append(LogSegment(self.directory, checkpoint_start or 0, interval))
         self._segment_bases = [s.base_offset for s in self.segments]
+        if not self.config.compact:  # compaction leaves gaps on purpose; elsewhere a gap is lost data
+            for before, after in zip(self.segments, self.segments[1:]):
+                if before.next_offset < after.base_offset:
+                    log.warning("log_gap_between_segments", file=str(before.log_path),
+                                lost_from_offset=before.next_offset, lost_to_offset=after.base_offset - 1)
         if checkpoint_end is not None and self.log_end_offset < checkpoint_end:
             # The log was cut (on a batch boundary, or recovery just truncated it) while the broker was
             # stopped after a clean close. The records are gone; their offsets must not be reused, or

@@ -193,3 +193,17 @@ def test_compaction_keeps_a_rotten_batch_as_it_is_and_still_answers_corrupt(tmp_
     with pytest.raises(CorruptRecordError):
         log.read(3, 100_000)
     assert readable_offsets(log)[-1] == log.log_end_offset - 1
+
+
+def test_an_old_segment_cut_on_a_batch_boundary_is_noticed(tmp_path: Path) -> None:
+    plog, bases = build(tmp_path)
+    end = plog.log_end_offset
+    first = segment_file(tmp_path, bases[0])
+    positions = [p for p, _ in iter_batches(first.read_bytes())]
+    os.truncate(first, positions[-2])  # two whole batches gone; nothing is torn
+    with capture_logs() as logs:
+        log = reopen_clean(tmp_path)
+    [gap] = [e for e in logs if e["event"] == "log_gap_between_segments"]
+    assert gap["log_level"] == "warning"
+    assert (gap["lost_from_offset"], gap["lost_to_offset"]) == (bases[1] - 4, bases[1] - 1)
+    assert log.log_end_offset == end
