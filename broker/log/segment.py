@@ -84,6 +84,7 @@ class LogSegment:
         self.verified_size = 0
         self.indexes_synced = False  # set once an inactive segment's indexes have been fsynced
         self.closed = False
+        self._reported: set[int] = set()  # positions of damage already logged
 
     # --- opening --------------------------------------------------------------------------------------
 
@@ -94,8 +95,9 @@ class LogSegment:
         """Open an existing (or new) segment.
 
         `recover=True` scans every batch, checks CRCs, truncates a torn or corrupt tail and rebuilds both
-        indexes. Otherwise the indexes are sanity-checked (rebuilt when missing or inconsistent) and only
-        the batches after the last index entry are read to find the segment's end.
+        indexes. Otherwise the indexes are sanity-checked and only the batches after the last index entry
+        are read to find the segment's end; an index that fails (missing, malformed, pointing past the
+        end or at something that is not its batch) or a tail that does not parse means `recover` after all.
         """
         index_path = directory / segment_file_name(base_offset, ".index")
         time_path = directory / segment_file_name(base_offset, ".timeindex")
@@ -252,8 +254,10 @@ class LogSegment:
         error = CorruptBatchError(self, position, offset, resume, reason)
         if framed:
             error.raw = self.read_at(position, header.size)  # lets a reader say what was lost
-        log.error("corrupt_batch_on_read", file=error.file, position=position, reason=reason,
-                  base_offset=offset, resume_offset=resume)
+        if position not in self._reported:  # once per damaged batch, not once per retried fetch
+            self._reported.add(position)
+            log.error("corrupt_batch_on_read", file=error.file, position=position, reason=reason,
+                      base_offset=offset, resume_offset=resume)
         return error
 
     def find_batch(self, offset: int, *, strict: bool = False) -> tuple[int, BatchHeader] | None:
