@@ -10,8 +10,8 @@ checks that every acknowledged record can still be fetched and every group's com
 least the last acknowledged one. Faults:
 
 * kill -9 under load;
-* clean stop or kill -9, then damage that must cost nothing acknowledged: garbage or zeros or half a
-  batch after the end of a segment, deleted or truncated or garbage indexes, a damaged checkpoint, a
+* clean stop or kill -9, then damage that must cost nothing acknowledged (in the data topic or in
+  `__consumer_offsets`): garbage or zeros or half a batch after the end of a segment, deleted or truncated or garbage indexes, a damaged checkpoint, a
   stale compaction output, a clean-shutdown marker that lies;
 * clean stop, then rot (a flipped byte) in a stored batch: the records it held are destroyed by the
   test, so they are not counted as lost; they must be answered CORRUPT_MESSAGE, never served;
@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbroker.coordinator.partitioning import partition_for
 from kbroker.tests.faults.damage import commit, committed, read_partition, rot, segments, stored_batches
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
@@ -124,8 +125,11 @@ class Load:
 
 
 def damage_benign(data_dir: Path, kind: str, rnd: random.Random) -> str:
-    partition = rnd.randrange(PARTITIONS)
-    files = segments(data_dir, TOPIC, partition)
+    if rnd.random() < 0.3:  # the committed offsets' log, where the groups' commits live
+        topic, partition = "__consumer_offsets", partition_for(f"chaos-g{rnd.randrange(GROUPS)}", 50)
+    else:
+        topic, partition = TOPIC, rnd.randrange(PARTITIONS)
+    files = segments(data_dir, topic, partition)
     file = rnd.choice(files)
     if kind.startswith("tail_"):
         file = files[-1]  # past the end of the active segment: what a torn write leaves
@@ -140,7 +144,7 @@ def damage_benign(data_dir: Path, kind: str, rnd: random.Random) -> str:
             extra = whole[b.position: b.position + b.size // 2] if b else os.urandom(40)
         with open(file, "ab") as f:
             f.write(extra)
-        return f"{kind}: {len(extra)} bytes after {file.name} of {TOPIC}-{partition}"
+        return f"{kind}: {len(extra)} bytes after {file.name} of {topic}-{partition}"
     index = file.with_suffix(".index")
     if kind == "index_deleted":
         index.unlink(missing_ok=True)
@@ -157,7 +161,7 @@ def damage_benign(data_dir: Path, kind: str, rnd: random.Random) -> str:
         (file.parent / (file.name + ".cleaned")).write_bytes(os.urandom(500))
     elif kind == "lying_marker":
         (data_dir / ".kbroker_clean_shutdown").write_bytes(b"")
-    return f"{kind}: {file.name} of {TOPIC}-{partition}"
+    return f"{kind}: {file.name} of {topic}-{partition}"
 
 
 def damage_rot(data_dir: Path, ledger: Ledger, rnd: random.Random) -> str:
