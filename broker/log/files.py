@@ -15,9 +15,7 @@ import os
 import resource
 import threading
 from collections import OrderedDict
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import structlog
 
@@ -53,17 +51,11 @@ class FileHandleCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    @contextmanager
-    def lease(self, path: Path | str, *, create: bool = False) -> Iterator[int]:
-        """An open read-write descriptor of `path` for the duration of the block.
+    def lease(self, path: Path | str, *, create: bool = False) -> _Lease:
+        """`with cache.lease(path) as fd:` an open read-write descriptor of `path` for the block.
 
         Raises FileNotFoundError when the file is gone (and `create` is false)."""
-        key = str(path)
-        entry = self._acquire(key, create)
-        try:
-            yield entry.fd
-        finally:
-            self._release(entry)
+        return _Lease(self, path if isinstance(path, str) else str(path), create)
 
     def _acquire(self, key: str, create: bool) -> _Entry:
         with self._lock:
@@ -129,6 +121,22 @@ class FileHandleCache:
             keys = list(self._entries)
         for key in keys:
             self.forget(key)
+
+
+class _Lease:
+    """The context manager of one lease (a class, not @contextmanager: it sits on every append and read)."""
+
+    __slots__ = ("_cache", "_key", "_create", "_entry")
+
+    def __init__(self, cache: FileHandleCache, key: str, create: bool) -> None:
+        self._cache, self._key, self._create = cache, key, create
+
+    def __enter__(self) -> int:
+        self._entry = self._cache._acquire(self._key, self._create)
+        return self._entry.fd
+
+    def __exit__(self, *_: object) -> None:
+        self._cache._release(self._entry)
 
 
 # One budget for the whole process: descriptors are a process-wide resource. The LogManager sizes it.

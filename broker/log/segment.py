@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from bisect import bisect_right
 import time
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from kbroker.protocol.errors import CorruptRecordError
 from kbroker.protocol.record_batch import (
     HEADER_SIZE,
     HEADER_STRUCT,
+    LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
     compute_crc,
@@ -27,6 +29,10 @@ from .index import OffsetIndex, TimeIndex
 log = structlog.get_logger(__name__)
 
 _READ_CHUNK = 256 * 1024  # how much a header scan reads per syscall
+# batchLength, partitionLeaderEpoch, magic, crc: the fields a read checks, from byte 8 of a batch
+_FRAMING = struct.Struct(">iibI")
+_FRAMING_AT = 8
+_I32 = struct.Struct(">i")
 _RELATIVE_OFFSET_LIMIT = 2**31 - 1  # index entries hold offsets relative to the base as int32
 
 
@@ -68,6 +74,7 @@ class LogSegment:
         self.suffix = suffix  # ".cleaned" while compaction builds a replacement
         self.log_path = directory / segment_file_name(base_offset, ".log" + suffix)
         # Descriptors live in the shared cache (files.py); a segment holds only paths.
+        # (log_path is reassigned by promote_log; the cache keys by str(path) and accepts both.)
         with FILES.lease(self.log_path, create=True) as fd:
             self.size = os.fstat(fd).st_size
         self.next_offset = base_offset
@@ -284,26 +291,48 @@ class LogSegment:
             return data
         limit = min(start + max_bytes, self.size)
         data = self.read_at(start, limit - start)
+        if limit <= self.verified_size:
+            return data[: self._whole_batches_end(data, start, first.size, limit) - start]
         rel, window = 0, limit - start
+        verified = self.verified_size
         while window - rel >= HEADER_SIZE:
-            header = BatchHeader(*HEADER_STRUCT.unpack_from(data, rel))
+            # Only length, magic and CRC fields: this walk runs over every batch of every fetch.
+            length, _, magic, crc = _FRAMING.unpack_from(data, rel + _FRAMING_AT)
+            size = length + LOG_OVERHEAD
             damage = None
-            if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-                damage = "bad_length" if header.magic == 2 else "bad_magic"
-            elif rel + header.size > window:
-                if start + rel + header.size <= self.size:
+            if length < MIN_BATCH_LENGTH or magic != 2:
+                damage = "bad_length" if magic == 2 else "bad_magic"
+            elif rel + size > window:
+                if start + rel + size <= self.size:
                     break  # a whole batch that just does not fit the window
                 damage = "bad_length"
-            elif start + rel + header.size > self.verified_size and compute_crc(data, rel, header.size) != header.crc:
+            elif start + rel + size > verified and compute_crc(data, rel, size) != crc:
                 damage = "bad_crc"
             if damage is not None:
                 if rel == 0:
-                    raise self._corrupt(start, header, damage)
+                    raise self._corrupt(start, BatchHeader(*HEADER_STRUCT.unpack_from(data, 0)), damage)
                 break  # serve the good batches before it; the next read starts at the damage and fails
-            if start + rel <= self.verified_size < start + rel + header.size:
-                self.verified_size = start + rel + header.size  # contiguous with what was checked: remember
-            rel += header.size
+            if start + rel <= verified < start + rel + size:
+                verified = start + rel + size  # contiguous with what was checked before: remember it
+            rel += size
+        if verified > self.verified_size:
+            self.verified_size = verified
         return data[:rel]
+
+    def _whole_batches_end(self, data: bytes, start: int, first_size: int, limit: int) -> int:
+        """End of the last whole batch in a window of bytes checked before (their framing is known good):
+        jump to the last indexed batch start inside the window, then walk lengths from there."""
+        boundary = start + first_size
+        positions = self.offset_index.values
+        i = bisect_right(positions, limit) - 1
+        if i >= 0 and positions[i] > boundary:
+            boundary = positions[i]
+        while limit - boundary >= LOG_OVERHEAD:
+            size = _I32.unpack_from(data, boundary - start + 8)[0] + LOG_OVERHEAD
+            if boundary + size > limit:
+                break
+            boundary += size
+        return boundary
 
     def _verify(self, data: bytes, start: int, batches: list[tuple[int, BatchHeader]]) -> None:
         """CRC-check the batches of a read that lie beyond verified_size."""
