@@ -133,7 +133,9 @@ def _clean_segment(
     """The segment's cleaned bytes, or None when nothing would change."""
     out = bytearray()
     changed = False
+    end = 0
     for pos, header in segment.iter_headers():
+        end = pos + header.size
         raw = segment.read_at(pos, header.size)
         if header.is_control:
             out += raw
@@ -158,6 +160,10 @@ def _clean_segment(
             changed = True
             if survivors:
                 out += _rewrite_batch(raw, header, survivors)
+    if end != segment.size:
+        # The walk stopped at damage it cannot frame past: a rewrite would drop everything behind it.
+        log.warning("compaction_skipped_damaged_segment", file=str(segment.log_path), position=end)
+        return None
     return out if changed else None
 
 

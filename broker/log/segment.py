@@ -150,7 +150,8 @@ class LogSegment:
         if len(raw) < HEADER_SIZE:
             return False
         header = BatchHeader(*HEADER_STRUCT.unpack_from(raw))
-        return header.magic == 2 and header.last_offset == self.base_offset + self.offset_index.keys[-1]
+        key = self.base_offset + self.offset_index.keys[-1]  # a batch's last offset, or its first after damage
+        return header.magic == 2 and key in (header.last_offset, header.base_offset)
 
     def _load_first_batch_timestamp(self) -> None:
         if self.size >= HEADER_SIZE:
@@ -400,46 +401,116 @@ class LogSegment:
     def recover(self) -> RecoveryResult:
         """Validate every batch (length, magic, CRC, offsets moving forward); indexes are rebuilt on the way.
 
-        The file is cut at the first batch whose framing is bad (length, magic, past EOF, offsets going
-        back): nothing after it can be found. A batch that only fails its CRC is cut too when nothing
-        valid follows it (a torn tail), but kept when valid batches follow: that is rot in the middle,
-        and cutting there would destroy every acknowledged record behind it. Reads of the rotten batch
-        answer CORRUPT_MESSAGE (verified_size stops before it).
+        A batch that only fails its CRC is cut when nothing valid follows it (a torn tail), but kept when
+        valid batches follow: that is rot in the middle, and cutting there would destroy every
+        acknowledged record behind it. A batch whose framing is bad (length, magic, past EOF, offsets going
+        back) cannot be walked past, but the old index (read before it is rebuilt) knows where later
+        batches start: the first one there that validates resumes the walk, and the bytes in between are
+        kept as damage. Only when nothing valid can be found after the damage is the file cut there.
+        Reads of kept damage answer CORRUPT_MESSAGE (verified_size stops before it).
         """
-        self._reset_state()
+        hints = self._index_positions()
         file_size = os.stat(self.log_path).st_size
+        cut_at, reason, first_damage, resynced = self._recover_pass(file_size, hints)
+        truncated = file_size - cut_at
+        if truncated:
+            lost_from = self.next_offset
+            self._ftruncate(cut_at)
+            if reason == "bad_crc":  # the walk went past the cut (a trailing run of rot): walk what is left
+                _, _, first_damage, resynced = self._recover_pass(cut_at, hints)
+                lost_from = self.next_offset
+            # Data-destroying: the bytes and the first offset lost (how many offsets the cut bytes
+            # held is unknowable once their header is bad).
+            log.warning("log_truncated_on_recovery", file=str(self.log_path), position=cut_at, bytes=truncated,
+                        reason=reason, next_offset=self.next_offset, first_offset_lost=lost_from)
+        if resynced:
+            self.offset_index.sync()  # the entries that skip the damage must outlive the next crash
+        self.size = cut_at
+        self.synced_size = min(self.synced_size, cut_at)
+        self.verified_size = cut_at if first_damage is None or first_damage >= cut_at else first_damage
+        return RecoveryResult(cut_at, truncated, reason)
+
+    def _index_positions(self) -> list[int]:
+        """Batch starts the existing offset index names (hints for walking past damage; verified before use)."""
+        try:
+            with FILES.lease(self.offset_index.path) as fd:
+                data = os.pread(fd, os.fstat(fd).st_size, 0)
+        except FileNotFoundError:
+            return []
+        entry = self.offset_index.ENTRY
+        whole = len(data) - len(data) % entry.size
+        return sorted({position for _, position in entry.iter_unpack(data[:whole]) if position > 0})
+
+    def _resync_point(self, position: int, hints: list[int], file_size: int) -> tuple[int, BatchHeader] | None:
+        """The first indexed batch start after `position` holding a whole, CRC-valid batch that continues
+        the offsets: where a walk stopped by damage can go on."""
+        tried = 0
+        for candidate in hints[bisect_right(hints, position):]:
+            tried += 1
+            if tried > 64:
+                return None
+            raw = self.read_at(candidate, HEADER_SIZE)
+            if len(raw) < HEADER_SIZE:
+                return None
+            header = BatchHeader(*HEADER_STRUCT.unpack_from(raw))
+            if (header.magic != 2 or header.batch_length < MIN_BATCH_LENGTH or candidate + header.size > file_size
+                    or header.base_offset < self.next_offset or header.last_offset_delta < 0):
+                continue
+            if compute_crc(self.read_at(candidate, header.size), 0, header.size) == header.crc:
+                return candidate, header
+        return None
+
+    def _recover_pass(self, file_size: int, hints: list[int]) -> tuple[int, str | None, int | None, bool]:
+        """One validating walk over [0, file_size): (where the valid data ends, why it ends there, the first
+        damaged position kept, whether the walk resynchronised past damage)."""
+        self._reset_state()
         pos = 0
         reason: str | None = None
         chunk = b""
         chunk_start = 0
         rotten_run: int | None = None  # start of the current run of CRC-failing batches
-        first_rotten: int | None = None
+        first_damage: int | None = None
+        resynced = False
+        forced_entry = False
         while pos < file_size:
             if file_size - pos < HEADER_SIZE:
                 reason = "torn_header"
                 break
             rel = pos - chunk_start
-            if rel + HEADER_SIZE > len(chunk):
+            if rel < 0 or rel + HEADER_SIZE > len(chunk):
                 chunk = self.read_at(pos, _READ_CHUNK)
                 chunk_start, rel = pos, 0
             header = BatchHeader(*HEADER_STRUCT.unpack_from(chunk, rel))
+            framing = None
             if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-                reason = "bad_header"
-                break
-            if pos + header.size > file_size:
-                reason = "torn_batch"
-                break
-            if header.base_offset < self.next_offset or header.last_offset_delta < 0:
-                reason = "offset_regression"
-                break
+                framing = "bad_header"
+            elif pos + header.size > file_size:
+                framing = "torn_batch"
+            elif header.base_offset < self.next_offset or header.last_offset_delta < 0:
+                framing = "offset_regression"
+            if framing is not None:
+                found = self._resync_point(pos, hints, file_size)
+                if found is None:
+                    reason = framing
+                    break
+                target, header = found
+                log.error("corrupt_batch_on_recovery", file=str(self.log_path), position=pos, reason=framing,
+                          skipped_bytes=target - pos, resumed_at=target, resumed_offset=header.base_offset)
+                if first_damage is None:
+                    first_damage = pos
+                rotten_run = None
+                resynced = forced_entry = True
+                pos = target
+                chunk = b""
+                continue
             if rel + header.size > len(chunk):
                 chunk = self.read_at(pos, max(_READ_CHUNK, header.size))
                 chunk_start, rel = pos, 0
             if compute_crc(chunk, rel, header.size) != header.crc:
                 if rotten_run is None:
                     rotten_run = pos
-                if first_rotten is None:
-                    first_rotten = pos
+                if first_damage is None:
+                    first_damage = pos
                 log.error("corrupt_batch_on_recovery", file=str(self.log_path), position=pos,
                           base_offset=header.base_offset, last_offset=header.last_offset, reason="bad_crc")
             else:
@@ -447,35 +518,18 @@ class LogSegment:
             if pos == 0:
                 self.first_batch_timestamp = header.max_timestamp
             self._observe(header)
-            self._index_batch(pos, header)
+            if forced_entry:
+                # An entry right at the batch after the damage, keyed by its first offset, so a read of
+                # any of its offsets starts here instead of walking into the damage.
+                self.offset_index.append(header.base_offset, pos)
+                self._bytes_since_index = header.size
+                forced_entry = False
+            else:
+                self._index_batch(pos, header)
             pos += header.size
         if rotten_run is not None:
-            pos, reason = rotten_run, "bad_crc"  # CRC failures up to the end: a torn tail after all
-            if first_rotten == rotten_run:
-                first_rotten = None
-        truncated = file_size - pos
-        if truncated:
-            lost_from = self.next_offset
-            self._ftruncate(pos)
-            if reason == "bad_crc":
-                self.size = pos
-                self.rebuild_indexes()  # forget the cut batches' offsets and index entries
-                lost_from = self.next_offset
-            # Data-destroying: the bytes and the first offset lost (how many offsets the cut bytes
-            # held is unknowable once their header is bad).
-            log.warning(
-                "log_truncated_on_recovery",
-                file=str(self.log_path),
-                position=pos,
-                bytes=truncated,
-                reason=reason,
-                next_offset=self.next_offset,
-                first_offset_lost=lost_from,
-            )
-        self.size = pos
-        self.synced_size = min(self.synced_size, pos)
-        self.verified_size = pos if first_rotten is None else first_rotten
-        return RecoveryResult(pos, truncated, reason)
+            return rotten_run, "bad_crc", first_damage, resynced  # CRC failures up to the end: a torn tail
+        return pos, reason, first_damage, resynced
 
     def _ftruncate(self, position: int) -> None:
         with FILES.lease(self.log_path) as fd:

@@ -170,3 +170,36 @@ def test_damaged_consumer_offsets_batch_affects_only_its_own_commits(tmp_path) -
         wire.close()
     finally:
         broker.kill()
+
+
+def test_damaged_length_in_the_active_segment_costs_only_that_stretch(tmp_path) -> None:
+    """Sections 1 and 3 together: a damaged length field in the middle of the active segment after a
+    clean stop. Recovery must not cut the thousands of acknowledged records behind it (it walks past the
+    damage through the old index), new records land after the last valid batch, and a later kill -9
+    keeps them all."""
+    broker = BrokerProcess(tmp_path / "data")
+    try:
+        acked = produce(broker, "mid", values("m", 3000))
+        broker.stop()
+        [file] = segments(broker.data_dir, "mid", 0)
+        batches = stored_batches(file)
+        victim = batches[len(batches) // 3]
+        damage_length(file, victim)
+        broker.start()
+        assert not broker.events("log_truncated_on_recovery", start=2)
+        [kept] = broker.events("corrupt_batch_on_recovery", start=2)
+        assert kept["level"] == "error" and kept["position"] == victim.position
+        after = produce(broker, "mid", values("n", 500))
+        broker.kill()
+        broker.start()
+        wire = Wire(broker.bootstrap)
+        got, corrupt = read_partition(wire, "mid", 0)
+        wire.close()
+        served = [v for _, v in got]
+        assert served[-500:] == after
+        assert all(acked[o] == v for o, v in got[:-500])
+        assert victim.base_offset in corrupt
+        lost = len(acked) - (len(served) - 500)
+        assert lost <= 200, f"{lost} acknowledged records behind the damage are unreadable"
+    finally:
+        broker.kill()

@@ -207,3 +207,57 @@ def test_an_old_segment_cut_on_a_batch_boundary_is_noticed(tmp_path: Path) -> No
     assert gap["log_level"] == "warning"
     assert (gap["lost_from_offset"], gap["lost_to_offset"]) == (bases[1] - 4, bases[1] - 1)
     assert log.log_end_offset == end
+
+
+@pytest.mark.parametrize("damage", ["length", "magic"])
+def test_damaged_framing_in_the_active_segment_keeps_the_batches_behind_it(tmp_path: Path, damage: str) -> None:
+    plog, bases = build(tmp_path)
+    end = plog.log_end_offset
+    file = segment_file(tmp_path, bases[-1])
+    positions = [p for p, _ in iter_batches(file.read_bytes())]
+    target = positions[1]
+    data = bytearray(file.read_bytes())
+    if damage == "length":
+        data[target + 8 : target + 12] = (10**6).to_bytes(4, "big")
+    else:
+        data[target + 16] = 9
+    file.write_bytes(bytes(data))
+    with capture_logs() as logs:
+        log = reopen_clean(tmp_path)
+    assert not [e for e in logs if e["event"] == "log_truncated_on_recovery"]
+    [kept] = [e for e in logs if e["event"] == "corrupt_batch_on_recovery"]
+    assert kept["log_level"] == "error" and kept["position"] == target
+    assert log.log_end_offset == end
+    readable = readable_offsets(log)
+    assert readable[-1] == end - 1
+    lost = set(range(bases[-1], end)) - set(readable)
+    assert set(range(bases[-1] + 2, bases[-1] + 4)) <= lost  # the damaged batch
+    assert len(lost) <= 8  # and at most the batches up to the next index entry (index.interval.bytes 200)
+    assert log.append(batch(1), leader_epoch=0, now_ms=0).base_offset == end
+    log.close()
+    # a crash later finds the same: the damage is walked past again, nothing appended is cut
+    again = PartitionLog(tmp_path / "t-0", "t", 0, CONFIG, flush_policy="never")
+    assert again.log_end_offset == end + 2
+    assert readable_offsets(again) == readable + [end, end + 1]
+
+
+def test_compaction_leaves_a_segment_it_cannot_walk_alone(tmp_path: Path) -> None:
+    from kbroker.broker.log.compaction import compact
+
+    config = LogConfig(segment_bytes=3000, index_interval_bytes=200, cleanup_policy="compact")
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, config, flush_policy="never")
+    for i in range(60):
+        plog.append(encode_batch([Record(0, 1_000 + i, b"key-%d" % (i % 5), b"value-%d" % i)]),
+                    leader_epoch=0, now_ms=0)
+    plog.close()
+    file = segment_file(tmp_path, 0)
+    before = file.read_bytes()
+    victim = list(iter_batches(before))[3][0]
+    damaged = bytearray(before)
+    damaged[victim + 8 : victim + 12] = (10**6).to_bytes(4, "big")
+    file.write_bytes(bytes(damaged))
+    log = PartitionLog(tmp_path / "t-0", "t", 0, config, flush_policy="never", clean_shutdown=True)
+    with capture_logs() as logs:
+        compact(log, now_ms=10_000)
+    assert [e for e in logs if e["event"] == "compaction_skipped_damaged_segment"]
+    assert file.read_bytes() == bytes(damaged)  # untouched: a rewrite would have dropped all behind the damage
