@@ -161,6 +161,9 @@ class LogConfig:
         canonical: dict[str, str] = {}
         for name, raw in configs.items():
             spec = _SPECS_BY_NAME.get(name) or (_INTERNAL_SPECS.get(name) if allow_internal else None)
+            if allow_internal and name == "segment.bytes":
+                # stored by a broker from before the 1 MiB floor: it must still load what it wrote
+                spec = _Spec(name, "segment_bytes", None, _INTERNAL_SPECS["internal.segment.bytes"].parse)
             if spec is None:
                 raise InvalidConfigError(f"unknown topic config {name!r}")
             if raw is None:

@@ -45,3 +45,18 @@ async def test_concurrent_creations_reserve_names_and_partition_budget(tmp_path)
     await logs.add_partitions_async("a", 100)
     assert logs.topics()["a"].num_partitions == 100 and logs.get_log("a", 99) is not None
     logs.close()
+
+
+def test_a_topic_stored_with_tiny_segments_by_an_older_broker_still_loads(tmp_path) -> None:
+    import json
+
+    logs = LogManager(tmp_path, flush_policy="never")
+    logs.create_topic("old", 1, {"segment.bytes": str(1024 * 1024)})
+    logs.close()
+    meta = tmp_path / "topics" / "old.json"
+    body = json.loads(meta.read_text())
+    body["configs"]["segment.bytes"] = "100"  # what the broker accepted before Kafka 4's floor
+    meta.write_text(json.dumps(body))
+    reopened = LogManager(tmp_path, flush_policy="never")
+    assert reopened.get_log("old", 0).config.segment_bytes == 100
+    reopened.close()
