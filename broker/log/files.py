@@ -47,6 +47,7 @@ class FileHandleCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self.opens = 0  # descriptors opened since start (a cache-miss count, for tests and stats)
+        self._forgets = 0  # bumped by every forget(): an open that raced one is not cached
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -58,28 +59,34 @@ class FileHandleCache:
         return _Lease(self, path if isinstance(path, str) else str(path), create)
 
     def _acquire(self, key: str, create: bool) -> _Entry:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                entry.leases += 1
-                return entry
-        # open outside the lock: it is a syscall, and two threads racing here just open twice
         flags = os.O_RDWR | (os.O_CREAT if create else 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(key, flags, 0o644)
-        with self._lock:
-            self.opens += 1
-            existing = self._entries.get(key)
-            if existing is not None:
-                os.close(fd)
-                existing.leases += 1
-                self._entries.move_to_end(key)
-                return existing
-            entry = _Entry(fd)
-            entry.leases = 1
-            self._entries[key] = entry
-            self._evict_locked()
-            return entry
+        while True:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._entries.move_to_end(key)
+                    entry.leases += 1
+                    return entry
+                forgets = self._forgets
+            # Open outside the lock (a syscall; two threads racing here just open twice). A `forget`
+            # meanwhile may mean the path now names another file than the one opened: open again.
+            fd = os.open(key, flags, 0o644)
+            with self._lock:
+                self.opens += 1
+                if self._forgets != forgets:
+                    os.close(fd)
+                    continue
+                existing = self._entries.get(key)
+                if existing is not None:
+                    os.close(fd)
+                    existing.leases += 1
+                    self._entries.move_to_end(key)
+                    return existing
+                entry = _Entry(fd)
+                entry.leases = 1
+                self._entries[key] = entry
+                self._evict_locked()
+                return entry
 
     def _release(self, entry: _Entry) -> None:
         with self._lock:
@@ -108,6 +115,7 @@ class FileHandleCache:
         """Close the cached descriptor of `path` (now, or when its last lease ends): the file is being
         deleted or replaced, so the next lease must open whatever is at the path then."""
         with self._lock:
+            self._forgets += 1
             entry = self._entries.pop(str(path), None)
             if entry is None:
                 return
