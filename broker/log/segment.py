@@ -389,15 +389,6 @@ class LogSegment:
         self.first_batch_timestamp = -1
         self._bytes_since_index = 0
 
-    def rebuild_indexes(self) -> None:
-        """Recreate both indexes from the batch headers (the log itself is trusted)."""
-        self._reset_state()
-        for pos, header in self.iter_headers(0):
-            if pos == 0:
-                self.first_batch_timestamp = header.max_timestamp
-            self._observe(header)
-            self._index_batch(pos, header)
-
     def recover(self) -> RecoveryResult:
         """Validate every batch (length, magic, CRC, offsets moving forward); indexes are rebuilt on the way.
 
@@ -546,7 +537,11 @@ class LogSegment:
         self.size = position
         self.synced_size = min(self.synced_size, position)
         self.verified_size = min(self.verified_size, position)
-        self.rebuild_indexes()
+        # Re-derive offsets and indexes by validating what is left (a plain header walk would stop at
+        # damage kept in the middle and forget everything behind it).
+        synced = self.synced_size
+        self.recover()
+        self.synced_size = min(synced, self.size)
         return removed
 
     # --- durability and lifecycle ---------------------------------------------------------------------
