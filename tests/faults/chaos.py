@@ -13,8 +13,10 @@ least the last acknowledged one. Faults:
 * clean stop or kill -9, then damage that must cost nothing acknowledged (in the data topic or in
   `__consumer_offsets`): garbage or zeros or half a batch after the end of a segment, deleted or truncated or garbage indexes, a damaged checkpoint, a
   stale compaction output, a clean-shutdown marker that lies;
-* clean stop, then rot (a flipped byte) in a stored batch: the records it held are destroyed by the
-  test, so they are not counted as lost; they must be answered CORRUPT_MESSAGE, never served;
+* clean stop, then damage to a stored batch (a flipped byte, a damaged length or magic byte): the
+  records it destroys (that batch; for framing damage also the batches up to the next index entry) are
+  not counted as lost, but must be answered CORRUPT_MESSAGE, never served, and every other acknowledged
+  record must still be read;
 * a burst of malformed frames on side connections while the load runs: the broker must stay up.
 """
 
@@ -35,7 +37,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbroker.coordinator.partitioning import partition_for
-from kbroker.tests.faults.damage import commit, committed, read_partition, rot, segments, stored_batches
+from kbroker.tests.faults.damage import (
+    commit,
+    committed,
+    damage_length,
+    damage_magic,
+    read_partition,
+    rot,
+    segments,
+    stored_batches,
+)
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
 
@@ -53,7 +64,7 @@ _QUIET.propagate = False
 
 @dataclass
 class Ledger:
-    acked: dict[int, set[bytes]] = field(default_factory=lambda: {p: set() for p in range(PARTITIONS)})
+    acked: dict[int, dict[int, bytes]] = field(default_factory=lambda: {p: {} for p in range(PARTITIONS)})
     commits: dict[str, int] = field(default_factory=dict)  # group -> last acknowledged committed offset
     destroyed: dict[int, set[int]] = field(default_factory=lambda: {p: set() for p in range(PARTITIONS)})
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -78,7 +89,7 @@ class Load:
     def _on_delivery(self, err, msg) -> None:
         if err is None:
             with self.ledger.lock:
-                self.ledger.acked[msg.partition()].add(msg.value())
+                self.ledger.acked[msg.partition()][msg.offset()] = msg.value()
 
     def _produce(self) -> None:
         seq = 0
@@ -164,17 +175,32 @@ def damage_benign(data_dir: Path, kind: str, rnd: random.Random) -> str:
     return f"{kind}: {file.name} of {topic}-{partition}"
 
 
-def damage_rot(data_dir: Path, ledger: Ledger, rnd: random.Random) -> str:
-    """Flip a byte in a stored batch; its records are destroyed by us, and must come back as CORRUPT."""
+INDEX_INTERVAL_BYTES = 4096  # the broker's default index.interval.bytes
+
+
+def damage_destructive(data_dir: Path, ledger: Ledger, rnd: random.Random) -> str:
+    """Damage a stored batch: its records are destroyed by us and must come back as CORRUPT_MESSAGE, never
+    served. A flipped byte (rot) destroys that batch; a damaged length or magic byte also makes the
+    batches up to the next index entry unreachable, so those count as destroyed too (not as lost)."""
     partition = rnd.randrange(PARTITIONS)
     candidates = [(f, b) for f in segments(data_dir, TOPIC, partition) for b in stored_batches(f)[:-1]]
     if not candidates:
-        return "rot: no batch to damage"
+        return "damage: no batch to damage"
     file, batch = rnd.choice(candidates)
-    rot(file, batch)
+    layout = stored_batches(file)  # before the damage: afterwards a walk stops there
+    kind = rnd.choice(["rot", "rot", "length", "magic"])
+    if kind == "rot":
+        rot(file, batch)
+        reach = [batch]
+    else:
+        (damage_length if kind == "length" else damage_magic)(file, batch)
+        limit = batch.position + batch.size + INDEX_INTERVAL_BYTES + max(b.size for b in layout)
+        reach = [b for b in layout if batch.position <= b.position <= limit]
     with ledger.lock:
-        ledger.destroyed[partition].update(range(batch.base_offset, batch.last_offset + 1))
-    return f"rot: batch {batch.base_offset}..{batch.last_offset} at {batch.position} in {file.name} of {TOPIC}-{partition}"
+        for b in reach:
+            ledger.destroyed[partition].update(range(b.base_offset, b.last_offset + 1))
+    return (f"{kind}: batch {batch.base_offset}..{batch.last_offset} at {batch.position} in {file.name} of "
+            f"{TOPIC}-{partition} (up to {sum(b.last_offset - b.base_offset + 1 for b in reach)} offsets destroyed)")
 
 
 def malformed_frames(broker: BrokerProcess, rnd: random.Random, count: int = 200) -> str:
@@ -211,22 +237,21 @@ def verify(broker: BrokerProcess, ledger: Ledger) -> tuple[int, int, int, list[s
     try:
         for p in range(PARTITIONS):
             records, corrupt = read_partition(wire, TOPIC, p)
-            present = {v for _, v in records}
-            served_offsets = {o for o, _ in records}
+            served = dict(records)
             with ledger.lock:
-                acked = set(ledger.acked[p])
+                acked = dict(ledger.acked[p])
                 destroyed = set(ledger.destroyed[p])
-            if served_offsets & destroyed:
-                problems.append(f"partition {p}: damaged offsets served as good: {sorted(served_offsets & destroyed)[:5]}")
+            wrong = [o for o, v in served.items() if o in acked and acked[o] != v]
+            if wrong:
+                problems.append(f"partition {p}: offsets served with other values than acknowledged: {wrong[:5]}")
             corrupt_answered += len(destroyed & set(corrupt))
-            missing = acked - present
-            # records the test destroyed itself are not losses; find their values by what is absent
-            unexplained = len(missing) - len(destroyed)
+            missing = [o for o in acked if o not in served]
+            unexplained = [o for o in missing if o not in destroyed or o not in corrupt]
             checked += len(acked)
-            if unexplained > 0:
-                lost += unexplained
-                problems.append(f"partition {p}: {unexplained} acknowledged records missing "
-                                f"(e.g. {sorted(missing)[:3]})")
+            if unexplained:
+                lost += len(unexplained)
+                problems.append(f"partition {p}: {len(unexplained)} acknowledged records missing "
+                                f"(e.g. offsets {sorted(unexplained)[:5]})")
         for group, offset in sorted(ledger.commits.items()):
             error, got = committed(wire, group, TOPIC, 0)
             if error != 0 or got < offset:
@@ -237,7 +262,7 @@ def verify(broker: BrokerProcess, ledger: Ledger) -> tuple[int, int, int, list[s
     return checked, lost, corrupt_answered, problems
 
 
-FAULTS = ("kill", "clean+benign", "kill+benign", "clean+rot", "frames")
+FAULTS = ("kill", "clean+benign", "kill+benign", "clean+damage", "frames")
 
 
 def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[str] | None = None) -> int:
@@ -277,8 +302,8 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
                 else:
                     broker.kill()
                     load.stop(drain=False)
-                if fault.endswith("rot"):
-                    what = damage_rot(broker.data_dir, ledger, rnd)
+                if fault.endswith("damage"):
+                    what = damage_destructive(broker.data_dir, ledger, rnd)
                 else:
                     what = damage_benign(broker.data_dir, rnd.choice(BENIGN), rnd)
                 what = f"{'clean stop' if clean else 'kill -9'}, then {what}"
