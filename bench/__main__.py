@@ -4,8 +4,9 @@
 
 codec (kbroker's codec beside kio), data_path (issue 3), groups (issue 4) and consumer_groups (issue
 12, the KIP-848 protocol), kbroker beside Tansu, then transactions (issue 13: transactions per second,
-read_committed beside read_uncommitted; no peer), then pipeline (issue 5, the Spark data source's decode
-rate on local[1] and local[2]), then one
+read_committed beside read_uncommitted; no peer), then stalls (issue 10: the longest event-loop stall
+during compaction and replay), then pipeline (issue 5, the Spark data source's decode rate on local[1]
+and local[2]), then one
 summary table. `--quick` uses small sizes (about 2 minutes; the smoke test runs it). Each
 benchmark has its own `python -m bench.<name> --help` with size flags.
 """
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes in all")
     parser.add_argument("--skip", default="",
                         help="comma-separated benchmarks to leave out: "
-                             "codec,data_path,groups,consumer_groups,transactions,pipeline")
+                             "codec,data_path,groups,consumer_groups,transactions,stalls,pipeline")
     args = parser.parse_args(argv)
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     started = time.monotonic()
@@ -68,6 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         figs = transactions.run(tsizes)
         transactions.print_figures(figs, transactions.LABELS, transactions.PEER)
         figures += figs
+
+    if "stalls" not in skip:
+        # issue 10: the longest event-loop stall while compacting and while replaying __consumer_offsets
+        print("\n=== stalls (issue 10) ===")
+        from kbroker.bench import stalls
+
+        stalls.report(20_000 if args.quick else 200_000)
 
     if "pipeline" not in skip:
         # issue 5: records decoded per second by the kbroker-log Spark source, local[1] and local[2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -67,7 +68,8 @@ class Broker:
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
         self.router = build_router()
-        self.logs = LogManager(self.data_dir, LogConfig(), config.flush)
+        self.logs = LogManager(self.data_dir, LogConfig(), config.flush, max_partitions=config.max_partitions,
+                               max_open_files=config.log_max_open_files or None)
         self.servers = [
             KafkaServer(self, self.router, e.host, e.port, config.socket_request_max_bytes, listener=e.name,
                         sock=self.prepared.sockets.get(e.name))
@@ -158,7 +160,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                self.logs.apply_retention(int(time.time() * 1000))
+                await self.logs.run_maintenance(int(time.time() * 1000))
             except Exception:
                 log.exception("retention_failed")
 
@@ -190,8 +192,14 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepar
     return 0
 
 
+# Compaction and replay decode in worker threads; a 1 ms GIL switch interval (5 ms by default) keeps
+# the event loop's wait for the interpreter short while they run (see `python -m bench.stalls`).
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
 def run(config: BrokerConfig, prepared: Prepared | None = None) -> int:
     """Serve until SIGTERM/SIGINT. `prepared` comes from kbroker.broker.startup.prepare(), which the
     CLI runs first so that a start-up mistake is one line on stderr and nothing else."""
     configure_logging(config.log_format, config.log_level)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     return uvloop.run(serve(config, prepared=prepared))

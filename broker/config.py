@@ -136,6 +136,15 @@ class BrokerConfig:
         metadata={"help": "topics to create at start-up, NAME:PARTITIONS[:compact|delete],... e.g. "
                           "orders:3,payments:6:compact (existing topics are left as they are)"},
     )
+    max_partitions: int = field(
+        default=10000,
+        metadata={"help": "partitions this broker holds at most; CreateTopics/CreatePartitions beyond it get "
+                          "POLICY_VIOLATION (no Kafka equivalent)"},
+    )
+    log_max_open_files: int = field(
+        default=0,
+        metadata={"help": "segment and index files kept open at once (0: a quarter of the fd limit)"},
+    )
 
     def listener_set(self, sources: Sources | None = None) -> Listeners:
         """The listeners to bind and what each one advertises (see broker/listeners.py). Without
