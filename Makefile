@@ -9,7 +9,7 @@ DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 SERVE_ARGS ?=
 
-.PHONY: run test venv test-venv system-deps codegen bench analyze clean
+.PHONY: run test venv test-venv system-deps codegen bench chaos analyze clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ codegen: venv
 
 bench: test-venv
 	$(PY) -m bench
+
+# Seeded fault campaign (kill -9, disk damage, malformed frames under load); SEED=, ROUNDS= to vary.
+SEED ?= 1
+ROUNDS ?= 25
+chaos: test-venv
+	$(PY) -m kbroker.tests.faults.chaos --seed $(SEED) --rounds $(ROUNDS)
 
 # The PySpark analytics over ./data (see README); ARGS="--master spark://127.0.0.1:7077" etc.
 analyze: test-venv

@@ -2,9 +2,11 @@
 
     python -m bench [--quick]
 
-codec (kbroker's codec beside kio), data_path (issue 3) and groups (issue 4, kbroker beside Tansu),
-then transactions (issue 13: transactions per second, read_committed beside read_uncommitted; no
-peer), then pipeline (issue 5, the Spark data source's decode rate on local[1] and local[2]), then one
+codec (kbroker's codec beside kio), data_path (issue 3), groups (issue 4) and consumer_groups (issue
+12, the KIP-848 protocol), kbroker beside Tansu, then transactions (issue 13: transactions per second,
+read_committed beside read_uncommitted; no peer), then stalls (issue 10: the longest event-loop stall
+during compaction and replay), then pipeline (issue 5, the Spark data source's decode rate on local[1]
+and local[2]), then one
 summary table. `--quick` uses small sizes (about 2 minutes; the smoke test runs it). Each
 benchmark has its own `python -m bench.<name> --help` with size flags.
 """
@@ -15,7 +17,7 @@ import argparse
 import sys
 import time
 
-from kbroker.bench import codec, data_path, groups, transactions
+from kbroker.bench import codec, consumer_groups, data_path, groups, transactions
 from kbroker.bench.report import machine_note, summary_table
 
 
@@ -27,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes in all")
     parser.add_argument("--skip", default="",
-                        help="comma-separated benchmarks to leave out: codec,data_path,groups,transactions,security,pipeline")
+                        help="comma-separated benchmarks to leave out: "
+                             "codec,data_path,groups,consumer_groups,transactions,stalls,security,pipeline")
     args = parser.parse_args(argv)
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     started = time.monotonic()
@@ -54,12 +57,25 @@ def main(argv: list[str] | None = None) -> int:
         figs = groups.run(gsizes)
         groups.print_figures(figs, groups.LABELS, groups.PEER)
         figures += figs
+    if "consumer_groups" not in skip:
+        print("\n=== consumer groups, new protocol (KIP-848, issue 12) ===")
+        csizes = consumer_groups.Sizes.quick() if args.quick else consumer_groups.Sizes()
+        figs = consumer_groups.run(csizes)
+        consumer_groups.print_figures(figs, consumer_groups.LABELS, consumer_groups.PEER)
+        figures += figs
     if "transactions" not in skip:
         print("\n=== transactions (issue 13) ===")
         tsizes = transactions.Sizes.quick() if args.quick else transactions.Sizes()
         figs = transactions.run(tsizes)
         transactions.print_figures(figs, transactions.LABELS, transactions.PEER)
         figures += figs
+
+    if "stalls" not in skip:
+        # issue 10: the longest event-loop stall while compacting and while replaying __consumer_offsets
+        print("\n=== stalls (issue 10) ===")
+        from kbroker.bench import stalls
+
+        stalls.report(20_000 if args.quick else 200_000)
 
     security_rows: dict = {}
     if "security" not in skip:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -40,6 +41,7 @@ def build_router() -> Router:
         add_offsets_to_txn, add_partitions_to_txn, describe_producers, describe_transactions, end_txn,
         list_transactions, txn_offset_commit,
     )
+    from kbroker.broker.apis import consumer_group_describe, consumer_group_heartbeat  # KIP-848
     from kbroker.broker.apis import (  # security
         alter_user_scram_credentials, create_acls, delete_acls, describe_acls, describe_user_scram_credentials,
         sasl_authenticate, sasl_handshake,
@@ -53,7 +55,7 @@ def build_router() -> Router:
                    find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
                    describe_groups, list_groups, delete_groups, offset_delete,
                    add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit, describe_transactions,
-                   list_transactions, describe_producers,
+                   list_transactions, describe_producers, consumer_group_heartbeat, consumer_group_describe,
                    sasl_handshake, sasl_authenticate, create_acls, describe_acls, delete_acls,
                    describe_user_scram_credentials, alter_user_scram_credentials):
         router.register(module)
@@ -76,7 +78,8 @@ class Broker:
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
         self.router = build_router()
-        self.logs = LogManager(self.data_dir, LogConfig(), config.flush)
+        self.logs = LogManager(self.data_dir, LogConfig(), config.flush, max_partitions=config.max_partitions,
+                               max_open_files=config.log_max_open_files or None)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/)
         from kbroker.broker.security.service import Security
 
@@ -116,6 +119,7 @@ class Broker:
             config=GroupConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(GroupConfig)}),
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,
+            topics=self._topics_image,
         )
         # the transaction coordinator, persisted in __transaction_state
         from kbroker.broker.transactions import TransactionService
@@ -164,6 +168,12 @@ class Broker:
         self.logs.close()
         self.prepared.close()  # releases the data directory's lock last
 
+    def _topics_image(self):
+        """name -> TopicImage, what consumer groups (KIP-848) assign from."""
+        from kbroker.coordinator.consumer_group import TopicImage
+
+        return {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
+
     async def auto_create_topic(self, name: str):
         """Create a topic with the broker defaults (Metadata and Produce auto-creation)."""
         self.logs.create_topic(name, self.config.num_partitions, {})
@@ -175,7 +185,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                self.logs.apply_retention(int(time.time() * 1000))
+                await self.logs.run_maintenance(int(time.time() * 1000))
             except Exception:
                 log.exception("retention_failed")
 
@@ -207,8 +217,14 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepar
     return 0
 
 
+# Compaction and replay decode in worker threads; a 1 ms GIL switch interval (5 ms by default) keeps
+# the event loop's wait for the interpreter short while they run (see `python -m bench.stalls`).
+GIL_SWITCH_INTERVAL_S = 0.001
+
+
 def run(config: BrokerConfig, prepared: Prepared | None = None) -> int:
     """Serve until SIGTERM/SIGINT. `prepared` comes from kbroker.broker.startup.prepare(), which the
     CLI runs first so that a start-up mistake is one line on stderr and nothing else."""
     configure_logging(config.log_format, config.log_level)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     return uvloop.run(serve(config, prepared=prepared))

@@ -97,6 +97,22 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = field(default=6000, metadata={"help": "group.min.session.timeout.ms"})
     group_max_session_timeout_ms: int = field(default=1800000, metadata={"help": "group.max.session.timeout.ms"})
     group_max_size: int = field(default=2147483647, metadata={"help": "group.max.size"})
+    group_consumer_session_timeout_ms: int = field(default=45000, metadata={"help": "group.consumer.session.timeout.ms"})
+    group_consumer_min_session_timeout_ms: int = field(
+        default=45000, metadata={"help": "group.consumer.min.session.timeout.ms"})
+    group_consumer_max_session_timeout_ms: int = field(
+        default=60000, metadata={"help": "group.consumer.max.session.timeout.ms"})
+    group_consumer_heartbeat_interval_ms: int = field(
+        default=5000, metadata={"help": "group.consumer.heartbeat.interval.ms"})
+    group_consumer_min_heartbeat_interval_ms: int = field(
+        default=5000, metadata={"help": "group.consumer.min.heartbeat.interval.ms"})
+    group_consumer_max_heartbeat_interval_ms: int = field(
+        default=15000, metadata={"help": "group.consumer.max.heartbeat.interval.ms"})
+    group_consumer_max_size: int = field(default=2147483647, metadata={"help": "group.consumer.max.size"})
+    group_consumer_assignors: str = field(
+        default="uniform,range", metadata={"help": "group.consumer.assignors (the first is the default)"})
+    group_consumer_migration_policy: str = field(
+        default="bidirectional", metadata={"help": "group.consumer.migration.policy"})
     offsets_topic_num_partitions: int = field(default=50, metadata={"help": "offsets.topic.num.partitions"})
     offsets_retention_minutes: int = field(default=10080, metadata={"help": "offsets.retention.minutes"})
     offsets_retention_check_interval_ms: int = field(
@@ -119,6 +135,15 @@ class BrokerConfig:
         default="",
         metadata={"help": "topics to create at start-up, NAME:PARTITIONS[:compact|delete],... e.g. "
                           "orders:3,payments:6:compact (existing topics are left as they are)"},
+    )
+    max_partitions: int = field(
+        default=10000,
+        metadata={"help": "partitions this broker holds at most; CreateTopics/CreatePartitions beyond it get "
+                          "POLICY_VIOLATION (no Kafka equivalent)"},
+    )
+    log_max_open_files: int = field(
+        default=0,
+        metadata={"help": "segment and index files kept open at once (0: a quarter of the fd limit)"},
     )
     # --- security (issue 14): Kafka's names; see broker/security/ ---
     sasl_enabled_mechanisms: str = field(
@@ -362,6 +387,12 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
     from kbroker.broker.startup_topics import parse_create_topics
 
     parse_create_topics(cfg.create_topics, src.label("create_topics"))
+    from kbroker.coordinator.config import GroupConfig
+
+    try:
+        GroupConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(GroupConfig)}).validate_consumer()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if cfg.ssl_client_auth not in ("required", "requested", "none"):
         raise ConfigError(f"{src.label('ssl_client_auth')}: must be required, requested or none, "
                           f"not {cfg.ssl_client_auth!r}")

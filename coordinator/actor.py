@@ -135,6 +135,7 @@ class GroupCoordinatorService:
         new_member_id: Callable[[str], str] = random_member_id,
         actor_idle_ms: int = 30_000,
         num_partitions: int | None = None,
+        topics: Callable[[], Any] | None = None,
     ) -> None:
         self.config = config or GroupConfig()
         self.clock: Clock = clock or (timers.clock if timers is not None else SystemClock())
@@ -146,6 +147,7 @@ class GroupCoordinatorService:
         self._append_records = append_records
         self._append_records_nowait = append_records_nowait
         self._new_member_id = new_member_id
+        self._topics = topics  # the topics image consumer groups assign from (name -> TopicImage)
         self._machines: dict[int, GroupStateMachine] = {}
         self._loading: set[int] = set()
         self._pending_durable: dict[int, asyncio.Future] = {}  # per partition: its latest pipelined write
@@ -191,7 +193,8 @@ class GroupCoordinatorService:
             await self.unload(partition)
         self._loading.add(partition)
         try:
-            machine = GroupStateMachine(partition, self.config, new_member_id=self._new_member_id)
+            machine = GroupStateMachine(partition, self.config, new_member_id=self._new_member_id,
+                                        **({"topics": self._topics} if self._topics is not None else {}))
             machine.begin_load()
             for i, record in enumerate(records, 1):
                 machine.replay(record)
@@ -404,7 +407,7 @@ class GroupCoordinatorService:
         for partition, machine in self._machines.items():
             if partition in self._loading:
                 continue
-            for group_id in list(machine.groups):
+            for group_id in [*machine.groups, *machine.consumer.groups]:
                 self._actor(partition, group_id).put(_Internal(c.OffsetExpiryCheck(group_id)))
         self._schedule_retention_check()
 
@@ -413,6 +416,8 @@ class GroupCoordinatorService:
         fields = dataclasses.asdict(event)
         if isinstance(event, RebalanceCompleted):
             log.info("rebalance_completed", **fields)
+        elif hasattr(event, "assignment_epoch"):  # consumer groups (KIP-848)
+            log.info("consumer_group_assignment_changed", **fields)
         else:
             log.warning("coordinator_write_failed", **{k: str(v) for k, v in fields.items()})
 

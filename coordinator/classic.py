@@ -16,13 +16,16 @@ records rebuild the groups.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from kbroker.protocol.errors import ErrorCode
 
 from . import commands as c
 from .admin import handle_delete_group, handle_describe_group, list_groups
 from .config import GroupConfig
+from .consumer_group import TopicImage
+from .consumer_machine import ConsumerGroups, no_topics
+from .migration import DowngradedToClassic, JoinAfterConsumerGroupDeleted
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .join import handle_join_group, on_static_member_replaced
 from .member import Member
@@ -78,12 +81,15 @@ class GroupStateMachine:
         config: GroupConfig | None = None,
         *,
         new_member_id: Callable[[str], str] = random_member_id,
+        topics: Callable[[], Mapping[str, TopicImage]] = no_topics,
     ) -> None:
         self.partition = partition
         self.config = config or GroupConfig()
         self.groups: dict[str, ClassicGroup] = {}
         self.loading = False
         self._new_member_id = new_member_id
+        # Consumer groups (KIP-848) of this partition; they take every command about them.
+        self.consumer = ConsumerGroups(partition, self.config, self.groups, topics)
 
     def group(self, group_id: str) -> ClassicGroup | None:
         return self.groups.get(group_id)
@@ -91,6 +97,8 @@ class GroupStateMachine:
     # -- commands ------------------------------------------------------------------------------
 
     def handle(self, cmd: c.Command, now_ms: int) -> Outcome:
+        if self.consumer.owns(cmd):
+            return self.consumer.handle(cmd, now_ms)
         ctx = Ctx(self.config, now_ms, Outcome())
         group = self.groups.get(cmd.group_id)
         match cmd:
@@ -139,6 +147,20 @@ class GroupStateMachine:
                 on_static_member_replaced(ctx, group, follow_up, error)
             case GroupRemoved():
                 on_group_removed(ctx, group, follow_up, error, self._drop)
+            case JoinAfterConsumerGroupDeleted():
+                if error is None:
+                    handle_join_group(ctx, follow_up.join, self.groups.get,
+                                      lambda gid: self._create(gid, now_ms), self._new_member_id)
+                else:
+                    ctx.out.reply(follow_up.join.reply_to, JoinGroupResult(error, follow_up.join.member_id))
+            case DowngradedToClassic():
+                # The consumer group became this classic group (online downgrade): its members
+                # heartbeat again and rejoin.
+                if error is None and group is not None:
+                    for member in group.members.values():
+                        schedule_heartbeat(ctx, group, member)
+                    if follow_up.rebalance:
+                        prepare_rebalance(ctx, group, f"downgrade from consumer group: {follow_up.reason}", None)
             case EmptyGroupWritten():
                 # Safe to ignore: with no members, the previous generation coming back after a
                 # restart would just time out.
@@ -148,7 +170,8 @@ class GroupStateMachine:
         return ctx.out
 
     def list_groups(self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()) -> list[ListedGroup]:
-        return list_groups(self.groups.values(), states_filter, types_filter)
+        return (list_groups(self.groups.values(), states_filter, types_filter)
+                + self.consumer.list_groups(states_filter, types_filter))
 
     def _create(self, group_id: str, now_ms: int) -> ClassicGroup:
         group = ClassicGroup(group_id, now_ms)
@@ -164,6 +187,9 @@ class GroupStateMachine:
     # -- records -------------------------------------------------------------------------------
 
     def replay(self, record: Record) -> None:
+        if self.consumer.replays(record):
+            self.consumer.replay(record)
+            return
         match record:
             case OffsetCommitRecord():
                 group = self.groups.get(record.group)
@@ -181,7 +207,8 @@ class GroupStateMachine:
                     if self.loading and group.protocol_type is None and not group.offsets and not group.members:
                         del self.groups[record.group]
             case GroupMetadataRecord():
-                if self.loading or record.group not in self.groups:
+                existing = self.groups.get(record.group)
+                if self.loading or existing is None or (existing.protocol_type is None and not existing.members):
                     self._load_group_metadata(record)
                 # At run time the record mirrors memory already (see the module docstring).
             case GroupMetadataTombstone():
@@ -196,6 +223,10 @@ class GroupStateMachine:
                         del self.groups[record.group]
                 elif group.state in (S.EMPTY, S.DEAD):
                     self._drop(group)
+                    if group.offsets:
+                        # An empty group giving way to a consumer group of the same id: the
+                        # offsets stay (deletion and expiry tombstone them first).
+                        self.groups[record.group] = self._simple_group_with(group)
 
     def _simple_group_with(self, old: ClassicGroup) -> ClassicGroup:
         group = ClassicGroup(old.group_id, old.current_state_timestamp or 0)
@@ -244,6 +275,7 @@ class GroupStateMachine:
     def begin_load(self) -> None:
         self.loading = True
         self.groups.clear()
+        self.consumer.begin_load()
 
     def finish_load(self, now_ms: int) -> Outcome:
         """Every loaded group is Stable or Empty; members get fresh heartbeat deadlines
@@ -255,6 +287,7 @@ class GroupStateMachine:
                 schedule_heartbeat(ctx, group, member)
             if group.size > self.config.group_max_size:
                 prepare_rebalance(ctx, group, f"loaded group is over capacity ({self.config.group_max_size})", None)
+        ctx.out.merge(self.consumer.finish_load(now_ms))
         return ctx.out
 
     def unload(self, now_ms: int) -> Outcome:
@@ -272,4 +305,5 @@ class GroupStateMachine:
             ctx.out.cancel(c.sync_key(group.group_id))
             group.transition_to(S.DEAD, now_ms)
         self.groups.clear()
+        ctx.out.merge(self.consumer.unload(now_ms))
         return ctx.out

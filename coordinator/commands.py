@@ -125,6 +125,9 @@ class OffsetFetch:
     topics: tuple[TopicPartitions, ...] | None = None  # None: every committed partition
     require_stable: bool = False
     reply_to: Handle | None = None
+    # v9+: checked against consumer group (KIP-848) members only
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(slots=True)

@@ -20,6 +20,16 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4_096
     offsets_topic_num_partitions: int = 50
+    # Consumer groups (KIP-848), Kafka's names and defaults.
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_max_size: int = 2_147_483_647
+    group_consumer_assignors: str = "uniform,range"  # the first is the default
+    group_consumer_migration_policy: str = "bidirectional"
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -29,9 +39,42 @@ class GroupConfig:
     def new_member_join_timeout_ms(self) -> int:
         return NEW_MEMBER_JOIN_TIMEOUT_MS
 
+    @property
+    def consumer_assignors(self) -> tuple[str, ...]:
+        return tuple(_assignor_name(n) for n in self.group_consumer_assignors.split(",") if n.strip())
+
+    def validate_consumer(self) -> None:
+        """Kafka's start-up checks of the consumer group settings; raises ValueError."""
+        s, lo, hi = (self.group_consumer_session_timeout_ms, self.group_consumer_min_session_timeout_ms,
+                     self.group_consumer_max_session_timeout_ms)
+        if not lo <= s <= hi:
+            raise ValueError(f"group.consumer.session.timeout.ms must be within [{lo}, {hi}], not {s}")
+        h, hlo, hhi = (self.group_consumer_heartbeat_interval_ms, self.group_consumer_min_heartbeat_interval_ms,
+                       self.group_consumer_max_heartbeat_interval_ms)
+        if not hlo <= h <= hhi:
+            raise ValueError(f"group.consumer.heartbeat.interval.ms must be within [{hlo}, {hhi}], not {h}")
+        if h >= s:
+            raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        unknown = [n for n in self.consumer_assignors if n not in ("uniform", "range")]
+        if unknown or not self.consumer_assignors:
+            raise ValueError(f"group.consumer.assignors: unknown assignor(s) {unknown}; known: uniform, range")
+        if self.group_consumer_migration_policy.lower() not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+            raise ValueError("group.consumer.migration.policy must be disabled, upgrade, downgrade or bidirectional")
+
     @classmethod
     def from_properties(cls, props: Mapping[str, str | int]) -> GroupConfig:
         """Build from Kafka-style dotted names (`group.max.size`); unknown keys are ignored."""
         known = {f.name.replace("_", "."): f.name for f in fields(cls)}
-        values = {known[k]: int(v) for k, v in props.items() if k in known}
+        types = {f.name: f.type for f in fields(cls)}
+        values = {known[k]: (str(v) if types[known[k]] in ("str", str) else int(v))
+                  for k, v in props.items() if k in known}
         return cls(**values)
+
+
+def _assignor_name(name: str) -> str:
+    """Kafka lists assignor classes; their short names are what clients send."""
+    name = name.strip()
+    return {
+        "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+        "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+    }.get(name, name)

@@ -19,6 +19,13 @@ from kbroker.coordinator.records import (
     OffsetCommitTombstone,
     Record,
 )
+from kbroker.coordinator.consumer_record_codec import (
+    CONSUMER_RECORD_TYPES,
+    IgnoredRecord,
+    decode_consumer_record,
+    encode_consumer_record,
+)
+from kbroker.coordinator.consumer_records import is_consumer_record
 from kbroker.protocol import codec
 from kbroker.protocol.messages import group_metadata_key as gmk
 from kbroker.protocol.messages import group_metadata_value as gmv
@@ -83,6 +90,8 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
         return key, _encode(gmv.SPEC, GROUP_METADATA_VALUE_VERSION, value)
     if isinstance(record, GroupMetadataTombstone):
         return _key(GROUP_METADATA, gmk.SPEC, gmk.GroupMetadataKey(record.group)), None
+    if is_consumer_record(record):
+        return encode_consumer_record(record)
     raise TypeError(f"not a coordinator record: {record!r}")
 
 
@@ -122,4 +131,9 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
                 for m in v.members
             ),
         )
+    if record_type in CONSUMER_RECORD_TYPES:
+        try:
+            return decode_consumer_record(record_type, key, value)  # type: ignore[return-value]
+        except IgnoredRecord:
+            pass
     raise UnknownRecordType(f"record type {record_type}")

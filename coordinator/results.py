@@ -215,6 +215,11 @@ def error_result_for(cmd: c.Request, code: ErrorCode) -> Result:
             return DescribedGroup(cmd.group_id, code)
         case c.DeleteGroup():
             return DeletedGroup(cmd.group_id, code)
+    from .consumer_commands import consumer_error_result
+
+    result = consumer_error_result(cmd, code)
+    if result is not None:
+        return result  # type: ignore[return-value]
     raise TypeError(f"no result type for {type(cmd).__name__}")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -345,6 +346,8 @@ def consumer_offsets_row(log_partition: int, r: LogRecord) -> dict[str, Any]:
                    members=_members(rec))
     elif isinstance(rec, GroupMetadataTombstone):
         row.update(record_type="group_tombstone")
+    else:  # a consumer group (KIP-848) record: consumer_group_metadata_record, ..._tombstone, ...
+        row.update(record_type=re.sub(r"(?<!^)(?=[A-Z])", "_", type(rec).__name__).lower())
     return row
 
 

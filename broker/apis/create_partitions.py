@@ -70,7 +70,7 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
             continue
         try:
             _check(broker, topic)
-            broker.logs.add_partitions(topic.name, topic.count, validate_only=request.validate_only)
+            await broker.logs.add_partitions_async(topic.name, topic.count, validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -102,7 +102,8 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             if topic.name in broker.logs.topics():
                 raise KafkaError(f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
             count = _partition_count(broker, topic)
-            info = broker.logs.create_topic(topic.name, count, _configs(topic), validate_only=request.validate_only)
+            info = await broker.logs.create_topic_async(topic.name, count, _configs(topic),
+                                                        validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
             continue

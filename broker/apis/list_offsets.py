@@ -10,7 +10,7 @@ through the time index: the first record whose timestamp is at least that, or -1
 from __future__ import annotations
 
 from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.list_offsets_request import ListOffsetsRequest
 from kbroker.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
@@ -72,7 +72,11 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
             if plog is None:
                 parts.append(ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            offset, ts, epoch = _lookup(plog, p.timestamp, ctx.api_version)
+            try:
+                offset, ts, epoch = _lookup(plog, p.timestamp, ctx.api_version)
+            except KafkaError as e:  # a timestamp search that reached a damaged batch: CORRUPT_MESSAGE
+                parts.append(ListOffsetsPartitionResponse(p.partition_index, e.code))
+                continue
             if p.timestamp == LATEST and request.isolation_level == READ_COMMITTED:
                 offset = broker.producer_states.last_stable_offset(plog)
             parts.append(ListOffsetsPartitionResponse(

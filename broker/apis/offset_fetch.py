@@ -5,7 +5,7 @@
 - v2-v7: one group; `topics = null` means every committed partition; a group-level error is the
   top-level `error_code` (and no topics). v5+ carry the leader epoch, v7 `require_stable`.
 - v8+: a batch of groups, each answered on its own (asked concurrently). v9's member id and epoch
-  only matter to KIP-848 groups; for classic groups Kafka ignores them, and so does this broker.
+  only matter to KIP-848 groups (STALE_MEMBER_EPOCH); for classic groups Kafka ignores them.
 - `require_stable` (v7+): a partition with a transactional offset not yet committed or aborted
   (TxnOffsetCommit of an open transaction) answers UNSTABLE_OFFSET_COMMIT, offset -1; clients retry.
 """
@@ -34,11 +34,13 @@ VERSIONS = (1, 9)
 E = ErrorCode
 
 
-def _command(group_id: str, topics, require_stable: bool) -> c.OffsetFetch:
+def _command(group_id: str, topics, require_stable: bool, member_id: str | None = None,
+             member_epoch: int = -1) -> c.OffsetFetch:
     wanted = None if topics is None else tuple(
         c.TopicPartitions(t.name, tuple(t.partition_indexes)) for t in topics
     )
-    return c.OffsetFetch(group_id=group_id, topics=wanted, require_stable=require_stable)
+    return c.OffsetFetch(group_id=group_id, topics=wanted, require_stable=require_stable,
+                         member_id=member_id, member_epoch=member_epoch)
 
 
 async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch):
@@ -94,7 +96,9 @@ def failed_response(ctx: RequestContext, request: OffsetFetchRequest, error: Err
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     v = ctx.api_version
     if v >= 8:
-        cmds = [_command(g.group_id, g.topics, request.require_stable) for g in request.groups]
+        cmds = [_command(g.group_id, g.topics, request.require_stable,
+                         g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
+                for g in request.groups]
         results = await asyncio.gather(*(_fetch(ctx, cmd) for cmd in cmds))
         groups = []
         for cmd, r in zip(cmds, results):

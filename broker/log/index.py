@@ -20,6 +20,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import Callable
 
+from .files import FILES
 
 class _SparseIndex:
     """A file of fixed-size (key, value) entries with keys non-decreasing, mirrored in memory."""
@@ -32,7 +33,9 @@ class _SparseIndex:
         self.path = path
         self.keys = array(self.KEY_TYPECODE)
         self.values = array(self.VALUE_TYPECODE)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.closed = False
+        with FILES.lease(path, create=True):
+            pass  # the file exists from now on; its descriptor lives in the shared cache
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -40,34 +43,38 @@ class _SparseIndex:
     def _append(self, key: int, value: int) -> None:
         # Straight to the page cache, no fsync: the active segment's indexes are rebuilt on unclean
         # recovery, and a lost tail of entries in a sparse index only makes lookups scan further.
-        os.pwrite(self._fd, self.ENTRY.pack(key, value), len(self.keys) * self.ENTRY.size)
+        with FILES.lease(self.path) as fd:
+            os.pwrite(fd, self.ENTRY.pack(key, value), len(self.keys) * self.ENTRY.size)
         self.keys.append(key)
         self.values.append(value)
 
     def sync(self, fsync: Callable[[int], None] = os.fsync) -> None:
-        if self._fd >= 0:
-            fsync(self._fd)
+        if not self.closed:
+            with FILES.lease(self.path) as fd:
+                fsync(fd)
 
     def truncate_entries(self, count: int) -> None:
         """Keep only the first `count` entries."""
         del self.keys[count:]
         del self.values[count:]
-        os.ftruncate(self._fd, count * self.ENTRY.size)
+        with FILES.lease(self.path) as fd:
+            os.ftruncate(fd, count * self.ENTRY.size)
 
     def reset(self) -> None:
         self.truncate_entries(0)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if not self.closed:
+            self.closed = True
+            FILES.forget(self.path)
 
     def _load_entries(self) -> bool:
         """Read the file into memory; False when its size is not a whole number of entries."""
-        size = os.fstat(self._fd).st_size
-        if size % self.ENTRY.size:
-            return False
-        data = os.pread(self._fd, size, 0)
+        with FILES.lease(self.path) as fd:
+            size = os.fstat(fd).st_size
+            if size % self.ENTRY.size:
+                return False
+            data = os.pread(fd, size, 0)
         for key, value in self.ENTRY.iter_unpack(data):
             self.keys.append(key)
             self.values.append(value)

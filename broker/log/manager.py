@@ -27,15 +27,20 @@ import structlog
 
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
+from . import compaction, retention
 from .config import FlushPolicy, LogConfig
+from .files import FILES, fsync_dir, write_file_durably
 from .flusher import sync_segments
-from .partition_log import PartitionLog, fsync_dir, write_file_durably
+from .partition_log import PartitionLog
 
 log = structlog.get_logger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kbroker_clean_shutdown"
 TOPICS_DIR = "topics"
 MAX_TOPIC_NAME_LENGTH = 249
+# Kafka has no such cap; ours bounds what one request can make the broker build (directories, files,
+# per-partition state). File descriptors are bounded separately by the shared cache (files.py).
+DEFAULT_MAX_PARTITIONS = 10_000
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)")
 
@@ -96,12 +101,19 @@ class LogManager:
         flush_policy: FlushPolicy | str = "always",
         *,
         fsync: Callable[[int], None] = os.fsync,
+        max_partitions: int = DEFAULT_MAX_PARTITIONS,
+        max_open_files: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.max_partitions = max_partitions
+        if max_open_files:
+            FILES.capacity = max(8, max_open_files)
+        self._reserved_partitions = 0  # being created off the loop, counted against max_partitions
         self.default_config = default_config if default_config is not None else LogConfig()
         self.flush_policy = FlushPolicy.parse(flush_policy)
         self._fsync = fsync
         self._topics: dict[str, TopicInfo] = {}
+        self._creating: set[str] = set()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._interval_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -129,7 +141,7 @@ class LogManager:
                 raw["name"],
                 uuid.UUID(raw["topic_id"]),
                 int(raw["partitions"]),
-                LogConfig.from_topic_configs(overrides, self.default_config),
+                LogConfig.from_topic_configs(overrides, self.default_config, allow_internal=True),
                 overrides,
             )
             self._topics[info.name] = info
@@ -153,7 +165,12 @@ class LogManager:
         )
 
     def _open_log(self, info: TopicInfo, partition: int, clean: bool) -> PartitionLog:
-        plog = PartitionLog(
+        plog = self._make_log(info, partition, clean)
+        self._logs[(info.name, partition)] = plog
+        return plog
+
+    def _make_log(self, info: TopicInfo, partition: int, clean: bool) -> PartitionLog:
+        return PartitionLog(
             self.data_dir / f"{info.name}-{partition}",
             info.name,
             partition,
@@ -162,8 +179,6 @@ class LogManager:
             clean_shutdown=clean,
             fsync=self._fsync,
         )
-        self._logs[(info.name, partition)] = plog
-        return plog
 
     def _start_interval_flusher(self) -> None:
         if self.flush_policy.kind != "interval" or self._interval_task is not None:
@@ -208,6 +223,45 @@ class LogManager:
             raise KafkaError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return info
 
+    def _check_partition_budget(self, adding: int) -> None:
+        total = len(self._logs) + self._reserved_partitions + adding
+        if total > self.max_partitions:
+            log.warning("partition_limit_refused", requested=adding, existing=len(self._logs),
+                        max_partitions=self.max_partitions)
+            raise KafkaError(
+                f"{adding} more partition(s) would make {total} on this broker; its limit (max.partitions) "
+                f"is {self.max_partitions}",
+                ErrorCode.POLICY_VIOLATION,
+            )
+
+    def _new_topic(self, name: str, num_partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None,
+                   allow_internal_configs: bool) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self._topics or name in self._creating:
+            raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+        clash = next((t for t in (*self._topics, *self._creating) if _collision_key(t) == _collision_key(name)), None)
+        if clash is not None:
+            raise InvalidTopicError(f"topic {name!r} collides with existing topic {clash!r} ('.' vs '_')")
+        if num_partitions < 1:
+            raise KafkaError(f"number of partitions must be at least 1, not {num_partitions}", ErrorCode.INVALID_PARTITIONS)
+        config = LogConfig.from_topic_configs(configs, self.default_config, allow_internal=allow_internal_configs)
+        self._check_partition_budget(num_partitions)
+        if topic_id is None or topic_id.int == 0:
+            topic_id = uuid.uuid4()
+        return TopicInfo(name, topic_id, num_partitions, config, config.override_dict())
+
+    def _build_logs(self, info: TopicInfo, partitions: range) -> list[PartitionLog]:
+        """The file work of a creation: the topic file first, then the partition directories."""
+        write_file_durably(self._meta_path(info.name), info.to_json())
+        logs = [self._make_log(info, partition, clean=True) for partition in partitions]
+        fsync_dir(self.data_dir)
+        return logs
+
+    def _register(self, info: TopicInfo, logs: list[PartitionLog]) -> None:
+        self._topics[info.name] = info
+        for plog in logs:
+            self._logs[(info.name, plog.partition)] = plog
+
     def create_topic(
         self,
         name: str,
@@ -216,27 +270,36 @@ class LogManager:
         topic_id: uuid.UUID | None = None,
         *,
         validate_only: bool = False,
+        allow_internal_configs: bool = False,
     ) -> TopicInfo:
-        validate_topic_name(name)
-        if name in self._topics:
-            raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
-        clash = next((t for t in self._topics if _collision_key(t) == _collision_key(name)), None)
-        if clash is not None:
-            raise InvalidTopicError(f"topic {name!r} collides with existing topic {clash!r} ('.' vs '_')")
-        if num_partitions < 1:
-            raise KafkaError(f"number of partitions must be at least 1, not {num_partitions}", ErrorCode.INVALID_PARTITIONS)
-        config = LogConfig.from_topic_configs(configs, self.default_config)
-        if topic_id is None or topic_id.int == 0:
-            topic_id = uuid.uuid4()
-        info = TopicInfo(name, topic_id, num_partitions, config, config.override_dict())
+        """Create a topic synchronously (start-up, auto-creation, tools). Requests use create_topic_async."""
+        info = self._new_topic(name, num_partitions, configs, topic_id, allow_internal_configs)
         if validate_only:
             return info
-        write_file_durably(self._meta_path(name), info.to_json())
-        self._topics[name] = info
-        for partition in range(num_partitions):
-            self._open_log(info, partition, clean=True)
-        fsync_dir(self.data_dir)
-        log.info("topic_created", topic=name, topic_id=str(topic_id), partitions=num_partitions, configs=info.overrides)
+        self._register(info, self._build_logs(info, range(num_partitions)))
+        log.info("topic_created", topic=name, topic_id=str(info.topic_id), partitions=num_partitions,
+                 configs=info.overrides)
+        return info
+
+    async def create_topic_async(
+        self, name: str, num_partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None, *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """CreateTopics: thousands of partitions mean thousands of directories and fsyncs, so the files
+        are made in a worker thread while the loop keeps serving; the name is reserved meanwhile."""
+        info = self._new_topic(name, num_partitions, configs, topic_id, False)
+        if validate_only:
+            return info
+        self._creating.add(name)
+        self._reserved_partitions += num_partitions
+        try:
+            logs = await asyncio.to_thread(self._build_logs, info, range(num_partitions))
+        finally:
+            self._creating.discard(name)
+            self._reserved_partitions -= num_partitions
+        self._register(info, logs)
+        log.info("topic_created", topic=name, topic_id=str(info.topic_id), partitions=num_partitions,
+                 configs=info.overrides)
         return info
 
     def delete_topic(self, name: str) -> None:
@@ -251,20 +314,53 @@ class LogManager:
                 plog.delete()
         log.info("topic_deleted", topic=name, topic_id=str(info.topic_id))
 
-    def add_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+    def _check_new_partitions(self, name: str, new_total: int) -> TopicInfo:
         info = self._require(name)
+        if name in self._creating:
+            raise KafkaError(f"partitions of topic {name!r} are being created", ErrorCode.REASSIGNMENT_IN_PROGRESS)
         if new_total <= info.num_partitions:
             raise KafkaError(
                 f"topic {name!r} has {info.num_partitions} partitions; the new count must be larger, not {new_total}",
                 ErrorCode.INVALID_PARTITIONS,
             )
+        self._check_partition_budget(new_total - info.num_partitions)
+        return info
+
+    def _grown(self, info: TopicInfo, new_total: int) -> TopicInfo:
+        return TopicInfo(info.name, info.topic_id, new_total, info.config, info.overrides)
+
+    def add_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+        info = self._check_new_partitions(name, new_total)
         if validate_only:
             return info
         old_total = info.num_partitions
+        grown = self._grown(info, new_total)
+        logs = self._build_logs(grown, range(old_total, new_total))
         info.num_partitions = new_total
-        write_file_durably(self._meta_path(name), info.to_json())
-        for partition in range(old_total, new_total):
-            self._open_log(info, partition, clean=True)
+        self._register(info, logs)
+        log.info("partitions_added", topic=name, partitions=new_total)
+        return info
+
+    async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+        """CreatePartitions, with the file work in a worker thread (see create_topic_async)."""
+        info = self._check_new_partitions(name, new_total)
+        if validate_only:
+            return info
+        old_total = info.num_partitions
+        added = new_total - old_total
+        self._creating.add(name)
+        self._reserved_partitions += added
+        try:
+            logs = await asyncio.to_thread(self._build_logs, self._grown(info, new_total), range(old_total, new_total))
+        finally:
+            self._creating.discard(name)
+            self._reserved_partitions -= added
+        if self._topics.get(name) is not info:  # deleted meanwhile: the files went with it
+            for plog in logs:
+                plog.delete()
+            raise KafkaError(f"topic {name!r} was deleted", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        info.num_partitions = new_total
+        self._register(info, logs)
         log.info("partitions_added", topic=name, partitions=new_total)
         return info
 
@@ -272,7 +368,8 @@ class LogManager:
         """Replace the topic's overrides with `configs` (AlterConfigs semantics; callers doing incremental
         changes pass the merged dict)."""
         info = self._require(name)
-        config = LogConfig.from_topic_configs(configs, self.default_config)
+        config = LogConfig.from_topic_configs(configs, self.default_config,
+                                              allow_internal="internal.segment.bytes" in info.overrides)
         if validate_only:
             return info
         info.config = config
@@ -297,19 +394,28 @@ class LogManager:
     # --- background maintenance -----------------------------------------------------------------------
 
     def apply_retention(self, now_ms: int) -> int:
-        """The broker's periodic clean-up: delete-policy retention, then compaction for compact topics.
-        Returns the number of segments deleted by retention."""
+        """Retention then compaction, synchronously (tests, tools). Returns the segments retention deleted."""
         deleted = 0
         for plog in list(self._logs.values()):
-            deleted += plog.apply_retention(now_ms)
+            deleted += retention.apply_retention(plog, now_ms)
             if plog.config.compact:
-                plog.compact(now_ms)
+                compaction.compact(plog, now_ms)
         return deleted
 
-    def compact(self, now_ms: int) -> None:
+    async def run_maintenance(self, now_ms: int) -> int:
+        """The broker's periodic clean-up: retention (cheap: unlinks) on the loop, compaction's cleaning
+        in a worker thread per partition so the loop never stalls on it."""
+        deleted = 0
         for plog in list(self._logs.values()):
+            if plog.closed:
+                continue
+            deleted += retention.apply_retention(plog, now_ms)
             if plog.config.compact:
-                plog.compact(now_ms)
+                try:
+                    await compaction.compact_async(plog, now_ms)
+                except Exception:
+                    log.exception("compaction_failed", topic=plog.topic, partition=plog.partition)
+        return deleted
 
     # --- shutdown -------------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from kbroker.protocol import record_batch as rb
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 from .config import FlushPolicy, LogConfig
+from .files import fsync_dir, write_file_durably
 from .flusher import Flusher
 from .segment import LogSegment
 
@@ -50,25 +51,7 @@ class ReadResult:
     last_stable_offset: int
 
 
-def write_file_durably(path: Path, data: bytes) -> None:
-    """Write-temp, fsync, rename, fsync the directory: the file is either old or new after a crash."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+__all__ = ["AppendInfo", "OffsetOutOfRangeError", "PartitionLog", "ReadResult", "fsync_dir", "write_file_durably"]
 
 
 class PartitionLog:
@@ -94,6 +77,10 @@ class PartitionLog:
         self.log_start_offset = 0
         self._background: set[asyncio.Task[None]] = set()
         self.last_compaction: tuple[object, int] | None = None  # compaction.py's skip-if-unchanged memo
+        # Held by whoever reads or rewrites inactive segments from a worker thread (compaction, replay)
+        # so that two of them never interleave; appends never need it (they touch only the active one).
+        self.maintenance_lock = asyncio.Lock()
+        self.closed = False  # closed or deleted: background work must leave it alone
         self._load(clean_shutdown)
         self.flusher = Flusher(
             FlushPolicy.parse(flush_policy),
@@ -106,44 +93,84 @@ class PartitionLog:
 
     # --- loading and recovery -------------------------------------------------------------------------
 
-    def _read_checkpoint(self) -> tuple[int | None, int]:
+    def _read_checkpoint(self) -> tuple[int | None, int, int | None]:
+        """(log start, recovery point, log end offset at the last clean close or None)."""
         try:
             data = json.loads((self.directory / CHECKPOINT_FILE).read_text())
-            return int(data["log_start_offset"]), int(data["recovery_point"])
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
-            return None, 0  # no trustworthy checkpoint: recover every segment
+            end = data.get("log_end_offset")
+            return int(data["log_start_offset"]), int(data["recovery_point"]), None if end is None else int(end)
+        except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):
+            return None, 0, None  # no trustworthy checkpoint: recover every segment
 
-    def persist_checkpoint(self) -> None:
-        body = json.dumps({"log_start_offset": self.log_start_offset, "recovery_point": self._recovery_point})
-        write_file_durably(self.directory / CHECKPOINT_FILE, body.encode())
+    def persist_checkpoint(self, *, closing: bool = False) -> None:
+        body = {"log_start_offset": self.log_start_offset, "recovery_point": self._recovery_point}
+        if closing:
+            # Only a clean close knows the final log end; any later checkpoint drops it again, so a
+            # start that finds less than this knows the tail was lost while the broker was stopped.
+            body["log_end_offset"] = self.log_end_offset
+        write_file_durably(self.directory / CHECKPOINT_FILE, json.dumps(body).encode())
 
     def _load(self, clean_shutdown: bool) -> None:
         for leftover in self.directory.glob("*.cleaned"):  # compaction output that never got swapped in
             leftover.unlink()
         for tmp in self.directory.glob("*.tmp"):
             tmp.unlink()
-        checkpoint_start, recovery_point = self._read_checkpoint()
+        checkpoint_start, recovery_point, checkpoint_end = self._read_checkpoint()
         bases = sorted(int(p.name[:-4]) for p in self.directory.glob("*.log") if p.name[:-4].isdigit())
         interval = self.config.index_interval_bytes
+        damaged = False
         for i, base in enumerate(bases):
             last = i == len(bases) - 1
-            recover = not clean_shutdown and (base >= recovery_point or last)
+            # The active segment is always validated, clean shutdown or not: appends must never land
+            # behind a batch that does not validate. Older ones are when the stop was unclean and they
+            # are past the recovery point, when their index fails its sanity check, or when an
+            # earlier segment was damaged.
+            recover = last or damaged or (not clean_shutdown and base >= recovery_point)
             segment, result = LogSegment.open(self.directory, base, interval, recover=recover)
+            if segment.next_offset > base and self.segments and self.segments[-1].next_offset > base:
+                # Overlaps the segment before it (which must have been damaged into nonsense): keep the
+                # earlier data, never serve two batches for one offset.
+                log.warning("segment_deleted_overlapping", file=str(segment.log_path), base_offset=base)
+                segment.delete()
+                continue
             self.segments.append(segment)
             if result is not None and result.truncated_bytes and not last:
-                # Kafka's rule: data after a corrupt point cannot be trusted to follow on, drop it.
-                for later in bases[i + 1 :]:
-                    doomed, _ = LogSegment.open(self.directory, later, interval, recover=False)
-                    log.warning("segment_deleted_after_corruption", file=str(doomed.log_path))
-                    doomed.delete()
-                break
+                # Unlike Kafka (which refetches from replicas) we have no other copy: later segments
+                # are kept, each validated, and the offsets lost in between become a gap readers skip.
+                damaged = True
+                log.warning("segment_truncated_in_middle_of_log", file=str(segment.log_path),
+                            lost_from_offset=segment.next_offset, next_segment_base=bases[i + 1],
+                            bytes=result.truncated_bytes)
         if not self.segments:
             self.segments.append(LogSegment(self.directory, checkpoint_start or 0, interval))
         self._segment_bases = [s.base_offset for s in self.segments]
+        if not self.config.compact:  # compaction leaves gaps on purpose; elsewhere a gap is lost data
+            for before, after in zip(self.segments, self.segments[1:]):
+                if before.next_offset < after.base_offset:
+                    log.warning("log_gap_between_segments", file=str(before.log_path),
+                                lost_from_offset=before.next_offset, lost_to_offset=after.base_offset - 1)
+        if checkpoint_end is not None and self.log_end_offset < checkpoint_end:
+            # The log was cut (on a batch boundary, or recovery just truncated it) while the broker was
+            # stopped after a clean close. The records are gone; their offsets must not be reused, or
+            # consumers positioned past them would silently skip new records: restart at the old end.
+            log.warning("log_end_behind_checkpoint", topic=self.topic, partition=self.partition,
+                        log_end_offset=self.log_end_offset, checkpointed_log_end_offset=checkpoint_end,
+                        offsets_lost=checkpoint_end - self.log_end_offset)
+            self._start_segment_at(checkpoint_end)
         first = self.segments[0].base_offset
         start = first if checkpoint_start is None else max(checkpoint_start, first)
         self.log_start_offset = min(start, self.log_end_offset)
         self._recovery_point = self.active.base_offset
+
+    def _start_segment_at(self, offset: int) -> None:
+        interval = self.config.index_interval_bytes
+        if self.active.size == 0:
+            self.segments.pop().delete()
+            self._segment_bases.pop()
+        else:
+            self.active.mark_inactive()
+        self.segments.append(LogSegment(self.directory, offset, interval))
+        self._segment_bases.append(offset)
 
     # --- offsets --------------------------------------------------------------------------------------
 
@@ -403,21 +430,10 @@ class PartitionLog:
         self._segment_bases.pop(index)
         segment.delete()
 
-    # --- cleanup policies -----------------------------------------------------------------------------
-
-    def apply_retention(self, now_ms: int) -> int:
-        from .retention import apply_retention
-
-        return apply_retention(self, now_ms)
-
-    def compact(self, now_ms: int) -> object:
-        from .compaction import compact
-
-        return compact(self, now_ms)
-
     # --- lifecycle ------------------------------------------------------------------------------------
 
     def close(self) -> None:
+        self.closed = True
         for task in list(self._background):
             task.cancel()  # the final synchronous flush below covers whatever they were doing
         if self.flusher.fenced is not None:
@@ -433,10 +449,11 @@ class PartitionLog:
         # Everything is synced, but the active segment stays the recovery point: after a later unclean
         # stop it is the one that may have been appended to since.
         self._recovery_point = self.active.base_offset
-        self.persist_checkpoint()
+        self.persist_checkpoint(closing=True)
 
     def delete(self) -> None:
         """Remove the partition's files (topic deletion)."""
+        self.closed = True
         for task in list(self._background):
             task.cancel()
         self.flusher.abandon()

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import struct
-import time
 from bisect import bisect_right
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import structlog
 
+from kbroker.protocol.errors import CorruptRecordError
 from kbroker.protocol.record_batch import (
     HEADER_SIZE,
     HEADER_STRUCT,
@@ -22,12 +23,16 @@ from kbroker.protocol.record_batch import (
     decode_batch,
 )
 
+from .files import FILES
 from .index import OffsetIndex, TimeIndex
 
 log = structlog.get_logger(__name__)
 
-_I32 = struct.Struct(">i")
 _READ_CHUNK = 256 * 1024  # how much a header scan reads per syscall
+# batchLength, partitionLeaderEpoch, magic, crc: the fields a read checks, from byte 8 of a batch
+_FRAMING = struct.Struct(">iibI")
+_FRAMING_AT = 8
+_I32 = struct.Struct(">i")
 _RELATIVE_OFFSET_LIMIT = 2**31 - 1  # index entries hold offsets relative to the base as int32
 
 
@@ -42,27 +47,51 @@ class RecoveryResult:
     reason: str | None
 
 
+class CorruptBatchError(CorruptRecordError):
+    """A stored batch failed its check on read (Kafka's CorruptRecordException from FileLogInputStream).
+
+    `resume_offset` is where a reader that chooses to skip the damage can go on: after the batch when
+    its length can be trusted (only its contents are bad), else the segment's end (its framing is lost).
+    """
+
+    def __init__(self, segment: LogSegment, position: int, offset: int, resume_offset: int, reason: str) -> None:
+        super().__init__(f"corrupt batch in {segment.log_path} at position {position}: {reason}")
+        self.file = str(segment.log_path)
+        self.position = position
+        self.offset = offset
+        self.resume_offset = resume_offset
+        self.reason = reason
+        self.raw: bytes | None = None
+
+
 class LogSegment:
     """Appends are synchronous (page cache); `sync` is safe to call from a worker thread."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, suffix: str = "") -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = directory / segment_file_name(base_offset, ".log")
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        self.suffix = suffix  # ".cleaned" while compaction builds a replacement
+        self.log_path = directory / segment_file_name(base_offset, ".log" + suffix)
+        # Descriptors live in the shared cache (files.py); a segment holds only paths.
+        # (log_path is reassigned by promote_log; the cache keys by str(path) and accepts both.)
+        with FILES.lease(self.log_path, create=True) as fd:
+            self.size = os.fstat(fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp
         self.first_batch_timestamp = -1  # drives time-based rolls, like Kafka's rollingBasedTimestamp
         self.created_ms = int(time.time() * 1000)
-        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, ".index"), base_offset)
-        self.time_index = TimeIndex(directory / segment_file_name(base_offset, ".timeindex"), base_offset)
+        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, ".index" + suffix), base_offset)
+        self.time_index = TimeIndex(directory / segment_file_name(base_offset, ".timeindex" + suffix), base_offset)
         self._bytes_since_index = 0
         self.synced_size = self.size  # bytes known to be on disk; the flusher raises it
+        # Bytes [0, verified_size) passed a CRC check (recovery, a read) or were appended by us; reads
+        # check the CRC of whatever they serve beyond it.
+        self.verified_size = 0
         self.indexes_synced = False  # set once an inactive segment's indexes have been fsynced
         self.closed = False
+        self._reported: set[int] = set()  # positions of damage already logged
 
     # --- opening --------------------------------------------------------------------------------------
 
@@ -73,8 +102,9 @@ class LogSegment:
         """Open an existing (or new) segment.
 
         `recover=True` scans every batch, checks CRCs, truncates a torn or corrupt tail and rebuilds both
-        indexes. Otherwise the indexes are sanity-checked (rebuilt when missing or inconsistent) and only
-        the batches after the last index entry are read to find the segment's end.
+        indexes. Otherwise the indexes are sanity-checked and only the batches after the last index entry
+        are read to find the segment's end; an index that fails (missing, malformed, pointing past the
+        end or at something that is not its batch) or a tail that does not parse means `recover` after all.
         """
         index_path = directory / segment_file_name(base_offset, ".index")
         time_path = directory / segment_file_name(base_offset, ".timeindex")
@@ -86,19 +116,22 @@ class LogSegment:
         offset_index = OffsetIndex.load(index_path, base_offset, size)
         segment = cls(directory, base_offset, index_interval_bytes)
         if offset_index is None:
-            log.info("index_rebuilt", file=str(index_path), reason="missing_or_invalid")
-            segment.rebuild_indexes()
-            return segment, None
+            # Kafka's LogLoader: an index that fails its sanity check means the segment cannot be
+            # trusted either (a cut log leaves an index pointing past its end): validate and truncate.
+            log.warning("index_invalid_recovering_segment", file=str(index_path))
+            return segment, segment.recover()
         segment.offset_index.close()
         segment.offset_index = offset_index
+        if not segment._last_index_entry_matches():
+            log.warning("index_invalid_recovering_segment", file=str(index_path), reason="last_entry_mismatch")
+            return segment, segment.recover()
         if not segment._scan_tail():
             log.warning("segment_tail_inconsistent", file=str(segment.log_path))
             return segment, segment.recover()
         time_index = TimeIndex.load(time_path, base_offset, segment.next_offset)
         if time_index is None:
-            log.info("index_rebuilt", file=str(time_path), reason="missing_or_invalid")
-            segment.rebuild_indexes()
-            return segment, None
+            log.warning("index_invalid_recovering_segment", file=str(time_path))
+            return segment, segment.recover()
         segment.time_index.close()
         segment.time_index = time_index
         last = time_index.last_entry()
@@ -107,9 +140,22 @@ class LogSegment:
         segment._load_first_batch_timestamp()
         return segment, None
 
+    def _last_index_entry_matches(self) -> bool:
+        """Kafka's sanity check, made sharper: the last entry must point at a batch that is there, with
+        the offset the entry names (an index that belongs to another version of the log fails)."""
+        if not len(self.offset_index):
+            return True
+        position = self.offset_index.values[-1]
+        raw = self.read_at(position, HEADER_SIZE)
+        if len(raw) < HEADER_SIZE:
+            return False
+        header = BatchHeader(*HEADER_STRUCT.unpack_from(raw))
+        key = self.base_offset + self.offset_index.keys[-1]  # a batch's last offset, or its first after damage
+        return header.magic == 2 and key in (header.last_offset, header.base_offset)
+
     def _load_first_batch_timestamp(self) -> None:
         if self.size >= HEADER_SIZE:
-            self.first_batch_timestamp = BatchHeader(*HEADER_STRUCT.unpack_from(os.pread(self._fd, HEADER_SIZE, 0))).max_timestamp
+            self.first_batch_timestamp = BatchHeader(*HEADER_STRUCT.unpack_from(self.read_at(0, HEADER_SIZE))).max_timestamp
 
     def _scan_tail(self) -> bool:
         """Walk the batches after the last index entry to learn next_offset and their max timestamp.
@@ -149,14 +195,17 @@ class LogSegment:
         start = self.size
         view = memoryview(data)
         written = 0
-        while written < len(data):  # pwrite to a regular file is normally complete; loop to be sure
-            written += os.pwrite(self._fd, view[written:], start + written)
+        with FILES.lease(self.log_path) as fd:
+            while written < len(data):  # pwrite to a regular file is normally complete; loop to be sure
+                written += os.pwrite(fd, view[written:], start + written)
         if start == 0:
             self.first_batch_timestamp = batches[0][1].max_timestamp
         for rel, header in batches:
             self._observe(header)
             self._index_batch(start + rel, header)
         self.size = start + len(data)
+        if self.verified_size == start:
+            self.verified_size = self.size  # produce validated these batches' CRCs
 
     def mark_inactive(self) -> None:
         """On roll: make the time index's last entry the segment's max, as Kafka does, so a later load
@@ -167,10 +216,16 @@ class LogSegment:
     # --- reading --------------------------------------------------------------------------------------
 
     def read_at(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        with FILES.lease(self.log_path) as fd:
+            return os.pread(fd, size, position)
 
-    def iter_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
-        """Headers of the whole batches from `start`; reads in chunks, never trusts a length past EOF."""
+    def iter_headers(self, start: int = 0, *, strict: bool = False) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers of the whole batches from `start`; reads in chunks, never trusts a length past EOF.
+
+        A header that cannot be right (length out of bounds, unknown magic) ends the walk quietly, or
+        with `strict` (the read path) raises CorruptBatchError: below the segment's end, where every
+        byte was once a whole batch, it is damage, and serving past it would be serving garbage.
+        """
         pos = start
         chunk = b""
         chunk_start = pos
@@ -178,36 +233,97 @@ class LogSegment:
         while end - pos >= HEADER_SIZE:
             rel = pos - chunk_start
             if rel + HEADER_SIZE > len(chunk):
-                chunk = os.pread(self._fd, _READ_CHUNK, pos)
+                chunk = self.read_at(pos, _READ_CHUNK)
                 chunk_start = pos
                 rel = 0
                 if len(chunk) < HEADER_SIZE:
-                    return
+                    break
             header = BatchHeader(*HEADER_STRUCT.unpack_from(chunk, rel))
-            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end:
+            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > end or header.magic != 2:
+                if strict:
+                    raise self._corrupt(pos, header, "bad_length" if header.magic == 2 else "bad_magic")
                 return
             yield pos, header
             pos += header.size
+        if strict and pos < end:
+            raise self._corrupt(pos, None, "torn_header")
 
-    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+    def _corrupt(self, position: int, header: BatchHeader | None, reason: str) -> CorruptBatchError:
+        framed = reason == "bad_crc" and header is not None
+        offset = header.base_offset if header is not None and framed else -1
+        if framed:
+            resume = header.next_offset
+        else:
+            # The length cannot be trusted, so the next batch is not found by walking; the index
+            # knows batch starts further on (its entries were written when the bytes were whole).
+            positions = self.offset_index.values
+            i = bisect_right(positions, position)
+            resume = self.base_offset + self.offset_index.keys[i] if i < len(positions) else self.next_offset
+        error = CorruptBatchError(self, position, offset, resume, reason)
+        if framed:
+            error.raw = self.read_at(position, header.size)  # lets a reader say what was lost
+        if position not in self._reported:  # once per damaged batch, not once per retried fetch
+            self._reported.add(position)
+            log.error("corrupt_batch_on_read", file=error.file, position=position, reason=reason,
+                      base_offset=offset, resume_offset=resume)
+        return error
+
+    def find_batch(self, offset: int, *, strict: bool = False) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= `offset` (the one holding it, or the next one)."""
-        for pos, header in self.iter_headers(self.offset_index.lookup(offset)):
+        for pos, header in self.iter_headers(self.offset_index.lookup(offset), strict=strict):
             if header.last_offset >= offset:
                 return pos, header
         return None
 
     def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
-        """Whole batches starting with the one holding `offset`, up to max_bytes (or one whole batch)."""
-        found = self.find_batch(offset)
+        """Whole batches starting with the one holding `offset`, up to max_bytes (or one whole batch).
+
+        Every batch served is checked first (length, magic, and the CRC of bytes not verified
+        before): CorruptBatchError rather than damaged bytes with error 0."""
+        found = self.find_batch(offset, strict=True)
         if found is None:
             return b""
         start, first = found
         if first.size > max_bytes:
-            return self.read_at(start, first.size) if min_one_batch else b""
+            if not min_one_batch:
+                return b""
+            data = self.read_at(start, first.size)
+            self._verify(data, start, [(0, first)])
+            return data
         limit = min(start + max_bytes, self.size)
         data = self.read_at(start, limit - start)
-        # Jump to the last indexed batch start inside the window, then walk lengths to the last whole batch.
-        boundary = start + first.size
+        if limit <= self.verified_size:
+            return data[: self._whole_batches_end(data, start, first.size, limit) - start]
+        rel, window = 0, limit - start
+        verified = self.verified_size
+        while window - rel >= HEADER_SIZE:
+            # Only length, magic and CRC fields: this walk runs over every batch of every fetch.
+            length, _, magic, crc = _FRAMING.unpack_from(data, rel + _FRAMING_AT)
+            size = length + LOG_OVERHEAD
+            damage = None
+            if length < MIN_BATCH_LENGTH or magic != 2:
+                damage = "bad_length" if magic == 2 else "bad_magic"
+            elif rel + size > window:
+                if start + rel + size <= self.size:
+                    break  # a whole batch that just does not fit the window
+                damage = "bad_length"
+            elif start + rel + size > verified and compute_crc(data, rel, size) != crc:
+                damage = "bad_crc"
+            if damage is not None:
+                if rel == 0:
+                    raise self._corrupt(start, BatchHeader(*HEADER_STRUCT.unpack_from(data, 0)), damage)
+                break  # serve the good batches before it; the next read starts at the damage and fails
+            if start + rel <= verified < start + rel + size:
+                verified = start + rel + size  # contiguous with what was checked before: remember it
+            rel += size
+        if verified > self.verified_size:
+            self.verified_size = verified
+        return data[:rel]
+
+    def _whole_batches_end(self, data: bytes, start: int, first_size: int, limit: int) -> int:
+        """End of the last whole batch in a window of bytes checked before (their framing is known good):
+        jump to the last indexed batch start inside the window, then walk lengths from there."""
+        boundary = start + first_size
         positions = self.offset_index.values
         i = bisect_right(positions, limit) - 1
         if i >= 0 and positions[i] > boundary:
@@ -217,7 +333,16 @@ class LogSegment:
             if boundary + size > limit:
                 break
             boundary += size
-        return data[: boundary - start]
+        return boundary
+
+    def _verify(self, data: bytes, start: int, batches: list[tuple[int, BatchHeader]]) -> None:
+        """CRC-check the batches of a read that lie beyond verified_size."""
+        for rel, header in batches:
+            end = start + rel + header.size
+            if end > self.verified_size and compute_crc(data, rel, header.size) != header.crc:
+                raise self._corrupt(start + rel, header, "bad_crc")
+            if start + rel <= self.verified_size < end:
+                self.verified_size = end
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `timestamp` with offset >= start_offset."""
@@ -248,7 +373,10 @@ class LogSegment:
         return header.last_offset, self.max_timestamp
 
     def last_modified_ms(self) -> int:
-        return int(os.fstat(self._fd).st_mtime * 1000)
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
 
     # --- recovery and truncation ----------------------------------------------------------------------
 
@@ -261,67 +389,142 @@ class LogSegment:
         self.first_batch_timestamp = -1
         self._bytes_since_index = 0
 
-    def rebuild_indexes(self) -> None:
-        """Recreate both indexes from the batch headers (the log itself is trusted)."""
-        self._reset_state()
-        for pos, header in self.iter_headers(0):
-            if pos == 0:
-                self.first_batch_timestamp = header.max_timestamp
-            self._observe(header)
-            self._index_batch(pos, header)
-
     def recover(self) -> RecoveryResult:
-        """Validate every batch (length, magic, CRC, offsets moving forward) and cut the file at the first
-        bad one; indexes are rebuilt on the way."""
+        """Validate every batch (length, magic, CRC, offsets moving forward); indexes are rebuilt on the way.
+
+        A batch that only fails its CRC is cut when nothing valid follows it (a torn tail), but kept when
+        valid batches follow: that is rot in the middle, and cutting there would destroy every
+        acknowledged record behind it. A batch whose framing is bad (length, magic, past EOF, offsets going
+        back) cannot be walked past, but the old index (read before it is rebuilt) knows where later
+        batches start: the first one there that validates resumes the walk, and the bytes in between are
+        kept as damage. Only when nothing valid can be found after the damage is the file cut there.
+        Reads of kept damage answer CORRUPT_MESSAGE (verified_size stops before it).
+        """
+        hints = self._index_positions()
+        file_size = os.stat(self.log_path).st_size
+        cut_at, reason, first_damage, resynced = self._recover_pass(file_size, hints)
+        truncated = file_size - cut_at
+        if truncated:
+            lost_from = self.next_offset
+            self._ftruncate(cut_at)
+            if reason == "bad_crc":  # the walk went past the cut (a trailing run of rot): walk what is left
+                _, _, first_damage, resynced = self._recover_pass(cut_at, hints)
+                lost_from = self.next_offset
+            # Data-destroying: the bytes and the first offset lost (how many offsets the cut bytes
+            # held is unknowable once their header is bad).
+            log.warning("log_truncated_on_recovery", file=str(self.log_path), position=cut_at, bytes=truncated,
+                        reason=reason, next_offset=self.next_offset, first_offset_lost=lost_from)
+        if resynced:
+            self.offset_index.sync()  # the entries that skip the damage must outlive the next crash
+        self.size = cut_at
+        self.synced_size = min(self.synced_size, cut_at)
+        self.verified_size = cut_at if first_damage is None or first_damage >= cut_at else first_damage
+        return RecoveryResult(cut_at, truncated, reason)
+
+    def _index_positions(self) -> list[int]:
+        """Batch starts the existing offset index names (hints for walking past damage; verified before use)."""
+        try:
+            with FILES.lease(self.offset_index.path) as fd:
+                data = os.pread(fd, os.fstat(fd).st_size, 0)
+        except FileNotFoundError:
+            return []
+        entry = self.offset_index.ENTRY
+        whole = len(data) - len(data) % entry.size
+        return sorted({position for _, position in entry.iter_unpack(data[:whole]) if position > 0})
+
+    def _resync_point(self, position: int, hints: list[int], file_size: int) -> tuple[int, BatchHeader] | None:
+        """The first indexed batch start after `position` holding a whole, CRC-valid batch that continues
+        the offsets: where a walk stopped by damage can go on."""
+        tried = 0
+        for candidate in hints[bisect_right(hints, position):]:
+            tried += 1
+            if tried > 64:
+                return None
+            raw = self.read_at(candidate, HEADER_SIZE)
+            if len(raw) < HEADER_SIZE:
+                return None
+            header = BatchHeader(*HEADER_STRUCT.unpack_from(raw))
+            if (header.magic != 2 or header.batch_length < MIN_BATCH_LENGTH or candidate + header.size > file_size
+                    or header.base_offset < self.next_offset or header.last_offset_delta < 0):
+                continue
+            if compute_crc(self.read_at(candidate, header.size), 0, header.size) == header.crc:
+                return candidate, header
+        return None
+
+    def _recover_pass(self, file_size: int, hints: list[int]) -> tuple[int, str | None, int | None, bool]:
+        """One validating walk over [0, file_size): (where the valid data ends, why it ends there, the first
+        damaged position kept, whether the walk resynchronised past damage)."""
         self._reset_state()
-        file_size = os.fstat(self._fd).st_size
         pos = 0
         reason: str | None = None
         chunk = b""
         chunk_start = 0
+        rotten_run: int | None = None  # start of the current run of CRC-failing batches
+        first_damage: int | None = None
+        resynced = False
+        forced_entry = False
         while pos < file_size:
             if file_size - pos < HEADER_SIZE:
                 reason = "torn_header"
                 break
             rel = pos - chunk_start
-            if rel + HEADER_SIZE > len(chunk):
-                chunk = os.pread(self._fd, _READ_CHUNK, pos)
+            if rel < 0 or rel + HEADER_SIZE > len(chunk):
+                chunk = self.read_at(pos, _READ_CHUNK)
                 chunk_start, rel = pos, 0
             header = BatchHeader(*HEADER_STRUCT.unpack_from(chunk, rel))
+            framing = None
             if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-                reason = "bad_header"
-                break
-            if pos + header.size > file_size:
-                reason = "torn_batch"
-                break
+                framing = "bad_header"
+            elif pos + header.size > file_size:
+                framing = "torn_batch"
+            elif header.base_offset < self.next_offset or header.last_offset_delta < 0:
+                framing = "offset_regression"
+            if framing is not None:
+                found = self._resync_point(pos, hints, file_size)
+                if found is None:
+                    reason = framing
+                    break
+                target, header = found
+                log.error("corrupt_batch_on_recovery", file=str(self.log_path), position=pos, reason=framing,
+                          skipped_bytes=target - pos, resumed_at=target, resumed_offset=header.base_offset)
+                if first_damage is None:
+                    first_damage = pos
+                rotten_run = None
+                resynced = forced_entry = True
+                pos = target
+                chunk = b""
+                continue
             if rel + header.size > len(chunk):
-                chunk = os.pread(self._fd, max(_READ_CHUNK, header.size), pos)
+                chunk = self.read_at(pos, max(_READ_CHUNK, header.size))
                 chunk_start, rel = pos, 0
             if compute_crc(chunk, rel, header.size) != header.crc:
-                reason = "bad_crc"
-                break
-            if header.base_offset < self.next_offset or header.last_offset_delta < 0:
-                reason = "offset_regression"
-                break
+                if rotten_run is None:
+                    rotten_run = pos
+                if first_damage is None:
+                    first_damage = pos
+                log.error("corrupt_batch_on_recovery", file=str(self.log_path), position=pos,
+                          base_offset=header.base_offset, last_offset=header.last_offset, reason="bad_crc")
+            else:
+                rotten_run = None
             if pos == 0:
                 self.first_batch_timestamp = header.max_timestamp
             self._observe(header)
-            self._index_batch(pos, header)
+            if forced_entry:
+                # An entry right at the batch after the damage, keyed by its first offset, so a read of
+                # any of its offsets starts here instead of walking into the damage.
+                self.offset_index.append(header.base_offset, pos)
+                self._bytes_since_index = header.size
+                forced_entry = False
+            else:
+                self._index_batch(pos, header)
             pos += header.size
-        truncated = file_size - pos
-        if truncated:
-            os.ftruncate(self._fd, pos)
-            log.warning(
-                "log_truncated_on_recovery",
-                file=str(self.log_path),
-                position=pos,
-                bytes=truncated,
-                reason=reason,
-                next_offset=self.next_offset,
-            )
-        self.size = pos
-        self.synced_size = min(self.synced_size, pos)
-        return RecoveryResult(pos, truncated, reason)
+        if rotten_run is not None:
+            return rotten_run, "bad_crc", first_damage, resynced  # CRC failures up to the end: a torn tail
+        return pos, reason, first_damage, resynced
+
+    def _ftruncate(self, position: int) -> None:
+        with FILES.lease(self.log_path) as fd:
+            os.ftruncate(fd, position)
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding `offset` and everything after it; returns the bytes removed."""
@@ -330,10 +533,15 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self.size - position
-        os.ftruncate(self._fd, position)
+        self._ftruncate(position)
         self.size = position
         self.synced_size = min(self.synced_size, position)
-        self.rebuild_indexes()
+        self.verified_size = min(self.verified_size, position)
+        # Re-derive offsets and indexes by validating what is left (a plain header walk would stop at
+        # damage kept in the middle and forget everything behind it).
+        synced = self.synced_size
+        self.recover()
+        self.synced_size = min(synced, self.size)
         return removed
 
     # --- durability and lifecycle ---------------------------------------------------------------------
@@ -345,7 +553,8 @@ class LogSegment:
         if self.closed:
             return
         try:
-            fsync(self._fd)
+            with FILES.lease(self.log_path) as fd:
+                fsync(fd)
             if with_indexes:
                 self.offset_index.sync(fsync)
                 self.time_index.sync(fsync)
@@ -369,25 +578,41 @@ class LogSegment:
 
     def _close_files(self) -> None:
         self.closed = True
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
+        FILES.forget(self.log_path)
         self.offset_index.close()
         self.time_index.close()
 
     def delete_indexes_and_close(self) -> None:
         """First step of a compaction swap: the log file stays, its soon-stale indexes go."""
         self._close_files()
-        for suffix in (".index", ".timeindex"):
+        for path in (self.offset_index.path, self.time_index.path):
             try:
-                os.unlink(self.directory / segment_file_name(self.base_offset, suffix))
+                os.unlink(path)
             except FileNotFoundError:
                 pass
 
     def delete(self) -> None:
         self._close_files()
-        for suffix in (".log", ".index", ".timeindex"):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
             try:
-                os.unlink(self.directory / segment_file_name(self.base_offset, suffix))
+                os.unlink(path)
             except FileNotFoundError:
                 pass
+
+    def promote_log(self) -> None:
+        """Compaction's swap, step one: rename this finished `.cleaned` log over the live name."""
+        final = self.directory / segment_file_name(self.base_offset, ".log")
+        FILES.forget(self.log_path)
+        FILES.forget(final)
+        os.replace(self.log_path, final)
+        self.log_path = final
+
+    def promote_indexes(self) -> None:
+        """Step two, after the directory fsync: an index rename a crash loses is recovered at load."""
+        self.suffix = ""
+        for index, name in ((self.offset_index, ".index"), (self.time_index, ".timeindex")):
+            final = self.directory / segment_file_name(self.base_offset, name)
+            FILES.forget(index.path)
+            FILES.forget(final)
+            os.replace(index.path, final)
+            index.path = final

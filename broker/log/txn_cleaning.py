@@ -17,6 +17,7 @@ from bisect import bisect_right
 from typing import Any, Callable
 
 from kbroker.protocol import record_batch as rb
+from kbroker.protocol.errors import KafkaError
 
 
 class TxnCleaning:
@@ -60,7 +61,11 @@ def removable_markers(segments: Any, survives: Callable[[rb.BatchHeader, list[rb
                     out.add(header.base_offset)
                 continue
             if not alive.get(header.producer_id):
-                _, records = rb.decode_batch(segment.read_at(pos, header.size))
+                try:
+                    _, records = rb.decode_batch(segment.read_at(pos, header.size))
+                except KafkaError:  # damaged: what it held is unknowable, so its marker stays
+                    alive[header.producer_id] = True
+                    continue
                 if survives(header, records):
                     alive[header.producer_id] = True
     return out
@@ -85,13 +90,13 @@ def for_log(plog: Any) -> TxnCleaning:
     return TxnCleaning(state.first_unstable_offset(), list(state.aborted))
 
 
-def cleanable_below_limit(plog: Any, indexes: list[int], txn: TxnCleaning) -> list[int]:
-    """The cleanable segments that lie wholly below the first unstable offset."""
+def cleanable_below_limit(segments: list, txn: TxnCleaning) -> list:
+    """The cleanable segments (oldest first) that lie wholly below the first unstable offset."""
     if txn.limit is None:
-        return indexes
+        return segments
     out = []
-    for i in indexes:
-        if plog.segments[i].next_offset > txn.limit:
+    for segment in segments:
+        if segment.next_offset > txn.limit:
             break
-        out.append(i)
+        out.append(segment)
     return out

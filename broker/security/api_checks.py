@@ -115,7 +115,16 @@ def _describe_groups_operations(ctx, request, body, sec):
     return body
 
 
-OPERATIONS = {3: _metadata_operations, 60: _describe_cluster_operations, 15: _describe_groups_operations}
+def _consumer_group_describe_operations(ctx, request, body, sec):
+    if request.include_authorized_operations:
+        for g in body.groups:
+            if g.error_code == 0:
+                g.authorized_operations = sec.authorized_operations(ctx, RT.GROUP, g.group_id)
+    return body
+
+
+OPERATIONS = {3: _metadata_operations, 60: _describe_cluster_operations, 15: _describe_groups_operations,
+              69: _consumer_group_describe_operations}
 
 
 def _then(result: Any, fn: Callable[[Any], Any]) -> Any:
@@ -327,8 +336,8 @@ async def check_offset_delete(ctx, request, call, sec):
             for p in t.partitions]))
 
 
-_DENIED_MESSAGE = {GROUP_DENIED: "Not authorized to access group: Group authorization failed.",
-                   TXN_DENIED: "Transactional Id authorization failed."}
+_DENIED_MESSAGE = {GROUP_DENIED: "Group authorization failed.", TOPIC_DENIED: "Topic authorization failed.",
+                   TXN_DENIED: "Transactional Id authorization failed."}  # Kafka's Errors messages
 
 
 async def check_find_coordinator(ctx, request, call, sec):
@@ -558,6 +567,34 @@ async def check_describe_producers(ctx, request, call, sec):
             dp.PartitionResponse(partition_index=p, error_code=TOPIC_DENIED) for p in t.partition_indexes]))
 
 
+# --- KIP-848 consumer groups (issue 12) ---
+
+async def check_consumer_group_heartbeat(ctx, request, call, sec):
+    from kbroker.protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
+
+    def refused(error):
+        return ConsumerGroupHeartbeatResponse(error_code=error, error_message=_DENIED_MESSAGE[error])
+
+    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return refused(GROUP_DENIED)
+    # a member may subscribe only to topics it may Describe (KafkaApis checks the names; a regex
+    # subscription is resolved against what exists)
+    if request.subscribed_topic_names and not all(
+            sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, name) for name in request.subscribed_topic_names):
+        return refused(TOPIC_DENIED)
+    return await call(request)
+
+
+async def check_consumer_group_describe(ctx, request, call, sec):
+    from kbroker.protocol.messages.consumer_group_describe_response import DescribedGroup
+
+    return await _split(
+        ctx, request, call, sec, items="group_ids", answer_list="groups",
+        allowed=lambda g: sec.authorize(ctx, Op.DESCRIBE, RT.GROUP, g),
+        denied_entry=lambda g: DescribedGroup(error_code=GROUP_DENIED, error_message=_DENIED_MESSAGE[GROUP_DENIED],
+                                              group_id=g))
+
+
 CHECKS: dict[int, Callable] = {
     0: check_produce, 1: check_fetch, 2: check_list_offsets, 3: check_metadata,
     8: check_offset_commit, 9: check_offset_fetch, 10: check_find_coordinator,
@@ -569,4 +606,5 @@ CHECKS: dict[int, Callable] = {
     47: check_offset_delete, 60: check_describe_cluster,
     24: check_add_partitions_to_txn, 25: check_add_offsets_to_txn, 26: check_end_txn, 28: check_txn_offset_commit,
     61: check_describe_producers, 65: check_describe_transactions, 66: check_list_transactions,
+    68: check_consumer_group_heartbeat, 69: check_consumer_group_describe,
 }

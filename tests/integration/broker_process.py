@@ -41,9 +41,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 class BrokerProcess:
     def __init__(self, data_dir: str | Path, *extra_args: str, port: int | None = None, host: str = "127.0.0.1",
                  env: dict[str, str] | None = None, start: bool = True, listen_flag: bool = True,
-                 kbroker: list[str] | None = None) -> None:
+                 kbroker: list[str] | None = None, max_open_files: int | None = None) -> None:
         """`listen_flag=False` leaves `--listen` out (the listeners come from extra_args or env; `port`
-        is then the one to probe); `kbroker` replaces `python -m kbroker` (e.g. an installed script)."""
+        is then the one to probe); `kbroker` replaces `python -m kbroker` (e.g. an installed script);
+        `max_open_files` sets the broker's soft RLIMIT_NOFILE (`ulimit -n`)."""
         self.data_dir = Path(data_dir)
         self.listen_flag = listen_flag
         self.kbroker = kbroker or [sys.executable, "-m", "kbroker"]
@@ -52,6 +53,7 @@ class BrokerProcess:
         self.port = port or free_port(host)
         self.extra_args = list(extra_args)
         self.env = env
+        self.max_open_files = max_open_files  # the broker's soft RLIMIT_NOFILE (`ulimit -n`), if set
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.log_paths: list[Path] = []
@@ -79,7 +81,8 @@ class BrokerProcess:
         if self.env:
             env.update(self.env)
         with open(log_path, "wb") as out:
-            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=env)
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=env,
+                                         preexec_fn=self._limit_files if self.max_open_files else None)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
@@ -90,6 +93,17 @@ class BrokerProcess:
                 self.kill()
                 raise TimeoutError(f"broker did not answer within {timeout}s:\n{self.dump_log()}")
             time.sleep(0.05)
+
+    def _limit_files(self) -> None:
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.max_open_files, hard))
+
+    def open_files(self) -> int:
+        """How many file descriptors the running broker holds."""
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def probe(self, timeout: float = 1.0) -> bool:
         result = subprocess.run([*self.kbroker, "probe", self.bootstrap, "--timeout", str(timeout)],

@@ -116,15 +116,22 @@ def test_pipelined_requests_are_answered_in_order(broker) -> None:
     sock.close()
 
 
-def test_api_versions_v3_response_has_no_default_tagged_fields(broker) -> None:
-    """librdkafka before 2.2 cannot parse tagged fields; Kafka never writes ones at their default."""
+def test_api_versions_v3_reports_group_version_feature(broker) -> None:
+    """Like a Kafka 4 broker: the features are tagged fields of v3+, group.version finalized at 1
+    (the KIP-848 consumer group protocol); v0-v2 answers carry no features."""
     sock = _connect(broker)
     sock.sendall(framing.encode_request(18, 3, 7, "tags", ApiVersionsRequest("tags", "1")))
-    frame = _read_frame(sock)
-    assert frame[-1:] == b"\x00"  # the body's tagged-field section is empty
-    correlation, body = framing.decode_response(18, 3, frame)
+    correlation, body = framing.decode_response(18, 3, _read_frame(sock))
     assert correlation == 7 and body.error_code == 0
-    assert body.supported_features == [] and body.finalized_features_epoch == -1
+    assert [(f.name, f.min_version, f.max_version) for f in body.supported_features] == [("group.version", 0, 1)]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in body.finalized_features] == [
+        ("group.version", 1, 1)]
+    assert body.finalized_features_epoch >= 0
+    served = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+    assert served[68] == (0, 1) and served[69] == (0, 1)
+    sock.sendall(framing.encode_request(18, 2, 8, "tags", ApiVersionsRequest()))
+    correlation, body = framing.decode_response(18, 2, _read_frame(sock))
+    assert correlation == 8 and body.supported_features == [] and body.finalized_features_epoch == -1
     served = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert served[18] == (0, 4) and served[3] == (0, 12)
     sock.close()

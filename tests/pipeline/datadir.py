@@ -65,7 +65,7 @@ def build(root: Path, *, batches_per_partition: int = 12, segment_bytes: int = 2
     `__consumer_offsets` history of three groups (rebalances, commits, an emptied and a deleted group)."""
     sc = Scenario(root)
     logs = LogManager(root, flush_policy="never")
-    logs.create_topic(ORDERS, 3, {"segment.bytes": str(segment_bytes)})
+    logs.create_topic(ORDERS, 3, {"internal.segment.bytes": str(segment_bytes)}, allow_internal_configs=True)
     logs.create_topic(EMPTY, 1, {})
     for p in range(3):
         plog = logs.get_log(ORDERS, p)

@@ -116,3 +116,18 @@ def test_quick_bench_runs_to_the_summary():
                          timeout=380)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "=== summary ===" in out.stdout and "Traceback" not in out.stdout + out.stderr
+
+
+def test_consumer_group_load_generator_gets_everyone_assigned(kbroker):
+    import asyncio
+
+    from kbroker.bench import consumer_groups
+
+    topic = group_load.prepare_topic(kbroker.bootstrap, 5)
+    seconds, epoch, members, _ = asyncio.run(consumer_groups.fully_assigned(
+        kbroker.bootstrap, 5, topic, heartbeat_ms=100, timeout=60))
+    assert seconds > 0 and epoch >= 5
+    assert sorted(p for m in members for _, ps in m.owned for p in ps) == list(range(5))
+    rate = asyncio.run(consumer_groups.heartbeat_rate(kbroker.bootstrap, group_load.prepare_topic(kbroker.bootstrap, 2),
+                                                      connections=2, window=4, seconds=0.5, heartbeat_ms=100))
+    assert rate > 0

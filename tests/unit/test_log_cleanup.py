@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbroker.broker.log import LogConfig, PartitionLog
+from kbroker.broker.log.compaction import compact
+from kbroker.broker.log.retention import apply_retention
 from kbroker.protocol.record_batch import COMPRESSION_GZIP, Record, decode_batches, encode_batch
 
 DAY = 86_400_000
@@ -45,7 +47,7 @@ def test_retention_by_time_deletes_old_segments_and_advances_log_start(tmp_path:
     bases = [s.base_offset for s in plog.segments]
     assert len(bases) > 4
     maxima = {s.base_offset: s.max_timestamp for s in plog.segments}
-    deleted = plog.apply_retention(now_ms=45_000)  # expires segments whose newest record is < 35_000
+    deleted = apply_retention(plog, now_ms=45_000)  # expires segments whose newest record is < 35_000
     assert deleted == sum(1 for ts in maxima.values() if ts < 35_000) > 0
     assert all(s.max_timestamp >= 35_000 for s in plog.segments)
     assert plog.log_start_offset == plog.segments[0].base_offset > 0
@@ -58,7 +60,7 @@ def test_retention_by_time_deletes_old_segments_and_advances_log_start(tmp_path:
 def test_retention_by_time_rolls_an_expired_active_segment(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=1_000, retention_ms=1_000)
     plog = filled(tmp_path, config, 20)
-    plog.apply_retention(now_ms=10 * DAY)
+    apply_retention(plog, now_ms=10 * DAY)
     assert plog.log_start_offset == plog.log_end_offset == 40
     assert len(plog.segments) == 1 and plog.active.size == 0
     assert plog.append(encode_batch([Record(0, 1, b"a", b"b")]), leader_epoch=0, now_ms=0).base_offset == 40
@@ -69,7 +71,7 @@ def test_retention_by_size_keeps_total_under_limit(tmp_path: Path) -> None:
     plog = filled(tmp_path, config, 40)
     sizes = [s.size for s in plog.segments]
     assert sum(sizes) > 2_500
-    deleted = plog.apply_retention(now_ms=0)
+    deleted = apply_retention(plog, now_ms=0)
     assert deleted > 0
     # Kafka's rule: delete oldest segments while the log stays at or above retention.bytes without
     # them, so what remains exceeds the limit by less than its oldest segment.
@@ -81,7 +83,7 @@ def test_retention_by_size_keeps_total_under_limit(tmp_path: Path) -> None:
 def test_no_retention_for_compact_only_topics(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=1_000, retention_ms=1, cleanup_policy="compact")
     plog = filled(tmp_path, config, 20)
-    assert plog.apply_retention(now_ms=10 * DAY) == 0
+    assert apply_retention(plog, now_ms=10 * DAY) == 0
     assert plog.log_start_offset == 0
 
 
@@ -103,7 +105,7 @@ def test_compaction_keeps_newest_per_key_with_original_offsets(tmp_path: Path) -
         expected[key] = (info.base_offset, value)
     assert len(plog.segments) > 3
     end = plog.log_end_offset
-    stats = plog.compact(now_ms=2_000)
+    stats = compact(plog, now_ms=2_000)
     assert stats.segments_rewritten > 0
     assert stats.records_after < stats.records_before
     survivors = records(plog)
@@ -125,7 +127,7 @@ def test_compaction_splits_batches_and_preserves_offsets(tmp_path: Path) -> None
     plog.append(encode_batch(recs, compression=COMPRESSION_GZIP), leader_epoch=2, now_ms=0)
     plog.roll()
     plog.append(keyed(b"k0", b"newest", 500), leader_epoch=2, now_ms=0)  # offset 9
-    plog.compact(now_ms=1_000)
+    compact(plog, now_ms=1_000)
     [(header, kept)] = list(decode_batches(plog.read(0, 100_000).records))
     [(_, tail)] = list(decode_batches(plog.read(9, 100_000).records))
     assert [(r.offset, r.key, r.value) for r in kept] == [(7, b"k1", b"v7"), (8, b"k2", b"v8")]
@@ -147,14 +149,14 @@ def test_compaction_drops_old_tombstones_only(tmp_path: Path) -> None:
     plog.append(keyed(b"live", b"v", 5_100), leader_epoch=0, now_ms=0)
     plog.roll()
     plog.append(keyed(b"other", b"v", 5_200), leader_epoch=0, now_ms=0)
-    plog.compact(now_ms=5_500)
+    compact(plog, now_ms=5_500)
     assert [(r.offset, r.key, r.value) for r in records(plog)] == [
         (3, b"recent", None),
         (4, b"live", b"v"),
         (5, b"other", b"v"),
     ]
     # once the young tombstone ages past delete.retention.ms it goes too
-    plog.compact(now_ms=7_000)
+    compact(plog, now_ms=7_000)
     assert [r.key for r in records(plog)] == [b"live", b"other"]
 
 
@@ -165,8 +167,8 @@ def test_compaction_respects_min_compaction_lag(tmp_path: Path) -> None:
     plog.append(keyed(b"a", b"2", 1_500), leader_epoch=0, now_ms=0)
     plog.roll()
     plog.append(keyed(b"b", b"1", 1_600), leader_epoch=0, now_ms=0)
-    assert plog.compact(now_ms=2_000).segments_rewritten == 0  # segment's newest record is too young
-    assert plog.compact(now_ms=2_600).segments_rewritten == 1
+    assert compact(plog, now_ms=2_000).segments_rewritten == 0  # segment's newest record is too young
+    assert compact(plog, now_ms=2_600).segments_rewritten == 1
     assert [r.offset for r in records(plog)] == [1, 2]
 
 
@@ -175,7 +177,7 @@ def test_compacted_log_survives_restart_with_rebuilt_indexes(tmp_path: Path) -> 
     plog = open_log(tmp_path, config)
     for i in range(60):
         plog.append(keyed(b"key-%d" % (i % 5), b"value-%d" % i, 1_000 + i), leader_epoch=0, now_ms=0)
-    plog.compact(now_ms=2_000)
+    compact(plog, now_ms=2_000)
     before = [(r.offset, r.key, r.value) for r in records(plog)]
     end = plog.log_end_offset
     plog.close()
@@ -195,7 +197,7 @@ def test_steady_overwrites_of_the_same_keys_stay_bounded(tmp_path: Path) -> None
         for i in range(50):
             plog.append(keyed(b"group-%d" % (i % 5), b"offset-%d" % (round_ * 50 + i), ts=1_000 + i),
                         leader_epoch=0, now_ms=0)
-        stats = plog.compact(now_ms=2_000)
+        stats = compact(plog, now_ms=2_000)
         sizes.append((len(plog.segments), plog.size_bytes))
     assert stats.segments_removed > 0
     # Bounded: the first segment, at most a couple of segments holding survivors, and the active one.

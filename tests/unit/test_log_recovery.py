@@ -6,13 +6,16 @@ reopens with clean_shutdown=False (what the manager does without its clean-shutd
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+import pytest
 import structlog
 from structlog.testing import capture_logs
 
 from kbroker.broker.log import LogConfig, PartitionLog
+from kbroker.protocol.errors import CorruptRecordError
 from kbroker.protocol.record_batch import Record, decode_batches, encode_batch, iter_batches
 
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=200)
@@ -30,6 +33,12 @@ def build(path: Path, batches: int = 60) -> tuple[PartitionLog, list[int]]:
 
 
 def reopen(path: Path, clean: bool = False) -> PartitionLog:
+    if not clean:
+        # an unclean stop never ran close(), so the checkpoint has no clean log end: drop it
+        checkpoint = path / "t-0" / "checkpoint.json"
+        body = json.loads(checkpoint.read_text())
+        body.pop("log_end_offset", None)
+        checkpoint.write_text(json.dumps(body))
     return PartitionLog(path / "t-0", "t", 0, CONFIG, flush_policy="never", clean_shutdown=clean)
 
 
@@ -45,6 +54,8 @@ def offsets(plog: PartitionLog) -> list[int]:
         decoded = list(decode_batches(chunk))
         for _, records in decoded:
             out.extend(r.offset for r in records if r.offset >= offset)
+        if not decoded:  # a gap up to the log end (offsets lost to damage are not reused)
+            break
         offset = decoded[-1][0].next_offset
     return out
 
@@ -116,18 +127,45 @@ def test_zeroed_tail_is_truncated(tmp_path: Path) -> None:
     assert recovered.log_end_offset == end
 
 
-def test_corruption_in_middle_of_active_segment_drops_the_rest(tmp_path: Path) -> None:
+def test_rot_in_middle_of_active_segment_keeps_the_records_behind_it(tmp_path: Path) -> None:
     plog, bases = build(tmp_path)
+    end = plog.log_end_offset
     plog.close()
     file = active_log_file(tmp_path)
     positions = batch_positions(file)
     assert len(positions) >= 3
     data = bytearray(file.read_bytes())
-    data[positions[1] + 70] ^= 0x55
+    data[positions[1] + 70] ^= 0x55  # the second batch's CRC no longer matches; valid batches follow
+    file.write_bytes(bytes(data))
+    with capture_logs() as logs:
+        recovered = reopen(tmp_path)
+    assert not [e for e in logs if e["event"] == "log_truncated_on_recovery"]
+    [rot] = [e for e in logs if e["event"] == "corrupt_batch_on_recovery"]
+    assert rot["position"] == positions[1] and rot["base_offset"] == bases[-1] + 2
+    assert recovered.log_end_offset == end
+    damaged = bases[-1] + 2
+    with pytest.raises(CorruptRecordError) as raised:
+        recovered.read(damaged, 100_000)
+    assert raised.value.code == 2 and raised.value.resume_offset == damaged + 2
+    # everything else stays readable, and appends go on after the last valid batch
+    assert recovered.read(damaged + 2, 100_000).records
+    assert recovered.append(batch(99), leader_epoch=0, now_ms=0).base_offset == end
+
+
+def test_rotten_last_batches_are_a_torn_tail(tmp_path: Path) -> None:
+    plog, bases = build(tmp_path)
+    end = plog.log_end_offset
+    plog.close()
+    file = active_log_file(tmp_path)
+    positions = batch_positions(file)
+    data = bytearray(file.read_bytes())
+    data[positions[-2] + 70] ^= 0x55
+    data[-3] ^= 0x55
     file.write_bytes(bytes(data))
     recovered = reopen(tmp_path)
-    assert recovered.log_end_offset == bases[-1] + 2  # only the first batch of the active segment survives
-    assert offsets(recovered) == list(range(bases[-1] + 2))
+    assert recovered.log_end_offset == end - 4
+    assert file.stat().st_size == positions[-2]
+    assert offsets(recovered) == list(range(end - 4))
 
 
 def test_deleted_indexes_are_rebuilt_for_every_segment(tmp_path: Path) -> None:
@@ -195,8 +233,14 @@ def test_torn_tail_in_a_log_believed_clean_is_still_recovered(tmp_path: Path) ->
     plog.close()
     file = active_log_file(tmp_path)
     os.truncate(file, file.stat().st_size - 5)
-    recovered = reopen(tmp_path, clean=True)
-    assert recovered.log_end_offset == end - 2
+    with capture_logs() as logs:
+        recovered = reopen(tmp_path, clean=True)
+    assert [e["reason"] for e in logs if e["event"] == "log_truncated_on_recovery"] == ["torn_batch"]
+    # the last batch is gone, but its offsets are not handed out again (the clean close recorded the end)
+    [behind] = [e for e in logs if e["event"] == "log_end_behind_checkpoint"]
+    assert behind["log_end_offset"] == end - 2 and behind["checkpointed_log_end_offset"] == end
+    assert recovered.log_end_offset == end
+    assert offsets(recovered) == list(range(end - 2))
 
 
 def test_stray_compaction_output_is_removed(tmp_path: Path) -> None:

@@ -1,0 +1,274 @@
+"""Consumer groups of the new protocol (KIP-848, issue 12): time to full assignment, heartbeat rate.
+
+    python -m bench.consumer_groups [--members 10,100,500] [--connections C] [--window W] [--seconds S]
+                                    [--heartbeat-ms MS] [--quick]
+
+The load generator speaks ConsumerGroupHeartbeat v1 with kbroker's codec, one TCP connection per
+member, as librdkafka does with `group.protocol=consumer`: a member joins with epoch 0, its own
+member id (KIP-1082) and the topic's name; it heartbeats again at once when its assignment or
+epoch changed (acknowledging what it now owns, revoked partitions already dropped), otherwise
+every --heartbeat-ms.
+
+(a) assigned: N members join at once a group subscribed to a topic of N partitions; the clock runs
+    from the first join to the moment every member holds exactly one partition at the same epoch
+    (the group's target) and the members' partitions cover the topic: fully assigned.
+(b) rate: a fully assigned group of C members; every connection keeps W ConsumerGroupHeartbeat
+    requests in flight (the steady-state heartbeat: member id and epoch, every other field null)
+    for S seconds. Answered requests per second.
+
+Tansu 0.6 advertises ConsumerGroupDescribe v0 but not ConsumerGroupHeartbeat: its column prints
+what it answers (its ApiVersions range, and a ConsumerGroupDescribe of a group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from kbroker.bench import brokers
+from kbroker.bench.group_load import BenchError, _coordinator, _pipeline, prepare_topic
+from kbroker.bench.report import NA, Figure, machine_note, print_figures
+from kbroker.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from kbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest, TopicPartitions
+
+CGH, CGD = 68, 69
+CGH_V = 1
+PEER = "tansu (memory storage)"
+KB_ALWAYS = "kbroker (flush always)"
+KB_NEVER = "kbroker (flush never)"
+LABELS = [KB_ALWAYS, KB_NEVER, PEER]
+
+
+@dataclass
+class Sizes:
+    members: list[int] = field(default_factory=lambda: [10, 100, 500])
+    connections: int = 4
+    window: int = 32
+    seconds: float = 5.0
+    heartbeat_ms: int = 200
+    timeout_s: float = 180.0
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(members=[10, 50], seconds=2.0)
+
+
+@dataclass
+class _Member:
+    conn: object
+    member_id: str
+    epoch: int = 0
+    owned: tuple = ()
+    changed: bool = True
+
+
+async def fully_assigned(bootstrap: str, n: int, topic: str, *, heartbeat_ms: int, timeout: float,
+                         keep_open: bool = False) -> tuple[float, int, list[_Member], str]:
+    group = f"bench-cg-{n}-{uuid.uuid4().hex[:6]}"
+    conns = await asyncio.gather(*[_coordinator(bootstrap, group, f"bench-cg-member-{i}") for i in range(n)])
+    members = [_Member(c, str(uuid.uuid4())) for c in conns]
+    done = asyncio.Event()
+    started = time.perf_counter()
+    finished: list[float] = []
+
+    def complete() -> bool:
+        if any(m.epoch <= 0 for m in members):
+            return False
+        epochs = {m.epoch for m in members}
+        parts = [p for m in members for _, ps in m.owned for p in ps]
+        return len(epochs) == 1 and sorted(parts) == list(range(n)) and all(
+            sum(len(ps) for _, ps in m.owned) == 1 for m in members)
+
+    async def run(m: _Member) -> None:
+        first = True
+        while not done.is_set():
+            if first:
+                req = ConsumerGroupHeartbeatRequest(
+                    group_id=group, member_id=m.member_id, member_epoch=0, instance_id=None, rack_id=None,
+                    rebalance_timeout_ms=60_000, subscribed_topic_names=[topic], subscribed_topic_regex=None,
+                    server_assignor=None, topic_partitions=[])
+            else:
+                req = ConsumerGroupHeartbeatRequest(
+                    group_id=group, member_id=m.member_id, member_epoch=m.epoch, instance_id=None, rack_id=None,
+                    rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
+                    server_assignor=None, topic_partitions=[TopicPartitions(t, list(ps)) for t, ps in m.owned]
+                    if m.changed else None)
+            first = False
+            r = await m.conn.call(CGH, CGH_V, req)
+            if r.error_code:
+                raise BenchError(f"ConsumerGroupHeartbeat v{CGH_V} error {r.error_code}: {r.error_message}")
+            m.changed = r.member_epoch != m.epoch or r.assignment is not None
+            m.epoch = r.member_epoch
+            if r.assignment is not None:
+                m.owned = tuple((tp.topic_id, tuple(tp.partitions)) for tp in r.assignment.topic_partitions)
+            if complete() and not done.is_set():
+                finished.append(time.perf_counter())
+                done.set()
+                return
+            if not m.changed:
+                try:
+                    await asyncio.wait_for(done.wait(), heartbeat_ms / 1000)
+                except TimeoutError:
+                    pass
+
+    tasks = [asyncio.create_task(run(m)) for m in members]
+    try:
+        await asyncio.wait_for(done.wait(), timeout)
+    except TimeoutError:
+        raise BenchError(f"{n} members not fully assigned within {timeout:.0f}s") from None
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for t in tasks:
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                raise t.exception()
+        if not keep_open:
+            await asyncio.gather(*[m.conn.close() for m in members], return_exceptions=True)
+    return finished[0] - started, members[0].epoch, members, group
+
+
+async def heartbeat_rate(bootstrap: str, topic: str, *, connections: int, window: int, seconds: float,
+                         heartbeat_ms: int) -> float:
+    from kbroker.protocol import framing
+
+    _, _, members, group = await fully_assigned(bootstrap, connections, topic, heartbeat_ms=heartbeat_ms,
+                                                timeout=60, keep_open=True)
+    try:
+        def frames(m: _Member) -> list[bytes]:
+            return [framing.encode_request(CGH, CGH_V, 0, m.conn.client_id, ConsumerGroupHeartbeatRequest(
+                group_id=group, member_id=m.member_id, member_epoch=m.epoch, instance_id=None, rack_id=None,
+                rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
+                server_assignor=None, topic_partitions=None))]
+
+        def ok(body) -> None:
+            if body.error_code:
+                raise BenchError(f"ConsumerGroupHeartbeat error {body.error_code}")
+
+        started = time.perf_counter()
+        counts = await asyncio.gather(*[_pipeline(m.conn, frames(m), CGH, CGH_V, window, seconds, ok)
+                                        for m in members])
+        return sum(counts) / (time.perf_counter() - started)
+    finally:
+        await asyncio.gather(*[m.conn.close() for m in members], return_exceptions=True)
+
+
+async def _describe(bootstrap: str, group: str) -> str:
+    from kbroker.bench.wire import Connection
+
+    conn = await Connection.open(bootstrap, "bench-cg-describe")
+    try:
+        r = await conn.call(CGD, 0, ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False))
+        g = r.groups[0]
+        return f"error {g.error_code}, state {g.group_state!r}, {len(g.members)} members"
+    finally:
+        await conn.close()
+
+
+def _run(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> dict:
+    out: dict = {}
+    try:
+        handle.require(CGH, CGH_V, "ConsumerGroupHeartbeat")
+    except brokers.Unavailable as e:
+        apis = handle.apis()
+        described = "not advertised"
+        if CGD in apis:
+            described = asyncio.run(_describe(handle.bootstrap, "bench-cg-probe"))
+        reason = NA(f"{e}; ConsumerGroupDescribe v{apis[CGD][0]}-{apis[CGD][1]} of a group answers: {described}"
+                    if CGD in apis else str(e))
+        return {"assigned": reason, "rate": reason}
+    out["assigned"] = {}
+    for n in sizes.members:
+        if verbose:
+            print(f"    {n} members ...", flush=True)
+        topic = prepare_topic(handle.bootstrap, n)
+        try:
+            seconds, epoch, _, _ = asyncio.run(fully_assigned(handle.bootstrap, n, topic,
+                                                              heartbeat_ms=sizes.heartbeat_ms,
+                                                              timeout=sizes.timeout_s))
+            out["assigned"][n] = (seconds, epoch)
+        except Exception as e:  # noqa: BLE001 - reported as n/a with the reason
+            out["assigned"][n] = NA(f"{type(e).__name__}: {e}")
+    if verbose:
+        print("    heartbeat rate ...", flush=True)
+    rate_topic = prepare_topic(handle.bootstrap, sizes.connections)
+    try:
+        out["rate"] = asyncio.run(heartbeat_rate(handle.bootstrap, rate_topic, connections=sizes.connections,
+                                                 window=sizes.window, seconds=sizes.seconds,
+                                                 heartbeat_ms=sizes.heartbeat_ms))
+    except Exception as e:  # noqa: BLE001
+        out["rate"] = NA(f"{type(e).__name__}: {e}")
+    return out
+
+
+def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
+    results: dict[str, dict] = {}
+    for label in LABELS:
+        if verbose:
+            print(f"  consumer groups: {label} ...", flush=True)
+        try:
+            handle = (brokers.start_tansu() if label == PEER
+                      else brokers.start_kbroker(flush="always" if label == KB_ALWAYS else "never"))
+        except brokers.Unavailable as e:
+            results[label] = {"assigned": NA(str(e)), "rate": NA(str(e))}
+            continue
+        try:
+            results[label] = _run(handle, sizes, verbose)
+        finally:
+            handle.stop()
+    return figures(results, sizes)
+
+
+def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
+    out: list[Figure] = []
+    for n in s.members:
+        f = Figure("consumer_groups", f"{n} new-protocol members fully assigned",
+                   f"{n} members, one connection each, ConsumerGroupHeartbeat v{CGH_V} joins at once (own member ids, "
+                   f"one topic of {n} partitions, server-side uniform assignor); an ack heartbeat at once after "
+                   f"each change, else every {s.heartbeat_ms} ms; first join to every member holding exactly one "
+                   f"partition at the same epoch", "ms", higher_is_better=False, fmt=",.0f")
+        for label, r in results.items():
+            v = r["assigned"]
+            if not isinstance(v, NA):
+                v = v[n]
+            f.values[label] = v if isinstance(v, NA) else v[0] * 1000
+        out.append(f)
+    f = Figure("consumer_groups", f"ConsumerGroupHeartbeat v{CGH_V} rate",
+               f"a fully assigned group of {s.connections} members, one connection each, {s.window} steady-state "
+               f"heartbeats in flight per connection, for {s.seconds:g} s; answered requests per second",
+               "requests/s", fmt=",.0f")
+    for label, r in results.items():
+        f.values[label] = r["rate"]
+    out.append(f)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kbroker.broker.logging import configure_logging
+
+    configure_logging("json", "warning")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    d = Sizes()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--members", help=f"comma-separated group sizes (default {','.join(map(str, d.members))})")
+    parser.add_argument("--connections", type=int, help=f"members for the rate (default {d.connections})")
+    parser.add_argument("--window", type=int, help=f"requests in flight per connection (default {d.window})")
+    parser.add_argument("--seconds", type=float, help=f"seconds of the rate (default {d.seconds:g})")
+    parser.add_argument("--heartbeat-ms", type=int, help=f"idle heartbeat interval (default {d.heartbeat_ms})")
+    args = parser.parse_args(argv)
+    sizes = Sizes.quick() if args.quick else Sizes()
+    if args.members:
+        sizes.members = [int(x) for x in args.members.split(",") if x.strip()]
+    for name in ("connections", "window", "seconds", "heartbeat_ms"):
+        if getattr(args, name) is not None:
+            setattr(sizes, name, getattr(args, name))
+    print(f"consumer groups (KIP-848): kbroker beside {brokers.tansu_version()}; {machine_note()}")
+    print_figures(run(sizes), LABELS, PEER)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""ConsumerGroupHeartbeat (68) v0-v1 (KIP-848) onto the group coordinator.
+
+v1 clients generate their own member id (KIP-1082) and may subscribe by regular expression; the
+coordinator validates both. Topic partitions travel by topic id.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from kbroker.broker import group_wire
+from kbroker.broker.router import RequestContext
+from kbroker.coordinator import consumer_commands as cc
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from kbroker.protocol.messages.consumer_group_heartbeat_response import (
+    Assignment,
+    ConsumerGroupHeartbeatResponse,
+    TopicPartitions,
+)
+
+API_KEY = 68
+VERSIONS = (0, 1)
+
+
+def error_response(error: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=error, error_message=message,
+                                          member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+
+
+# A member heartbeats every few seconds from the same address: parse each peer's address once.
+_client_host = lru_cache(maxsize=4096)(group_wire.client_host)
+
+
+def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.ConsumerGroupHeartbeat:
+    return cc.ConsumerGroupHeartbeat(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed_topic_names=request.subscribed_topic_names,
+        subscribed_topic_regex=request.subscribed_topic_regex if ctx.api_version >= 1 else None,
+        server_assignor=request.server_assignor,
+        owned_topic_partitions=None if request.topic_partitions is None else tuple(
+            (tp.topic_id, tuple(tp.partitions)) for tp in request.topic_partitions),
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx.peer),
+        api_version=ctx.api_version,
+    )
+
+
+async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    if not request.group_id:
+        # Kafka validates the request before routing it to a group: INVALID_REQUEST, not INVALID_GROUP_ID.
+        return error_response(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    cmd = command(ctx, request)
+
+    async def call(coordinator) -> ConsumerGroupHeartbeatResponse:
+        r = await coordinator.submit(cmd)
+        if r.error is not ErrorCode.NONE:
+            return error_response(r.error, r.error_message)
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=0, error_message=None, member_id=r.member_id,
+            member_epoch=r.member_epoch, heartbeat_interval_ms=r.heartbeat_interval_ms,
+            assignment=None if r.assignment is None else Assignment(topic_partitions=[
+                TopicPartitions(topic_id=t, partitions=list(ps)) for t, ps in r.assignment]),
+        )
+
+    return await group_wire.answer(ctx, call, error_response)

@@ -1,0 +1,348 @@
+"""`make chaos`: a seeded campaign of crashes, disk damage and malformed frames against a real broker
+under produce and offset-commit load. It prints every fault it tried and, at the end, what acknowledged
+data was lost. The only acceptable answer is nothing.
+
+    python -m kbroker.tests.faults.chaos [--seed N] [--rounds N] [--keep DIR]
+
+Each round runs the load (a librdkafka producer with acks=all over 3 partitions of 1 MiB segments, and a
+committer of rising offsets for 20 groups), injects one fault, restarts the broker if it stopped, and
+checks that every acknowledged record can still be fetched and every group's committed offset is at
+least the last acknowledged one. Faults:
+
+* kill -9 under load;
+* clean stop or kill -9, then damage that must cost nothing acknowledged (in the data topic or in
+  `__consumer_offsets`): garbage or zeros or half a batch after the end of a segment, deleted or truncated or garbage indexes, a damaged checkpoint, a
+  stale compaction output, a clean-shutdown marker that lies;
+* clean stop, then damage to a stored batch (a flipped byte, a damaged length or magic byte): the
+  records it destroys (that batch; for framing damage also the batches up to the next index entry) are
+  not counted as lost, but must be answered CORRUPT_MESSAGE, never served, and every other acknowledged
+  record must still be read;
+* a burst of malformed frames on side connections while the load runs: the broker must stay up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbroker.coordinator.partitioning import partition_for
+from kbroker.tests.faults.damage import (
+    commit,
+    committed,
+    damage_length,
+    damage_magic,
+    read_partition,
+    rot,
+    segments,
+    stored_batches,
+)
+from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.wire import Wire
+
+TOPIC = "chaos"
+PARTITIONS = 3
+GROUPS = 20
+BENIGN = ("tail_garbage", "tail_zeros", "tail_half_batch", "index_deleted", "index_truncated", "index_garbage",
+          "timeindex_garbage", "checkpoint_garbage", "stale_cleaned", "lying_marker")
+
+
+_QUIET = logging.getLogger("kbroker.chaos.librdkafka")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+@dataclass
+class Ledger:
+    acked: dict[int, dict[int, bytes]] = field(default_factory=lambda: {p: {} for p in range(PARTITIONS)})
+    commits: dict[str, int] = field(default_factory=dict)  # group -> last acknowledged committed offset
+    destroyed: dict[int, set[int]] = field(default_factory=lambda: {p: set() for p in range(PARTITIONS)})
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Load:
+    """Producer and committer threads; `stop()` ends them (and abandons in-flight, unacknowledged work)."""
+
+    def __init__(self, broker: BrokerProcess, ledger: Ledger, rnd: random.Random, round_no: int) -> None:
+        from confluent_kafka import Producer
+
+        self.broker, self.ledger, self.round_no = broker, ledger, round_no
+        self.stopping = threading.Event()
+        self.producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 2,
+                                  "batch.num.messages": rnd.choice([1, 10, 100]), "message.timeout.ms": 10000,
+                                  "logger": _QUIET})
+        self.threads = [threading.Thread(target=self._produce, daemon=True),
+                        threading.Thread(target=self._commit, daemon=True)]
+        for t in self.threads:
+            t.start()
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is None:
+            with self.ledger.lock:
+                self.ledger.acked[msg.partition()][msg.offset()] = msg.value()
+
+    def _produce(self) -> None:
+        seq = 0
+        while not self.stopping.is_set():
+            value = b"r%d-%d-" % (self.round_no, seq) + b"x" * 150
+            try:
+                self.producer.produce(TOPIC, value, partition=seq % PARTITIONS, on_delivery=self._on_delivery)
+            except BufferError:
+                self.producer.poll(0.05)
+                continue
+            seq += 1
+            if seq % 50 == 0:
+                self.producer.poll(0.01)  # about 5,000 records/s: enough load, a verify that stays quick
+
+    def _commit(self) -> None:
+        try:
+            wire = Wire(self.broker.bootstrap, client_id="chaos-committer", timeout=5)
+        except OSError:
+            return
+        n = 0
+        try:
+            while not self.stopping.is_set():
+                group = f"chaos-g{n % GROUPS}"
+                offset = 1_000_000 * self.round_no + n
+                if commit(wire, group, TOPIC, 0, offset) == 0:
+                    with self.ledger.lock:
+                        self.ledger.commits[group] = offset
+                n += 1
+        except (OSError, ConnectionError, AssertionError, ValueError):
+            pass  # the broker went away mid-request: that commit was never acknowledged
+        finally:
+            wire.close()
+
+    def stop(self, *, drain: bool) -> None:
+        self.stopping.set()
+        for t in self.threads:
+            t.join(30)
+        if drain:
+            self.producer.flush(30)
+        else:
+            self.producer.purge()
+            self.producer.flush(0)
+        self.producer = None  # destroyed now, so it stops reconnecting (and logging) in later rounds
+
+
+def damage_benign(data_dir: Path, kind: str, rnd: random.Random) -> str:
+    if rnd.random() < 0.3:  # the committed offsets' log, where the groups' commits live
+        topic, partition = "__consumer_offsets", partition_for(f"chaos-g{rnd.randrange(GROUPS)}", 50)
+    else:
+        topic, partition = TOPIC, rnd.randrange(PARTITIONS)
+    files = segments(data_dir, topic, partition)
+    file = rnd.choice(files)
+    if kind.startswith("tail_"):
+        file = files[-1]  # past the end of the active segment: what a torn write leaves
+        batches = stored_batches(file)
+        if kind == "tail_garbage":
+            extra = os.urandom(rnd.randint(1, 3000))
+        elif kind == "tail_zeros":
+            extra = b"\0" * rnd.choice([8, 512, 4096])
+        else:
+            whole = file.read_bytes()
+            b = batches[-1] if batches else None
+            extra = whole[b.position: b.position + b.size // 2] if b else os.urandom(40)
+        with open(file, "ab") as f:
+            f.write(extra)
+        return f"{kind}: {len(extra)} bytes after {file.name} of {topic}-{partition}"
+    index = file.with_suffix(".index")
+    if kind == "index_deleted":
+        index.unlink(missing_ok=True)
+    elif kind == "index_truncated":
+        if index.exists():
+            os.truncate(index, index.stat().st_size // 2 + 3)
+    elif kind == "index_garbage":
+        index.write_bytes(os.urandom(64))
+    elif kind == "timeindex_garbage":
+        file.with_suffix(".timeindex").write_bytes(os.urandom(36))
+    elif kind == "checkpoint_garbage":
+        (file.parent / "checkpoint.json").write_bytes(b"{not json")
+    elif kind == "stale_cleaned":
+        (file.parent / (file.name + ".cleaned")).write_bytes(os.urandom(500))
+    elif kind == "lying_marker":
+        (data_dir / ".kbroker_clean_shutdown").write_bytes(b"")
+    return f"{kind}: {file.name} of {topic}-{partition}"
+
+
+INDEX_INTERVAL_BYTES = 4096  # the broker's default index.interval.bytes
+
+
+def damage_destructive(data_dir: Path, ledger: Ledger, rnd: random.Random) -> str:
+    """Damage a stored batch: its records are destroyed by us and must come back as CORRUPT_MESSAGE, never
+    served. A flipped byte (rot) destroys that batch; a damaged length or magic byte also makes the
+    batches up to the next index entry unreachable, so those count as destroyed too (not as lost)."""
+    partition = rnd.randrange(PARTITIONS)
+    candidates = [(f, b) for f in segments(data_dir, TOPIC, partition) for b in stored_batches(f)[:-1]]
+    if not candidates:
+        return "damage: no batch to damage"
+    file, batch = rnd.choice(candidates)
+    layout = stored_batches(file)  # before the damage: afterwards a walk stops there
+    kind = rnd.choice(["rot", "rot", "length", "magic"])
+    if kind == "rot":
+        rot(file, batch)
+        reach = [batch]
+    else:
+        (damage_length if kind == "length" else damage_magic)(file, batch)
+        limit = batch.position + batch.size + INDEX_INTERVAL_BYTES + max(b.size for b in layout)
+        reach = [b for b in layout if batch.position <= b.position <= limit]
+    with ledger.lock:
+        for b in reach:
+            ledger.destroyed[partition].update(range(b.base_offset, b.last_offset + 1))
+    return (f"{kind}: batch {batch.base_offset}..{batch.last_offset} at {batch.position} in {file.name} of "
+            f"{TOPIC}-{partition} (up to {sum(b.last_offset - b.base_offset + 1 for b in reach)} offsets destroyed)")
+
+
+def malformed_frames(broker: BrokerProcess, rnd: random.Random, count: int = 200) -> str:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    sent = 0
+    for _ in range(count):
+        try:
+            with socket.create_connection((host, int(port)), timeout=2) as s:
+                kind = rnd.randrange(4)
+                if kind == 0:
+                    body = os.urandom(rnd.randint(0, 200))
+                elif kind == 1:  # a plausible header (random api key/version) and a garbage body
+                    body = struct.pack(">hhi", rnd.randint(-5, 80), rnd.randint(-1, 20), 7) + os.urandom(30)
+                elif kind == 2:  # a size prefix claiming more than will ever come
+                    s.sendall(struct.pack(">i", rnd.randint(1, 2**31 - 1)) + os.urandom(10))
+                    sent += 1
+                    continue
+                else:  # a negative size
+                    s.sendall(struct.pack(">i", -rnd.randint(1, 100)))
+                    sent += 1
+                    continue
+                s.sendall(struct.pack(">i", len(body)) + body)
+                sent += 1
+        except OSError:
+            pass
+    return f"malformed frames: {sent} sent"
+
+
+def verify(broker: BrokerProcess, ledger: Ledger) -> tuple[int, int, int, list[str]]:
+    """(acknowledged records checked, lost, destroyed-and-answered-corrupt, problems)."""
+    problems: list[str] = []
+    wire = Wire(broker.bootstrap, client_id="chaos-verify")
+    checked = lost = corrupt_answered = 0
+    try:
+        for p in range(PARTITIONS):
+            records, corrupt = read_partition(wire, TOPIC, p)
+            served = dict(records)
+            with ledger.lock:
+                acked = dict(ledger.acked[p])
+                destroyed = set(ledger.destroyed[p])
+            wrong = [o for o, v in served.items() if o in acked and acked[o] != v]
+            if wrong:
+                problems.append(f"partition {p}: offsets served with other values than acknowledged: {wrong[:5]}")
+            corrupt_answered += len(destroyed & set(corrupt))
+            missing = [o for o in acked if o not in served]
+            unexplained = [o for o in missing if o not in destroyed or o not in corrupt]
+            checked += len(acked)
+            if unexplained:
+                lost += len(unexplained)
+                problems.append(f"partition {p}: {len(unexplained)} acknowledged records missing "
+                                f"(e.g. offsets {sorted(unexplained)[:5]})")
+        for group, offset in sorted(ledger.commits.items()):
+            error, got = committed(wire, group, TOPIC, 0)
+            if error != 0 or got < offset:
+                lost += 1
+                problems.append(f"group {group}: committed {offset} acknowledged, OffsetFetch answers {got} (error {error})")
+    finally:
+        wire.close()
+    return checked, lost, corrupt_answered, problems
+
+
+FAULTS = ("kill", "clean+benign", "kill+benign", "clean+damage", "frames")
+
+
+def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[str] | None = None) -> int:
+    """Run the campaign; `faults` fixes the fault of each round (else the seed picks them)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    rnd = random.Random(seed)
+    ledger = Ledger()
+    broker = BrokerProcess(root / "data")
+    print(f"chaos: seed {seed}, {rounds} rounds, data in {broker.data_dir}", file=out, flush=True)
+    tried: dict[str, int] = {}
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config={"segment.bytes": str(1024 * 1024)})])[TOPIC].result(30)
+        del admin  # destroyed now, so it does not reconnect (and log) through every restart
+        if faults is not None:
+            rounds = len(faults)
+        for round_no in range(1, rounds + 1):
+            load = Load(broker, ledger, rnd, round_no)
+            time.sleep(rnd.uniform(0.5, 2.5))
+            fault = faults[round_no - 1] if faults is not None else rnd.choice(FAULTS)
+            tried[fault] = tried.get(fault, 0) + 1
+            if fault == "frames":
+                what = malformed_frames(broker, rnd)
+                load.stop(drain=True)
+                assert broker.running, f"the broker died on malformed frames:\n{broker.dump_log()}"
+            elif fault == "kill":
+                broker.kill()
+                load.stop(drain=False)
+                what = "kill -9 under load"
+                broker.start()
+            else:
+                clean = fault.startswith("clean")
+                if clean:
+                    load.stop(drain=True)
+                    broker.stop()
+                else:
+                    broker.kill()
+                    load.stop(drain=False)
+                if fault.endswith("damage"):
+                    what = damage_destructive(broker.data_dir, ledger, rnd)
+                else:
+                    what = damage_benign(broker.data_dir, rnd.choice(BENIGN), rnd)
+                what = f"{'clean stop' if clean else 'kill -9'}, then {what}"
+                broker.start()
+            checked, lost, corrupt, problems = verify(broker, ledger)
+            print(f"round {round_no:3d}: {what}; {checked:,} acknowledged records and {len(ledger.commits)} "
+                  f"commits checked, {corrupt} destroyed by the test answered CORRUPT_MESSAGE, lost {lost}",
+                  file=out, flush=True)
+            for problem in problems:
+                print(f"    LOST: {problem}", file=out, flush=True)
+            if lost or problems:
+                print(f"chaos: FAILED in round {round_no} (seed {seed})", file=out)
+                return 1
+        total = sum(len(v) for v in ledger.acked.values())
+        print(f"chaos: {rounds} rounds ({', '.join(f'{k} x{v}' for k, v in sorted(tried.items()))}); "
+              f"{total:,} acknowledged records and {len(ledger.commits)} groups' commits: nothing acknowledged lost",
+              file=out)
+        return 0
+    finally:
+        broker.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kbroker.tests.faults.chaos", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp dir, removed)")
+    args = parser.parse_args(argv)
+    if args.keep:
+        root = Path(args.keep)
+        root.mkdir(parents=True, exist_ok=True)
+        return campaign(args.seed, args.rounds, root)
+    root = Path(tempfile.mkdtemp(prefix="kbroker-chaos-"))
+    try:
+        return campaign(args.seed, args.rounds, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,24 @@
+"""A short, fixed-sequence version of `make chaos` (tests/faults/chaos.py): one round of each fault kind
+against a real broker under load, and nothing acknowledged may be lost."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from kbroker.tests.faults import chaos
+
+pytest.importorskip("confluent_kafka")
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_one_round_of_each_fault_loses_nothing_acknowledged(tmp_path) -> None:
+    out = io.StringIO()
+    code = chaos.campaign(7, 0, tmp_path, out=out, faults=list(chaos.FAULTS))
+    report = out.getvalue()
+    assert code == 0, report
+    assert report.count("round ") == len(chaos.FAULTS), report
+    assert "nothing acknowledged lost" in report
+    damage_line = next(line for line in report.splitlines() if "clean stop, then" in line and "destroyed)" in line)
+    assert " 0 destroyed by the test answered" not in damage_line, report

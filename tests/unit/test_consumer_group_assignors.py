@@ -1,0 +1,91 @@
+"""Server-side assignors (UniformAssignor, RangeAssignor) and the consumer group record codec."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kbroker.coordinator import consumer_records as r
+from kbroker.coordinator.assignors import MemberSubscription, range_assign, uniform_assign
+from kbroker.coordinator.record_codec import decode_record, encode_record
+
+T = [uuid.UUID(int=i + 1) for i in range(4)]
+
+
+def _owners(result):
+    owners = {}
+    for m, a in result.items():
+        for t, ps in a.items():
+            for p in ps:
+                assert (t, p) not in owners
+                owners[(t, p)] = m
+    return owners
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    subs=st.lists(st.sets(st.sampled_from(T[:3]), min_size=1), min_size=1, max_size=8),
+    counts=st.lists(st.integers(0, 12), min_size=3, max_size=3),
+)
+def test_uniform_assign_covers_everything_once_and_is_balanced_when_homogeneous(subs, counts) -> None:
+    topics = dict(zip(T[:3], counts))
+    members = {f"m{i}": MemberSubscription(frozenset(s)) for i, s in enumerate(subs)}
+    result = uniform_assign(members, topics)
+    owners = _owners(result)
+    wanted = {(t, p) for t, n in topics.items() for p in range(n) if any(t in s for s in subs)}
+    assert set(owners) == wanted
+    for (t, _p), m in owners.items():
+        assert t in members[m].subscribed_topic_ids
+    if len({frozenset(s) for s in subs}) == 1:
+        sizes = [sum(len(ps) for ps in a.values()) for a in result.values()]
+        assert max(sizes) - min(sizes) <= 1
+
+
+def test_uniform_assign_is_sticky() -> None:
+    topics = {T[0]: 12}
+    first = uniform_assign({m: MemberSubscription(frozenset({T[0]})) for m in "abc"}, topics)
+    members = {m: MemberSubscription(frozenset({T[0]}), current=first[m]) for m in "abc"}
+    members["d"] = MemberSubscription(frozenset({T[0]}))
+    second = uniform_assign(members, topics)
+    assert [len(second[m][T[0]]) for m in "abcd"] == [3, 3, 3, 3]
+    for m in "abc":
+        assert second[m][T[0]] <= first[m][T[0]]
+    # and with nothing changed nothing moves
+    again = uniform_assign({m: MemberSubscription(frozenset({T[0]}), current=second[m]) for m in "abcd"}, topics)
+    assert again == second
+
+
+def test_range_assign_co_partitions() -> None:
+    topics = {T[0]: 3, T[1]: 3}
+    result = range_assign({m: MemberSubscription(frozenset(T[:2])) for m in ("b", "a")}, topics)
+    assert result["a"] == {T[0]: frozenset({0, 1}), T[1]: frozenset({0, 1})}
+    assert result["b"] == {T[0]: frozenset({2}), T[1]: frozenset({2})}
+
+
+def test_every_consumer_group_record_round_trips_through_kafkas_format() -> None:
+    a = {T[0]: frozenset({0, 2}), T[1]: frozenset({1})}
+    records = [
+        r.ConsumerGroupMetadataRecord("g", 7, -12345),
+        r.ConsumerGroupMetadataTombstone("g"),
+        r.ConsumerGroupMemberMetadataRecord("g", "m", "inst", None, "cid", "/1.2.3.4", ("a", "b"), "^x.*", 30000,
+                                            "uniform"),
+        r.ConsumerGroupMemberMetadataTombstone("g", "m"),
+        r.ConsumerGroupTargetAssignmentMetadataRecord("g", 7, 123),
+        r.ConsumerGroupTargetAssignmentMetadataTombstone("g"),
+        r.ConsumerGroupTargetAssignmentMemberRecord("g", "m", a),
+        r.ConsumerGroupTargetAssignmentMemberTombstone("g", "m"),
+        r.ConsumerGroupCurrentMemberAssignmentRecord("g", "m", 7, 6, 1, a, {T[2]: frozenset({3})}),
+        r.ConsumerGroupCurrentMemberAssignmentTombstone("g", "m"),
+        r.ConsumerGroupRegularExpressionRecord("g", "^x.*", ("x1", "x2"), 0, 99),
+        r.ConsumerGroupRegularExpressionTombstone("g", "^x.*"),
+    ]
+    for record in records:
+        key, value = encode_record(record)
+        assert decode_record(key, value) == record
+    # Kafka's key layout: int16 record type, then the key struct v0
+    key, value = encode_record(records[0])
+    assert key[:2] == b"\x00\x03" and value[:2] == b"\x00\x00"
+    assert encode_record(records[8])[0][:2] == b"\x00\x08"
+    assert encode_record(records[10])[0][:2] == b"\x00\x10"
