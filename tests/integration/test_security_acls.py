@@ -260,3 +260,45 @@ def test_transactions_need_write_on_their_transactional_id(cluster):
                                     g.permission_type) for g in grants]
         for f in admin.delete_acls(filters).values():
             f.result(30)
+
+
+def test_kip848_consumer_group_under_acls(cluster):
+    from confluent_kafka import Consumer, KafkaError
+
+    def consume(group: str, topic: str, want: int) -> tuple[list, object]:
+        c = Consumer({**conf(cluster, "reader"), "group.id": group, "group.protocol": "consumer",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe([topic])
+        got, error, deadline = [], None, time.monotonic() + 30
+        while len(got) < want and error is None and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None:
+                if m.error():
+                    error = m.error()
+                else:
+                    got.append(m.value())
+        if got:
+            c.commit(asynchronous=False)
+        c.close()
+        return got, error
+
+    from confluent_kafka.admin import (
+        AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
+    )
+
+    admin = admin_client(cluster)  # this test's own group ACL: others in this module delete theirs
+    grant = AclBinding(ResourceType.GROUP, "k848-", ResourcePatternType.PREFIXED, "User:reader", "*",
+                       AclOperation.READ, AclPermissionType.ALLOW)
+    for f in admin.create_acls([grant]).values():
+        f.result(30)
+    try:
+        got, error = consume("k848-a", T1, 3)  # Read on the group prefix and on the topic
+        assert error is None and got[:3] == [f"{T1}-{i}".encode() for i in range(3)]
+        _, error = consume(G2, T1, 1)  # no ACL on this group
+        assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, error
+        _, error = consume("k848-b", T2, 1)  # the group is allowed, the topic is not
+        assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, error
+    finally:
+        flt = AclBindingFilter(ResourceType.GROUP, "k848-", ResourcePatternType.PREFIXED, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+        admin.delete_acls([flt])[flt].result(30)
