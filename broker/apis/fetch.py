@@ -17,6 +17,7 @@ import time
 
 from kbroker.broker.fetch_sessions import FetchTarget, PartitionKey, PartitionResult
 from kbroker.broker.log.partition_log import OffsetOutOfRangeError
+from kbroker.broker.quotas import CONSUMER_BYTE_RATE
 from kbroker.broker.router import RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.fetch_request import FetchRequest
@@ -144,6 +145,14 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         # Completed or expired, the answer is what the logs hold now.
         await broker.fetch_purgatory.wait(request.max_wait_ms, ready, keys)
         results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id)
+    throttle_ms = broker.quotas.record(CONSUMER_BYTE_RATE, ctx.client_id, total)
+    if throttle_ms > 0:
+        # Kafka's throttled fetch: no data (the bytes are not counted), only the time to back off.
+        broker.quotas.record(CONSUMER_BYTE_RATE, ctx.client_id, -total)
+        from kbroker.broker.apis.produce import throttled
+
+        return await throttled(ctx, FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE,
+                                                  session_id=context.session_id, responses=[]))
     chosen = context.respond(results)
     aborted = [] if request.isolation_level == READ_COMMITTED else None
     responses: list[FetchableTopicResponse] = []

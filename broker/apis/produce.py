@@ -17,6 +17,7 @@ import time
 import structlog
 
 from kbroker.broker.log.manager import is_internal_topic
+from kbroker.broker.quotas import PRODUCER_BYTE_RATE
 from kbroker.broker.router import Deferred, RequestContext
 from kbroker.broker.server import CloseConnection
 from kbroker.protocol import record_batch as rb
@@ -62,6 +63,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         raise CloseConnection(f"Produce v{version} is not supported (v{MIN_ACCEPTED_VERSION}+ only)")
     acks = request.acks
     now_ms = int(time.time() * 1000)
+    throttle_ms = ctx.broker.quotas.record(PRODUCER_BYTE_RATE, ctx.client_id, sum(
+        len(p.records or b"") for t in request.topic_data for p in t.partition_data))
     responses: list[TopicProduceResponse] = []
     durable_waits: list[tuple[object, int]] = []
     any_error = False
@@ -89,14 +92,22 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             raise CloseConnection("acks=0 produce failed on at least one partition")
         return None
     if not durable_waits:
-        return ProduceResponse(responses=responses, throttle_time_ms=0)
+        return await throttled(ctx, ProduceResponse(responses=responses, throttle_time_ms=throttle_ms))
     # The batches are appended; only their fsync remains. Deferring lets this connection's next
     # Produce append meanwhile, so pipelined requests share one fsync (group commit).
-    return Deferred(_after_durable(ctx, responses, durable_waits))
+    return Deferred(_after_durable(ctx, responses, durable_waits, throttle_ms))
+
+
+async def throttled(ctx: RequestContext, response):
+    """Before KIP-219 (Produce v0-v5, Fetch v0-v7) Kafka throttles by holding the response back;
+    later clients are told throttle_time_ms and back off themselves."""
+    if response.throttle_time_ms > 0 and ctx.api_version < (6 if ctx.api_key == API_KEY else 8):
+        await asyncio.sleep(response.throttle_time_ms / 1000)
+    return response
 
 
 async def _after_durable(ctx: RequestContext, responses: list[TopicProduceResponse],
-                         durable_waits: list[tuple[object, int]]) -> ProduceResponse:
+                         durable_waits: list[tuple[object, int]], throttle_ms: int = 0) -> ProduceResponse:
     results = await asyncio.gather(*(plog.wait_durable(offset) for plog, offset in durable_waits),
                                    return_exceptions=True)
     failed = [r for r in results if isinstance(r, BaseException)]
@@ -108,7 +119,7 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
             for i, p in enumerate(out.partition_responses):
                 if p.error_code == ErrorCode.NONE:
                     out.partition_responses[i] = _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, str(failed[0]))
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return await throttled(ctx, ProduceResponse(responses=responses, throttle_time_ms=throttle_ms))
 
 
 async def _produce_partition(
