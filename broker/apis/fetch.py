@@ -1,4 +1,4 @@
-"""Fetch (1), v4-v17: sessionless and incremental (KIP-227) fetches, topic ids from v13, long polling.
+"""Fetch (1), v4-v18 (v18 only adds a follower field): sessionless and incremental (KIP-227) fetches, topic ids from v13, long polling.
 
 Reading follows Kafka's ReplicaManager.readFromLog: partitions are read in order with a shared
 `max_bytes` budget, each one capped at its `partition_max_bytes`; until some partition has returned
@@ -24,7 +24,7 @@ from kbroker.protocol.messages.fetch_request import FetchRequest
 from kbroker.protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 
 API_KEY = 1
-VERSIONS = (4, 17)
+VERSIONS = (4, 18)
 TOPIC_IDS_FROM = 13
 SESSIONS_FROM = 7
 READ_COMMITTED = 1

@@ -1,9 +1,11 @@
-"""ListOffsets (2), v1-v9: offsets by timestamp and the special positions.
+"""ListOffsets (2), v1-v11: offsets by timestamp and the special positions (v10 only adds a timeout for
+tiered storage).
 
 -2 earliest: the log start offset; -1 latest: the log end offset (also the last stable offset: no
 transactions, so read_committed sees the same); -3 max timestamp (v7+): the record with the largest
 timestamp; -4 earliest local (v8+): the log start (all data is local); -5 latest tiered (v9+): with no
-tiered storage Kafka answers offset -1 and timestamp -1. Any other value is a timestamp looked up
+tiered storage Kafka answers offset -1 and timestamp -1, and so it does for -6 earliest pending upload
+(v11+). Any other value is a timestamp looked up
 through the time index: the first record whose timestamp is at least that, or -1/-1 when none is.
 """
 
@@ -19,13 +21,14 @@ from kbroker.protocol.messages.list_offsets_response import (
 )
 
 API_KEY = 2
-VERSIONS = (1, 9)
+VERSIONS = (1, 11)
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 LEADER_EPOCH = 0
 
 
@@ -35,7 +38,7 @@ def _lookup(plog, timestamp: int, version: int) -> tuple[int, int, int]:
         return plog.log_end_offset, -1, LEADER_EPOCH
     if timestamp == EARLIEST or (timestamp == EARLIEST_LOCAL and version >= 8):
         return plog.log_start_offset, -1, LEADER_EPOCH
-    if timestamp == LATEST_TIERED and version >= 9:
+    if (timestamp == LATEST_TIERED and version >= 9) or (timestamp == EARLIEST_PENDING_UPLOAD and version >= 11):
         return -1, -1, -1
     if timestamp == MAX_TIMESTAMP and version >= 7:
         offset, ts = plog.max_timestamp_offset()

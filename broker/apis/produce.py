@@ -1,6 +1,7 @@
 """Produce (0): validate, run the idempotence checks, append, wake long polls, then answer per acks.
 
-Versions: v3-v11 are served. Like Kafka 4.x (KAFKA-18659) we advertise min version 0, because
+Versions: v3-v13 are served (v13 names topics by id: an unknown id is UNKNOWN_TOPIC_ID).
+Like Kafka 4.x (KAFKA-18659) we advertise min version 0, because
 librdkafka will not produce to a broker whose Produce range starts above 0, yet v0-2 requests are
 refused by closing the connection, which is what Kafka does with a version it does not accept.
 
@@ -31,7 +32,8 @@ from kbroker.protocol.messages.produce_response import (
 )
 
 API_KEY = 0
-VERSIONS = (0, 11)
+VERSIONS = (0, 13)
+TOPIC_IDS_FROM = 13
 MIN_ACCEPTED_VERSION = 3
 LEADER_EPOCH = 0
 
@@ -76,10 +78,15 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         if part.records and len(part.records) >= rb.HEADER_SIZE and part.records[rb.MAGIC_OFFSET] == 2
     )
 
+    names_by_id = {info.topic_id: n for n, info in ctx.broker.logs.topics().items()} if version >= TOPIC_IDS_FROM else {}
     for topic in request.topic_data:
-        name = topic.name
-        out = TopicProduceResponse(name=name, topic_id=topic.topic_id, partition_responses=[])
+        name = topic.name if version < TOPIC_IDS_FROM else names_by_id.get(topic.topic_id)
+        out = TopicProduceResponse(name=name or "", topic_id=topic.topic_id, partition_responses=[])
         responses.append(out)
+        if name is None:  # v13+: an id this broker does not know
+            out.partition_responses.extend(_error(p.index, ErrorCode.UNKNOWN_TOPIC_ID) for p in topic.partition_data)
+            any_error = True
+            continue
         for part in topic.partition_data:
             result = await _produce_partition(ctx, request, name, part.index, part.records, now_ms,
                                               transactional_records, durable_waits)

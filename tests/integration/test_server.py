@@ -115,17 +115,22 @@ def test_pipelined_requests_are_answered_in_order(broker) -> None:
     sock.close()
 
 
-def test_api_versions_v3_response_has_no_default_tagged_fields(broker) -> None:
-    """librdkafka before 2.2 cannot parse tagged fields; Kafka never writes ones at their default."""
+def test_api_versions_v3_reports_features_as_kafka_4(broker) -> None:
+    """Kafka writes the features as tagged fields (SupportedFeatures 0, FinalizedFeaturesEpoch 1,
+    FinalizedFeatures 2) and no tagged field at its default (ZkMigrationReady false)."""
     sock = _connect(broker)
     sock.sendall(framing.encode_request(18, 3, 7, "tags", ApiVersionsRequest("tags", "1")))
     frame = _read_frame(sock)
-    assert frame[-1:] == b"\x00"  # the body's tagged-field section is empty
     correlation, body = framing.decode_response(18, 3, frame)
     assert correlation == 7 and body.error_code == 0
-    assert body.supported_features == [] and body.finalized_features_epoch == -1
+    supported = {f.name: (f.min_version, f.max_version) for f in body.supported_features}
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in body.finalized_features}
+    assert supported["metadata.version"] == (7, 25)  # 3.3-IV3 .. 4.0-IV3
+    assert finalized["metadata.version"] == (25, 25) and body.finalized_features_epoch >= 0
+    assert all(low >= 1 for low, _ in supported.values())  # KAFKA-17011: no 0 minimum below v4
+    assert not body.zk_migration_ready
     served = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-    assert served[18] == (0, 4) and served[3] == (0, 12)
+    assert served[18] == (0, 4) and served[3] == (0, 13)
     sock.close()
 
 
