@@ -290,3 +290,41 @@ def test_pipelined_produces_share_fsyncs_but_answer_in_order(broker) -> None:
             offsets.append(part.base_offset)
     assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets) == 30
     sock.close()
+
+
+def _known_but_unserved_versions(broker) -> list[tuple[int, int]]:
+    """(api key, version) pairs our definitions know but the broker does not serve."""
+    from kbroker.broker.app import build_router
+
+    out = []
+    for key, _, high in build_router().supported():
+        spec = framing.response_spec(key)
+        out.extend((key, v) for v in spec.versions if v > high and key != 18)
+    return out
+
+
+def test_unsupported_version_with_a_top_level_error_is_answered_and_the_connection_stays(broker) -> None:
+    from kbroker.broker.server import _unsupported_version_answer
+
+    pairs = [(k, v) for k, v in _known_but_unserved_versions(broker) if _unsupported_version_answer(k, v, 0)]
+    if not pairs:
+        pytest.skip("every version our definitions know is served")
+    key, version = pairs[0]
+    sock = _connect(broker)
+    request = framing.request_spec(key).struct.cls()
+    sock.sendall(framing.encode_request(key, version, 77, "too-new", request))
+    correlation, body = framing.decode_response(key, version, _read_frame(sock))
+    assert (correlation, body.error_code) == (77, 35)  # UNSUPPORTED_VERSION, in the version sent
+    sock.sendall(framing.encode_request(18, 3, 78, "same-conn", ApiVersionsRequest("b", "1")))
+    assert framing.decode_response(18, 3, _read_frame(sock))[0] == 78
+    sock.close()
+
+
+def test_unsupported_version_answer_needs_a_top_level_error_code() -> None:
+    from kbroker.broker.server import _unsupported_version_answer
+
+    assert _unsupported_version_answer(22, 99, 1) is None  # newer than our definitions: close
+    assert _unsupported_version_answer(15, 6, 1) is None  # DescribeGroups: errors only per group
+    frame = _unsupported_version_answer(22, 6, 9)  # InitProducerId v6: a top-level error code
+    correlation, body = framing.decode_response(22, 6, frame[4:])
+    assert (correlation, body.error_code) == (9, 35)
