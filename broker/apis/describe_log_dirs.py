@@ -21,7 +21,7 @@ from kbroker.protocol.messages.describe_log_dirs_response import (
 )
 
 API_KEY = 35
-VERSIONS = (1, 5)
+VERSIONS = (0, 5)
 
 
 def _wanted(broker, request: DescribeLogDirsRequest) -> dict[str, list[int]]:

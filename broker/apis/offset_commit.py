@@ -1,4 +1,4 @@
-"""OffsetCommit (8) v2-v10 onto `GroupCoordinatorService.commit_offsets`.
+"""OffsetCommit (8) v0-v10 onto `GroupCoordinatorService.commit_offsets`.
 
 As Kafka 4's KafkaApis: a partition this broker does not have (unknown topic, or a partition number
 the topic lacks) is answered UNKNOWN_TOPIC_OR_PARTITION here and never reaches the coordinator
@@ -6,7 +6,9 @@ the topic lacks) is answered UNKNOWN_TOPIC_OR_PARTITION here and never reaches t
 asked at all. The rest goes to the coordinator, which owns the group and generation checks and
 OFFSET_METADATA_TOO_LARGE. v2-v4 carry a retention time; v7+ the group instance id; `api_version`
 is passed because an unknown group answers ILLEGAL_GENERATION below v9 and GROUP_ID_NOT_FOUND
-from v9. v10 names topics by id (an id this broker does not know is UNKNOWN_TOPIC_ID). The response lists each topic once, the broker's refusals first (Kafka's response builder).
+from v9. v0 and v1 (Kafka 3.9; removed in 4.0): v0 has no generation or member (a simple commit),
+v1 carries a commit timestamp per partition that Kafka 3.9 keeps as the commit time (so the offset
+expires retention after it); -1 means now. v10 names topics by id (an id this broker does not know is UNKNOWN_TOPIC_ID). The response lists each topic once, the broker's refusals first (Kafka's response builder).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from kbroker.protocol.messages.offset_commit_response import (
 )
 
 API_KEY = 8
-VERSIONS = (2, 10)
+VERSIONS = (0, 10)
 TOPIC_IDS_FROM = 10
 
 E = ErrorCode
@@ -56,6 +58,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
                 offset=p.committed_offset,
                 leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
                 metadata=p.committed_metadata,
+                commit_timestamp=p.commit_timestamp if v == 1 else -1,
             ))
         if keep:
             valid.append(c.OffsetCommitTopic(topic.name, tuple(keep)))

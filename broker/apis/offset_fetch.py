@@ -1,5 +1,6 @@
-"""OffsetFetch (9) v1-v10 onto `GroupCoordinatorService.fetch_offsets`.
+"""OffsetFetch (9) v0-v10 onto `GroupCoordinatorService.fetch_offsets`.
 
+- v0 (Kafka 3.9; removed in 4.0) is answered as v1, from the coordinator.
 - v1: one group, the partitions are required; there is no top-level error, so a group-level error
   is put on every requested partition (offset -1, metadata "").
 - v2-v7: one group; `topics = null` means every committed partition; a group-level error is the
@@ -29,7 +30,7 @@ from kbroker.protocol.messages.offset_fetch_response import (
 )
 
 API_KEY = 9
-VERSIONS = (1, 10)
+VERSIONS = (0, 10)
 TOPIC_IDS_FROM = 10
 
 E = ErrorCode

@@ -20,7 +20,7 @@ from kbroker.protocol.messages.offset_for_leader_epoch_response import (
 )
 
 API_KEY = 23
-VERSIONS = (2, 4)
+VERSIONS = (0, 4)
 LEADER_EPOCH = 0
 NO_EPOCH = -1
 
