@@ -1,9 +1,8 @@
 """Produce (0): validate, run the idempotence checks, append, wake long polls, then answer per acks.
 
-Versions: v3-v13 are served (v13 names topics by id: an unknown id is UNKNOWN_TOPIC_ID).
-Like Kafka 4.x (KAFKA-18659) we advertise min version 0, because
-librdkafka will not produce to a broker whose Produce range starts above 0, yet v0-2 requests are
-refused by closing the connection, which is what Kafka does with a version it does not accept.
+Versions: v0-v13, the union of Kafka 3.9 and 4.x (v13 names topics by id: an unknown id is
+UNKNOWN_TOPIC_ID). v0-v2 carry message format v0/v1 message sets, converted to one record batch
+before validation (protocol/legacy_records.py), as Kafka 3.9 stores only magic 2.
 
 acks=0 gets no response; if any partition failed, the connection is closed instead (Kafka's way of
 telling a fire-and-forget producer to refresh its metadata). acks=1 and acks=-1 answer once the
@@ -21,6 +20,7 @@ from kbroker.broker.log.manager import is_internal_topic
 from kbroker.broker.quotas import PRODUCER_BYTE_RATE
 from kbroker.broker.router import Deferred, RequestContext
 from kbroker.broker.server import CloseConnection
+from kbroker.protocol import legacy_records
 from kbroker.protocol import record_batch as rb
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.produce_request import ProduceRequest
@@ -34,7 +34,7 @@ from kbroker.protocol.messages.produce_response import (
 API_KEY = 0
 VERSIONS = (0, 13)
 TOPIC_IDS_FROM = 13
-MIN_ACCEPTED_VERSION = 3
+FIRST_BATCH_VERSION = 3  # before it, message sets of format v0/v1
 LEADER_EPOCH = 0
 
 log = structlog.get_logger("kbroker.produce")
@@ -61,8 +61,6 @@ def _null_key_errors(records: bytes) -> list[BatchIndexAndErrorMessage]:
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Deferred | None:
     version = ctx.api_version
-    if version < MIN_ACCEPTED_VERSION:
-        raise CloseConnection(f"Produce v{version} is not supported (v{MIN_ACCEPTED_VERSION}+ only)")
     acks = request.acks
     now_ms = int(time.time() * 1000)
     throttle_ms = ctx.broker.quotas.record(PRODUCER_BYTE_RATE, ctx.client_id, sum(
@@ -164,6 +162,11 @@ async def _produce_partition(
                       f"This server does not host this topic-partition: {topic}-{index}")
     if not records:
         return _error(index, ErrorCode.INVALID_RECORD, "produce request carries no record batch")
+    if ctx.api_version < FIRST_BATCH_VERSION:
+        try:
+            records = legacy_records.to_batch(records)
+        except KafkaError as e:
+            return _error(index, e.code, str(e))
     try:
         headers = rb.validate_produced_batches(records, single_batch=True, allow_zstd=ctx.api_version >= 7)
     except KafkaError as e:
