@@ -100,7 +100,8 @@ def run_clients(bootstrap: str, clients: list[str]) -> None:
     cc.close()
 
 
-async def main(clients: list[str]) -> None:
+async def main(clients: list[str], out: Path = HERE) -> list[Path]:
+    """Capture the chosen clients' frames into `out`; returns the files written."""
     import tempfile
 
     from kbroker.tests.integration.broker_process import BrokerProcess, free_port
@@ -118,6 +119,7 @@ async def main(clients: list[str]) -> None:
     server.close()
     broker.stop()
     seen: set[tuple[str, int]] = set()
+    written: list[Path] = []
     for frame in rec.frames:
         api, version, _ = struct.unpack_from(">hhi", frame)
         n = struct.unpack_from(">h", frame, 8)[0]
@@ -127,9 +129,11 @@ async def main(clients: list[str]) -> None:
         wanted = ALL_APIS if client in EVERY_API_CLIENTS else WANTED
         if client in clients and api in wanted and (client, api) not in seen:
             seen.add((client, api))
-            path = HERE / f"{client}-{wanted[api]}-v{version}.hex"
+            path = out / f"{client}-{wanted[api]}-v{version}.hex"
             path.write_text(frame.hex() + "\n")
+            written.append(path)
             print("wrote", path.name)
+    return written
 
 
 if __name__ == "__main__":
