@@ -87,3 +87,13 @@ def test_kafka_python_infers_the_newest_kafka(broker):
         assert features["metadata.version"]["finalized"] == (25, 25)
     finally:
         admin.close()
+
+
+def test_describe_groups_v6_unknown_group(broker):
+    from kbroker.protocol.messages import describe_groups_request as dg
+
+    wire = Wire(broker.bootstrap)
+    (old,) = wire.call(15, 5, dg.DescribeGroupsRequest(groups=["no-such-group"])).groups
+    assert (old.error_code, old.group_state) == (0, "Dead")
+    (new,) = wire.call(15, 6, dg.DescribeGroupsRequest(groups=["no-such-group"])).groups
+    assert (new.error_code, new.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group no-such-group not found.")
