@@ -14,6 +14,7 @@ authentication the user is ANONYMOUS, as Kafka's principal on a PLAINTEXT listen
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
@@ -42,6 +43,14 @@ SAMPLE_MS = 1000
 
 # An entity is a sorted tuple of (entity type, name or None for the default entity).
 Entity = tuple[tuple[str, str | None], ...]
+
+
+async def hold_back_for_old_clients(response, api_version: int, kip_219_from: int):
+    """Before KIP-219 Kafka throttled a client by holding its response back; from `kip_219_from`
+    on, clients read throttle_time_ms and back off themselves."""
+    if response.throttle_time_ms > 0 and api_version < kip_219_from:
+        await asyncio.sleep(response.throttle_time_ms / 1000)
+    return response
 
 
 class QuotaError(ValueError):

@@ -21,7 +21,7 @@ import time
 
 from kbroker.broker.fetch_sessions import FetchTarget, PartitionKey, PartitionResult
 from kbroker.broker.log.partition_log import OffsetOutOfRangeError
-from kbroker.broker.quotas import CONSUMER_BYTE_RATE
+from kbroker.broker.quotas import CONSUMER_BYTE_RATE, hold_back_for_old_clients
 from kbroker.broker.router import RequestContext
 from kbroker.protocol import legacy_records
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -32,6 +32,7 @@ API_KEY = 1
 VERSIONS = (0, 18)
 FIRST_BATCH_VERSION = 4  # before it, message sets of format v0 (v0-v1) or v1 (v2-v3)
 ZSTD_FROM = 10
+KIP_219_FROM = 8  # from here clients back off on throttle_time_ms themselves
 TOPIC_IDS_FROM = 13
 SESSIONS_FROM = 7
 READ_COMMITTED = 1
@@ -156,10 +157,9 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     if throttle_ms > 0:
         # Kafka's throttled fetch: no data (the bytes are not counted), only the time to back off.
         broker.quotas.record(CONSUMER_BYTE_RATE, ctx.client_id, -total)
-        from kbroker.broker.apis.produce import throttled
-
-        return await throttled(ctx, FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE,
-                                                  session_id=context.session_id, responses=[]))
+        return await hold_back_for_old_clients(
+            FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=context.session_id,
+                          responses=[]), version, KIP_219_FROM)
     chosen = context.respond(results)
     aborted = [] if request.isolation_level == READ_COMMITTED else None
     responses: list[FetchableTopicResponse] = []

@@ -17,7 +17,7 @@ import time
 import structlog
 
 from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.quotas import PRODUCER_BYTE_RATE
+from kbroker.broker.quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
 from kbroker.broker.router import Deferred, RequestContext
 from kbroker.broker.server import CloseConnection
 from kbroker.protocol import legacy_records
@@ -35,6 +35,7 @@ API_KEY = 0
 VERSIONS = (0, 13)
 TOPIC_IDS_FROM = 13
 FIRST_BATCH_VERSION = 3  # before it, message sets of format v0/v1
+KIP_219_FROM = 6  # from here clients back off on throttle_time_ms themselves
 LEADER_EPOCH = 0
 
 log = structlog.get_logger("kbroker.produce")
@@ -97,18 +98,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             raise CloseConnection("acks=0 produce failed on at least one partition")
         return None
     if not durable_waits:
-        return await throttled(ctx, ProduceResponse(responses=responses, throttle_time_ms=throttle_ms))
+        return await hold_back_for_old_clients(
+            ProduceResponse(responses=responses, throttle_time_ms=throttle_ms), ctx.api_version, KIP_219_FROM)
     # The batches are appended; only their fsync remains. Deferring lets this connection's next
     # Produce append meanwhile, so pipelined requests share one fsync (group commit).
     return Deferred(_after_durable(ctx, responses, durable_waits, throttle_ms))
-
-
-async def throttled(ctx: RequestContext, response):
-    """Before KIP-219 (Produce v0-v5, Fetch v0-v7) Kafka throttles by holding the response back;
-    later clients are told throttle_time_ms and back off themselves."""
-    if response.throttle_time_ms > 0 and ctx.api_version < (6 if ctx.api_key == API_KEY else 8):
-        await asyncio.sleep(response.throttle_time_ms / 1000)
-    return response
 
 
 async def _after_durable(ctx: RequestContext, responses: list[TopicProduceResponse],
@@ -124,7 +118,8 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
             for i, p in enumerate(out.partition_responses):
                 if p.error_code == ErrorCode.NONE:
                     out.partition_responses[i] = _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, str(failed[0]))
-    return await throttled(ctx, ProduceResponse(responses=responses, throttle_time_ms=throttle_ms))
+    return await hold_back_for_old_clients(
+        ProduceResponse(responses=responses, throttle_time_ms=throttle_ms), ctx.api_version, KIP_219_FROM)
 
 
 async def _produce_partition(

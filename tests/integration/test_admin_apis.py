@@ -242,3 +242,12 @@ def test_client_quotas_stored_described_and_enforced(broker, admin):
         aq.EntryData(entity=entity, ops=[aq.OpData("producer_byte_rate", 0.0, True)])]))
     assert gone.entries[0].error_code == 0
     assert describe(dq.ComponentData("client-id", 0, "slow-producer")) == {}
+
+
+def test_confluent_describe_topics(admin):
+    from confluent_kafka import TopicCollection
+    create(admin, "ck-describe", 3)
+    futures = admin.describe_topics(TopicCollection(["ck-describe"]))
+    desc = futures["ck-describe"].result(timeout=TIMEOUT)
+    assert desc.name == "ck-describe" and [p.id for p in desc.partitions] == [0, 1, 2]
+    assert all(p.leader.id == 1 and [r.id for r in p.isr] == [1] for p in desc.partitions)

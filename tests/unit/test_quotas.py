@@ -61,3 +61,20 @@ def test_throttle_time_is_kafkas_formula_over_the_sampled_window(tmp_path):
     # Eleven seconds later the old samples have left the window.
     clock.now += 11_000
     assert store.record("producer_byte_rate", "c", 100) == 0
+
+
+def test_only_clients_before_kip_219_have_their_answer_held_back(monkeypatch):
+    import asyncio
+    from types import SimpleNamespace
+
+    slept = []
+
+    async def fake_sleep(seconds):
+        slept.append(seconds)
+
+    monkeypatch.setattr(q.asyncio, "sleep", fake_sleep)
+    response = SimpleNamespace(throttle_time_ms=250)
+    assert asyncio.run(q.hold_back_for_old_clients(response, 5, 6)) is response
+    assert asyncio.run(q.hold_back_for_old_clients(response, 6, 6)) is response
+    assert asyncio.run(q.hold_back_for_old_clients(SimpleNamespace(throttle_time_ms=0), 0, 6))
+    assert slept == [0.25]
