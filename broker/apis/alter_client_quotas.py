@@ -20,6 +20,12 @@ API_KEY = 49
 VERSIONS = (0, 1)
 
 
+def failed_response(_ctx: RequestContext, request: AlterClientQuotasRequest, error: int) -> AlterClientQuotasResponse:
+    return AlterClientQuotasResponse(entries=[
+        EntryData(error, None, [EntityData(e.entity_type, e.entity_name) for e in entry.entity])
+        for entry in request.entries])
+
+
 async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
     changes = []
     answers = []

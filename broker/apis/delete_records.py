@@ -24,6 +24,13 @@ from kbroker.protocol.messages.delete_records_response import (
 
 API_KEY = 21
 VERSIONS = (0, 2)
+
+
+def failed_response(_ctx: RequestContext, request: DeleteRecordsRequest, error: int) -> DeleteRecordsResponse:
+    return DeleteRecordsResponse(topics=[
+        DeleteRecordsTopicResult(t.name, [DeleteRecordsPartitionResult(p.partition_index, -1, error)
+                                          for p in t.partitions])
+        for t in request.topics])
 HIGH_WATERMARK = -1
 log = structlog.get_logger("kbroker.delete_records")
 

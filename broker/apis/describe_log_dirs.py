@@ -24,6 +24,11 @@ API_KEY = 35
 VERSIONS = (0, 5)
 
 
+def failed_response(_ctx: RequestContext, request: DescribeLogDirsRequest, error: int) -> DescribeLogDirsResponse:
+    # Below v3 there is no top-level error: one result for the log directory carries it.
+    return DescribeLogDirsResponse(error_code=error, results=[DescribeLogDirsResult(error_code=error)])
+
+
 def _wanted(broker, request: DescribeLogDirsRequest) -> dict[str, list[int]]:
     topics = broker.logs.topics()
     if request.topics is None:

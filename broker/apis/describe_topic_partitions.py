@@ -23,6 +23,12 @@ from kbroker.protocol.messages.describe_topic_partitions_response import (
 
 API_KEY = 75
 VERSIONS = (0, 0)
+
+
+def failed_response(_ctx: RequestContext, request: DescribeTopicPartitionsRequest,
+                    error: int) -> DescribeTopicPartitionsResponse:
+    return DescribeTopicPartitionsResponse(topics=[
+        DescribeTopicPartitionsResponseTopic(error_code=error, name=t.name) for t in request.topics])
 MAX_PARTITIONS_PER_PAGE = 2000  # Kafka's max.request.partition.size.limit default
 
 

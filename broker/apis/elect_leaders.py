@@ -21,6 +21,12 @@ API_KEY = 43
 VERSIONS = (0, 2)
 
 
+def failed_response(_ctx: RequestContext, request: ElectLeadersRequest, error: int) -> ElectLeadersResponse:
+    return ElectLeadersResponse(error_code=error, replica_election_results=[
+        ReplicaElectionResult(t.topic, [PartitionResult(p, error, None) for p in t.partitions])
+        for t in request.topic_partitions or ()])
+
+
 async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     results = []
     for tp in request.topic_partitions or []:

@@ -21,6 +21,14 @@ from kbroker.protocol.messages.offset_for_leader_epoch_response import (
 
 API_KEY = 23
 VERSIONS = (0, 4)
+
+
+def failed_response(_ctx: RequestContext, request: OffsetForLeaderEpochRequest,
+                    error: int) -> OffsetForLeaderEpochResponse:
+    return OffsetForLeaderEpochResponse(topics=[
+        OffsetForLeaderTopicResult(t.topic, [EpochEndOffset(error_code=error, partition=p.partition)
+                                             for p in t.partitions])
+        for t in request.topics])
 LEADER_EPOCH = 0
 NO_EPOCH = -1
 
