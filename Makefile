@@ -9,7 +9,7 @@ DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 SERVE_ARGS ?=
 
-.PHONY: run test venv test-venv system-deps codegen bench chaos analyze clean
+.PHONY: run test venv test-venv system-deps kafkajs codegen bench chaos analyze clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -29,13 +29,24 @@ run: venv
 	@echo "kbroker is $(VENV)/bin/kbroker (or run '. $(VENV)/bin/activate' to have it on PATH); Ctrl-C stops it"
 	$(VENV)/bin/kbroker serve --listen $(LISTEN) --data-dir $(DATA_DIR) $(SERVE_ARGS)
 
-# Debian packages the tests use (kcat). Installed only when missing; needs root, as in CI.
+# Debian packages the tests use: kcat; golang-go and sarama 1.22 (built offline from /usr/share/gocode
+# by tests/integration/test_sarama.py). Installed only when missing; needs root, as in CI.
+SYSTEM_PACKAGES := kcat golang-go golang-github-shopify-sarama-dev
 system-deps:
-	@command -v kcat >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
-	  else echo "kcat is missing and we are not root: its tests will be skipped"; fi; }
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing:$$missing and we are not root: their tests will be skipped"; fi; fi
 
-test: test-venv system-deps
+# kafkajs from npm, into the test-local tests/clients/kafkajs/node_modules (pinned by its package-lock.json).
+KAFKAJS_DIR := tests/clients/kafkajs
+$(KAFKAJS_DIR)/node_modules/.installed: $(KAFKAJS_DIR)/package.json $(KAFKAJS_DIR)/package-lock.json
+	cd $(KAFKAJS_DIR) && npm ci --no-audit --no-fund --silent
+	touch $@
+
+kafkajs: $(KAFKAJS_DIR)/node_modules/.installed
+
+test: test-venv system-deps kafkajs
 	$(PY) -m kbroker.tools.codegen --check
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 

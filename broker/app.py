@@ -42,6 +42,11 @@ def build_router() -> Router:
         list_transactions, txn_offset_commit,
     )
     from kbroker.broker.apis import consumer_group_describe, consumer_group_heartbeat  # KIP-848
+    from kbroker.broker.apis import (  # admin APIs that UIs, lag tools and kafka-*.sh call
+        alter_client_quotas, alter_partition_reassignments, delete_records, describe_client_quotas,
+        describe_log_dirs, describe_topic_partitions, elect_leaders, list_partition_reassignments,
+        offset_for_leader_epoch,
+    )
     from kbroker.broker.apis import (  # security
         alter_user_scram_credentials, create_acls, delete_acls, describe_acls, describe_user_scram_credentials,
         sasl_authenticate, sasl_handshake,
@@ -56,6 +61,9 @@ def build_router() -> Router:
                    describe_groups, list_groups, delete_groups, offset_delete,
                    add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit, describe_transactions,
                    list_transactions, describe_producers, consumer_group_heartbeat, consumer_group_describe,
+                   describe_topic_partitions, delete_records, describe_log_dirs, offset_for_leader_epoch,
+                   describe_client_quotas, alter_client_quotas, elect_leaders, alter_partition_reassignments,
+                   list_partition_reassignments,
                    sasl_handshake, sasl_authenticate, create_acls, describe_acls, delete_acls,
                    describe_user_scram_credentials, alter_user_scram_credentials):
         router.register(module)
@@ -109,6 +117,9 @@ class Broker:
         self.fetch_purgatory = FetchPurgatory(self.timers)
         self.fetch_sessions = FetchSessionManager()
         self.producer_states = ProducerStateManager(self.logs, self.data_dir)
+        from kbroker.broker.quotas import ClientQuotas
+
+        self.quotas = ClientQuotas(self.data_dir)
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets
         self.offsets_topic = OffsetsTopic(self.logs, config.offsets_topic_num_partitions)
         self.offsets_topic.ensure()

@@ -240,9 +240,10 @@ class KafkaServer:
             if api_key == framing.API_VERSIONS_KEY:
                 # KIP-511: answer in v0 so any client can read the error and retry lower.
                 return framing.encode_response(api_key, 0, correlation_id, self._unsupported_api_versions(route))
+            answer = None if route is None else _unsupported_version_answer(api_key, api_version, correlation_id)
             log.warning("request_rejected", error="unsupported api" if route is None else "unsupported version",
-                        **fields)
-            return _CLOSE
+                        answered=answer is not None, **fields)
+            return _CLOSE if answer is None else answer
         try:
             body = framing.decode_body(req)
         except (MalformedMessage, ValueError, UnicodeDecodeError) as e:
@@ -298,6 +299,8 @@ def _resolved(data: bytes) -> asyncio.Future:
 def _ip_of(writer: asyncio.StreamWriter) -> str:
     peername = writer.get_extra_info("peername")
     return peername[0] if peername else "?"
+
+
 _ENCODE_ERRORS = (struct.error, ValueError, OverflowError, TypeError, AttributeError, KeyError, IndexError)
 
 
@@ -350,6 +353,22 @@ def _cut_error_messages(obj: Any, depth: int = 0) -> bool:
         elif hasattr(value, "__slots__"):
             cut = _cut_error_messages(value, depth + 1) or cut
     return cut
+
+
+def _unsupported_version_answer(api_key: int, version: int, correlation_id: int) -> bytes | None:
+    """UNSUPPORTED_VERSION in the response of the version the client sent, when we know that
+    version's layout and it has a top-level error code; None when only closing is left (a version
+    newer than our definitions, or a response whose errors live only per partition or per group,
+    where an empty answer would read as success)."""
+    spec = framing.response_spec(api_key)
+    if spec is None or version not in spec.versions:
+        return None
+    error = next((f for f in spec.struct.fields if f.name == "error_code" and f.present(version)), None)
+    if error is None:
+        return None
+    body = spec.struct.cls()
+    body.error_code = ErrorCode.UNSUPPORTED_VERSION
+    return framing.encode_response(api_key, version, correlation_id, body)
 
 
 class _ResponseWriter:

@@ -87,6 +87,7 @@ class OffsetCommitPartition:
     offset: int
     leader_epoch: int = -1
     metadata: str | None = None
+    commit_timestamp: int = -1  # OffsetCommit v1's own commit time; -1: when the coordinator handles it
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,7 +80,8 @@ def handle_offset_commit(
             partitions.append(PartitionError(p.partition, E.NONE))
             records.append(OffsetCommitRecord(
                 group=cmd.group_id, topic=topic.name, partition=p.partition, offset=p.offset,
-                leader_epoch=p.leader_epoch, metadata=metadata, commit_timestamp=ctx.now_ms,
+                leader_epoch=p.leader_epoch, metadata=metadata,
+                commit_timestamp=ctx.now_ms if p.commit_timestamp == -1 else p.commit_timestamp,
                 expire_timestamp=expire_timestamp,
             ))
         topics.append(TopicErrors(topic.name, tuple(partitions)))

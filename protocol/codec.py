@@ -149,6 +149,8 @@ class KafkaStruct(construct.Construct):
             else:
                 lines.append(f"a{i} = {self._reader(f, code, self._field_flexible(f))}")
                 args.append(f"a{i}")
+        # The dataclass may list fields in another order than the wire (legacy-only fields go last).
+        by_attr = {f.name: arg for f, arg in zip(self.spec.fields, args)}
         body = "\n                ".join(lines)
         tag_block = ""
         if self.flexible:
@@ -175,7 +177,7 @@ class KafkaStruct(construct.Construct):
         code.append(f"""
             def {fname}(io):
                 {body}{tag_block}
-                return {_link(code, cls)}({', '.join(args)})
+                return {_link(code, cls)}({', '.join(by_attr[name] for name in dc_fields)})
         """)
         return f"{fname}(io)"
 

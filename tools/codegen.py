@@ -18,6 +18,8 @@ PROTOCOL_DIR = Path(__file__).resolve().parent.parent / "protocol"
 SCHEMA_DIR = PROTOCOL_DIR / "schema"
 OUT_DIR = PROTOCOL_DIR / "messages"
 SOURCE_DIRS = ("clients", "group-coordinator")
+# Kafka 3.9's versions that Kafka 4 removed, written by us (see protocol/schema/legacy/NOTES.md).
+LEGACY_DIR = SCHEMA_DIR / "legacy"
 APIS_DIR = PROTOCOL_DIR.parent / "broker" / "apis"
 # Record schemas of __consumer_offsets that we write or read; share and streams groups are not served.
 _UNSERVED_RECORD_PREFIXES = ("ShareGroup", "StreamsGroup")
@@ -101,6 +103,36 @@ def wanted(msg: dict, served: set[int]) -> bool:
     return True  # the headers and the consumer protocol's embedded data
 
 
+def _find_fields(msg: dict, path: str) -> list[dict]:
+    """The field list of the struct at `path` (field names joined by dots; "" is the top level)."""
+    fields = msg["fields"]
+    for name in filter(None, path.split(".")):
+        (holder,) = [f for f in fields if f["name"] == name]
+        fields = holder["fields"] if "fields" in holder else next(
+            c for c in msg.get("commonStructs", []) if c["name"] == holder["type"].lstrip("[]"))["fields"]
+    return fields
+
+
+def apply_legacy(msg: dict, overlay: dict) -> dict:
+    """Widen `msg` to Kafka 3.9's range with the fields only its removed versions have."""
+    old, new = parse_versions(msg["validVersions"]), parse_versions(overlay["validVersions"])
+    if not (new[0] <= old[0] and (new[1] is not None and old[1] is not None and new[1] >= old[1])):
+        raise ValueError(f"{msg['name']}: legacy range {overlay['validVersions']} must contain {msg['validVersions']}")
+    msg["validVersions"] = overlay["validVersions"]
+    for add in overlay.get("addFields", []):
+        fields = _find_fields(msg, add["struct"])
+        if any(f["name"] == add["field"]["name"] for f in fields):
+            raise ValueError(f"{msg['name']}: {add['field']['name']} already exists")
+        at = len(fields) if add["before"] is None else [f["name"] for f in fields].index(add["before"])
+        # Marked so the dataclass lists it last: code that builds these classes positionally keeps working.
+        fields.insert(at, dict(add["field"], legacyOnly=True))
+    return msg
+
+
+def legacy_overlays() -> dict[str, dict]:
+    return {path.stem: load_json(path) for path in sorted(LEGACY_DIR.glob("*.json"))}
+
+
 def docstring(text: str) -> str:
     """One line of Kafka's `about` text as a string literal that is safe whatever it contains."""
     text = " ".join(text.split())
@@ -169,7 +201,9 @@ class _Gen:
         if not fields:
             lines.append("    pass")
         spec_fields = []
+        legacy_lines: list[str] = []
         for f in fields:
+            class_lines = legacy_lines if f.get("legacyOnly") else lines
             t = f["type"]
             attr = snake(f["name"])
             default = self.default_literal(f, t)
@@ -187,11 +221,11 @@ class _Gen:
                 kind, ptype, struct_ref = "struct", "", f"_{t}_SPEC"
             if default in ("[]",) or default.endswith("()"):
                 factory = "list" if default == "[]" else default[:-2]
-                lines.append(f"    {attr}: {pytype} = field(default_factory={factory})")
+                class_lines.append(f"    {attr}: {pytype} = field(default_factory={factory})")
             else:
-                lines.append(f"    {attr}: {pytype} = {default}")
+                class_lines.append(f"    {attr}: {pytype} = {default}")
             if f.get("about"):
-                lines.append(f"    {docstring(f['about'])}")
+                class_lines.append(f"    {docstring(f['about'])}")
             args = [
                 repr(attr), repr(f["name"]), repr(kind), repr(ptype),
                 f"versions={parse_versions(f.get('versions'))!r}",
@@ -213,7 +247,7 @@ class _Gen:
             if "flexibleVersions" in f:
                 args.append(f"flexible_override={parse_versions(f['flexibleVersions'])!r}")
             spec_fields.append(f"    F({', '.join(args)}),")
-        self.classes.append("\n".join(lines))
+        self.classes.append("\n".join(lines + legacy_lines))
         body = "\n".join(spec_fields)
         self.spec_lines.append(f"{spec_var} = StructSpec({name}, (\n{body}\n    ))" if spec_fields
                                else f"{spec_var} = StructSpec({name}, ())")
@@ -261,9 +295,14 @@ def generate() -> dict[str, str]:
     index: list[tuple[str, str, str, int | None]] = []
     flexible_from: dict[int, int | None] = {}
     served = served_api_keys()
+    overlays = legacy_overlays()
     for sub in SOURCE_DIRS:
         for path in sorted((SCHEMA_DIR / sub).glob("*.json")):
             msg = load_json(path)
+            source = f"{sub}/{path.name}"
+            if msg["name"] in overlays:
+                msg = apply_legacy(msg, overlays.pop(msg["name"]))
+                source += f" and legacy/{path.name}"
             if msg.get("validVersions") == "none":
                 continue  # removed APIs (LeaderAndIsr, StopReplica, ...)
             if msg["type"] == "request":
@@ -272,8 +311,10 @@ def generate() -> dict[str, str]:
             if not wanted(msg, served):
                 continue
             mod = module_name(msg["name"])
-            files[f"{mod}.py"] = _Gen(msg).render(f"{sub}/{path.name}")
+            files[f"{mod}.py"] = _Gen(msg).render(source)
             index.append((mod, msg["name"], msg["type"], msg.get("apiKey")))
+    if overlays:
+        raise ValueError(f"legacy overlays match no message: {sorted(overlays)}")
     lines = [
         "# Code generated by tools/codegen.py from protocol/schema/. DO NOT EDIT.",
         '"""Index of the generated modules: the APIs broker/apis/ serves and the records we keep."""',

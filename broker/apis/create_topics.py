@@ -24,7 +24,7 @@ from kbroker.protocol.messages.create_topics_response import (
 )
 
 API_KEY = 19
-VERSIONS = (2, 7)
+VERSIONS = (0, 7)
 
 
 def _partition_count(broker, topic: CreatableTopic) -> int:

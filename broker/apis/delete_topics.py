@@ -16,7 +16,7 @@ from kbroker.protocol.messages.delete_topics_response import DeletableTopicResul
 from kbroker.protocol.primitives import ZERO_UUID
 
 API_KEY = 20
-VERSIONS = (1, 6)
+VERSIONS = (0, 6)
 
 
 def failed_response(ctx: RequestContext, request: DeleteTopicsRequest, error: int) -> DeleteTopicsResponse:

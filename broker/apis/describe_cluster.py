@@ -1,4 +1,4 @@
-"""DescribeCluster (60), v0-v1: this node is the whole cluster and its controller."""
+"""DescribeCluster (60), v0-v2 (no broker is ever fenced): this node is the whole cluster and its controller."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from kbroker.protocol.messages.describe_cluster_request import DescribeClusterRe
 from kbroker.protocol.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 
 API_KEY = 60
-VERSIONS = (0, 1)
+VERSIONS = (0, 2)
 ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2
 

@@ -26,7 +26,7 @@ from kbroker.protocol.messages.describe_configs_response import (
 )
 
 API_KEY = 32
-VERSIONS = (1, 4)
+VERSIONS = (0, 4)
 
 # ConfigResource.Type
 RESOURCE_TOPIC = 2
@@ -242,4 +242,8 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"Unsupported resource type: {res.resource_type}"
+    if ctx.api_version == 0:  # v0 has IsDefault where later versions have ConfigSource
+        for result in results:
+            for config in result.configs:
+                config.is_default = config.config_source == SOURCE_DEFAULT
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

@@ -1,10 +1,11 @@
-"""DescribeGroups (15) v0-v5 onto `GroupCoordinatorService.describe_groups`.
+"""DescribeGroups (15) v0-v6 onto `GroupCoordinatorService.describe_groups`.
 
 Per group: the state as Kafka names it ("Stable", "PreparingRebalance", "CompletingRebalance",
 "Empty", "Dead"), protocol type and (when Stable) protocol, and the members with their metadata and
-assignment bytes as received. An unknown group is "Dead" with no error below v6 (the coordinator
-decides by `api_version`). Authorized operations (v3+) are Kafka's "not requested" value
-(INT32_MIN) unless asked for; with no authorizer Kafka then reports every operation a group
+assignment bytes as received. An unknown group is "Dead" with no error below v6 and
+GROUP_ID_NOT_FOUND with Kafka 4's message from v6 (KIP-1043; the coordinator decides by
+`api_version`). Authorized operations (v3+) are Kafka's "not requested" value (INT32_MIN) unless
+asked for; with no authorizer Kafka then reports every operation a group
 supports: READ, DESCRIBE and DELETE.
 """
 
@@ -21,7 +22,7 @@ from kbroker.protocol.messages.describe_groups_response import (
 )
 
 API_KEY = 15
-VERSIONS = (0, 5)
+VERSIONS = (0, 6)
 
 E = ErrorCode
 NOT_REQUESTED = -(2**31)
@@ -50,6 +51,7 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
         return DescribeGroupsResponse(throttle_time_ms=0, groups=[
             DescribedGroup(
                 error_code=g.error,
+                error_message=f"Group {g.group_id} not found." if g.error == E.GROUP_ID_NOT_FOUND else None,
                 group_id=g.group_id,
                 group_state=g.state,
                 protocol_type=g.protocol_type,

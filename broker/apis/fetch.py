@@ -1,4 +1,8 @@
-"""Fetch (1), v4-v17: sessionless and incremental (KIP-227) fetches, topic ids from v13, long polling.
+"""Fetch (1), v0-v18: sessionless and incremental (KIP-227) fetches, topic ids from v13, long polling.
+
+v0-v3 (Kafka 3.9; removed in 4.0) answer message sets of format v0 (v0-v1) or v1 (v2-v3),
+down-converted from the stored batches (protocol/legacy_records.py); below v10 a zstd batch is
+UNSUPPORTED_COMPRESSION_TYPE, as in Kafka. v18 only adds a field followers send.
 
 Bounds (KafkaApis.handleFetchRequest): the request's `max_bytes` is clamped to the broker's
 `fetch.max.bytes` (55 MiB by default), and `min_bytes` to that; a partition named more than once is
@@ -27,14 +31,19 @@ import time
 
 from kbroker.broker.fetch_sessions import FetchTarget, PartitionKey, PartitionResult
 from kbroker.broker.log.partition_log import OffsetOutOfRangeError
+from kbroker.broker.quotas import CONSUMER_BYTE_RATE, hold_back_for_old_clients
 from kbroker.broker.router import RequestContext
 from kbroker.broker.txn_read import committed_view
+from kbroker.protocol import legacy_records
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.fetch_request import FetchRequest
 from kbroker.protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 
 API_KEY = 1
-VERSIONS = (4, 17)
+VERSIONS = (0, 18)
+FIRST_BATCH_VERSION = 4  # before it, message sets of format v0 (v0-v1) or v1 (v2-v3)
+ZSTD_FROM = 10
+KIP_219_FROM = 8  # from here clients back off on throttle_time_ms themselves
 TOPIC_IDS_FROM = 13
 SESSIONS_FROM = 7
 READ_COMMITTED = 1
@@ -185,6 +194,13 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         await broker.fetch_purgatory.wait(request.max_wait_ms, ready, keys)
         results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id,
                                                     isolation)
+    throttle_ms = broker.quotas.record(CONSUMER_BYTE_RATE, ctx.client_id, total)
+    if throttle_ms > 0:
+        # Kafka's throttled fetch: no data (the bytes are not counted), only the time to back off.
+        broker.quotas.record(CONSUMER_BYTE_RATE, ctx.client_id, -total)
+        return await hold_back_for_old_clients(
+            FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=context.session_id,
+                          responses=[]), version, KIP_219_FROM)
     chosen = context.respond(results)
     responses: list[FetchableTopicResponse] = []
     current_ref = object()
@@ -196,6 +212,13 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             else:
                 responses.append(FetchableTopicResponse(topic=ref, partitions=[]))
         ok = result.error_code == ErrorCode.NONE
+        records = result.records
+        if ok and version < ZSTD_FROM and records and legacy_records.has_zstd(records):
+            # Kafka: a client too old for zstd gets this error rather than bytes it cannot read.
+            result = _error_result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+            ok, records = False, None
+        if ok and version < FIRST_BATCH_VERSION and records:
+            records = legacy_records.down_convert(records, 0 if version < 2 else 1)
         responses[-1].partitions.append(PartitionData(
             partition_index=partition,
             error_code=result.error_code,
@@ -204,7 +227,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             log_start_offset=result.log_start_offset,
             aborted_transactions=result.extra.aborted if ok else ([] if isolation == READ_COMMITTED else None),
             preferred_read_replica=-1,
-            records=result.records,
+            records=records,
         ))
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=context.session_id,
                          responses=responses)

@@ -1,13 +1,23 @@
-"""ListOffsets (2), v1-v9: offsets by timestamp and the special positions.
+"""ListOffsets (2), v0-v11: offsets by timestamp and the special positions (v10 only adds a timeout for
+tiered storage).
 
 -2 earliest: the log start offset; -1 latest: the log end offset, or with isolation_level
 read_committed the last stable offset (the first offset of the oldest open transaction); -3 max timestamp (v7+): the record with the largest
 timestamp; -4 earliest local (v8+): the log start (all data is local); -5 latest tiered (v9+): with no
-tiered storage Kafka answers offset -1 and timestamp -1. Any other value is a timestamp looked up
+tiered storage Kafka answers offset -1 and timestamp -1, and so it does for -6 earliest pending upload
+(v11+). Any other value is a timestamp looked up
 through the time index: the first record whose timestamp is at least that, or -1/-1 when none is.
+
+v0 (Kafka 3.9; removed in 4.0) answers a list of up to MaxNumOffsets offsets, newest first, as
+Kafka's legacyFetchOffsetsBefore: the segments' base offsets (each at least the log start) paired
+with their files' modification times, plus the log end offset at "now" when the active segment
+holds data; latest starts from the last entry, earliest from the first, a timestamp from the last
+entry not newer than it.
 """
 
 from __future__ import annotations
+
+import time
 
 from kbroker.broker.router import RequestContext
 from kbroker.protocol.errors import ErrorCode, KafkaError
@@ -19,13 +29,14 @@ from kbroker.protocol.messages.list_offsets_response import (
 )
 
 API_KEY = 2
-VERSIONS = (1, 9)
+VERSIONS = (0, 11)
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 LEADER_EPOCH = 0
 READ_COMMITTED = 1
 
@@ -36,7 +47,7 @@ def _lookup(plog, timestamp: int, version: int) -> tuple[int, int, int]:
         return plog.log_end_offset, -1, LEADER_EPOCH
     if timestamp == EARLIEST or (timestamp == EARLIEST_LOCAL and version >= 8):
         return plog.log_start_offset, -1, LEADER_EPOCH
-    if timestamp == LATEST_TIERED and version >= 9:
+    if (timestamp == LATEST_TIERED and version >= 9) or (timestamp == EARLIEST_PENDING_UPLOAD and version >= 11):
         return -1, -1, -1
     if timestamp == MAX_TIMESTAMP and version >= 7:
         offset, ts = plog.max_timestamp_offset()
@@ -56,6 +67,22 @@ def failed_response(_ctx: RequestContext, request: ListOffsetsRequest, error: in
     ])
 
 
+def legacy_offsets_before(plog, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+    entries = [(max(seg.base_offset, plog.log_start_offset), seg.last_modified_ms()) for seg in plog.segments]
+    if plog.segments[-1].size > 0:
+        entries.append((plog.log_end_offset, now_ms))
+    if timestamp == LATEST:
+        start = len(entries) - 1
+    elif timestamp == EARLIEST:
+        start = 0
+    else:
+        start = len(entries) - 1
+        while start >= 0 and entries[start][1] > timestamp:
+            start -= 1
+    count = max(0, min(max_num_offsets, start + 1))
+    return sorted((entries[start - j][0] for j in range(count)), reverse=True)
+
+
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     broker = ctx.broker
     topics_out = []
@@ -71,6 +98,11 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
             plog = broker.logs.get_log(topic.name, p.partition_index)
             if plog is None:
                 parts.append(ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if ctx.api_version == 0:
+                offsets = legacy_offsets_before(plog, p.timestamp, p.max_num_offsets, int(time.time() * 1000))
+                parts.append(ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=ErrorCode.NONE,
+                                                          old_style_offsets=offsets))
                 continue
             try:
                 offset, ts, epoch = _lookup(plog, p.timestamp, ctx.api_version)

@@ -20,7 +20,7 @@ from kbroker.protocol.messages.metadata_response import (
 from kbroker.protocol.primitives import ZERO_UUID
 
 API_KEY = 3
-VERSIONS = (0, 12)
+VERSIONS = (0, 13)
 
 
 def describe_topic(broker, info) -> MetadataResponseTopic:

@@ -1,4 +1,4 @@
-"""OffsetCommit (8) v2-v9 onto `GroupCoordinatorService.commit_offsets`.
+"""OffsetCommit (8) v0-v10 onto `GroupCoordinatorService.commit_offsets`.
 
 As Kafka 4's KafkaApis: a partition this broker does not have (unknown topic, or a partition number
 the topic lacks) is answered UNKNOWN_TOPIC_OR_PARTITION here and never reaches the coordinator
@@ -6,7 +6,9 @@ the topic lacks) is answered UNKNOWN_TOPIC_OR_PARTITION here and never reaches t
 asked at all. The rest goes to the coordinator, which owns the group and generation checks and
 OFFSET_METADATA_TOO_LARGE. v2-v4 carry a retention time; v7+ the group instance id; `api_version`
 is passed because an unknown group answers ILLEGAL_GENERATION below v9 and GROUP_ID_NOT_FOUND
-from v9. The response lists each topic once, the broker's refusals first (Kafka's response builder).
+from v9. v0 and v1 (Kafka 3.9; removed in 4.0): v0 has no generation or member (a simple commit),
+v1 carries a commit timestamp per partition that Kafka 3.9 keeps as the commit time (so the offset
+expires retention after it); -1 means now. v10 names topics by id (an id this broker does not know is UNKNOWN_TOPIC_ID). The response lists each topic once, the broker's refusals first (Kafka's response builder).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from kbroker.broker import group_wire
 from kbroker.broker.router import Deferred, RequestContext
 from kbroker.coordinator import commands as c
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.primitives import ZERO_UUID
 from kbroker.protocol.messages.offset_commit_request import OffsetCommitRequest
 from kbroker.protocol.messages.offset_commit_response import (
     OffsetCommitResponse,
@@ -23,7 +26,8 @@ from kbroker.protocol.messages.offset_commit_response import (
 )
 
 API_KEY = 8
-VERSIONS = (2, 9)
+VERSIONS = (0, 10)
+TOPIC_IDS_FROM = 10
 
 E = ErrorCode
 
@@ -41,7 +45,16 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     out: dict[str, list[OffsetCommitResponsePartition]] = {}
     valid: list[c.OffsetCommitTopic] = []
     exists = group_wire.partition_exists(ctx)
+    ids_by_name = {name: info.topic_id for name, info in ctx.broker.logs.topics().items()}
+    names_by_id = {topic_id: name for name, topic_id in ids_by_name.items()} if v >= TOPIC_IDS_FROM else {}
+    unknown_ids: list[OffsetCommitResponseTopic] = []
     for topic in request.topics:
+        if v >= TOPIC_IDS_FROM:
+            topic.name = names_by_id.get(topic.topic_id)
+            if topic.name is None:
+                unknown_ids.append(OffsetCommitResponseTopic(topic_id=topic.topic_id, partitions=[
+                    OffsetCommitResponsePartition(p.partition_index, E.UNKNOWN_TOPIC_ID) for p in topic.partitions]))
+                continue
         answered = out.setdefault(topic.name, [])
         keep: list[c.OffsetCommitPartition] = []
         for p in topic.partitions:
@@ -53,6 +66,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
                 offset=p.committed_offset,
                 leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
                 metadata=p.committed_metadata,
+                commit_timestamp=p.commit_timestamp if v == 1 else -1,
             ))
         if keep:
             valid.append(c.OffsetCommitTopic(topic.name, tuple(keep)))
@@ -60,7 +74,8 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     def respond() -> OffsetCommitResponse:
         return OffsetCommitResponse(
             throttle_time_ms=0,
-            topics=[OffsetCommitResponseTopic(name=name, partitions=parts) for name, parts in out.items()],
+            topics=unknown_ids + [OffsetCommitResponseTopic(name=name, topic_id=ids_by_name.get(name, ZERO_UUID),
+                                                            partitions=parts) for name, parts in out.items()],
         )
 
     if not valid:

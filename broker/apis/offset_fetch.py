@@ -1,11 +1,13 @@
-"""OffsetFetch (9) v1-v9 onto `GroupCoordinatorService.fetch_offsets`.
+"""OffsetFetch (9) v0-v10 onto `GroupCoordinatorService.fetch_offsets`.
 
+- v0 (Kafka 3.9; removed in 4.0) is answered as v1, from the coordinator.
 - v1: one group, the partitions are required; there is no top-level error, so a group-level error
   is put on every requested partition (offset -1, metadata "").
 - v2-v7: one group; `topics = null` means every committed partition; a group-level error is the
   top-level `error_code` (and no topics). v5+ carry the leader epoch, v7 `require_stable`.
 - v8+: a batch of groups, each answered on its own (asked concurrently). v9's member id and epoch
   only matter to KIP-848 groups (STALE_MEMBER_EPOCH); for classic groups Kafka ignores them.
+  v10 names topics by id; an id this broker does not know is answered UNKNOWN_TOPIC_ID.
 - `require_stable` (v7+): a partition with a transactional offset not yet committed or aborted
   (TxnOffsetCommit of an open transaction) answers UNSTABLE_OFFSET_COMMIT, offset -1; clients retry.
 """
@@ -18,6 +20,7 @@ from kbroker.broker import group_wire
 from kbroker.broker.router import RequestContext
 from kbroker.coordinator import commands as c
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.primitives import ZERO_UUID
 from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest
 from kbroker.protocol.messages.offset_fetch_response import (
     OffsetFetchResponse,
@@ -29,7 +32,8 @@ from kbroker.protocol.messages.offset_fetch_response import (
 )
 
 API_KEY = 9
-VERSIONS = (1, 9)
+VERSIONS = (0, 10)
+TOPIC_IDS_FROM = 10
 
 E = ErrorCode
 
@@ -96,6 +100,23 @@ def failed_response(ctx: RequestContext, request: OffsetFetchRequest, error: Err
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     v = ctx.api_version
     if v >= 8:
+        ids_by_name = {name: info.topic_id for name, info in ctx.broker.logs.topics().items()}
+        unknown: dict[str, list[OffsetFetchResponseTopics]] = {}
+        if v >= TOPIC_IDS_FROM:
+            names_by_id = {topic_id: name for name, topic_id in ids_by_name.items()}
+            for g in request.groups:
+                known = []
+                for t in g.topics or ():
+                    t.name = names_by_id.get(t.topic_id)
+                    if t.name is None:
+                        unknown.setdefault(g.group_id, []).append(OffsetFetchResponseTopics(
+                            topic_id=t.topic_id, partitions=[OffsetFetchResponsePartitions(
+                                partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                                error_code=E.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
+                    else:
+                        known.append(t)
+                if g.topics is not None:
+                    g.topics = known
         cmds = [_command(g.group_id, g.topics, request.require_stable,
                          g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
                 for g in request.groups]
@@ -105,8 +126,8 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
             groups.append(OffsetFetchResponseGroup(
                 group_id=cmd.group_id,
                 error_code=r.error,
-                topics=[] if r.error != E.NONE else [
-                    OffsetFetchResponseTopics(name=t.name, partitions=[
+                topics=[] if r.error != E.NONE else unknown.get(cmd.group_id, []) + [
+                    OffsetFetchResponseTopics(name=t.name, topic_id=ids_by_name.get(t.name, ZERO_UUID), partitions=[
                         OffsetFetchResponsePartitions(
                             partition_index=p.partition, committed_offset=p.offset,
                             committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error,

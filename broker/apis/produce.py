@@ -1,8 +1,8 @@
 """Produce (0): validate, run the idempotence checks, append, wake long polls, then answer per acks.
 
-Versions: v3-v11 are served. Like Kafka 4.x (KAFKA-18659) we advertise min version 0, because
-librdkafka will not produce to a broker whose Produce range starts above 0, yet v0-2 requests are
-refused by closing the connection, which is what Kafka does with a version it does not accept.
+Versions: v0-v13, the union of Kafka 3.9 and 4.x (v13 names topics by id: an unknown id is
+UNKNOWN_TOPIC_ID). v0-v2 carry message format v0/v1 message sets, converted to one record batch
+before validation (protocol/legacy_records.py), as Kafka 3.9 stores only magic 2.
 
 Memory per request is bounded: a compressed batch is inflated as a stream of bounded chunks to
 measure it, and refused with MESSAGE_TOO_LARGE past `max.inflated.batch.bytes` (a 46 KiB zstd
@@ -23,8 +23,10 @@ import time
 import structlog
 
 from kbroker.broker.log.manager import is_internal_topic
+from kbroker.broker.quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
 from kbroker.broker.router import Deferred, RequestContext
 from kbroker.broker.server import CloseConnection
+from kbroker.protocol import legacy_records
 from kbroker.protocol import record_batch as rb
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.messages.produce_request import ProduceRequest
@@ -36,8 +38,10 @@ from kbroker.protocol.messages.produce_response import (
 )
 
 API_KEY = 0
-VERSIONS = (0, 11)
-MIN_ACCEPTED_VERSION = 3
+VERSIONS = (0, 13)
+TOPIC_IDS_FROM = 13
+FIRST_BATCH_VERSION = 3  # before it, message sets of format v0/v1
+KIP_219_FROM = 6  # from here clients back off on throttle_time_ms themselves
 LEADER_EPOCH = 0
 
 log = structlog.get_logger("kbroker.produce")
@@ -74,10 +78,10 @@ def failed_response(_ctx: RequestContext, request: ProduceRequest, error: ErrorC
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Deferred | None:
     version = ctx.api_version
-    if version < MIN_ACCEPTED_VERSION:
-        raise CloseConnection(f"Produce v{version} is not supported (v{MIN_ACCEPTED_VERSION}+ only)")
     acks = request.acks
     now_ms = int(time.time() * 1000)
+    throttle_ms = ctx.broker.quotas.record(PRODUCER_BYTE_RATE, ctx.client_id, sum(
+        len(p.records or b"") for t in request.topic_data for p in t.partition_data))
     responses: list[TopicProduceResponse] = []
     durable_waits: list[tuple[object, int]] = []
     any_error = False
@@ -89,10 +93,15 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         if part.records and len(part.records) >= rb.HEADER_SIZE and part.records[rb.MAGIC_OFFSET] == 2
     )
 
+    names_by_id = {info.topic_id: n for n, info in ctx.broker.logs.topics().items()} if version >= TOPIC_IDS_FROM else {}
     for topic in request.topic_data:
-        name = topic.name
-        out = TopicProduceResponse(name=name, topic_id=topic.topic_id, partition_responses=[])
+        name = topic.name if version < TOPIC_IDS_FROM else names_by_id.get(topic.topic_id)
+        out = TopicProduceResponse(name=name or "", topic_id=topic.topic_id, partition_responses=[])
         responses.append(out)
+        if name is None:  # v13+: an id this broker does not know
+            out.partition_responses.extend(_error(p.index, ErrorCode.UNKNOWN_TOPIC_ID) for p in topic.partition_data)
+            any_error = True
+            continue
         for part in topic.partition_data:
             result = await _produce_partition(ctx, request, name, part.index, part.records, now_ms,
                                               transactional_records, durable_waits)
@@ -105,14 +114,15 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             raise CloseConnection("acks=0 produce failed on at least one partition")
         return None
     if not durable_waits:
-        return ProduceResponse(responses=responses, throttle_time_ms=0)
+        return await hold_back_for_old_clients(
+            ProduceResponse(responses=responses, throttle_time_ms=throttle_ms), ctx.api_version, KIP_219_FROM)
     # The batches are appended; only their fsync remains. Deferring lets this connection's next
     # Produce append meanwhile, so pipelined requests share one fsync (group commit).
-    return Deferred(_after_durable(ctx, responses, durable_waits))
+    return Deferred(_after_durable(ctx, responses, durable_waits, throttle_ms))
 
 
 async def _after_durable(ctx: RequestContext, responses: list[TopicProduceResponse],
-                         durable_waits: list[tuple[object, int]]) -> ProduceResponse:
+                         durable_waits: list[tuple[object, int]], throttle_ms: int = 0) -> ProduceResponse:
     results = await asyncio.gather(*(plog.wait_durable(offset) for plog, offset in durable_waits),
                                    return_exceptions=True)
     failed = [r for r in results if isinstance(r, BaseException)]
@@ -124,7 +134,8 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
             for i, p in enumerate(out.partition_responses):
                 if p.error_code == ErrorCode.NONE:
                     out.partition_responses[i] = _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, str(failed[0]))
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return await hold_back_for_old_clients(
+        ProduceResponse(responses=responses, throttle_time_ms=throttle_ms), ctx.api_version, KIP_219_FROM)
 
 
 def _verify_transactional(broker, transactional_id: str, topic: str, index: int,
@@ -182,6 +193,11 @@ async def _produce_partition(
                       f"This server does not host this topic-partition: {topic}-{index}")
     if not records:
         return _error(index, ErrorCode.INVALID_RECORD, "produce request carries no record batch")
+    if ctx.api_version < FIRST_BATCH_VERSION:
+        try:
+            records = legacy_records.to_batch(records)
+        except KafkaError as e:
+            return _error(index, e.code, str(e))
     try:
         headers = rb.validate_produced_batches(records, single_batch=True, allow_zstd=ctx.api_version >= 7)
     except KafkaError as e:

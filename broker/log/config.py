@@ -61,6 +61,17 @@ def _parse_ratio(raw: str) -> float:
     return value
 
 
+_MESSAGE_FORMAT_VERSION = __import__("re").compile(r"^0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)(-IV[0-9]+)?$|^[1-3]\.[0-9]+(-IV[0-9]+)?$")
+
+
+def _parse_message_format_version(raw: str) -> str:
+    # Kafka 3.x validates the value as a MetadataVersion string (0.8.0 .. 3.x-IVn) and then ignores it.
+    value = raw.strip()
+    if not _MESSAGE_FORMAT_VERSION.match(value):
+        raise ValueError("not a Kafka version such as 2.8 or 0.10.2-IV0")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class _Spec:
     name: str  # Kafka's topic-level config name
@@ -101,6 +112,10 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("preallocate", None, False, _parse_bool),
     _Spec("message.timestamp.before.max.ms", None, _INT64_MAX, _parse_int(0, _INT64_MAX)),
     _Spec("message.timestamp.after.max.ms", None, 3600000, _parse_int(0, _INT64_MAX)),
+    # Deprecated in Kafka 3.x and removed in 4.0; 3.x accepts and ignores them, and so do we.
+    _Spec("message.format.version", None, "3.0-IV1", _parse_message_format_version),
+    _Spec("message.downconversion.enable", None, True, _parse_bool),
+    _Spec("message.timestamp.difference.max.ms", None, _INT64_MAX, _parse_int(0, _INT64_MAX)),
 )
 _SPECS_BY_NAME = {spec.name: spec for spec in _SPECS}
 # Kafka 4's internal.segment.bytes: smaller segments for tests and tools that call the log manager

@@ -146,13 +146,19 @@ def _topic_names_by_id(ctx) -> dict:
 # --- per-resource checks: remove what is refused, answer it with an error entry ---
 
 async def _split(ctx, request, call: Call, sec, *, items: str, allowed: Callable[[Any], bool],
-                 denied_entry: Callable[[Any], Any], answer_list: str) -> Any:
+                 denied_entry: Callable[[Any], Any], answer_list: str,
+                 when_none_left: Callable[[], Any] | None = None) -> Any:
+    """`when_none_left`: for APIs where an empty list means "everything", the answer to give (before
+    the error entries) when every named resource is refused, instead of calling the handler."""
     kept, refused = [], []
     for item in getattr(request, items):
         (kept if allowed(item) else refused).append(item)
     if not refused:
         return await call(request)
-    result = await call(dataclasses.replace(request, **{items: kept}))
+    if not kept and when_none_left is not None:
+        result = when_none_left()
+    else:
+        result = await call(dataclasses.replace(request, **{items: kept}))
 
     def merge(body):
         getattr(body, answer_list).extend(denied_entry(item) for item in refused)
@@ -251,8 +257,19 @@ async def check_metadata(ctx, request, call, sec):
             return may_create_any or sec.authorize(ctx, Op.CREATE, RT.TOPIC, t.name)
         return True
 
-    result = await _split(ctx, request, call, sec, items="topics", answer_list="topics", allowed=allowed,
-                          denied_entry=lambda t: metadata.MetadataResponseTopic(error_code=TOPIC_DENIED, name=t.name))
+    async def brokers_only():  # v0 reads an empty list as "all topics": ask for all, show none
+        body = await call(dataclasses.replace(request, topics=None))
+        body.topics = []
+        return body
+
+    decided = {id(t): allowed(t) for t in request.topics}  # once each: one audit event per denial
+    no_topics_left = None
+    if ctx.api_version == 0 and not any(decided.values()):
+        no_topics_left = await brokers_only()
+    result = await _split(ctx, request, call, sec, items="topics", answer_list="topics",
+                          allowed=lambda t: decided[id(t)],
+                          denied_entry=lambda t: metadata.MetadataResponseTopic(error_code=TOPIC_DENIED, name=t.name),
+                          when_none_left=(lambda: no_topics_left) if no_topics_left is not None else None)
     if not any(t.name is None for t in request.topics):
         return result
 
@@ -595,6 +612,73 @@ async def check_consumer_group_describe(ctx, request, call, sec):
                                               group_id=g))
 
 
+# --- admin APIs (issue 15) ---
+
+def _cluster_check(operation: Op):
+    """The whole request needs `operation` on the cluster; refused, it gets the API's own error answer
+    with CLUSTER_AUTHORIZATION_FAILED (as KafkaApis answers ElectLeaders, the quota and reassignment APIs)."""
+    async def check(ctx, request, call, sec):
+        if sec.authorize(ctx, operation, RT.CLUSTER):
+            return await call(request)
+        route = ctx.broker.router.routes[ctx.api_key]
+        if route.failed_response is not None:
+            return route.failed_response(ctx, request, CLUSTER_DENIED)
+        return generic_failed_response(ctx.api_key, ctx.api_version, CLUSTER_DENIED)
+    return check
+
+
+async def check_delete_records(ctx, request, call, sec):
+    from kbroker.protocol.messages import delete_records_response as dr
+
+    return await _split(
+        ctx, request, call, sec, items="topics", answer_list="topics",
+        allowed=lambda t: sec.authorize(ctx, Op.DELETE, RT.TOPIC, t.name),
+        denied_entry=lambda t: dr.DeleteRecordsTopicResult(name=t.name, partitions=[
+            dr.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
+                                            error_code=TOPIC_DENIED) for p in t.partitions]))
+
+
+async def check_offset_for_leader_epoch(ctx, request, call, sec):
+    from kbroker.protocol.messages import offset_for_leader_epoch_response as ofl
+
+    def denied(t):
+        return ofl.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
+            ofl.EpochEndOffset(error_code=TOPIC_DENIED, partition=p.partition) for p in t.partitions])
+
+    if request.replica_id >= 0:  # a follower: ClusterAction
+        if not sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
+            return ofl.OffsetForLeaderEpochResponse(topics=[denied(t) for t in request.topics])
+        return await call(request)
+    return await _split(ctx, request, call, sec, items="topics", answer_list="topics",
+                        allowed=lambda t: sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.topic), denied_entry=denied)
+
+
+async def check_describe_log_dirs(ctx, request, call, sec):
+    from kbroker.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+
+    if not sec.authorize(ctx, Op.DESCRIBE, RT.CLUSTER):  # v3+ says so; older versions just see nothing
+        return DescribeLogDirsResponse(error_code=CLUSTER_DENIED, results=[])
+    return await call(request)
+
+
+async def check_describe_topic_partitions(ctx, request, call, sec):
+    from kbroker.protocol.messages import describe_topic_partitions_response as dtp
+
+    if not request.topics:  # every topic: only those the principal may Describe
+        result = await call(request)
+
+        def visible(body):
+            body.topics = [t for t in body.topics if t.name is None
+                           or sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name, audit_denial=False)]
+            return body
+        return _then(result, visible)
+    return await _split(
+        ctx, request, call, sec, items="topics", answer_list="topics",
+        allowed=lambda t: sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name),
+        denied_entry=lambda t: dtp.DescribeTopicPartitionsResponseTopic(error_code=TOPIC_DENIED, name=t.name),
+        when_none_left=lambda: dtp.DescribeTopicPartitionsResponse(topics=[], next_cursor=None))
+
+
 CHECKS: dict[int, Callable] = {
     0: check_produce, 1: check_fetch, 2: check_list_offsets, 3: check_metadata,
     8: check_offset_commit, 9: check_offset_fetch, 10: check_find_coordinator,
@@ -607,4 +691,8 @@ CHECKS: dict[int, Callable] = {
     24: check_add_partitions_to_txn, 25: check_add_offsets_to_txn, 26: check_end_txn, 28: check_txn_offset_commit,
     61: check_describe_producers, 65: check_describe_transactions, 66: check_list_transactions,
     68: check_consumer_group_heartbeat, 69: check_consumer_group_describe,
+    21: check_delete_records, 23: check_offset_for_leader_epoch, 35: check_describe_log_dirs,
+    43: _cluster_check(Op.ALTER), 45: _cluster_check(Op.ALTER), 46: _cluster_check(Op.DESCRIBE),
+    48: _cluster_check(Op.DESCRIBE_CONFIGS), 49: _cluster_check(Op.ALTER_CONFIGS),
+    75: check_describe_topic_partitions,
 }

@@ -1,11 +1,13 @@
 """Capture request frames from real clients, to keep as golden bytes.
 
-    python tests/golden/capture.py
+    python tests/golden/capture.py [kafka-python,librdkafka,sarama,kafkajs]
 
 Starts a kbroker that advertises a recording TCP proxy in front of it (so clients reach the group
-coordinator through the proxy too), runs kafka-python and confluent-kafka through it (ApiVersions,
-Metadata, and a consumer-group join), and writes each client's first request of every API to
-`tests/golden/<client>-<api>-v<version>.hex`.
+coordinator through the proxy too), runs the chosen clients through it and writes each client's
+first request of every wanted API to `tests/golden/<client>-<api>-v<version>.hex`: for kafka-python
+and confluent-kafka ApiVersions, Metadata and JoinGroup; for sarama 1.22 (tests/clients/sarama, a
+produce and a group consume) and kafkajs (tests/clients/kafkajs, a produce, a group consume and
+its admin calls) every API they send.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 WANTED = {18: "api_versions", 3: "metadata", 11: "join_group"}
+ALL_APIS = {0: "produce", 1: "fetch", 2: "list_offsets", 3: "metadata", 8: "offset_commit", 9: "offset_fetch",
+            10: "find_coordinator", 11: "join_group", 12: "heartbeat", 13: "leave_group", 14: "sync_group",
+            15: "describe_groups", 18: "api_versions", 21: "delete_records"}
+EVERY_API_CLIENTS = ("sarama", "kafkajs")
+REPO = HERE.parent.parent
 
 
 class Recorder:
@@ -52,14 +59,40 @@ class Recorder:
             up_w.close()
 
 
-def run_clients(bootstrap: str) -> None:
+def run_go_and_node_clients(bootstrap: str, clients: list[str]) -> None:
+    import os
+    import subprocess
+    import tempfile
+
+    env = dict(os.environ)
+    if "sarama" in clients:
+        binary = Path(tempfile.mkdtemp()) / "sarama-client"
+        subprocess.run(["go", "build", "-o", str(binary), "main.go"], cwd=REPO / "tests/clients/sarama", check=True,
+                       env=dict(env, GO111MODULE="off", GOPATH="/usr/share/gocode", GOFLAGS="", GOPROXY="off"))
+        sarama_env = dict(env, KBROKER_TEST_CLIENT_ID="golden-sarama")
+        subprocess.run([str(binary), "produce", bootstrap, "golden-topic", "3", "m"], env=sarama_env, check=True)
+        subprocess.run([str(binary), "consume", bootstrap, "golden-topic", "golden-sarama-group", "3"], env=sarama_env,
+                       check=True)
+    if "kafkajs" in clients:
+        node_env = dict(env, KBROKER_TEST_CLIENT_ID="golden-kafkajs")
+        cwd = REPO / "tests/clients/kafkajs"
+        for args in (["produce", bootstrap, "golden-kjs", "3"], ["consume", bootstrap, "golden-kjs", "golden-kjs-group", "3"],
+                     ["admin", bootstrap, "golden-kjs", "golden-kjs-group", "1"]):
+            subprocess.run(["node", "run.js", *args], cwd=cwd, env=node_env, check=True)
+
+
+def run_clients(bootstrap: str, clients: list[str]) -> None:
     from confluent_kafka import Consumer
     from kafka import KafkaConsumer
 
-    c = KafkaConsumer("golden-topic", bootstrap_servers=bootstrap, group_id="golden-group",
-                      client_id="golden-kafka-python", consumer_timeout_ms=3000)
-    list(c)
-    c.close()
+    run_go_and_node_clients(bootstrap, clients)
+    if "kafka-python" in clients:
+        c = KafkaConsumer("golden-topic", bootstrap_servers=bootstrap, group_id="golden-group",
+                          client_id="golden-kafka-python", consumer_timeout_ms=3000)
+        list(c)
+        c.close()
+    if "librdkafka" not in clients:
+        return
     cc = Consumer({"bootstrap.servers": bootstrap, "group.id": "golden-group-2", "client.id": "golden-librdkafka"})
     cc.subscribe(["golden-topic"])
     for _ in range(6):
@@ -67,7 +100,8 @@ def run_clients(bootstrap: str) -> None:
     cc.close()
 
 
-async def main() -> None:
+async def main(clients: list[str], out: Path = HERE) -> list[Path]:
+    """Capture the chosen clients' frames into `out`; returns the files written."""
     import tempfile
 
     from kbroker.tests.integration.broker_process import BrokerProcess, free_port
@@ -78,24 +112,31 @@ async def main() -> None:
     rec = Recorder((broker.host, broker.port))
     server = await asyncio.start_server(rec.handle, "127.0.0.1", proxy_port)
     proxy = f"127.0.0.1:{proxy_port}"
-    thread = threading.Thread(target=run_clients, args=(proxy,))
+    thread = threading.Thread(target=run_clients, args=(proxy, clients))
     thread.start()
     while thread.is_alive():
         await asyncio.sleep(0.2)
     server.close()
     broker.stop()
     seen: set[tuple[str, int]] = set()
+    written: list[Path] = []
     for frame in rec.frames:
         api, version, _ = struct.unpack_from(">hhi", frame)
         n = struct.unpack_from(">h", frame, 8)[0]
         client_id = frame[10:10 + n].decode()
-        client = "kafka-python" if "python" in client_id else "librdkafka"
-        if api in WANTED and (client, api) not in seen:
+        client = next((c for c in EVERY_API_CLIENTS if c in client_id), None) or (
+            "kafka-python" if "python" in client_id else "librdkafka")
+        wanted = ALL_APIS if client in EVERY_API_CLIENTS else WANTED
+        if client in clients and api in wanted and (client, api) not in seen:
             seen.add((client, api))
-            path = HERE / f"{client}-{WANTED[api]}-v{version}.hex"
+            path = out / f"{client}-{wanted[api]}-v{version}.hex"
             path.write_text(frame.hex() + "\n")
+            written.append(path)
             print("wrote", path.name)
+    return written
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import sys
+
+    asyncio.run(main((sys.argv[1] if len(sys.argv) > 1 else "kafka-python,librdkafka,sarama,kafkajs").split(",")))

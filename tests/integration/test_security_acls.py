@@ -302,3 +302,29 @@ def test_kip848_consumer_group_under_acls(cluster):
         flt = AclBindingFilter(ResourceType.GROUP, "k848-", ResourcePatternType.PREFIXED, None, None,
                                AclOperation.ANY, AclPermissionType.ANY)
         admin.delete_acls([flt])[flt].result(30)
+
+
+def test_admin_apis_of_issue_15_under_acls(cluster):
+    from kbroker.protocol.messages import delete_records_request as drr, describe_topic_partitions_request as dtp
+    from kbroker.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
+    from kbroker.protocol.messages.elect_leaders_request import ElectLeadersRequest
+
+    wire = reader()(cluster)
+    deleted = wire.call(21, 2, drr.DeleteRecordsRequest(timeout_ms=5000, topics=[drr.DeleteRecordsTopic(
+        name=T1, partitions=[drr.DeleteRecordsPartition(partition_index=0, offset=1)])]))
+    assert deleted.topics[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # Delete on topic
+    dirs = wire.call(35, 4, DescribeLogDirsRequest(topics=None))
+    assert dirs.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and dirs.results == []
+    elect = wire.call(43, 2, ElectLeadersRequest(election_type=0, topic_partitions=None, timeout_ms=5000))
+    assert elect.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    listed = wire.call(75, 0, dtp.DescribeTopicPartitionsRequest(topics=[]))
+    assert [t.name for t in listed.topics] == [T1]
+    named = wire.call(75, 0, dtp.DescribeTopicPartitionsRequest(topics=[dtp.TopicRequest(name=T2)]))
+    assert [(t.name, t.error_code) for t in named.topics] == [(T2, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+
+
+def test_metadata_v0_naming_only_refused_topics_lists_no_others(cluster):
+    wire = reader()(cluster)
+    answer = wire.call(3, 0, md.MetadataRequest(topics=[md.MetadataRequestTopic(name=T2)]))
+    assert [(t.name, t.error_code) for t in answer.topics] == [(T2, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+    assert answer.brokers

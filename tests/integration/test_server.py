@@ -116,24 +116,32 @@ def test_pipelined_requests_are_answered_in_order(broker) -> None:
     sock.close()
 
 
-def test_api_versions_v3_reports_group_version_feature(broker) -> None:
-    """Like a Kafka 4 broker: the features are tagged fields of v3+, group.version finalized at 1
-    (the KIP-848 consumer group protocol); v0-v2 answers carry no features."""
+def test_api_versions_v3_reports_features_as_kafka_4(broker) -> None:
+    """Kafka writes the features as tagged fields (SupportedFeatures 0, FinalizedFeaturesEpoch 1,
+    FinalizedFeatures 2) and no tagged field at its default (ZkMigrationReady false); group.version 1
+    (the KIP-848 consumer group protocol) is finalized; v0-v2 answers carry no features."""
     sock = _connect(broker)
     sock.sendall(framing.encode_request(18, 3, 7, "tags", ApiVersionsRequest("tags", "1")))
-    correlation, body = framing.decode_response(18, 3, _read_frame(sock))
+    frame = _read_frame(sock)
+    correlation, body = framing.decode_response(18, 3, frame)
     assert correlation == 7 and body.error_code == 0
-    assert [(f.name, f.min_version, f.max_version) for f in body.supported_features] == [("group.version", 0, 1)]
-    assert [(f.name, f.min_version_level, f.max_version_level) for f in body.finalized_features] == [
-        ("group.version", 1, 1)]
-    assert body.finalized_features_epoch >= 0
+    supported = {f.name: (f.min_version, f.max_version) for f in body.supported_features}
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in body.finalized_features}
+    assert supported["metadata.version"] == (7, 25)  # 3.3-IV3 .. 4.0-IV3
+    assert finalized["metadata.version"] == (25, 25) and body.finalized_features_epoch >= 0
+    assert supported["group.version"] == (1, 1) and finalized["group.version"] == (1, 1)
+    assert all(low >= 1 for low, _ in supported.values())  # KAFKA-17011: no 0 minimum below v4
+    assert not body.zk_migration_ready
     served = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert served[68] == (0, 1) and served[69] == (0, 1)
-    sock.sendall(framing.encode_request(18, 2, 8, "tags", ApiVersionsRequest()))
+    sock.sendall(framing.encode_request(18, 4, 8, "tags", ApiVersionsRequest("tags", "1")))
+    correlation, body = framing.decode_response(18, 4, _read_frame(sock))
+    assert {f.name: (f.min_version, f.max_version) for f in body.supported_features}["group.version"] == (0, 1)
+    sock.sendall(framing.encode_request(18, 2, 9, "tags", ApiVersionsRequest()))
     correlation, body = framing.decode_response(18, 2, _read_frame(sock))
-    assert correlation == 8 and body.supported_features == [] and body.finalized_features_epoch == -1
+    assert correlation == 9 and body.supported_features == [] and body.finalized_features_epoch == -1
     served = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-    assert served[18] == (0, 4) and served[3] == (0, 12)
+    assert served[18] == (0, 4) and served[3] == (0, 13)
     sock.close()
 
 
@@ -295,3 +303,41 @@ def test_pipelined_produces_share_fsyncs_but_answer_in_order(broker) -> None:
             offsets.append(part.base_offset)
     assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets) == 30
     sock.close()
+
+
+def _known_but_unserved_versions(broker) -> list[tuple[int, int]]:
+    """(api key, version) pairs our definitions know but the broker does not serve."""
+    from kbroker.broker.app import build_router
+
+    out = []
+    for key, _, high in build_router().supported():
+        spec = framing.response_spec(key)
+        out.extend((key, v) for v in spec.versions if v > high and key != 18)
+    return out
+
+
+def test_unsupported_version_with_a_top_level_error_is_answered_and_the_connection_stays(broker) -> None:
+    from kbroker.broker.server import _unsupported_version_answer
+
+    pairs = [(k, v) for k, v in _known_but_unserved_versions(broker) if _unsupported_version_answer(k, v, 0)]
+    if not pairs:
+        pytest.skip("every version our definitions know is served")
+    key, version = pairs[0]
+    sock = _connect(broker)
+    request = framing.request_spec(key).struct.cls()
+    sock.sendall(framing.encode_request(key, version, 77, "too-new", request))
+    correlation, body = framing.decode_response(key, version, _read_frame(sock))
+    assert (correlation, body.error_code) == (77, 35)  # UNSUPPORTED_VERSION, in the version sent
+    sock.sendall(framing.encode_request(18, 3, 78, "same-conn", ApiVersionsRequest("b", "1")))
+    assert framing.decode_response(18, 3, _read_frame(sock))[0] == 78
+    sock.close()
+
+
+def test_unsupported_version_answer_needs_a_top_level_error_code() -> None:
+    from kbroker.broker.server import _unsupported_version_answer
+
+    assert _unsupported_version_answer(22, 99, 1) is None  # newer than our definitions: close
+    assert _unsupported_version_answer(15, 6, 1) is None  # DescribeGroups: errors only per group
+    frame = _unsupported_version_answer(22, 6, 9)  # InitProducerId v6: a top-level error code
+    correlation, body = framing.decode_response(22, 6, frame[4:])
+    assert (correlation, body.error_code) == (9, 35)

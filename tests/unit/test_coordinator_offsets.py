@@ -369,3 +369,14 @@ def test_cleanupGroupMetadata_write_failure_keeps_offsets_and_group(h: Harness) 
     assert h.group("g") is not None and fetch(h)[0].offset == 10
     assert expire(h) == [OffsetCommitTombstone("g", "t", 0)]
     assert h.group("g") is None
+
+
+def test_offset_commit_v1_commit_timestamp_is_the_commit_time_and_ages_the_offset(h: Harness) -> None:
+    # OffsetCommit v1 (Kafka 3.9): an explicit commit timestamp is kept as the commit time, so a
+    # simple group's offset expires retention after it; -1 means "when the coordinator handles it".
+    past = h.clock.wall_ms() - RETENTION_MS
+    old = c.OffsetCommitPartition(0, 5, -1, "m", commit_timestamp=past)
+    now = c.OffsetCommitPartition(1, 6, -1, "m", commit_timestamp=-1)
+    h.call(c.OffsetCommit("g", -1, "", (c.OffsetCommitTopic("t", (old, now)),), api_version=1))
+    assert [r.commit_timestamp for r in h.log[-2:]] == [past, h.clock.wall_ms()]
+    assert expire(h) == [OffsetCommitTombstone("g", "t", 0)]

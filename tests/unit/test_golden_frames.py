@@ -57,3 +57,28 @@ def test_librdkafka_join_group_v5_and_api_versions_v3() -> None:
 def test_metadata_v12_for_all_topics_vs_none() -> None:
     rd = framing.decode_body(framing.decode_request_header(_load("librdkafka-metadata-v12.hex")))
     assert rd.topics == [] and rd.allow_auto_topic_creation is False
+
+
+def test_sarama_and_kafkajs_were_captured() -> None:
+    names = {p.stem.rsplit("-v", 1)[0] for p in FILES}
+    for api in ("produce", "fetch", "join_group", "sync_group", "offset_commit", "offset_fetch", "list_offsets"):
+        assert f"sarama-{api}" in names and f"kafkajs-{api}" in names
+    assert {"kafkajs-delete_records", "kafkajs-describe_groups"} <= names
+
+
+def test_sarama_offset_commit_v1_carries_a_commit_timestamp() -> None:
+    # sarama 1.22 always commits with v1 (Kafka 3.9's range; Kafka 4 removed it): the layout comes
+    # from our legacy overlay, and -1 (ReceiveTime) means "when the broker gets it".
+    req = framing.decode_request_header(_load("sarama-offset_commit-v1.hex"))
+    body = framing.decode_body(req)
+    assert (body.group_id, body.generation_id_or_member_epoch > 0, body.member_id != "") == (
+        "golden-sarama-group", True, True)
+    parts = [p for t in body.topics for p in t.partitions]
+    assert body.topics[0].name == "golden-topic" and parts
+    assert {p.commit_timestamp for p in parts} == {-1}
+
+
+def test_kafkajs_delete_records_v1() -> None:
+    body = framing.decode_body(framing.decode_request_header(_load("kafkajs-delete_records-v1.hex")))
+    assert [(t.name, [(p.partition_index, p.offset) for p in t.partitions]) for t in body.topics] == [
+        ("golden-kjs", [(0, 1)])]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbroker.broker.log import LogConfig, PartitionLog
+from kbroker.broker.log.compaction import compact
 from kbroker.broker.log.txn_cleaning import TxnCleaning
 from kbroker.broker.producer_state import load_partition_state
 from kbroker.protocol.control_records import encode_marker
@@ -53,7 +54,7 @@ def test_compaction_drops_aborted_and_keeps_committed_value_behind_an_open_trans
     for i in range(12):
         put(b"filler", b"g%d" % i)
     assert len(plog.segments) > 4
-    stats = plog.compact(now_ms=10_000)
+    stats = compact(plog, 10_000)
     assert stats.segments_rewritten > 0
     survivors = {(r.offset, r.key, r.value) for r in records(plog)}
     assert (committed, b"A", b"committed") in survivors  # the aborted and the open value did not replace it
@@ -102,9 +103,9 @@ def test_markers_without_records_are_removed_after_delete_retention(tmp_path: Pa
             offset = batches[-1][0].next_offset
         return out
 
-    plog.compact(now_ms=1_500)  # within delete.retention.ms of the markers (timestamp 1,000): kept
+    compact(plog, 1_500)  # within delete.retention.ms of the markers (timestamp 1,000): kept
     assert {superseded, aborted, kept} <= control_offsets()
-    plog.compact(now_ms=10_000)
+    compact(plog, 10_000)
     left = control_offsets()
     assert kept in left and superseded not in left and aborted not in left
     assert state.aborted == []  # the removed abort marker's index entry is gone too

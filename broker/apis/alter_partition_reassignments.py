@@ -1,0 +1,54 @@
+"""AlterPartitionReassignments (45) v0-v1, as a one-broker Kafka's controller answers it.
+
+The only valid target is this node alone, which is already every partition's replica set, so such
+a reassignment completes at once (NONE); any other broker id, a duplicate or an empty list is
+INVALID_REPLICA_ASSIGNMENT; a null list asks to cancel, and nothing is ever in progress
+(NO_REASSIGNMENT_IN_PROGRESS). With AllowReplicationFactorChange false (v1), a target of another
+size is INVALID_REPLICATION_FACTOR, checked as Kafka does before the broker ids.
+"""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
+from kbroker.protocol.messages.alter_partition_reassignments_response import (
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
+)
+
+API_KEY = 45
+VERSIONS = (0, 1)
+
+
+def _check(broker, topic: str, partition: int, replicas: list[int] | None, allow_rf_change: bool):
+    if broker.logs.get_log(topic, partition) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+    if replicas is None:
+        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
+    if not allow_rf_change and len(replicas) != 1:
+        return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                "The replication factor is changed from 1 to %d" % len(replicas))
+    if not replicas:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+    if len(set(replicas)) != len(replicas):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes duplicate replicas."
+    unknown = [r for r in replicas if r != broker.node_id]
+    if unknown:
+        return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes broker %d, but no such broker is registered." % unknown[0])
+    return ErrorCode.NONE, None
+
+
+async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
+    allow = request.allow_replication_factor_change if ctx.api_version >= 1 else True
+    responses = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            error, message = _check(ctx.broker, topic.name, p.partition_index, p.replicas, allow)
+            parts.append(ReassignablePartitionResponse(p.partition_index, error, message))
+        responses.append(ReassignableTopicResponse(name=topic.name, partitions=parts))
+    return AlterPartitionReassignmentsResponse(throttle_time_ms=0, allow_replication_factor_change=allow,
+                                               error_code=ErrorCode.NONE, error_message=None, responses=responses)
