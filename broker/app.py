@@ -12,7 +12,7 @@ import structlog
 import uvloop
 
 from kbroker.broker import cluster_meta
-from kbroker.broker.config import BrokerConfig
+from kbroker.broker.config import BrokerConfig, parse_host_port, parse_topic_specs
 from kbroker.broker.offsets_topic import OffsetsTopic
 from kbroker.coordinator.actor import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
@@ -53,9 +53,19 @@ class Broker:
         self.data_dir = Path(config.data_dir)
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         self.router = build_router()
-        self.logs = LogManager(self.data_dir, LogConfig(), config.flush)
+        from kbroker.broker.observe import Observations
+
+        self.observations = Observations()
+        self.logs = LogManager(self.data_dir, LogConfig(), config.flush, fsync=self.observations.timed_fsync)
         host, port = config.listen_address
         self.server = KafkaServer(self, self.router, host, port, config.socket_request_max_bytes)
+        self.server.observer = self.observations
+        self.admin_http = None
+        if config.metrics_listen:
+            from kbroker.broker.admin_http import AdminHttpServer
+
+            admin_host, admin_port = parse_host_port(config.metrics_listen)
+            self.admin_http = AdminHttpServer(self, admin_host, admin_port, test_controls=config.test_controls)
         self._background: list[asyncio.Task] = []
         # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
         from kbroker.broker.fetch_sessions import FetchSessionManager
@@ -78,6 +88,8 @@ class Broker:
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,
         )
+        self.coordinator.history.subscribe(self.observations.rebalance)
+        self.seed_topics = parse_topic_specs(config.create_topics)
 
     async def start(self) -> int:
         self.producer_states.load_all()
@@ -86,7 +98,11 @@ class Broker:
         await self.coordinator.start()
         # Serve at once; groups of partitions not yet replayed answer COORDINATOR_LOAD_IN_PROGRESS.
         self.coordinator.mark_loading(range(self.offsets_topic.num_partitions))
+        self._create_seed_topics()
         port = await self.server.start()
+        if self.admin_http is not None:
+            self.admin_port = await self.admin_http.start()
+            self._background.append(asyncio.create_task(self.observations.watch_event_loop(), name="loop-watch"))
         self._background.append(asyncio.create_task(self.offsets_topic.load_all(self.coordinator),
                                                     name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
@@ -94,6 +110,8 @@ class Broker:
 
     async def stop(self) -> None:
         self.fetch_purgatory.shutdown()
+        if self.admin_http is not None:
+            await self.admin_http.stop()
         # Close the listener first, then let the coordinator answer its parked JoinGroup/SyncGroup
         # requests (NOT_COORDINATOR makes clients look for the next coordinator), so the server's
         # wait for in-flight requests does not sit out rebalance timeouts.
@@ -113,6 +131,25 @@ class Broker:
         log.info("topic_auto_created", topic=name, partitions=self.config.num_partitions)
         return self.logs.topics()[name]
 
+    def _create_seed_topics(self) -> None:
+        existing = self.logs.topics()
+        for name, partitions, configs in self.seed_topics:
+            if name not in existing:
+                self.logs.create_topic(name, partitions, configs)
+                log.info("topic_created_at_startup", topic=name, partitions=partitions, configs=configs)
+
+    def readiness_problems(self) -> list[str]:
+        """What `/ready` waits for; empty once every __consumer_offsets partition is loaded and every
+        --create-topics topic exists."""
+        problems = []
+        total = self.offsets_topic.num_partitions
+        loaded = self.coordinator.loaded_partitions
+        if self.coordinator.is_loading or loaded < total:
+            problems.append(f"__consumer_offsets: {loaded} of {total} partitions loaded")
+        topics = self.logs.topics()
+        problems += [f"topic {name} does not exist" for name, _, _ in self.seed_topics if name not in topics]
+        return problems
+
     async def _retention_loop(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000
         while True:
@@ -127,8 +164,15 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> int
     started = time.monotonic()
     broker = Broker(config)
     port = await broker.start()
+    if config.profile:
+        from kbroker.broker.config import TEST_PROFILE
+
+        log.info("profile_applied", profile=config.profile,
+                 settings={name: getattr(config, name) for name in TEST_PROFILE})
     log.info(
         "broker_started",
+        metrics=f"http://{config.metrics_listen.rsplit(':', 1)[0]}:{broker.admin_port}" if broker.admin_http else None,
+        test_controls=config.test_controls,
         listen=f"{config.listen_address[0]}:{port}",
         advertised="%s:%d" % config.advertised_address,
         data_dir=str(broker.data_dir),

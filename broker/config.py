@@ -64,6 +64,25 @@ class BrokerConfig:
         default=300000, metadata={"help": "log.retention.check.interval.ms"}
     )
     cluster_id: str = field(default="", metadata={"help": "cluster id to create the data dir with (default: random)"})
+    metrics_listen: str = field(
+        default="", metadata={"help": "HOST:PORT of the HTTP endpoint for /metrics, /health, /ready, group history "
+                                      "and test controls (off when empty)"}
+    )
+    test_controls: bool = field(
+        default=False, metadata={"help": "serve the test controls (POST /v1/test/...) on --metrics-listen "
+                                         "(127.0.0.1:9644 when unset); never in production"}
+    )
+    test_controls_remote: bool = field(
+        default=False, metadata={"help": "allow --test-controls on a non-loopback --metrics-listen address"}
+    )
+    create_topics: str = field(
+        default="", metadata={"help": "topics to create at start-up, NAME:PARTITIONS[:compact],...; /ready waits "
+                                      "for them"}
+    )
+    profile: str = field(
+        default="", metadata={"help": "'test': the settings test suites copy by hand (no initial rebalance "
+                                      "delay, 1 s minimum session timeout, --flush never)"}
+    )
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -118,9 +137,36 @@ def load_config(flags: dict[str, Any], config_file: str | None = None, env: dict
     for name, value in flags.items():
         if value is not None and name in fields:
             values[name] = _coerce(fields[name], value)
+    if values.get("profile") == "test":
+        for name, value in TEST_PROFILE.items():
+            values.setdefault(name, value)  # what the user set explicitly wins over the profile
+    if values.get("test_controls") and not values.get("metrics_listen"):
+        values["metrics_listen"] = DEFAULT_ADMIN_LISTEN
     cfg = BrokerConfig(**values)
     validate(cfg)
     return cfg
+
+
+DEFAULT_ADMIN_LISTEN = "127.0.0.1:9644"
+# `--profile test`: what every test set-up copies by hand. Explicit settings win.
+TEST_PROFILE: dict[str, Any] = {
+    "group_initial_rebalance_delay_ms": 0,
+    "group_min_session_timeout_ms": 1000,
+    "flush": "never",
+}
+
+
+def parse_topic_specs(text: str) -> list[tuple[str, int, dict[str, str]]]:
+    """`orders:3,payments:6:compact` -> [(name, partitions, configs)]."""
+    specs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, *rest = item.split(":")
+        partitions = int(rest[0]) if rest and rest[0] else 1
+        configs = {"cleanup.policy": "compact"} if "compact" in rest[1:] else {}
+        if not name or partitions < 1:
+            raise ValueError(f"--create-topics: bad topic {item!r} (NAME:PARTITIONS[:compact])")
+        specs.append((name, partitions, configs))
+    return specs
 
 
 def validate(cfg: BrokerConfig) -> None:
@@ -131,4 +177,12 @@ def validate(cfg: BrokerConfig) -> None:
     if cfg.flush.startswith("interval:"):
         int(cfg.flush.split(":", 1)[1])
     cfg.listen_address  # raises on a malformed address
+    if cfg.profile not in ("", "test"):
+        raise ValueError(f"--profile must be test (or empty), not {cfg.profile!r}")
+    parse_topic_specs(cfg.create_topics)
+    if cfg.metrics_listen:
+        host, _ = parse_host_port(cfg.metrics_listen)
+        if cfg.test_controls and not cfg.test_controls_remote and host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"--test-controls on {cfg.metrics_listen} would let anyone who reaches it delete "
+                             f"every topic; bind --metrics-listen to loopback or add --test-controls-remote")
     cfg.advertised_address

@@ -427,6 +427,15 @@ class GroupCoordinatorService:
             self.note_control(cmd.group_id, f"{type(cmd).__name__}: {result.detail}")
         return result
 
+    async def run_offsets_retention(self) -> int:
+        """Run the offsets retention check now (a test control); returns once every group handled it."""
+        groups = [(p, g) for p, m in self._machines.items() if p not in self._loading for g in list(m.groups)]
+        for partition, group_id in groups:
+            self._actor(partition, group_id).put(_Internal(c.OffsetExpiryCheck(group_id)))
+        # A group's commands run in order: once a later one is answered, the check has run.
+        await asyncio.gather(*(self.submit(c.DescribeGroup(g, 5)) for _, g in groups))
+        return len(groups)
+
     def note_control(self, group_id: str, what: str) -> None:
         """One log event and one history line per test control applied to a group."""
         log.info("test_control_applied", group_id=group_id, control=what)

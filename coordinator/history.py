@@ -139,3 +139,23 @@ def in_progress(group: ClassicGroup | None, now_ms: int) -> dict[str, Any] | Non
         "rebalance_timeout_ms": timeout_ms,
         "why": why,
     }
+
+
+# The coordinator's reasons name members ("member X joined"); metrics need a small fixed set.
+_REASON_KINDS = (
+    ("forced by test control", "test_control"),
+    ("(test control)", "test_control"),
+    ("updated its metadata", "metadata_changed"),
+    ("session expired", "session_expired"),
+    ("did not sync in time", "sync_timeout"),
+    (" joined", "member_joined"),
+    (" rejoined", "member_rejoined"),
+    (" left", "member_left"),
+)
+
+
+def reason_kind(reason: str) -> str:
+    for needle, kind in _REASON_KINDS:
+        if needle in reason:
+            return kind
+    return "other"

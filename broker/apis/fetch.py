@@ -74,6 +74,8 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
             continue
         size = len(read.records)
         if size:
+            if (observations := getattr(broker, "observations", None)) is not None:
+                observations.bytes_out[name] += size
             min_one = False
             budget = max(0, budget - size)
             total += size

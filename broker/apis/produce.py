@@ -178,6 +178,9 @@ async def _produce_partition(
         return _error(index, e.code, str(e))
     if state is not None:
         state.update(header, appended.base_offset, appended.last_offset, now_ms)
+    observations = getattr(broker, "observations", None)
+    if observations is not None:
+        observations.bytes_in[topic] += len(records)
     purgatory = getattr(broker, "fetch_purgatory", None)
     if purgatory is not None:
         purgatory.notify(topic, index)

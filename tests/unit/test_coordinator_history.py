@@ -112,3 +112,16 @@ async def test_not_coordinator_window_and_failing_the_next_requests() -> None:
         assert codes == [E.REBALANCE_IN_PROGRESS, E.REBALANCE_IN_PROGRESS, E.NONE]
     finally:
         await service.stop()
+
+
+def test_reasons_fold_into_a_few_kinds_for_metrics() -> None:
+    from kbroker.coordinator.history import reason_kind
+
+    assert reason_kind("member c-1 joined") == "member_joined"
+    assert reason_kind("member c-1 left") == "member_left"
+    assert reason_kind("session expired for member c-1") == "session_expired"
+    assert reason_kind("session expired for member c-1 (test control)") == "test_control"
+    assert reason_kind("member c-1 updated its metadata") == "metadata_changed"
+    assert reason_kind("members a, b did not sync in time") == "sync_timeout"
+    assert reason_kind("forced by test control: x") == "test_control"
+    assert reason_kind("something new") == "other"
