@@ -27,7 +27,8 @@ def utc(ms: int | None) -> str | None:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
-def table(rows: list[dict], columns: list[str] | None = None, out: TextIO = sys.stdout) -> None:
+def table(rows: list[dict], columns: list[str] | None = None, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     if not rows:
         print("(none)", file=out)
         return
