@@ -8,6 +8,7 @@ client sees exactly what a real session expiry or rebalance shows it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -52,7 +53,10 @@ async def _apply(broker: Any, path: list[str], body: dict) -> dict:
             return _result(await coordinator.control(controls.ExpireSessions(group_id)))
         case ["groups", group_id, "not-coordinator"]:
             seconds = float(body.get("seconds", 10))
+            await coordinator.submit(controls.CoordinatorMove(group_id, "unload"))
             coordinator.faults.not_coordinator_until[group_id] = coordinator.clock.now_ms() + int(seconds * 1000)
+            asyncio.get_running_loop().call_later(
+                seconds, lambda: coordinator.submit(controls.CoordinatorMove(group_id, "load")))
             coordinator.note_control(group_id, f"NOT_COORDINATOR for {seconds:g} s (a coordinator move)")
             return {"ok": True, "detail": f"group {group_id} answers NOT_COORDINATOR for {seconds:g} s"}
         case ["groups", group_id, "join-delay"]:

@@ -23,7 +23,7 @@ from kbroker.protocol.errors import ErrorCode
 from . import commands as c
 from .admin import handle_delete_group, handle_describe_group, list_groups
 from .config import GroupConfig
-from .controls import Control, ExpireMember, ExpireSessions, ForceRebalance, handle_control
+from .controls import Control, CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance, handle_control
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .join import handle_join_group, on_static_member_replaced
 from .member import Member
@@ -124,7 +124,7 @@ class GroupStateMachine:
                 on_sync_expired(ctx, group, cmd)
             case c.OffsetExpiryCheck():
                 handle_offset_expiry_check(ctx, group, cmd, self._drop)
-            case ForceRebalance() | ExpireMember() | ExpireSessions():
+            case ForceRebalance() | ExpireMember() | ExpireSessions() | CoordinatorMove():
                 handle_control(ctx, group, cmd)
             case _:
                 raise TypeError(f"unknown command {type(cmd).__name__}")

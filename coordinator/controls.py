@@ -18,7 +18,7 @@ from kbroker.protocol.errors import ErrorCode
 from . import commands as c
 from .group import ClassicGroup, GroupState
 from .member import Handle
-from .rebalance import Ctx, prepare_rebalance, remove_member_and_update_group
+from .rebalance import Ctx, cancel_heartbeat, prepare_rebalance, remove_member_and_update_group, schedule_heartbeat
 
 E = ErrorCode
 S = GroupState
@@ -53,7 +53,19 @@ class ExpireSessions:
     reply_to: Handle | None = None
 
 
-Control = ForceRebalance | ExpireMember | ExpireSessions
+@dataclass(slots=True)
+class CoordinatorMove:
+    """The two ends of a NOT_COORDINATOR window: "unload" stops the members' session timers (the old
+    coordinator forgets them), "load" re-arms them from now, as a new coordinator loading the group
+    does, so a window longer than the session timeout does not expire members Kafka would keep."""
+
+    is_control = True
+    group_id: str
+    phase: str  # "unload" or "load"
+    reply_to: Handle | None = None
+
+
+Control = ForceRebalance | ExpireMember | ExpireSessions | CoordinatorMove
 
 
 def handle_control(ctx: Ctx, group: ClassicGroup | None, cmd: Control) -> None:
@@ -87,6 +99,13 @@ def _apply(ctx: Ctx, group: ClassicGroup | None, cmd: Control) -> ControlResult:
                         ctx, group, group.get(member_id), f"session expired for member {member_id} (test control)"
                     )
             return ControlResult(E.NONE, f"{len(ids)} member(s) expired")
+        case CoordinatorMove():
+            for member in group.members.values():
+                if cmd.phase == "unload":
+                    cancel_heartbeat(ctx, group, member.member_id)
+                else:
+                    schedule_heartbeat(ctx, group, member)
+            return ControlResult(E.NONE, f"coordinator {cmd.phase}ed group {group.group_id}")
     raise TypeError(f"unknown control {type(cmd).__name__}")
 
 
