@@ -125,3 +125,21 @@ def test_reasons_fold_into_a_few_kinds_for_metrics() -> None:
     assert reason_kind("members a, b did not sync in time") == "sync_timeout"
     assert reason_kind("forced by test control: x") == "test_control"
     assert reason_kind("something new") == "other"
+
+
+async def test_a_coordinator_move_stops_session_timers_and_rearms_them_at_load() -> None:
+    from kbroker.coordinator.controls import CoordinatorMove
+
+    service, clock, _ = await make_service()
+    try:
+        leader, follower = await stable_group(service, clock, 2)
+        assert (await service.control(CoordinatorMove("g", "unload"))).error is E.NONE
+        await advance(service, clock, 25_000)  # far past the 10 s session timeout: nobody expires
+        assert len(service.group_status("g")["members"]) == 2
+        assert (await service.control(CoordinatorMove("g", "load"))).error is E.NONE
+        await advance(service, clock, 9_000)
+        assert len(service.group_status("g")["members"]) == 2  # re-armed from the load
+        await advance(service, clock, 2_000)
+        assert service.group_status("g")["state"] in ("PreparingRebalance", "Empty")  # now they expire
+    finally:
+        await service.stop()
