@@ -61,6 +61,11 @@ class Broker:
         self.server = KafkaServer(self, self.router, host, port, config.socket_request_max_bytes)
         self.server.observer = self.observations
         self.admin_http = None
+        self.partition_faults = None  # test controls only (broker/test_controls.py)
+        if config.test_controls:
+            from kbroker.broker.test_controls import PartitionFaults
+
+            self.partition_faults = PartitionFaults()
         if config.metrics_listen:
             from kbroker.broker.admin_http import AdminHttpServer
 
@@ -89,6 +94,10 @@ class Broker:
             num_partitions=self.offsets_topic.num_partitions,
         )
         self.coordinator.history.subscribe(self.observations.rebalance)
+        from kbroker.broker.history_file import RebalanceHistoryFile
+
+        self.history_file = RebalanceHistoryFile(self.data_dir)
+        self.coordinator.history.subscribe(self.history_file)
         self.seed_topics = parse_topic_specs(config.create_topics)
 
     async def start(self) -> int:
@@ -123,6 +132,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         self.producer_states.snapshot_all()
+        self.history_file.close()
         self.logs.close()
 
     async def auto_create_topic(self, name: str):

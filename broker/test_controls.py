@@ -25,6 +25,27 @@ class ControlError(Exception):
     pass
 
 
+PARTITION_APIS = ("Produce", "Fetch")
+
+
+class PartitionFaults:
+    """The next K Produce or Fetch requests of a topic-partition fail with a chosen error."""
+
+    def __init__(self) -> None:
+        self.pending: dict[tuple[str, str, int], list] = {}  # (api, topic, partition) -> [count, error]
+
+    def take(self, api: str, topic: str, partition: int) -> ErrorCode | None:
+        if not self.pending:
+            return None
+        entry = self.pending.get((api, topic, partition))
+        if entry is None:
+            return None
+        entry[0] -= 1
+        if entry[0] <= 0:
+            del self.pending[(api, topic, partition)]
+        return entry[1]
+
+
 def _error_code(value: Any) -> ErrorCode:
     try:
         return ErrorCode(int(value)) if str(value).lstrip("-").isdigit() else ErrorCode[str(value).upper()]
@@ -76,6 +97,16 @@ async def _apply(broker: Any, path: list[str], body: dict) -> dict:
             coordinator.faults.fail_next[(group_id, api)] = [count, error]
             coordinator.note_control(group_id, f"next {count} {api} request(s) fail with {error.name}")
             return {"ok": True, "detail": f"group {group_id}: next {count} {api} fail with {error.name}"}
+        case ["topics", topic, "partitions", partition, "fail"]:
+            api = str(body.get("api", ""))
+            if api not in PARTITION_APIS:
+                raise ControlError(f"api must be one of {', '.join(PARTITION_APIS)}, not {api!r}")
+            count = int(body.get("count", 1))
+            error = _error_code(body.get("error", "NOT_LEADER_OR_FOLLOWER"))
+            broker.partition_faults.pending[(api, topic, int(partition))] = [count, error]
+            detail = f"next {count} {api} request(s) of {topic}-{partition} fail with {error.name}"
+            log.info("test_control_applied", control=detail)
+            return {"ok": True, "detail": detail}
         case ["connections", "drop"]:
             client_id = body.get("client_id")
             dropped = broker.server.drop_connections(client_id)
@@ -130,6 +161,7 @@ async def reset(broker: Any) -> dict:
     broker._create_seed_topics()  # --create-topics are the suite's base: back, empty
     coordinator.history.forget()
     coordinator.faults.clear()
+    broker.partition_faults.pending.clear()
     broker.observations.reset_traffic()
     took_ms = round(1000 * (time.monotonic() - started), 1)
     log.info("test_control_applied", control="reset", topics=len(topics), groups=len(groups), took_ms=took_ms)

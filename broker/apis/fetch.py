@@ -62,6 +62,10 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
             results.append((key, _error_result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
             has_error = True
             continue
+        if (faults := getattr(broker, "partition_faults", None)) and (injected := faults.take("Fetch", name, key[1])):
+            results.append((key, _error_result(injected)))
+            has_error = True
+            continue
         try:
             read = plog.read(target.fetch_offset, min(max(0, target.max_bytes), budget), min_one_batch=min_one)
         except OffsetOutOfRangeError:

@@ -172,6 +172,8 @@ async def _produce_partition(
             return PartitionProduceResponse(index=index, error_code=ErrorCode.NONE,
                                             base_offset=duplicate.first_offset, log_append_time_ms=-1,
                                             log_start_offset=plog.log_start_offset)
+    if (faults := getattr(broker, "partition_faults", None)) and (injected := faults.take("Produce", topic, index)):
+        return _error(index, injected, "injected by a test control")
     try:
         appended = plog.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms, single_batch=True)
     except KafkaError as e:

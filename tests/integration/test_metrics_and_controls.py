@@ -291,6 +291,22 @@ def test_join_delay_and_failing_the_next_commits(clean_broker, capsys) -> None:
         m.close()
 
 
+def test_failing_the_next_produce_of_a_partition_reaches_the_producer(clean_broker, capsys) -> None:
+    broker = clean_broker
+    topic, _ = topic_and_group(capsys, broker)
+    kb(capsys, "test", "fail-partition", topic, "0", "--api", "Produce", "--count", "1", "--error",
+       "INVALID_RECORD", "--admin-url", broker.admin_url)
+    reports = []
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "enable.idempotence": False})
+    p.produce(topic, b"first", partition=0, on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(30) == 0
+    p.produce(topic, b"second", partition=0, on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(30) == 0
+    assert reports[0] is not None and reports[0].code() == confluent_kafka.KafkaError.INVALID_RECORD
+    assert reports[1] is None  # only the next one failed
+    assert metric(scrape(broker), "kbroker_log_end_offset", topic=topic, partition=0) == 1
+
+
 def test_dropped_connections_reconnect_and_keep_consuming(clean_broker, capsys) -> None:
     broker = clean_broker
     topic, group = topic_and_group(capsys, broker)
