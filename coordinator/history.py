@@ -13,7 +13,7 @@ the same ring; listeners (the metrics) see every entry as it is recorded.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -22,6 +22,9 @@ from .group import ClassicGroup, GroupState
 from .outcome import RebalanceCompleted
 
 DEFAULT_DEPTH = 50
+# Groups come and go (a test suite makes a new group id per test): past this many, the history of
+# the group that has gone longest without a rebalance is dropped, so memory stays bounded.
+DEFAULT_MAX_GROUPS = 10_000
 S = GroupState
 
 
@@ -57,7 +60,8 @@ Listener = Callable[[HistoryEntry], None]
 @dataclass(slots=True)
 class RebalanceHistory:
     depth: int = DEFAULT_DEPTH
-    _rings: dict[str, deque[HistoryEntry]] = field(default_factory=dict)
+    max_groups: int = DEFAULT_MAX_GROUPS
+    _rings: OrderedDict[str, deque[HistoryEntry]] = field(default_factory=OrderedDict)
     _listeners: list[Listener] = field(default_factory=list)
 
     def subscribe(self, listener: Listener) -> None:
@@ -92,6 +96,10 @@ class RebalanceHistory:
         ring = self._rings.get(entry.group_id)
         if ring is None:
             ring = self._rings[entry.group_id] = deque(maxlen=self.depth)
+            if len(self._rings) > self.max_groups:
+                self._rings.popitem(last=False)
+        else:
+            self._rings.move_to_end(entry.group_id)
         ring.append(entry)
         for listener in self._listeners:
             listener(entry)

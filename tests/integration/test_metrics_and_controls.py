@@ -334,6 +334,11 @@ def test_group_wait_replaces_sleeps_and_expire_sessions_empties_the_group(clean_
     try:
         first = wait_stable(capsys, broker, group, members=2)
         assert first["state"] == "Stable" and first["members"] == 2
+        # the same wait over the HTTP endpoint, and its answer when the condition is not met in time
+        status, body = http(broker, f"/v1/groups/{group}/wait?members=2&stable=1&timeout=10")
+        assert status == 200 and json.loads(body)["state"] == "Stable"
+        status, body = http(broker, f"/v1/groups/{group}/wait?members=5&timeout=0.2")
+        assert status == 408 and "is Stable with 2 member(s) after 0.2 s" in json.loads(body)["error"]
         generation = kb(capsys, "group", "history", group, "--admin-url", broker.admin_url)["rebalances"][-1]
         kb(capsys, "test", "expire-sessions", group, "--admin-url", broker.admin_url)
         again = wait_stable(capsys, broker, group, members=2)

@@ -35,6 +35,15 @@ def test_ring_is_bounded_per_group_and_listeners_see_every_entry() -> None:
     assert history.entries("a") == [] and history.groups() == ["b"]
 
 
+def test_the_number_of_groups_kept_is_bounded_too() -> None:
+    history = RebalanceHistory(depth=2, max_groups=2)
+    history.record_rebalance(_event("a", 1), now_ms=1)
+    history.record_rebalance(_event("b", 1), now_ms=2)
+    history.record_rebalance(_event("a", 2), now_ms=3)  # a is now the most recent
+    history.record_rebalance(_event("c", 1), now_ms=4)  # b, the stalest, goes
+    assert history.groups() == ["a", "c"]
+
+
 async def test_completed_rebalances_land_in_the_history_with_their_reason() -> None:
     service, clock, _ = await make_service()
     try:
