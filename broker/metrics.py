@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from kbroker.broker.log.manager import is_internal_topic
 from kbroker.broker.observe import Histogram
+from kbroker.protocol.errors import ErrorCode
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -25,6 +26,13 @@ def api_label(handler: Any) -> str:
     """`kbroker.broker.apis.join_group` -> `JoinGroup`."""
     module = getattr(handler, "__module__", "") or ""
     return "".join(part.capitalize() for part in module.rsplit(".", 1)[-1].split("_")) or "Unknown"
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 def _histogram(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
@@ -58,6 +66,11 @@ class BrokerCollector:
             errors.add_metric([names.get(key, str(key)), str(version)], n)
         yield requests
         yield errors
+        answers = CounterMetricFamily("kbroker_error_answers", "Answers carrying a top-level Kafka error code",
+                                      labels=["api", "error"])
+        for (key, code), n in sorted(obs.error_answers.items()):
+            answers.add_metric([names.get(key, str(key)), _error_name(code)], n)
+        yield answers
         latency = _histogram("kbroker_request_latency_seconds",
                              "From a request's frame read to its response ready (durability waits included)",
                              ["api"])

@@ -46,6 +46,7 @@ class Observations:
     def __init__(self) -> None:
         self.requests: defaultdict[tuple[int, int], int] = defaultdict(int)  # (api key, version)
         self.errors: defaultdict[tuple[int, int], int] = defaultdict(int)
+        self.error_answers: defaultdict[tuple[int, int], int] = defaultdict(int)  # (api key, Kafka error code)
         self.latency: dict[int, Histogram] = {}
         self.bytes_in: defaultdict[str, int] = defaultdict(int)
         self.bytes_out: defaultdict[str, int] = defaultdict(int)

@@ -195,6 +195,8 @@ class KafkaServer:
             return task
         if response is None:
             return None
+        if self.observer is not None and getattr(response, "error_code", 0):
+            self.observer.error_answers[(api_key, int(response.error_code))] += 1
         return framing.encode_response(api_key, api_version, correlation_id, response)
 
     @staticmethod

@@ -248,6 +248,7 @@ def test_not_coordinator_window_then_consumption_resumes(clean_broker, capsys) -
                                         confluent_kafka.KafkaError._WAIT_COORD, confluent_kafka.KafkaError._TIMED_OUT)
         # The client looked for its coordinator again.
         assert _count(scrape(broker), "kbroker_requests_total", api="FindCoordinator") > finds_before
+        assert _count(scrape(broker), "kbroker_error_answers_total", error="NOT_COORDINATOR") >= 1
         produce(broker, topic, 50)
         m.poll_until(lambda: len(m.received) == 50)
         # After the window the client finds its coordinator again and commits.

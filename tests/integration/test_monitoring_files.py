@@ -98,6 +98,12 @@ def test_every_dashboard_query_uses_metrics_a_running_broker_exports(tmp_path) -
         import socket
         import struct
 
+        from kbroker.protocol.messages.heartbeat_request import HeartbeatRequest
+        from kbroker.tests.integration.wire import Wire
+
+        wire = Wire(b.bootstrap)  # a heartbeat from nobody: an answer with an error code
+        assert wire.call(12, 4, HeartbeatRequest("dash", 1, "nobody")).error_code != 0
+        wire.close()
         with socket.create_connection(("127.0.0.1", b.port)) as bad:  # an unknown API: a failed request
             bad.sendall(struct.pack(">ihhih", 10, 9999, 0, 1, -1))
             bad.settimeout(10)
