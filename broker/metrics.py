@@ -137,8 +137,14 @@ class BrokerCollector:
                                 labels=["group", "topic", "partition"])
         committed = GaugeMetricFamily("kbroker_consumer_committed_offset", "Committed offset",
                                       labels=["group", "topic", "partition"])
+        rebalancing = GaugeMetricFamily("kbroker_group_rebalancing_seconds",
+                                        "How long a group has been rebalancing (absent when it is not)",
+                                        labels=["group"])
+        now_ms = b.coordinator.clock.wall_ms()
         for group in b.coordinator.groups():
             by_state[("classic", str(group.state))] += 1
+            if group.rebalance is not None:
+                rebalancing.add_metric([group.group_id], max(now_ms - group.rebalance.started_ms, 0) / 1000)
             members.add_metric([group.group_id], len(group.members))
             for (topic, partition), offset in sorted(group.offsets.items()):
                 end = ends.get((topic, partition))
@@ -150,6 +156,7 @@ class BrokerCollector:
         for (group_type, state), n in sorted(by_state.items()):
             groups.add_metric([group_type, state], n)
         yield groups
+        yield rebalancing
         yield members
         yield committed
         yield lag

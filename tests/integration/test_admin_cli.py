@@ -9,6 +9,7 @@ committed itself.
 from __future__ import annotations
 
 import json
+import urllib.request
 import uuid
 
 import pytest
@@ -194,6 +195,8 @@ def test_describe_and_history_of_a_group_stuck_mid_rebalance(broker, capsys) -> 
         stuck = history["in_progress"]
         assert stuck["members_waiting"] == [joined.member_id]
         assert stuck["why"].startswith("waiting for 1 of 2 members to rejoin")
+        metrics = urllib.request.urlopen(broker.admin_url + "/metrics", timeout=10).read().decode()
+        assert f'kbroker_group_rebalancing_seconds{{group="{group}"}}' in metrics
         code, out, _ = cli(capsys, "group", "history", group, "--admin-url", broker.admin_url)
         assert code == 0 and "In progress since" in out and "waiting for 1 of 2 members" in out
         code, _, err = cli(capsys, "group", "wait", group, "--members", "2", "--stable", "--timeout", "0.5",
