@@ -31,3 +31,20 @@ def test_create_topics_specs() -> None:
         ("orders", 3, {}), ("payments", 6, {"cleanup.policy": "compact"}), ("logs", 1, {})]
     with pytest.raises(ValueError):
         parse_topic_specs("bad:0")
+
+
+def test_a_broker_without_metrics_never_imports_prometheus_client(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from kbroker.broker.config import load_config\n"
+        "from kbroker.broker.app import Broker\n"
+        f"Broker(load_config({{'data_dir': {str(tmp_path)!r}}}, None, {{}}))\n"
+        "assert 'prometheus_client' not in sys.modules, 'imported'\n"
+        f"Broker(load_config({{'data_dir': {str(tmp_path)!r}, 'metrics_listen': '127.0.0.1:0'}}, None, {{}}))\n"
+        "assert 'prometheus_client' not in sys.modules, 'imported before the first scrape'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
