@@ -59,7 +59,10 @@ class Broker:
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush, fsync=self.observations.timed_fsync)
         host, port = config.listen_address
         self.server = KafkaServer(self, self.router, host, port, config.socket_request_max_bytes)
-        self.server.observer = self.observations
+        from kbroker.broker.observe import all_servers
+
+        for server in all_servers(self):
+            server.observer = self.observations
         self.admin_http = None
         self.partition_faults = None  # test controls only (broker/test_controls.py)
         if config.test_controls:

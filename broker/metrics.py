@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.observe import Histogram
+from kbroker.broker.observe import Histogram, all_servers
 from kbroker.protocol.errors import ErrorCode
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -87,7 +87,8 @@ class BrokerCollector:
         yield bytes_in
         yield bytes_out
 
-        yield GaugeMetricFamily("kbroker_connections", "Open client connections", value=len(b.server._connections))
+        connections = sum(len(server._connections) for server in all_servers(b))
+        yield GaugeMetricFamily("kbroker_connections", "Open client connections", value=connections)
         yield CounterMetricFamily("kbroker_connections_opened", "Client connections accepted",
                                   value=obs.connections_opened)
 

@@ -20,6 +20,13 @@ REBALANCE_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 30.0, 60.0, 30
 STALL_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 
 
+def all_servers(broker) -> list:
+    """The broker's Kafka servers: one per listener where there are several (`broker.servers`), else
+    the one `broker.server`."""
+    servers = getattr(broker, "servers", None)
+    return list(servers) if servers else [broker.server]
+
+
 class Histogram:
     __slots__ = ("buckets", "counts", "sum", "count")
 

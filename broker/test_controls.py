@@ -109,7 +109,9 @@ async def _apply(broker: Any, path: list[str], body: dict) -> dict:
             return {"ok": True, "detail": detail}
         case ["connections", "drop"]:
             client_id = body.get("client_id")
-            dropped = broker.server.drop_connections(client_id)
+            from kbroker.broker.observe import all_servers
+
+            dropped = sum(server.drop_connections(client_id) for server in all_servers(broker))
             log.info("test_control_applied", control="drop connections", client_id=client_id, dropped=dropped)
             return {"ok": True, "dropped": dropped}
         case ["retention", "run"]:
