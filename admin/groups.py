@@ -221,6 +221,8 @@ def wait_for_group(admin: Admin, group_id: str, *, members: int | None, stable: 
                 except AdminError:
                     pass
             want = f"{members} member(s)" if members is not None else "any members"
+            if state in ("Dead", ""):
+                raise AdminError(f"group {group_id} does not exist after {timeout_s:g} s")
             raise AdminError(f"group {group_id} is {state or 'unknown'} with {count} member(s) after "
                              f"{timeout_s:g} s (waited for {'Stable with ' if stable else ''}{want}){why}")
         time.sleep(0.05)

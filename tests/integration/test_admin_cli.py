@@ -90,6 +90,9 @@ def test_topic_commands(broker, capsys) -> None:
 
 
 def test_errors_name_the_broker_and_a_silent_broker_times_out(broker, capsys) -> None:
+    code, _, err = cli(capsys, "group", "wait", "no-such-group", "--members", "1", "--timeout", "0.3",
+                       "-b", broker.bootstrap)
+    assert code == 1 and "group no-such-group does not exist after 0.3 s" in err
     code, _, err = cli(capsys, "group", "list", "-b", f"127.0.0.1:{free_port()}")
     assert code == 1 and "cannot connect" in err and len(err.strip().splitlines()) == 1
     import socket
