@@ -61,8 +61,12 @@ class AdminHttpServer:
             status, body, ctype = await self._route(method, path, query, payload)
         except HttpError as e:
             status, body = e.status, _json({"error": str(e)})
+            if status == 400 and "body" in str(e):
+                log.warning("admin_http_rejected", error=str(e))
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError) as e:
             status, body = 400, _json({"error": f"bad request: {e}"})
+            peer = writer.get_extra_info("peername")
+            log.warning("admin_http_rejected", peer=f"{peer[0]}:{peer[1]}" if peer else "?", error=str(e) or type(e).__name__)
         except Exception:  # a bug of ours: answer 500, keep serving
             log.exception("admin_http_error")
             body = _json({"error": "internal error"})

@@ -124,6 +124,16 @@ def test_health_ready_and_refusals(broker, capsys) -> None:
     assert main(["probe", broker.bootstrap, "--ready", "--admin-url", broker.admin_url]) == 0
     assert http(broker, "/v1/test/reset")[0] == 405  # controls are POSTs
     assert http(broker, "/nope")[0] == 404
+    import socket
+
+    for garbage in (b"garbage\r\n\r\n", b"POST /v1/test/reset HTTP/1.1\r\nContent-Length: 5\r\n\r\n[1,2]",
+                    b"POST /v1/test/reset HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n"):
+        with socket.create_connection(("127.0.0.1", int(broker.admin_url.rsplit(":", 1)[1])), timeout=10) as s:
+            s.sendall(garbage)
+            assert s.recv(100).startswith(b"HTTP/1.1 400 ")
+    assert http(broker, "/health")[0] == 200  # still serving
+    status, body = http(broker, "/v1/test/groups/g/fail", "POST", {"api": "Nope"})
+    assert status == 400 and "api must be one of" in json.loads(body)["error"]
 
 
 def test_ready_waits_for_seed_topics_and_controls_are_refused_without_the_flag(tmp_path) -> None:
