@@ -61,7 +61,7 @@ class AdminHttpServer:
             status, body, ctype = await self._route(method, path, query, payload)
         except HttpError as e:
             status, body = e.status, _json({"error": str(e)})
-            if status == 400 and "body" in str(e):
+            if status == 400:  # malformed input or a control that cannot apply: one event
                 log.warning("admin_http_rejected", error=str(e))
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError) as e:
             status, body = 400, _json({"error": f"bad request: {e}"})
