@@ -71,7 +71,7 @@ def register(sub: Any) -> None:
     p.set_defaults(admin_main=_group_list)
     p = gsub.add_parser("describe", help="state, members, assignment, committed offset, log end and lag")
     p.add_argument("group")
-    _common(p)
+    _common(p, http=True)
     p.set_defaults(admin_main=_group_describe)
     p = gsub.add_parser("reset-offsets", help="move committed offsets (the group must be empty)")
     p.add_argument("group")
@@ -219,9 +219,20 @@ def _group_describe(args) -> None:
         table(d["members"], ["member_id", "client_id", "host", "group_instance_id", "assignment"])
         print()
         table(d["partitions"], ["topic", "partition", "committed", "log_end", "lag", "member"])
+        stuck = d.get("rebalance_in_progress")
+        if stuck:
+            print(f"\nRebalancing since {utc(stuck['started_ms'])}: {stuck['reason']}; {stuck['why']}")
 
     with _admin(args) as admin:
-        emit(groups.describe_group(admin, args.group), args.json, render)
+        described = groups.describe_group(admin, args.group)
+    if described["state"] in ("PreparingRebalance", "CompletingRebalance"):
+        # kbroker (with --metrics-listen) also says why; any other broker: the protocol view only
+        try:
+            status = groups.http_json(args.admin_url, f"/v1/groups/{args.group}", timeout_s=1.0)
+            described["rebalance_in_progress"] = status.get("rebalance_in_progress")
+        except AdminError:
+            pass
+    emit(described, args.json, render)
 
 
 def _group_reset(args) -> None:

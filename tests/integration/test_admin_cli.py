@@ -191,8 +191,11 @@ def test_describe_and_history_of_a_group_stuck_mid_rebalance(broker, capsys) -> 
         c.poll(0.5)
         status = cli_json(capsys, "group", "wait", group, "--members", "2", *b)
         assert status["state"] == "PreparingRebalance"
-        desc = cli_json(capsys, "group", "describe", group, *b)
+        desc = cli_json(capsys, "group", "describe", group, *b, "--admin-url", broker.admin_url)
         assert desc["state"] == "PreparingRebalance"
+        assert desc["rebalance_in_progress"]["members_waiting"] == [joined.member_id]
+        code, out, _ = cli(capsys, "group", "describe", group, *b, "--admin-url", broker.admin_url)
+        assert code == 0 and "Rebalancing since" in out and "waiting for 1 of 2 members to rejoin" in out
         assert {m["client_id"] for m in desc["members"]} == {"silent-member", "newcomer"}
         history = cli_json(capsys, "group", "history", group, "--admin-url", broker.admin_url)
         stuck = history["in_progress"]
