@@ -31,6 +31,7 @@ from . import commands as c
 from .classic import GroupStateMachine, random_member_id
 from .config import GroupConfig
 from .controls import ControlResult, GroupFaults
+from .controls import describe as describe_control
 from .execute import AppendNowait, AppendRecords, execute_outcome
 from .history import RebalanceHistory, in_progress
 from .outcome import CancelTimer, Event, Outcome, RebalanceCompleted, Reply, TimerOp
@@ -424,7 +425,7 @@ class GroupCoordinatorService:
         """Run a test control (coordinator/controls.py) in its group's actor."""
         result = await self.submit(cmd)
         if result.error is E.NONE:
-            self.note_control(cmd.group_id, f"{type(cmd).__name__}: {result.detail}")
+            self.note_control(cmd.group_id, describe_control(cmd))
         return result
 
     async def run_offsets_retention(self) -> int:

@@ -68,6 +68,20 @@ class CoordinatorMove:
 Control = ForceRebalance | ExpireMember | ExpireSessions | CoordinatorMove
 
 
+def describe(cmd: Control) -> str:
+    """The control as a line of the group's history."""
+    match cmd:
+        case ForceRebalance():
+            return f"force a rebalance: {cmd.reason}"
+        case ExpireMember():
+            return f"expire member {cmd.member_id}"
+        case ExpireSessions():
+            return "expire every session"
+        case CoordinatorMove():
+            return f"coordinator {cmd.phase}"
+    return type(cmd).__name__
+
+
 def handle_control(ctx: Ctx, group: ClassicGroup | None, cmd: Control) -> None:
     ctx.out.reply(cmd.reply_to, _apply(ctx, group, cmd))
 

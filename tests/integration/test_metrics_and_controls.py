@@ -218,6 +218,7 @@ def test_forced_rebalance_revokes_and_reassigns_and_shows_in_history(clean_broke
         wait_stable(capsys, broker, group)
         history = kb(capsys, "group", "history", group, "--admin-url", broker.admin_url)["rebalances"]
         assert [e["kind"] for e in history] == ["rebalance", "control", "rebalance"]
+        assert history[1]["reason"] == "force a rebalance: chaos"
         assert history[2]["reason"] == "forced by test control: chaos"
         assert history[2]["client_reason"] == "chaos" and history[2]["new_generation"] == 2
     finally:
