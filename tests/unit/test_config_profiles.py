@@ -30,13 +30,18 @@ def test_a_broker_without_metrics_never_imports_prometheus_client(tmp_path) -> N
     import subprocess
     import sys
 
+    from kbroker.tests.integration.broker_process import free_port
+
+    # Each Broker binds its listener and locks its data directory when built: two of each.
+    first, second = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     code = (
         "import sys\n"
         "from kbroker.broker.config import load_config\n"
         "from kbroker.broker.app import Broker\n"
-        f"Broker(load_config({{'data_dir': {str(tmp_path)!r}}}, None, {{}}))\n"
+        f"Broker(load_config({{'data_dir': {str(tmp_path / 'a')!r}, 'listen': {first!r}}}, None, {{}}))\n"
         "assert 'prometheus_client' not in sys.modules, 'imported'\n"
-        f"Broker(load_config({{'data_dir': {str(tmp_path)!r}, 'metrics_listen': '127.0.0.1:0'}}, None, {{}}))\n"
+        f"Broker(load_config({{'data_dir': {str(tmp_path / 'b')!r}, 'listen': {second!r}, "
+        "'metrics_listen': '127.0.0.1:0'}, None, {}))\n"
         "assert 'prometheus_client' not in sys.modules, 'imported before the first scrape'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
