@@ -10,7 +10,7 @@ from setuptools import find_namespace_packages, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-RUNTIME = ("broker", "protocol", "coordinator", "purgatory", "pipeline")
+RUNTIME = ("broker", "protocol", "coordinator", "purgatory", "pipeline", "admin")
 
 packages = ["kbroker"]
 for top in RUNTIME:

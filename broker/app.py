@@ -13,7 +13,7 @@ import structlog
 import uvloop
 
 from kbroker.broker import cluster_meta
-from kbroker.broker.config import BrokerConfig
+from kbroker.broker.config import BrokerConfig, parse_host_port
 from kbroker.broker.offsets_topic import OffsetsTopic
 from kbroker.coordinator.actor import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
@@ -86,8 +86,12 @@ class Broker:
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
         self.router = build_router()
+        from kbroker.broker.observe import Observations, all_servers
+
+        self.observations = Observations()
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush, max_partitions=config.max_partitions,
-                               max_open_files=config.log_max_open_files or None)
+                               max_open_files=config.log_max_open_files or None,
+                               fsync=self.observations.timed_fsync)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/)
         from kbroker.broker.security.service import Security
 
@@ -105,6 +109,19 @@ class Broker:
                         security=self.security.for_listener(e.security_protocol, e.name))
             for e in self.listeners.bind
         ]
+        for server in all_servers(self):
+            server.observer = self.observations
+        self.admin_http = None
+        self.partition_faults = None  # test controls only (broker/test_controls.py)
+        if config.test_controls:
+            from kbroker.broker.test_controls import PartitionFaults
+
+            self.partition_faults = PartitionFaults()
+        if config.metrics_listen:
+            from kbroker.broker.admin_http import AdminHttpServer
+
+            admin_host, admin_port = parse_host_port(config.metrics_listen)
+            self.admin_http = AdminHttpServer(self, admin_host, admin_port, test_controls=config.test_controls)
         self._background: list[asyncio.Task] = []
         # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
         from kbroker.broker.fetch_sessions import FetchSessionManager
@@ -123,7 +140,8 @@ class Broker:
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets
         self.offsets_topic = OffsetsTopic(self.logs, config.offsets_topic_num_partitions)
         self.offsets_topic.ensure()
-        ensure_topics(self.logs, parse_create_topics(config.create_topics, "--create-topics"))
+        self.seed_topics = parse_create_topics(config.create_topics, "--create-topics")
+        ensure_topics(self.logs, self.seed_topics)
         self.coordinator = GroupCoordinatorService(
             self.offsets_topic.append_records,
             append_records_nowait=self.offsets_topic.append_records_nowait,
@@ -132,6 +150,11 @@ class Broker:
             num_partitions=self.offsets_topic.num_partitions,
             topics=self._topics_image,
         )
+        self.coordinator.history.subscribe(self.observations.rebalance)
+        from kbroker.broker.history_file import RebalanceHistoryFile
+
+        self.history_file = RebalanceHistoryFile(self.data_dir)
+        self.coordinator.history.subscribe(self.history_file)
         # the transaction coordinator, persisted in __transaction_state
         from kbroker.broker.transactions import TransactionService
 
@@ -155,6 +178,9 @@ class Broker:
         for server in self.servers:
             await server.start()
         self.transactions.start()
+        if self.admin_http is not None:
+            self.admin_port = await self.admin_http.start()
+            self._background.append(asyncio.create_task(self.observations.watch_event_loop(), name="loop-watch"))
         if self.dev_security is not None:
             self.dev_security.write_client_configs(
                 [(e.security_protocol, "%s:%d" % self.advertised(e.name)) for e in self.listeners.bind])
@@ -164,6 +190,8 @@ class Broker:
 
     async def stop(self) -> None:
         self.fetch_purgatory.shutdown()
+        if self.admin_http is not None:
+            await self.admin_http.stop()
         # Close the listener first, then let the coordinator answer its parked JoinGroup/SyncGroup
         # requests (NOT_COORDINATOR makes clients look for the next coordinator), so the server's
         # wait for in-flight requests does not sit out rebalance timeouts.
@@ -176,6 +204,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         self.producer_states.snapshot_all()
+        self.history_file.close()
         self.logs.close()
         self.prepared.close()  # releases the data directory's lock last
 
@@ -191,6 +220,18 @@ class Broker:
         log.info("topic_auto_created", topic=name, partitions=self.config.num_partitions)
         return self.logs.topics()[name]
 
+    def readiness_problems(self) -> list[str]:
+        """What `/ready` waits for; empty once every __consumer_offsets partition is loaded and every
+        --create-topics topic exists."""
+        problems = []
+        total = self.offsets_topic.num_partitions
+        loaded = self.coordinator.loaded_partitions
+        if self.coordinator.is_loading or loaded < total:
+            problems.append(f"__consumer_offsets: {loaded} of {total} partitions loaded")
+        topics = self.logs.topics()
+        problems += [f"topic {spec.name} does not exist" for spec in self.seed_topics if spec.name not in topics]
+        return problems
+
     async def _retention_loop(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000
         while True:
@@ -205,8 +246,15 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepar
     started = time.monotonic()
     broker = Broker(config, prepared)
     await broker.start()
+    if config.profile:
+        from kbroker.broker.config import TEST_PROFILE
+
+        log.info("profile_applied", profile=config.profile,
+                 settings={name: getattr(config, name) for name in TEST_PROFILE})
     log.info(
         "broker_started",
+        metrics=f"http://{config.metrics_listen.rsplit(':', 1)[0]}:{broker.admin_port}" if broker.admin_http else None,
+        test_controls=config.test_controls,
         listeners=broker.listeners.describe("listeners"),
         advertised_listeners=broker.listeners.describe("advertised"),
         data_dir=str(broker.data_dir),

@@ -41,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "on 127.0.0.1 when it listens on every interface")
     probe.add_argument("--config", metavar="FILE", help="TOML file to read the listener from")
     probe.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (default 3)")
+    probe.add_argument("--ready", action="store_true",
+                       help="also require kbroker's /ready (every __consumer_offsets partition loaded, every "
+                            "--create-topics topic present) on --admin-url")
+    probe.add_argument("--admin-url", default="http://127.0.0.1:9644", help="kbroker's --metrics-listen endpoint")
     user = sub.add_parser("user", help="SASL users: `kbroker user add NAME ...`",
                           description="Manage SASL users (SCRAM credentials in the data directory, PLAIN users file).")
     user_sub = user.add_subparsers(dest="user_command", required=True)
@@ -68,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--broker-log", default=None, metavar="FILE",
                          help="the broker's JSON log; rebalance reasons come from its rebalance_completed events")
     analyze.add_argument("--quiet", action="store_true", help="no progress lines")
+    from kbroker.admin.cli import register as register_admin  # topic, group, test (issue 16)
+
+    register_admin(sub)
     return parser
 
 
@@ -136,6 +143,10 @@ def user_add(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "admin_main", None) is not None:
+        from kbroker.admin.cli import run as run_admin
+
+        return run_admin(args)
     if args.command == "probe":
         address = args.address
         if address is None:
@@ -144,7 +155,12 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as e:
                 print(f"kbroker probe: {e}", file=sys.stderr)
                 return 1
-        return probe(address, args.timeout)
+        status = probe(address, args.timeout)
+        if status == 0 and args.ready:
+            from kbroker.admin.cli import probe_ready
+
+            status = probe_ready(args.admin_url, args.timeout)
+        return status
     if args.command == "user":
         return user_add(args)
     if args.command == "analyze":

@@ -145,6 +145,21 @@ class BrokerConfig:
         default=0,
         metadata={"help": "segment and index files kept open at once (0: a quarter of the fd limit)"},
     )
+    metrics_listen: str = field(
+        default="", metadata={"help": "HOST:PORT of the HTTP endpoint for /metrics, /health, /ready, group history "
+                                      "and test controls (off when empty)"}
+    )
+    test_controls: bool = field(
+        default=False, metadata={"help": "serve the test controls (POST /v1/test/...) on --metrics-listen "
+                                         "(127.0.0.1:9644 when unset); never in production"}
+    )
+    test_controls_remote: bool = field(
+        default=False, metadata={"help": "allow --test-controls on a non-loopback --metrics-listen address"}
+    )
+    profile: str = field(
+        default="", metadata={"help": "'test': the settings test suites copy by hand (no initial rebalance "
+                                      "delay, 1 s minimum session timeout, --flush never)"}
+    )
     # --- security (issue 14): Kafka's names; see broker/security/ ---
     sasl_enabled_mechanisms: str = field(
         default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
@@ -309,6 +324,11 @@ def load_config_with_sources(flags: dict[str, Any], config_file: str | None = No
             sources.set(name, _FLAG, label)
     for new, old in (("listeners", "listen"), ("advertised_listeners", "advertised_listener")):
         _pick(values, sources, new, old, fields)
+    if values.get("profile") == "test":
+        for name, value in TEST_PROFILE.items():
+            values.setdefault(name, value)  # what the user set explicitly wins over the profile
+    if values.get("test_controls") and not values.get("metrics_listen"):
+        values["metrics_listen"] = DEFAULT_ADMIN_LISTEN
     cfg = BrokerConfig(**values)
     validate(cfg, sources)
     return cfg, sources
@@ -338,6 +358,15 @@ _MINIMUM = {
     "max_inflated_batch_bytes": 1,
 }
 _INT32_MAX = 2**31 - 1
+
+
+DEFAULT_ADMIN_LISTEN = "127.0.0.1:9644"
+# `--profile test`: what every test set-up copies by hand. Explicit settings win.
+TEST_PROFILE: dict[str, Any] = {
+    "group_initial_rebalance_delay_ms": 0,
+    "group_min_session_timeout_ms": 1000,
+    "flush": "never",
+}
 
 
 def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
@@ -393,6 +422,17 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
         GroupConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(GroupConfig)}).validate_consumer()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if cfg.profile not in ("", "test"):
+        raise ConfigError(f"{src.label('profile')}: must be test (or empty), not {cfg.profile!r}")
+    if cfg.metrics_listen:
+        try:
+            host, _ = parse_host_port(cfg.metrics_listen)
+        except ValueError as e:
+            raise ConfigError(f"{src.label('metrics_listen')}: {e}") from None
+        if cfg.test_controls and not cfg.test_controls_remote and host not in ("127.0.0.1", "localhost", "::1"):
+            raise ConfigError(f"{src.label('test_controls')} on {cfg.metrics_listen} would let anyone who reaches "
+                              f"it delete every topic; bind {src.label('metrics_listen')} to loopback or add "
+                              f"--test-controls-remote")
     if cfg.ssl_client_auth not in ("required", "requested", "none"):
         raise ConfigError(f"{src.label('ssl_client_auth')}: must be required, requested or none, "
                           f"not {cfg.ssl_client_auth!r}")

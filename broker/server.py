@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import time
 from typing import Any
 
 import structlog
@@ -61,6 +62,10 @@ class KafkaServer:
         self.max_idle_s = getattr(config, "connections_max_idle_ms", 600000) / 1000.0
         self.max_connections = getattr(config, "max_connections", 2147483647)
         self.max_connections_per_ip = getattr(config, "max_connections_per_ip", 2147483647)
+        # Seeing into it (broker/observe.py): per-request counters, and each peer's client id so a
+        # test control can drop one client's connections.
+        self.observer: Any = None
+        self.client_ids: dict[str, str] = {}
 
     async def start(self) -> int:
         if self.security is not None and self.security.ssl_context is not None:
@@ -127,6 +132,8 @@ class KafkaServer:
         if self._refused(writer):
             return
         self._connections[task] = writer
+        if self.observer is not None:
+            self.observer.connections_opened += 1
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         log.info("connection_open", peer=peer, listener=self.listener)
@@ -154,6 +161,7 @@ class KafkaServer:
                 self._per_ip[ip] = left
             else:
                 self._per_ip.pop(ip, None)
+            self.client_ids.pop(peer, None)
             writer.close()
             log.info("connection_close", peer=peer, reason=reason)
 
@@ -208,7 +216,29 @@ class KafkaServer:
         task = asyncio.ensure_future(self._dispatch(frame, peer, conn))
         self._track(task)
         # shield: on shutdown the connection task is cancelled, but the request finishes.
-        return await asyncio.shield(task)
+        if self.observer is None or len(frame) < 4:
+            return await asyncio.shield(task)
+        started = time.perf_counter()
+        response = await asyncio.shield(task)
+        api_key, version = int.from_bytes(frame[0:2], "big"), int.from_bytes(frame[2:4], "big")
+        if isinstance(response, asyncio.Future):  # deferred: its latency ends when it is answered
+            response.add_done_callback(lambda f: self.observer.request(
+                api_key, version, time.perf_counter() - started, f.cancelled() or f.exception() is not None
+                or f.result() is _CLOSE))
+        else:
+            self.observer.request(api_key, version, time.perf_counter() - started, response is _CLOSE)
+        return response
+
+    def drop_connections(self, client_id: str | None) -> int:
+        """Close every connection of `client_id` (every connection when None); a test control."""
+        dropped = 0
+        for writer in list(self._connections.values()):
+            name = writer.get_extra_info("peername")
+            peer = f"{name[0]}:{name[1]}" if name else "?"
+            if client_id is None or self.client_ids.get(peer) == client_id:
+                writer.transport.abort()
+                dropped += 1
+        return dropped
 
     def _track(self, task: asyncio.Future) -> None:
         self._in_flight.add(task)
@@ -231,6 +261,7 @@ class KafkaServer:
             log.warning("request_rejected", error=f"undecodable header: {e}", **fields)
             return _CLOSE
         fields["client_id"] = req.header.client_id
+        self.client_ids[peer] = req.header.client_id or ""
         if conn is not None:
             refusal = conn.refusal(api_key)  # Kafka's SASL gate: only the handshake before authentication
             if refusal is not None:
@@ -265,6 +296,8 @@ class KafkaServer:
             return task
         if response is None:
             return None
+        if self.observer is not None and getattr(response, "error_code", 0):
+            self.observer.error_answers[(api_key, int(response.error_code))] += 1
         return _encode(route, ctx, body, response, fields)
 
     @staticmethod

@@ -39,7 +39,10 @@ from kbroker.purgatory.timers import KeyedTimers, TimerFired
 from . import commands as c
 from .classic import GroupStateMachine, random_member_id
 from .config import GroupConfig
+from .controls import ControlResult, GroupFaults
+from .controls import describe as describe_control
 from .execute import AppendNowait, AppendRecords, execute_outcome
+from .history import RebalanceHistory, in_progress
 from .outcome import CancelTimer, Event, Outcome, RebalanceCompleted, Reply, TimerOp
 from .partitioning import partition_for
 from .records import Record
@@ -123,6 +126,12 @@ class _GroupActor:
                     return
 
 
+async def _answer_later(future: asyncio.Future[Any], delay_s: float) -> Any:
+    result = await future
+    await asyncio.sleep(delay_s)
+    return result
+
+
 class GroupCoordinatorService:
     def __init__(
         self,
@@ -156,6 +165,9 @@ class GroupCoordinatorService:
         self._actors: dict[str, _GroupActor] = {}
         self._running = False
         self._driver: asyncio.Task[None] | None = None
+        # Seeing into it: each group's recent rebalances, and the faults test controls inject.
+        self.history = RebalanceHistory()
+        self.faults = GroupFaults()
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -278,6 +290,8 @@ class GroupCoordinatorService:
             return future
         cmd = dataclasses.replace(cmd, reply_to=future)
         self._actor(self.partition_for(cmd.group_id), cmd.group_id).put(_Request(cmd))
+        if self.faults and (delay_s := self.faults.join_delay_s(cmd)):
+            return asyncio.ensure_future(_answer_later(future, delay_s))
         return future
 
     def _precheck(self, cmd: c.Request) -> ErrorCode | None:
@@ -291,6 +305,8 @@ class GroupCoordinatorService:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self._machines:
             return E.NOT_COORDINATOR
+        if self.faults:
+            return self.faults.precheck(cmd, self.clock.now_ms())
         return None
 
     @staticmethod
@@ -348,7 +364,7 @@ class GroupCoordinatorService:
             append_nowait=self._append_records_nowait,
             deliver=self._deliver,
             apply_timer=partial(self._apply_timer, machine.partition),
-            on_event=self._log_event,
+            on_event=self._on_event,
             on_pending=self._pending_durable.__setitem__,
             on_storage_failure=self._on_storage_failure,
         )
@@ -411,15 +427,69 @@ class GroupCoordinatorService:
                 self._actor(partition, group_id).put(_Internal(c.OffsetExpiryCheck(group_id)))
         self._schedule_retention_check()
 
-    @staticmethod
-    def _log_event(event: Event) -> None:
+    def _on_event(self, event: Event) -> None:
         fields = dataclasses.asdict(event)
         if isinstance(event, RebalanceCompleted):
             log.info("rebalance_completed", **fields)
+            self.history.record_rebalance(event, self.clock.wall_ms())
         elif hasattr(event, "assignment_epoch"):  # consumer groups (KIP-848)
             log.info("consumer_group_assignment_changed", **fields)
         else:
             log.warning("coordinator_write_failed", **{k: str(v) for k, v in fields.items()})
+
+    # -- seeing into groups (the admin endpoint, metrics, test controls) ------------------------
+
+    def group_status(self, group_id: str) -> dict[str, Any] | None:
+        """A group's live state, read between two of its commands (everything runs on one loop)."""
+        machine = self._machines.get(self.partition_for(group_id))
+        group = machine.group(group_id) if machine is not None else None
+        if group is None:
+            return None
+        return {
+            "group_id": group_id,
+            "group_type": "classic",
+            "state": str(group.state),
+            "generation": group.generation_id,
+            "protocol_type": group.protocol_type or "",
+            "protocol": group.protocol_name or "",
+            "leader": group.leader_id,
+            "members": [
+                {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                 "client_host": m.client_host}
+                for m in group.members.values()
+            ],
+            "rebalance_in_progress": in_progress(group, self.clock.wall_ms()),
+        }
+
+    def groups(self) -> Iterable[Any]:
+        """Every loaded group (ClassicGroup objects, read-only for callers)."""
+        for machine in self._machines.values():
+            yield from machine.groups.values()
+
+    @property
+    def loaded_partitions(self) -> int:
+        return len(self._machines)
+
+    async def control(self, cmd: Any) -> ControlResult:
+        """Run a test control (coordinator/controls.py) in its group's actor."""
+        result = await self.submit(cmd)
+        if result.error is E.NONE:
+            self.note_control(cmd.group_id, describe_control(cmd))
+        return result
+
+    async def run_offsets_retention(self) -> int:
+        """Run the offsets retention check now (a test control); returns once every group handled it."""
+        groups = [(p, g) for p, m in self._machines.items() if p not in self._loading for g in list(m.groups)]
+        for partition, group_id in groups:
+            self._actor(partition, group_id).put(_Internal(c.OffsetExpiryCheck(group_id)))
+        # A group's commands run in order: once a later one is answered, the check has run.
+        await asyncio.gather(*(self.submit(c.DescribeGroup(g, 5)) for _, g in groups))
+        return len(groups)
+
+    def note_control(self, group_id: str, what: str) -> None:
+        """One log event and one history line per test control applied to a group."""
+        log.info("test_control_applied", group_id=group_id, control=what)
+        self.history.record_control(group_id, what, self.clock.wall_ms())
 
     # -- tests and tools -----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from .config import GroupConfig
 from .consumer_group import TopicImage
 from .consumer_machine import ConsumerGroups, no_topics
 from .migration import DowngradedToClassic, JoinAfterConsumerGroupDeleted
+from .controls import Control, CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance, handle_control
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .join import handle_join_group, on_static_member_replaced
 from .member import Member
@@ -96,8 +97,8 @@ class GroupStateMachine:
 
     # -- commands ------------------------------------------------------------------------------
 
-    def handle(self, cmd: c.Command, now_ms: int) -> Outcome:
-        if self.consumer.owns(cmd):
+    def handle(self, cmd: c.Command | Control, now_ms: int) -> Outcome:
+        if not isinstance(cmd, Control) and self.consumer.owns(cmd):
             return self.consumer.handle(cmd, now_ms)
         ctx = Ctx(self.config, now_ms, Outcome())
         group = self.groups.get(cmd.group_id)
@@ -131,6 +132,8 @@ class GroupStateMachine:
                 on_sync_expired(ctx, group, cmd)
             case c.OffsetExpiryCheck():
                 handle_offset_expiry_check(ctx, group, cmd, self._drop)
+            case ForceRebalance() | ExpireMember() | ExpireSessions() | CoordinatorMove():
+                handle_control(ctx, group, cmd)
             case _:
                 raise TypeError(f"unknown command {type(cmd).__name__}")
         return ctx.out

@@ -215,6 +215,10 @@ def error_result_for(cmd: c.Request, code: ErrorCode) -> Result:
             return DescribedGroup(cmd.group_id, code)
         case c.DeleteGroup():
             return DeletedGroup(cmd.group_id, code)
+    if getattr(cmd, "is_control", False):
+        from .controls import ControlResult
+
+        return ControlResult(code, f"group {cmd.group_id}: {code.name}")
     from .consumer_commands import consumer_error_result
 
     result = consumer_error_result(cmd, code)

@@ -88,17 +88,39 @@ def lag(latest: DataFrame, ends: DataFrame) -> DataFrame:
 
 
 def commit_rate(offsets: DataFrame, since: F.Column | None) -> DataFrame:
-    """Commits per minute per group. One OffsetCommit request is one batch of records sharing a commit
-    timestamp, so `commits` counts distinct commit timestamps and `partition_commits` counts records."""
+    """Commits per minute per group. One OffsetCommit request is appended as one batch, so `commits`
+    counts distinct batches (two members committing in the same millisecond are two commits; counting
+    distinct timestamps merged them) and `partition_commits` counts records. A group's first and last
+    minutes are only partly covered by the data: `complete` is false there, so charts do not draw
+    them as dips."""
     commits = offsets.where(F.col("record_type") == "offset_commit")
     if since is not None:
         commits = commits.where(F.col("commit_timestamp") >= since)
-    return (commits.groupBy("group_id", F.window("commit_timestamp", "1 minute").alias("w"))
-            .agg(F.countDistinct("commit_timestamp").alias("commits"),
-                 F.count(F.lit(1)).alias("partition_commits"),
-                 F.countDistinct("topic", "partition").alias("partitions"))
-            .select("group_id", F.col("w.start").alias("minute"), "commits", "partition_commits", "partitions")
+    # Rows read without a batch offset (none today) fall back to the commit timestamp.
+    batch = F.coalesce(F.col("batch_offset").cast("string"), F.col("commit_timestamp").cast("string"))
+    per_minute = (commits.groupBy("group_id", F.window("commit_timestamp", "1 minute").alias("w"))
+                  .agg(F.countDistinct("log_partition", batch).alias("commits"),
+                       F.count(F.lit(1)).alias("partition_commits"),
+                       F.countDistinct("topic", "partition").alias("partitions"))
+                  .select("group_id", F.col("w.start").alias("minute"), "commits", "partition_commits",
+                          "partitions"))
+    edges = Window.partitionBy("group_id")
+    return (per_minute
+            .withColumn("complete", (F.col("minute") != F.min("minute").over(edges))
+                        & (F.col("minute") != F.max("minute").over(edges)))
             .orderBy("group_id", "minute"))
+
+
+# Reasons folded into kinds (the same folding as the broker's kbroker_rebalances_total metric).
+def reason_kind(reason: F.Column) -> F.Column:
+    return (F.when(reason.contains("test control"), "test_control")
+            .when(reason.contains("session expired"), "session_expired")
+            .when(reason.contains("did not sync in time"), "sync_timeout")
+            .when(reason.contains("updated its metadata") | reason.contains("metadata"), "metadata_changed")
+            .when(reason.contains("group became empty"), "group_emptied")
+            .when(reason.contains(" left") | (reason == "member left"), "member_left")
+            .when(reason.contains("joined") | (reason == "first generation seen"), "member_joined")
+            .otherwise("other"))
 
 
 def _derived_reason(prev_members: F.Column, members: F.Column, joined: F.Column, left: F.Column) -> F.Column:
@@ -110,7 +132,8 @@ def _derived_reason(prev_members: F.Column, members: F.Column, joined: F.Column,
             .otherwise(F.lit("same members (rejoin, new subscription or metadata)")))
 
 
-def rebalances(offsets: DataFrame, broker_events: DataFrame | None, since: F.Column | None) -> DataFrame:
+def rebalances(offsets: DataFrame, broker_events: DataFrame | None, since: F.Column | None,
+               events_source: str = "broker log") -> DataFrame:
     """Per group and generation: when, who, which protocol, why (from the broker log when given, else
     derived from the member lists) and the time since the previous generation."""
     gm = offsets.where(F.col("record_type") == "group_metadata")
@@ -151,7 +174,7 @@ def rebalances(offsets: DataFrame, broker_events: DataFrame | None, since: F.Col
                .withColumn("member_count", F.coalesce("member_count", "log_member_count"))
                .withColumn("in_offsets_log", F.coalesce("in_offsets_log", F.lit(False)))
                .withColumn("reason", F.coalesce("log_reason", "derived_reason"))
-               .withColumn("reason_source", F.when(F.col("log_reason").isNotNull(), "broker log")
+               .withColumn("reason_source", F.when(F.col("log_reason").isNotNull(), F.lit(events_source))
                            .when(F.col("derived_reason").isNotNull(), "derived"))
                .drop("log_reason", "log_member_count", "log_time"))
         # the previous-generation gap again, now that log-only generations have a time too
@@ -161,9 +184,14 @@ def rebalances(offsets: DataFrame, broker_events: DataFrame | None, since: F.Col
                            F.col("time").cast("double") - F.lag("time").over(w).cast("double")))
     if since is not None:
         out = out.where(F.col("time") >= since)
+    # A member leaving with LeaveGroup (a clean close) is not a crash (its session expiring): say which.
+    out = (out.withColumn("reason_kind", reason_kind(F.col("reason")))
+           .withColumn("ending", F.when(F.col("reason_kind") == "session_expired", "crash or hang")
+                       .when((F.col("reason_kind") == "member_left") & (F.col("member_count") == 0), "clean stop")
+                       .when(F.col("reason_kind") == "member_left", "clean leave")))
     return out.select(
         "group_id", "generation", "time", "member_count", "members", "leader", "protocol_type", "protocol",
-        "reason", "reason_source", "client_reason", "trigger_member", "rebalance_duration_ms",
+        "reason", "reason_kind", "ending", "reason_source", "client_reason", "trigger_member", "rebalance_duration_ms",
         "members_joined", "members_left", "previous_generation", "seconds_since_previous", "in_offsets_log",
     ).orderBy("group_id", "generation")
 
@@ -196,3 +224,23 @@ def topics(batches: DataFrame, segments: DataFrame, ends: DataFrame, since: F.Co
                     "compression",
                     F.coalesce("errors", F.lit(0)).alias("errors"))
             .orderBy("topic", "partition"))
+
+
+def group_summary(rebalances_df: DataFrame, lag_df: DataFrame, commits_df: DataFrame) -> DataFrame:
+    """One row per group: generations, rebalances by how they ended, members now, lag, commits."""
+    last = Window.partitionBy("group_id").orderBy(F.col("generation").desc())
+    gens = (rebalances_df.withColumn("_n", F.row_number().over(last))
+            .groupBy("group_id")
+            .agg(F.count(F.lit(1)).alias("generations"),
+                 F.min("time").alias("first_seen"), F.max("time").alias("last_generation_time"),
+                 F.max(F.when(F.col("_n") == 1, F.col("member_count"))).alias("members_now"),
+                 F.sum(F.when(F.col("ending") == "crash or hang", 1).otherwise(0)).alias("crashes"),
+                 F.sum(F.when(F.col("ending").isin("clean leave", "clean stop"), 1).otherwise(0)).alias("clean_leaves"),
+                 F.max(F.when(F.col("_n") == 1, F.col("reason"))).alias("last_reason")))
+    lag_sum = lag_df.groupBy("group_id").agg(F.sum("lag").alias("total_lag"),
+                                             F.max("last_commit_time").alias("last_commit_time"))
+    commit_sum = commits_df.groupBy("group_id").agg(F.sum("commits").alias("commits"))
+    return (gens.join(lag_sum, "group_id", "full_outer").join(commit_sum, "group_id", "full_outer")
+            .select("group_id", "generations", "members_now", "crashes", "clean_leaves", "last_reason",
+                    "total_lag", "commits", "first_seen", "last_generation_time", "last_commit_time")
+            .orderBy("group_id"))

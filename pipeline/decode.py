@@ -322,9 +322,11 @@ def _members(record: GroupMetadataRecord) -> list[dict[str, Any]]:
     return out
 
 
-def consumer_offsets_row(log_partition: int, r: LogRecord) -> dict[str, Any]:
-    """One `__consumer_offsets` record, decoded with the coordinator's own record codec."""
-    row: dict[str, Any] = {"log_partition": log_partition, "offset": r.offset, "timestamp": _ms(r.timestamp)}
+def consumer_offsets_row(log_partition: int, r: LogRecord, batch_offset: int | None = None) -> dict[str, Any]:
+    """One `__consumer_offsets` record, decoded with the coordinator's own record codec. `batch_offset`
+    (the base offset of its batch) tells one OffsetCommit request from another: each is one batch."""
+    row: dict[str, Any] = {"log_partition": log_partition, "offset": r.offset, "timestamp": _ms(r.timestamp),
+                           "batch_offset": batch_offset}
     try:
         rec = decode_record(r.key, r.value)
     except UnknownRecordType as exc:
@@ -366,7 +368,7 @@ def consumer_offsets_rows(
             if header.is_control:
                 continue
             for r in records:
-                row = consumer_offsets_row(segment.partition, r)
+                row = consumer_offsets_row(segment.partition, r, header.base_offset)
                 if row["record_type"] == "undecodable":
                     report(ScanIssue(segment.path, -1, header.base_offset, "bad_records",
                                      f"record at offset {r.offset} does not decode: {row['detail']}"))

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TABLES = ("offsets_latest", "lag", "commit_rate", "rebalances", "topics", "errors")
+TABLES = ("offsets_latest", "lag", "commit_rate", "rebalances", "group_summary", "topics", "errors")
 
 
 class JobError(Exception):
@@ -107,7 +107,7 @@ def run(spark, data_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
     from .logdir import DataDirError, check_data_dir, list_segments
 
     progress = progress or Progress()
-    progress.total = 10
+    progress.total = 11
     try:
         root = check_data_dir(data_dir).resolve()
         segments = list_segments(root)
@@ -134,7 +134,15 @@ def run(spark, data_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
     for problem in problems:
         progress.warn(problem)
     progress(f"decoding __consumer_offsets: {offsets.count()} records")
-    events = read_broker_log(spark, broker_log) if broker_log else None
+    # Reasons: the log file when given, else the broker's own rebalance history file in the data dir.
+    history_file = root / "rebalances.jsonl"
+    events_source = "broker log"
+    if broker_log:
+        events = read_broker_log(spark, broker_log)
+    elif history_file.is_file():
+        events, events_source = read_broker_log(spark, history_file), "broker history"
+    else:
+        events = None
 
     ends = analytics.log_end_offsets(batches, seg_frame).cache()
     latest = analytics.offsets_latest(offsets).cache()
@@ -142,19 +150,30 @@ def run(spark, data_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
         "offsets_latest": latest.orderBy("group_id", "topic", "partition"),
         "lag": analytics.lag(latest, ends),
         "commit_rate": analytics.commit_rate(offsets, since),
-        "rebalances": analytics.rebalances(offsets, events, since),
+        "rebalances": analytics.rebalances(offsets, events, since, events_source),
         "topics": analytics.topics(batches, seg_frame, ends, since),
         "errors": errors_df,
     }
     rows: dict[str, int] = {}
+    # the summary reads the three tables it sums up once they are written
+    for name in ("lag", "commit_rate", "rebalances"):
+        tables[name].write.mode("overwrite").parquet(str(out_dir / name))
+    written = {name: spark.read.parquet(str(out_dir / name)) for name in ("lag", "commit_rate", "rebalances")}
+    tables["group_summary"] = analytics.group_summary(written["rebalances"], written["lag"], written["commit_rate"])
     for name, frame in tables.items():
+        if name in written:
+            rows[name] = written[name].count()
+            progress(f"{name}: {rows[name]} rows -> {out_dir / name}")
+            continue
         target = out_dir / name
         frame.write.mode("overwrite").parquet(str(target))
         rows[name] = spark.read.parquet(str(target)).count()
         progress(f"{name}: {rows[name]} rows -> {target}")
 
-    small = {name: spark.read.parquet(str(out_dir / name)) for name in ("lag", "commit_rate", "rebalances", "topics")}
+    small = {name: spark.read.parquet(str(out_dir / name))
+             for name in ("lag", "commit_rate", "rebalances", "topics", "group_summary")}
     pandas_tables = {
+        "group_summary": small["group_summary"].limit(100_000).toPandas(),
         "lag": small["lag"].limit(100_000).toPandas(),
         "commit_rate": small["commit_rate"].limit(100_000).toPandas(),
         "rebalances": small["rebalances"].drop("members").limit(100_000)
@@ -167,7 +186,9 @@ def run(spark, data_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
     meta = {"data directory": str(root), "segments": f"{len(segments)} ({total_bytes:,} bytes)",
             "since": "everything" if since_ms is None else
             f"{dt.datetime.fromtimestamp(since_ms / 1000, tz=dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC",
-            "broker log": str(broker_log) if broker_log else "not given (reasons derived from member lists)",
+            "rebalance reasons": str(broker_log) if broker_log else
+            f"{history_file} (the broker's history)" if history_file.is_file() else
+            "derived from member lists (no --broker-log, no rebalances.jsonl)",
             "spark master": spark.sparkContext.master}
     html_path = report.write_report(out_dir, pandas_tables, problems, meta)
     progress(f"report: {html_path}")
@@ -202,7 +223,7 @@ def main(args: argparse.Namespace) -> int:
         print("kbroker analyze: pyspark is not installed: pip install 'kbroker[pipeline]'", file=sys.stderr)
         return 2
     progress = Progress(enabled=not quiet)
-    progress.total = 10
+    progress.total = 11
     spark = make_session(master)
     try:
         result = run(spark, data_dir, out, since_ms=since_ms, broker_log=broker_log, progress=progress)

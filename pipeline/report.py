@@ -51,6 +51,8 @@ def chart_lag(lag: pd.DataFrame, path: Path) -> None:
 
 
 def chart_commit_rate(rate: pd.DataFrame, path: Path) -> None:
+    """Complete minutes as lines; a group's first and last minutes (partly covered by the data) as
+    hollow markers, so they do not read as dips."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 4))
     if not len(rate):
@@ -59,17 +61,30 @@ def chart_commit_rate(rate: pd.DataFrame, path: Path) -> None:
         top = rate.groupby("group_id")["commits"].sum().sort_values(ascending=False).head(MAX_SERIES).index
         for group in top:
             series = rate[rate["group_id"] == group].sort_values("minute")
-            ax.plot(series["minute"], series["commits"], marker="o", markersize=3, label=str(group))
+            complete = series[series["complete"]] if "complete" in series else series
+            partial = series[~series["complete"]] if "complete" in series else series.iloc[0:0]
+            line, = ax.plot(complete["minute"], complete["commits"], marker="o", markersize=3, label=str(group))
+            ax.plot(partial["minute"], partial["commits"], linestyle="none", marker="o", markersize=5,
+                    markerfacecolor="none", color=line.get_color())
         ax.set_ylabel("commits per minute")
+        ax.yaxis.set_major_locator(_integer_locator())
         ax.legend(fontsize=8, loc="upper left")
         fig.autofmt_xdate()
-    ax.set_title("Commit rate over time (UTC)")
+    ax.set_title("Commit rate over time (UTC; hollow: first/last minute, partly covered)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
+def _integer_locator():
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
 def chart_rebalances(rebalances: pd.DataFrame, path: Path) -> None:
+    """Generations as steps; a crash (session expired) as a red cross, a clean stop (the last member
+    left with LeaveGroup) as a grey square: stopping consumers is not drawn like losing one."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 4))
     timed = rebalances.dropna(subset=["time"]) if len(rebalances) else rebalances
@@ -80,7 +95,16 @@ def chart_rebalances(rebalances: pd.DataFrame, path: Path) -> None:
         for group in top:
             series = timed[timed["group_id"] == group].sort_values("generation")
             ax.step(series["time"], series["generation"], where="post", marker="o", markersize=4, label=str(group))
+        if "ending" in timed:
+            crashes = timed[timed["ending"] == "crash or hang"]
+            stops = timed[timed["ending"] == "clean stop"]
+            if len(crashes):
+                ax.plot(crashes["time"], crashes["generation"], "x", color="red", markersize=9, label="crash or hang")
+            if len(stops):
+                ax.plot(stops["time"], stops["generation"], "s", color="grey", markersize=7, markerfacecolor="none",
+                        label="clean stop")
         ax.set_ylabel("generation")
+        ax.yaxis.set_major_locator(_integer_locator())
         ax.legend(fontsize=8, loc="upper left")
         fig.autofmt_xdate()
     ax.set_title("Rebalances over time (UTC): each step is a new generation")
@@ -89,10 +113,30 @@ def chart_rebalances(rebalances: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def _readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """No `None`, no `NaN`, no `1.0` for a count, and times with their zone."""
+    out = frame.copy()
+    for name in out.columns:
+        col = out[name]
+        if pd.api.types.is_datetime64_any_dtype(col):
+            out[name] = col.dt.strftime("%Y-%m-%d %H:%M:%S UTC").where(col.notna(), "")
+        elif pd.api.types.is_float_dtype(col):
+            known = col.dropna()
+            if len(known) and (known == known.round()).all():
+                out[name] = col.astype("Int64").astype("string").fillna("")
+            else:
+                out[name] = col.map(lambda v: "" if pd.isna(v) else f"{v:,.2f}")
+        elif pd.api.types.is_bool_dtype(col):
+            out[name] = col.map({True: "yes", False: "no"})
+        else:
+            out[name] = col.map(lambda v: "" if v is None or (isinstance(v, float) and pd.isna(v)) else v)
+    return out
+
+
 def _table(frame: pd.DataFrame) -> str:
     if not len(frame):
         return "<p class='none'>none</p>"
-    shown = frame.head(MAX_ROWS)
+    shown = _readable(frame.head(MAX_ROWS))
     note = f"<p class='note'>first {MAX_ROWS} of {len(frame)} rows</p>" if len(frame) > MAX_ROWS else ""
     return shown.to_html(index=False, border=0, classes="t", na_rep="", escape=True) + note
 
@@ -122,6 +166,9 @@ def write_report(out_dir: Path, tables: dict[str, pd.DataFrame], problems: list[
         parts.append(f"<h2 class='warn'>Problems in the input ({len(problems)})</h2><ul>")
         parts += [f"<li class='warn'>{esc(p)}</li>" for p in problems[:MAX_ROWS]]
         parts.append("</ul>")
+    if "group_summary" in tables:
+        parts.append("<h2>Groups</h2>")
+        parts.append(_table(tables["group_summary"]))
     parts.append("<h2>Lag</h2><img src='charts/lag_by_group.png' alt='lag by group'>")
     parts.append(_table(tables["lag"]))
     parts.append("<h2>Commit rate</h2><img src='charts/commit_rate.png' alt='commit rate over time'>")
@@ -131,7 +178,7 @@ def write_report(out_dir: Path, tables: dict[str, pd.DataFrame], problems: list[
     parts.append("<h2>Topics</h2>")
     parts.append(_table(tables["topics"]))
     parts.append("<p class='note'>Full tables: the Parquet folders next to this file "
-                 "(offsets_latest, lag, commit_rate, rebalances, topics, errors).</p></body></html>")
+                 "(offsets_latest, lag, commit_rate, rebalances, group_summary, topics, errors).</p></body></html>")
     path = out_dir / "report.html"
     path.write_text("\n".join(parts), encoding="utf-8")
     return path

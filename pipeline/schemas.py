@@ -90,6 +90,7 @@ CONSUMER_OFFSETS = _struct(
     ("state_timestamp", TimestampType()),
     ("members", ArrayType(MEMBER, True)),
     ("detail", StringType()),
+    ("batch_offset", LongType()),
 )
 
 VIEWS = {"records": RECORDS, "batches": BATCHES, "consumer_offsets": CONSUMER_OFFSETS}

@@ -142,7 +142,7 @@ def _read_wire(view: str, schema: StructType, value: tuple[wire.PartitionLeader,
     arrow_schema = schemas.arrow_schema(schema)
     batches = wire.fetch_range(leader.host, leader.port, leader.topic, leader.partition, start, end)
     if view == "consumer_offsets":
-        rows = [decode.consumer_offsets_row(leader.partition, r)
+        rows = [decode.consumer_offsets_row(leader.partition, r, header.base_offset)
                 for header, records in batches if not header.is_control for r in records]
         yield from decode.rows_to_batches(rows, arrow_schema)
         return

@@ -86,6 +86,8 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
             # Offline after a storage error (see flusher.py): its tail may never reach the disk, so
             # serve nothing from it, as Kafka's offline log directory answers.
             results.append((key, _error_result(ErrorCode.KAFKA_STORAGE_ERROR)))
+        elif (faults := getattr(broker, "partition_faults", None)) and (injected := faults.take("Fetch", name, key[1])):
+            results.append((key, _error_result(injected)))
             has_error = True
             continue
         try:
@@ -102,6 +104,8 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
             continue
         size = len(records)
         if size:
+            if (observations := getattr(broker, "observations", None)) is not None:
+                observations.bytes_out[name] += size
             min_one = False
             budget = max(0, budget - size)
             total += size

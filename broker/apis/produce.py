@@ -231,6 +231,8 @@ async def _produce_partition(
             return PartitionProduceResponse(index=index, error_code=ErrorCode.NONE,
                                             base_offset=duplicate.first_offset, log_append_time_ms=-1,
                                             log_start_offset=plog.log_start_offset)
+    if (faults := getattr(broker, "partition_faults", None)) and (injected := faults.take("Produce", topic, index)):
+        return _error(index, injected, "injected by a test control")
     try:
         appended = plog.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms, single_batch=True)
     except KafkaError as e:
@@ -239,6 +241,9 @@ async def _produce_partition(
         return _error(index, ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write to {topic}-{index}: {e}")
     if state is not None:
         state.update(header, appended.base_offset, appended.last_offset, now_ms)
+    observations = getattr(broker, "observations", None)
+    if observations is not None:
+        observations.bytes_in[topic] += len(records)
     purgatory = getattr(broker, "fetch_purgatory", None)
     if purgatory is not None:
         purgatory.notify(topic, index)

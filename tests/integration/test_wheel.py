@@ -16,7 +16,7 @@ import pytest
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.dockerfile import ROOT
 
-RUNTIME_TREES = ("broker", "protocol", "coordinator", "purgatory", "pipeline")
+RUNTIME_TREES = ("broker", "protocol", "coordinator", "purgatory", "pipeline", "admin")
 
 
 def _source_files() -> set[str]:

@@ -105,6 +105,7 @@ def build(root: Path, *, batches_per_partition: int = 12, segment_bytes: int = 2
     generation("billing", 1, T0, [member("b-1", "billing-a", {ORDERS: [0, 1, 2]})], "b-1")
     commit("billing", T0 + 10_000, {0: 3, 1: 4, 2: 5})
     commit("billing", T0 + 20_000, {0: 6, 1: 8})
+    commit("billing", T0 + 20_000, {2: 7})  # another member, the same millisecond: a second commit
     generation("billing", 2, T0 + 70_000, [member("b-1", "billing-a", {ORDERS: [0, 1]}),
                                              member("b-2", "billing-b", {ORDERS: [2]})], "b-1")
     commit("billing", T0 + 80_000, {0: 9, 1: 10, 2: 11})

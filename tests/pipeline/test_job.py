@@ -49,7 +49,47 @@ def test_lag_is_log_end_minus_committed(spark, scenario, result) -> None:
 def test_commit_rate_counts_commits_per_minute(spark, scenario, result) -> None:
     rows = _table(spark, result, "commit_rate").collect()
     got = {(r.group_id, int(r.minute.timestamp() * 1000)): r.commits for r in rows}
+    # two commits sharing a millisecond count twice (the scenario has one such pair)
     assert got == {(g, m): n for g, minutes in scenario.commit_minutes.items() for m, n in minutes.items()}
+    billing = sorted((r.minute, r.complete) for r in rows if r.group_id == "billing")
+    assert [c for _, c in billing] == [False] + [True] * (len(billing) - 2) + [False]
+
+
+def test_rebalances_say_how_they_ended_and_groups_are_summed_up(spark, scenario, result) -> None:
+    rows = {(r.group_id, r.generation): r for r in _table(spark, result, "rebalances").collect()}
+    assert rows[("billing", 3)].reason_kind == "member_left" and rows[("billing", 3)].ending == "clean leave"
+    assert rows[("audit", 2)].reason_kind == "group_emptied"
+    summary = {r.group_id: r for r in _table(spark, result, "group_summary").collect()}
+    assert summary["billing"].generations == 3 and summary["billing"].members_now == 1
+    assert summary["billing"].commits == sum(scenario.commit_minutes["billing"].values())
+    want_lag = sum(scenario.end_offsets[(t, p)] - o for (g, t, p), o in scenario.latest.items() if g == "billing")
+    assert summary["billing"].total_lag == want_lag
+
+
+def test_report_tables_show_no_none_no_float_counts_and_utc_times(result) -> None:
+    import re
+
+    html = result.report.read_text()
+    cells = re.findall(r"<td>(.*?)</td>", html)
+    assert cells and "None" not in cells and "NaN" not in cells and "nan" not in cells
+    assert not [c for c in cells if re.fullmatch(r"-?\d+\.0", c)]
+    times = [c for c in cells if re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d.*", c)]
+    assert times and all(c.endswith(" UTC") for c in times)
+    assert "<h2>Groups</h2>" in html
+
+
+def test_the_brokers_history_file_gives_the_reasons_without_its_log(spark, scenario, tmp_path) -> None:
+    root = tmp_path / "data"
+    shutil.copytree(scenario.root, root)
+    event = {"event": "rebalance_completed", "timestamp": "2023-11-14T22:14:30Z", "group_id": "billing",
+             "old_generation": 2, "new_generation": 3, "reason": "session expired for member b-1",
+             "client_reason": None, "trigger_member": "b-1", "members_in": [], "members_out": ["b-1"],
+             "member_count": 1, "duration_ms": 6001}
+    (root / "rebalances.jsonl").write_text(json.dumps(event) + "\n")
+    res = job.run(spark, root, tmp_path / "r")
+    row = _table(spark, res, "rebalances").where("group_id = 'billing' and generation = 3").collect()[0]
+    assert (row.reason, row.reason_source, row.ending) == ("session expired for member b-1", "broker history",
+                                                           "crash or hang")
 
 
 def test_rebalances_list_every_generation_with_members_and_gaps(spark, scenario, result) -> None:

@@ -40,7 +40,7 @@ def test_since_option_skips_older_records(spark, scenario) -> None:
 def test_consumer_offsets_view(spark, scenario) -> None:
     df = spark.read.format("kbroker-log").option("view", "consumer_offsets").load(str(scenario.root))
     counts = {r.record_type: r["count"] for r in df.groupBy("record_type").count().collect()}
-    assert counts == {"offset_commit": 16, "offset_tombstone": 2, "group_metadata": 6, "group_tombstone": 1}
+    assert counts == {"offset_commit": 17, "offset_tombstone": 2, "group_metadata": 6, "group_tombstone": 1}
     member = df.where("group_id = 'billing' and generation = 3").select("members").first().members[0]
     assert (member.member_id, member.assignment[0].partitions) == ("b-2", [0, 1, 2])
 

@@ -1,0 +1,254 @@
+"""`kbroker group ...`: consumer groups over the Kafka protocol (any broker), plus the rebalance
+history, which only kbroker keeps and serves on its HTTP endpoint (Kafka has no API for it)."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.delete_groups_request import DeleteGroupsRequest
+from kbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from kbroker.protocol.messages.list_groups_request import ListGroupsRequest
+from kbroker.protocol.messages.offset_commit_request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kbroker.protocol.messages.offset_delete_request import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
+from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest
+
+from .client import Admin, AdminError, error_name
+from .topics import EARLIEST, LATEST, log_offsets, partitions_of
+
+
+def list_groups(admin: Admin) -> list[dict]:
+    resp = admin.conn.request(16, ListGroupsRequest())
+    if resp.error_code:
+        raise AdminError(f"broker {admin.bootstrap}: ListGroups failed with {error_name(resp.error_code)}")
+    return [{"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type}
+            for g in sorted(resp.groups, key=lambda g: g.group_id)]
+
+
+def _describe(admin: Admin, group_id: str):
+    resp = admin.group_request(group_id, 15, DescribeGroupsRequest(groups=[group_id]),
+                               lambda r: r.groups[0].error_code)
+    group = resp.groups[0]
+    if group.error_code:
+        raise AdminError(f"group {group_id}: {error_name(group.error_code)}")
+    return group
+
+
+def committed_offsets(admin: Admin, group_id: str) -> dict[tuple[str, int], int]:
+    resp = admin.group_request(group_id, 9, OffsetFetchRequest(group_id=group_id, topics=None),
+                               lambda r: r.error_code)
+    if resp.error_code:
+        raise AdminError(f"group {group_id}: OffsetFetch failed with {error_name(resp.error_code)}")
+    return {(t.name, p.partition_index): p.committed_offset
+            for t in resp.topics for p in t.partitions if p.committed_offset >= 0}
+
+
+def decode_assignment(data: bytes) -> list[tuple[str, int]]:
+    """The consumer protocol's assignment (version, [topic, [partition]], user data)."""
+    out = []
+    try:
+        pos = 2
+        (n_topics,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(max(n_topics, 0)):
+            (length,) = struct.unpack_from(">h", data, pos)
+            topic = data[pos + 2:pos + 2 + length].decode()
+            pos += 2 + length
+            (n_parts,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            for _ in range(max(n_parts, 0)):
+                out.append((topic, struct.unpack_from(">i", data, pos)[0]))
+                pos += 4
+    except (struct.error, UnicodeDecodeError):
+        return []
+    return out
+
+
+def describe_group(admin: Admin, group_id: str) -> dict:
+    group = _describe(admin, group_id)
+    if group.group_state == "Dead":
+        raise AdminError(f"group {group_id} does not exist")
+    owner: dict[tuple[str, int], str] = {}
+    members = []
+    for m in group.members:
+        assigned = decode_assignment(m.member_assignment) if group.protocol_type == "consumer" else []
+        for tp in assigned:
+            owner[tp] = m.member_id
+        members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id, "host": m.client_host,
+                        "assignment": [f"{t}-{p}" for t, p in sorted(assigned)]})
+    committed = committed_offsets(admin, group_id)
+    wanted: dict[str, set[int]] = {}
+    for t, p in [*committed, *owner]:
+        wanted.setdefault(t, set()).add(p)
+    ends = log_offsets(admin, {t: sorted(ps) for t, ps in wanted.items()}, LATEST)
+    partitions = []
+    for tp in sorted(set(committed) | set(owner)):
+        end, offset = ends.get(tp), committed.get(tp)
+        partitions.append({
+            "topic": tp[0], "partition": tp[1], "committed": offset, "log_end": end,
+            "lag": (end - offset) if end is not None and offset is not None else None,
+            "member": owner.get(tp),
+        })
+    return {"group": group_id, "state": group.group_state, "protocol_type": group.protocol_type,
+            "protocol": group.protocol_data, "members": members, "partitions": partitions,
+            "total_lag": sum(p["lag"] or 0 for p in partitions)}
+
+
+def reset_offsets(admin: Admin, group_id: str, topic: str, *, to: str, value: str | None,
+                  dry_run: bool) -> list[dict]:
+    """Kafka's rule: a group's offsets are reset only while it has no members."""
+    group = _describe(admin, group_id)
+    if group.group_state not in ("Empty", "Dead"):
+        raise AdminError(f"group {group_id} is {group.group_state} with {len(group.members)} member(s); "
+                         f"offsets can only be reset while it is empty (stop its consumers)")
+    topic_name, _, only = topic.partition(":")
+    parts = partitions_of(admin, [topic_name])[topic_name]
+    if only:
+        parts = [p for p in parts if str(p) in only.split(",")]
+    targets = {topic_name: parts}
+    current = committed_offsets(admin, group_id)
+    starts = log_offsets(admin, targets, EARLIEST)
+    ends = log_offsets(admin, targets, LATEST)
+    if to == "earliest":
+        new = starts
+    elif to == "latest":
+        new = ends
+    elif to == "datetime":
+        ms = parse_time_ms(value or "")
+        new = {tp: (o if o >= 0 else ends[tp]) for tp, o in log_offsets(admin, targets, ms).items()}
+    elif to == "offset":
+        new = {tp: int(value or 0) for tp in starts}
+    elif to == "shift-by":
+        new = {tp: current.get(tp, ends[tp]) + int(value or 0) for tp in starts}
+    else:
+        raise AdminError(f"unknown reset target {to!r}")
+    # Like kafka-consumer-groups.sh: a target outside the log is clamped to its bounds.
+    new = {tp: min(max(o, starts[tp]), ends[tp]) for tp, o in new.items()}
+    rows = [{"topic": t, "partition": p, "previous": current.get((t, p)), "new": new[(t, p)]}
+            for t, p in sorted(new)]
+    if dry_run:
+        return rows
+    request = OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="", topics=[
+        OffsetCommitRequestTopic(name=topic_name, partitions=[
+            OffsetCommitRequestPartition(partition_index=p, committed_offset=new[(topic_name, p)])
+            for p in parts])])
+    resp = admin.group_request(group_id, 8, request,
+                               lambda r: r.topics[0].partitions[0].error_code if r.topics and r.topics[0].partitions
+                               else 0)
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code:
+                raise AdminError(f"group {group_id}: commit to {t.name}-{p.partition_index} failed with "
+                                 f"{error_name(p.error_code)}")
+    return rows
+
+
+def parse_time_ms(text: str) -> int:
+    """ISO 8601 (a time without zone is UTC) or epoch milliseconds."""
+    if text.isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise AdminError(f"--to-datetime {text!r} is neither ISO 8601 nor epoch milliseconds") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def delete_groups(admin: Admin, group_ids: list[str]) -> list[dict]:
+    rows = []
+    for group_id in group_ids:
+        resp = admin.group_request(group_id, 42, DeleteGroupsRequest(groups_names=[group_id]),
+                                   lambda r: r.results[0].error_code)
+        code = resp.results[0].error_code
+        if code:
+            hint = " (it still has members)" if code == ErrorCode.NON_EMPTY_GROUP else ""
+            raise AdminError(f"group {group_id}: {error_name(code)}{hint}")
+        rows.append({"group": group_id, "deleted": True})
+    return rows
+
+
+def delete_offsets(admin: Admin, group_id: str, topic: str) -> list[dict]:
+    topic_name, _, only = topic.partition(":")
+    parts = partitions_of(admin, [topic_name])[topic_name]
+    if only:
+        parts = [p for p in parts if str(p) in only.split(",")]
+    request = OffsetDeleteRequest(group_id=group_id, topics=[
+        OffsetDeleteRequestTopic(name=topic_name, partitions=[OffsetDeleteRequestPartition(p) for p in parts])])
+    resp = admin.group_request(group_id, 47, request, lambda r: r.error_code)
+    if resp.error_code:
+        raise AdminError(f"group {group_id}: {error_name(resp.error_code)}")
+    rows = []
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code:
+                raise AdminError(f"group {group_id}: {t.name}-{p.partition_index}: {error_name(p.error_code)}")
+            rows.append({"group": group_id, "topic": t.name, "partition": p.partition_index, "deleted": True})
+    return rows
+
+
+def wait_for_group(admin: Admin, group_id: str, *, members: int | None, stable: bool, timeout_s: float,
+                   admin_url: str | None = None) -> dict:
+    """Poll DescribeGroups (any broker) until the group is Stable with `members` members."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        group = admin.group_request(group_id, 15, DescribeGroupsRequest(groups=[group_id]),
+                                    lambda r: r.groups[0].error_code).groups[0]
+        state, count = group.group_state, len(group.members)
+        if not group.error_code and (members is None or count == members) and (not stable or state == "Stable"):
+            return {"group": group_id, "state": state, "members": count}
+        if time.monotonic() >= deadline:
+            why = ""
+            if admin_url:
+                try:
+                    stuck = http_json(admin_url, f"/v1/groups/{group_id}", timeout_s=2).get("rebalance_in_progress")
+                    why = f"; {stuck['why']}" if stuck else ""
+                except AdminError:
+                    pass
+            want = f"{members} member(s)" if members is not None else "any members"
+            if state in ("Dead", ""):
+                raise AdminError(f"group {group_id} does not exist after {timeout_s:g} s")
+            raise AdminError(f"group {group_id} is {state or 'unknown'} with {count} member(s) after "
+                             f"{timeout_s:g} s (waited for {'Stable with ' if stable else ''}{want}){why}")
+        time.sleep(0.05)
+
+
+def http_json(base_url: str, path: str, *, method: str = "GET", body: dict | None = None,
+              timeout_s: float = 10.0) -> dict:
+    """A request to kbroker's HTTP endpoint (--metrics-listen); errors become one AdminError line."""
+    url = base_url.rstrip("/") + path
+    if "://" not in url:
+        url = "http://" + url
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        try:
+            message = json.loads(e.read()).get("error", e.reason)
+        except ValueError:
+            message = e.reason
+        raise AdminError(f"{base_url}: {message}") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise AdminError(f"kbroker endpoint {base_url} did not answer: {reason} (is --metrics-listen set?)") from None
+
+
+def history(admin_url: str, group_id: str) -> dict:
+    return http_json(admin_url, f"/v1/groups/{group_id}/history")

@@ -1,0 +1,172 @@
+"""The Prometheus exposition: one collector that reads the broker's state at scrape time.
+
+Nothing here runs per request. Counters come from `broker/observe.py` (plain Python updated by
+the hooks); gauges (groups, members, lag, log end offsets, connections) are computed from the
+live coordinator and logs when Prometheus scrapes, so they cannot drift from the truth. This is
+the only module importing prometheus_client, and the broker imports it only with
+`--metrics-listen`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from kbroker.broker.log.manager import is_internal_topic
+from kbroker.broker.observe import Histogram, all_servers
+from kbroker.protocol.errors import ErrorCode
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def api_label(handler: Any) -> str:
+    """`kbroker.broker.apis.join_group` -> `JoinGroup`."""
+    module = getattr(handler, "__module__", "") or ""
+    return "".join(part.capitalize() for part in module.rsplit(".", 1)[-1].split("_")) or "Unknown"
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+def _histogram(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
+    return HistogramMetricFamily(name, doc, labels=labels)
+
+
+def _add_histogram(family: HistogramMetricFamily, values: list[str], hist: Histogram) -> None:
+    family.add_metric(values, hist.cumulative(), hist.sum)
+
+
+class BrokerCollector:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    def _api_names(self) -> dict[int, str]:
+        return {key: api_label(route.handler) for key, route in self.broker.router.routes.items()}
+
+    def collect(self):
+        b = self.broker
+        obs = b.observations
+        names = self._api_names()
+
+        requests = CounterMetricFamily("kbroker_requests", "Requests answered, per API and version",
+                                       labels=["api", "version"])
+        errors = CounterMetricFamily("kbroker_request_errors",
+                                     "Requests that failed (the connection was closed instead of an answer)",
+                                     labels=["api", "version"])
+        for (key, version), n in sorted(obs.requests.items()):
+            requests.add_metric([names.get(key, str(key)), str(version)], n)
+        for (key, version), n in sorted(obs.errors.items()):
+            errors.add_metric([names.get(key, str(key)), str(version)], n)
+        yield requests
+        yield errors
+        answers = CounterMetricFamily("kbroker_error_answers", "Answers carrying a top-level Kafka error code",
+                                      labels=["api", "error"])
+        for (key, code), n in sorted(obs.error_answers.items()):
+            answers.add_metric([names.get(key, str(key)), _error_name(code)], n)
+        yield answers
+        latency = _histogram("kbroker_request_latency_seconds",
+                             "From a request's frame read to its response ready (durability waits included)",
+                             ["api"])
+        for key, hist in sorted(obs.latency.items()):
+            _add_histogram(latency, [names.get(key, str(key))], hist)
+        yield latency
+
+        bytes_in = CounterMetricFamily("kbroker_topic_bytes_in", "Record bytes appended by Produce", labels=["topic"])
+        bytes_out = CounterMetricFamily("kbroker_topic_bytes_out", "Record bytes returned by Fetch", labels=["topic"])
+        for topic, n in sorted(obs.bytes_in.items()):
+            bytes_in.add_metric([topic], n)
+        for topic, n in sorted(obs.bytes_out.items()):
+            bytes_out.add_metric([topic], n)
+        yield bytes_in
+        yield bytes_out
+
+        connections = sum(len(server._connections) for server in all_servers(b))
+        yield GaugeMetricFamily("kbroker_connections", "Open client connections", value=connections)
+        yield CounterMetricFamily("kbroker_connections_opened", "Client connections accepted",
+                                  value=obs.connections_opened)
+
+        leo = GaugeMetricFamily("kbroker_log_end_offset", "Log end offset per partition", labels=["topic", "partition"])
+        size = GaugeMetricFamily("kbroker_log_size_bytes", "Bytes on disk per partition", labels=["topic", "partition"])
+        ends: dict[tuple[str, int], int] = {}
+        for plog in b.logs.logs():
+            ends[(plog.topic, plog.partition)] = plog.high_watermark
+            if is_internal_topic(plog.topic) and plog.log_end_offset == 0:
+                continue  # 50 empty __consumer_offsets partitions say nothing
+            labels = [plog.topic, str(plog.partition)]
+            leo.add_metric(labels, plog.log_end_offset)
+            size.add_metric(labels, plog.size_bytes)
+        yield leo
+        yield size
+
+        fsync = _histogram("kbroker_fsync_seconds", "fsync calls on log segments and their duration", [])
+        _add_histogram(fsync, [], obs.fsync)
+        yield fsync
+
+        yield from self._groups(b, ends)
+
+        rebalances = CounterMetricFamily("kbroker_rebalances", "Completed rebalances by reason",
+                                         labels=["group_type", "reason"])
+        for (group_type, reason), n in sorted(obs.rebalances.items()):
+            rebalances.add_metric([group_type, reason], n)
+        yield rebalances
+        duration = _histogram("kbroker_rebalance_duration_seconds", "From a rebalance's start to its new generation", [])
+        _add_histogram(duration, [], obs.rebalance_duration)
+        yield duration
+
+        stall = _histogram("kbroker_event_loop_stall_seconds",
+                           "How late the event loop woke a 100 ms sleep (time it was blocked)", [])
+        _add_histogram(stall, [], obs.loop_stall)
+        yield stall
+        yield GaugeMetricFamily("kbroker_event_loop_stall_max_seconds", "Longest event-loop stall seen",
+                                value=obs.loop_stall_max_s)
+        coordinator = b.coordinator
+        yield GaugeMetricFamily("kbroker_offsets_partitions_loaded", "__consumer_offsets partitions loaded",
+                                value=coordinator.loaded_partitions)
+
+    @staticmethod
+    def _groups(b: Any, ends: dict[tuple[str, int], int]):
+        by_state: Counter[tuple[str, str]] = Counter()
+        members = GaugeMetricFamily("kbroker_group_members", "Members per group", labels=["group"])
+        lag = GaugeMetricFamily("kbroker_consumer_lag", "Log end (high watermark) minus the committed offset",
+                                labels=["group", "topic", "partition"])
+        committed = GaugeMetricFamily("kbroker_consumer_committed_offset", "Committed offset",
+                                      labels=["group", "topic", "partition"])
+        rebalancing = GaugeMetricFamily("kbroker_group_rebalancing_seconds",
+                                        "How long a group has been rebalancing (absent when it is not)",
+                                        labels=["group"])
+        now_ms = b.coordinator.clock.wall_ms()
+        for group in b.coordinator.groups():
+            by_state[("classic", str(group.state))] += 1
+            if group.rebalance is not None:
+                rebalancing.add_metric([group.group_id], max(now_ms - group.rebalance.started_ms, 0) / 1000)
+            members.add_metric([group.group_id], len(group.members))
+            for (topic, partition), offset in sorted(group.offsets.items()):
+                end = ends.get((topic, partition))
+                labels = [group.group_id, topic, str(partition)]
+                committed.add_metric(labels, offset.offset)
+                if end is not None:
+                    lag.add_metric(labels, max(end - offset.offset, 0))
+        groups = GaugeMetricFamily("kbroker_groups", "Groups by type and state", labels=["group_type", "state"])
+        for (group_type, state), n in sorted(by_state.items()):
+            groups.add_metric([group_type, state], n)
+        yield groups
+        yield rebalancing
+        yield members
+        yield committed
+        yield lag
+
+
+def render(broker: Any) -> bytes:
+    registry = getattr(broker, "_metrics_registry", None)
+    if registry is None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(BrokerCollector(broker))
+        broker._metrics_registry = registry
+    return generate_latest(registry)
