@@ -12,6 +12,7 @@ principal may Describe). Keeping this table here leaves the handlers free of sec
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Awaitable, Callable
 
 from kbroker.broker.router import Deferred, Router, generic_failed_response
@@ -75,6 +76,7 @@ def _fail_closed(route) -> Callable:
 
 
 def _guarded(handler: Callable, check: Callable, operations: Callable | None) -> Callable:
+    @functools.wraps(handler)  # keeps the API's module and name (the metrics label requests by them)
     async def guarded(ctx, request):
         security = getattr(ctx.broker, "security", None)
         if security is None:
