@@ -178,11 +178,25 @@ async def check_produce(ctx, request, call, sec):
                 produce.PartitionProduceResponse(index=p.index, error_code=TXN_DENIED) for p in t.partition_data])
             for t in request.topic_data])
     names = _topic_names_by_id(ctx) if any(not t.name for t in request.topic_data) else {}
+    existing = ctx.broker.logs.topics()
+    errors: dict[int, int] = {}
+
+    def allowed(t) -> bool:
+        name = t.name or names.get(t.topic_id, "")
+        if not sec.authorize(ctx, Op.WRITE, RT.TOPIC, name):
+            errors[id(t)] = TOPIC_DENIED
+        elif name not in existing and ctx.broker.config.auto_create_topics_enable and not (
+                sec.authorize(ctx, Op.CREATE, RT.CLUSTER, audit_denial=False)
+                or sec.authorize(ctx, Op.CREATE, RT.TOPIC, name)):
+            # our Produce auto-creates (Kafka 4's does not): never for a principal without Create, who gets
+            # what Kafka answers for a topic that does not exist
+            errors[id(t)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return id(t) not in errors
+
     return await _split(
-        ctx, request, call, sec, items="topic_data", answer_list="responses",
-        allowed=lambda t: sec.authorize(ctx, Op.WRITE, RT.TOPIC, t.name or names.get(t.topic_id, "")),
+        ctx, request, call, sec, items="topic_data", answer_list="responses", allowed=allowed,
         denied_entry=lambda t: produce.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
-            produce.PartitionProduceResponse(index=p.index, error_code=TOPIC_DENIED) for p in t.partition_data]))
+            produce.PartitionProduceResponse(index=p.index, error_code=errors[id(t)]) for p in t.partition_data]))
 
 
 def _fetch_error(partition: int) -> Any:

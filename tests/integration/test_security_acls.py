@@ -328,3 +328,29 @@ def test_metadata_v0_naming_only_refused_topics_lists_no_others(cluster):
     answer = wire.call(3, 0, md.MetadataRequest(topics=[md.MetadataRequestTopic(name=T2)]))
     assert [(t.name, t.error_code) for t in answer.topics] == [(T2, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
     assert answer.brokers
+
+
+def test_produce_does_not_auto_create_for_a_principal_without_create(tmp_path):
+    from kbroker.tests.integration.security_setup import start_secure_broker as start
+
+    sb = start(tmp_path, "--authorizer-class-name", AUTHORIZER, "--super-users", "User:admin")
+    try:
+        from confluent_kafka.admin import (
+            AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
+        )
+
+        admin = admin_client(sb)
+        write_all = AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, "User:reader", "*",
+                               AclOperation.WRITE, AclPermissionType.ALLOW)
+        for f in admin.create_acls([write_all]).values():
+            f.result(30)
+        wire = plain_login(sb.address("SASL_PLAINTEXT"), "reader", PASSWORDS["reader"])
+        batch = encode_batch([Record(0, int(time.time() * 1000), None, b"x")])
+        answer = wire.call(0, 9, pr.ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
+            pr.TopicProduceData(name="never-created", partition_data=[pr.PartitionProduceData(index=0,
+                                                                                            records=batch)])]))
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        names = set(admin.list_topics(timeout=10).topics)
+        assert "never-created" not in names
+    finally:
+        sb.broker.stop()
