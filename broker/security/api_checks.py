@@ -6,17 +6,23 @@ with Kafka's error code: GROUP_AUTHORIZATION_FAILED for JoinGroup, CLUSTER_AUTHO
 DescribeCluster, ...), or removes the resources the principal may not touch from the request, lets
 the handler serve the rest and adds one error entry per removed resource (TOPIC_AUTHORIZATION_FAILED
 for Produce, Fetch, ...), or filters what the answer shows (Metadata and ListGroups list only what the
-principal may Describe). Keeping this table here leaves the handlers free of security code.
+principal may Describe). Keeping this table here leaves the handlers free of security code; the
+checks of the transaction, KIP-848 and admin APIs live in txn_group_admin_checks.py, what all share in
+check_helpers.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
-from kbroker.broker.router import Deferred, Router, generic_failed_response
+from kbroker.broker.router import Router, generic_failed_response
+from kbroker.broker.security import txn_group_admin_checks as more
 from kbroker.broker.security.acl import Operation as Op, ResourceType as RT
+from kbroker.broker.security.check_helpers import (
+    CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, split, then, topic_names_by_id,
+)
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages import (
     alter_configs_response as alter_cfg, create_partitions_response as create_parts,
@@ -34,11 +40,6 @@ from kbroker.protocol.messages.join_group_response import JoinGroupResponse
 from kbroker.protocol.messages.leave_group_response import LeaveGroupResponse
 from kbroker.protocol.messages.sync_group_response import SyncGroupResponse
 
-Call = Callable[[Any], Awaitable[Any]]
-TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
-CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # ConfigResource types
 
 
@@ -86,7 +87,7 @@ def _guarded(handler: Callable, check: Callable, operations: Callable | None) ->
         else:
             result = await check(ctx, request, lambda req: handler(ctx, req), security)
         if operations is not None:
-            result = _then(result, lambda body: operations(ctx, request, body, security))
+            result = then(result, lambda body: operations(ctx, request, body, security))
         return result
     return guarded
 
@@ -129,45 +130,6 @@ OPERATIONS = {3: _metadata_operations, 60: _describe_cluster_operations, 15: _de
               69: _consumer_group_describe_operations}
 
 
-def _then(result: Any, fn: Callable[[Any], Any]) -> Any:
-    """Apply `fn` to a handler's answer, also when the answer is Deferred (or None for acks=0)."""
-    if result is None:
-        return None
-    if isinstance(result, Deferred):
-        async def later():
-            body = await result.response
-            return None if body is None else fn(body)
-        return Deferred(later())
-    return fn(result)
-
-
-def _topic_names_by_id(ctx) -> dict:
-    return {info.topic_id: name for name, info in ctx.broker.logs.topics().items()}
-
-
-# --- per-resource checks: remove what is refused, answer it with an error entry ---
-
-async def _split(ctx, request, call: Call, sec, *, items: str, allowed: Callable[[Any], bool],
-                 denied_entry: Callable[[Any], Any], answer_list: str,
-                 when_none_left: Callable[[], Any] | None = None) -> Any:
-    """`when_none_left`: for APIs where an empty list means "everything", the answer to give (before
-    the error entries) when every named resource is refused, instead of calling the handler."""
-    kept, refused = [], []
-    for item in getattr(request, items):
-        (kept if allowed(item) else refused).append(item)
-    if not refused:
-        return await call(request)
-    if not kept and when_none_left is not None:
-        result = when_none_left()
-    else:
-        result = await call(dataclasses.replace(request, **{items: kept}))
-
-    def merge(body):
-        getattr(body, answer_list).extend(denied_entry(item) for item in refused)
-        return body
-    return _then(result, merge)
-
-
 async def check_produce(ctx, request, call, sec):
     if request.transactional_id is not None and not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID,
                                                                    request.transactional_id):
@@ -177,7 +139,7 @@ async def check_produce(ctx, request, call, sec):
             produce.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
                 produce.PartitionProduceResponse(index=p.index, error_code=TXN_DENIED) for p in t.partition_data])
             for t in request.topic_data])
-    names = _topic_names_by_id(ctx) if any(not t.name for t in request.topic_data) else {}
+    names = topic_names_by_id(ctx) if any(not t.name for t in request.topic_data) else {}
     existing = ctx.broker.logs.topics()
     errors: dict[int, int] = {}
 
@@ -193,7 +155,7 @@ async def check_produce(ctx, request, call, sec):
             errors[id(t)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return id(t) not in errors
 
-    return await _split(
+    return await split(
         ctx, request, call, sec, items="topic_data", answer_list="responses", allowed=allowed,
         denied_entry=lambda t: produce.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
             produce.PartitionProduceResponse(index=p.index, error_code=errors[id(t)]) for p in t.partition_data]))
@@ -212,7 +174,7 @@ async def check_fetch(ctx, request, call, sec):
                                              partitions=[_fetch_error(p.partition) for p in t.partitions])
                 for t in request.topics])
         return await call(request)
-    names = _topic_names_by_id(ctx) if ctx.api_version >= 13 else {}
+    names = topic_names_by_id(ctx) if ctx.api_version >= 13 else {}
     refused_any = []
 
     def allowed(t) -> bool:
@@ -234,11 +196,11 @@ async def check_fetch(ctx, request, call, sec):
                                                            partitions=[_fetch_error(p.partition) for p in t.partitions])
                               for t in refused_any)
         return body
-    return _then(result, merge)
+    return then(result, merge)
 
 
 async def check_list_offsets(ctx, request, call, sec):
-    return await _split(
+    return await split(
         ctx, request, call, sec, items="topics", answer_list="topics",
         allowed=lambda t: sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name),
         denied_entry=lambda t: list_offsets.ListOffsetsTopicResponse(name=t.name, partitions=[
@@ -256,7 +218,7 @@ async def check_metadata(ctx, request, call, sec):
             body.topics = [t for t in body.topics
                            if t.name is None or sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name, audit_denial=False)]
             return body
-        return _then(result, visible)
+        return then(result, visible)
     auto = (request.allow_auto_topic_creation if ctx.api_version >= 4 else True) \
         and ctx.broker.config.auto_create_topics_enable
     may_create_any = None
@@ -282,7 +244,7 @@ async def check_metadata(ctx, request, call, sec):
     no_topics_left = None
     if ctx.api_version == 0 and not any(decided.values()):
         no_topics_left = await brokers_only()
-    result = await _split(ctx, request, call, sec, items="topics", answer_list="topics",
+    result = await split(ctx, request, call, sec, items="topics", answer_list="topics",
                           allowed=lambda t: decided[id(t)],
                           denied_entry=lambda t: metadata.MetadataResponseTopic(error_code=TOPIC_DENIED, name=t.name),
                           when_none_left=(lambda: no_topics_left) if no_topics_left is not None else None)
@@ -295,7 +257,7 @@ async def check_metadata(ctx, request, call, sec):
                 body.topics[i] = metadata.MetadataResponseTopic(error_code=TOPIC_DENIED, name=None,
                                                                 topic_id=t.topic_id)
         return body
-    return _then(result, by_id)
+    return then(result, by_id)
 
 
 def _group_check(operation: Op, answer: Callable[[Any, Any], Any]):
@@ -320,7 +282,7 @@ async def check_offset_commit(ctx, request, call, sec):
             offset_commit.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
                 offset_commit.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=GROUP_DENIED)
                 for p in t.partitions]) for t in request.topics])
-    return await _split(
+    return await split(
         ctx, request, call, sec, items="topics", answer_list="topics",
         allowed=lambda t: sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),
         denied_entry=lambda t: offset_commit.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
@@ -341,7 +303,7 @@ async def check_offset_fetch(ctx, request, call, sec):
             body.groups.extend(offset_fetch.OffsetFetchResponseGroup(group_id=g.group_id, error_code=GROUP_DENIED)
                                for g in refused)
             return body
-        return _then(result, merge)
+        return then(result, merge)
     if not sec.authorize(ctx, Op.DESCRIBE, RT.GROUP, request.group_id):
         return offset_fetch.OffsetFetchResponse(error_code=GROUP_DENIED, topics=[])
     result = await call(request)
@@ -355,13 +317,13 @@ async def check_offset_fetch(ctx, request, call, sec):
         if not explicit:  # "all topics": only those the principal may see
             body.topics = [t for t in body.topics if not t.partitions or t.partitions[0].error_code != TOPIC_DENIED]
         return body
-    return _then(result, strip)
+    return then(result, strip)
 
 
 async def check_offset_delete(ctx, request, call, sec):
     if not sec.authorize(ctx, Op.DELETE, RT.GROUP, request.group_id):
         return offset_delete.OffsetDeleteResponse(error_code=GROUP_DENIED)
-    return await _split(
+    return await split(
         ctx, request, call, sec, items="topics", answer_list="topics",
         allowed=lambda t: sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),
         denied_entry=lambda t: offset_delete.OffsetDeleteResponseTopic(name=t.name, partitions=[
@@ -369,8 +331,6 @@ async def check_offset_delete(ctx, request, call, sec):
             for p in t.partitions]))
 
 
-_DENIED_MESSAGE = {GROUP_DENIED: "Group authorization failed.", TOPIC_DENIED: "Topic authorization failed.",
-                   TXN_DENIED: "Transactional Id authorization failed."}  # Kafka's Errors messages
 
 
 async def check_find_coordinator(ctx, request, call, sec):
@@ -378,18 +338,18 @@ async def check_find_coordinator(ctx, request, call, sec):
     error = GROUP_DENIED if request.key_type == 0 else TXN_DENIED
     if ctx.api_version < 4:
         if not sec.authorize(ctx, Op.DESCRIBE, resource, request.key):
-            return find_coord.FindCoordinatorResponse(error_code=error, error_message=_DENIED_MESSAGE[error],
+            return find_coord.FindCoordinatorResponse(error_code=error, error_message=DENIED_MESSAGE[error],
                                                       node_id=-1, host="", port=-1)
         return await call(request)
-    return await _split(
+    return await split(
         ctx, request, call, sec, items="coordinator_keys", answer_list="coordinators",
         allowed=lambda key: sec.authorize(ctx, Op.DESCRIBE, resource, key),
         denied_entry=lambda key: find_coord.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error,
-                                                        error_message=_DENIED_MESSAGE[error]))
+                                                        error_message=DENIED_MESSAGE[error]))
 
 
 async def check_describe_groups(ctx, request, call, sec):
-    return await _split(
+    return await split(
         ctx, request, call, sec, items="groups", answer_list="groups",
         allowed=lambda g: sec.authorize(ctx, Op.DESCRIBE, RT.GROUP, g),
         denied_entry=lambda g: describe_groups.DescribedGroup(error_code=GROUP_DENIED, group_id=g))
@@ -404,11 +364,11 @@ async def check_list_groups(ctx, request, call, sec):
         body.groups = [g for g in body.groups
                        if sec.authorize(ctx, Op.DESCRIBE, RT.GROUP, g.group_id, audit_denial=False)]
         return body
-    return _then(result, visible)
+    return then(result, visible)
 
 
 async def check_delete_groups(ctx, request, call, sec):
-    return await _split(
+    return await split(
         ctx, request, call, sec, items="groups_names", answer_list="results",
         allowed=lambda g: sec.authorize(ctx, Op.DELETE, RT.GROUP, g),
         denied_entry=lambda g: delete_groups.DeletableGroupResult(group_id=g, error_code=GROUP_DENIED))
@@ -430,7 +390,7 @@ async def check_init_producer_id(ctx, request, call, sec):
 
 async def check_create_topics(ctx, request, call, sec):
     cluster_ok = sec.authorize(ctx, Op.CREATE, RT.CLUSTER, audit_denial=False)
-    return await _split(
+    return await split(
         ctx, request, call, sec, items="topics", answer_list="topics",
         allowed=lambda t: cluster_ok or sec.authorize(ctx, Op.CREATE, RT.TOPIC, t.name),
         denied_entry=lambda t: create_topics.CreatableTopicResult(
@@ -440,12 +400,12 @@ async def check_create_topics(ctx, request, call, sec):
 
 async def check_delete_topics(ctx, request, call, sec):
     if ctx.api_version < 6:
-        return await _split(
+        return await split(
             ctx, request, call, sec, items="topic_names", answer_list="responses",
             allowed=lambda n: sec.authorize(ctx, Op.DELETE, RT.TOPIC, n),
             denied_entry=lambda n: delete_topics.DeletableTopicResult(name=n, error_code=TOPIC_DENIED))
-    names = _topic_names_by_id(ctx)
-    return await _split(
+    names = topic_names_by_id(ctx)
+    return await split(
         ctx, request, call, sec, items="topics", answer_list="responses",
         allowed=lambda t: (t.name is None and t.topic_id not in names)
         or sec.authorize(ctx, Op.DELETE, RT.TOPIC, t.name or names.get(t.topic_id, "")),
@@ -454,7 +414,7 @@ async def check_delete_topics(ctx, request, call, sec):
 
 
 async def check_create_partitions(ctx, request, call, sec):
-    return await _split(
+    return await split(
         ctx, request, call, sec, items="topics", answer_list="results",
         allowed=lambda t: sec.authorize(ctx, Op.ALTER, RT.TOPIC, t.name),
         denied_entry=lambda t: create_parts.CreatePartitionsTopicResult(name=t.name, error_code=TOPIC_DENIED))
@@ -473,7 +433,7 @@ def _config_error(resource) -> int:
 
 
 async def check_describe_configs(ctx, request, call, sec):
-    return await _split(
+    return await split(
         ctx, request, call, sec, items="resources", answer_list="results",
         allowed=lambda r: _config_allowed(ctx, sec, Op.DESCRIBE_CONFIGS, r),
         denied_entry=lambda r: describe_cfg.DescribeConfigsResult(
@@ -483,7 +443,7 @@ async def check_describe_configs(ctx, request, call, sec):
 
 def _alter_configs(module, response_cls_name):
     async def check(ctx, request, call, sec):
-        return await _split(
+        return await split(
             ctx, request, call, sec, items="resources", answer_list="responses",
             allowed=lambda r: _config_allowed(ctx, sec, Op.ALTER_CONFIGS, r),
             denied_entry=lambda r: getattr(module, response_cls_name)(
@@ -499,202 +459,6 @@ async def check_describe_cluster(ctx, request, call, sec):
     return await call(request)
 
 
-# --- transactions (issue 13), as KafkaApis checks them ---
-
-def _txn_error_topics(topics, error_for) -> list:
-    from kbroker.protocol.messages import add_partitions_to_txn_response as apt
-
-    return [apt.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
-        apt.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=error_for(t.name))
-        for p in t.partitions]) for t in topics]
-
-
-async def check_add_partitions_to_txn(ctx, request, call, sec):
-    from kbroker.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
-
-    if ctx.api_version >= 4:  # the broker-to-broker batch: ClusterAction
-        if not sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
-            return AddPartitionsToTxnResponse(error_code=CLUSTER_DENIED)
-        return await call(request)
-    topics = request.v3_and_below_topics
-    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.v3_and_below_transactional_id):
-        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_txn_error_topics(topics, lambda _: TXN_DENIED))
-    denied = {t.name for t in topics if not sec.authorize(ctx, Op.WRITE, RT.TOPIC, t.name)}
-    if denied:  # nothing is added when any topic is refused; the others are OPERATION_NOT_ATTEMPTED
-        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_txn_error_topics(
-            topics, lambda name: TOPIC_DENIED if name in denied else ErrorCode.OPERATION_NOT_ATTEMPTED))
-    return await call(request)
-
-
-async def check_add_offsets_to_txn(ctx, request, call, sec):
-    from kbroker.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
-
-    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
-        return AddOffsetsToTxnResponse(error_code=TXN_DENIED)
-    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
-        return AddOffsetsToTxnResponse(error_code=GROUP_DENIED)
-    return await call(request)
-
-
-async def check_end_txn(ctx, request, call, sec):
-    from kbroker.protocol.messages.end_txn_response import EndTxnResponse
-
-    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
-        return EndTxnResponse(error_code=TXN_DENIED)
-    return await call(request)
-
-
-async def check_txn_offset_commit(ctx, request, call, sec):
-    from kbroker.protocol.messages import txn_offset_commit_response as toc
-
-    def all_partitions(error):
-        return toc.TxnOffsetCommitResponse(topics=[toc.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
-            toc.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
-            for p in t.partitions]) for t in request.topics])
-
-    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
-        return all_partitions(TXN_DENIED)
-    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
-        return all_partitions(GROUP_DENIED)
-    return await _split(
-        ctx, request, call, sec, items="topics", answer_list="topics",
-        allowed=lambda t: sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),
-        denied_entry=lambda t: toc.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
-            toc.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=TOPIC_DENIED)
-            for p in t.partitions]))
-
-
-async def check_describe_transactions(ctx, request, call, sec):
-    from kbroker.protocol.messages.describe_transactions_response import TransactionState
-
-    result = await _split(
-        ctx, request, call, sec, items="transactional_ids", answer_list="transaction_states",
-        allowed=lambda tid: sec.authorize(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, tid),
-        denied_entry=lambda tid: TransactionState(error_code=TXN_DENIED, transactional_id=tid))
-
-    def topics_visible(body):  # a transaction's partitions only of topics the principal may Describe
-        for state in body.transaction_states:
-            state.topics = [t for t in state.topics
-                            if sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.topic, audit_denial=False)]
-        return body
-    return _then(result, topics_visible)
-
-
-async def check_list_transactions(ctx, request, call, sec):
-    result = await call(request)
-
-    def visible(body):
-        body.transaction_states = [s for s in body.transaction_states if sec.authorize(
-            ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, s.transactional_id, audit_denial=False)]
-        return body
-    return _then(result, visible)
-
-
-async def check_describe_producers(ctx, request, call, sec):
-    from kbroker.protocol.messages import describe_producers_response as dp
-
-    return await _split(
-        ctx, request, call, sec, items="topics", answer_list="topics",
-        allowed=lambda t: sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),
-        denied_entry=lambda t: dp.TopicResponse(name=t.name, partitions=[
-            dp.PartitionResponse(partition_index=p, error_code=TOPIC_DENIED) for p in t.partition_indexes]))
-
-
-# --- KIP-848 consumer groups (issue 12) ---
-
-async def check_consumer_group_heartbeat(ctx, request, call, sec):
-    from kbroker.protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
-
-    def refused(error):
-        return ConsumerGroupHeartbeatResponse(error_code=error, error_message=_DENIED_MESSAGE[error])
-
-    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
-        return refused(GROUP_DENIED)
-    # a member may subscribe only to topics it may Describe (KafkaApis checks the names; a regex
-    # subscription is resolved against what exists)
-    if request.subscribed_topic_names and not all(
-            sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, name) for name in request.subscribed_topic_names):
-        return refused(TOPIC_DENIED)
-    return await call(request)
-
-
-async def check_consumer_group_describe(ctx, request, call, sec):
-    from kbroker.protocol.messages.consumer_group_describe_response import DescribedGroup
-
-    return await _split(
-        ctx, request, call, sec, items="group_ids", answer_list="groups",
-        allowed=lambda g: sec.authorize(ctx, Op.DESCRIBE, RT.GROUP, g),
-        denied_entry=lambda g: DescribedGroup(error_code=GROUP_DENIED, error_message=_DENIED_MESSAGE[GROUP_DENIED],
-                                              group_id=g))
-
-
-# --- admin APIs (issue 15) ---
-
-def _cluster_check(operation: Op):
-    """The whole request needs `operation` on the cluster; refused, it gets the API's own error answer
-    with CLUSTER_AUTHORIZATION_FAILED (as KafkaApis answers ElectLeaders, the quota and reassignment APIs)."""
-    async def check(ctx, request, call, sec):
-        if sec.authorize(ctx, operation, RT.CLUSTER):
-            return await call(request)
-        route = ctx.broker.router.routes[ctx.api_key]
-        if route.failed_response is not None:
-            return route.failed_response(ctx, request, CLUSTER_DENIED)
-        return generic_failed_response(ctx.api_key, ctx.api_version, CLUSTER_DENIED)
-    return check
-
-
-async def check_delete_records(ctx, request, call, sec):
-    from kbroker.protocol.messages import delete_records_response as dr
-
-    return await _split(
-        ctx, request, call, sec, items="topics", answer_list="topics",
-        allowed=lambda t: sec.authorize(ctx, Op.DELETE, RT.TOPIC, t.name),
-        denied_entry=lambda t: dr.DeleteRecordsTopicResult(name=t.name, partitions=[
-            dr.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
-                                            error_code=TOPIC_DENIED) for p in t.partitions]))
-
-
-async def check_offset_for_leader_epoch(ctx, request, call, sec):
-    from kbroker.protocol.messages import offset_for_leader_epoch_response as ofl
-
-    def denied(t):
-        return ofl.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
-            ofl.EpochEndOffset(error_code=TOPIC_DENIED, partition=p.partition) for p in t.partitions])
-
-    if request.replica_id >= 0:  # a follower: ClusterAction
-        if not sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
-            return ofl.OffsetForLeaderEpochResponse(topics=[denied(t) for t in request.topics])
-        return await call(request)
-    return await _split(ctx, request, call, sec, items="topics", answer_list="topics",
-                        allowed=lambda t: sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.topic), denied_entry=denied)
-
-
-async def check_describe_log_dirs(ctx, request, call, sec):
-    from kbroker.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
-
-    if not sec.authorize(ctx, Op.DESCRIBE, RT.CLUSTER):  # v3+ says so; older versions just see nothing
-        return DescribeLogDirsResponse(error_code=CLUSTER_DENIED, results=[])
-    return await call(request)
-
-
-async def check_describe_topic_partitions(ctx, request, call, sec):
-    from kbroker.protocol.messages import describe_topic_partitions_response as dtp
-
-    if not request.topics:  # every topic: only those the principal may Describe
-        result = await call(request)
-
-        def visible(body):
-            body.topics = [t for t in body.topics if t.name is None
-                           or sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name, audit_denial=False)]
-            return body
-        return _then(result, visible)
-    return await _split(
-        ctx, request, call, sec, items="topics", answer_list="topics",
-        allowed=lambda t: sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name),
-        denied_entry=lambda t: dtp.DescribeTopicPartitionsResponseTopic(error_code=TOPIC_DENIED, name=t.name),
-        when_none_left=lambda: dtp.DescribeTopicPartitionsResponse(topics=[], next_cursor=None))
-
-
 CHECKS: dict[int, Callable] = {
     0: check_produce, 1: check_fetch, 2: check_list_offsets, 3: check_metadata,
     8: check_offset_commit, 9: check_offset_fetch, 10: check_find_coordinator,
@@ -704,11 +468,12 @@ CHECKS: dict[int, Callable] = {
     33: _alter_configs(alter_cfg, "AlterConfigsResourceResponse"), 37: check_create_partitions,
     42: check_delete_groups, 44: _alter_configs(inc_alter_cfg, "AlterConfigsResourceResponse"),
     47: check_offset_delete, 60: check_describe_cluster,
-    24: check_add_partitions_to_txn, 25: check_add_offsets_to_txn, 26: check_end_txn, 28: check_txn_offset_commit,
-    61: check_describe_producers, 65: check_describe_transactions, 66: check_list_transactions,
-    68: check_consumer_group_heartbeat, 69: check_consumer_group_describe,
-    21: check_delete_records, 23: check_offset_for_leader_epoch, 35: check_describe_log_dirs,
-    43: _cluster_check(Op.ALTER), 45: _cluster_check(Op.ALTER), 46: _cluster_check(Op.DESCRIBE),
-    48: _cluster_check(Op.DESCRIBE_CONFIGS), 49: _cluster_check(Op.ALTER_CONFIGS),
-    75: check_describe_topic_partitions,
+    # transactions, KIP-848 and the admin APIs: broker/security/txn_group_admin_checks.py
+    24: more.check_add_partitions_to_txn, 25: more.check_add_offsets_to_txn, 26: more.check_end_txn,
+    28: more.check_txn_offset_commit, 61: more.check_describe_producers, 65: more.check_describe_transactions,
+    66: more.check_list_transactions, 68: more.check_consumer_group_heartbeat, 69: more.check_consumer_group_describe,
+    21: more.check_delete_records, 23: more.check_offset_for_leader_epoch, 35: more.check_describe_log_dirs,
+    43: more.cluster_check(Op.ALTER), 45: more.cluster_check(Op.ALTER), 46: more.cluster_check(Op.DESCRIBE),
+    48: more.cluster_check(Op.DESCRIBE_CONFIGS), 49: more.cluster_check(Op.ALTER_CONFIGS),
+    75: more.check_describe_topic_partitions,
 }
