@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import resource
 
-# Descriptors kept for everything but connections and cached segment files: listening sockets, the
-# data directory lock, log output, producer snapshots and checkpoints written whole, worker threads'
-# transient opens, stdio.
-RESERVE = 64
+# Descriptors kept for everything but connections and cached segment files. An idle broker holds
+# about 15 of them (stdio and log output, the data directory lock, the listening socket, epoll,
+# eventfd, io_uring and pipes of the event loop); the rest is room for snapshots and checkpoints
+# written whole and the worker threads' transient opens.
+RESERVE = 32
 
 
 class ConnectionSlots:
