@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 LISTEN ?= 127.0.0.1:9092
 DATA_DIR ?= ./data
-PYTEST_ARGS ?=
+# Integration tests mostly wait on brokers and clients: four workers, one test file each at a time.
+PYTEST_ARGS ?= -n 4 --dist loadfile
 SERVE_ARGS ?=
 
 .PHONY: run test venv test-venv system-deps kafkajs codegen bench chaos analyze clean

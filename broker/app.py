@@ -109,8 +109,13 @@ class Broker:
                         security=self.security.for_listener(e.security_protocol, e.name))
             for e in self.listeners.bind
         ]
+        from kbroker.broker.fd_budget import ConnectionSlots, connection_limit
+        from kbroker.broker.log.files import FILES
+
+        self.connection_slots = ConnectionSlots(connection_limit(FILES.capacity))
         for server in all_servers(self):
             server.observer = self.observations
+            server.slots = self.connection_slots
         self.admin_http = None
         self.partition_faults = None  # test controls only (broker/test_controls.py)
         if config.test_controls:

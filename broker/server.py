@@ -66,6 +66,8 @@ class KafkaServer:
         # test control can drop one client's connections.
         self.observer: Any = None
         self.client_ids: dict[str, str] = {}
+        # The broker-wide connection count against the file-descriptor budget (broker/fd_budget.py).
+        self.slots: Any = None
 
     async def start(self) -> int:
         if self.security is not None and self.security.ssl_context is not None:
@@ -113,6 +115,9 @@ class KafkaServer:
             return f"the broker already has max.connections={self.max_connections} connections"
         if self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
             return f"{ip} already has max.connections.per.ip={self.max_connections_per_ip} connections"
+        if self.slots is not None and self.slots.full():
+            return (f"out of file descriptors: {self.slots.limit} connections is what ulimit -n leaves beside "
+                    f"the segment-file cache (--log-max-open-files)")
         return None
 
     def _refused(self, writer: asyncio.StreamWriter) -> bool:
@@ -132,6 +137,8 @@ class KafkaServer:
         if self._refused(writer):
             return
         self._connections[task] = writer
+        if self.slots is not None:
+            self.slots.used += 1
         if self.observer is not None:
             self.observer.connections_opened += 1
         peername = writer.get_extra_info("peername")
@@ -156,6 +163,8 @@ class KafkaServer:
             reason = "internal error"
         finally:
             self._connections.pop(task, None)
+            if self.slots is not None:
+                self.slots.used -= 1
             left = self._per_ip.get(ip, 1) - 1
             if left > 0:
                 self._per_ip[ip] = left

@@ -132,11 +132,10 @@ async def _run_now(broker: Any, what: str) -> dict:
     if what == "offsets":
         count = await broker.coordinator.run_offsets_retention()
         detail = f"offsets retention checked {count} group(s)"
-    elif what == "logs":
-        detail = f"log retention removed {broker.logs.apply_retention(now_ms)} segment(s)"
-    elif what == "compaction":
-        broker.logs.compact(now_ms)
-        detail = "compaction ran"
+    elif what in ("logs", "compaction"):
+        # The broker's own periodic pass: retention on the loop, then compaction in a worker thread.
+        deleted = await broker.logs.run_maintenance(now_ms)
+        detail = f"log retention removed {deleted} segment(s); compaction ran"
     else:
         raise ControlError(f"what must be offsets, logs or compaction, not {what!r}")
     log.info("test_control_applied", control=f"run {what} now", detail=detail)

@@ -251,3 +251,18 @@ def test_confluent_describe_topics(admin):
     desc = futures["ck-describe"].result(timeout=TIMEOUT)
     assert desc.name == "ck-describe" and [p.id for p in desc.partitions] == [0, 1, 2]
     assert all(p.leader.id == 1 and [r.id for r in p.isr] == [1] for p in desc.partitions)
+
+
+def test_describe_producers_through_kafka_pythons_admin(admin, kp_admin, broker):
+    """kafka-python's `describe_producers` (DescribeProducers v0) sees the idempotent producer that
+    wrote the partition, with its epoch and last sequence, and an empty partition has none."""
+    create(admin, "producers", 2)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for i in range(5):
+        p.produce("producers", b"v%d" % i, partition=0)
+    assert p.flush(30) == 0
+    states = kp_admin.describe_producers([TopicPartition("producers", 0), TopicPartition("producers", 1)])
+    active = states[TopicPartition("producers", 0)].active_producers
+    assert len(active) == 1 and active[0].producer_id >= 0 and active[0].producer_epoch == 0
+    assert active[0].last_sequence == 4 and active[0].current_transaction_start_offset == -1
+    assert states[TopicPartition("producers", 1)].active_producers == []

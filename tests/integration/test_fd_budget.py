@@ -73,3 +73,38 @@ def test_many_partitions_and_rolling_segments_stay_within_a_low_fd_limit(tmp_pat
     finally:
         broker.kill()
     assert not [e for e in broker.log_lines() if e.get("level") in ("error", "critical")], broker.dump_log()
+
+
+def test_connections_beyond_the_descriptor_budget_are_refused_with_a_log_line(tmp_path) -> None:
+    """Under `ulimit -n 128` the kernel would run out at about 100 connections and libuv would close
+    the rest silently; the broker closes them itself, one `connection_refused` event each, and keeps
+    serving the connections it has and new ones once some close."""
+    import socket
+
+    limit = 128
+    broker = BrokerProcess(tmp_path / "data", "--log-max-open-files", "16", max_open_files=limit)
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(limit + 20):
+            socks.append(socket.create_connection((broker.host, broker.port), timeout=5))
+        time.sleep(1.0)
+        closed = 0
+        for s in socks:
+            s.settimeout(0.05)
+            try:
+                closed += s.recv(1) == b""
+            except socket.timeout:
+                pass
+            except ConnectionError:
+                closed += 1
+        refused = [e for e in broker.events("connection_refused") if "file descriptors" in e["reason"]]
+        assert closed > 0 and len(refused) == closed  # every connection the broker dropped, said so
+        assert broker.open_files() < limit
+        for s in socks:
+            s.close()
+        time.sleep(0.5)
+        assert broker.probe(), "new connections are accepted once others closed"
+    finally:
+        for s in socks:
+            s.close()
+        broker.stop()

@@ -369,8 +369,15 @@ def wait_stable(broker, group: str, members: int, workers, timeout: float = 60) 
     wait_until(ready, timeout, f"{group} Stable with {members} members", workers)
 
 
-def assert_exactly_once(workers, produced: Counter) -> None:
-    seen = Counter(r for w in workers for r in w.records())
+def assert_exactly_once(workers, produced: Counter, catch_up_s: float = 10.0) -> None:
+    # A worker writes what it processed just after its commit returns, so the test's OffsetFetch can
+    # see a commit whose records are not in the worker's file yet: give the files a moment.
+    deadline = time.monotonic() + catch_up_s
+    while True:
+        seen = Counter(r for w in workers for r in w.records())
+        if sum(seen.values()) >= sum(produced.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     duplicates = [r for r, n in seen.items() if n > 1]
     assert not duplicates, f"{len(duplicates)} records processed twice, e.g. {sorted(duplicates)[:5]}"
     for partition in range(PARTITIONS):

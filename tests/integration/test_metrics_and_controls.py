@@ -249,7 +249,9 @@ def test_expired_member_loses_its_partitions_and_rejoins_under_a_new_id(clean_br
 def test_not_coordinator_window_then_consumption_resumes(clean_broker, capsys) -> None:
     broker = clean_broker
     topic, group = topic_and_group(capsys, broker)
-    m = Member(broker, group, topic, "moving")
+    # A session comfortably longer than the window plus librdkafka's coordinator re-discovery: the
+    # member must survive the move (a 3 s session expired when the machine was loaded).
+    m = Member(broker, group, topic, "moving", **{"session.timeout.ms": 10000})
     try:
         m.poll_until(lambda: "assign" in m.events)
         wait_stable(capsys, broker, group)
