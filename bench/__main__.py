@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes in all")
     parser.add_argument("--skip", default="",
                         help="comma-separated benchmarks to leave out: "
-                             "codec,data_path,groups,consumer_groups,transactions,stalls,pipeline")
+                             "codec,data_path,groups,consumer_groups,transactions,stalls,security,pipeline")
     args = parser.parse_args(argv)
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     started = time.monotonic()
@@ -77,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
 
         stalls.report(20_000 if args.quick else 200_000)
 
+    security_rows: dict = {}
+    if "security" not in skip:
+        print("\n=== security (issue 14): SASL_SSL beside PLAINTEXT ===")
+        from kbroker.bench import security
+
+        security_rows = security.report(30_000 if args.quick else 200_000, 1024, 1 if args.quick else 3)
+
     if "pipeline" not in skip:
         # issue 5: records decoded per second by the kbroker-log Spark source, local[1] and local[2]
         print("\n=== pipeline (issue 5) ===")
@@ -95,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     if figures:
         print("brokers (peer: Tansu, memory storage); ratio = kbroker / Tansu; each figure's how-line is above")
         print(summary_table(figures, groups.LABELS, groups.PEER))
+    if security_rows:
+        print("\nsecurity, one kbroker: " + ", ".join(
+            f"{p} produce {r['produce_mb_s']:.1f} MB/s consume {r['consume_mb_s']:.1f} MB/s"
+            for p, r in security_rows.items()))
     print(f"\nall benchmarks took {time.monotonic() - started:.0f} s")
     return 0
 

@@ -55,10 +55,10 @@ PRODUCER_CONFIG = {
 }
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, conf: dict | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(conf or {})})
     futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30, request_timeout=30)
     futures[topic].result(timeout=60)
     # wait until metadata shows every partition with a leader
@@ -73,12 +73,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     raise RuntimeError(f"topic {topic} has no leaders after 30s")
 
 
-def produce(bootstrap: str, topic: str, messages: int, size: int) -> dict:
+def produce(bootstrap: str, topic: str, messages: int, size: int, conf: dict | None = None) -> dict:
     """Send `messages` values of `size` random bytes (no key) and flush; time from the first send to the
-    last delivery report."""
+    last delivery report. `conf`: more client settings (security, for bench.security)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(conf or {})})
     payload = os.urandom(size)
     errors: list[str] = []
     delivered = 0
@@ -109,7 +109,7 @@ def produce(bootstrap: str, topic: str, messages: int, size: int) -> dict:
             "delivered": delivered}
 
 
-def consume(bootstrap: str, topic: str, partitions: int, expected: int) -> dict:
+def consume(bootstrap: str, topic: str, partitions: int, expected: int, conf: dict | None = None) -> dict:
     """Read every message back from the start of each partition (assign(), no group rebalance); time
     from assign() to the last message."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -121,6 +121,7 @@ def consume(bootstrap: str, topic: str, partitions: int, expected: int) -> dict:
         "fetch.max.bytes": 50 * 1024 * 1024,
         "max.partition.fetch.bytes": 10 * 1024 * 1024,
         "queued.max.messages.kbytes": 256 * 1024,
+        **(conf or {}),
     })
     try:
         consumer.list_topics(topic, timeout=30)

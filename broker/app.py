@@ -47,6 +47,11 @@ def build_router() -> Router:
         describe_log_dirs, describe_topic_partitions, elect_leaders, list_partition_reassignments,
         offset_for_leader_epoch,
     )
+    from kbroker.broker.apis import (  # security
+        alter_user_scram_credentials, create_acls, delete_acls, describe_acls, describe_user_scram_credentials,
+        sasl_authenticate, sasl_handshake,
+    )
+    from kbroker.broker.security import api_checks
 
     router = Router()
     for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics,
@@ -58,8 +63,11 @@ def build_router() -> Router:
                    list_transactions, describe_producers, consumer_group_heartbeat, consumer_group_describe,
                    describe_topic_partitions, delete_records, describe_log_dirs, offset_for_leader_epoch,
                    describe_client_quotas, alter_client_quotas, elect_leaders, alter_partition_reassignments,
-                   list_partition_reassignments):
+                   list_partition_reassignments,
+                   sasl_handshake, sasl_authenticate, create_acls, describe_acls, delete_acls,
+                   describe_user_scram_credentials, alter_user_scram_credentials):
         router.register(module)
+    api_checks.install(router)  # ACL checks around the handlers (a no-op without an authorizer)
     return router
 
 
@@ -68,7 +76,9 @@ class Broker:
         from kbroker.broker.log.config import LogConfig
         from kbroker.broker.log.manager import LogManager
 
-        self.config = config
+        from kbroker.broker.security.dev_security import configure as configure_dev_security
+
+        config = self.config = configure_dev_security(config)  # --dev-security: SSL and SASL_SSL listeners
         # the checked data directory, its lock and the bound listener sockets (broker/startup.py)
         self.prepared = prepared if prepared is not None else prepare(config)
         self.listeners = config.listener_set()
@@ -82,9 +92,21 @@ class Broker:
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush, max_partitions=config.max_partitions,
                                max_open_files=config.log_max_open_files or None,
                                fsync=self.observations.timed_fsync)
+        # security: credentials, ACLs, and TLS/SASL per listener (broker/security/)
+        from kbroker.broker.security.service import Security
+
+        self.dev_security = None
+        if config.dev_security:
+            from kbroker.broker.security.dev_security import DevSecurity
+
+            self.dev_security = DevSecurity.create(config)
+        self.security = Security(config, self.data_dir)
+        if self.dev_security is not None:
+            self.dev_security.add_users(self.security.credentials)
         self.servers = [
             KafkaServer(self, self.router, e.host, e.port, config.socket_request_max_bytes, listener=e.name,
-                        sock=self.prepared.sockets.get(e.name))
+                        sock=self.prepared.sockets.get(e.name),
+                        security=self.security.for_listener(e.security_protocol, e.name))
             for e in self.listeners.bind
         ]
         from kbroker.broker.fd_budget import ConnectionSlots, connection_limit
@@ -164,6 +186,9 @@ class Broker:
         if self.admin_http is not None:
             self.admin_port = await self.admin_http.start()
             self._background.append(asyncio.create_task(self.observations.watch_event_loop(), name="loop-watch"))
+        if self.dev_security is not None:
+            self.dev_security.write_client_configs(
+                [(e.security_protocol, "%s:%d" % self.advertised(e.name)) for e in self.listeners.bind])
         self._background.append(asyncio.create_task(self.offsets_topic.load_all(self.coordinator),
                                                     name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))

@@ -45,6 +45,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also require kbroker's /ready (every __consumer_offsets partition loaded, every "
                             "--create-topics topic present) on --admin-url")
     probe.add_argument("--admin-url", default="http://127.0.0.1:9644", help="kbroker's --metrics-listen endpoint")
+    user = sub.add_parser("user", help="SASL users: `kbroker user add NAME ...`",
+                          description="Manage SASL users (SCRAM credentials in the data directory, PLAIN users file).")
+    user_sub = user.add_subparsers(dest="user_command", required=True)
+    add = user_sub.add_parser("add", help="add or replace a user's credential",
+                              description="Add or replace a SCRAM credential (stored salted in "
+                                          "<data-dir>/security/, read by a running broker too) or a PLAIN user.")
+    add.add_argument("name")
+    add.add_argument("--password", help="the password (default: read from stdin, or KBROKER_USER_PASSWORD)")
+    add.add_argument("--mechanism", action="append", default=None,
+                     choices=["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"],
+                     help="repeatable; default: SCRAM-SHA-256 and SCRAM-SHA-512")
+    add.add_argument("--iterations", type=int, default=4096, help="SCRAM iterations (4096..16384)")
+    add.add_argument("--data-dir", default="./data", help="the broker's data directory (default ./data)")
+    add.add_argument("--plain-users-file", default=None, help="the PLAIN users file (needed for --mechanism PLAIN)")
     analyze = sub.add_parser(
         "analyze", help="PySpark analytics over a data directory (lag, commits, rebalances, topics)",
         description="Run the PySpark pipeline over a kbroker data directory and write Parquet tables and an "
@@ -99,6 +113,34 @@ def probe(address: str, timeout: float) -> int:
     return 0
 
 
+def user_add(args: argparse.Namespace) -> int:
+    import os
+
+    from kbroker.broker.security.credentials import (
+        MAX_ITERATIONS, MIN_ITERATIONS, CredentialStore, ScramCredential, add_plain_user,
+    )
+
+    password = args.password or os.environ.get("KBROKER_USER_PASSWORD") or sys.stdin.readline().rstrip("\n")
+    mechanisms = args.mechanism or ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+    if not password:
+        print("kbroker user add: empty password", file=sys.stderr)
+        return 2
+    if not MIN_ITERATIONS <= args.iterations <= MAX_ITERATIONS:
+        print(f"kbroker user add: --iterations must be within {MIN_ITERATIONS}..{MAX_ITERATIONS}", file=sys.stderr)
+        return 2
+    if "PLAIN" in mechanisms:
+        if not args.plain_users_file:
+            print("kbroker user add: --mechanism PLAIN needs --plain-users-file", file=sys.stderr)
+            return 2
+        add_plain_user(args.plain_users_file, args.name, password)
+    scram = [m for m in mechanisms if m != "PLAIN"]
+    if scram:
+        CredentialStore(args.data_dir).apply_scram(
+            [(args.name, m, ScramCredential.from_password(m, password, args.iterations)) for m in scram], [])
+    print(f"user {args.name}: {', '.join(mechanisms)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "admin_main", None) is not None:
@@ -119,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
 
             status = probe_ready(args.admin_url, args.timeout)
         return status
+    if args.command == "user":
+        return user_add(args)
     if args.command == "analyze":
         from kbroker.pipeline.job import main as analyze_main
 
@@ -130,7 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"kbroker: {e}", file=sys.stderr)
         return 2
+    from kbroker.broker.security.dev_security import configure as configure_dev_security
     from kbroker.broker.startup import StartupError, prepare
+
+    config = configure_dev_security(config)  # --dev-security adds its SSL and SASL_SSL listeners
 
     try:
         prepared = prepare(config, sources)

@@ -160,6 +160,43 @@ class BrokerConfig:
         default="", metadata={"help": "'test': the settings test suites copy by hand (no initial rebalance "
                                       "delay, 1 s minimum session timeout, --flush never)"}
     )
+    # --- security (issue 14): Kafka's names; see broker/security/ ---
+    sasl_enabled_mechanisms: str = field(
+        default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+        metadata={"help": "SASL mechanisms SASL listeners accept (sasl.enabled.mechanisms)"},
+    )
+    sasl_plain_users_file: str = field(default="", metadata={"help": "file of NAME=PASSWORD lines for SASL/PLAIN"})
+    sasl_server_max_receive_size: int = field(
+        default=524288, metadata={"help": "largest frame before authentication (sasl.server.max.receive.size)"}
+    )
+    connections_max_reauth_ms: int = field(
+        default=0, metadata={"help": "SASL session lifetime; clients re-authenticate (connections.max.reauth.ms)"}
+    )
+    ssl_keystore_location: str = field(
+        default="", metadata={"help": "PEM file: the broker's certificate chain and key (ssl.keystore.location)"}
+    )
+    ssl_key_password: str = field(default="", metadata={"help": "password of the PEM private key (ssl.key.password)"})
+    ssl_truststore_location: str = field(
+        default="", metadata={"help": "PEM file of CAs client certificates must chain to (ssl.truststore.location)"}
+    )
+    ssl_client_auth: str = field(default="none", metadata={"help": "required, requested or none (ssl.client.auth)"})
+    ssl_principal_mapping_rules: str = field(
+        default="DEFAULT", metadata={"help": "certificate subject to principal (ssl.principal.mapping.rules)"}
+    )
+    ssl_handshake_timeout_ms: int = field(default=10000, metadata={"help": "a TLS handshake's time limit"})
+    authorizer_class_name: str = field(
+        default="",
+        metadata={"help": "org.apache.kafka.metadata.authorizer.StandardAuthorizer enables ACLs (authorizer.class.name)"},
+    )
+    super_users: str = field(default="", metadata={"help": "User:a;User:b may do anything (super.users)"})
+    allow_everyone_if_no_acl_found: bool = field(
+        default=False, metadata={"help": "allow when no ACL matches a resource (allow.everyone.if.no.acl.found)"}
+    )
+    dev_security: str = field(
+        default="",
+        metadata={"help": "DIR: make a throwaway CA, certificates, SCRAM users and client configs in DIR and serve "
+                          "SASL_SSL and SSL listeners beside PLAINTEXT"},
+    )
 
     def listener_set(self, sources: Sources | None = None) -> Listeners:
         """The listeners to bind and what each one advertises (see broker/listeners.py). Without
@@ -358,7 +395,24 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
     if cfg.listeners.strip() and cfg.advertised_listener.strip() and not cfg.advertised_listeners.strip():
         raise ConfigError(f"{src.label('advertised_listener')} goes with {src.label('listen')}; with "
                           f"{src.label('listeners')} set {src.label('advertised_listeners')}")
-    cfg.listener_set(src)
+    listeners = cfg.listener_set(src)
+    tls = [e.name for e in listeners.bind if e.security_protocol in ("SSL", "SASL_SSL")]
+    if tls and not cfg.ssl_keystore_location and not cfg.dev_security:
+        raise ConfigError(f"{src.label('ssl_keystore_location')}: listener {tls[0]} uses TLS and needs a PEM file "
+                          "with the broker's certificate and key (or --dev-security DIR)")
+    if tls and not cfg.dev_security:
+        for name in ("ssl_keystore_location", "ssl_truststore_location"):
+            path = getattr(cfg, name)
+            if path and not os.path.isfile(path):
+                raise ConfigError(f"{src.label(name)}: {path} is not a file")
+        from kbroker.broker.security.tls import server_context
+
+        try:  # a keystore that does not load is a start-up mistake, not a traceback
+            server_context(cfg.ssl_keystore_location, cfg.ssl_truststore_location, cfg.ssl_client_auth,
+                           cfg.ssl_key_password)
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"{src.label('ssl_keystore_location')}: cannot load {cfg.ssl_keystore_location}: "
+                              f"{e}") from None
     from kbroker.broker.startup_topics import parse_create_topics
 
     parse_create_topics(cfg.create_topics, src.label("create_topics"))
@@ -379,3 +433,17 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
             raise ConfigError(f"{src.label('test_controls')} on {cfg.metrics_listen} would let anyone who reaches "
                               f"it delete every topic; bind {src.label('metrics_listen')} to loopback or add "
                               f"--test-controls-remote")
+    if cfg.ssl_client_auth not in ("required", "requested", "none"):
+        raise ConfigError(f"{src.label('ssl_client_auth')}: must be required, requested or none, "
+                          f"not {cfg.ssl_client_auth!r}")
+    from kbroker.broker.security.service import parse_mechanisms
+    from kbroker.broker.security.tls import PrincipalMapper
+
+    try:
+        parse_mechanisms(cfg.sasl_enabled_mechanisms)
+    except ValueError as e:
+        raise ConfigError(f"{src.label('sasl_enabled_mechanisms')}: {e}") from None
+    try:
+        PrincipalMapper(cfg.ssl_principal_mapping_rules)
+    except ValueError as e:
+        raise ConfigError(f"{src.label('ssl_principal_mapping_rules')}: {e}") from None

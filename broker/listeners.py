@@ -9,8 +9,8 @@ As in Kafka: each listener is `NAME://HOST:PORT`; the name must be a key of the 
 every interface; `advertised.listeners` defaults to `listeners`, may only name listeners that exist,
 and may not advertise 0.0.0.0 (an empty advertised host means this machine's host name). A client
 is told the advertised address of the listener it connected to (Metadata, FindCoordinator,
-DescribeCluster). Only the PLAINTEXT protocol is served so far: a listener mapped to SSL or SASL_*
-is refused at start rather than served in plaintext.
+DescribeCluster). Every protocol is served: SSL and SASL_SSL need `ssl.keystore.location`, SASL_*
+listeners authenticate with `sasl.enabled.mechanisms` (broker/security/).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 DEFAULT_SECURITY_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT",)
+SERVED_PROTOCOLS = SECURITY_PROTOCOLS  # TLS and SASL: broker/security/ (issue 14)
 # Kafka's EndPoint regex: NAME://HOST:PORT, the host optionally in brackets (IPv6) or empty.
 _ENDPOINT = re.compile(r"^(?P<name>[^:/]*)://\[?(?P<host>[0-9a-zA-Z\-%._:]*?)\]?:(?P<port>-?[0-9]+)$")
 _LISTENER_NAME = re.compile(r"[A-Za-z0-9_.-]+")

@@ -33,6 +33,9 @@ class RequestContext:
     # The listener the request came in on (Kafka's ListenerName): Metadata, FindCoordinator and
     # DescribeCluster answer with that listener's advertised address.
     listener: str = "PLAINTEXT"
+    # The connection's authentication state (kbroker.broker.security.session.ConnectionAuth): its
+    # principal, and the SASL exchange SaslHandshake/SaslAuthenticate drive. None on PLAINTEXT.
+    connection: Any = None
 
     def log_fields(self) -> dict[str, Any]:
         return {

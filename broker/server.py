@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from kbroker.broker.router import Deferred, RequestContext, Route, Router, generic_failed_response
+from kbroker.broker.security.service import ListenerSecurity, TlsAcceptor, TlsHandshakeFailed
 from kbroker.protocol import framing
 from kbroker.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from kbroker.protocol.errors import ErrorCode
@@ -43,8 +44,10 @@ class KafkaServer:
     the requests it reads. `sock` is the listening socket the start-up checks already bound."""
 
     def __init__(self, broker: Any, router: Router, host: str, port: int, max_request_bytes: int, *,
-                 listener: str = "PLAINTEXT", sock: socket.socket | None = None) -> None:
+                 listener: str = "PLAINTEXT", sock: socket.socket | None = None,
+                 security: ListenerSecurity | None = None) -> None:
         self.broker = broker
+        self.security = security  # TLS and/or SASL for this listener; None is PLAINTEXT
         self.router = router
         self.host, self.port = host, port
         self.listener = listener
@@ -67,7 +70,9 @@ class KafkaServer:
         self.slots: Any = None
 
     async def start(self) -> int:
-        if self._sock is not None:
+        if self.security is not None and self.security.ssl_context is not None:
+            self._server = TlsAcceptor(self.host, self.port, self._on_tls_connection, sock=self._sock)
+        elif self._sock is not None:
             self._server = await asyncio.start_server(self._on_connection, sock=self._sock, limit=1 << 20)
         else:
             self._server = await asyncio.start_server(self._on_connection, self.host, self.port, limit=1 << 20)
@@ -86,24 +91,47 @@ class KafkaServer:
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=1.0)
 
+    async def _on_tls_connection(self, sock: socket.socket) -> None:
+        try:
+            peername = sock.getpeername()
+        except OSError:
+            sock.close()
+            return
+        peer = f"{peername[0]}:{peername[1]}"
+        reason = self._over_limit(peername[0])
+        if reason is not None:  # before the handshake: refusing must not cost a TLS handshake
+            log.warning("connection_refused", peer=peer, reason=reason)
+            sock.close()
+            return
+        try:
+            reader, writer, conn = await self.security.accept_tls(sock, peer)
+        except TlsHandshakeFailed as e:
+            log.warning("tls_handshake_failed", peer=peer, listener=self.security.listener, error=str(e))
+            return
+        await self._on_connection(reader, writer, conn)
+
+    def _over_limit(self, ip: str) -> str | None:
+        if len(self._connections) >= self.max_connections:
+            return f"the broker already has max.connections={self.max_connections} connections"
+        if self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
+            return f"{ip} already has max.connections.per.ip={self.max_connections_per_ip} connections"
+        if self.slots is not None and self.slots.full():
+            return (f"out of file descriptors: {self.slots.limit} connections is what ulimit -n leaves beside "
+                    f"the segment-file cache (--log-max-open-files)")
+        return None
+
     def _refused(self, writer: asyncio.StreamWriter) -> bool:
         """Close a connection over max.connections or max.connections.per.ip, saying so in the log."""
-        ip = _ip_of(writer)
-        if len(self._connections) >= self.max_connections:
-            reason = f"the broker already has max.connections={self.max_connections} connections"
-        elif self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
-            reason = f"{ip} already has max.connections.per.ip={self.max_connections_per_ip} connections"
-        elif self.slots is not None and self.slots.full():
-            reason = (f"out of file descriptors: {self.slots.limit} connections is what ulimit -n leaves beside "
-                      f"the segment-file cache (--log-max-open-files)")
-        else:
+        reason = self._over_limit(_ip_of(writer))
+        if reason is None:
             return False
         peername = writer.get_extra_info("peername")
         log.warning("connection_refused", peer=f"{peername[0]}:{peername[1]}" if peername else "?", reason=reason)
         writer.close()
         return True
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                             conn: Any = None) -> None:
         task = asyncio.current_task()
         assert task is not None
         if self._refused(writer):
@@ -120,7 +148,9 @@ class KafkaServer:
         ip = _ip_of(writer)
         try:
             self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
-            reason = await self._serve(reader, writer, peer)
+            if self.security is not None and conn is None:  # SASL_PLAINTEXT
+                conn = await self.security.accept(writer, peer)
+            reason = await self._serve(reader, writer, peer, conn)
         except TimeoutError:
             reason = f"idle for connections.max.idle.ms={int(self.max_idle_s * 1000)}"
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -144,7 +174,7 @@ class KafkaServer:
             writer.close()
             log.info("connection_close", peer=peer, reason=reason)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> str:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str, conn: Any) -> str:
         # Responses are written by one writer task in request order. A request is read only once
         # the previous one is answered, unless the previous handler returned a Deferred (its effects
         # are applied; it only waits for durability): then the next request starts at once.
@@ -159,13 +189,23 @@ class KafkaServer:
                 except asyncio.IncompleteReadError as e:
                     return "closed by client" if not e.partial else "truncated frame"
                 (size,) = _SIZE.unpack(head)
-                if size < 0 or size > self.max_request_bytes:
+                limit = self.max_request_bytes
+                if conn is not None:  # before authentication: sasl.server.max.receive.size
+                    limit = conn.max_frame_bytes(limit, self.security.max_receive_before_auth)
+                if size < 0 or size > limit:
                     log.warning("request_rejected", peer=peer, error="frame size out of bounds", size=size,
-                                max_bytes=self.max_request_bytes)
+                                max_bytes=limit, authenticated=conn.authenticated if conn else None)
                     return "bad frame size"
                 async with asyncio.timeout(self.max_idle_s):
                     frame = await reader.readexactly(size)
-                response = await self._dispatch_tracked(frame, peer)
+                if conn is not None and conn.raw_tokens:  # SaslHandshake v0: a bare token, no header
+                    answer = conn.raw_token(frame)
+                    if answer is None:
+                        return "authentication failed"
+                    await out.add(_resolved(_SIZE.pack(len(answer)) + answer))
+                    await out.drained()
+                    continue
+                response = await self._dispatch_tracked(frame, peer, conn)
                 if isinstance(response, asyncio.Future):
                     await out.add(response)  # deferred: go on reading
                     continue
@@ -175,12 +215,14 @@ class KafkaServer:
                 await out.drained()
                 if response is _CLOSE:
                     return "bad request"
+                if conn is not None and conn.close_after_response:  # failed SASL: answered, now close
+                    return "authentication failed"
             return "shutdown"
         finally:
             await out.close()
 
-    async def _dispatch_tracked(self, frame: bytes, peer: str) -> Any:
-        task = asyncio.ensure_future(self._dispatch(frame, peer))
+    async def _dispatch_tracked(self, frame: bytes, peer: str, conn: Any) -> Any:
+        task = asyncio.ensure_future(self._dispatch(frame, peer, conn))
         self._track(task)
         # shield: on shutdown the connection task is cancelled, but the request finishes.
         if self.observer is None or len(frame) < 4:
@@ -211,7 +253,7 @@ class KafkaServer:
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
-    async def _dispatch(self, frame: bytes, peer: str) -> bytes | None | object:
+    async def _dispatch(self, frame: bytes, peer: str, conn: Any) -> bytes | None | object:
         try:
             api_key, api_version, correlation_id = framing.peek_api(frame)
         except MalformedMessage as e:
@@ -229,6 +271,11 @@ class KafkaServer:
             return _CLOSE
         fields["client_id"] = req.header.client_id
         self.client_ids[peer] = req.header.client_id or ""
+        if conn is not None:
+            refusal = conn.refusal(api_key)  # Kafka's SASL gate: only the handshake before authentication
+            if refusal is not None:
+                log.warning("request_rejected", error=refusal, principal=conn.principal, **fields)
+                return _CLOSE
         if route is None or not (route.min_version <= api_version <= route.max_version):
             if api_key == framing.API_VERSIONS_KEY:
                 # KIP-511: answer in v0 so any client can read the error and retry lower.
@@ -243,7 +290,7 @@ class KafkaServer:
             log.warning("request_rejected", error=f"undecodable body: {e}", **fields)
             return _CLOSE
         ctx = RequestContext(api_key, api_version, correlation_id, req.header.client_id, peer, self.broker,
-                             self.listener)
+                             self.listener, connection=conn)
         try:
             response = await route.handler(ctx, body)
         except CloseConnection as e:
@@ -283,6 +330,12 @@ class KafkaServer:
 
 
 _CLOSE = object()
+
+
+def _resolved(data: bytes) -> asyncio.Future:
+    done = asyncio.get_running_loop().create_future()
+    done.set_result(data)
+    return done
 
 
 def _ip_of(writer: asyncio.StreamWriter) -> str:

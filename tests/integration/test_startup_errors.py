@@ -123,7 +123,7 @@ def test_second_listener_port_in_use(tmp_path) -> None:
     (["--listeners", "PLAINTEXT://127.0.0.1:19092", "--advertised-listeners", "INTERNAL://kbroker:29092",
       "--listener-security-protocol-map", MAP], ["--advertised-listeners", "INTERNAL://kbroker:29092"]),
     (["--listeners", "PLAINTEXT://127.0.0.1"], ["--listeners", "PLAINTEXT://127.0.0.1", "port"]),
-    (["--listeners", "SSL://127.0.0.1:19093"], ["--listeners", "SSL", "not support"]),
+    (["--listeners", "SSL://127.0.0.1:19093"], ["--ssl-keystore-location", "SSL", "certificate"]),
 ], ids=["not-ours", "unresolvable", "port-range", "port-word", "unknown-scheme", "advertise-wildcard", "advertised-wildcard",
         "advertised-unmatched", "missing-port", "ssl"])
 def test_bad_listen_addresses(tmp_path, args, needles) -> None:

@@ -62,9 +62,10 @@ def test_legacy_flags_are_one_plaintext_listener() -> None:
     ({"listeners": "PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093"}, ["--listeners", "twice"]),
     ({"listeners": "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.2:9092", "listener_security_protocol_map": MAP},
      ["--listeners", "port 9092"]),
-    ({"listeners": "SSL://127.0.0.1:9093"}, ["--listeners", "SSL", "not support"]),
+    # TLS listeners are served (issue 14) and need the broker's certificate
+    ({"listeners": "SSL://127.0.0.1:9093"}, ["--ssl-keystore-location", "SSL", "certificate"]),
     ({"listeners": "EXT://127.0.0.1:9093", "listener_security_protocol_map": "EXT:SASL_SSL"},
-     ["--listeners", "SASL_SSL", "not support"]),
+     ["--ssl-keystore-location", "EXT", "TLS"]),
     ({"listener_security_protocol_map": "PLAINTEXT:TLS"}, ["--listener-security-protocol-map", "TLS"]),
     ({"listen": "127.0.0.1:9092", "listeners": "PLAINTEXT://127.0.0.1:9092"}, ["--listen", "--listeners"]),
     ({"log_level": "loud"}, ["--log-level", "loud"]),

@@ -1,0 +1,86 @@
+"""AlterUserScramCredentials (51) v0: upsert and delete SCRAM credentials (Alter on the cluster).
+
+The client sends the salt and the salted password (RFC 5802 Hi()); the broker keeps StoredKey and
+ServerKey derived from it, written to the data directory before the answer. Checks as in Kafka's
+ScramControlManager: an unknown mechanism (UNSUPPORTED_SASL_MECHANISM), iterations outside
+4096..16384 or an empty salt/password/name (UNACCEPTABLE_CREDENTIAL), a user named twice
+(DUPLICATE_RESOURCE), deleting what does not exist (RESOURCE_NOT_FOUND).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import structlog
+
+from kbroker.broker.router import RequestContext
+from kbroker.broker.security.acl import Operation, ResourceType
+from kbroker.broker.security.credentials import MAX_ITERATIONS, MECHANISM_NAMES, MIN_ITERATIONS, ScramCredential
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from kbroker.protocol.messages.alter_user_scram_credentials_response import (
+    AlterUserScramCredentialsResponse, AlterUserScramCredentialsResult,
+)
+
+API_KEY = 51
+VERSIONS = (0, 0)
+log = structlog.get_logger("kbroker.security")
+
+
+def _names(request: AlterUserScramCredentialsRequest) -> list[str]:
+    return list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
+
+
+def failed_response(_ctx: RequestContext, request: AlterUserScramCredentialsRequest, error: int,
+                    message: str | None = None) -> AlterUserScramCredentialsResponse:
+    """Every user answers `error` (Kafka's AlterUserScramCredentialsRequest.getErrorResponse)."""
+    return AlterUserScramCredentialsResponse(results=[
+        AlterUserScramCredentialsResult(user=n, error_code=error, error_message=message) for n in _names(request)])
+
+
+async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest):
+    security = ctx.broker.security
+    names = _names(request)
+    if not security.authorize(ctx, Operation.ALTER, ResourceType.CLUSTER):
+        return failed_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    existing = security.credentials.scram_users()
+    errors: dict[str, tuple[int, str]] = {}
+    mech_pairs = Counter((n, m) for n, m in [(d.name, d.mechanism) for d in request.deletions]
+                         + [(u.name, u.mechanism) for u in request.upsertions])
+    for (name, mech), count in mech_pairs.items():
+        if count > 1:
+            errors.setdefault(name, (ErrorCode.DUPLICATE_RESOURCE,
+                                     "A user credential cannot be altered twice in the same request"))
+    for d in request.deletions:
+        if not d.name:
+            errors.setdefault(d.name, (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
+        elif d.mechanism not in MECHANISM_NAMES:
+            errors.setdefault(d.name, (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
+        elif MECHANISM_NAMES[d.mechanism] not in existing.get(d.name, {}):
+            errors.setdefault(d.name, (ErrorCode.RESOURCE_NOT_FOUND,
+                                       "Attempt to delete a user credential that does not exist"))
+    for u in request.upsertions:
+        if not u.name:
+            errors.setdefault(u.name, (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
+        elif u.mechanism not in MECHANISM_NAMES:
+            errors.setdefault(u.name, (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
+        elif u.iterations < MIN_ITERATIONS:
+            errors.setdefault(u.name, (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"))
+        elif u.iterations > MAX_ITERATIONS:
+            errors.setdefault(u.name, (ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"))
+        elif not u.salt or not u.salted_password:
+            errors.setdefault(u.name, (ErrorCode.UNACCEPTABLE_CREDENTIAL,
+                                       "Salt and salted password must not be empty"))
+    upserts = [(u.name, MECHANISM_NAMES[u.mechanism],
+                ScramCredential.from_salted_password(MECHANISM_NAMES[u.mechanism], u.salt, u.salted_password,
+                                                     u.iterations))
+               for u in request.upsertions if u.name not in errors]
+    deletions = [(d.name, MECHANISM_NAMES[d.mechanism]) for d in request.deletions if d.name not in errors]
+    if upserts or deletions:
+        security.credentials.apply_scram(upserts, deletions)
+        log.info("scram_credentials_altered", principal=ctx.connection.principal if ctx.connection else None,
+                 upserted=sorted({u[0] for u in upserts}), deleted=sorted({d[0] for d in deletions}))
+    return AlterUserScramCredentialsResponse(results=[
+        AlterUserScramCredentialsResult(user=n, error_code=errors.get(n, (ErrorCode.NONE, None))[0],
+                                        error_message=errors.get(n, (ErrorCode.NONE, None))[1])
+        for n in names])

@@ -1,0 +1,49 @@
+"""CreateAcls (30) v1-v3: add ACL bindings (Alter on the cluster); persisted before the answer."""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.broker.security.acl import (
+    AclBinding, Operation, PatternType, Permission, ResourceType, invalid_binding_reason,
+)
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.create_acls_request import CreateAclsRequest
+from kbroker.protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
+
+API_KEY = 30
+VERSIONS = (1, 3)
+
+
+def _enum(cls, value):
+    try:
+        return cls(value)
+    except ValueError:
+        return cls(0)  # UNKNOWN
+
+
+def failed_response(_ctx: RequestContext, request: CreateAclsRequest, error: int,
+                    message: str | None = None) -> CreateAclsResponse:
+    """Every creation answers `error` (Kafka's CreateAclsRequest.getErrorResponse)."""
+    return CreateAclsResponse(results=[AclCreationResult(error_code=error, error_message=message)
+                                       for _ in request.creations])
+
+
+async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
+    security = ctx.broker.security
+    if security.authorizer is None:
+        return failed_response(ctx, request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    if not security.authorize(ctx, Operation.ALTER, ResourceType.CLUSTER):
+        return failed_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    results, valid = [], []
+    for c in request.creations:
+        acl = AclBinding(_enum(ResourceType, c.resource_type), c.resource_name,
+                         _enum(PatternType, c.resource_pattern_type), c.principal, c.host,
+                         _enum(Operation, c.operation), _enum(Permission, c.permission_type))
+        reason = invalid_binding_reason(acl)
+        if reason is None:
+            valid.append(acl)
+            results.append(AclCreationResult(error_code=ErrorCode.NONE, error_message=None))
+        else:
+            results.append(AclCreationResult(error_code=ErrorCode.INVALID_REQUEST, error_message=reason))
+    security.add_acls(valid)
+    return CreateAclsResponse(results=results)

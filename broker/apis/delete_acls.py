@@ -1,0 +1,48 @@
+"""DeleteAcls (31) v1-v3: remove the ACLs matching each filter (Alter on the cluster); persisted
+before the answer, which lists what each filter removed."""
+
+from __future__ import annotations
+
+from kbroker.broker.apis.describe_acls import to_filter
+from kbroker.broker.router import RequestContext
+from kbroker.broker.security.acl import Operation, ResourceType
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.delete_acls_response import (
+    DeleteAclsFilterResult, DeleteAclsMatchingAcl, DeleteAclsResponse,
+)
+from kbroker.protocol.messages.delete_acls_request import DeleteAclsRequest
+
+API_KEY = 31
+VERSIONS = (1, 3)
+
+
+def failed_response(_ctx: RequestContext, request: DeleteAclsRequest, error: int,
+                    message: str | None = None) -> DeleteAclsResponse:
+    """Every filter answers `error` (Kafka's DeleteAclsRequest.getErrorResponse)."""
+    return DeleteAclsResponse(filter_results=[
+        DeleteAclsFilterResult(error_code=error, error_message=message, matching_acls=[]) for _ in request.filters])
+
+
+async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
+    security = ctx.broker.security
+    if security.authorizer is None:
+        return failed_response(ctx, request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    if not security.authorize(ctx, Operation.ALTER, ResourceType.CLUSTER):
+        return failed_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    results, doomed = [], []
+    for f in request.filters:
+        flt = to_filter(f)
+        reason = flt.invalid_reason()
+        if reason:
+            results.append(DeleteAclsFilterResult(error_code=ErrorCode.INVALID_REQUEST, error_message=reason,
+                                                  matching_acls=[]))
+            continue
+        matched = security.authorizer.matching(flt)
+        doomed.extend(matched)
+        results.append(DeleteAclsFilterResult(error_code=ErrorCode.NONE, error_message=None, matching_acls=[
+            DeleteAclsMatchingAcl(error_code=ErrorCode.NONE, error_message=None, resource_type=a.resource_type,
+                                  resource_name=a.resource_name, pattern_type=a.pattern_type, principal=a.principal,
+                                  host=a.host, operation=a.operation, permission_type=a.permission)
+            for a in matched]))
+    security.remove_acls(doomed)
+    return DeleteAclsResponse(filter_results=results)

@@ -1,0 +1,47 @@
+"""DescribeAcls (29) v1-v3: the ACLs matching a filter (Describe on the cluster), grouped by resource."""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.broker.security.acl import AclFilter, Operation, PatternType, Permission, ResourceType
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.describe_acls_request import DescribeAclsRequest
+from kbroker.protocol.messages.describe_acls_response import (
+    AclDescription, DescribeAclsResource, DescribeAclsResponse,
+)
+
+API_KEY = 29
+VERSIONS = (1, 3)
+
+
+def to_filter(r) -> AclFilter:
+    def enum(cls, value):
+        try:
+            return cls(value)
+        except ValueError:
+            return cls(0)
+    return AclFilter(enum(ResourceType, r.resource_type_filter), r.resource_name_filter,
+                     enum(PatternType, r.pattern_type_filter), r.principal_filter, r.host_filter,
+                     enum(Operation, r.operation), enum(Permission, r.permission_type))
+
+
+async def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
+    security = ctx.broker.security
+    if security.authorizer is None:
+        return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED,
+                                    error_message="No Authorizer is configured.", resources=[])
+    if not security.authorize(ctx, Operation.DESCRIBE, ResourceType.CLUSTER):
+        return DescribeAclsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                    error_message="Cluster authorization failed.", resources=[])
+    flt = to_filter(request)
+    reason = flt.invalid_reason()
+    if reason:
+        return DescribeAclsResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=reason, resources=[])
+    grouped: dict[tuple, list] = {}
+    for acl in security.authorizer.matching(flt):
+        grouped.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(
+            AclDescription(principal=acl.principal, host=acl.host, operation=acl.operation,
+                           permission_type=acl.permission))
+    return DescribeAclsResponse(error_code=ErrorCode.NONE, error_message=None, resources=[
+        DescribeAclsResource(resource_type=rt, resource_name=name, pattern_type=pt, acls=acls)
+        for (rt, name, pt), acls in grouped.items()])

@@ -1,0 +1,45 @@
+"""DescribeUserScramCredentials (50) v0: each user's SCRAM mechanisms and iteration counts (never the
+keys); Describe on the cluster. Unknown users answer RESOURCE_NOT_FOUND, repeated ones
+DUPLICATE_RESOURCE, as Kafka does."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from kbroker.broker.router import RequestContext
+from kbroker.broker.security.acl import Operation, ResourceType
+from kbroker.broker.security.credentials import MECHANISM_CODES
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
+from kbroker.protocol.messages.describe_user_scram_credentials_response import (
+    CredentialInfo, DescribeUserScramCredentialsResponse, DescribeUserScramCredentialsResult,
+)
+
+API_KEY = 50
+VERSIONS = (0, 0)
+
+
+async def handle(ctx: RequestContext, request: DescribeUserScramCredentialsRequest):
+    security = ctx.broker.security
+    if not security.authorize(ctx, Operation.DESCRIBE, ResourceType.CLUSTER):
+        return DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                    error_message="Cluster authorization failed.", results=[])
+    users = security.credentials.scram_users()
+    wanted = [u.name for u in request.users] if request.users else sorted(users)
+    counts = Counter(wanted)
+    results = []
+    for name in dict.fromkeys(wanted):
+        if counts[name] > 1:
+            results.append(DescribeUserScramCredentialsResult(
+                user=name, error_code=ErrorCode.DUPLICATE_RESOURCE, error_message=f"Cannot describe SCRAM "
+                f"credentials for the same user twice in a single request: {name}", credential_infos=[]))
+        elif name not in users:
+            results.append(DescribeUserScramCredentialsResult(
+                user=name, error_code=ErrorCode.RESOURCE_NOT_FOUND,
+                error_message=f"Attempt to describe a user credential that does not exist: {name}",
+                credential_infos=[]))
+        else:
+            results.append(DescribeUserScramCredentialsResult(user=name, error_code=ErrorCode.NONE, credential_infos=[
+                CredentialInfo(mechanism=MECHANISM_CODES[mech], iterations=cred.iterations)
+                for mech, cred in sorted(users[name].items())]))
+    return DescribeUserScramCredentialsResponse(error_code=ErrorCode.NONE, error_message=None, results=results)

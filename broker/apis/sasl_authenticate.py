@@ -1,0 +1,25 @@
+"""SaslAuthenticate (36) v0-v2: one step of the SASL exchange chosen by SaslHandshake v1.
+
+A failed exchange answers SASL_AUTHENTICATION_FAILED with Kafka's message, then the connection
+closes; v1+ carries the session lifetime for re-authentication (KIP-368).
+"""
+
+from __future__ import annotations
+
+from kbroker.broker.router import RequestContext
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from kbroker.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
+
+API_KEY = 36
+VERSIONS = (0, 2)
+
+
+async def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
+    conn = ctx.connection
+    if conn is None:
+        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                        error_message="SASL is not enabled on this listener", auth_bytes=b"")
+    result = conn.authenticate(request.auth_bytes)
+    return SaslAuthenticateResponse(error_code=result.error_code, error_message=result.error_message,
+                                    auth_bytes=result.auth_bytes, session_lifetime_ms=result.session_lifetime_ms)

@@ -1,0 +1,57 @@
+"""What the ACL checks of broker/security/api_checks.py share: Kafka's error codes and messages for a
+refusal, and the request-splitting most per-resource checks are built from."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Awaitable, Callable
+
+from kbroker.broker.router import Deferred
+from kbroker.protocol.errors import ErrorCode
+
+Call = Callable[[Any], Awaitable[Any]]
+TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+DENIED_MESSAGE = {GROUP_DENIED: "Group authorization failed.", TOPIC_DENIED: "Topic authorization failed.",
+                   TXN_DENIED: "Transactional Id authorization failed."}  # Kafka's Errors messages
+
+
+def then(result: Any, fn: Callable[[Any], Any]) -> Any:
+    """Apply `fn` to a handler's answer, also when the answer is Deferred (or None for acks=0)."""
+    if result is None:
+        return None
+    if isinstance(result, Deferred):
+        async def later():
+            body = await result.response
+            return None if body is None else fn(body)
+        return Deferred(later())
+    return fn(result)
+
+
+def topic_names_by_id(ctx) -> dict:
+    return {info.topic_id: name for name, info in ctx.broker.logs.topics().items()}
+
+
+async def split(ctx, request, call: Call, sec, *, items: str, allowed: Callable[[Any], bool],
+                 denied_entry: Callable[[Any], Any], answer_list: str,
+                 when_none_left: Callable[[], Any] | None = None) -> Any:
+    """`when_none_left`: for APIs where an empty list means "everything", the answer to give (before
+    the error entries) when every named resource is refused, instead of calling the handler."""
+    kept, refused = [], []
+    for item in getattr(request, items):
+        (kept if allowed(item) else refused).append(item)
+    if not refused:
+        return await call(request)
+    if not kept and when_none_left is not None:
+        result = when_none_left()
+    else:
+        result = await call(dataclasses.replace(request, **{items: kept}))
+
+    def merge(body):
+        getattr(body, answer_list).extend(denied_entry(item) for item in refused)
+        return body
+    return then(result, merge)
+
+

@@ -1,0 +1,167 @@
+"""Who may authenticate: SCRAM credentials (salted, in the data directory) and PLAIN users (a file).
+
+SCRAM credentials are kept as Kafka keeps them: salt, StoredKey, ServerKey and the iteration count,
+never the password. They live in `<data-dir>/security/scram-credentials.json`, written atomically
+(temporary file, fsync, rename) and re-read when the file changes, so `kbroker user add` reaches a
+running broker. PLAIN users come from a file of `name=password` lines (`#` comments), as Kafka takes
+them from its JAAS `user_NAME="password"` options; it is re-read when it changes too.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import scramp
+
+SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+# AlterUserScramCredentials' mechanism codes (Kafka's ScramMechanism.type)
+MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+MECHANISM_NAMES = {code: name for name, code in MECHANISM_CODES.items()}
+MIN_ITERATIONS = 4096  # Kafka's ScramMechanism.minIterations()
+MAX_ITERATIONS = 16384  # Kafka's limit for AlterUserScramCredentials
+
+
+@dataclass(slots=True, frozen=True)
+class ScramCredential:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    @classmethod
+    def from_password(cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS) -> "ScramCredential":
+        salt, stored_key, server_key, i = scramp.ScramMechanism(mechanism).make_auth_info(password, iterations)
+        return cls(salt, stored_key, server_key, i)
+
+    @classmethod
+    def from_salted_password(cls, mechanism: str, salt: bytes, salted_password: bytes,
+                             iterations: int) -> "ScramCredential":
+        """What AlterUserScramCredentials sends: the client salted the password (RFC 5802 Hi())."""
+        hf = SCRAM_HASHES[mechanism]
+        client_key = hmac.new(salted_password, b"Client Key", hf).digest()
+        server_key = hmac.new(salted_password, b"Server Key", hf).digest()
+        return cls(salt, hf(client_key).digest(), server_key, iterations)
+
+    def to_json(self) -> dict:
+        enc = lambda b: base64.b64encode(b).decode()  # noqa: E731
+        return {"salt": enc(self.salt), "stored_key": enc(self.stored_key), "server_key": enc(self.server_key),
+                "iterations": self.iterations}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ScramCredential":
+        dec = base64.b64decode
+        return cls(dec(d["salt"]), dec(d["stored_key"]), dec(d["server_key"]), int(d["iterations"]))
+
+
+class _WatchedFile:
+    """A file re-parsed whenever its modification time or size changes."""
+
+    def __init__(self, path: Path | None, parse) -> None:
+        self.path, self.parse = path, parse
+        self._stamp: tuple[int, int] | None = None
+        self.value = parse(None)
+
+    def get(self):
+        if self.path is None:
+            return self.value
+        try:
+            st = self.path.stat()
+            stamp = (st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._stamp:
+            self.value = self.parse(self.path.read_text(encoding="utf-8") if stamp else None)
+            self._stamp = stamp
+        return self.value
+
+
+def _parse_scram(text: str | None) -> dict[str, dict[str, ScramCredential]]:
+    if not text:
+        return {}
+    data = json.loads(text)
+    return {user: {mech: ScramCredential.from_json(c) for mech, c in mechs.items()}
+            for user, mechs in data.get("users", {}).items()}
+
+
+def parse_plain_users(text: str | None) -> dict[str, str]:
+    users: dict[str, str] = {}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, password = line.partition("=")
+        if sep and name.strip():
+            users[name.strip()] = password
+    return users
+
+
+def scram_path(data_dir: str | Path) -> Path:
+    return Path(data_dir) / "security" / "scram-credentials.json"
+
+
+class CredentialStore:
+    def __init__(self, data_dir: str | Path, plain_users_file: str | None = None) -> None:
+        self._scram_path = scram_path(data_dir)
+        self._scram = _WatchedFile(self._scram_path, _parse_scram)
+        self._plain = _WatchedFile(Path(plain_users_file) if plain_users_file else None, parse_plain_users)
+
+    # --- lookups (authentication) ---
+    def scram(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self._scram.get().get(user, {}).get(mechanism)
+
+    def check_plain(self, user: str, password: str) -> bool:
+        expected = self._plain.get().get(user)
+        # compare even for unknown users so the answer takes as long either way
+        ok = hmac.compare_digest((expected or secrets.token_hex(8)).encode(), password.encode())
+        return expected is not None and ok
+
+    def scram_users(self) -> dict[str, dict[str, ScramCredential]]:
+        return {u: dict(m) for u, m in self._scram.get().items()}
+
+    # --- changes (AlterUserScramCredentials, `kbroker user add`) ---
+    def apply_scram(self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]) -> None:
+        users = self.scram_users()
+        for user, mech in deletions:
+            users.get(user, {}).pop(mech, None)
+            if user in users and not users[user]:
+                del users[user]
+        for user, mech, cred in upserts:
+            users.setdefault(user, {})[mech] = cred
+        self._write(users)
+
+    def _write(self, users: dict[str, dict[str, ScramCredential]]) -> None:
+        self._scram_path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"version": 1, "users": {u: {m: c.to_json() for m, c in mechs.items()} for u, mechs in users.items()}}
+        _atomic_write(self._scram_path, json.dumps(data, indent=1, sort_keys=True))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def add_plain_user(path: str | Path, user: str, password: str) -> None:
+    """Add or replace one line of a PLAIN users file (`kbroker user add --mechanism PLAIN`)."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    lines = [ln for ln in lines if ln.partition("=")[0].strip() != user]
+    lines.append(f"{user}={password}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, "\n".join(lines) + "\n")

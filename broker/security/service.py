@@ -1,0 +1,251 @@
+"""The broker's security: credentials, the authorizer and its ACLs, and each listener's transport.
+
+`Security.for_listener(protocol)` gives what a KafkaServer needs for a listener of that security
+protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL): a TLS context or none, whether SASL runs, and a
+factory of per-connection authentication state. `authorize()` is the one place a request is checked
+against the ACLs; each denial is one `authorization_denied` audit event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from kbroker.broker.security import tls
+from kbroker.broker.security.acl import (
+    CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, Authorizer, Operation, ResourceType, parse_super_users,
+)
+from kbroker.broker.security.acl_store import AclStore
+from kbroker.broker.security.credentials import CredentialStore
+from kbroker.broker.security.sasl import ALL_MECHANISMS
+from kbroker.broker.security.session import ANONYMOUS, ConnectionAuth
+
+log = structlog.get_logger("kbroker.security")
+audit = structlog.get_logger("kbroker.audit")
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's authorizer.class.name values that mean "the standard ACL authorizer"
+AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer",
+               "standard")
+
+
+def parse_mechanisms(text: str) -> tuple[str, ...]:
+    mechanisms = tuple(m.strip().upper() for m in text.split(",") if m.strip())
+    unknown = [m for m in mechanisms if m not in ALL_MECHANISMS]
+    if unknown:
+        raise ValueError(f"sasl.enabled.mechanisms: {', '.join(unknown)} not supported "
+                         f"(supported: {', '.join(ALL_MECHANISMS)})")
+    return mechanisms
+
+
+class TlsHandshakeFailed(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class ListenerSecurity:
+    """What one listener needs: `ssl_context` (None for PLAINTEXT/SASL_PLAINTEXT) and SASL or not."""
+
+    protocol: str
+    listener: str
+    ssl_context: ssl.SSLContext | None
+    sasl: bool
+    security: "Security"
+
+    @property
+    def handshake_timeout_s(self) -> float:
+        return self.security.config.ssl_handshake_timeout_ms / 1000
+
+    @property
+    def max_receive_before_auth(self) -> int:
+        return self.security.config.sasl_server_max_receive_size
+
+    async def accept(self, writer: asyncio.StreamWriter, peer: str) -> ConnectionAuth:
+        """A new SASL_PLAINTEXT connection's authentication state (TLS ones come from `accept_tls`)."""
+        return self._connection(peer, ANONYMOUS)
+
+    async def accept_tls(self, sock: socket.socket, peer: str) -> tuple[asyncio.StreamReader,
+                                                                       asyncio.StreamWriter, ConnectionAuth]:
+        """Run the TLS handshake on a freshly accepted socket (nothing has read from it yet)."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 20)
+        protocol = asyncio.StreamReaderProtocol(reader)
+        try:
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol, sock, ssl=self.ssl_context, ssl_handshake_timeout=self.handshake_timeout_s)
+        except (ssl.SSLError, ConnectionError, OSError, asyncio.TimeoutError) as e:
+            sock.close()
+            if isinstance(e, ConnectionError) and "taking longer than" not in str(e):
+                # the client hung up after our alert: say why we sent it
+                e = tls.take_recent_failure() or e
+            raise TlsHandshakeFailed(_tls_reason(e)) from None
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        principal = ANONYMOUS
+        obj = transport.get_extra_info("ssl_object")
+        der = obj.getpeercert(binary_form=True) if obj is not None else None
+        if der:
+            dn = tls.subject_dn(der)
+            try:
+                principal = "User:" + self.security.principal_mapper.principal_name(dn)
+            except LookupError as e:
+                writer.close()
+                raise TlsHandshakeFailed(str(e)) from None
+        return reader, writer, self._connection(peer, principal)
+
+    def _connection(self, peer: str, principal: str) -> ConnectionAuth:
+        cfg = self.security.config
+        return ConnectionAuth(sasl=self.sasl, mechanisms=self.security.mechanisms,
+                              credentials=self.security.credentials, peer=peer, listener=self.listener,
+                              reauth_ms=cfg.connections_max_reauth_ms, principal=principal)
+
+
+class TlsAcceptor:
+    """A TLS listener's accept loop. Each accepted socket goes to `on_socket` untouched, so its TLS
+    handshake runs through `connect_accepted_socket`, which reports a failed or stalled handshake to
+    us (one log line per connection) instead of swallowing it as a TLS server socket does."""
+
+    def __init__(self, host: str, port: int, on_socket, sock: socket.socket | None = None) -> None:
+        if sock is None:
+            sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                        backlog=1024)
+        self.sock = sock
+        self.sock.setblocking(False)
+        self.sockets = [self.sock]
+        self.on_socket = on_socket
+        self._task = asyncio.ensure_future(self._run())
+        self._children: set[asyncio.Task] = set()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                client, _ = await loop.sock_accept(self.sock)
+            except OSError as e:  # EMFILE and the like: keep serving the connections we have
+                log.warning("accept_failed", error=str(e))
+                await asyncio.sleep(0.1)
+                continue
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            task = asyncio.ensure_future(self.on_socket(client))
+            self._children.add(task)
+            task.add_done_callback(self._children.discard)
+
+    def close(self) -> None:
+        self._task.cancel()
+        self.sock.close()
+
+
+def _tls_reason(e: BaseException) -> str:
+    if isinstance(e, ssl.SSLError):
+        reason = getattr(e, "reason", None) or str(e)
+        if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL"):
+            return f"not a TLS client ({reason}); a plaintext client on a TLS listener?"
+        return f"TLS handshake failed: {reason}"
+    if isinstance(e, (asyncio.TimeoutError, TimeoutError)) or "taking longer than" in str(e):
+        return "TLS handshake timed out (ssl.handshake.timeout.ms)"
+    return f"TLS handshake failed: {type(e).__name__}: {e}"
+
+
+class Security:
+    def __init__(self, config: Any, data_dir: str | Path) -> None:
+        self.config = config
+        self.mechanisms = parse_mechanisms(config.sasl_enabled_mechanisms)
+        self.credentials = CredentialStore(data_dir, config.sasl_plain_users_file or None)
+        self.principal_mapper = tls.PrincipalMapper(config.ssl_principal_mapping_rules)
+        self.acl_store = AclStore(data_dir)
+        self.authorizer: Authorizer | None = None
+        if config.authorizer_class_name:
+            if config.authorizer_class_name not in AUTHORIZERS:
+                raise ValueError(f"authorizer.class.name: {config.authorizer_class_name!r} is not supported "
+                                 f"(use {AUTHORIZERS[0]})")
+            self.authorizer = Authorizer(self.acl_store.load(), parse_super_users(config.super_users),
+                                         config.allow_everyone_if_no_acl_found)
+        self._ssl_contexts: dict[str, ssl.SSLContext] = {}
+
+    def ssl_context(self, client_auth: str) -> ssl.SSLContext:
+        if client_auth not in self._ssl_contexts:
+            cfg = self.config
+            if not cfg.ssl_keystore_location:
+                raise ValueError("an SSL or SASL_SSL listener needs ssl.keystore.location (a PEM file with the "
+                                 "certificate chain and private key)")
+            self._ssl_contexts[client_auth] = tls.server_context(cfg.ssl_keystore_location,
+                                                                 cfg.ssl_truststore_location, client_auth,
+                                                                 cfg.ssl_key_password)
+        return self._ssl_contexts[client_auth]
+
+    def for_listener(self, protocol: str, listener: str | None = None) -> ListenerSecurity | None:
+        """None for a PLAINTEXT listener (nothing to do per connection); raises ValueError on a setting
+        the protocol needs and does not have."""
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"unknown security protocol {protocol}")
+        if protocol == "PLAINTEXT":
+            return None
+        # As in Kafka, ssl.client.auth applies to SSL listeners; SASL_SSL ones authenticate with SASL
+        tls_ctx = None
+        if protocol == "SSL":
+            tls_ctx = self.ssl_context(self.config.ssl_client_auth)
+        elif protocol == "SASL_SSL":
+            tls_ctx = self.ssl_context("none")
+        sasl = protocol.startswith("SASL_")
+        if sasl and not self.mechanisms:
+            raise ValueError(f"listener {listener or protocol}: sasl.enabled.mechanisms is empty")
+        return ListenerSecurity(protocol, listener or protocol, tls_ctx, sasl, self)
+
+    # --- authorization ---
+    def authorize(self, ctx: Any, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME,
+                  *, audit_denial: bool = True) -> bool:
+        if self.authorizer is None:
+            return True
+        principal = principal_of(ctx)
+        host = host_of(ctx.peer)
+        if self.authorizer.authorize(principal, host, operation, resource_type, name):
+            return True
+        if audit_denial:
+            audit.info("authorization_denied", principal=principal, host=host, operation=operation.name,
+                       resource_type=resource_type.name, resource=name, api=ctx.api_key, version=ctx.api_version,
+                       client_id=ctx.client_id, correlation_id=ctx.correlation_id)
+        return False
+
+    def authorized_operations(self, ctx: Any, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """KIP-430's bitfield (1 << operation code) of what the principal may do on a resource; every
+        supported operation when no authorizer is configured, as Kafka answers."""
+        ops = SUPPORTED_OPERATIONS[resource_type]
+        allowed = ops if self.authorizer is None else [
+            op for op in ops if self.authorize(ctx, op, resource_type, name, audit_denial=False)]
+        return sum(1 << op for op in allowed)
+
+    def is_super_user(self, ctx: Any) -> bool:
+        return self.authorizer is None or principal_of(ctx) in self.authorizer.super_users
+
+    def authorize_any(self, ctx: Any, operation: Operation, resource_type: ResourceType) -> bool:
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize_any(principal_of(ctx), host_of(ctx.peer), operation, resource_type)
+
+    # --- ACL changes (CreateAcls/DeleteAcls): persisted before they are answered ---
+    def add_acls(self, acls: list[AclBinding]) -> None:
+        assert self.authorizer is not None
+        added = [a for a in acls if self.authorizer.add(a)]
+        if added:
+            self.acl_store.save(self.authorizer.acls())
+
+    def remove_acls(self, acls: list[AclBinding]) -> None:
+        assert self.authorizer is not None
+        removed = [a for a in acls if self.authorizer.remove(a)]
+        if removed:
+            self.acl_store.save(self.authorizer.acls())
+
+
+def principal_of(ctx: Any) -> str:
+    conn = getattr(ctx, "connection", None)
+    return conn.principal if conn is not None else ANONYMOUS
+
+
+def host_of(peer: str) -> str:
+    host = peer.rpartition(":")[0] if ":" in peer else peer
+    return host.strip("[]")

@@ -1,0 +1,207 @@
+"""ACL checks of the transaction APIs (issue 13), KIP-848's consumer group APIs (issue 12) and the admin
+APIs of issue 15, as KafkaApis does them; registered in broker/security/api_checks.py's CHECKS."""
+
+from __future__ import annotations
+
+from kbroker.broker.router import generic_failed_response
+from kbroker.broker.security.acl import Operation as Op, ResourceType as RT
+from kbroker.broker.security.check_helpers import (
+    CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, split, then,
+)
+from kbroker.protocol.errors import ErrorCode
+
+
+# --- transactions (issue 13), as KafkaApis checks them ---
+
+def _txn_error_topics(topics, error_for) -> list:
+    from kbroker.protocol.messages import add_partitions_to_txn_response as apt
+
+    return [apt.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
+        apt.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=error_for(t.name))
+        for p in t.partitions]) for t in topics]
+
+
+async def check_add_partitions_to_txn(ctx, request, call, sec):
+    from kbroker.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
+
+    if ctx.api_version >= 4:  # the broker-to-broker batch: ClusterAction
+        if not sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
+            return AddPartitionsToTxnResponse(error_code=CLUSTER_DENIED)
+        return await call(request)
+    topics = request.v3_and_below_topics
+    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.v3_and_below_transactional_id):
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_txn_error_topics(topics, lambda _: TXN_DENIED))
+    denied = {t.name for t in topics if not sec.authorize(ctx, Op.WRITE, RT.TOPIC, t.name)}
+    if denied:  # nothing is added when any topic is refused; the others are OPERATION_NOT_ATTEMPTED
+        return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_txn_error_topics(
+            topics, lambda name: TOPIC_DENIED if name in denied else ErrorCode.OPERATION_NOT_ATTEMPTED))
+    return await call(request)
+
+
+async def check_add_offsets_to_txn(ctx, request, call, sec):
+    from kbroker.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+
+    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=TXN_DENIED)
+    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(error_code=GROUP_DENIED)
+    return await call(request)
+
+
+async def check_end_txn(ctx, request, call, sec):
+    from kbroker.protocol.messages.end_txn_response import EndTxnResponse
+
+    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
+        return EndTxnResponse(error_code=TXN_DENIED)
+    return await call(request)
+
+
+async def check_txn_offset_commit(ctx, request, call, sec):
+    from kbroker.protocol.messages import txn_offset_commit_response as toc
+
+    def all_partitions(error):
+        return toc.TxnOffsetCommitResponse(topics=[toc.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            toc.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+            for p in t.partitions]) for t in request.topics])
+
+    if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
+        return all_partitions(TXN_DENIED)
+    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return all_partitions(GROUP_DENIED)
+    return await split(
+        ctx, request, call, sec, items="topics", answer_list="topics",
+        allowed=lambda t: sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),
+        denied_entry=lambda t: toc.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            toc.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=TOPIC_DENIED)
+            for p in t.partitions]))
+
+
+async def check_describe_transactions(ctx, request, call, sec):
+    from kbroker.protocol.messages.describe_transactions_response import TransactionState
+
+    result = await split(
+        ctx, request, call, sec, items="transactional_ids", answer_list="transaction_states",
+        allowed=lambda tid: sec.authorize(ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, tid),
+        denied_entry=lambda tid: TransactionState(error_code=TXN_DENIED, transactional_id=tid))
+
+    def topics_visible(body):  # a transaction's partitions only of topics the principal may Describe
+        for state in body.transaction_states:
+            state.topics = [t for t in state.topics
+                            if sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.topic, audit_denial=False)]
+        return body
+    return then(result, topics_visible)
+
+
+async def check_list_transactions(ctx, request, call, sec):
+    result = await call(request)
+
+    def visible(body):
+        body.transaction_states = [s for s in body.transaction_states if sec.authorize(
+            ctx, Op.DESCRIBE, RT.TRANSACTIONAL_ID, s.transactional_id, audit_denial=False)]
+        return body
+    return then(result, visible)
+
+
+async def check_describe_producers(ctx, request, call, sec):
+    from kbroker.protocol.messages import describe_producers_response as dp
+
+    return await split(
+        ctx, request, call, sec, items="topics", answer_list="topics",
+        allowed=lambda t: sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),
+        denied_entry=lambda t: dp.TopicResponse(name=t.name, partitions=[
+            dp.PartitionResponse(partition_index=p, error_code=TOPIC_DENIED) for p in t.partition_indexes]))
+
+
+# --- KIP-848 consumer groups (issue 12) ---
+
+async def check_consumer_group_heartbeat(ctx, request, call, sec):
+    from kbroker.protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
+
+    def refused(error):
+        return ConsumerGroupHeartbeatResponse(error_code=error, error_message=DENIED_MESSAGE[error])
+
+    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return refused(GROUP_DENIED)
+    # a member may subscribe only to topics it may Describe (KafkaApis checks the names; a regex
+    # subscription is resolved against what exists)
+    if request.subscribed_topic_names and not all(
+            sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, name) for name in request.subscribed_topic_names):
+        return refused(TOPIC_DENIED)
+    return await call(request)
+
+
+async def check_consumer_group_describe(ctx, request, call, sec):
+    from kbroker.protocol.messages.consumer_group_describe_response import DescribedGroup
+
+    return await split(
+        ctx, request, call, sec, items="group_ids", answer_list="groups",
+        allowed=lambda g: sec.authorize(ctx, Op.DESCRIBE, RT.GROUP, g),
+        denied_entry=lambda g: DescribedGroup(error_code=GROUP_DENIED, error_message=DENIED_MESSAGE[GROUP_DENIED],
+                                              group_id=g))
+
+
+# --- admin APIs (issue 15) ---
+
+def cluster_check(operation: Op):
+    """The whole request needs `operation` on the cluster; refused, it gets the API's own error answer
+    with CLUSTER_AUTHORIZATION_FAILED (as KafkaApis answers ElectLeaders, the quota and reassignment APIs)."""
+    async def check(ctx, request, call, sec):
+        if sec.authorize(ctx, operation, RT.CLUSTER):
+            return await call(request)
+        route = ctx.broker.router.routes[ctx.api_key]
+        if route.failed_response is not None:
+            return route.failed_response(ctx, request, CLUSTER_DENIED)
+        return generic_failed_response(ctx.api_key, ctx.api_version, CLUSTER_DENIED)
+    return check
+
+
+async def check_delete_records(ctx, request, call, sec):
+    from kbroker.protocol.messages import delete_records_response as dr
+
+    return await split(
+        ctx, request, call, sec, items="topics", answer_list="topics",
+        allowed=lambda t: sec.authorize(ctx, Op.DELETE, RT.TOPIC, t.name),
+        denied_entry=lambda t: dr.DeleteRecordsTopicResult(name=t.name, partitions=[
+            dr.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1,
+                                            error_code=TOPIC_DENIED) for p in t.partitions]))
+
+
+async def check_offset_for_leader_epoch(ctx, request, call, sec):
+    from kbroker.protocol.messages import offset_for_leader_epoch_response as ofl
+
+    def denied(t):
+        return ofl.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
+            ofl.EpochEndOffset(error_code=TOPIC_DENIED, partition=p.partition) for p in t.partitions])
+
+    if request.replica_id >= 0:  # a follower: ClusterAction
+        if not sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
+            return ofl.OffsetForLeaderEpochResponse(topics=[denied(t) for t in request.topics])
+        return await call(request)
+    return await split(ctx, request, call, sec, items="topics", answer_list="topics",
+                        allowed=lambda t: sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.topic), denied_entry=denied)
+
+
+async def check_describe_log_dirs(ctx, request, call, sec):
+    from kbroker.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+
+    if not sec.authorize(ctx, Op.DESCRIBE, RT.CLUSTER):  # v3+ says so; older versions just see nothing
+        return DescribeLogDirsResponse(error_code=CLUSTER_DENIED, results=[])
+    return await call(request)
+
+
+async def check_describe_topic_partitions(ctx, request, call, sec):
+    from kbroker.protocol.messages import describe_topic_partitions_response as dtp
+
+    if not request.topics:  # every topic: only those the principal may Describe
+        result = await call(request)
+
+        def visible(body):
+            body.topics = [t for t in body.topics if t.name is None
+                           or sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name, audit_denial=False)]
+            return body
+        return then(result, visible)
+    return await split(
+        ctx, request, call, sec, items="topics", answer_list="topics",
+        allowed=lambda t: sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name),
+        denied_entry=lambda t: dtp.DescribeTopicPartitionsResponseTopic(error_code=TOPIC_DENIED, name=t.name),
+        when_none_left=lambda: dtp.DescribeTopicPartitionsResponse(topics=[], next_cursor=None))

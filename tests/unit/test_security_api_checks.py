@@ -1,0 +1,75 @@
+"""Every API is wrapped by the ACL checks: with its Kafka check (broker/security/api_checks.py), or its
+own (the ACL and SCRAM APIs), or none where Kafka has none (ApiVersions, the SASL handshake); an API
+served without a written check fails closed: only super users pass while an authorizer is
+configured, everyone else gets CLUSTER_AUTHORIZATION_FAILED in the API's error shape."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from kbroker.broker.app import build_router
+from kbroker.broker.router import RequestContext, Router
+from kbroker.broker.security import api_checks
+from kbroker.broker.security.acl import Authorizer
+from kbroker.broker.security.session import ConnectionAuth
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.describe_cluster_request import DescribeClusterRequest
+from kbroker.protocol.messages.describe_cluster_response import DescribeClusterResponse
+
+
+def test_current_apis_have_their_kafka_checks():
+    served = {key for key, _, _ in build_router().supported()}
+    explicit = set(api_checks.CHECKS) | api_checks.CHECKED_IN_HANDLER | api_checks.NO_CHECK_IN_KAFKA
+    assert served <= explicit, f"served without a written check (fail closed): {sorted(served - explicit)}"
+
+
+def test_checked_handlers_are_the_wrapped_ones():
+    from kbroker.broker.apis import api_versions, produce
+
+    router = build_router()
+    assert router.routes[0].handler is not produce.handle
+    assert router.routes[18].handler is api_versions.handle
+
+
+def _security(super_users=()):
+    from kbroker.broker.security.service import Security
+
+    sec = Security.__new__(Security)
+    sec.authorizer = Authorizer([], super_users)
+    return sec
+
+
+def _ctx(principal: str, broker) -> RequestContext:
+    conn = ConnectionAuth(sasl=False, mechanisms=(), credentials=None, peer="127.0.0.1:1", listener="L",
+                          principal=principal)
+    return RequestContext(60, 0, 1, "c", "127.0.0.1:1", broker, connection=conn)
+
+
+def test_an_api_without_a_written_check_fails_closed():
+    calls = []
+
+    class NewApi:  # stands for an API another branch adds (DescribeCluster's shape, no CHECKS entry)
+        API_KEY, VERSIONS = 60, (0, 1)
+
+        @staticmethod
+        async def handle(ctx, request):
+            calls.append(ctx.connection.principal)
+            return DescribeClusterResponse(cluster_id="served")
+
+    router = Router()
+    router.register(NewApi)
+    saved = api_checks.CHECKS.pop(60)
+    try:
+        api_checks.install(router)
+    finally:
+        api_checks.CHECKS[60] = saved
+    broker = SimpleNamespace(security=_security({"User:admin"}))
+    handler = router.routes[60].handler
+    request = DescribeClusterRequest()
+    assert asyncio.run(handler(_ctx("User:admin", broker), request)).cluster_id == "served"
+    answer = asyncio.run(handler(_ctx("User:alice", broker), request))
+    assert calls == ["User:admin"]
+    assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # generic error shape (top-level code)
+    broker.security.authorizer = None  # no authorizer: everyone is served
+    assert asyncio.run(handler(_ctx("User:alice", broker), request)).cluster_id == "served"
