@@ -1,3 +1,3 @@
-from kbroker.broker.cli import main
+from .broker.cli import main
 
 raise SystemExit(main())

@@ -11,10 +11,10 @@ import socket
 import time
 from typing import Any
 
-from kbroker.protocol import framing
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.frames import FrameReader, recv_frame
-from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+from ..protocol import framing
+from ..protocol.errors import ErrorCode
+from ..protocol.frames import FrameReader, recv_frame
+from ..protocol.messages.api_versions_request import ApiVersionsRequest
 
 CLIENT_ID = "kbroker-admin"
 # API key -> the newest version this client's code handles.
@@ -123,7 +123,7 @@ class Admin:
 
     def coordinator(self, group_id: str) -> Connection:
         """The group's coordinator (retried while the broker is still loading its groups)."""
-        from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+        from ..protocol.messages.find_coordinator_request import FindCoordinatorRequest
 
         deadline = time.monotonic() + self.timeout
         while True:

@@ -10,21 +10,21 @@ import urllib.error
 import urllib.request
 from datetime import datetime, timezone
 
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.delete_groups_request import DeleteGroupsRequest
-from kbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
-from kbroker.protocol.messages.list_groups_request import ListGroupsRequest
-from kbroker.protocol.messages.offset_commit_request import (
+from ..protocol.errors import ErrorCode
+from ..protocol.messages.delete_groups_request import DeleteGroupsRequest
+from ..protocol.messages.describe_groups_request import DescribeGroupsRequest
+from ..protocol.messages.list_groups_request import ListGroupsRequest
+from ..protocol.messages.offset_commit_request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
-from kbroker.protocol.messages.offset_delete_request import (
+from ..protocol.messages.offset_delete_request import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
     OffsetDeleteRequestTopic,
 )
-from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest
+from ..protocol.messages.offset_fetch_request import OffsetFetchRequest
 
 from .client import Admin, AdminError, error_name
 from .topics import EARLIEST, LATEST, log_offsets, partitions_of

@@ -3,17 +3,17 @@ returning rows (lists of dicts) for the table or JSON printer."""
 
 from __future__ import annotations
 
-from kbroker.protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
-from kbroker.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
-from kbroker.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
-from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
-from kbroker.protocol.messages.incremental_alter_configs_request import (
+from ..protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
+from ..protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+from ..protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+from ..protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
+from ..protocol.messages.incremental_alter_configs_request import (
     AlterableConfig,
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
-from kbroker.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from ..protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from ..protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 
 from .client import Admin, AdminError, error_name
 

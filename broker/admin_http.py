@@ -90,7 +90,7 @@ class AdminHttpServer:
             return (503 if problems else 200), _json({"ready": not problems, "waiting_for": problems}), \
                 "application/json"
         if method == "GET" and parts == ["metrics"]:
-            from kbroker.broker import metrics
+            from . import metrics
 
             return 200, metrics.render(b), metrics.CONTENT_TYPE
         if parts[:2] == ["v1", "groups"] and method == "GET":
@@ -100,7 +100,7 @@ class AdminHttpServer:
                 raise HttpError(403, "test controls are off: start the broker with --test-controls")
             if method != "POST":
                 raise HttpError(405, "test controls are POST requests")
-            from kbroker.broker.test_controls import apply_control
+            from .test_controls import apply_control
 
             return 200, _json(await apply_control(b, parts[2:], payload)), "application/json"
         raise HttpError(404, f"no such endpoint: {method} {path}")

@@ -12,46 +12,46 @@ from pathlib import Path
 import structlog
 import uvloop
 
-from kbroker.broker import cluster_meta
-from kbroker.broker.config import BrokerConfig, parse_host_port
-from kbroker.broker.offsets_topic import OffsetsTopic
-from kbroker.coordinator.actor import GroupCoordinatorService
-from kbroker.coordinator.config import GroupConfig
-from kbroker.protocol import compression
-from kbroker.broker.logging import configure_logging
-from kbroker.broker.router import Router
-from kbroker.broker.server import KafkaServer
-from kbroker.broker.startup import Prepared, prepare
-from kbroker.broker.startup_topics import ensure_topics, parse_create_topics
+from . import cluster_meta
+from .config import BrokerConfig, parse_host_port
+from .offsets_topic import OffsetsTopic
+from ..coordinator.actor import GroupCoordinatorService
+from ..coordinator.config import GroupConfig
+from ..protocol import compression
+from .logging import configure_logging
+from .router import Router
+from .server import KafkaServer
+from .startup import Prepared, prepare
+from .startup_topics import ensure_topics, parse_create_topics
 
 log = structlog.get_logger("kbroker.broker")
 
 
 def build_router() -> Router:
-    from kbroker.broker.apis import api_versions, metadata
-    from kbroker.broker.apis import (  # data path and topic administration
+    from .apis import api_versions, metadata
+    from .apis import (  # data path and topic administration
         alter_configs, create_partitions, create_topics, delete_topics, describe_cluster, describe_configs, fetch,
         incremental_alter_configs, init_producer_id, list_offsets, produce,
     )
-    from kbroker.broker.apis import (  # consumer groups
+    from .apis import (  # consumer groups
         delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group, list_groups,
         offset_commit, offset_delete, offset_fetch, sync_group,
     )
-    from kbroker.broker.apis import (  # transactions
+    from .apis import (  # transactions
         add_offsets_to_txn, add_partitions_to_txn, describe_producers, describe_transactions, end_txn,
         list_transactions, txn_offset_commit,
     )
-    from kbroker.broker.apis import consumer_group_describe, consumer_group_heartbeat  # KIP-848
-    from kbroker.broker.apis import (  # admin APIs that UIs, lag tools and kafka-*.sh call
+    from .apis import consumer_group_describe, consumer_group_heartbeat  # KIP-848
+    from .apis import (  # admin APIs that UIs, lag tools and kafka-*.sh call
         alter_client_quotas, alter_partition_reassignments, delete_records, describe_client_quotas,
         describe_log_dirs, describe_topic_partitions, elect_leaders, list_partition_reassignments,
         offset_for_leader_epoch,
     )
-    from kbroker.broker.apis import (  # security
+    from .apis import (  # security
         alter_user_scram_credentials, create_acls, delete_acls, describe_acls, describe_user_scram_credentials,
         sasl_authenticate, sasl_handshake,
     )
-    from kbroker.broker.security import api_checks
+    from .security import api_checks
 
     router = Router()
     for module in (api_versions, metadata, produce, fetch, list_offsets, create_topics, delete_topics,
@@ -73,10 +73,10 @@ def build_router() -> Router:
 
 class Broker:
     def __init__(self, config: BrokerConfig, prepared: Prepared | None = None) -> None:
-        from kbroker.broker.log.config import LogConfig
-        from kbroker.broker.log.manager import LogManager
+        from .log.config import LogConfig
+        from .log.manager import LogManager
 
-        from kbroker.broker.security.dev_security import configure as configure_dev_security
+        from .security.dev_security import configure as configure_dev_security
 
         config = self.config = configure_dev_security(config)  # --dev-security: SSL and SASL_SSL listeners
         # the checked data directory, its lock and the bound listener sockets (broker/startup.py)
@@ -86,18 +86,18 @@ class Broker:
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
         self.router = build_router()
-        from kbroker.broker.observe import Observations, all_servers
+        from .observe import Observations, all_servers
 
         self.observations = Observations()
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush, max_partitions=config.max_partitions,
                                max_open_files=config.log_max_open_files or None,
                                fsync=self.observations.timed_fsync)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/)
-        from kbroker.broker.security.service import Security
+        from .security.service import Security
 
         self.dev_security = None
         if config.dev_security:
-            from kbroker.broker.security.dev_security import DevSecurity
+            from .security.dev_security import DevSecurity
 
             self.dev_security = DevSecurity.create(config)
         self.security = Security(config, self.data_dir)
@@ -109,8 +109,8 @@ class Broker:
                         security=self.security.for_listener(e.security_protocol, e.name))
             for e in self.listeners.bind
         ]
-        from kbroker.broker.fd_budget import ConnectionSlots, connection_limit
-        from kbroker.broker.log.files import FILES
+        from .fd_budget import ConnectionSlots, connection_limit
+        from .log.files import FILES
 
         self.connection_slots = ConnectionSlots(connection_limit(FILES.capacity))
         for server in all_servers(self):
@@ -119,27 +119,27 @@ class Broker:
         self.admin_http = None
         self.partition_faults = None  # test controls only (broker/test_controls.py)
         if config.test_controls:
-            from kbroker.broker.test_controls import PartitionFaults
+            from .test_controls import PartitionFaults
 
             self.partition_faults = PartitionFaults()
         if config.metrics_listen:
-            from kbroker.broker.admin_http import AdminHttpServer
+            from .admin_http import AdminHttpServer
 
             admin_host, admin_port = parse_host_port(config.metrics_listen)
             self.admin_http = AdminHttpServer(self, admin_host, admin_port, test_controls=config.test_controls)
         self._background: list[asyncio.Task] = []
         # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
-        from kbroker.broker.fetch_sessions import FetchSessionManager
-        from kbroker.broker.producer_state import ProducerStateManager
-        from kbroker.purgatory.clock import SystemClock
-        from kbroker.purgatory.delayed_fetch import FetchPurgatory
-        from kbroker.purgatory.timers import KeyedTimers
+        from .fetch_sessions import FetchSessionManager
+        from .producer_state import ProducerStateManager
+        from ..purgatory.clock import SystemClock
+        from ..purgatory.delayed_fetch import FetchPurgatory
+        from ..purgatory.timers import KeyedTimers
 
         self.timers = KeyedTimers(SystemClock())
         self.fetch_purgatory = FetchPurgatory(self.timers)
         self.fetch_sessions = FetchSessionManager()
         self.producer_states = ProducerStateManager(self.logs, self.data_dir)
-        from kbroker.broker.quotas import ClientQuotas
+        from .quotas import ClientQuotas
 
         self.quotas = ClientQuotas(self.data_dir)
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets
@@ -156,12 +156,12 @@ class Broker:
             topics=self._topics_image,
         )
         self.coordinator.history.subscribe(self.observations.rebalance)
-        from kbroker.broker.history_file import RebalanceHistoryFile
+        from .history_file import RebalanceHistoryFile
 
         self.history_file = RebalanceHistoryFile(self.data_dir)
         self.coordinator.history.subscribe(self.history_file)
         # the transaction coordinator, persisted in __transaction_state
-        from kbroker.broker.transactions import TransactionService
+        from .transactions import TransactionService
 
         self.transactions = TransactionService(self, config)
         self.transactions.ensure_topic()
@@ -215,7 +215,7 @@ class Broker:
 
     def _topics_image(self):
         """name -> TopicImage, what consumer groups (KIP-848) assign from."""
-        from kbroker.coordinator.consumer_group import TopicImage
+        from ..coordinator.consumer_group import TopicImage
 
         return {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
 
@@ -252,7 +252,7 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepar
     broker = Broker(config, prepared)
     await broker.start()
     if config.profile:
-        from kbroker.broker.config import TEST_PROFILE
+        from .config import TEST_PROFILE
 
         log.info("profile_applied", profile=config.profile,
                  settings={name: getattr(config, name) for name in TEST_PROFILE})

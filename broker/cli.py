@@ -8,8 +8,8 @@ import socket
 import sys
 import time
 
-from kbroker import __version__
-from kbroker.broker.config import BrokerConfig, load_config, load_config_with_sources, parse_host_port
+from .. import __version__
+from .config import BrokerConfig, load_config, load_config_with_sources, parse_host_port
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--broker-log", default=None, metavar="FILE",
                          help="the broker's JSON log; rebalance reasons come from its rebalance_completed events")
     analyze.add_argument("--quiet", action="store_true", help="no progress lines")
-    from kbroker.admin.cli import register as register_admin  # topic, group, test (issue 16)
+    from ..admin.cli import register as register_admin  # topic, group, test (issue 16)
 
     register_admin(sub)
     return parser
@@ -87,9 +87,9 @@ def configured_address(config_file: str | None) -> str:
 
 
 def probe(address: str, timeout: float) -> int:
-    from kbroker.protocol import framing
-    from kbroker.protocol.frames import FrameReader, recv_frame
-    from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+    from ..protocol import framing
+    from ..protocol.frames import FrameReader, recv_frame
+    from ..protocol.messages.api_versions_request import ApiVersionsRequest
 
     try:
         host, port = parse_host_port(address)
@@ -116,7 +116,7 @@ def probe(address: str, timeout: float) -> int:
 def user_add(args: argparse.Namespace) -> int:
     import os
 
-    from kbroker.broker.security.credentials import (
+    from .security.credentials import (
         MAX_ITERATIONS, MIN_ITERATIONS, CredentialStore, ScramCredential, add_plain_user,
     )
 
@@ -144,7 +144,7 @@ def user_add(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "admin_main", None) is not None:
-        from kbroker.admin.cli import run as run_admin
+        from ..admin.cli import run as run_admin
 
         return run_admin(args)
     if args.command == "probe":
@@ -157,14 +157,14 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         status = probe(address, args.timeout)
         if status == 0 and args.ready:
-            from kbroker.admin.cli import probe_ready
+            from ..admin.cli import probe_ready
 
             status = probe_ready(args.admin_url, args.timeout)
         return status
     if args.command == "user":
         return user_add(args)
     if args.command == "analyze":
-        from kbroker.pipeline.job import main as analyze_main
+        from ..pipeline.job import main as analyze_main
 
         return analyze_main(args)
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"kbroker: {e}", file=sys.stderr)
         return 2
-    from kbroker.broker.security.dev_security import configure as configure_dev_security
-    from kbroker.broker.startup import StartupError, prepare
+    from .security.dev_security import configure as configure_dev_security
+    from .startup import StartupError, prepare
 
     config = configure_dev_security(config)  # --dev-security adds its SSL and SASL_SSL listeners
 
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as e:
         print(f"kbroker: {e}", file=sys.stderr)
         return 1
-    from kbroker.broker.app import run
+    from .app import run
 
     return run(config, prepared)
 

@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbroker.broker.listeners import DEFAULT_SECURITY_PROTOCOL_MAP, ListenerError, Listeners, resolve
+from .listeners import DEFAULT_SECURITY_PROTOCOL_MAP, ListenerError, Listeners, resolve
 
 
 class ConfigError(ValueError):
@@ -405,7 +405,7 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
             path = getattr(cfg, name)
             if path and not os.path.isfile(path):
                 raise ConfigError(f"{src.label(name)}: {path} is not a file")
-        from kbroker.broker.security.tls import server_context
+        from .security.tls import server_context
 
         try:  # a keystore that does not load is a start-up mistake, not a traceback
             server_context(cfg.ssl_keystore_location, cfg.ssl_truststore_location, cfg.ssl_client_auth,
@@ -413,10 +413,10 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
         except (OSError, ValueError) as e:
             raise ConfigError(f"{src.label('ssl_keystore_location')}: cannot load {cfg.ssl_keystore_location}: "
                               f"{e}") from None
-    from kbroker.broker.startup_topics import parse_create_topics
+    from .startup_topics import parse_create_topics
 
     parse_create_topics(cfg.create_topics, src.label("create_topics"))
-    from kbroker.coordinator.config import GroupConfig
+    from ..coordinator.config import GroupConfig
 
     try:
         GroupConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(GroupConfig)}).validate_consumer()
@@ -436,8 +436,8 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
     if cfg.ssl_client_auth not in ("required", "requested", "none"):
         raise ConfigError(f"{src.label('ssl_client_auth')}: must be required, requested or none, "
                           f"not {cfg.ssl_client_auth!r}")
-    from kbroker.broker.security.service import parse_mechanisms
-    from kbroker.broker.security.tls import PrincipalMapper
+    from .security.service import parse_mechanisms
+    from .security.tls import PrincipalMapper
 
     try:
         parse_mechanisms(cfg.sasl_enabled_mechanisms)

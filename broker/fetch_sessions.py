@@ -26,7 +26,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbroker.protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1

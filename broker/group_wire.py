@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 import structlog
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
+from .router import RequestContext
+from ..protocol.errors import ErrorCode
 
 log = structlog.get_logger("kbroker.groups")
 T = TypeVar("T")

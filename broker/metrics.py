@@ -15,9 +15,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.observe import Histogram, all_servers
-from kbroker.protocol.errors import ErrorCode
+from .log.manager import is_internal_topic
+from .observe import Histogram, all_servers
+from ..protocol.errors import ErrorCode
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

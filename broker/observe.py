@@ -84,7 +84,7 @@ class Observations:
 
     def rebalance(self, entry) -> None:
         """A history listener (coordinator/history.py): count completed rebalances by reason."""
-        from kbroker.coordinator.history import reason_kind
+        from ..coordinator.history import reason_kind
 
         if entry.kind != "rebalance":
             return

@@ -22,12 +22,12 @@ from typing import Any, Awaitable
 
 import structlog
 
-from kbroker.coordinator.record_codec import UnknownRecordType, decode_record, encode_record
-from kbroker.coordinator.records import Record
-from kbroker.protocol.control_records import COMMIT, control_type
-from kbroker.protocol.errors import CorruptRecordError, ErrorCode, KafkaError
-from kbroker.protocol.record_batch import Record as LogRecord
-from kbroker.protocol.record_batch import compute_crc, decode_batch, decode_batches, encode_batch
+from ..coordinator.record_codec import UnknownRecordType, decode_record, encode_record
+from ..coordinator.records import Record
+from ..protocol.control_records import COMMIT, control_type
+from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
+from ..protocol.record_batch import Record as LogRecord
+from ..protocol.record_batch import compute_crc, decode_batch, decode_batches, encode_batch
 
 log = structlog.get_logger("kbroker.offsets_topic")
 

@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING, Iterable
 
 import structlog
 
-from kbroker.broker.log.partition_log import write_file_durably
-from kbroker.protocol import control_records
-from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.record_batch import BatchHeader
+from .log.partition_log import write_file_durably
+from ..protocol import control_records
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.record_batch import BatchHeader
 
 if TYPE_CHECKING:
-    from kbroker.broker.log.partition_log import PartitionLog
+    from .log.partition_log import PartitionLog
 
 log = structlog.get_logger(__name__)
 

@@ -22,7 +22,7 @@ from collections import deque
 from pathlib import Path
 from typing import Iterable
 
-from kbroker.broker.log.partition_log import write_file_durably
+from .log.partition_log import write_file_durably
 
 FILE_NAME = "client-quotas.json"
 USER, CLIENT_ID, IP = "user", "client-id", "ip"

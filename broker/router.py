@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
-from kbroker.protocol import framing
-from kbroker.protocol.spec import in_range
+from ..protocol import framing
+from ..protocol.spec import in_range
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 

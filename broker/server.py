@@ -22,12 +22,12 @@ from typing import Any
 
 import structlog
 
-from kbroker.broker.router import Deferred, RequestContext, Route, Router, generic_failed_response
-from kbroker.broker.security.service import ListenerSecurity, TlsAcceptor, TlsHandshakeFailed
-from kbroker.protocol import framing
-from kbroker.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.primitives import MalformedMessage
+from .router import Deferred, RequestContext, Route, Router, generic_failed_response
+from .security.service import ListenerSecurity, TlsAcceptor, TlsHandshakeFailed
+from ..protocol import framing
+from ..protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from ..protocol.errors import ErrorCode
+from ..protocol.primitives import MalformedMessage
 
 log = structlog.get_logger("kbroker.server")
 _SIZE = struct.Struct(">i")

@@ -24,9 +24,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbroker.broker import cluster_meta
-from kbroker.broker.config import BrokerConfig, Sources
-from kbroker.broker.listeners import Endpoint
+from . import cluster_meta
+from .config import BrokerConfig, Sources
+from .listeners import Endpoint
 
 LOCK_FILE = ".lock"
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from kbroker.broker.log.manager import InvalidTopicError, is_internal_topic, validate_topic_name
+from .log.manager import InvalidTopicError, is_internal_topic, validate_topic_name
 
 log = structlog.get_logger("kbroker.broker")
 POLICIES = ("delete", "compact")

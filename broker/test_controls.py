@@ -14,8 +14,8 @@ from typing import Any
 
 import structlog
 
-from kbroker.coordinator import controls
-from kbroker.protocol.errors import ErrorCode
+from ..coordinator import controls
+from ..protocol.errors import ErrorCode
 
 log = structlog.get_logger("kbroker.test_controls")
 E = ErrorCode
@@ -54,7 +54,7 @@ def _error_code(value: Any) -> ErrorCode:
 
 
 async def apply_control(broker: Any, path: list[str], body: dict) -> dict:
-    from kbroker.broker.admin_http import HttpError
+    from .admin_http import HttpError
 
     try:
         return await _apply(broker, path, body)
@@ -109,7 +109,7 @@ async def _apply(broker: Any, path: list[str], body: dict) -> dict:
             return {"ok": True, "detail": detail}
         case ["connections", "drop"]:
             client_id = body.get("client_id")
-            from kbroker.broker.observe import all_servers
+            from .observe import all_servers
 
             dropped = sum(server.drop_connections(client_id) for server in all_servers(broker))
             log.info("test_control_applied", control="drop connections", client_id=client_id, dropped=dropped)
@@ -145,8 +145,8 @@ async def _run_now(broker: Any, what: str) -> dict:
 async def reset(broker: Any) -> dict:
     """Back to an empty broker: every non-internal topic, group and committed offset goes; the
     internal state stays consistent (groups leave through tombstones, like DeleteGroups)."""
-    from kbroker.broker.log.manager import is_internal_topic
-    from kbroker.broker.startup_topics import ensure_topics
+    from .log.manager import is_internal_topic
+    from .startup_topics import ensure_topics
 
     started = time.monotonic()
     coordinator = broker.coordinator

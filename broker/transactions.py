@@ -29,17 +29,17 @@ from typing import Any
 
 import structlog
 
-from kbroker.broker.txn_markers import write_markers
-from kbroker.coordinator import commands as c
-from kbroker.coordinator.record_codec import encode_record
-from kbroker.coordinator.records import OffsetCommitRecord
-from kbroker.coordinator.txn.coordinator import COORDINATOR_EPOCH, Decision, TxnConfig, TxnCoordinator, log_value
-from kbroker.coordinator.txn.log_format import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
-from kbroker.coordinator.txn.metadata import TopicPartition, TxnState
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.record_batch import Record as LogRecord
-from kbroker.protocol.record_batch import decode_batches, encode_batch, read_header
-from kbroker.purgatory.clock import SystemClock
+from .txn_markers import write_markers
+from ..coordinator import commands as c
+from ..coordinator.record_codec import encode_record
+from ..coordinator.records import OffsetCommitRecord
+from ..coordinator.txn.coordinator import COORDINATOR_EPOCH, Decision, TxnConfig, TxnCoordinator, log_value
+from ..coordinator.txn.log_format import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
+from ..coordinator.txn.metadata import TopicPartition, TxnState
+from ..protocol.errors import ErrorCode
+from ..protocol.record_batch import Record as LogRecord
+from ..protocol.record_batch import decode_batches, encode_batch, read_header
+from ..purgatory.clock import SystemClock
 
 log = structlog.get_logger("kbroker.transactions")
 
@@ -228,7 +228,7 @@ class TransactionService:
                                 member_id: str = "", group_instance_id: str | None = None) -> ErrorCode:
         """Hold a transaction's offsets until it ends, durably: a transactional batch in the group's
         `__consumer_offsets` partition, which must be in the transaction (AddOffsetsToTxn)."""
-        from kbroker.broker.offsets_topic import TOPIC as OFFSETS_TOPIC
+        from .offsets_topic import TOPIC as OFFSETS_TOPIC
 
         coordinator = getattr(self.broker, "coordinator", None)
         if coordinator is None:
@@ -336,7 +336,7 @@ class TransactionService:
     async def _adopt_replayed_offsets(self, txn_id: str, producer_id: int, partitions) -> None:
         """After a restart: the transaction's offsets come back from the `__consumer_offsets` replay,
         which must have finished for the partitions concerned."""
-        from kbroker.broker.offsets_topic import TOPIC as OFFSETS_TOPIC
+        from .offsets_topic import TOPIC as OFFSETS_TOPIC
 
         offsets_topic = getattr(self.broker, "offsets_topic", None)
         coordinator = getattr(self.broker, "coordinator", None)

@@ -14,8 +14,8 @@ from typing import Any, Iterable
 
 import structlog
 
-from kbroker.protocol.control_records import encode_marker
-from kbroker.protocol.errors import KafkaError
+from ..protocol.control_records import encode_marker
+from ..protocol.errors import KafkaError
 
 log = structlog.get_logger("kbroker.txn_markers")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kbroker.protocol import record_batch as rb
-from kbroker.protocol.messages.fetch_response import AbortedTransaction
+from ..protocol import record_batch as rb
+from ..protocol.messages.fetch_response import AbortedTransaction
 
 
 @dataclass(slots=True)

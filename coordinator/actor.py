@@ -32,9 +32,9 @@ from typing import Any, TypeVar
 
 import structlog
 
-from kbroker.protocol.errors import ErrorCode
-from kbroker.purgatory.clock import Clock, SystemClock
-from kbroker.purgatory.timers import KeyedTimers, TimerFired
+from ..protocol.errors import ErrorCode
+from ..purgatory.clock import Clock, SystemClock
+from ..purgatory.timers import KeyedTimers, TimerFired
 
 from . import commands as c
 from .classic import GroupStateMachine, random_member_id

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kbroker.protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode
 
 from . import commands as c
 from .group import ClassicGroup, GroupState

@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 
-from kbroker.protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode
 
 from . import commands as c
 from .admin import handle_delete_group, handle_describe_group, list_groups

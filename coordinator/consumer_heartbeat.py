@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kbroker.protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode
 
 from . import consumer_commands as cc
 from .assignors import MemberSubscription, PartitionAssignorError, assign

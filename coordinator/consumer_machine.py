@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from kbroker.protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode
 
 from . import commands as c
 from . import consumer_commands as cc

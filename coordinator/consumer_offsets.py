@@ -7,7 +7,7 @@ member (epoch -1) only an empty group takes commits, and anyone may fetch.
 
 from __future__ import annotations
 
-from kbroker.protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode
 
 from . import commands as c
 from . import consumer_commands as cc

@@ -11,19 +11,19 @@ from __future__ import annotations
 import struct
 from io import BytesIO
 
-from kbroker.protocol import codec
-from kbroker.protocol.messages import consumer_group_current_member_assignment_key as cmak
-from kbroker.protocol.messages import consumer_group_current_member_assignment_value as cmav
-from kbroker.protocol.messages import consumer_group_member_metadata_key as mmk
-from kbroker.protocol.messages import consumer_group_member_metadata_value as mmv
-from kbroker.protocol.messages import consumer_group_metadata_key as gmk
-from kbroker.protocol.messages import consumer_group_metadata_value as gmv
-from kbroker.protocol.messages import consumer_group_regular_expression_key as rek
-from kbroker.protocol.messages import consumer_group_regular_expression_value as rev
-from kbroker.protocol.messages import consumer_group_target_assignment_member_key as tamk
-from kbroker.protocol.messages import consumer_group_target_assignment_member_value as tamv
-from kbroker.protocol.messages import consumer_group_target_assignment_metadata_key as tak
-from kbroker.protocol.messages import consumer_group_target_assignment_metadata_value as tav
+from ..protocol import codec
+from ..protocol.messages import consumer_group_current_member_assignment_key as cmak
+from ..protocol.messages import consumer_group_current_member_assignment_value as cmav
+from ..protocol.messages import consumer_group_member_metadata_key as mmk
+from ..protocol.messages import consumer_group_member_metadata_value as mmv
+from ..protocol.messages import consumer_group_metadata_key as gmk
+from ..protocol.messages import consumer_group_metadata_value as gmv
+from ..protocol.messages import consumer_group_regular_expression_key as rek
+from ..protocol.messages import consumer_group_regular_expression_value as rev
+from ..protocol.messages import consumer_group_target_assignment_member_key as tamk
+from ..protocol.messages import consumer_group_target_assignment_member_value as tamv
+from ..protocol.messages import consumer_group_target_assignment_metadata_key as tak
+from ..protocol.messages import consumer_group_target_assignment_metadata_value as tav
 
 from .consumer_group import ClassicMemberMetadata
 from .consumer_records import (

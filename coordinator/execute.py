@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import ErrorCode, KafkaError
 
 from .classic import GroupStateMachine
 from .outcome import Durability, Event, Outcome, Reply, TimerOp

@@ -3,7 +3,7 @@ sync), plus the follow-up of the leader's assignment write."""
 
 from __future__ import annotations
 
-from kbroker.protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode
 
 from . import commands as c
 from .group import ClassicGroup, GroupState

@@ -20,10 +20,10 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kbroker.protocol import codec
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages import consumer_protocol_assignment as cpa
-from kbroker.protocol.messages import consumer_protocol_subscription as cps
+from ..protocol import codec
+from ..protocol.errors import ErrorCode
+from ..protocol.messages import consumer_protocol_assignment as cpa
+from ..protocol.messages import consumer_protocol_subscription as cps
 
 from . import commands as c
 from . import consumer_commands as cc

@@ -15,7 +15,7 @@ import enum
 
 from dataclasses import dataclass, field
 
-from kbroker.protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode
 
 from .commands import TimerExpiry
 from .member import Handle, Protocols

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from io import BytesIO
 
-from kbroker.coordinator.records import (
+from .records import (
     GroupMetadataMember,
     GroupMetadataRecord,
     GroupMetadataTombstone,
@@ -19,18 +19,18 @@ from kbroker.coordinator.records import (
     OffsetCommitTombstone,
     Record,
 )
-from kbroker.coordinator.consumer_record_codec import (
+from .consumer_record_codec import (
     CONSUMER_RECORD_TYPES,
     IgnoredRecord,
     decode_consumer_record,
     encode_consumer_record,
 )
-from kbroker.coordinator.consumer_records import is_consumer_record
-from kbroker.protocol import codec
-from kbroker.protocol.messages import group_metadata_key as gmk
-from kbroker.protocol.messages import group_metadata_value as gmv
-from kbroker.protocol.messages import offset_commit_key as ock
-from kbroker.protocol.messages import offset_commit_value as ocv
+from .consumer_records import is_consumer_record
+from ..protocol import codec
+from ..protocol.messages import group_metadata_key as gmk
+from ..protocol.messages import group_metadata_value as gmv
+from ..protocol.messages import offset_commit_key as ock
+from ..protocol.messages import offset_commit_value as ocv
 
 LEGACY_OFFSET_COMMIT = 0
 OFFSET_COMMIT = 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kbroker.protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode
 
 from . import commands as c
 

@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-from kbroker.protocol.record_batch import COMPRESSION_NAMES, Record, encode_batch
+from ..protocol.record_batch import COMPRESSION_NAMES, Record, encode_batch
 
 TOPIC = "bench"
 _I64 = struct.Struct(">q")
@@ -77,8 +77,8 @@ def write_data_dir(root: Path, records: int, *, partitions: int = 4, batch_recor
 
 def decode_in_process(root: Path) -> tuple[int, float]:
     """(records, seconds) for the largest segment decoded to Arrow in this process (one core, no Spark)."""
-    from kbroker.pipeline import decode, schemas
-    from kbroker.pipeline.logdir import list_segments
+    from . import decode, schemas
+    from .logdir import list_segments
 
     segment = max(list_segments(root), key=lambda s: s.size)
     schema = schemas.arrow_schema(schemas.RECORDS)
@@ -89,8 +89,8 @@ def decode_in_process(root: Path) -> tuple[int, float]:
 
 def spark_read(root: Path, cores: int) -> tuple[int, float]:
     """(records, seconds) for a full read of every record on local[cores] (session start excluded)."""
-    from kbroker.pipeline import source
-    from kbroker.pipeline.job import make_session
+    from . import source
+    from .job import make_session
 
     spark = make_session(f"local[{cores}]", f"kbroker-bench-{cores}", extra={
         "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})

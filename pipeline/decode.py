@@ -19,18 +19,18 @@ from typing import Any, Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kbroker.coordinator.record_codec import UnknownRecordType, decode_record
-from kbroker.coordinator.records import (
+from ..coordinator.record_codec import UnknownRecordType, decode_record
+from ..coordinator.records import (
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,
     OffsetCommitTombstone,
 )
-from kbroker.protocol import codec
-from kbroker.protocol.errors import KafkaError
-from kbroker.protocol.messages import consumer_protocol_assignment as cpa
-from kbroker.protocol.messages import consumer_protocol_subscription as cps
-from kbroker.protocol.record_batch import (
+from ..protocol import codec
+from ..protocol.errors import KafkaError
+from ..protocol.messages import consumer_protocol_assignment as cpa
+from ..protocol.messages import consumer_protocol_subscription as cps
+from ..protocol.record_batch import (
     COMPRESSION_NAMES,
     HEADER_SIZE,
     HEADER_STRUCT,

@@ -12,12 +12,12 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from kbroker.protocol import framing
-from kbroker.protocol.frames import FrameReader, recv_frame
-from kbroker.protocol.messages import fetch_request as freq
-from kbroker.protocol.messages import list_offsets_request as loreq
-from kbroker.protocol.messages import metadata_request as mreq
-from kbroker.protocol.record_batch import BatchHeader, Record, decode_batch, iter_batches
+from ..protocol import framing
+from ..protocol.frames import FrameReader, recv_frame
+from ..protocol.messages import fetch_request as freq
+from ..protocol.messages import list_offsets_request as loreq
+from ..protocol.messages import metadata_request as mreq
+from ..protocol.record_batch import BatchHeader, Record, decode_batch, iter_batches
 
 METADATA, LIST_OFFSETS, FETCH = 3, 2, 1
 METADATA_VERSION, LIST_OFFSETS_VERSION, FETCH_VERSION = 12, 7, 12

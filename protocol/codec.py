@@ -14,10 +14,10 @@ from typing import Any
 
 import construct
 
-from kbroker.protocol import primitives as P
-from kbroker.protocol.spec import FieldSpec, MessageSpec, StructSpec, in_range
+from . import primitives as P
+from .spec import FieldSpec, MessageSpec, StructSpec, in_range
 
-_RUNTIME_IMPORT = "from kbroker.protocol.primitives import *"
+_RUNTIME_IMPORT = f"from {__package__}.primitives import *"
 
 
 def _default_expr(dc_field: dataclasses.Field, code: construct.core.CodeGen) -> str:

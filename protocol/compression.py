@@ -20,7 +20,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from kbroker.protocol.errors import CorruptRecordError, ErrorCode, KafkaError, UnsupportedCompressionError
+from .errors import CorruptRecordError, ErrorCode, KafkaError, UnsupportedCompressionError
 
 _I32 = struct.Struct(">i")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from kbroker.protocol import record_batch as rb
+from . import record_batch as rb
 
 ABORT = 0
 COMMIT = 1

@@ -12,12 +12,12 @@ from io import BytesIO
 from struct import Struct
 from typing import Any
 
-from kbroker.protocol import codec
-from kbroker.protocol.messages import MODULES, REQUEST_FLEXIBLE_FROM
-from kbroker.protocol.messages import request_header as _rh
-from kbroker.protocol.messages import response_header as _rsh
-from kbroker.protocol.primitives import MalformedMessage
-from kbroker.protocol.spec import MessageSpec
+from . import codec
+from .messages import MODULES, REQUEST_FLEXIBLE_FROM
+from .messages import request_header as _rh
+from .messages import response_header as _rsh
+from .primitives import MalformedMessage
+from .spec import MessageSpec
 
 API_VERSIONS_KEY = 18
 _HEAD = Struct(">hhi")
@@ -35,7 +35,7 @@ _SPECS: dict[str, MessageSpec] = {}
 def _spec(module: str) -> MessageSpec:
     found = _SPECS.get(module)
     if found is None:
-        found = _SPECS[module] = importlib.import_module(f"kbroker.protocol.messages.{module}").SPEC
+        found = _SPECS[module] = importlib.import_module(f".messages.{module}", __package__).SPEC
     return found
 
 

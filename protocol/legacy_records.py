@@ -23,9 +23,9 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from kbroker.protocol import record_batch as rb
-from kbroker.protocol.compression import COMPRESSION_NONE, COMPRESSION_ZSTD, compress, decompress
-from kbroker.protocol.errors import CorruptRecordError, InvalidRecordError
+from . import record_batch as rb
+from .compression import COMPRESSION_NONE, COMPRESSION_ZSTD, compress, decompress
+from .errors import CorruptRecordError, InvalidRecordError
 
 _ENTRY_HEAD = struct.Struct(">qi")
 _MSG_HEAD = struct.Struct(">Ibb")

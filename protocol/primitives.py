@@ -289,7 +289,7 @@ def primitive_for(type_name: str, *, flexible: bool, nullable: bool) -> KafkaPri
     }[type_name]
 
 
-_RUNTIME_IMPORT = "from kbroker.protocol.primitives import *"
+_RUNTIME_IMPORT = f"from {__package__}.primitives import *"
 __all__ = [
     "MalformedMessage", "ZERO_UUID", "BytesIO", "UUID", "StructError",
     "U_I8", "U_I16", "U_U16", "U_I32", "U_I64", "U_F64",

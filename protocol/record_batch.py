@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 
 from crc32c import crc32c
 
-from kbroker.protocol.compression import (  # noqa: F401  (re-exported: callers name codecs here)
+from .compression import (  # noqa: F401  (re-exported: callers name codecs here)
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
     COMPRESSION_NAMES,
@@ -28,7 +28,7 @@ from kbroker.protocol.compression import (  # noqa: F401  (re-exported: callers 
     inflated_bound,
     inflated_size,
 )
-from kbroker.protocol.errors import (  # noqa: F401  (re-exported: callers catch them from here)
+from .errors import (  # noqa: F401  (re-exported: callers catch them from here)
     CorruptRecordError,
     InvalidRecordError,
     UnsupportedCompressionError,

@@ -3,11 +3,11 @@ that TxnOffsetCommit may follow (Kafka adds exactly that partition)."""
 
 from __future__ import annotations
 
-from kbroker.broker.offsets_topic import TOPIC as OFFSETS_TOPIC
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
-from kbroker.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+from ..offsets_topic import TOPIC as OFFSETS_TOPIC
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from ...protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 
 API_KEY = 25
 VERSIONS = (0, 4)

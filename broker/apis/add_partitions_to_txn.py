@@ -9,10 +9,10 @@ INVALID_TXN_STATE otherwise); each transaction is answered on its own.
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
-from kbroker.protocol.messages.add_partitions_to_txn_response import (
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+from ...protocol.messages.add_partitions_to_txn_response import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
     AddPartitionsToTxnResult,

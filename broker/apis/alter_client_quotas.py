@@ -6,11 +6,11 @@ Kafka's controller does; the valid ones are applied and persisted together unles
 
 from __future__ import annotations
 
-from kbroker.broker import quotas as q
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
-from kbroker.protocol.messages.alter_client_quotas_response import (
+from .. import quotas as q
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from ...protocol.messages.alter_client_quotas_response import (
     AlterClientQuotasResponse,
     EntityData,
     EntryData,

@@ -14,12 +14,12 @@ retention; a client cannot tell the refusal from an ACL-less cluster's admin err
 
 from __future__ import annotations
 
-from kbroker.broker.apis.describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
-from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.messages.alter_configs_request import AlterConfigsRequest
-from kbroker.protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse
+from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
+from ..log.manager import is_internal_topic
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages.alter_configs_request import AlterConfigsRequest
+from ...protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse
 
 API_KEY = 33
 VERSIONS = (0, 2)

@@ -9,10 +9,10 @@ size is INVALID_REPLICATION_FACTOR, checked as Kafka does before the broker ids.
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
-from kbroker.protocol.messages.alter_partition_reassignments_response import (
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
+from ...protocol.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
     ReassignablePartitionResponse,
     ReassignableTopicResponse,

@@ -13,12 +13,12 @@ from collections import Counter
 
 import structlog
 
-from kbroker.broker.router import RequestContext
-from kbroker.broker.security.acl import Operation, ResourceType
-from kbroker.broker.security.credentials import MAX_ITERATIONS, MECHANISM_NAMES, MIN_ITERATIONS, ScramCredential
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
-from kbroker.protocol.messages.alter_user_scram_credentials_response import (
+from ..router import RequestContext
+from ..security.acl import Operation, ResourceType
+from ..security.credentials import MAX_ITERATIONS, MECHANISM_NAMES, MIN_ITERATIONS, ScramCredential
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from ...protocol.messages.alter_user_scram_credentials_response import (
     AlterUserScramCredentialsResponse, AlterUserScramCredentialsResult,
 )
 

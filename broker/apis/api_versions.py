@@ -9,10 +9,10 @@ transaction.version with KIP-890).
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
-from kbroker.protocol.messages.api_versions_response import (
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.api_versions_request import ApiVersionsRequest
+from ...protocol.messages.api_versions_response import (
     ApiVersion,
     ApiVersionsResponse,
     FinalizedFeatureKey,

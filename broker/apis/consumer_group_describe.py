@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.coordinator import consumer_commands as cc
-from kbroker.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
-from kbroker.protocol.messages.consumer_group_describe_response import (
+from .. import group_wire
+from ..router import RequestContext
+from ...coordinator import consumer_commands as cc
+from ...protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from ...protocol.messages.consumer_group_describe_response import (
     Assignment,
     ConsumerGroupDescribeResponse,
     DescribedGroup,

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.coordinator import consumer_commands as cc
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
-from kbroker.protocol.messages.consumer_group_heartbeat_response import (
+from .. import group_wire
+from ..router import RequestContext
+from ...coordinator import consumer_commands as cc
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from ...protocol.messages.consumer_group_heartbeat_response import (
     Assignment,
     ConsumerGroupHeartbeatResponse,
     TopicPartitions,

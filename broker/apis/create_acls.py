@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.broker.security.acl import (
+from ..router import RequestContext
+from ..security.acl import (
     AclBinding, Operation, PatternType, Permission, ResourceType, invalid_binding_reason,
 )
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.create_acls_request import CreateAclsRequest
-from kbroker.protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.create_acls_request import CreateAclsRequest
+from ...protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 
 API_KEY = 30
 VERSIONS = (1, 3)

@@ -8,11 +8,11 @@ it (KAFKA-14418 was not merged); its count is `offsets.topic.num.partitions`, fi
 
 from __future__ import annotations
 
-from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
-from kbroker.protocol.messages.create_partitions_response import (
+from ..log.manager import is_internal_topic
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
+from ...protocol.messages.create_partitions_response import (
     CreatePartitionsResponse,
     CreatePartitionsTopicResult,
 )

@@ -12,12 +12,12 @@ every config; v7 with the topic id.
 
 from __future__ import annotations
 
-from kbroker.broker.apis.describe_configs import SOURCES
-from kbroker.broker.log.manager import validate_topic_name
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
-from kbroker.protocol.messages.create_topics_response import (
+from .describe_configs import SOURCES
+from ..log.manager import validate_topic_name
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from ...protocol.messages.create_topics_response import (
     CreatableTopicConfigs,
     CreatableTopicResult,
     CreateTopicsResponse,

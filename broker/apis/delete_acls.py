@@ -3,14 +3,14 @@ before the answer, which lists what each filter removed."""
 
 from __future__ import annotations
 
-from kbroker.broker.apis.describe_acls import to_filter
-from kbroker.broker.router import RequestContext
-from kbroker.broker.security.acl import Operation, ResourceType
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.delete_acls_response import (
+from .describe_acls import to_filter
+from ..router import RequestContext
+from ..security.acl import Operation, ResourceType
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.delete_acls_response import (
     DeleteAclsFilterResult, DeleteAclsMatchingAcl, DeleteAclsResponse,
 )
-from kbroker.protocol.messages.delete_acls_request import DeleteAclsRequest
+from ...protocol.messages.delete_acls_request import DeleteAclsRequest
 
 API_KEY = 31
 VERSIONS = (1, 3)

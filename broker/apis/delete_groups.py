@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.delete_groups_request import DeleteGroupsRequest
-from kbroker.protocol.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
+from .. import group_wire
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.delete_groups_request import DeleteGroupsRequest
+from ...protocol.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
 
 API_KEY = 42
 VERSIONS = (0, 2)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import structlog
 
-from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.log.partition_log import OffsetOutOfRangeError
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.delete_records_request import DeleteRecordsRequest
-from kbroker.protocol.messages.delete_records_response import (
+from ..log.manager import is_internal_topic
+from ..log.partition_log import OffsetOutOfRangeError
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.delete_records_request import DeleteRecordsRequest
+from ...protocol.messages.delete_records_response import (
     DeleteRecordsPartitionResult,
     DeleteRecordsResponse,
     DeleteRecordsTopicResult,

@@ -8,12 +8,12 @@ error Kafka gives clients that try to write to them.
 
 from __future__ import annotations
 
-from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.delete_topics_request import DeleteTopicsRequest
-from kbroker.protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
-from kbroker.protocol.primitives import ZERO_UUID
+from ..log.manager import is_internal_topic
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.delete_topics_request import DeleteTopicsRequest
+from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
+from ...protocol.primitives import ZERO_UUID
 
 API_KEY = 20
 VERSIONS = (0, 6)

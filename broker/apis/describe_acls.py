@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.broker.security.acl import AclFilter, Operation, PatternType, Permission, ResourceType
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.describe_acls_request import DescribeAclsRequest
-from kbroker.protocol.messages.describe_acls_response import (
+from ..router import RequestContext
+from ..security.acl import AclFilter, Operation, PatternType, Permission, ResourceType
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_acls_request import DescribeAclsRequest
+from ...protocol.messages.describe_acls_response import (
     AclDescription, DescribeAclsResource, DescribeAclsResponse,
 )
 

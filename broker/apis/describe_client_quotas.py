@@ -4,11 +4,11 @@ does: INVALID_REQUEST with a message and no entries."""
 
 from __future__ import annotations
 
-from kbroker.broker import quotas as q
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
-from kbroker.protocol.messages.describe_client_quotas_response import (
+from .. import quotas as q
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
+from ...protocol.messages.describe_client_quotas_response import (
     DescribeClientQuotasResponse,
     EntityData,
     EntryData,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.describe_cluster_request import DescribeClusterRequest
-from kbroker.protocol.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_cluster_request import DescribeClusterRequest
+from ...protocol.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 
 API_KEY = 60
 VERSIONS = (0, 2)

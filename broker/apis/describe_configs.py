@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from kbroker.broker.config import BrokerConfig
-from kbroker.broker.log.config import ConfigEntry
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest
-from kbroker.protocol.messages.describe_configs_response import (
+from ..config import BrokerConfig
+from ..log.config import ConfigEntry
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_configs_request import DescribeConfigsRequest
+from ...protocol.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
     DescribeConfigsResponse,
     DescribeConfigsResult,

@@ -11,11 +11,11 @@ supports: READ, DESCRIBE and DELETE.
 
 from __future__ import annotations
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
-from kbroker.protocol.messages.describe_groups_response import (
+from .. import group_wire
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_groups_request import DescribeGroupsRequest
+from ...protocol.messages.describe_groups_response import (
     DescribedGroup,
     DescribedGroupMember,
     DescribeGroupsResponse,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import shutil
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
-from kbroker.protocol.messages.describe_log_dirs_response import (
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
+from ...protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsPartition,
     DescribeLogDirsResponse,
     DescribeLogDirsResult,

@@ -3,10 +3,10 @@ describe-producers): epoch, last sequence, last timestamp and the first offset o
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.describe_producers_request import DescribeProducersRequest
-from kbroker.protocol.messages.describe_producers_response import (
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_producers_request import DescribeProducersRequest
+from ...protocol.messages.describe_producers_response import (
     DescribeProducersResponse,
     PartitionResponse,
     ProducerState,

@@ -10,11 +10,11 @@ UNKNOWN_TOPIC_OR_PARTITION and take no room on the page.
 
 from __future__ import annotations
 
-from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
-from kbroker.protocol.messages.describe_topic_partitions_response import (
+from ..log.manager import is_internal_topic
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from ...protocol.messages.describe_topic_partitions_response import (
     Cursor,
     DescribeTopicPartitionsResponse,
     DescribeTopicPartitionsResponsePartition,
@@ -76,7 +76,7 @@ def describe_page(broker, names: list[str], cursor: Cursor | None, limit: int):
 
 
 async def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
-    from kbroker.broker.server import CloseConnection
+    from ..server import CloseConnection
 
     try:
         topics, cursor = describe_page(ctx.broker, [t.name for t in request.topics], request.cursor,

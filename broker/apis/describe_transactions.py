@@ -3,10 +3,10 @@ describe). An unknown id is TRANSACTIONAL_ID_NOT_FOUND."""
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
-from kbroker.protocol.messages.describe_transactions_response import (
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_transactions_request import DescribeTransactionsRequest
+from ...protocol.messages.describe_transactions_response import (
     DescribeTransactionsResponse,
     TopicData,
     TransactionState,

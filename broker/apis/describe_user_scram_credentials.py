@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from kbroker.broker.router import RequestContext
-from kbroker.broker.security.acl import Operation, ResourceType
-from kbroker.broker.security.credentials import MECHANISM_CODES
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
-from kbroker.protocol.messages.describe_user_scram_credentials_response import (
+from ..router import RequestContext
+from ..security.acl import Operation, ResourceType
+from ..security.credentials import MECHANISM_CODES
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
+from ...protocol.messages.describe_user_scram_credentials_response import (
     CredentialInfo, DescribeUserScramCredentialsResponse, DescribeUserScramCredentialsResult,
 )
 

@@ -8,10 +8,10 @@ or failed to elect, which here is none.
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.elect_leaders_request import ElectLeadersRequest
-from kbroker.protocol.messages.elect_leaders_response import (
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.elect_leaders_request import ElectLeadersRequest
+from ...protocol.messages.elect_leaders_response import (
     ElectLeadersResponse,
     PartitionResult,
     ReplicaElectionResult,

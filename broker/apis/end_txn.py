@@ -4,10 +4,10 @@ end) is not advertised, so clients keep the classic protocol."""
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.end_txn_request import EndTxnRequest
-from kbroker.protocol.messages.end_txn_response import EndTxnResponse
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.end_txn_request import EndTxnRequest
+from ...protocol.messages.end_txn_response import EndTxnResponse
 
 API_KEY = 26
 VERSIONS = (0, 4)

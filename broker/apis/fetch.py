@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import time
 
-from kbroker.broker.fetch_sessions import FetchTarget, PartitionKey, PartitionResult
-from kbroker.broker.log.partition_log import OffsetOutOfRangeError
-from kbroker.broker.quotas import CONSUMER_BYTE_RATE, hold_back_for_old_clients
-from kbroker.broker.router import RequestContext
-from kbroker.broker.txn_read import committed_view
-from kbroker.protocol import legacy_records
-from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.messages.fetch_request import FetchRequest
-from kbroker.protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
+from ..fetch_sessions import FetchTarget, PartitionKey, PartitionResult
+from ..log.partition_log import OffsetOutOfRangeError
+from ..quotas import CONSUMER_BYTE_RATE, hold_back_for_old_clients
+from ..router import RequestContext
+from ..txn_read import committed_view
+from ...protocol import legacy_records
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages.fetch_request import FetchRequest
+from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 
 API_KEY = 1
 VERSIONS = (0, 18)

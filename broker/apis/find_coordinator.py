@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import base64
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
-from kbroker.protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
+from .. import group_wire
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from ...protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
 
 API_KEY = 10
 VERSIONS = (0, 6)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.coordinator import commands as c
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.heartbeat_request import HeartbeatRequest
-from kbroker.protocol.messages.heartbeat_response import HeartbeatResponse
+from .. import group_wire
+from ..router import RequestContext
+from ...coordinator import commands as c
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.heartbeat_request import HeartbeatRequest
+from ...protocol.messages.heartbeat_response import HeartbeatResponse
 
 API_KEY = 12
 VERSIONS = (0, 4)

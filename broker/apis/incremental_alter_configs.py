@@ -8,12 +8,12 @@ override, as in Kafka; on other configs they are INVALID_CONFIG. An unknown oper
 
 from __future__ import annotations
 
-from kbroker.broker.apis.alter_configs import alter_resources
-from kbroker.broker.apis.describe_configs import LIST, TOPIC_CONFIGS
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
-from kbroker.protocol.messages.incremental_alter_configs_response import (
+from .alter_configs import alter_resources
+from .describe_configs import LIST, TOPIC_CONFIGS
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from ...protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse,
     IncrementalAlterConfigsResponse,
 )

@@ -10,10 +10,10 @@ id and epoch to have the epoch bumped (KIP-360); a stale pair is PRODUCER_FENCED
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.init_producer_id_request import InitProducerIdRequest
-from kbroker.protocol.messages.init_producer_id_response import InitProducerIdResponse
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.init_producer_id_request import InitProducerIdRequest
+from ...protocol.messages.init_producer_id_response import InitProducerIdResponse
 
 API_KEY = 22
 VERSIONS = (0, 5)

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import re
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.coordinator import commands as c
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.join_group_request import JoinGroupRequest
-from kbroker.protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
+from .. import group_wire
+from ..router import RequestContext
+from ...coordinator import commands as c
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.join_group_request import JoinGroupRequest
+from ...protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 
 API_KEY = 11
 VERSIONS = (0, 9)

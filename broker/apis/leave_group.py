@@ -7,12 +7,12 @@ members (member id and/or instance id) and get an error per member; v5 adds a re
 
 from __future__ import annotations
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.coordinator import commands as c
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.leave_group_request import LeaveGroupRequest
-from kbroker.protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
+from .. import group_wire
+from ..router import RequestContext
+from ...coordinator import commands as c
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.leave_group_request import LeaveGroupRequest
+from ...protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
 
 API_KEY = 13
 VERSIONS = (0, 5)

@@ -7,12 +7,12 @@ makes the top-level error COORDINATOR_LOAD_IN_PROGRESS, with the groups known so
 
 from __future__ import annotations
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.coordinator import commands as c
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.list_groups_request import ListGroupsRequest
-from kbroker.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
+from .. import group_wire
+from ..router import RequestContext
+from ...coordinator import commands as c
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.list_groups_request import ListGroupsRequest
+from ...protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 
 API_KEY = 16
 VERSIONS = (0, 5)

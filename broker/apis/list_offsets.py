@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import time
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.messages.list_offsets_request import ListOffsetsRequest
-from kbroker.protocol.messages.list_offsets_response import (
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages.list_offsets_request import ListOffsetsRequest
+from ...protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,

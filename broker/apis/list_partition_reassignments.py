@@ -4,10 +4,10 @@ only ongoing reassignments)."""
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
-from kbroker.protocol.messages.list_partition_reassignments_response import ListPartitionReassignmentsResponse
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
+from ...protocol.messages.list_partition_reassignments_response import ListPartitionReassignmentsResponse
 
 API_KEY = 46
 VERSIONS = (0, 0)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from kbroker.broker.router import RequestContext
-from kbroker.coordinator.txn.metadata import TxnState
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.list_transactions_request import ListTransactionsRequest
-from kbroker.protocol.messages.list_transactions_response import ListTransactionsResponse, TransactionState
+from ..router import RequestContext
+from ...coordinator.txn.metadata import TxnState
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.list_transactions_request import ListTransactionsRequest
+from ...protocol.messages.list_transactions_response import ListTransactionsResponse, TransactionState
 
 API_KEY = 66
 VERSIONS = (0, 2)

@@ -7,17 +7,17 @@ topic echoed with the error (a null name as ""), as in MetadataRequest.getErrorR
 
 from __future__ import annotations
 
-from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.messages.metadata_request import MetadataRequest
-from kbroker.protocol.messages.metadata_response import (
+from ..log.manager import is_internal_topic
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages.metadata_request import MetadataRequest
+from ...protocol.messages.metadata_response import (
     MetadataResponse,
     MetadataResponseBroker,
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
-from kbroker.protocol.primitives import ZERO_UUID
+from ...protocol.primitives import ZERO_UUID
 
 API_KEY = 3
 VERSIONS = (0, 13)

@@ -13,13 +13,13 @@ expires retention after it); -1 means now. v10 names topics by id (an id this br
 
 from __future__ import annotations
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import Deferred, RequestContext
-from kbroker.coordinator import commands as c
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.primitives import ZERO_UUID
-from kbroker.protocol.messages.offset_commit_request import OffsetCommitRequest
-from kbroker.protocol.messages.offset_commit_response import (
+from .. import group_wire
+from ..router import Deferred, RequestContext
+from ...coordinator import commands as c
+from ...protocol.errors import ErrorCode
+from ...protocol.primitives import ZERO_UUID
+from ...protocol.messages.offset_commit_request import OffsetCommitRequest
+from ...protocol.messages.offset_commit_response import (
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,

@@ -8,12 +8,12 @@ error is answered alone, without topics.
 
 from __future__ import annotations
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.coordinator import commands as c
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.offset_delete_request import OffsetDeleteRequest
-from kbroker.protocol.messages.offset_delete_response import (
+from .. import group_wire
+from ..router import RequestContext
+from ...coordinator import commands as c
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.offset_delete_request import OffsetDeleteRequest
+from ...protocol.messages.offset_delete_response import (
     OffsetDeleteResponse,
     OffsetDeleteResponsePartition,
     OffsetDeleteResponseTopic,

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.coordinator import commands as c
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.primitives import ZERO_UUID
-from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest
-from kbroker.protocol.messages.offset_fetch_response import (
+from .. import group_wire
+from ..router import RequestContext
+from ...coordinator import commands as c
+from ...protocol.errors import ErrorCode
+from ...protocol.primitives import ZERO_UUID
+from ...protocol.messages.offset_fetch_request import OffsetFetchRequest
+from ...protocol.messages.offset_fetch_response import (
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
     OffsetFetchResponsePartition,
@@ -49,7 +49,7 @@ def _command(group_id: str, topics, require_stable: bool, member_id: str | None 
 
 async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch):
     """The coordinator's OffsetFetchResult, or (error, ()) when it cannot answer."""
-    from kbroker.coordinator.results import OffsetFetchResult
+    from ...coordinator.results import OffsetFetchResult
 
     async def call(coordinator):
         return await coordinator.fetch_offsets(cmd)
@@ -59,7 +59,7 @@ async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch):
 
 
 def _mark_unstable(ctx: RequestContext, cmd: c.OffsetFetch, result):
-    from kbroker.coordinator.results import OffsetFetchPartition, OffsetFetchResult, OffsetFetchTopic
+    from ...coordinator.results import OffsetFetchPartition, OffsetFetchResult, OffsetFetchTopic
 
     service = getattr(ctx.broker, "transactions", None)
     if service is None or result.error != E.NONE:

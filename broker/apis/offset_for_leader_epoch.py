@@ -10,10 +10,10 @@ we have is answered with epoch -1 and offset -1.
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
-from kbroker.protocol.messages.offset_for_leader_epoch_response import (
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
+from ...protocol.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
     OffsetForLeaderEpochResponse,
     OffsetForLeaderTopicResult,

@@ -22,15 +22,15 @@ import time
 
 import structlog
 
-from kbroker.broker.log.manager import is_internal_topic
-from kbroker.broker.quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
-from kbroker.broker.router import Deferred, RequestContext
-from kbroker.broker.server import CloseConnection
-from kbroker.protocol import legacy_records
-from kbroker.protocol import record_batch as rb
-from kbroker.protocol.errors import ErrorCode, KafkaError
-from kbroker.protocol.messages.produce_request import ProduceRequest
-from kbroker.protocol.messages.produce_response import (
+from ..log.manager import is_internal_topic
+from ..quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
+from ..router import Deferred, RequestContext
+from ..server import CloseConnection
+from ...protocol import legacy_records
+from ...protocol import record_batch as rb
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages.produce_request import ProduceRequest
+from ...protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceResponse,

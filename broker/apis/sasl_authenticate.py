@@ -6,10 +6,10 @@ closes; v1+ carries the session lifetime for re-authentication (KIP-368).
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
-from kbroker.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from ...protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
 
 API_KEY = 36
 VERSIONS = (0, 2)

@@ -6,10 +6,10 @@ closes, as in Kafka; on a listener without SASL the answer is ILLEGAL_SASL_STATE
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
-from kbroker.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
+from ..router import RequestContext
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.sasl_handshake_request import SaslHandshakeRequest
+from ...protocol.messages.sasl_handshake_response import SaslHandshakeResponse
 
 API_KEY = 17
 VERSIONS = (0, 1)

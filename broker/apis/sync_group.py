@@ -7,12 +7,12 @@ match the group is the coordinator's check. The response has them from v5.
 
 from __future__ import annotations
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import RequestContext
-from kbroker.coordinator import commands as c
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.sync_group_request import SyncGroupRequest
-from kbroker.protocol.messages.sync_group_response import SyncGroupResponse
+from .. import group_wire
+from ..router import RequestContext
+from ...coordinator import commands as c
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.sync_group_request import SyncGroupRequest
+from ...protocol.messages.sync_group_response import SyncGroupResponse
 
 API_KEY = 14
 VERSIONS = (0, 5)

@@ -10,11 +10,11 @@ its partitions; without them (generation -1, empty member id) any producer may c
 
 from __future__ import annotations
 
-from kbroker.broker.router import RequestContext
-from kbroker.broker.transactions import PendingOffset
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
-from kbroker.protocol.messages.txn_offset_commit_response import (
+from ..router import RequestContext
+from ..transactions import PendingOffset
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
+from ...protocol.messages.txn_offset_commit_response import (
     TxnOffsetCommitResponse,
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from kbroker.protocol import record_batch as rb
-from kbroker.protocol.errors import KafkaError
+from ...protocol import record_batch as rb
+from ...protocol.errors import KafkaError
 
 from .files import fsync_dir
 from .segment import LogSegment

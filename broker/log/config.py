@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable
 
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from ...protocol.errors import ErrorCode, KafkaError
 
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")

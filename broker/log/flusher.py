@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable
 
 import structlog
 
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from ...protocol.errors import ErrorCode, KafkaError
 
 from .config import FlushPolicy
 

@@ -25,7 +25,7 @@ from typing import Callable
 
 import structlog
 
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from ...protocol.errors import ErrorCode, KafkaError
 
 from . import compaction, retention
 from .config import FlushPolicy, LogConfig

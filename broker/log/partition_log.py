@@ -18,8 +18,8 @@ from typing import Callable
 
 import structlog
 
-from kbroker.protocol import record_batch as rb
-from kbroker.protocol.errors import ErrorCode, KafkaError
+from ...protocol import record_batch as rb
+from ...protocol.errors import ErrorCode, KafkaError
 
 from .config import FlushPolicy, LogConfig
 from .files import fsync_dir, write_file_durably

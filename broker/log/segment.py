@@ -12,8 +12,8 @@ from typing import Callable, Iterator
 
 import structlog
 
-from kbroker.protocol.errors import CorruptRecordError
-from kbroker.protocol.record_batch import (
+from ...protocol.errors import CorruptRecordError
+from ...protocol.record_batch import (
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,

@@ -16,8 +16,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any, Callable
 
-from kbroker.protocol import record_batch as rb
-from kbroker.protocol.errors import KafkaError
+from ...protocol import record_batch as rb
+from ...protocol.errors import KafkaError
 
 
 class TxnCleaning:

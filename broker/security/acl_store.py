@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from kbroker.broker.security.acl import AclBinding
-from kbroker.broker.security.credentials import _atomic_write
+from .acl import AclBinding
+from .credentials import _atomic_write
 
 
 class AclStore:

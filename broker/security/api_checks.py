@@ -17,14 +17,14 @@ import dataclasses
 import functools
 from typing import Any, Callable
 
-from kbroker.broker.router import Router, generic_failed_response
-from kbroker.broker.security import txn_group_admin_checks as more
-from kbroker.broker.security.acl import Operation as Op, ResourceType as RT
-from kbroker.broker.security.check_helpers import (
+from ..router import Router, generic_failed_response
+from . import txn_group_admin_checks as more
+from .acl import Operation as Op, ResourceType as RT
+from .check_helpers import (
     CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, split, then, topic_names_by_id,
 )
-from kbroker.protocol.errors import ErrorCode
-from kbroker.protocol.messages import (
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import (
     alter_configs_response as alter_cfg, create_partitions_response as create_parts,
     create_topics_response as create_topics, delete_groups_response as delete_groups,
     delete_topics_response as delete_topics, describe_configs_response as describe_cfg,
@@ -33,12 +33,12 @@ from kbroker.protocol.messages import (
     metadata_response as metadata, offset_commit_response as offset_commit, offset_delete_response as offset_delete,
     offset_fetch_response as offset_fetch, produce_response as produce,
 )
-from kbroker.protocol.messages.describe_cluster_response import DescribeClusterResponse
-from kbroker.protocol.messages.heartbeat_response import HeartbeatResponse
-from kbroker.protocol.messages.init_producer_id_response import InitProducerIdResponse
-from kbroker.protocol.messages.join_group_response import JoinGroupResponse
-from kbroker.protocol.messages.leave_group_response import LeaveGroupResponse
-from kbroker.protocol.messages.sync_group_response import SyncGroupResponse
+from ...protocol.messages.describe_cluster_response import DescribeClusterResponse
+from ...protocol.messages.heartbeat_response import HeartbeatResponse
+from ...protocol.messages.init_producer_id_response import InitProducerIdResponse
+from ...protocol.messages.join_group_response import JoinGroupResponse
+from ...protocol.messages.leave_group_response import LeaveGroupResponse
+from ...protocol.messages.sync_group_response import SyncGroupResponse
 
 CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # ConfigResource types
 
@@ -69,7 +69,7 @@ def _fail_closed(route) -> Callable:
         else:
             answer = generic_failed_response(ctx.api_key, ctx.api_version, CLUSTER_DENIED)
         if answer is None:
-            from kbroker.broker.server import CloseConnection
+            from ..server import CloseConnection
 
             raise CloseConnection(f"api {ctx.api_key} is open to super users only while its ACL check is missing")
         return answer

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Awaitable, Callable
 
-from kbroker.broker.router import Deferred
-from kbroker.protocol.errors import ErrorCode
+from ..router import Deferred
+from ...protocol.errors import ErrorCode
 
 Call = Callable[[Any], Awaitable[Any]]
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED

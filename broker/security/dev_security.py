@@ -25,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from kbroker.broker.security.credentials import CredentialStore, ScramCredential
+from .credentials import CredentialStore, ScramCredential
 
 log = structlog.get_logger("kbroker.security")
 USERS = ("admin", "app")
@@ -128,7 +128,7 @@ def configure(config: Any) -> Any:
     client certificates requested on SSL listeners. Idempotent; the config unchanged without the flag."""
     if not config.dev_security:
         return config
-    from kbroker.broker.listeners import parse_protocol_map
+    from ..listeners import parse_protocol_map
 
     d = Path(config.dev_security).resolve()
     current = config.listener_set()

@@ -17,7 +17,7 @@ from typing import Callable, Protocol
 
 import scramp
 
-from kbroker.broker.security.credentials import CredentialStore, ScramCredential
+from .credentials import CredentialStore, ScramCredential
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 ALL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")

@@ -17,14 +17,14 @@ from typing import Any
 
 import structlog
 
-from kbroker.broker.security import tls
-from kbroker.broker.security.acl import (
+from . import tls
+from .acl import (
     CLUSTER_NAME, SUPPORTED_OPERATIONS, AclBinding, Authorizer, Operation, ResourceType, parse_super_users,
 )
-from kbroker.broker.security.acl_store import AclStore
-from kbroker.broker.security.credentials import CredentialStore
-from kbroker.broker.security.sasl import ALL_MECHANISMS
-from kbroker.broker.security.session import ANONYMOUS, ConnectionAuth
+from .acl_store import AclStore
+from .credentials import CredentialStore
+from .sasl import ALL_MECHANISMS
+from .session import ANONYMOUS, ConnectionAuth
 
 log = structlog.get_logger("kbroker.security")
 audit = structlog.get_logger("kbroker.audit")

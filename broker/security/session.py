@@ -17,9 +17,9 @@ from typing import Callable
 
 import structlog
 
-from kbroker.broker.security.credentials import CredentialStore
-from kbroker.broker.security.sasl import AuthenticationFailed, SaslExchange, new_exchange
-from kbroker.protocol.errors import ErrorCode
+from .credentials import CredentialStore
+from .sasl import AuthenticationFailed, SaslExchange, new_exchange
+from ...protocol.errors import ErrorCode
 
 log = structlog.get_logger("kbroker.security")
 

@@ -3,18 +3,18 @@ APIs of issue 15, as KafkaApis does them; registered in broker/security/api_chec
 
 from __future__ import annotations
 
-from kbroker.broker.router import generic_failed_response
-from kbroker.broker.security.acl import Operation as Op, ResourceType as RT
-from kbroker.broker.security.check_helpers import (
+from ..router import generic_failed_response
+from .acl import Operation as Op, ResourceType as RT
+from .check_helpers import (
     CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, split, then,
 )
-from kbroker.protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode
 
 
 # --- transactions (issue 13), as KafkaApis checks them ---
 
 def _txn_error_topics(topics, error_for) -> list:
-    from kbroker.protocol.messages import add_partitions_to_txn_response as apt
+    from ...protocol.messages import add_partitions_to_txn_response as apt
 
     return [apt.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
         apt.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=error_for(t.name))
@@ -22,7 +22,7 @@ def _txn_error_topics(topics, error_for) -> list:
 
 
 async def check_add_partitions_to_txn(ctx, request, call, sec):
-    from kbroker.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
+    from ...protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
 
     if ctx.api_version >= 4:  # the broker-to-broker batch: ClusterAction
         if not sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
@@ -39,7 +39,7 @@ async def check_add_partitions_to_txn(ctx, request, call, sec):
 
 
 async def check_add_offsets_to_txn(ctx, request, call, sec):
-    from kbroker.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+    from ...protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 
     if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
         return AddOffsetsToTxnResponse(error_code=TXN_DENIED)
@@ -49,7 +49,7 @@ async def check_add_offsets_to_txn(ctx, request, call, sec):
 
 
 async def check_end_txn(ctx, request, call, sec):
-    from kbroker.protocol.messages.end_txn_response import EndTxnResponse
+    from ...protocol.messages.end_txn_response import EndTxnResponse
 
     if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
         return EndTxnResponse(error_code=TXN_DENIED)
@@ -57,7 +57,7 @@ async def check_end_txn(ctx, request, call, sec):
 
 
 async def check_txn_offset_commit(ctx, request, call, sec):
-    from kbroker.protocol.messages import txn_offset_commit_response as toc
+    from ...protocol.messages import txn_offset_commit_response as toc
 
     def all_partitions(error):
         return toc.TxnOffsetCommitResponse(topics=[toc.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
@@ -77,7 +77,7 @@ async def check_txn_offset_commit(ctx, request, call, sec):
 
 
 async def check_describe_transactions(ctx, request, call, sec):
-    from kbroker.protocol.messages.describe_transactions_response import TransactionState
+    from ...protocol.messages.describe_transactions_response import TransactionState
 
     result = await split(
         ctx, request, call, sec, items="transactional_ids", answer_list="transaction_states",
@@ -103,7 +103,7 @@ async def check_list_transactions(ctx, request, call, sec):
 
 
 async def check_describe_producers(ctx, request, call, sec):
-    from kbroker.protocol.messages import describe_producers_response as dp
+    from ...protocol.messages import describe_producers_response as dp
 
     return await split(
         ctx, request, call, sec, items="topics", answer_list="topics",
@@ -115,7 +115,7 @@ async def check_describe_producers(ctx, request, call, sec):
 # --- KIP-848 consumer groups (issue 12) ---
 
 async def check_consumer_group_heartbeat(ctx, request, call, sec):
-    from kbroker.protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
+    from ...protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 
     def refused(error):
         return ConsumerGroupHeartbeatResponse(error_code=error, error_message=DENIED_MESSAGE[error])
@@ -131,7 +131,7 @@ async def check_consumer_group_heartbeat(ctx, request, call, sec):
 
 
 async def check_consumer_group_describe(ctx, request, call, sec):
-    from kbroker.protocol.messages.consumer_group_describe_response import DescribedGroup
+    from ...protocol.messages.consumer_group_describe_response import DescribedGroup
 
     return await split(
         ctx, request, call, sec, items="group_ids", answer_list="groups",
@@ -156,7 +156,7 @@ def cluster_check(operation: Op):
 
 
 async def check_delete_records(ctx, request, call, sec):
-    from kbroker.protocol.messages import delete_records_response as dr
+    from ...protocol.messages import delete_records_response as dr
 
     return await split(
         ctx, request, call, sec, items="topics", answer_list="topics",
@@ -167,7 +167,7 @@ async def check_delete_records(ctx, request, call, sec):
 
 
 async def check_offset_for_leader_epoch(ctx, request, call, sec):
-    from kbroker.protocol.messages import offset_for_leader_epoch_response as ofl
+    from ...protocol.messages import offset_for_leader_epoch_response as ofl
 
     def denied(t):
         return ofl.OffsetForLeaderTopicResult(topic=t.topic, partitions=[
@@ -182,7 +182,7 @@ async def check_offset_for_leader_epoch(ctx, request, call, sec):
 
 
 async def check_describe_log_dirs(ctx, request, call, sec):
-    from kbroker.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+    from ...protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
 
     if not sec.authorize(ctx, Op.DESCRIBE, RT.CLUSTER):  # v3+ says so; older versions just see nothing
         return DescribeLogDirsResponse(error_code=CLUSTER_DENIED, results=[])
@@ -190,7 +190,7 @@ async def check_describe_log_dirs(ctx, request, call, sec):
 
 
 async def check_describe_topic_partitions(ctx, request, call, sec):
-    from kbroker.protocol.messages import describe_topic_partitions_response as dtp
+    from ...protocol.messages import describe_topic_partitions_response as dtp
 
     if not request.topics:  # every topic: only those the principal may Describe
         result = await call(request)

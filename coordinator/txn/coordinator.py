@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from kbroker.coordinator.partitioning import partition_for
-from kbroker.coordinator.txn.log_format import TxnLogValue
-from kbroker.coordinator.txn.metadata import (
+from ..partitioning import partition_for
+from .log_format import TxnLogValue
+from .metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     IllegalTransition,
@@ -22,7 +22,7 @@ from kbroker.coordinator.txn.metadata import (
     TxnState,
     TxnTransit,
 )
-from kbroker.protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode
 
 E = ErrorCode
 S = TxnState
