@@ -49,6 +49,7 @@ kafkajs: $(KAFKAJS_DIR)/node_modules/.installed
 
 test: test-venv system-deps kafkajs
 	$(PY) -m kbroker.tools.codegen --check
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 codegen: venv

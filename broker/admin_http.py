@@ -26,16 +26,12 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import structlog
 
+from .test_controls import HttpError
+
 log = structlog.get_logger("kbroker.admin_http")
 _MAX_BODY = 1 << 16
 _STATUS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
            408: "Request Timeout", 409: "Conflict", 500: "Internal Server Error", 503: "Service Unavailable"}
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class AdminHttpServer:

@@ -53,9 +53,15 @@ def _error_code(value: Any) -> ErrorCode:
         raise ControlError(f"unknown Kafka error {value!r}") from None
 
 
-async def apply_control(broker: Any, path: list[str], body: dict) -> dict:
-    from .admin_http import HttpError
+class HttpError(Exception):
+    """An answer other than 200 for the admin endpoint (admin_http.py), with its status."""
 
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def apply_control(broker: Any, path: list[str], body: dict) -> dict:
     try:
         return await _apply(broker, path, body)
     except ControlError as e:

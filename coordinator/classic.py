@@ -25,7 +25,7 @@ from .admin import handle_delete_group, handle_describe_group, list_groups
 from .config import GroupConfig
 from .consumer_group import TopicImage
 from .consumer_machine import ConsumerGroups, no_topics
-from .migration import DowngradedToClassic, JoinAfterConsumerGroupDeleted
+from .downgrade import DowngradedToClassic, JoinAfterConsumerGroupDeleted
 from .controls import Control, CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance, handle_control
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .join import handle_join_group, on_static_member_replaced

@@ -39,6 +39,7 @@ from .consumer_records import (
     member_subscription_record,
     member_tombstones,
 )
+from .downgrade import DowngradedToClassic, convert_to_classic_group, validate_online_downgrade
 from .outcome import Outcome, Reply
 from .reconcile import FencedMemberEpoch, is_subset, maybe_reconcile
 from .regex import InvalidRegularExpression, compile_regex
@@ -459,8 +460,6 @@ def fence_member(ctx: CCtx, group: ConsumerGroup, member: ConsumerGroupMember, r
     survivors' new targets at once (Kafka leaves that to their next heartbeat; doing it here lets
     the assignment event carry the reason). If only classic members remain, the group goes back
     to the classic protocol instead (online downgrade)."""
-    from .migration import DowngradedToClassic, convert_to_classic_group, validate_online_downgrade
-
     for key in (cc.session_key, cc.rebalance_key, cc.join_key, cc.sync_key):
         ctx.out.cancel(key(group.group_id, member.member_id))
     group.classic_join_timers.discard(member.member_id)

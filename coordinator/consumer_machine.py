@@ -33,8 +33,8 @@ from .consumer_offsets import (
 )
 from .consumer_records import ConsumerGroupMetadataTombstone, is_consumer_record, replay
 from .consumer_records import group_tombstones
+from .downgrade import JoinAfterConsumerGroupDeleted
 from .migration import (
-    JoinAfterConsumerGroupDeleted,
     classic_group_heartbeat_to_consumer_group,
     classic_group_join_to_consumer_group,
     classic_group_sync_to_consumer_group,

@@ -19,15 +19,10 @@ from . import commands as c
 from .group import ClassicGroup, GroupState
 from .member import Handle
 from .rebalance import Ctx, cancel_heartbeat, prepare_rebalance, remove_member_and_update_group, schedule_heartbeat
+from .results import ControlResult
 
 E = ErrorCode
 S = GroupState
-
-
-@dataclass(frozen=True, slots=True)
-class ControlResult:
-    error: ErrorCode
-    detail: str = ""
 
 
 @dataclass(slots=True)

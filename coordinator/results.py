@@ -194,6 +194,14 @@ Result = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class ControlResult:
+    """What a test control (controls.py) answers."""
+
+    error: ErrorCode
+    detail: str = ""
+
+
 def error_result_for(cmd: c.Request, code: ErrorCode) -> Result:
     """The whole-request error answer for `cmd` (coordinator unavailable, loading, ...)."""
     match cmd:
@@ -216,8 +224,6 @@ def error_result_for(cmd: c.Request, code: ErrorCode) -> Result:
         case c.DeleteGroup():
             return DeletedGroup(cmd.group_id, code)
     if getattr(cmd, "is_control", False):
-        from .controls import ControlResult
-
         return ControlResult(code, f"group {cmd.group_id}: {code.name}")
     from .consumer_commands import consumer_error_result
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..broker.log.manager import TOPICS_DIR
+from ..protocol.data_dir import TOPICS_DIR
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)")

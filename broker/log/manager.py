@@ -28,6 +28,7 @@ import structlog
 from ...protocol.errors import ErrorCode, KafkaError
 
 from . import compaction, retention
+from ...protocol.data_dir import TOPICS_DIR
 from .config import FlushPolicy, LogConfig
 from .files import FILES, fsync_dir, write_file_durably
 from .flusher import sync_segments
@@ -36,7 +37,6 @@ from .partition_log import PartitionLog
 log = structlog.get_logger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kbroker_clean_shutdown"
-TOPICS_DIR = "topics"
 MAX_TOPIC_NAME_LENGTH = 249
 # Kafka has no such cap; ours bounds what one request can make the broker build (directories, files,
 # per-partition state). File descriptors are bounded separately by the shared cache (files.py).

@@ -8,7 +8,8 @@ from kbroker.coordinator import consumer_commands as cc
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.consumer_group import ConsumerGroupState
 from kbroker.coordinator.group import GroupState
-from kbroker.coordinator.migration import decode_assignment, encode_assignment
+from kbroker.coordinator.downgrade import encode_assignment
+from kbroker.coordinator.migration import decode_assignment
 from kbroker.coordinator.subscription import encode_subscription_topics
 from kbroker.protocol.errors import ErrorCode
 from kbroker.tests.coordinator_harness import Harness, join_request
