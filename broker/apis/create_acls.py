@@ -11,7 +11,7 @@ from ...protocol.messages.create_acls_request import CreateAclsRequest
 from ...protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 
 API_KEY = 30
-VERSIONS = (1, 3)
+VERSIONS = (0, 3)
 
 
 def _enum(cls, value):

@@ -13,7 +13,7 @@ from ...protocol.messages.delete_acls_response import (
 from ...protocol.messages.delete_acls_request import DeleteAclsRequest
 
 API_KEY = 31
-VERSIONS = (1, 3)
+VERSIONS = (0, 3)
 
 
 def failed_response(_ctx: RequestContext, request: DeleteAclsRequest, error: int,

@@ -11,7 +11,7 @@ from ...protocol.messages.describe_acls_response import (
 )
 
 API_KEY = 29
-VERSIONS = (1, 3)
+VERSIONS = (0, 3)
 
 
 def to_filter(r) -> AclFilter:

@@ -354,3 +354,29 @@ def test_produce_does_not_auto_create_for_a_principal_without_create(tmp_path):
         assert "never-created" not in names
     finally:
         sb.broker.stop()
+
+
+def test_acl_apis_v0_for_clients_of_kafka_3(cluster):
+    """Kafka 3.9 still serves CreateAcls, DescribeAcls and DeleteAcls v0 (no pattern type: LITERAL);
+    kafka-python told it talks to Kafka 0.11 sends exactly those versions."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ACL, ACLFilter, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.address("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="PLAIN", sasl_plain_username="admin",
+                             sasl_plain_password=PASSWORDS["admin"], api_version=(0, 11))
+    try:
+        acl = ACL("User:legacy", "*", ACLOperation.DESCRIBE, ACLPermissionType.ALLOW,
+                  ResourcePattern(ResourceType.TOPIC, T2))
+        result = admin.create_acls([acl])
+        assert result["failed"] == [], result
+        flt = ACLFilter("User:legacy", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                        ResourcePattern(ResourceType.TOPIC, T2))
+        found, error = admin.describe_acls(flt)
+        assert [(a.principal, a.operation, a.resource_pattern.resource_name) for a in found] == [
+            ("User:legacy", ACLOperation.DESCRIBE, T2)]
+        deleted = admin.delete_acls([flt])
+        assert len(deleted[0][1]) == 1  # (filter, [(acl, error)], error)
+        assert admin.describe_acls(flt)[0] == []
+    finally:
+        admin.close()
