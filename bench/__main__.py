@@ -44,30 +44,20 @@ def main(argv: list[str] | None = None) -> int:
         print("=== codec ===")
         codec_rows = codec.report(0.2 if args.quick else 1.0)
 
+    # The broker benchmarks share one shape: sizes, a run beside Tansu, its figures, the summary.
+    broker_benchmarks = (
+        ("data_path", "data_path (issue 3)", data_path),
+        ("groups", "groups (issue 4)", groups),
+        ("consumer_groups", "consumer groups, new protocol (KIP-848, issue 12)", consumer_groups),
+        ("transactions", "transactions (issue 13)", transactions),
+    )
     figures = []
-    if "data_path" not in skip:
-        print("\n=== data_path (issue 3) ===")
-        sizes = data_path.Sizes.quick() if args.quick else data_path.Sizes()
-        figs = data_path.run(sizes)
-        data_path.print_figures(figs, data_path.LABELS, data_path.PEER)
-        figures += figs
-    if "groups" not in skip:
-        print("\n=== groups (issue 4) ===")
-        gsizes = groups.Sizes.quick() if args.quick else groups.Sizes()
-        figs = groups.run(gsizes)
-        groups.print_figures(figs, groups.LABELS, groups.PEER)
-        figures += figs
-    if "consumer_groups" not in skip:
-        print("\n=== consumer groups, new protocol (KIP-848, issue 12) ===")
-        csizes = consumer_groups.Sizes.quick() if args.quick else consumer_groups.Sizes()
-        figs = consumer_groups.run(csizes)
-        consumer_groups.print_figures(figs, consumer_groups.LABELS, consumer_groups.PEER)
-        figures += figs
-    if "transactions" not in skip:
-        print("\n=== transactions (issue 13) ===")
-        tsizes = transactions.Sizes.quick() if args.quick else transactions.Sizes()
-        figs = transactions.run(tsizes)
-        transactions.print_figures(figs, transactions.LABELS, transactions.PEER)
+    for name, title, module in broker_benchmarks:
+        if name in skip:
+            continue
+        print(f"\n=== {title} ===")
+        figs = module.run(module.Sizes.quick() if args.quick else module.Sizes())
+        module.print_figures(figs, module.LABELS, module.PEER)
         figures += figs
 
     if "stalls" not in skip:
