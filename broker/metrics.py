@@ -66,8 +66,9 @@ class BrokerCollector:
             errors.add_metric([names.get(key, str(key)), str(version)], n)
         yield requests
         yield errors
-        answers = CounterMetricFamily("kbroker_error_answers", "Answers carrying a top-level Kafka error code",
-                                      labels=["api", "error"])
+        answers = CounterMetricFamily("kbroker_error_answers",
+                                      "Kafka error codes in answers, at any level (top, group, topic, "
+                                      "partition), as Kafka's ErrorsPerSec counts them", labels=["api", "error"])
         for (key, code), n in sorted(obs.error_answers.items()):
             answers.add_metric([names.get(key, str(key)), _error_name(code)], n)
         yield answers

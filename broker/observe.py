@@ -13,6 +13,7 @@ import os
 import time
 from bisect import bisect_left
 from collections import defaultdict
+from typing import Any
 
 # Seconds; Prometheus' default buckets with finer steps below 5 ms, where most requests land.
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -66,6 +67,12 @@ class Observations:
 
     # -- hooks ---------------------------------------------------------------------------------
 
+    def answer(self, api_key: int, response: Any) -> None:
+        """Count every Kafka error code an answer carries, at any level: Kafka's ErrorsPerSec counts
+        `AbstractResponse.errorCounts()`, so a NOT_COORDINATOR on one committed partition counts too."""
+        for code in _error_codes(response, 0):
+            self.error_answers[(api_key, code)] += 1
+
     def request(self, api_key: int, api_version: int, seconds: float, failed: bool) -> None:
         key = (api_key, api_version)
         self.requests[key] += 1
@@ -105,3 +112,20 @@ class Observations:
         """A broker reset forgets per-topic figures (the topics are gone)."""
         self.bytes_in.clear()
         self.bytes_out.clear()
+
+
+def _error_codes(obj: Any, depth: int):
+    """The non-zero `*error_code` fields of a response, walking its structs and lists of structs."""
+    if depth > 4 or not hasattr(obj, "__slots__"):
+        return
+    for name in obj.__slots__:
+        value = getattr(obj, name, None)
+        if isinstance(value, int):
+            if value and name.endswith("error_code"):
+                yield int(value)
+        elif isinstance(value, list):
+            if value and hasattr(value[0], "__slots__"):
+                for item in value:
+                    yield from _error_codes(item, depth + 1)
+        elif hasattr(value, "__slots__"):
+            yield from _error_codes(value, depth + 1)

@@ -305,12 +305,11 @@ class KafkaServer:
             return task
         if response is None:
             return None
-        if self.observer is not None and getattr(response, "error_code", 0):
-            self.observer.error_answers[(api_key, int(response.error_code))] += 1
+        if self.observer is not None:
+            self.observer.answer(api_key, response)
         return _encode(route, ctx, body, response, fields)
 
-    @staticmethod
-    async def _finish_deferred(deferred: Deferred, route: Route, ctx: RequestContext, body: Any,
+    async def _finish_deferred(self, deferred: Deferred, route: Route, ctx: RequestContext, body: Any,
                                fields: dict) -> bytes | None | object:
         try:
             response = await deferred.response
@@ -319,6 +318,8 @@ class KafkaServer:
             return _failed_answer(route, ctx, body, fields)
         if response is None:
             return None
+        if self.observer is not None:
+            self.observer.answer(ctx.api_key, response)
         return _encode(route, ctx, body, response, fields)
 
     def _unsupported_api_versions(self, route: Any) -> ApiVersionsResponse:
