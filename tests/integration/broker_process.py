@@ -18,6 +18,7 @@ package, and pytest runs with --import-mode=importlib, so a bare `tests.` import
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -32,10 +33,29 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 
 
+# Each pytest-xdist worker hands out ports from its own block below the kernel's ephemeral range
+# (32768 and up, where clients' own sockets land): a broker stopped and restarted on its port can
+# then never find it taken by another worker's new broker, as it could when every worker asked the
+# kernel for "any free port".
+_PORT_BLOCK = 1500
+_FIRST_PORT = 20000
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+_worker_index = int(_worker[2:]) if _worker.startswith("gw") and _worker[2:].isdigit() else 0
+_block_start = _FIRST_PORT + (_worker_index % 8) * _PORT_BLOCK
+_next_port = itertools.count()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port this test worker has not handed out yet, free now, in the worker's own block."""
+    for _ in range(_PORT_BLOCK):
+        port = _block_start + next(_next_port) % _PORT_BLOCK
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_block_start}-{_block_start + _PORT_BLOCK - 1}")
 
 
 class BrokerProcess:
