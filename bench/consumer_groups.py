@@ -30,16 +30,12 @@ from dataclasses import dataclass, field
 
 from kbroker.bench import brokers
 from kbroker.bench.group_load import BenchError, _coordinator, _pipeline, prepare_topic
-from kbroker.bench.report import NA, Figure, machine_note, print_figures
+from kbroker.bench.report import KB_ALWAYS, LABELS, NA, PEER, Figure, machine_note, print_figures
 from kbroker.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from kbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest, TopicPartitions
 
 CGH, CGD = 68, 69
 CGH_V = 1
-PEER = "tansu (memory storage)"
-KB_ALWAYS = "kbroker (flush always)"
-KB_NEVER = "kbroker (flush never)"
-LABELS = [KB_ALWAYS, KB_NEVER, PEER]
 
 
 @dataclass

@@ -21,12 +21,8 @@ import uuid
 from dataclasses import dataclass
 
 from kbroker.bench import brokers
-from kbroker.bench.report import NA, Figure, machine_note, print_figures
+from kbroker.bench.report import KB_ALWAYS, LABELS, NA, PEER, Figure, machine_note, print_figures
 
-PEER = "tansu (memory storage)"
-KB_ALWAYS = "kbroker (flush always)"
-KB_NEVER = "kbroker (flush never)"
-LABELS = [KB_ALWAYS, KB_NEVER, PEER]
 
 
 @dataclass

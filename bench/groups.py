@@ -46,15 +46,11 @@ from kbroker.bench.group_load import (
     prepare_topic,
     request_rates,
 )
-from kbroker.bench.report import NA, Figure, machine_note, print_figures
+from kbroker.bench.report import KB_ALWAYS, LABELS, NA, PEER, Figure, machine_note, print_figures
 
 OFFSET_COMMIT, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, SYNC_GROUP = 8, 10, 11, 12, 14
 JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V, FIND_V = 5, 3, 4, 8, 3
 
-PEER = "tansu (memory storage)"
-KB_ALWAYS = "kbroker (flush always)"
-KB_NEVER = "kbroker (flush never)"
-LABELS = [KB_ALWAYS, KB_NEVER, PEER]
 PARTS = ("stable", "rates", "replay", "memory")
 
 

@@ -45,6 +45,13 @@ class Figure:
         return f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"  # 0.004x rather than 0.00x
 
 
+# The columns every broker benchmark prints: kbroker with durable acks, kbroker without fsync, the peer.
+PEER = "tansu (memory storage)"
+KB_ALWAYS = "kbroker (flush always)"
+KB_NEVER = "kbroker (flush never)"
+LABELS = [KB_ALWAYS, KB_NEVER, PEER]
+
+
 def machine_note() -> str:
     cores = os.cpu_count() or 0
     try:

@@ -23,11 +23,9 @@ import uuid
 from dataclasses import dataclass
 
 from kbroker.bench import brokers
-from kbroker.bench.report import Figure, machine_note
+from kbroker.bench.report import KB_ALWAYS, KB_NEVER, Figure, machine_note
 
-KB_ALWAYS = "kbroker (flush always)"
-KB_NEVER = "kbroker (flush never)"
-LABELS = [KB_ALWAYS, KB_NEVER]
+LABELS = [KB_ALWAYS, KB_NEVER]  # no peer: Tansu has no transactions
 PEER = "none"
 
 
