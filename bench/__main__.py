@@ -32,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated benchmarks to leave out: "
                              "codec,data_path,groups,consumer_groups,transactions,stalls,security,pipeline")
     args = parser.parse_args(argv)
+    from kbroker.bench import cores
+
+    cores.pin_generator()
+    cores.raise_fd_limit()
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     started = time.monotonic()
     from kbroker.bench.brokers import tansu_version

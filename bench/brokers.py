@@ -4,6 +4,7 @@
         kb.bootstrap, kb.pid, kb.rss()
     kb.stop()
 
+Every broker starts pinned to the broker core with the descriptor limit raised (bench/cores.py).
 A peer that cannot start raises `Unavailable(reason)`; the benchmarks print that figure as
 "n/a (reason)" instead of failing.
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from kbroker.bench import cores
 from kbroker.protocol import framing
 from kbroker.protocol.frames import FrameReader, recv_frame
 from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -177,7 +179,7 @@ def start_kbroker(*, flush: str = "always", extra: tuple[str, ...] = (), data_di
     env.pop("KBROKER_CONFIG", None)
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(kbroker_command(bootstrap, data, flush=flush, extra=extra),
-                                stdout=out, stderr=subprocess.STDOUT, env=env)
+                                stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=cores.broker_preexec)
     handle = BrokerHandle("kbroker", f"kbroker (flush {flush})", proc, bootstrap, log_path, workdir)
     if wait:
         def ready() -> bool:
@@ -222,11 +224,32 @@ def start_tansu(timeout: float = START_TIMEOUT_S) -> BrokerHandle:
             proc = subprocess.Popen(
                 [binary, "broker", "--listener-url", f"tcp://{bootstrap}",
                  "--advertised-listener-url", f"tcp://{bootstrap}", "--storage-engine", "memory://tansu/"],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir, preexec_fn=cores.broker_preexec)
     except OSError as e:
         shutil.rmtree(workdir, ignore_errors=True)
         raise Unavailable(f"tansu would not start: {e}")
     handle = BrokerHandle("tansu", "tansu (memory storage)", proc, bootstrap, log_path, workdir)
+
+    def ready() -> bool:
+        try:
+            handle._apis = api_versions(bootstrap, timeout=1.0)
+            return True
+        except (OSError, ValueError):
+            return False
+
+    _wait_ready(handle, timeout, ready)
+    return handle
+
+
+def start_echo(timeout: float = START_TIMEOUT_S) -> BrokerHandle:
+    """bench/echo.py, the canned-answer responder, pinned to the broker core like a broker."""
+    workdir = Path(tempfile.mkdtemp(prefix="echo-bench-"))
+    bootstrap = f"127.0.0.1:{free_port()}"
+    log_path = workdir / "echo.log"
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kbroker.bench.echo", "--port", bootstrap.rsplit(":", 1)[1]],
+                                stdout=out, stderr=subprocess.STDOUT, preexec_fn=cores.broker_preexec)
+    handle = BrokerHandle("echo", "echo responder", proc, bootstrap, log_path, workdir)
 
     def ready() -> bool:
         try:

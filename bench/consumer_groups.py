@@ -29,7 +29,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from kbroker.bench import brokers
-from kbroker.bench.group_load import BenchError, _coordinator, _pipeline, prepare_topic
+from kbroker.bench.group_load import BenchError, _coordinator, prepare_topic
+from kbroker.bench.loadgen import Rate, pipelined_rate, run as run_loop
 from kbroker.bench.report import KB_ALWAYS, LABELS, NA, PEER, Figure, machine_note, print_figures
 from kbroker.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from kbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest, TopicPartitions
@@ -128,26 +129,18 @@ async def fully_assigned(bootstrap: str, n: int, topic: str, *, heartbeat_ms: in
 
 
 async def heartbeat_rate(bootstrap: str, topic: str, *, connections: int, window: int, seconds: float,
-                         heartbeat_ms: int) -> float:
+                         heartbeat_ms: int, broker_pid: int | None = None) -> Rate:
     from kbroker.protocol import framing
 
     _, _, members, group = await fully_assigned(bootstrap, connections, topic, heartbeat_ms=heartbeat_ms,
                                                 timeout=60, keep_open=True)
     try:
-        def frames(m: _Member) -> list[bytes]:
-            return [framing.encode_request(CGH, CGH_V, 0, m.conn.client_id, ConsumerGroupHeartbeatRequest(
-                group_id=group, member_id=m.member_id, member_epoch=m.epoch, instance_id=None, rack_id=None,
-                rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
-                server_assignor=None, topic_partitions=None))]
-
-        def ok(body) -> None:
-            if body.error_code:
-                raise BenchError(f"ConsumerGroupHeartbeat error {body.error_code}")
-
-        started = time.perf_counter()
-        counts = await asyncio.gather(*[_pipeline(m.conn, frames(m), CGH, CGH_V, window, seconds, ok)
-                                        for m in members])
-        return sum(counts) / (time.perf_counter() - started)
+        frames = [[framing.encode_request(CGH, CGH_V, 0, "bench-rate", ConsumerGroupHeartbeatRequest(
+            group_id=group, member_id=m.member_id, member_epoch=m.epoch, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=None))] for m in members]
+        return await pipelined_rate(bootstrap, frames, api_key=CGH, version=CGH_V, window=window, seconds=seconds,
+                                    broker_pid=broker_pid)
     finally:
         await asyncio.gather(*[m.conn.close() for m in members], return_exceptions=True)
 
@@ -192,9 +185,9 @@ def _run(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> dict:
         print("    heartbeat rate ...", flush=True)
     rate_topic = prepare_topic(handle.bootstrap, sizes.connections)
     try:
-        out["rate"] = asyncio.run(heartbeat_rate(handle.bootstrap, rate_topic, connections=sizes.connections,
-                                                 window=sizes.window, seconds=sizes.seconds,
-                                                 heartbeat_ms=sizes.heartbeat_ms))
+        out["rate"] = run_loop(lambda: heartbeat_rate(handle.bootstrap, rate_topic, connections=sizes.connections,
+                                                      window=sizes.window, seconds=sizes.seconds,
+                                                      heartbeat_ms=sizes.heartbeat_ms, broker_pid=handle.pid))
     except Exception as e:  # noqa: BLE001
         out["rate"] = NA(f"{type(e).__name__}: {e}")
     return out
@@ -237,7 +230,10 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
                f"heartbeats in flight per connection, for {s.seconds:g} s; answered requests per second",
                "requests/s", fmt=",.0f")
     for label, r in results.items():
-        f.values[label] = r["rate"]
+        rate = r["rate"]
+        f.values[label] = rate if isinstance(rate, NA) else rate.per_s
+        if isinstance(rate, Rate):
+            f.notes[label] = rate.cpu_note()
     out.append(f)
     return out
 
@@ -255,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help=f"seconds of the rate (default {d.seconds:g})")
     parser.add_argument("--heartbeat-ms", type=int, help=f"idle heartbeat interval (default {d.heartbeat_ms})")
     args = parser.parse_args(argv)
+    from kbroker.bench import cores
+
+    cores.pin_generator()
+    cores.raise_fd_limit()
     sizes = Sizes.quick() if args.quick else Sizes()
     if args.members:
         sizes.members = [int(x) for x in args.members.split(",") if x.strip()]

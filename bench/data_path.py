@@ -324,6 +324,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-seconds", type=float, help=f"length of the latency run (default "
                                                               f"{d.latency_seconds:g})")
     args = parser.parse_args(argv)
+    from kbroker.bench import cores
+
+    cores.pin_generator()
+    cores.raise_fd_limit()
     sizes = Sizes.quick() if args.quick else Sizes()
     for name in ("repeat", "messages", "size", "partitions", "latency_rate", "latency_seconds"):
         if getattr(args, name) is not None:

@@ -2,9 +2,10 @@
 kbroker's own codec over asyncio streams (one connection each), so every broker sees the same bytes.
 
 form_group: N members through FindCoordinator, JoinGroup v5 (with the MEMBER_ID_REQUIRED round trip),
-the leader's assignment and SyncGroup v3, until one generation holds them all; request_rates: pipelined
-Heartbeat v4 / OffsetCommit v8 from a stable group; commit_many_groups: one simple-consumer commit per
-group.
+the leader's assignment and SyncGroup v3, until one generation holds them all; request_rates:
+Heartbeat v4 / OffsetCommit v8 rates from bench/loadgen.py (pre-encoded, pipelined, counted by frame
+length) for members of one group or of N one-member groups; commit_many_groups: one simple-consumer
+commit per group.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from kbroker.bench.loadgen import Rate, pipelined_rate
 from kbroker.bench.wire import Connection
 from kbroker.protocol.errors import ErrorCode as E
 from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
@@ -209,81 +211,122 @@ async def _close_members(res: StableResult) -> None:
 
 # --- (b) Heartbeat and OffsetCommit rates ------------------------------------------------------------
 
-async def _pipeline(conn: Connection, frames: list[bytes], api_key: int, version: int, window: int,
-                    seconds: float, check) -> int:
-    """Keep `window` requests in flight for `seconds`; the frames are pre-encoded and only their
-    correlation id is patched. Returns the number of answered requests (errors raise)."""
-    loop = asyncio.get_running_loop()
-    inflight: list[asyncio.Future] = []
-    answered = 0
-    deadline = time.perf_counter() + seconds
-    i = 0
-    while True:
-        now = time.perf_counter()
-        sending = now < deadline
-        while sending and len(inflight) < window:
-            conn._correlation += 1
-            cid = conn._correlation
-            frame = bytearray(frames[i % len(frames)])
-            struct.pack_into(">i", frame, 8, cid)
-            fut = loop.create_future()
-            conn._pending[cid] = (api_key, version, fut)
-            conn.writer.write(frame)
-            inflight.append(fut)
-            i += 1
-        if not inflight:
-            return answered
-        await conn.writer.drain()
-        body = await inflight.pop(0)
-        check(body)
-        answered += 1
+@dataclass
+class GroupMember:
+    """A member that has synced: enough to build its Heartbeat and OffsetCommit frames."""
+
+    group: str
+    member_id: str
+    generation: int
+    partition: int
+
+
+async def single_member_groups(bootstrap: str, n: int, topic: str, *, connections: int = 4, window: int = 64,
+                               session_timeout_ms: int = 45_000) -> list[GroupMember]:
+    """`n` groups of one member each, joined and synced with pipelined JoinGroup v5 / SyncGroup v3 over a
+    few connections (a single broker is every group's coordinator). Each member owns partition 0."""
+    prefix = f"bench-ng-{uuid.uuid4().hex[:6]}"
+    sub = subscription(topic)
+    conns = [await Connection.open(bootstrap, f"bench-ng-{i}") for i in range(connections)]
+    members: list[GroupMember] = []
+
+    async def one(conn: Connection, g: int) -> GroupMember:
+        group, member_id = f"{prefix}-{g}", ""
+        for _ in range(20):
+            join = await conn.call(JOIN_GROUP, JOIN_V, JoinGroupRequest(
+                group_id=group, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
+                member_id=member_id, group_instance_id=None, protocol_type="consumer",
+                protocols=[JoinGroupRequestProtocol("range", sub)]))
+            if join.error_code == E.MEMBER_ID_REQUIRED:
+                member_id = join.member_id
+                continue
+            if join.error_code:
+                raise BenchError(f"JoinGroup v{JOIN_V} error {join.error_code} for a one-member group")
+            sync = await conn.call(SYNC_GROUP, SYNC_V, SyncGroupRequest(
+                group_id=group, generation_id=join.generation_id, member_id=join.member_id, group_instance_id=None,
+                protocol_type="consumer", protocol_name="range",
+                assignments=[SyncGroupRequestAssignment(join.member_id, assignment(topic, [0]))]))
+            if sync.error_code == E.REBALANCE_IN_PROGRESS:
+                continue
+            if sync.error_code:
+                raise BenchError(f"SyncGroup v{SYNC_V} error {sync.error_code} for a one-member group")
+            return GroupMember(group, join.member_id, join.generation_id, 0)
+        raise BenchError(f"group {group}: no stable generation after 20 joins")
+
+    async def worker(k: int) -> None:
+        pending: set[asyncio.Task] = set()
+        for g in range(k, n, connections):
+            if len(pending) >= window:
+                finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                members.extend(t.result() for t in finished)
+            pending.add(asyncio.ensure_future(one(conns[k], g)))
+        if pending:
+            members.extend(await asyncio.gather(*pending))
+
+    try:
+        await asyncio.gather(*[worker(k) for k in range(connections)])
+    finally:
+        await asyncio.gather(*[c.close() for c in conns], return_exceptions=True)
+    return members
+
+
+def heartbeat_frame(m: GroupMember) -> bytes:
+    from kbroker.protocol import framing
+
+    return framing.encode_request(HEARTBEAT, HEARTBEAT_V, 0, "bench-rate", HeartbeatRequest(
+        group_id=m.group, generation_id=m.generation, member_id=m.member_id, group_instance_id=None))
+
+
+def commit_frame(m: GroupMember, topic: str, offset: int) -> bytes:
+    from kbroker.protocol import framing
+
+    return framing.encode_request(OFFSET_COMMIT, COMMIT_V, 0, "bench-rate", OffsetCommitRequest(
+        group_id=m.group, generation_id_or_member_epoch=m.generation, member_id=m.member_id,
+        group_instance_id=None, topics=[OffsetCommitRequestTopic(name=topic, partitions=[
+            OffsetCommitRequestPartition(partition_index=m.partition, committed_offset=offset,
+                                         committed_leader_epoch=-1, committed_metadata="")])]))
+
+
+def rate_frames(members: list[GroupMember], topic: str, connections: int) -> tuple[list[list[bytes]], list[list[bytes]]]:
+    """(Heartbeat frames, OffsetCommit frames) per connection: the members dealt round-robin, each
+    member's commits with rising offsets (as many rounds as fit a ring of 256 frames, at least one)."""
+    hb: list[list[bytes]] = [[] for _ in range(connections)]
+    oc: list[list[bytes]] = [[] for _ in range(connections)]
+    per_conn = max(1, -(-len(members) // connections))
+    rounds = max(1, 256 // per_conn)
+    for i, m in enumerate(members):
+        hb[i % connections].append(heartbeat_frame(m))
+    for r in range(rounds):
+        for i, m in enumerate(members):
+            oc[i % connections].append(commit_frame(m, topic, 1 + r))
+    return hb, oc
 
 
 async def request_rates(bootstrap: str, *, connections: int, window: int, seconds: float,
-                        heartbeat_ms: int = 200, session_timeout_ms: int = 45_000) -> dict:
-    """Requests per second over `connections` members of one stable group: Heartbeat v4, OffsetCommit v8."""
-    from kbroker.protocol import framing
-
-    group = f"bench-rates-{uuid.uuid4().hex[:8]}"
+                        heartbeat_ms: int = 200, session_timeout_ms: int = 45_000, groups: int = 1,
+                        broker_pid: int | None = None) -> dict[str, Rate]:
+    """Requests per second of Heartbeat v4, then OffsetCommit v8, over `connections` connections with
+    `window` in flight each (bench/loadgen.py). groups=1: one stable group of `connections` members, one
+    connection each; groups=N>1: N one-member groups, their requests dealt over the connections."""
     topic = _topic_for(bootstrap)
-    res = await form_group(bootstrap, connections, group=group, topic=topic, heartbeat_ms=heartbeat_ms,
-                           session_timeout_ms=session_timeout_ms, keep_open=True)
-    out = {}
+    if groups == 1:
+        res = await form_group(bootstrap, connections, group=f"bench-rates-{uuid.uuid4().hex[:8]}", topic=topic,
+                               heartbeat_ms=heartbeat_ms, session_timeout_ms=session_timeout_ms, keep_open=True)
+        members = [GroupMember(res.group, m.member_id, m.generation, m.assignment[0] if m.assignment else 0)
+                   for m in res.member_states]
+    else:
+        res = None
+        members = await single_member_groups(bootstrap, groups, topic, session_timeout_ms=session_timeout_ms)
+    hb, oc = rate_frames(members, topic, connections)
+    out: dict[str, Rate] = {}
     try:
-        def hb_frames(m: Member) -> list[bytes]:
-            return [framing.encode_request(HEARTBEAT, HEARTBEAT_V, 0, m.conn.client_id, HeartbeatRequest(
-                group_id=group, generation_id=m.generation, member_id=m.member_id, group_instance_id=None))]
-
-        def commit_frames(m: Member) -> list[bytes]:
-            part = m.assignment[0] if m.assignment else 0
-            return [framing.encode_request(OFFSET_COMMIT, COMMIT_V, 0, m.conn.client_id, OffsetCommitRequest(
-                group_id=group, generation_id_or_member_epoch=m.generation, member_id=m.member_id,
-                group_instance_id=None, topics=[OffsetCommitRequestTopic(name=topic, partitions=[
-                    OffsetCommitRequestPartition(partition_index=part, committed_offset=off,
-                                                 committed_leader_epoch=-1, committed_metadata="")])]))
-                for off in range(1, 257)]
-
-        def hb_ok(body) -> None:
-            if body.error_code:
-                raise BenchError(f"Heartbeat v{HEARTBEAT_V} error {body.error_code}")
-
-        def commit_ok(body) -> None:
-            for t in body.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise BenchError(f"OffsetCommit v{COMMIT_V} error {p.error_code}")
-
-        for name, make, api, version, check in (
-                ("heartbeat", hb_frames, HEARTBEAT, HEARTBEAT_V, hb_ok),
-                ("commit", commit_frames, OFFSET_COMMIT, COMMIT_V, commit_ok)):
-            started = time.perf_counter()
-            counts = await asyncio.gather(*[
-                _pipeline(m.conn, make(m), api, version, window, seconds, check) for m in res.member_states])
-            elapsed = time.perf_counter() - started
-            out[name] = sum(counts) / elapsed
-            out[name + "_count"] = sum(counts)
+        out["heartbeat"] = await pipelined_rate(bootstrap, hb, api_key=HEARTBEAT, version=HEARTBEAT_V, window=window,
+                                                seconds=seconds, broker_pid=broker_pid)
+        out["commit"] = await pipelined_rate(bootstrap, oc, api_key=OFFSET_COMMIT, version=COMMIT_V, window=window,
+                                             seconds=seconds, broker_pid=broker_pid)
     finally:
-        await _close_members(res)
+        if res is not None:
+            await _close_members(res)
     return out
 
 

@@ -15,9 +15,12 @@ with memory storage (its default group settings).
     partition per member, SyncGroup v3. A member answered REBALANCE_IN_PROGRESS (on SyncGroup, or on a
     Heartbeat v4 every --heartbeat-ms once synced) joins again, as a client would. The clock stops at
     the last SyncGroup response of the first generation that holds all N members.
-(b) rates: a stable group of C members, one connection each; every connection keeps W requests in
-    flight (pipelined) for S seconds of Heartbeat v4, then S seconds of OffsetCommit v8 (one partition
-    per request, the member's generation and id). Answered requests per second, all connections.
+(b) rates: a stable group of C members, one connection each (and then 100 and 10,000 one-member groups,
+    their requests dealt over C connections: the cost curve); every connection keeps W requests in
+    flight (bench/loadgen.py: pre-encoded, pipelined, counted by frame length, every answer checked for
+    error codes) for S seconds of Heartbeat v4, then S seconds of OffsetCommit v8 (one partition per
+    request, the member's generation and id). Answered requests per second, all connections, with the
+    broker's and the generator's CPU over the interval.
 (c) replay: N OffsetCommit records are written offline into the `__consumer_offsets` segment files of a
     tmp data dir (LogManager + OffsetsTopic.append_records, flush never, batches of 500, every group in
     the partition Kafka's hash gives it); then the clock runs from `kbroker serve` process start to
@@ -46,6 +49,8 @@ from kbroker.bench.group_load import (
     prepare_topic,
     request_rates,
 )
+from kbroker.bench.loadgen import Rate
+from kbroker.bench.loadgen import run as run_loop
 from kbroker.bench.report import KB_ALWAYS, LABELS, NA, PEER, Figure, machine_note, print_figures
 
 OFFSET_COMMIT, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, SYNC_GROUP = 8, 10, 11, 12, 14
@@ -59,8 +64,9 @@ PARTS = ("stable", "rates", "replay", "memory")
 class Sizes:
     members: list[int] = field(default_factory=lambda: [10, 100, 500])
     connections: int = 4
-    window: int = 32
+    window: int = 64
     seconds: float = 5.0
+    rate_groups: list[int] = field(default_factory=lambda: [1, 100, 10_000])  # 1: one group of `connections`
     replay_records: int = 1_000_000
     memory_groups: int = 10_000
     heartbeat_ms: int = 200
@@ -73,7 +79,7 @@ class Sizes:
     def quick(cls) -> Sizes:
         # session timeout 6 s (kbroker's group.min.session.timeout.ms): Tansu holds a first JoinGroup for
         # about half the session timeout, which at 45 s alone would take the quick run past its budget
-        return cls(members=[10, 50], seconds=2.0, replay_records=100_000, memory_groups=1_000,
+        return cls(members=[10, 50], seconds=2.0, rate_groups=[1, 100], replay_records=100_000, memory_groups=1_000,
                    session_timeout_ms=6_000, settle_s=1.5)
 
 
@@ -226,15 +232,17 @@ def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> di
             except Exception as e:
                 out["stable"][n] = _na(e)
     if "rates" in sizes.only:
-        if verbose:
-            print("    request rates ...", flush=True)
-        try:
-            out["rates"] = asyncio.run(request_rates(handle.bootstrap, connections=sizes.connections,
-                                                     window=sizes.window, seconds=sizes.seconds,
-                                                     heartbeat_ms=sizes.heartbeat_ms,
-                                                     session_timeout_ms=sizes.session_timeout_ms))
-        except Exception as e:
-            out["rates"] = _na(e)
+        out["rates"] = {}
+        for groups in sizes.rate_groups:
+            if verbose:
+                print(f"    request rates, {groups:,} group{'s' if groups > 1 else ''} ...", flush=True)
+            try:
+                out["rates"][groups] = run_loop(lambda g=groups: request_rates(
+                    handle.bootstrap, connections=sizes.connections, window=sizes.window, seconds=sizes.seconds,
+                    heartbeat_ms=sizes.heartbeat_ms, session_timeout_ms=sizes.session_timeout_ms, groups=g,
+                    broker_pid=handle.pid))
+            except Exception as e:
+                out["rates"][groups] = _na(e)
     if "memory" in sizes.only:
         if verbose:
             print(f"    memory for {sizes.memory_groups:,} groups ...", flush=True)
@@ -333,13 +341,32 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
                 f"({2 * n} if everyone joined one generation: the first join of each only gets a member id)",
                 "requests", stable_get(n, "joins"), hib=False, fmt=",.0f")
     if "rates" in s.only:
-        how = (f"a stable group of {s.connections} members, one connection each, {s.window} requests in flight per "
-               f"connection, for {s.seconds:g} s; answered requests per second over all connections (load "
-               f"generator on the same cores)")
-        fig("Heartbeat v4 rate", how, "requests/s",
-            lambda r: r["rates"] if isinstance(r["rates"], NA) else r["rates"]["heartbeat"], fmt=",.0f")
-        fig("OffsetCommit v8 rate", how + "; one partition per commit, the member's own partition, rising offsets",
-            "requests/s", lambda r: r["rates"] if isinstance(r["rates"], NA) else r["rates"]["commit"], fmt=",.0f")
+        for groups in s.rate_groups:
+            who = (f"a stable group of {s.connections} members, one connection each" if groups == 1 else
+                   f"{groups:,} one-member groups (joined and synced), their requests dealt over {s.connections} "
+                   f"connections")
+            how = (f"{who}, {s.window} requests in flight per connection, pre-encoded and pipelined "
+                   f"(bench/loadgen.py), for {s.seconds:g} s after 0.3 s of warm-up; answered requests per "
+                   f"second over all connections, every answer checked for error codes")
+            tag = "" if groups == 1 else f", {groups:,} groups"
+            for key, name, extra in (("heartbeat", f"Heartbeat v{HEARTBEAT_V} rate{tag}", ""),
+                                     ("commit", f"OffsetCommit v{COMMIT_V} rate{tag}",
+                                      "; one partition per commit, the member's own, rising offsets")):
+                f = Figure("groups", name, how + extra, "requests/s", fmt=",.0f")
+                for label in LABELS:
+                    r = results.get(label, {}).get("rates")
+                    if r is None:
+                        continue
+                    v = r if isinstance(r, NA) else r.get(groups)
+                    if v is None:
+                        continue
+                    if isinstance(v, NA):
+                        f.values[label] = v
+                    else:
+                        rate: Rate = v[key]
+                        f.values[label] = rate.per_s
+                        f.notes[label] = rate.cpu_note()
+                out.append(f)
     if "replay" in s.only:
         rec = s.replay_records
         how = (f"{rec:,} OffsetCommit records (1,000 groups x 10 partitions x {max(1, rec // 10_000)} rounds) written "
@@ -387,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, help=f"members/connections for (b) (default {d.connections})")
     parser.add_argument("--window", type=int, help=f"requests in flight per connection in (b) (default {d.window})")
     parser.add_argument("--seconds", type=float, help=f"seconds per API in (b) (default {d.seconds:g})")
+    parser.add_argument("--rate-groups", help=f"comma-separated group counts for (b) (default "
+                                              f"{','.join(map(str, d.rate_groups))})")
     parser.add_argument("--replay-records", type=int, help=f"offset-commit records for (c) "
                                                            f"(default {d.replay_records:,})")
     parser.add_argument("--memory-groups", type=int, help=f"groups for (d) (default {d.memory_groups:,})")
@@ -396,9 +425,15 @@ def main(argv: list[str] | None = None) -> int:
                                                                f"(default {d.session_timeout_ms})")
     parser.add_argument("--only", help=f"comma-separated parts to run (default all: {','.join(PARTS)})")
     args = parser.parse_args(argv)
+    from kbroker.bench import cores
+
+    cores.pin_generator()
+    cores.raise_fd_limit()
     sizes = Sizes.quick() if args.quick else Sizes()
     if args.members:
         sizes.members = [int(x) for x in args.members.split(",") if x.strip()]
+    if args.rate_groups:
+        sizes.rate_groups = [int(x) for x in args.rate_groups.split(",") if x.strip()]
     for name in ("connections", "window", "seconds", "replay_records", "memory_groups", "heartbeat_ms",
                  "session_timeout_ms"):
         if getattr(args, name) is not None:

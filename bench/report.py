@@ -28,6 +28,7 @@ class Figure:
     values: dict[str, Value] = field(default_factory=dict)  # broker label -> value
     higher_is_better: bool = True
     fmt: str = ",.1f"
+    notes: dict[str, str] = field(default_factory=dict)     # broker label -> printed under its value (CPU use)
 
     def show(self, label: str) -> str:
         v = self.values.get(label)
@@ -58,8 +59,10 @@ def machine_note() -> str:
         load = "%.1f" % os.getloadavg()[0]
     except OSError:
         load = "?"
+    from kbroker.bench import cores as pinning
+
     return (f"{cores} cores shared by the broker under test, the load generator and anything else running "
-            f"(1-min load average at start {load}); loopback TCP")
+            f"(1-min load average at start {load}); loopback TCP; {pinning.note()}")
 
 
 def print_figures(figures: list[Figure], labels: list[str], peer: str, *, width: int = 26) -> None:
@@ -73,6 +76,8 @@ def print_figures(figures: list[Figure], labels: list[str], peer: str, *, width:
                 continue
             ratio = "" if label == peer else f"   ratio to {peer}: {f.ratio(label, peer)}"
             print(f"  {label:{width}} {f.show(label):>14}{ratio}")
+            if label in f.notes:
+                print(f"  {'':{width}} {f.notes[label]}")
 
 
 def _short(label: str) -> str:
