@@ -351,16 +351,17 @@ def prepare_topic(bootstrap: str, partitions: int) -> str:
 # --- (d) memory for N groups with committed offsets ------------------------------------------------
 
 async def commit_many_groups(bootstrap: str, groups: int, topic: str, *, connections: int = 4,
-                             window: int = 64) -> int:
-    """One simple-consumer OffsetCommit v8 (generation -1, empty member id) for each of `groups` groups."""
-    prefix = f"bench-mem-{uuid.uuid4().hex[:6]}"
+                             window: int = 64, prefix: str | None = None, first: int = 0) -> int:
+    """One simple-consumer OffsetCommit v8 (generation -1, empty member id) for each of `groups` groups,
+    named <prefix>-<first> onwards."""
+    prefix = prefix or f"bench-mem-{uuid.uuid4().hex[:6]}"
     conns = [await Connection.open(bootstrap, f"bench-mem-{i}") for i in range(connections)]
     ok = 0
 
     async def worker(k: int, conn: Connection) -> None:
         nonlocal ok
         inflight: list[asyncio.Future] = []
-        names = range(k, groups, connections)
+        names = range(first + k, first + groups, connections)
         it = iter(names)
         more = True
         while more or inflight:

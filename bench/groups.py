@@ -1,7 +1,7 @@
 """Consumer groups (issue 4): rebalance to Stable, coordinator request rates, offsets replay, memory.
 
     python -m bench.groups [--members 10,100,500] [--connections C] [--window W] [--seconds S]
-                           [--replay-records N] [--memory-groups N] [--heartbeat-ms MS] [--session-timeout-ms MS]
+                           [--replay-records N] [--memory-groups N,N] [--heartbeat-ms MS] [--session-timeout-ms MS]
                            [--only stable,rates,replay,memory] [--quick]
 
 The load generator speaks the protocol itself with kbroker's codec (`kbroker.protocol.framing` and the
@@ -26,7 +26,9 @@ with memory storage (its default group settings).
     the partition Kafka's hash gives it); then the clock runs from `kbroker serve` process start to
     its `offsets_loaded` log event.
 (d) memory: RSS of the idle broker (a topic created, 3 s after start-up), then after one simple-consumer
-    OffsetCommit v8 (generation -1, empty member id) for each of N groups and a settle.
+    OffsetCommit v8 (generation -1, empty member id) for each of 1,000, then 10,000, then 100,000 groups
+    and a settle; at each count kbroker is restarted on its data dir and timed to its first ApiVersions
+    answer and to offsets_loaded (bench/group_scale.py). kbroker --flush always and Tansu only.
 """
 
 from __future__ import annotations
@@ -40,18 +42,17 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbroker.bench import brokers
+from kbroker.bench import brokers, group_scale
 from kbroker.bench.group_load import (
     REBALANCE_TIMEOUT_MS,
     BenchError,
-    commit_many_groups,
     form_group,
     prepare_topic,
     request_rates,
 )
 from kbroker.bench.loadgen import Rate
 from kbroker.bench.loadgen import run as run_loop
-from kbroker.bench.report import KB_ALWAYS, LABELS, NA, PEER, Figure, machine_note, print_figures
+from kbroker.bench.report import KB_ALWAYS, KB_NEVER, LABELS, NA, PEER, Figure, machine_note, print_figures
 
 OFFSET_COMMIT, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, SYNC_GROUP = 8, 10, 11, 12, 14
 JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V, FIND_V = 5, 3, 4, 8, 3
@@ -68,7 +69,7 @@ class Sizes:
     seconds: float = 5.0
     rate_groups: list[int] = field(default_factory=lambda: [1, 100, 10_000])  # 1: one group of `connections`
     replay_records: int = 1_000_000
-    memory_groups: int = 10_000
+    memory_groups: list[int] = field(default_factory=lambda: [1_000, 10_000, 100_000])  # 10,000: the target
     heartbeat_ms: int = 200
     session_timeout_ms: int = 45_000   # the Java client's and librdkafka's default
     settle_s: float = 3.0
@@ -79,7 +80,7 @@ class Sizes:
     def quick(cls) -> Sizes:
         # session timeout 6 s (kbroker's group.min.session.timeout.ms): Tansu holds a first JoinGroup for
         # about half the session timeout, which at 45 s alone would take the quick run past its budget
-        return cls(members=[10, 50], seconds=2.0, rate_groups=[1, 100], replay_records=100_000, memory_groups=1_000,
+        return cls(members=[10, 50], seconds=2.0, rate_groups=[1, 100], replay_records=100_000, memory_groups=[1_000, 3_000],
                    session_timeout_ms=6_000, settle_s=1.5)
 
 
@@ -244,14 +245,9 @@ def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> di
             except Exception as e:
                 out["rates"][groups] = _na(e)
     if "memory" in sizes.only:
-        if verbose:
-            print(f"    memory for {sizes.memory_groups:,} groups ...", flush=True)
         try:
-            # a fresh broker so that the earlier parts leave nothing behind in its heap
-            ok = asyncio.run(commit_many_groups(handle.bootstrap, sizes.memory_groups, topic))
-            if ok != sizes.memory_groups:
-                raise BenchError(f"{ok} of {sizes.memory_groups} commits answered")
-            out["memory"] = {"rss": brokers.settle_rss(handle, sizes.settle_s), "groups": ok}
+            # a fresh broker (see run()) so that the earlier parts leave nothing behind in its heap
+            out["memory"] = group_scale.fill(handle, sizes.memory_groups, topic, sizes.settle_s, verbose)
         except Exception as e:
             out["memory"] = _na(e)
     return out
@@ -272,6 +268,8 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
         # the memory figure gets a broker of its own, so that parts (a) and (b) leave nothing behind
         phases = [p for p in (("stable", "rates"), ("memory",)) if any(x in sizes.only for x in p)]
         for phase in phases:
+            if phase == ("memory",) and label == KB_NEVER:
+                continue  # memory does not depend on --flush; the fill would only take time
             try:
                 handle = _start(label)
             except brokers.Unavailable as e:
@@ -388,13 +386,32 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
         fig("idle RSS", f"broker RSS {s.settle_s:g} s after start-up with one topic created, before any group",
             "MiB",
             lambda r: _scale(r["idle_rss"], 1 / 2 ** 20), hib=False)
-        fig(f"RSS with {s.memory_groups:,} groups", f"{s.memory_groups:,} groups, each with one simple-consumer "
-            f"OffsetCommit v8 (generation -1, empty member id, one partition) over 4 connections, 64 in flight each; "
-            f"broker RSS after a {s.settle_s:g} s settle (a fresh broker: parts a/b ran on another)", "MiB",
-            lambda r: r["memory"] if isinstance(r["memory"], NA) else r["memory"]["rss"] / 2 ** 20, hib=False)
-        fig("RSS growth per group", f"(RSS with {s.memory_groups:,} groups - idle RSS) / {s.memory_groups:,}",
-            "bytes", lambda r: r["memory"] if isinstance(r["memory"], NA) else
-            (r["memory"]["rss"] - r["idle_rss"]) / s.memory_groups, hib=False, fmt=",.0f")
+        def mem(n: int, key: str, k: float = 1.0):
+            def get(r: dict):
+                m = r["memory"]
+                if isinstance(m, NA):
+                    return m
+                if key not in m[n]:
+                    raise KeyError(key)   # Tansu: no restart figures
+                return m[n][key] * k
+            return get
+
+        fill_how = ("groups, each with one simple-consumer OffsetCommit v8 (generation -1, empty member id, one "
+                    "partition) over 4 connections, 64 in flight each, added step by step to one broker "
+                    f"(bench/group_scale.py); RSS after a {s.settle_s:g} s settle (a fresh broker: parts a/b ran "
+                    "on another; kbroker --flush always only)")
+        for n in s.memory_groups:
+            fig(f"RSS with {n:,} groups", f"{n:,} {fill_how}", "MiB", mem(n, "rss", 1 / 2 ** 20), hib=False,
+                labels=[KB_ALWAYS, PEER])
+            fig(f"RSS growth per group, {n:,} groups", f"(RSS with {n:,} groups - idle RSS) / {n:,}", "bytes",
+                lambda r, n=n: r["memory"] if isinstance(r["memory"], NA) else
+                (r["memory"][n]["rss"] - r["idle_rss"]) / n, hib=False, fmt=",.0f", labels=[KB_ALWAYS, PEER])
+        for n in s.memory_groups:
+            fig(f"start-up with {n:,} groups stored", f"kbroker stopped with {n:,} groups' offsets stored and "
+                "started on the same data dir: process start to its first ApiVersions answer (Tansu's memory "
+                "store restarts empty)", "s", mem(n, "startup_s"), hib=False, fmt=",.2f", labels=[KB_ALWAYS])
+            fig(f"offsets loaded with {n:,} groups stored", "the same restart: process start to its "
+                "offsets_loaded log event", "s", mem(n, "loaded_s"), hib=False, fmt=",.2f", labels=[KB_ALWAYS])
     return out
 
 
@@ -418,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
                                               f"{','.join(map(str, d.rate_groups))})")
     parser.add_argument("--replay-records", type=int, help=f"offset-commit records for (c) "
                                                            f"(default {d.replay_records:,})")
-    parser.add_argument("--memory-groups", type=int, help=f"groups for (d) (default {d.memory_groups:,})")
+    parser.add_argument("--memory-groups", help=f"comma-separated group counts for (d) (default "
+                                                f"{','.join(map(str, d.memory_groups))})")
     parser.add_argument("--heartbeat-ms", type=int, help=f"heartbeat interval of synced members in (a) "
                                                          f"(default {d.heartbeat_ms})")
     parser.add_argument("--session-timeout-ms", type=int, help=f"members' session timeout "
@@ -432,9 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     sizes = Sizes.quick() if args.quick else Sizes()
     if args.members:
         sizes.members = [int(x) for x in args.members.split(",") if x.strip()]
+    if args.memory_groups:
+        sizes.memory_groups = [int(x) for x in args.memory_groups.split(",") if x.strip()]
     if args.rate_groups:
         sizes.rate_groups = [int(x) for x in args.rate_groups.split(",") if x.strip()]
-    for name in ("connections", "window", "seconds", "replay_records", "memory_groups", "heartbeat_ms",
+    for name in ("connections", "window", "seconds", "replay_records", "heartbeat_ms",
                  "session_timeout_ms"):
         if getattr(args, name) is not None:
             setattr(sizes, name, getattr(args, name))
