@@ -1,14 +1,15 @@
 """`make bench`: every benchmark in turn, each figure beside the peer's measured in the same run.
 
-    python -m bench [--quick]
+    python -m bench [--quick] [--skip NAME,...]
 
-codec (kbroker's codec beside kio), data_path (issue 3), groups (issue 4) and consumer_groups (issue
-12, the KIP-848 protocol), kbroker beside Tansu, then transactions (issue 13: transactions per second,
-read_committed beside read_uncommitted; no peer), then stalls (issue 10: the longest event-loop stall
-during compaction and replay), then pipeline (issue 5, the Spark data source's decode rate on local[1]
-and local[2]), then one
-summary table. `--quick` uses small sizes (about 2 minutes; the smoke test runs it). Each
-benchmark has its own `python -m bench.<name> --help` with size flags.
+In order: the load generator's ceiling (bench/loadgen.py against the canned-answer responder
+bench/echo.py), codec (kbroker's codec beside kio), then kbroker beside Tansu: data_path (issue 3),
+groups (issue 4), consumer_groups (issue 12, KIP-848), then transactions (issue 13, no peer), idle
+connections (issue 17), stalls (issue 10), security (issue 14), pipeline (issue 5); then the cost
+curves (tables, and PNGs under bench/results/), the summary table, and issue 17's targets, each
+checked against Tansu measured in the same run. Every broker runs pinned to one core and the load
+generator (this process) to the other (bench/cores.py). `--quick` uses small sizes (a few minutes;
+the smoke test runs it). Each benchmark has its own `python -m bench.<name> --help` with size flags.
 """
 
 from __future__ import annotations
@@ -21,6 +22,28 @@ from kbroker.bench import codec, consumer_groups, data_path, groups, transaction
 from kbroker.bench.report import machine_note, summary_table
 
 
+def generator_ceiling(sizes: groups.Sizes) -> dict[str, object]:
+    """The request-rate generator against the echo responder, with the same connections, window and
+    seconds as the group rates: {api: Rate}. A broker figure far below it is the broker's own."""
+    from kbroker.bench import loadgen
+    from kbroker.bench.group_load import GroupMember, commit_frame, heartbeat_frame
+
+    members = [GroupMember(f"bench-ceiling-{i}", f"member-{i}", 1, 0) for i in range(sizes.connections)]
+    out: dict[str, object] = {}
+    for api, key, version, frames in (
+            ("Heartbeat v4", 12, 4, [[heartbeat_frame(m)] for m in members]),
+            ("OffsetCommit v8", 8, 8, [[commit_frame(m, "bench-topic", o) for o in range(1, 257)] for m in members])):
+        try:
+            rate = loadgen.ceiling(frames, api_key=key, version=version, window=sizes.window, seconds=sizes.seconds)
+        except Exception as e:  # noqa: BLE001 - printed, the run goes on
+            print(f"  {api}: n/a ({type(e).__name__}: {e})")
+            continue
+        out[api] = rate
+        print(f"  {api}: {rate.per_s:,.0f} requests/s over {rate.connections} connections x {rate.window} in "
+              f"flight, {rate.seconds:.1f} s; {rate.cpu}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from kbroker.broker.logging import configure_logging
 
@@ -30,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes in all")
     parser.add_argument("--skip", default="",
                         help="comma-separated benchmarks to leave out: "
-                             "codec,data_path,groups,consumer_groups,transactions,stalls,security,pipeline")
+                             "ceiling,codec,data_path,groups,consumer_groups,connections,transactions,stalls,"
+                             "security,pipeline")
     args = parser.parse_args(argv)
     from kbroker.bench import cores
 
@@ -42,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"kbroker benchmarks{' (--quick sizes)' if args.quick else ''}; peer: {tansu_version()}, memory storage")
     print(f"machine: {machine_note()}; python {sys.version.split()[0]}\n")
+
+    ceiling_rates: dict[str, object] = {}
+    if "ceiling" not in skip:
+        print("=== load generator ceiling (bench/loadgen.py against bench/echo.py on the broker core) ===")
+        ceiling_rates = generator_ceiling(groups.Sizes.quick() if args.quick else groups.Sizes())
 
     codec_rows: list[dict] = []
     if "codec" not in skip:
@@ -56,13 +85,23 @@ def main(argv: list[str] | None = None) -> int:
         ("transactions", "transactions (issue 13)", transactions),
     )
     figures = []
+    curves = []
     for name, title, module in broker_benchmarks:
         if name in skip:
             continue
         print(f"\n=== {title} ===")
-        figs = module.run(module.Sizes.quick() if args.quick else module.Sizes())
+        sizes = module.Sizes.quick() if args.quick else module.Sizes()
+        figs = module.run(sizes)
         module.print_figures(figs, module.LABELS, module.PEER)
         figures += figs
+        if hasattr(module, "curves"):
+            curves += module.curves(figs, sizes)
+
+    if "connections" not in skip:
+        print("\n=== idle connections (issue 17) ===")
+        from kbroker.bench import connections
+
+        curves.append(connections.run(connections.Sizes.quick() if args.quick else connections.Sizes()))
 
     if "stalls" not in skip:
         # issue 10: the longest event-loop stall while compacting and while replaying __consumer_offsets
@@ -85,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
 
         pipeline_bench.main(["--records", "1000000" if args.quick else "10000000", "--cores", "1,2"])
 
+    if curves:
+        from kbroker.bench.curves import report as curve_report
+
+        print("\n=== cost curves (issue 17): tables, and plots under bench/results/ ===")
+        curve_report(curves)
+
     print("\n=== summary ===")
     if codec_rows:
         print("codec, decode+encode per second on one core (peer: kio); ratio = kbroker / kio")
@@ -96,6 +141,17 @@ def main(argv: list[str] | None = None) -> int:
     if figures:
         print("brokers (peer: Tansu, memory storage); ratio = kbroker / Tansu; each figure's how-line is above")
         print(summary_table(figures, groups.LABELS, groups.PEER))
+    if figures:
+        from kbroker.bench.targets import table
+
+        print("\ntargets of issue 17, each against Tansu measured in this run")
+        print(table(figures))
+    for api, rate in ceiling_rates.items():
+        top = max((v for f in figures if f.unit == "requests/s" for v in f.values.values()
+                   if isinstance(v, (int, float))), default=0.0)
+        print(f"load generator ceiling, {api}: {rate.per_s:,.0f} requests/s against the echo responder "  # type: ignore[attr-defined]
+              f"({rate.cpu}); the highest broker rate above, {top:,.0f}/s, is "  # type: ignore[attr-defined]
+              f"{top / rate.per_s:.0%} of it")  # type: ignore[attr-defined]
     if security_rows:
         print("\nsecurity, one kbroker: " + ", ".join(
             f"{p} produce {r['produce_mb_s']:.1f} MB/s consume {r['consume_mb_s']:.1f} MB/s"

@@ -33,10 +33,13 @@ class Sizes:
     latency_rate: int = 1000
     latency_seconds: float = 10.0
     repeat: int = 3
+    partition_counts: tuple[int, ...] = (1, 100, 1_000)   # the cost curve, kbroker --flush always and Tansu
+    curve_messages: int = 100_000
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(messages=30_000, latency_rate=500, latency_seconds=3.0, repeat=1)
+        return cls(messages=30_000, latency_rate=500, latency_seconds=3.0, repeat=1, partition_counts=(1, 100),
+                   curve_messages=20_000)
 
 
 PRODUCER_CONFIG = {
@@ -240,6 +243,17 @@ def _run_one(handle: brokers.BrokerHandle, sizes: Sizes) -> dict:
         out["latency"] = latency(handle.bootstrap, lat_topic, sizes.latency_rate, sizes.latency_seconds, sizes.size)
     except Exception as e:
         out["latency"] = NA(f"{type(e).__name__}: {e}")
+    if handle.label in (KB_ALWAYS, PEER):
+        out["by_partitions"] = {}
+        for p in sizes.partition_counts:
+            name = f"bench-parts-{p}-{tag}"
+            try:
+                create_topic(handle.bootstrap, name, p)
+                prod = produce(handle.bootstrap, name, sizes.curve_messages, sizes.size)
+                cons = consume(handle.bootstrap, name, p, sizes.curve_messages)
+                out["by_partitions"][p] = (prod["mb_per_s"], cons["mb_per_s"])
+            except Exception as e:
+                out["by_partitions"][p] = NA(f"{type(e).__name__}: {e}")
     return out
 
 
@@ -263,6 +277,21 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
         finally:
             handle.stop()
     return figures(results, sizes)
+
+
+def _parts(p: int) -> str:
+    return f"{p:,} partition{'' if p == 1 else 's'}"
+
+
+def curves(figs: list[Figure], s: Sizes) -> list:
+    """Produce and consume MB/s by partition count (issue 17's cost curve), from the figures measured."""
+    from kbroker.bench.curves import from_figures
+
+    note = (f"{s.curve_messages:,} messages of {s.size} bytes over the partitions (no key), one confluent-kafka "
+            f"producer (acks=all) then one consumer with assign(); a fresh topic per count")
+    return [from_figures(figs, f"{what}_mb_s_by_partitions", f"{what} MB/s by partitions", "partitions", "MB/s",
+                         {p: f"{what} throughput, {_parts(p)}" for p in s.partition_counts}, note=note)
+            for what in ("produce", "consume")]
 
 
 def figures(results: dict[str, dict | NA], s: Sizes) -> list[Figure]:
@@ -307,6 +336,20 @@ def figures(results: dict[str, dict | NA], s: Sizes) -> list[Figure]:
             else:
                 f.values[label] = v[sub]
         out.append(f)
+    for i, what in enumerate(("produce", "consume")):
+        for p in s.partition_counts:
+            f = Figure("data_path", f"{what} throughput, {_parts(p)}",
+                       f"the cost curve: {s.curve_messages:,} messages of {msg} over {_parts(p)}, one "
+                       f"confluent-kafka {'producer (acks=all)' if i == 0 else 'consumer (assign())'}, fresh topic",
+                       "MB/s", fmt=",.1f")
+            for label in (KB_ALWAYS, PEER):
+                r = results.get(label)
+                if r is None:
+                    continue
+                v = r if isinstance(r, NA) else r.get("by_partitions", {}).get(p)
+                if v is not None:
+                    f.values[label] = v if isinstance(v, NA) else v[i]
+            out.append(f)
     return out
 
 
@@ -335,6 +378,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"data_path: kbroker beside {brokers.tansu_version()}; {machine_note()}")
     figs = run(sizes)
     print_figures(figs, LABELS, PEER)
+    from kbroker.bench.curves import report
+
+    print()
+    report(curves(figs, sizes))
     return 0
 
 

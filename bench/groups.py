@@ -63,7 +63,7 @@ PARTS = ("stable", "rates", "replay", "memory")
 
 @dataclass
 class Sizes:
-    members: list[int] = field(default_factory=lambda: [10, 100, 500])
+    members: list[int] = field(default_factory=lambda: [10, 100, 500, 2_000])
     connections: int = 4
     window: int = 64
     seconds: float = 5.0
@@ -370,7 +370,7 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
         how = (f"{rec:,} OffsetCommit records (1,000 groups x 10 partitions x {max(1, rec // 10_000)} rounds) written "
                f"offline to __consumer_offsets (50 partitions, batches of 500); `kbroker serve` process start to its "
                f"offsets_loaded log event (includes interpreter start-up); broker at default flags")
-        fig("offsets replay at start-up", how, "s",
+        fig(f"offsets replay of {rec:,} commits at start-up", how, "s",
             lambda r: r["replay"] if isinstance(r["replay"], NA) else r["replay"]["seconds"],
             hib=False, fmt=",.2f", labels=[KB_ALWAYS, PEER])
         fig("offsets replay, load_ms of offsets_loaded", "the replay itself as the broker logs it (load_ms)", "s",
@@ -412,6 +412,34 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
                 "store restarts empty)", "s", mem(n, "startup_s"), hib=False, fmt=",.2f", labels=[KB_ALWAYS])
             fig(f"offsets loaded with {n:,} groups stored", "the same restart: process start to its "
                 "offsets_loaded log event", "s", mem(n, "loaded_s"), hib=False, fmt=",.2f", labels=[KB_ALWAYS])
+    return out
+
+
+def curves(figs: list[Figure], s: Sizes) -> list:
+    """The cost curves of issue 17 that this benchmark measures, from its figures."""
+    from kbroker.bench.curves import from_figures
+
+    out = []
+    if "rates" in s.only:
+        for api, name in (("Heartbeat", f"Heartbeat v{HEARTBEAT_V} rate"), ("OffsetCommit", f"OffsetCommit v{COMMIT_V} rate")):
+            out.append(from_figures(
+                figs, f"{api.lower()}_rate_by_groups", f"{name} by number of groups", "groups", "requests/s",
+                {g: name if g == 1 else f"{name}, {g:,} groups" for g in s.rate_groups}, fmt=",.0f",
+                note=f"1 group: {s.connections} members of one group; N groups: N one-member groups; "
+                     f"{s.connections} connections x {s.window} in flight, {s.seconds:g} s each"))
+    if "stable" in s.only:
+        out.append(from_figures(figs, "stable_ms_by_members", "time to Stable by members", "members", "ms",
+                                {n: f"{n} members to Stable" for n in s.members}, fmt=",.0f",
+                                note="see the figures above for how (Tansu holds a new group's first JoinGroup "
+                                     "for about half the session timeout)"))
+    if "memory" in s.only:
+        out.append(from_figures(figs, "rss_by_groups", "broker RSS by groups with committed offsets", "groups", "MiB",
+                                {n: f"RSS with {n:,} groups" for n in s.memory_groups},
+                                note="one simple-consumer commit per group, filled step by step on one broker"))
+        out.append(from_figures(figs, "startup_by_groups", "kbroker restart by groups stored: first ApiVersions "
+                                "answer", "groups", "s",
+                                {n: f"start-up with {n:,} groups stored" for n in s.memory_groups}, fmt=",.2f",
+                                note="Tansu's memory store restarts empty: no figure"))
     return out
 
 
@@ -463,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"groups: kbroker beside {brokers.tansu_version()}; {machine_note()}")
     figs = run(sizes)
     print_figures(figs, LABELS, PEER)
+    from kbroker.bench.curves import report
+
+    print()
+    report(curves(figs, sizes))
     return 0
 
 

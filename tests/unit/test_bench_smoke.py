@@ -16,7 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.bench import brokers, codec, data_path, group_load, groups, report, wire  # noqa: F401  (imports are tested)
+from kbroker.bench import (  # noqa: F401  (imports are tested)
+    brokers,
+    codec,
+    connections,
+    cores,
+    curves,
+    data_path,
+    echo,
+    group_load,
+    group_scale,
+    groups,
+    loadgen,
+    report,
+    targets,
+    wire,
+)
 from kbroker.bench import __main__ as bench_main  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
@@ -66,9 +81,59 @@ async def test_five_members_reach_stable_and_all_get_assignments(kbroker, topic)
 
 async def test_heartbeat_and_commit_rates_are_positive(kbroker, topic):
     rates = await group_load.request_rates(kbroker.bootstrap, connections=2, window=8, seconds=0.3,
-                                       session_timeout_ms=10_000)
-    assert rates["heartbeat"] > 0 and rates["heartbeat_count"] > 0
-    assert rates["commit"] > 0 and rates["commit_count"] > 0
+                                           session_timeout_ms=10_000, broker_pid=kbroker.pid)
+    for rate in (rates["heartbeat"], rates["commit"]):
+        assert rate.per_s > 0 and rate.answered > 0 and rate.decoded >= 1
+        assert rate.cpu.broker > 0 and rate.cpu.generator > 0  # both sides' CPU was read
+
+
+async def test_rates_over_many_one_member_groups_send_to_every_group(kbroker, topic):
+    rates = await group_load.request_rates(kbroker.bootstrap, connections=2, window=8, seconds=0.3, groups=5,
+                                           session_timeout_ms=10_000, broker_pid=kbroker.pid)
+    assert rates["heartbeat"].answered > 0 and rates["commit"].answered > 0
+
+
+async def test_a_rate_of_errors_is_not_a_rate(kbroker, topic):
+    # Heartbeats of a member the broker does not know: every answer carries an error code, and the
+    # generator must refuse the figure rather than count the answers.
+    frame = group_load.heartbeat_frame(group_load.GroupMember(f"smoke-nogroup-{uuid.uuid4().hex[:6]}", "nobody", 1, 0))
+    with pytest.raises(loadgen.GeneratorError, match="a rate of errors is not a rate"):
+        await loadgen.pipelined_rate(kbroker.bootstrap, [[frame]], api_key=12, version=4, window=4, seconds=0.2,
+                                     broker_pid=kbroker.pid, warmup_s=0.0)
+
+
+def test_generator_ceiling_against_the_echo_responder():
+    frame = group_load.heartbeat_frame(group_load.GroupMember("g", "m", 1, 0))
+    rate = loadgen.ceiling([[frame], [frame]], api_key=12, version=4, window=16, seconds=0.3)
+    assert rate.per_s > 0 and rate.answered > 0 and rate.connections == 2
+    assert rate.cpu.broker > 0  # the echo process's CPU, read from /proc
+
+
+async def test_idle_connections_are_held_open_and_measured(kbroker):
+    rss = await connections.idle_rss(kbroker, [5, 20], 0.5)
+    assert set(rss) == {5, 20} and all(isinstance(v, int) and v > 1_000_000 for v in rss.values())
+
+
+def test_curves_print_and_plot(tmp_path):
+    c = curves.Curve("smoke_curve", "smoke", "groups", "MiB", [1, 10, 100],
+                     points={"a": {1: 1.0, 10: 2.0, 100: report.NA("too slow")}, "b": {1: 3.0}})
+    text = c.table()
+    assert "too slow" in text and "n/a" in text and "3.0" in text
+    path = c.plot(tmp_path)
+    assert path is not None and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_targets_are_checked_against_the_peer_of_the_same_run():
+    hb = report.Figure("groups", "Heartbeat v4 rate", "how", "requests/s",
+                       values={report.KB_ALWAYS: 60_000.0, report.PEER: 20_000.0})
+    idle = report.Figure("groups", "idle RSS", "how", "MiB", values={report.KB_ALWAYS: 40.0, report.PEER: 16.0},
+                         higher_is_better=False)
+    text = targets.table([hb, idle])
+    lines = {line.split("  ")[0]: line for line in text.splitlines()}
+    assert lines["Heartbeat v4 >= 2x Tansu"].endswith("met") and "3.00x" in lines["Heartbeat v4 >= 2x Tansu"]
+    assert lines["Heartbeat v4 >= 50k requests/s"].endswith("met")
+    assert lines["idle RSS < 30 MiB"].endswith("NOT MET") and "16.0" in lines["idle RSS < 30 MiB"]
+    assert "n/a: not measured" in lines["consume MB/s >= Tansu's"]
 
 
 async def test_one_hundred_simple_commits_are_all_answered(kbroker, topic):
@@ -102,7 +167,7 @@ def test_figures_print_with_ratios_and_na():
 
 def test_every_benchmark_has_help_with_size_flags():
     for name, flag in (("data_path", "--messages"), ("groups", "--members"), ("codec", "--seconds"),
-                       ("transactions", "--transactions")):
+                       ("transactions", "--transactions"), ("connections", "--counts")):
         out = subprocess.run([sys.executable, "-m", "bench." + name, "--help"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)
         assert out.returncode == 0 and flag in out.stdout, out.stderr
@@ -129,5 +194,6 @@ def test_consumer_group_load_generator_gets_everyone_assigned(kbroker):
     assert seconds > 0 and epoch >= 5
     assert sorted(p for m in members for _, ps in m.owned for p in ps) == list(range(5))
     rate = asyncio.run(consumer_groups.heartbeat_rate(kbroker.bootstrap, group_load.prepare_topic(kbroker.bootstrap, 2),
-                                                      connections=2, window=4, seconds=0.5, heartbeat_ms=100))
-    assert rate > 0
+                                                      connections=2, window=4, seconds=0.5, heartbeat_ms=100,
+                                                      broker_pid=kbroker.pid))
+    assert rate.per_s > 0 and rate.answered > 0
