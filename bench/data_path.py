@@ -20,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from kbroker.bench import brokers
+from kbroker.bench import brokers, cores
 from kbroker.bench.report import KB_ALWAYS, LABELS, NA, PEER, Figure, machine_note, print_figures
 
 
@@ -39,7 +39,7 @@ class Sizes:
     @classmethod
     def quick(cls) -> Sizes:
         return cls(messages=30_000, latency_rate=500, latency_seconds=3.0, repeat=1, partition_counts=(1, 100),
-                   curve_messages=20_000)
+                   curve_messages=10_000)
 
 
 PRODUCER_CONFIG = {
@@ -226,12 +226,16 @@ def _run_one(handle: brokers.BrokerHandle, sizes: Sizes) -> dict:
     for i in range(sizes.repeat):
         create_topic(handle.bootstrap, f"{topic}-{i}", sizes.partitions)
         try:
-            produced.append(produce(handle.bootstrap, f"{topic}-{i}", sizes.messages, sizes.size))
+            with cores.CpuMeter(handle.pid) as meter:
+                produced.append(produce(handle.bootstrap, f"{topic}-{i}", sizes.messages, sizes.size))
+            produced[-1]["cpu"] = meter.use
         except Exception as e:  # a figure that fails is printed n/a with the reason
             out["produce"] = out["consume"] = NA(f"{type(e).__name__}: {e}")
             break
         try:
-            consumed.append(consume(handle.bootstrap, f"{topic}-{i}", sizes.partitions, sizes.messages))
+            with cores.CpuMeter(handle.pid) as meter:
+                consumed.append(consume(handle.bootstrap, f"{topic}-{i}", sizes.partitions, sizes.messages))
+            consumed[-1]["cpu"] = meter.use
         except Exception as e:
             out["consume"] = NA(f"{type(e).__name__}: {e}")
     if produced:
@@ -335,6 +339,8 @@ def figures(results: dict[str, dict | NA], s: Sizes) -> list[Figure]:
                 f.values[label] = v / 2 ** 20
             else:
                 f.values[label] = v[sub]
+                if "cpu" in v:
+                    f.notes[label] = f"{v['cpu']} (the generator here: librdkafka's threads and this process)"
         out.append(f)
     for i, what in enumerate(("produce", "consume")):
         for p in s.partition_counts:

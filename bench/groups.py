@@ -80,7 +80,7 @@ class Sizes:
     def quick(cls) -> Sizes:
         # session timeout 6 s (kbroker's group.min.session.timeout.ms): Tansu holds a first JoinGroup for
         # about half the session timeout, which at 45 s alone would take the quick run past its budget
-        return cls(members=[10, 50], seconds=2.0, rate_groups=[1, 100], replay_records=100_000, memory_groups=[1_000, 3_000],
+        return cls(members=[10, 50], seconds=1.5, rate_groups=[1, 100], replay_records=100_000, memory_groups=[1_000],
                    session_timeout_ms=6_000, settle_s=1.5)
 
 
