@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 from dataclasses import dataclass, field
 
 from kbroker.bench import brokers, cores
@@ -73,7 +74,7 @@ async def idle_rss(handle: brokers.BrokerHandle, counts: list[int], settle_s: fl
                 batch = []
                 for _ in range(min(BATCH, count - len(conns))):
                     fut = loop.create_future()
-                    _, proto = await loop.create_connection(lambda f=fut: _Idle(request, f), host, int(port))
+                    _, proto = await loop.create_connection(functools.partial(_Idle, request, fut), host, int(port))
                     conns.append(proto)
                     batch.append(fut)
                 await asyncio.wait_for(asyncio.gather(*batch), timeout=60)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import struct
 import sys
 import time
@@ -229,7 +230,7 @@ async def pipelined_rate(bootstrap: str, frames_per_connection: Sequence[Sequenc
     for frames in frames_per_connection:
         done = loop.create_future()
         ring = ring_frames(frames)
-        _, proto = await loop.create_connection(lambda r=ring, d=done: _Pipe(r, window, shared, d), host, int(port))
+        _, proto = await loop.create_connection(functools.partial(_Pipe, ring, window, shared, done), host, int(port))
         pipes.append(proto)
         dones.append(done)
     try:
