@@ -19,17 +19,18 @@ import sys
 import time
 
 from kbroker.bench import codec, consumer_groups, data_path, groups, transactions
+from kbroker.bench.loadgen import Rate
 from kbroker.bench.report import machine_note, summary_table
 
 
-def generator_ceiling(sizes: groups.Sizes) -> dict[str, object]:
+def generator_ceiling(sizes: groups.Sizes) -> dict[str, Rate]:
     """The request-rate generator against the echo responder, with the same connections, window and
     seconds as the group rates: {api: Rate}. A broker figure far below it is the broker's own."""
     from kbroker.bench import loadgen
     from kbroker.bench.group_load import GroupMember, commit_frame, heartbeat_frame
 
     members = [GroupMember(f"bench-ceiling-{i}", f"member-{i}", 1, 0) for i in range(sizes.connections)]
-    out: dict[str, object] = {}
+    out: dict[str, Rate] = {}
     for api, key, version, frames in (
             ("Heartbeat v4", 12, 4, [[heartbeat_frame(m)] for m in members]),
             ("OffsetCommit v8", 8, 8, [[commit_frame(m, "bench-topic", o) for o in range(1, 257)] for m in members])):
@@ -40,7 +41,9 @@ def generator_ceiling(sizes: groups.Sizes) -> dict[str, object]:
             continue
         out[api] = rate
         print(f"  {api}: {rate.per_s:,.0f} requests/s over {rate.connections} connections x {rate.window} in "
-              f"flight, {rate.seconds:.1f} s; {rate.cpu}")
+              f"flight, {rate.seconds:.1f} s; {rate.cpu}; the generator spends {rate.generator_us_per_request:.2f} us "
+              f"of CPU per request (= {1e6 / max(rate.generator_us_per_request, 1e-9):,.0f}/s on a core of its "
+              f"own), the echo responder {rate.broker_us_per_request:.2f} us")
     return out
 
 
@@ -67,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kbroker benchmarks{' (--quick sizes)' if args.quick else ''}; peer: {tansu_version()}, memory storage")
     print(f"machine: {machine_note()}; python {sys.version.split()[0]}\n")
 
-    ceiling_rates: dict[str, object] = {}
+    ceiling_rates: dict[str, Rate] = {}
     if "ceiling" not in skip:
         print("=== load generator ceiling (bench/loadgen.py against bench/echo.py on the broker core) ===")
         ceiling_rates = generator_ceiling(groups.Sizes.quick() if args.quick else groups.Sizes())
@@ -151,9 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     for api, rate in ceiling_rates.items():
         top = max((v for f in figures if f.unit == "requests/s" and f.name.startswith(api)
                    for v in f.values.values() if isinstance(v, (int, float))), default=0.0)
-        print(f"load generator ceiling, {api}: {rate.per_s:,.0f} requests/s against the echo responder "  # type: ignore[attr-defined]
-              f"({rate.cpu}); the highest {api} rate of any broker above, {top:,.0f}/s, is "  # type: ignore[attr-defined]
-              f"{top / rate.per_s:.0%} of it")  # type: ignore[attr-defined]
+        print(f"load generator ceiling, {api}: {rate.per_s:,.0f} requests/s against the echo responder "
+              f"({rate.generator_us_per_request:.2f} us of generator CPU per request); the highest {api} rate "
+              f"of any broker above, {top:,.0f}/s, is {top / rate.per_s:.0%} of it")
     if security_rows:
         print("\nsecurity, one kbroker: " + ", ".join(
             f"{p} produce {r['produce_mb_s']:.1f} MB/s consume {r['consume_mb_s']:.1f} MB/s"

@@ -209,11 +209,16 @@ class Rate:
         """Broker CPU per answered request: steadier than the rate on a machine other work shares."""
         return self.cpu.broker * self.seconds / max(1, self.answered) * 1e6
 
+    @property
+    def generator_us_per_request(self) -> float:
+        return self.cpu.generator * self.seconds / max(1, self.answered) * 1e6
+
     def cpu_note(self) -> str:
         warn = " - GENERATOR-BOUND: this is the generator's limit, not the broker's" if self.cpu.generator_bound else ""
         us = self.broker_us_per_request
         per_core = f" (= {1e6 / us:,.0f}/s per busy broker core)" if us > 0 else ""
-        return f"{self.cpu}; broker {us:,.1f} us CPU per request{per_core}{warn}"
+        return (f"{self.cpu}; broker {us:,.1f} us CPU per request{per_core}, generator "
+                f"{self.generator_us_per_request:,.2f} us{warn}")
 
 
 async def pipelined_rate(bootstrap: str, frames_per_connection: Sequence[Sequence[bytes]], *, api_key: int,
