@@ -221,13 +221,21 @@ class GroupMember:
     partition: int
 
 
-async def single_member_groups(bootstrap: str, n: int, topic: str, *, connections: int = 4, window: int = 64,
+SETUP_CONNECTIONS = 10_000
+
+
+async def single_member_groups(bootstrap: str, n: int, topic: str, *,
                                session_timeout_ms: int = 45_000) -> list[GroupMember]:
-    """`n` groups of one member each, joined and synced with pipelined JoinGroup v5 / SyncGroup v3 over a
-    few connections (a single broker is every group's coordinator). Each member owns partition 0."""
+    """`n` groups of one member each, through JoinGroup v5 (with the MEMBER_ID_REQUIRED round trip) and
+    SyncGroup v3 (a single broker is every group's coordinator). Each member owns partition 0.
+
+    One connection per group (up to SETUP_CONNECTIONS, opened 200 at a time), all joining at once: Tansu
+    answers one connection's requests one after another and holds a new group's first JoinGroup for
+    about half the session timeout, so groups sharing a connection would join one hold after another."""
     prefix = f"bench-ng-{uuid.uuid4().hex[:6]}"
     sub = subscription(topic)
-    conns = [await Connection.open(bootstrap, f"bench-ng-{i}") for i in range(connections)]
+    connections = min(n, SETUP_CONNECTIONS)
+    conns: list[Connection] = []
     members: list[GroupMember] = []
 
     async def one(conn: Connection, g: int) -> GroupMember:
@@ -254,16 +262,13 @@ async def single_member_groups(bootstrap: str, n: int, topic: str, *, connection
         raise BenchError(f"group {group}: no stable generation after 20 joins")
 
     async def worker(k: int) -> None:
-        pending: set[asyncio.Task] = set()
         for g in range(k, n, connections):
-            if len(pending) >= window:
-                finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                members.extend(t.result() for t in finished)
-            pending.add(asyncio.ensure_future(one(conns[k], g)))
-        if pending:
-            members.extend(await asyncio.gather(*pending))
+            members.append(await one(conns[k], g))
 
     try:
+        while len(conns) < connections:
+            conns += await asyncio.gather(*[Connection.open(bootstrap, f"bench-ng-{len(conns) + i}")
+                                            for i in range(min(200, connections - len(conns)))])
         await asyncio.gather(*[worker(k) for k in range(connections)])
     finally:
         await asyncio.gather(*[c.close() for c in conns], return_exceptions=True)
@@ -316,7 +321,10 @@ async def request_rates(bootstrap: str, *, connections: int, window: int, second
                    for m in res.member_states]
     else:
         res = None
-        members = await single_member_groups(bootstrap, groups, topic, session_timeout_ms=session_timeout_ms)
+        # A shorter session here: Tansu holds each new group's first join for half of it. 15 s still
+        # outlasts the commit phase, in which no heartbeat keeps a member alive.
+        members = await single_member_groups(bootstrap, groups, topic,
+                                             session_timeout_ms=min(session_timeout_ms, 15_000))
     hb, oc = rate_frames(members, topic, connections)
     out: dict[str, Rate] = {}
     try:
