@@ -48,7 +48,7 @@ class Curve:
             return "-"
         return "n/a" if isinstance(v, NA) else format(v, self.fmt)
 
-    def plot(self, folder: Path = RESULTS) -> Path | None:
+    def plot(self, folder: Path = RESULTS, stamp: str = "") -> Path | None:
         """Write <folder>/<name>.png; None (and nothing written) when no point was measured."""
         series = {lb: [(x, v) for x, v in sorted(pts.items()) if isinstance(v, (int, float))]
                   for lb, pts in self.points.items()}
@@ -73,7 +73,9 @@ class Curve:
         ax.set_title(self.title, fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
+        if stamp:
+            fig.text(0.01, 0.01, stamp, fontsize=6, color="gray")
+        fig.tight_layout(rect=(0, 0.03, 1, 1) if stamp else (0, 0, 1, 1))
         path = folder / f"{self.name}.png"
         fig.savefig(path)
         plt.close(fig)
@@ -96,9 +98,23 @@ def from_figures(figures: list[Figure], name: str, title: str, x_label: str, uni
     return curve
 
 
+def run_stamp() -> str:
+    """When and under what load the figures were taken, for the foot of each plot."""
+    import os
+    import time
+
+    from kbroker.bench import cores
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    where = (f"broker pinned to core {min(cores.BROKER_CORE)}, generator to "
+             f"{','.join(map(str, sorted(cores.GENERATOR_CORES)))}" if cores.PINNING else "nothing pinned")
+    return f"make bench, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, 1-min load {load:.1f}; {where}"
+
+
 def report(curves: list[Curve], folder: Path = RESULTS) -> None:
     """Print every curve's table and write its PNG."""
+    stamp = run_stamp()
     for c in curves:
         print(c.table())
-        path = c.plot(folder)
+        path = c.plot(folder, stamp)
         print(f"   plot: {path.relative_to(folder.parent.parent) if path else 'none (no point measured)'}\n")
