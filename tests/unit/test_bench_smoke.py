@@ -3,7 +3,8 @@ run of each load generator works against a real `kbroker serve` subprocess. Sani
 rates, every member assigned, every commit answered): speed targets live in `python -m bench`, never
 in test asserts.
 
-The whole `python -m bench --quick` (about 2 minutes) runs too when KBROKER_BENCH_QUICK=1.
+The whole `python -m bench --quick` (a few minutes; about 8 on a loaded machine) runs too when
+KBROKER_BENCH_QUICK=1.
 """
 
 from __future__ import annotations
@@ -174,13 +175,14 @@ def test_every_benchmark_has_help_with_size_flags():
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(400)
-@pytest.mark.skipif(os.environ.get("KBROKER_BENCH_QUICK") != "1", reason="set KBROKER_BENCH_QUICK=1 (about 2 min)")
+@pytest.mark.timeout(720)
+@pytest.mark.skipif(os.environ.get("KBROKER_BENCH_QUICK") != "1", reason="set KBROKER_BENCH_QUICK=1 (a few minutes)")
 def test_quick_bench_runs_to_the_summary():
     out = subprocess.run([sys.executable, "-m", "bench", "--quick"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=380)
+                         timeout=700)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "=== summary ===" in out.stdout and "Traceback" not in out.stdout + out.stderr
+    assert "targets of issue 17" in out.stdout and "load generator ceiling, Heartbeat v4" in out.stdout
 
 
 def test_consumer_group_load_generator_gets_everyone_assigned(kbroker):
