@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated benchmarks to leave out: "
                              "ceiling,codec,data_path,groups,consumer_groups,connections,transactions,stalls,"
                              "security,pipeline")
+    parser.add_argument("--results", default=None,
+                        help="folder for the cost curves' PNGs (default bench/results/, which `make bench` rewrites)")
     args = parser.parse_args(argv)
     from kbroker.bench import cores
 
@@ -130,10 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         pipeline_bench.main(["--records", "1000000" if args.quick else "10000000", "--cores", "1,2"])
 
     if curves:
+        from pathlib import Path
+
+        from kbroker.bench.curves import RESULTS
         from kbroker.bench.curves import report as curve_report
 
-        print("\n=== cost curves (issue 17): tables, and plots under bench/results/ ===")
-        curve_report(curves)
+        folder = Path(args.results) if args.results else RESULTS
+        print(f"\n=== cost curves (issue 17): tables, and plots under {folder} ===")
+        curve_report(curves, folder)
 
     print("\n=== summary ===")
     if codec_rows:

@@ -117,4 +117,4 @@ def report(curves: list[Curve], folder: Path = RESULTS) -> None:
     for c in curves:
         print(c.table())
         path = c.plot(folder, stamp)
-        print(f"   plot: {path.relative_to(folder.parent.parent) if path else 'none (no point measured)'}\n")
+        print(f"   plot: {path if path else 'none (no point measured)'}\n")

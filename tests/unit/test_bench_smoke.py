@@ -177,12 +177,13 @@ def test_every_benchmark_has_help_with_size_flags():
 @pytest.mark.slow
 @pytest.mark.timeout(720)
 @pytest.mark.skipif(os.environ.get("KBROKER_BENCH_QUICK") != "1", reason="set KBROKER_BENCH_QUICK=1 (a few minutes)")
-def test_quick_bench_runs_to_the_summary():
-    out = subprocess.run([sys.executable, "-m", "bench", "--quick"], cwd=ROOT, capture_output=True, text=True,
+def test_quick_bench_runs_to_the_summary(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "bench", "--quick", "--results", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
                          timeout=700)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "=== summary ===" in out.stdout and "Traceback" not in out.stdout + out.stderr
     assert "targets of issue 17" in out.stdout and "load generator ceiling, Heartbeat v4" in out.stdout
+    assert sorted(p.name for p in tmp_path.glob("*.png"))  # the cost curves were plotted
 
 
 def test_consumer_group_load_generator_gets_everyone_assigned(kbroker):
