@@ -221,7 +221,8 @@ class GroupMember:
     partition: int
 
 
-SETUP_CONNECTIONS = 10_000
+SETUP_CONNECTIONS = 2_000
+KEEPALIVE_S = 8.0
 
 
 async def single_member_groups(bootstrap: str, n: int, topic: str, *,
@@ -229,9 +230,11 @@ async def single_member_groups(bootstrap: str, n: int, topic: str, *,
     """`n` groups of one member each, through JoinGroup v5 (with the MEMBER_ID_REQUIRED round trip) and
     SyncGroup v3 (a single broker is every group's coordinator). Each member owns partition 0.
 
-    One connection per group (up to SETUP_CONNECTIONS, opened 200 at a time), all joining at once: Tansu
+    One connection per group up to SETUP_CONNECTIONS (opened 200 at a time), joining at once: Tansu
     answers one connection's requests one after another and holds a new group's first JoinGroup for
-    about half the session timeout, so groups sharing a connection would join one hold after another."""
+    about half the session timeout, so groups sharing a connection join one hold after another (10,000
+    groups: 5 holds). A member told UNKNOWN_MEMBER_ID (its pending id expired while the broker was
+    busy) joins again without an id, as a client does."""
     prefix = f"bench-ng-{uuid.uuid4().hex[:6]}"
     sub = subscription(topic)
     connections = min(n, SETUP_CONNECTIONS)
@@ -248,28 +251,61 @@ async def single_member_groups(bootstrap: str, n: int, topic: str, *,
             if join.error_code == E.MEMBER_ID_REQUIRED:
                 member_id = join.member_id
                 continue
+            if join.error_code == E.UNKNOWN_MEMBER_ID:
+                member_id = ""
+                continue
+            if join.error_code in (E.REBALANCE_IN_PROGRESS, E.COORDINATOR_LOAD_IN_PROGRESS):
+                await asyncio.sleep(0.05)
+                continue
             if join.error_code:
                 raise BenchError(f"JoinGroup v{JOIN_V} error {join.error_code} for a one-member group")
             sync = await conn.call(SYNC_GROUP, SYNC_V, SyncGroupRequest(
                 group_id=group, generation_id=join.generation_id, member_id=join.member_id, group_instance_id=None,
                 protocol_type="consumer", protocol_name="range",
                 assignments=[SyncGroupRequestAssignment(join.member_id, assignment(topic, [0]))]))
-            if sync.error_code == E.REBALANCE_IN_PROGRESS:
+            if sync.error_code in (E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION):
+                continue
+            if sync.error_code == E.UNKNOWN_MEMBER_ID:
+                member_id = ""
                 continue
             if sync.error_code:
                 raise BenchError(f"SyncGroup v{SYNC_V} error {sync.error_code} for a one-member group")
             return GroupMember(group, join.member_id, join.generation_id, 0)
         raise BenchError(f"group {group}: no stable generation after 20 joins")
 
+    setup_done = asyncio.Event()
+
     async def worker(k: int) -> None:
-        for g in range(k, n, connections):
-            members.append(await one(conns[k], g))
+        mine: list[GroupMember] = []
+
+        async def keepalive() -> None:
+            # members synced early would expire while later groups still join: heartbeat them, as a client does
+            while not setup_done.is_set():
+                try:
+                    await asyncio.wait_for(setup_done.wait(), KEEPALIVE_S)
+                except asyncio.TimeoutError:
+                    for m in list(mine):
+                        await conns[k].call(HEARTBEAT, HEARTBEAT_V, HeartbeatRequest(
+                            group_id=m.group, generation_id=m.generation, member_id=m.member_id,
+                            group_instance_id=None))
+
+        alive = asyncio.ensure_future(keepalive())
+        try:
+            for g in range(k, n, connections):
+                mine.append(await one(conns[k], g))
+            members.extend(mine)
+        finally:
+            alive.cancel()
 
     try:
         while len(conns) < connections:
             conns += await asyncio.gather(*[Connection.open(bootstrap, f"bench-ng-{len(conns) + i}")
                                             for i in range(min(200, connections - len(conns)))])
-        await asyncio.gather(*[worker(k) for k in range(connections)])
+        workers = asyncio.gather(*[worker(k) for k in range(connections)])
+        try:
+            await workers
+        finally:
+            setup_done.set()
     finally:
         await asyncio.gather(*[c.close() for c in conns], return_exceptions=True)
     return members
@@ -321,10 +357,10 @@ async def request_rates(bootstrap: str, *, connections: int, window: int, second
                    for m in res.member_states]
     else:
         res = None
-        # A shorter session here: Tansu holds each new group's first join for half of it. 15 s still
+        # A shorter session here: Tansu holds each new group's first join for half of it. 30 s still
         # outlasts the commit phase, in which no heartbeat keeps a member alive.
         members = await single_member_groups(bootstrap, groups, topic,
-                                             session_timeout_ms=min(session_timeout_ms, 15_000))
+                                             session_timeout_ms=min(session_timeout_ms, 30_000))
     hb, oc = rate_frames(members, topic, connections)
     out: dict[str, Rate] = {}
     try:

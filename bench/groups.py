@@ -341,7 +341,7 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
     if "rates" in s.only:
         for groups in s.rate_groups:
             who = (f"a stable group of {s.connections} members, one connection each" if groups == 1 else
-                   f"{groups:,} one-member groups (joined and synced, session timeout 15 s), their requests dealt over {s.connections} "
+                   f"{groups:,} one-member groups (joined and synced, session timeout 30 s), their requests dealt over {s.connections} "
                    f"connections")
             how = (f"{who}, {s.window} requests in flight per connection, pre-encoded and pipelined "
                    f"(bench/loadgen.py), for {s.seconds:g} s after 0.3 s of warm-up; answered requests per "
