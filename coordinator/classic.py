@@ -95,6 +95,10 @@ class GroupStateMachine:
     def group(self, group_id: str) -> ClassicGroup | None:
         return self.groups.get(group_id)
 
+    def group_ids(self) -> list[str]:
+        """Every group of the partition, whatever its type."""
+        return [*self.groups, *self.consumer.groups]
+
     # -- commands ------------------------------------------------------------------------------
 
     def handle(self, cmd: c.Command | Control, now_ms: int) -> Outcome:

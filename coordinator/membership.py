@@ -170,9 +170,7 @@ def _leave_one(ctx: Ctx, group: ClassicGroup, leaving: c.LeavingMember) -> Error
 
 
 def _remove_leaving_member(ctx: Ctx, group: ClassicGroup, member_id: str, client_reason: str | None) -> None:
-    member = group.get(member_id)
-    member.is_leaving = True
-    remove_member_and_update_group(ctx, group, member, f"member {member_id} left", client_reason)
+    remove_member_and_update_group(ctx, group, group.get(member_id), f"member {member_id} left", client_reason)
 
 
 # -- timers ---------------------------------------------------------------------------------------

@@ -37,7 +37,6 @@ class Ctx:
 
 def schedule_heartbeat(ctx: Ctx, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
     """(Re)arm the member's liveness deadline: session timeout, or the given one."""
-    member.last_heartbeat_ms = ctx.now_ms
     ctx.out.schedule(
         c.heartbeat_key(group.group_id, member.member_id),
         member.session_timeout_ms if timeout_ms is None else timeout_ms,

@@ -86,10 +86,6 @@ class KeyedTimers:
         del self._timers[key]
         return True
 
-    def is_current(self, key: str, token: int) -> bool:
-        timer = self._timers.get(key)
-        return timer is not None and timer.token == token
-
     def deadline_ms(self, key: str) -> int | None:
         timer = self._timers.get(key)
         return None if timer is None else timer.task.expiration_ms
@@ -128,6 +124,16 @@ class KeyedTimers:
                 fired += 1
                 task.run()
         return fired
+
+    def wake(self) -> None:
+        """Make the driver look at the clock now (a manual clock moved; real clocks need not call it)."""
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    @property
+    def sleeping_until_ms(self) -> int | None:
+        """The deadline the driver sleeps towards (None: not running, or nothing scheduled)."""
+        return self._sleeping_until
 
     def next_deadline_ms(self) -> int | None:
         if self._due:
