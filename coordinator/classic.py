@@ -56,7 +56,8 @@ from .outcome import (
     StaticMemberReplaced,
     WriteFailed,
 )
-from .rebalance import Ctx, prepare_rebalance, schedule_heartbeat
+from .rebalance import Ctx, schedule_heartbeat
+from .transitions import mark_dead, prepare_rebalance
 from .records import (
     GroupMetadataRecord,
     GroupMetadataTombstone,
@@ -187,7 +188,7 @@ class GroupStateMachine:
 
     def _drop(self, group: ClassicGroup) -> None:
         if not group.is_state(S.DEAD):
-            group.transition_to(S.DEAD, group.current_state_timestamp or 0)
+            mark_dead(group, group.current_state_timestamp or 0)
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
 
@@ -310,7 +311,7 @@ class GroupStateMachine:
                 ctx.out.cancel(c.pending_key(group.group_id, member_id))
             ctx.out.cancel(c.join_key(group.group_id))
             ctx.out.cancel(c.sync_key(group.group_id))
-            group.transition_to(S.DEAD, now_ms)
+            mark_dead(group, now_ms)
         self.groups.clear()
         ctx.out.merge(self.consumer.unload(now_ms))
         return ctx.out

@@ -18,7 +18,8 @@ from ..protocol.errors import ErrorCode
 from . import commands as c
 from .group import ClassicGroup, GroupState
 from .member import Handle
-from .rebalance import Ctx, cancel_heartbeat, prepare_rebalance, remove_member_and_update_group, schedule_heartbeat
+from .rebalance import Ctx, cancel_heartbeat, schedule_heartbeat
+from .transitions import prepare_rebalance, remove_member_and_update_group
 from .results import ControlResult
 
 E = ErrorCode

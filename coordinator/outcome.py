@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..protocol.errors import ErrorCode
 
@@ -114,6 +115,8 @@ class PendingWrite:
 
 @dataclass(frozen=True, slots=True)
 class RebalanceCompleted:
+    log_event: ClassVar[str] = "rebalance_completed"
+
     group_id: str
     old_generation: int
     new_generation: int
@@ -128,11 +131,15 @@ class RebalanceCompleted:
 
 @dataclass(frozen=True, slots=True)
 class WriteFailed:
+    log_event: ClassVar[str] = "coordinator_write_failed"
+
     group_id: str
     what: str
     error: ErrorCode
 
 
+# Every event names its log event (`log_event`); the service logs it with its fields, whatever
+# the group type that emitted it.
 Event = RebalanceCompleted | WriteFailed
 
 

@@ -43,7 +43,7 @@ from .controls import ControlResult, GroupFaults
 from .controls import describe as describe_control
 from .execute import AppendNowait, AppendRecords
 from .history import RebalanceHistory, in_progress
-from .outcome import Event, RebalanceCompleted
+from .outcome import Event, RebalanceCompleted, WriteFailed
 from .partitioning import partition_for
 from .records import Record
 from .results import (
@@ -330,13 +330,12 @@ class GroupCoordinatorService:
 
     def _on_event(self, event: Event) -> None:
         fields = dataclasses.asdict(event)
+        if isinstance(event, WriteFailed):
+            log.warning(event.log_event, **{k: str(v) for k, v in fields.items()})
+            return
+        log.info(event.log_event, **fields)
         if isinstance(event, RebalanceCompleted):
-            log.info("rebalance_completed", **fields)
             self.history.record_rebalance(event, self.clock.wall_ms())
-        elif hasattr(event, "assignment_epoch"):  # consumer groups (KIP-848)
-            log.info("consumer_group_assignment_changed", **fields)
-        else:
-            log.warning("coordinator_write_failed", **{k: str(v) for k, v in fields.items()})
 
     # -- seeing into groups (the admin endpoint, metrics, test controls) ------------------------
 
