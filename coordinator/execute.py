@@ -46,12 +46,7 @@ async def execute_outcome(
     queue: deque[Outcome] = deque([outcome])
     while queue:
         out = queue.popleft()
-        for reply in out.replies:
-            deliver(reply)
-        for op in out.timers:
-            apply_timer(op)
-        for event in out.events:
-            on_event(event)
+        apply_unwritten(out, deliver, apply_timer, on_event)
         if not out.writes:
             continue
 
@@ -88,6 +83,18 @@ async def execute_outcome(
                 deliver(reply if error is None else Reply(reply.to, reply.result.failed(error)))
             if write.then is not None:
                 queue.append(machine.on_write_done(write.then, error, now_ms()))
+
+
+def apply_unwritten(out: Outcome, deliver: Callable[[Reply], None], apply_timer: Callable[[TimerOp], None],
+                    on_event: Callable[[Event], None]) -> None:
+    """Steps 1-2 of the contract (outcome.py), what depends on no write: replies, timers, events.
+    All of an Outcome without writes; the shell calls it directly for those (a Heartbeat)."""
+    for reply in out.replies:
+        deliver(reply)
+    for op in out.timers:
+        apply_timer(op)
+    for event in out.events:
+        on_event(event)
 
 
 def runs_without_waiting(out: Outcome, pipelines: bool) -> bool:

@@ -36,7 +36,7 @@ from ..purgatory.timers import KeyedTimers, TimerFired
 
 from . import commands as c
 from .classic import GroupStateMachine
-from .execute import AppendNowait, AppendRecords, execute_outcome, runs_without_waiting
+from .execute import AppendNowait, AppendRecords, apply_unwritten, execute_outcome, runs_without_waiting
 from .outcome import CancelTimer, Event, Outcome, Reply, TimerOp
 from .records import Record
 from .results import error_result_for
@@ -146,10 +146,12 @@ class PartitionRuntime:
         outcome = self._handle(item)
         if outcome is None:
             return
-        if runs_without_waiting(outcome, self._append_nowait is not None):
+        if not outcome.writes:
+            apply_unwritten(outcome, deliver, self._apply_timer, self._on_event)
+        elif runs_without_waiting(outcome, self._append_nowait is not None):
             _run_to_completion(self.execute(outcome))
-            return
-        self._start(group_id, outcome)
+        else:
+            self._start(group_id, outcome)
 
     def enqueue(self, item: Item, group_id: str) -> None:
         """Queue `item` for a later loop turn even if the group is idle (timer expiries: they fire

@@ -185,3 +185,43 @@ async def test_driver_wakes_for_an_earlier_timer() -> None:
         driver.cancel()
         with pytest.raises(asyncio.CancelledError):
             await driver
+
+
+def test_a_timer_pushed_later_fires_at_its_new_deadline_with_its_new_token() -> None:
+    clock = ManualClock()
+    timers = KeyedTimers(clock)
+    fired, cb = _collector()
+    timers.schedule("k", 100, cb)
+    clock.advance(50)
+    token = timers.schedule("k", 100, cb)  # a heartbeat: the deadline moves to 150
+    assert timers.deadline_ms("k") == 150
+    clock.advance(70)
+    timers.advance_to(clock.now_ms())  # 120: the old deadline has passed, the new one not
+    assert fired == [] and "k" in timers
+    clock.advance(30)
+    timers.advance_to(clock.now_ms())
+    assert [(f.key, f.token, f.deadline_ms) for f in fired] == [("k", token, 150)]
+    assert timers.claim("k", token)
+
+
+def test_timers_pushed_later_keep_deadline_order_in_one_big_advance() -> None:
+    clock = ManualClock()
+    timers = KeyedTimers(clock)
+    fired, cb = _collector()
+    timers.schedule("a", 100, cb)
+    timers.schedule("c", 250, cb)
+    clock.advance(50)
+    timers.schedule("a", 250, cb)  # now due at 300, after c
+    timers.schedule("b", 150, cb)  # due at 200
+    timers.advance_to(1_000)
+    assert [(f.key, f.deadline_ms) for f in fired] == [("b", 200), ("c", 250), ("a", 300)]
+
+
+def test_a_timer_brought_earlier_is_moved_in_the_wheel() -> None:
+    clock = ManualClock()
+    timers = KeyedTimers(clock)
+    fired, cb = _collector()
+    timers.schedule("k", 1_000, cb)
+    timers.schedule("k", 10, cb)
+    timers.advance_to(10)
+    assert [f.deadline_ms for f in fired] == [10]
