@@ -1,6 +1,6 @@
 """What a handler decides: replies, records to persist, timers, events. The shell executes it.
 
-Ordering contract for the shell (actor.py), per Outcome:
+Ordering contract for the shell (runtime.py, through execute.py), per Outcome:
 1. send `replies` (they do not depend on any write);
 2. apply `timers` in order;
 3. append the records of all `writes` in one call; when durable, `replay` them, release each
@@ -34,7 +34,7 @@ class Reply:
 class ScheduleTimer:
     key: str
     delay_ms: int
-    expiry: TimerExpiry  # delivered to the group's actor when the timer fires
+    expiry: TimerExpiry  # handed to the group (in its turn) when the timer fires
 
 
 @dataclass(frozen=True, slots=True)

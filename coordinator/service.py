@@ -417,7 +417,7 @@ class GroupCoordinatorService:
         await self.quiesce()
 
     @property
-    def active_actors(self) -> int:
+    def busy_groups(self) -> int:
         """Groups with commands queued or in progress (an idle group has nothing here)."""
         return len(self._queues)
 

@@ -1,5 +1,5 @@
-"""GroupCoordinatorService: per-group actors, replies after durable appends, routing rules,
-timers delivered as messages (stale ones dropped), idle actors, loading."""
+"""GroupCoordinatorService: one order per group, replies after durable appends, routing rules,
+timers delivered as messages (stale ones dropped), no idle group holding a task, loading."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ async def make_service(config: GroupConfig | None = None, *, groups: tuple[str, 
 
 
 async def advance(service: GroupCoordinatorService, clock: ManualClock, ms: int) -> None:
-    """Move the manual clock, stopping at each deadline, and let actors handle expiries."""
+    """Move the manual clock, stopping at each deadline, and let the groups handle expiries."""
     target = clock.now_ms() + ms
     while (due := service.timers.next_deadline_ms()) is not None and due <= target:
         clock.advance(max(0, due - clock.now_ms()))
@@ -228,7 +228,7 @@ async def test_stale_expiry_behind_a_heartbeat_is_dropped() -> None:
         leader, follower = await stable_group(service, clock, 2)
         await advance(service, clock, 9_000)
         await service.heartbeat(c.Heartbeat("g", 1, leader))
-        log.gate = asyncio.Event()  # the group's actor gets stuck in an append...
+        log.gate = asyncio.Event()  # the group gets stuck in an append...
         commit = asyncio.create_task(service.commit_offsets(c.OffsetCommit(
             "g", 1, leader, (c.OffsetCommitTopic("t", (c.OffsetCommitPartition(0, 1),)),))))
         await service.quiesce_until(lambda: log.held == 1)
@@ -253,14 +253,14 @@ async def test_a_group_holds_a_queue_only_while_it_waits_for_a_write() -> None:
         commit = asyncio.create_task(service.commit_offsets(c.OffsetCommit(
             "g", -1, "", (c.OffsetCommitTopic("t", (c.OffsetCommitPartition(0, 5),)),))))
         await service.quiesce_until(lambda: log.held == 1)
-        assert service.active_actors == 1
+        assert service.busy_groups == 1
         log.gate.set()
         await commit
         await service.quiesce()  # no clock moves, no real time passes: the queue went with its work
-        assert service.active_actors == 0
+        assert service.busy_groups == 0
         fetched = await service.fetch_offsets(c.OffsetFetch("g"))
         assert fetched.topics[0].partitions[0].offset == 5
-        assert service.active_actors == 0  # an idle group's fetch ran inline
+        assert service.busy_groups == 0  # an idle group's fetch ran inline
     finally:
         await service.stop()
 

@@ -62,7 +62,7 @@ async def test_commits_of_one_group_are_applied_before_their_fsync_and_answered_
     service = await service_with(log)
     first, second = service.submit(commit(10)), service.submit(commit(20, partition=1))
     await service.quiesce()
-    # Both appended although neither fsync has completed: the group's actor did not wait.
+    # Both appended although neither fsync has completed: the group did not wait.
     assert [r.offset for r in log.appended if isinstance(r, OffsetCommitRecord)] == [10, 20]
     assert not first.done() and not second.done()
     log.sync_all()

@@ -74,7 +74,7 @@ async def test_submit_now_answers_an_idle_groups_heartbeat_inline() -> None:
         await service.quiesce()
         result = service.submit_now(c.Heartbeat("g", 1, member))
         assert result == HeartbeatResult(E.NONE)  # the result itself: no future, no loop turn
-        assert service.active_actors == 0
+        assert service.busy_groups == 0
         refused = service.submit_now(c.Heartbeat("", 1, member))
         assert refused.error is E.INVALID_GROUP_ID
     finally:
@@ -130,7 +130,7 @@ async def test_unload_during_a_pending_write_answers_the_queued_requests() -> No
         assert (await writing).topics[0].partitions[0].error is E.NONE  # its append was under way
         assert (await queued).error is E.NOT_COORDINATOR  # its turn came after the unload
         await service.quiesce()
-        assert service.active_actors == 0
+        assert service.busy_groups == 0
     finally:
         await service.stop()
 
@@ -162,9 +162,9 @@ async def test_expiries_are_queued_by_the_timer_and_handled_on_the_manual_clock(
         await service.quiesce()
         clock.advance(10_000)  # the default session timeout
         service.timers.advance_to(clock.now_ms())
-        assert service.active_actors == 1  # the expiry waits for its turn, outside the timer driver
+        assert service.busy_groups == 1  # the expiry waits for its turn, outside the timer driver
         await service.quiesce()
-        assert service.active_actors == 0
+        assert service.busy_groups == 0
         assert (service.submit_now(c.Heartbeat("g", 1, member))).error is E.UNKNOWN_MEMBER_ID
     finally:
         await service.stop()
