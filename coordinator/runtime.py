@@ -209,7 +209,7 @@ class PartitionRuntime:
                 member=getattr(cmd, "member_id", None),
             )
             if not isinstance(item, (Expiry, Internal)):
-                deliver(Reply(cmd.reply_to, error_result_for(cmd, E.UNKNOWN_SERVER_ERROR)))
+                deliver(Reply(item.reply_to, error_result_for(item, E.UNKNOWN_SERVER_ERROR)))
             return None
 
     # -- carrying out an Outcome ---------------------------------------------------------------
