@@ -28,6 +28,7 @@ from .consumer_machine import ConsumerGroups, no_topics
 from .downgrade import DowngradedToClassic, JoinAfterConsumerGroupDeleted
 from .controls import Control, CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance, handle_control
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
+from .group_types import GroupType
 from .join import handle_join_group, on_static_member_replaced
 from .member import Member
 from .membership import (
@@ -56,7 +57,8 @@ from .outcome import (
     StaticMemberReplaced,
     WriteFailed,
 )
-from .rebalance import Ctx, prepare_rebalance, schedule_heartbeat
+from .rebalance import Ctx, schedule_heartbeat
+from .transitions import mark_dead, prepare_rebalance
 from .records import (
     GroupMetadataRecord,
     GroupMetadataTombstone,
@@ -91,15 +93,23 @@ class GroupStateMachine:
         self._new_member_id = new_member_id
         # Consumer groups (KIP-848) of this partition; they take every command about them.
         self.consumer = ConsumerGroups(partition, self.config, self.groups, topics)
+        # The other group types of this partition (group_types.py), asked in this order.
+        self.group_types: tuple[GroupType, ...] = (self.consumer,)
 
     def group(self, group_id: str) -> ClassicGroup | None:
         return self.groups.get(group_id)
 
+    def group_ids(self) -> list[str]:
+        """Every group of the partition, whatever its type."""
+        return [*self.groups, *(g for t in self.group_types for g in t.groups)]
+
     # -- commands ------------------------------------------------------------------------------
 
     def handle(self, cmd: c.Command | Control, now_ms: int) -> Outcome:
-        if not isinstance(cmd, Control) and self.consumer.owns(cmd):
-            return self.consumer.handle(cmd, now_ms)
+        if not isinstance(cmd, Control):
+            for group_type in self.group_types:
+                if group_type.owns(cmd):
+                    return group_type.handle(cmd, now_ms)
         ctx = Ctx(self.config, now_ms, Outcome())
         group = self.groups.get(cmd.group_id)
         match cmd:
@@ -174,7 +184,7 @@ class GroupStateMachine:
 
     def list_groups(self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()) -> list[ListedGroup]:
         return (list_groups(self.groups.values(), states_filter, types_filter)
-                + self.consumer.list_groups(states_filter, types_filter))
+                + [g for t in self.group_types for g in t.list_groups(states_filter, types_filter)])
 
     def _create(self, group_id: str, now_ms: int) -> ClassicGroup:
         group = ClassicGroup(group_id, now_ms)
@@ -183,16 +193,17 @@ class GroupStateMachine:
 
     def _drop(self, group: ClassicGroup) -> None:
         if not group.is_state(S.DEAD):
-            group.transition_to(S.DEAD, group.current_state_timestamp or 0)
+            mark_dead(group, group.current_state_timestamp or 0)
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
 
     # -- records -------------------------------------------------------------------------------
 
     def replay(self, record: Record) -> None:
-        if self.consumer.replays(record):
-            self.consumer.replay(record)
-            return
+        for group_type in self.group_types:
+            if group_type.replays(record):
+                group_type.replay(record)
+                return
         match record:
             case OffsetCommitRecord():
                 group = self.groups.get(record.group)
@@ -278,7 +289,8 @@ class GroupStateMachine:
     def begin_load(self) -> None:
         self.loading = True
         self.groups.clear()
-        self.consumer.begin_load()
+        for group_type in self.group_types:
+            group_type.begin_load()
 
     def finish_load(self, now_ms: int) -> Outcome:
         """Every loaded group is Stable or Empty; members get fresh heartbeat deadlines
@@ -290,7 +302,8 @@ class GroupStateMachine:
                 schedule_heartbeat(ctx, group, member)
             if group.size > self.config.group_max_size:
                 prepare_rebalance(ctx, group, f"loaded group is over capacity ({self.config.group_max_size})", None)
-        ctx.out.merge(self.consumer.finish_load(now_ms))
+        for group_type in self.group_types:
+            ctx.out.merge(group_type.finish_load(now_ms))
         return ctx.out
 
     def unload(self, now_ms: int) -> Outcome:
@@ -306,7 +319,8 @@ class GroupStateMachine:
                 ctx.out.cancel(c.pending_key(group.group_id, member_id))
             ctx.out.cancel(c.join_key(group.group_id))
             ctx.out.cancel(c.sync_key(group.group_id))
-            group.transition_to(S.DEAD, now_ms)
+            mark_dead(group, now_ms)
         self.groups.clear()
-        ctx.out.merge(self.consumer.unload(now_ms))
+        for group_type in self.group_types:
+            ctx.out.merge(group_type.unload(now_ms))
         return ctx.out

@@ -13,6 +13,7 @@ import hashlib
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..protocol.errors import ErrorCode
 
@@ -58,6 +59,8 @@ class ApiError(Exception):
 @dataclass(frozen=True, slots=True)
 class AssignmentChanged:
     """One structured event per target assignment change (`consumer_group_assignment_changed`)."""
+
+    log_event: ClassVar[str] = "consumer_group_assignment_changed"
 
     group_id: str
     group_epoch: int

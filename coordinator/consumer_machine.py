@@ -3,7 +3,7 @@
 The classic machine (classic.py) hands over every command that is about a consumer group: the
 consumer protocol's own requests and timers, and the shared APIs (offsets, DescribeGroups,
 ListGroups, DeleteGroups) when the group id belongs to a consumer group. A group id is one group
-whatever its type, so both live in the same partition machine and the same per-group actor.
+whatever its type, so both live in the same partition machine and keep one order per group.
 """
 
 from __future__ import annotations

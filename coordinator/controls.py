@@ -1,7 +1,7 @@
 """Test controls: make a group do on demand what it otherwise does only when clients misbehave.
 
 Two kinds. Commands that change a group (force a rebalance, expire a member's session now,
-expire every session) run in the group's actor like any request, through the same rebalance
+expire every session) run in the group's turn like any request, through the same rebalance
 functions a real expiry or join uses, so clients see exactly what they would see then. Faults
 (answer NOT_COORDINATOR for a while, delay JoinGroup answers, fail the next K requests of an
 API) are checked before a request reaches its group (`GroupFaults`).
@@ -18,7 +18,8 @@ from ..protocol.errors import ErrorCode
 from . import commands as c
 from .group import ClassicGroup, GroupState
 from .member import Handle
-from .rebalance import Ctx, cancel_heartbeat, prepare_rebalance, remove_member_and_update_group, schedule_heartbeat
+from .rebalance import Ctx, cancel_heartbeat, schedule_heartbeat
+from .transitions import prepare_rebalance, remove_member_and_update_group
 from .results import ControlResult
 
 E = ErrorCode

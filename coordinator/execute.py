@@ -22,7 +22,6 @@ from .results import append_error_to_response
 AppendRecords = Callable[[int, list[Record]], Awaitable[None]]
 # Appends synchronously (raising at once if it cannot) and returns the wait for durability.
 AppendNowait = Callable[[int, list[Record]], Awaitable[None]]
-_RELEASES: set[asyncio.Task] = set()  # replies waiting for their fsync; kept so they aren't collected
 
 log = structlog.get_logger("kbroker.coordinator")
 
@@ -40,25 +39,21 @@ async def execute_outcome(
     on_pending: Callable[[int, asyncio.Future], None] | None = None,
     on_storage_failure: Callable[[int, ErrorCode], None] | None = None,
 ) -> None:
-    """`on_pending(partition, done)` learns of each pipelined write still waiting for its fsync;
+    """`on_pending(partition, done)` learns of each pipelined write still waiting for its fsync and
+    keeps it (the task releasing its replies) until it is done; without it writes are not pipelined.
     `on_storage_failure(partition, code)` of every failed append or fsync (the shell unloads the
     partition: memory may hold records that are not on disk)."""
     queue: deque[Outcome] = deque([outcome])
     while queue:
         out = queue.popleft()
-        for reply in out.replies:
-            deliver(reply)
-        for op in out.timers:
-            apply_timer(op)
-        for event in out.events:
-            on_event(event)
+        apply_unwritten(out, deliver, apply_timer, on_event)
         if not out.writes:
             continue
 
         records = [record for write in out.writes for record in write.records]
-        if append_nowait is not None and _all_pipelined(out):
+        if append_nowait is not None and on_pending is not None and _all_pipelined(out):
             pending = _pipeline_offsets(machine, out, records, append_nowait, deliver, on_storage_failure)
-            if pending is not None and on_pending is not None:
+            if pending is not None:
                 on_pending(machine.partition, pending)
             continue
         error: ErrorCode | None = None
@@ -88,6 +83,24 @@ async def execute_outcome(
                 deliver(reply if error is None else Reply(reply.to, reply.result.failed(error)))
             if write.then is not None:
                 queue.append(machine.on_write_done(write.then, error, now_ms()))
+
+
+def apply_unwritten(out: Outcome, deliver: Callable[[Reply], None], apply_timer: Callable[[TimerOp], None],
+                    on_event: Callable[[Event], None]) -> None:
+    """Steps 1-2 of the contract (outcome.py), what depends on no write: replies, timers, events.
+    All of an Outcome without writes; the shell calls it directly for those (a Heartbeat)."""
+    for reply in out.replies:
+        deliver(reply)
+    for op in out.timers:
+        apply_timer(op)
+    for event in out.events:
+        on_event(event)
+
+
+def runs_without_waiting(out: Outcome, pipelines: bool) -> bool:
+    """Whether `execute_outcome` carries `out` out without suspending: no write, or (when the
+    caller pipelines: append_nowait and on_pending given) only PIPELINED writes."""
+    return not out.writes or (pipelines and _all_pipelined(out))
 
 
 def _all_pipelined(out: Outcome) -> bool:
@@ -139,9 +152,7 @@ def _pipeline_offsets(machine: GroupStateMachine, out: Outcome, records: list[Re
         for reply in replies:
             deliver(reply)
 
-    task = asyncio.ensure_future(release())
-    _RELEASES.add(task)
-    task.add_done_callback(_RELEASES.discard)
+    task = asyncio.ensure_future(release())  # the caller's on_pending keeps it until it is done
     task.add_done_callback(_consume_exception)
     return task
 

@@ -31,8 +31,6 @@ class Member:
     # A member that has not completed a join yet: it cannot heartbeat (it has no member id to
     # send), so it is allowed the new-member join timeout instead of the session timeout.
     is_new: bool = False
-    is_leaving: bool = False
-    last_heartbeat_ms: int = -1
     protocol_names: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:

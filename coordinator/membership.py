@@ -11,17 +11,19 @@ from .join import validate_current_member
 from .outcome import AssignmentWritten
 from .rebalance import (
     Ctx,
-    complete_join,
     group_metadata_record,
+    remove_pending_sync_member,
+    reset_and_propagate_assignment_error,
+    schedule_heartbeat,
+)
+from .transitions import (
+    complete_join,
+    complete_sync,
     maybe_prepare_rebalance_or_complete_join,
     on_initial_join_expired,
     prepare_rebalance,
     remove_member_and_update_group,
     remove_pending_member_and_update_group,
-    remove_pending_sync_member,
-    reset_and_propagate_assignment_error,
-    schedule_heartbeat,
-    set_and_propagate_assignment,
 )
 from .results import HeartbeatResult, LeaveGroupResult, LeaveMemberResult, SyncGroupResult
 
@@ -99,8 +101,7 @@ def on_assignment_written(ctx: Ctx, group: ClassicGroup | None, done: Assignment
             done.leader_id,
         )
         return
-    set_and_propagate_assignment(ctx, group, dict(done.assignment))
-    group.transition_to(S.STABLE, ctx.now_ms)
+    complete_sync(ctx, group, dict(done.assignment))
 
 
 # -- Heartbeat ------------------------------------------------------------------------------------
@@ -170,9 +171,7 @@ def _leave_one(ctx: Ctx, group: ClassicGroup, leaving: c.LeavingMember) -> Error
 
 
 def _remove_leaving_member(ctx: Ctx, group: ClassicGroup, member_id: str, client_reason: str | None) -> None:
-    member = group.get(member_id)
-    member.is_leaving = True
-    remove_member_and_update_group(ctx, group, member, f"member {member_id} left", client_reason)
+    remove_member_and_update_group(ctx, group, group.get(member_id), f"member {member_id} left", client_reason)
 
 
 # -- timers ---------------------------------------------------------------------------------------

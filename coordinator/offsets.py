@@ -1,7 +1,8 @@
 """OffsetCommit, OffsetFetch, OffsetDelete and offset retention.
 
 Committed offsets change only through records: a handler emits OffsetCommitRecord or a tombstone,
-and `replay` (state.py) applies it once the append is durable.
+and `GroupStateMachine.replay` (classic.py) applies it once appended (execute.py: commits are
+PIPELINED, applied at append and answered once durable).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a handler decides: replies, records to persist, timers, events. The shell executes it.
 
-Ordering contract for the shell (actor.py), per Outcome:
+Ordering contract for the shell (runtime.py, through execute.py), per Outcome:
 1. send `replies` (they do not depend on any write);
 2. apply `timers` in order;
 3. append the records of all `writes` in one call; when durable, `replay` them, release each
@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..protocol.errors import ErrorCode
 
@@ -33,7 +34,7 @@ class Reply:
 class ScheduleTimer:
     key: str
     delay_ms: int
-    expiry: TimerExpiry  # delivered to the group's actor when the timer fires
+    expiry: TimerExpiry  # handed to the group (in its turn) when the timer fires
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,8 @@ class PendingWrite:
 
 @dataclass(frozen=True, slots=True)
 class RebalanceCompleted:
+    log_event: ClassVar[str] = "rebalance_completed"
+
     group_id: str
     old_generation: int
     new_generation: int
@@ -128,11 +131,15 @@ class RebalanceCompleted:
 
 @dataclass(frozen=True, slots=True)
 class WriteFailed:
+    log_event: ClassVar[str] = "coordinator_write_failed"
+
     group_id: str
     what: str
     error: ErrorCode
 
 
+# Every event names its log event (`log_event`); the service logs it with its fields, whatever
+# the group type that emitted it.
 Event = RebalanceCompleted | WriteFailed
 
 

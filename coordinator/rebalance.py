@@ -1,5 +1,6 @@
-"""The rebalance life cycle shared by every handler: prepare, complete the join phase, remove
-members, propagate assignments. Completion is *checked* after each change rather than watched.
+"""What the classic group's handlers share besides its state changes (those live in
+transitions.py): the handler context, liveness timers, the GroupMetadata record, JoinGroup answers,
+assignment propagation to parked SyncGroups.
 
 Every function mutates the in-memory group and appends its decisions to `ctx.out`.
 """
@@ -13,9 +14,9 @@ from ..protocol.errors import ErrorCode
 
 from . import commands as c
 from .config import GroupConfig
-from .group import ClassicGroup, GroupState, RebalanceInProgress
+from .group import ClassicGroup, GroupState
 from .member import Member
-from .outcome import EmptyGroupWritten, Outcome, RebalanceCompleted
+from .outcome import Outcome
 from .records import GroupMetadataMember, GroupMetadataRecord
 from .results import JoinGroupMember, JoinGroupResult, SyncGroupResult
 
@@ -37,7 +38,6 @@ class Ctx:
 
 def schedule_heartbeat(ctx: Ctx, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
     """(Re)arm the member's liveness deadline: session timeout, or the given one."""
-    member.last_heartbeat_ms = ctx.now_ms
     ctx.out.schedule(
         c.heartbeat_key(group.group_id, member.member_id),
         member.session_timeout_ms if timeout_ms is None else timeout_ms,
@@ -110,152 +110,6 @@ def join_result(group: ClassicGroup, member: Member, *, with_members: bool) -> J
         leader_id=group.leader_id or "",
         members=members,
     )
-
-
-def maybe_prepare_rebalance_or_complete_join(
-    ctx: Ctx, group: ClassicGroup, reason: str, trigger: str | None, client_reason: str | None = None
-) -> None:
-    if group.can_rebalance():
-        prepare_rebalance(ctx, group, reason, trigger, client_reason)
-    else:
-        maybe_complete_join_phase(ctx, group)
-
-
-def prepare_rebalance(
-    ctx: Ctx, group: ClassicGroup, reason: str, trigger: str | None, client_reason: str | None = None
-) -> None:
-    if group.is_state(S.COMPLETING_REBALANCE):
-        # Members parked in SyncGroup must rejoin: their assignment is void.
-        reset_and_propagate_assignment_error(ctx, group, E.REBALANCE_IN_PROGRESS)
-    remove_sync_expiration(ctx, group)
-
-    initial = group.is_state(S.EMPTY)
-    if initial:
-        # A new (or emptied) group waits a little so that members starting together land in one
-        # generation; the wait is re-armed while new members keep arriving (InitialJoinExpired).
-        delay = ctx.config.group_initial_rebalance_delay_ms
-        remaining = max(group.rebalance_timeout_ms() - delay, 0)
-        ctx.out.schedule(c.join_key(group.group_id), delay, c.InitialJoinExpired(group.group_id, delay, remaining))
-
-    group.transition_to(S.PREPARING_REBALANCE, ctx.now_ms)
-    group.rebalance = RebalanceInProgress(ctx.now_ms, reason, trigger, client_reason)
-    if not initial:
-        maybe_complete_join_else_schedule(ctx, group)
-
-
-def maybe_complete_join_else_schedule(ctx: Ctx, group: ClassicGroup) -> None:
-    if group.has_all_members_joined():
-        complete_join(ctx, group)
-    else:
-        ctx.out.schedule(c.join_key(group.group_id), group.rebalance_timeout_ms(), c.JoinExpired(group.group_id))
-
-
-def maybe_complete_join_phase(ctx: Ctx, group: ClassicGroup) -> None:
-    """Complete the join phase now if everyone is in, except during the initial delay."""
-    if not group.is_state(S.PREPARING_REBALANCE):
-        return
-    if group.previous_state is S.EMPTY:
-        return  # the initial delay decides when an initial rebalance completes
-    if group.has_all_members_joined():
-        complete_join(ctx, group)
-
-
-def on_initial_join_expired(ctx: Ctx, group: ClassicGroup, expiry: c.InitialJoinExpired) -> None:
-    if not group.is_state(S.PREPARING_REBALANCE):
-        return
-    if group.new_member_added and expiry.remaining_ms != 0:
-        group.new_member_added = False
-        delay = min(ctx.config.group_initial_rebalance_delay_ms, expiry.remaining_ms)
-        remaining = max(expiry.remaining_ms - expiry.delay_ms, 0)
-        ctx.out.schedule(c.join_key(group.group_id), delay, c.InitialJoinExpired(group.group_id, delay, remaining))
-    else:
-        complete_join(ctx, group)
-
-
-def complete_join(ctx: Ctx, group: ClassicGroup) -> None:
-    """End the join phase: drop dynamic members that did not rejoin, start the next generation,
-    answer every parked JoinGroup (the member list only to the leader), wait for SyncGroups."""
-    gid = group.group_id
-    ctx.out.cancel(c.join_key(gid))
-    for member in group.not_yet_rejoined_members():
-        if not member.is_static:
-            group.remove(member.member_id)
-            cancel_heartbeat(ctx, group, member.member_id)
-
-    if group.is_state(S.DEAD):
-        return
-    if not group.maybe_elect_new_joined_leader() and group.members:
-        # Nobody rejoined (only static members remain): wait another rebalance timeout; their
-        # session timeouts will eventually remove them.
-        ctx.out.schedule(c.join_key(gid), group.rebalance_timeout_ms(), c.JoinExpired(gid))
-        return
-
-    old_generation = group.generation_id
-    group.init_next_generation(ctx.now_ms)
-    _report_rebalance(ctx, group, old_generation)
-
-    if group.is_state(S.EMPTY):
-        ctx.out.write(
-            [group_metadata_record(group, {})],
-            then=EmptyGroupWritten(gid, group.generation_id),
-        )
-        return
-
-    for member in group.members.values():
-        handle = group.take_join_handle(member)
-        ctx.out.reply(handle, join_result(group, member, with_members=group.is_leader(member.member_id)))
-        schedule_heartbeat(ctx, group, member)
-        member.is_new = False
-        group.pending_sync_members.add(member.member_id)
-    ctx.out.schedule(c.sync_key(gid), group.rebalance_timeout_ms(), c.SyncExpired(gid, group.generation_id))
-
-
-def _report_rebalance(ctx: Ctx, group: ClassicGroup, old_generation: int) -> None:
-    before = group.generation_members
-    after = tuple(group.members)
-    info = group.rebalance
-    group.rebalance = None
-    group.generation_members = after
-    ctx.out.events.append(RebalanceCompleted(
-        group_id=group.group_id,
-        old_generation=old_generation,
-        new_generation=group.generation_id,
-        reason=info.reason if info else "unknown",
-        client_reason=info.client_reason if info else None,
-        trigger_member=info.trigger_member if info else None,
-        members_in=tuple(m for m in after if m not in before),
-        members_out=tuple(m for m in before if m not in after),
-        member_count=len(after),
-        duration_ms=ctx.now_ms - info.started_ms if info else 0,
-    ))
-
-
-# -- member removal -------------------------------------------------------------------------------
-
-
-def remove_member_and_update_group(
-    ctx: Ctx, group: ClassicGroup, member: Member, reason: str, client_reason: str | None = None
-) -> None:
-    # A new member may be removed while its JoinGroup is parked: answer it so the client retries.
-    handle = group.take_join_handle(member)
-    ctx.out.reply(handle, JoinGroupResult(E.UNKNOWN_MEMBER_ID))
-    # Kafka leaves a parked SyncGroup of a removed member unanswered; we answer it so that no
-    # caller waits forever on a member that no longer exists.
-    ctx.out.reply(group.take_sync_handle(member), SyncGroupResult(E.UNKNOWN_MEMBER_ID))
-    group.remove(member.member_id)
-    cancel_heartbeat(ctx, group, member.member_id)
-
-    if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-        maybe_prepare_rebalance_or_complete_join(ctx, group, reason, member.member_id, client_reason)
-    elif group.is_state(S.PREPARING_REBALANCE) and group.has_all_members_joined():
-        complete_join(ctx, group)
-
-
-def remove_pending_member_and_update_group(ctx: Ctx, group: ClassicGroup, member_id: str) -> None:
-    group.remove(member_id)
-    ctx.out.cancel(c.pending_key(group.group_id, member_id))
-    if group.is_state(S.PREPARING_REBALANCE) and group.has_all_members_joined():
-        complete_join(ctx, group)
 
 
 # -- sync phase -----------------------------------------------------------------------------------

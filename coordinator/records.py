@@ -1,7 +1,7 @@
 """Coordinator-level records for `__consumer_offsets`.
 
 Field names follow Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value (snake_case) so that
-coordinator/storage.py can serialize them one-to-one. A tombstone is its own type: the key with a
+coordinator/record_codec.py can serialize them one-to-one. A tombstone is its own type: the key with a
 null value.
 """
 
@@ -60,7 +60,3 @@ class GroupMetadataTombstone:
 
 
 Record = OffsetCommitRecord | OffsetCommitTombstone | GroupMetadataRecord | GroupMetadataTombstone
-
-
-def record_group(record: Record) -> str:
-    return record.group

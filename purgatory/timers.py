@@ -12,6 +12,7 @@ timer, which also retires the entry. A stale expiry (replaced or cancelled meanw
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -28,16 +29,20 @@ class TimerFired:
 
 
 TimerCallback = Callable[[TimerFired], None]
+_REARMED = 1 << 62  # orders a pushed-back timer after the wheel's tasks of the same deadline
 
 
 class _KeyedTimer:
-    __slots__ = ("token", "task", "callback", "fired")
+    __slots__ = ("token", "task", "callback", "fired", "deadline_ms")
 
     def __init__(self, token: int, task: TimerTask, callback: TimerCallback) -> None:
         self.token = token
         self.task = task
         self.callback = callback
         self.fired = False
+        # When the timer fires; later than `task.expiration_ms` when it was pushed back without
+        # touching the wheel (see `schedule`).
+        self.deadline_ms = task.expiration_ms
 
 
 class KeyedTimers:
@@ -53,6 +58,10 @@ class KeyedTimers:
         self._due: list[TimerTask] = []
         self._wakeup: asyncio.Event | None = None
         self._sleeping_until: int | None = None
+        # While `advance_to` runs: the tasks due in this advance, as a heap by deadline.
+        self._firing: list[tuple[int, int, int, TimerTask]] | None = None
+        self._firing_now = 0
+        self._firing_seq = 0
 
     @property
     def clock(self) -> Clock:
@@ -61,12 +70,25 @@ class KeyedTimers:
     # -- keyed API -------------------------------------------------------------------------
 
     def schedule(self, key: str, delay_ms: int, callback: TimerCallback) -> int:
-        """Arm `key` to fire `delay_ms` from now, replacing any timer it had; returns the token."""
-        self.cancel(key)
+        """Arm `key` to fire `delay_ms` from now, replacing any timer it had; returns the token.
+
+        Pushing a live timer later (a heartbeat re-arming its session timeout, the common case)
+        leaves its wheel entry where it is and only moves the deadline: when the entry comes due
+        it is put back for the rest (`_fire`). So a re-arm is a few field writes, not a cancel
+        plus a cascade of wheel inserts.
+        """
         self._next_token += 1
         token = self._next_token
-        task = TimerTask(self._clock.now_ms() + max(0, delay_ms))
-        task.action = partial(self._fire, key, token)
+        deadline = self._clock.now_ms() + max(0, delay_ms)
+        timer = self._timers.get(key)
+        if timer is not None and not timer.fired and deadline >= timer.task.expiration_ms:
+            timer.token = token
+            timer.callback = callback
+            timer.deadline_ms = deadline
+            return token
+        self.cancel(key)
+        task = TimerTask(deadline)
+        task.action = partial(self._fire, key, task)
         self._timers[key] = _KeyedTimer(token, task, callback)
         self._insert(task)
         return token
@@ -86,24 +108,32 @@ class KeyedTimers:
         del self._timers[key]
         return True
 
-    def is_current(self, key: str, token: int) -> bool:
-        timer = self._timers.get(key)
-        return timer is not None and timer.token == token
-
     def deadline_ms(self, key: str) -> int | None:
         timer = self._timers.get(key)
-        return None if timer is None else timer.task.expiration_ms
+        return None if timer is None else timer.deadline_ms
 
     def __contains__(self, key: str) -> bool:
         timer = self._timers.get(key)
         return timer is not None and not timer.fired
 
-    def _fire(self, key: str, token: int) -> None:
+    def _fire(self, key: str, task: TimerTask) -> None:
         timer = self._timers.get(key)
-        if timer is None or timer.token != token or timer.fired:
+        if timer is None or timer.task is not task or timer.fired:
+            return
+        if timer.deadline_ms > task.expiration_ms:
+            # Pushed back since this entry was inserted: wait for the rest.
+            rest = TimerTask(timer.deadline_ms)
+            rest.action = partial(self._fire, key, rest)
+            timer.task = rest
+            if self._firing is not None and rest.expiration_ms <= self._firing_now:
+                # Already due in this very advance: take its place by deadline in the batch.
+                self._firing_seq += 1  # after tasks of the same deadline armed before it
+                heapq.heappush(self._firing, (rest.expiration_ms, _REARMED + self._firing_seq, 0, rest))
+            else:
+                self._insert(rest)
             return
         timer.fired = True
-        timer.callback(TimerFired(key, token, timer.task.expiration_ms))
+        timer.callback(TimerFired(key, timer.token, timer.deadline_ms))
 
     # -- raw tasks (used by the delayed-operation purgatory) -----------------------------------
 
@@ -121,13 +151,32 @@ class KeyedTimers:
         due, self._due = self._due, []
         expired = self._wheel.advance_clock(now_ms)
         if due:
-            expired = sorted(due + expired, key=lambda t: (t.expiration_ms, t.seq))
+            expired = due + expired
+        if not expired:
+            return 0
+        batch = [(t.expiration_ms, t.seq, 0, t) for t in expired]
+        heapq.heapify(batch)
+        self._firing, self._firing_now = batch, now_ms
         fired = 0
-        for task in expired:
-            if not task.cancelled:
-                fired += 1
-                task.run()
+        try:
+            while batch:
+                task = heapq.heappop(batch)[3]
+                if not task.cancelled:
+                    fired += 1
+                    task.run()
+        finally:
+            self._firing = None
         return fired
+
+    def wake(self) -> None:
+        """Make the driver look at the clock now (a manual clock moved; real clocks need not call it)."""
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    @property
+    def sleeping_until_ms(self) -> int | None:
+        """The deadline the driver sleeps towards (None: not running, or nothing scheduled)."""
+        return self._sleeping_until
 
     def next_deadline_ms(self) -> int | None:
         if self._due:

@@ -74,7 +74,7 @@ class Harness:
     def advance(self, ms: int) -> None:
         """Move time forward, stopping at every timer deadline on the way so that each expiry
         is handled at its own time (a timer armed by an expiry then starts from the right
-        moment), and deliver expiries as the actor would."""
+        moment), and deliver expiries as the runtime would."""
         target = self.clock.now_ms() + ms
         while True:
             due = self.timers.next_deadline_ms()

@@ -1,5 +1,5 @@
-"""GroupCoordinatorService: per-group actors, replies after durable appends, routing rules,
-timers delivered as messages (stale ones dropped), idle actors, loading."""
+"""GroupCoordinatorService: one order per group, replies after durable appends, routing rules,
+timers delivered as messages (stale ones dropped), no idle group holding a task, loading."""
 
 from __future__ import annotations
 
@@ -32,11 +32,16 @@ class MemoryLog:
     def __init__(self) -> None:
         self.records: dict[int, list[Record]] = {}
         self.gate: asyncio.Event | None = None
+        self.held = 0  # appends waiting at the gate
         self.fail_with: BaseException | None = None
 
     async def __call__(self, partition: int, records: list[Record]) -> None:
         if self.gate is not None:
-            await self.gate.wait()
+            self.held += 1
+            try:
+                await self.gate.wait()
+            finally:
+                self.held -= 1
         if self.fail_with is not None:
             error, self.fail_with = self.fail_with, None
             raise error
@@ -59,7 +64,7 @@ async def make_service(config: GroupConfig | None = None, *, groups: tuple[str, 
 
 
 async def advance(service: GroupCoordinatorService, clock: ManualClock, ms: int) -> None:
-    """Move the manual clock, stopping at each deadline, and let actors handle expiries."""
+    """Move the manual clock, stopping at each deadline, and let the groups handle expiries."""
     target = clock.now_ms() + ms
     while (due := service.timers.next_deadline_ms()) is not None and due <= target:
         clock.advance(max(0, due - clock.now_ms()))
@@ -126,7 +131,7 @@ async def test_offset_commit_reply_waits_until_the_append_is_durable() -> None:
         commit = asyncio.create_task(service.commit_offsets(c.OffsetCommit(
             "g", -1, "", (c.OffsetCommitTopic("t", (c.OffsetCommitPartition(0, 77, 4, "meta"),)),))))
         fetch = asyncio.create_task(service.fetch_offsets(c.OffsetFetch("g")))
-        await asyncio.sleep(0.01)
+        await service.quiesce_until(lambda: log.held == 1 and service.queued("g") == 1)
         assert not commit.done() and not fetch.done()  # the group's next command waits its turn
         log.gate.set()
         assert (await commit).topics[0].partitions[0].error is E.NONE
@@ -144,7 +149,7 @@ async def test_a_slow_append_in_one_group_does_not_block_another_group() -> None
         log.gate = asyncio.Event()
         slow = asyncio.create_task(service.commit_offsets(c.OffsetCommit(
             "slow", -1, "", (c.OffsetCommitTopic("t", (c.OffsetCommitPartition(0, 1),)),))))
-        await asyncio.sleep(0.01)
+        await service.quiesce_until(lambda: log.held == 1)
         result = await asyncio.wait_for(service.fetch_offsets(c.OffsetFetch("fast")), 1)
         assert result.error is E.NONE and not slow.done()
         log.gate.set()
@@ -223,12 +228,12 @@ async def test_stale_expiry_behind_a_heartbeat_is_dropped() -> None:
         leader, follower = await stable_group(service, clock, 2)
         await advance(service, clock, 9_000)
         await service.heartbeat(c.Heartbeat("g", 1, leader))
-        log.gate = asyncio.Event()  # the group's actor gets stuck in an append...
+        log.gate = asyncio.Event()  # the group gets stuck in an append...
         commit = asyncio.create_task(service.commit_offsets(c.OffsetCommit(
             "g", 1, leader, (c.OffsetCommitTopic("t", (c.OffsetCommitPartition(0, 1),)),))))
-        await asyncio.sleep(0.01)
+        await service.quiesce_until(lambda: log.held == 1)
         beat = asyncio.create_task(service.heartbeat(c.Heartbeat("g", 1, follower)))
-        await asyncio.sleep(0.01)
+        await service.quiesce_until(lambda: service.queued("g") == 1)
         clock.advance(1_000)  # ...while the follower's old deadline passes: expiry queued after the beat
         service.timers.advance_to(clock.now_ms())
         log.gate.set()
@@ -241,19 +246,21 @@ async def test_stale_expiry_behind_a_heartbeat_is_dropped() -> None:
         await service.stop()
 
 
-async def test_idle_actor_retires_and_is_rebuilt_from_group_state() -> None:
-    clock = ManualClock()
-    service = GroupCoordinatorService(MemoryLog(), timers=KeyedTimers(clock), actor_idle_ms=20)
-    await service.start()
-    await service.load(service.partition_for("g"), [])
+async def test_a_group_holds_a_queue_only_while_it_waits_for_a_write() -> None:
+    service, clock, log = await make_service()
     try:
-        await service.commit_offsets(c.OffsetCommit(
-            "g", -1, "", (c.OffsetCommitTopic("t", (c.OffsetCommitPartition(0, 5),)),)))
-        assert service.active_actors == 1
-        await asyncio.sleep(0.1)
-        assert service.active_actors == 0
+        log.gate = asyncio.Event()
+        commit = asyncio.create_task(service.commit_offsets(c.OffsetCommit(
+            "g", -1, "", (c.OffsetCommitTopic("t", (c.OffsetCommitPartition(0, 5),)),))))
+        await service.quiesce_until(lambda: log.held == 1)
+        assert service.busy_groups == 1
+        log.gate.set()
+        await commit
+        await service.quiesce()  # no clock moves, no real time passes: the queue went with its work
+        assert service.busy_groups == 0
         fetched = await service.fetch_offsets(c.OffsetFetch("g"))
         assert fetched.topics[0].partitions[0].offset == 5
+        assert service.busy_groups == 0  # an idle group's fetch ran inline
     finally:
         await service.stop()
 
@@ -322,6 +329,6 @@ async def test_stop_during_an_append_answers_the_waiting_commit() -> None:
     log.gate = asyncio.Event()  # never opened
     commit = asyncio.create_task(service.commit_offsets(c.OffsetCommit(
         "g", -1, "", (c.OffsetCommitTopic("t", (c.OffsetCommitPartition(0, 1),)),))))
-    await asyncio.sleep(0.01)
+    await service.quiesce_until(lambda: log.held == 1)
     await service.stop()
     assert (await asyncio.wait_for(commit, 1)).topics[0].partitions[0].error is E.COORDINATOR_NOT_AVAILABLE

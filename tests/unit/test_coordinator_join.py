@@ -511,3 +511,33 @@ def test_onCompleteJoin_keeps_static_members_that_did_not_rejoin(h: Harness) -> 
     result = h.take(handle)
     assert result.generation_id == 2
     assert h.group("g").has(other)  # a dynamic member would have been dropped
+
+
+# -- the initial delay on every path (coordinator/transitions.py: maybe_complete_join_phase) ------
+
+
+def test_members_arriving_during_the_initial_delay_wait_for_it() -> None:
+    h = Harness()  # group.initial.rebalance.delay.ms 3 000
+    a, b = h.new_member_id(client_id="a"), h.new_member_id(client_id="b")
+    ha, hb = h.send(J(member_id=a, client_id="a")), h.send(J(member_id=b, client_id="b"))
+    assert h.group("g").has_all_members_joined()
+    assert h.take(ha) is None and h.take(hb) is None  # everyone is in, but the delay decides
+    h.advance(2_999)
+    assert h.take(ha) is None
+    h.advance(3_001)  # b's arrival extended the delay once
+    assert h.take(ha).generation_id == 1 and h.take(hb).generation_id == 1
+
+
+def test_a_leave_during_the_initial_delay_completes_the_join() -> None:
+    """Kafka 4's Java coordinator (and ours): a removal ends the join phase at once when everyone
+    left has joined; the seeds' Scala coordinator would wait for the delay."""
+    h = Harness()
+    a, b = h.new_member_id(client_id="a"), h.new_member_id(client_id="b")
+    ha, hb = h.send(J(member_id=a, client_id="a")), h.send(J(member_id=b, client_id="b"))
+    left = h.call(c.LeaveGroup("g", (c.LeavingMember(b),)))
+    assert left.error is E.NONE
+    assert h.take(hb).error is E.UNKNOWN_MEMBER_ID  # its parked join is answered
+    joined = h.take(ha)  # no time passed
+    assert joined is not None and joined.generation_id == 1 and joined.leader_id == a
+    assert h.group("g").state is S.COMPLETING_REBALANCE
+

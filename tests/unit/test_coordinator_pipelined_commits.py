@@ -61,8 +61,8 @@ async def test_commits_of_one_group_are_applied_before_their_fsync_and_answered_
     log = DeferredLog()
     service = await service_with(log)
     first, second = service.submit(commit(10)), service.submit(commit(20, partition=1))
-    await asyncio.sleep(0.01)
-    # Both appended although neither fsync has completed: the group's actor did not wait.
+    await service.quiesce()
+    # Both appended although neither fsync has completed: the group did not wait.
     assert [r.offset for r in log.appended if isinstance(r, OffsetCommitRecord)] == [10, 20]
     assert not first.done() and not second.done()
     log.sync_all()
@@ -80,7 +80,7 @@ async def test_offset_fetch_serves_only_durable_offsets() -> None:
     committed = service.submit(commit(10))
     for stable in (False, True):
         fetch = service.submit(c.OffsetFetch("g", None, require_stable=stable))
-        await asyncio.sleep(0.01)
+        await service.quiesce()
         assert not fetch.done()  # the commit it would show is not on disk yet
     log.sync_all()
     assert (await committed).topics[0].partitions[0].error == E.NONE
@@ -94,7 +94,7 @@ async def test_a_failed_fsync_is_never_served_and_unloads_the_partition() -> Non
     service = await service_with(log)
     committed = service.submit(commit(10))
     fetch = service.submit(c.OffsetFetch("g", None))
-    await asyncio.sleep(0.01)
+    await service.quiesce()
     log.sync_all(KafkaError("fsync failed", E.KAFKA_STORAGE_ERROR))
     assert (await committed).topics[0].partitions[0].error == E.NOT_COORDINATOR
     assert (await fetch).error == E.NOT_COORDINATOR
@@ -110,7 +110,7 @@ async def test_a_failed_fsync_answers_the_commit_with_the_translated_error() -> 
     log = DeferredLog()
     service = await service_with(log)
     pending = service.submit(commit(5))
-    await asyncio.sleep(0.01)
+    await service.quiesce()
     log.sync_all(KafkaError("disk gone", E.KAFKA_STORAGE_ERROR))
     assert (await pending).topics[0].partitions[0].error == E.NOT_COORDINATOR  # NOTES.md section 5
     await service.stop()
@@ -136,7 +136,6 @@ async def test_membership_writes_keep_the_strict_path() -> None:
         if join.done():
             break
         await service.advance_timers()
-        await asyncio.sleep(0.01)
     joined = await asyncio.wait_for(join, 5)
     assert joined.error == E.NONE
     synced = await asyncio.wait_for(service.sync_group(c.SyncGroup(

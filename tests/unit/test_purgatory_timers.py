@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from kbroker.purgatory.clock import ManualClock, SystemClock
+from kbroker.purgatory.clock import ManualClock
 from kbroker.purgatory.timers import KeyedTimers, TimerFired
 from kbroker.purgatory.timing_wheel import TimerTask
 
@@ -128,18 +128,38 @@ def test_raw_tasks_share_the_wheel() -> None:
     assert ran == ["k", "raw"]
 
 
-async def test_driver_fires_timer_on_time() -> None:
-    clock = SystemClock()
+async def _settle(done, rounds: int = 100) -> None:  # noqa: ANN001 - a predicate
+    """Let the loop run, one turn at a time, until `done()` holds (no real time involved)."""
+    for _ in range(rounds):
+        if done():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the driver did not get there")
+
+
+def _asleep_by(timers: KeyedTimers, deadline_ms: int) -> bool:
+    """The driver took its last wake-up and sleeps towards a moment no later than `deadline_ms`
+    (the wheel's bucket holding the timer may come due a little earlier)."""
+    until = timers.sleeping_until_ms
+    return until is not None and until <= deadline_ms and timers._wakeup is not None and not timers._wakeup.is_set()
+
+
+async def test_driver_fires_a_timer_when_the_clock_reaches_it() -> None:
+    clock = ManualClock(1_000)
     timers = KeyedTimers(clock)
     driver = asyncio.create_task(timers.run())
     try:
-        await asyncio.sleep(0)
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[int] = loop.create_future()
-        start = clock.now_ms()
-        timers.schedule("k", 60, lambda f: done.set_result(clock.now_ms()))
-        fired_at = await asyncio.wait_for(done, 2)
-        assert 60 <= fired_at - start < 400
+        fired: list[int] = []
+        timers.schedule("k", 60, lambda f: fired.append(clock.now_ms()))
+        await _settle(lambda: _asleep_by(timers, 1_060))
+        clock.advance(59)
+        timers.wake()
+        await _settle(lambda: _asleep_by(timers, 1_060))
+        assert fired == []  # one millisecond early: not yet
+        clock.advance(1)
+        timers.wake()
+        await _settle(lambda: fired != [])
+        assert fired == [1_060]
     finally:
         driver.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -147,20 +167,61 @@ async def test_driver_fires_timer_on_time() -> None:
 
 
 async def test_driver_wakes_for_an_earlier_timer() -> None:
-    clock = SystemClock()
+    clock = ManualClock(0)
     timers = KeyedTimers(clock)
     driver = asyncio.create_task(timers.run())
     try:
-        loop = asyncio.get_running_loop()
-        early: asyncio.Future[int] = loop.create_future()
-        timers.schedule("late", 10_000, lambda f: None)
-        await asyncio.sleep(0.01)  # the driver is now sleeping towards the 10 s deadline
-        start = clock.now_ms()
-        timers.schedule("early", 30, lambda f: early.set_result(clock.now_ms()))
-        fired_at = await asyncio.wait_for(early, 2)
-        assert fired_at - start < 400
-        assert "late" in timers
+        fired: list[str] = []
+        timers.schedule("late", 10_000, lambda f: fired.append(f.key))
+        await _settle(lambda: _asleep_by(timers, 10_000) and timers.sleeping_until_ms > 30)
+        timers.schedule("early", 30, lambda f: fired.append(f.key))
+        await _settle(lambda: _asleep_by(timers, 30))  # woke up and re-planned for the earlier one
+        clock.advance(30)
+        timers.wake()
+        await _settle(lambda: fired != [])
+        assert fired == ["early"] and "late" in timers
+        await _settle(lambda: _asleep_by(timers, 10_000) and timers.sleeping_until_ms > 30)
     finally:
         driver.cancel()
         with pytest.raises(asyncio.CancelledError):
             await driver
+
+
+def test_a_timer_pushed_later_fires_at_its_new_deadline_with_its_new_token() -> None:
+    clock = ManualClock()
+    timers = KeyedTimers(clock)
+    fired, cb = _collector()
+    timers.schedule("k", 100, cb)
+    clock.advance(50)
+    token = timers.schedule("k", 100, cb)  # a heartbeat: the deadline moves to 150
+    assert timers.deadline_ms("k") == 150
+    clock.advance(70)
+    timers.advance_to(clock.now_ms())  # 120: the old deadline has passed, the new one not
+    assert fired == [] and "k" in timers
+    clock.advance(30)
+    timers.advance_to(clock.now_ms())
+    assert [(f.key, f.token, f.deadline_ms) for f in fired] == [("k", token, 150)]
+    assert timers.claim("k", token)
+
+
+def test_timers_pushed_later_keep_deadline_order_in_one_big_advance() -> None:
+    clock = ManualClock()
+    timers = KeyedTimers(clock)
+    fired, cb = _collector()
+    timers.schedule("a", 100, cb)
+    timers.schedule("c", 250, cb)
+    clock.advance(50)
+    timers.schedule("a", 250, cb)  # now due at 300, after c
+    timers.schedule("b", 150, cb)  # due at 200
+    timers.advance_to(1_000)
+    assert [(f.key, f.deadline_ms) for f in fired] == [("b", 200), ("c", 250), ("a", 300)]
+
+
+def test_a_timer_brought_earlier_is_moved_in_the_wheel() -> None:
+    clock = ManualClock()
+    timers = KeyedTimers(clock)
+    fired, cb = _collector()
+    timers.schedule("k", 1_000, cb)
+    timers.schedule("k", 10, cb)
+    timers.advance_to(10)
+    assert [f.deadline_ms for f in fired] == [10]
