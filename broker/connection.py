@@ -136,31 +136,20 @@ class Connection:
         else:
             return self._reject(f"request of {len(frame)} bytes is shorter than a header", {"peer": self.peer})
         entry = self.table.entry(api_key, api_version)
-        fields = {"api": api_key, "version": api_version, "correlation_id": correlation_id, "peer": self.peer}
         if not entry.known:
-            return self._reject("unknown api key", fields)
+            return self._reject("unknown api key", self._fields(api_key, api_version, correlation_id))
         try:
             client_id, position = _client_id(frame, id_length, entry.header_flexible)
         except (MalformedMessage, ValueError) as e:
-            return self._reject(f"undecodable header: {e}", fields)
+            return self._reject(f"undecodable header: {e}", self._fields(api_key, api_version, correlation_id))
         self.client_id = client_id
         if self.auth is not None:
             refusal = self.auth.refusal(api_key)  # Kafka's SASL gate: only the handshake before authentication
             if refusal is not None:
-                return self._reject(refusal, dict(fields, client_id=client_id), principal=self.auth.principal)
+                return self._reject(refusal, self._fields(api_key, api_version, correlation_id, client_id),
+                                    principal=self.auth.principal)
         if not entry.served:
-            if api_key == framing.API_VERSIONS_KEY:
-                self._answered(answers.unsupported_api_versions(entry, correlation_id))
-                return None
-            answer = None if entry.route is None else answers.unsupported_version_answer(
-                api_key, api_version, correlation_id)
-            fields["client_id"] = client_id
-            log.warning("request_rejected", error="unsupported api" if entry.route is None else "unsupported version",
-                        answered=answer is not None, **fields)
-            if answer is None:
-                self._stop("bad request")
-            else:
-                self._answered(answer)
+            self._unserved(entry, correlation_id, client_id)
             return None
         io = BytesIO(frame)
         io.seek(position)
@@ -168,8 +157,32 @@ class Connection:
             assert entry.parse is not None
             body = entry.parse(io, None)
         except (MalformedMessage, ValueError, UnicodeDecodeError) as e:
-            return self._reject(f"undecodable body: {e}", dict(fields, client_id=client_id))
+            return self._reject(f"undecodable body: {e}", self._fields(api_key, api_version, correlation_id, client_id))
         return Request(entry, correlation_id, client_id, body)
+
+    def _unserved(self, entry: ApiEntry, correlation_id: int, client_id: str) -> None:
+        """A version (or an API) we do not serve: answered when Kafka's clients can read the answer."""
+        api_key, api_version = entry.api_key, entry.version
+        if api_key == framing.API_VERSIONS_KEY:
+            self._answered(answers.unsupported_api_versions(entry, correlation_id))
+            return
+        answer = None if entry.route is None else answers.unsupported_version_answer(api_key, api_version,
+                                                                                     correlation_id)
+        log.warning("request_rejected", error="unsupported api" if entry.route is None else "unsupported version",
+                    answered=answer is not None, **self._fields(api_key, api_version, correlation_id, client_id))
+        if answer is None:
+            self._stop("bad request")
+        else:
+            self._answered(answer)
+
+    def _fields(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None = None
+                ) -> dict[str, Any]:
+        """The identity of a request, for its log event (only bad input is logged)."""
+        fields: dict[str, Any] = {"api": api_key, "version": api_version, "correlation_id": correlation_id,
+                                  "peer": self.peer}
+        if client_id is not None:
+            fields["client_id"] = client_id
+        return fields
 
     def _reject(self, error: str, fields: dict, **more: Any) -> None:
         log.warning("request_rejected", error=error, **fields, **more)

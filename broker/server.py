@@ -109,12 +109,14 @@ class KafkaServer:
             return
         security = self.security
         assert security is not None
+        protocol = KafkaProtocol(self, tls=True)
         try:
-            _, protocol, auth = await security.accept_tls(sock, peer, lambda: KafkaProtocol(self, tls=True))
+            # (uvloop hands back its TLS layer, not our protocol: keep ours)
+            _, _, auth = await security.accept_tls(sock, peer, lambda: protocol)
         except TlsHandshakeFailed as e:
             log.warning("tls_handshake_failed", peer=peer, listener=security.listener, error=str(e))
             return
-        cast(KafkaProtocol, protocol).authenticated_tls(auth)
+        protocol.authenticated_tls(auth)
 
     def _over_limit(self, ip: str) -> str | None:
         if len(self._connections) >= self.max_connections:
@@ -216,7 +218,8 @@ class KafkaProtocol(asyncio.Protocol):
             return None  # close
         self.conn.end_of_input()
         self._pump()
-        return True  # keep our side open until the answers owed are written
+        # keep our side open until the answers owed are written (TLS cannot half-close)
+        return None if self._tls else True
 
     def pause_writing(self) -> None:
         if self.conn is not None:
