@@ -184,7 +184,8 @@ class Connection:
             fields["client_id"] = client_id
         return fields
 
-    def _reject(self, error: str, fields: dict, **more: Any) -> None:
+    def _reject(self, error: str, fields: dict, **more: Any) -> Request | None:
+        """Bad input: one log event, and the connection closes after the answers owed (returns None)."""
         log.warning("request_rejected", error=error, **fields, **more)
         self._stop("bad request")
         return None

@@ -190,7 +190,7 @@ class KafkaProtocol(asyncio.Protocol):
         reason = self.server._over_limit(self.ip)
         if reason is not None:
             log.warning("connection_refused", peer=self.peer, reason=reason)
-            transport.abort()
+            self.transport.abort()
             return
         security = self.server.security
         self._open(security.connection_auth(self.peer) if security is not None else None)
@@ -302,11 +302,15 @@ class KafkaProtocol(asyncio.Protocol):
                 if request is None:
                     break
                 self._run(conn, request)
-        except Exception:  # a bug of ours: keep the process, drop this connection
-            log.exception("connection_error", peer=self.peer)
-            self.close_now("internal error")
+        except Exception:
+            self._internal_error()
             return
         self._flush()
+
+    def _internal_error(self) -> None:
+        """A bug of ours: keep the process, drop this connection (an answer would be missing)."""
+        log.exception("connection_error", peer=self.peer)
+        self.close_now("internal error")
 
     def _flush(self) -> None:
         self._flush_soon = False
@@ -375,7 +379,11 @@ class KafkaProtocol(asyncio.Protocol):
             self._answer(conn, request, failed_answer(request.entry, ctx, request.body,  # type: ignore[arg-type]
                                                       partial(_fields, ctx)), started)
         else:
-            self._settle(conn, request, ctx, result, started)
+            try:
+                self._settle(conn, request, ctx, result, started)
+            except Exception:
+                self._internal_error()
+                return
         if self.conn is conn:
             self._pump()
 
@@ -394,7 +402,11 @@ class KafkaProtocol(asyncio.Protocol):
             log.exception("request_failed", **_fields(ctx))
             encoded = failed_answer(request.entry, ctx, request.body, partial(_fields, ctx))  # type: ignore[arg-type]
         else:
-            encoded = self._encoded(request, ctx, result)
+            try:
+                encoded = self._encoded(request, ctx, result)
+            except Exception:
+                self._internal_error()
+                return
         self._answer(conn, request, encoded, started)
         if self.conn is conn:
             self._flush_later()
