@@ -443,3 +443,33 @@ def test_the_table_caches_what_each_version_needs() -> None:
     frame = encode(entry, 5, MetadataResponse())
     assert framing.decode_response(METADATA, 12, frame[4:])[0] == 5
     assert not table.entry(METADATA, 13).served and table.entry(METADATA, 12) is entry
+
+
+async def test_tls_bytes_before_the_principal_is_known_are_served_after() -> None:
+    from kbroker.broker.security.session import ConnectionAuth
+
+    server = _server(_router())
+    protocol = KafkaProtocol(server, tls=True)
+    transport = MemoryTransport(protocol)
+    protocol.connection_made(transport)  # the handshake is done; the principal is being mapped
+    protocol.data_received(_beat(1))
+    assert transport.written == b"" and not server._connections
+    protocol.authenticated_tls(ConnectionAuth(sasl=False, mechanisms=(), credentials=None, peer=protocol.peer,
+                                              listener="SSL", principal="User:CN=alice"))
+    assert _generations(transport.written) == [1] and protocol in server._connections
+    transport.close()
+    await protocol.closed
+    assert not server._connections
+
+
+async def test_connections_past_max_connections_are_refused_with_one_event() -> None:
+    server = _server(_router(), max_connections=1)
+    first, first_transport = _open(server, 5000)
+    with capture_logs() as events:
+        second, second_transport = _open(server, 5001)
+    assert second_transport.closing and not first_transport.closing
+    assert [e["event"] for e in events] == ["connection_refused"] and "max.connections=1" in events[0]["reason"]
+    await second.closed
+    assert list(server._connections) == [first]
+    first_transport.close()
+    await first.closed
