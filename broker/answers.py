@@ -107,7 +107,13 @@ def encode(entry: ApiEntry, correlation_id: int, body: Any) -> Encoded:
     return [head, payload]
 
 
-def answer(entry: ApiEntry, ctx: RequestContext, request: Any, response: Any, fields: Callable[[], dict]) -> Answer:
+def request_fields(ctx: RequestContext) -> dict[str, Any]:
+    """A request's identity, for the log event of its failure (a successful request logs nothing)."""
+    return {"api": ctx.api_key, "version": ctx.api_version, "correlation_id": ctx.correlation_id,
+            "peer": ctx.peer, "client_id": ctx.client_id}
+
+
+def answer(entry: ApiEntry, ctx: RequestContext, request: Any, response: Any) -> Answer:
     """The response's frame; if it cannot be encoded, the request's error answer instead."""
     try:
         return encode(entry, ctx.correlation_id, response)
@@ -118,11 +124,11 @@ def answer(entry: ApiEntry, ctx: RequestContext, request: Any, response: Any, fi
             return encode(entry, ctx.correlation_id, response)
         except _ENCODE_ERRORS as e:
             first_error = e
-    log.error("response_encode_failed", error=repr(first_error), **fields())
-    return failed_answer(entry, ctx, request, fields)
+    log.error("response_encode_failed", error=repr(first_error), **request_fields(ctx))
+    return failed_answer(entry, ctx, request)
 
 
-def failed_answer(entry: ApiEntry, ctx: RequestContext, request: Any, fields: Callable[[], dict]) -> Answer:
+def failed_answer(entry: ApiEntry, ctx: RequestContext, request: Any) -> Answer:
     """UNKNOWN_SERVER_ERROR in the API's own error shape; closing is the last resort."""
     route: Route | None = entry.route
     try:
@@ -133,9 +139,9 @@ def failed_answer(entry: ApiEntry, ctx: RequestContext, request: Any, fields: Ca
         if body is not None:
             return encode(entry, ctx.correlation_id, body)
     except Exception:  # noqa: BLE001 - even the error answer failed: fall back to closing
-        log.exception("error_answer_failed", **fields())
+        log.exception("error_answer_failed", **request_fields(ctx))
         return CLOSE
-    log.warning("request_rejected", error="no error answer for this api", **fields())
+    log.warning("request_rejected", error="no error answer for this api", **request_fields(ctx))
     return CLOSE
 
 

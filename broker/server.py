@@ -27,7 +27,7 @@ from typing import Any, cast
 
 import structlog
 
-from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, unsupported_version_answer
+from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, request_fields, unsupported_version_answer
 from .connection import Connection, Request
 from .router import Deferred, RequestContext, Router
 from .security.service import ListenerSecurity, TlsAcceptor, TlsHandshakeFailed
@@ -352,12 +352,12 @@ class KafkaProtocol(asyncio.Protocol):
         try:
             result = entry.route.handler(ctx, request.body)
         except CloseConnection as e:
-            log.warning("request_rejected", error=str(e), **_fields(ctx))
+            log.warning("request_rejected", error=str(e), **request_fields(ctx))
             self._answer(conn, request, CLOSE, started)
             return
         except Exception:
-            log.exception("request_failed", **_fields(ctx))
-            self._answer(conn, request, failed_answer(entry, ctx, request.body, partial(_fields, ctx)), started)
+            log.exception("request_failed", **request_fields(ctx))
+            self._answer(conn, request, failed_answer(entry, ctx, request.body), started)
             return
         if type(result) is CoroutineType:  # an async handler: nothing else starts until it is done
             conn.running = request
@@ -372,12 +372,12 @@ class KafkaProtocol(asyncio.Protocol):
         try:
             result = task.result()
         except CloseConnection as e:
-            log.warning("request_rejected", error=str(e), **_fields(ctx))
+            log.warning("request_rejected", error=str(e), **request_fields(ctx))
             self._answer(conn, request, CLOSE, started)
         except (Exception, asyncio.CancelledError):
-            log.exception("request_failed", **_fields(ctx))
-            self._answer(conn, request, failed_answer(request.entry, ctx, request.body,  # type: ignore[arg-type]
-                                                      partial(_fields, ctx)), started)
+            log.exception("request_failed", **request_fields(ctx))
+            self._answer(conn, request, failed_answer(request.entry, ctx, request.body),  # type: ignore[arg-type]
+                         started)
         else:
             try:
                 self._settle(conn, request, ctx, result, started)
@@ -399,8 +399,8 @@ class KafkaProtocol(asyncio.Protocol):
         try:
             result = waiting.result()
         except (Exception, asyncio.CancelledError):
-            log.exception("request_failed", **_fields(ctx))
-            encoded = failed_answer(request.entry, ctx, request.body, partial(_fields, ctx))  # type: ignore[arg-type]
+            log.exception("request_failed", **request_fields(ctx))
+            encoded = failed_answer(request.entry, ctx, request.body)  # type: ignore[arg-type]
         else:
             try:
                 encoded = self._encoded(request, ctx, result)
@@ -417,7 +417,7 @@ class KafkaProtocol(asyncio.Protocol):
         observer = self.server.observer
         if observer is not None:
             observer.answer(request.api_key, response)
-        return answer(request.entry, ctx, request.body, response, partial(_fields, ctx))  # type: ignore[arg-type]
+        return answer(request.entry, ctx, request.body, response)  # type: ignore[arg-type]
 
     def _answer(self, conn: Connection, request: Request, encoded: Answer, started: float) -> None:
         observer = self.server.observer
@@ -425,7 +425,3 @@ class KafkaProtocol(asyncio.Protocol):
             observer.request(request.api_key, request.api_version, time.perf_counter() - started, encoded is CLOSE)
         conn.complete(request, encoded)
 
-
-def _fields(ctx: RequestContext) -> dict[str, Any]:
-    return {"api": ctx.api_key, "version": ctx.api_version, "correlation_id": ctx.correlation_id,
-            "peer": ctx.peer, "client_id": ctx.client_id}
