@@ -70,8 +70,7 @@ class Observations:
     def answer(self, api_key: int, response: Any) -> None:
         """Count every Kafka error code an answer carries, at any level: Kafka's ErrorsPerSec counts
         `AbstractResponse.errorCounts()`, so a NOT_COORDINATOR on one committed partition counts too."""
-        for code in _error_codes(response, 0):
-            self.error_answers[(api_key, code)] += 1
+        _count_error_codes(response, api_key, self.error_answers, 0)
 
     def request(self, api_key: int, api_version: int, seconds: float, failed: bool) -> None:
         key = (api_key, api_version)
@@ -114,18 +113,33 @@ class Observations:
         self.bytes_out.clear()
 
 
-def _error_codes(obj: Any, depth: int):
-    """The non-zero `*error_code` fields of a response, walking its structs and lists of structs."""
-    if depth > 4 or not hasattr(obj, "__slots__"):
-        return
-    for name in obj.__slots__:
+# Per response class: its `*error_code` fields, and the others (which may hold structs or lists).
+_ERROR_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_SCALARS = (int, str, bytes, bool, float, type(None))
+
+
+def _count_error_codes(obj: Any, api_key: int, counts: defaultdict[tuple[int, int], int], depth: int) -> None:
+    """Count the non-zero `*error_code` fields of a response, walking its structs and lists of structs
+    (the answer to every request passes here, so the field names are sorted once per class)."""
+    plan = _ERROR_FIELDS.get(type(obj))
+    if plan is None:
+        names = getattr(obj, "__slots__", ())
+        plan = _ERROR_FIELDS[type(obj)] = (tuple(n for n in names if n.endswith("error_code")),
+                                          tuple(n for n in names if not n.endswith("error_code")))
+    errors, others = plan
+    for name in errors:
         value = getattr(obj, name, None)
-        if isinstance(value, int):
-            if value and name.endswith("error_code"):
-                yield int(value)
-        elif isinstance(value, list):
+        if value and isinstance(value, int):
+            counts[(api_key, int(value))] += 1
+    if depth >= 4:
+        return
+    for name in others:
+        value = getattr(obj, name, None)
+        if type(value) in _SCALARS:
+            continue
+        if type(value) is list:
             if value and hasattr(value[0], "__slots__"):
                 for item in value:
-                    yield from _error_codes(item, depth + 1)
+                    _count_error_codes(item, api_key, counts, depth + 1)
         elif hasattr(value, "__slots__"):
-            yield from _error_codes(value, depth + 1)
+            _count_error_codes(value, api_key, counts, depth + 1)

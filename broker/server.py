@@ -1,13 +1,17 @@
-"""The TCP server: size-prefixed frames in, responses out in request order.
+"""The TCP server: one asyncio.Protocol per connection, a thin shell around broker/connection.py.
 
-Like Kafka, a connection has one request in progress at a time: the next frame is read only after
-the previous response is written, so responses leave in request order without reordering logic.
+The protocol object (`Connection`) does the framing, header decoding, version gating, in-order
+answers and back-pressure without I/O; this module moves bytes between it and the transport, runs
+handlers, and owns the connection limits. A handler is a plain `def` (run inline, no task: the hot
+path) or an `async def` (run as a task; the connection starts no other request meanwhile); either
+may return a `Deferred`, whose answer leaves in its turn once it resolves.
+
 Bad input closes that one connection with one structured log event; it never reaches other
-connections or the process. A handler that raises, or a response that cannot be encoded, is a bug
-of ours, not bad input: that request gets its API's error answer (UNKNOWN_SERVER_ERROR, see
-router.py) and the connection stays open.
+connections or the process. A handler that raises, or a response that cannot be encoded, gets its
+API's error answer (broker/answers.py) and the connection stays open. No log event is written for a
+request that succeeds: the counters in broker/observe.py see every request.
 
-Connections are bounded as in Kafka's SocketServer: one with no traffic for
+Connections are bounded as in Kafka's SocketServer: one with no traffic and no answer owed for
 `connections.max.idle.ms` is closed; past `max.connections` (in all) or `max.connections.per.ip`
 a new connection is closed at once with a `connection_refused` log event.
 """
@@ -16,23 +20,20 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import struct
 import time
-from typing import Any
+from functools import partial
+from types import CoroutineType
+from typing import Any, cast
 
 import structlog
 
-from .router import Deferred, RequestContext, Route, Router, generic_failed_response
+from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, request_fields, unsupported_version_answer
+from .connection import Connection, Request
+from .router import Deferred, RequestContext, Router
 from .security.service import ListenerSecurity, TlsAcceptor, TlsHandshakeFailed
-from ..protocol import framing
-from ..protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
-from ..protocol.errors import ErrorCode
-from ..protocol.primitives import MalformedMessage
 
 log = structlog.get_logger("kbroker.server")
-_SIZE = struct.Struct(">i")
-# What an int16-length string can hold; longer error messages are cut to fit (Kafka truncates too).
-_MAX_INT16_STRING_BYTES = 32767
+_unsupported_version_answer = unsupported_version_answer  # the name tests and older callers use
 
 
 class CloseConnection(Exception):
@@ -49,33 +50,32 @@ class KafkaServer:
         self.broker = broker
         self.security = security  # TLS and/or SASL for this listener; None is PLAINTEXT
         self.router = router
+        self.table = ApiTable(router)
         self.host, self.port = host, port
         self.listener = listener
         self._sock = sock
         self.max_request_bytes = max_request_bytes
-        self._server: asyncio.base_events.Server | None = None
-        self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
-        self._in_flight: set[asyncio.Task] = set()
+        self._server: asyncio.base_events.Server | TlsAcceptor | None = None
+        self._connections: dict[KafkaProtocol, None] = {}
         self._per_ip: dict[str, int] = {}
         self._closing = False
         config = getattr(broker, "config", None)
         self.max_idle_s = getattr(config, "connections_max_idle_ms", 600000) / 1000.0
         self.max_connections = getattr(config, "max_connections", 2147483647)
         self.max_connections_per_ip = getattr(config, "max_connections_per_ip", 2147483647)
-        # Seeing into it (broker/observe.py): per-request counters, and each peer's client id so a
-        # test control can drop one client's connections.
+        # Seeing into it (broker/observe.py): per-request counters.
         self.observer: Any = None
-        self.client_ids: dict[str, str] = {}
         # The broker-wide connection count against the file-descriptor budget (broker/fd_budget.py).
         self.slots: Any = None
 
     async def start(self) -> int:
+        loop = asyncio.get_running_loop()
         if self.security is not None and self.security.ssl_context is not None:
             self._server = TlsAcceptor(self.host, self.port, self._on_tls_connection, sock=self._sock)
         elif self._sock is not None:
-            self._server = await asyncio.start_server(self._on_connection, sock=self._sock, limit=1 << 20)
+            self._server = await loop.create_server(lambda: KafkaProtocol(self), sock=self._sock)
         else:
-            self._server = await asyncio.start_server(self._on_connection, self.host, self.port, limit=1 << 20)
+            self._server = await loop.create_server(lambda: KafkaProtocol(self), self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -84,12 +84,16 @@ class KafkaServer:
         self._closing = True
         if self._server is not None:
             self._server.close()
-        if self._in_flight:
-            await asyncio.wait(list(self._in_flight), timeout=timeout)
-        for writer in list(self._connections.values()):
-            writer.close()
-        if self._connections:
-            await asyncio.wait(list(self._connections), timeout=1.0)
+        for protocol in list(self._connections):
+            protocol.stop("shutdown")
+        waits = [p.closed for p in self._connections]
+        if waits:
+            await asyncio.wait(waits, timeout=timeout)
+        for protocol in list(self._connections):
+            protocol.close_now("shutdown")
+        waits = [p.closed for p in self._connections]
+        if waits:
+            await asyncio.wait(waits, timeout=1.0)
 
     async def _on_tls_connection(self, sock: socket.socket) -> None:
         try:
@@ -103,12 +107,16 @@ class KafkaServer:
             log.warning("connection_refused", peer=peer, reason=reason)
             sock.close()
             return
+        security = self.security
+        assert security is not None
+        protocol = KafkaProtocol(self, tls=True)
         try:
-            reader, writer, conn = await self.security.accept_tls(sock, peer)
+            # (uvloop hands back its TLS layer, not our protocol: keep ours)
+            _, _, auth = await security.accept_tls(sock, peer, lambda: protocol)
         except TlsHandshakeFailed as e:
-            log.warning("tls_handshake_failed", peer=peer, listener=self.security.listener, error=str(e))
+            log.warning("tls_handshake_failed", peer=peer, listener=security.listener, error=str(e))
             return
-        await self._on_connection(reader, writer, conn)
+        protocol.authenticated_tls(auth)
 
     def _over_limit(self, ip: str) -> str | None:
         if len(self._connections) >= self.max_connections:
@@ -120,346 +128,300 @@ class KafkaServer:
                     f"the segment-file cache (--log-max-open-files)")
         return None
 
-    def _refused(self, writer: asyncio.StreamWriter) -> bool:
-        """Close a connection over max.connections or max.connections.per.ip, saying so in the log."""
-        reason = self._over_limit(_ip_of(writer))
-        if reason is None:
-            return False
-        peername = writer.get_extra_info("peername")
-        log.warning("connection_refused", peer=f"{peername[0]}:{peername[1]}" if peername else "?", reason=reason)
-        writer.close()
-        return True
-
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                             conn: Any = None) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        if self._refused(writer):
-            return
-        self._connections[task] = writer
+    def _opened(self, protocol: KafkaProtocol) -> None:
+        self._connections[protocol] = None
+        self._per_ip[protocol.ip] = self._per_ip.get(protocol.ip, 0) + 1
         if self.slots is not None:
             self.slots.used += 1
         if self.observer is not None:
             self.observer.connections_opened += 1
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        log.info("connection_open", peer=peer, listener=self.listener)
-        reason = "closed by client"
-        ip = _ip_of(writer)
-        try:
-            self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
-            if self.security is not None and conn is None:  # SASL_PLAINTEXT
-                conn = await self.security.accept(writer, peer)
-            reason = await self._serve(reader, writer, peer, conn)
-        except TimeoutError:
-            reason = f"idle for connections.max.idle.ms={int(self.max_idle_s * 1000)}"
-        except (ConnectionError, asyncio.IncompleteReadError):
-            reason = "closed by client"
-        except asyncio.CancelledError:
-            reason = "shutdown"
-            raise
-        except Exception:  # a bug of ours: keep the process, drop this connection
-            log.exception("connection_error", peer=peer)
-            reason = "internal error"
-        finally:
-            self._connections.pop(task, None)
-            if self.slots is not None:
-                self.slots.used -= 1
-            left = self._per_ip.get(ip, 1) - 1
-            if left > 0:
-                self._per_ip[ip] = left
-            else:
-                self._per_ip.pop(ip, None)
-            self.client_ids.pop(peer, None)
-            writer.close()
-            log.info("connection_close", peer=peer, reason=reason)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str, conn: Any) -> str:
-        # Responses are written by one writer task in request order. A request is read only once
-        # the previous one is answered, unless the previous handler returned a Deferred (its effects
-        # are applied; it only waits for durability): then the next request starts at once.
-        out = _ResponseWriter(writer)
-        try:
-            while not self._closing and not out.failed:
-                # Idle means no byte from the client for max_idle_s (TimeoutError ends the
-                # connection); responses still owed are written first by `out.close()`.
-                try:
-                    async with asyncio.timeout(self.max_idle_s):
-                        head = await reader.readexactly(4)
-                except asyncio.IncompleteReadError as e:
-                    return "closed by client" if not e.partial else "truncated frame"
-                (size,) = _SIZE.unpack(head)
-                limit = self.max_request_bytes
-                if conn is not None:  # before authentication: sasl.server.max.receive.size
-                    limit = conn.max_frame_bytes(limit, self.security.max_receive_before_auth)
-                if size < 0 or size > limit:
-                    log.warning("request_rejected", peer=peer, error="frame size out of bounds", size=size,
-                                max_bytes=limit, authenticated=conn.authenticated if conn else None)
-                    return "bad frame size"
-                async with asyncio.timeout(self.max_idle_s):
-                    frame = await reader.readexactly(size)
-                if conn is not None and conn.raw_tokens:  # SaslHandshake v0: a bare token, no header
-                    answer = conn.raw_token(frame)
-                    if answer is None:
-                        return "authentication failed"
-                    await out.add(_resolved(_SIZE.pack(len(answer)) + answer))
-                    await out.drained()
-                    continue
-                response = await self._dispatch_tracked(frame, peer, conn)
-                if isinstance(response, asyncio.Future):
-                    await out.add(response)  # deferred: go on reading
-                    continue
-                done = asyncio.get_running_loop().create_future()
-                done.set_result(response)
-                await out.add(done)
-                await out.drained()
-                if response is _CLOSE:
-                    return "bad request"
-                if conn is not None and conn.close_after_response:  # failed SASL: answered, now close
-                    return "authentication failed"
-            return "shutdown"
-        finally:
-            await out.close()
-
-    async def _dispatch_tracked(self, frame: bytes, peer: str, conn: Any) -> Any:
-        task = asyncio.ensure_future(self._dispatch(frame, peer, conn))
-        self._track(task)
-        # shield: on shutdown the connection task is cancelled, but the request finishes.
-        if self.observer is None or len(frame) < 4:
-            return await asyncio.shield(task)
-        started = time.perf_counter()
-        response = await asyncio.shield(task)
-        api_key, version = int.from_bytes(frame[0:2], "big"), int.from_bytes(frame[2:4], "big")
-        if isinstance(response, asyncio.Future):  # deferred: its latency ends when it is answered
-            response.add_done_callback(lambda f: self.observer.request(
-                api_key, version, time.perf_counter() - started, f.cancelled() or f.exception() is not None
-                or f.result() is _CLOSE))
+    def _closed(self, protocol: KafkaProtocol) -> None:
+        del self._connections[protocol]
+        if self.slots is not None:
+            self.slots.used -= 1
+        left = self._per_ip.get(protocol.ip, 1) - 1
+        if left > 0:
+            self._per_ip[protocol.ip] = left
         else:
-            self.observer.request(api_key, version, time.perf_counter() - started, response is _CLOSE)
-        return response
+            self._per_ip.pop(protocol.ip, None)
 
     def drop_connections(self, client_id: str | None) -> int:
         """Close every connection of `client_id` (every connection when None); a test control."""
         dropped = 0
-        for writer in list(self._connections.values()):
-            name = writer.get_extra_info("peername")
-            peer = f"{name[0]}:{name[1]}" if name else "?"
-            if client_id is None or self.client_ids.get(peer) == client_id:
-                writer.transport.abort()
+        for protocol in list(self._connections):
+            if client_id is None or protocol.client_id == client_id:
+                protocol.abort()
                 dropped += 1
         return dropped
 
-    def _track(self, task: asyncio.Future) -> None:
-        self._in_flight.add(task)
-        task.add_done_callback(self._in_flight.discard)
 
-    async def _dispatch(self, frame: bytes, peer: str, conn: Any) -> bytes | None | object:
-        try:
-            api_key, api_version, correlation_id = framing.peek_api(frame)
-        except MalformedMessage as e:
-            log.warning("request_rejected", peer=peer, error=str(e))
-            return _CLOSE
-        fields = {"api": api_key, "version": api_version, "correlation_id": correlation_id, "peer": peer}
-        route = self.router.route(api_key)
-        try:
-            req = framing.decode_request_header(frame)
-        except framing.UnknownApiKey:
-            log.warning("request_rejected", error="unknown api key", **fields)
-            return _CLOSE
-        except (MalformedMessage, ValueError) as e:
-            log.warning("request_rejected", error=f"undecodable header: {e}", **fields)
-            return _CLOSE
-        fields["client_id"] = req.header.client_id
-        self.client_ids[peer] = req.header.client_id or ""
+class KafkaProtocol(asyncio.Protocol):
+    """The asyncio shell of one connection: bytes to and from its `Connection`, handlers run."""
+
+    def __init__(self, server: KafkaServer, *, tls: bool = False) -> None:
+        self.server = server
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.conn: Connection | None = None  # None until accepted (and, on TLS, authenticated)
+        self.peer, self.ip = "?", "?"
+        self.closed: asyncio.Future[None] = self.loop.create_future()
+        self._tls = tls
+        self._held: list[bytes] = []  # TLS: bytes that came before the principal was known
+        self._reading = True
+        self._flush_soon = False
+        self._close_reason: str | None = None
+        self._last_read = self.loop.time()
+        self._idle_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def client_id(self) -> str:
+        return self.conn.client_id if self.conn is not None else ""
+
+    # -- asyncio.Protocol -------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        peername = transport.get_extra_info("peername")
+        if peername:
+            self.peer, self.ip = f"{peername[0]}:{peername[1]}", peername[0]
+        if self._tls:
+            return  # limits were checked before the handshake; `authenticated_tls` opens it
+        reason = self.server._over_limit(self.ip)
+        if reason is not None:
+            log.warning("connection_refused", peer=self.peer, reason=reason)
+            self.transport.abort()
+            return
+        security = self.server.security
+        self._open(security.connection_auth(self.peer) if security is not None else None)
+
+    def authenticated_tls(self, auth: Any) -> None:
+        """The TLS handshake is done and the client's principal known: start serving."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        self._open(auth)
+        held, self._held = self._held, []
+        for data in held:
+            self.data_received(data)
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        if conn is None:
+            self._held.append(data)
+            return
+        self._last_read = self.loop.time()
+        conn.receive(data)
+        self._pump()
+
+    def eof_received(self) -> bool | None:
+        if self.conn is None:
+            return None  # close
+        self.conn.end_of_input()
+        self._pump()
+        # keep our side open until the answers owed are written (TLS cannot half-close)
+        return None if self._tls else True
+
+    def pause_writing(self) -> None:
+        if self.conn is not None:
+            self.conn.writing_paused = True
+
+    def resume_writing(self) -> None:
+        if self.conn is not None:
+            self.conn.writing_paused = False
+            self._pump()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        conn = self.conn
         if conn is not None:
-            refusal = conn.refusal(api_key)  # Kafka's SASL gate: only the handshake before authentication
-            if refusal is not None:
-                log.warning("request_rejected", error=refusal, principal=conn.principal, **fields)
-                return _CLOSE
-        if route is None or not (route.min_version <= api_version <= route.max_version):
-            if api_key == framing.API_VERSIONS_KEY:
-                # KIP-511: answer in v0 so any client can read the error and retry lower.
-                return framing.encode_response(api_key, 0, correlation_id, self._unsupported_api_versions(route))
-            answer = None if route is None else _unsupported_version_answer(api_key, api_version, correlation_id)
-            log.warning("request_rejected", error="unsupported api" if route is None else "unsupported version",
-                        answered=answer is not None, **fields)
-            return _CLOSE if answer is None else answer
-        try:
-            body = framing.decode_body(req)
-        except (MalformedMessage, ValueError, UnicodeDecodeError) as e:
-            log.warning("request_rejected", error=f"undecodable body: {e}", **fields)
-            return _CLOSE
-        ctx = RequestContext(api_key, api_version, correlation_id, req.header.client_id, peer, self.broker,
-                             self.listener, connection=conn)
-        try:
-            response = await route.handler(ctx, body)
-        except CloseConnection as e:
-            log.warning("request_rejected", error=str(e), **fields)
-            return _CLOSE
-        except Exception:
-            log.exception("request_failed", **fields)
-            return _failed_answer(route, ctx, body, fields)
-        if isinstance(response, Deferred):
-            task = asyncio.ensure_future(self._finish_deferred(response, route, ctx, body, fields))
-            self._track(task)
-            return task
-        if response is None:
-            return None
-        if self.observer is not None:
-            self.observer.answer(api_key, response)
-        return _encode(route, ctx, body, response, fields)
+            self.conn = None
+            conn.stop("closed")
+            self.server._closed(self)
+            reason = self._close_reason
+            if reason is None:
+                reason = "truncated frame" if conn.buffered else "closed by client"
+            log.info("connection_close", peer=self.peer, reason=reason)
+        if not self.closed.done():
+            self.closed.set_result(None)
 
-    async def _finish_deferred(self, deferred: Deferred, route: Route, ctx: RequestContext, body: Any,
-                               fields: dict) -> bytes | None | object:
-        try:
-            response = await deferred.response
-        except Exception:
-            log.exception("request_failed", **fields)
-            return _failed_answer(route, ctx, body, fields)
-        if response is None:
-            return None
-        if self.observer is not None:
-            self.observer.answer(ctx.api_key, response)
-        return _encode(route, ctx, body, response, fields)
+    # -- the connection's life ----------------------------------------------------------------------
 
-    def _unsupported_api_versions(self, route: Any) -> ApiVersionsResponse:
-        low, high = (route.min_version, route.max_version) if route else (0, 0)
-        return ApiVersionsResponse(
-            error_code=ErrorCode.UNSUPPORTED_VERSION,
-            api_keys=[ApiVersion(framing.API_VERSIONS_KEY, low, high)],
-        )
+    def _open(self, auth: Any) -> None:
+        server = self.server
+        security = server.security
+        self.conn = Connection(server.table, self.peer, server.max_request_bytes, auth=auth,
+                               max_receive_before_auth=security.max_receive_before_auth if security else 0)
+        server._opened(self)
+        log.info("connection_open", peer=self.peer, listener=server.listener)
+        if server._closing:
+            self.stop("shutdown")
+        self._idle_timer = self.loop.call_at(self._last_read + server.max_idle_s, self._check_idle)
 
+    def _check_idle(self) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        idle_s = self.server.max_idle_s
+        now = self.loop.time()
+        if conn.pending:  # an answer is owed (a JoinGroup waiting for its rebalance): not idle
+            self._last_read = now
+        elif now - self._last_read >= idle_s:
+            self.close_now(f"idle for connections.max.idle.ms={int(idle_s * 1000)}")
+            return
+        self._idle_timer = self.loop.call_at(self._last_read + idle_s, self._check_idle)
 
-_CLOSE = object()
+    def stop(self, reason: str) -> None:
+        """Start no further request; close once the answers owed are written."""
+        if self.conn is None:
+            if self.transport is not None:
+                self.transport.abort()  # a TLS connection not yet serving
+            return
+        self.conn.stop(reason)
+        self._flush()
 
+    def close_now(self, reason: str) -> None:
+        """Close after writing what is ready; answers still owed are dropped."""
+        if self.transport is not None and not self.transport.is_closing():
+            self._close_reason = self._close_reason or reason
+            self.transport.close()
 
-def _resolved(data: bytes) -> asyncio.Future:
-    done = asyncio.get_running_loop().create_future()
-    done.set_result(data)
-    return done
+    def abort(self) -> None:
+        if self.transport is not None:
+            self._close_reason = self._close_reason or "dropped by a test control"
+            self.transport.abort()
 
-
-def _ip_of(writer: asyncio.StreamWriter) -> str:
-    peername = writer.get_extra_info("peername")
-    return peername[0] if peername else "?"
-
-
-_ENCODE_ERRORS = (struct.error, ValueError, OverflowError, TypeError, AttributeError, KeyError, IndexError)
-
-
-def _encode(route: Route, ctx: RequestContext, request: Any, response: Any, fields: dict) -> bytes | object:
-    """The response frame; if it cannot be encoded, the request's error answer instead."""
-    try:
-        return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
-    except _ENCODE_ERRORS as e:
-        first_error = e
-    if _cut_error_messages(response):
-        try:
-            return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
-        except _ENCODE_ERRORS as e:
-            first_error = e
-    log.error("response_encode_failed", error=repr(first_error), **fields)
-    return _failed_answer(route, ctx, request, fields)
-
-
-def _failed_answer(route: Route, ctx: RequestContext, request: Any, fields: dict) -> bytes | object:
-    """UNKNOWN_SERVER_ERROR in the API's own error shape; closing is the last resort."""
-    try:
-        if route.failed_response is not None:
-            body = route.failed_response(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-        else:
-            body = generic_failed_response(ctx.api_key, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
-        if body is not None:
-            return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
-    except Exception:  # noqa: BLE001 - even the error answer failed: fall back to closing
-        log.exception("error_answer_failed", **fields)
-        return _CLOSE
-    log.warning("request_rejected", error="no error answer for this api", **fields)
-    return _CLOSE
-
-
-def _cut_error_messages(obj: Any, depth: int = 0) -> bool:
-    """Shorten every over-long `error_message` in a response to what an int16 string holds."""
-    cut = False
-    if depth > 8 or not hasattr(obj, "__slots__"):
-        return False
-    for name in obj.__slots__:
-        value = getattr(obj, name, None)
-        if isinstance(value, str) and name.endswith("error_message"):
-            raw = value.encode("utf-8")
-            if len(raw) > _MAX_INT16_STRING_BYTES:
-                setattr(obj, name, raw[:_MAX_INT16_STRING_BYTES].decode("utf-8", "ignore"))
-                cut = True
-        elif isinstance(value, list):
-            for item in value:
-                cut = _cut_error_messages(item, depth + 1) or cut
-        elif hasattr(value, "__slots__"):
-            cut = _cut_error_messages(value, depth + 1) or cut
-    return cut
-
-
-def _unsupported_version_answer(api_key: int, version: int, correlation_id: int) -> bytes | None:
-    """UNSUPPORTED_VERSION in the response of the version the client sent, when we know that
-    version's layout and it has a top-level error code; None when only closing is left (a version
-    newer than our definitions, or a response whose errors live only per partition or per group,
-    where an empty answer would read as success)."""
-    spec = framing.response_spec(api_key)
-    if spec is None or version not in spec.versions:
-        return None
-    error = next((f for f in spec.struct.fields if f.name == "error_code" and f.present(version)), None)
-    if error is None:
-        return None
-    body = spec.struct.cls()
-    body.error_code = ErrorCode.UNSUPPORTED_VERSION
-    return framing.encode_response(api_key, version, correlation_id, body)
-
-
-class _ResponseWriter:
-    """One connection's responses, written in request order by one task."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-        self.queue: asyncio.Queue = asyncio.Queue(maxsize=_MAX_DEFERRED)
-        self.idle = asyncio.Event()
-        self.idle.set()
-        self.failed = False
-        self.task = asyncio.ensure_future(self._run())
-
-    async def add(self, response: asyncio.Future) -> None:
-        self.idle.clear()
-        await self.queue.put(response)  # blocks once _MAX_DEFERRED responses are waiting
-
-    async def drained(self) -> None:
-        await self.idle.wait()
-
-    async def close(self) -> None:
-        if not self.task.done():
-            if self.queue.full():
-                self.task.cancel()
-            else:
-                self.queue.put_nowait(None)
-            await asyncio.gather(self.task, return_exceptions=True)
-
-    async def _run(self) -> None:
+    def _pump(self) -> None:
+        """Run every request the connection has ready, then write what is ready."""
+        conn = self.conn
+        if conn is None:
+            return
         try:
             while True:
-                item = await self.queue.get()
-                if item is None:
-                    return
-                data = await item
-                if data is _CLOSE:
-                    self.writer.close()  # wakes the reader too
-                    return
-                if data is not None:
-                    self.writer.write(data)
-                    await self.writer.drain()
-                if self.queue.empty():
-                    self.idle.set()
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            self.failed = True
-            self.idle.set()  # nobody may wait on a writer that is gone
-# How many deferred responses one connection may have waiting before it stops reading; librdkafka
-# keeps at most 5 requests in flight per connection with idempotence, 1M without.
-_MAX_DEFERRED = 128
+                request = conn.next_request()
+                if request is None:
+                    break
+                self._run(conn, request)
+        except Exception:
+            self._internal_error()
+            return
+        self._flush()
+
+    def _internal_error(self) -> None:
+        """A bug of ours: keep the process, drop this connection (an answer would be missing)."""
+        log.exception("connection_error", peer=self.peer)
+        self.close_now("internal error")
+
+    def _flush(self) -> None:
+        self._flush_soon = False
+        conn, transport = self.conn, self.transport
+        if conn is None or transport is None:
+            return
+        out = conn.data_to_send()
+        if out:
+            if len(out) == 1:
+                transport.write(out[0])
+            else:
+                transport.writelines(out)
+        if conn.close_reason is not None:
+            self.close_now(conn.close_reason)
+            return
+        wants = conn.wants_read
+        if wants != self._reading:
+            self._reading = wants
+            if wants:
+                transport.resume_reading()
+            else:
+                transport.pause_reading()
+
+    def _flush_later(self) -> None:
+        """Answers that completed outside `_pump` (tasks, deferred waits): written together once
+        this turn of the event loop is over, so an fsync's worth of acknowledgements is one write."""
+        if not self._flush_soon:
+            self._flush_soon = True
+            self.loop.call_soon(self._pump)
+
+    # -- running a handler ------------------------------------------------------------------------
+
+    def _run(self, conn: Connection, request: Request) -> None:
+        entry = request.entry
+        assert entry is not None and entry.route is not None
+        ctx = RequestContext(request.api_key, request.api_version, request.correlation_id, request.client_id,
+                             self.peer, self.server.broker, self.server.listener, connection=conn.auth)
+        started = time.perf_counter()
+        try:
+            result = entry.route.handler(ctx, request.body)
+        except CloseConnection as e:
+            log.warning("request_rejected", error=str(e), **request_fields(ctx))
+            self._answer(conn, request, CLOSE, started)
+            return
+        except Exception:
+            log.exception("request_failed", **request_fields(ctx))
+            self._answer(conn, request, failed_answer(entry, ctx, request.body), started)
+            return
+        if type(result) is CoroutineType:  # an async handler: nothing else starts until it is done
+            conn.running = request
+            task = self.loop.create_task(result)
+            task.add_done_callback(partial(self._handler_done, conn, request, ctx, started))
+            return
+        self._settle(conn, request, ctx, result, started)
+
+    def _handler_done(self, conn: Connection, request: Request, ctx: RequestContext, started: float,
+                      task: asyncio.Task) -> None:
+        conn.running = None
+        try:
+            result = task.result()
+        except CloseConnection as e:
+            log.warning("request_rejected", error=str(e), **request_fields(ctx))
+            self._answer(conn, request, CLOSE, started)
+        except (Exception, asyncio.CancelledError):
+            log.exception("request_failed", **request_fields(ctx))
+            self._answer(conn, request, failed_answer(request.entry, ctx, request.body),  # type: ignore[arg-type]
+                         started)
+        else:
+            try:
+                self._settle(conn, request, ctx, result, started)
+            except Exception:
+                self._internal_error()
+                return
+        if self.conn is conn:
+            self._pump()
+
+    def _settle(self, conn: Connection, request: Request, ctx: RequestContext, result: Any, started: float) -> None:
+        if isinstance(result, Deferred):  # effects applied; the answer waits (for an fsync)
+            waiting = asyncio.ensure_future(result.response)
+            waiting.add_done_callback(partial(self._deferred_done, conn, request, ctx, started))
+            return
+        self._answer(conn, request, self._encoded(request, ctx, result), started)
+
+    def _deferred_done(self, conn: Connection, request: Request, ctx: RequestContext, started: float,
+                       waiting: asyncio.Future) -> None:
+        try:
+            result = waiting.result()
+        except (Exception, asyncio.CancelledError):
+            log.exception("request_failed", **request_fields(ctx))
+            encoded = failed_answer(request.entry, ctx, request.body)  # type: ignore[arg-type]
+        else:
+            try:
+                encoded = self._encoded(request, ctx, result)
+            except Exception:
+                self._internal_error()
+                return
+        self._answer(conn, request, encoded, started)
+        if self.conn is conn:
+            self._flush_later()
+
+    def _encoded(self, request: Request, ctx: RequestContext, response: Any) -> Answer:
+        if response is None:
+            return None
+        observer = self.server.observer
+        if observer is not None:
+            observer.answer(request.api_key, response)
+        return answer(request.entry, ctx, request.body, response)  # type: ignore[arg-type]
+
+    def _answer(self, conn: Connection, request: Request, encoded: Answer, started: float) -> None:
+        observer = self.server.observer
+        if observer is not None:
+            observer.request(request.api_key, request.api_version, time.perf_counter() - started, encoded is CLOSE)
+        conn.complete(request, encoded)
+

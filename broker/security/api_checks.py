@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from typing import Any, Callable
 
 from ..router import Router, generic_failed_response
@@ -77,6 +78,9 @@ def _fail_closed(route) -> Callable:
 
 
 def _guarded(handler: Callable, check: Callable, operations: Callable | None) -> Callable:
+    if not inspect.iscoroutinefunction(handler):
+        return _guarded_plain(handler, check, operations)
+
     @functools.wraps(handler)  # keeps the API's module and name (the metrics label requests by them)
     async def guarded(ctx, request):
         security = getattr(ctx.broker, "security", None)
@@ -86,6 +90,32 @@ def _guarded(handler: Callable, check: Callable, operations: Callable | None) ->
             result = await handler(ctx, request)
         else:
             result = await check(ctx, request, lambda req: handler(ctx, req), security)
+        if operations is not None:
+            result = then(result, lambda body: operations(ctx, request, body, security))
+        return result
+    return guarded
+
+
+def _guarded_plain(handler: Callable, check: Callable, operations: Callable | None) -> Callable:
+    """A plain handler stays plain (the server runs it inline) unless an authorizer is configured:
+    then the (async) check runs, and the server runs the wrapper's coroutine as a task."""
+    async def checked(ctx, request, security):
+        async def call(req):
+            return handler(ctx, req)
+
+        result = await check(ctx, request, call, security)
+        if operations is not None:
+            result = then(result, lambda body: operations(ctx, request, body, security))
+        return result
+
+    @functools.wraps(handler)
+    def guarded(ctx, request):
+        security = getattr(ctx.broker, "security", None)
+        if security is None:
+            return handler(ctx, request)
+        if security.authorizer is not None:
+            return checked(ctx, request, security)
+        result = handler(ctx, request)
         if operations is not None:
             result = then(result, lambda body: operations(ctx, request, body, security))
         return result

@@ -13,7 +13,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 
@@ -66,26 +66,24 @@ class ListenerSecurity:
     def max_receive_before_auth(self) -> int:
         return self.security.config.sasl_server_max_receive_size
 
-    async def accept(self, writer: asyncio.StreamWriter, peer: str) -> ConnectionAuth:
+    def connection_auth(self, peer: str) -> ConnectionAuth:
         """A new SASL_PLAINTEXT connection's authentication state (TLS ones come from `accept_tls`)."""
         return self._connection(peer, ANONYMOUS)
 
-    async def accept_tls(self, sock: socket.socket, peer: str) -> tuple[asyncio.StreamReader,
-                                                                       asyncio.StreamWriter, ConnectionAuth]:
-        """Run the TLS handshake on a freshly accepted socket (nothing has read from it yet)."""
+    async def accept_tls(self, sock: socket.socket, peer: str, protocol_factory: Callable[[], asyncio.Protocol]
+                         ) -> tuple[asyncio.BaseTransport, asyncio.BaseProtocol, ConnectionAuth]:
+        """Run the TLS handshake on a freshly accepted socket (nothing has read from it yet); the
+        protocol is made once it is done, and may be handed bytes before this returns."""
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=1 << 20)
-        protocol = asyncio.StreamReaderProtocol(reader)
         try:
-            transport, _ = await loop.connect_accepted_socket(
-                lambda: protocol, sock, ssl=self.ssl_context, ssl_handshake_timeout=self.handshake_timeout_s)
+            transport, protocol = await loop.connect_accepted_socket(
+                protocol_factory, sock, ssl=self.ssl_context, ssl_handshake_timeout=self.handshake_timeout_s)
         except (ssl.SSLError, ConnectionError, OSError, asyncio.TimeoutError) as e:
             sock.close()
             if isinstance(e, ConnectionError) and "taking longer than" not in str(e):
                 # the client hung up after our alert: say why we sent it
                 e = tls.take_recent_failure() or e
             raise TlsHandshakeFailed(_tls_reason(e)) from None
-        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         principal = ANONYMOUS
         obj = transport.get_extra_info("ssl_object")
         der = obj.getpeercert(binary_form=True) if obj is not None else None
@@ -94,9 +92,9 @@ class ListenerSecurity:
             try:
                 principal = "User:" + self.security.principal_mapper.principal_name(dn)
             except LookupError as e:
-                writer.close()
+                transport.close()
                 raise TlsHandshakeFailed(str(e)) from None
-        return reader, writer, self._connection(peer, principal)
+        return transport, protocol, self._connection(peer, principal)
 
     def _connection(self, peer: str, principal: str) -> ConnectionAuth:
         cfg = self.security.config
