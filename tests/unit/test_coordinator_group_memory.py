@@ -63,3 +63,36 @@ def test_offsets_only_groups_stay_small():
     # About 0.9 KB today (the group, its offsets dict and entry, its id); it was 1.5 KB with four
     # empty member containers and a copy of the topic name per group.
     assert per_group < 1100, per_group
+
+
+async def test_the_brokers_actors_retire_when_their_mailbox_empties_and_keep_command_order():
+    import asyncio
+
+    from kbroker.broker.app import COORDINATOR_ACTOR_IDLE_MS
+    from kbroker.coordinator.actor import GroupCoordinatorService
+
+    appended = []
+
+    async def append(partition, records):
+        appended.extend(records)
+        await asyncio.sleep(0)
+
+    service = GroupCoordinatorService(append, actor_idle_ms=COORDINATOR_ACTOR_IDLE_MS)
+    await service.start()
+    for p in range(service.num_partitions):
+        await service.load(p, [])
+    try:
+        # 200 groups commit once each, and one group commits 50 times at once
+        await asyncio.gather(*(service.commit_offsets(_commit(f"g{g}", "orders", g)) for g in range(200)))
+        results = await asyncio.gather(*(service.commit_offsets(_commit("busy", "orders", n)) for n in range(50)))
+        assert all(r.topics[0].partitions[0].error is ErrorCode.NONE for r in results)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert service.active_actors == 0
+        fetched = await service.fetch_offsets(c.OffsetFetch("busy", (c.TopicPartitions("orders", (0,)),)))
+        assert fetched.topics[0].partitions[0].offset == 49  # applied in the order they were sent
+        assert [r.offset for r in appended if r.group == "busy"] == list(range(50))
+        assert (await service.fetch_offsets(c.OffsetFetch("g7", (c.TopicPartitions("orders", (0,)),)))
+                ).topics[0].partitions[0].offset == 7
+    finally:
+        await service.stop()
