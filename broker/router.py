@@ -14,6 +14,7 @@ that version gets it set (`generic_failed_response`); an API with neither closes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Awaitable, Callable, Protocol
 
 from ..protocol import framing
@@ -96,10 +97,10 @@ class Router:
 
     def __init__(self) -> None:
         self.routes: dict[int, Route] = {}  # the loaded routes
-        self._unloaded: dict[int, tuple[int, int, Callable[[], HandlerModule]]] = {}
+        self._unloaded: dict[int, tuple[int, int, Callable[[], HandlerModule | ModuleType]]] = {}
         self._wrappers: list[Callable[[Route], Route]] = []
 
-    def register(self, module: HandlerModule) -> None:
+    def register(self, module: HandlerModule | ModuleType) -> None:
         low, high = module.VERSIONS
         route = Route(module.API_KEY, low, high, module.handle, getattr(module, "failed_response", None))
         for wrap in self._wrappers:
@@ -107,7 +108,7 @@ class Router:
         self.routes[module.API_KEY] = route
         self._unloaded.pop(module.API_KEY, None)
 
-    def register_lazy(self, api_key: int, low: int, high: int, load: Callable[[], HandlerModule]) -> None:
+    def register_lazy(self, api_key: int, low: int, high: int, load: Callable[[], HandlerModule | ModuleType]) -> None:
         """Serve `api_key` at versions low..high by the module `load()` returns, imported when the
         first request of that key arrives. The module must declare the same key and versions."""
         self._unloaded[api_key] = (low, high, load)

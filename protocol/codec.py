@@ -83,6 +83,7 @@ class KafkaStruct(construct.Construct):
         if f.kind == "primitive":
             return P.primitive_for(f.type, flexible=flexible, nullable=nullable).reader
         if f.kind == "struct":
+            assert f.struct is not None  # a struct field always carries its struct spec
             call = KafkaStruct.of(f.struct, self.version, self.flexible)._compileparse(code)
             return f"(None if U_I8(read_exact(io, 1))[0] < 0 else {call})" if nullable else call
         # array
@@ -106,6 +107,7 @@ class KafkaStruct(construct.Construct):
         if f.kind == "primitive":
             return P.primitive_for(f.type, flexible=flexible, nullable=nullable).writer(v)
         if f.kind == "struct":
+            assert f.struct is not None
             build = KafkaStruct.of(f.struct, self.version, self.flexible)._compilebuild(code)
             if not nullable:
                 return build.replace("(obj,", f"({v},", 1)
