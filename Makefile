@@ -55,7 +55,11 @@ test: test-venv system-deps kafkajs
 codegen: venv
 	$(PY) -m kbroker.tools.codegen
 
+# An installed kbroker (pip, the Docker image) has its bytecode compiled at install; a checkout run
+# with PYTHONDONTWRITEBYTECODE would compile every module at each broker start, and the start-up
+# figures would measure that instead.
 bench: test-venv
+	$(PY) -m compileall -q broker protocol coordinator purgatory admin
 	$(PY) -m bench
 
 # Seeded fault campaign (kill -9, disk damage, malformed frames under load); SEED=, ROUNDS= to vary.

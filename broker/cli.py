@@ -25,7 +25,12 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
                                 help=help_text)
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The commands this module runs itself; any other (topic, group, test) is the admin CLI's, whose
+# parser imports the admin client. Serving and probing never load it (start-up time, idle memory).
+_OWN_COMMANDS = frozenset({"serve", "probe", "user", "analyze"})
+
+
+def build_parser(with_admin: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kbroker",
         description="A Kafka-protocol broker with Kafka's consumer-group coordinator.",
@@ -72,9 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--broker-log", default=None, metavar="FILE",
                          help="the broker's JSON log; rebalance reasons come from its rebalance_completed events")
     analyze.add_argument("--quiet", action="store_true", help="no progress lines")
-    from ..admin.cli import register as register_admin  # topic, group, test (issue 16)
+    if with_admin:
+        from ..admin.cli import register as register_admin  # topic, group, test (issue 16)
 
-    register_admin(sub)
+        register_admin(sub)
     return parser
 
 
@@ -141,8 +147,26 @@ def user_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_structlog_without_rich() -> None:
+    """structlog imports rich, when it is installed, only to draw console tracebacks. The broker does
+    not depend on rich (an installed wheel has none) and importing it costs more start-up time and
+    memory than the rest of structlog, so a broker serves as the installed wheel does: plain
+    tracebacks, whatever else the environment holds."""
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError
+    try:
+        import structlog  # noqa: F401
+    finally:
+        del sys.modules["rich"]
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    command = next((w for w in words if not w.startswith("-")), None)
+    if command == "serve":
+        _import_structlog_without_rich()
+    args = build_parser(with_admin=command not in _OWN_COMMANDS).parse_args(argv)
     if getattr(args, "admin_main", None) is not None:
         from ..admin.cli import run as run_admin
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -296,6 +295,8 @@ def load_config_with_sources(flags: dict[str, Any], config_file: str | None = No
     sources = Sources()
     path = config_file or env.get(ENV_PREFIX + "CONFIG")
     if path:
+        import tomllib  # only with a settings file
+
         try:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)

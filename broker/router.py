@@ -14,6 +14,7 @@ that version gets it set (`generic_failed_response`); an API with neither closes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Awaitable, Callable, Protocol
 
 from ..protocol import framing
@@ -90,16 +91,55 @@ def generic_failed_response(api_key: int, version: int, error_code: int) -> Any 
 
 
 class Router:
-    def __init__(self) -> None:
-        self.routes: dict[int, Route] = {}
+    """Routes by API key. A route is registered either loaded (`register(module)`) or lazily
+    (`register_lazy`): known by its versions, its module imported on the first request of its key,
+    so start-up imports only what serving the first requests needs."""
 
-    def register(self, module: HandlerModule) -> None:
+    def __init__(self) -> None:
+        self.routes: dict[int, Route] = {}  # the loaded routes
+        self._unloaded: dict[int, tuple[int, int, Callable[[], HandlerModule | ModuleType]]] = {}
+        self._wrappers: list[Callable[[Route], Route]] = []
+
+    def register(self, module: HandlerModule | ModuleType) -> None:
         low, high = module.VERSIONS
-        self.routes[module.API_KEY] = Route(module.API_KEY, low, high, module.handle,
-                                            getattr(module, "failed_response", None))
+        route = Route(module.API_KEY, low, high, module.handle, getattr(module, "failed_response", None))
+        for wrap in self._wrappers:
+            route = wrap(route)
+        self.routes[module.API_KEY] = route
+        self._unloaded.pop(module.API_KEY, None)
+
+    def register_lazy(self, api_key: int, low: int, high: int, load: Callable[[], HandlerModule | ModuleType]) -> None:
+        """Serve `api_key` at versions low..high by the module `load()` returns, imported when the
+        first request of that key arrives. The module must declare the same key and versions."""
+        self._unloaded[api_key] = (low, high, load)
+
+    def wrap_routes(self, wrap: Callable[[Route], Route]) -> None:
+        """Replace every route, loaded now or later, by `wrap(route)` (the ACL checks)."""
+        self._wrappers.append(wrap)
+        for api_key, route in list(self.routes.items()):
+            self.routes[api_key] = wrap(route)
 
     def route(self, api_key: int) -> Route | None:
-        return self.routes.get(api_key)
+        found = self.routes.get(api_key)
+        if found is None and api_key in self._unloaded:
+            found = self._load(api_key)
+        return found
+
+    def load_all(self) -> None:
+        for api_key in list(self._unloaded):
+            self._load(api_key)
+
+    def _load(self, api_key: int) -> Route:
+        low, high, load = self._unloaded[api_key]
+        module = load()
+        if module.API_KEY != api_key or tuple(module.VERSIONS) != (low, high):
+            raise RuntimeError(f"{module!r} serves api {module.API_KEY} versions {module.VERSIONS}, but the router "
+                               f"advertises api {api_key} versions {(low, high)} (broker/apis/__init__.py SERVED)")
+        self.register(module)
+        return self.routes[api_key]
 
     def supported(self) -> list[tuple[int, int, int]]:
-        return [(r.api_key, r.min_version, r.max_version) for r in sorted(self.routes.values(), key=lambda r: r.api_key)]
+        served = {r.api_key: (r.min_version, r.max_version) for r in self.routes.values()}
+        for api_key, (low, high, _) in self._unloaded.items():
+            served.setdefault(api_key, (low, high))
+        return [(key, low, high) for key, (low, high) in sorted(served.items())]

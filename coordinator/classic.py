@@ -16,6 +16,7 @@ records rebuild the groups.
 from __future__ import annotations
 
 import uuid
+from sys import intern
 from collections.abc import Callable, Iterable, Mapping
 
 from ..protocol.errors import ErrorCode
@@ -210,7 +211,9 @@ class GroupStateMachine:
                 if group is None:
                     # Offsets without group metadata: a simple (offsets-only) group.
                     group = self._create(record.group, record.commit_timestamp)
-                group.offsets[(record.topic, record.partition)] = OffsetAndMetadata(
+                # Interned: every group committing on a topic would otherwise keep its own copy of
+                # the name, as decoded from its request or its record.
+                group.offsets[(intern(record.topic), record.partition)] = OffsetAndMetadata(
                     record.offset, record.leader_epoch, record.metadata, record.commit_timestamp,
                     record.expire_timestamp,
                 )

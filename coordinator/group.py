@@ -66,8 +66,8 @@ class RebalanceInProgress:
 class ClassicGroup:
     __slots__ = (
         "group_id", "state", "previous_state", "current_state_timestamp", "generation_id",
-        "protocol_type", "protocol_name", "leader_id", "members", "pending_members",
-        "pending_sync_members", "static_members", "supported_protocols",
+        "protocol_type", "protocol_name", "leader_id", "members", "_pending_members",
+        "_pending_sync_members", "_static_members", "_supported_protocols",
         "num_members_awaiting_join", "new_member_added", "offsets", "subscribed_topics",
         "rebalance", "generation_members",
     )
@@ -92,11 +92,12 @@ class ClassicGroup:
         self.leader_id: str | None = None
         # Insertion order matters: leader re-election takes the first remaining member.
         self.members: dict[str, Member] = {}
-        # Ids handed out with MEMBER_ID_REQUIRED whose owners have not joined with them yet.
-        self.pending_members: set[str] = set()
-        self.pending_sync_members: set[str] = set()
-        self.static_members: dict[str, str] = {}  # group.instance.id -> member id
-        self.supported_protocols: Counter[str] = Counter()
+        # Made on first use (the properties below): most groups only hold committed offsets, and
+        # these four empty containers would be about 600 bytes of each such group.
+        self._pending_members: set[str] | None = None
+        self._pending_sync_members: set[str] | None = None
+        self._static_members: dict[str, str] | None = None
+        self._supported_protocols: Counter[str] | None = None
         self.num_members_awaiting_join = 0
         # Set when a member joins a brand-new group during its initial delay, which extends it.
         self.new_member_added = False
@@ -105,6 +106,36 @@ class ClassicGroup:
         self.subscribed_topics: frozenset[str] | None = None
         self.rebalance: RebalanceInProgress | None = None
         self.generation_members: tuple[str, ...] = ()
+
+    @property
+    def pending_members(self) -> set[str]:
+        """Ids handed out with MEMBER_ID_REQUIRED whose owners have not joined with them yet."""
+        found = self._pending_members
+        if found is None:
+            found = self._pending_members = set()
+        return found
+
+    @property
+    def pending_sync_members(self) -> set[str]:
+        found = self._pending_sync_members
+        if found is None:
+            found = self._pending_sync_members = set()
+        return found
+
+    @property
+    def static_members(self) -> dict[str, str]:
+        """group.instance.id -> member id"""
+        found = self._static_members
+        if found is None:
+            found = self._static_members = {}
+        return found
+
+    @property
+    def supported_protocols(self) -> Counter[str]:
+        found = self._supported_protocols
+        if found is None:
+            found = self._supported_protocols = Counter()
+        return found
 
     # -- state -------------------------------------------------------------------------------
 

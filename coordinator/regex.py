@@ -8,22 +8,33 @@ whole name matches, as Java's `Matcher.matches()` requires.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import re2
+if TYPE_CHECKING:
+    import re2
 
 
 class InvalidRegularExpression(ValueError):
     pass
 
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False
+@lru_cache(maxsize=1)
+def _options() -> "re2.Options":
+    # RE2 (and the C++ runtime it loads, a few MiB of a broker's memory) only once a group subscribes
+    # by regex
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    return options
 
 
 @lru_cache(maxsize=1024)
 def compile_regex(pattern: str) -> "re2._Regexp":
+    import re2
+
     try:
-        return re2.compile(pattern, _OPTIONS)
+        return re2.compile(pattern, _options())
     except re2.error as exc:
         detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise InvalidRegularExpression(f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: "

@@ -46,18 +46,22 @@ def _link(code: construct.core.CodeGen, obj: Any) -> str:
 class KafkaStruct(construct.Construct):
     """One Kafka struct (a message body or a nested struct) at one version."""
 
+    # Keyed by the spec's identity: two specs may be equal (or share a name) yet belong to
+    # different dataclasses. Each cached struct holds its spec, so no live entry's id can be
+    # reused by another object after garbage collection; `of` checks it all the same.
     _cache: dict[tuple[int, int, bool], "KafkaStruct"] = {}
 
     def __init__(self, spec: StructSpec, version: int, flexible: bool) -> None:
         super().__init__()
         self.spec, self.version, self.flexible = spec, version, flexible
         self.name = None
+        self.compiled: construct.Compiled | None = None  # compiled_struct() fills it on first use
 
     @classmethod
     def of(cls, spec: StructSpec, version: int, flexible: bool) -> "KafkaStruct":
         key = (id(spec), version, flexible)
         found = cls._cache.get(key)
-        if found is None:
+        if found is None or found.spec is not spec:
             found = cls._cache[key] = cls(spec, version, flexible)
         return found
 
@@ -79,6 +83,7 @@ class KafkaStruct(construct.Construct):
         if f.kind == "primitive":
             return P.primitive_for(f.type, flexible=flexible, nullable=nullable).reader
         if f.kind == "struct":
+            assert f.struct is not None  # a struct field always carries its struct spec
             call = KafkaStruct.of(f.struct, self.version, self.flexible)._compileparse(code)
             return f"(None if U_I8(read_exact(io, 1))[0] < 0 else {call})" if nullable else call
         # array
@@ -102,6 +107,7 @@ class KafkaStruct(construct.Construct):
         if f.kind == "primitive":
             return P.primitive_for(f.type, flexible=flexible, nullable=nullable).writer(v)
         if f.kind == "struct":
+            assert f.struct is not None
             build = KafkaStruct.of(f.struct, self.version, self.flexible)._compilebuild(code)
             if not nullable:
                 return build.replace("(obj,", f"({v},", 1)
@@ -229,9 +235,9 @@ class KafkaStruct(construct.Construct):
 
 
 def compiled_struct(struct: KafkaStruct) -> construct.Compiled:
-    found = _COMPILED.get(id(struct))
+    found = struct.compiled
     if found is None:
-        found = _COMPILED[id(struct)] = _Root(struct).compile()
+        found = struct.compiled = _Root(struct).compile()
     return found
 
 
@@ -276,20 +282,19 @@ class _Root(construct.Construct):
         return compiled
 
 
-_COMPILED: dict[int, construct.Compiled] = {}
-
-
 # -- the public API of the codec ------------------------------------------------------------
-_MESSAGE_CACHE: dict[tuple[str, int], construct.Compiled] = {}
+# (id(spec), version) -> (spec, its compiled codec). Not keyed by name: two specs may share one
+# (a test's, a legacy schema's). The entry holds the spec, so while it exists no other object can
+# have that id; the identity check makes a stale entry impossible to return all the same.
+_MESSAGE_CACHE: dict[tuple[int, int], tuple[MessageSpec, construct.Compiled]] = {}
 
 
 def compiled_message(spec: MessageSpec, version: int) -> construct.Compiled:
-    key = (spec.name, version)
-    found = _MESSAGE_CACHE.get(key)
-    if found is None:
+    entry = _MESSAGE_CACHE.get((id(spec), version))
+    if entry is None or entry[0] is not spec:
         struct = KafkaStruct.of(spec.struct, version, spec.is_flexible(version))
-        found = _MESSAGE_CACHE[key] = compiled_struct(struct)
-    return found
+        entry = _MESSAGE_CACHE[(id(spec), version)] = (spec, compiled_struct(struct))
+    return entry[1]
 
 
 def decode(spec: MessageSpec, version: int, data: bytes | BytesIO) -> Any:

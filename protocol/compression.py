@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+from types import ModuleType
 from typing import Iterator
-
-import cramjam
-import lz4.frame
-import zstandard
 
 from .errors import CorruptRecordError, ErrorCode, KafkaError, UnsupportedCompressionError
 
@@ -29,6 +26,14 @@ COMPRESSION_GZIP = 1
 COMPRESSION_SNAPPY = 2
 COMPRESSION_LZ4 = 3
 COMPRESSION_ZSTD = 4
+
+
+def _cramjam() -> ModuleType:
+    import cramjam  # the codec libraries load with the first compressed batch, not at start-up
+
+    return cramjam
+
+
 COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 # xerial snappy-java stream: 8-byte magic, int32 version, int32 min-compatible version, then
@@ -65,7 +70,7 @@ class InflatedTooLarge(KafkaError):
 def _snappy_compress(data: bytes) -> bytes:
     out = bytearray(_XERIAL_HEADER)
     for start in range(0, len(data), _XERIAL_BLOCK_SIZE):
-        block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK_SIZE]))
+        block = bytes(_cramjam().snappy.compress_raw(data[start : start + _XERIAL_BLOCK_SIZE]))
         out += _I32.pack(len(block))
         out += block
     return bytes(out)
@@ -78,7 +83,7 @@ def _gzip_compress(data: bytes) -> bytes:
 
 def _lz4_compress(data: bytes) -> bytes:
     # Kafka's KafkaLZ4BlockInputStream needs independent blocks; it ignores the content checksum.
-    c = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+    c = _cramjam().lz4.Compressor(block_linked=False, content_checksum=False)
     c.compress(data)
     return bytes(c.finish())
 
@@ -98,9 +103,9 @@ def _gzip_chunks(data: bytes) -> Iterator[bytes]:
 
 def _snappy_block(block: bytes, budget: int) -> bytes:
     # A raw snappy block starts with its inflated length: check it before inflating anything.
-    if cramjam.snappy.decompress_raw_len(block) > budget:
+    if _cramjam().snappy.decompress_raw_len(block) > budget:
         raise InflatedTooLarge("snappy block inflates past the batch bound")
-    return bytes(cramjam.snappy.decompress_raw(block))
+    return bytes(_cramjam().snappy.decompress_raw(block))
 
 
 def _snappy_chunks(data: bytes, limit: int) -> Iterator[bytes]:
@@ -124,6 +129,8 @@ def _snappy_chunks(data: bytes, limit: int) -> Iterator[bytes]:
 
 
 def _lz4_chunks(data: bytes) -> Iterator[bytes]:
+    import lz4.frame
+
     d = lz4.frame.LZ4FrameDecompressor()
     chunk = d.decompress(data, max_length=CHUNK_BYTES)
     while True:
@@ -181,6 +188,8 @@ def _zstd_frames_complete(data: bytes) -> bool:
 def _zstd_chunks(data: bytes) -> Iterator[bytes]:
     if not _zstd_frames_complete(data):
         raise CorruptRecordError("truncated or malformed zstd frame")
+    import zstandard
+
     reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
     while chunk := reader.read(CHUNK_BYTES):
         yield chunk
@@ -242,5 +251,5 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == COMPRESSION_LZ4:
         return _lz4_compress(data)
     if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=3))  # zstd-jni's default level
+        return bytes(_cramjam().zstd.compress(data, level=3))  # zstd-jni's default level
     raise UnsupportedCompressionError(f"unknown compression codec id {codec}")

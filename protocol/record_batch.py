@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-from crc32c import crc32c
+from .crc import crc32c
 
 from .compression import (  # noqa: F401  (re-exported: callers name codecs here)
     COMPRESSION_GZIP,

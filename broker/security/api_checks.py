@@ -18,7 +18,7 @@ import functools
 import inspect
 from typing import Any, Callable
 
-from ..router import Router, generic_failed_response
+from ..router import Route, Router, generic_failed_response
 from . import txn_group_admin_checks as more
 from .acl import Operation as Op, ResourceType as RT
 from .check_helpers import (
@@ -50,14 +50,20 @@ NO_CHECK_IN_KAFKA = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslA
 
 
 def install(router: Router) -> None:
-    """Wrap every route: its Kafka check from CHECKS, or, for an API served here whose check is not
-    written yet, fail closed (only super users pass while an authorizer is configured)."""
-    for api_key, route in list(router.routes.items()):
-        if api_key in CHECKED_IN_HANDLER or api_key in NO_CHECK_IN_KAFKA:
-            continue
-        check = CHECKS.get(api_key) or _fail_closed(route)
-        router.routes[api_key] = dataclasses.replace(route, handler=_guarded(route.handler, check,
-                                                                             OPERATIONS.get(api_key)))
+    """Wrap every route, loaded now or later: its Kafka check from CHECKS, or, for an API served
+    here whose check is not written yet, fail closed (only super users pass while an authorizer is
+    configured)."""
+    router.wrap_routes(checked)
+
+
+def checked(route: Route) -> Route:
+    """`route` with its check (CHECKS, or fail closed), unless the API checks in its handler or Kafka
+    has no check for it."""
+    api_key = route.api_key
+    if api_key in CHECKED_IN_HANDLER or api_key in NO_CHECK_IN_KAFKA:
+        return route
+    check = CHECKS.get(api_key) or _fail_closed(route)
+    return dataclasses.replace(route, handler=_guarded(route.handler, check, OPERATIONS.get(api_key)))
 
 
 def _fail_closed(route) -> Callable:

@@ -18,8 +18,6 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-import scramp
-
 SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 # AlterUserScramCredentials' mechanism codes (Kafka's ScramMechanism.type)
 MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
@@ -37,6 +35,8 @@ class ScramCredential:
 
     @classmethod
     def from_password(cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS) -> "ScramCredential":
+        import scramp  # only where a password is salted here (`kbroker user add`, --dev-security users)
+
         salt, stored_key, server_key, i = scramp.ScramMechanism(mechanism).make_auth_info(password, iterations)
         return cls(salt, stored_key, server_key, i)
 

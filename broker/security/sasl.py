@@ -15,8 +15,6 @@ import secrets
 import time
 from typing import Callable, Protocol
 
-import scramp
-
 from .credentials import CredentialStore, ScramCredential
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -86,6 +84,8 @@ class ScramExchange:
         self.credential_expiry_ms: int | None = None
         self._user: str | None = None
         self._unknown = False
+        import scramp  # imported by the first SCRAM exchange, not by every broker start
+
         # an alphanumeric server nonce like Kafka's: older librdkafka (kcat 1.7) mishandles '+', '/', '='
         self._server = scramp.ScramMechanism(mechanism).make_server(self._lookup, s_nonce=secrets.token_hex(16))
         self._step = 0
@@ -100,6 +100,8 @@ class ScramExchange:
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations
 
     def evaluate(self, token: bytes) -> bytes:
+        import scramp
+
         try:
             text = token.decode("utf-8")
         except UnicodeDecodeError:
