@@ -18,16 +18,18 @@ import asyncio
 import gc
 import struct
 import time
+from dataclasses import dataclass
 from typing import Any, Awaitable
 
 import structlog
 
 from ..coordinator.record_codec import UnknownRecordType, decode_record, encode_record
 from ..coordinator.records import Record
-from ..protocol.control_records import COMMIT, control_type
+from ..protocol.control_records import COMMIT, marker_of
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ..protocol.record_batch import Record as LogRecord
-from ..protocol.record_batch import compute_crc, decode_batch, decode_batches, encode_batch
+from ..protocol.latest_records import latest_per_key
+from ..protocol.record_batch import compute_crc, decode_batch, encode_batch, iter_batches
 
 log = structlog.get_logger("kbroker.offsets_topic")
 
@@ -38,6 +40,12 @@ _READ_CHUNK = 5 * 1024 * 1024  # offsets.load.buffer.size
 _PARALLEL_LOADS = 2  # partitions read at once (each holds its records in memory until replayed)
 _LOAD_ATTEMPTS = 5
 _CRC_FIELD = 17  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4) + magic(1)
+
+
+@dataclass(slots=True)
+class PartitionReplay:
+    records: list[Record]  # the last record per key, in the order of those last writes
+    read: int  # how many records the partition held, superseded ones included
 
 
 class OffsetsTopic:
@@ -74,22 +82,28 @@ class OffsetsTopic:
         info = plog.append(batch, leader_epoch=0, now_ms=now)
         return plog.wait_durable(info.last_offset)
 
-    def read_partition(self, partition: int) -> list[Record]:
-        """Every coordinator record of one partition, oldest first (tombstones included).
+    def read_partition(self, partition: int) -> PartitionReplay:
+        """The coordinator records of one partition to replay: the last one per key (tombstones
+        included), in the order of those last writes.
 
+        That is what compaction keeps of the log, so replaying it rebuilds the same groups and offsets
+        as replaying every record; a partition of a million commits to ten thousand partitions makes
+        ten thousand record objects, not a million (the walk over the rest makes no object per record).
         Runs in a worker thread at start-up (see load_all). A damaged batch is skipped, not fatal: its
         offsets, and the commits it held as far as its bytes still say, are logged at error level, and
         the rest of the partition still loads (the log's recovery already cut any torn tail)."""
         plog = self.logs.get_log(TOPIC, partition)
         if plog is None:
-            return []
-        out: list[Record] = []
-        open_txns: dict[int, list[Record]] = {}
+            return PartitionReplay([], 0)
+        latest: dict[bytes, tuple[int, bytes | None]] = {}
+        open_txns: dict[int, dict[bytes, tuple[int, bytes | None]]] = {}
+        keyless: list[int] = []
+        read = 0
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             self._load_offset[partition] = offset
             try:
-                chunk = plog.read(offset, _READ_CHUNK, min_one_batch=True).records
+                chunk = bytes(plog.read(offset, _READ_CHUNK, min_one_batch=True).records)  # CRC-checked by the log
             except CorruptRecordError as exc:
                 resume = getattr(exc, "resume_offset", end)
                 log.error("offsets_batch_skipped", partition=partition, offset=offset, resume_offset=resume,
@@ -102,40 +116,38 @@ class OffsetsTopic:
             if not chunk:
                 break
             next_offset = offset
-            for header, records in decode_batches(bytes(chunk)):
-                next_offset = max(next_offset, header.base_offset + header.last_offset_delta + 1)
+            for pos, header in iter_batches(chunk):
+                next_offset = max(next_offset, header.next_offset)
                 if header.is_control:
-                    resolved = open_txns.pop(header.producer_id, [])
-                    if records and control_type(records[0].key) == COMMIT:
-                        out.extend(resolved)
+                    resolved = open_txns.pop(header.producer_id, None)
+                    if resolved and (marker_of(chunk, pos) or (None,))[0] == COMMIT:
+                        for key, entry in resolved.items():  # the transaction's writes land at its marker
+                            latest.pop(key, None)
+                            latest[key] = entry
                     continue
-                target = open_txns.setdefault(header.producer_id, []) if header.is_transactional else out
-                for r in records:
-                    if r.offset < offset:
-                        continue
-                    try:
-                        target.append(decode_record(r.key, r.value))
-                    except UnknownRecordType:
-                        continue  # KIP-848/share/streams records: not ours to manage
-                    except Exception as exc:  # a record no coordinator wrote: skip it, loudly
-                        log.error("offsets_record_skipped", partition=partition, offset=r.offset, error=repr(exc))
+                target = open_txns.setdefault(header.producer_id, {}) if header.is_transactional else latest
+                read += latest_per_key(chunk, pos, header, target, keyless, offset)
             if next_offset <= offset:
                 break
             offset = next_offset
-        self.open_txn_offsets[partition] = {pid: records for pid, records in open_txns.items() if records}
-        return out
+        for at in keyless:  # a record no coordinator wrote: skip it, loudly
+            log.error("offsets_record_skipped", partition=partition, offset=at, error="record without a key")
+        self.open_txn_offsets[partition] = {pid: records for pid, pending in open_txns.items()
+                                            if (records := _decoded(partition, pending))}
+        return PartitionReplay(_decoded(partition, latest), read)
 
     async def load_partition(self, coordinator: Any, partition: int) -> int:
         """Replay one partition: the reading and decoding in a worker thread (under the log's maintenance
-        lock, so compaction does not swap segments under it), the replay on the loop in slices."""
+        lock, so compaction does not swap segments under it), the replay on the loop in slices. Returns
+        how many records the partition held."""
         plog = self.logs.get_log(TOPIC, partition)
         if plog is None:
-            records: list[Record] = []
+            replay = PartitionReplay([], 0)
         else:
             async with plog.maintenance_lock:
-                records = await asyncio.to_thread(self.read_partition, partition)
-        await coordinator.load(partition, records)
-        return len(records)
+                replay = await asyncio.to_thread(self.read_partition, partition)
+        await coordinator.load(partition, replay.records)
+        return replay.read
 
     async def load_all(self, coordinator: Any) -> None:
         """Replay every partition, each on its own: a failure is logged with its partition and leaves
@@ -174,6 +186,18 @@ class OffsetsTopic:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
         return -1
+
+
+def _decoded(partition: int, latest: dict[bytes, tuple[int, bytes | None]]) -> list[Record]:
+    out: list[Record] = []
+    for key, (offset, value) in latest.items():
+        try:
+            out.append(decode_record(key, value))
+        except UnknownRecordType:
+            continue  # KIP-848/share/streams records: not ours to manage
+        except Exception as exc:  # a record no coordinator wrote: skip it, loudly
+            log.error("offsets_record_skipped", partition=partition, offset=offset, error=repr(exc))
+    return out
 
 
 def _lost_commits(raw: bytes | None) -> list[str]:
