@@ -18,8 +18,8 @@ import asyncio
 import gc
 import struct
 import time
-from dataclasses import dataclass
-from typing import Any, Awaitable
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Iterator
 
 import structlog
 
@@ -27,8 +27,8 @@ from ..coordinator.record_codec import UnknownRecordType, decode_record, encode_
 from ..coordinator.records import Record
 from ..protocol.control_records import COMMIT, marker_of
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
-from ..protocol.record_batch import Record as LogRecord
 from ..protocol.latest_records import latest_per_key
+from ..protocol.record_batch import Record as LogRecord
 from ..protocol.record_batch import compute_crc, decode_batch, encode_batch, iter_batches
 
 log = structlog.get_logger("kbroker.offsets_topic")
@@ -39,6 +39,7 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "com
 _READ_CHUNK = 5 * 1024 * 1024  # offsets.load.buffer.size
 _PARALLEL_LOADS = 2  # partitions read at once (each holds its records in memory until replayed)
 _LOAD_ATTEMPTS = 5
+_SLICE_S = 0.005  # the longest the replay's fold keeps the event loop before letting others run
 _CRC_FIELD = 17  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4) + magic(1)
 
 
@@ -46,6 +47,17 @@ _CRC_FIELD = 17  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4) + ma
 class PartitionReplay:
     records: list[Record]  # the last record per key, in the order of those last writes
     read: int  # how many records the partition held, superseded ones included
+
+
+@dataclass(slots=True)
+class _PartitionFold:
+    """A partition's records as they are read: the last (offset, value) per key, in the order of those
+    last writes; per producer, the same for its transaction with no marker yet; keyless offsets."""
+
+    latest: dict[bytes, tuple[int, bytes | None]] = field(default_factory=dict)
+    open_txns: dict[int, dict[bytes, tuple[int, bytes | None]]] = field(default_factory=dict)
+    keyless: list[int] = field(default_factory=list)
+    read: int = 0
 
 
 class OffsetsTopic:
@@ -89,16 +101,23 @@ class OffsetsTopic:
         That is what compaction keeps of the log, so replaying it rebuilds the same groups and offsets
         as replaying every record; a partition of a million commits to ten thousand partitions makes
         ten thousand record objects, not a million (the walk over the rest makes no object per record).
-        Runs in a worker thread at start-up (see load_all). A damaged batch is skipped, not fatal: its
+        (Replay equals compaction only if what the coordinator writes is compaction-safe, which
+        Kafka's record design guarantees and the log cleaner relies on as well.) At start-up
+        load_partition does the same in slices. A damaged batch is skipped, not fatal: its
         offsets, and the commits it held as far as its bytes still say, are logged at error level, and
         the rest of the partition still loads (the log's recovery already cut any torn tail)."""
+        fold = _PartitionFold()
+        for offset, chunk in self._chunks(partition):
+            for _ in _fold_chunk(chunk, offset, fold):
+                pass
+        return self._replay_of(partition, fold)
+
+    def _chunks(self, partition: int) -> Iterator[tuple[int, bytes]]:
+        """(offset it was read from, whole batches) of the partition, oldest first; each step reads
+        from disk. A damaged batch is logged with what it held and skipped."""
         plog = self.logs.get_log(TOPIC, partition)
         if plog is None:
-            return PartitionReplay([], 0)
-        latest: dict[bytes, tuple[int, bytes | None]] = {}
-        open_txns: dict[int, dict[bytes, tuple[int, bytes | None]]] = {}
-        keyless: list[int] = []
-        read = 0
+            return
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             self._load_offset[partition] = offset
@@ -115,37 +134,41 @@ class OffsetsTopic:
                 continue
             if not chunk:
                 break
-            next_offset = offset
-            for pos, header in iter_batches(chunk):
-                next_offset = max(next_offset, header.next_offset)
-                if header.is_control:
-                    resolved = open_txns.pop(header.producer_id, None)
-                    if resolved and (marker_of(chunk, pos) or (None,))[0] == COMMIT:
-                        for key, entry in resolved.items():  # the transaction's writes land at its marker
-                            latest.pop(key, None)
-                            latest[key] = entry
-                    continue
-                target = open_txns.setdefault(header.producer_id, {}) if header.is_transactional else latest
-                read += latest_per_key(chunk, pos, header, target, keyless, offset)
+            next_offset = max([offset] + [header.next_offset for _, header in iter_batches(chunk)])
+            yield offset, chunk
             if next_offset <= offset:
                 break
             offset = next_offset
-        for at in keyless:  # a record no coordinator wrote: skip it, loudly
+
+    def _replay_of(self, partition: int, fold: _PartitionFold) -> PartitionReplay:
+        for at in fold.keyless:  # a record no coordinator wrote: skip it, loudly
             log.error("offsets_record_skipped", partition=partition, offset=at, error="record without a key")
-        self.open_txn_offsets[partition] = {pid: records for pid, pending in open_txns.items()
+        self.open_txn_offsets[partition] = {pid: records for pid, pending in fold.open_txns.items()
                                             if (records := _decoded(partition, pending))}
-        return PartitionReplay(_decoded(partition, latest), read)
+        return PartitionReplay(_decoded(partition, fold.latest), fold.read)
 
     async def load_partition(self, coordinator: Any, partition: int) -> int:
-        """Replay one partition: the reading and decoding in a worker thread (under the log's maintenance
-        lock, so compaction does not swap segments under it), the replay on the loop in slices. Returns
-        how many records the partition held."""
+        """Replay one partition: read its chunks in a worker thread and fold them on the loop in slices
+        of _SLICE_S (under the log's maintenance lock, so compaction does not swap segments under it),
+        decode the live keys in a worker thread, then replay them into the coordinator. Returns how
+        many records the partition held.
+
+        The fold runs on the loop rather than in a thread: it is all Python, so a thread would only
+        add GIL hand-offs (1 ms switch interval) to it, with two partitions' threads and the loop taking
+        turns, while a slice lets clients in at a bounded pause."""
         plog = self.logs.get_log(TOPIC, partition)
-        if plog is None:
-            replay = PartitionReplay([], 0)
-        else:
+        fold = _PartitionFold()
+        if plog is not None:
             async with plog.maintenance_lock:
-                replay = await asyncio.to_thread(self.read_partition, partition)
+                chunks = self._chunks(partition)
+                clock = time.perf_counter
+                while (step := await asyncio.to_thread(next, chunks, None)) is not None:  # disk reads off the loop
+                    pause_at = clock() + _SLICE_S
+                    for _ in _fold_chunk(step[1], step[0], fold):
+                        if clock() >= pause_at:
+                            await asyncio.sleep(0)  # other partitions' loads and every client get their turn
+                            pause_at = clock() + _SLICE_S
+        replay = await asyncio.to_thread(self._replay_of, partition, fold)  # decoding every live key
         await coordinator.load(partition, replay.records)
         return replay.read
 
@@ -186,6 +209,22 @@ class OffsetsTopic:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
         return -1
+
+
+def _fold_chunk(chunk: bytes, offset: int, fold: _PartitionFold) -> Iterator[None]:
+    """Fold a chunk's batches (records before `offset` excepted) into `fold`, pausing after each batch."""
+    latest, open_txns = fold.latest, fold.open_txns
+    for pos, header in iter_batches(chunk):
+        if header.is_control:
+            resolved = open_txns.pop(header.producer_id, None)
+            if resolved and (marker_of(chunk, pos) or (None,))[0] == COMMIT:
+                for key, entry in resolved.items():  # the transaction's writes land at its marker
+                    latest.pop(key, None)
+                    latest[key] = entry
+            continue
+        target = open_txns.setdefault(header.producer_id, {}) if header.is_transactional else latest
+        fold.read += latest_per_key(chunk, pos, header, target, fold.keyless, offset)
+        yield
 
 
 def _decoded(partition: int, latest: dict[bytes, tuple[int, bytes | None]]) -> list[Record]:
