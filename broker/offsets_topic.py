@@ -39,7 +39,7 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "com
 _READ_CHUNK = 5 * 1024 * 1024  # offsets.load.buffer.size
 _PARALLEL_LOADS = 2  # partitions read at once (each holds its records in memory until replayed)
 _LOAD_ATTEMPTS = 5
-_SLICE_S = 0.005  # the longest the replay's fold keeps the event loop before letting others run
+_SLICE_S = 0.002  # the longest the replay's fold keeps the event loop before letting others run
 _CRC_FIELD = 17  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4) + magic(1)
 
 
