@@ -157,3 +157,46 @@ def test_replaying_the_last_record_per_key_loads_what_replaying_every_record_loa
     full.load_partition(every, 0)
     latest.load_partition(replay.records, 0)
     assert _state(latest) == _state(full)
+
+
+_text = st.text(max_size=140)  # metadata past 126 characters takes the generic path
+
+
+@settings(max_examples=300, deadline=None)
+@given(record=st.one_of(
+    st.builds(OffsetCommitRecord, _text, _text, st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1),
+              st.integers(-(2**31), 2**31 - 1), _text, st.integers(-(2**63), 2**63 - 1),
+              st.one_of(st.none(), st.integers(0, 2**62))),
+    st.builds(OffsetCommitTombstone, _text, _text, st.integers(-(2**31), 2**31 - 1)),
+))
+def test_the_offset_commit_fast_path_decodes_what_the_generic_codec_decodes(record) -> None:
+    from unittest import mock
+
+    from kbroker.coordinator import record_codec
+
+    key, value = encode_record(record)
+    with mock.patch.object(record_codec, "_decode_offset_commit", lambda *_: None):
+        generic = decode_record(key, value)
+    assert decode_record(key, value) == generic
+    if getattr(record, "expire_timestamp", None) is None:  # (value v1, with an expiry, has no leader epoch)
+        assert generic == record
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.binary(max_size=40), value=st.one_of(st.none(), st.binary(max_size=40)))
+def test_the_offset_commit_fast_path_fails_or_falls_back_on_garbage(key: bytes, value: bytes | None) -> None:
+    from unittest import mock
+
+    from kbroker.coordinator import record_codec
+
+    key = b"\x00\x01" + key
+    with mock.patch.object(record_codec, "_decode_offset_commit", lambda *_: None):
+        try:
+            generic = decode_record(key, value)
+        except Exception:
+            generic = None
+    try:
+        fast = decode_record(key, value)
+    except Exception:
+        fast = None
+    assert fast == generic
