@@ -18,16 +18,18 @@ import asyncio
 import gc
 import struct
 import time
-from typing import Any, Awaitable
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Iterator
 
 import structlog
 
 from ..coordinator.record_codec import UnknownRecordType, decode_record, encode_record
 from ..coordinator.records import Record
-from ..protocol.control_records import COMMIT, control_type
+from ..protocol.control_records import COMMIT, marker_of
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
+from ..protocol.latest_records import latest_per_key
 from ..protocol.record_batch import Record as LogRecord
-from ..protocol.record_batch import compute_crc, decode_batch, decode_batches, encode_batch
+from ..protocol.record_batch import compute_crc, decode_batch, encode_batch, iter_batches
 
 log = structlog.get_logger("kbroker.offsets_topic")
 
@@ -37,7 +39,25 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "com
 _READ_CHUNK = 5 * 1024 * 1024  # offsets.load.buffer.size
 _PARALLEL_LOADS = 2  # partitions read at once (each holds its records in memory until replayed)
 _LOAD_ATTEMPTS = 5
+_SLICE_S = 0.002  # the longest the replay's fold keeps the event loop before letting others run
 _CRC_FIELD = 17  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4) + magic(1)
+
+
+@dataclass(slots=True)
+class PartitionReplay:
+    records: list[Record]  # the last record per key, in the order of those last writes
+    read: int  # how many records the partition held, superseded ones included
+
+
+@dataclass(slots=True)
+class _PartitionFold:
+    """A partition's records as they are read: the last (offset, value) per key, in the order of those
+    last writes; per producer, the same for its transaction with no marker yet; keyless offsets."""
+
+    latest: dict[bytes, tuple[int, bytes | None]] = field(default_factory=dict)
+    open_txns: dict[int, dict[bytes, tuple[int, bytes | None]]] = field(default_factory=dict)
+    keyless: list[int] = field(default_factory=list)
+    read: int = 0
 
 
 class OffsetsTopic:
@@ -74,22 +94,35 @@ class OffsetsTopic:
         info = plog.append(batch, leader_epoch=0, now_ms=now)
         return plog.wait_durable(info.last_offset)
 
-    def read_partition(self, partition: int) -> list[Record]:
-        """Every coordinator record of one partition, oldest first (tombstones included).
+    def read_partition(self, partition: int) -> PartitionReplay:
+        """The coordinator records of one partition to replay: the last one per key (tombstones
+        included), in the order of those last writes.
 
-        Runs in a worker thread at start-up (see load_all). A damaged batch is skipped, not fatal: its
+        That is what compaction keeps of the log, so replaying it rebuilds the same groups and offsets
+        as replaying every record; a partition of a million commits to ten thousand partitions makes
+        ten thousand record objects, not a million (the walk over the rest makes no object per record).
+        (Replay equals compaction only if what the coordinator writes is compaction-safe, which
+        Kafka's record design guarantees and the log cleaner relies on as well.) At start-up
+        load_partition does the same in slices. A damaged batch is skipped, not fatal: its
         offsets, and the commits it held as far as its bytes still say, are logged at error level, and
         the rest of the partition still loads (the log's recovery already cut any torn tail)."""
+        fold = _PartitionFold()
+        for offset, chunk in self._chunks(partition):
+            for _ in _fold_chunk(chunk, offset, fold):
+                pass
+        return self._replay_of(partition, fold)
+
+    def _chunks(self, partition: int) -> Iterator[tuple[int, bytes]]:
+        """(offset it was read from, whole batches) of the partition, oldest first; each step reads
+        from disk. A damaged batch is logged with what it held and skipped."""
         plog = self.logs.get_log(TOPIC, partition)
         if plog is None:
-            return []
-        out: list[Record] = []
-        open_txns: dict[int, list[Record]] = {}
+            return
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             self._load_offset[partition] = offset
             try:
-                chunk = plog.read(offset, _READ_CHUNK, min_one_batch=True).records
+                chunk = bytes(plog.read(offset, _READ_CHUNK, min_one_batch=True).records)  # CRC-checked by the log
             except CorruptRecordError as exc:
                 resume = getattr(exc, "resume_offset", end)
                 log.error("offsets_batch_skipped", partition=partition, offset=offset, resume_offset=resume,
@@ -101,41 +134,43 @@ class OffsetsTopic:
                 continue
             if not chunk:
                 break
-            next_offset = offset
-            for header, records in decode_batches(bytes(chunk)):
-                next_offset = max(next_offset, header.base_offset + header.last_offset_delta + 1)
-                if header.is_control:
-                    resolved = open_txns.pop(header.producer_id, [])
-                    if records and control_type(records[0].key) == COMMIT:
-                        out.extend(resolved)
-                    continue
-                target = open_txns.setdefault(header.producer_id, []) if header.is_transactional else out
-                for r in records:
-                    if r.offset < offset:
-                        continue
-                    try:
-                        target.append(decode_record(r.key, r.value))
-                    except UnknownRecordType:
-                        continue  # KIP-848/share/streams records: not ours to manage
-                    except Exception as exc:  # a record no coordinator wrote: skip it, loudly
-                        log.error("offsets_record_skipped", partition=partition, offset=r.offset, error=repr(exc))
+            next_offset = max([offset] + [header.next_offset for _, header in iter_batches(chunk)])
+            yield offset, chunk
             if next_offset <= offset:
                 break
             offset = next_offset
-        self.open_txn_offsets[partition] = {pid: records for pid, records in open_txns.items() if records}
-        return out
+
+    def _replay_of(self, partition: int, fold: _PartitionFold) -> PartitionReplay:
+        for at in fold.keyless:  # a record no coordinator wrote: skip it, loudly
+            log.error("offsets_record_skipped", partition=partition, offset=at, error="record without a key")
+        self.open_txn_offsets[partition] = {pid: records for pid, pending in fold.open_txns.items()
+                                            if (records := _decoded(partition, pending))}
+        return PartitionReplay(_decoded(partition, fold.latest), fold.read)
 
     async def load_partition(self, coordinator: Any, partition: int) -> int:
-        """Replay one partition: the reading and decoding in a worker thread (under the log's maintenance
-        lock, so compaction does not swap segments under it), the replay on the loop in slices."""
+        """Replay one partition: read its chunks in a worker thread and fold them on the loop in slices
+        of _SLICE_S (under the log's maintenance lock, so compaction does not swap segments under it),
+        decode the live keys in a worker thread, then replay them into the coordinator. Returns how
+        many records the partition held.
+
+        The fold runs on the loop rather than in a thread: it is all Python, so a thread would only
+        add GIL hand-offs (1 ms switch interval) to it, with two partitions' threads and the loop taking
+        turns, while a slice lets clients in at a bounded pause."""
         plog = self.logs.get_log(TOPIC, partition)
-        if plog is None:
-            records: list[Record] = []
-        else:
+        fold = _PartitionFold()
+        if plog is not None:
             async with plog.maintenance_lock:
-                records = await asyncio.to_thread(self.read_partition, partition)
-        await coordinator.load(partition, records)
-        return len(records)
+                chunks = self._chunks(partition)
+                clock = time.perf_counter
+                while (step := await asyncio.to_thread(next, chunks, None)) is not None:  # disk reads off the loop
+                    pause_at = clock() + _SLICE_S
+                    for _ in _fold_chunk(step[1], step[0], fold):
+                        if clock() >= pause_at:
+                            await asyncio.sleep(0)  # other partitions' loads and every client get their turn
+                            pause_at = clock() + _SLICE_S
+        replay = await asyncio.to_thread(self._replay_of, partition, fold)  # decoding every live key
+        await coordinator.load(partition, replay.records)
+        return replay.read
 
     async def load_all(self, coordinator: Any) -> None:
         """Replay every partition, each on its own: a failure is logged with its partition and leaves
@@ -174,6 +209,34 @@ class OffsetsTopic:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
         return -1
+
+
+def _fold_chunk(chunk: bytes, offset: int, fold: _PartitionFold) -> Iterator[None]:
+    """Fold a chunk's batches (records before `offset` excepted) into `fold`, pausing after each batch."""
+    latest, open_txns = fold.latest, fold.open_txns
+    for pos, header in iter_batches(chunk):
+        if header.is_control:
+            resolved = open_txns.pop(header.producer_id, None)
+            if resolved and (marker_of(chunk, pos) or (None,))[0] == COMMIT:
+                for key, entry in resolved.items():  # the transaction's writes land at its marker
+                    latest.pop(key, None)
+                    latest[key] = entry
+            continue
+        target = open_txns.setdefault(header.producer_id, {}) if header.is_transactional else latest
+        fold.read += latest_per_key(chunk, pos, header, target, fold.keyless, offset)
+        yield
+
+
+def _decoded(partition: int, latest: dict[bytes, tuple[int, bytes | None]]) -> list[Record]:
+    out: list[Record] = []
+    for key, (offset, value) in latest.items():
+        try:
+            out.append(decode_record(key, value))
+        except UnknownRecordType:
+            continue  # KIP-848/share/streams records: not ours to manage
+        except Exception as exc:  # a record no coordinator wrote: skip it, loudly
+            log.error("offsets_record_skipped", partition=partition, offset=offset, error=repr(exc))
+    return out
 
 
 def _lost_commits(raw: bytes | None) -> list[str]:

@@ -95,11 +95,62 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
     raise TypeError(f"not a coordinator record: {record!r}")
 
 
+_KEY_HEAD = struct.Struct(">hh")  # record type, group length
+_VALUE_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length (v3)
+_VALUE_HEAD_V4 = struct.Struct(">hqiB")  # version, offset, leader epoch, metadata compact length (< 128)
+_I16_AT = struct.Struct(">h")
+_I32_AT = struct.Struct(">i")
+_I64_AT = struct.Struct(">q")
+
+
+def _decode_offset_commit(key: bytes, value: bytes | None) -> OffsetCommitRecord | OffsetCommitTombstone | None:
+    """The common layouts (what we and Kafka 2.1+ write: value v3, or v4 without tagged fields),
+    unpacked at fixed offsets; None for anything else, which the generic codec then reads."""
+    n = len(key)
+    if n < 10:
+        return None
+    _, glen = _KEY_HEAD.unpack_from(key)
+    tat = 4 + glen
+    if glen < 0 or tat + 2 > n:
+        return None
+    (tlen,) = _I16_AT.unpack_from(key, tat)
+    if tlen < 0 or tat + 2 + tlen + 4 != n:
+        return None
+    group = key[4:tat].decode()
+    topic = key[tat + 2 : tat + 2 + tlen].decode()
+    (partition,) = _I32_AT.unpack_from(key, n - 4)
+    if value is None:
+        return OffsetCommitTombstone(group, topic, partition)
+    m = len(value)
+    if m < 24:
+        return None
+    version = value[1] if value[0] == 0 else -1
+    if version == 4:
+        _, offset, epoch, mlen = _VALUE_HEAD_V4.unpack_from(value)
+        mlen -= 1  # compact string: length + 1, below 128 in one byte
+        if mlen < 0 or mlen >= 127 or 15 + mlen + 9 != m or value[m - 1] != 0:  # no tagged fields
+            return None
+        metadata = value[15 : 15 + mlen].decode()
+    elif version == 3:
+        _, offset, epoch, mlen = _VALUE_HEAD.unpack_from(value)
+        if mlen < 0 or 16 + mlen + 8 != m:
+            return None
+        metadata = value[16 : 16 + mlen].decode()
+    else:
+        return None
+    (commit_timestamp,) = _I64_AT.unpack_from(value, m - 9 if version == 4 else m - 8)
+    return OffsetCommitRecord(group, topic, partition, offset, epoch, metadata, commit_timestamp, None)
+
+
 def decode_record(key: bytes, value: bytes | None) -> Record:
     """The coordinator record for one `__consumer_offsets` record's key and value."""
     if key is None or len(key) < 2:
         raise ValueError("__consumer_offsets record without a key")
     (record_type,) = _I16.unpack_from(key)
+    if record_type == OFFSET_COMMIT:
+        fast = _decode_offset_commit(key, value)
+        if fast is not None:
+            return fast
     key_io = BytesIO(key)
     key_io.seek(2)
     if record_type in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import struct
+import tempfile
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kbroker.broker.log.manager import LogManager
 from kbroker.broker.offsets_topic import TOPIC, OffsetsTopic
@@ -64,9 +68,12 @@ async def test_append_then_replay_from_the_log(tmp_path) -> None:
     reopened = LogManager(tmp_path, flush_policy="always")
     again = OffsetsTopic(reopened, 50)
     assert again.ensure() == 50
-    assert again.read_partition(12) == [GROUP, COMMIT, OffsetCommitTombstone("my-group", "orders", 3)]
-    assert again.read_partition(0) == [COMMIT]
-    assert again.read_partition(1) == []
+    # the replay gets the last record per key (what compaction keeps): the tombstone replaces the commit
+    replay = again.read_partition(12)
+    assert replay.records == [GROUP, OffsetCommitTombstone("my-group", "orders", 3)]
+    assert replay.read == 3
+    assert again.read_partition(0).records == [COMMIT]
+    assert again.read_partition(1).records == []
     reopened.close()
 
 
@@ -95,9 +102,101 @@ def test_replay_applies_transactional_offsets_at_their_commit_marker(tmp_path) -
     plog.append(encode_batch([LogRecord(0, 4, plain_key, plain_value)]), leader_epoch=0, now_ms=0)
     end(2, commit=False)
     end(1, commit=True)
-    records = topic.read_partition(7)
-    # the committed transaction's offset lands at its marker, after the plain commit written before it
-    assert [(r.partition, r.offset) for r in records] == [(1, 5), (1, 10)]
+    replay = topic.read_partition(7)
+    # the committed transaction's offset lands at its marker, so it supersedes the plain commit written
+    # before it; the aborted and the open transactions' offsets are not replayed
+    assert [(r.partition, r.offset) for r in replay.records] == [(1, 10)]
+    assert replay.read == 4
     assert [(r.partition, r.offset) for r in topic.open_txn_offsets[7][3]] == [(3, 30)]
     assert 2 not in topic.open_txn_offsets[7]
     logs.close()
+
+
+_GROUPS = ["g1", "g2"]  # both on one partition of a 1-partition topic
+_member = GroupMetadataMember("m1", None, "c1", "/127.0.0.1", 300000, 45000, b"s", b"a")
+_classic_records = st.one_of(
+    st.builds(OffsetCommitRecord, st.sampled_from(_GROUPS), st.sampled_from(["t", "u"]), st.integers(0, 2),
+              st.integers(0, 10**6), st.integers(-1, 5), st.sampled_from(["", "m"]), st.integers(0, 10**12),
+              st.one_of(st.none(), st.integers(0, 10**12))),
+    st.builds(OffsetCommitTombstone, st.sampled_from(_GROUPS), st.sampled_from(["t", "u"]), st.integers(0, 2)),
+    st.builds(GroupMetadataRecord, st.sampled_from(_GROUPS), st.sampled_from(["consumer", ""]), st.integers(0, 9),
+              st.sampled_from(["range", None]), st.sampled_from(["m1", None]), st.integers(-1, 10**12),
+              st.sampled_from([(), (_member,)])),
+    st.builds(GroupMetadataTombstone, st.sampled_from(_GROUPS)),
+)
+
+
+def _state(machine) -> dict:
+    """What a client can see of the loaded groups: which exist, their protocol, generation, members, offsets."""
+    return {gid: (g.protocol_type, g.generation_id, sorted(g.members),
+                  {tp: (o.offset, o.leader_epoch, o.metadata, o.commit_timestamp, o.expire_timestamp)
+                   for tp, o in g.offsets.items()})
+            for gid, g in machine.groups.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=st.lists(st.lists(_classic_records, min_size=1, max_size=6), min_size=1, max_size=8))
+def test_replaying_the_last_record_per_key_loads_what_replaying_every_record_loads(batches) -> None:
+    from kbroker.coordinator.classic import GroupStateMachine
+
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = LogManager(tmp, flush_policy="never")
+        topic = OffsetsTopic(logs, 1)
+        topic.ensure()
+
+        async def write() -> None:
+            for batch in batches:
+                await topic.append_records(0, batch)
+
+        asyncio.run(write())
+        replay = topic.read_partition(0)
+        logs.close()
+    every = [decode_record(*encode_record(r)) for batch in batches for r in batch]  # as stored
+    assert replay.read == len(every)
+    full, latest = GroupStateMachine(0), GroupStateMachine(0)
+    full.load_partition(every, 0)
+    latest.load_partition(replay.records, 0)
+    assert _state(latest) == _state(full)
+
+
+_text = st.text(max_size=140)  # metadata past 126 characters takes the generic path
+
+
+@settings(max_examples=300, deadline=None)
+@given(record=st.one_of(
+    st.builds(OffsetCommitRecord, _text, _text, st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1),
+              st.integers(-(2**31), 2**31 - 1), _text, st.integers(-(2**63), 2**63 - 1),
+              st.one_of(st.none(), st.integers(0, 2**62))),
+    st.builds(OffsetCommitTombstone, _text, _text, st.integers(-(2**31), 2**31 - 1)),
+))
+def test_the_offset_commit_fast_path_decodes_what_the_generic_codec_decodes(record) -> None:
+    from unittest import mock
+
+    from kbroker.coordinator import record_codec
+
+    key, value = encode_record(record)
+    with mock.patch.object(record_codec, "_decode_offset_commit", lambda *_: None):
+        generic = decode_record(key, value)
+    assert decode_record(key, value) == generic
+    if getattr(record, "expire_timestamp", None) is None:  # (value v1, with an expiry, has no leader epoch)
+        assert generic == record
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.binary(max_size=40), value=st.one_of(st.none(), st.binary(max_size=40)))
+def test_the_offset_commit_fast_path_fails_or_falls_back_on_garbage(key: bytes, value: bytes | None) -> None:
+    from unittest import mock
+
+    from kbroker.coordinator import record_codec
+
+    key = b"\x00\x01" + key
+    with mock.patch.object(record_codec, "_decode_offset_commit", lambda *_: None):
+        try:
+            generic = decode_record(key, value)
+        except Exception:
+            generic = None
+    try:
+        fast = decode_record(key, value)
+    except Exception:
+        fast = None
+    assert fast == generic
