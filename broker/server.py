@@ -15,6 +15,7 @@ a new connection is closed at once with a `connection_refused` log event.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import socket
 import struct
 import time
@@ -292,7 +293,9 @@ class KafkaServer:
         ctx = RequestContext(api_key, api_version, correlation_id, req.header.client_id, peer, self.broker,
                              self.listener, connection=conn)
         try:
-            response = await route.handler(ctx, body)
+            response = route.handler(ctx, body)  # a plain handler answers at once (router.py)
+            if inspect.isawaitable(response):
+                response = await response
         except CloseConnection as e:
             log.warning("request_rejected", error=str(e), **fields)
             return _CLOSE
