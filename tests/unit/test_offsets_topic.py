@@ -101,3 +101,89 @@ def test_replay_applies_transactional_offsets_at_their_commit_marker(tmp_path) -
     assert [(r.partition, r.offset) for r in topic.open_txn_offsets[7][3]] == [(3, 30)]
     assert 2 not in topic.open_txn_offsets[7]
     logs.close()
+
+
+# --- the write path: records taken in one turn of the loop become one batch ---------------------------
+
+def _batches(logs: LogManager, partition: int) -> list[list[OffsetCommitRecord]]:
+    from kbroker.protocol.record_batch import decode_batches
+
+    plog = logs.get_log(TOPIC, partition)
+    data = plog.read(plog.log_start_offset, 1 << 20).records
+    return [[decode_record(r.key, r.value) for r in records] for _, records in decode_batches(bytes(data))]
+
+
+def _commit(offset: int) -> OffsetCommitRecord:
+    return OffsetCommitRecord("g", "t", 0, offset, -1, "", 1_700_000_000_000)
+
+
+async def test_appends_in_one_turn_of_the_loop_share_one_batch_and_one_wait(tmp_path) -> None:
+    import asyncio
+
+    fsyncs: list[int] = []
+    logs = LogManager(tmp_path, flush_policy="always", fsync=fsyncs.append)
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 1)
+    waits = [topic.append_records_nowait(1, [_commit(i)]) for i in range(5)]
+    assert plog.log_end_offset == 0  # held until the end of this turn of the loop
+    await asyncio.gather(*waits)
+    assert plog.log_end_offset == 5 and plog.flusher.durable_offset == 5
+    assert _batches(logs, 1) == [[_commit(i) for i in range(5)]]
+    await topic.append_records(1, [_commit(5)])  # a later turn: a batch of its own
+    assert _batches(logs, 1)[1:] == [[_commit(5)]]
+    logs.close()
+
+
+async def test_another_append_to_the_log_writes_the_held_records_first(tmp_path) -> None:
+    """A transactional offset commit or a marker appended meanwhile lands after what was taken before it."""
+    from kbroker.protocol.record_batch import Record as LogRecord, encode_batch
+
+    logs = LogManager(tmp_path, flush_policy="always")
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 2)
+    held = topic.append_records_nowait(2, [_commit(1)])
+    key, value = encode_record(_commit(2))
+    plog.append(encode_batch([LogRecord(offset=0, timestamp=1, key=key, value=value)]), leader_epoch=0, now_ms=1)
+    await held
+    assert _batches(logs, 2) == [[_commit(1)], [_commit(2)]]
+    logs.close()
+
+
+async def test_a_failed_held_write_fails_its_waits_with_a_storage_error(tmp_path) -> None:
+    from kbroker.protocol.errors import ErrorCode, KafkaError
+
+    logs = LogManager(tmp_path, flush_policy="always")
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 3)
+
+    def full_disk(*_args) -> None:
+        raise OSError(28, "No space left on device")
+
+    plog.active.append = full_disk
+    waits = [topic.append_records_nowait(3, [_commit(i)]) for i in range(3)]
+    for wait in waits:
+        with pytest.raises(KafkaError) as failed:
+            await wait
+        assert failed.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    with pytest.raises(KafkaError) as refused:  # the log is fenced: refused at once from now on
+        topic.append_records_nowait(3, [_commit(4)])
+    assert refused.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    logs.close()
+
+
+async def test_records_larger_than_a_held_batch_are_written_at_once(tmp_path) -> None:
+    logs = LogManager(tmp_path, flush_policy="never")
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 0)
+    small = topic.append_records_nowait(0, [_commit(0)])
+    big = [OffsetCommitRecord("g", "t", p, 1, -1, "m" * 4000, 1) for p in range(100)]  # ~400 KB
+    wait = topic.append_records_nowait(0, big)
+    assert plog.log_end_offset == 101  # the held record first, then the large set, both written now
+    await small
+    await wait
+    assert [len(b) for b in _batches(logs, 0)] == [1, 100]
+    logs.close()
