@@ -101,7 +101,7 @@ class OffsetsTopic:
         Group commit of the writes themselves: the records of every call in one turn of the event
         loop become ONE record batch, written at the end of the turn (a call soon), so a burst of
         commits costs one encode, one write and one index entry instead of one each, and one fsync
-        covers them. A write that fails then fails the wait with KAFKA_STORAGE_ERROR, which unloads
+        covers them; while an fsync of the log is in progress, until its end (_write_held_when_idle). A write that fails then fails the wait with KAFKA_STORAGE_ERROR, which unloads
         the coordinator partition exactly like a failed fsync: the records are applied in memory
         but never served. Any other append to the same log writes the held batch first
         (`PartitionLog.before_append`), so the log keeps the order in which records were taken.
@@ -127,10 +127,20 @@ class OffsetsTopic:
             loop = asyncio.get_running_loop()
             held = self._held[partition] = _Held(plog, loop.create_future())
             plog.before_append = partial(self._write_held, partition)
-            loop.call_soon(self._write_held, partition)
+            loop.call_soon(self._write_held_when_idle, partition)
         held.records.extend(encoded)
         held.size += size
         return held.durable
+
+    def _write_held_when_idle(self, partition: int) -> None:
+        """While an fsync of this log is in progress the held records wait for its end: they need the
+        next fsync anyway, and written now they would only stall the loop on pages under writeback
+        and split what that next fsync covers into more batches."""
+        held = self._held.get(partition)
+        if held is None:
+            return
+        if not held.plog.flusher.after_round(partial(self._write_held, partition)):
+            self._write_held(partition)
 
     def _write_held(self, partition: int) -> None:
         held = self._held.pop(partition, None)
