@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 from collections.abc import Awaitable, Callable
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import structlog
@@ -80,6 +81,8 @@ def reply(ctx: RequestContext, pending: Any, to_response: Callable[[Any], T],
     return Deferred(out)
 
 
+# A peer's address is parsed once: a rebalance of N members joins N times or more.
+@lru_cache(maxsize=4096)
 def client_host(peer: str) -> str:
     """"host:port" (or "[v6]:port" / "v6:port") of the client -> "/host", as Java's
     `InetAddress.toString()` prints an address without a host name: IPv4 dotted, IPv4-mapped IPv6

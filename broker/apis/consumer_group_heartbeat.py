@@ -6,8 +6,6 @@ coordinator validates both. Topic partitions travel by topic id.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from .. import group_wire
 from ..router import Deferred, RequestContext
 from ...coordinator import consumer_commands as cc
@@ -29,8 +27,6 @@ def error_response(error: ErrorCode, message: str | None = None) -> ConsumerGrou
                                           member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
 
 
-# A member heartbeats every few seconds from the same address: parse each peer's address once.
-_client_host = lru_cache(maxsize=4096)(group_wire.client_host)
 
 
 def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.ConsumerGroupHeartbeat:
@@ -47,7 +43,7 @@ def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.C
         owned_topic_partitions=None if request.topic_partitions is None else tuple(
             (tp.topic_id, tuple(tp.partitions)) for tp in request.topic_partitions),
         client_id=ctx.client_id or "",
-        client_host=_client_host(ctx.peer),
+        client_host=group_wire.client_host(ctx.peer),
         api_version=ctx.api_version,
     )
 
