@@ -187,3 +187,32 @@ async def test_records_larger_than_a_held_batch_are_written_at_once(tmp_path) ->
     await wait
     assert [len(b) for b in _batches(logs, 0)] == [1, 100]
     logs.close()
+
+
+async def test_records_taken_during_an_fsync_are_written_after_it_in_one_batch(tmp_path) -> None:
+    import asyncio
+    import threading
+
+    release = threading.Event()
+    started = threading.Event()
+
+    def slow_fsync(fd: int) -> None:
+        started.set()
+        release.wait(10)
+
+    logs = LogManager(tmp_path, flush_policy="always", fsync=slow_fsync)
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 1)
+    first = asyncio.ensure_future(topic.append_records(1, [_commit(0)]))
+    while not started.is_set():  # the first batch is written and its fsync is running
+        await asyncio.sleep(0.001)
+    later = [topic.append_records_nowait(1, [_commit(i)]) for i in (1, 2)]
+    await asyncio.sleep(0.01)
+    assert plog.log_end_offset == 1  # held while the fsync runs
+    release.set()
+    await first
+    await asyncio.gather(*later)
+    assert plog.flusher.durable_offset == 3
+    assert _batches(logs, 1) == [[_commit(0)], [_commit(1), _commit(2)]]
+    logs.close()
