@@ -148,6 +148,9 @@ class OffsetsTopic:
             return
         plog = held.plog
         plog.before_append = None
+        if plog.closed:  # deleted, or closed without writing them (fenced): nothing covers them now
+            held.durable.set_exception(KafkaError(f"{TOPIC}-{partition} is closed", ErrorCode.KAFKA_STORAGE_ERROR))
+            return
         try:
             now = int(time.time() * 1000)
             info = plog.append(_batch(held.records, now), leader_epoch=0, now_ms=now)

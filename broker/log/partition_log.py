@@ -438,6 +438,8 @@ class PartitionLog:
     # --- lifecycle ------------------------------------------------------------------------------------
 
     def close(self) -> None:
+        if self.before_append is not None and self.flusher.fenced is None:
+            self.before_append()  # records held for a batch go out with the final flush
         self.closed = True
         for task in list(self._background):
             task.cancel()  # the final synchronous flush below covers whatever they were doing

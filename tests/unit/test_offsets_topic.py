@@ -216,3 +216,17 @@ async def test_records_taken_during_an_fsync_are_written_after_it_in_one_batch(t
     assert plog.flusher.durable_offset == 3
     assert _batches(logs, 1) == [[_commit(0)], [_commit(1), _commit(2)]]
     logs.close()
+
+
+async def test_records_held_at_close_go_out_with_the_final_flush(tmp_path) -> None:
+    logs = LogManager(tmp_path, flush_policy="always")
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    wait = topic.append_records_nowait(2, [_commit(7)])
+    logs.close()  # before the end of this turn of the loop: the final flush covers the held record
+    await wait
+    reopened = LogManager(tmp_path, flush_policy="always")
+    again = OffsetsTopic(reopened, 4)
+    again.ensure()
+    assert again.read_partition(2) == [_commit(7)]
+    reopened.close()
