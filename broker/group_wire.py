@@ -9,6 +9,10 @@ response version. What lives here:
 - `answer(ctx, call, on_error)`: runs a handler body and turns any unexpected exception into the
   API's error response with UNKNOWN_SERVER_ERROR, as Kafka's request handler does, so a client is
   never left without an answer (the server closes the connection when a handler raises);
+- `reply(ctx, pending, to_response, on_error)`: the answer of a plain (non-async) handler once it
+  has queued its command: the response now when the coordinator already answered (a refusal),
+  else a `Deferred` completed by a callback on the coordinator's future (no coroutine, no task of
+  its own), so the connection reads on while the group's actor works;
 - `client_host(peer)`: the JoinGroup client host as Kafka records it (`InetAddress.toString()`
   of the peer address: "/127.0.0.1");
 - `partition_exists(ctx)`: a checker for OffsetCommit/OffsetDelete, which refuse partitions the
@@ -17,13 +21,15 @@ response version. What lives here:
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from collections.abc import Awaitable, Callable
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import structlog
 
-from .router import RequestContext
+from .router import Deferred, RequestContext
 from ..protocol.errors import ErrorCode
 
 log = structlog.get_logger("kbroker.groups")
@@ -48,6 +54,35 @@ async def answer(ctx: RequestContext, call: Callable[[Any], Awaitable[T]],
         return on_error(E.UNKNOWN_SERVER_ERROR)
 
 
+def reply(ctx: RequestContext, pending: Any, to_response: Callable[[Any], T],
+          on_error: Callable[[ErrorCode], T]) -> T | Deferred:
+    """`pending`: what the coordinator's `submit` gave, a future of the command's result (or, from
+    `submit_now`, the result itself). A failure of the coordinator becomes UNKNOWN_SERVER_ERROR in
+    the API's own error shape, as `answer` does."""
+    if not isinstance(pending, asyncio.Future):
+        return to_response(pending)
+    if pending.done() and not pending.cancelled() and pending.exception() is None:
+        return to_response(pending.result())
+    out: asyncio.Future[T] = pending.get_loop().create_future()
+
+    def done(f: asyncio.Future[Any]) -> None:
+        if out.done():
+            return
+        if f.cancelled():  # the coordinator went away with the command queued: find it again
+            out.set_result(on_error(E.COORDINATOR_NOT_AVAILABLE))
+            return
+        try:
+            out.set_result(to_response(f.result()))
+        except Exception:  # noqa: BLE001 - a bug must still produce an answer, not a closed socket
+            log.exception("group_request_failed", **ctx.log_fields())
+            out.set_result(on_error(E.UNKNOWN_SERVER_ERROR))
+
+    pending.add_done_callback(done)
+    return Deferred(out)
+
+
+# A peer's address is parsed once: a rebalance of N members joins N times or more.
+@lru_cache(maxsize=4096)
 def client_host(peer: str) -> str:
     """"host:port" (or "[v6]:port" / "v6:port") of the client -> "/host", as Java's
     `InetAddress.toString()` prints an address without a host name: IPv4 dotted, IPv4-mapped IPv6

@@ -19,6 +19,7 @@ import gc
 import struct
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Awaitable, Iterator
 
 import structlog
@@ -41,6 +42,37 @@ _PARALLEL_LOADS = 2  # partitions read at once (each holds its records in memory
 _LOAD_ATTEMPTS = 5
 _SLICE_S = 0.002  # the longest the replay's fold keeps the event loop before letting others run
 _CRC_FIELD = 17  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4) + magic(1)
+# A held batch (see append_records_nowait) stays well under max.message.bytes (1 MiB by default).
+_HELD_MAX_BYTES = 256 * 1024
+_RECORD_OVERHEAD = 32  # a generous bound of a record's framing beside its key and value
+
+
+class _Held:
+    """Records taken in this turn of the loop for one partition, and the wait they share."""
+
+    __slots__ = ("plog", "durable", "records", "size")
+
+    def __init__(self, plog: Any, durable: asyncio.Future[None]) -> None:
+        self.plog = plog
+        self.durable = durable
+        self.records: list[tuple[bytes, bytes | None]] = []
+        self.size = 0
+
+
+def _batch(encoded: list[tuple[bytes, bytes | None]], now: int) -> bytes:
+    return encode_batch([LogRecord(offset=i, timestamp=now, key=key, value=value)
+                         for i, (key, value) in enumerate(encoded)])
+
+
+def _settle(durable: asyncio.Future[None], wait: asyncio.Future[None]) -> None:
+    if durable.done():
+        return
+    if wait.cancelled():
+        durable.set_exception(KafkaError("log closed before the records became durable", ErrorCode.KAFKA_STORAGE_ERROR))
+    elif (exc := wait.exception()) is not None:
+        durable.set_exception(exc)
+    else:
+        durable.set_result(None)
 
 
 @dataclass(slots=True)
@@ -67,6 +99,7 @@ class OffsetsTopic:
         # partition -> producer id -> records of a transaction with no marker yet (filled by the replay)
         self.open_txn_offsets: dict[int, dict[int, list[Record]]] = {}
         self._load_offset: dict[int, int] = {}  # how far each partition's replay read (for failure logs)
+        self._held: dict[int, _Held] = {}  # partition -> records taken in this turn of the loop, not yet written
 
     def ensure(self) -> int:
         """Create the topic on first start; an existing topic keeps its partition count (Kafka does too)."""
@@ -82,17 +115,72 @@ class OffsetsTopic:
         await self.append_records_nowait(partition, records)
 
     def append_records_nowait(self, partition: int, records: list[Record]) -> Awaitable[None]:
-        """Append now (raising at once on failure) and return the wait for durability."""
+        """Take the records now (raising at once if the log cannot take them) and return the wait for
+        their durability.
+
+        Group commit of the writes themselves: the records of every call in one turn of the event
+        loop become ONE record batch, written at the end of the turn (a call soon), so a burst of
+        commits costs one encode, one write and one index entry instead of one each, and one fsync
+        covers them; while an fsync of the log is in progress, until its end (_write_held_when_idle). A write that fails then fails the wait with KAFKA_STORAGE_ERROR, which unloads
+        the coordinator partition exactly like a failed fsync: the records are applied in memory
+        but never served. Any other append to the same log writes the held batch first
+        (`PartitionLog.before_append`), so the log keeps the order in which records were taken.
+        """
         plog = self.logs.get_log(TOPIC, partition)
         if plog is None:
             raise KafkaError(f"{TOPIC}-{partition} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        now = int(time.time() * 1000)
-        batch = encode_batch([
-            LogRecord(offset=i, timestamp=now, key=key, value=value)
-            for i, (key, value) in enumerate(encode_record(r) for r in records)
-        ])
-        info = plog.append(batch, leader_epoch=0, now_ms=now)
-        return plog.wait_durable(info.last_offset)
+        if plog.flusher.fenced is not None:
+            raise plog.flusher.fenced
+        encoded = [encode_record(r) for r in records]
+        size = sum(_RECORD_OVERHEAD + len(k) + (0 if v is None else len(v)) for k, v in encoded)
+        held = self._held.get(partition)
+        if held is not None and (held.plog is not plog or held.size + size > _HELD_MAX_BYTES):
+            self._write_held(partition)
+            held = None
+        if size > _HELD_MAX_BYTES:
+            # Larger than a held batch may grow: written alone and at once, so an oversized request
+            # is refused (MESSAGE_TOO_LARGE) before anything is applied.
+            now = int(time.time() * 1000)
+            info = plog.append(_batch(encoded, now), leader_epoch=0, now_ms=now)
+            return plog.wait_durable(info.last_offset)
+        if held is None:
+            loop = asyncio.get_running_loop()
+            held = self._held[partition] = _Held(plog, loop.create_future())
+            plog.before_append = partial(self._write_held, partition)
+            loop.call_soon(self._write_held_when_idle, partition)
+        held.records.extend(encoded)
+        held.size += size
+        return held.durable
+
+    def _write_held_when_idle(self, partition: int) -> None:
+        """While an fsync of this log is in progress the held records wait for its end: they need the
+        next fsync anyway, and written now they would only stall the loop on pages under writeback
+        and split what that next fsync covers into more batches."""
+        held = self._held.get(partition)
+        if held is None:
+            return
+        if not held.plog.flusher.after_round(partial(self._write_held, partition)):
+            self._write_held(partition)
+
+    def _write_held(self, partition: int) -> None:
+        held = self._held.pop(partition, None)
+        if held is None:
+            return
+        plog = held.plog
+        plog.before_append = None
+        if plog.closed:  # deleted, or closed without writing them (fenced): nothing covers them now
+            held.durable.set_exception(KafkaError(f"{TOPIC}-{partition} is closed", ErrorCode.KAFKA_STORAGE_ERROR))
+            return
+        try:
+            now = int(time.time() * 1000)
+            info = plog.append(_batch(held.records, now), leader_epoch=0, now_ms=now)
+        except Exception as exc:  # noqa: BLE001 - the waiters learn it; the partition unloads
+            log.error("offsets_append_failed", partition=partition, records=len(held.records), error=repr(exc))
+            held.durable.set_exception(exc if getattr(exc, "code", None) is ErrorCode.KAFKA_STORAGE_ERROR
+                                       else KafkaError(f"append failed: {exc!r}", ErrorCode.KAFKA_STORAGE_ERROR))
+            return
+        wait = asyncio.ensure_future(plog.wait_durable(info.last_offset))
+        wait.add_done_callback(partial(_settle, held.durable))
 
     def read_partition(self, partition: int) -> PartitionReplay:
         """The coordinator records of one partition to replay: the last one per key (tombstones

@@ -135,26 +135,38 @@ def _pipeline_offsets(machine: GroupStateMachine, out: Outcome, records: list[Re
     for record in records:
         machine.replay(record)
 
-    async def release() -> None:
-        try:
-            await durable
-        except KafkaError as exc:
+    # A callback on the wait, not a task per write: under load every commit passes here.
+    waiting = asyncio.ensure_future(durable)
+    released: asyncio.Future[None] = waiting.get_loop().create_future()
+
+    def release(done: asyncio.Future[None]) -> None:
+        if done.cancelled():
+            released.cancel()
+            return
+        exc = done.exception()
+        if exc is None:
+            for reply in replies:
+                deliver(reply)
+            released.set_result(None)
+            return
+        if isinstance(exc, KafkaError):
             _fail(replies, append_error_to_response(exc.code), deliver)
             if on_storage_failure is not None:
                 on_storage_failure(partition, exc.code)
-            raise
-        except Exception as exc:  # noqa: BLE001
-            log.exception("append_failed", partition=partition, records=len(records))
-            _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
-            if on_storage_failure is not None:
-                on_storage_failure(partition, ErrorCode.KAFKA_STORAGE_ERROR)
-            raise KafkaError(str(exc), ErrorCode.KAFKA_STORAGE_ERROR) from exc
-        for reply in replies:
-            deliver(reply)
+            released.set_exception(exc)
+            return
+        log.error("append_failed", partition=partition, records=len(records), exc_info=exc)
+        _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
+        if on_storage_failure is not None:
+            on_storage_failure(partition, ErrorCode.KAFKA_STORAGE_ERROR)
+        failure = KafkaError(str(exc), ErrorCode.KAFKA_STORAGE_ERROR)
+        failure.__cause__ = exc
+        released.set_exception(failure)
 
-    task = asyncio.ensure_future(release())  # the caller's on_pending keeps it until it is done
-    task.add_done_callback(_consume_exception)
-    return task
+    # the caller's on_pending keeps `released` until it is done (no module-global set)
+    waiting.add_done_callback(release)
+    released.add_done_callback(_consume_exception)
+    return released
 
 
 def _consume_exception(task: asyncio.Future) -> None:

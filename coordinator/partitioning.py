@@ -6,6 +6,8 @@ It must agree with every Java broker and client bit for bit, so it reimplements 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 _INT_MIN = -(1 << 31)
 
 
@@ -26,6 +28,8 @@ def kafka_abs(n: int) -> int:
     return 0 if n == _INT_MIN else abs(n)
 
 
+# Every group request asks, and the hash is a Python loop over the id: a bounded cache of recent ids.
+@lru_cache(maxsize=4096)
 def partition_for(group_id: str, n: int = 50) -> int:
     if n <= 0:
         raise ValueError("the offsets topic needs at least one partition")

@@ -6,11 +6,10 @@ coordinator validates both. Topic partitions travel by topic id.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from .. import group_wire
-from ..router import RequestContext
+from ..router import Deferred, RequestContext
 from ...coordinator import consumer_commands as cc
+from ...coordinator.consumer_commands import ConsumerGroupHeartbeatResult
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from ...protocol.messages.consumer_group_heartbeat_response import (
@@ -28,8 +27,6 @@ def error_response(error: ErrorCode, message: str | None = None) -> ConsumerGrou
                                           member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
 
 
-# A member heartbeats every few seconds from the same address: parse each peer's address once.
-_client_host = lru_cache(maxsize=4096)(group_wire.client_host)
 
 
 def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.ConsumerGroupHeartbeat:
@@ -46,26 +43,29 @@ def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.C
         owned_topic_partitions=None if request.topic_partitions is None else tuple(
             (tp.topic_id, tuple(tp.partitions)) for tp in request.topic_partitions),
         client_id=ctx.client_id or "",
-        client_host=_client_host(ctx.peer),
+        client_host=group_wire.client_host(ctx.peer),
         api_version=ctx.api_version,
     )
 
 
-async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+def _response(r: ConsumerGroupHeartbeatResult) -> ConsumerGroupHeartbeatResponse:
+    if r.error is not ErrorCode.NONE:
+        return error_response(r.error, r.error_message)
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, member_id=r.member_id,
+        member_epoch=r.member_epoch, heartbeat_interval_ms=r.heartbeat_interval_ms,
+        assignment=None if r.assignment is None else Assignment(topic_partitions=[
+            TopicPartitions(topic_id=t, partitions=list(ps)) for t, ps in r.assignment]),
+    )
+
+
+def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse | Deferred:
+    """A plain handler: the command is queued in the group's mailbox, the answer comes from a
+    callback on the coordinator's future (see group_wire.reply)."""
     if not request.group_id:
         # Kafka validates the request before routing it to a group: INVALID_REQUEST, not INVALID_GROUP_ID.
         return error_response(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-    cmd = command(ctx, request)
-
-    async def call(coordinator) -> ConsumerGroupHeartbeatResponse:
-        r = await coordinator.submit(cmd)
-        if r.error is not ErrorCode.NONE:
-            return error_response(r.error, r.error_message)
-        return ConsumerGroupHeartbeatResponse(
-            throttle_time_ms=0, error_code=0, error_message=None, member_id=r.member_id,
-            member_epoch=r.member_epoch, heartbeat_interval_ms=r.heartbeat_interval_ms,
-            assignment=None if r.assignment is None else Assignment(topic_partitions=[
-                TopicPartitions(topic_id=t, partitions=list(ps)) for t, ps in r.assignment]),
-        )
-
-    return await group_wire.answer(ctx, call, error_response)
+    coordinator = group_wire.service(ctx)
+    if coordinator is None:
+        return error_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return group_wire.reply(ctx, coordinator.submit(command(ctx, request)), _response, error_response)

@@ -1,10 +1,15 @@
-"""Heartbeat (12) v0-v4 onto `GroupCoordinatorService.heartbeat` (v3+ carries the instance id)."""
+"""Heartbeat (12) v0-v4 onto the group coordinator (v3+ carries the instance id).
+
+A plain handler (the server calls it inline): it queues the command in the group's mailbox and
+answers from a callback on the coordinator's future, so the connection reads on meanwhile.
+"""
 
 from __future__ import annotations
 
 from .. import group_wire
-from ..router import RequestContext
+from ..router import Deferred, RequestContext
 from ...coordinator import commands as c
+from ...coordinator.results import HeartbeatResult
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.heartbeat_request import HeartbeatRequest
 from ...protocol.messages.heartbeat_response import HeartbeatResponse
@@ -17,16 +22,18 @@ def error_response(error: ErrorCode) -> HeartbeatResponse:
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
-async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+def _response(result: HeartbeatResult) -> HeartbeatResponse:
+    return HeartbeatResponse(throttle_time_ms=0, error_code=result.error)
+
+
+def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse | Deferred:
+    coordinator = group_wire.service(ctx)
+    if coordinator is None:
+        return error_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     cmd = c.Heartbeat(
         group_id=request.group_id,
         generation_id=request.generation_id,
         member_id=request.member_id,
         group_instance_id=request.group_instance_id if ctx.api_version >= 3 else None,
     )
-
-    async def call(coordinator) -> HeartbeatResponse:
-        r = await coordinator.heartbeat(cmd)
-        return error_response(r.error)
-
-    return await group_wire.answer(ctx, call, error_response)
+    return group_wire.reply(ctx, coordinator.submit(cmd), _response, error_response)

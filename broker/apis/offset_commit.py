@@ -13,9 +13,13 @@ expires retention after it); -1 means now. v10 names topics by id (an id this br
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+from uuid import UUID
+
 from .. import group_wire
 from ..router import Deferred, RequestContext
 from ...coordinator import commands as c
+from ...coordinator.results import OffsetCommitResult
 from ...protocol.errors import ErrorCode
 from ...protocol.primitives import ZERO_UUID
 from ...protocol.messages.offset_commit_request import OffsetCommitRequest
@@ -24,6 +28,9 @@ from ...protocol.messages.offset_commit_response import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+
+if TYPE_CHECKING:
+    from ..log.manager import TopicInfo
 
 API_KEY = 8
 VERSIONS = (0, 10)
@@ -40,13 +47,12 @@ def failed_response(_ctx: RequestContext, request: OffsetCommitRequest, error: E
     ])
 
 
-async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse | Deferred:
+def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse | Deferred:
     v = ctx.api_version
     out: dict[str, list[OffsetCommitResponsePartition]] = {}
     valid: list[c.OffsetCommitTopic] = []
-    exists = group_wire.partition_exists(ctx)
-    ids_by_name = {name: info.topic_id for name, info in ctx.broker.logs.topics().items()}
-    names_by_id = {topic_id: name for name, topic_id in ids_by_name.items()} if v >= TOPIC_IDS_FROM else {}
+    topics = ctx.broker.logs.topics()
+    names_by_id = {info.topic_id: name for name, info in topics.items()} if v >= TOPIC_IDS_FROM else {}
     unknown_ids: list[OffsetCommitResponseTopic] = []
     for topic in request.topics:
         if v >= TOPIC_IDS_FROM:
@@ -57,8 +63,9 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
                 continue
         answered = out.setdefault(topic.name, [])
         keep: list[c.OffsetCommitPartition] = []
+        info = topics.get(topic.name)
         for p in topic.partitions:
-            if not exists(topic.name, p.partition_index):
+            if info is None or not 0 <= p.partition_index < info.num_partitions:
                 answered.append(OffsetCommitResponsePartition(p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             keep.append(c.OffsetCommitPartition(
@@ -74,7 +81,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     def respond() -> OffsetCommitResponse:
         return OffsetCommitResponse(
             throttle_time_ms=0,
-            topics=unknown_ids + [OffsetCommitResponseTopic(name=name, topic_id=ids_by_name.get(name, ZERO_UUID),
+            topics=unknown_ids + [OffsetCommitResponseTopic(name=name, topic_id=_topic_id(topics.get(name)),
                                                             partitions=parts) for name, parts in out.items()],
         )
 
@@ -90,6 +97,10 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
         api_version=v,
     )
 
+    def answer(result: OffsetCommitResult) -> OffsetCommitResponse:
+        _answered(out, result)
+        return respond()
+
     def fail_all(error: ErrorCode) -> OffsetCommitResponse:
         for t in valid:
             out[t.name].extend(OffsetCommitResponsePartition(p.partition, error) for p in t.partitions)
@@ -100,16 +111,13 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
         return fail_all(E.COORDINATOR_NOT_AVAILABLE)
     # Queued in the group's mailbox now, so this connection's next request (which may be a fetch of
     # these very offsets) is handled after it; the answer waits only for the commit's fsync.
-    pending = coordinator.submit(cmd)
+    return group_wire.reply(ctx, coordinator.submit(cmd), answer, fail_all)
 
-    async def answer() -> OffsetCommitResponse:
-        try:
-            r = await pending
-        except Exception:  # noqa: BLE001 - a bug must still produce an answer, not a closed socket
-            group_wire.log.exception("group_request_failed", **ctx.log_fields())
-            return fail_all(E.UNKNOWN_SERVER_ERROR)
-        for t in r.topics:
-            out.setdefault(t.name, []).extend(OffsetCommitResponsePartition(p.partition, p.error) for p in t.partitions)
-        return respond()
 
-    return Deferred(answer())
+def _topic_id(info: TopicInfo | None) -> UUID:
+    return ZERO_UUID if info is None else info.topic_id
+
+
+def _answered(out: dict[str, list[OffsetCommitResponsePartition]], result: OffsetCommitResult) -> None:
+    for t in result.topics:
+        out.setdefault(t.name, []).extend(OffsetCommitResponsePartition(p.partition, p.error) for p in t.partitions)

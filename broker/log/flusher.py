@@ -102,6 +102,15 @@ class Flusher:
             self._task = loop.create_task(self._run(), name="log-flush")
         await future
 
+    def after_round(self, callback: Callable[[], None]) -> bool:
+        """Run `callback` on the loop once the flush round in progress has ended (and no waiter is
+        left for it); False, and nothing registered, when no round is in progress."""
+        task = self._task
+        if task is None or task.done():
+            return False
+        task.add_done_callback(lambda _task: callback())
+        return True
+
     def snapshot(self) -> tuple[int, list[tuple[LogSegment, bool]]]:
         """What a flush round starting now covers: the log end offset and the segments to fsync."""
         return self._log_end_offset(), self._segments_to_sync()

@@ -81,6 +81,9 @@ class PartitionLog:
         # so that two of them never interleave; appends never need it (they touch only the active one).
         self.maintenance_lock = asyncio.Lock()
         self.closed = False  # closed or deleted: background work must leave it alone
+        # Set by a writer that holds records back to write them in one batch (the offsets topic, see
+        # OffsetsTopic.append_records_nowait): any other append writes those first, keeping log order.
+        self.before_append: Callable[[], None] | None = None
         self._load(clean_shutdown)
         self.flusher = Flusher(
             FlushPolicy.parse(flush_policy),
@@ -201,6 +204,8 @@ class PartitionLog:
         control: bool = False,
     ) -> AppendInfo:
         """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`."""
+        if self.before_append is not None:
+            self.before_append()
         config = self.config
         headers = rb.validate_produced_batches(records, single_batch=single_batch, allow_control=control)
         total = len(records)
@@ -433,6 +438,8 @@ class PartitionLog:
     # --- lifecycle ------------------------------------------------------------------------------------
 
     def close(self) -> None:
+        if self.before_append is not None and self.flusher.fenced is None:
+            self.before_append()  # records held for a batch go out with the final flush
         self.closed = True
         for task in list(self._background):
             task.cancel()  # the final synchronous flush below covers whatever they were doing

@@ -200,3 +200,132 @@ def test_the_offset_commit_fast_path_fails_or_falls_back_on_garbage(key: bytes, 
     except Exception:
         fast = None
     assert fast == generic
+
+
+# --- the write path: records taken in one turn of the loop become one batch ---------------------------
+
+def _batches(logs: LogManager, partition: int) -> list[list[OffsetCommitRecord]]:
+    from kbroker.protocol.record_batch import decode_batches
+
+    plog = logs.get_log(TOPIC, partition)
+    data = plog.read(plog.log_start_offset, 1 << 20).records
+    return [[decode_record(r.key, r.value) for r in records] for _, records in decode_batches(bytes(data))]
+
+
+def _commit(offset: int) -> OffsetCommitRecord:
+    return OffsetCommitRecord("g", "t", 0, offset, -1, "", 1_700_000_000_000)
+
+
+async def test_appends_in_one_turn_of_the_loop_share_one_batch_and_one_wait(tmp_path) -> None:
+    import asyncio
+
+    fsyncs: list[int] = []
+    logs = LogManager(tmp_path, flush_policy="always", fsync=fsyncs.append)
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 1)
+    waits = [topic.append_records_nowait(1, [_commit(i)]) for i in range(5)]
+    assert plog.log_end_offset == 0  # held until the end of this turn of the loop
+    await asyncio.gather(*waits)
+    assert plog.log_end_offset == 5 and plog.flusher.durable_offset == 5
+    assert _batches(logs, 1) == [[_commit(i) for i in range(5)]]
+    await topic.append_records(1, [_commit(5)])  # a later turn: a batch of its own
+    assert _batches(logs, 1)[1:] == [[_commit(5)]]
+    logs.close()
+
+
+async def test_another_append_to_the_log_writes_the_held_records_first(tmp_path) -> None:
+    """A transactional offset commit or a marker appended meanwhile lands after what was taken before it."""
+    from kbroker.protocol.record_batch import Record as LogRecord, encode_batch
+
+    logs = LogManager(tmp_path, flush_policy="always")
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 2)
+    held = topic.append_records_nowait(2, [_commit(1)])
+    key, value = encode_record(_commit(2))
+    plog.append(encode_batch([LogRecord(offset=0, timestamp=1, key=key, value=value)]), leader_epoch=0, now_ms=1)
+    await held
+    assert _batches(logs, 2) == [[_commit(1)], [_commit(2)]]
+    logs.close()
+
+
+async def test_a_failed_held_write_fails_its_waits_with_a_storage_error(tmp_path) -> None:
+    from kbroker.protocol.errors import ErrorCode, KafkaError
+
+    logs = LogManager(tmp_path, flush_policy="always")
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 3)
+
+    def full_disk(*_args) -> None:
+        raise OSError(28, "No space left on device")
+
+    plog.active.append = full_disk
+    waits = [topic.append_records_nowait(3, [_commit(i)]) for i in range(3)]
+    for wait in waits:
+        with pytest.raises(KafkaError) as failed:
+            await wait
+        assert failed.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    with pytest.raises(KafkaError) as refused:  # the log is fenced: refused at once from now on
+        topic.append_records_nowait(3, [_commit(4)])
+    assert refused.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    logs.close()
+
+
+async def test_records_larger_than_a_held_batch_are_written_at_once(tmp_path) -> None:
+    logs = LogManager(tmp_path, flush_policy="never")
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 0)
+    small = topic.append_records_nowait(0, [_commit(0)])
+    big = [OffsetCommitRecord("g", "t", p, 1, -1, "m" * 4000, 1) for p in range(100)]  # ~400 KB
+    wait = topic.append_records_nowait(0, big)
+    assert plog.log_end_offset == 101  # the held record first, then the large set, both written now
+    await small
+    await wait
+    assert [len(b) for b in _batches(logs, 0)] == [1, 100]
+    logs.close()
+
+
+async def test_records_taken_during_an_fsync_are_written_after_it_in_one_batch(tmp_path) -> None:
+    import asyncio
+    import threading
+
+    release = threading.Event()
+    started = threading.Event()
+
+    def slow_fsync(fd: int) -> None:
+        started.set()
+        release.wait(10)
+
+    logs = LogManager(tmp_path, flush_policy="always", fsync=slow_fsync)
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    plog = logs.get_log(TOPIC, 1)
+    first = asyncio.ensure_future(topic.append_records(1, [_commit(0)]))
+    while not started.is_set():  # the first batch is written and its fsync is running
+        await asyncio.sleep(0.001)
+    later = [topic.append_records_nowait(1, [_commit(i)]) for i in (1, 2)]
+    await asyncio.sleep(0.01)
+    assert plog.log_end_offset == 1  # held while the fsync runs
+    release.set()
+    await first
+    await asyncio.gather(*later)
+    assert plog.flusher.durable_offset == 3
+    assert _batches(logs, 1) == [[_commit(0)], [_commit(1), _commit(2)]]
+    logs.close()
+
+
+async def test_records_held_at_close_go_out_with_the_final_flush(tmp_path) -> None:
+    logs = LogManager(tmp_path, flush_policy="always")
+    topic = OffsetsTopic(logs, 4)
+    topic.ensure()
+    wait = topic.append_records_nowait(2, [_commit(7)])
+    logs.close()  # before the end of this turn of the loop: the final flush covers the held record
+    await wait
+    reopened = LogManager(tmp_path, flush_policy="always")
+    again = OffsetsTopic(reopened, 4)
+    again.ensure()
+    assert again.read_partition(2).records == [_commit(7)]
+    reopened.close()

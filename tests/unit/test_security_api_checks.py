@@ -73,3 +73,35 @@ def test_an_api_without_a_written_check_fails_closed():
     assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # generic error shape (top-level code)
     broker.security.authorizer = None  # no authorizer: everyone is served
     assert asyncio.run(handler(_ctx("User:alice", broker), request)).cluster_id == "served"
+
+
+def test_a_plain_handler_stays_plain_under_its_check():
+    """Heartbeat and OffsetCommit are plain `def`s the server calls inline: the ACL wrapper answers at
+    once too, the check included (with an authorizer or without)."""
+    import inspect
+
+    from kbroker.protocol.messages.heartbeat_request import HeartbeatRequest
+    from kbroker.protocol.messages.heartbeat_response import HeartbeatResponse
+
+    calls = []
+
+    class Beat:
+        API_KEY, VERSIONS = 12, (0, 4)
+
+        @staticmethod
+        def handle(ctx, request):
+            calls.append(ctx.connection.principal)
+            return HeartbeatResponse(error_code=0)
+
+    router = Router()
+    router.register(Beat)
+    api_checks.install(router)
+    handler = router.routes[12].handler
+    assert not inspect.iscoroutinefunction(handler)
+    broker = SimpleNamespace(security=_security({"User:admin"}))
+    request = HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
+    assert handler(_ctx("User:admin", broker), request).error_code == 0
+    assert handler(_ctx("User:alice", broker), request).error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    broker.security.authorizer = None
+    assert handler(_ctx("User:alice", broker), request).error_code == 0
+    assert calls == ["User:admin", "User:alice"]
