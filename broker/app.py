@@ -29,12 +29,6 @@ from .startup_topics import ensure_topics, parse_create_topics
 
 log = structlog.get_logger("kbroker.broker")
 
-# A group's actor (its mailbox and task, about 5 KB) retires as soon as its mailbox is empty and is
-# rebuilt by the group's next command, which costs no more CPU than waking an idle one: kept for
-# 30 s, the actors of 10,000 groups that each committed once held 50 MB. The group's state lives in
-# the state machine, not in the actor.
-COORDINATOR_ACTOR_IDLE_MS = 0
-
 
 def build_router() -> Router:
     """Every API in broker/apis/ SERVED, each module imported on the first request of its API."""
@@ -141,7 +135,6 @@ class Broker:
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,
             topics=self._topics_image,
-            actor_idle_ms=COORDINATOR_ACTOR_IDLE_MS,
         )
         self.coordinator.history.subscribe(self.observations.rebalance)
         from .history_file import RebalanceHistoryFile
