@@ -347,15 +347,15 @@ def _ip_of(writer: asyncio.StreamWriter) -> str:
 _ENCODE_ERRORS = (struct.error, ValueError, OverflowError, TypeError, AttributeError, KeyError, IndexError)
 
 
-def _encode(route: Route, ctx: RequestContext, request: Any, response: Any, fields: dict) -> bytes | object:
+def _encode(route: Route, ctx: RequestContext, request: Any, response: Any, fields: dict) -> bytes | list | object:
     """The response frame; if it cannot be encoded, the request's error answer instead."""
     try:
-        return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+        return framing.encode_response_parts(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
     except _ENCODE_ERRORS as e:
         first_error = e
     if _cut_error_messages(response):
         try:
-            return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+            return framing.encode_response_parts(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
         except _ENCODE_ERRORS as e:
             first_error = e
     log.error("response_encode_failed", error=repr(first_error), **fields)
@@ -450,7 +450,10 @@ class _ResponseWriter:
                 if data is _CLOSE:
                     self.writer.close()  # wakes the reader too
                     return
-                if data is not None:
+                if type(data) is list:  # a Fetch answer's buffers, record data by reference (framing.py)
+                    self.writer.writelines(data)
+                    await self.writer.drain()
+                elif data is not None:
                     self.writer.write(data)
                     await self.writer.drain()
                 if self.queue.empty():

@@ -91,7 +91,8 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
             has_error = True
             continue
         try:
-            read = plog.read(target.fetch_offset, min(max(0, target.max_bytes), budget), min_one_batch=min_one)
+            read = plog.read(target.fetch_offset, min(max(0, target.max_bytes), budget), min_one_batch=min_one,
+                             view=True)
             records, txn_extra = committed_view(broker, plog, target.fetch_offset, read.records,
                                                 isolation == READ_COMMITTED)
         except OffsetOutOfRangeError:
@@ -217,6 +218,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
                 responses.append(FetchableTopicResponse(topic=ref, partitions=[]))
         ok = result.error_code == ErrorCode.NONE
         records = result.records
+        if version < ZSTD_FROM and records:
+            records = bytes(records)  # the old-format checks and conversions below work on bytes
         if ok and version < ZSTD_FROM and records and legacy_records.has_zstd(records):
             # Kafka: a client too old for zstd gets this error rather than bytes it cannot read.
             result = _error_result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)

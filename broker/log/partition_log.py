@@ -45,7 +45,7 @@ class AppendInfo:
 
 @dataclass(slots=True)
 class ReadResult:
-    records: bytes
+    records: bytes | memoryview  # a memoryview only for read(view=True)
     high_watermark: int
     log_start_offset: int
     last_stable_offset: int
@@ -333,15 +333,19 @@ class PartitionLog:
                 f"of {self.topic}-{self.partition}"
             )
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult:
-        """Whole batches from the one holding `offset` (it may start earlier), within one segment."""
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, view: bool = False) -> ReadResult:
+        """Whole batches from the one holding `offset` (it may start earlier), within one segment.
+
+        `view=True` (Fetch) may return a memoryview of the bytes read instead of a copy of them."""
         self._check_range(offset)
-        data = b""
+        data: bytes | memoryview = b""
         i = max(bisect_right(self._segment_bases, offset) - 1, 0)
         for segment in self.segments[i:]:
             if segment.size and segment.next_offset > offset:  # skips segments emptied by compaction
                 data = segment.read(offset, max_bytes, min_one_batch)
                 break
+        if not view and type(data) is memoryview:
+            data = data.tobytes()
         return ReadResult(data, self.high_watermark, self.log_start_offset, self.last_stable_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:

@@ -29,6 +29,11 @@ from .index import OffsetIndex, TimeIndex
 log = structlog.get_logger(__name__)
 
 _READ_CHUNK = 256 * 1024  # how much a header scan reads per syscall
+# A lookup's first read: the index (or a read hint) leaves it within about index.interval.bytes of
+# its batch, so the scan's 256 KiB would mostly be bytes copied for nothing.
+_FIND_CHUNK = 8 * 1024
+_MAX_READ_HINTS = 8  # consumers of one segment at different positions, each with its own hint
+_I64 = struct.Struct(">q")
 # batchLength, partitionLeaderEpoch, magic, crc: the fields a read checks, from byte 8 of a batch
 _FRAMING = struct.Struct(">iibI")
 _FRAMING_AT = 8
@@ -92,6 +97,9 @@ class LogSegment:
         self.indexes_synced = False  # set once an inactive segment's indexes have been fsynced
         self.closed = False
         self._reported: set[int] = set()  # positions of damage already logged
+        # base offset -> position of a batch where a read ended (see _remember); only batches behind
+        # it may change it, and they change only by truncation or recovery, which clear it.
+        self._read_hints: dict[int, int] = {}
 
     # --- opening --------------------------------------------------------------------------------------
 
@@ -219,7 +227,8 @@ class LogSegment:
         with FILES.lease(self.log_path) as fd:
             return os.pread(fd, size, position)
 
-    def iter_headers(self, start: int = 0, *, strict: bool = False) -> Iterator[tuple[int, BatchHeader]]:
+    def iter_headers(self, start: int = 0, *, strict: bool = False,
+                     chunk_size: int = _READ_CHUNK) -> Iterator[tuple[int, BatchHeader]]:
         """Headers of the whole batches from `start`; reads in chunks, never trusts a length past EOF.
 
         A header that cannot be right (length out of bounds, unknown magic) ends the walk quietly, or
@@ -233,7 +242,8 @@ class LogSegment:
         while end - pos >= HEADER_SIZE:
             rel = pos - chunk_start
             if rel + HEADER_SIZE > len(chunk):
-                chunk = self.read_at(pos, _READ_CHUNK)
+                chunk = self.read_at(pos, chunk_size)
+                chunk_size = _READ_CHUNK  # a walk that goes on is a long one
                 chunk_start = pos
                 rel = 0
                 if len(chunk) < HEADER_SIZE:
@@ -270,13 +280,28 @@ class LogSegment:
 
     def find_batch(self, offset: int, *, strict: bool = False) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= `offset` (the one holding it, or the next one)."""
-        for pos, header in self.iter_headers(self.offset_index.lookup(offset), strict=strict):
+        start = self._read_hints.get(offset)
+        if start is None:
+            start = self.offset_index.lookup(offset)
+        for pos, header in self.iter_headers(start, strict=strict, chunk_size=_FIND_CHUNK):
             if header.last_offset >= offset:
                 return pos, header
         return None
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
-        """Whole batches starting with the one holding `offset`, up to max_bytes (or one whole batch).
+    def _remember(self, offset: int, data: bytes, end: int, position: int) -> None:
+        """Where the batch after a read of `offset` starts, keyed by its base offset: a consumer's next
+        fetch asks for exactly that offset and finds its batch without an index walk."""
+        if len(data) - end >= 8:
+            following = _I64.unpack_from(data, end)[0]
+            if offset < following < self.next_offset:  # the base offset is outside the CRC: check it
+                hints = self._read_hints
+                hints[following] = position
+                if len(hints) > _MAX_READ_HINTS:
+                    hints.pop(next(iter(hints)), None)
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes | memoryview:
+        """Whole batches starting with the one holding `offset`, up to max_bytes (or one whole batch):
+        a view of the bytes read from the file, never a copy of them.
 
         Every batch served is checked first (length, magic, and the CRC of bytes not verified
         before): CorruptBatchError rather than damaged bytes with error 0."""
@@ -293,8 +318,15 @@ class LogSegment:
         limit = min(start + max_bytes, self.size)
         data = self.read_at(start, limit - start)
         if limit <= self.verified_size:
-            return data[: self._whole_batches_end(data, start, first.size, limit) - start]
-        rel, window = 0, limit - start
+            end = self._whole_batches_end(data, start, first.size, limit) - start
+        else:
+            end = self._checked_end(data, start, limit - start)
+        self._remember(offset, data, end, start + end)
+        return data if end == len(data) else memoryview(data)[:end]
+
+    def _checked_end(self, data: bytes, start: int, window: int) -> int:
+        """End (relative to `start`) of the whole batches at the start of `data` that pass their checks."""
+        rel = 0
         verified = self.verified_size
         while window - rel >= HEADER_SIZE:
             # Only length, magic and CRC fields: this walk runs over every batch of every fetch.
@@ -318,7 +350,7 @@ class LogSegment:
             rel += size
         if verified > self.verified_size:
             self.verified_size = verified
-        return data[:rel]
+        return rel
 
     def _whole_batches_end(self, data: bytes, start: int, first_size: int, limit: int) -> int:
         """End of the last whole batch in a window of bytes checked before (their framing is known good):
@@ -381,6 +413,7 @@ class LogSegment:
     # --- recovery and truncation ----------------------------------------------------------------------
 
     def _reset_state(self) -> None:
+        self._read_hints.clear()
         self.offset_index.reset()
         self.time_index.reset()
         self.next_offset = self.base_offset
