@@ -33,6 +33,7 @@ from .config import FlushPolicy, LogConfig
 from .files import FILES, fsync_dir, write_file_durably
 from .flusher import sync_segments
 from .partition_log import PartitionLog
+from .sync_batcher import SyncBatcher
 
 log = structlog.get_logger(__name__)
 
@@ -112,6 +113,7 @@ class LogManager:
         self.default_config = default_config if default_config is not None else LogConfig()
         self.flush_policy = FlushPolicy.parse(flush_policy)
         self._fsync = fsync
+        self._sync_batcher = SyncBatcher()  # one for every log: see sync_batcher.py
         self._topics: dict[str, TopicInfo] = {}
         self._creating: set[str] = set()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
@@ -178,6 +180,7 @@ class LogManager:
             flush_policy=self.flush_policy,
             clean_shutdown=clean,
             fsync=self._fsync,
+            batcher=self._sync_batcher,
         )
 
     def _start_interval_flusher(self) -> None:

@@ -25,6 +25,7 @@ from .config import FlushPolicy, LogConfig
 from .files import fsync_dir, write_file_durably
 from .flusher import Flusher
 from .segment import LogSegment
+from .sync_batcher import SyncBatcher
 
 log = structlog.get_logger(__name__)
 
@@ -65,6 +66,7 @@ class PartitionLog:
         flush_policy: FlushPolicy | str = "always",
         clean_shutdown: bool = False,
         fsync: Callable[[int], None] = os.fsync,
+        batcher: SyncBatcher | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.topic = topic
@@ -89,6 +91,7 @@ class PartitionLog:
             self._after_sync,
             fsync,
             name=f"{topic}-{partition}",
+            batcher=batcher,
         )
 
     # --- loading and recovery -------------------------------------------------------------------------
@@ -198,11 +201,15 @@ class PartitionLog:
 
     def append(
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int, single_batch: bool = False,
-        control: bool = False,
+        control: bool = False, validated: list[rb.BatchHeader] | None = None,
     ) -> AppendInfo:
-        """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`."""
+        """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`.
+
+        `validated`: the headers `rb.validate_produced_batches` returned for `records`, when the caller
+        (Produce) has run it and, on a compacted topic, the key check: neither is repeated here."""
         config = self.config
-        headers = rb.validate_produced_batches(records, single_batch=single_batch, allow_control=control)
+        headers = validated if validated is not None else rb.validate_produced_batches(
+            records, single_batch=single_batch, allow_control=control)
         total = len(records)
         if self.flusher.fenced is not None:
             raise self.flusher.fenced
@@ -219,27 +226,39 @@ class PartitionLog:
                 f"{total} bytes of records exceed segment.bytes {config.segment_bytes}",
                 ErrorCode.RECORD_LIST_TOO_LARGE,
             )
-        if config.compact:
+        if config.compact and validated is None:
             self._check_keys(records)
-        buf = bytearray(records)
         offset = self.log_end_offset
         base_offset = offset
         positions: list[tuple[int, rb.BatchHeader]] = []
-        pos = 0
-        for header in headers:
-            rb.assign_offsets(buf, pos, offset, leader_epoch)
-            if config.log_append_time:
-                rb.set_log_append_time(buf, pos, now_ms)
-                header.max_timestamp = now_ms
+        data: list[bytes | bytearray | memoryview]
+        if len(headers) == 1 and not config.log_append_time:
+            # The one batch of a Produce: its new first 16 bytes (base offset, length, leader epoch)
+            # and the rest as received, written together, rather than a copy of the whole batch.
+            header = headers[0]
+            data = [rb.offsets_prefix(records, offset, leader_epoch), memoryview(records)[rb.OFFSETS_PREFIX_SIZE:]]
             header.base_offset = offset
             header.partition_leader_epoch = leader_epoch
-            positions.append((pos, header))
+            positions.append((0, header))
             offset = header.next_offset
-            pos += header.size
+        else:
+            buf = bytearray(records)
+            pos = 0
+            for header in headers:
+                rb.assign_offsets(buf, pos, offset, leader_epoch)
+                if config.log_append_time:
+                    rb.set_log_append_time(buf, pos, now_ms)
+                    header.max_timestamp = now_ms
+                header.base_offset = offset
+                header.partition_leader_epoch = leader_epoch
+                positions.append((pos, header))
+                offset = header.next_offset
+                pos += header.size
+            data = [buf]
         last_offset = offset - 1
         try:
             self._maybe_roll(total, headers[0].max_timestamp, last_offset, now_ms)
-            self.active.append(buf, positions)
+            self.active.append(data, positions)
         except OSError as exc:
             # A full or failing disk: what reached the file is unknown, so the log takes no more
             # appends until a restart's recovery has checked it (Kafka takes the log dir offline).

@@ -198,20 +198,25 @@ class LogSegment:
     def can_hold_offset(self, last_offset: int) -> bool:
         return last_offset - self.base_offset <= _RELATIVE_OFFSET_LIMIT
 
-    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
-        """Write already-validated batches (positions relative to `data`) at the end of the file."""
+    def append(self, data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
+               batches: list[tuple[int, BatchHeader]]) -> None:
+        """Write already-validated batches (positions relative to `data`, which may come in parts
+        written together) at the end of the file."""
         start = self.size
-        view = memoryview(data)
-        written = 0
+        parts = data if isinstance(data, list) else [data]
+        total = sum(len(p) for p in parts)
         with FILES.lease(self.log_path) as fd:
-            while written < len(data):  # pwrite to a regular file is normally complete; loop to be sure
-                written += os.pwrite(fd, view[written:], start + written)
+            written = os.pwritev(fd, parts, start) if len(parts) > 1 else os.pwrite(fd, parts[0], start)
+            if written < total:  # a write to a regular file is normally complete; finish it if not
+                view = memoryview(b"".join(parts))
+                while written < total:
+                    written += os.pwrite(fd, view[written:], start + written)
         if start == 0:
             self.first_batch_timestamp = batches[0][1].max_timestamp
         for rel, header in batches:
             self._observe(header)
             self._index_batch(start + rel, header)
-        self.size = start + len(data)
+        self.size = start + total
         if self.verified_size == start:
             self.verified_size = self.size  # produce validated these batches' CRCs
 
