@@ -27,8 +27,6 @@ returned, so the client drops their records (broker/txn_read.py).
 
 from __future__ import annotations
 
-import time
-
 from ..fetch_sessions import FetchTarget, PartitionKey, PartitionResult
 from ..log.partition_log import OffsetOutOfRangeError
 from ..quotas import CONSUMER_BYTE_RATE, hold_back_for_old_clients
@@ -178,7 +176,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         for f in request.forgotten_topics_data
         for partition in f.partitions
     ]
-    now_ms = int(time.monotonic() * 1000)
+    now_ms = broker.clock.now_ms()  # fetch-session idle times: monotonic, injected
     context = broker.fetch_sessions.new_context(
         request.session_id, request.session_epoch, targets, forgotten,
         uses_topic_ids=uses_ids, now_ms=now_ms, sessions_supported=version >= SESSIONS_FROM,

@@ -18,7 +18,6 @@ appended records are durable under the broker's flush policy.
 from __future__ import annotations
 
 import asyncio
-import time
 
 import structlog
 
@@ -80,7 +79,7 @@ def failed_response(_ctx: RequestContext, request: ProduceRequest, error: ErrorC
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Deferred | None:
     version = ctx.api_version
     acks = request.acks
-    now_ms = int(time.time() * 1000)
+    now_ms = ctx.broker.clock.wall_ms()  # LogAppendTime and producer-state times: wall clock, injected
     throttle_ms = ctx.broker.quotas.record(PRODUCER_BYTE_RATE, ctx.client_id, sum(
         len(p.records or b"") for t in request.topic_data for p in t.partition_data))
     responses: list[TopicProduceResponse] = []

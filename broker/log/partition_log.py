@@ -24,6 +24,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from .config import FlushPolicy, LogConfig
 from .files import fsync_dir, write_file_durably
 from .flusher import Flusher
+from ...purgatory.clock import Clock, SystemClock
 from .segment import LogSegment
 from .sync_batcher import SyncBatcher
 
@@ -67,8 +68,10 @@ class PartitionLog:
         clean_shutdown: bool = False,
         fsync: Callable[[int], None] = os.fsync,
         batcher: SyncBatcher | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.directory = Path(directory)
+        self.clock: Clock = clock if clock is not None else SystemClock()  # segment creation times
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -129,7 +132,8 @@ class PartitionLog:
             # are past the recovery point, when their index fails its sanity check, or when an
             # earlier segment was damaged.
             recover = last or damaged or (not clean_shutdown and base >= recovery_point)
-            segment, result = LogSegment.open(self.directory, base, interval, recover=recover)
+            segment, result = LogSegment.open(self.directory, base, interval, recover=recover,
+                                              created_ms=self.clock.wall_ms())
             if segment.next_offset > base and self.segments and self.segments[-1].next_offset > base:
                 # Overlaps the segment before it (which must have been damaged into nonsense): keep the
                 # earlier data, never serve two batches for one offset.
@@ -145,7 +149,8 @@ class PartitionLog:
                             lost_from_offset=segment.next_offset, next_segment_base=bases[i + 1],
                             bytes=result.truncated_bytes)
         if not self.segments:
-            self.segments.append(LogSegment(self.directory, checkpoint_start or 0, interval))
+            self.segments.append(LogSegment(self.directory, checkpoint_start or 0, interval,
+                                            created_ms=self.clock.wall_ms()))
         self._segment_bases = [s.base_offset for s in self.segments]
         if not self.config.compact:  # compaction leaves gaps on purpose; elsewhere a gap is lost data
             for before, after in zip(self.segments, self.segments[1:]):
@@ -172,7 +177,7 @@ class PartitionLog:
             self._segment_bases.pop()
         else:
             self.active.mark_inactive()
-        self.segments.append(LogSegment(self.directory, offset, interval))
+        self.segments.append(LogSegment(self.directory, offset, interval, created_ms=self.clock.wall_ms()))
         self._segment_bases.append(offset)
 
     # --- offsets --------------------------------------------------------------------------------------
@@ -295,9 +300,8 @@ class PartitionLog:
         if old.size == 0:
             return old
         old.mark_inactive()
-        new = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
-        if now_ms is not None:
-            new.created_ms = now_ms
+        new = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes,
+                         created_ms=now_ms if now_ms is not None else self.clock.wall_ms())
         self.segments.append(new)
         self._segment_bases.append(new.base_offset)
         log.info("segment_rolled", topic=self.topic, partition=self.partition, base_offset=new.base_offset)
@@ -339,6 +343,13 @@ class PartitionLog:
 
     async def wait_durable(self, offset: int) -> None:
         await self.flusher.wait_durable(offset)
+
+    async def quiesce(self) -> None:
+        """Return once the flushes under way (after a roll, or a group-commit round) have finished: an
+        explicit point to wait for instead of a sleep."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self.flusher.drain()
 
     def flush(self) -> None:
         self.flusher.sync_now()
@@ -411,7 +422,8 @@ class PartitionLog:
     def _reset_at(self, offset: int) -> None:
         for segment in self.segments:
             segment.delete()
-        self.segments = [LogSegment(self.directory, offset, self.config.index_interval_bytes)]
+        self.segments = [LogSegment(self.directory, offset, self.config.index_interval_bytes,
+                                    created_ms=self.clock.wall_ms())]
         self._segment_bases = [offset]
         self.log_start_offset = offset
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import struct
 from bisect import bisect_right
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -23,6 +22,7 @@ from ...protocol.record_batch import (
     decode_batch,
 )
 
+from ...purgatory.clock import SystemClock
 from .files import FILES
 from .index import OffsetIndex, TimeIndex
 
@@ -39,6 +39,7 @@ _FRAMING = struct.Struct(">iibI")
 _FRAMING_AT = 8
 _I32 = struct.Struct(">i")
 _RELATIVE_OFFSET_LIMIT = 2**31 - 1  # index entries hold offsets relative to the base as int32
+_SYSTEM_CLOCK = SystemClock()  # for segments made without an owner's clock (compaction output, tests)
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -72,7 +73,8 @@ class CorruptBatchError(CorruptRecordError):
 class LogSegment:
     """Appends are synchronous (page cache); `sync` is safe to call from a worker thread."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, suffix: str = "") -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, suffix: str = "",
+                 created_ms: int | None = None) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -86,7 +88,8 @@ class LogSegment:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp
         self.first_batch_timestamp = -1  # drives time-based rolls, like Kafka's rollingBasedTimestamp
-        self.created_ms = int(time.time() * 1000)
+        # Drives time-based rolls of an empty-timestamped segment: the owner's clock (PartitionLog.clock).
+        self.created_ms = created_ms if created_ms is not None else _SYSTEM_CLOCK.wall_ms()
         self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, ".index" + suffix), base_offset)
         self.time_index = TimeIndex(directory / segment_file_name(base_offset, ".timeindex" + suffix), base_offset)
         self._bytes_since_index = 0
@@ -104,7 +107,8 @@ class LogSegment:
     # --- opening --------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int, *, recover: bool) -> tuple[
+    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int, *, recover: bool,
+             created_ms: int | None = None) -> tuple[
         LogSegment, RecoveryResult | None
     ]:
         """Open an existing (or new) segment.
@@ -117,12 +121,12 @@ class LogSegment:
         index_path = directory / segment_file_name(base_offset, ".index")
         time_path = directory / segment_file_name(base_offset, ".timeindex")
         if recover:
-            segment = cls(directory, base_offset, index_interval_bytes)
+            segment = cls(directory, base_offset, index_interval_bytes, created_ms=created_ms)
             return segment, segment.recover()
         log_path = directory / segment_file_name(base_offset, ".log")
         size = log_path.stat().st_size if log_path.exists() else 0
         offset_index = OffsetIndex.load(index_path, base_offset, size)
-        segment = cls(directory, base_offset, index_interval_bytes)
+        segment = cls(directory, base_offset, index_interval_bytes, created_ms=created_ms)
         if offset_index is None:
             # Kafka's LogLoader: an index that fails its sanity check means the segment cannot be
             # trusted either (a cut log leaves an index pointing past its end): validate and truncate.
