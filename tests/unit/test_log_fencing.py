@@ -9,7 +9,6 @@ write raises ENOSPC, as a full disk does.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 from pathlib import Path
