@@ -93,6 +93,8 @@ _ENCODE_ERRORS = (struct.error, ValueError, OverflowError, TypeError, AttributeE
 
 def encode(entry: ApiEntry, correlation_id: int, body: Any) -> Encoded:
     """The response frame (size, header, body) of a served version."""
+    if entry.api_key in framing.GATHERED_APIS:  # Fetch: record data by reference, never joined
+        return framing.encode_response_parts(entry.api_key, entry.version, correlation_id, body)
     io = BytesIO()
     assert entry.build is not None
     entry.build(body, io, None)

@@ -70,9 +70,13 @@ class Broker:
         from .observe import Observations, all_servers
 
         self.observations = Observations()
+        from ..purgatory.clock import SystemClock
+
+        # The broker's one time source: the logs (segment times), the timers and the data-path handlers.
+        self.clock = SystemClock()
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush, max_partitions=config.max_partitions,
                                max_open_files=config.log_max_open_files or None,
-                               fsync=self.observations.timed_fsync)
+                               fsync=self.observations.timed_fsync, clock=self.clock)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/)
         from .security.service import Security
 
@@ -112,14 +116,13 @@ class Broker:
         # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
         from .fetch_sessions import FetchSessionManager
         from .producer_state import ProducerStateManager
-        from ..purgatory.clock import SystemClock
         from ..purgatory.delayed_fetch import FetchPurgatory
         from ..purgatory.timers import KeyedTimers
 
-        self.timers = KeyedTimers(SystemClock())
+        self.timers = KeyedTimers(self.clock)
         self.fetch_purgatory = FetchPurgatory(self.timers)
         self.fetch_sessions = FetchSessionManager()
-        self.producer_states = ProducerStateManager(self.logs, self.data_dir)
+        self.producer_states = ProducerStateManager(self.logs, self.data_dir, clock=self.clock)
         from .quotas import ClientQuotas
 
         self.quotas = ClientQuotas(self.data_dir)

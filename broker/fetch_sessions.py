@@ -60,7 +60,7 @@ class PartitionResult:
     error_code: int
     high_watermark: int
     log_start_offset: int
-    records: bytes = b""
+    records: bytes | memoryview = b""  # a view of the segment bytes read (PartitionLog.read(view=True))
     extra: Any = None
 
 

@@ -43,6 +43,7 @@ import structlog
 
 from .log.partition_log import write_file_durably
 from ..protocol import control_records
+from ..purgatory.clock import Clock, SystemClock
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import BatchHeader
 
@@ -381,8 +382,9 @@ class ProducerIdAllocator:
 class ProducerStateManager:
     """Every partition's producer state, the producer-id allocator and the snapshot schedule."""
 
-    def __init__(self, logs, data_dir: Path, *, snapshot_interval_s: float = 30.0) -> None:
+    def __init__(self, logs, data_dir: Path, *, snapshot_interval_s: float = 30.0, clock: Clock | None = None) -> None:
         self.logs = logs  # LogManager
+        self.clock: Clock = clock if clock is not None else SystemClock()  # producer expiry (wall clock)
         self.ids = ProducerIdAllocator(Path(data_dir))
         self.snapshot_interval_s = snapshot_interval_s
         self._states: dict[tuple[str, int], PartitionProducerState] = {}
@@ -409,7 +411,7 @@ class ProducerStateManager:
     def _collect(self, force: bool) -> list[tuple[PartitionProducerState, Path, bytes]]:
         """Serialise every changed state on the loop (consistent with the log end offset it names)."""
         out = []
-        now_ms = int(time.time() * 1000)
+        now_ms = self.clock.wall_ms()
         for key, state in list(self._states.items()):
             plog = self.logs.get_log(*key)
             if plog is None or plog is not state.owner:

@@ -21,7 +21,7 @@ class TxnFetchInfo:
     aborted: list[AbortedTransaction] | None  # None under read_uncommitted (null in the response)
 
 
-def trim_to_offset(records: bytes, limit: int) -> bytes:
+def trim_to_offset(records: bytes | memoryview, limit: int) -> bytes | memoryview:
     """The leading whole batches of `records` whose base offset is below `limit`."""
     end = 0
     for pos, header in rb.iter_batches(records):
@@ -31,8 +31,8 @@ def trim_to_offset(records: bytes, limit: int) -> bytes:
     return records[:end]
 
 
-def committed_view(broker: Any, plog: Any, fetch_offset: int, records: bytes,
-                   read_committed: bool) -> tuple[bytes, TxnFetchInfo]:
+def committed_view(broker: Any, plog: Any, fetch_offset: int, records: bytes | memoryview,
+                   read_committed: bool) -> tuple[bytes | memoryview, TxnFetchInfo]:
     state = broker.producer_states.for_log(plog)
     lso = state.last_stable_offset(plog.high_watermark)
     if not read_committed:

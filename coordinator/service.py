@@ -251,7 +251,9 @@ class GroupCoordinatorService:
         self._route(cmd, future)
         if self.faults and (delay_s := self.faults.join_delay_s(cmd)):
             return asyncio.ensure_future(_answer_later(future, delay_s))
-        return future.result() if future.done() else future
+        if future.done() and future.exception() is None:
+            return future.result()
+        return future  # still running, or failed: the caller's future handling reports it
 
     def _route(self, cmd: Any, future: asyncio.Future[Any]) -> None:
         """The prechecks, once per request; then the group's runtime runs or queues it."""

@@ -130,6 +130,54 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
     return io.getvalue()
 
 
+# Responses whose payload is record data read from the log (Fetch). Encoding one into a single
+# bytes object would copy every record byte twice (into the BytesIO, then out of it) on top of the
+# read from the segment file; gathered, the stored bytes go to the socket as they are.
+GATHERED_APIS = frozenset({1})
+# A field this big is kept as its own buffer; smaller writes are joined (a buffer per field would
+# cost more in the transport than copying a few bytes).
+GATHER_MIN_BYTES = 16 * 1024
+
+
+class _Gatherer:
+    """A write-only sink for the compiled encoders: small writes into one bytearray, big ones by reference."""
+
+    __slots__ = ("parts", "small")
+
+    def __init__(self, first: bytearray) -> None:
+        self.parts: list[bytes | bytearray | memoryview] = []
+        self.small = first
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if len(data) < GATHER_MIN_BYTES:
+            self.small += data
+        else:
+            self.parts.append(self.small)
+            self.parts.append(data)
+            self.small = bytearray()
+
+
+def encode_response_parts(api_key: int, version: int, correlation_id: int,
+                          body: Any) -> bytes | list[bytes | bytearray | memoryview]:
+    """`encode_response`, except that a Fetch response comes back as a list of buffers (record data
+    by reference, never joined) for `transport.writelines`; every other response is one bytes object."""
+    if api_key not in GATHERED_APIS:
+        return encode_response(api_key, version, correlation_id, body)
+    spec = response_spec(api_key)
+    assert spec is not None
+    head = bytearray(8)
+    _SIZE.pack_into(head, 4, correlation_id)
+    if response_header_version(spec, version) == 1:
+        head += b"\x00"  # response header v1: an empty tagged-field section
+    sink = _Gatherer(head)
+    codec.encode_into(spec, version, body, sink)  # type: ignore[arg-type]  # the encoders only call .write
+    parts = sink.parts
+    if sink.small:
+        parts.append(sink.small)
+    _SIZE.pack_into(head, 0, sum(len(p) for p in parts) - 4)
+    return parts
+
+
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
     """A whole request frame; used by `kbroker probe`, tests and the benchmarks' load generator."""
     spec = request_spec(api_key)

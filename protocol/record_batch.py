@@ -231,6 +231,16 @@ def assign_offsets(buf: bytearray | memoryview, pos: int, base_offset: int, lead
     _I32.pack_into(buf, pos + 12, leader_epoch)
 
 
+OFFSETS_PREFIX_SIZE = 16  # baseOffset, batchLength, partitionLeaderEpoch
+_OFFSETS_PREFIX = struct.Struct(">qii")
+
+
+def offsets_prefix(buf: bytes | bytearray | memoryview, base_offset: int, leader_epoch: int) -> bytes:
+    """The batch's first 16 bytes with the broker-owned fields stamped (as `assign_offsets`), for a
+    writer that sends them ahead of the unchanged rest instead of copying the batch to rewrite it."""
+    return _OFFSETS_PREFIX.pack(base_offset, _I32.unpack_from(buf, 8)[0], leader_epoch)
+
+
 def set_log_append_time(buf: bytearray | memoryview, pos: int, now_ms: int) -> None:
     """Mark the batch LogAppendTime with maxTimestamp = now, then re-sign it (both are under the CRC)."""
     attributes = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]

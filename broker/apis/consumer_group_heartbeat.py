@@ -68,4 +68,4 @@ def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> Consu
     coordinator = group_wire.service(ctx)
     if coordinator is None:
         return error_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return group_wire.reply(ctx, coordinator.submit(command(ctx, request)), _response, error_response)
+    return group_wire.reply(ctx, coordinator.submit_now(command(ctx, request)), _response, error_response)

@@ -36,4 +36,4 @@ def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse 
         member_id=request.member_id,
         group_instance_id=request.group_instance_id if ctx.api_version >= 3 else None,
     )
-    return group_wire.reply(ctx, coordinator.submit(cmd), _response, error_response)
+    return group_wire.reply(ctx, coordinator.submit_now(cmd), _response, error_response)

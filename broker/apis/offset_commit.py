@@ -111,7 +111,7 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
         return fail_all(E.COORDINATOR_NOT_AVAILABLE)
     # Queued in the group's mailbox now, so this connection's next request (which may be a fetch of
     # these very offsets) is handled after it; the answer waits only for the commit's fsync.
-    return group_wire.reply(ctx, coordinator.submit(cmd), answer, fail_all)
+    return group_wire.reply(ctx, coordinator.submit_now(cmd), answer, fail_all)
 
 
 def _topic_id(info: TopicInfo | None) -> UUID:

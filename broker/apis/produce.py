@@ -18,11 +18,11 @@ appended records are durable under the broker's flush policy.
 from __future__ import annotations
 
 import asyncio
-import time
 
 import structlog
 
 from ..log.manager import is_internal_topic
+from ..log.partition_log import PartitionLog
 from ..quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
 from ..router import Deferred, RequestContext
 from ..server import CloseConnection
@@ -79,11 +79,11 @@ def failed_response(_ctx: RequestContext, request: ProduceRequest, error: ErrorC
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Deferred | None:
     version = ctx.api_version
     acks = request.acks
-    now_ms = int(time.time() * 1000)
+    now_ms = ctx.broker.clock.wall_ms()  # LogAppendTime and producer-state times: wall clock, injected
     throttle_ms = ctx.broker.quotas.record(PRODUCER_BYTE_RATE, ctx.client_id, sum(
         len(p.records or b"") for t in request.topic_data for p in t.partition_data))
     responses: list[TopicProduceResponse] = []
-    durable_waits: list[tuple[object, int]] = []
+    durable_waits: list[tuple[PartitionLog, int]] = []
     any_error = False
     # Kafka refuses the whole request when any batch is transactional; malformed batches are left
     # to the per-partition validation below.
@@ -103,8 +103,14 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             any_error = True
             continue
         for part in topic.partition_data:
-            result = await _produce_partition(ctx, request, name, part.index, part.records, now_ms,
-                                              transactional_records, durable_waits)
+            result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
+                                        transactional_records, durable_waits)
+            if result is _NEEDS_TOPIC:
+                result = await _auto_create(ctx, name, part.index)
+                if result is None:
+                    result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
+                                                transactional_records, durable_waits, created=True)
+            assert isinstance(result, PartitionProduceResponse)
             if result.error_code != ErrorCode.NONE:
                 any_error = True
             out.partition_responses.append(result)
@@ -122,10 +128,21 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
 
 
 async def _after_durable(ctx: RequestContext, responses: list[TopicProduceResponse],
-                         durable_waits: list[tuple[object, int]], throttle_ms: int = 0) -> ProduceResponse:
-    results = await asyncio.gather(*(plog.wait_durable(offset) for plog, offset in durable_waits),
-                                   return_exceptions=True)
-    failed = [r for r in results if isinstance(r, BaseException)]
+                         durable_waits: list[tuple[PartitionLog, int]], throttle_ms: int = 0) -> ProduceResponse:
+    # Plain futures, not a task per partition: a request naming 1,000 partitions waits on 1,000 logs.
+    failed: list[BaseException] = []
+    waiting: list[asyncio.Future[None]] = []
+    for plog, offset in durable_waits:
+        try:
+            future = plog.flusher.durable_future(offset)
+        except Exception as e:  # noqa: BLE001 - a fenced or closed log: reported below like a failed fsync
+            failed.append(e)
+            continue
+        if future is not None:
+            waiting.append(future)
+    if waiting:
+        results = await asyncio.gather(*waiting, return_exceptions=True)
+        failed += [r for r in results if isinstance(r, BaseException)]
     if failed:
         # The records are in the log but not known to be on disk: report a storage error everywhere
         # rather than a success we cannot stand behind.
@@ -157,7 +174,20 @@ def _verify_transactional(broker, transactional_id: str, topic: str, index: int,
     return None
 
 
-async def _produce_partition(
+async def _auto_create(ctx: RequestContext, topic: str, index: int) -> PartitionProduceResponse | None:
+    """Create `topic` for a Produce naming it (auto.create.topics.enable): None once it exists."""
+    try:
+        await ctx.broker.auto_create_topic(topic)
+    except KafkaError as e:
+        if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            return _error(index, e.code, str(e))
+    return None
+
+
+_NEEDS_TOPIC = object()  # _produce_partition's answer when the topic must be auto-created first
+
+
+def _produce_partition(
     ctx: RequestContext,
     request: ProduceRequest,
     topic: str,
@@ -165,8 +195,11 @@ async def _produce_partition(
     records: bytes | None,
     now_ms: int,
     transactional_records: bool,
-    durable_waits: list,
-) -> PartitionProduceResponse:
+    durable_waits: list[tuple[PartitionLog, int]],
+    created: bool = False,
+) -> PartitionProduceResponse | object:
+    """Validate and append one partition's batch (plain code: no await, so 1,000 partitions cost no
+    coroutine each); `_NEEDS_TOPIC` when the topic must be auto-created before anything else."""
     broker = ctx.broker
     if request.acks not in (-1, 0, 1):
         return _error(index, ErrorCode.INVALID_REQUIRED_ACKS)
@@ -179,15 +212,9 @@ async def _produce_partition(
             return refused
     if is_internal_topic(topic):
         return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-    info = broker.logs.topics().get(topic)
-    if info is None and broker.config.auto_create_topics_enable:
-        try:
-            info = await broker.auto_create_topic(topic)
-        except KafkaError as e:
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                return _error(index, e.code, str(e))
-            info = broker.logs.topics().get(topic)
-    plog = broker.logs.get_log(topic, index) if info is not None else None
+    plog = broker.logs.get_log(topic, index)
+    if plog is None and not created and broker.config.auto_create_topics_enable and topic not in broker.logs.topics():
+        return _NEEDS_TOPIC
     if plog is None:
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       f"This server does not host this topic-partition: {topic}-{index}")
@@ -234,7 +261,7 @@ async def _produce_partition(
     if (faults := getattr(broker, "partition_faults", None)) and (injected := faults.take("Produce", topic, index)):
         return _error(index, injected, "injected by a test control")
     try:
-        appended = plog.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms, single_batch=True)
+        appended = plog.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms, single_batch=True, validated=headers)
     except KafkaError as e:
         return _error(index, e.code, str(e))
     except OSError as e:  # the log fenced itself (PartitionLog.append); answer like Kafka's offline dir

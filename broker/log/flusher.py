@@ -33,6 +33,7 @@ from .config import FlushPolicy
 
 if TYPE_CHECKING:
     from .segment import LogSegment
+    from .sync_batcher import SyncBatcher
 
 log = structlog.get_logger(__name__)
 
@@ -56,8 +57,10 @@ class Flusher:
         after_sync: Callable[[], None],
         fsync: Callable[[int], None] = os.fsync,
         name: str = "",
+        batcher: SyncBatcher | None = None,
     ) -> None:
         self.name = name  # "topic-partition", for log events
+        self._batcher = batcher  # shares worker-thread jobs with other partitions' rounds (sync_batcher.py)
         self._policy = policy
         self._log_end_offset = log_end_offset
         self._segments_to_sync = segments_to_sync
@@ -89,10 +92,17 @@ class Flusher:
 
         Only `always` waits; with `interval:MS` and `never` durability is the background's business.
         """
+        future = self.durable_future(offset)
+        if future is not None:
+            await future
+
+    def durable_future(self, offset: int) -> asyncio.Future[None] | None:
+        """`wait_durable` as a plain future (None: durable already), so that a request waiting on many
+        partitions gathers futures instead of starting a task per partition."""
         if self.fenced is not None:
             raise self.fenced
         if self._policy.kind != "always" or offset < self.durable_offset:
-            return
+            return None
         if self._closed:
             raise StorageError("log is closed")
         loop = asyncio.get_running_loop()
@@ -100,7 +110,7 @@ class Flusher:
         heapq.heappush(self._waiters, (offset, next(self._tiebreak), future))
         if self._task is None:
             self._task = loop.create_task(self._run(), name="log-flush")
-        await future
+        return future
 
     def after_round(self, callback: Callable[[], None]) -> bool:
         """Run `callback` on the loop once the flush round in progress has ended (and no waiter is
@@ -162,7 +172,9 @@ class Flusher:
             while self._waiters:
                 target = self._log_end_offset()
                 segments = self._segments_to_sync()
-                if segments:
+                if segments and self._batcher is not None:
+                    await self._batcher.sync(segments, self._fsync)
+                elif segments:
                     await asyncio.to_thread(sync_segments, segments, self._fsync)
                 self._mark_durable(target)
                 self._after_sync()

@@ -33,6 +33,8 @@ from .config import FlushPolicy, LogConfig
 from .files import FILES, fsync_dir, write_file_durably
 from .flusher import sync_segments
 from .partition_log import PartitionLog
+from .sync_batcher import SyncBatcher
+from ...purgatory.clock import Clock, SystemClock
 
 log = structlog.get_logger(__name__)
 
@@ -103,6 +105,7 @@ class LogManager:
         fsync: Callable[[int], None] = os.fsync,
         max_partitions: int = DEFAULT_MAX_PARTITIONS,
         max_open_files: int | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.max_partitions = max_partitions
@@ -112,6 +115,8 @@ class LogManager:
         self.default_config = default_config if default_config is not None else LogConfig()
         self.flush_policy = FlushPolicy.parse(flush_policy)
         self._fsync = fsync
+        self._sync_batcher = SyncBatcher()  # one for every log: see sync_batcher.py
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self._topics: dict[str, TopicInfo] = {}
         self._creating: set[str] = set()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
@@ -178,6 +183,8 @@ class LogManager:
             flush_policy=self.flush_policy,
             clean_shutdown=clean,
             fsync=self._fsync,
+            batcher=self._sync_batcher,
+            clock=self.clock,
         )
 
     def _start_interval_flusher(self) -> None:
@@ -198,19 +205,23 @@ class LogManager:
         interval = self.flush_policy.interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            rounds = [(plog, *plog.flusher.snapshot()) for plog in list(self._logs.values())]
-            work = [item for _, _, segments in rounds for item in segments]
-            if work:
-                try:
-                    await asyncio.to_thread(sync_segments, work, self._fsync)
-                except OSError as exc:
-                    log.error("interval_flush_failed", error=repr(exc))
-                    for plog, _, segments in rounds:
-                        if segments:  # which file failed is unknown: none of them may count as durable
-                            plog.flusher.fence(exc)
-                    continue
-            for plog, target, _ in rounds:
-                plog.flusher.complete(target)
+            await self.flush_dirty_logs()
+
+    async def flush_dirty_logs(self) -> None:
+        """One `interval:MS` tick: every log's dirty segments in one worker-thread call."""
+        rounds = [(plog, *plog.flusher.snapshot()) for plog in list(self._logs.values())]
+        work = [item for _, _, segments in rounds for item in segments]
+        if work:
+            try:
+                await asyncio.to_thread(sync_segments, work, self._fsync)
+            except OSError as exc:
+                log.error("interval_flush_failed", error=repr(exc))
+                for plog, _, segments in rounds:
+                    if segments:  # which file failed is unknown: none of them may count as durable
+                        plog.flusher.fence(exc)
+                return
+        for plog, target, _ in rounds:
+            plog.flusher.complete(target)
 
     # --- topics ---------------------------------------------------------------------------------------
 

@@ -24,7 +24,9 @@ from ...protocol.errors import ErrorCode, KafkaError
 from .config import FlushPolicy, LogConfig
 from .files import fsync_dir, write_file_durably
 from .flusher import Flusher
+from ...purgatory.clock import Clock, SystemClock
 from .segment import LogSegment
+from .sync_batcher import SyncBatcher
 
 log = structlog.get_logger(__name__)
 
@@ -45,7 +47,7 @@ class AppendInfo:
 
 @dataclass(slots=True)
 class ReadResult:
-    records: bytes
+    records: bytes | memoryview  # a memoryview only for read(view=True)
     high_watermark: int
     log_start_offset: int
     last_stable_offset: int
@@ -65,8 +67,11 @@ class PartitionLog:
         flush_policy: FlushPolicy | str = "always",
         clean_shutdown: bool = False,
         fsync: Callable[[int], None] = os.fsync,
+        batcher: SyncBatcher | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.directory = Path(directory)
+        self.clock: Clock = clock if clock is not None else SystemClock()  # segment creation times
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -92,6 +97,7 @@ class PartitionLog:
             self._after_sync,
             fsync,
             name=f"{topic}-{partition}",
+            batcher=batcher,
         )
 
     # --- loading and recovery -------------------------------------------------------------------------
@@ -129,7 +135,8 @@ class PartitionLog:
             # are past the recovery point, when their index fails its sanity check, or when an
             # earlier segment was damaged.
             recover = last or damaged or (not clean_shutdown and base >= recovery_point)
-            segment, result = LogSegment.open(self.directory, base, interval, recover=recover)
+            segment, result = LogSegment.open(self.directory, base, interval, recover=recover,
+                                              created_ms=self.clock.wall_ms())
             if segment.next_offset > base and self.segments and self.segments[-1].next_offset > base:
                 # Overlaps the segment before it (which must have been damaged into nonsense): keep the
                 # earlier data, never serve two batches for one offset.
@@ -145,7 +152,8 @@ class PartitionLog:
                             lost_from_offset=segment.next_offset, next_segment_base=bases[i + 1],
                             bytes=result.truncated_bytes)
         if not self.segments:
-            self.segments.append(LogSegment(self.directory, checkpoint_start or 0, interval))
+            self.segments.append(LogSegment(self.directory, checkpoint_start or 0, interval,
+                                            created_ms=self.clock.wall_ms()))
         self._segment_bases = [s.base_offset for s in self.segments]
         if not self.config.compact:  # compaction leaves gaps on purpose; elsewhere a gap is lost data
             for before, after in zip(self.segments, self.segments[1:]):
@@ -172,7 +180,7 @@ class PartitionLog:
             self._segment_bases.pop()
         else:
             self.active.mark_inactive()
-        self.segments.append(LogSegment(self.directory, offset, interval))
+        self.segments.append(LogSegment(self.directory, offset, interval, created_ms=self.clock.wall_ms()))
         self._segment_bases.append(offset)
 
     # --- offsets --------------------------------------------------------------------------------------
@@ -201,13 +209,17 @@ class PartitionLog:
 
     def append(
         self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int, single_batch: bool = False,
-        control: bool = False,
+        control: bool = False, validated: list[rb.BatchHeader] | None = None,
     ) -> AppendInfo:
-        """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`."""
+        """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`.
+
+        `validated`: the headers `rb.validate_produced_batches` returned for `records`, when the caller
+        (Produce) has run it and, on a compacted topic, the key check: neither is repeated here."""
         if self.before_append is not None:
             self.before_append()
         config = self.config
-        headers = rb.validate_produced_batches(records, single_batch=single_batch, allow_control=control)
+        headers = validated if validated is not None else rb.validate_produced_batches(
+            records, single_batch=single_batch, allow_control=control)
         total = len(records)
         if self.flusher.fenced is not None:
             raise self.flusher.fenced
@@ -224,27 +236,39 @@ class PartitionLog:
                 f"{total} bytes of records exceed segment.bytes {config.segment_bytes}",
                 ErrorCode.RECORD_LIST_TOO_LARGE,
             )
-        if config.compact:
+        if config.compact and validated is None:
             self._check_keys(records)
-        buf = bytearray(records)
         offset = self.log_end_offset
         base_offset = offset
         positions: list[tuple[int, rb.BatchHeader]] = []
-        pos = 0
-        for header in headers:
-            rb.assign_offsets(buf, pos, offset, leader_epoch)
-            if config.log_append_time:
-                rb.set_log_append_time(buf, pos, now_ms)
-                header.max_timestamp = now_ms
+        data: list[bytes | bytearray | memoryview]
+        if len(headers) == 1 and not config.log_append_time:
+            # The one batch of a Produce: its new first 16 bytes (base offset, length, leader epoch)
+            # and the rest as received, written together, rather than a copy of the whole batch.
+            header = headers[0]
+            data = [rb.offsets_prefix(records, offset, leader_epoch), memoryview(records)[rb.OFFSETS_PREFIX_SIZE:]]
             header.base_offset = offset
             header.partition_leader_epoch = leader_epoch
-            positions.append((pos, header))
+            positions.append((0, header))
             offset = header.next_offset
-            pos += header.size
+        else:
+            buf = bytearray(records)
+            pos = 0
+            for header in headers:
+                rb.assign_offsets(buf, pos, offset, leader_epoch)
+                if config.log_append_time:
+                    rb.set_log_append_time(buf, pos, now_ms)
+                    header.max_timestamp = now_ms
+                header.base_offset = offset
+                header.partition_leader_epoch = leader_epoch
+                positions.append((pos, header))
+                offset = header.next_offset
+                pos += header.size
+            data = [buf]
         last_offset = offset - 1
         try:
             self._maybe_roll(total, headers[0].max_timestamp, last_offset, now_ms)
-            self.active.append(buf, positions)
+            self.active.append(data, positions)
         except OSError as exc:
             # A full or failing disk: what reached the file is unknown, so the log takes no more
             # appends until a restart's recovery has checked it (Kafka takes the log dir offline).
@@ -281,9 +305,8 @@ class PartitionLog:
         if old.size == 0:
             return old
         old.mark_inactive()
-        new = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes)
-        if now_ms is not None:
-            new.created_ms = now_ms
+        new = LogSegment(self.directory, self.log_end_offset, self.config.index_interval_bytes,
+                         created_ms=now_ms if now_ms is not None else self.clock.wall_ms())
         self.segments.append(new)
         self._segment_bases.append(new.base_offset)
         log.info("segment_rolled", topic=self.topic, partition=self.partition, base_offset=new.base_offset)
@@ -326,6 +349,13 @@ class PartitionLog:
     async def wait_durable(self, offset: int) -> None:
         await self.flusher.wait_durable(offset)
 
+    async def quiesce(self) -> None:
+        """Return once the flushes under way (after a roll, or a group-commit round) have finished: an
+        explicit point to wait for instead of a sleep."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self.flusher.drain()
+
     def flush(self) -> None:
         self.flusher.sync_now()
 
@@ -338,15 +368,19 @@ class PartitionLog:
                 f"of {self.topic}-{self.partition}"
             )
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadResult:
-        """Whole batches from the one holding `offset` (it may start earlier), within one segment."""
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, view: bool = False) -> ReadResult:
+        """Whole batches from the one holding `offset` (it may start earlier), within one segment.
+
+        `view=True` (Fetch) may return a memoryview of the bytes read instead of a copy of them."""
         self._check_range(offset)
-        data = b""
+        data: bytes | memoryview = b""
         i = max(bisect_right(self._segment_bases, offset) - 1, 0)
         for segment in self.segments[i:]:
             if segment.size and segment.next_offset > offset:  # skips segments emptied by compaction
                 data = segment.read(offset, max_bytes, min_one_batch)
                 break
+        if not view and type(data) is memoryview:
+            data = data.tobytes()
         return ReadResult(data, self.high_watermark, self.log_start_offset, self.last_stable_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -393,7 +427,8 @@ class PartitionLog:
     def _reset_at(self, offset: int) -> None:
         for segment in self.segments:
             segment.delete()
-        self.segments = [LogSegment(self.directory, offset, self.config.index_interval_bytes)]
+        self.segments = [LogSegment(self.directory, offset, self.config.index_interval_bytes,
+                                    created_ms=self.clock.wall_ms())]
         self._segment_bases = [offset]
         self.log_start_offset = offset
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import struct
 from bisect import bisect_right
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -23,17 +22,24 @@ from ...protocol.record_batch import (
     decode_batch,
 )
 
+from ...purgatory.clock import SystemClock
 from .files import FILES
 from .index import OffsetIndex, TimeIndex
 
 log = structlog.get_logger(__name__)
 
 _READ_CHUNK = 256 * 1024  # how much a header scan reads per syscall
+# A lookup's first read: the index (or a read hint) leaves it within about index.interval.bytes of
+# its batch, so the scan's 256 KiB would mostly be bytes copied for nothing.
+_FIND_CHUNK = 8 * 1024
+_MAX_READ_HINTS = 8  # consumers of one segment at different positions, each with its own hint
+_I64 = struct.Struct(">q")
 # batchLength, partitionLeaderEpoch, magic, crc: the fields a read checks, from byte 8 of a batch
 _FRAMING = struct.Struct(">iibI")
 _FRAMING_AT = 8
 _I32 = struct.Struct(">i")
 _RELATIVE_OFFSET_LIMIT = 2**31 - 1  # index entries hold offsets relative to the base as int32
+_SYSTEM_CLOCK = SystemClock()  # for segments made without an owner's clock (compaction output, tests)
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -67,7 +73,8 @@ class CorruptBatchError(CorruptRecordError):
 class LogSegment:
     """Appends are synchronous (page cache); `sync` is safe to call from a worker thread."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, suffix: str = "") -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, suffix: str = "",
+                 created_ms: int | None = None) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -81,7 +88,8 @@ class LogSegment:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp
         self.first_batch_timestamp = -1  # drives time-based rolls, like Kafka's rollingBasedTimestamp
-        self.created_ms = int(time.time() * 1000)
+        # Drives time-based rolls of an empty-timestamped segment: the owner's clock (PartitionLog.clock).
+        self.created_ms = created_ms if created_ms is not None else _SYSTEM_CLOCK.wall_ms()
         self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, ".index" + suffix), base_offset)
         self.time_index = TimeIndex(directory / segment_file_name(base_offset, ".timeindex" + suffix), base_offset)
         self._bytes_since_index = 0
@@ -92,11 +100,15 @@ class LogSegment:
         self.indexes_synced = False  # set once an inactive segment's indexes have been fsynced
         self.closed = False
         self._reported: set[int] = set()  # positions of damage already logged
+        # base offset -> position of a batch where a read ended (see _remember); only batches behind
+        # it may change it, and they change only by truncation or recovery, which clear it.
+        self._read_hints: dict[int, int] = {}
 
     # --- opening --------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int, *, recover: bool) -> tuple[
+    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int, *, recover: bool,
+             created_ms: int | None = None) -> tuple[
         LogSegment, RecoveryResult | None
     ]:
         """Open an existing (or new) segment.
@@ -109,12 +121,12 @@ class LogSegment:
         index_path = directory / segment_file_name(base_offset, ".index")
         time_path = directory / segment_file_name(base_offset, ".timeindex")
         if recover:
-            segment = cls(directory, base_offset, index_interval_bytes)
+            segment = cls(directory, base_offset, index_interval_bytes, created_ms=created_ms)
             return segment, segment.recover()
         log_path = directory / segment_file_name(base_offset, ".log")
         size = log_path.stat().st_size if log_path.exists() else 0
         offset_index = OffsetIndex.load(index_path, base_offset, size)
-        segment = cls(directory, base_offset, index_interval_bytes)
+        segment = cls(directory, base_offset, index_interval_bytes, created_ms=created_ms)
         if offset_index is None:
             # Kafka's LogLoader: an index that fails its sanity check means the segment cannot be
             # trusted either (a cut log leaves an index pointing past its end): validate and truncate.
@@ -190,20 +202,25 @@ class LogSegment:
     def can_hold_offset(self, last_offset: int) -> bool:
         return last_offset - self.base_offset <= _RELATIVE_OFFSET_LIMIT
 
-    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
-        """Write already-validated batches (positions relative to `data`) at the end of the file."""
+    def append(self, data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
+               batches: list[tuple[int, BatchHeader]]) -> None:
+        """Write already-validated batches (positions relative to `data`, which may come in parts
+        written together) at the end of the file."""
         start = self.size
-        view = memoryview(data)
-        written = 0
+        parts = data if isinstance(data, list) else [data]
+        total = sum(len(p) for p in parts)
         with FILES.lease(self.log_path) as fd:
-            while written < len(data):  # pwrite to a regular file is normally complete; loop to be sure
-                written += os.pwrite(fd, view[written:], start + written)
+            written = os.pwritev(fd, parts, start) if len(parts) > 1 else os.pwrite(fd, parts[0], start)
+            if written < total:  # a write to a regular file is normally complete; finish it if not
+                view = memoryview(b"".join(parts))
+                while written < total:
+                    written += os.pwrite(fd, view[written:], start + written)
         if start == 0:
             self.first_batch_timestamp = batches[0][1].max_timestamp
         for rel, header in batches:
             self._observe(header)
             self._index_batch(start + rel, header)
-        self.size = start + len(data)
+        self.size = start + total
         if self.verified_size == start:
             self.verified_size = self.size  # produce validated these batches' CRCs
 
@@ -219,7 +236,8 @@ class LogSegment:
         with FILES.lease(self.log_path) as fd:
             return os.pread(fd, size, position)
 
-    def iter_headers(self, start: int = 0, *, strict: bool = False) -> Iterator[tuple[int, BatchHeader]]:
+    def iter_headers(self, start: int = 0, *, strict: bool = False,
+                     chunk_size: int = _READ_CHUNK) -> Iterator[tuple[int, BatchHeader]]:
         """Headers of the whole batches from `start`; reads in chunks, never trusts a length past EOF.
 
         A header that cannot be right (length out of bounds, unknown magic) ends the walk quietly, or
@@ -233,7 +251,8 @@ class LogSegment:
         while end - pos >= HEADER_SIZE:
             rel = pos - chunk_start
             if rel + HEADER_SIZE > len(chunk):
-                chunk = self.read_at(pos, _READ_CHUNK)
+                chunk = self.read_at(pos, chunk_size)
+                chunk_size = _READ_CHUNK  # a walk that goes on is a long one
                 chunk_start = pos
                 rel = 0
                 if len(chunk) < HEADER_SIZE:
@@ -270,13 +289,28 @@ class LogSegment:
 
     def find_batch(self, offset: int, *, strict: bool = False) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= `offset` (the one holding it, or the next one)."""
-        for pos, header in self.iter_headers(self.offset_index.lookup(offset), strict=strict):
+        start = self._read_hints.get(offset)
+        if start is None:
+            start = self.offset_index.lookup(offset)
+        for pos, header in self.iter_headers(start, strict=strict, chunk_size=_FIND_CHUNK):
             if header.last_offset >= offset:
                 return pos, header
         return None
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
-        """Whole batches starting with the one holding `offset`, up to max_bytes (or one whole batch).
+    def _remember(self, offset: int, data: bytes, end: int, position: int) -> None:
+        """Where the batch after a read of `offset` starts, keyed by its base offset: a consumer's next
+        fetch asks for exactly that offset and finds its batch without an index walk."""
+        if len(data) - end >= 8:
+            following = _I64.unpack_from(data, end)[0]
+            if offset < following < self.next_offset:  # the base offset is outside the CRC: check it
+                hints = self._read_hints
+                hints[following] = position
+                if len(hints) > _MAX_READ_HINTS:
+                    hints.pop(next(iter(hints)), None)
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes | memoryview:
+        """Whole batches starting with the one holding `offset`, up to max_bytes (or one whole batch):
+        a view of the bytes read from the file, never a copy of them.
 
         Every batch served is checked first (length, magic, and the CRC of bytes not verified
         before): CorruptBatchError rather than damaged bytes with error 0."""
@@ -293,8 +327,15 @@ class LogSegment:
         limit = min(start + max_bytes, self.size)
         data = self.read_at(start, limit - start)
         if limit <= self.verified_size:
-            return data[: self._whole_batches_end(data, start, first.size, limit) - start]
-        rel, window = 0, limit - start
+            end = self._whole_batches_end(data, start, first.size, limit) - start
+        else:
+            end = self._checked_end(data, start, limit - start)
+        self._remember(offset, data, end, start + end)
+        return data if end == len(data) else memoryview(data)[:end]
+
+    def _checked_end(self, data: bytes, start: int, window: int) -> int:
+        """End (relative to `start`) of the whole batches at the start of `data` that pass their checks."""
+        rel = 0
         verified = self.verified_size
         while window - rel >= HEADER_SIZE:
             # Only length, magic and CRC fields: this walk runs over every batch of every fetch.
@@ -318,7 +359,7 @@ class LogSegment:
             rel += size
         if verified > self.verified_size:
             self.verified_size = verified
-        return data[:rel]
+        return rel
 
     def _whole_batches_end(self, data: bytes, start: int, first_size: int, limit: int) -> int:
         """End of the last whole batch in a window of bytes checked before (their framing is known good):
@@ -381,6 +422,7 @@ class LogSegment:
     # --- recovery and truncation ----------------------------------------------------------------------
 
     def _reset_state(self) -> None:
+        self._read_hints.clear()
         self.offset_index.reset()
         self.time_index.reset()
         self.next_offset = self.base_offset

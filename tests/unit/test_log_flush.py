@@ -21,9 +21,11 @@ class CountingFsync:
     def __init__(self) -> None:
         self.calls = 0
         self.gate: threading.Event | None = None  # when set, fsync blocks until the test opens it
+        self.entered = threading.Event()  # set by the first fsync to start
         self.fail = False
 
     def __call__(self, fd: int) -> None:
+        self.entered.set()
         if self.gate is not None:
             self.gate.wait(timeout=10)
         if self.fail:
@@ -58,12 +60,12 @@ async def test_waiters_resolve_only_after_their_fsync_and_loop_keeps_serving(tmp
     plog = PartitionLog(tmp_path / "t-0", "t", 0, LogConfig(), flush_policy="always", fsync=fsync)
     first = plog.append(batch(0), leader_epoch=0, now_ms=0)
     waiter = asyncio.create_task(plog.wait_durable(first.last_offset))
-    await asyncio.sleep(0.05)
-    assert not waiter.done()  # the fsync is blocked in its thread...
+    assert await asyncio.to_thread(fsync.entered.wait, 10)  # the round's fsync has started...
+    assert not waiter.done()  # ...and is blocked in its thread...
     # ...while the event loop still accepts appends, which queue for the next round
     second = plog.append(batch(1), leader_epoch=0, now_ms=0)
     late_waiter = asyncio.create_task(plog.wait_durable(second.last_offset))
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # let it register; nothing can complete it while the gate is shut
     assert not late_waiter.done()
     fsync.gate.set()
     await asyncio.wait_for(asyncio.gather(waiter, late_waiter), timeout=5)
@@ -92,14 +94,19 @@ async def test_interval_policy_flushes_in_background(tmp_path: Path) -> None:
     manager.create_topic("t", 2, {})
     plog = manager.get_log("t", 1)
     assert plog is not None
+    ticked = asyncio.Event()
+    tick = manager.flush_dirty_logs
+
+    async def observed_tick() -> None:  # the background task looks the method up at every tick
+        await tick()
+        if fsync.calls:
+            ticked.set()
+
+    manager.flush_dirty_logs = observed_tick  # type: ignore[method-assign]
     info = plog.append(batch(0), leader_epoch=0, now_ms=0)
     await asyncio.wait_for(plog.wait_durable(info.last_offset), timeout=0.01)  # returns at once
     assert fsync.calls == 0
-    for _ in range(100):
-        await asyncio.sleep(0.02)
-        if plog.flusher.durable_offset == 1:
-            break
-    assert fsync.calls >= 1
+    await asyncio.wait_for(ticked.wait(), timeout=10)  # a tick of the background task fsynced it
     assert plog.flusher.durable_offset == 1
     manager.close()
 
@@ -110,8 +117,8 @@ async def test_never_policy_does_not_fsync_appends_but_close_does(tmp_path: Path
     for i in range(20):
         info = plog.append(batch(i), leader_epoch=0, now_ms=0)
         await plog.wait_durable(info.last_offset)
-    await asyncio.sleep(0.05)
-    assert fsync.calls == 0
+    await plog.quiesce()  # no flush is under way or pending...
+    assert fsync.calls == 0  # ...and none ran
     plog.close()
     assert fsync.calls >= 1
 
@@ -123,10 +130,7 @@ async def test_rolled_segment_is_fsynced_with_its_indexes_whatever_the_policy(tm
     for i in range(10):
         plog.append(batch(i), leader_epoch=0, now_ms=0)
     assert len(plog.segments) > 1
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if all(s.indexes_synced and not s.dirty for s in plog.segments[:-1]):
-            break
+    await plog.quiesce()  # the flushes each roll started have finished
     assert all(s.indexes_synced and not s.dirty for s in plog.segments[:-1])
     assert fsync.calls >= 3 * (len(plog.segments) - 1)  # log + two indexes per rolled segment
     plog.close()

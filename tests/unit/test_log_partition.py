@@ -9,6 +9,7 @@ import pytest
 from kbroker.broker.log import LogConfig, PartitionLog
 from kbroker.broker.log.index import OffsetIndex
 from kbroker.protocol.errors import ErrorCode, KafkaError
+from kbroker.purgatory.clock import ManualClock
 from kbroker.protocol.record_batch import (
     TIMESTAMP_LOG_APPEND_TIME,
     Record,
@@ -199,6 +200,22 @@ def test_time_based_roll_uses_record_timestamps(tmp_path: Path) -> None:
     assert len(plog.segments) == 1
     plog.append(batch(1, ts=11_001), leader_epoch=0, now_ms=0)
     assert [s.base_offset for s in plog.segments] == [0, 2]
+
+
+def test_segment_times_come_from_the_log_clock(tmp_path: Path) -> None:
+    """Without record timestamps a segment rolls by its creation time, which is the injected clock's."""
+    clock = ManualClock(start_ms=0, wall_offset_ms=1_700_000_000_000)
+    plog = open_log(tmp_path, LogConfig(segment_ms=1_000), clock=clock)
+    assert plog.active.created_ms == clock.wall_ms()
+    untimed = encode_batch([Record(0, -1, b"k", b"v")])  # timestamp -1: no record time
+    plog.append(untimed, leader_epoch=0, now_ms=clock.wall_ms())
+    clock.advance(999)
+    plog.append(untimed, leader_epoch=0, now_ms=clock.wall_ms())
+    assert len(plog.segments) == 1  # 999 ms of the clock's time: not yet
+    clock.advance(2)
+    plog.append(untimed, leader_epoch=0, now_ms=clock.wall_ms())
+    assert len(plog.segments) == 2
+    assert plog.active.created_ms == clock.wall_ms()
 
 
 def test_reopen_after_close_gives_same_offsets(tmp_path: Path) -> None:
