@@ -23,7 +23,7 @@ from typing import Any, Awaitable
 import structlog
 
 from ..coordinator.record_codec import UnknownRecordType, decode_record, encode_record
-from ..coordinator.records import Record
+from ..coordinator.records import OffsetCommitRecord, OffsetCommitTombstone, Record
 from ..protocol.control_records import COMMIT, control_type
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ..protocol.record_batch import Record as LogRecord
@@ -191,9 +191,8 @@ def _lost_commits(raw: bytes | None) -> list[str]:
             except Exception:
                 names.append(f"offset {r.offset}: undecodable")
                 continue
-            topic = getattr(record, "topic", None)
-            if topic is not None:
-                names.append(f"{record.group} {topic}-{record.partition} (offset {r.offset})")
+            if isinstance(record, (OffsetCommitRecord, OffsetCommitTombstone)):
+                names.append(f"{record.group} {record.topic}-{record.partition} (offset {r.offset})")
             else:
                 names.append(f"group {record.group} metadata (offset {r.offset})")
     except Exception:

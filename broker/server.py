@@ -53,7 +53,7 @@ class KafkaServer:
         self.listener = listener
         self._sock = sock
         self.max_request_bytes = max_request_bytes
-        self._server: asyncio.base_events.Server | None = None
+        self._server: asyncio.base_events.Server | TlsAcceptor | None = None
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
         self._in_flight: set[asyncio.Task] = set()
         self._per_ip: dict[str, int] = {}
@@ -92,6 +92,7 @@ class KafkaServer:
             await asyncio.wait(list(self._connections), timeout=1.0)
 
     async def _on_tls_connection(self, sock: socket.socket) -> None:
+        assert self.security is not None  # only a listener with security accepts TLS
         try:
             peername = sock.getpeername()
         except OSError:
@@ -190,7 +191,7 @@ class KafkaServer:
                     return "closed by client" if not e.partial else "truncated frame"
                 (size,) = _SIZE.unpack(head)
                 limit = self.max_request_bytes
-                if conn is not None:  # before authentication: sasl.server.max.receive.size
+                if conn is not None and self.security is not None:  # before authentication: sasl.server.max.receive.size
                     limit = conn.max_frame_bytes(limit, self.security.max_receive_before_auth)
                 if size < 0 or size > limit:
                     log.warning("request_rejected", peer=peer, error="frame size out of bounds", size=size,
@@ -249,7 +250,7 @@ class KafkaServer:
                 dropped += 1
         return dropped
 
-    def _track(self, task: asyncio.Future) -> None:
+    def _track(self, task: asyncio.Task[Any]) -> None:
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 

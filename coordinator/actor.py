@@ -43,7 +43,7 @@ from .controls import ControlResult, GroupFaults
 from .controls import describe as describe_control
 from .execute import AppendNowait, AppendRecords, execute_outcome
 from .history import RebalanceHistory, in_progress
-from .outcome import CancelTimer, Event, Outcome, RebalanceCompleted, Reply, TimerOp
+from .outcome import CancelTimer, Event, GroupExpiry, Outcome, RebalanceCompleted, Reply, TimerOp
 from .partitioning import partition_for
 from .records import Record
 from .results import (
@@ -78,7 +78,7 @@ class _Request:
 
 @dataclasses.dataclass(slots=True)
 class _Expiry:
-    cmd: c.TimerExpiry
+    cmd: GroupExpiry
     key: str
     token: int
 
@@ -336,9 +336,9 @@ class GroupCoordinatorService:
             return  # stale: the key was re-armed or cancelled after this expiry fired
         machine = self._machines.get(actor.partition)
         if isinstance(item, _Request):
-            error = self._precheck(cmd)
+            error = self._precheck(item.cmd)
             if error is not None:
-                self._deliver(Reply(cmd.reply_to, self._refusal(cmd, error)))
+                self._deliver(Reply(item.cmd.reply_to, self._refusal(item.cmd, error)))
                 return
         if machine is None or actor.partition in self._loading:
             return
@@ -352,7 +352,7 @@ class GroupCoordinatorService:
                 member=getattr(cmd, "member_id", None),
             )
             if isinstance(item, _Request):
-                self._deliver(Reply(cmd.reply_to, error_result_for(cmd, E.UNKNOWN_SERVER_ERROR)))
+                self._deliver(Reply(item.cmd.reply_to, error_result_for(item.cmd, E.UNKNOWN_SERVER_ERROR)))
             return
         await self._execute(machine, outcome)
 
@@ -409,7 +409,7 @@ class GroupCoordinatorService:
         else:
             self.timers.schedule(op.key, op.delay_ms, partial(self._on_timer, partition, op.expiry))
 
-    def _on_timer(self, partition: int, expiry: c.TimerExpiry, fired: TimerFired) -> None:
+    def _on_timer(self, partition: int, expiry: GroupExpiry, fired: TimerFired) -> None:
         self._actor(partition, expiry.group_id).put(_Expiry(expiry, fired.key, fired.token))
 
     def _schedule_retention_check(self) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from ..protocol.errors import ErrorCode
 
 from . import commands as c
+from .consumer_commands import ConsumerGroupHeartbeatResult, DescribedConsumerGroup, consumer_error_result
 
 E = ErrorCode
 
@@ -188,12 +189,6 @@ class DeletedGroup:
         return DeletedGroup(self.group_id, code)
 
 
-Result = (
-    JoinGroupResult | SyncGroupResult | HeartbeatResult | LeaveGroupResult | OffsetCommitResult
-    | OffsetFetchResult | OffsetDeleteResult | DescribedGroup | DeletedGroup
-)
-
-
 @dataclass(frozen=True, slots=True)
 class ControlResult:
     """What a test control (controls.py) answers."""
@@ -201,8 +196,18 @@ class ControlResult:
     error: ErrorCode
     detail: str = ""
 
+    def failed(self, code: ErrorCode) -> ControlResult:
+        return ControlResult(code, self.detail)
 
-def error_result_for(cmd: c.Request, code: ErrorCode) -> Result:
+
+Result = (
+    JoinGroupResult | SyncGroupResult | HeartbeatResult | LeaveGroupResult | OffsetCommitResult
+    | OffsetFetchResult | OffsetDeleteResult | DescribedGroup | DeletedGroup | ControlResult
+    | ConsumerGroupHeartbeatResult | DescribedConsumerGroup
+)
+
+
+def error_result_for(cmd: object, code: ErrorCode) -> Result:
     """The whole-request error answer for `cmd` (coordinator unavailable, loading, ...)."""
     match cmd:
         case c.JoinGroup():
@@ -224,12 +229,10 @@ def error_result_for(cmd: c.Request, code: ErrorCode) -> Result:
         case c.DeleteGroup():
             return DeletedGroup(cmd.group_id, code)
     if getattr(cmd, "is_control", False):
-        return ControlResult(code, f"group {cmd.group_id}: {code.name}")
-    from .consumer_commands import consumer_error_result
-
+        return ControlResult(code, f"group {getattr(cmd, 'group_id')}: {code.name}")
     result = consumer_error_result(cmd, code)
     if result is not None:
-        return result  # type: ignore[return-value]
+        return result
     raise TypeError(f"no result type for {type(cmd).__name__}")
 
 

@@ -22,8 +22,8 @@ _RUNTIME_IMPORT = f"from {__package__}.primitives import *"
 
 def _default_expr(dc_field: dataclasses.Field, code: construct.core.CodeGen) -> str:
     """A Python expression producing a fresh default value for a dataclass field."""
-    if dc_field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        factory = dc_field.default_factory  # type: ignore[misc]
+    if dc_field.default_factory is not dataclasses.MISSING:
+        factory = dc_field.default_factory
         if factory is list:
             return "[]"
         return _link(code, factory) + "()"
@@ -79,6 +79,7 @@ class KafkaStruct(construct.Construct):
         if f.kind == "primitive":
             return P.primitive_for(f.type, flexible=flexible, nullable=nullable).reader
         if f.kind == "struct":
+            assert f.struct is not None  # a struct field always has its struct spec
             call = KafkaStruct.of(f.struct, self.version, self.flexible)._compileparse(code)
             return f"(None if U_I8(read_exact(io, 1))[0] < 0 else {call})" if nullable else call
         # array
@@ -102,6 +103,7 @@ class KafkaStruct(construct.Construct):
         if f.kind == "primitive":
             return P.primitive_for(f.type, flexible=flexible, nullable=nullable).writer(v)
         if f.kind == "struct":
+            assert f.struct is not None  # a struct field always has its struct spec
             build = KafkaStruct.of(f.struct, self.version, self.flexible)._compilebuild(code)
             if not nullable:
                 return build.replace("(obj,", f"({v},", 1)

@@ -40,7 +40,7 @@ def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.C
         instance_id=request.instance_id,
         rack_id=request.rack_id,
         rebalance_timeout_ms=request.rebalance_timeout_ms,
-        subscribed_topic_names=request.subscribed_topic_names,
+        subscribed_topic_names=None if request.subscribed_topic_names is None else tuple(request.subscribed_topic_names),
         subscribed_topic_regex=request.subscribed_topic_regex if ctx.api_version >= 1 else None,
         server_assignor=request.server_assignor,
         owned_topic_partitions=None if request.topic_partitions is None else tuple(

@@ -184,7 +184,7 @@ def broker_config_rows(config: BrokerConfig) -> list[tuple[str, str, int, int]]:
     return sorted(rows)
 
 
-def broker_resource_error(broker, resource_name: str) -> tuple[int, str] | None:
+def broker_resource_error(broker, resource_name: str) -> tuple[ErrorCode, str] | None:
     """Kafka accepts this node's id or the empty name (cluster defaults); anything else is invalid."""
     if resource_name == "":
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..log.manager import is_internal_topic
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_topic_partitions_request import Cursor as RequestCursor
 from ...protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from ...protocol.messages.describe_topic_partitions_response import (
     Cursor,
@@ -44,7 +45,7 @@ def _partition(node: int, index: int) -> DescribeTopicPartitionsResponsePartitio
     )
 
 
-def describe_page(broker, names: list[str], cursor: Cursor | None, limit: int):
+def describe_page(broker, names: list[str], cursor: Cursor | RequestCursor | None, limit: int):
     """(topics, next cursor) for one page; `names` empty means every topic."""
     topics = broker.logs.topics()
     wanted = sorted(set(names)) if names else sorted(topics)

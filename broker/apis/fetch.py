@@ -28,6 +28,7 @@ returned, so the client drops their records (broker/txn_read.py).
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from ..fetch_sessions import FetchTarget, PartitionKey, PartitionResult
 from ..log.partition_log import OffsetOutOfRangeError
@@ -56,7 +57,8 @@ def _resolve(broker, uses_ids: bool) -> dict:
 
 
 def _topic_name(key: PartitionKey, uses_ids: bool, names_by_id: dict) -> str | None:
-    return names_by_id.get(key[0]) if uses_ids else key[0]
+    # Without topic ids a partition's key starts with its topic's name.
+    return names_by_id.get(key[0]) if uses_ids else cast(str, key[0])
 
 
 def _error_result(code: int) -> PartitionResult:

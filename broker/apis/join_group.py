@@ -70,7 +70,7 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
         rebalance_timeout_ms=request.rebalance_timeout_ms if v >= 1 else request.session_timeout_ms,
         session_timeout_ms=request.session_timeout_ms,
         protocol_type=request.protocol_type,
-        protocols=[(p.name, p.metadata) for p in request.protocols],
+        protocols=tuple((p.name, p.metadata) for p in request.protocols),
         reason=request.reason if v >= 8 else None,
         supports_skip_assignment=v >= 9,
     )

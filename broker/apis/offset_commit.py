@@ -50,11 +50,12 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     unknown_ids: list[OffsetCommitResponseTopic] = []
     for topic in request.topics:
         if v >= TOPIC_IDS_FROM:
-            topic.name = names_by_id.get(topic.topic_id)
-            if topic.name is None:
+            name = names_by_id.get(topic.topic_id)
+            if name is None:
                 unknown_ids.append(OffsetCommitResponseTopic(topic_id=topic.topic_id, partitions=[
                     OffsetCommitResponsePartition(p.partition_index, E.UNKNOWN_TOPIC_ID) for p in topic.partitions]))
                 continue
+            topic.name = name
         answered = out.setdefault(topic.name, [])
         keep: list[c.OffsetCommitPartition] = []
         for p in topic.partitions:

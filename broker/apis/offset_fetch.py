@@ -107,13 +107,14 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
             for g in request.groups:
                 known = []
                 for t in g.topics or ():
-                    t.name = names_by_id.get(t.topic_id)
-                    if t.name is None:
+                    name = names_by_id.get(t.topic_id)
+                    if name is None:
                         unknown.setdefault(g.group_id, []).append(OffsetFetchResponseTopics(
                             topic_id=t.topic_id, partitions=[OffsetFetchResponsePartitions(
                                 partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
                                 error_code=E.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
                     else:
+                        t.name = name
                         known.append(t)
                 if g.topics is not None:
                     g.topics = known

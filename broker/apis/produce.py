@@ -23,6 +23,7 @@ import time
 import structlog
 
 from ..log.manager import is_internal_topic
+from ..log.partition_log import PartitionLog
 from ..quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
 from ..router import Deferred, RequestContext
 from ..server import CloseConnection
@@ -58,7 +59,7 @@ def _error(index: int, code: int, message: str | None = None,
 def _null_key_errors(records: bytes, max_inflated: int) -> list[BatchIndexAndErrorMessage]:
     """Kafka lists each keyless record of a batch sent to a compacted topic (LogValidator); we list
     the first 1000 of them, enough for any client's message, without building a record object each."""
-    out = []
+    out: list[BatchIndexAndErrorMessage] = []
     for pos, _ in rb.iter_batches(records):
         _, indexes = rb.keyless_records(records, pos, max_inflated=max_inflated)
         out.extend(BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key") for i in indexes)
@@ -83,7 +84,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     throttle_ms = ctx.broker.quotas.record(PRODUCER_BYTE_RATE, ctx.client_id, sum(
         len(p.records or b"") for t in request.topic_data for p in t.partition_data))
     responses: list[TopicProduceResponse] = []
-    durable_waits: list[tuple[object, int]] = []
+    durable_waits: list[tuple[PartitionLog, int]] = []
     any_error = False
     # Kafka refuses the whole request when any batch is transactional; malformed batches are left
     # to the per-partition validation below.
@@ -122,7 +123,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
 
 
 async def _after_durable(ctx: RequestContext, responses: list[TopicProduceResponse],
-                         durable_waits: list[tuple[object, int]], throttle_ms: int = 0) -> ProduceResponse:
+                         durable_waits: list[tuple[PartitionLog, int]], throttle_ms: int = 0) -> ProduceResponse:
     results = await asyncio.gather(*(plog.wait_durable(offset) for plog, offset in durable_waits),
                                    return_exceptions=True)
     failed = [r for r in results if isinstance(r, BaseException)]

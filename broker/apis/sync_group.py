@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupRes
         group_instance_id=request.group_instance_id if v >= 3 else None,
         protocol_type=request.protocol_type if v >= 5 else None,
         protocol_name=request.protocol_name if v >= 5 else None,
-        assignments=[(a.member_id, a.assignment) for a in request.assignments],
+        assignments=tuple((a.member_id, a.assignment) for a in request.assignments),
     )
 
     async def call(coordinator) -> SyncGroupResponse:

@@ -39,7 +39,8 @@ async def split(ctx, request, call: Call, sec, *, items: str, allowed: Callable[
                  when_none_left: Callable[[], Any] | None = None) -> Any:
     """`when_none_left`: for APIs where an empty list means "everything", the answer to give (before
     the error entries) when every named resource is refused, instead of calling the handler."""
-    kept, refused = [], []
+    kept: list[Any] = []
+    refused: list[Any] = []
     for item in getattr(request, items):
         (kept if allowed(item) else refused).append(item)
     if not refused:
