@@ -7,6 +7,7 @@ import dataclasses
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import structlog
@@ -23,6 +24,9 @@ from .router import Router
 from .server import KafkaServer
 from .startup import Prepared, prepare
 from .startup_topics import ensure_topics, parse_create_topics
+
+if TYPE_CHECKING:
+    from .services import BrokerServices
 
 log = structlog.get_logger("kbroker.broker")
 
@@ -245,6 +249,11 @@ class Broker:
                 await self.logs.run_maintenance(int(time.time() * 1000))
             except Exception:
                 log.exception("retention_failed")
+
+
+if TYPE_CHECKING:
+    def _handlers_may_use(broker: Broker) -> BrokerServices:
+        return broker  # checked by mypy: the broker provides everything a handler's context names
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepared: Prepared | None = None) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from .router import Deferred, RequestContext, Route, Router, generic_failed_response
+from .router import Deferred, RequestContext, Route, Router
 from .security.service import ListenerSecurity, TlsAcceptor, TlsHandshakeFailed
 from ..protocol import framing
 from ..protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
@@ -366,10 +366,7 @@ def _encode(route: Route, ctx: RequestContext, request: Any, response: Any, fiel
 def _failed_answer(route: Route, ctx: RequestContext, request: Any, fields: dict) -> bytes | object:
     """UNKNOWN_SERVER_ERROR in the API's own error shape; closing is the last resort."""
     try:
-        if route.failed_response is not None:
-            body = route.failed_response(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-        else:
-            body = generic_failed_response(ctx.api_key, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        body = route.failed_response(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
         if body is not None:
             return framing.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
     except Exception:  # noqa: BLE001 - even the error answer failed: fall back to closing

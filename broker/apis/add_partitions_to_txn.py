@@ -45,9 +45,7 @@ def failed_response(_ctx: RequestContext, request: AddPartitionsToTxnRequest, er
 async def _one(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topics,
                verify_only: bool) -> dict[tuple[str, int], int]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
-    service = getattr(ctx.broker, "transactions", None)
-    if service is None:
-        return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in wanted}
+    service = ctx.broker.transactions
     unknown = {tp for tp in wanted if ctx.broker.logs.get_log(*tp) is None}
     if unknown:
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED for tp in wanted}

@@ -14,12 +14,17 @@ retention; a client cannot tell the refusal from an ACL-less cluster's admin err
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
 from ..log.manager import is_internal_topic
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.alter_configs_request import AlterConfigsRequest
 from ...protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
 
 API_KEY = 33
 VERSIONS = (0, 2)
@@ -43,7 +48,7 @@ def check_internal_topic_configs(name: str, new_overrides: dict[str, str]) -> No
                          ErrorCode.INVALID_REQUEST)
 
 
-def alter_resource(broker, resource_type: int, resource_name: str, names: list[str], topic_change, validate_only: bool):
+def alter_resource(broker: BrokerServices, resource_type: int, resource_name: str, names: list[str], topic_change, validate_only: bool):
     """Apply one resource's change. `topic_change(current_overrides) -> new_overrides` for topics."""
     if resource_type == RESOURCE_TOPIC:
         check_duplicate_keys(names)
@@ -66,7 +71,7 @@ def alter_resource(broker, resource_type: int, resource_name: str, names: list[s
     raise KafkaError(f"Unsupported resource type: {resource_type}", ErrorCode.INVALID_REQUEST)
 
 
-def alter_resources(broker, resources, response_cls, topic_change_for, validate_only: bool) -> list:
+def alter_resources(broker: BrokerServices, resources, response_cls, topic_change_for, validate_only: bool) -> list:
     """One response per resource, each altered on its own; a resource listed twice is refused.
     `topic_change_for(resource)` gives that resource's `current_overrides -> new_overrides`."""
     dupes = duplicate_resources(resources)

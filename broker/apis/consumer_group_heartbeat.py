@@ -23,7 +23,8 @@ API_KEY = 68
 VERSIONS = (0, 1)
 
 
-def error_response(error: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
+def failed_response(_ctx: RequestContext, _request: ConsumerGroupHeartbeatRequest, error: ErrorCode,
+                    message: str | None = None) -> ConsumerGroupHeartbeatResponse:
     return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=error, error_message=message,
                                           member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
 
@@ -54,13 +55,13 @@ def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.C
 async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
     if not request.group_id:
         # Kafka validates the request before routing it to a group: INVALID_REQUEST, not INVALID_GROUP_ID.
-        return error_response(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        return failed_response(ctx, request, ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
     cmd = command(ctx, request)
 
     async def call(coordinator) -> ConsumerGroupHeartbeatResponse:
         r = await coordinator.submit(cmd)
         if r.error is not ErrorCode.NONE:
-            return error_response(r.error, r.error_message)
+            return failed_response(ctx, request, r.error, r.error_message)
         return ConsumerGroupHeartbeatResponse(
             throttle_time_ms=0, error_code=0, error_message=None, member_id=r.member_id,
             member_epoch=r.member_epoch, heartbeat_interval_ms=r.heartbeat_interval_ms,
@@ -68,4 +69,4 @@ async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) ->
                 TopicPartitions(topic_id=t, partitions=list(ps)) for t, ps in r.assignment]),
         )
 
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

@@ -27,9 +27,4 @@ async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGro
             DeletableGroupResult(group_id=r.group_id, error_code=r.error) for r in results
         ])
 
-    def error_response(error: ErrorCode) -> DeleteGroupsResponse:
-        return DeleteGroupsResponse(throttle_time_ms=0, results=[
-            DeletableGroupResult(group_id=g, error_code=error) for g in names
-        ])
-
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

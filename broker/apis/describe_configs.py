@@ -11,6 +11,8 @@ broker configs are not supported. The empty broker name (cluster-wide dynamic de
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import dataclasses
 
 from ..config import BrokerConfig
@@ -24,6 +26,9 @@ from ...protocol.messages.describe_configs_response import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
 
 API_KEY = 32
 VERSIONS = (0, 4)
@@ -184,7 +189,7 @@ def broker_config_rows(config: BrokerConfig) -> list[tuple[str, str, int, int]]:
     return sorted(rows)
 
 
-def broker_resource_error(broker, resource_name: str) -> tuple[ErrorCode, str] | None:
+def broker_resource_error(broker: BrokerServices, resource_name: str) -> tuple[ErrorCode, str] | None:
     """Kafka accepts this node's id or the empty name (cluster defaults); anything else is invalid."""
     if resource_name == "":
         return None

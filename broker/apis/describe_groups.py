@@ -30,16 +30,12 @@ NOT_REQUESTED = -(2**31)
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
-def error_response(groups: list[str], error: ErrorCode) -> DescribeGroupsResponse:
+def failed_response(_ctx: RequestContext, request: DescribeGroupsRequest, error: ErrorCode) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
         DescribedGroup(error_code=error, group_id=g, group_state="", protocol_type="", protocol_data="", members=[],
                        authorized_operations=NOT_REQUESTED)
-        for g in groups
+        for g in request.groups
     ])
-
-
-def failed_response(_ctx: RequestContext, request: DescribeGroupsRequest, error: ErrorCode) -> DescribeGroupsResponse:
-    return error_response(request.groups, error)
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
@@ -68,4 +64,4 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
             for g in described
         ])
 
-    return await group_wire.answer(ctx, call, lambda e: error_response(request.groups, e))
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

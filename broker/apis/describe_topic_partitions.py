@@ -10,6 +10,8 @@ UNKNOWN_TOPIC_OR_PARTITION and take no room on the page.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..log.manager import is_internal_topic
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
@@ -21,6 +23,9 @@ from ...protocol.messages.describe_topic_partitions_response import (
     DescribeTopicPartitionsResponsePartition,
     DescribeTopicPartitionsResponseTopic,
 )
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
 
 API_KEY = 75
 VERSIONS = (0, 0)
@@ -45,7 +50,7 @@ def _partition(node: int, index: int) -> DescribeTopicPartitionsResponsePartitio
     )
 
 
-def describe_page(broker, names: list[str], cursor: Cursor | RequestCursor | None, limit: int):
+def describe_page(broker: BrokerServices, names: list[str], cursor: Cursor | RequestCursor | None, limit: int):
     """(topics, next cursor) for one page; `names` empty means every topic."""
     topics = broker.logs.topics()
     wanted = sorted(set(names)) if names else sorted(topics)

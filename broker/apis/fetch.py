@@ -28,7 +28,8 @@ returned, so the client drops their records (broker/txn_read.py).
 from __future__ import annotations
 
 import time
-from typing import cast
+import uuid
+from typing import TYPE_CHECKING, cast
 
 from ..fetch_sessions import FetchTarget, PartitionKey, PartitionResult
 from ..log.partition_log import OffsetOutOfRangeError
@@ -40,6 +41,9 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.fetch_request import FetchRequest
 from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 
+if TYPE_CHECKING:
+    from ..services import BrokerServices
+
 API_KEY = 1
 VERSIONS = (0, 18)
 FIRST_BATCH_VERSION = 4  # before it, message sets of format v0 (v0-v1) or v1 (v2-v3)
@@ -50,7 +54,7 @@ SESSIONS_FROM = 7
 READ_COMMITTED = 1
 
 
-def _resolve(broker, uses_ids: bool) -> dict:
+def _resolve(broker: BrokerServices, uses_ids: bool) -> dict:
     if not uses_ids:
         return {}
     return {info.topic_id: name for name, info in broker.logs.topics().items()}
@@ -65,7 +69,7 @@ def _error_result(code: int) -> PartitionResult:
     return PartitionResult(code, -1, -1)
 
 
-def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max_bytes: int, uses_ids: bool,
+def read_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, FetchTarget]], max_bytes: int, uses_ids: bool,
                     names_by_id: dict, isolation: int = 0) -> tuple[list[tuple[PartitionKey, PartitionResult]], int, bool]:
     """(results in order, bytes read, whether some partition has an error)."""
     results = []
@@ -88,7 +92,7 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
             # Offline after a storage error (see flusher.py): its tail may never reach the disk, so
             # serve nothing from it, as Kafka's offline log directory answers.
             results.append((key, _error_result(ErrorCode.KAFKA_STORAGE_ERROR)))
-        elif (faults := getattr(broker, "partition_faults", None)) and (injected := faults.take("Fetch", name, key[1])):
+        elif (faults := broker.partition_faults) and (injected := faults.take("Fetch", name, key[1])):
             results.append((key, _error_result(injected)))
             has_error = True
             continue
@@ -106,8 +110,7 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
             continue
         size = len(records)
         if size:
-            if (observations := getattr(broker, "observations", None)) is not None:
-                observations.bytes_out[name] += size
+            broker.observations.bytes_out[name] += size
             min_one = False
             budget = max(0, budget - size)
             total += size
@@ -116,7 +119,7 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
     return results, total, has_error
 
 
-def _ready_check(broker, targets, min_bytes: int, uses_ids: bool, names_by_id: dict, isolation: int = 0):
+def _ready_check(broker: BrokerServices, targets, min_bytes: int, uses_ids: bool, names_by_id: dict, isolation: int = 0):
     """The delayed fetch's condition: enough new bytes, or something to report."""
 
     def ready() -> bool:
@@ -209,16 +212,17 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
                           responses=[]), version, KIP_219_FROM)
     chosen = context.respond(results)
     responses: list[FetchableTopicResponse] = []
-    current_ref = object()
-    for (ref, partition), result in chosen:
-        if ref != current_ref:
-            current_ref = ref
+    current_ref: object = object()
+    for (topic_ref, partition), result in chosen:
+        if topic_ref != current_ref:
+            current_ref = topic_ref
+            # a partition's key starts with its topic's id, or without ids its name
             if uses_ids:
-                responses.append(FetchableTopicResponse(topic_id=ref, partitions=[]))
+                responses.append(FetchableTopicResponse(topic_id=cast(uuid.UUID, topic_ref), partitions=[]))
             else:
-                responses.append(FetchableTopicResponse(topic=ref, partitions=[]))
+                responses.append(FetchableTopicResponse(topic=cast(str, topic_ref), partitions=[]))
         ok = result.error_code == ErrorCode.NONE
-        records = result.records
+        records: bytes | None = result.records
         if ok and version < ZSTD_FROM and records and legacy_records.has_zstd(records):
             # Kafka: a client too old for zstd gets this error rather than bytes it cannot read.
             result = _error_result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)

@@ -13,7 +13,7 @@ API_KEY = 12
 VERSIONS = (0, 4)
 
 
-def error_response(error: ErrorCode) -> HeartbeatResponse:
+def failed_response(_ctx: RequestContext, _request: HeartbeatRequest, error: ErrorCode) -> HeartbeatResponse:
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
@@ -27,6 +27,6 @@ async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatRes
 
     async def call(coordinator) -> HeartbeatResponse:
         r = await coordinator.heartbeat(cmd)
-        return error_response(r.error)
+        return failed_response(ctx, request, r.error)
 
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

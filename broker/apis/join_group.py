@@ -28,16 +28,12 @@ API_KEY = 11
 VERSIONS = (0, 9)
 
 
-def error_response(ctx: RequestContext, error: ErrorCode) -> JoinGroupResponse:
+def failed_response(ctx: RequestContext, _request: JoinGroupRequest, error: ErrorCode) -> JoinGroupResponse:
     return JoinGroupResponse(
         throttle_time_ms=0, error_code=error, generation_id=-1,
         protocol_type=None, protocol_name=None if ctx.api_version >= 7 else "",
         leader="", skip_assignment=False, member_id="", members=[],
     )
-
-
-def failed_response(ctx: RequestContext, _request: JoinGroupRequest, error: ErrorCode) -> JoinGroupResponse:
-    return error_response(ctx, error)
 
 
 _LEGAL_INSTANCE_ID = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -59,7 +55,7 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
         problem = invalid_instance_id(instance_id)
         if problem is not None:
             group_wire.log.warning("join_group_refused", error=problem, group=request.group_id, **ctx.log_fields())
-            return error_response(ctx, ErrorCode.INVALID_REQUEST)
+            return failed_response(ctx, request, ErrorCode.INVALID_REQUEST)
     cmd = c.JoinGroup(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -93,4 +89,4 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
                                              metadata=m.metadata) for m in r.members],
         )
 
-    return await group_wire.answer(ctx, call, lambda e: error_response(ctx, e))
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

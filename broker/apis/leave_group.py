@@ -18,7 +18,7 @@ API_KEY = 13
 VERSIONS = (0, 5)
 
 
-def error_response(error: ErrorCode) -> LeaveGroupResponse:
+def failed_response(_ctx: RequestContext, _request: LeaveGroupRequest, error: ErrorCode) -> LeaveGroupResponse:
     return LeaveGroupResponse(throttle_time_ms=0, error_code=error, members=[])
 
 
@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
             error = r.error
             if error == ErrorCode.NONE:
                 error = next((m.error for m in r.members if m.error != ErrorCode.NONE), ErrorCode.NONE)
-            return error_response(error)
+            return failed_response(ctx, request, error)
         return LeaveGroupResponse(
             throttle_time_ms=0,
             error_code=r.error,
@@ -47,4 +47,4 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
                      for m in r.members],
         )
 
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

@@ -18,7 +18,7 @@ API_KEY = 16
 VERSIONS = (0, 5)
 
 
-def error_response(error: ErrorCode) -> ListGroupsResponse:
+def failed_response(_ctx: RequestContext, _request: ListGroupsRequest, error: ErrorCode) -> ListGroupsResponse:
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[])
 
 
@@ -37,4 +37,4 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
             for g in r.groups
         ])
 
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

@@ -25,7 +25,7 @@ VERSIONS = (0, 0)
 E = ErrorCode
 
 
-def error_response(error: ErrorCode) -> OffsetDeleteResponse:
+def failed_response(_ctx: RequestContext, _request: OffsetDeleteRequest, error: ErrorCode) -> OffsetDeleteResponse:
     return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
 
 
@@ -48,11 +48,11 @@ async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDel
     async def call(coordinator) -> OffsetDeleteResponse:
         r = await coordinator.delete_offsets(cmd)
         if r.error != E.NONE:
-            return error_response(r.error)
+            return failed_response(ctx, request, r.error)
         for t in r.topics:
             out.setdefault(t.name, []).extend(OffsetDeleteResponsePartition(p.partition, p.error) for p in t.partitions)
         return OffsetDeleteResponse(error_code=E.NONE, throttle_time_ms=0, topics=[
             OffsetDeleteResponseTopic(name=name, partitions=parts) for name, parts in out.items()
         ])
 
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

@@ -61,8 +61,8 @@ async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch):
 def _mark_unstable(ctx: RequestContext, cmd: c.OffsetFetch, result):
     from ...coordinator.results import OffsetFetchPartition, OffsetFetchResult, OffsetFetchTopic
 
-    service = getattr(ctx.broker, "transactions", None)
-    if service is None or result.error != E.NONE:
+    service = ctx.broker.transactions
+    if result.error != E.NONE:
         return result
     unstable = OffsetFetchPartition
     topics = tuple(

@@ -18,7 +18,7 @@ API_KEY = 14
 VERSIONS = (0, 5)
 
 
-def error_response(error: ErrorCode) -> SyncGroupResponse:
+def failed_response(_ctx: RequestContext, _request: SyncGroupRequest, error: ErrorCode) -> SyncGroupResponse:
     return SyncGroupResponse(throttle_time_ms=0, error_code=error, protocol_type=None, protocol_name=None,
                              assignment=b"")
 
@@ -26,7 +26,7 @@ def error_response(error: ErrorCode) -> SyncGroupResponse:
 async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     v = ctx.api_version
     if v >= 5 and (request.protocol_type is None or request.protocol_name is None):
-        return error_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        return failed_response(ctx, request, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     cmd = c.SyncGroup(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -42,4 +42,4 @@ async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupRes
         return SyncGroupResponse(throttle_time_ms=0, error_code=r.error, protocol_type=r.protocol_type,
                                  protocol_name=r.protocol_name, assignment=r.assignment or b"")
 
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

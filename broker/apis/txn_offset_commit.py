@@ -34,7 +34,7 @@ def failed_response(_ctx: RequestContext, request: TxnOffsetCommitRequest, error
 
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     broker = ctx.broker
-    service = getattr(broker, "transactions", None)
+    service = broker.transactions
     max_bytes = broker.config.offset_metadata_max_bytes
     errors: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], PendingOffset] = {}

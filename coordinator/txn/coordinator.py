@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..partitioning import partition_for
+from ...purgatory.clock import Clock
 from .log_format import TxnLogValue
 from .metadata import (
     NO_PRODUCER_EPOCH,
@@ -52,7 +53,7 @@ class TxnConfig:
 
 @dataclass(slots=True)
 class TxnCoordinator:
-    clock: object  # purgatory.clock.Clock: wall_ms() stamps the records
+    clock: Clock  # wall_ms() stamps the records
     allocate_producer_id: Callable[[], int]
     config: TxnConfig = field(default_factory=TxnConfig)
     txns: dict[str, TransactionMetadata] = field(default_factory=dict)
@@ -61,7 +62,7 @@ class TxnCoordinator:
         return partition_for(transactional_id, self.config.num_partitions)
 
     def _now(self) -> int:
-        return self.clock.wall_ms()  # type: ignore[attr-defined]
+        return self.clock.wall_ms()
 
     # --- InitProducerId ---------------------------------------------------------------------------
 
