@@ -202,7 +202,7 @@ class KafkaStruct(construct.Construct):
                 lines.append('w(b"\\x00")')
             else:
                 lines.append("tags = []")
-                for f in sorted(tagged, key=lambda f: f.tag):
+                for f in sorted(tagged, key=lambda f: f.tag or 0):  # a tagged field always has its tag
                     default = _default_expr(dc_fields[f.name], code)
                     sub = f"build_tagged_{code.allocateId()}"
                     code.append(f"""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncio
 
 from .. import group_wire
@@ -15,6 +17,9 @@ from ...protocol.messages.consumer_group_describe_response import (
     Member,
     TopicPartitions,
 )
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 69
 VERSIONS = (0, 1)
@@ -51,7 +56,7 @@ def _group(g: cc.DescribedConsumerGroup) -> DescribedGroup:
 
 async def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
     async def one(group_id: str) -> cc.DescribedConsumerGroup:
-        async def call(coordinator) -> cc.DescribedConsumerGroup:
+        async def call(coordinator: GroupCoordinatorService) -> cc.DescribedConsumerGroup:
             return await coordinator.submit(cc.ConsumerGroupDescribe(group_id))
 
         return await group_wire.answer(ctx, call, lambda e: cc.DescribedConsumerGroup(group_id, e))

@@ -6,6 +6,8 @@ coordinator validates both. Topic partitions travel by topic id.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from functools import lru_cache
 
 from .. import group_wire
@@ -18,6 +20,9 @@ from ...protocol.messages.consumer_group_heartbeat_response import (
     ConsumerGroupHeartbeatResponse,
     TopicPartitions,
 )
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 68
 VERSIONS = (0, 1)
@@ -58,7 +63,7 @@ async def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) ->
         return failed_response(ctx, request, ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
     cmd = command(ctx, request)
 
-    async def call(coordinator) -> ConsumerGroupHeartbeatResponse:
+    async def call(coordinator: GroupCoordinatorService) -> ConsumerGroupHeartbeatResponse:
         r = await coordinator.submit(cmd)
         if r.error is not ErrorCode.NONE:
             return failed_response(ctx, request, r.error, r.error_message)

@@ -11,6 +11,8 @@ supports: READ, DESCRIBE and DELETE.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
@@ -20,6 +22,9 @@ from ...protocol.messages.describe_groups_response import (
     DescribedGroupMember,
     DescribeGroupsResponse,
 )
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 15
 VERSIONS = (0, 6)
@@ -42,7 +47,7 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     v = ctx.api_version
     include_ops = v >= 3 and request.include_authorized_operations
 
-    async def call(coordinator) -> DescribeGroupsResponse:
+    async def call(coordinator: GroupCoordinatorService) -> DescribeGroupsResponse:
         described = await coordinator.describe_groups(request.groups, v)
         return DescribeGroupsResponse(throttle_time_ms=0, groups=[
             DescribedGroup(

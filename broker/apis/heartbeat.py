@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.heartbeat_request import HeartbeatRequest
 from ...protocol.messages.heartbeat_response import HeartbeatResponse
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 12
 VERSIONS = (0, 4)
@@ -25,7 +30,7 @@ async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatRes
         group_instance_id=request.group_instance_id if ctx.api_version >= 3 else None,
     )
 
-    async def call(coordinator) -> HeartbeatResponse:
+    async def call(coordinator: GroupCoordinatorService) -> HeartbeatResponse:
         r = await coordinator.heartbeat(cmd)
         return failed_response(ctx, request, r.error)
 

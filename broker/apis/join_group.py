@@ -15,6 +15,8 @@ group unencodable (the member id is the instance id plus a UUID). We refuse it w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import re
 
 from .. import group_wire
@@ -23,6 +25,9 @@ from ...coordinator import commands as c
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.join_group_request import JoinGroupRequest
 from ...protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 11
 VERSIONS = (0, 9)
@@ -71,7 +76,7 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
         supports_skip_assignment=v >= 9,
     )
 
-    async def call(coordinator) -> JoinGroupResponse:
+    async def call(coordinator: GroupCoordinatorService) -> JoinGroupResponse:
         r = await coordinator.join_group(cmd)
         protocol_name = r.protocol_name
         if protocol_name is None and v < 7:

@@ -7,12 +7,17 @@ members (member id and/or instance id) and get an error per member; v5 adds a re
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.leave_group_request import LeaveGroupRequest
 from ...protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 13
 VERSIONS = (0, 5)
@@ -33,7 +38,7 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
         members = (c.LeavingMember(request.member_id),)
     cmd = c.LeaveGroup(group_id=request.group_id, members=members)
 
-    async def call(coordinator) -> LeaveGroupResponse:
+    async def call(coordinator: GroupCoordinatorService) -> LeaveGroupResponse:
         r = await coordinator.leave_group(cmd)
         if v < 3:
             error = r.error

@@ -7,12 +7,17 @@ makes the top-level error COORDINATOR_LOAD_IN_PROGRESS, with the groups known so
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.list_groups_request import ListGroupsRequest
 from ...protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 16
 VERSIONS = (0, 5)
@@ -29,7 +34,7 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
         types_filter=tuple(request.types_filter) if v >= 5 else (),
     )
 
-    async def call(coordinator) -> ListGroupsResponse:
+    async def call(coordinator: GroupCoordinatorService) -> ListGroupsResponse:
         r = await coordinator.list_groups(cmd)
         return ListGroupsResponse(throttle_time_ms=0, error_code=r.error, groups=[
             ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,

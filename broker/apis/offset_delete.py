@@ -8,6 +8,8 @@ error is answered alone, without topics.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
@@ -18,6 +20,9 @@ from ...protocol.messages.offset_delete_response import (
     OffsetDeleteResponsePartition,
     OffsetDeleteResponseTopic,
 )
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 47
 VERSIONS = (0, 0)
@@ -45,7 +50,7 @@ async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDel
             valid.append(c.TopicPartitions(topic.name, tuple(keep)))
     cmd = c.OffsetDelete(group_id=request.group_id, topics=tuple(valid))
 
-    async def call(coordinator) -> OffsetDeleteResponse:
+    async def call(coordinator: GroupCoordinatorService) -> OffsetDeleteResponse:
         r = await coordinator.delete_offsets(cmd)
         if r.error != E.NONE:
             return failed_response(ctx, request, r.error)

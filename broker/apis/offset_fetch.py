@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncio
 
 from .. import group_wire
@@ -30,6 +32,9 @@ from ...protocol.messages.offset_fetch_response import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 9
 VERSIONS = (0, 10)
@@ -51,7 +56,7 @@ async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch):
     """The coordinator's OffsetFetchResult, or (error, ()) when it cannot answer."""
     from ...coordinator.results import OffsetFetchResult
 
-    async def call(coordinator):
+    async def call(coordinator: GroupCoordinatorService):
         return await coordinator.fetch_offsets(cmd)
 
     result = await group_wire.answer(ctx, call, lambda e: OffsetFetchResult(e))

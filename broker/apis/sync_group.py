@@ -7,12 +7,17 @@ match the group is the coordinator's check. The response has them from v5.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.sync_group_request import SyncGroupRequest
 from ...protocol.messages.sync_group_response import SyncGroupResponse
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 14
 VERSIONS = (0, 5)
@@ -37,7 +42,7 @@ async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupRes
         assignments=tuple((a.member_id, a.assignment) for a in request.assignments),
     )
 
-    async def call(coordinator) -> SyncGroupResponse:
+    async def call(coordinator: GroupCoordinatorService) -> SyncGroupResponse:
         r = await coordinator.sync_group(cmd)
         return SyncGroupResponse(throttle_time_ms=0, error_code=r.error, protocol_type=r.protocol_type,
                                  protocol_name=r.protocol_name, assignment=r.assignment or b"")
