@@ -1,7 +1,13 @@
 """Answers from the coordinator, with Kafka error codes.
 
-Each result knows how to turn itself into the answer for a failed `__consumer_offsets` append
-(`failed(code)`), so a reply prepared before the write can be downgraded if the write fails.
+A failed command gets its answer here, in one of two ways that clients can tell apart (as in Kafka):
+- `error_result_for(cmd, code)`: the command was refused before any group state was read (not
+  the coordinator, loading, a bug in the machine): e.g. JoinGroup echoes the member id it was sent;
+- `result.failed(code)`: an answer prepared before a `__consumer_offsets` append is downgraded
+  because the append failed: e.g. JoinGroup forgets the member id, OffsetCommit keeps the errors of
+  partitions that were not to be written.
+The broker turns these answers into responses like any other; the wire shape of a whole-request
+error is the API module's `failed_response` (broker/router.py).
 """
 
 from __future__ import annotations
