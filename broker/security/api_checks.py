@@ -93,7 +93,7 @@ def _guarded(handler: Callable, check: Callable, operations: Callable | None) ->
 # --- KIP-430: the authorized operations a request asks for ---
 
 def _metadata_operations(ctx: RequestContext, request: Any, body: Any, sec: Security) -> None:
-    if getattr(request, "include_cluster_authorized_operations", False) and 8 <= ctx.api_version <= 10:
+    if request.include_cluster_authorized_operations and 8 <= ctx.api_version <= 10:
         body.cluster_authorized_operations = sec.authorized_operations(ctx, RT.CLUSTER)
     if request.include_topic_authorized_operations and ctx.api_version >= 8:
         for t in body.topics:
