@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
-from ...protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+from ...protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from ...protocol.messages.add_partitions_to_txn_response import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
@@ -42,7 +42,7 @@ def failed_response(_ctx: RequestContext, request: AddPartitionsToTxnRequest, er
         for txn in request.transactions])
 
 
-async def _one(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topics,
+async def _one(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topics: list[AddPartitionsToTxnTopic],
                verify_only: bool) -> dict[tuple[str, int], int]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     service = ctx.broker.transactions

@@ -27,7 +27,8 @@ API_KEY = 45
 VERSIONS = (0, 1)
 
 
-def _check(broker: BrokerServices, topic: str, partition: int, replicas: list[int] | None, allow_rf_change: bool):
+def _check(broker: BrokerServices, topic: str, partition: int, replicas: list[int] | None,
+           allow_rf_change: bool) -> tuple[ErrorCode, str | None]:
     if broker.logs.get_log(topic, partition) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
     if replicas is None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import asyncio
+from typing import TYPE_CHECKING
 
 from .. import group_wire
 from ..router import RequestContext

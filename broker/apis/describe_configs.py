@@ -11,12 +11,11 @@ broker configs are not supported. The empty broker name (cluster-wide dynamic de
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
-import dataclasses
-
 from ..config import BrokerConfig
-from ..log.config import ConfigEntry
+from ..log.config import ConfigEntry, LogConfig
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_configs_request import DescribeConfigsRequest
@@ -126,13 +125,13 @@ BROKER_FIXED: tuple[tuple[str, str, int], ...] = (
 )
 
 
-def _render(value) -> str:
+def _render(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
 
 
-def topic_config_rows(config) -> list[ConfigEntry]:
+def topic_config_rows(config: LogConfig) -> list[ConfigEntry]:
     """LogConfig.describe(), sorted by name like Kafka's output."""
     return sorted(config.describe(), key=lambda e: e.name)
 

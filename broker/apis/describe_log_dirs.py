@@ -8,9 +8,8 @@ UsableBytes (v4+) are the file system's, as Kafka reports them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import shutil
+from typing import TYPE_CHECKING
 
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode

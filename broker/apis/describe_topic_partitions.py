@@ -50,7 +50,8 @@ def _partition(node: int, index: int) -> DescribeTopicPartitionsResponsePartitio
     )
 
 
-def describe_page(broker: BrokerServices, names: list[str], cursor: Cursor | RequestCursor | None, limit: int):
+def describe_page(broker: BrokerServices, names: list[str], cursor: Cursor | RequestCursor | None,
+                  limit: int) -> tuple[list[DescribeTopicPartitionsResponseTopic], Cursor | None]:
     """(topics, next cursor) for one page; `names` empty means every topic."""
     topics = broker.logs.topics()
     wanted = sorted(set(names)) if names else sorted(topics)

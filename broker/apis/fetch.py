@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Callable, cast
 
 from ..fetch_sessions import FetchTarget, PartitionKey, PartitionResult
 from ..log.partition_log import OffsetOutOfRangeError
@@ -119,7 +119,8 @@ def read_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, Fe
     return results, total, has_error
 
 
-def _ready_check(broker: BrokerServices, targets, min_bytes: int, uses_ids: bool, names_by_id: dict, isolation: int = 0):
+def _ready_check(broker: BrokerServices, targets: list[tuple[PartitionKey, FetchTarget]], min_bytes: int,
+                 uses_ids: bool, names_by_id: dict, isolation: int = 0) -> Callable[[], bool]:
     """The delayed fetch's condition: enough new bytes, or something to report."""
 
     def ready() -> bool:

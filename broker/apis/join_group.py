@@ -15,9 +15,8 @@ group unencodable (the member id is the instance id plus a UUID). We refuse it w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import re
+from typing import TYPE_CHECKING
 
 from .. import group_wire
 from ..router import RequestContext

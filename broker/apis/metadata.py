@@ -22,13 +22,14 @@ from ...protocol.messages.metadata_response import (
 from ...protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
+    from ..log.manager import TopicInfo
     from ..services import BrokerServices
 
 API_KEY = 3
 VERSIONS = (0, 13)
 
 
-def describe_topic(broker: BrokerServices, info) -> MetadataResponseTopic:
+def describe_topic(broker: BrokerServices, info: TopicInfo) -> MetadataResponseTopic:
     node = broker.node_id
     return MetadataResponseTopic(
         error_code=ErrorCode.NONE,

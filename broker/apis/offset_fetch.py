@@ -14,16 +14,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
+from ...coordinator.results import OffsetFetchResult
 from ...protocol.errors import ErrorCode
 from ...protocol.primitives import ZERO_UUID
-from ...protocol.messages.offset_fetch_request import OffsetFetchRequest
+from ...protocol.messages.offset_fetch_request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+)
 from ...protocol.messages.offset_fetch_response import (
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
@@ -43,7 +48,8 @@ TOPIC_IDS_FROM = 10
 E = ErrorCode
 
 
-def _command(group_id: str, topics, require_stable: bool, member_id: str | None = None,
+def _command(group_id: str, topics: Sequence[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | None,
+             require_stable: bool, member_id: str | None = None,
              member_epoch: int = -1) -> c.OffsetFetch:
     wanted = None if topics is None else tuple(
         c.TopicPartitions(t.name, tuple(t.partition_indexes)) for t in topics
@@ -52,19 +58,18 @@ def _command(group_id: str, topics, require_stable: bool, member_id: str | None 
                          member_id=member_id, member_epoch=member_epoch)
 
 
-async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch):
+async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch) -> OffsetFetchResult:
     """The coordinator's OffsetFetchResult, or (error, ()) when it cannot answer."""
-    from ...coordinator.results import OffsetFetchResult
 
-    async def call(coordinator: GroupCoordinatorService):
+    async def call(coordinator: GroupCoordinatorService) -> OffsetFetchResult:
         return await coordinator.fetch_offsets(cmd)
 
     result = await group_wire.answer(ctx, call, lambda e: OffsetFetchResult(e))
     return _mark_unstable(ctx, cmd, result) if cmd.require_stable else result
 
 
-def _mark_unstable(ctx: RequestContext, cmd: c.OffsetFetch, result):
-    from ...coordinator.results import OffsetFetchPartition, OffsetFetchResult, OffsetFetchTopic
+def _mark_unstable(ctx: RequestContext, cmd: c.OffsetFetch, result: OffsetFetchResult) -> OffsetFetchResult:
+    from ...coordinator.results import OffsetFetchPartition, OffsetFetchTopic
 
     service = ctx.broker.transactions
     if result.error != E.NONE:

@@ -17,10 +17,9 @@ appended records are durable under the broker's flush policy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import asyncio
 import time
+from typing import TYPE_CHECKING
 
 import structlog
 
