@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 PYTEST_ARGS ?= -n 4 --dist loadfile
 SERVE_ARGS ?=
 
-.PHONY: run test venv test-venv system-deps kafkajs codegen bench chaos analyze clean
+.PHONY: run test typecheck venv test-venv system-deps kafkajs codegen bench chaos analyze clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,14 @@ kafkajs: $(KAFKAJS_DIR)/node_modules/.installed
 test: test-venv system-deps kafkajs
 	$(PY) -m kbroker.tools.codegen --check
 	$(VENV)/bin/lint-imports --no-cache
+	$(MAKE) --no-print-directory typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# mypy over the runtime packages ([tool.mypy] in pyproject.toml). The repository root is the package
+# `kbroker` only once installed, so mypy reads it through build/mypy/kbroker, a symlink to the root.
+typecheck: test-venv
+	@mkdir -p build/mypy && ln -sfn ../.. build/mypy/kbroker
+	$(VENV)/bin/mypy
 
 codegen: venv
 	$(PY) -m kbroker.tools.codegen
@@ -73,4 +80,4 @@ analyze: test-venv
 	$(VENV)/bin/kbroker analyze --data-dir $(DATA_DIR) --out ./report $(ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache

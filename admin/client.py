@@ -82,7 +82,7 @@ class Connection:
     def version_for(self, api_key: int) -> int:
         preferred = PREFERRED[api_key]
         low, high = self.versions.get(api_key, (None, None))
-        if low is None or low > preferred:
+        if low is None or high is None or low > preferred:
             raise AdminError(f"broker {self.address} does not serve API {api_key} in a version this tool speaks")
         return min(preferred, high)
 

@@ -117,8 +117,8 @@ def alter_topic(admin: Admin, name: str, partitions: int | None, set_configs: di
     if set_configs or delete_configs:
         configs = [AlterableConfig(k, 0, v) for k, v in set_configs.items()]  # 0 = SET
         configs += [AlterableConfig(k, 1, None) for k in delete_configs]       # 1 = DELETE
-        request = IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(TOPIC_RESOURCE, name, configs)])
-        result = admin.conn.request(44, request).responses[0]
+        alter = IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(TOPIC_RESOURCE, name, configs)])
+        result = admin.conn.request(44, alter).responses[0]
         if result.error_code:
             raise AdminError(f"topic {name}: {error_name(result.error_code)}: {result.error_message or ''}".rstrip(": "))
         rows += [{"topic": name, "change": f"{k}={v}"} for k, v in set_configs.items()]

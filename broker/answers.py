@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import structlog
 
-from .router import RequestContext, Route, Router, generic_failed_response
+from .router import RequestContext, Route, Router
 from ..protocol import codec, framing
 from ..protocol.errors import ErrorCode
 from ..protocol.messages import REQUEST_FLEXIBLE_FROM
@@ -134,10 +134,7 @@ def failed_answer(entry: ApiEntry, ctx: RequestContext, request: Any) -> Answer:
     """UNKNOWN_SERVER_ERROR in the API's own error shape; closing is the last resort."""
     route: Route | None = entry.route
     try:
-        if route is not None and route.failed_response is not None:
-            body = route.failed_response(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-        else:
-            body = generic_failed_response(ctx.api_key, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        body = None if route is None else route.failed_response(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
         if body is not None:
             return encode(entry, ctx.correlation_id, body)
     except Exception:  # noqa: BLE001 - even the error answer failed: fall back to closing

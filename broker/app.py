@@ -9,6 +9,7 @@ import importlib
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import structlog
@@ -26,6 +27,9 @@ from ..protocol.framing import API_VERSIONS_KEY
 from .server import KafkaServer
 from .startup import Prepared, prepare
 from .startup_topics import ensure_topics, parse_create_topics
+
+if TYPE_CHECKING:
+    from .services import BrokerServices
 
 log = structlog.get_logger("kbroker.broker")
 
@@ -70,10 +74,10 @@ class Broker:
         from .observe import Observations, all_servers
 
         self.observations = Observations()
-        from ..purgatory.clock import SystemClock
+        from ..purgatory.clock import Clock, SystemClock
 
         # The broker's one time source: the logs (segment times), the timers and the data-path handlers.
-        self.clock = SystemClock()
+        self.clock: Clock = SystemClock()
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush, max_partitions=config.max_partitions,
                                max_open_files=config.log_max_open_files or None,
                                fsync=self.observations.timed_fsync, clock=self.clock)
@@ -229,6 +233,11 @@ class Broker:
                 await self.logs.run_maintenance(int(time.time() * 1000))
             except Exception:
                 log.exception("retention_failed")
+
+
+if TYPE_CHECKING:
+    def _handlers_may_use(broker: Broker) -> BrokerServices:
+        return broker  # checked by mypy: the broker provides everything a handler's context names
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepared: Prepared | None = None) -> int:

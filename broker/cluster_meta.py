@@ -21,7 +21,7 @@ def read(path: Path) -> dict:
         text = path.read_text()
     except UnicodeDecodeError:
         raise ValueError("not a text file") from None
-    props = {}
+    props: dict[str, str | int] = {}
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
             continue

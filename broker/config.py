@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,7 +279,7 @@ def _coerce(f: dataclasses.Field, value: Any, label: str) -> Any:
     return str(value)
 
 
-def load_config(flags: dict[str, Any], config_file: str | None = None, env: dict[str, str] | None = None) -> BrokerConfig:
+def load_config(flags: dict[str, Any], config_file: str | None = None, env: Mapping[str, str] | None = None) -> BrokerConfig:
     """Merge defaults, an optional TOML file, `KBROKER_*` variables and flags (in rising priority).
 
     TOML keys and environment names use the field names (`data_dir` / `KBROKER_DATA_DIR`);
@@ -288,7 +289,7 @@ def load_config(flags: dict[str, Any], config_file: str | None = None, env: dict
 
 
 def load_config_with_sources(flags: dict[str, Any], config_file: str | None = None,
-                             env: dict[str, str] | None = None) -> tuple[BrokerConfig, Sources]:
+                             env: Mapping[str, str] | None = None) -> tuple[BrokerConfig, Sources]:
     env = os.environ if env is None else env
     fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
     values: dict[str, Any] = {}

@@ -136,15 +136,15 @@ class FetchContext:
         out = []
         session = self.session
         for key, result in results:
-            cp = session.partitions.get(key)
-            if cp is None:  # forgotten while we waited
+            known = session.partitions.get(key)
+            if known is None:  # forgotten while we waited
                 continue
-            if cp.must_respond(result, True):
+            if known.must_respond(result, True):
                 out.append((key, result))
                 if result.records:
                     # Rotate: it goes to the back so the others come first next time.
                     del session.partitions[key]
-                    session.partitions[key] = cp
+                    session.partitions[key] = known
         return out
 
 

@@ -4,8 +4,8 @@ The handlers adapt each wire version to a `kbroker.coordinator.commands` command
 `GroupCoordinatorService` (`broker.coordinator`), and translate the result back to the exact
 response version. What lives here:
 
-- `service(ctx)`: the coordinator, or None before the broker has one (every group API then answers
-  COORDINATOR_NOT_AVAILABLE, as Kafka does before `__consumer_offsets` can be served);
+- `service(ctx)`: the coordinator (until it has started it answers COORDINATOR_NOT_AVAILABLE, as
+  Kafka does before `__consumer_offsets` can be served);
 - `answer(ctx, call, on_error)`: runs a handler body and turns any unexpected exception into the
   API's error response with UNKNOWN_SERVER_ERROR, as Kafka's request handler does, so a client is
   never left without an answer (the server closes the connection when a handler raises);
@@ -25,30 +25,30 @@ import asyncio
 import ipaddress
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
 from .router import Deferred, RequestContext
 from ..protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from ..coordinator.actor import GroupCoordinatorService
+
 log = structlog.get_logger("kbroker.groups")
 T = TypeVar("T")
 E = ErrorCode
 
 
-def service(ctx: RequestContext) -> Any | None:
-    """The broker's started GroupCoordinatorService, or None if it has none (yet)."""
-    return getattr(ctx.broker, "coordinator", None)
+def service(ctx: RequestContext) -> GroupCoordinatorService:
+    """The broker's GroupCoordinatorService (it answers COORDINATOR_NOT_AVAILABLE until started)."""
+    return ctx.broker.coordinator
 
 
-async def answer(ctx: RequestContext, call: Callable[[Any], Awaitable[T]],
+async def answer(ctx: RequestContext, call: Callable[[GroupCoordinatorService], Awaitable[T]],
                  on_error: Callable[[ErrorCode], T]) -> T:
-    coordinator = service(ctx)
-    if coordinator is None:
-        return on_error(E.COORDINATOR_NOT_AVAILABLE)
     try:
-        return await call(coordinator)
+        return await call(ctx.broker.coordinator)
     except Exception:  # noqa: BLE001 - a bug must still produce an answer, not a closed socket
         log.exception("group_request_failed", **ctx.log_fields())
         return on_error(E.UNKNOWN_SERVER_ERROR)

@@ -8,6 +8,7 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TextIO
 
 import structlog
 
@@ -19,7 +20,7 @@ log = structlog.get_logger("kbroker.history_file")
 class RebalanceHistoryFile:
     def __init__(self, data_dir: Path) -> None:
         self.path = Path(data_dir) / FILE_NAME
-        self._out = None
+        self._out: TextIO | None = None
         self._failed = False
 
     def __call__(self, entry) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Iterator
 import structlog
 
 from ..coordinator.record_codec import UnknownRecordType, decode_record, encode_record
-from ..coordinator.records import Record
+from ..coordinator.records import OffsetCommitRecord, OffsetCommitTombstone, Record
 from ..protocol.control_records import COMMIT, marker_of
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ..protocol.latest_records import latest_per_key
@@ -342,9 +342,8 @@ def _lost_commits(raw: bytes | None) -> list[str]:
             except Exception:
                 names.append(f"offset {r.offset}: undecodable")
                 continue
-            topic = getattr(record, "topic", None)
-            if topic is not None:
-                names.append(f"{record.group} {topic}-{record.partition} (offset {r.offset})")
+            if isinstance(record, (OffsetCommitRecord, OffsetCommitTombstone)):
+                names.append(f"{record.group} {record.topic}-{record.partition} (offset {r.offset})")
             else:
                 names.append(f"group {record.group} metadata (offset {r.offset})")
     except Exception:

@@ -48,6 +48,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.record_batch import BatchHeader
 
 if TYPE_CHECKING:
+    from .log.manager import LogManager
     from .log.partition_log import PartitionLog
 
 log = structlog.get_logger(__name__)
@@ -120,7 +121,7 @@ class PartitionProducerState:
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
         self.dirty = False
-        self.owner: object | None = None  # the PartitionLog this state was built from
+        self.owner: PartitionLog | None = None  # the PartitionLog this state was built from
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction here
         self.aborted: list[tuple[int, int, int]] = []  # (producer id, first offset, marker offset)
         self.unresolved_markers: dict[int, int] = {}  # producer id -> offset of a marker not yet durable
@@ -382,8 +383,8 @@ class ProducerIdAllocator:
 class ProducerStateManager:
     """Every partition's producer state, the producer-id allocator and the snapshot schedule."""
 
-    def __init__(self, logs, data_dir: Path, *, snapshot_interval_s: float = 30.0, clock: Clock | None = None) -> None:
-        self.logs = logs  # LogManager
+    def __init__(self, logs: LogManager, data_dir: Path, *, snapshot_interval_s: float = 30.0, clock: Clock | None = None) -> None:
+        self.logs = logs
         self.clock: Clock = clock if clock is not None else SystemClock()  # producer expiry (wall clock)
         self.ids = ProducerIdAllocator(Path(data_dir))
         self.snapshot_interval_s = snapshot_interval_s

@@ -1,26 +1,36 @@
 """Routes decoded requests to handlers by API key, and knows which versions we serve.
 
-A handler module exposes `API_KEY`, `VERSIONS = (min, max)` and `async handle(ctx, request)`
-returning the response body (or None when the request gets no response, as Produce with acks=0),
-or a `Deferred` whose awaitable gives the body once only waiting remains.
-ApiVersions advertises exactly what is registered here.
+A handler module exposes `API_KEY`, `VERSIONS = (min, max)` and `handle(ctx, request)` (a plain
+function or a coroutine function) returning the response body (or None when the request gets no
+response, as Produce with acks=0), or a `Deferred` whose awaitable gives the body once only waiting
+remains. ApiVersions advertises exactly what is registered here.
 
-A module may also expose `failed_response(ctx, request, error_code)`: the whole-request error answer
-(Kafka's `AbstractRequest.getErrorResponse`), used when its handler raises unexpectedly or its
-response cannot be encoded. Without one, a response whose schema has a top-level `error_code` for
-that version gets it set (`generic_failed_response`); an API with neither closes the connection.
+Error answers have one shape per API, its `failed_response(ctx, request, error_code)` (Kafka's
+`AbstractRequest.getErrorResponse`): the whole request answered with one error code. The handler
+uses it for a request it refuses, the ACL checks for a request they refuse, the server for a handler
+that raises or a response that cannot be encoded. A module that defines none gets the default one
+here: the response with only its top-level `error_code` set, for the versions that have one (None
+for the others: the server then closes the connection). `Route.failed_response` is that function.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from ..protocol import framing
+from ..protocol.errors import ErrorCode
 from ..protocol.spec import in_range
 
-Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+if TYPE_CHECKING:
+    from .security.session import ConnectionAuth
+    from .services import BrokerServices
+
+# A plain handler returns its answer; an async one a coroutine that gives it (agreed interface 1).
+Handler = Callable[["RequestContext", Any], Any]
+# The whole-request error answer: (ctx, request, error code) -> response body, or None for none.
+FailedResponse = Callable[["RequestContext", Any, ErrorCode], Any]
 
 
 @dataclass(slots=True)
@@ -30,13 +40,13 @@ class RequestContext:
     correlation_id: int
     client_id: str
     peer: str
-    broker: Any  # kbroker.broker.app.Broker; typed loosely to keep handlers free of import cycles
+    broker: BrokerServices  # what handlers may use of the broker (broker/services.py)
     # The listener the request came in on (Kafka's ListenerName): Metadata, FindCoordinator and
     # DescribeCluster answer with that listener's advertised address.
     listener: str = "PLAINTEXT"
     # The connection's authentication state (kbroker.broker.security.session.ConnectionAuth): its
     # principal, and the SASL exchange SaslHandshake/SaslAuthenticate drive. None on PLAINTEXT.
-    connection: Any = None
+    connection: ConnectionAuth | None = None
 
     def log_fields(self) -> dict[str, Any]:
         return {
@@ -65,7 +75,8 @@ class HandlerModule(Protocol):
     API_KEY: int
     VERSIONS: tuple[int, int]
 
-    async def handle(self, ctx: RequestContext, request: Any) -> Any: ...
+    @property
+    def handle(self) -> Handler: ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -74,20 +85,25 @@ class Route:
     min_version: int
     max_version: int
     handler: Handler
-    failed_response: Callable[[RequestContext, Any, int], Any] | None = None
+    failed_response: FailedResponse
 
 
-def generic_failed_response(api_key: int, version: int, error_code: int) -> Any | None:
-    """The API's response with only its top-level `error_code` set, if that version has one."""
+def top_level_failed_response(api_key: int) -> FailedResponse:
+    """The default error answer of an API: its response with only the top-level `error_code` set,
+    for the versions whose response has one; None for the others."""
     spec = framing.response_spec(api_key)
-    if spec is None:
-        return None
-    for f in spec.struct.fields:
-        if f.name == "error_code" and in_range(version, f.versions):
-            body = spec.struct.cls()
-            body.error_code = error_code
-            return body
-    return None
+    error_code = None
+    if spec is not None:
+        error_code = next((f for f in spec.struct.fields if f.name == "error_code"), None)
+
+    def failed_response(ctx: RequestContext, _request: Any, error: ErrorCode) -> Any:
+        if spec is None or error_code is None or not in_range(ctx.api_version, error_code.versions):
+            return None
+        body = spec.struct.cls()
+        body.error_code = error
+        return body
+
+    return failed_response
 
 
 class Router:
@@ -102,7 +118,8 @@ class Router:
 
     def register(self, module: HandlerModule | ModuleType) -> None:
         low, high = module.VERSIONS
-        route = Route(module.API_KEY, low, high, module.handle, getattr(module, "failed_response", None))
+        failed = getattr(module, "failed_response", None) or top_level_failed_response(module.API_KEY)
+        route = Route(module.API_KEY, low, high, module.handle, failed)
         for wrap in self._wrappers:
             route = wrap(route)
         self.routes[module.API_KEY] = route

@@ -96,6 +96,7 @@ class KafkaServer:
             await asyncio.wait(waits, timeout=1.0)
 
     async def _on_tls_connection(self, sock: socket.socket) -> None:
+        assert self.security is not None  # only a listener with security accepts TLS
         try:
             peername = sock.getpeername()
         except OSError:

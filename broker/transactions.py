@@ -190,6 +190,7 @@ class TransactionService:
             self._after_prepare(txn_id, commit=False)
             return E.CONCURRENT_TRANSACTIONS, -1, -1
         txn = d.txn
+        assert txn is not None  # a decision without an error names its transaction
         log.info("producer_id_initialised", transactional_id=txn_id, producer_id=txn.producer_id,
                  producer_epoch=txn.producer_epoch)
         return E.NONE, txn.producer_id, txn.producer_epoch
@@ -386,10 +387,12 @@ class TransactionService:
     async def abort_timed_out_transactions(self) -> int:
         aborted = 0
         for d in self.machine.abort_timed_out_transactions():
-            txn_id = d.txn.transactional_id  # type: ignore[union-attr]
+            txn, transit = d.txn, d.transit
+            assert txn is not None and transit is not None  # a timed-out abort names both
+            txn_id = txn.transactional_id
             if await self._write(d) == E.NONE:
-                log.info("transaction_timed_out", transactional_id=txn_id, producer_id=d.transit.producer_id,
-                         bumped_epoch=d.transit.producer_epoch)
+                log.info("transaction_timed_out", transactional_id=txn_id, producer_id=transit.producer_id,
+                         bumped_epoch=transit.producer_epoch)
                 self._after_prepare(txn_id, commit=False)
                 aborted += 1
         return aborted

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import structlog
 
 from ..protocol.control_records import encode_marker
 from ..protocol.errors import KafkaError
 
+if TYPE_CHECKING:
+    from .services import BrokerServices
+
 log = structlog.get_logger("kbroker.txn_markers")
 
 LEADER_EPOCH = 0
 
 
-async def write_markers(broker: Any, producer_id: int, producer_epoch: int, commit: bool,
+async def write_markers(broker: BrokerServices, producer_id: int, producer_epoch: int, commit: bool,
                         partitions: Iterable[tuple[str, int]], coordinator_epoch: int) -> None:
     """Append one marker per partition, wait until all are durable, then close the transactions.
     A partition whose topic is gone is skipped (Kafka answers UNKNOWN_TOPIC_OR_PARTITION and moves on);
@@ -48,8 +51,6 @@ async def write_markers(broker: Any, producer_id: int, producer_epoch: int, comm
         state.marker_appended(producer_id, info.last_offset)
         appended.append((topic, partition, plog, state, info.last_offset))
     await asyncio.gather(*(plog.wait_durable(offset) for _, _, plog, _, offset in appended))
-    purgatory = getattr(broker, "fetch_purgatory", None)
     for topic, partition, _, state, offset in appended:
         state.complete_txn(producer_id, commit, offset)
-        if purgatory is not None:
-            purgatory.notify(topic, partition)
+        broker.fetch_purgatory.notify(topic, partition)

@@ -9,10 +9,13 @@ returned range, which the client uses to drop aborted records. Either way the an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol import record_batch as rb
 from ..protocol.messages.fetch_response import AbortedTransaction
+
+if TYPE_CHECKING:
+    from .services import BrokerServices
 
 
 @dataclass(slots=True)
@@ -31,7 +34,7 @@ def trim_to_offset(records: bytes | memoryview, limit: int) -> bytes | memoryvie
     return records[:end]
 
 
-def committed_view(broker: Any, plog: Any, fetch_offset: int, records: bytes | memoryview,
+def committed_view(broker: BrokerServices, plog: Any, fetch_offset: int, records: bytes | memoryview,
                    read_committed: bool) -> tuple[bytes | memoryview, TxnFetchInfo]:
     state = broker.producer_states.for_log(plog)
     lso = state.last_stable_offset(plog.high_watermark)

@@ -88,7 +88,7 @@ def _uniform_homogeneous(members: Mapping[str, MemberSubscription], topics: Mapp
     kept: dict[str, list[int]] = {}
     taken: set[int] = set()
     for member_id in sorted(members):
-        mine = []
+        mine: list[int] = []
         for topic_id, partitions in members[member_id].current.items():
             i = index.get(topic_id)
             if i is None:
@@ -112,9 +112,9 @@ def _uniform_homogeneous(members: Mapping[str, MemberSubscription], topics: Mapp
             keys.append(next(free))
     result: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
     for member_id, keys in out.items():
-        mine = result[member_id]
+        by_topic = result[member_id]
         for key in keys:
-            mine.setdefault(ids[key >> 32], set()).add(key & 0xFFFFFFFF)
+            by_topic.setdefault(ids[key >> 32], set()).add(key & 0xFFFFFFFF)
     return _freeze(result)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from ..protocol.errors import ErrorCode
 
 from . import commands as c
+from .consumer_commands import ConsumerExpiry, ConsumerRequest
 from .admin import handle_delete_group, handle_describe_group, list_groups
 from .config import GroupConfig
 from .consumer_group import TopicImage
@@ -106,7 +107,7 @@ class GroupStateMachine:
 
     # -- commands ------------------------------------------------------------------------------
 
-    def handle(self, cmd: c.Command | Control, now_ms: int) -> Outcome:
+    def handle(self, cmd: c.Command | Control | ConsumerRequest | ConsumerExpiry, now_ms: int) -> Outcome:
         if not isinstance(cmd, Control):
             for group_type in self.group_types:
                 if group_type.owns(cmd):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 # Not a config in Kafka either: a new member's JoinGroup may wait this long before the member is
 # dropped (it cannot heartbeat before it knows its member id).
@@ -66,7 +67,7 @@ class GroupConfig:
         """Build from Kafka-style dotted names (`group.max.size`); unknown keys are ignored."""
         known = {f.name.replace("_", "."): f.name for f in fields(cls)}
         types = {f.name: f.type for f in fields(cls)}
-        values = {known[k]: (str(v) if types[known[k]] in ("str", str) else int(v))
+        values: dict[str, Any] = {known[k]: (str(v) if types[known[k]] in ("str", str) else int(v))
                   for k, v in props.items() if k in known}
         return cls(**values)
 

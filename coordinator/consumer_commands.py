@@ -137,7 +137,13 @@ class DescribedConsumerGroup:
         return replace(self, error=code, members=())
 
 
-def consumer_error_result(cmd: object, code: ErrorCode) -> object | None:
+ConsumerRequest = ConsumerGroupHeartbeat | ConsumerGroupDescribe
+ConsumerExpiry = ConsumerSessionExpired | ConsumerRebalanceExpired | ConsumerClassicTimeout
+
+
+def consumer_error_result(
+    cmd: object, code: ErrorCode,
+) -> ConsumerGroupHeartbeatResult | DescribedConsumerGroup | None:
     """The whole-request error answer for a consumer group command, or None if not one."""
     if isinstance(cmd, ConsumerGroupHeartbeat):
         return ConsumerGroupHeartbeatResult(code)

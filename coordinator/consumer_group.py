@@ -14,6 +14,7 @@ import enum
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .group import OffsetAndMetadata, TopicPartition
 
@@ -78,7 +79,7 @@ class ConsumerGroupMember:
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
 
-    def replace(self, **changes: object) -> ConsumerGroupMember:
+    def replace(self, **changes: Any) -> ConsumerGroupMember:
         return dataclasses.replace(self, **changes)
 
     def subscription_equals(self, other: ConsumerGroupMember) -> bool:

@@ -42,6 +42,7 @@ from .consumer_records import (
 )
 from .downgrade import DowngradedToClassic, convert_to_classic_group, validate_online_downgrade
 from .outcome import Outcome, Reply
+from .records import Record
 from .reconcile import FencedMemberEpoch, is_subset, maybe_reconcile
 from .regex import InvalidRegularExpression, compile_regex
 
@@ -78,7 +79,7 @@ class CCtx:
     now_ms: int
     out: Outcome
     topics: TopicsImage
-    records: list[ConsumerRecord] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)  # consumer records, or classic ones on a downgrade
     then: object | None = None  # a follow-up for the classic machine (a downgrade)
     _image: Mapping[str, TopicImage] | None = None
 

@@ -101,10 +101,20 @@ class ConsumerGroups:
                     cmd.group_id, E.GROUP_ID_NOT_FOUND if cmd.api_version >= 6 else E.NONE, state="Dead"))
             case cc.ConsumerClassicTimeout():
                 on_classic_timeout(ctx, group, cmd)
+            case c.JoinGroup() | c.SyncGroup() | c.Heartbeat() | c.LeaveGroup() if group is not None:
+                # owns() sends these here only when their group is a consumer group
+                self._classic_protocol(ctx, group, cmd)
+            case _:
+                return ctx.out  # timers of the classic protocol for a group that changed type
+        return ctx.out
+
+    def _classic_protocol(self, ctx: CCtx, group: ConsumerGroup,
+                          cmd: c.JoinGroup | c.SyncGroup | c.Heartbeat | c.LeaveGroup) -> None:
+        """Classic members inside a consumer group (online migration)."""
+        match cmd:
             case c.JoinGroup() if group.is_empty():
                 ctx.out.write(group_tombstones(group), then=JoinAfterConsumerGroupDeleted(group.group_id, cmd))
             case c.JoinGroup():
-                # Classic members inside a consumer group (online migration).
                 if self._migration_allowed():
                     classic_group_join_to_consumer_group(ctx, group, cmd)
                 else:
@@ -115,9 +125,6 @@ class ConsumerGroups:
                 classic_group_heartbeat_to_consumer_group(ctx, group, cmd)
             case c.LeaveGroup():
                 leave_classic_members(ctx, group, cmd)
-            case _:
-                return ctx.out  # timers of the classic protocol for a group that changed type
-        return ctx.out
 
     def _get_or_create(self, ctx: CCtx, group_id: str, create: bool) -> ConsumerGroup:
         """Kafka's getOrMaybeCreateConsumerGroup. A new group exists once its records replay."""
@@ -128,7 +135,7 @@ class ConsumerGroups:
         if classic is not None and not classic.is_state(GroupState.DEAD):
             if create and classic.is_state(GroupState.EMPTY):
                 # maybeDeleteEmptyClassicGroup: the empty classic group gives way; its offsets stay.
-                ctx.records.append(GroupMetadataTombstone(group_id))  # type: ignore[arg-type]
+                ctx.records.append(GroupMetadataTombstone(group_id))
                 return ConsumerGroup(group_id)
             if create and validate_online_upgrade(ctx, classic):
                 try:
@@ -161,7 +168,7 @@ class ConsumerGroups:
                 self.groups[record.group].offsets.pop((record.topic, record.partition), None)
             case ConsumerGroupMetadataTombstone() if record.group in self.groups:
                 offsets = self.groups[record.group].offsets
-                replay(self.groups, record, self._create)  # type: ignore[arg-type]
+                replay(self.groups, record, self._create)
                 if offsets:
                     # The group goes (a downgrade): its offsets stay with the group id.
                     holder = ClassicGroup(record.group, 0)

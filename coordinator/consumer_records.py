@@ -123,7 +123,7 @@ ConsumerRecord = (
     | ConsumerGroupCurrentMemberAssignmentRecord | ConsumerGroupCurrentMemberAssignmentTombstone
     | ConsumerGroupRegularExpressionRecord | ConsumerGroupRegularExpressionTombstone
 )
-CONSUMER_RECORD_TYPES = ConsumerRecord.__args__  # type: ignore[attr-defined]
+CONSUMER_RECORD_TYPES = ConsumerRecord.__args__
 
 
 def is_consumer_record(record: object) -> bool:

@@ -152,7 +152,7 @@ class GroupFaults:
             del self.not_coordinator_until[group_id]
         name = api_name(cmd)
         pending = self.fail_next.get((group_id, name)) if name else None
-        if pending is not None:
+        if name and pending is not None:
             pending[0] -= 1
             if pending[0] <= 0:
                 del self.fail_next[(group_id, name)]

@@ -129,13 +129,13 @@ def convert_to_consumer_group(ctx: CCtx, classic: ClassicGroup) -> ConsumerGroup
     ctx.out.cancel(c.sync_key(gid))
 
     records: list = [GroupMetadataTombstone(gid)]
-    for member in members:
-        records.append(member_subscription_record(gid, member))
-        records.append(ConsumerGroupTargetAssignmentMemberRecord(gid, member.member_id,
-                                                                 dict(member.assigned_partitions)))
-        records.append(current_assignment_record(gid, member))
-        ctx.out.schedule(cc.session_key(gid, member.member_id), member.classic.session_timeout_ms,  # type: ignore[union-attr]
-                         cc.ConsumerSessionExpired(gid, member.member_id))
+    for new in members:
+        records.append(member_subscription_record(gid, new))
+        records.append(ConsumerGroupTargetAssignmentMemberRecord(gid, new.member_id,
+                                                                 dict(new.assigned_partitions)))
+        records.append(current_assignment_record(gid, new))
+        ctx.out.schedule(cc.session_key(gid, new.member_id), new.classic.session_timeout_ms,  # type: ignore[union-attr]
+                         cc.ConsumerSessionExpired(gid, new.member_id))
     records.append(ConsumerGroupTargetAssignmentMetadataRecord(gid, epoch, ctx.now_ms))
     tmp: dict[str, ConsumerGroup] = {}
     for r in records[1:]:
@@ -345,7 +345,7 @@ def classic_group_leave_to_consumer_group(ctx: CCtx, group: ConsumerGroup, cmd: 
             answers.append(LeaveMemberResult(member.member_id, m.group_instance_id, E.NONE))
         except ApiError as exc:
             answers.append(LeaveMemberResult(m.member_id, m.group_instance_id, exc.code))
-    ctx.out.reply(cmd.reply_to, LeaveGroupResult(E.NONE, tuple(answers)))  # type: ignore[arg-type]
+    ctx.out.reply(cmd.reply_to, LeaveGroupResult(E.NONE, tuple(answers)))
     return left
 
 

@@ -12,16 +12,24 @@ Ordering contract for the shell (runtime.py, through execute.py), per Outcome:
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Union
 
 from ..protocol.errors import ErrorCode
 
 from .commands import TimerExpiry
+from .consumer_commands import ConsumerExpiry
 from .member import Handle, Protocols
 from .records import Record
 from .results import Result
+
+if TYPE_CHECKING:
+    from .downgrade import DowngradedToClassic, JoinAfterConsumerGroupDeleted
+
+# What a group's timers deliver, classic and consumer groups alike.
+GroupExpiry = TimerExpiry | ConsumerExpiry
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +42,7 @@ class Reply:
 class ScheduleTimer:
     key: str
     delay_ms: int
-    expiry: TimerExpiry  # handed to the group (in its turn) when the timer fires
+    expiry: GroupExpiry  # handed to the group (in its turn) when the timer fires
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +94,9 @@ class GroupRemoved:
     group_id: str
 
 
-FollowUp = AssignmentWritten | EmptyGroupWritten | StaticMemberReplaced | GroupRemoved
+# The consumer group's follow-ups live with the downgrade (which imports this module).
+FollowUp = Union[AssignmentWritten, EmptyGroupWritten, StaticMemberReplaced, GroupRemoved,
+                 "DowngradedToClassic", "JoinAfterConsumerGroupDeleted"]
 
 
 class Durability(enum.Enum):
@@ -104,7 +114,7 @@ class Durability(enum.Enum):
 
 @dataclass(slots=True)
 class PendingWrite:
-    records: list[Record]
+    records: Sequence[Record]
     replies: list[Reply] = field(default_factory=list)  # released only once durable
     then: FollowUp | None = None
     durability: Durability = Durability.STRICT
@@ -154,13 +164,13 @@ class Outcome:
         if to is not None:
             self.replies.append(Reply(to, result))
 
-    def schedule(self, key: str, delay_ms: int, expiry: TimerExpiry) -> None:
+    def schedule(self, key: str, delay_ms: int, expiry: GroupExpiry) -> None:
         self.timers.append(ScheduleTimer(key, delay_ms, expiry))
 
     def cancel(self, key: str) -> None:
         self.timers.append(CancelTimer(key))
 
-    def write(self, records: list[Record], replies: list[Reply] | None = None,
+    def write(self, records: Sequence[Record], replies: list[Reply] | None = None,
               then: FollowUp | None = None, durability: Durability = Durability.STRICT) -> None:
         self.writes.append(PendingWrite(records, replies or [], then, durability))
 

@@ -72,7 +72,7 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
         return _key(OFFSET_COMMIT, ock.SPEC, ock.OffsetCommitKey(record.group, record.topic, record.partition)), None
     if isinstance(record, GroupMetadataRecord):
         key = _key(GROUP_METADATA, gmk.SPEC, gmk.GroupMetadataKey(record.group))
-        value = gmv.GroupMetadataValue(
+        group_value = gmv.GroupMetadataValue(
             protocol_type=record.protocol_type,
             generation=record.generation,
             protocol=record.protocol,
@@ -87,7 +87,7 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
                 for m in record.members
             ],
         )
-        return key, _encode(gmv.SPEC, GROUP_METADATA_VALUE_VERSION, value)
+        return key, _encode(gmv.SPEC, GROUP_METADATA_VALUE_VERSION, group_value)
     if isinstance(record, GroupMetadataTombstone):
         return _key(GROUP_METADATA, gmk.SPEC, gmk.GroupMetadataKey(record.group)), None
     if is_consumer_record(record):
@@ -142,7 +142,7 @@ def _decode_offset_commit(key: bytes, value: bytes | None) -> OffsetCommitRecord
     return OffsetCommitRecord(group, topic, partition, offset, epoch, metadata, commit_timestamp, None)
 
 
-def decode_record(key: bytes, value: bytes | None) -> Record:
+def decode_record(key: bytes | None, value: bytes | None) -> Record:
     """The coordinator record for one `__consumer_offsets` record's key and value."""
     if key is None or len(key) < 2:
         raise ValueError("__consumer_offsets record without a key")
@@ -184,7 +184,7 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
         )
     if record_type in CONSUMER_RECORD_TYPES:
         try:
-            return decode_consumer_record(record_type, key, value)  # type: ignore[return-value]
+            return decode_consumer_record(record_type, key, value)
         except IgnoredRecord:
             pass
     raise UnknownRecordType(f"record type {record_type}")

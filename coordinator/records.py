@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .consumer_records import ConsumerRecord
+
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitRecord:
@@ -59,4 +61,6 @@ class GroupMetadataTombstone:
     group: str
 
 
-Record = OffsetCommitRecord | OffsetCommitTombstone | GroupMetadataRecord | GroupMetadataTombstone
+ClassicRecord = OffsetCommitRecord | OffsetCommitTombstone | GroupMetadataRecord | GroupMetadataTombstone
+# Every record of `__consumer_offsets`: classic groups and offsets, and consumer groups (KIP-848).
+Record = ClassicRecord | ConsumerRecord

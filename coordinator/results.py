@@ -1,7 +1,13 @@
 """Answers from the coordinator, with Kafka error codes.
 
-Each result knows how to turn itself into the answer for a failed `__consumer_offsets` append
-(`failed(code)`), so a reply prepared before the write can be downgraded if the write fails.
+A failed command gets its answer here, in one of two ways that clients can tell apart (as in Kafka):
+- `error_result_for(cmd, code)`: the command was refused before any group state was read (not
+  the coordinator, loading, a bug in the machine): e.g. JoinGroup echoes the member id it was sent;
+- `result.failed(code)`: an answer prepared before a `__consumer_offsets` append is downgraded
+  because the append failed: e.g. JoinGroup forgets the member id, OffsetCommit keeps the errors of
+  partitions that were not to be written.
+The broker turns these answers into responses like any other; the wire shape of a whole-request
+error is the API module's `failed_response` (broker/router.py).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from dataclasses import dataclass, replace
 from ..protocol.errors import ErrorCode
 
 from . import commands as c
+from .consumer_commands import ConsumerGroupHeartbeatResult, DescribedConsumerGroup, consumer_error_result
 
 E = ErrorCode
 
@@ -188,12 +195,6 @@ class DeletedGroup:
         return DeletedGroup(self.group_id, code)
 
 
-Result = (
-    JoinGroupResult | SyncGroupResult | HeartbeatResult | LeaveGroupResult | OffsetCommitResult
-    | OffsetFetchResult | OffsetDeleteResult | DescribedGroup | DeletedGroup
-)
-
-
 @dataclass(frozen=True, slots=True)
 class ControlResult:
     """What a test control (controls.py) answers."""
@@ -201,8 +202,18 @@ class ControlResult:
     error: ErrorCode
     detail: str = ""
 
+    def failed(self, code: ErrorCode) -> ControlResult:
+        return ControlResult(code, self.detail)
 
-def error_result_for(cmd: c.Request, code: ErrorCode) -> Result:
+
+Result = (
+    JoinGroupResult | SyncGroupResult | HeartbeatResult | LeaveGroupResult | OffsetCommitResult
+    | OffsetFetchResult | OffsetDeleteResult | DescribedGroup | DeletedGroup | ControlResult
+    | ConsumerGroupHeartbeatResult | DescribedConsumerGroup
+)
+
+
+def error_result_for(cmd: object, code: ErrorCode) -> Result:
     """The whole-request error answer for `cmd` (coordinator unavailable, loading, ...)."""
     match cmd:
         case c.JoinGroup():
@@ -224,12 +235,10 @@ def error_result_for(cmd: c.Request, code: ErrorCode) -> Result:
         case c.DeleteGroup():
             return DeletedGroup(cmd.group_id, code)
     if getattr(cmd, "is_control", False):
-        return ControlResult(code, f"group {cmd.group_id}: {code.name}")
-    from .consumer_commands import consumer_error_result
-
+        return ControlResult(code, f"group {getattr(cmd, 'group_id')}: {code.name}")
     result = consumer_error_result(cmd, code)
     if result is not None:
-        return result  # type: ignore[return-value]
+        return result
     raise TypeError(f"no result type for {type(cmd).__name__}")
 
 

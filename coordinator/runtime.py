@@ -37,7 +37,7 @@ from ..purgatory.timers import KeyedTimers, TimerFired
 from . import commands as c
 from .classic import GroupStateMachine
 from .execute import AppendNowait, AppendRecords, apply_unwritten, execute_outcome, runs_without_waiting
-from .outcome import CancelTimer, Event, Outcome, Reply, TimerOp
+from .outcome import CancelTimer, Event, GroupExpiry, Outcome, Reply, TimerOp
 from .records import Record
 from .results import error_result_for
 
@@ -50,7 +50,7 @@ class Expiry:
 
     __slots__ = ("cmd", "key", "token")
 
-    def __init__(self, cmd: c.TimerExpiry, key: str, token: int) -> None:
+    def __init__(self, cmd: GroupExpiry, key: str, token: int) -> None:
         self.cmd = cmd
         self.key = key
         self.token = token
@@ -263,7 +263,7 @@ class PartitionRuntime:
         else:
             self._timers.schedule(op.key, op.delay_ms, partial(self._on_timer, op.expiry))
 
-    def _on_timer(self, expiry: c.TimerExpiry, fired: TimerFired) -> None:
+    def _on_timer(self, expiry: GroupExpiry, fired: TimerFired) -> None:
         if self.active:
             self.enqueue(Expiry(expiry, fired.key, fired.token), expiry.group_id)
 

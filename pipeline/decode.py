@@ -290,7 +290,7 @@ def decode_subscription(data: bytes | None) -> tuple[list[str] | None, list[tupl
     try:
         (version,) = _I16.unpack_from(data)
         # Later versions only append fields, so the newest version we know reads any newer one's prefix.
-        sub = codec.decode(cps.SPEC, max(0, min(version, cps.SPEC.valid[1])), data[2:])
+        sub = codec.decode(cps.SPEC, max(0, min(version, cps.SPEC.versions[-1])), data[2:])
         return list(sub.topics), [(tp.topic, list(tp.partitions)) for tp in sub.owned_partitions]
     except Exception:  # noqa: BLE001 - a foreign protocol's bytes are data, not an error
         return None, None
@@ -301,7 +301,7 @@ def decode_assignment(data: bytes | None) -> list[tuple[str, list[int]]] | None:
         return None
     try:
         (version,) = _I16.unpack_from(data)
-        assignment = codec.decode(cpa.SPEC, max(0, min(version, cpa.SPEC.valid[1])), data[2:])
+        assignment = codec.decode(cpa.SPEC, max(0, min(version, cpa.SPEC.versions[-1])), data[2:])
         return [(tp.topic, list(tp.partitions)) for tp in assignment.assigned_partitions]
     except Exception:  # noqa: BLE001
         return None

@@ -72,9 +72,10 @@ class KbrokerLogDataSource(DataSource):
 
 class KbrokerLogReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.path = options.get("path") or options.get("data_dir")
-        if not self.path:
+        path = options.get("path") or options.get("data_dir")
+        if not path:
             raise ValueError("kbroker-log needs the data directory: .load(PATH) or .option('path', PATH)")
+        self.path = path
         self.view = _view(options, "records")
         self.topics = {OFFSETS_TOPIC} if self.view == "consumer_offsets" else parse_topics_option(options.get("topics"))
         self.since_ms = parse_time(options.get("since"))

@@ -22,8 +22,8 @@ _RUNTIME_IMPORT = f"from {__package__}.primitives import *"
 
 def _default_expr(dc_field: dataclasses.Field, code: construct.core.CodeGen) -> str:
     """A Python expression producing a fresh default value for a dataclass field."""
-    if dc_field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        factory = dc_field.default_factory  # type: ignore[misc]
+    if dc_field.default_factory is not dataclasses.MISSING:
+        factory = dc_field.default_factory
         if factory is list:
             return "[]"
         return _link(code, factory) + "()"
@@ -206,7 +206,7 @@ class KafkaStruct(construct.Construct):
                 lines.append('w(b"\\x00")')
             else:
                 lines.append("tags = []")
-                for f in sorted(tagged, key=lambda f: f.tag):
+                for f in sorted(tagged, key=lambda f: f.tag or 0):  # a tagged field always has its tag
                     default = _default_expr(dc_fields[f.name], code)
                     sub = f"build_tagged_{code.allocateId()}"
                     code.append(f"""

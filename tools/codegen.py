@@ -116,7 +116,7 @@ def _find_fields(msg: dict, path: str) -> list[dict]:
 def apply_legacy(msg: dict, overlay: dict) -> dict:
     """Widen `msg` to Kafka 3.9's range with the fields only its removed versions have."""
     old, new = parse_versions(msg["validVersions"]), parse_versions(overlay["validVersions"])
-    if not (new[0] <= old[0] and (new[1] is not None and old[1] is not None and new[1] >= old[1])):
+    if old is None or new is None or not (new[0] <= old[0] and (new[1] is not None and old[1] is not None and new[1] >= old[1])):
         raise ValueError(f"{msg['name']}: legacy range {overlay['validVersions']} must contain {msg['validVersions']}")
     msg["validVersions"] = overlay["validVersions"]
     for add in overlay.get("addFields", []):

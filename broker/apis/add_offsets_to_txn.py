@@ -14,12 +14,8 @@ VERSIONS = (0, 4)
 
 
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
-    service = getattr(ctx.broker, "transactions", None)
-    groups = getattr(ctx.broker, "coordinator", None)
-    if service is None or groups is None:
-        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not request.group_id:
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
-    tp = (OFFSETS_TOPIC, groups.partition_for(request.group_id))
-    error = await service.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch, [tp])
+    tp = (OFFSETS_TOPIC, ctx.broker.coordinator.partition_for(request.group_id))
+    error = await ctx.broker.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch, [tp])
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
-from ...protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+from ...protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from ...protocol.messages.add_partitions_to_txn_response import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
@@ -42,12 +42,10 @@ def failed_response(_ctx: RequestContext, request: AddPartitionsToTxnRequest, er
         for txn in request.transactions])
 
 
-async def _one(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topics,
+async def _one(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, topics: list[AddPartitionsToTxnTopic],
                verify_only: bool) -> dict[tuple[str, int], int]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
-    service = getattr(ctx.broker, "transactions", None)
-    if service is None:
-        return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in wanted}
+    service = ctx.broker.transactions
     unknown = {tp for tp in wanted if ctx.broker.logs.get_log(*tp) is None}
     if unknown:
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED for tp in wanted}

@@ -14,18 +14,28 @@ retention; a client cannot tell the refusal from an ACL-less cluster's admin err
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
 from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
 from ..log.manager import is_internal_topic
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages.alter_configs_request import AlterConfigsRequest
+from ...protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
 from ...protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
 
 API_KEY = 33
 VERSIONS = (0, 2)
 
 
-def duplicate_resources(resources) -> set[tuple[int, str]]:
+# How a topic's overrides change: current overrides -> new overrides.
+TopicChange = Callable[[dict[str, str]], dict[str, str]]
+
+
+def duplicate_resources(resources: Sequence[Any]) -> set[tuple[int, str]]:
     keys = [(r.resource_type, r.resource_name) for r in resources]
     return {k for k in keys if keys.count(k) > 1}
 
@@ -43,7 +53,8 @@ def check_internal_topic_configs(name: str, new_overrides: dict[str, str]) -> No
                          ErrorCode.INVALID_REQUEST)
 
 
-def alter_resource(broker, resource_type: int, resource_name: str, names: list[str], topic_change, validate_only: bool):
+def alter_resource(broker: BrokerServices, resource_type: int, resource_name: str, names: list[str],
+                   topic_change: TopicChange, validate_only: bool) -> None:
     """Apply one resource's change. `topic_change(current_overrides) -> new_overrides` for topics."""
     if resource_type == RESOURCE_TOPIC:
         check_duplicate_keys(names)
@@ -66,8 +77,10 @@ def alter_resource(broker, resource_type: int, resource_name: str, names: list[s
     raise KafkaError(f"Unsupported resource type: {resource_type}", ErrorCode.INVALID_REQUEST)
 
 
-def alter_resources(broker, resources, response_cls, topic_change_for, validate_only: bool) -> list:
-    """One response per resource, each altered on its own; a resource listed twice is refused.
+def alter_resources(broker: BrokerServices, resources: Sequence[Any], response_cls: type,
+                    topic_change_for: Callable[[Any], TopicChange], validate_only: bool) -> list:
+    """One response per resource (AlterConfigs' or IncrementalAlterConfigs'), each altered on its
+    own; a resource listed twice is refused.
     `topic_change_for(resource)` gives that resource's `current_overrides -> new_overrides`."""
     dupes = duplicate_resources(resources)
     out = []
@@ -86,9 +99,9 @@ def alter_resources(broker, resources, response_cls, topic_change_for, validate_
     return out
 
 
-def _replace_all(res):
+def _replace_all(res: AlterConfigsResource) -> TopicChange:
     def change(_current: dict[str, str]) -> dict[str, str]:
-        new = {}
+        new: dict[str, str] = {}
         for c in res.configs:
             if c.value is None:
                 raise KafkaError(f"Null value not supported for : {c.name}", ErrorCode.INVALID_REQUEST)

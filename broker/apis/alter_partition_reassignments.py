@@ -9,6 +9,8 @@ size is INVALID_REPLICATION_FACTOR, checked as Kafka does before the broker ids.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
@@ -18,11 +20,15 @@ from ...protocol.messages.alter_partition_reassignments_response import (
     ReassignableTopicResponse,
 )
 
+if TYPE_CHECKING:
+    from ..services import BrokerServices
+
 API_KEY = 45
 VERSIONS = (0, 1)
 
 
-def _check(broker, topic: str, partition: int, replicas: list[int] | None, allow_rf_change: bool):
+def _check(broker: BrokerServices, topic: str, partition: int, replicas: list[int] | None,
+           allow_rf_change: bool) -> tuple[ErrorCode, str | None]:
     if broker.logs.get_log(topic, partition) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
     if replicas is None:

@@ -38,7 +38,8 @@ def failed_response(_ctx: RequestContext, request: AlterUserScramCredentialsRequ
         AlterUserScramCredentialsResult(user=n, error_code=error, error_message=message) for n in _names(request)])
 
 
-async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest):
+async def handle(ctx: RequestContext,
+                 request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
     security = ctx.broker.security
     names = _names(request)
     if not security.authorize(ctx, Operation.ALTER, ResourceType.CLUSTER):

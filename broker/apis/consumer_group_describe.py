@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from .. import group_wire
 from ..router import RequestContext
@@ -15,6 +16,9 @@ from ...protocol.messages.consumer_group_describe_response import (
     Member,
     TopicPartitions,
 )
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 69
 VERSIONS = (0, 1)
@@ -51,7 +55,7 @@ def _group(g: cc.DescribedConsumerGroup) -> DescribedGroup:
 
 async def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
     async def one(group_id: str) -> cc.DescribedConsumerGroup:
-        async def call(coordinator) -> cc.DescribedConsumerGroup:
+        async def call(coordinator: GroupCoordinatorService) -> cc.DescribedConsumerGroup:
             return await coordinator.submit(cc.ConsumerGroupDescribe(group_id))
 
         return await group_wire.answer(ctx, call, lambda e: cc.DescribedConsumerGroup(group_id, e))

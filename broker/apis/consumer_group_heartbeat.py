@@ -22,11 +22,10 @@ API_KEY = 68
 VERSIONS = (0, 1)
 
 
-def error_response(error: ErrorCode, message: str | None = None) -> ConsumerGroupHeartbeatResponse:
+def failed_response(_ctx: RequestContext | None, _request: ConsumerGroupHeartbeatRequest | None, error: ErrorCode,
+                    message: str | None = None) -> ConsumerGroupHeartbeatResponse:
     return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=error, error_message=message,
                                           member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
-
-
 
 
 def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.ConsumerGroupHeartbeat:
@@ -37,7 +36,7 @@ def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.C
         instance_id=request.instance_id,
         rack_id=request.rack_id,
         rebalance_timeout_ms=request.rebalance_timeout_ms,
-        subscribed_topic_names=request.subscribed_topic_names,
+        subscribed_topic_names=None if request.subscribed_topic_names is None else tuple(request.subscribed_topic_names),
         subscribed_topic_regex=request.subscribed_topic_regex if ctx.api_version >= 1 else None,
         server_assignor=request.server_assignor,
         owned_topic_partitions=None if request.topic_partitions is None else tuple(
@@ -50,7 +49,7 @@ def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.C
 
 def _response(r: ConsumerGroupHeartbeatResult) -> ConsumerGroupHeartbeatResponse:
     if r.error is not ErrorCode.NONE:
-        return error_response(r.error, r.error_message)
+        return failed_response(None, None, r.error, r.error_message)
     return ConsumerGroupHeartbeatResponse(
         throttle_time_ms=0, error_code=0, error_message=None, member_id=r.member_id,
         member_epoch=r.member_epoch, heartbeat_interval_ms=r.heartbeat_interval_ms,
@@ -64,8 +63,6 @@ def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> Consu
     callback on the coordinator's future (see group_wire.reply)."""
     if not request.group_id:
         # Kafka validates the request before routing it to a group: INVALID_REQUEST, not INVALID_GROUP_ID.
-        return error_response(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-    coordinator = group_wire.service(ctx)
-    if coordinator is None:
-        return error_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return group_wire.reply(ctx, coordinator.submit_now(command(ctx, request)), _response, error_response)
+        return failed_response(ctx, request, ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    return group_wire.reply(ctx, group_wire.service(ctx).submit_now(command(ctx, request)), _response,
+                            lambda e: failed_response(ctx, request, e))

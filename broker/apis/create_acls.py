@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
+from typing import TypeVar
+
 from ..router import RequestContext
 from ..security.acl import (
     AclBinding, Operation, PatternType, Permission, ResourceType, invalid_binding_reason,
@@ -10,11 +13,13 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages.create_acls_request import CreateAclsRequest
 from ...protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 
+Code = TypeVar("Code", bound=IntEnum)
+
 API_KEY = 30
 VERSIONS = (0, 3)
 
 
-def _enum(cls, value):
+def _enum(cls: type[Code], value: int) -> Code:
     try:
         return cls(value)
     except ValueError:

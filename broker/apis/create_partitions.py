@@ -8,6 +8,8 @@ it (KAFKA-14418 was not merged); its count is `offsets.topic.num.partitions`, fi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..log.manager import is_internal_topic
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -17,11 +19,14 @@ from ...protocol.messages.create_partitions_response import (
     CreatePartitionsTopicResult,
 )
 
+if TYPE_CHECKING:
+    from ..services import BrokerServices
+
 API_KEY = 37
 VERSIONS = (0, 3)
 
 
-def _check(broker, topic: CreatePartitionsTopic) -> None:
+def _check(broker: BrokerServices, topic: CreatePartitionsTopic) -> None:
     info = broker.logs.topics().get(topic.name)
     if info is None:
         raise KafkaError(f"Topic '{topic.name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -12,6 +12,8 @@ every config; v7 with the topic id.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .describe_configs import SOURCES
 from ..log.manager import validate_topic_name
 from ..router import RequestContext
@@ -23,11 +25,14 @@ from ...protocol.messages.create_topics_response import (
     CreateTopicsResponse,
 )
 
+if TYPE_CHECKING:
+    from ..services import BrokerServices
+
 API_KEY = 19
 VERSIONS = (0, 7)
 
 
-def _partition_count(broker, topic: CreatableTopic) -> int:
+def _partition_count(broker: BrokerServices, topic: CreatableTopic) -> int:
     if topic.assignments:
         if topic.num_partitions != -1:
             raise KafkaError("A manual partition assignment was specified, but numPartitions was not set to -1.",

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.delete_groups_request import DeleteGroupsRequest
 from ...protocol.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
+
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
 
 API_KEY = 42
 VERSIONS = (0, 2)
@@ -21,15 +26,10 @@ def failed_response(_ctx: RequestContext, request: DeleteGroupsRequest, error: i
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     names = list(dict.fromkeys(request.groups_names))  # Kafka answers a repeated name once
 
-    async def call(coordinator) -> DeleteGroupsResponse:
+    async def call(coordinator: GroupCoordinatorService) -> DeleteGroupsResponse:
         results = await coordinator.delete_groups(names)
         return DeleteGroupsResponse(throttle_time_ms=0, results=[
             DeletableGroupResult(group_id=r.group_id, error_code=r.error) for r in results
         ])
 
-    def error_response(error: ErrorCode) -> DeleteGroupsResponse:
-        return DeleteGroupsResponse(throttle_time_ms=0, results=[
-            DeletableGroupResult(group_id=g, error_code=error) for g in names
-        ])
-
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

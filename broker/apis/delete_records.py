@@ -9,6 +9,8 @@ wholly below it are deleted. Internal topics are refused with INVALID_TOPIC_EXCE
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import structlog
 
 from ..log.manager import is_internal_topic
@@ -21,6 +23,9 @@ from ...protocol.messages.delete_records_response import (
     DeleteRecordsResponse,
     DeleteRecordsTopicResult,
 )
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
 
 API_KEY = 21
 VERSIONS = (0, 2)
@@ -35,7 +40,7 @@ HIGH_WATERMARK = -1
 log = structlog.get_logger("kbroker.delete_records")
 
 
-def delete_before(broker, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
+def delete_before(broker: BrokerServices, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
     """(error, low watermark) for one partition."""
     if is_internal_topic(topic):
         return ErrorCode.INVALID_TOPIC_EXCEPTION, -1

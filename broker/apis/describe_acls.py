@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
+from typing import Any, TypeVar
+
 from ..router import RequestContext
 from ..security.acl import AclFilter, Operation, PatternType, Permission, ResourceType
 from ...protocol.errors import ErrorCode
@@ -10,12 +13,15 @@ from ...protocol.messages.describe_acls_response import (
     AclDescription, DescribeAclsResource, DescribeAclsResponse,
 )
 
+Code = TypeVar("Code", bound=IntEnum)
+
 API_KEY = 29
 VERSIONS = (0, 3)
 
 
-def to_filter(r) -> AclFilter:
-    def enum(cls, value):
+def to_filter(r: Any) -> AclFilter:
+    """The filter of DescribeAcls, or of one DeleteAcls filter (their fields are named alike)."""
+    def enum(cls: type[Code], value: int) -> Code:
         try:
             return cls(value)
         except ValueError:

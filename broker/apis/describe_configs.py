@@ -12,9 +12,10 @@ broker configs are not supported. The empty broker name (cluster-wide dynamic de
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from ..config import BrokerConfig
-from ..log.config import ConfigEntry
+from ..log.config import ConfigEntry, LogConfig
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_configs_request import DescribeConfigsRequest
@@ -24,6 +25,9 @@ from ...protocol.messages.describe_configs_response import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
 
 API_KEY = 32
 VERSIONS = (0, 4)
@@ -121,13 +125,13 @@ BROKER_FIXED: tuple[tuple[str, str, int], ...] = (
 )
 
 
-def _render(value) -> str:
+def _render(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
 
 
-def topic_config_rows(config) -> list[ConfigEntry]:
+def topic_config_rows(config: LogConfig) -> list[ConfigEntry]:
     """LogConfig.describe(), sorted by name like Kafka's output."""
     return sorted(config.describe(), key=lambda e: e.name)
 
@@ -184,7 +188,7 @@ def broker_config_rows(config: BrokerConfig) -> list[tuple[str, str, int, int]]:
     return sorted(rows)
 
 
-def broker_resource_error(broker, resource_name: str) -> tuple[int, str] | None:
+def broker_resource_error(broker: BrokerServices, resource_name: str) -> tuple[ErrorCode, str] | None:
     """Kafka accepts this node's id or the empty name (cluster defaults); anything else is invalid."""
     if resource_name == "":
         return None

@@ -11,6 +11,8 @@ supports: READ, DESCRIBE and DELETE.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
@@ -21,6 +23,9 @@ from ...protocol.messages.describe_groups_response import (
     DescribeGroupsResponse,
 )
 
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
+
 API_KEY = 15
 VERSIONS = (0, 6)
 
@@ -30,23 +35,19 @@ NOT_REQUESTED = -(2**31)
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
-def error_response(groups: list[str], error: ErrorCode) -> DescribeGroupsResponse:
+def failed_response(_ctx: RequestContext, request: DescribeGroupsRequest, error: ErrorCode) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
         DescribedGroup(error_code=error, group_id=g, group_state="", protocol_type="", protocol_data="", members=[],
                        authorized_operations=NOT_REQUESTED)
-        for g in groups
+        for g in request.groups
     ])
-
-
-def failed_response(_ctx: RequestContext, request: DescribeGroupsRequest, error: ErrorCode) -> DescribeGroupsResponse:
-    return error_response(request.groups, error)
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     v = ctx.api_version
     include_ops = v >= 3 and request.include_authorized_operations
 
-    async def call(coordinator) -> DescribeGroupsResponse:
+    async def call(coordinator: GroupCoordinatorService) -> DescribeGroupsResponse:
         described = await coordinator.describe_groups(request.groups, v)
         return DescribeGroupsResponse(throttle_time_ms=0, groups=[
             DescribedGroup(
@@ -68,4 +69,4 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
             for g in described
         ])
 
-    return await group_wire.answer(ctx, call, lambda e: error_response(request.groups, e))
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

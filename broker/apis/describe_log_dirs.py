@@ -9,6 +9,7 @@ UsableBytes (v4+) are the file system's, as Kafka reports them.
 from __future__ import annotations
 
 import shutil
+from typing import TYPE_CHECKING
 
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
@@ -20,6 +21,9 @@ from ...protocol.messages.describe_log_dirs_response import (
     DescribeLogDirsTopic,
 )
 
+if TYPE_CHECKING:
+    from ..services import BrokerServices
+
 API_KEY = 35
 VERSIONS = (0, 5)
 
@@ -29,7 +33,7 @@ def failed_response(_ctx: RequestContext, request: DescribeLogDirsRequest, error
     return DescribeLogDirsResponse(error_code=error, results=[DescribeLogDirsResult(error_code=error)])
 
 
-def _wanted(broker, request: DescribeLogDirsRequest) -> dict[str, list[int]]:
+def _wanted(broker: BrokerServices, request: DescribeLogDirsRequest) -> dict[str, list[int]]:
     topics = broker.logs.topics()
     if request.topics is None:
         return {name: list(range(info.num_partitions)) for name, info in sorted(topics.items())}

@@ -10,9 +10,12 @@ UNKNOWN_TOPIC_OR_PARTITION and take no room on the page.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..log.manager import is_internal_topic
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
+from ...protocol.messages.describe_topic_partitions_request import Cursor as RequestCursor
 from ...protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from ...protocol.messages.describe_topic_partitions_response import (
     Cursor,
@@ -20,6 +23,9 @@ from ...protocol.messages.describe_topic_partitions_response import (
     DescribeTopicPartitionsResponsePartition,
     DescribeTopicPartitionsResponseTopic,
 )
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
 
 API_KEY = 75
 VERSIONS = (0, 0)
@@ -44,7 +50,8 @@ def _partition(node: int, index: int) -> DescribeTopicPartitionsResponsePartitio
     )
 
 
-def describe_page(broker, names: list[str], cursor: Cursor | None, limit: int):
+def describe_page(broker: BrokerServices, names: list[str], cursor: Cursor | RequestCursor | None,
+                  limit: int) -> tuple[list[DescribeTopicPartitionsResponseTopic], Cursor | None]:
     """(topics, next cursor) for one page; `names` empty means every topic."""
     topics = broker.logs.topics()
     wanted = sorted(set(names)) if names else sorted(topics)

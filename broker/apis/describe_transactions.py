@@ -26,13 +26,12 @@ def failed_response(_ctx: RequestContext, request: DescribeTransactionsRequest,
 
 
 async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    service = getattr(ctx.broker, "transactions", None)
+    txns = ctx.broker.transactions.machine.txns
     out = []
     for txn_id in request.transactional_ids:
-        txn = None if service is None else service.machine.txns.get(txn_id)
+        txn = txns.get(txn_id)
         if txn is None:
-            error = E.COORDINATOR_NOT_AVAILABLE if service is None else E.TRANSACTIONAL_ID_NOT_FOUND
-            out.append(TransactionState(error_code=error, transactional_id=txn_id, transaction_state="",
+            out.append(TransactionState(error_code=E.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=txn_id, transaction_state="",
                                         transaction_timeout_ms=0, transaction_start_time_ms=-1,
                                         producer_id=-1, producer_epoch=-1, topics=[]))
             continue

@@ -19,7 +19,8 @@ API_KEY = 50
 VERSIONS = (0, 0)
 
 
-async def handle(ctx: RequestContext, request: DescribeUserScramCredentialsRequest):
+async def handle(ctx: RequestContext,
+                 request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
     security = ctx.broker.security
     if not security.authorize(ctx, Operation.DESCRIBE, ResourceType.CLUSTER):
         return DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

@@ -14,9 +14,6 @@ VERSIONS = (0, 4)
 
 
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
-    service = getattr(ctx.broker, "transactions", None)
-    if service is None:
-        return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    error = await service.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+    error = await ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                   request.committed)
     return EndTxnResponse(throttle_time_ms=0, error_code=error)

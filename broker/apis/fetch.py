@@ -27,6 +27,9 @@ returned, so the client drops their records (broker/txn_read.py).
 
 from __future__ import annotations
 
+import uuid
+from typing import TYPE_CHECKING, Callable, cast
+
 from ..fetch_sessions import FetchTarget, PartitionKey, PartitionResult
 from ..log.partition_log import OffsetOutOfRangeError
 from ..quotas import CONSUMER_BYTE_RATE, hold_back_for_old_clients
@@ -36,6 +39,9 @@ from ...protocol import legacy_records
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.fetch_request import FetchRequest
 from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
 
 API_KEY = 1
 VERSIONS = (0, 18)
@@ -47,21 +53,22 @@ SESSIONS_FROM = 7
 READ_COMMITTED = 1
 
 
-def _resolve(broker, uses_ids: bool) -> dict:
+def _resolve(broker: BrokerServices, uses_ids: bool) -> dict:
     if not uses_ids:
         return {}
     return {info.topic_id: name for name, info in broker.logs.topics().items()}
 
 
 def _topic_name(key: PartitionKey, uses_ids: bool, names_by_id: dict) -> str | None:
-    return names_by_id.get(key[0]) if uses_ids else key[0]
+    # Without topic ids a partition's key starts with its topic's name.
+    return names_by_id.get(key[0]) if uses_ids else cast(str, key[0])
 
 
 def _error_result(code: int) -> PartitionResult:
     return PartitionResult(code, -1, -1)
 
 
-def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max_bytes: int, uses_ids: bool,
+def read_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, FetchTarget]], max_bytes: int, uses_ids: bool,
                     names_by_id: dict, isolation: int = 0) -> tuple[list[tuple[PartitionKey, PartitionResult]], int, bool]:
     """(results in order, bytes read, whether some partition has an error).
 
@@ -74,11 +81,11 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
     min_one = True
     has_error = False
     get_log = broker.logs.get_log
-    faults = getattr(broker, "partition_faults", None)
-    observations = getattr(broker, "observations", None)
+    faults = broker.partition_faults
+    observations = broker.observations
     read_committed = isolation == READ_COMMITTED
     for key, target in targets:
-        name = names_by_id.get(key[0]) if uses_ids else key[0]
+        name: str | None = names_by_id.get(key[0]) if uses_ids else cast(str, key[0])
         if name is None:
             results.append((key, _error_result(ErrorCode.UNKNOWN_TOPIC_ID)))
             has_error = True
@@ -126,7 +133,8 @@ def read_partitions(broker, targets: list[tuple[PartitionKey, FetchTarget]], max
     return results, total, has_error
 
 
-def _ready_check(broker, targets, min_bytes: int, uses_ids: bool, names_by_id: dict, isolation: int = 0):
+def _ready_check(broker: BrokerServices, targets: list[tuple[PartitionKey, FetchTarget]], min_bytes: int,
+                 uses_ids: bool, names_by_id: dict, isolation: int = 0) -> Callable[[], bool]:
     """The delayed fetch's condition: enough new bytes, or something to report."""
 
     def ready() -> bool:
@@ -219,24 +227,25 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
                           responses=[]), version, KIP_219_FROM)
     chosen = context.respond(results)
     responses: list[FetchableTopicResponse] = []
-    current_ref = object()
-    for (ref, partition), result in chosen:
-        if ref != current_ref:
-            current_ref = ref
+    current_ref: object = object()
+    for (topic_ref, partition), result in chosen:
+        if topic_ref != current_ref:
+            current_ref = topic_ref
+            # a partition's key starts with its topic's id, or without ids its name
             if uses_ids:
-                responses.append(FetchableTopicResponse(topic_id=ref, partitions=[]))
+                responses.append(FetchableTopicResponse(topic_id=cast(uuid.UUID, topic_ref), partitions=[]))
             else:
-                responses.append(FetchableTopicResponse(topic=ref, partitions=[]))
+                responses.append(FetchableTopicResponse(topic=cast(str, topic_ref), partitions=[]))
         ok = result.error_code == ErrorCode.NONE
-        records = result.records
+        records: bytes | memoryview | None = result.records
         if version < ZSTD_FROM and records:
             records = bytes(records)  # the old-format checks and conversions below work on bytes
-        if ok and version < ZSTD_FROM and records and legacy_records.has_zstd(records):
+        if ok and version < ZSTD_FROM and records and legacy_records.has_zstd(bytes(records)):
             # Kafka: a client too old for zstd gets this error rather than bytes it cannot read.
             result = _error_result(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
             ok, records = False, None
         if ok and version < FIRST_BATCH_VERSION and records:
-            records = legacy_records.down_convert(records, 0 if version < 2 else 1)
+            records = legacy_records.down_convert(bytes(records), 0 if version < 2 else 1)
         responses[-1].partitions.append(PartitionData(
             partition_index=partition,
             error_code=result.error_code,
@@ -245,7 +254,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             log_start_offset=result.log_start_offset,
             aborted_transactions=result.extra.aborted if ok else ([] if isolation == READ_COMMITTED else None),
             preferred_read_replica=-1,
-            records=records,
+            records=cast(bytes | None, records),  # the encoder writes any buffer: views go out uncopied
         ))
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=context.session_id,
                          responses=responses)

@@ -59,8 +59,6 @@ def lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int
         host, port = ctx.broker.advertised(ctx.listener)
         return E.NONE, ctx.broker.node_id, host, port
     if key_type == TRANSACTION:
-        if getattr(ctx.broker, "transactions", None) is None:
-            return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         host, port = ctx.broker.advertised(ctx.listener)
         return E.NONE, ctx.broker.node_id, host, port
     if key_type == SHARE:

@@ -18,7 +18,7 @@ API_KEY = 12
 VERSIONS = (0, 4)
 
 
-def error_response(error: ErrorCode) -> HeartbeatResponse:
+def failed_response(_ctx: RequestContext, _request: HeartbeatRequest, error: ErrorCode) -> HeartbeatResponse:
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
@@ -27,13 +27,11 @@ def _response(result: HeartbeatResult) -> HeartbeatResponse:
 
 
 def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse | Deferred:
-    coordinator = group_wire.service(ctx)
-    if coordinator is None:
-        return error_response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     cmd = c.Heartbeat(
         group_id=request.group_id,
         generation_id=request.generation_id,
         member_id=request.member_id,
         group_instance_id=request.group_instance_id if ctx.api_version >= 3 else None,
     )
-    return group_wire.reply(ctx, coordinator.submit_now(cmd), _response, error_response)
+    return group_wire.reply(ctx, group_wire.service(ctx).submit_now(cmd), _response,
+                           lambda e: failed_response(ctx, request, e))

@@ -8,11 +8,13 @@ override, as in Kafka; on other configs they are INVALID_CONFIG. An unknown oper
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .alter_configs import alter_resources
 from .describe_configs import LIST, TOPIC_CONFIGS
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from ...protocol.messages.incremental_alter_configs_request import AlterableConfig, IncrementalAlterConfigsRequest
 from ...protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse,
     IncrementalAlterConfigsResponse,
@@ -28,7 +30,7 @@ def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def apply_ops(current: dict[str, str], ops, defaults: dict[str, str]) -> dict[str, str]:
+def apply_ops(current: dict[str, str], ops: Sequence[AlterableConfig], defaults: dict[str, str]) -> dict[str, str]:
     new = dict(current)
     for op in ops:
         name, value = op.name, op.value

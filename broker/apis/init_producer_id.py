@@ -24,12 +24,9 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
     if request.transactional_id is None:
         producer_id = ctx.broker.producer_states.ids.allocate()
         return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
-    service = getattr(ctx.broker, "transactions", None)
-    if service is None:
-        return InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
     expected = None
     if ctx.api_version >= 3 and request.producer_id != NO_PRODUCER_ID:
         expected = (request.producer_id, request.producer_epoch)
-    error, producer_id, epoch = await service.init_producer_id(
+    error, producer_id, epoch = await ctx.broker.transactions.init_producer_id(
         request.transactional_id, request.transaction_timeout_ms, expected)
     return InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)

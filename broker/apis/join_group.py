@@ -16,6 +16,7 @@ group unencodable (the member id is the instance id plus a UUID). We refuse it w
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from .. import group_wire
 from ..router import RequestContext
@@ -24,20 +25,19 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages.join_group_request import JoinGroupRequest
 from ...protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
+
 API_KEY = 11
 VERSIONS = (0, 9)
 
 
-def error_response(ctx: RequestContext, error: ErrorCode) -> JoinGroupResponse:
+def failed_response(ctx: RequestContext, _request: JoinGroupRequest, error: ErrorCode) -> JoinGroupResponse:
     return JoinGroupResponse(
         throttle_time_ms=0, error_code=error, generation_id=-1,
         protocol_type=None, protocol_name=None if ctx.api_version >= 7 else "",
         leader="", skip_assignment=False, member_id="", members=[],
     )
-
-
-def failed_response(ctx: RequestContext, _request: JoinGroupRequest, error: ErrorCode) -> JoinGroupResponse:
-    return error_response(ctx, error)
 
 
 _LEGAL_INSTANCE_ID = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -59,7 +59,7 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
         problem = invalid_instance_id(instance_id)
         if problem is not None:
             group_wire.log.warning("join_group_refused", error=problem, group=request.group_id, **ctx.log_fields())
-            return error_response(ctx, ErrorCode.INVALID_REQUEST)
+            return failed_response(ctx, request, ErrorCode.INVALID_REQUEST)
     cmd = c.JoinGroup(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -70,12 +70,12 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
         rebalance_timeout_ms=request.rebalance_timeout_ms if v >= 1 else request.session_timeout_ms,
         session_timeout_ms=request.session_timeout_ms,
         protocol_type=request.protocol_type,
-        protocols=[(p.name, p.metadata) for p in request.protocols],
+        protocols=tuple((p.name, p.metadata) for p in request.protocols),
         reason=request.reason if v >= 8 else None,
         supports_skip_assignment=v >= 9,
     )
 
-    async def call(coordinator) -> JoinGroupResponse:
+    async def call(coordinator: GroupCoordinatorService) -> JoinGroupResponse:
         r = await coordinator.join_group(cmd)
         protocol_name = r.protocol_name
         if protocol_name is None and v < 7:
@@ -93,4 +93,4 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
                                              metadata=m.metadata) for m in r.members],
         )
 
-    return await group_wire.answer(ctx, call, lambda e: error_response(ctx, e))
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

@@ -7,6 +7,8 @@ members (member id and/or instance id) and get an error per member; v5 adds a re
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
@@ -14,11 +16,14 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages.leave_group_request import LeaveGroupRequest
 from ...protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
 
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
+
 API_KEY = 13
 VERSIONS = (0, 5)
 
 
-def error_response(error: ErrorCode) -> LeaveGroupResponse:
+def failed_response(_ctx: RequestContext, _request: LeaveGroupRequest, error: ErrorCode) -> LeaveGroupResponse:
     return LeaveGroupResponse(throttle_time_ms=0, error_code=error, members=[])
 
 
@@ -33,13 +38,13 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
         members = (c.LeavingMember(request.member_id),)
     cmd = c.LeaveGroup(group_id=request.group_id, members=members)
 
-    async def call(coordinator) -> LeaveGroupResponse:
+    async def call(coordinator: GroupCoordinatorService) -> LeaveGroupResponse:
         r = await coordinator.leave_group(cmd)
         if v < 3:
             error = r.error
             if error == ErrorCode.NONE:
                 error = next((m.error for m in r.members if m.error != ErrorCode.NONE), ErrorCode.NONE)
-            return error_response(error)
+            return failed_response(ctx, request, error)
         return LeaveGroupResponse(
             throttle_time_ms=0,
             error_code=r.error,
@@ -47,4 +52,4 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
                      for m in r.members],
         )
 
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

@@ -7,6 +7,8 @@ makes the top-level error COORDINATOR_LOAD_IN_PROGRESS, with the groups known so
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
@@ -14,11 +16,14 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages.list_groups_request import ListGroupsRequest
 from ...protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
+
 API_KEY = 16
 VERSIONS = (0, 5)
 
 
-def error_response(error: ErrorCode) -> ListGroupsResponse:
+def failed_response(_ctx: RequestContext, _request: ListGroupsRequest, error: ErrorCode) -> ListGroupsResponse:
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[])
 
 
@@ -29,7 +34,7 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
         types_filter=tuple(request.types_filter) if v >= 5 else (),
     )
 
-    async def call(coordinator) -> ListGroupsResponse:
+    async def call(coordinator: GroupCoordinatorService) -> ListGroupsResponse:
         r = await coordinator.list_groups(cmd)
         return ListGroupsResponse(throttle_time_ms=0, error_code=r.error, groups=[
             ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
@@ -37,4 +42,4 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
             for g in r.groups
         ])
 
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 
+from ..log.partition_log import PartitionLog
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.list_offsets_request import ListOffsetsRequest
@@ -41,7 +42,7 @@ LEADER_EPOCH = 0
 READ_COMMITTED = 1
 
 
-def _lookup(plog, timestamp: int, version: int) -> tuple[int, int, int]:
+def _lookup(plog: PartitionLog, timestamp: int, version: int) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) for one partition."""
     if timestamp == LATEST:
         return plog.log_end_offset, -1, LEADER_EPOCH
@@ -67,7 +68,7 @@ def failed_response(_ctx: RequestContext, request: ListOffsetsRequest, error: in
     ])
 
 
-def legacy_offsets_before(plog, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+def legacy_offsets_before(plog: PartitionLog, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
     entries = [(max(seg.base_offset, plog.log_start_offset), seg.last_modified_ms()) for seg in plog.segments]
     if plog.segments[-1].size > 0:
         entries.append((plog.log_end_offset, now_ms))

@@ -17,9 +17,7 @@ E = ErrorCode
 
 
 async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
-    service = getattr(ctx.broker, "transactions", None)
-    if service is None:
-        return ListTransactionsResponse(throttle_time_ms=0, error_code=E.COORDINATOR_NOT_AVAILABLE)
+    service = ctx.broker.transactions
     states = set()
     unknown = []
     for name in request.state_filters:

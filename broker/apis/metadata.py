@@ -7,6 +7,8 @@ topic echoed with the error (a null name as ""), as in MetadataRequest.getErrorR
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..log.manager import is_internal_topic
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -19,11 +21,15 @@ from ...protocol.messages.metadata_response import (
 )
 from ...protocol.primitives import ZERO_UUID
 
+if TYPE_CHECKING:
+    from ..log.manager import TopicInfo
+    from ..services import BrokerServices
+
 API_KEY = 3
 VERSIONS = (0, 13)
 
 
-def describe_topic(broker, info) -> MetadataResponseTopic:
+def describe_topic(broker: BrokerServices, info: TopicInfo) -> MetadataResponseTopic:
     node = broker.node_id
     return MetadataResponseTopic(
         error_code=ErrorCode.NONE,

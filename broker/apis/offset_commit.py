@@ -56,11 +56,12 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
     unknown_ids: list[OffsetCommitResponseTopic] = []
     for topic in request.topics:
         if v >= TOPIC_IDS_FROM:
-            topic.name = names_by_id.get(topic.topic_id)
-            if topic.name is None:
+            name = names_by_id.get(topic.topic_id)
+            if name is None:
                 unknown_ids.append(OffsetCommitResponseTopic(topic_id=topic.topic_id, partitions=[
                     OffsetCommitResponsePartition(p.partition_index, E.UNKNOWN_TOPIC_ID) for p in topic.partitions]))
                 continue
+            topic.name = name
         answered = out.setdefault(topic.name, [])
         keep: list[c.OffsetCommitPartition] = []
         info = topics.get(topic.name)
@@ -107,8 +108,6 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
         return respond()
 
     coordinator = group_wire.service(ctx)
-    if coordinator is None:
-        return fail_all(E.COORDINATOR_NOT_AVAILABLE)
     # Queued in the group's mailbox now, so this connection's next request (which may be a fetch of
     # these very offsets) is handled after it; the answer waits only for the commit's fsync.
     return group_wire.reply(ctx, coordinator.submit_now(cmd), answer, fail_all)

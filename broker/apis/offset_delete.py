@@ -8,6 +8,8 @@ error is answered alone, without topics.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
@@ -19,13 +21,16 @@ from ...protocol.messages.offset_delete_response import (
     OffsetDeleteResponseTopic,
 )
 
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
+
 API_KEY = 47
 VERSIONS = (0, 0)
 
 E = ErrorCode
 
 
-def error_response(error: ErrorCode) -> OffsetDeleteResponse:
+def failed_response(_ctx: RequestContext, _request: OffsetDeleteRequest, error: ErrorCode) -> OffsetDeleteResponse:
     return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
 
 
@@ -45,14 +50,14 @@ async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDel
             valid.append(c.TopicPartitions(topic.name, tuple(keep)))
     cmd = c.OffsetDelete(group_id=request.group_id, topics=tuple(valid))
 
-    async def call(coordinator) -> OffsetDeleteResponse:
+    async def call(coordinator: GroupCoordinatorService) -> OffsetDeleteResponse:
         r = await coordinator.delete_offsets(cmd)
         if r.error != E.NONE:
-            return error_response(r.error)
+            return failed_response(ctx, request, r.error)
         for t in r.topics:
             out.setdefault(t.name, []).extend(OffsetDeleteResponsePartition(p.partition, p.error) for p in t.partitions)
         return OffsetDeleteResponse(error_code=E.NONE, throttle_time_ms=0, topics=[
             OffsetDeleteResponseTopic(name=name, partitions=parts) for name, parts in out.items()
         ])
 
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

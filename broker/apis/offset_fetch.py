@@ -15,13 +15,20 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
+from ...coordinator.results import OffsetFetchResult
 from ...protocol.errors import ErrorCode
 from ...protocol.primitives import ZERO_UUID
-from ...protocol.messages.offset_fetch_request import OffsetFetchRequest
+from ...protocol.messages.offset_fetch_request import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+)
 from ...protocol.messages.offset_fetch_response import (
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
@@ -31,6 +38,9 @@ from ...protocol.messages.offset_fetch_response import (
     OffsetFetchResponseTopics,
 )
 
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
+
 API_KEY = 9
 VERSIONS = (0, 10)
 TOPIC_IDS_FROM = 10
@@ -38,7 +48,8 @@ TOPIC_IDS_FROM = 10
 E = ErrorCode
 
 
-def _command(group_id: str, topics, require_stable: bool, member_id: str | None = None,
+def _command(group_id: str, topics: Sequence[OffsetFetchRequestTopic | OffsetFetchRequestTopics] | None,
+             require_stable: bool, member_id: str | None = None,
              member_epoch: int = -1) -> c.OffsetFetch:
     wanted = None if topics is None else tuple(
         c.TopicPartitions(t.name, tuple(t.partition_indexes)) for t in topics
@@ -47,22 +58,21 @@ def _command(group_id: str, topics, require_stable: bool, member_id: str | None 
                          member_id=member_id, member_epoch=member_epoch)
 
 
-async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch):
+async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch) -> OffsetFetchResult:
     """The coordinator's OffsetFetchResult, or (error, ()) when it cannot answer."""
-    from ...coordinator.results import OffsetFetchResult
 
-    async def call(coordinator):
+    async def call(coordinator: GroupCoordinatorService) -> OffsetFetchResult:
         return await coordinator.fetch_offsets(cmd)
 
     result = await group_wire.answer(ctx, call, lambda e: OffsetFetchResult(e))
     return _mark_unstable(ctx, cmd, result) if cmd.require_stable else result
 
 
-def _mark_unstable(ctx: RequestContext, cmd: c.OffsetFetch, result):
-    from ...coordinator.results import OffsetFetchPartition, OffsetFetchResult, OffsetFetchTopic
+def _mark_unstable(ctx: RequestContext, cmd: c.OffsetFetch, result: OffsetFetchResult) -> OffsetFetchResult:
+    from ...coordinator.results import OffsetFetchPartition, OffsetFetchTopic
 
-    service = getattr(ctx.broker, "transactions", None)
-    if service is None or result.error != E.NONE:
+    service = ctx.broker.transactions
+    if result.error != E.NONE:
         return result
     unstable = OffsetFetchPartition
     topics = tuple(
@@ -107,13 +117,14 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
             for g in request.groups:
                 known = []
                 for t in g.topics or ():
-                    t.name = names_by_id.get(t.topic_id)
-                    if t.name is None:
+                    name = names_by_id.get(t.topic_id)
+                    if name is None:
                         unknown.setdefault(g.group_id, []).append(OffsetFetchResponseTopics(
                             topic_id=t.topic_id, partitions=[OffsetFetchResponsePartitions(
                                 partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
                                 error_code=E.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
                     else:
+                        t.name = name
                         known.append(t)
                 if g.topics is not None:
                     g.topics = known

@@ -10,6 +10,7 @@ we have is answered with epoch -1 and offset -1.
 
 from __future__ import annotations
 
+from ..log.partition_log import PartitionLog
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
@@ -33,7 +34,7 @@ LEADER_EPOCH = 0
 NO_EPOCH = -1
 
 
-def end_offset(plog, partition: int, current_leader_epoch: int, leader_epoch: int) -> EpochEndOffset:
+def end_offset(plog: PartitionLog, partition: int, current_leader_epoch: int, leader_epoch: int) -> EpochEndOffset:
     if current_leader_epoch != NO_EPOCH and current_leader_epoch != LEADER_EPOCH:
         error = ErrorCode.UNKNOWN_LEADER_EPOCH if current_leader_epoch > LEADER_EPOCH else ErrorCode.FENCED_LEADER_EPOCH
         return EpochEndOffset(error_code=error, partition=partition)

@@ -18,6 +18,7 @@ appended records are durable under the broker's flush policy.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -36,6 +37,9 @@ from ...protocol.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
 
 API_KEY = 0
 VERSIONS = (0, 13)
@@ -58,7 +62,7 @@ def _error(index: int, code: int, message: str | None = None,
 def _null_key_errors(records: bytes, max_inflated: int) -> list[BatchIndexAndErrorMessage]:
     """Kafka lists each keyless record of a batch sent to a compacted topic (LogValidator); we list
     the first 1000 of them, enough for any client's message, without building a record object each."""
-    out = []
+    out: list[BatchIndexAndErrorMessage] = []
     for pos, _ in rb.iter_batches(records):
         _, indexes = rb.keyless_records(records, pos, max_inflated=max_inflated)
         out.extend(BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key") for i in indexes)
@@ -155,7 +159,7 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
         ProduceResponse(responses=responses, throttle_time_ms=throttle_ms), ctx.api_version, KIP_219_FROM)
 
 
-def _verify_transactional(broker, transactional_id: str, topic: str, index: int,
+def _verify_transactional(broker: BrokerServices, transactional_id: str, topic: str, index: int,
                           records: bytes | None) -> PartitionProduceResponse | None:
     """KIP-890's defence: a transactional batch goes only into a partition of its producer's ongoing
     transaction (a late batch of an aborted or timed-out transaction would otherwise hang the LSO)."""
@@ -164,10 +168,7 @@ def _verify_transactional(broker, transactional_id: str, topic: str, index: int,
     header = rb.read_header(records)
     if not header.is_transactional:
         return None
-    service = getattr(broker, "transactions", None)
-    if service is None:
-        return _error(index, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    error = service.verify_produce(transactional_id, header.producer_id, header.producer_epoch, (topic, index))
+    error = broker.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, (topic, index))
     if error != ErrorCode.NONE:
         return _error(index, error, f"{topic}-{index} is not in an ongoing transaction of producer "
                                     f"{header.producer_id} epoch {header.producer_epoch}")
@@ -258,7 +259,7 @@ def _produce_partition(
             return PartitionProduceResponse(index=index, error_code=ErrorCode.NONE,
                                             base_offset=duplicate.first_offset, log_append_time_ms=-1,
                                             log_start_offset=plog.log_start_offset)
-    if (faults := getattr(broker, "partition_faults", None)) and (injected := faults.take("Produce", topic, index)):
+    if (faults := broker.partition_faults) and (injected := faults.take("Produce", topic, index)):
         return _error(index, injected, "injected by a test control")
     try:
         appended = plog.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms, single_batch=True, validated=headers)
@@ -268,12 +269,8 @@ def _produce_partition(
         return _error(index, ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write to {topic}-{index}: {e}")
     if state is not None:
         state.update(header, appended.base_offset, appended.last_offset, now_ms)
-    observations = getattr(broker, "observations", None)
-    if observations is not None:
-        observations.bytes_in[topic] += len(records)
-    purgatory = getattr(broker, "fetch_purgatory", None)
-    if purgatory is not None:
-        purgatory.notify(topic, index)
+    broker.observations.bytes_in[topic] += len(records)
+    broker.fetch_purgatory.notify(topic, index)
     if request.acks != 0:
         durable_waits.append((plog, appended.last_offset))
     return PartitionProduceResponse(

@@ -7,6 +7,8 @@ match the group is the coordinator's check. The response has them from v5.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import group_wire
 from ..router import RequestContext
 from ...coordinator import commands as c
@@ -14,11 +16,14 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages.sync_group_request import SyncGroupRequest
 from ...protocol.messages.sync_group_response import SyncGroupResponse
 
+if TYPE_CHECKING:
+    from ...coordinator.actor import GroupCoordinatorService
+
 API_KEY = 14
 VERSIONS = (0, 5)
 
 
-def error_response(error: ErrorCode) -> SyncGroupResponse:
+def failed_response(_ctx: RequestContext, _request: SyncGroupRequest, error: ErrorCode) -> SyncGroupResponse:
     return SyncGroupResponse(throttle_time_ms=0, error_code=error, protocol_type=None, protocol_name=None,
                              assignment=b"")
 
@@ -26,7 +31,7 @@ def error_response(error: ErrorCode) -> SyncGroupResponse:
 async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     v = ctx.api_version
     if v >= 5 and (request.protocol_type is None or request.protocol_name is None):
-        return error_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        return failed_response(ctx, request, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     cmd = c.SyncGroup(
         group_id=request.group_id,
         generation_id=request.generation_id,
@@ -34,12 +39,12 @@ async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupRes
         group_instance_id=request.group_instance_id if v >= 3 else None,
         protocol_type=request.protocol_type if v >= 5 else None,
         protocol_name=request.protocol_name if v >= 5 else None,
-        assignments=[(a.member_id, a.assignment) for a in request.assignments],
+        assignments=tuple((a.member_id, a.assignment) for a in request.assignments),
     )
 
-    async def call(coordinator) -> SyncGroupResponse:
+    async def call(coordinator: GroupCoordinatorService) -> SyncGroupResponse:
         r = await coordinator.sync_group(cmd)
         return SyncGroupResponse(throttle_time_ms=0, error_code=r.error, protocol_type=r.protocol_type,
                                  protocol_name=r.protocol_name, assignment=r.assignment or b"")
 
-    return await group_wire.answer(ctx, call, error_response)
+    return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

@@ -34,7 +34,7 @@ def failed_response(_ctx: RequestContext, request: TxnOffsetCommitRequest, error
 
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     broker = ctx.broker
-    service = getattr(broker, "transactions", None)
+    service = broker.transactions
     max_bytes = broker.config.offset_metadata_max_bytes
     errors: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], PendingOffset] = {}
@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
                 group_instance_id=request.group_instance_id if v3 else None)
         errors.update({tp: error for tp in offsets})
     by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
-    for (topic, partition), error in errors.items():
-        by_topic.setdefault(topic, []).append(TxnOffsetCommitResponsePartition(partition, error))
+    for (name, partition), code in errors.items():
+        by_topic.setdefault(name, []).append(TxnOffsetCommitResponsePartition(partition, code))
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
-        TxnOffsetCommitResponseTopic(name=name, partitions=parts) for name, parts in by_topic.items()])
+        TxnOffsetCommitResponseTopic(name=topic_name, partitions=parts) for topic_name, parts in by_topic.items()])

@@ -14,7 +14,7 @@ import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import structlog
 
@@ -27,6 +27,9 @@ from .flusher import Flusher
 from ...purgatory.clock import Clock, SystemClock
 from .segment import LogSegment
 from .sync_batcher import SyncBatcher
+
+if TYPE_CHECKING:
+    from ..producer_state import PartitionProducerState
 
 log = structlog.get_logger(__name__)
 
@@ -82,6 +85,9 @@ class PartitionLog:
         self.log_start_offset = 0
         self._background: set[asyncio.Task[None]] = set()
         self.last_compaction: tuple[object, int] | None = None  # compaction.py's skip-if-unchanged memo
+        # The partition's producer state (broker/producer_state.py) once loaded; compaction respects
+        # its open and aborted transactions (log/txn_cleaning.py).
+        self.txn_state: PartitionProducerState | None = None
         # Held by whoever reads or rewrites inactive segments from a worker thread (compaction, replay)
         # so that two of them never interleave; appends never need it (they touch only the active one).
         self.maintenance_lock = asyncio.Lock()

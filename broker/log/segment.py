@@ -270,7 +270,7 @@ class LogSegment:
     def _corrupt(self, position: int, header: BatchHeader | None, reason: str) -> CorruptBatchError:
         framed = reason == "bad_crc" and header is not None
         offset = header.base_offset if header is not None and framed else -1
-        if framed:
+        if framed and header is not None:
             resume = header.next_offset
         else:
             # The length cannot be trusted, so the next batch is not found by walking; the index
@@ -279,7 +279,7 @@ class LogSegment:
             i = bisect_right(positions, position)
             resume = self.base_offset + self.offset_index.keys[i] if i < len(positions) else self.next_offset
         error = CorruptBatchError(self, position, offset, resume, reason)
-        if framed:
+        if framed and header is not None:
             error.raw = self.read_at(position, header.size)  # lets a reader say what was lost
         if position not in self._reported:  # once per damaged batch, not once per retried fetch
             self._reported.add(position)

@@ -16,6 +16,7 @@ future carries the exception, so only that partition's log is fenced (see flushe
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class SyncBatcher:
             share = pending[j::jobs]
             self.jobs += 1
             job = loop.run_in_executor(None, _run_rounds, [(segments, fsync) for segments, fsync, _ in share])
-            job.add_done_callback(lambda done, share=share: _settle(done, share))
+            job.add_done_callback(partial(_settle, share=share))
 
 
 def _settle(done: asyncio.Future[list[BaseException | None]],

@@ -16,13 +16,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from ..router import Route, Router, generic_failed_response
+from ..router import RequestContext, Route, Router
 from . import txn_group_admin_checks as more
 from .acl import Operation as Op, ResourceType as RT
 from .check_helpers import (
-    CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, split, then, topic_names_by_id,
+    CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, split, then, topic_names_by_id,
 )
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import (
@@ -34,6 +34,9 @@ from ...protocol.messages import (
     metadata_response as metadata, offset_commit_response as offset_commit, offset_delete_response as offset_delete,
     offset_fetch_response as offset_fetch, produce_response as produce,
 )
+
+if TYPE_CHECKING:
+    from .service import Security
 from ...protocol.messages.describe_cluster_response import DescribeClusterResponse
 from ...protocol.messages.heartbeat_response import HeartbeatResponse
 from ...protocol.messages.init_producer_id_response import InitProducerIdResponse
@@ -66,15 +69,12 @@ def checked(route: Route) -> Route:
     return dataclasses.replace(route, handler=_guarded(route.handler, check, OPERATIONS.get(api_key)))
 
 
-def _fail_closed(route) -> Callable:
-    async def check(ctx, request, call, sec):
+def _fail_closed(route: Route) -> Callable:
+    async def check(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
         if sec.is_super_user(ctx):
             return await call(request)
         sec.authorize(ctx, Op.ALL, RT.CLUSTER)  # not allowed here: the audit event says who and which api
-        if route.failed_response is not None:
-            answer = route.failed_response(ctx, request, CLUSTER_DENIED)
-        else:
-            answer = generic_failed_response(ctx.api_key, ctx.api_version, CLUSTER_DENIED)
+        answer = route.failed_response(ctx, request, CLUSTER_DENIED)
         if answer is None:
             from ..server import CloseConnection
 
@@ -88,10 +88,8 @@ def _guarded(handler: Callable, check: Callable, operations: Callable | None) ->
         return _guarded_plain(handler, check, operations)
 
     @functools.wraps(handler)  # keeps the API's module and name (the metrics label requests by them)
-    async def guarded(ctx, request):
-        security = getattr(ctx.broker, "security", None)
-        if security is None:
-            return await handler(ctx, request)
+    async def guarded(ctx: RequestContext, request: Any) -> Any:
+        security = ctx.broker.security
         if security.authorizer is None:
             result = await handler(ctx, request)
         else:
@@ -130,8 +128,8 @@ def _guarded_plain(handler: Callable, check: Callable, operations: Callable | No
 
 # --- KIP-430: the authorized operations a request asks for ---
 
-def _metadata_operations(ctx, request, body, sec):
-    if getattr(request, "include_cluster_authorized_operations", False) and 8 <= ctx.api_version <= 10:
+def _metadata_operations(ctx: RequestContext, request: Any, body: Any, sec: Security) -> None:
+    if request.include_cluster_authorized_operations and 8 <= ctx.api_version <= 10:
         body.cluster_authorized_operations = sec.authorized_operations(ctx, RT.CLUSTER)
     if request.include_topic_authorized_operations and ctx.api_version >= 8:
         for t in body.topics:
@@ -140,13 +138,13 @@ def _metadata_operations(ctx, request, body, sec):
     return body
 
 
-def _describe_cluster_operations(ctx, request, body, sec):
+def _describe_cluster_operations(ctx: RequestContext, request: Any, body: Any, sec: Security) -> None:
     if request.include_cluster_authorized_operations and body.error_code == 0:
         body.cluster_authorized_operations = sec.authorized_operations(ctx, RT.CLUSTER)
     return body
 
 
-def _describe_groups_operations(ctx, request, body, sec):
+def _describe_groups_operations(ctx: RequestContext, request: Any, body: Any, sec: Security) -> None:
     if request.include_authorized_operations and ctx.api_version >= 3:
         for g in body.groups:
             if g.error_code == 0:
@@ -154,7 +152,7 @@ def _describe_groups_operations(ctx, request, body, sec):
     return body
 
 
-def _consumer_group_describe_operations(ctx, request, body, sec):
+def _consumer_group_describe_operations(ctx: RequestContext, request: Any, body: Any, sec: Security) -> None:
     if request.include_authorized_operations:
         for g in body.groups:
             if g.error_code == 0:
@@ -166,7 +164,7 @@ OPERATIONS = {3: _metadata_operations, 60: _describe_cluster_operations, 15: _de
               69: _consumer_group_describe_operations}
 
 
-async def check_produce(ctx, request, call, sec):
+async def check_produce(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     if request.transactional_id is not None and not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID,
                                                                    request.transactional_id):
         if request.acks == 0:
@@ -202,7 +200,7 @@ def _fetch_error(partition: int) -> Any:
                                last_stable_offset=-1, log_start_offset=-1, records=None)
 
 
-async def check_fetch(ctx, request, call, sec):
+async def check_fetch(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     if request.replica_id >= 0 or request.replica_state.replica_id >= 0:  # a follower: ClusterAction
         if not sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
             return fetch.FetchResponse(error_code=0, session_id=0, responses=[
@@ -235,7 +233,7 @@ async def check_fetch(ctx, request, call, sec):
     return then(result, merge)
 
 
-async def check_list_offsets(ctx, request, call, sec):
+async def check_list_offsets(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     return await split(
         ctx, request, call, sec, items="topics", answer_list="topics",
         allowed=lambda t: sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.name),
@@ -244,7 +242,7 @@ async def check_list_offsets(ctx, request, call, sec):
             for p in t.partitions]))
 
 
-async def check_metadata(ctx, request, call, sec):
+async def check_metadata(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     topics = ctx.broker.logs.topics()
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
@@ -297,7 +295,7 @@ async def check_metadata(ctx, request, call, sec):
 
 
 def _group_check(operation: Op, answer: Callable[[Any, Any], Any]):
-    async def check(ctx, request, call, sec):
+    async def check(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
         if not sec.authorize(ctx, operation, RT.GROUP, request.group_id):
             return answer(ctx, request)
         return await call(request)
@@ -312,7 +310,7 @@ check_heartbeat = _group_check(Op.READ, lambda ctx, r: HeartbeatResponse(error_c
 check_leave_group = _group_check(Op.READ, lambda ctx, r: LeaveGroupResponse(error_code=GROUP_DENIED, members=[]))
 
 
-async def check_offset_commit(ctx, request, call, sec):
+async def check_offset_commit(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
         return offset_commit.OffsetCommitResponse(topics=[
             offset_commit.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
@@ -326,7 +324,7 @@ async def check_offset_commit(ctx, request, call, sec):
             for p in t.partitions]))
 
 
-async def check_offset_fetch(ctx, request, call, sec):
+async def check_offset_fetch(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     if ctx.api_version >= 8:
         refused = [g for g in request.groups if not sec.authorize(ctx, Op.DESCRIBE, RT.GROUP, g.group_id)]
         kept = [g for g in request.groups if g not in refused]
@@ -356,7 +354,7 @@ async def check_offset_fetch(ctx, request, call, sec):
     return then(result, strip)
 
 
-async def check_offset_delete(ctx, request, call, sec):
+async def check_offset_delete(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     if not sec.authorize(ctx, Op.DELETE, RT.GROUP, request.group_id):
         return offset_delete.OffsetDeleteResponse(error_code=GROUP_DENIED)
     return await split(
@@ -369,7 +367,7 @@ async def check_offset_delete(ctx, request, call, sec):
 
 
 
-async def check_find_coordinator(ctx, request, call, sec):
+async def check_find_coordinator(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     resource = RT.GROUP if request.key_type == 0 else RT.TRANSACTIONAL_ID
     error = GROUP_DENIED if request.key_type == 0 else TXN_DENIED
     if ctx.api_version < 4:
@@ -384,14 +382,14 @@ async def check_find_coordinator(ctx, request, call, sec):
                                                         error_message=DENIED_MESSAGE[error]))
 
 
-async def check_describe_groups(ctx, request, call, sec):
+async def check_describe_groups(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     return await split(
         ctx, request, call, sec, items="groups", answer_list="groups",
         allowed=lambda g: sec.authorize(ctx, Op.DESCRIBE, RT.GROUP, g),
         denied_entry=lambda g: describe_groups.DescribedGroup(error_code=GROUP_DENIED, group_id=g))
 
 
-async def check_list_groups(ctx, request, call, sec):
+async def check_list_groups(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     result = await call(request)
     if sec.authorize(ctx, Op.DESCRIBE, RT.CLUSTER, audit_denial=False):
         return result
@@ -403,14 +401,14 @@ async def check_list_groups(ctx, request, call, sec):
     return then(result, visible)
 
 
-async def check_delete_groups(ctx, request, call, sec):
+async def check_delete_groups(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     return await split(
         ctx, request, call, sec, items="groups_names", answer_list="results",
         allowed=lambda g: sec.authorize(ctx, Op.DELETE, RT.GROUP, g),
         denied_entry=lambda g: delete_groups.DeletableGroupResult(group_id=g, error_code=GROUP_DENIED))
 
 
-async def check_init_producer_id(ctx, request, call, sec):
+async def check_init_producer_id(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     if request.transactional_id is not None:
         ok, error = sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id), TXN_DENIED
     else:  # KIP-679: IdempotentWrite on the cluster, or Write on some topic
@@ -424,7 +422,7 @@ async def check_init_producer_id(ctx, request, call, sec):
     return await call(request)
 
 
-async def check_create_topics(ctx, request, call, sec):
+async def check_create_topics(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     cluster_ok = sec.authorize(ctx, Op.CREATE, RT.CLUSTER, audit_denial=False)
     return await split(
         ctx, request, call, sec, items="topics", answer_list="topics",
@@ -434,7 +432,7 @@ async def check_create_topics(ctx, request, call, sec):
             topic_config_error_code=TOPIC_DENIED, num_partitions=-1, replication_factor=-1, configs=None))
 
 
-async def check_delete_topics(ctx, request, call, sec):
+async def check_delete_topics(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     if ctx.api_version < 6:
         return await split(
             ctx, request, call, sec, items="topic_names", answer_list="responses",
@@ -449,14 +447,14 @@ async def check_delete_topics(ctx, request, call, sec):
                                                                   error_code=TOPIC_DENIED))
 
 
-async def check_create_partitions(ctx, request, call, sec):
+async def check_create_partitions(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     return await split(
         ctx, request, call, sec, items="topics", answer_list="results",
         allowed=lambda t: sec.authorize(ctx, Op.ALTER, RT.TOPIC, t.name),
         denied_entry=lambda t: create_parts.CreatePartitionsTopicResult(name=t.name, error_code=TOPIC_DENIED))
 
 
-def _config_allowed(ctx, sec, op: Op, resource) -> bool:
+def _config_allowed(ctx: RequestContext, sec: Security, op: Op, resource: Any) -> bool:
     if resource.resource_type == CONFIG_TOPIC:
         return sec.authorize(ctx, op, RT.TOPIC, resource.resource_name)
     if resource.resource_type == CONFIG_BROKER:
@@ -468,7 +466,7 @@ def _config_error(resource) -> int:
     return TOPIC_DENIED if resource.resource_type == CONFIG_TOPIC else CLUSTER_DENIED
 
 
-async def check_describe_configs(ctx, request, call, sec):
+async def check_describe_configs(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     return await split(
         ctx, request, call, sec, items="resources", answer_list="results",
         allowed=lambda r: _config_allowed(ctx, sec, Op.DESCRIBE_CONFIGS, r),
@@ -478,7 +476,7 @@ async def check_describe_configs(ctx, request, call, sec):
 
 
 def _alter_configs(module, response_cls_name):
-    async def check(ctx, request, call, sec):
+    async def check(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
         return await split(
             ctx, request, call, sec, items="resources", answer_list="responses",
             allowed=lambda r: _config_allowed(ctx, sec, Op.ALTER_CONFIGS, r),
@@ -488,7 +486,7 @@ def _alter_configs(module, response_cls_name):
     return check
 
 
-async def check_describe_cluster(ctx, request, call, sec):
+async def check_describe_cluster(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     if not sec.authorize(ctx, Op.DESCRIBE, RT.CLUSTER):
         return DescribeClusterResponse(error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.",
                                        cluster_id=ctx.broker.cluster_id)

@@ -4,10 +4,14 @@ refusal, and the request-splitting most per-resource checks are built from."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Awaitable, Callable
+import uuid
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ..router import Deferred
+from ..router import Deferred, RequestContext
 from ...protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from .service import Security
 
 Call = Callable[[Any], Awaitable[Any]]
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -30,16 +34,17 @@ def then(result: Any, fn: Callable[[Any], Any]) -> Any:
     return fn(result)
 
 
-def topic_names_by_id(ctx) -> dict:
+def topic_names_by_id(ctx: RequestContext) -> dict[uuid.UUID, str]:
     return {info.topic_id: name for name, info in ctx.broker.logs.topics().items()}
 
 
-async def split(ctx, request, call: Call, sec, *, items: str, allowed: Callable[[Any], bool],
+async def split(ctx: RequestContext, request: Any, call: Call, sec: Security, *, items: str, allowed: Callable[[Any], bool],
                  denied_entry: Callable[[Any], Any], answer_list: str,
                  when_none_left: Callable[[], Any] | None = None) -> Any:
     """`when_none_left`: for APIs where an empty list means "everything", the answer to give (before
     the error entries) when every named resource is refused, instead of calling the handler."""
-    kept, refused = [], []
+    kept: list[Any] = []
+    refused: list[Any] = []
     for item in getattr(request, items):
         (kept if allowed(item) else refused).append(item)
     if not refused:

@@ -20,6 +20,7 @@ import json
 import os
 import secrets
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,7 @@ def make_ca(common_name: str = "kbroker dev CA"):
     return key, cert
 
 
-def issue(ca_key, ca_cert, common_name: str, hosts: list[str] = (), client: bool = False,
+def issue(ca_key, ca_cert, common_name: str, hosts: Sequence[str] = (), client: bool = False,
           organization: str | None = None):
     """A certificate signed by the CA: for a server (SANs for `hosts`) or a client."""
     from cryptography import x509
@@ -90,7 +91,7 @@ def issue(ca_key, ca_cert, common_name: str, hosts: list[str] = (), client: bool
                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH if client
                                                      else ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
     if hosts:
-        sans = []
+        sans: list[x509.GeneralName] = []
         for h in dict.fromkeys(hosts):
             try:
                 sans.append(x509.IPAddress(ipaddress.ip_address(h)))

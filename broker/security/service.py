@@ -13,7 +13,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -25,6 +25,9 @@ from .acl_store import AclStore
 from .credentials import CredentialStore
 from .sasl import ALL_MECHANISMS
 from .session import ANONYMOUS, ConnectionAuth
+
+if TYPE_CHECKING:
+    from ..router import RequestContext
 
 log = structlog.get_logger("kbroker.security")
 audit = structlog.get_logger("kbroker.audit")
@@ -195,7 +198,7 @@ class Security:
         return ListenerSecurity(protocol, listener or protocol, tls_ctx, sasl, self)
 
     # --- authorization ---
-    def authorize(self, ctx: Any, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME,
+    def authorize(self, ctx: RequestContext, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME,
                   *, audit_denial: bool = True) -> bool:
         if self.authorizer is None:
             return True
@@ -209,7 +212,7 @@ class Security:
                        client_id=ctx.client_id, correlation_id=ctx.correlation_id)
         return False
 
-    def authorized_operations(self, ctx: Any, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+    def authorized_operations(self, ctx: RequestContext, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
         """KIP-430's bitfield (1 << operation code) of what the principal may do on a resource; every
         supported operation when no authorizer is configured, as Kafka answers."""
         ops = SUPPORTED_OPERATIONS[resource_type]
@@ -217,10 +220,10 @@ class Security:
             op for op in ops if self.authorize(ctx, op, resource_type, name, audit_denial=False)]
         return sum(1 << op for op in allowed)
 
-    def is_super_user(self, ctx: Any) -> bool:
+    def is_super_user(self, ctx: RequestContext) -> bool:
         return self.authorizer is None or principal_of(ctx) in self.authorizer.super_users
 
-    def authorize_any(self, ctx: Any, operation: Operation, resource_type: ResourceType) -> bool:
+    def authorize_any(self, ctx: RequestContext, operation: Operation, resource_type: ResourceType) -> bool:
         if self.authorizer is None:
             return True
         return self.authorizer.authorize_any(principal_of(ctx), host_of(ctx.peer), operation, resource_type)
@@ -239,8 +242,8 @@ class Security:
             self.acl_store.save(self.authorizer.acls())
 
 
-def principal_of(ctx: Any) -> str:
-    conn = getattr(ctx, "connection", None)
+def principal_of(ctx: RequestContext) -> str:
+    conn = ctx.connection
     return conn.principal if conn is not None else ANONYMOUS
 
 

@@ -3,12 +3,17 @@ APIs of issue 15, as KafkaApis does them; registered in broker/security/api_chec
 
 from __future__ import annotations
 
-from ..router import generic_failed_response
+from typing import TYPE_CHECKING, Any
+
 from .acl import Operation as Op, ResourceType as RT
 from .check_helpers import (
-    CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, split, then,
+    CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, split, then,
 )
+from ..router import RequestContext
 from ...protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from .service import Security
 
 
 # --- transactions (issue 13), as KafkaApis checks them ---
@@ -21,7 +26,7 @@ def _txn_error_topics(topics, error_for) -> list:
         for p in t.partitions]) for t in topics]
 
 
-async def check_add_partitions_to_txn(ctx, request, call, sec):
+async def check_add_partitions_to_txn(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
 
     if ctx.api_version >= 4:  # the broker-to-broker batch: ClusterAction
@@ -38,7 +43,7 @@ async def check_add_partitions_to_txn(ctx, request, call, sec):
     return await call(request)
 
 
-async def check_add_offsets_to_txn(ctx, request, call, sec):
+async def check_add_offsets_to_txn(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 
     if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
@@ -48,7 +53,7 @@ async def check_add_offsets_to_txn(ctx, request, call, sec):
     return await call(request)
 
 
-async def check_end_txn(ctx, request, call, sec):
+async def check_end_txn(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages.end_txn_response import EndTxnResponse
 
     if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
@@ -56,7 +61,7 @@ async def check_end_txn(ctx, request, call, sec):
     return await call(request)
 
 
-async def check_txn_offset_commit(ctx, request, call, sec):
+async def check_txn_offset_commit(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages import txn_offset_commit_response as toc
 
     def all_partitions(error):
@@ -76,7 +81,7 @@ async def check_txn_offset_commit(ctx, request, call, sec):
             for p in t.partitions]))
 
 
-async def check_describe_transactions(ctx, request, call, sec):
+async def check_describe_transactions(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages.describe_transactions_response import TransactionState
 
     result = await split(
@@ -92,7 +97,7 @@ async def check_describe_transactions(ctx, request, call, sec):
     return then(result, topics_visible)
 
 
-async def check_list_transactions(ctx, request, call, sec):
+async def check_list_transactions(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     result = await call(request)
 
     def visible(body):
@@ -102,7 +107,7 @@ async def check_list_transactions(ctx, request, call, sec):
     return then(result, visible)
 
 
-async def check_describe_producers(ctx, request, call, sec):
+async def check_describe_producers(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages import describe_producers_response as dp
 
     return await split(
@@ -114,7 +119,7 @@ async def check_describe_producers(ctx, request, call, sec):
 
 # --- KIP-848 consumer groups (issue 12) ---
 
-async def check_consumer_group_heartbeat(ctx, request, call, sec):
+async def check_consumer_group_heartbeat(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 
     def refused(error):
@@ -130,7 +135,7 @@ async def check_consumer_group_heartbeat(ctx, request, call, sec):
     return await call(request)
 
 
-async def check_consumer_group_describe(ctx, request, call, sec):
+async def check_consumer_group_describe(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages.consumer_group_describe_response import DescribedGroup
 
     return await split(
@@ -145,17 +150,14 @@ async def check_consumer_group_describe(ctx, request, call, sec):
 def cluster_check(operation: Op):
     """The whole request needs `operation` on the cluster; refused, it gets the API's own error answer
     with CLUSTER_AUTHORIZATION_FAILED (as KafkaApis answers ElectLeaders, the quota and reassignment APIs)."""
-    async def check(ctx, request, call, sec):
+    async def check(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
         if sec.authorize(ctx, operation, RT.CLUSTER):
             return await call(request)
-        route = ctx.broker.router.routes[ctx.api_key]
-        if route.failed_response is not None:
-            return route.failed_response(ctx, request, CLUSTER_DENIED)
-        return generic_failed_response(ctx.api_key, ctx.api_version, CLUSTER_DENIED)
+        return ctx.broker.router.routes[ctx.api_key].failed_response(ctx, request, CLUSTER_DENIED)
     return check
 
 
-async def check_delete_records(ctx, request, call, sec):
+async def check_delete_records(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages import delete_records_response as dr
 
     return await split(
@@ -166,7 +168,7 @@ async def check_delete_records(ctx, request, call, sec):
                                             error_code=TOPIC_DENIED) for p in t.partitions]))
 
 
-async def check_offset_for_leader_epoch(ctx, request, call, sec):
+async def check_offset_for_leader_epoch(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages import offset_for_leader_epoch_response as ofl
 
     def denied(t):
@@ -181,7 +183,7 @@ async def check_offset_for_leader_epoch(ctx, request, call, sec):
                         allowed=lambda t: sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, t.topic), denied_entry=denied)
 
 
-async def check_describe_log_dirs(ctx, request, call, sec):
+async def check_describe_log_dirs(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
 
     if not sec.authorize(ctx, Op.DESCRIBE, RT.CLUSTER):  # v3+ says so; older versions just see nothing
@@ -189,7 +191,7 @@ async def check_describe_log_dirs(ctx, request, call, sec):
     return await call(request)
 
 
-async def check_describe_topic_partitions(ctx, request, call, sec):
+async def check_describe_topic_partitions(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages import describe_topic_partitions_response as dtp
 
     if not request.topics:  # every topic: only those the principal may Describe

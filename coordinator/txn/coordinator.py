@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..partitioning import partition_for
+from ...purgatory.clock import Clock
 from .log_format import TxnLogValue
 from .metadata import (
     NO_PRODUCER_EPOCH,
@@ -26,6 +27,7 @@ from ...protocol.errors import ErrorCode
 
 E = ErrorCode
 S = TxnState
+_STATUSES = frozenset(TxnState)  # the statuses a record may carry
 COORDINATOR_EPOCH = 0  # one node, never re-elected: the coordinator epoch every marker carries
 
 
@@ -51,7 +53,7 @@ class TxnConfig:
 
 @dataclass(slots=True)
 class TxnCoordinator:
-    clock: object  # purgatory.clock.Clock: wall_ms() stamps the records
+    clock: Clock  # wall_ms() stamps the records
     allocate_producer_id: Callable[[], int]
     config: TxnConfig = field(default_factory=TxnConfig)
     txns: dict[str, TransactionMetadata] = field(default_factory=dict)
@@ -60,7 +62,7 @@ class TxnCoordinator:
         return partition_for(transactional_id, self.config.num_partitions)
 
     def _now(self) -> int:
-        return self.clock.wall_ms()  # type: ignore[attr-defined]
+        return self.clock.wall_ms()
 
     # --- InitProducerId ---------------------------------------------------------------------------
 
@@ -87,9 +89,10 @@ class TxnCoordinator:
                 transit = txn.prepare_producer_id_rotation(self.allocate_producer_id(), timeout_ms, now,
                                                            expected is not None)
             else:
-                transit = txn.prepare_increment_epoch(timeout_ms, None if expected is None else expected[1], now)
-                if transit is None:
+                bumped = txn.prepare_increment_epoch(timeout_ms, None if expected is None else expected[1], now)
+                if bumped is None:
                     return Decision.fail(E.PRODUCER_FENCED)
+                transit = bumped
             return Decision(transit=transit, txn=txn)
         if txn.state == S.ONGOING:
             # Fence the current producer and abort its transaction; the client retries on
@@ -226,7 +229,7 @@ class TxnCoordinator:
         if value is None or value.status == S.DEAD:
             self.txns.pop(transactional_id, None)
             return
-        if value.status not in iter(TxnState) or value.status == S.PREPARE_EPOCH_FENCE:
+        if value.status not in _STATUSES or value.status == S.PREPARE_EPOCH_FENCE:
             # never written by a coordinator; keep what we had rather than invent a state
             raise ValueError(f"transaction {transactional_id!r} has unknown or transient status {value.status}")
         partitions = {(t, p) for t, ps in (value.partitions or {}).items() for p in ps}

@@ -1,7 +1,8 @@
 """The server answers for its own failures (issue 10, section 6), over a real socket.
 
 A handler that raises, or a response that cannot be encoded, gets the API's UNKNOWN_SERVER_ERROR
-answer (its `failed_response`, else its top-level `error_code`) and the connection stays open; an
+answer (its route's `failed_response`: the module's own, else the response with its top-level
+`error_code` set) and the connection stays open; an
 over-long error message is cut to what an int16 string holds; only an API with no error shape at
 all closes the connection. The handlers here are stand-ins whose failure is the point: no real
 handler is known to raise, which is why this is a unit test of the server.
@@ -121,7 +122,7 @@ async def test_an_api_with_no_error_shape_closes_only_that_connection() -> None:
 def test_every_served_api_has_an_encodable_error_answer_at_every_version() -> None:
     """So no handler failure of ours closes a connection: each API, each version, has an error shape."""
     from kbroker.broker.app import build_router
-    from kbroker.broker.router import RequestContext, generic_failed_response
+    from kbroker.broker.router import RequestContext
 
     router = build_router()
     missing = []
@@ -133,10 +134,7 @@ def test_every_served_api_has_an_encodable_error_answer_at_every_version() -> No
             if key == 0:
                 request.acks = -1  # acks=0 gets no answer at all, as in Kafka
             ctx = RequestContext(key, version, 1, "t", "127.0.0.1:1", None)
-            if route.failed_response is not None:
-                body = route.failed_response(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-            else:
-                body = generic_failed_response(key, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            body = route.failed_response(ctx, request, ErrorCode.UNKNOWN_SERVER_ERROR)
             if body is None:
                 missing.append((key, version))
                 continue

@@ -1,0 +1,58 @@
+"""What a request handler may use of the broker: `RequestContext.broker` is a `BrokerServices`.
+
+The broker (`app.Broker`) provides all of it, and mypy checks that it does (`app.py` hands itself
+over as one). Handlers see only this list, by its types, so a renamed or removed attribute fails
+`make typecheck`, not a client in production. Every member always exists: a handler never needs
+`getattr(broker, name, None)`. Add a member here when a handler starts to use one more service.
+
+Types only: the imports below are for the type checker, so this module costs nothing at run time
+and creates no import cycle between the handlers and what they use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ..coordinator.actor import GroupCoordinatorService
+    from ..purgatory.clock import Clock
+    from ..purgatory.delayed_fetch import FetchPurgatory
+    from .config import BrokerConfig
+    from .fetch_sessions import FetchSessionManager
+    from .log.manager import LogManager, TopicInfo
+    from .observe import Observations
+    from .producer_state import ProducerStateManager
+    from .quotas import ClientQuotas
+    from .router import Router
+    from .security.service import Security
+    from .test_controls import PartitionFaults
+    from .transactions import TransactionService
+
+
+class BrokerServices(Protocol):
+    # who this broker is
+    config: BrokerConfig
+    node_id: int
+    cluster_id: str
+    data_dir: Path
+    clock: Clock  # the broker's time: timers, produce timestamps, segment ages, fetch sessions
+    router: Router  # ApiVersions lists what it serves; the ACL checks wrap its handlers
+    # the data path
+    logs: LogManager
+    producer_states: ProducerStateManager
+    fetch_sessions: FetchSessionManager
+    fetch_purgatory: FetchPurgatory
+    quotas: ClientQuotas
+    # the coordinators
+    coordinator: GroupCoordinatorService
+    transactions: TransactionService
+    # credentials, ACLs and TLS/SASL per listener
+    security: Security
+    # metrics and test controls
+    observations: Observations
+    partition_faults: PartitionFaults | None  # only with --test-controls
+
+    def advertised(self, listener: str) -> tuple[str, int]: ...
+
+    async def auto_create_topic(self, name: str) -> TopicInfo: ...
