@@ -79,6 +79,8 @@ class Connection:
         self.running: Request | None = None  # the request whose handler runs as a task
         self.writing_paused = False  # the transport's write buffer is over its high-water mark
         self.close_reason: str | None = None  # set: close once `data_to_send()` is written
+        # (api key, version) of requests refused here without an answer: the shell counts them as failed
+        self.refused: list[tuple[int, int]] = []
         self._reader = FrameReader(max_request_bytes)
         self._slots: deque[Request] = deque()
         self._out: list[bytes | memoryview] = []
@@ -171,6 +173,7 @@ class Connection:
         log.warning("request_rejected", error="unsupported api" if entry.route is None else "unsupported version",
                     answered=answer is not None, **self._fields(api_key, api_version, correlation_id, client_id))
         if answer is None:
+            self.refused.append((api_key, api_version))
             self._stop("bad request")
         else:
             self._answered(answer)
@@ -187,6 +190,8 @@ class Connection:
     def _reject(self, error: str, fields: dict, **more: Any) -> Request | None:
         """Bad input: one log event, and the connection closes after the answers owed (returns None)."""
         log.warning("request_rejected", error=error, **fields, **more)
+        if "api" in fields:
+            self.refused.append((fields["api"], fields["version"]))
         self._stop("bad request")
         return None
 

@@ -306,6 +306,12 @@ class KafkaProtocol(asyncio.Protocol):
         except Exception:
             self._internal_error()
             return
+        if conn.refused:
+            observer = self.server.observer
+            if observer is not None:
+                for api_key, api_version in conn.refused:
+                    observer.request(api_key, api_version, 0.0, True)
+            conn.refused.clear()
         self._flush()
 
     def _internal_error(self) -> None:
