@@ -23,6 +23,7 @@ from ...protocol.record_batch import (
 )
 
 from ...purgatory.clock import SystemClock
+from . import segment_recovery
 from .files import FILES
 from .index import OffsetIndex, TimeIndex
 
@@ -442,15 +443,15 @@ class LogSegment:
         kept as damage. Only when nothing valid can be found after the damage is the file cut there.
         Reads of kept damage answer CORRUPT_MESSAGE (verified_size stops before it).
         """
-        hints = self._index_positions()
+        hints = segment_recovery.index_positions(self)
         file_size = os.stat(self.log_path).st_size
-        cut_at, reason, first_damage, resynced = self._recover_pass(file_size, hints)
+        cut_at, reason, first_damage, resynced = segment_recovery.recover_pass(self, file_size, hints)
         truncated = file_size - cut_at
         if truncated:
             lost_from = self.next_offset
             self._ftruncate(cut_at)
             if reason == "bad_crc":  # the walk went past the cut (a trailing run of rot): walk what is left
-                _, _, first_damage, resynced = self._recover_pass(cut_at, hints)
+                _, _, first_damage, resynced = segment_recovery.recover_pass(self, cut_at, hints)
                 lost_from = self.next_offset
             # Data-destroying: the bytes and the first offset lost (how many offsets the cut bytes
             # held is unknowable once their header is bad).
@@ -462,107 +463,6 @@ class LogSegment:
         self.synced_size = min(self.synced_size, cut_at)
         self.verified_size = cut_at if first_damage is None or first_damage >= cut_at else first_damage
         return RecoveryResult(cut_at, truncated, reason)
-
-    def _index_positions(self) -> list[int]:
-        """Batch starts the existing offset index names (hints for walking past damage; verified before use)."""
-        try:
-            with FILES.lease(self.offset_index.path) as fd:
-                data = os.pread(fd, os.fstat(fd).st_size, 0)
-        except FileNotFoundError:
-            return []
-        entry = self.offset_index.ENTRY
-        whole = len(data) - len(data) % entry.size
-        return sorted({position for _, position in entry.iter_unpack(data[:whole]) if position > 0})
-
-    def _resync_point(self, position: int, hints: list[int], file_size: int) -> tuple[int, BatchHeader] | None:
-        """The first indexed batch start after `position` holding a whole, CRC-valid batch that continues
-        the offsets: where a walk stopped by damage can go on."""
-        tried = 0
-        for candidate in hints[bisect_right(hints, position):]:
-            tried += 1
-            if tried > 64:
-                return None
-            raw = self.read_at(candidate, HEADER_SIZE)
-            if len(raw) < HEADER_SIZE:
-                return None
-            header = BatchHeader(*HEADER_STRUCT.unpack_from(raw))
-            if (header.magic != 2 or header.batch_length < MIN_BATCH_LENGTH or candidate + header.size > file_size
-                    or header.base_offset < self.next_offset or header.last_offset_delta < 0):
-                continue
-            if compute_crc(self.read_at(candidate, header.size), 0, header.size) == header.crc:
-                return candidate, header
-        return None
-
-    def _recover_pass(self, file_size: int, hints: list[int]) -> tuple[int, str | None, int | None, bool]:
-        """One validating walk over [0, file_size): (where the valid data ends, why it ends there, the first
-        damaged position kept, whether the walk resynchronised past damage)."""
-        self._reset_state()
-        pos = 0
-        reason: str | None = None
-        chunk = b""
-        chunk_start = 0
-        rotten_run: int | None = None  # start of the current run of CRC-failing batches
-        first_damage: int | None = None
-        resynced = False
-        forced_entry = False
-        while pos < file_size:
-            if file_size - pos < HEADER_SIZE:
-                reason = "torn_header"
-                break
-            rel = pos - chunk_start
-            if rel < 0 or rel + HEADER_SIZE > len(chunk):
-                chunk = self.read_at(pos, _READ_CHUNK)
-                chunk_start, rel = pos, 0
-            header = BatchHeader(*HEADER_STRUCT.unpack_from(chunk, rel))
-            framing = None
-            if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-                framing = "bad_header"
-            elif pos + header.size > file_size:
-                framing = "torn_batch"
-            elif header.base_offset < self.next_offset or header.last_offset_delta < 0:
-                framing = "offset_regression"
-            if framing is not None:
-                found = self._resync_point(pos, hints, file_size)
-                if found is None:
-                    reason = framing
-                    break
-                target, header = found
-                log.error("corrupt_batch_on_recovery", file=str(self.log_path), position=pos, reason=framing,
-                          skipped_bytes=target - pos, resumed_at=target, resumed_offset=header.base_offset)
-                if first_damage is None:
-                    first_damage = pos
-                rotten_run = None
-                resynced = forced_entry = True
-                pos = target
-                chunk = b""
-                continue
-            if rel + header.size > len(chunk):
-                chunk = self.read_at(pos, max(_READ_CHUNK, header.size))
-                chunk_start, rel = pos, 0
-            if compute_crc(chunk, rel, header.size) != header.crc:
-                if rotten_run is None:
-                    rotten_run = pos
-                if first_damage is None:
-                    first_damage = pos
-                log.error("corrupt_batch_on_recovery", file=str(self.log_path), position=pos,
-                          base_offset=header.base_offset, last_offset=header.last_offset, reason="bad_crc")
-            else:
-                rotten_run = None
-            if pos == 0:
-                self.first_batch_timestamp = header.max_timestamp
-            self._observe(header)
-            if forced_entry:
-                # An entry right at the batch after the damage, keyed by its first offset, so a read of
-                # any of its offsets starts here instead of walking into the damage.
-                self.offset_index.append(header.base_offset, pos)
-                self._bytes_since_index = header.size
-                forced_entry = False
-            else:
-                self._index_batch(pos, header)
-            pos += header.size
-        if rotten_run is not None:
-            return rotten_run, "bad_crc", first_damage, resynced  # CRC failures up to the end: a torn tail
-        return pos, reason, first_damage, resynced
 
     def _ftruncate(self, position: int) -> None:
         with FILES.lease(self.log_path) as fd:
