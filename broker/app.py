@@ -230,7 +230,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.logs.run_maintenance(int(time.time() * 1000))
+                await self.logs.run_maintenance(self.clock.wall_ms())
             except Exception:
                 log.exception("retention_failed")
 

@@ -140,7 +140,7 @@ class OffsetsTopic:
         if size > _HELD_MAX_BYTES:
             # Larger than a held batch may grow: written alone and at once, so an oversized request
             # is refused (MESSAGE_TOO_LARGE) before anything is applied.
-            now = int(time.time() * 1000)
+            now = self.logs.clock.wall_ms()
             info = plog.append(_batch(encoded, now), leader_epoch=0, now_ms=now)
             return plog.wait_durable(info.last_offset)
         if held is None:
@@ -172,7 +172,7 @@ class OffsetsTopic:
             held.durable.set_exception(KafkaError(f"{TOPIC}-{partition} is closed", ErrorCode.KAFKA_STORAGE_ERROR))
             return
         try:
-            now = int(time.time() * 1000)
+            now = self.logs.clock.wall_ms()
             info = plog.append(_batch(held.records, now), leader_epoch=0, now_ms=now)
         except Exception as exc:  # noqa: BLE001 - the waiters learn it; the partition unloads
             log.error("offsets_append_failed", partition=partition, records=len(held.records), error=repr(exc))

@@ -134,7 +134,7 @@ def _result(result: controls.ControlResult) -> dict:
 
 
 async def _run_now(broker: Any, what: str) -> dict:
-    now_ms = int(time.time() * 1000)
+    now_ms = broker.clock.wall_ms()
     if what == "offsets":
         count = await broker.coordinator.run_offsets_retention()
         detail = f"offsets retention checked {count} group(s)"

@@ -156,7 +156,7 @@ class TransactionService:
         plog = self.broker.logs.get_log(TOPIC, partition)
         if plog is None:
             raise RuntimeError(f"{TOPIC}-{partition} does not exist")
-        now = int(time.time() * 1000)
+        now = self.broker.clock.wall_ms()
         batch = encode_batch([LogRecord(offset=0, timestamp=now, key=encode_key(txn_id), value=value)])
         info = plog.append(batch, leader_epoch=0, now_ms=now)
         await plog.wait_durable(info.last_offset)
@@ -254,7 +254,7 @@ class TransactionService:
         plog = self.broker.logs.get_log(OFFSETS_TOPIC, partition)
         if plog is None:
             return E.COORDINATOR_NOT_AVAILABLE
-        now = int(time.time() * 1000)
+        now = self.broker.clock.wall_ms()
         records = [OffsetCommitRecord(group_id, topic, p, o.offset, o.leader_epoch, o.metadata, now)
                    for (topic, p), o in sorted(offsets.items())]
         batch = encode_batch([LogRecord(offset=i, timestamp=now, key=key, value=value)

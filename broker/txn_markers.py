@@ -9,7 +9,6 @@ stable offset move past it, and are parked read_committed fetches woken.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING, Any, Iterable
 
 import structlog
@@ -30,7 +29,7 @@ async def write_markers(broker: BrokerServices, producer_id: int, producer_epoch
     """Append one marker per partition, wait until all are durable, then close the transactions.
     A partition whose topic is gone is skipped (Kafka answers UNKNOWN_TOPIC_OR_PARTITION and moves on);
     a failed append or fsync raises, and the caller retries the whole set (markers are idempotent)."""
-    now_ms = int(time.time() * 1000)
+    now_ms = broker.clock.wall_ms()
     appended = []
     for topic, partition in sorted(partitions):
         plog = broker.logs.get_log(topic, partition)

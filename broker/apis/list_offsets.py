@@ -17,7 +17,6 @@ entry not newer than it.
 
 from __future__ import annotations
 
-import time
 
 from ..log.partition_log import PartitionLog
 from ..router import RequestContext
@@ -101,7 +100,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 parts.append(ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             if ctx.api_version == 0:
-                offsets = legacy_offsets_before(plog, p.timestamp, p.max_num_offsets, int(time.time() * 1000))
+                offsets = legacy_offsets_before(plog, p.timestamp, p.max_num_offsets, broker.clock.wall_ms())
                 parts.append(ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=ErrorCode.NONE,
                                                           old_style_offsets=offsets))
                 continue
