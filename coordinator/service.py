@@ -247,10 +247,7 @@ class GroupCoordinatorService:
         """As `submit`, but when the group is idle and the command needs no write and no wait
         (a Heartbeat, an OffsetFetch with nothing pending, ...) it has already run: its result is
         returned as is. Otherwise an asyncio.Future of the result."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._route(cmd, future)
-        if self.faults and (delay_s := self.faults.join_delay_s(cmd)):
-            return asyncio.ensure_future(_answer_later(future, delay_s))
+        future = self.submit(cmd)
         if future.done() and future.exception() is None:
             return future.result()
         return future  # still running, or failed: the caller's future handling reports it

@@ -103,8 +103,8 @@ def _guarded(handler: Callable, check: Callable, operations: Callable | None) ->
 def _guarded_plain(handler: Callable, check: Callable, operations: Callable | None) -> Callable:
     """A plain handler stays plain (the server runs it inline) unless an authorizer is configured:
     then the (async) check runs, and the server runs the wrapper's coroutine as a task."""
-    async def checked(ctx, request, security):
-        async def call(req):
+    async def checked(ctx: RequestContext, request: Any, security: Security) -> Any:
+        async def call(req: Any) -> Any:
             return handler(ctx, req)
 
         result = await check(ctx, request, call, security)
@@ -113,10 +113,8 @@ def _guarded_plain(handler: Callable, check: Callable, operations: Callable | No
         return result
 
     @functools.wraps(handler)
-    def guarded(ctx, request):
-        security = getattr(ctx.broker, "security", None)
-        if security is None:
-            return handler(ctx, request)
+    def guarded(ctx: RequestContext, request: Any) -> Any:
+        security = ctx.broker.security
         if security.authorizer is not None:
             return checked(ctx, request, security)
         result = handler(ctx, request)
