@@ -59,8 +59,8 @@ def _response(r: ConsumerGroupHeartbeatResult) -> ConsumerGroupHeartbeatResponse
 
 
 def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse | Deferred:
-    """A plain handler: the command is queued in the group's mailbox, the answer comes from a
-    callback on the coordinator's future (see group_wire.reply)."""
+    """A plain handler: an idle group answers at once; a busy one queues the command and the
+    answer comes from a callback on its future (see group_wire.reply)."""
     if not request.group_id:
         # Kafka validates the request before routing it to a group: INVALID_REQUEST, not INVALID_GROUP_ID.
         return failed_response(ctx, request, ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")

@@ -1,7 +1,8 @@
 """Heartbeat (12) v0-v4 onto the group coordinator (v3+ carries the instance id).
 
-A plain handler (the server calls it inline): it queues the command in the group's mailbox and
-answers from a callback on the coordinator's future, so the connection reads on meanwhile.
+A plain handler (the server calls it inline): an idle group answers at once (`submit_now`); a busy
+one queues the command and the answer comes from a callback on its future, so the connection reads
+on meanwhile.
 """
 
 from __future__ import annotations

@@ -108,8 +108,9 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
         return respond()
 
     coordinator = group_wire.service(ctx)
-    # Queued in the group's mailbox now, so this connection's next request (which may be a fetch of
-    # these very offsets) is handled after it; the answer waits only for the commit's fsync.
+    # Handed to the group now (run at once if it is idle, else queued), so this connection's next
+    # request (which may be a fetch of these very offsets) is handled after it; the answer waits
+    # only for the commit's fsync.
     return group_wire.reply(ctx, coordinator.submit_now(cmd), answer, fail_all)
 
 
