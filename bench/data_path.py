@@ -72,12 +72,14 @@ def create_topic(bootstrap: str, topic: str, partitions: int, conf: dict | None 
     raise RuntimeError(f"topic {topic} has no leaders after 30s")
 
 
+POLL_EVERY = 1_000  # messages between two polls for delivery reports in `produce`
+
+
 def produce(bootstrap: str, topic: str, messages: int, size: int, conf: dict | None = None) -> dict:
     """Send `messages` values of `size` random bytes (no key) and flush; time from the first send to the
     last delivery report. `conf`: more client settings (security, for bench.security)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(conf or {})})
     payload = os.urandom(size)
     errors: list[str] = []
     delivered = 0
@@ -89,17 +91,23 @@ def produce(bootstrap: str, topic: str, messages: int, size: int, conf: dict | N
         else:
             delivered += 1
 
+    # The generator must outrun the broker: one delivery callback for the producer rather than one
+    # handed to every produce() call, and delivery reports served every POLL_EVERY messages rather
+    # than after each one (1.5-1.7 instead of 2.1-2.3 us of this loop per message, measured).
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(conf or {}), "on_delivery": on_delivery})
+    send, poll = producer.produce, producer.poll
     # connect and fetch metadata before timing
     producer.list_topics(topic, timeout=30)
     start = time.perf_counter()
-    for _ in range(messages):
+    for i in range(messages):
         while True:
             try:
-                producer.produce(topic, payload, on_delivery=on_delivery)
+                send(topic, payload)
                 break
-            except BufferError:
-                producer.poll(0.005)
-        producer.poll(0)
+            except BufferError:  # librdkafka's queue is full: serve delivery reports, try again
+                poll(0.005)
+        if not i % POLL_EVERY:
+            poll(0)
     left = producer.flush(120)
     elapsed = time.perf_counter() - start
     if left or errors:
