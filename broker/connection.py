@@ -21,7 +21,6 @@ Bad input ends only this connection, with one structured log event (`request_rej
 from __future__ import annotations
 
 from collections import deque
-from io import BytesIO
 from struct import Struct
 from typing import Any
 
@@ -31,7 +30,7 @@ from . import answers
 from .answers import CLOSE, Answer, ApiEntry, ApiTable, Close
 from ..protocol import framing
 from ..protocol.frames import FrameReader, FrameSizeError
-from ..protocol.primitives import MalformedMessage
+from ..protocol.primitives import FrameIO, MalformedMessage
 
 log = structlog.get_logger("kbroker.server")
 
@@ -153,7 +152,7 @@ class Connection:
         if not entry.served:
             self._unserved(entry, correlation_id, client_id)
             return None
-        io = BytesIO(frame)
+        io = FrameIO(frame)  # big Produce records come out as views of the frame, not copies
         io.seek(position)
         try:
             assert entry.parse is not None

@@ -42,7 +42,12 @@ def committed_view(broker: BrokerServices, plog: Any, fetch_offset: int, records
         return records, TxnFetchInfo(lso, None)
     if fetch_offset >= lso:
         return b"", TxnFetchInfo(lso, [])
-    records = trim_to_offset(records, lso)
+    # Without an open transaction the LSO is the log end, which no stored batch reaches, and without
+    # an aborted one there is nothing to list: both walks over the batches are then skipped.
+    if lso < plog.log_end_offset:
+        records = trim_to_offset(records, lso)
+    if not state.aborted:
+        return records, TxnFetchInfo(lso, [])
     upper = fetch_offset
     for _, header in rb.iter_batches(records):
         upper = header.next_offset

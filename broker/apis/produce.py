@@ -59,7 +59,7 @@ def _error(index: int, code: int, message: str | None = None,
     )
 
 
-def _null_key_errors(records: bytes, max_inflated: int) -> list[BatchIndexAndErrorMessage]:
+def _null_key_errors(records: bytes | memoryview, max_inflated: int) -> list[BatchIndexAndErrorMessage]:
     """Kafka lists each keyless record of a batch sent to a compacted topic (LogValidator); we list
     the first 1000 of them, enough for any client's message, without building a record object each."""
     out: list[BatchIndexAndErrorMessage] = []
@@ -160,7 +160,7 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
 
 
 def _verify_transactional(broker: BrokerServices, transactional_id: str, topic: str, index: int,
-                          records: bytes | None) -> PartitionProduceResponse | None:
+                          records: bytes | memoryview | None) -> PartitionProduceResponse | None:
     """KIP-890's defence: a transactional batch goes only into a partition of its producer's ongoing
     transaction (a late batch of an aborted or timed-out transaction would otherwise hang the LSO)."""
     if not records or len(records) < rb.HEADER_SIZE or records[rb.MAGIC_OFFSET] != 2:
@@ -193,7 +193,7 @@ def _produce_partition(
     request: ProduceRequest,
     topic: str,
     index: int,
-    records: bytes | None,
+    records: bytes | memoryview | None,  # a view of the request frame when big (primitives.FrameIO)
     now_ms: int,
     transactional_records: bool,
     durable_waits: list[tuple[PartitionLog, int]],
@@ -223,7 +223,7 @@ def _produce_partition(
         return _error(index, ErrorCode.INVALID_RECORD, "produce request carries no record batch")
     if ctx.api_version < FIRST_BATCH_VERSION:
         try:
-            records = legacy_records.to_batch(records)
+            records = legacy_records.to_batch(bytes(records))
         except KafkaError as e:
             return _error(index, e.code, str(e))
     try:

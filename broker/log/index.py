@@ -15,12 +15,20 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import Callable
 
 from .files import FILES
+
+# New entries are written to the file in runs of this many bytes (or at sync, roll, truncation and
+# close) rather than one pwrite each: two syscalls per appended batch were 13% of an append's CPU
+# with 16 KiB batches. Entries not yet written are never needed from the file while the broker runs
+# (lookups use the arrays), and the active segment's indexes are rebuilt after an unclean stop.
+_WRITE_RUN = 4096
+
 
 class _SparseIndex:
     """A file of fixed-size (key, value) entries with keys non-decreasing, mirrored in memory."""
@@ -34,6 +42,9 @@ class _SparseIndex:
         self.keys = array(self.KEY_TYPECODE)
         self.values = array(self.VALUE_TYPECODE)
         self.closed = False
+        self._pending = bytearray()  # entries appended but not yet written (see _WRITE_RUN)
+        self._on_file = 0  # entries the file holds
+        self._write_lock = threading.Lock()  # sync() of an inactive segment runs in a worker thread
         with FILES.lease(path, create=True):
             pass  # the file exists from now on; its descriptor lives in the shared cache
 
@@ -41,31 +52,51 @@ class _SparseIndex:
         return len(self.keys)
 
     def _append(self, key: int, value: int) -> None:
-        # Straight to the page cache, no fsync: the active segment's indexes are rebuilt on unclean
+        # To the page cache in runs, no fsync: the active segment's indexes are rebuilt on unclean
         # recovery, and a lost tail of entries in a sparse index only makes lookups scan further.
-        with FILES.lease(self.path) as fd:
-            os.pwrite(fd, self.ENTRY.pack(key, value), len(self.keys) * self.ENTRY.size)
+        self._pending += self.ENTRY.pack(key, value)
         self.keys.append(key)
         self.values.append(value)
+        if len(self._pending) >= _WRITE_RUN:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write the entries appended since the last write (one pwrite)."""
+        with self._write_lock:
+            pending = self._pending
+            if not pending or self.closed:
+                return
+            with FILES.lease(self.path) as fd:
+                os.pwrite(fd, pending, self._on_file * self.ENTRY.size)
+            self._on_file += len(pending) // self.ENTRY.size
+            self._pending = bytearray()
 
     def sync(self, fsync: Callable[[int], None] = os.fsync) -> None:
         if not self.closed:
+            self.write_pending()
             with FILES.lease(self.path) as fd:
                 fsync(fd)
 
     def truncate_entries(self, count: int) -> None:
         """Keep only the first `count` entries."""
+        self.write_pending()
         del self.keys[count:]
         del self.values[count:]
         with FILES.lease(self.path) as fd:
             os.ftruncate(fd, count * self.ENTRY.size)
+        self._on_file = min(self._on_file, count)
 
     def reset(self) -> None:
         self.truncate_entries(0)
 
-    def close(self) -> None:
+    def close(self, *, write: bool = True) -> None:
+        """`write=False`: drop entries not yet written (the files are about to go, or the log is
+        offline after a storage error and must not be written to)."""
         if not self.closed:
+            if write:
+                self.write_pending()
             self.closed = True
+            self._pending = bytearray()
             FILES.forget(self.path)
 
     def _load_entries(self) -> bool:
@@ -78,6 +109,7 @@ class _SparseIndex:
         for key, value in self.ENTRY.iter_unpack(data):
             self.keys.append(key)
             self.values.append(value)
+        self._on_file = len(self.keys)
         return True
 
 

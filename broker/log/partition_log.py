@@ -489,7 +489,7 @@ class PartitionLog:
             # the next start recovers this log from what its files really hold.
             self.flusher.close()
             for segment in self.segments:
-                segment._close_files()
+                segment._close_files(write_indexes=False)
             return
         self.flusher.close()
         for segment in self.segments:
@@ -506,7 +506,7 @@ class PartitionLog:
             task.cancel()
         self.flusher.abandon()
         for segment in self.segments:
-            segment._close_files()
+            segment._close_files(write_indexes=False)
         # Rename first so a crash mid-delete leaves a "-delete" directory the manager sweeps at start-up,
         # never a half-deleted partition that looks live.
         doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")

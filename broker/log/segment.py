@@ -457,6 +457,10 @@ class LogSegment:
             # held is unknowable once their header is bad).
             log.warning("log_truncated_on_recovery", file=str(self.log_path), position=cut_at, bytes=truncated,
                         reason=reason, next_offset=self.next_offset, first_offset_lost=lost_from)
+        # The rebuilt indexes go to their files now, not in runs: an old segment's index is trusted
+        # as found at the next start.
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
         if resynced:
             self.offset_index.sync()  # the entries that skip the damage must outlive the next crash
         self.size = cut_at
@@ -518,15 +522,16 @@ class LogSegment:
         self.mark_inactive()
         self._close_files()
 
-    def _close_files(self) -> None:
+    def _close_files(self, *, write_indexes: bool = True) -> None:
+        """`write_indexes=False`: index entries not yet written are dropped (see index.py)."""
         self.closed = True
         FILES.forget(self.log_path)
-        self.offset_index.close()
-        self.time_index.close()
+        self.offset_index.close(write=write_indexes)
+        self.time_index.close(write=write_indexes)
 
     def delete_indexes_and_close(self) -> None:
         """First step of a compaction swap: the log file stays, its soon-stale indexes go."""
-        self._close_files()
+        self._close_files(write_indexes=False)
         for path in (self.offset_index.path, self.time_index.path):
             try:
                 os.unlink(path)
@@ -534,7 +539,7 @@ class LogSegment:
                 pass
 
     def delete(self) -> None:
-        self._close_files()
+        self._close_files(write_indexes=False)
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             try:
                 os.unlink(path)

@@ -23,6 +23,7 @@ _READ_CHUNK = 256 * 1024  # how much the walk reads per syscall
 
 def index_positions(seg: LogSegment) -> list[int]:
     """Batch starts the existing offset index names (hints for walking past damage; verified before use)."""
+    seg.offset_index.write_pending()
     try:
         with FILES.lease(seg.offset_index.path) as fd:
             data = os.pread(fd, os.fstat(fd).st_size, 0)

@@ -149,6 +149,7 @@ def test_offsets_replay_loads_every_generated_record():
 
 def test_produce_consume_and_latency_round_trip(kbroker):
     t = f"smoke-dp-{uuid.uuid4().hex[:6]}"
+    data_path.warm_up(kbroker.bootstrap, f"{t}-warm", 1024)  # a topic of its own, read back whole
     data_path.create_topic(kbroker.bootstrap, t, 2)
     p = data_path.produce(kbroker.bootstrap, t, 500, 1024)
     assert p["delivered"] == 500 and p["mb_per_s"] > 0

@@ -47,6 +47,45 @@ def test_needed_says_how_much_of_the_next_frame_is_missing() -> None:
     assert reader.needed() == 7
 
 
+def test_big_frames_gathered_from_pieces_come_out_whole_with_the_bytes_after_them() -> None:
+    # Frames of 64 KiB and more are gathered by reference and joined once (a 1 MB Produce);
+    # the read that completes one may carry the start of the next frame.
+    big, huge = bytes(range(256)) * 400, b"\x07" * (1 << 20)
+    stream = _frame(big) + _frame(b"small") + _frame(huge) + _frame(b"tail")
+    for piece in (1, 4, 1000, 65536, 262144, len(stream)):
+        reader, out = FrameReader(), []
+        for i in range(0, len(stream), piece):
+            reader.feed(stream[i:i + piece])
+            while (frame := reader.next_frame()) is not None:
+                out.append(frame)
+        assert out == [big, b"small", huge, b"tail"], piece
+        assert reader.buffered == 0 and reader.needed() == 4
+
+
+def test_a_gathered_frame_does_not_change_when_the_caller_reuses_its_buffer() -> None:
+    body = b"a" * 100_000
+    stream = _frame(body)
+    reader, chunk = FrameReader(), bytearray(70_000)
+    for i in range(0, len(stream), len(chunk)):
+        piece = stream[i:i + len(chunk)]
+        chunk[:len(piece)] = piece
+        reader.feed(memoryview(chunk)[:len(piece)])
+        assert reader.buffered == min(len(stream), i + len(piece))
+        chunk[:] = b"z" * len(chunk)  # the caller's next read overwrites it
+    assert reader.next_frame() == body
+
+
+def test_needed_counts_down_while_a_big_frame_is_gathered() -> None:
+    reader = FrameReader(max_frame_bytes=200_000)
+    reader.feed(struct.pack(">i", 100_000) + b"x" * 10)
+    assert reader.next_frame() is None
+    assert reader.needed() == 99_990
+    reader.feed(b"x" * 99_989)
+    assert reader.next_frame() is None and reader.needed() == 1
+    reader.feed(b"x")
+    assert reader.next_frame() == b"x" * 100_000
+
+
 def test_recv_frame_never_reads_past_its_frame() -> None:
     stream = bytearray(_frame(b"one") + _frame(b"two"))
     asked = []

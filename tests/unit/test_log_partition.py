@@ -114,6 +114,7 @@ def test_offset_index_is_sparse_and_lookups_land_at_or_before_target(tmp_path: P
     segment = plog.active
     index = segment.offset_index
     assert 0 < len(index) < 60
+    index.write_pending()  # entries reach the file in runs (index.py's _WRITE_RUN)
     reopened = OffsetIndex.load(index.path, 0, segment.size)
     assert reopened is not None and list(reopened.keys) == list(index.keys)
     positions = {h.base_offset: pos for pos, h in iter_batches(segment.read_at(0, segment.size))}
@@ -271,3 +272,33 @@ def test_delete_records_before_advances_log_start_and_survives_reopen(tmp_path: 
     assert exc_info.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
     plog.close()
     assert open_log(tmp_path).log_start_offset == 150
+
+
+def test_index_entries_reach_the_file_in_runs_and_all_of_them_at_close(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, LogConfig(index_interval_bytes=1))  # an entry for every batch but the first
+    index = plog.active.offset_index
+    for _ in range(5):
+        plog.append(batch(1), leader_epoch=0, now_ms=0)
+    assert len(index) == 4 and index.path.stat().st_size == 0  # held back: one pwrite per run
+    for _ in range(600):  # past a run of 4096 bytes (512 entries of 8 bytes)
+        plog.append(batch(1), leader_epoch=0, now_ms=0)
+    assert len(index) == 604 and index.path.stat().st_size == 512 * 8
+    path, keys = index.path, list(index.keys)
+    plog.close()
+    reopened = OffsetIndex.load(path, 0, 1 << 30)
+    assert reopened is not None and list(reopened.keys) == keys
+
+
+def test_index_entries_not_yet_written_survive_a_truncation(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, LogConfig(index_interval_bytes=1))
+    for _ in range(10):
+        plog.append(batch(1), leader_epoch=0, now_ms=0)
+    plog.truncate_to(6)
+    index = plog.active.offset_index
+    assert list(index.keys) == list(range(1, 6))
+    assert index.path.stat().st_size == 5 * 8  # recovery after the cut writes its rebuilt index
+    plog.append(batch(1), leader_epoch=0, now_ms=0)
+    path, keys = index.path, list(index.keys)
+    plog.close()
+    reopened = OffsetIndex.load(path, 0, 1 << 30)
+    assert reopened is not None and list(reopened.keys) == keys == list(range(1, 7))
