@@ -17,10 +17,12 @@ import uvloop
 
 from . import cluster_meta
 from .config import BrokerConfig, parse_host_port
+from .offsets_topic import TOPIC as OFFSETS_TOPIC
 from .offsets_topic import OffsetsTopic
 from ..coordinator.actor import GroupCoordinatorService
 from ..coordinator.config import GroupConfig
 from ..protocol import compression
+from ..protocol.errors import ErrorCode, KafkaError
 from .logging import configure_logging
 from .router import Route, Router
 from ..protocol.framing import API_VERSIONS_KEY
@@ -132,7 +134,7 @@ class Broker:
         self.quotas = ClientQuotas(self.data_dir)
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets
         self.offsets_topic = OffsetsTopic(self.logs, config.offsets_topic_num_partitions)
-        self.offsets_topic.ensure()
+        self.offsets_topic.adopt_existing()  # a first start creates it in start(), while serving
         self.seed_topics = parse_create_topics(config.create_topics, "--create-topics")
         ensure_topics(self.logs, self.seed_topics)
         self.coordinator = GroupCoordinatorService(
@@ -152,7 +154,7 @@ class Broker:
         from .transactions import TransactionService
 
         self.transactions = TransactionService(self, config)
-        self.transactions.ensure_topic()
+        self.transactions.adopt_existing_topic()
 
     def advertised(self, listener: str) -> tuple[str, int]:
         """The host and port a client that came in on `listener` is told to use (Kafka answers with
@@ -177,8 +179,11 @@ class Broker:
         if self.dev_security is not None:
             self.dev_security.write_client_configs(
                 [(e.security_protocol, "%s:%d" % self.advertised(e.name)) for e in self.listeners.bind])
-        self._background.append(asyncio.create_task(self.offsets_topic.load_all(self.coordinator),
-                                                    name="offsets-load"))
+        # A first start creates the internal topics here, their files made in worker threads while the
+        # broker already answers (Kafka too creates them after start-up, on first use).
+        self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
+        if not self.transactions.topic_ready.is_set():
+            self._background.append(asyncio.create_task(self.transactions.create_topic(), name="txn-topic-create"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
 
     async def stop(self) -> None:
@@ -207,8 +212,18 @@ class Broker:
 
         return {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
 
+    async def _create_and_load_offsets(self) -> None:
+        await self.offsets_topic.create()
+        await self.offsets_topic.load_all(self.coordinator)
+
     async def auto_create_topic(self, name: str):
         """Create a topic with the broker defaults (Metadata and Produce auto-creation)."""
+        from .transactions import TOPIC as TRANSACTION_STATE_TOPIC
+
+        if name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+            # Only while a first start's internal topic is still being made (start()): Kafka answers a
+            # topic it is creating with LEADER_NOT_AVAILABLE, which clients retry.
+            raise KafkaError(f"{name} is being created", ErrorCode.LEADER_NOT_AVAILABLE)
         self.logs.create_topic(name, self.config.num_partitions, {})
         log.info("topic_auto_created", topic=name, partitions=self.config.num_partitions)
         return self.logs.topics()[name]
@@ -221,6 +236,8 @@ class Broker:
         loaded = self.coordinator.loaded_partitions
         if self.coordinator.is_loading or loaded < total:
             problems.append(f"__consumer_offsets: {loaded} of {total} partitions loaded")
+        if not self.transactions.topic_ready.is_set():
+            problems.append("__transaction_state: being created")
         topics = self.logs.topics()
         problems += [f"topic {spec.name} does not exist" for spec in self.seed_topics if spec.name not in topics]
         return problems

@@ -80,15 +80,25 @@ class TransactionService:
         self._tasks: set[asyncio.Task] = set()
         self._completing: dict[str, asyncio.Event] = {}  # transactional id -> set when its markers are done
         self._running = False
+        self.topic_ready = asyncio.Event()  # set once __transaction_state exists
 
     # --- life cycle ----------------------------------------------------------------------------------
 
-    def ensure_topic(self) -> None:
+    def adopt_existing_topic(self) -> None:
+        """An existing topic's partition count wins over the setting (as in Kafka). A first start has
+        none: create_topic() makes it while the broker already serves."""
         info = self.broker.logs.topics().get(TOPIC)
-        if info is None:
-            info = self.broker.logs.create_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+        if info is not None:
+            self.num_partitions = self.machine.config.num_partitions = info.num_partitions
+            self.topic_ready.set()
+
+    async def create_topic(self) -> None:
+        """Create the topic on a first start, its files made in a worker thread while the broker serves;
+        a transit to write meanwhile waits for it (_append)."""
+        if self.broker.logs.topics().get(TOPIC) is None:
+            await self.broker.logs.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
             log.info("transaction_state_topic_created", partitions=self.num_partitions)
-        self.num_partitions = self.machine.config.num_partitions = info.num_partitions
+        self.topic_ready.set()
 
     def load(self) -> None:
         """Replay every `__transaction_state` partition (synchronously: it is small and compacted)."""
@@ -153,6 +163,8 @@ class TransactionService:
 
     async def _append(self, txn_id: str, value: bytes | None) -> None:
         partition = self.machine.partition_for(txn_id)
+        if not self.topic_ready.is_set():  # a first start's topic, still being created (create_topic)
+            await self.topic_ready.wait()
         plog = self.broker.logs.get_log(TOPIC, partition)
         if plog is None:
             raise RuntimeError(f"{TOPIC}-{partition} does not exist")
