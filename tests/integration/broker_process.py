@@ -116,11 +116,12 @@ class BrokerProcess:
             time.sleep(0.05)
 
     def _await_internal_topics(self, deadline: float) -> None:
-        """A first start creates `__consumer_offsets` and `__transaction_state` while it already answers
-        (Kafka too creates them after start-up); tests that touch them at once wait for both, as a client
+        """A first start creates `__consumer_offsets` while it already answers (Kafka too creates it after
+        start-up); tests that touch it (or /ready) at once wait until it is made and loaded, as a client
         waiting for kbroker's /ready would. Nothing to wait for when the log cannot tell (no `logs_loaded`
-        event: another log format or level) or on a restart."""
-        wanted = {"offsets_topic_created", "transaction_state_topic_created"}
+        event: another log format or level) or on a restart. (`__transaction_state` comes with the first
+        transactional request.)"""
+        wanted = {"offsets_topic_created", "offsets_loaded"}
         while time.monotonic() < deadline and self.proc is not None and self.proc.poll() is None:
             lines = self.log_lines(self.starts)
             loaded = next((line for line in lines if line.get("event") == "logs_loaded"), None)

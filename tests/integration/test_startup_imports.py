@@ -37,7 +37,9 @@ NOT_FOR_SERVING = ("pyspark", "pandas", "pyarrow", "numpy", "matplotlib", "rich"
 ON_FIRST_USE = ("kbroker.coordinator.consumer_machine", "kbroker.coordinator.consumer_heartbeat",
                 "kbroker.coordinator.consumer_offsets", "kbroker.coordinator.migration",
                 "kbroker.coordinator.assignors", "kbroker.coordinator.reconcile",
-                "kbroker.coordinator.consumer_record_codec")
+                "kbroker.coordinator.consumer_record_codec",
+                # the transaction coordinator: built with the first transactional request (broker/app.py)
+                "kbroker.broker.transactions", "kbroker.coordinator.txn.coordinator")
 
 
 def test_answering_api_versions_imports_only_what_serving_needs(tmp_path):
