@@ -243,7 +243,15 @@ class Broker:
         return service
 
     async def _create_and_load_offsets(self) -> None:
-        await self.offsets_topic.create()
+        delay = 1.0
+        while True:
+            try:
+                await self.offsets_topic.create()
+                break
+            except Exception as exc:  # noqa: BLE001 - a full disk, --max-partitions: groups stay loading
+                log.error("offsets_topic_create_failed", error=repr(exc), retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
         await self.offsets_topic.load_all(self.coordinator)
 
     async def auto_create_topic(self, name: str):

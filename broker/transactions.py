@@ -54,6 +54,9 @@ _RETRY_BACKOFF_S = 0.5
 # them before it is decided (it would otherwise be CONCURRENT_TRANSACTIONS and the client would back
 # off for 20-100 ms); past it the request gets CONCURRENT_TRANSACTIONS as in Kafka.
 SETTLE_WAIT_S = 0.1
+# How long a transit waits for `__transaction_state` being created before it is answered
+# NOT_COORDINATOR (retriable); the creation goes on retrying (create_topic).
+TOPIC_WAIT_S = 5.0
 # Fault injection for tests only: hold the markers back this long after Prepare* is durable, so a test
 # can kill the broker between the prepare and the markers.
 MARKER_DELAY_ENV = "KBROKER_TEST_TXN_MARKER_DELAY_MS"
@@ -95,9 +98,15 @@ class TransactionService:
     async def create_topic(self) -> None:
         """Create the topic on a first start, its files made in a worker thread while the broker serves;
         a transit to write meanwhile waits for it (_append)."""
-        if self.broker.logs.topics().get(TOPIC) is None:
-            await self.broker.logs.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
-            log.info("transaction_state_topic_created", partitions=self.num_partitions)
+        delay = 1.0
+        while self.broker.logs.topics().get(TOPIC) is None:
+            try:
+                await self.broker.logs.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+                log.info("transaction_state_topic_created", partitions=self.num_partitions)
+            except Exception as exc:  # noqa: BLE001 - a full disk, --max-partitions: transits fail meanwhile
+                log.error("transaction_state_topic_create_failed", error=repr(exc), retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
         self.topic_ready.set()
 
     def load(self) -> None:
@@ -163,8 +172,11 @@ class TransactionService:
 
     async def _append(self, txn_id: str, value: bytes | None) -> None:
         partition = self.machine.partition_for(txn_id)
-        if not self.topic_ready.is_set():  # a first start's topic, still being created (create_topic)
-            await self.topic_ready.wait()
+        if not self.topic_ready.is_set():  # the topic, still being created (create_topic)
+            try:
+                await asyncio.wait_for(self.topic_ready.wait(), TOPIC_WAIT_S)
+            except asyncio.TimeoutError:
+                raise RuntimeError(f"{TOPIC} is not created yet") from None  # _write: NOT_COORDINATOR
         plog = self.broker.logs.get_log(TOPIC, partition)
         if plog is None:
             raise RuntimeError(f"{TOPIC}-{partition} does not exist")

@@ -118,3 +118,27 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith(("kbroker.coordin
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+async def test_an_internal_topic_that_cannot_be_made_is_retried_and_answered_retriably(tmp_path, monkeypatch) -> None:
+    """--max-partitions below what the internal topics need (a full disk would do the same): the broker
+    keeps serving, the groups stay loading (/ready says so), a transit is answered NOT_COORDINATOR
+    after a bounded wait, and both creations go on being retried (with a logged error each time)."""
+    from kbroker.broker import transactions
+
+    monkeypatch.setattr(transactions, "TOPIC_WAIT_S", 0.2)
+    config = load_config({"data_dir": str(tmp_path / "data"), "listen": f"127.0.0.1:{free_port()}",
+                          "flush": "never", "offsets_topic_num_partitions": "5",
+                          "transaction_state_log_num_partitions": "4", "max_partitions": "3"}, None)
+    broker = Broker(config)
+    await broker.start()
+    try:
+        error, _, _ = await asyncio.wait_for(broker.transactions.init_producer_id("t", 60_000, None), 30)
+        assert error == ErrorCode.NOT_COORDINATOR
+        await asyncio.sleep(0.1)
+        problems = broker.readiness_problems()
+        assert any("__consumer_offsets" in p for p in problems)
+        assert any("__transaction_state" in p for p in problems)
+        assert not {"__consumer_offsets", "__transaction_state"} & set(broker.logs.topics())
+    finally:
+        await asyncio.wait_for(broker.stop(), 30)
