@@ -62,11 +62,10 @@ typecheck: test-venv
 codegen: venv
 	$(PY) -m kbroker.tools.codegen
 
-# An installed kbroker (pip, the Docker image) has its bytecode compiled at install; a checkout run
-# with PYTHONDONTWRITEBYTECODE would compile every module at each broker start, and the start-up
-# figures would measure that instead.
+# An installed kbroker (pip, the Docker image) has its bytecode compiled at install; the bench compiles
+# a checkout's before its first broker start (bench/brokers.py compile_bytecode), since with
+# PYTHONDONTWRITEBYTECODE every start would compile every module and the figures would measure that.
 bench: test-venv
-	$(PY) -m compileall -q broker protocol coordinator purgatory admin
 	$(PY) -m bench
 
 # Seeded fault campaign (kill -9, disk damage, malformed frames under load); SEED=, ROUNDS= to vary.

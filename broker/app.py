@@ -17,10 +17,12 @@ import uvloop
 
 from . import cluster_meta
 from .config import BrokerConfig, parse_host_port
+from .offsets_topic import TOPIC as OFFSETS_TOPIC
 from .offsets_topic import OffsetsTopic
 from ..coordinator.actor import GroupCoordinatorService
 from ..coordinator.config import GroupConfig
 from ..protocol import compression
+from ..protocol.errors import ErrorCode, KafkaError
 from .logging import configure_logging
 from .router import Route, Router
 from ..protocol.framing import API_VERSIONS_KEY
@@ -30,8 +32,11 @@ from .startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
     from .services import BrokerServices
+    from .transactions import TransactionService
 
 log = structlog.get_logger("kbroker.broker")
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"  # transactions.TOPIC, without importing it
 
 
 def build_router() -> Router:
@@ -132,7 +137,7 @@ class Broker:
         self.quotas = ClientQuotas(self.data_dir)
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets
         self.offsets_topic = OffsetsTopic(self.logs, config.offsets_topic_num_partitions)
-        self.offsets_topic.ensure()
+        self.offsets_topic.adopt_existing()  # a first start creates it in start(), while serving
         self.seed_topics = parse_create_topics(config.create_topics, "--create-topics")
         ensure_topics(self.logs, self.seed_topics)
         self.coordinator = GroupCoordinatorService(
@@ -148,11 +153,10 @@ class Broker:
 
         self.history_file = RebalanceHistoryFile(self.data_dir)
         self.coordinator.history.subscribe(self.history_file)
-        # the transaction coordinator, persisted in __transaction_state
-        from .transactions import TransactionService
-
-        self.transactions = TransactionService(self, config)
-        self.transactions.ensure_topic()
+        # the transaction coordinator, persisted in __transaction_state: built with the first use
+        # (the `transactions` property), or at start() when that topic exists
+        self._transactions: TransactionService | None = None
+        self._serving = False
 
     def advertised(self, listener: str) -> tuple[str, int]:
         """The host and port a client that came in on `listener` is told to use (Kafka answers with
@@ -162,7 +166,8 @@ class Broker:
 
     async def start(self) -> None:
         self.producer_states.load_all()
-        self.transactions.load()
+        if TRANSACTION_STATE_TOPIC in self.logs.topics():
+            self._build_transactions()  # replays it before the server listens, as Kafka loads it
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
         await self.coordinator.start()
@@ -170,15 +175,19 @@ class Broker:
         self.coordinator.mark_loading(range(self.offsets_topic.num_partitions))
         for server in self.servers:
             await server.start()
-        self.transactions.start()
+        self._serving = True
+        if self._transactions is not None:
+            self._transactions.start()
         if self.admin_http is not None:
             self.admin_port = await self.admin_http.start()
             self._background.append(asyncio.create_task(self.observations.watch_event_loop(), name="loop-watch"))
         if self.dev_security is not None:
             self.dev_security.write_client_configs(
                 [(e.security_protocol, "%s:%d" % self.advertised(e.name)) for e in self.listeners.bind])
-        self._background.append(asyncio.create_task(self.offsets_topic.load_all(self.coordinator),
-                                                    name="offsets-load"))
+        # A first start creates __consumer_offsets here, its files made in worker threads while the
+        # broker already answers (Kafka too creates it after start-up); __transaction_state comes with
+        # the first use of transactions (_build_transactions).
+        self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
 
     async def stop(self) -> None:
@@ -190,7 +199,8 @@ class Broker:
         # wait for in-flight requests does not sit out rebalance timeouts.
         server_down = asyncio.gather(*(s.shutdown(self.config.shutdown_timeout_s) for s in self.servers))
         await asyncio.sleep(0)
-        await self.transactions.stop()
+        if self._transactions is not None:
+            await self._transactions.stop()
         await self.coordinator.stop()
         await server_down
         for task in self._background:
@@ -207,8 +217,53 @@ class Broker:
 
         return {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
 
+    @property
+    def transactions(self) -> TransactionService:
+        """The transaction coordinator (broker/transactions.py), built with its first use: a broker
+        nobody sends a transaction to never imports it nor creates `__transaction_state`."""
+        if self._transactions is None:
+            return self._build_transactions()
+        return self._transactions
+
+    def _build_transactions(self) -> TransactionService:
+        from .transactions import TOPIC, TransactionService
+
+        assert TOPIC == TRANSACTION_STATE_TOPIC
+        service = self._transactions = TransactionService(self, self.config)
+        service.adopt_existing_topic()
+        service.load()
+        if self._serving:  # else start() starts it
+            service.start()
+        if not service.topic_ready.is_set():
+            # the first use: made in worker threads; a transit to write waits for it (Kafka creates
+            # the topic on the first FindCoordinator of a transactional id and answers
+            # COORDINATOR_NOT_AVAILABLE meanwhile)
+            self._background.append(asyncio.get_running_loop().create_task(service.create_topic(),
+                                                                          name="txn-topic-create"))
+        return service
+
+    async def _create_and_load_offsets(self) -> None:
+        delay = 1.0
+        while True:
+            try:
+                await self.offsets_topic.create()
+                break
+            except Exception as exc:  # noqa: BLE001 - a full disk, --max-partitions: groups stay loading
+                log.error("offsets_topic_create_failed", error=repr(exc), retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        await self.offsets_topic.load_all(self.coordinator)
+
     async def auto_create_topic(self, name: str):
         """Create a topic with the broker defaults (Metadata and Produce auto-creation)."""
+        if name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+            # Made with its own settings, never the defaults: __consumer_offsets by a first start(),
+            # __transaction_state with the transaction coordinator (asked for it here, as Kafka's
+            # auto-creation does). Meanwhile LEADER_NOT_AVAILABLE, as Kafka answers a topic it is
+            # creating; clients retry.
+            if name == TRANSACTION_STATE_TOPIC:
+                self.transactions  # noqa: B018 - builds the coordinator, which creates its topic
+            raise KafkaError(f"{name} is being created", ErrorCode.LEADER_NOT_AVAILABLE)
         self.logs.create_topic(name, self.config.num_partitions, {})
         log.info("topic_auto_created", topic=name, partitions=self.config.num_partitions)
         return self.logs.topics()[name]
@@ -221,6 +276,8 @@ class Broker:
         loaded = self.coordinator.loaded_partitions
         if self.coordinator.is_loading or loaded < total:
             problems.append(f"__consumer_offsets: {loaded} of {total} partitions loaded")
+        if self._transactions is not None and not self._transactions.topic_ready.is_set():
+            problems.append(f"{TRANSACTION_STATE_TOPIC}: being created")
         topics = self.logs.topics()
         problems += [f"topic {spec.name} does not exist" for spec in self.seed_topics if spec.name not in topics]
         return problems

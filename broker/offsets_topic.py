@@ -110,6 +110,22 @@ class OffsetsTopic:
         self.num_partitions = info.num_partitions
         return self.num_partitions
 
+    def adopt_existing(self) -> bool:
+        """Take an existing topic's partition count (which wins over the setting, as in Kafka); False
+        when the topic does not exist yet (a first start), for create() to make while the broker serves."""
+        info = self.logs.topics().get(TOPIC)
+        if info is not None:
+            self.num_partitions = info.num_partitions
+        return info is not None
+
+    async def create(self) -> None:
+        """Create the topic on a first start with its files made in a worker thread while the broker
+        already serves (its 50 partition directories were most of an empty broker's start-up); until
+        then, and until each partition is replayed, the groups answer COORDINATOR_LOAD_IN_PROGRESS."""
+        if self.logs.topics().get(TOPIC) is None:
+            await self.logs.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+            log.info("offsets_topic_created", partitions=self.num_partitions)
+
     async def append_records(self, partition: int, records: list[Record]) -> None:
         """Append and wait until durable; failures become Kafka errors the coordinator translates."""
         await self.append_records_nowait(partition, records)

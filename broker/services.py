@@ -46,7 +46,8 @@ class BrokerServices(Protocol):
     quotas: ClientQuotas
     # the coordinators
     coordinator: GroupCoordinatorService
-    transactions: TransactionService
+    @property
+    def transactions(self) -> TransactionService: ...  # built with its first use
     # credentials, ACLs and TLS/SASL per listener
     security: Security
     # metrics and test controls

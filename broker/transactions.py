@@ -54,6 +54,9 @@ _RETRY_BACKOFF_S = 0.5
 # them before it is decided (it would otherwise be CONCURRENT_TRANSACTIONS and the client would back
 # off for 20-100 ms); past it the request gets CONCURRENT_TRANSACTIONS as in Kafka.
 SETTLE_WAIT_S = 0.1
+# How long a transit waits for `__transaction_state` being created before it is answered
+# NOT_COORDINATOR (retriable); the creation goes on retrying (create_topic).
+TOPIC_WAIT_S = 5.0
 # Fault injection for tests only: hold the markers back this long after Prepare* is durable, so a test
 # can kill the broker between the prepare and the markers.
 MARKER_DELAY_ENV = "KBROKER_TEST_TXN_MARKER_DELAY_MS"
@@ -80,15 +83,31 @@ class TransactionService:
         self._tasks: set[asyncio.Task] = set()
         self._completing: dict[str, asyncio.Event] = {}  # transactional id -> set when its markers are done
         self._running = False
+        self.topic_ready = asyncio.Event()  # set once __transaction_state exists
 
     # --- life cycle ----------------------------------------------------------------------------------
 
-    def ensure_topic(self) -> None:
+    def adopt_existing_topic(self) -> None:
+        """An existing topic's partition count wins over the setting (as in Kafka). A first start has
+        none: create_topic() makes it while the broker already serves."""
         info = self.broker.logs.topics().get(TOPIC)
-        if info is None:
-            info = self.broker.logs.create_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
-            log.info("transaction_state_topic_created", partitions=self.num_partitions)
-        self.num_partitions = self.machine.config.num_partitions = info.num_partitions
+        if info is not None:
+            self.num_partitions = self.machine.config.num_partitions = info.num_partitions
+            self.topic_ready.set()
+
+    async def create_topic(self) -> None:
+        """Create the topic on a first start, its files made in a worker thread while the broker serves;
+        a transit to write meanwhile waits for it (_append)."""
+        delay = 1.0
+        while self.broker.logs.topics().get(TOPIC) is None:
+            try:
+                await self.broker.logs.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+                log.info("transaction_state_topic_created", partitions=self.num_partitions)
+            except Exception as exc:  # noqa: BLE001 - a full disk, --max-partitions: transits fail meanwhile
+                log.error("transaction_state_topic_create_failed", error=repr(exc), retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        self.topic_ready.set()
 
     def load(self) -> None:
         """Replay every `__transaction_state` partition (synchronously: it is small and compacted)."""
@@ -153,6 +172,11 @@ class TransactionService:
 
     async def _append(self, txn_id: str, value: bytes | None) -> None:
         partition = self.machine.partition_for(txn_id)
+        if not self.topic_ready.is_set():  # the topic, still being created (create_topic)
+            try:
+                await asyncio.wait_for(self.topic_ready.wait(), TOPIC_WAIT_S)
+            except asyncio.TimeoutError:
+                raise RuntimeError(f"{TOPIC} is not created yet") from None  # _write: NOT_COORDINATOR
         plog = self.broker.logs.get_log(TOPIC, partition)
         if plog is None:
             raise RuntimeError(f"{TOPIC}-{partition} does not exist")

@@ -25,8 +25,8 @@ from . import commands as c
 from .consumer_commands import ConsumerExpiry, ConsumerRequest
 from .admin import handle_delete_group, handle_describe_group, list_groups
 from .config import GroupConfig
-from .consumer_group import TopicImage
-from .consumer_machine import ConsumerGroups, no_topics
+from .consumer_group import TopicImage, no_topics
+from .consumer_on_demand import ConsumerGroupsOnDemand
 from .downgrade import DowngradedToClassic, JoinAfterConsumerGroupDeleted
 from .controls import Control, CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance, handle_control
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
@@ -93,8 +93,9 @@ class GroupStateMachine:
         self.groups: dict[str, ClassicGroup] = {}
         self.loading = False
         self._new_member_id = new_member_id
-        # Consumer groups (KIP-848) of this partition; they take every command about them.
-        self.consumer = ConsumerGroups(partition, self.config, self.groups, topics)
+        # Consumer groups (KIP-848) of this partition; they take every command about them (their
+        # machine is imported with the first command or record of the consumer protocol).
+        self.consumer = ConsumerGroupsOnDemand(partition, self.config, self.groups, topics)
         # The other group types of this partition (group_types.py), asked in this order.
         self.group_types: tuple[GroupType, ...] = (self.consumer,)
 

@@ -129,6 +129,11 @@ class TopicImage:
     num_partitions: int
 
 
+def no_topics() -> Mapping[str, TopicImage]:
+    """The topics image of a coordinator that has none (unit tests, tools)."""
+    return {}
+
+
 class ConsumerGroup:
     __slots__ = (
         "group_id", "group_epoch", "metadata_hash", "assignment_epoch", "members", "target_assignment",

@@ -15,7 +15,7 @@ from ..protocol.errors import ErrorCode
 from . import commands as c
 from . import consumer_commands as cc
 from .config import GroupConfig
-from .consumer_group import ConsumerGroup, MemberState, TopicImage
+from .consumer_group import ConsumerGroup, MemberState, TopicImage, no_topics
 from .consumer_heartbeat import (
     ApiError,
     CCtx,
@@ -50,10 +50,6 @@ from .results import DescribedGroup, JoinGroupResult, ListedGroup
 
 E = ErrorCode
 CONSUMER_GROUP_TYPE = "consumer"
-
-
-def no_topics() -> Mapping[str, TopicImage]:
-    return {}
 
 
 class ConsumerGroups:

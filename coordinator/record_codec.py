@@ -19,12 +19,6 @@ from .records import (
     OffsetCommitTombstone,
     Record,
 )
-from .consumer_record_codec import (
-    CONSUMER_RECORD_TYPES,
-    IgnoredRecord,
-    decode_consumer_record,
-    encode_consumer_record,
-)
 from .consumer_records import is_consumer_record
 from ..protocol import codec
 from ..protocol.messages import group_metadata_key as gmk
@@ -91,6 +85,9 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
     if isinstance(record, GroupMetadataTombstone):
         return _key(GROUP_METADATA, gmk.SPEC, gmk.GroupMetadataKey(record.group)), None
     if is_consumer_record(record):
+        # imported with the first consumer-group (KIP-848) record: a classic-only broker never needs it
+        from .consumer_record_codec import encode_consumer_record
+
         return encode_consumer_record(record)
     raise TypeError(f"not a coordinator record: {record!r}")
 
@@ -182,6 +179,8 @@ def decode_record(key: bytes | None, value: bytes | None) -> Record:
                 for m in v.members
             ),
         )
+    from .consumer_record_codec import CONSUMER_RECORD_TYPES, IgnoredRecord, decode_consumer_record
+
     if record_type in CONSUMER_RECORD_TYPES:
         try:
             return decode_consumer_record(record_type, key, value)

@@ -108,11 +108,26 @@ class BrokerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
             if self.probe():
+                self._await_internal_topics(deadline)
                 return
             if time.monotonic() > deadline:
                 self.kill()
                 raise TimeoutError(f"broker did not answer within {timeout}s:\n{self.dump_log()}")
             time.sleep(0.05)
+
+    def _await_internal_topics(self, deadline: float) -> None:
+        """A first start creates `__consumer_offsets` while it already answers (Kafka too creates it after
+        start-up); tests that touch it (or /ready) at once wait until it is made and loaded, as a client
+        waiting for kbroker's /ready would. Nothing to wait for when the log cannot tell (no `logs_loaded`
+        event: another log format or level) or on a restart. (`__transaction_state` comes with the first
+        transactional request.)"""
+        wanted = {"offsets_topic_created", "offsets_loaded"}
+        while time.monotonic() < deadline and self.proc is not None and self.proc.poll() is None:
+            lines = self.log_lines(self.starts)
+            loaded = next((line for line in lines if line.get("event") == "logs_loaded"), None)
+            if loaded is None or not loaded.get("first_start") or wanted <= {line.get("event") for line in lines}:
+                return
+            time.sleep(0.02)
 
     def _limit_files(self) -> None:
         import resource

@@ -32,6 +32,15 @@ NOT_FOR_SERVING = ("pyspark", "pandas", "pyarrow", "numpy", "matplotlib", "rich"
                    # until a compressed batch or a regex subscription arrives
                    "cramjam", "lz4", "zstandard", "re2")
 
+# The consumer-group (KIP-848) half of the coordinator: imported with the first command or record of
+# the consumer protocol (coordinator/consumer_on_demand.py), so a broker with nothing stored has none.
+ON_FIRST_USE = ("kbroker.coordinator.consumer_machine", "kbroker.coordinator.consumer_heartbeat",
+                "kbroker.coordinator.consumer_offsets", "kbroker.coordinator.migration",
+                "kbroker.coordinator.assignors", "kbroker.coordinator.reconcile",
+                "kbroker.coordinator.consumer_record_codec",
+                # the transaction coordinator: built with the first transactional request (broker/app.py)
+                "kbroker.broker.transactions", "kbroker.coordinator.txn.coordinator")
+
 
 def test_answering_api_versions_imports_only_what_serving_needs(tmp_path):
     launcher = tmp_path / "kbroker_launcher.py"
@@ -45,6 +54,8 @@ def test_answering_api_versions_imports_only_what_serving_needs(tmp_path):
     ours = {m for m in modules if m.startswith("kbroker.")}
     assert not {m for m in ours if m.split(".")[1] in ("pipeline", "admin", "tools", "bench", "tests")}
     assert not {m for m in modules for lib in NOT_FOR_SERVING if m == lib or m.startswith(lib + ".")}
+    assert not modules & set(ON_FIRST_USE)
+    assert not {m for m in ours if m.startswith("kbroker.protocol.messages.consumer_group_")}
     handlers = {m for m in ours if m.startswith("kbroker.broker.apis.")}
     assert handlers == {"kbroker.broker.apis.api_versions"}
     api_messages = {f"kbroker.protocol.messages.{name}" for name, _, kind, _ in MODULES
