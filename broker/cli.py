@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import socket
 import sys
 import time
-from typing import TYPE_CHECKING
 
 from .. import __version__
 from .config import BrokerConfig, load_config, load_config_with_sources, parse_host_port
 
-if TYPE_CHECKING:
-    import argparse
-
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    import argparse
-
     parser.add_argument("--config", metavar="FILE", help="TOML file of settings (flags and KBROKER_* win over it)")
     for f in dataclasses.fields(BrokerConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -36,8 +31,6 @@ _OWN_COMMANDS = frozenset({"serve", "probe", "user", "analyze"})
 
 
 def build_parser(with_admin: bool = True) -> argparse.ArgumentParser:
-    import argparse  # not for a `serve` that serve_flags reads
-
     parser = argparse.ArgumentParser(
         prog="kbroker",
         description="A Kafka-protocol broker with Kafka's consumer-group coordinator.",
@@ -168,60 +161,11 @@ def _import_structlog_without_rich() -> None:
         del sys.modules["rich"]
 
 
-def serve_flags(words: list[str]) -> tuple[dict[str, object], str | None] | None:
-    """`serve`'s settings and --config file, when every word after `serve` is a setting's flag spelt
-    out whole: `--name VALUE`, `--name=VALUE`, `--bool-name` or `--no-bool-name` (what scripts, compose
-    files and tests pass). The same dict as argparse's (every setting, None when not given; the last
-    of a repeated flag wins). None for anything else (--help, an abbreviation, a missing value, a value
-    starting with '-', a mistake): argparse then parses and reports it exactly as before. Building its
-    parser of every setting was the CLI's largest share of an empty broker's start-up."""
-    if not words or words[0] != "serve":
-        return None
-    fields = {f.name: f.type in ("bool", bool) for f in dataclasses.fields(BrokerConfig)}
-    flags: dict[str, object] = dict.fromkeys(fields)
-    config_file: str | None = None
-    i = 1
-    while i < len(words):
-        word = words[i]
-        if not word.startswith("--") or word == "--":
-            return None
-        name, eq, value = word[2:].partition("=")
-        key = name.replace("-", "_")
-        if "_" in name:
-            return None
-        if not eq and key.startswith("no_") and fields.get(key[3:]) is True:
-            flags[key[3:]] = False
-            i += 1
-            continue
-        if key not in fields and key != "config":
-            return None
-        if fields.get(key) is True:
-            if eq:
-                return None  # argparse refuses a value for a boolean flag
-            flags[key] = True
-            i += 1
-            continue
-        if not eq:
-            if i + 1 >= len(words) or words[i + 1].startswith("-"):
-                return None
-            value = words[i + 1]
-            i += 1
-        i += 1
-        if key == "config":
-            config_file = value
-        else:
-            flags[key] = value
-    return flags, config_file
-
-
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     command = next((w for w in words if not w.startswith("-")), None)
     if command == "serve":
         _import_structlog_without_rich()
-    fast = serve_flags(words)
-    if fast is not None:
-        return _serve(*fast)
     args = build_parser(with_admin=command not in _OWN_COMMANDS).parse_args(argv)
     if getattr(args, "admin_main", None) is not None:
         from ..admin.cli import run as run_admin
@@ -247,13 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         from ..pipeline.job import main as analyze_main
 
         return analyze_main(args)
-    return _serve({k: v for k, v in vars(args).items() if k not in ("command", "config")}, args.config)
-
-
-def _serve(flags: dict[str, object], config_file: str | None) -> int:
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
     # Every start-up mistake ends here as one line on stderr, before anything is logged or written.
     try:
-        config, sources = load_config_with_sources(flags, config_file)
+        config, sources = load_config_with_sources(flags, args.config)
     except ValueError as e:
         print(f"kbroker: {e}", file=sys.stderr)
         return 2

@@ -31,37 +31,3 @@ print(json.dumps({"status": status, "admin": sorted(m for m in sys.modules if m.
 def test_admin_commands_still_parse():
     args = build_parser().parse_args(["topic", "list", "-b", "127.0.0.1:9092"])
     assert args.command == "topic"
-
-
-# `kbroker serve`'s flags without argparse (broker/cli.py serve_flags) must be argparse's, word for word.
-_SAME_AS_ARGPARSE = [
-    ["serve"],
-    ["serve", "--listen", "127.0.0.1:9092", "--data-dir", "/tmp/d", "--log-format", "json", "--flush", "never",
-     "--group-initial-rebalance-delay-ms", "0"],
-    ["serve", "--listen=0.0.0.0:1", "--num-partitions=", "--no-auto-create-topics-enable", "--test-controls"],
-    ["serve", "--config", "k.toml", "--flush", "always", "--flush", "never", "--auto-create-topics-enable"],
-    ["serve", "--config=k.toml", "--create-topics", "a:3,b", "--no-test-controls", "--test-controls",
-     "--dev-security", "localhost"],
-]
-_ARGPARSE_DECIDES = [
-    ["serve", "--help"], ["serve", "-h"], ["serve", "--data", "/tmp"], ["serve", "--data_dir", "/tmp"],
-    ["serve", "--listen"], ["serve", "--node-id", "-1"], ["serve", "--test-controls=yes"], ["serve", "--dev-security"], ["serve", "extra"],
-    ["serve", "--", "--listen", "x"], ["serve", "--no-listen"], ["serve", "--version"], ["--version"],
-    ["probe", "--timeout", "1"], [],
-]
-
-
-def test_serve_flags_equal_argparse():
-    from kbroker.broker.cli import serve_flags
-
-    for words in _SAME_AS_ARGPARSE:
-        args = build_parser(with_admin=False).parse_args(words)
-        expected = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
-        assert serve_flags(words) == (expected, args.config), words
-
-
-def test_anything_else_is_left_to_argparse():
-    from kbroker.broker.cli import serve_flags
-
-    for words in _ARGPARSE_DECIDES:
-        assert serve_flags(words) is None, words
