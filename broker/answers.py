@@ -15,7 +15,7 @@ from typing import Any, Callable
 import structlog
 
 from .router import RequestContext, Route, Router
-from ..protocol import codec, framing
+from ..protocol import codec, framing, offset_commit_fast
 from ..protocol.errors import ErrorCode
 from ..protocol.messages import REQUEST_FLEXIBLE_FROM
 from ..protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
@@ -67,6 +67,9 @@ class ApiEntry:
             assert request is not None and response is not None
             self.parse = codec.compiled_message(request, version).parsefunc
             self.build = codec.compiled_message(response, version).buildfunc
+            if api_key == 8 and version in offset_commit_fast.VERSIONS:  # every consumer's commits
+                self.parse = offset_commit_fast.request_parser(self.parse)
+                self.build = offset_commit_fast.response_builder(self.build)
             if framing.response_header_version(response, version) == 1:
                 self.response_header = _HEADER_V1
 

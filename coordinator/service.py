@@ -239,7 +239,7 @@ class GroupCoordinatorService:
         the service from here on (its `reply_to` is set)."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._route(cmd, future)
-        if self.faults and (delay_s := self.faults.join_delay_s(cmd)):
+        if self.faults.join_delay_ms and (delay_s := self.faults.join_delay_s(cmd)):
             return asyncio.ensure_future(_answer_later(future, delay_s))
         return future
 
@@ -273,8 +273,9 @@ class GroupCoordinatorService:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self._runtimes:
             return E.NOT_COORDINATOR
-        if self.faults:
-            return self.faults.precheck(cmd, self.clock.now_ms())
+        faults = self.faults
+        if faults.not_coordinator_until or faults.fail_next:  # the only faults a precheck consults
+            return faults.precheck(cmd, self.clock.now_ms())
         return None
 
     def _requeue(self, cmd: Item) -> None:
