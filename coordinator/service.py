@@ -233,11 +233,12 @@ class GroupCoordinatorService:
 
     # -- routing -------------------------------------------------------------------------------
 
-    def submit(self, cmd: Any) -> asyncio.Future[Any]:
-        """Hand a command to its group now and return the future of its result. Whatever the
-        caller sends to the same group afterwards is handled after it. The command belongs to
-        the service from here on (its `reply_to` is set)."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def submit(self, cmd: Any, future: asyncio.Future[Any] | None = None) -> asyncio.Future[Any]:
+        """Hand a command to its group now and return the future of its result (`future` when the
+        caller brings its own). Whatever the caller sends to the same group afterwards is handled
+        after it. The command belongs to the service from here on (its `reply_to` is set)."""
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
         self._route(cmd, future)
         if self.faults.join_delay_ms and (delay_s := self.faults.join_delay_s(cmd)):
             return asyncio.ensure_future(_answer_later(future, delay_s))
