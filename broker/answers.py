@@ -65,11 +65,13 @@ class ApiEntry:
         if self.served:
             request, response = framing.request_spec(api_key), framing.response_spec(api_key)
             assert request is not None and response is not None
-            self.parse = codec.compiled_message(request, version).parsefunc
-            self.build = codec.compiled_message(response, version).buildfunc
             if api_key == 8 and version in offset_commit_fast.VERSIONS:  # every consumer's commits
-                self.parse = offset_commit_fast.request_parser(self.parse)
-                self.build = offset_commit_fast.response_builder(self.build)
+                # The generated codec is compiled only when a message needs it (memory and start-up).
+                self.parse = offset_commit_fast.request_parser(lambda: codec.compiled_message(request, version).parsefunc)
+                self.build = offset_commit_fast.response_builder(lambda: codec.compiled_message(response, version).buildfunc)
+            else:
+                self.parse = codec.compiled_message(request, version).parsefunc
+                self.build = codec.compiled_message(response, version).buildfunc
             if framing.response_header_version(response, version) == 1:
                 self.response_header = _HEADER_V1
 

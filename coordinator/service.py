@@ -148,7 +148,8 @@ class GroupCoordinatorService:
         if partition is None:
             if len(self._partition_of) >= _PARTITION_CACHE_MAX:
                 self._partition_of.clear()
-            partition = self._partition_of[group_id] = partition_for(group_id, self.num_partitions)
+            # Unwrapped: this dict is the cache of group ids, which need no second one in partition_for's.
+            partition = self._partition_of[group_id] = partition_for.__wrapped__(group_id, self.num_partitions)
         return partition
 
     async def load(self, partition: int, records: Iterable[Record]) -> None:

@@ -87,8 +87,9 @@ def _request(buf: bytes, pos: int) -> OffsetCommitRequest:
     return OffsetCommitRequest(group_id, generation, member_id, instance_id, -1, topics)  # type: ignore[arg-type]
 
 
-def request_parser(generic: Parse) -> Parse:
-    """The parse function of an OffsetCommit v8/v9 request body: the fast path, `generic` otherwise."""
+def request_parser(generic: Callable[[], Parse]) -> Parse:
+    """The parse function of an OffsetCommit v8/v9 request body: the fast path, otherwise the parse
+    function `generic()` gives (called only then: the generated codec compiles on first use)."""
 
     def parse(io: BytesIO, this: Any) -> Any:
         start = io.tell()
@@ -96,7 +97,7 @@ def request_parser(generic: Parse) -> Parse:
             return _request(io.getvalue(), start)
         except (_Unusual, IndexError, struct.error, UnicodeDecodeError):
             io.seek(start)
-            return generic(io, this)
+            return generic()(io, this)
 
     return parse
 
@@ -121,14 +122,14 @@ def _response(obj: OffsetCommitResponse) -> bytes:
     return b"".join(parts)
 
 
-def response_builder(generic: Build) -> Build:
-    """The build function of an OffsetCommit v8/v9 response: the fast path, `generic` otherwise."""
+def response_builder(generic: Callable[[], Build]) -> Build:
+    """The build function of an OffsetCommit v8/v9 response: the fast path, otherwise `generic()`'s."""
 
     def build(obj: Any, io: BytesIO, this: Any) -> Any:
         try:
             data = _response(obj)
         except Exception:  # noqa: BLE001 - the generated codec writes it, or raises its own error
-            return generic(obj, io, this)
+            return generic()(obj, io, this)
         io.write(data)
         return obj
 

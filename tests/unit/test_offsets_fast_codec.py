@@ -95,7 +95,7 @@ responses = st.builds(
 
 def _parsers(version: int) -> tuple:
     generic = codec.compiled_message(ocq.SPEC, version).parsefunc
-    return generic, offset_commit_fast.request_parser(generic)
+    return generic, offset_commit_fast.request_parser(lambda: generic)
 
 
 def _parsed(parse, data: bytes, at: int = 3):
@@ -138,7 +138,7 @@ def test_an_offset_commit_response_encodes_as_the_generated_codec_encodes_it(res
     fast, plain = BytesIO(b"head"), BytesIO(b"head")
     fast.seek(4)
     plain.seek(4)
-    offset_commit_fast.response_builder(generic)(response, fast, None)
+    offset_commit_fast.response_builder(lambda: generic)(response, fast, None)
     generic(response, plain, None)
     assert fast.getvalue() == plain.getvalue()
 
@@ -155,6 +155,7 @@ def test_the_broker_serves_offset_commit_v8_and_v9_through_the_fast_path() -> No
         entry = ApiEntry(router, 8, version)
         generic = codec.compiled_message(ocq.SPEC, version).parsefunc
         assert (entry.parse is generic) == (version not in offset_commit_fast.VERSIONS)
+        assert entry.parse is not None and entry.build is not None
 
 
 def test_a_consumers_commit_never_reaches_the_generated_codec() -> None:
@@ -163,9 +164,9 @@ def test_a_consumers_commit_never_reaches_the_generated_codec() -> None:
 
     request = ocq.OffsetCommitRequest("group", 3, "member-1", None, -1, [ocq.OffsetCommitRequestTopic(
         "topic", partitions=[ocq.OffsetCommitRequestPartition(0, 42, 5, ""), ocq.OffsetCommitRequestPartition(1, 7, -1, None)])])
-    assert _parsed(offset_commit_fast.request_parser(generic), codec.encode(ocq.SPEC, 8, request)) == request
+    assert _parsed(offset_commit_fast.request_parser(lambda: generic), codec.encode(ocq.SPEC, 8, request)) == request
     response = ocr.OffsetCommitResponse(0, [ocr.OffsetCommitResponseTopic("topic", partitions=[
         ocr.OffsetCommitResponsePartition(0, 0), ocr.OffsetCommitResponsePartition(1, 25)])])
     io = BytesIO()
-    offset_commit_fast.response_builder(generic)(response, io, None)
+    offset_commit_fast.response_builder(lambda: generic)(response, io, None)
     assert io.getvalue() == codec.encode(ocr.SPEC, 8, response)
