@@ -216,8 +216,17 @@ class OffsetsTopic:
             held.durable.set_exception(exc if getattr(exc, "code", None) is ErrorCode.KAFKA_STORAGE_ERROR
                                        else KafkaError(f"append failed: {exc!r}", ErrorCode.KAFKA_STORAGE_ERROR))
             return
-        wait = asyncio.ensure_future(plog.wait_durable(info.last_offset))
-        wait.add_done_callback(partial(_settle, held.durable))
+        # The flusher's own future (no task per batch); none when the policy does not wait (never,
+        # interval), and then the waiters are released in this turn.
+        try:
+            wait = plog.flusher.durable_future(info.last_offset)
+        except Exception as exc:  # noqa: BLE001 - fenced or closed: the waiters learn it
+            held.durable.set_exception(exc)
+            return
+        if wait is None:
+            held.durable.set_result(None)
+        else:
+            wait.add_done_callback(partial(_settle, held.durable))
 
     def read_partition(self, partition: int) -> PartitionReplay:
         """The coordinator records of one partition to replay: the last one per key (tombstones
