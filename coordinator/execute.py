@@ -113,7 +113,10 @@ def execute_pipelined(machine: GroupStateMachine, out: Outcome, *, append_nowait
 
 
 def _all_pipelined(out: Outcome) -> bool:
-    return all(write.durability is Durability.PIPELINED and write.then is None for write in out.writes)
+    for write in out.writes:  # a loop, not all(<genexpr>): every commit asks
+        if write.durability is not Durability.PIPELINED or write.then is not None:
+            return False
+    return True
 
 
 class PipelinedWrites:
