@@ -74,17 +74,20 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
             if info is None or not 0 <= p.partition_index < info.num_partitions:
                 answered.append(OffsetCommitResponsePartition(p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            keep.append(c.OffsetCommitPartition(
-                partition=p.partition_index,
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
-                metadata=p.committed_metadata,
-                commit_timestamp=p.commit_timestamp if v == 1 else -1,
+            keep.append(c.OffsetCommitPartition(  # positional: every commit builds one
+                p.partition_index,
+                p.committed_offset,
+                p.committed_leader_epoch if v >= 6 else -1,
+                p.committed_metadata,
+                p.commit_timestamp if v == 1 else -1,
             ))
         if keep:
             valid.append(c.OffsetCommitTopic(topic.name, tuple(keep)))
 
     def respond() -> OffsetCommitResponse:
+        if v < TOPIC_IDS_FROM:  # topic ids are not on the wire before v10
+            return OffsetCommitResponse(0, [OffsetCommitResponseTopic(name, ZERO_UUID, parts)
+                                            for name, parts in out.items()])
         return OffsetCommitResponse(
             throttle_time_ms=0,
             topics=unknown_ids + [OffsetCommitResponseTopic(name=name, topic_id=_topic_id(topic_info(name)),
@@ -124,4 +127,8 @@ def _topic_id(info: TopicInfo | None) -> UUID:
 
 def _answered(out: dict[str, list[OffsetCommitResponsePartition]], result: OffsetCommitResult) -> None:
     for t in result.topics:
-        out.setdefault(t.name, []).extend(OffsetCommitResponsePartition(p.partition, p.error) for p in t.partitions)
+        answered = out.get(t.name)
+        if answered is None:
+            answered = out[t.name] = []
+        for p in t.partitions:
+            answered.append(OffsetCommitResponsePartition(p.partition, p.error))
