@@ -15,7 +15,7 @@ from typing import Any, Callable
 import structlog
 
 from .router import RequestContext, Route, Router
-from ..protocol import codec, framing, offset_commit_fast
+from ..protocol import codec, framing
 from ..protocol.errors import ErrorCode
 from ..protocol.messages import REQUEST_FLEXIBLE_FROM
 from ..protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
@@ -29,6 +29,7 @@ _HEADER_V1 = struct.Struct(">iiB")   # size, correlation id, empty tagged fields
 # Below this a response is one bytes object (header + body); above, a list of buffers for
 # `writelines`, so the body is not copied once more.
 _JOIN_BELOW = 64 * 1024
+_OFFSET_COMMIT_FAST_VERSIONS = (8, 9)  # protocol/offset_commit_fast.py VERSIONS (a test checks they agree)
 
 
 class Close:
@@ -65,7 +66,9 @@ class ApiEntry:
         if self.served:
             request, response = framing.request_spec(api_key), framing.response_spec(api_key)
             assert request is not None and response is not None
-            if api_key == 8 and version in offset_commit_fast.VERSIONS:  # every consumer's commits
+            if api_key == 8 and version in _OFFSET_COMMIT_FAST_VERSIONS:  # every consumer's commits
+                from ..protocol import offset_commit_fast  # imported with the first OffsetCommit, not at start-up
+
                 # The generated codec is compiled only when a message needs it (memory and start-up).
                 self.parse = offset_commit_fast.request_parser(lambda: codec.compiled_message(request, version).parsefunc)
                 self.build = offset_commit_fast.response_builder(lambda: codec.compiled_message(response, version).buildfunc)

@@ -147,7 +147,10 @@ def test_the_broker_serves_offset_commit_v8_and_v9_through_the_fast_path() -> No
     from kbroker.broker.answers import ApiEntry
     from kbroker.broker.router import Router
 
+    from kbroker.broker import answers
     from kbroker.broker.apis import offset_commit
+
+    assert answers._OFFSET_COMMIT_FAST_VERSIONS == offset_commit_fast.VERSIONS
 
     router = Router()
     router.register(offset_commit)
