@@ -29,6 +29,7 @@ _HEADER_V1 = struct.Struct(">iiB")   # size, correlation id, empty tagged fields
 # Below this a response is one bytes object (header + body); above, a list of buffers for
 # `writelines`, so the body is not copied once more.
 _JOIN_BELOW = 64 * 1024
+_OFFSET_COMMIT_FAST_VERSIONS = (8, 9)  # protocol/offset_commit_fast.py VERSIONS (a test checks they agree)
 
 
 class Close:
@@ -65,8 +66,15 @@ class ApiEntry:
         if self.served:
             request, response = framing.request_spec(api_key), framing.response_spec(api_key)
             assert request is not None and response is not None
-            self.parse = codec.compiled_message(request, version).parsefunc
-            self.build = codec.compiled_message(response, version).buildfunc
+            if api_key == 8 and version in _OFFSET_COMMIT_FAST_VERSIONS:  # every consumer's commits
+                from ..protocol import offset_commit_fast  # imported with the first OffsetCommit, not at start-up
+
+                # The generated codec is compiled only when a message needs it (memory and start-up).
+                self.parse = offset_commit_fast.request_parser(lambda: codec.compiled_message(request, version).parsefunc)
+                self.build = offset_commit_fast.response_builder(lambda: codec.compiled_message(response, version).buildfunc)
+            else:
+                self.parse = codec.compiled_message(request, version).parsefunc
+                self.build = codec.compiled_message(response, version).buildfunc
             if framing.response_header_version(response, version) == 1:
                 self.response_header = _HEADER_V1
 

@@ -13,6 +13,9 @@ response version. What lives here:
   has queued its command: the response now when the coordinator already answered (a refusal),
   else a `Deferred` completed by a callback on the coordinator's future (no coroutine, no task of
   its own), so the connection reads on while the group's actor works;
+- `submit_answering(ctx, cmd, to_response, on_error)`: the same for a command submitted here, with
+  the response built where the coordinator delivers the result (OffsetCommit: one future per
+  commit, completed inside the release of its fsync);
 - `client_host(peer)`: the JoinGroup client host as Kafka records it (`InetAddress.toString()`
   of the peer address: "/127.0.0.1");
 - `partition_exists(ctx)`: a checker for OffsetCommit/OffsetDelete, which refuse partitions the
@@ -79,6 +82,48 @@ def reply(ctx: RequestContext, pending: Any, to_response: Callable[[Any], T],
 
     pending.add_done_callback(done)
     return Deferred(out)
+
+
+class _Answering(asyncio.Future):
+    """The future a command's result is delivered to, holding the API's response instead: the
+    coordinator's `set_result` builds the response on the spot, so the server's wait for it is the
+    only callback left (no second future and no loop turn per answer)."""
+
+    __slots__ = ("_ctx", "_to_response", "_on_error")
+
+    def __init__(self, ctx: RequestContext, to_response: Callable[[Any], Any],
+                 on_error: Callable[[ErrorCode], Any]) -> None:
+        super().__init__()
+        self._ctx, self._to_response, self._on_error = ctx, to_response, on_error
+
+    def set_result(self, result: Any) -> None:
+        try:
+            response = self._to_response(result)
+        except Exception:  # noqa: BLE001 - a bug must still produce an answer, not a closed socket
+            log.exception("group_request_failed", **self._ctx.log_fields())
+            response = self._on_error(E.UNKNOWN_SERVER_ERROR)
+        super().set_result(response)
+
+    def set_exception(self, exception: Any) -> None:
+        log.error("group_request_failed", exc_info=exception, **self._ctx.log_fields())
+        super().set_result(self._on_error(E.UNKNOWN_SERVER_ERROR))
+
+
+def submit_answering(ctx: RequestContext, cmd: Any, to_response: Callable[[Any], T],
+                     on_error: Callable[[ErrorCode], T]) -> T | Deferred:
+    """Queue `cmd` (run at once if its group is idle) and answer as `reply` does, with the response
+    built where the coordinator delivers the result."""
+    answering = _Answering(ctx, to_response, on_error)
+    pending = ctx.broker.coordinator.submit(cmd, answering)
+    if pending is not answering:  # a test control delays the answer: it comes as the response already
+        return reply(ctx, pending, _same, on_error)
+    if answering.done():
+        return answering.result()
+    return Deferred(answering)
+
+
+def _same(response: T) -> T:
+    return response
 
 
 # A peer's address is parsed once: a rebalance of N members joins N times or more.

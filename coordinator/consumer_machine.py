@@ -50,6 +50,7 @@ from .results import DescribedGroup, JoinGroupResult, ListedGroup
 
 E = ErrorCode
 CONSUMER_GROUP_TYPE = "consumer"
+_CONSUMER_COMMANDS = cc.CONSUMER_REQUESTS + cc.CONSUMER_EXPIRIES
 
 
 class ConsumerGroups:
@@ -64,7 +65,7 @@ class ConsumerGroups:
     # -- routing -------------------------------------------------------------------------------
 
     def owns(self, cmd: object) -> bool:
-        if isinstance(cmd, cc.CONSUMER_REQUESTS + cc.CONSUMER_EXPIRIES):
+        if isinstance(cmd, _CONSUMER_COMMANDS):
             return True
         return getattr(cmd, "group_id", None) in self.groups
 

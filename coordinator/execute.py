@@ -36,11 +36,11 @@ async def execute_outcome(
     apply_timer: Callable[[TimerOp], None],
     on_event: Callable[[Event], None],
     append_nowait: AppendNowait | None = None,
-    on_pending: Callable[[int, asyncio.Future], None] | None = None,
+    pipelined: PipelinedWrites | None = None,
     on_storage_failure: Callable[[int, ErrorCode], None] | None = None,
 ) -> None:
-    """`on_pending(partition, done)` learns of each pipelined write still waiting for its fsync and
-    keeps it (the task releasing its replies) until it is done; without it writes are not pipelined.
+    """`pipelined` keeps each pipelined write still waiting for its fsync (and its replies) until it
+    is done; without it (or without `append_nowait`) writes are not pipelined.
     `on_storage_failure(partition, code)` of every failed append or fsync (the shell unloads the
     partition: memory may hold records that are not on disk)."""
     queue: deque[Outcome] = deque([outcome])
@@ -51,10 +51,8 @@ async def execute_outcome(
             continue
 
         records = [record for write in out.writes for record in write.records]
-        if append_nowait is not None and on_pending is not None and _all_pipelined(out):
-            pending = _pipeline_offsets(machine, out, records, append_nowait, deliver, on_storage_failure)
-            if pending is not None:
-                on_pending(machine.partition, pending)
+        if append_nowait is not None and pipelined is not None and _all_pipelined(out):
+            pipelined.add(machine, out, records, append_nowait, deliver, on_storage_failure)
             continue
         error: ErrorCode | None = None
         try:
@@ -99,79 +97,122 @@ def apply_unwritten(out: Outcome, deliver: Callable[[Reply], None], apply_timer:
 
 def runs_without_waiting(out: Outcome, pipelines: bool) -> bool:
     """Whether `execute_outcome` carries `out` out without suspending: no write, or (when the
-    caller pipelines: append_nowait and on_pending given) only PIPELINED writes."""
+    caller pipelines: append_nowait and `pipelined` given) only PIPELINED writes."""
     return not out.writes or (pipelines and _all_pipelined(out))
 
 
+def execute_pipelined(machine: GroupStateMachine, out: Outcome, *, append_nowait: AppendNowait,
+                      pipelined: PipelinedWrites, deliver: Callable[[Reply], None],
+                      apply_timer: Callable[[TimerOp], None], on_event: Callable[[Event], None],
+                      on_storage_failure: Callable[[int, ErrorCode], None] | None) -> None:
+    """`execute_outcome` of an Outcome whose writes are all PIPELINED (runs_without_waiting said so),
+    called directly: the same steps, without a coroutine per command (every commit passes here)."""
+    apply_unwritten(out, deliver, apply_timer, on_event)
+    records = [record for write in out.writes for record in write.records]
+    pipelined.add(machine, out, records, append_nowait, deliver, on_storage_failure)
+
+
 def _all_pipelined(out: Outcome) -> bool:
-    return all(write.durability is Durability.PIPELINED and write.then is None for write in out.writes)
+    for write in out.writes:  # a loop, not all(<genexpr>): every commit asks
+        if write.durability is not Durability.PIPELINED or write.then is not None:
+            return False
+    return True
 
 
-def _pipeline_offsets(machine: GroupStateMachine, out: Outcome, records: list[Record],
-                      append_nowait: AppendNowait, deliver: Callable[[Reply], None],
-                      on_storage_failure: Callable[[int, ErrorCode], None] | None) -> asyncio.Future | None:
-    """PIPELINED writes: append and apply now, reply once durable; returns the wait for the fsync.
+class PipelinedWrites:
+    """The pipelined writes of one partition still waiting for their fsync (the runtime owns one).
 
-    The group's next command then need not wait for this fsync, so a group's commits share fsyncs
-    (Kafka's CoordinatorRuntime likewise applies records at append and holds responses until they
-    are committed). What keeps memory honest: readers of offsets (OffsetFetch) are answered only
-    once the pending writes they could see are durable (the shell uses the returned future), and
-    if the fsync fails the replies carry NOT_COORDINATOR and the partition is unloaded, so the
-    applied-but-not-durable records are never served; the log itself is fenced until restart.
+    Commits taken in one turn of the loop share one durability wait (broker/offsets_topic.py holds
+    them as one batch), so their replies are kept together: one list, one callback and one
+    `released` future per wait rather than per commit. `pending` is the latest such future, which
+    OffsetFetch waits for; `waits` keeps every one alive until done.
     """
-    replies = [reply for write in out.writes for reply in write.replies]
-    partition = machine.partition
-    try:
-        durable = append_nowait(partition, records)
-    except KafkaError as exc:
-        _fail(replies, append_error_to_response(exc.code), deliver)
-        if on_storage_failure is not None:
-            on_storage_failure(partition, exc.code)
-        return None
-    except Exception:  # noqa: BLE001 - any storage failure becomes a Kafka error code
-        log.exception("append_failed", partition=partition, records=len(records))
-        _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
-        return None
-    for record in records:
-        machine.replay(record)
 
-    # A callback on the wait, not a task per write: under load every commit passes here.
-    waiting = asyncio.ensure_future(durable)
-    released: asyncio.Future[None] = waiting.get_loop().create_future()
+    __slots__ = ("pending", "waits", "_durable", "_replies")
 
-    def release(done: asyncio.Future[None]) -> None:
-        if done.cancelled():
-            released.cancel()
-            return
-        exc = done.exception()
-        if exc is None:
-            for reply in replies:
-                deliver(reply)
-            released.set_result(None)
-            return
-        if isinstance(exc, KafkaError):
+    def __init__(self) -> None:
+        self.pending: asyncio.Future[None] | None = None
+        self.waits: set[asyncio.Future[None]] = set()
+        self._durable: object = None  # the wait `pending` was made for, while it may still be joined
+        self._replies: list[Reply] = []
+
+    def add(self, machine: GroupStateMachine, out: Outcome, records: list[Record], append_nowait: AppendNowait,
+            deliver: Callable[[Reply], None],
+            on_storage_failure: Callable[[int, ErrorCode], None] | None) -> None:
+        """PIPELINED writes: append and apply now, reply once durable.
+
+        The group's next command then need not wait for this fsync, so a group's commits share fsyncs
+        (Kafka's CoordinatorRuntime likewise applies records at append and holds responses until they
+        are committed). What keeps memory honest: readers of offsets (OffsetFetch) are answered only
+        once the pending writes they could see are durable (`pending`), and if the fsync fails the
+        replies carry NOT_COORDINATOR and the partition is unloaded, so the applied-but-not-durable
+        records are never served; the log itself is fenced until restart.
+        """
+        replies = [reply for write in out.writes for reply in write.replies]
+        partition = machine.partition
+        try:
+            durable = append_nowait(partition, records)
+        except KafkaError as exc:
             _fail(replies, append_error_to_response(exc.code), deliver)
             if on_storage_failure is not None:
                 on_storage_failure(partition, exc.code)
-            released.set_exception(exc)
             return
-        log.error("append_failed", partition=partition, records=len(records), exc_info=exc)
-        _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
-        if on_storage_failure is not None:
-            on_storage_failure(partition, ErrorCode.KAFKA_STORAGE_ERROR)
-        failure = KafkaError(str(exc), ErrorCode.KAFKA_STORAGE_ERROR)
-        failure.__cause__ = exc
-        released.set_exception(failure)
+        except Exception:  # noqa: BLE001 - any storage failure becomes a Kafka error code
+            log.exception("append_failed", partition=partition, records=len(records))
+            _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
+            return
+        for record in records:
+            machine.replay(record)
+        if durable is self._durable and not durable.done():  # type: ignore[attr-defined]  # the same held batch as the last write: its replies go with those
+            self._replies.extend(replies)
+            return
+        self._durable, self._replies = durable, replies
+        self.pending = released = self._release_on(durable, replies, partition, deliver, on_storage_failure)
+        self.waits.add(released)
+        released.add_done_callback(self._done)
 
-    # the caller's on_pending keeps `released` until it is done (no module-global set)
-    waiting.add_done_callback(release)
-    released.add_done_callback(_consume_exception)
-    return released
+    def _done(self, released: asyncio.Future[None]) -> None:
+        self.waits.discard(released)
+        if not released.cancelled():
+            released.exception()  # reported through the replies; keeps asyncio from logging it again
+        if released is self.pending:
+            self._durable = None
 
+    def _release_on(self, durable: Awaitable[None], replies: list[Reply], partition: int,
+                    deliver: Callable[[Reply], None],
+                    on_storage_failure: Callable[[int, ErrorCode], None] | None) -> asyncio.Future[None]:
+        # A callback on the wait, not a task per write: under load every commit passes here.
+        waiting = asyncio.ensure_future(durable)
+        released: asyncio.Future[None] = waiting.get_loop().create_future()
 
-def _consume_exception(task: asyncio.Future) -> None:
-    if not task.cancelled():
-        task.exception()  # reported through the replies; keeps asyncio from logging it again
+        def release(done: asyncio.Future[None]) -> None:
+            if self._durable is durable:
+                self._durable = None  # no later write joins a wait that has ended
+            if done.cancelled():
+                released.cancel()
+                return
+            exc = done.exception()
+            if exc is None:
+                for reply in replies:
+                    deliver(reply)
+                released.set_result(None)
+                return
+            if isinstance(exc, KafkaError):
+                _fail(replies, append_error_to_response(exc.code), deliver)
+                if on_storage_failure is not None:
+                    on_storage_failure(partition, exc.code)
+                released.set_exception(exc)
+                return
+            log.error("append_failed", partition=partition, replies=len(replies), exc_info=exc)
+            _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
+            if on_storage_failure is not None:
+                on_storage_failure(partition, ErrorCode.KAFKA_STORAGE_ERROR)
+            failure = KafkaError(str(exc), ErrorCode.KAFKA_STORAGE_ERROR)
+            failure.__cause__ = exc
+            released.set_exception(failure)
+
+        waiting.add_done_callback(release)
+        return released
 
 
 def _fail(replies: list[Reply], error: ErrorCode, deliver: Callable[[Reply], None]) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import cast
 
 from .member import Handle, Member, Protocols
 from .subscription import SubscriptionDecodeError, decode_subscription_topics
@@ -51,6 +53,8 @@ class OffsetAndMetadata:
 
 
 TopicPartition = tuple[str, int]
+# Every group's members until its first member joins (read-only: a write to it fails loudly).
+_NO_MEMBERS: dict[str, Member] = cast("dict[str, Member]", MappingProxyType({}))
 
 
 @dataclass(slots=True)
@@ -90,8 +94,9 @@ class ClassicGroup:
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
         self.leader_id: str | None = None
-        # Insertion order matters: leader re-election takes the first remaining member.
-        self.members: dict[str, Member] = {}
+        # Insertion order matters: leader re-election takes the first remaining member. A read-only
+        # empty mapping until the first member joins: most groups only hold committed offsets.
+        self.members: dict[str, Member] = _NO_MEMBERS
         # Made on first use (the properties below): most groups only hold committed offsets, and
         # these four empty containers would be about 600 bytes of each such group.
         self._pending_members: set[str] | None = None
@@ -184,6 +189,8 @@ class ClassicGroup:
             raise ValueError("member supports none of the group's candidate protocols")
         if self.leader_id is None:
             self.leader_id = member.member_id
+        if self.members is _NO_MEMBERS:
+            self.members = {}
         self.members[member.member_id] = member
         self.supported_protocols.update(member.protocol_names)
         member.awaiting_join = join_handle
@@ -192,7 +199,7 @@ class ClassicGroup:
         self.pending_members.discard(member.member_id)
 
     def remove(self, member_id: str) -> Member | None:
-        member = self.members.pop(member_id, None)
+        member = self.members.pop(member_id, None) if self.members else None
         if member is not None:
             self.supported_protocols.subtract(member.protocol_names)
             if member.is_awaiting_join:
@@ -244,6 +251,8 @@ class ClassicGroup:
 
         Anything still parked under the old id must be fenced by the caller first.
         """
+        if not self.members:
+            raise KeyError(old_member_id)
         member = self.members.pop(old_member_id)
         member.member_id = new_member_id
         self.members[new_member_id] = member

@@ -75,7 +75,8 @@ def handle_offset_commit(
         partitions: list[PartitionError] = []
         for p in topic.partitions:
             metadata = p.metadata or ""
-            if _utf16_length(metadata) > max_bytes:
+            # UTF-16 units are at most two per code point: only a long string needs counting.
+            if 2 * len(metadata) > max_bytes and _utf16_length(metadata) > max_bytes:
                 partitions.append(PartitionError(p.partition, E.OFFSET_METADATA_TOO_LARGE))
                 continue
             partitions.append(PartitionError(p.partition, E.NONE))

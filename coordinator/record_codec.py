@@ -48,20 +48,45 @@ def _key(record_type: int, spec, obj) -> bytes:
     return _I16.pack(record_type) + codec.encode(spec, 0, obj)
 
 
+def encode_offset_commit_generic(record: OffsetCommitRecord) -> tuple[bytes, bytes]:
+    """A commit's key and value through the generated codec (the owner of the format)."""
+    key = _key(OFFSET_COMMIT, ock.SPEC, ock.OffsetCommitKey(record.group, record.topic, record.partition))
+    if record.expire_timestamp is not None:
+        version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
+        value = ocv.OffsetCommitValue(offset=record.offset, metadata=record.metadata,
+                                      commit_timestamp=record.commit_timestamp,
+                                      expire_timestamp=record.expire_timestamp)
+    else:
+        version = OFFSET_COMMIT_VALUE_VERSION
+        value = ocv.OffsetCommitValue(offset=record.offset, leader_epoch=record.leader_epoch,
+                                      metadata=record.metadata, commit_timestamp=record.commit_timestamp)
+    return key, _encode(ocv.SPEC, version, value)
+
+
+def _encode_offset_commit(record: OffsetCommitRecord) -> tuple[bytes, bytes] | None:
+    """The common commit (no expire timestamp, metadata under 127 bytes, names that fit an int16
+    string) packed at fixed offsets: the same bytes the generic codec writes (a test compares them),
+    without building its message objects. None for anything else, which the generic codec writes."""
+    metadata = record.metadata
+    if record.expire_timestamp is not None or metadata is None:
+        return None
+    group, topic, raw = record.group.encode(), record.topic.encode(), metadata.encode()
+    if len(group) > 0x7FFF or len(topic) > 0x7FFF or len(raw) >= 127:
+        return None
+    try:
+        key = b"".join((_KEY_HEAD.pack(OFFSET_COMMIT, len(group)), group, _I16.pack(len(topic)), topic,
+                        _I32_AT.pack(record.partition)))
+        value = b"".join((_VALUE_HEAD_V4.pack(OFFSET_COMMIT_VALUE_VERSION, record.offset, record.leader_epoch,
+                                              len(raw) + 1), raw, _VALUE_TAIL_V4.pack(record.commit_timestamp, 0)))
+    except struct.error:
+        return None  # out of range: the generic codec reports it
+    return key, value
+
+
 def encode_record(record: Record) -> tuple[bytes, bytes | None]:
     """(key, value) bytes for one record; value None is a tombstone."""
     if isinstance(record, OffsetCommitRecord):
-        key = _key(OFFSET_COMMIT, ock.SPEC, ock.OffsetCommitKey(record.group, record.topic, record.partition))
-        if record.expire_timestamp is not None:
-            version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
-            value = ocv.OffsetCommitValue(offset=record.offset, metadata=record.metadata,
-                                          commit_timestamp=record.commit_timestamp,
-                                          expire_timestamp=record.expire_timestamp)
-        else:
-            version = OFFSET_COMMIT_VALUE_VERSION
-            value = ocv.OffsetCommitValue(offset=record.offset, leader_epoch=record.leader_epoch,
-                                          metadata=record.metadata, commit_timestamp=record.commit_timestamp)
-        return key, _encode(ocv.SPEC, version, value)
+        return _encode_offset_commit(record) or encode_offset_commit_generic(record)
     if isinstance(record, OffsetCommitTombstone):
         return _key(OFFSET_COMMIT, ock.SPEC, ock.OffsetCommitKey(record.group, record.topic, record.partition)), None
     if isinstance(record, GroupMetadataRecord):
@@ -98,6 +123,7 @@ _VALUE_HEAD_V4 = struct.Struct(">hqiB")  # version, offset, leader epoch, metada
 _I16_AT = struct.Struct(">h")
 _I32_AT = struct.Struct(">i")
 _I64_AT = struct.Struct(">q")
+_VALUE_TAIL_V4 = struct.Struct(">qB")  # commit timestamp, no tagged fields
 
 
 def _decode_offset_commit(key: bytes, value: bytes | None) -> OffsetCommitRecord | OffsetCommitTombstone | None:

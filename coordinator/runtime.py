@@ -36,7 +36,15 @@ from ..purgatory.timers import KeyedTimers, TimerFired
 
 from . import commands as c
 from .classic import GroupStateMachine
-from .execute import AppendNowait, AppendRecords, apply_unwritten, execute_outcome, runs_without_waiting
+from .execute import (
+    AppendNowait,
+    AppendRecords,
+    PipelinedWrites,
+    apply_unwritten,
+    execute_outcome,
+    execute_pipelined,
+    runs_without_waiting,
+)
 from .outcome import CancelTimer, Event, GroupExpiry, Outcome, Reply, TimerOp
 from .records import Record
 from .results import error_result_for
@@ -112,8 +120,7 @@ class PartitionRuntime:
         self._on_event = on_event
         self._on_storage_failure = on_storage_failure
         self._requeue = requeue
-        self._pending_durable: asyncio.Future | None = None  # the latest pipelined write's fsync
-        self._releases: set[asyncio.Future] = set()  # replies waiting for their fsync
+        self._pipelined = PipelinedWrites()  # pipelined writes (and their replies) waiting for their fsync
 
     # -- load / unload -------------------------------------------------------------------------
 
@@ -148,8 +155,10 @@ class PartitionRuntime:
             return
         if not outcome.writes:
             apply_unwritten(outcome, deliver, self._apply_timer, self._on_event)
-        elif runs_without_waiting(outcome, self._append_nowait is not None):
-            _run_to_completion(self.execute(outcome))
+        elif self._append_nowait is not None and runs_without_waiting(outcome, True):
+            execute_pipelined(self.shard, outcome, append_nowait=self._append_nowait, pipelined=self._pipelined,
+                              deliver=deliver, apply_timer=self._apply_timer, on_event=self._on_event,
+                              on_storage_failure=self._on_storage_failure)
         else:
             self._start(group_id, outcome)
 
@@ -223,7 +232,7 @@ class PartitionRuntime:
             deliver=deliver,
             apply_timer=self._apply_timer,
             on_event=self._on_event,
-            on_pending=self._on_pending,
+            pipelined=self._pipelined,
             on_storage_failure=self._on_storage_failure,
         )
 
@@ -234,14 +243,9 @@ class PartitionRuntime:
         except Exception:  # noqa: BLE001
             log.exception("coordinator_error", partition=self.partition)
 
-    def _on_pending(self, partition: int, release: asyncio.Future) -> None:
-        self._pending_durable = release
-        self._releases.add(release)
-        release.add_done_callback(self._releases.discard)
-
     def _hold_until_durable(self, cmd: c.OffsetFetch, outcome: Outcome) -> None:
         """Answer an OffsetFetch only once every pipelined write it could see is on disk."""
-        pending = self._pending_durable
+        pending = self._pipelined.pending
         if pending is None or pending.done():
             if pending is not None and not pending.cancelled() and pending.exception() is not None:
                 outcome.replies = [Reply(r.to, error_result_for(cmd, E.NOT_COORDINATOR)) for r in outcome.replies]
@@ -272,13 +276,3 @@ class PartitionRuntime:
     def queued(self, group_id: str) -> int:
         queue = self._queues.get(group_id)
         return len(queue.items) if queue is not None else 0
-
-
-def _run_to_completion(coro: Any) -> None:
-    """Run a coroutine that cannot suspend (runs_without_waiting said so) in the caller."""
-    try:
-        coro.send(None)
-    except StopIteration:
-        return
-    coro.close()
-    raise RuntimeError("an Outcome that needs no wait suspended")

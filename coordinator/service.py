@@ -148,7 +148,8 @@ class GroupCoordinatorService:
         if partition is None:
             if len(self._partition_of) >= _PARTITION_CACHE_MAX:
                 self._partition_of.clear()
-            partition = self._partition_of[group_id] = partition_for(group_id, self.num_partitions)
+            # Unwrapped: this dict is the cache of group ids, which need no second one in partition_for's.
+            partition = self._partition_of[group_id] = partition_for.__wrapped__(group_id, self.num_partitions)
         return partition
 
     async def load(self, partition: int, records: Iterable[Record]) -> None:
@@ -233,13 +234,14 @@ class GroupCoordinatorService:
 
     # -- routing -------------------------------------------------------------------------------
 
-    def submit(self, cmd: Any) -> asyncio.Future[Any]:
-        """Hand a command to its group now and return the future of its result. Whatever the
-        caller sends to the same group afterwards is handled after it. The command belongs to
-        the service from here on (its `reply_to` is set)."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def submit(self, cmd: Any, future: asyncio.Future[Any] | None = None) -> asyncio.Future[Any]:
+        """Hand a command to its group now and return the future of its result (`future` when the
+        caller brings its own). Whatever the caller sends to the same group afterwards is handled
+        after it. The command belongs to the service from here on (its `reply_to` is set)."""
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
         self._route(cmd, future)
-        if self.faults and (delay_s := self.faults.join_delay_s(cmd)):
+        if self.faults.join_delay_ms and (delay_s := self.faults.join_delay_s(cmd)):
             return asyncio.ensure_future(_answer_later(future, delay_s))
         return future
 
@@ -273,8 +275,9 @@ class GroupCoordinatorService:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self._runtimes:
             return E.NOT_COORDINATOR
-        if self.faults:
-            return self.faults.precheck(cmd, self.clock.now_ms())
+        faults = self.faults
+        if faults.not_coordinator_until or faults.fail_next:  # the only faults a precheck consults
+            return faults.precheck(cmd, self.clock.now_ms())
         return None
 
     def _requeue(self, cmd: Item) -> None:

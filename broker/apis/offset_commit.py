@@ -13,6 +13,7 @@ expires retention after it); -1 means now. v10 names topics by id (an id this br
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -51,8 +52,12 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
     v = ctx.api_version
     out: dict[str, list[OffsetCommitResponsePartition]] = {}
     valid: list[c.OffsetCommitTopic] = []
-    topics = ctx.broker.logs.topics()
-    names_by_id = {info.topic_id: name for name, info in topics.items()} if v >= TOPIC_IDS_FROM else {}
+    logs = ctx.broker.logs
+    topic_info: Callable[[str], TopicInfo | None] = logs.topic
+    if v >= TOPIC_IDS_FROM:  # the answer names topic ids as they were when the request came
+        snapshot = logs.topics()
+        topic_info = snapshot.get
+        names_by_id = {info.topic_id: name for name, info in snapshot.items()}
     unknown_ids: list[OffsetCommitResponseTopic] = []
     for topic in request.topics:
         if v >= TOPIC_IDS_FROM:
@@ -64,25 +69,28 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
             topic.name = name
         answered = out.setdefault(topic.name, [])
         keep: list[c.OffsetCommitPartition] = []
-        info = topics.get(topic.name)
+        info = topic_info(topic.name)
         for p in topic.partitions:
             if info is None or not 0 <= p.partition_index < info.num_partitions:
                 answered.append(OffsetCommitResponsePartition(p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            keep.append(c.OffsetCommitPartition(
-                partition=p.partition_index,
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
-                metadata=p.committed_metadata,
-                commit_timestamp=p.commit_timestamp if v == 1 else -1,
+            keep.append(c.OffsetCommitPartition(  # positional: every commit builds one
+                p.partition_index,
+                p.committed_offset,
+                p.committed_leader_epoch if v >= 6 else -1,
+                p.committed_metadata,
+                p.commit_timestamp if v == 1 else -1,
             ))
         if keep:
             valid.append(c.OffsetCommitTopic(topic.name, tuple(keep)))
 
     def respond() -> OffsetCommitResponse:
+        if v < TOPIC_IDS_FROM:  # topic ids are not on the wire before v10
+            return OffsetCommitResponse(0, [OffsetCommitResponseTopic(name, ZERO_UUID, parts)
+                                            for name, parts in out.items()])
         return OffsetCommitResponse(
             throttle_time_ms=0,
-            topics=unknown_ids + [OffsetCommitResponseTopic(name=name, topic_id=_topic_id(topics.get(name)),
+            topics=unknown_ids + [OffsetCommitResponseTopic(name=name, topic_id=_topic_id(topic_info(name)),
                                                             partitions=parts) for name, parts in out.items()],
         )
 
@@ -107,11 +115,10 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
             out[t.name].extend(OffsetCommitResponsePartition(p.partition, error) for p in t.partitions)
         return respond()
 
-    coordinator = group_wire.service(ctx)
     # Handed to the group now (run at once if it is idle, else queued), so this connection's next
     # request (which may be a fetch of these very offsets) is handled after it; the answer waits
     # only for the commit's fsync.
-    return group_wire.reply(ctx, coordinator.submit_now(cmd), answer, fail_all)
+    return group_wire.submit_answering(ctx, cmd, answer, fail_all)
 
 
 def _topic_id(info: TopicInfo | None) -> UUID:
@@ -120,4 +127,8 @@ def _topic_id(info: TopicInfo | None) -> UUID:
 
 def _answered(out: dict[str, list[OffsetCommitResponsePartition]], result: OffsetCommitResult) -> None:
     for t in result.topics:
-        out.setdefault(t.name, []).extend(OffsetCommitResponsePartition(p.partition, p.error) for p in t.partitions)
+        answered = out.get(t.name)
+        if answered is None:
+            answered = out[t.name] = []
+        for p in t.partitions:
+            answered.append(OffsetCommitResponsePartition(p.partition, p.error))

@@ -396,6 +396,10 @@ class LogManager:
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self._topics)
 
+    def topic(self, name: str) -> TopicInfo | None:
+        """One topic's info, without copying the table (every OffsetCommit looks its topics up)."""
+        return self._topics.get(name)
+
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 

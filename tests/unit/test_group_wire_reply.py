@@ -48,3 +48,60 @@ async def test_a_failed_or_cancelled_command_gets_the_apis_error_shape() -> None
     broken = group_wire.reply(_ctx(), bad, lambda r: 1 / 0, _error)  # building the answer fails
     bad.set_result("x")
     assert await broken.response == "error UNKNOWN_SERVER_ERROR"
+
+
+class _Coordinator:
+    """Takes the future it is handed, as GroupCoordinatorService.submit does (or answers at once)."""
+
+    def __init__(self, answer_now: str | None = None) -> None:
+        self.answer_now = answer_now
+        self.futures: list[asyncio.Future] = []
+
+    def submit(self, cmd: object, future: asyncio.Future) -> asyncio.Future:
+        self.futures.append(future)
+        if self.answer_now is not None:
+            future.set_result(self.answer_now)
+        return future
+
+
+def _ctx_with(coordinator: object) -> RequestContext:
+    from types import SimpleNamespace
+
+    return RequestContext(8, 8, 1, "c", "127.0.0.1:1", SimpleNamespace(coordinator=coordinator))  # type: ignore[arg-type]
+
+
+async def test_submit_answering_builds_the_response_where_the_result_is_delivered() -> None:
+    assert group_wire.submit_answering(_ctx_with(_Coordinator("refused")), object(), _ok, _error) == "answered refused"
+    coordinator = _Coordinator()
+    answer = group_wire.submit_answering(_ctx_with(coordinator), object(), _ok, _error)
+    assert isinstance(answer, Deferred)
+    coordinator.futures[0].set_result("durable")  # what the runtime's deliver does
+    assert answer.response.done()  # no loop turn between the result and the response
+    assert await answer.response == "answered durable"
+
+
+async def test_submit_answering_gives_the_apis_error_shape_on_a_failure() -> None:
+    coordinator = _Coordinator()
+    failed = group_wire.submit_answering(_ctx_with(coordinator), object(), _ok, _error)
+    coordinator.futures[0].set_exception(RuntimeError("a bug in the coordinator"))
+    assert await failed.response == "error UNKNOWN_SERVER_ERROR"
+    broken = group_wire.submit_answering(_ctx_with(coordinator), object(), lambda r: 1 / 0, _error)
+    coordinator.futures[1].set_result("x")
+    assert await broken.response == "error UNKNOWN_SERVER_ERROR"
+
+
+async def test_submit_answering_when_a_test_control_delays_the_answer() -> None:
+    class Delaying(_Coordinator):
+        def submit(self, cmd: object, future: asyncio.Future) -> asyncio.Future:
+            self.futures.append(future)
+
+            async def later() -> object:
+                return await future
+
+            return asyncio.ensure_future(later())
+
+    coordinator = Delaying()
+    answer = group_wire.submit_answering(_ctx_with(coordinator), object(), _ok, _error)
+    assert isinstance(answer, Deferred)
+    coordinator.futures[0].set_result("late")
+    assert await answer.response == "answered late"
