@@ -59,7 +59,17 @@ class ReadResult:
 __all__ = ["AppendInfo", "OffsetOutOfRangeError", "PartitionLog", "ReadResult", "fsync_dir", "write_file_durably"]
 
 
+# Shared by every partition with no background task (see _flush_after_roll): never added to.
+_NO_TASKS: frozenset[asyncio.Task[None]] = frozenset()
+
+
 class PartitionLog:
+    # Slots and lazily made members: thousands of idle partitions each hold one of these. "__dict__"
+    # keeps other attributes possible (a dict is made only for an object that gets one).
+    __slots__ = ("directory", "clock", "topic", "partition", "config", "segments", "_segment_bases",
+                 "_recovery_point", "log_start_offset", "_background", "last_compaction", "txn_state",
+                 "_maintenance_lock", "closed", "before_append", "flusher", "__dict__")
+
     def __init__(
         self,
         directory: Path,
@@ -83,14 +93,14 @@ class PartitionLog:
         self._segment_bases: list[int] = []
         self._recovery_point = 0
         self.log_start_offset = 0
-        self._background: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] | frozenset[asyncio.Task[None]] = _NO_TASKS
         self.last_compaction: tuple[object, int] | None = None  # compaction.py's skip-if-unchanged memo
         # The partition's producer state (broker/producer_state.py) once loaded; compaction respects
         # its open and aborted transactions (log/txn_cleaning.py).
         self.txn_state: PartitionProducerState | None = None
         # Held by whoever reads or rewrites inactive segments from a worker thread (compaction, replay)
         # so that two of them never interleave; appends never need it (they touch only the active one).
-        self.maintenance_lock = asyncio.Lock()
+        self._maintenance_lock: asyncio.Lock | None = None  # made on first use (maintenance_lock)
         self.closed = False  # closed or deleted: background work must leave it alone
         # Set by a writer that holds records back to write them in one batch (the offsets topic, see
         # OffsetsTopic.append_records_nowait): any other append writes those first, keeping log order.
@@ -105,6 +115,13 @@ class PartitionLog:
             name=f"{topic}-{partition}",
             batcher=batcher,
         )
+
+    @property
+    def maintenance_lock(self) -> asyncio.Lock:
+        lock = self._maintenance_lock
+        if lock is None:
+            lock = self._maintenance_lock = asyncio.Lock()  # binds to the running loop on first wait
+        return lock
 
     # --- loading and recovery -------------------------------------------------------------------------
 
@@ -328,8 +345,11 @@ class PartitionLog:
             self.flusher.sync_now()
             return
         task = loop.create_task(self.flusher.flush_async(), name="log-roll-flush")
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        background = self._background
+        if not isinstance(background, set):
+            background = self._background = set()
+        background.add(task)
+        task.add_done_callback(background.discard)
         # A failure has fenced the log and been logged (log_fenced); nobody awaits this task.
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
