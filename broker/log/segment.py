@@ -85,7 +85,7 @@ class LogSegment:
                  "verified_size", "indexes_synced", "closed", "_reported", "_read_hints",
                  "__dict__")  # a dict only once a test patches a method on one segment
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, suffix: str = "",
+    def __init__(self, directory: Path | str, base_offset: int, index_interval_bytes: int, *, suffix: str = "",
                  created_ms: int | None = None) -> None:
         self.directory = directory
         self.base_offset = base_offset
@@ -128,7 +128,7 @@ class LogSegment:
     # --- opening --------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int, *, recover: bool,
+    def open(cls, directory: Path | str, base_offset: int, index_interval_bytes: int, *, recover: bool,
              created_ms: int | None = None) -> tuple[
         LogSegment, RecoveryResult | None
     ]:
@@ -139,12 +139,12 @@ class LogSegment:
         are read to find the segment's end; an index that fails (missing, malformed, pointing past the
         end or at something that is not its batch) or a tail that does not parse means `recover` after all.
         """
-        index_path = directory / segment_file_name(base_offset, ".index")
-        time_path = directory / segment_file_name(base_offset, ".timeindex")
+        index_path = Path(directory, segment_file_name(base_offset, ".index"))
+        time_path = Path(directory, segment_file_name(base_offset, ".timeindex"))
         if recover:
             segment = cls(directory, base_offset, index_interval_bytes, created_ms=created_ms)
             return segment, segment.recover()
-        log_path = directory / segment_file_name(base_offset, ".log")
+        log_path = Path(directory, segment_file_name(base_offset, ".log"))
         size = log_path.stat().st_size if log_path.exists() else 0
         offset_index = OffsetIndex.load(index_path, base_offset, size)
         segment = cls(directory, base_offset, index_interval_bytes, created_ms=created_ms)
@@ -572,7 +572,7 @@ class LogSegment:
 
     def promote_log(self) -> None:
         """Compaction's swap, step one: rename this finished `.cleaned` log over the live name."""
-        final = self.directory / segment_file_name(self.base_offset, ".log")
+        final = Path(self.directory, segment_file_name(self.base_offset, ".log"))
         FILES.forget(self._log_file)
         FILES.forget(final)
         os.replace(self._log_file, final)
@@ -582,7 +582,7 @@ class LogSegment:
         """Step two, after the directory fsync: an index rename a crash loses is recovered at load."""
         self.suffix = ""
         for index, name in ((self.offset_index, ".index"), (self.time_index, ".timeindex")):
-            final = self.directory / segment_file_name(self.base_offset, name)
+            final = Path(self.directory, segment_file_name(self.base_offset, name))
             FILES.forget(index.path)
             FILES.forget(final)
             os.replace(index.path, final)
