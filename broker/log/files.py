@@ -58,6 +58,19 @@ class FileHandleCache:
         Raises FileNotFoundError when the file is gone (and `create` is false)."""
         return _Lease(self, path if isinstance(path, str) else str(path), create)
 
+    def create(self, path: Path | str) -> int:
+        """Create `path` if missing and return its size, without caching a descriptor: a new segment
+        of an idle partition then holds no cache entry (and no descriptor) until it is first used."""
+        key = path if isinstance(path, str) else str(path)
+        if key in self._entries:
+            with self.lease(key) as fd:
+                return os.fstat(fd).st_size
+        fd = os.open(key, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+
     def _acquire(self, key: str, create: bool) -> _Entry:
         flags = os.O_RDWR | (os.O_CREAT if create else 0) | getattr(os, "O_CLOEXEC", 0)
         while True:

@@ -48,7 +48,16 @@ def sync_segments(segments: list[tuple[LogSegment, bool]], fsync: Callable[[int]
         segment.sync(fsync, with_indexes=with_indexes)
 
 
+# Heap tie-breaks of every Flusher (only their order within one heap matters): one counter, not one
+# per idle partition.
+_TIEBREAK = itertools.count()
+
+
 class Flusher:
+    # One per partition, thousands idle: slots ("__dict__" keeps other attributes possible).
+    __slots__ = ("name", "_batcher", "_policy", "_log_end_offset", "_segments_to_sync", "_after_sync", "_fsync",
+                 "durable_offset", "_waiters", "_tiebreak", "_task", "_closed", "fenced", "__dict__")
+
     def __init__(
         self,
         policy: FlushPolicy,
@@ -70,7 +79,7 @@ class Flusher:
         # what the log holds, and no producer is waiting on it.
         self.durable_offset = log_end_offset()
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._tiebreak = itertools.count()
+        self._tiebreak = _TIEBREAK
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.fenced: StorageError | None = None

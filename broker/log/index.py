@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import struct
+import itertools
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
@@ -30,34 +31,66 @@ from .files import FILES
 _WRITE_RUN = 4096
 
 
+# What an idle index holds: shared read-only empties instead of per-index arrays and buffers (an
+# idle partition's two indexes were ~600 B of empty arrays, bytearrays and locks), and a lock picked
+# from a small shared set: write_pending holds it for one pwrite, and never takes another index's.
+_NO_PENDING = b""
+_WRITE_LOCKS = tuple(threading.Lock() for _ in range(32))
+_next_lock = itertools.cycle(_WRITE_LOCKS).__next__
+
+
 class _SparseIndex:
     """A file of fixed-size (key, value) entries with keys non-decreasing, mirrored in memory."""
+
+    __slots__ = ("_file", "keys", "values", "closed", "_pending", "_on_file", "_write_lock", "base_offset",
+                 "__dict__")  # a dict only once a test patches a method
 
     ENTRY: struct.Struct
     KEY_TYPECODE: str
     VALUE_TYPECODE = "i"
+    # Never appended to: `keys`/`values` are replaced by their own arrays at the first entry.
+    _NO_KEYS: array[int]
+    _NO_VALUES: array[int] = array("i")
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.keys = array(self.KEY_TYPECODE)
-        self.values = array(self.VALUE_TYPECODE)
+    def __init__(self, path: Path | str) -> None:
+        self._file = path if isinstance(path, str) else str(path)  # a str: the FILES cache's key
+        self.keys = self._NO_KEYS
+        self.values = self._NO_VALUES
         self.closed = False
-        self._pending = bytearray()  # entries appended but not yet written (see _WRITE_RUN)
+        self._pending: bytes | bytearray = _NO_PENDING  # entries appended but not yet written (see _WRITE_RUN)
         self._on_file = 0  # entries the file holds
-        self._write_lock = threading.Lock()  # sync() of an inactive segment runs in a worker thread
-        with FILES.lease(path, create=True):
-            pass  # the file exists from now on; its descriptor lives in the shared cache
+        self._write_lock = _next_lock()  # sync() of an inactive segment runs in a worker thread
+        FILES.create(self._file)  # the file exists from now on; a lease opens it when needed
+
+    @property
+    def path(self) -> Path:
+        return Path(self._file)
+
+    @path.setter
+    def path(self, path: Path) -> None:
+        self._file = str(path)
 
     def __len__(self) -> int:
         return len(self.keys)
 
+    def _own_arrays(self) -> None:
+        if self.keys is self._NO_KEYS:
+            self.keys = array(self.KEY_TYPECODE)
+            self.values = array(self.VALUE_TYPECODE)
+
     def _append(self, key: int, value: int) -> None:
         # To the page cache in runs, no fsync: the active segment's indexes are rebuilt on unclean
         # recovery, and a lost tail of entries in a sparse index only makes lookups scan further.
-        self._pending += self.ENTRY.pack(key, value)
+        if self.keys is self._NO_KEYS:
+            self._own_arrays()
+        pending = self._pending
+        if pending:
+            pending += self.ENTRY.pack(key, value)  # a bytearray: extended in place
+        else:
+            self._pending = pending = bytearray(self.ENTRY.pack(key, value))
         self.keys.append(key)
         self.values.append(value)
-        if len(self._pending) >= _WRITE_RUN:
+        if len(pending) >= _WRITE_RUN:
             self.write_pending()
 
     def write_pending(self) -> None:
@@ -66,15 +99,15 @@ class _SparseIndex:
             pending = self._pending
             if not pending or self.closed:
                 return
-            with FILES.lease(self.path) as fd:
+            with FILES.lease(self._file) as fd:
                 os.pwrite(fd, pending, self._on_file * self.ENTRY.size)
             self._on_file += len(pending) // self.ENTRY.size
-            self._pending = bytearray()
+            self._pending = _NO_PENDING
 
     def sync(self, fsync: Callable[[int], None] = os.fsync) -> None:
         if not self.closed:
             self.write_pending()
-            with FILES.lease(self.path) as fd:
+            with FILES.lease(self._file) as fd:
                 fsync(fd)
 
     def truncate_entries(self, count: int) -> None:
@@ -82,7 +115,7 @@ class _SparseIndex:
         self.write_pending()
         del self.keys[count:]
         del self.values[count:]
-        with FILES.lease(self.path) as fd:
+        with FILES.lease(self._file) as fd:
             os.ftruncate(fd, count * self.ENTRY.size)
         self._on_file = min(self._on_file, count)
 
@@ -96,16 +129,17 @@ class _SparseIndex:
             if write:
                 self.write_pending()
             self.closed = True
-            self._pending = bytearray()
-            FILES.forget(self.path)
+            self._pending = _NO_PENDING
+            FILES.forget(self._file)
 
     def _load_entries(self) -> bool:
         """Read the file into memory; False when its size is not a whole number of entries."""
-        with FILES.lease(self.path) as fd:
+        with FILES.lease(self._file) as fd:
             size = os.fstat(fd).st_size
             if size % self.ENTRY.size:
                 return False
             data = os.pread(fd, size, 0)
+        self._own_arrays()
         for key, value in self.ENTRY.iter_unpack(data):
             self.keys.append(key)
             self.values.append(value)
@@ -114,10 +148,12 @@ class _SparseIndex:
 
 
 class OffsetIndex(_SparseIndex):
+    __slots__ = ()
     ENTRY = struct.Struct(">ii")
     KEY_TYPECODE = "i"
+    _NO_KEYS = array("i")
 
-    def __init__(self, path: Path, base_offset: int) -> None:
+    def __init__(self, path: Path | str, base_offset: int) -> None:
         super().__init__(path)
         self.base_offset = base_offset
 
@@ -162,10 +198,12 @@ class OffsetIndex(_SparseIndex):
 
 
 class TimeIndex(_SparseIndex):
+    __slots__ = ()
     ENTRY = struct.Struct(">qi")
     KEY_TYPECODE = "q"
+    _NO_KEYS = array("q")
 
-    def __init__(self, path: Path, base_offset: int) -> None:
+    def __init__(self, path: Path | str, base_offset: int) -> None:
         super().__init__(path)
         self.base_offset = base_offset
 

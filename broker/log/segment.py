@@ -71,28 +71,40 @@ class CorruptBatchError(CorruptRecordError):
         self.raw: bytes | None = None
 
 
+# Shared by every segment until its first read hint (never written to: _remember makes its own).
+_NO_READ_HINTS: dict[int, int] = {}
+
+
 class LogSegment:
     """Appends are synchronous (page cache); `sync` is safe to call from a worker thread."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, suffix: str = "",
+    # Slots, lazily made sets and dicts, str file names: an idle partition's segment is small.
+    __slots__ = ("directory", "base_offset", "index_interval_bytes", "suffix", "_log_file", "size",
+                 "next_offset", "max_timestamp", "offset_of_max_timestamp", "first_batch_timestamp",
+                 "created_ms", "offset_index", "time_index", "_bytes_since_index", "synced_size",
+                 "verified_size", "indexes_synced", "closed", "_reported", "_read_hints",
+                 "__dict__")  # a dict only once a test patches a method on one segment
+
+    def __init__(self, directory: Path | str, base_offset: int, index_interval_bytes: int, *, suffix: str = "",
                  created_ms: int | None = None) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.suffix = suffix  # ".cleaned" while compaction builds a replacement
-        self.log_path = directory / segment_file_name(base_offset, ".log" + suffix)
-        # Descriptors live in the shared cache (files.py); a segment holds only paths.
-        # (log_path is reassigned by promote_log; the cache keys by str(path) and accepts both.)
-        with FILES.lease(self.log_path, create=True) as fd:
-            self.size = os.fstat(fd).st_size
+        # Descriptors live in the shared cache (files.py); a segment holds only file names (str: a
+        # Path per file cost ~300 B; `log_path` makes one on demand).
+        self._log_file = os.path.join(directory, segment_file_name(base_offset, ".log" + suffix))
+        self.size = FILES.create(self._log_file)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp
         self.first_batch_timestamp = -1  # drives time-based rolls, like Kafka's rollingBasedTimestamp
         # Drives time-based rolls of an empty-timestamped segment: the owner's clock (PartitionLog.clock).
         self.created_ms = created_ms if created_ms is not None else _SYSTEM_CLOCK.wall_ms()
-        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, ".index" + suffix), base_offset)
-        self.time_index = TimeIndex(directory / segment_file_name(base_offset, ".timeindex" + suffix), base_offset)
+        self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index" + suffix)),
+                                        base_offset)
+        self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex" + suffix)),
+                                    base_offset)
         self._bytes_since_index = 0
         self.synced_size = self.size  # bytes known to be on disk; the flusher raises it
         # Bytes [0, verified_size) passed a CRC check (recovery, a read) or were appended by us; reads
@@ -100,15 +112,23 @@ class LogSegment:
         self.verified_size = 0
         self.indexes_synced = False  # set once an inactive segment's indexes have been fsynced
         self.closed = False
-        self._reported: set[int] = set()  # positions of damage already logged
+        self._reported: set[int] | None = None  # positions of damage already logged
         # base offset -> position of a batch where a read ended (see _remember); only batches behind
         # it may change it, and they change only by truncation or recovery, which clear it.
-        self._read_hints: dict[int, int] = {}
+        self._read_hints = _NO_READ_HINTS
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self._log_file)
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:
+        self._log_file = str(path)
 
     # --- opening --------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int, *, recover: bool,
+    def open(cls, directory: Path | str, base_offset: int, index_interval_bytes: int, *, recover: bool,
              created_ms: int | None = None) -> tuple[
         LogSegment, RecoveryResult | None
     ]:
@@ -119,12 +139,12 @@ class LogSegment:
         are read to find the segment's end; an index that fails (missing, malformed, pointing past the
         end or at something that is not its batch) or a tail that does not parse means `recover` after all.
         """
-        index_path = directory / segment_file_name(base_offset, ".index")
-        time_path = directory / segment_file_name(base_offset, ".timeindex")
+        index_path = Path(directory, segment_file_name(base_offset, ".index"))
+        time_path = Path(directory, segment_file_name(base_offset, ".timeindex"))
         if recover:
             segment = cls(directory, base_offset, index_interval_bytes, created_ms=created_ms)
             return segment, segment.recover()
-        log_path = directory / segment_file_name(base_offset, ".log")
+        log_path = Path(directory, segment_file_name(base_offset, ".log"))
         size = log_path.stat().st_size if log_path.exists() else 0
         offset_index = OffsetIndex.load(index_path, base_offset, size)
         segment = cls(directory, base_offset, index_interval_bytes, created_ms=created_ms)
@@ -210,7 +230,7 @@ class LogSegment:
         start = self.size
         parts = data if isinstance(data, list) else [data]
         total = sum(len(p) for p in parts)
-        with FILES.lease(self.log_path) as fd:
+        with FILES.lease(self._log_file) as fd:
             written = os.pwritev(fd, parts, start) if len(parts) > 1 else os.pwrite(fd, parts[0], start)
             if written < total:  # a write to a regular file is normally complete; finish it if not
                 view = memoryview(b"".join(parts))
@@ -234,7 +254,7 @@ class LogSegment:
     # --- reading --------------------------------------------------------------------------------------
 
     def read_at(self, position: int, size: int) -> bytes:
-        with FILES.lease(self.log_path) as fd:
+        with FILES.lease(self._log_file) as fd:
             return os.pread(fd, size, position)
 
     def iter_headers(self, start: int = 0, *, strict: bool = False,
@@ -282,6 +302,8 @@ class LogSegment:
         error = CorruptBatchError(self, position, offset, resume, reason)
         if framed and header is not None:
             error.raw = self.read_at(position, header.size)  # lets a reader say what was lost
+        if self._reported is None:
+            self._reported = set()
         if position not in self._reported:  # once per damaged batch, not once per retried fetch
             self._reported.add(position)
             log.error("corrupt_batch_on_read", file=error.file, position=position, reason=reason,
@@ -305,6 +327,8 @@ class LogSegment:
             following = _I64.unpack_from(data, end)[0]
             if offset < following < self.next_offset:  # the base offset is outside the CRC: check it
                 hints = self._read_hints
+                if hints is _NO_READ_HINTS:
+                    hints = self._read_hints = {}
                 hints[following] = position
                 if len(hints) > _MAX_READ_HINTS:
                     hints.pop(next(iter(hints)), None)
@@ -416,14 +440,14 @@ class LogSegment:
 
     def last_modified_ms(self) -> int:
         try:
-            return int(os.stat(self.log_path).st_mtime * 1000)
+            return int(os.stat(self._log_file).st_mtime * 1000)
         except FileNotFoundError:
             return 0
 
     # --- recovery and truncation ----------------------------------------------------------------------
 
     def _reset_state(self) -> None:
-        self._read_hints.clear()
+        self._read_hints = _NO_READ_HINTS
         self.offset_index.reset()
         self.time_index.reset()
         self.next_offset = self.base_offset
@@ -444,7 +468,7 @@ class LogSegment:
         Reads of kept damage answer CORRUPT_MESSAGE (verified_size stops before it).
         """
         hints = segment_recovery.index_positions(self)
-        file_size = os.stat(self.log_path).st_size
+        file_size = os.stat(self._log_file).st_size
         cut_at, reason, first_damage, resynced = segment_recovery.recover_pass(self, file_size, hints)
         truncated = file_size - cut_at
         if truncated:
@@ -469,7 +493,7 @@ class LogSegment:
         return RecoveryResult(cut_at, truncated, reason)
 
     def _ftruncate(self, position: int) -> None:
-        with FILES.lease(self.log_path) as fd:
+        with FILES.lease(self._log_file) as fd:
             os.ftruncate(fd, position)
 
     def truncate_to(self, offset: int) -> int:
@@ -499,7 +523,7 @@ class LogSegment:
         if self.closed:
             return
         try:
-            with FILES.lease(self.log_path) as fd:
+            with FILES.lease(self._log_file) as fd:
                 fsync(fd)
             if with_indexes:
                 self.offset_index.sync(fsync)
@@ -525,7 +549,7 @@ class LogSegment:
     def _close_files(self, *, write_indexes: bool = True) -> None:
         """`write_indexes=False`: index entries not yet written are dropped (see index.py)."""
         self.closed = True
-        FILES.forget(self.log_path)
+        FILES.forget(self._log_file)
         self.offset_index.close(write=write_indexes)
         self.time_index.close(write=write_indexes)
 
@@ -548,17 +572,17 @@ class LogSegment:
 
     def promote_log(self) -> None:
         """Compaction's swap, step one: rename this finished `.cleaned` log over the live name."""
-        final = self.directory / segment_file_name(self.base_offset, ".log")
-        FILES.forget(self.log_path)
+        final = Path(self.directory, segment_file_name(self.base_offset, ".log"))
+        FILES.forget(self._log_file)
         FILES.forget(final)
-        os.replace(self.log_path, final)
-        self.log_path = final
+        os.replace(self._log_file, final)
+        self._log_file = str(final)
 
     def promote_indexes(self) -> None:
         """Step two, after the directory fsync: an index rename a crash loses is recovered at load."""
         self.suffix = ""
         for index, name in ((self.offset_index, ".index"), (self.time_index, ".timeindex")):
-            final = self.directory / segment_file_name(self.base_offset, name)
+            final = Path(self.directory, segment_file_name(self.base_offset, name))
             FILES.forget(index.path)
             FILES.forget(final)
             os.replace(index.path, final)
