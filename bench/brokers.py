@@ -143,6 +143,15 @@ class BrokerHandle:
         self.stop()
 
 
+def _answers_api_versions(handle: BrokerHandle) -> bool:
+    """A readiness check: the process answers ApiVersions (its table is kept for `require`)."""
+    try:
+        handle._apis = api_versions(handle.bootstrap, timeout=1.0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def _wait_ready(handle: BrokerHandle, timeout: float, ready) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -253,14 +262,7 @@ def start_tansu(timeout: float = START_TIMEOUT_S) -> BrokerHandle:
         raise Unavailable(f"tansu would not start: {e}")
     handle = BrokerHandle("tansu", "tansu (memory storage)", proc, bootstrap, log_path, workdir)
 
-    def ready() -> bool:
-        try:
-            handle._apis = api_versions(bootstrap, timeout=1.0)
-            return True
-        except (OSError, ValueError):
-            return False
-
-    _wait_ready(handle, timeout, ready)
+    _wait_ready(handle, timeout, lambda: _answers_api_versions(handle))
     return handle
 
 
@@ -274,14 +276,7 @@ def start_echo(timeout: float = START_TIMEOUT_S) -> BrokerHandle:
                                 stdout=out, stderr=subprocess.STDOUT, preexec_fn=cores.broker_preexec)
     handle = BrokerHandle("echo", "echo responder", proc, bootstrap, log_path, workdir)
 
-    def ready() -> bool:
-        try:
-            handle._apis = api_versions(bootstrap, timeout=1.0)
-            return True
-        except (OSError, ValueError):
-            return False
-
-    _wait_ready(handle, timeout, ready)
+    _wait_ready(handle, timeout, lambda: _answers_api_versions(handle))
     return handle
 
 
