@@ -29,21 +29,7 @@ from ..coordinator.records import OffsetCommitRecord, OffsetCommitTombstone, Rec
 from ..protocol.control_records import COMMIT, marker_of
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ..protocol.latest_records import latest_per_key
-from ..protocol.record_batch import Record as LogRecord
-from ..protocol.record_batch import (
-    CRC_OFFSET,
-    HEADER_SIZE,
-    HEADER_STRUCT,
-    LOG_OVERHEAD,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
-    compute_crc,
-    decode_batch,
-    encode_batch,
-    iter_batches,
-    read_header,
-    zigzag_varint,
-)
+from ..protocol.record_batch import CRC_OFFSET, compute_crc, decode_batch, encode_keyed_batch, iter_batches, read_header
 
 log = structlog.get_logger("kbroker.offsets_topic")
 
@@ -54,11 +40,9 @@ _READ_CHUNK = 5 * 1024 * 1024  # offsets.load.buffer.size
 _PARALLEL_LOADS = 2  # partitions read at once (each holds its records in memory until replayed)
 _LOAD_ATTEMPTS = 5
 _SLICE_S = 0.002  # the longest the replay's fold keeps the event loop before letting others run
-_CRC_FIELD = 17  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4) + magic(1)
 # A held batch (see append_records_nowait) stays well under max.message.bytes (1 MiB by default).
 _HELD_MAX_BYTES = 256 * 1024
 _RECORD_OVERHEAD = 32  # a generous bound of a record's framing beside its key and value
-_CRC = struct.Struct(">I")
 _YOUNG_GC_THRESHOLD = 20_000  # net allocations of tracked objects between young collections (default 700)
 
 
@@ -72,30 +56,6 @@ class _Held:
         self.durable = durable
         self.records: list[tuple[bytes, bytes | None]] = []
         self.size = 0
-
-
-def _batch(encoded: list[tuple[bytes, bytes | None]], now: int) -> bytes:
-    """One record batch of coordinator records, all stamped `now`: what `encode_batch` builds from
-    LogRecords (a test compares them), packed directly, as every commit's record passes here."""
-    parts: list[bytes] = []
-    for i, (key, value) in enumerate(encoded):
-        # attributes 0, timestamp delta 0, offset delta, key, value (or null), no headers
-        body = b"".join((b"\x00\x00", zigzag_varint(i), zigzag_varint(len(key)), key,
-                         b"\x01" if value is None else zigzag_varint(len(value)), value or b"", b"\x00"))
-        parts.append(zigzag_varint(len(body)))
-        parts.append(body)
-    payload = b"".join(parts)
-    out = bytearray(HEADER_SIZE + len(payload))
-    HEADER_STRUCT.pack_into(out, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, 2, 0, 0, len(encoded) - 1,
-                            now, now, NO_PRODUCER_ID, -1, NO_SEQUENCE, len(encoded))
-    out[HEADER_SIZE:] = payload
-    _CRC.pack_into(out, CRC_OFFSET, compute_crc(out, 0, len(out)))
-    return bytes(out)
-
-
-def _batch_generic(encoded: list[tuple[bytes, bytes | None]], now: int) -> bytes:
-    return encode_batch([LogRecord(offset=i, timestamp=now, key=key, value=value)
-                         for i, (key, value) in enumerate(encoded)])
 
 
 def _settle(durable: asyncio.Future[None], wait: asyncio.Future[None]) -> None:
@@ -136,18 +96,17 @@ class OffsetsTopic:
         self._held: dict[int, _Held] = {}  # partition -> records taken in this turn of the loop, not yet written
 
     def ensure(self) -> int:
-        """Create the topic on first start; an existing topic keeps its partition count (Kafka does too)."""
-        info = self.logs.topics().get(TOPIC)
-        if info is None:
-            info = self.logs.create_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+        """Create the topic at once if it does not exist (offline writers: tools, tests); an existing
+        topic keeps its partition count (Kafka does too)."""
+        if not self.adopt_existing():
+            self.logs.create_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
             log.info("offsets_topic_created", partitions=self.num_partitions)
-        self.num_partitions = info.num_partitions
         return self.num_partitions
 
     def adopt_existing(self) -> bool:
         """Take an existing topic's partition count (which wins over the setting, as in Kafka); False
         when the topic does not exist yet (a first start), for create() to make while the broker serves."""
-        info = self.logs.topics().get(TOPIC)
+        info = self.logs.topic(TOPIC)
         if info is not None:
             self.num_partitions = info.num_partitions
         return info is not None
@@ -156,7 +115,7 @@ class OffsetsTopic:
         """Create the topic on a first start with its files made in a worker thread while the broker
         already serves (its 50 partition directories were most of an empty broker's start-up); until
         then, and until each partition is replayed, the groups answer COORDINATOR_LOAD_IN_PROGRESS."""
-        if self.logs.topics().get(TOPIC) is None:
+        if self.logs.topic(TOPIC) is None:
             await self.logs.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
             log.info("offsets_topic_created", partitions=self.num_partitions)
 
@@ -191,7 +150,7 @@ class OffsetsTopic:
             # Larger than a held batch may grow: written alone and at once, so an oversized request
             # is refused (MESSAGE_TOO_LARGE) before anything is applied.
             now = self.logs.clock.wall_ms()
-            batch = _batch(encoded, now)
+            batch = encode_keyed_batch(encoded, now)
             info = plog.append(batch, leader_epoch=0, now_ms=now, validated=[read_header(batch)])
             return plog.wait_durable(info.last_offset)
         if held is None:
@@ -225,7 +184,7 @@ class OffsetsTopic:
         try:
             now = self.logs.clock.wall_ms()
             # Built here, every record keyed: the Produce checks (and a second CRC pass) have nothing to find.
-            batch = _batch(held.records, now)
+            batch = encode_keyed_batch(held.records, now)
             info = plog.append(batch, leader_epoch=0, now_ms=now, validated=[read_header(batch)])
         except Exception as exc:  # noqa: BLE001 - the waiters learn it; the partition unloads
             log.error("offsets_append_failed", partition=partition, records=len(held.records), error=repr(exc))
@@ -403,7 +362,7 @@ def _lost_commits(raw: bytes | None) -> list[str]:
     names: list[str] = []
     try:
         patched = bytearray(raw)
-        struct.pack_into(">I", patched, _CRC_FIELD, compute_crc(patched, 0, len(patched)))  # decode past the CRC
+        struct.pack_into(">I", patched, CRC_OFFSET, compute_crc(patched, 0, len(patched)))  # decode past the CRC
         _, records = decode_batch(patched)
         for r in records:
             try:

@@ -60,9 +60,10 @@ blobs = st.binary(max_size=300)
 @given(st.lists(st.tuples(blobs, st.none() | blobs), min_size=1, max_size=150), I64.filter(lambda t: t >= -(2**62)))
 def test_a_batch_of_coordinator_records_is_the_batch_encode_batch_builds(
         encoded: list[tuple[bytes, bytes | None]], now: int) -> None:
-    from kbroker.broker.offsets_topic import _batch, _batch_generic
+    from kbroker.protocol.record_batch import Record, encode_batch, encode_keyed_batch
 
-    assert _batch(encoded, now) == _batch_generic(encoded, now)
+    assert encode_keyed_batch(encoded, now) == encode_batch(
+        [Record(offset=i, timestamp=now, key=key, value=value) for i, (key, value) in enumerate(encoded)])
 
 
 # -- OffsetCommit v8/v9 requests and responses (protocol/offset_commit_fast.py) ---------------------
