@@ -92,6 +92,10 @@ class GroupStateMachine:
         self.config = config or GroupConfig()
         self.groups: dict[str, ClassicGroup] = {}
         self.loading = False
+        # While loading: the groups whose metadata record is live so far. Kafka's load keeps such a
+        # group (its generation, its protocol) whatever happens to its offsets; only a group known from
+        # offsets alone ends with its last offset.
+        self._with_metadata: set[str] = set()
         self._new_member_id = new_member_id
         # Consumer groups (KIP-848) of this partition; they take every command about them (their
         # machine is imported with the first command or record of the consumer protocol).
@@ -223,9 +227,12 @@ class GroupStateMachine:
                 group = self.groups.get(record.group)
                 if group is not None:
                     group.offsets.pop((record.topic, record.partition), None)
-                    if self.loading and group.protocol_type is None and not group.offsets and not group.members:
+                    if (self.loading and not group.offsets and not group.members
+                            and record.group not in self._with_metadata):
                         del self.groups[record.group]
             case GroupMetadataRecord():
+                if self.loading:
+                    self._with_metadata.add(record.group)
                 existing = self.groups.get(record.group)
                 if self.loading or existing is None or (existing.protocol_type is None and not existing.members):
                     self._load_group_metadata(record)
@@ -235,6 +242,7 @@ class GroupStateMachine:
                 if group is None:
                     return
                 if self.loading:
+                    self._with_metadata.discard(record.group)
                     if group.offsets:
                         # Offsets outlive the metadata: keep them in a simple group.
                         self.groups[record.group] = self._simple_group_with(group)
@@ -301,6 +309,7 @@ class GroupStateMachine:
         """Every loaded group is Stable or Empty; members get fresh heartbeat deadlines
         (onGroupLoaded), and a group above a lowered max size rebalances."""
         self.loading = False
+        self._with_metadata.clear()
         ctx = Ctx(self.config, now_ms, Outcome())
         for group in self.groups.values():
             for member in group.members.values():
