@@ -9,7 +9,7 @@ import importlib
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from pathlib import Path
 
 import structlog
@@ -122,6 +122,7 @@ class Broker:
             admin_host, admin_port = parse_host_port(config.metrics_listen)
             self.admin_http = AdminHttpServer(self, admin_host, admin_port, test_controls=config.test_controls)
         self._background: list[asyncio.Task] = []
+        self._topics_image_cache: tuple[int, Any] | None = None  # (topics_version, image): see _topics_image
         # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
         from .fetch_sessions import FetchSessionManager
         from .producer_state import ProducerStateManager
@@ -212,10 +213,18 @@ class Broker:
         self.prepared.close()  # releases the data directory's lock last
 
     def _topics_image(self):
-        """name -> TopicImage, what consumer groups (KIP-848) assign from."""
+        """name -> TopicImage, what consumer groups (KIP-848) assign from. Every ConsumerGroupHeartbeat
+        reads it, so it is built once per change of the topics table: the same object until then
+        (the coordinator's steady-heartbeat memo keys on that identity)."""
+        version = self.logs.topics_version
+        cached = self._topics_image_cache
+        if cached is not None and cached[0] == version:
+            return cached[1]
         from ..coordinator.consumer_group import TopicImage
 
-        return {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
+        image = {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
+        self._topics_image_cache = (version, image)
+        return image
 
     @property
     def transactions(self) -> TransactionService:

@@ -138,6 +138,7 @@ class ConsumerGroup:
     __slots__ = (
         "group_id", "group_epoch", "metadata_hash", "assignment_epoch", "members", "target_assignment",
         "partition_epochs", "static_members", "resolved_regexes", "offsets", "deleted", "classic_join_timers",
+        "revision", "steady_memo",
     )
 
     def __init__(self, group_id: str) -> None:
@@ -155,6 +156,12 @@ class ConsumerGroup:
         self.deleted = False
         # Soft state: classic members whose join timeout is armed (Kafka's scheduleIfAbsent).
         self.classic_join_timers: set[str] = set()
+        # Bumped by every replayed record of the group (consumer_records.replay): what was derived from
+        # its members, subscriptions and regexes stays true while it holds.
+        self.revision = 0
+        # (topics image, revision) at which a steady heartbeat found nothing to write (regexes resolved
+        # as they are, the metadata hash current): see consumer_heartbeat.steady_heartbeat.
+        self.steady_memo: tuple[object, int] | None = None
 
     def all_use_classic_protocol_except(self, member_id: str) -> bool:
         return all(m.uses_classic_protocol for m in self.members.values() if m.member_id != member_id)

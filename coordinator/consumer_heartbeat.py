@@ -41,7 +41,7 @@ from .consumer_records import (
     member_tombstones,
 )
 from .downgrade import DowngradedToClassic, convert_to_classic_group, validate_online_downgrade
-from .outcome import Outcome, Reply
+from .outcome import Outcome, Reply, ScheduleTimer
 from .records import Record
 from .reconcile import FencedMemberEpoch, is_subset, maybe_reconcile
 from .regex import InvalidRegularExpression, compile_regex
@@ -254,6 +254,57 @@ def finish(ctx: CCtx, reply_to: object, result: object) -> None:
         ctx.records.clear()
     else:
         ctx.out.reply(reply_to, result)  # type: ignore[arg-type]
+
+
+def steady_heartbeat(config: GroupConfig, topics: TopicsImage, groups: Mapping[str, ConsumerGroup],
+                     cmd: cc.ConsumerGroupHeartbeat) -> Outcome | None:
+    """The Outcome `consumer_group_heartbeat` gives a heartbeat that changes nothing, or None when
+    it might change something (the full path then decides). Nothing changes when a known member,
+    stable at its group's assignment epoch, sends only its id and current epoch, with the client
+    it joined from, and neither its group's regular expressions nor its subscribed topics' metadata
+    moved: no record, the session timeout re-armed, the epoch and heartbeat interval answered
+    without an assignment. Those last two checks are the group's, not the member's: they are kept
+    in `steady_memo` while neither the group (its revision) nor the topics image changed."""
+    if (cmd.member_epoch <= 0 or not cmd.member_id or not cmd.group_id or cmd.instance_id is not None
+            or cmd.rack_id is not None or cmd.rebalance_timeout_ms != -1 or cmd.subscribed_topic_names is not None
+            or cmd.subscribed_topic_regex is not None or cmd.server_assignor is not None
+            or cmd.owned_topic_partitions is not None):
+        return None
+    group = groups.get(cmd.group_id)
+    if group is None:
+        return None
+    member = group.members.get(cmd.member_id)
+    if (member is None or member.member_epoch != cmd.member_epoch or member.classic is not None
+            or member.state is not MemberState.STABLE or member.member_epoch != group.assignment_epoch
+            or group.group_epoch > group.assignment_epoch or member.client_id != cmd.client_id
+            or member.client_host != cmd.client_host):
+        return None
+    image = topics()
+    memo = group.steady_memo
+    if memo is None or memo[0] is not image or memo[1] != group.revision:
+        if not _metadata_current(group, member, image):
+            return None
+        group.steady_memo = (image, group.revision)
+    out = Outcome()
+    out.timers.append(ScheduleTimer(cc.session_key(group.group_id, member.member_id),
+                                    config.group_consumer_session_timeout_ms,
+                                    cc.ConsumerSessionExpired(group.group_id, member.member_id)))
+    if cmd.reply_to is not None:
+        out.replies.append(Reply(cmd.reply_to, cc.ConsumerGroupHeartbeatResult(
+            E.NONE, None, member.member_id, member.member_epoch, config.group_consumer_heartbeat_interval_ms, None)))
+    return out
+
+
+def _metadata_current(group: ConsumerGroup, member: ConsumerGroupMember, image: Mapping[str, TopicImage]) -> bool:
+    """What `_heartbeat` computes for a member whose subscription stays: every regex of the group
+    resolves as recorded, none is left over, and the metadata hash of the subscribed topics is the
+    group's."""
+    wanted = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+    regexes = group.resolved_regexes
+    if set(regexes) != wanted or any(resolve_regex(regex, image) != regexes[regex] for regex in wanted):
+        return False
+    names = _subscribed_names(group, member, member, regexes)
+    return metadata_hash(names, image) == group.metadata_hash
 
 
 def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,

@@ -21,6 +21,7 @@ from .consumer_heartbeat import (
     CCtx,
     consumer_group_heartbeat,
     on_rebalance_expired,
+    steady_heartbeat,
     on_session_expired,
 )
 from .consumer_offsets import (
@@ -70,6 +71,10 @@ class ConsumerGroups:
         return getattr(cmd, "group_id", None) in self.groups
 
     def handle(self, cmd: object, now_ms: int) -> Outcome:
+        if type(cmd) is cc.ConsumerGroupHeartbeat:  # the steady heartbeat: no context, no records
+            steady = steady_heartbeat(self.config, self.topics, self.groups, cmd)
+            if steady is not None:
+                return steady
         ctx = CCtx(self.config, now_ms, Outcome(), self.topics)
         group = self.groups.get(cmd.group_id)  # type: ignore[attr-defined]
         match cmd:

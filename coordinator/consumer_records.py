@@ -233,6 +233,8 @@ def replay(groups: dict[str, ConsumerGroup], record: ConsumerRecord,
                 group.resolved_regexes.pop(record.regex, None)
         case _:
             raise TypeError(f"not a consumer group record: {record!r}")
+    if group is not None:
+        group.revision += 1
 
 
 def _member_state(value: int) -> MemberState:

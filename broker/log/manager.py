@@ -118,6 +118,9 @@ class LogManager:
         self._sync_batcher = SyncBatcher()  # one for every log: see sync_batcher.py
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._topics: dict[str, TopicInfo] = {}
+        # Bumped by every change of the topics table (a topic added or deleted, partitions added), so a
+        # reader can keep what it derived from `topics()` until the table changes.
+        self.topics_version = 0
         self._creating: set[str] = set()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._interval_task: asyncio.Task[None] | None = None
@@ -150,6 +153,7 @@ class LogManager:
                 overrides,
             )
             self._topics[info.name] = info
+            self.topics_version += 1
             for partition in range(info.num_partitions):
                 self._open_log(info, partition, clean)
         for child in self.data_dir.iterdir():
@@ -270,6 +274,7 @@ class LogManager:
 
     def _register(self, info: TopicInfo, logs: list[PartitionLog]) -> None:
         self._topics[info.name] = info
+        self.topics_version += 1
         for plog in logs:
             self._logs[(info.name, plog.partition)] = plog
 
@@ -319,6 +324,7 @@ class LogManager:
         meta.unlink()
         fsync_dir(meta.parent)
         del self._topics[name]
+        self.topics_version += 1
         for partition in range(info.num_partitions):
             plog = self._logs.pop((name, partition), None)
             if plog is not None:
