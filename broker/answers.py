@@ -30,6 +30,7 @@ _HEADER_V1 = struct.Struct(">iiB")   # size, correlation id, empty tagged fields
 # `writelines`, so the body is not copied once more.
 _JOIN_BELOW = 64 * 1024
 _OFFSET_COMMIT_FAST_VERSIONS = (8, 9)  # protocol/offset_commit_fast.py VERSIONS (a test checks they agree)
+_CONSUMER_HEARTBEAT_FAST_VERSIONS = (0, 1)  # protocol/consumer_heartbeat_fast.py VERSIONS (a test checks they agree)
 
 
 class Close:
@@ -72,6 +73,13 @@ class ApiEntry:
                 # The generated codec is compiled only when a message needs it (memory and start-up).
                 self.parse = offset_commit_fast.request_parser(lambda: codec.compiled_message(request, version).parsefunc)
                 self.build = offset_commit_fast.response_builder(lambda: codec.compiled_message(response, version).buildfunc)
+            elif api_key == 68 and version in _CONSUMER_HEARTBEAT_FAST_VERSIONS:  # every KIP-848 member's heartbeats
+                from ..protocol import consumer_heartbeat_fast
+
+                self.parse = consumer_heartbeat_fast.request_parser(
+                    version, lambda: codec.compiled_message(request, version).parsefunc)
+                self.build = consumer_heartbeat_fast.response_builder(
+                    lambda: codec.compiled_message(response, version).buildfunc)
             else:
                 self.parse = codec.compiled_message(request, version).parsefunc
                 self.build = codec.compiled_message(response, version).buildfunc
