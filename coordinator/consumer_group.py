@@ -159,9 +159,10 @@ class ConsumerGroup:
         # Bumped by every replayed record of the group (consumer_records.replay): what was derived from
         # its members, subscriptions and regexes stays true while it holds.
         self.revision = 0
-        # (topics image, revision) at which a steady heartbeat found nothing to write (regexes resolved
-        # as they are, the metadata hash current): see consumer_heartbeat.steady_heartbeat.
-        self.steady_memo: tuple[object, int] | None = None
+        # (topics image, revision, the members' steady answers): a steady heartbeat found nothing to
+        # write at them (regexes resolved as they are, the metadata hash current); see
+        # consumer_heartbeat.steady_heartbeat.
+        self.steady_memo: tuple[object, int, dict[str, Any]] | None = None
 
     def all_use_classic_protocol_except(self, member_id: str) -> bool:
         return all(m.uses_classic_protocol for m in self.members.values() if m.member_id != member_id)

@@ -284,14 +284,20 @@ def steady_heartbeat(config: GroupConfig, topics: TopicsImage, groups: Mapping[s
     if memo is None or memo[0] is not image or memo[1] != group.revision:
         if not _metadata_current(group, member, image):
             return None
-        group.steady_memo = (image, group.revision)
+        memo = group.steady_memo = (image, group.revision, {})
+    # The session timer and the answer of a member's steady heartbeats are the same until the
+    # member changes (a new object): made once, kept with the memo (which a new revision drops).
+    answers = memo[2]
+    made = answers.get(member.member_id)
+    if made is None or made[0] is not member:
+        made = answers[member.member_id] = (member, ScheduleTimer(
+            cc.session_key(group.group_id, member.member_id), config.group_consumer_session_timeout_ms,
+            cc.ConsumerSessionExpired(group.group_id, member.member_id)), cc.ConsumerGroupHeartbeatResult(
+            E.NONE, None, member.member_id, member.member_epoch, config.group_consumer_heartbeat_interval_ms, None))
     out = Outcome()
-    out.timers.append(ScheduleTimer(cc.session_key(group.group_id, member.member_id),
-                                    config.group_consumer_session_timeout_ms,
-                                    cc.ConsumerSessionExpired(group.group_id, member.member_id)))
+    out.timers.append(made[1])
     if cmd.reply_to is not None:
-        out.replies.append(Reply(cmd.reply_to, cc.ConsumerGroupHeartbeatResult(
-            E.NONE, None, member.member_id, member.member_epoch, config.group_consumer_heartbeat_interval_ms, None)))
+        out.replies.append(Reply(cmd.reply_to, made[2]))
     return out
 
 
