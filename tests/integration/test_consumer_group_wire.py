@@ -131,3 +131,27 @@ def test_odd_heartbeats_get_answers_and_the_broker_carries_on(wire):
     assert r.error_code == 0 and r.member_epoch > epoch  # a new subscription: a new epoch
     assert hb(wire, f"cgw-{uuid.uuid4().hex[:6]}", member, -1).error_code == E.GROUP_ID_NOT_FOUND
     assert hb(wire, group, member, r.member_epoch).error_code == 0  # still served
+
+
+def test_steady_heartbeats_see_partitions_added_to_their_topic(wire):
+    """Steady heartbeats take the coordinator's fast path, which keeps its metadata check while the
+    topics image is the same: CreatePartitions makes a new image, so the next steady heartbeat bumps
+    the group epoch and hands out the new partitions, as the full path does."""
+    from kbroker.protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
+    from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+
+    topic = f"cgw-grow-{uuid.uuid4().hex[:6]}"
+    wire.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True))
+    group, member = f"cgw-{uuid.uuid4().hex[:6]}", str(uuid.uuid4())
+    joined = hb(wire, group, member, 0, subscribed_topic_names=[topic])
+    assert joined.error_code == 0 and sorted(joined.assignment.topic_partitions[0].partitions) == [0, 1, 2, 3]
+    for _ in range(3):
+        steady = hb(wire, group, member, joined.member_epoch)
+        assert (steady.error_code, steady.member_epoch, steady.assignment) == (0, joined.member_epoch, None)
+    grown = wire.call(37, 3, CreatePartitionsRequest(topics=[CreatePartitionsTopic(topic, 6, None)], timeout_ms=5_000))
+    assert grown.results[0].error_code == 0
+    bumped = hb(wire, group, member, joined.member_epoch)
+    assert bumped.error_code == 0 and bumped.member_epoch == joined.member_epoch + 1
+    assert sorted(bumped.assignment.topic_partitions[0].partitions) == [0, 1, 2, 3, 4, 5]
+    again = hb(wire, group, member, bumped.member_epoch)
+    assert (again.error_code, again.member_epoch, again.assignment) == (0, bumped.member_epoch, None)
