@@ -19,8 +19,6 @@ from . import cluster_meta
 from .config import BrokerConfig, parse_host_port
 from .offsets_topic import TOPIC as OFFSETS_TOPIC
 from .offsets_topic import OffsetsTopic
-from ..coordinator.actor import GroupCoordinatorService
-from ..coordinator.config import GroupConfig
 from ..protocol import compression
 from ..protocol.errors import ErrorCode, KafkaError
 from .logging import configure_logging
@@ -31,6 +29,7 @@ from .startup import Prepared, prepare
 from .startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
+    from ..coordinator.actor import GroupCoordinatorService
     from .services import BrokerServices
     from .transactions import TransactionService
 
@@ -136,24 +135,20 @@ class Broker:
         from .quotas import ClientQuotas
 
         self.quotas = ClientQuotas(self.data_dir)
-        # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets
+        # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets;
+        # built with its first use (the `coordinator` property)
         self.offsets_topic = OffsetsTopic(self.logs, config.offsets_topic_num_partitions)
         self.offsets_topic.adopt_existing()  # a first start creates it in start(), while serving
         self.seed_topics = parse_create_topics(config.create_topics, "--create-topics")
         ensure_topics(self.logs, self.seed_topics)
-        self.coordinator = GroupCoordinatorService(
-            self.offsets_topic.append_records,
-            append_records_nowait=self.offsets_topic.append_records_nowait,
-            config=GroupConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(GroupConfig)}),
-            timers=self.timers,
-            num_partitions=self.offsets_topic.num_partitions,
-            topics=self._topics_image,
-        )
-        self.coordinator.history.subscribe(self.observations.rebalance)
+        self._coordinator: GroupCoordinatorService | None = None
+        self._started = False
+        # Set when the start-up load found nothing stored in __consumer_offsets: a coordinator built
+        # later has nothing to replay and serves at once.
+        self._offsets_hold_nothing = False
         from .history_file import RebalanceHistoryFile
 
         self.history_file = RebalanceHistoryFile(self.data_dir)
-        self.coordinator.history.subscribe(self.history_file)
         # the transaction coordinator, persisted in __transaction_state: built with the first use
         # (the `transactions` property), or at start() when that topic exists
         self._transactions: TransactionService | None = None
@@ -171,9 +166,10 @@ class Broker:
             self._build_transactions()  # replays it before the server listens, as Kafka loads it
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
-        await self.coordinator.start()
+        self._started = True
+        if self._coordinator is not None:
+            self._coordinator.start_now()
         # Serve at once; groups of partitions not yet replayed answer COORDINATOR_LOAD_IN_PROGRESS.
-        self.coordinator.mark_loading(range(self.offsets_topic.num_partitions))
         for server in self.servers:
             await server.start()
         self._serving = True
@@ -202,7 +198,8 @@ class Broker:
         await asyncio.sleep(0)
         if self._transactions is not None:
             await self._transactions.stop()
-        await self.coordinator.stop()
+        if self._coordinator is not None:
+            await self._coordinator.stop()
         await server_down
         for task in self._background:
             task.cancel()
@@ -211,6 +208,50 @@ class Broker:
         self.history_file.close()
         self.logs.close()
         self.prepared.close()  # releases the data directory's lock last
+
+    @property
+    def coordinator(self) -> GroupCoordinatorService:
+        """The group coordinator, built with its first use: a group request (FindCoordinator
+        included), groups stored in __consumer_offsets to replay, the admin endpoints. A broker that
+        stores no group and serves none never imports it (most of an empty start-up's imports)."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            coordinator = self._build_coordinator()
+        return coordinator
+
+    @property
+    def coordinator_if_built(self) -> GroupCoordinatorService | None:
+        return self._coordinator
+
+    def _build_coordinator(self) -> GroupCoordinatorService:
+        from ..coordinator.actor import GroupCoordinatorService
+        from ..coordinator.config import GroupConfig
+
+        config = self.config
+        coordinator = self._coordinator = GroupCoordinatorService(
+            self.offsets_topic.append_records,
+            append_records_nowait=self.offsets_topic.append_records_nowait,
+            config=GroupConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(GroupConfig)}),
+            timers=self.timers,
+            num_partitions=self.offsets_topic.num_partitions,
+            topics=self._topics_image,
+        )
+        coordinator.history.subscribe(self.observations.rebalance)
+        coordinator.history.subscribe(self.history_file)
+        if self._started:
+            coordinator.start_now()  # else start() starts it
+        partitions = range(self.offsets_topic.num_partitions)
+        if self._offsets_hold_nothing:
+            coordinator.load_empty(partitions)
+        else:
+            coordinator.mark_loading(partitions)  # until the start-up load replays them into it
+        return coordinator
+
+    def offsets_partitions_loaded(self) -> int:
+        coordinator = self._coordinator
+        if coordinator is None:
+            return self.offsets_topic.num_partitions if self._offsets_hold_nothing else 0
+        return coordinator.loaded_partitions
 
     def _topics_image(self):
         """name -> TopicImage, what consumer groups (KIP-848) assign from. Every ConsumerGroupHeartbeat
@@ -261,6 +302,10 @@ class Broker:
                 log.error("offsets_topic_create_failed", error=repr(exc), retry_in_s=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
+        if self._coordinator is None and self.offsets_topic.holds_nothing():
+            self._offsets_hold_nothing = True  # the coordinator, when built, loads every partition empty
+            self.offsets_topic.loaded_nothing()
+            return
         await self.offsets_topic.load_all(self.coordinator)
 
     async def auto_create_topic(self, name: str):
@@ -282,8 +327,9 @@ class Broker:
         --create-topics topic exists."""
         problems = []
         total = self.offsets_topic.num_partitions
-        loaded = self.coordinator.loaded_partitions
-        if self.coordinator.is_loading or loaded < total:
+        loaded = self.offsets_partitions_loaded()
+        coordinator = self._coordinator
+        if (coordinator is not None and coordinator.is_loading) or loaded < total:
             problems.append(f"__consumer_offsets: {loaded} of {total} partitions loaded")
         if self._transactions is not None and not self._transactions.topic_ready.is_set():
             problems.append(f"{TRANSACTION_STATE_TOPIC}: being created")

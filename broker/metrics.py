@@ -127,9 +127,8 @@ class BrokerCollector:
         yield stall
         yield GaugeMetricFamily("kbroker_event_loop_stall_max_seconds", "Longest event-loop stall seen",
                                 value=obs.loop_stall_max_s)
-        coordinator = b.coordinator
         yield GaugeMetricFamily("kbroker_offsets_partitions_loaded", "__consumer_offsets partitions loaded",
-                                value=coordinator.loaded_partitions)
+                                value=b.offsets_partitions_loaded())
 
     @staticmethod
     def _groups(b: Any, ends: dict[tuple[str, int], int]):
@@ -142,8 +141,9 @@ class BrokerCollector:
         rebalancing = GaugeMetricFamily("kbroker_group_rebalancing_seconds",
                                         "How long a group has been rebalancing (absent when it is not)",
                                         labels=["group"])
-        now_ms = b.coordinator.clock.wall_ms()
-        for group in b.coordinator.groups():
+        coordinator = b.coordinator_if_built  # a scrape does not build it: no coordinator, no group
+        now_ms = coordinator.clock.wall_ms() if coordinator is not None else 0
+        for group in coordinator.groups() if coordinator is not None else ():
             by_state[("classic", str(group.state))] += 1
             if group.rebalance is not None:
                 rebalancing.add_metric([group.group_id], max(now_ms - group.rebalance.started_ms, 0) / 1000)

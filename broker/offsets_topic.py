@@ -20,16 +20,17 @@ import struct
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Awaitable, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 import structlog
 
-from ..coordinator.record_codec import UnknownRecordType, decode_record, encode_record
-from ..coordinator.records import OffsetCommitRecord, OffsetCommitTombstone, Record
 from ..protocol.control_records import COMMIT, marker_of
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ..protocol.latest_records import latest_per_key
 from ..protocol.record_batch import CRC_OFFSET, compute_crc, decode_batch, encode_keyed_batch, iter_batches, read_header
+
+if TYPE_CHECKING:
+    from ..coordinator.records import Record
 
 log = structlog.get_logger("kbroker.offsets_topic")
 
@@ -94,6 +95,9 @@ class OffsetsTopic:
         self.open_txn_offsets: dict[int, dict[int, list[Record]]] = {}
         self._load_offset: dict[int, int] = {}  # how far each partition's replay read (for failure logs)
         self._held: dict[int, _Held] = {}  # partition -> records taken in this turn of the loop, not yet written
+        # The record codec (coordinator/record_codec.py), imported with the first record written: a
+        # broker that stores no group and serves none never loads the coordinator (broker/app.py).
+        self._encode_record: Callable[[Record], tuple[bytes, bytes | None]] | None = None
 
     def ensure(self) -> int:
         """Create the topic at once if it does not exist (offline writers: tools, tests); an existing
@@ -140,7 +144,12 @@ class OffsetsTopic:
             raise KafkaError(f"{TOPIC}-{partition} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if plog.flusher.fenced is not None:
             raise plog.flusher.fenced
-        encoded = [encode_record(r) for r in records]
+        encode = self._encode_record
+        if encode is None:
+            from ..coordinator.record_codec import encode_record
+
+            encode = self._encode_record = encode_record
+        encoded = [encode(r) for r in records]
         size = sum(_RECORD_OVERHEAD + len(k) + (0 if v is None else len(v)) for k, v in encoded)
         held = self._held.get(partition)
         if held is not None and (held.plog is not plog or held.size + size > _HELD_MAX_BYTES):
@@ -297,19 +306,25 @@ class OffsetsTopic:
             counts = await asyncio.gather(*(self._load_with_retry(coordinator, p, gate)
                                             for p in range(self.num_partitions)))
         finally:
-            gc.freeze()
-            # Serving: every request in flight holds a few dozen tracked objects (request, command,
-            # records, futures) that refcounting frees once it is answered. At the default young
-            # threshold (700 net allocations) the collector ran every ~20 pipelined commits and
-            # promoted the in-flight ones to older generations only to traverse them again: about 5 us
-            # of the broker's ~40 us per OffsetCommit (gc callbacks over /tmp/cf/profgc.py runs, see
-            # notes/commit-fast.md). Cycles are rare here, so a higher threshold costs little memory.
-            gc.set_threshold(_YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
+            _collect_for_serving()
             if collecting:
                 gc.enable()
         log.info("offsets_loaded", partitions=self.num_partitions, records=sum(counts),
                  failed=[p for p, n in enumerate(counts) if n < 0],
                  load_ms=round(1000 * (time.monotonic() - started), 1))
+
+    def holds_nothing(self) -> bool:
+        """No partition holds a byte: nothing to replay (a first start, or every record gone)."""
+        for partition in range(self.num_partitions):
+            plog = self.logs.get_log(TOPIC, partition)
+            if plog is not None and plog.size_bytes:
+                return False
+        return True
+
+    def loaded_nothing(self) -> None:
+        """What `load_all` ends with, when `holds_nothing` spared the replay (and the coordinator)."""
+        _collect_for_serving()
+        log.info("offsets_loaded", partitions=self.num_partitions, records=0, failed=[], load_ms=0.0)
 
     async def _load_with_retry(self, coordinator: Any, partition: int, gate: asyncio.Semaphore) -> int:
         delay = 1.0
@@ -325,6 +340,18 @@ class OffsetsTopic:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
         return -1
+
+
+def _collect_for_serving() -> None:
+    """The collector's settings once the replay is done."""
+    gc.freeze()  # the replayed state: later passes skip it
+    # Serving: every request in flight holds a few dozen tracked objects (request, command,
+    # records, futures) that refcounting frees once it is answered. At the default young
+    # threshold (700 net allocations) the collector ran every ~20 pipelined commits and
+    # promoted the in-flight ones to older generations only to traverse them again: about 5 us
+    # of the broker's ~40 us per OffsetCommit (gc callbacks over /tmp/cf/profgc.py runs, see
+    # notes/commit-fast.md). Cycles are rare here, so a higher threshold costs little memory.
+    gc.set_threshold(_YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def _fold_chunk(chunk: bytes, offset: int, fold: _PartitionFold) -> Iterator[None]:
@@ -344,6 +371,8 @@ def _fold_chunk(chunk: bytes, offset: int, fold: _PartitionFold) -> Iterator[Non
 
 
 def _decoded(partition: int, latest: dict[bytes, tuple[int, bytes | None]]) -> list[Record]:
+    from ..coordinator.record_codec import UnknownRecordType, decode_record
+
     out: list[Record] = []
     for key, (offset, value) in latest.items():
         try:
@@ -359,6 +388,9 @@ def _lost_commits(raw: bytes | None) -> list[str]:
     """What a damaged batch held, as far as its bytes still decode (best effort: it failed its CRC)."""
     if not raw:
         return []
+    from ..coordinator.record_codec import decode_record
+    from ..coordinator.records import OffsetCommitRecord, OffsetCommitTombstone
+
     names: list[str] = []
     try:
         patched = bytearray(raw)

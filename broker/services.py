@@ -45,7 +45,8 @@ class BrokerServices(Protocol):
     fetch_purgatory: FetchPurgatory
     quotas: ClientQuotas
     # the coordinators
-    coordinator: GroupCoordinatorService
+    @property
+    def coordinator(self) -> GroupCoordinatorService: ...  # built with its first use
     @property
     def transactions(self) -> TransactionService: ...  # built with its first use
     # credentials, ACLs and TLS/SASL per listener

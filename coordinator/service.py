@@ -117,6 +117,10 @@ class GroupCoordinatorService:
     # -- life cycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.start_now()
+
+    def start_now(self) -> None:
+        """`start`, for a caller that cannot wait (a coordinator built with its first use)."""
         self._running = True
         if self._runs_timer_driver and self._driver is None:
             self._driver = asyncio.get_running_loop().create_task(self.timers.run(), name="coordinator-timers")
@@ -159,19 +163,33 @@ class GroupCoordinatorService:
             await self.unload(partition)
         self._loading.add(partition)
         try:
-            shard = GroupStateMachine(partition, self.config, new_member_id=self._new_member_id,
-                                      **({"topics": self._topics} if self._topics is not None else {}))
-            runtime = PartitionRuntime(
-                shard, clock=self.clock, timers=self.timers, append=self._append_records,
-                append_nowait=self._append_records_nowait, queues=self._queues, on_event=self._on_event,
-                on_storage_failure=self._on_storage_failure, requeue=self._requeue,
-            )
+            runtime = self._new_runtime(partition)
             await runtime.replay(records)
             self._runtimes[partition] = runtime
             await runtime.resume()
         finally:
             self._loading.discard(partition)
-        log.debug("partition_loaded", partition=partition, groups=len(shard.groups))
+        log.debug("partition_loaded", partition=partition, groups=len(runtime.shard.groups))
+
+    def load_empty(self, partitions: Iterable[int]) -> None:
+        """Become coordinator at once for partitions that hold no record (`load` with nothing to
+        replay): a coordinator built with the first group request serves that request."""
+        for partition in partitions:
+            if partition in self._runtimes:
+                raise RuntimeError(f"partition {partition} is already loaded")
+            runtime = self._new_runtime(partition)
+            runtime.load_empty()
+            self._runtimes[partition] = runtime
+            self._loading.discard(partition)
+
+    def _new_runtime(self, partition: int) -> PartitionRuntime:
+        shard = GroupStateMachine(partition, self.config, new_member_id=self._new_member_id,
+                                  **({"topics": self._topics} if self._topics is not None else {}))
+        return PartitionRuntime(
+            shard, clock=self.clock, timers=self.timers, append=self._append_records,
+            append_nowait=self._append_records_nowait, queues=self._queues, on_event=self._on_event,
+            on_storage_failure=self._on_storage_failure, requeue=self._requeue,
+        )
 
     async def unload(self, partition: int) -> None:
         runtime = self._runtimes.pop(partition, None)

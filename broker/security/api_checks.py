@@ -22,27 +22,38 @@ from ..router import RequestContext, Route, Router
 from . import txn_group_admin_checks as more
 from .acl import Operation as Op, ResourceType as RT
 from .check_helpers import (
-    CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, split, then, topic_names_by_id,
+    CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, LazyModule, split, then,
+    topic_names_by_id,
 )
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import (
-    alter_configs_response as alter_cfg, create_partitions_response as create_parts,
-    create_topics_response as create_topics, delete_groups_response as delete_groups,
-    delete_topics_response as delete_topics, describe_configs_response as describe_cfg,
-    describe_groups_response as describe_groups, fetch_response as fetch, find_coordinator_response as find_coord,
-    incremental_alter_configs_response as inc_alter_cfg, list_offsets_response as list_offsets,
-    metadata_response as metadata, offset_commit_response as offset_commit, offset_delete_response as offset_delete,
-    offset_fetch_response as offset_fetch, produce_response as produce,
-)
 
 if TYPE_CHECKING:
     from .service import Security
-from ...protocol.messages.describe_cluster_response import DescribeClusterResponse
-from ...protocol.messages.heartbeat_response import HeartbeatResponse
-from ...protocol.messages.init_producer_id_response import InitProducerIdResponse
-from ...protocol.messages.join_group_response import JoinGroupResponse
-from ...protocol.messages.leave_group_response import LeaveGroupResponse
-from ...protocol.messages.sync_group_response import SyncGroupResponse
+
+# The responses the checks build their refusals from, each module imported with its first use (with
+# an authorizer configured): a broker without one never loads them (a megabyte of idle memory).
+alter_cfg = LazyModule("alter_configs_response")
+create_parts = LazyModule("create_partitions_response")
+create_topics = LazyModule("create_topics_response")
+delete_groups = LazyModule("delete_groups_response")
+delete_topics = LazyModule("delete_topics_response")
+describe_cfg = LazyModule("describe_configs_response")
+describe_groups = LazyModule("describe_groups_response")
+fetch = LazyModule("fetch_response")
+find_coord = LazyModule("find_coordinator_response")
+inc_alter_cfg = LazyModule("incremental_alter_configs_response")
+list_offsets = LazyModule("list_offsets_response")
+metadata = LazyModule("metadata_response")
+offset_commit = LazyModule("offset_commit_response")
+offset_delete = LazyModule("offset_delete_response")
+offset_fetch = LazyModule("offset_fetch_response")
+produce = LazyModule("produce_response")
+describe_cluster = LazyModule("describe_cluster_response")
+heartbeat = LazyModule("heartbeat_response")
+init_producer_id = LazyModule("init_producer_id_response")
+join_group = LazyModule("join_group_response")
+leave_group = LazyModule("leave_group_response")
+sync_group = LazyModule("sync_group_response")
 
 CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # ConfigResource types
 
@@ -300,12 +311,12 @@ def _group_check(operation: Op, answer: Callable[[Any, Any], Any]):
     return check
 
 
-check_join_group = _group_check(Op.READ, lambda ctx, r: JoinGroupResponse(
+check_join_group = _group_check(Op.READ, lambda ctx, r: join_group.JoinGroupResponse(
     error_code=GROUP_DENIED, generation_id=-1, protocol_name="" if ctx.api_version < 7 else None, leader="",
     member_id="", members=[]))
-check_sync_group = _group_check(Op.READ, lambda ctx, r: SyncGroupResponse(error_code=GROUP_DENIED, assignment=b""))
-check_heartbeat = _group_check(Op.READ, lambda ctx, r: HeartbeatResponse(error_code=GROUP_DENIED))
-check_leave_group = _group_check(Op.READ, lambda ctx, r: LeaveGroupResponse(error_code=GROUP_DENIED, members=[]))
+check_sync_group = _group_check(Op.READ, lambda ctx, r: sync_group.SyncGroupResponse(error_code=GROUP_DENIED, assignment=b""))
+check_heartbeat = _group_check(Op.READ, lambda ctx, r: heartbeat.HeartbeatResponse(error_code=GROUP_DENIED))
+check_leave_group = _group_check(Op.READ, lambda ctx, r: leave_group.LeaveGroupResponse(error_code=GROUP_DENIED, members=[]))
 
 
 async def check_offset_commit(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
@@ -416,7 +427,7 @@ async def check_init_producer_id(ctx: RequestContext, request: Any, call: Call, 
         if not ok:
             sec.authorize(ctx, Op.IDEMPOTENT_WRITE, RT.CLUSTER)  # the audit event
     if not ok:
-        return InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
+        return init_producer_id.InitProducerIdResponse(error_code=error, producer_id=-1, producer_epoch=-1)
     return await call(request)
 
 
@@ -486,7 +497,7 @@ def _alter_configs(module, response_cls_name):
 
 async def check_describe_cluster(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     if not sec.authorize(ctx, Op.DESCRIBE, RT.CLUSTER):
-        return DescribeClusterResponse(error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.",
+        return describe_cluster.DescribeClusterResponse(error_code=CLUSTER_DENIED, error_message="Cluster authorization failed.",
                                        cluster_id=ctx.broker.cluster_id)
     return await call(request)
 

@@ -4,6 +4,7 @@ refusal, and the request-splitting most per-resource checks are built from."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import uuid
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -60,3 +61,14 @@ async def split(ctx: RequestContext, request: Any, call: Call, sec: Security, *,
     return then(result, merge)
 
 
+class LazyModule:
+    """A module of protocol/messages/, imported with the first use of one of its names; then its
+    names are this object's own attributes (no lookup through __getattr__ after the first)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        module = importlib.import_module(f"...protocol.messages.{self._name}", __package__)
+        self.__dict__.update(vars(module))
+        return getattr(module, attr)

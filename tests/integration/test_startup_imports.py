@@ -34,7 +34,10 @@ NOT_FOR_SERVING = ("pyspark", "pandas", "pyarrow", "numpy", "matplotlib", "rich"
 
 # The consumer-group (KIP-848) half of the coordinator: imported with the first command or record of
 # the consumer protocol (coordinator/consumer_on_demand.py), so a broker with nothing stored has none.
-ON_FIRST_USE = ("kbroker.coordinator.consumer_machine", "kbroker.coordinator.consumer_heartbeat",
+ON_FIRST_USE = (# the group coordinator: built with the first group request or stored group (broker/app.py)
+                "kbroker.coordinator.service", "kbroker.coordinator.classic", "kbroker.coordinator.runtime",
+                "kbroker.coordinator.record_codec", "kbroker.coordinator.records", "kbroker.coordinator.commands",
+                "kbroker.coordinator.consumer_machine", "kbroker.coordinator.consumer_heartbeat",
                 "kbroker.coordinator.consumer_offsets", "kbroker.coordinator.migration",
                 "kbroker.coordinator.assignors", "kbroker.coordinator.reconcile",
                 "kbroker.coordinator.consumer_record_codec",

@@ -209,6 +209,28 @@ async def test_requests_while_loading() -> None:
         await service.stop()
 
 
+async def test_load_empty_serves_at_once_like_a_load_of_nothing() -> None:
+    """A coordinator built with its first group request (broker/app.py) loads partitions known to hold
+    no record without a turn of the loop: the request behind it is answered as after `load(p, [])`."""
+    service, clock, log = await make_service(groups=())
+    try:
+        partition = service.partition_for("g")
+        service.mark_loading(range(service.num_partitions))
+        assert (await service.join_group(J())).error is E.COORDINATOR_LOAD_IN_PROGRESS
+        service.load_empty(range(service.num_partitions))
+        assert not service.is_loading and service.loaded_partitions == service.num_partitions
+        joined = service.join_group(J())  # no await between load_empty and the request
+        assert (await joined).error is E.MEMBER_ID_REQUIRED
+        committed = await service.commit_offsets(c.OffsetCommit(
+            "other", -1, "", (c.OffsetCommitTopic("t", (c.OffsetCommitPartition(0, 7),)),)))
+        assert committed.topics[0].partitions[0].error is E.NONE
+        assert [r.offset for r in log.all()] == [7]
+        with pytest.raises(RuntimeError):
+            service.load_empty([partition])  # a loaded partition is never reset to empty
+    finally:
+        await service.stop()
+
+
 async def test_session_expiry_arrives_as_a_message() -> None:
     service, clock, log = await make_service()
     try:
