@@ -152,7 +152,7 @@ def _answers_api_versions(handle: BrokerHandle) -> bool:
         return False
 
 
-def _wait_ready(handle: BrokerHandle, timeout: float, ready) -> None:
+def _wait_ready(handle: BrokerHandle, timeout: float, ready, poll_s: float = 0.01) -> None:
     deadline = time.monotonic() + timeout
     while True:
         if handle.proc.poll() is not None:
@@ -164,7 +164,7 @@ def _wait_ready(handle: BrokerHandle, timeout: float, ready) -> None:
         if time.monotonic() > deadline:
             handle.stop()
             raise Unavailable(f"{handle.name} did not answer within {timeout:.0f}s")
-        time.sleep(0.01)
+        time.sleep(poll_s)
 
 
 def kbroker_command(bootstrap: str, data_dir: str | Path, *, flush: str = "always",
@@ -242,7 +242,7 @@ def tansu_version() -> str:
         return "tansu (version unknown)"
 
 
-def start_tansu(timeout: float = START_TIMEOUT_S) -> BrokerHandle:
+def start_tansu(timeout: float = START_TIMEOUT_S, poll_s: float = 0.01) -> BrokerHandle:
     """Tansu with memory storage on a free loopback port; raises Unavailable if it cannot start."""
     binary = tansu_binary()
     workdir = Path(tempfile.mkdtemp(prefix="tansu-bench-"))
@@ -262,7 +262,7 @@ def start_tansu(timeout: float = START_TIMEOUT_S) -> BrokerHandle:
         raise Unavailable(f"tansu would not start: {e}")
     handle = BrokerHandle("tansu", "tansu (memory storage)", proc, bootstrap, log_path, workdir)
 
-    _wait_ready(handle, timeout, lambda: _answers_api_versions(handle))
+    _wait_ready(handle, timeout, lambda: _answers_api_versions(handle), poll_s)
     return handle
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import gc
 import importlib
 import signal
 import sys
@@ -355,6 +356,11 @@ if TYPE_CHECKING:
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepared: Prepared | None = None) -> int:
     started = time.monotonic()
     broker = Broker(config, prepared)
+    # The CLI imports and builds the broker with the cyclic collector off (broker/cli.py): what that
+    # made stays (frozen, so later passes skip it), and the collector runs from here on (the replay
+    # of __consumer_offsets pauses it again while it builds the groups).
+    gc.freeze()
+    gc.enable()
     await broker.start()
     if config.profile:
         from .config import TEST_PROFILE
