@@ -27,7 +27,7 @@ import structlog
 
 from ...protocol.errors import ErrorCode, KafkaError
 
-from . import compaction, retention
+from . import retention
 from ...protocol.data_dir import TOPICS_DIR
 from .config import FlushPolicy, LogConfig
 from .files import FILES, fsync_dir, write_file_durably
@@ -416,6 +416,8 @@ class LogManager:
 
     def apply_retention(self, now_ms: int) -> int:
         """Retention then compaction, synchronously (tests, tools). Returns the segments retention deleted."""
+        from . import compaction  # imported with the first clean-up, not at start-up
+
         deleted = 0
         for plog in list(self._logs.values()):
             deleted += retention.apply_retention(plog, now_ms)
@@ -426,6 +428,8 @@ class LogManager:
     async def run_maintenance(self, now_ms: int) -> int:
         """The broker's periodic clean-up: retention (cheap: unlinks) on the loop, compaction's cleaning
         in a worker thread per partition so the loop never stalls on it."""
+        from . import compaction  # imported with the first clean-up, not at start-up
+
         deleted = 0
         for plog in list(self._logs.values()):
             if plog.closed:
