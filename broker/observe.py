@@ -113,9 +113,21 @@ class Observations:
         self.bytes_out.clear()
 
 
-# Per response class: its `*error_code` fields, and the others (which may hold structs or lists).
+# Per response class: its `*error_code` fields, and the others that may hold structs or lists.
 _ERROR_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 _SCALARS = (int, str, bytes, bool, float, type(None))
+# The annotations of a generated message's fields that never hold a struct (protocol/messages/).
+_SCALAR_ANNOTATIONS = frozenset(
+    f"{outer}{t}{inner}" for t in ("int", "str", "bytes", "bool", "float", "UUID")
+    for outer, inner in (("", ""), ("", " | None"), ("list[", "]"), ("list[", "] | None"))
+)
+
+
+def _plan(cls: type, obj: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    names = getattr(obj, "__slots__", ())
+    annotations = getattr(cls, "__annotations__", {})
+    return (tuple(n for n in names if n.endswith("error_code")),
+            tuple(n for n in names if not n.endswith("error_code") and annotations.get(n) not in _SCALAR_ANNOTATIONS))
 
 
 def _count_error_codes(obj: Any, api_key: int, counts: defaultdict[tuple[int, int], int], depth: int) -> None:
@@ -123,9 +135,7 @@ def _count_error_codes(obj: Any, api_key: int, counts: defaultdict[tuple[int, in
     (the answer to every request passes here, so the field names are sorted once per class)."""
     plan = _ERROR_FIELDS.get(type(obj))
     if plan is None:
-        names = getattr(obj, "__slots__", ())
-        plan = _ERROR_FIELDS[type(obj)] = (tuple(n for n in names if n.endswith("error_code")),
-                                          tuple(n for n in names if not n.endswith("error_code")))
+        plan = _ERROR_FIELDS[type(obj)] = _plan(type(obj), obj)
     errors, others = plan
     for name in errors:
         value = getattr(obj, name, None)
