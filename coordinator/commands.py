@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .fast_init import fast_init
 from .member import Handle, Protocols
 
 UNKNOWN_MEMBER_ID = ""
@@ -81,6 +82,7 @@ class LeaveGroup:
         self.members = tuple(self.members)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetCommitPartition:
     partition: int
@@ -90,6 +92,7 @@ class OffsetCommitPartition:
     commit_timestamp: int = -1  # OffsetCommit v1's own commit time; -1: when the coordinator handles it
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetCommitTopic:
     name: str
@@ -179,6 +182,7 @@ class SyncExpired:
     generation_id: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HeartbeatExpired:
     group_id: str

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Union
 
+from .fast_init import fast_init
 from ..protocol.errors import ErrorCode
 
 from .commands import TimerExpiry
@@ -32,12 +33,14 @@ if TYPE_CHECKING:
 GroupExpiry = TimerExpiry | ConsumerExpiry
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Reply:
     to: Handle
     result: Result
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ScheduleTimer:
     key: str

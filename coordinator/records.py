@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .fast_init import fast_init
 from .consumer_records import ConsumerRecord
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetCommitRecord:
     group: str

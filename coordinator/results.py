@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .fast_init import fast_init
 from ..protocol.errors import ErrorCode
 
 from . import commands as c
@@ -55,6 +56,7 @@ class SyncGroupResult:
         return SyncGroupResult(code)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HeartbeatResult:
     error: ErrorCode
@@ -79,12 +81,14 @@ class LeaveGroupResult:
         return LeaveGroupResult(code, ())
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PartitionError:
     partition: int
     error: ErrorCode
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TopicErrors:
     name: str
@@ -100,6 +104,7 @@ def _replace_none(topics: tuple[TopicErrors, ...], code: ErrorCode) -> tuple[Top
     )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetCommitResult:
     topics: tuple[TopicErrors, ...]
