@@ -396,7 +396,8 @@ class KafkaProtocol(asyncio.Protocol):
 
     def _settle(self, conn: Connection, request: Request, ctx: RequestContext, result: Any, started: float) -> None:
         if isinstance(result, Deferred):  # effects applied; the answer waits (for an fsync)
-            waiting = asyncio.ensure_future(result.response)
+            response = result.response  # a future (a group's answer) or a coroutine (Produce's)
+            waiting = response if isinstance(response, asyncio.Future) else asyncio.ensure_future(response)
             waiting.add_done_callback(partial(self._deferred_done, conn, request, ctx, started))
             return
         self._answer(conn, request, self._encoded(request, ctx, result), started)

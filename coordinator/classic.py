@@ -119,18 +119,18 @@ class GroupStateMachine:
                     return group_type.handle(cmd, now_ms)
         ctx = Ctx(self.config, now_ms, Outcome())
         group = self.groups.get(cmd.group_id)
-        match cmd:
+        match cmd:  # the commonest first: every consumer commits and heartbeats
+            case c.OffsetCommit():
+                handle_offset_commit(ctx, cmd, self.groups.get, lambda gid: self._create(gid, now_ms))
+            case c.Heartbeat():
+                handle_heartbeat(ctx, group, cmd)
             case c.JoinGroup():
                 handle_join_group(ctx, cmd, self.groups.get, lambda gid: self._create(gid, now_ms),
                                   self._new_member_id)
             case c.SyncGroup():
                 handle_sync_group(ctx, group, cmd)
-            case c.Heartbeat():
-                handle_heartbeat(ctx, group, cmd)
             case c.LeaveGroup():
                 handle_leave_group(ctx, group, cmd)
-            case c.OffsetCommit():
-                handle_offset_commit(ctx, cmd, self.groups.get, lambda gid: self._create(gid, now_ms))
             case c.OffsetFetch():
                 handle_offset_fetch(ctx, group, cmd)
             case c.OffsetDelete():

@@ -18,6 +18,8 @@ from . import consumer_commands as cc
 from .config import GroupConfig
 from .consumer_group import no_topics
 from .consumer_records import is_consumer_record
+
+_CONSUMER_COMMANDS = cc.CONSUMER_REQUESTS + cc.CONSUMER_EXPIRIES  # asked of every command: made once
 from .outcome import Outcome
 from .results import ListedGroup
 
@@ -58,7 +60,7 @@ class ConsumerGroupsOnDemand:
     def owns(self, cmd: object) -> bool:
         if self._machine is not None:
             return self._machine.owns(cmd)
-        if isinstance(cmd, cc.CONSUMER_REQUESTS + cc.CONSUMER_EXPIRIES):
+        if isinstance(cmd, _CONSUMER_COMMANDS):
             return self.machine().owns(cmd)
         return False  # no consumer group yet: every group id is a classic one's
 

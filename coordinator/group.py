@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import cast
 
+from .fast_init import fast_init
 from .member import Handle, Member, Protocols
 from .subscription import SubscriptionDecodeError, decode_subscription_topics
 
@@ -43,6 +44,7 @@ class IllegalStateTransition(RuntimeError):
     pass
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
     offset: int
