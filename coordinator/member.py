@@ -32,6 +32,9 @@ class Member:
     # send), so it is allowed the new-member join timeout instead of the session timeout.
     is_new: bool = False
     protocol_names: frozenset[str] = field(init=False)
+    # The op re-arming this member's session timer (outcome.ScheduleTimer), made once: every
+    # heartbeat and commit of the member asks for the same one (rebalance.schedule_heartbeat).
+    session_timer: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.protocol_names = frozenset(name for name, _ in self.protocols)

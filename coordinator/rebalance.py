@@ -16,7 +16,7 @@ from . import commands as c
 from .config import GroupConfig
 from .group import ClassicGroup, GroupState
 from .member import Member
-from .outcome import Outcome
+from .outcome import Outcome, ScheduleTimer
 from .records import GroupMetadataMember, GroupMetadataRecord
 from .results import JoinGroupMember, JoinGroupResult, SyncGroupResult
 
@@ -38,11 +38,18 @@ class Ctx:
 
 def schedule_heartbeat(ctx: Ctx, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
     """(Re)arm the member's liveness deadline: session timeout, or the given one."""
-    ctx.out.schedule(
-        c.heartbeat_key(group.group_id, member.member_id),
-        member.session_timeout_ms if timeout_ms is None else timeout_ms,
-        c.HeartbeatExpired(group.group_id, member.member_id),
-    )
+    if timeout_ms is None:
+        op = member.session_timer
+        expiry = None if op is None else op.expiry
+        if (expiry is None or op.delay_ms != member.session_timeout_ms or expiry.member_id != member.member_id
+                or expiry.group_id != group.group_id):  # a static member's id is replaced in place
+            op = member.session_timer = ScheduleTimer(
+                c.heartbeat_key(group.group_id, member.member_id), member.session_timeout_ms,
+                c.HeartbeatExpired(group.group_id, member.member_id))
+        ctx.out.timers.append(op)
+        return
+    ctx.out.schedule(c.heartbeat_key(group.group_id, member.member_id), timeout_ms,
+                     c.HeartbeatExpired(group.group_id, member.member_id))
 
 
 def cancel_heartbeat(ctx: Ctx, group: ClassicGroup, member_id: str) -> None:
