@@ -66,9 +66,11 @@ class Broker:
         from .log.config import LogConfig
         from .log.manager import LogManager
 
-        from .security.dev_security import configure as configure_dev_security
+        if config.dev_security:  # its SSL and SASL_SSL listeners (the module only with the flag)
+            from .security.dev_security import configure as configure_dev_security
 
-        config = self.config = configure_dev_security(config)  # --dev-security: SSL and SASL_SSL listeners
+            config = configure_dev_security(config)
+        self.config = config
         # the checked data directory, its lock and the bound listener sockets (broker/startup.py)
         self.prepared = prepared if prepared is not None else prepare(config)
         self.listeners = config.listener_set()

@@ -203,10 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"kbroker: {e}", file=sys.stderr)
         return 2
-    from .security.dev_security import configure as configure_dev_security
     from .startup import StartupError, prepare
 
-    config = configure_dev_security(config)  # --dev-security adds its SSL and SASL_SSL listeners
+    if config.dev_security:  # adds its SSL and SASL_SSL listeners (the module only with the flag)
+        from .security.dev_security import configure as configure_dev_security
+
+        config = configure_dev_security(config)
 
     try:
         prepared = prepare(config, sources)
