@@ -32,6 +32,7 @@ from .startup_topics import ensure_topics, parse_create_topics
 if TYPE_CHECKING:
     from ..coordinator.actor import GroupCoordinatorService
     from .services import BrokerServices
+    from .security.service import Security
     from .transactions import TransactionService
 
 log = structlog.get_logger("kbroker.broker")
@@ -88,21 +89,21 @@ class Broker:
         self.logs = LogManager(self.data_dir, LogConfig(), config.flush, max_partitions=config.max_partitions,
                                max_open_files=config.log_max_open_files or None,
                                fsync=self.observations.timed_fsync, clock=self.clock)
-        # security: credentials, ACLs, and TLS/SASL per listener (broker/security/)
-        from .security.service import Security
-
+        # security: credentials, ACLs, and TLS/SASL per listener (broker/security/); see `security`
+        self._security: Security | None = None
         self.dev_security = None
         if config.dev_security:
             from .security.dev_security import DevSecurity
 
             self.dev_security = DevSecurity.create(config)
-        self.security = Security(config, self.data_dir)
-        if self.dev_security is not None:
-            self.dev_security.add_users(self.security.credentials)
+        if self.dev_security is not None or config.authorizer_class_name or any(
+                e.security_protocol != "PLAINTEXT" for e in self.listeners.bind):
+            self._build_security()
         self.servers = [
             KafkaServer(self, self.router, e.host, e.port, config.socket_request_max_bytes, listener=e.name,
                         sock=self.prepared.sockets.get(e.name),
-                        security=self.security.for_listener(e.security_protocol, e.name))
+                        security=None if e.security_protocol == "PLAINTEXT" else
+                        self.security.for_listener(e.security_protocol, e.name))
             for e in self.listeners.bind
         ]
         from .fd_budget import ConnectionSlots, connection_limit
@@ -225,6 +226,29 @@ class Broker:
     @property
     def coordinator_if_built(self) -> GroupCoordinatorService | None:
         return self._coordinator
+
+    @property
+    def security(self) -> Security:
+        """Credentials, ACLs and TLS/SASL per listener. Built at start when a listener has TLS or SASL
+        or an authorizer is configured; otherwise with its first use (a SCRAM or ACL admin request, a
+        client asking for KIP-430's authorized operations): a PLAINTEXT broker without an authorizer
+        authorizes everything without it (`security_if_built` is None) and never imports it."""
+        security = self._security
+        if security is None:
+            security = self._build_security()
+        return security
+
+    @property
+    def security_if_built(self) -> Security | None:
+        return self._security
+
+    def _build_security(self) -> Security:
+        from .security.service import Security
+
+        security = self._security = Security(self.config, self.data_dir)
+        if self.dev_security is not None:
+            self.dev_security.add_users(security.credentials)
+        return security
 
     def _build_coordinator(self) -> GroupCoordinatorService:
         from ..coordinator.actor import GroupCoordinatorService

@@ -438,6 +438,17 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
     if cfg.ssl_client_auth not in ("required", "requested", "none"):
         raise ConfigError(f"{src.label('ssl_client_auth')}: must be required, requested or none, "
                           f"not {cfg.ssl_client_auth!r}")
+    _check_security_settings(cfg, src)
+
+
+def _check_security_settings(cfg: BrokerConfig, src: Sources) -> None:
+    """SASL mechanisms and principal mapping rules that do not parse stop the start. Kafka's defaults
+    parse (tests/unit/test_config.py holds them to it), and checking them would import the security
+    package, which a PLAINTEXT broker without an authorizer loads only with its first use."""
+    defaults = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
+    if (cfg.sasl_enabled_mechanisms == defaults["sasl_enabled_mechanisms"]
+            and cfg.ssl_principal_mapping_rules == defaults["ssl_principal_mapping_rules"]):
+        return
     from .security.service import parse_mechanisms
     from .security.tls import PrincipalMapper
 

@@ -23,14 +23,16 @@ import socket
 import time
 from functools import partial
 from types import CoroutineType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
 from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, request_fields, unsupported_version_answer
 from .connection import Connection, Request
 from .router import Deferred, RequestContext, Router
-from .security.service import ListenerSecurity, TlsAcceptor, TlsHandshakeFailed
+
+if TYPE_CHECKING:  # a listener with TLS or SASL imports broker/security/ (service.py); PLAINTEXT never does
+    from .security.service import ListenerSecurity, TlsAcceptor
 
 log = structlog.get_logger("kbroker.server")
 _unsupported_version_answer = unsupported_version_answer  # the name tests and older callers use
@@ -71,6 +73,8 @@ class KafkaServer:
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
         if self.security is not None and self.security.ssl_context is not None:
+            from .security.service import TlsAcceptor
+
             self._server = TlsAcceptor(self.host, self.port, self._on_tls_connection, sock=self._sock)
         elif self._sock is not None:
             self._server = await loop.create_server(lambda: KafkaProtocol(self), sock=self._sock)
@@ -110,6 +114,8 @@ class KafkaServer:
             return
         security = self.security
         assert security is not None
+        from .security.service import TlsHandshakeFailed
+
         protocol = KafkaProtocol(self, tls=True)
         try:
             # (uvloop hands back its TLS layer, not our protocol: keep ours)

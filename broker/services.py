@@ -49,8 +49,12 @@ class BrokerServices(Protocol):
     def coordinator(self) -> GroupCoordinatorService: ...  # built with its first use
     @property
     def transactions(self) -> TransactionService: ...  # built with its first use
-    # credentials, ACLs and TLS/SASL per listener
-    security: Security
+    # credentials, ACLs and TLS/SASL per listener: built at start with a TLS or SASL listener or an
+    # authorizer, otherwise with its first use; `security_if_built` is None until then (no authorizer)
+    @property
+    def security(self) -> Security: ...
+    @property
+    def security_if_built(self) -> Security | None: ...
     # metrics and test controls
     observations: Observations
     partition_faults: PartitionFaults | None  # only with --test-controls

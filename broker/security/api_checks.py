@@ -100,13 +100,13 @@ def _guarded(handler: Callable, check: Callable, operations: Callable | None) ->
 
     @functools.wraps(handler)  # keeps the API's module and name (the metrics label requests by them)
     async def guarded(ctx: RequestContext, request: Any) -> Any:
-        security = ctx.broker.security
-        if security.authorizer is None:
+        security = ctx.broker.security_if_built
+        if security is None or security.authorizer is None:
             result = await handler(ctx, request)
         else:
             result = await check(ctx, request, lambda req: handler(ctx, req), security)
         if operations is not None:
-            result = then(result, lambda body: operations(ctx, request, body, security))
+            result = then(result, lambda body: operations(ctx, request, body))
         return result
     return guarded
 
@@ -120,52 +120,53 @@ def _guarded_plain(handler: Callable, check: Callable, operations: Callable | No
 
         result = await check(ctx, request, call, security)
         if operations is not None:
-            result = then(result, lambda body: operations(ctx, request, body, security))
+            result = then(result, lambda body: operations(ctx, request, body))
         return result
 
     @functools.wraps(handler)
     def guarded(ctx: RequestContext, request: Any) -> Any:
-        security = ctx.broker.security
-        if security.authorizer is not None:
+        security = ctx.broker.security_if_built  # None: no authorizer (see Broker.security)
+        if security is not None and security.authorizer is not None:
             return checked(ctx, request, security)
         result = handler(ctx, request)
         if operations is not None:
-            result = then(result, lambda body: operations(ctx, request, body, security))
+            result = then(result, lambda body: operations(ctx, request, body))
         return result
     return guarded
 
 
 # --- KIP-430: the authorized operations a request asks for ---
+# (`ctx.broker.security` only when asked: without an authorizer it is built with its first use)
 
-def _metadata_operations(ctx: RequestContext, request: Any, body: Any, sec: Security) -> None:
+def _metadata_operations(ctx: RequestContext, request: Any, body: Any) -> Any:
     if request.include_cluster_authorized_operations and 8 <= ctx.api_version <= 10:
-        body.cluster_authorized_operations = sec.authorized_operations(ctx, RT.CLUSTER)
+        body.cluster_authorized_operations = ctx.broker.security.authorized_operations(ctx, RT.CLUSTER)
     if request.include_topic_authorized_operations and ctx.api_version >= 8:
         for t in body.topics:
             if t.error_code == 0 and t.name:
-                t.topic_authorized_operations = sec.authorized_operations(ctx, RT.TOPIC, t.name)
+                t.topic_authorized_operations = ctx.broker.security.authorized_operations(ctx, RT.TOPIC, t.name)
     return body
 
 
-def _describe_cluster_operations(ctx: RequestContext, request: Any, body: Any, sec: Security) -> None:
+def _describe_cluster_operations(ctx: RequestContext, request: Any, body: Any) -> Any:
     if request.include_cluster_authorized_operations and body.error_code == 0:
-        body.cluster_authorized_operations = sec.authorized_operations(ctx, RT.CLUSTER)
+        body.cluster_authorized_operations = ctx.broker.security.authorized_operations(ctx, RT.CLUSTER)
     return body
 
 
-def _describe_groups_operations(ctx: RequestContext, request: Any, body: Any, sec: Security) -> None:
+def _describe_groups_operations(ctx: RequestContext, request: Any, body: Any) -> Any:
     if request.include_authorized_operations and ctx.api_version >= 3:
         for g in body.groups:
             if g.error_code == 0:
-                g.authorized_operations = sec.authorized_operations(ctx, RT.GROUP, g.group_id)
+                g.authorized_operations = ctx.broker.security.authorized_operations(ctx, RT.GROUP, g.group_id)
     return body
 
 
-def _consumer_group_describe_operations(ctx: RequestContext, request: Any, body: Any, sec: Security) -> None:
+def _consumer_group_describe_operations(ctx: RequestContext, request: Any, body: Any) -> Any:
     if request.include_authorized_operations:
         for g in body.groups:
             if g.error_code == 0:
-                g.authorized_operations = sec.authorized_operations(ctx, RT.GROUP, g.group_id)
+                g.authorized_operations = ctx.broker.security.authorized_operations(ctx, RT.GROUP, g.group_id)
     return body
 
 

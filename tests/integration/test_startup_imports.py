@@ -42,7 +42,12 @@ ON_FIRST_USE = (# the group coordinator: built with the first group request or s
                 "kbroker.coordinator.assignors", "kbroker.coordinator.reconcile",
                 "kbroker.coordinator.consumer_record_codec",
                 # the transaction coordinator: built with the first transactional request (broker/app.py)
-                "kbroker.broker.transactions", "kbroker.coordinator.txn.coordinator")
+                "kbroker.broker.transactions", "kbroker.coordinator.txn.coordinator",
+                # credentials, ACLs, TLS and SASL: a broker with only PLAINTEXT listeners and no
+                # authorizer builds them with their first use (Broker.security)
+                "kbroker.broker.security.service", "kbroker.broker.security.credentials",
+                "kbroker.broker.security.acl_store", "kbroker.broker.security.tls",
+                "kbroker.broker.security.sasl", "kbroker.broker.security.session")
 
 
 def test_answering_api_versions_imports_only_what_serving_needs(tmp_path):

@@ -64,7 +64,8 @@ def test_an_api_without_a_written_check_fails_closed():
         api_checks.install(router)
     finally:
         api_checks.CHECKS[60] = saved
-    broker = SimpleNamespace(security=_security({"User:admin"}))
+    security = _security({"User:admin"})
+    broker = SimpleNamespace(security=security, security_if_built=security)
     handler = router.routes[60].handler
     request = DescribeClusterRequest()
     assert asyncio.run(handler(_ctx("User:admin", broker), request)).cluster_id == "served"
@@ -98,7 +99,8 @@ def test_a_plain_handler_stays_plain_under_its_check():
     api_checks.install(router)
     handler = router.routes[12].handler
     assert not inspect.iscoroutinefunction(handler)
-    broker = SimpleNamespace(security=_security({"User:admin"}))
+    security = _security({"User:admin"})
+    broker = SimpleNamespace(security=security, security_if_built=security)
     request = HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
 
     def answer(principal):  # with an authorizer the check may wait, so the server runs it as a task
