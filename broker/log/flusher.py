@@ -23,7 +23,7 @@ import asyncio
 import heapq
 import itertools
 import os
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import structlog
 
@@ -53,36 +53,49 @@ def sync_segments(segments: list[tuple[LogSegment, bool]], fsync: Callable[[int]
 _TIEBREAK = itertools.count()
 
 
+class FlushedLog(Protocol):
+    """What a Flusher makes durable: a partition's log (PartitionLog)."""
+
+    topic: str
+    partition: int
+
+    def end_to_sync(self) -> int: ...  # the log end offset a sync started now covers
+
+    def segments_to_sync(self) -> list[tuple[LogSegment, bool]]: ...  # (segment, with its indexes)
+
+    def after_sync(self) -> None: ...  # run on the loop after a sync covered what segments_to_sync gave
+
+
 class Flusher:
-    # One per partition, thousands idle: slots ("__dict__" keeps other attributes possible).
-    __slots__ = ("name", "_batcher", "_policy", "_log_end_offset", "_segments_to_sync", "_after_sync", "_fsync",
+    # One per partition, thousands idle: slots ("__dict__" keeps other attributes possible), and the
+    # log itself rather than three bound methods of it and a name string (~250 B per partition).
+    __slots__ = ("_log", "_batcher", "_policy", "_fsync",
                  "durable_offset", "_waiters", "_tiebreak", "_task", "_closed", "fenced", "__dict__")
 
     def __init__(
         self,
         policy: FlushPolicy,
-        log_end_offset: Callable[[], int],
-        segments_to_sync: Callable[[], list[tuple[LogSegment, bool]]],
-        after_sync: Callable[[], None],
+        flushed: FlushedLog,
         fsync: Callable[[int], None] = os.fsync,
-        name: str = "",
         batcher: SyncBatcher | None = None,
     ) -> None:
-        self.name = name  # "topic-partition", for log events
+        self._log = flushed
         self._batcher = batcher  # shares worker-thread jobs with other partitions' rounds (sync_batcher.py)
         self._policy = policy
-        self._log_end_offset = log_end_offset
-        self._segments_to_sync = segments_to_sync
-        self._after_sync = after_sync
         self._fsync = fsync
         # Offsets below this are on disk. What recovery found at start-up counts as durable: it is
         # what the log holds, and no producer is waiting on it.
-        self.durable_offset = log_end_offset()
+        self.durable_offset = flushed.end_to_sync()
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._tiebreak = _TIEBREAK
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.fenced: StorageError | None = None
+
+    @property
+    def name(self) -> str:
+        """topic-partition, for log events"""
+        return f"{self._log.topic}-{self._log.partition}"
 
     def fence(self, exc: BaseException) -> StorageError:
         """Refuse every later append and wait of this log until restart (see the module docstring)."""
@@ -132,14 +145,14 @@ class Flusher:
 
     def snapshot(self) -> tuple[int, list[tuple[LogSegment, bool]]]:
         """What a flush round starting now covers: the log end offset and the segments to fsync."""
-        return self._log_end_offset(), self._segments_to_sync()
+        return self._log.end_to_sync(), self._log.segments_to_sync()
 
     def complete(self, target: int) -> None:
         """Bookkeeping after a round that covered `target`; must run on the event loop."""
         if self.fenced is not None:
             return
         self._mark_durable(target)
-        self._after_sync()
+        self._log.after_sync()
 
     @property
     def fsync(self) -> Callable[[int], None]:
@@ -159,13 +172,13 @@ class Flusher:
         """Synchronous full flush (close, roll without a loop, interval ticks from a thread)."""
         if self.fenced is not None:
             raise self.fenced
-        target = self._log_end_offset()
+        target = self._log.end_to_sync()
         try:
-            sync_segments(self._segments_to_sync(), self._fsync)
+            sync_segments(self._log.segments_to_sync(), self._fsync)
         except OSError as exc:
             raise self.fence(exc) from exc
         self._mark_durable(target)
-        self._after_sync()
+        self._log.after_sync()
 
     def _mark_durable(self, target: int) -> None:
         if target > self.durable_offset:
@@ -179,15 +192,15 @@ class Flusher:
     async def _run(self) -> None:
         try:
             while self._waiters:
-                target = self._log_end_offset()
-                segments = self._segments_to_sync()
+                target = self._log.end_to_sync()
+                segments = self._log.segments_to_sync()
                 if segments and self._batcher is not None:
                     await self._batcher.sync(segments, self._fsync)
                 elif segments:
                     await asyncio.to_thread(sync_segments, segments, self._fsync)
                 self._mark_durable(target)
-                self._after_sync()
-                if self._waiters and self._waiters[0][0] >= self._log_end_offset() and not self._segments_to_sync():
+                self._log.after_sync()
+                if self._waiters and self._waiters[0][0] >= self._log.end_to_sync() and not self._log.segments_to_sync():
                     # Waiting on offsets the log no longer has (truncated): nothing will ever cover them.
                     self._fail_waiters(StorageError("offset was truncated before it became durable"))
         except Exception as exc:
