@@ -81,7 +81,7 @@ class LogSegment:
     # Slots, lazily made sets and dicts, str file names: an idle partition's segment is small.
     __slots__ = ("directory", "base_offset", "index_interval_bytes", "suffix", "_log_file", "size",
                  "next_offset", "max_timestamp", "offset_of_max_timestamp", "first_batch_timestamp",
-                 "created_ms", "offset_index", "time_index", "_bytes_since_index", "synced_size",
+                 "created_ms", "_offset_index", "_time_index", "_bytes_since_index", "synced_size",
                  "verified_size", "indexes_synced", "closed", "_reported", "_read_hints",
                  "__dict__")  # a dict only once a test patches a method on one segment
 
@@ -101,10 +101,13 @@ class LogSegment:
         self.first_batch_timestamp = -1  # drives time-based rolls, like Kafka's rollingBasedTimestamp
         # Drives time-based rolls of an empty-timestamped segment: the owner's clock (PartitionLog.clock).
         self.created_ms = created_ms if created_ms is not None else _SYSTEM_CLOCK.wall_ms()
-        self.offset_index = OffsetIndex(os.path.join(directory, segment_file_name(base_offset, ".index" + suffix)),
-                                        base_offset)
-        self.time_index = TimeIndex(os.path.join(directory, segment_file_name(base_offset, ".timeindex" + suffix)),
-                                    base_offset)
+        # The index files exist from now on (as Kafka's do); their objects are made with their first
+        # use (`offset_index`, `time_index`): an empty segment, every idle partition's, needs neither.
+        # Until made, an index's file is empty (created so, or emptied by a recovery of an empty log).
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        FILES.create(self._index_file(".index"))
+        FILES.create(self._index_file(".timeindex"))
         self._bytes_since_index = 0
         self.synced_size = self.size  # bytes known to be on disk; the flusher raises it
         # Bytes [0, verified_size) passed a CRC check (recovery, a read) or were appended by us; reads
@@ -124,6 +127,34 @@ class LogSegment:
     @log_path.setter
     def log_path(self, path: Path) -> None:
         self._log_file = str(path)
+
+    def _index_file(self, name: str) -> str:
+        return os.path.join(self.directory, segment_file_name(self.base_offset, name + self.suffix))
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        index = self._offset_index
+        if index is None:
+            index = self._offset_index = OffsetIndex(self._index_file(".index"), self.base_offset)
+        return index
+
+    @offset_index.setter
+    def offset_index(self, index: OffsetIndex) -> None:
+        self._offset_index = index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        index = self._time_index
+        if index is None:
+            index = self._time_index = TimeIndex(self._index_file(".timeindex"), self.base_offset)
+        return index
+
+    @time_index.setter
+    def time_index(self, index: TimeIndex) -> None:
+        self._time_index = index
+
+    def _made_indexes(self) -> tuple[OffsetIndex | TimeIndex, ...]:
+        return tuple(i for i in (self._offset_index, self._time_index) if i is not None)
 
     # --- opening --------------------------------------------------------------------------------------
 
@@ -153,7 +184,6 @@ class LogSegment:
             # trusted either (a cut log leaves an index pointing past its end): validate and truncate.
             log.warning("index_invalid_recovering_segment", file=str(index_path))
             return segment, segment.recover()
-        segment.offset_index.close()
         segment.offset_index = offset_index
         if not segment._last_index_entry_matches():
             log.warning("index_invalid_recovering_segment", file=str(index_path), reason="last_entry_mismatch")
@@ -165,7 +195,6 @@ class LogSegment:
         if time_index is None:
             log.warning("index_invalid_recovering_segment", file=str(time_path))
             return segment, segment.recover()
-        segment.time_index.close()
         segment.time_index = time_index
         last = time_index.last_entry()
         if last is not None and last[0] > segment.max_timestamp:
@@ -448,8 +477,14 @@ class LogSegment:
 
     def _reset_state(self) -> None:
         self._read_hints = _NO_READ_HINTS
-        self.offset_index.reset()
-        self.time_index.reset()
+        for name, made in ((".index", self._offset_index), (".timeindex", self._time_index)):
+            if made is not None:
+                made.reset()
+                continue
+            try:  # an unmade index's file may hold what a recovery must not trust: empty it as reset() would
+                os.truncate(self._index_file(name), 0)
+            except FileNotFoundError:
+                pass
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -467,8 +502,14 @@ class LogSegment:
         kept as damage. Only when nothing valid can be found after the damage is the file cut there.
         Reads of kept damage answer CORRUPT_MESSAGE (verified_size stops before it).
         """
-        hints = segment_recovery.index_positions(self)
         file_size = os.stat(self._log_file).st_size
+        if file_size == 0 and self._offset_index is None and self._time_index is None:
+            # An empty log (a new or idle partition's active segment at start-up): nothing to walk, and
+            # its indexes stay unmade (their files emptied, as a rebuild would leave them).
+            self._reset_state()
+            self.size = self.synced_size = self.verified_size = 0
+            return RecoveryResult(0, 0, None)
+        hints = segment_recovery.index_positions(self)
         cut_at, reason, first_damage, resynced = segment_recovery.recover_pass(self, file_size, hints)
         truncated = file_size - cut_at
         if truncated:
@@ -526,8 +567,8 @@ class LogSegment:
             with FILES.lease(self._log_file) as fd:
                 fsync(fd)
             if with_indexes:
-                self.offset_index.sync(fsync)
-                self.time_index.sync(fsync)
+                for index in self._made_indexes():  # an unmade index's file is empty: nothing to sync
+                    index.sync(fsync)
                 self.indexes_synced = True
         except OSError:
             if not self.closed:
@@ -550,13 +591,13 @@ class LogSegment:
         """`write_indexes=False`: index entries not yet written are dropped (see index.py)."""
         self.closed = True
         FILES.forget(self._log_file)
-        self.offset_index.close(write=write_indexes)
-        self.time_index.close(write=write_indexes)
+        for index in self._made_indexes():
+            index.close(write=write_indexes)
 
     def delete_indexes_and_close(self) -> None:
         """First step of a compaction swap: the log file stays, its soon-stale indexes go."""
         self._close_files(write_indexes=False)
-        for path in (self.offset_index.path, self.time_index.path):
+        for path in (self._index_file(".index"), self._index_file(".timeindex")):
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -564,7 +605,7 @@ class LogSegment:
 
     def delete(self) -> None:
         self._close_files(write_indexes=False)
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self._log_file, self._index_file(".index"), self._index_file(".timeindex")):
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -580,10 +621,12 @@ class LogSegment:
 
     def promote_indexes(self) -> None:
         """Step two, after the directory fsync: an index rename a crash loses is recovered at load."""
+        cleaned = {name: self._index_file(name) for name in (".index", ".timeindex")}
         self.suffix = ""
-        for index, name in ((self.offset_index, ".index"), (self.time_index, ".timeindex")):
-            final = Path(self.directory, segment_file_name(self.base_offset, name))
-            FILES.forget(index.path)
+        for name, index in ((".index", self._offset_index), (".timeindex", self._time_index)):
+            final = self._index_file(name)
+            FILES.forget(cleaned[name])
             FILES.forget(final)
-            os.replace(index.path, final)
-            index.path = final
+            os.replace(cleaned[name], final)
+            if index is not None:
+                index.path = Path(final)
