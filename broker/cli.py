@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import os
 import socket
 import sys
 import time
@@ -31,8 +32,35 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
 _OWN_COMMANDS = frozenset({"serve", "probe", "user", "analyze"})
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's, with the terminal width found as shutil.get_terminal_size finds it but without
+    importing shutil (argparse makes a formatter per add_argument, and shutil's import, bz2 and lzma
+    with it, was ~2 ms of every start)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
+
+
+def _columns() -> int:
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:  # subparsers are made with the parent's class
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(with_admin: bool = True) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kbroker",
         description="A Kafka-protocol broker with Kafka's consumer-group coordinator.",
     )
