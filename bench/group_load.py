@@ -193,6 +193,8 @@ async def form_group(bootstrap: str, n: int, *, group: str, topic: str, heartbea
                              f"(generations seen: {dict(sorted(gen_size.items()))}, synced: {synced})")
         await asyncio.wait_for(failed, 30)  # the rest see `done` within one heartbeat interval
     finally:
+        # members cancelled below end the gather with CancelledError: retrieve it, or asyncio logs it
+        failed.add_done_callback(lambda f: f.cancelled() or f.exception())
         for t in tasks:
             t.cancel()
         finished.cancel()
