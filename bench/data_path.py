@@ -130,6 +130,10 @@ def consume(bootstrap: str, topic: str, partitions: int, expected: int, conf: di
         "fetch.max.bytes": 50 * 1024 * 1024,
         "max.partition.fetch.bytes": 10 * 1024 * 1024,
         "queued.max.messages.kbytes": 256 * 1024,
+        # librdkafka's local queue holds 100,000 messages by default; a full queue stops its fetching
+        # for fetch.queue.backoff.ms (1 s), which 200,000 small records hit (bench.transactions'
+        # read_uncommitted did): that second would be the client's, not the broker's
+        "queued.min.messages": 1_000_000,
         **(conf or {}),
     })
     try:

@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 
 from kbroker.bench import brokers
+from kbroker.bench.data_path import consume
 from kbroker.bench.report import KB_ALWAYS, KB_NEVER, Figure, machine_note
 
 LABELS = [KB_ALWAYS, KB_NEVER]  # no peer: Tansu has no transactions
@@ -95,32 +96,10 @@ def fill(bootstrap: str, topic: str, messages: int) -> int:
 
 
 def consume_rate(bootstrap: str, topic: str, isolation: str, expected: int) -> float:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-rc-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "isolation.level": isolation,
-                  "fetch.max.bytes": 50 * 1024 * 1024, "queued.max.messages.kbytes": 256 * 1024,
-                  # librdkafka's local queue holds 100,000 messages by default; a full queue stops its
-                  # fetching for fetch.queue.backoff.ms (1 s), which read_uncommitted's 200,000 small
-                  # records hit: that second was the client's, not the broker's
-                  "queued.min.messages": 1_000_000})
-    try:
-        c.list_topics(topic, timeout=30)
-        start = time.perf_counter()
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(3)])
-        got = 0
-        last = start
-        deadline = time.monotonic() + 120
-        while got < expected and time.monotonic() < deadline:
-            batch = c.consume(num_messages=min(10_000, expected - got), timeout=1.0)
-            got += sum(1 for m in batch if m.error() is None)
-            if batch:
-                last = time.perf_counter()
-    finally:
-        c.close()
-    if got < expected:
-        raise RuntimeError(f"{isolation}: read {got} of {expected}")
-    return got / (last - start)
+    # data_path's reader, with librdkafka's default per-partition fetch size (1 MiB) kept for this bench
+    read = consume(bootstrap, topic, 3, expected,
+                   conf={"isolation.level": isolation, "max.partition.fetch.bytes": 1024 * 1024})
+    return read["msgs_per_s"]
 
 
 def run(sizes: Sizes) -> list[Figure]:
