@@ -30,7 +30,7 @@ from . import answers
 from .answers import CLOSE, Answer, ApiEntry, ApiTable, Close
 from ..protocol import framing
 from ..protocol.frames import FrameReader, FrameSizeError
-from ..protocol.primitives import FrameIO, MalformedMessage
+from ..protocol.wire import FrameIO, MalformedMessage
 
 log = structlog.get_logger("kbroker.server")
 

@@ -1,299 +1,61 @@
-"""Compile a message spec at one version into a construct, and encode/decode with it.
+"""Encode and decode a message at one version with its compiled codec.
 
-`KafkaStruct` is a `construct.Construct` whose compiled form is one plain Python function per
-struct and version: fields are read into locals with the primitives' expressions and the
-generated dataclass is built positionally. Compilation happens on first use of a (message,
-version) pair and is cached, so start-up pays nothing for APIs nobody calls.
+The codec of every message we vendor was compiled ahead of time with construct (`make codegen`
+writes `protocol/compiled/<message>.py`, `protocol/compiler.py` holds how) and is imported here on
+first use of that message, so serving imports no construct and a client's first request of a kind
+pays an import, not a compilation. A spec without a generated module (one built by a test) is
+compiled at run time by the same compiler, the only place construct is imported.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import importlib
+import sys
 from io import BytesIO
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
-import construct
+from .spec import MessageSpec
 
-from . import primitives as P
-from .spec import FieldSpec, MessageSpec, StructSpec, in_range
-
-_RUNTIME_IMPORT = f"from {__package__}.primitives import *"
+_MESSAGES = f"{__package__}.messages."
+_COMPILED = f"{__package__}.compiled."
 
 
-def _default_expr(dc_field: dataclasses.Field, code: construct.core.CodeGen) -> str:
-    """A Python expression producing a fresh default value for a dataclass field."""
-    if dc_field.default_factory is not dataclasses.MISSING:
-        factory = dc_field.default_factory
-        if factory is list:
-            return "[]"
-        return _link(code, factory) + "()"
-    value = dc_field.default
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
-        return repr(value)
-    if value == P.ZERO_UUID:
-        return "ZERO_UUID"
-    raise TypeError(f"unsupported default {value!r}")
+class Codec(NamedTuple):
+    """One message version's compiled functions, named as construct's `Compiled` names them."""
+
+    parsefunc: Callable[[BytesIO, None], Any]
+    buildfunc: Callable[[Any, BytesIO, None], Any]
 
 
-def _link(code: construct.core.CodeGen, obj: Any) -> str:
-    """Make a Python object (a dataclass) reachable by name from the compiled module."""
-    name = f"_obj_{id(obj)}"
-    code.linkedinstances[name] = obj  # kept so the module can resolve it after exec
-    code.append(f"{name} = linkedinstances[{name!r}]")
-    return name
+# (id(spec), version) -> (spec, its codec). Not keyed by name: two specs may share one (a test's, a
+# legacy schema's). The entry holds the spec, so while it exists no other object can have that id;
+# the identity check makes a stale entry impossible to return all the same.
+_MESSAGE_CACHE: dict[tuple[int, int], tuple[MessageSpec, Codec]] = {}
 
 
-class KafkaStruct(construct.Construct):
-    """One Kafka struct (a message body or a nested struct) at one version."""
-
-    # Keyed by the spec's identity: two specs may be equal (or share a name) yet belong to
-    # different dataclasses. Each cached struct holds its spec, so no live entry's id can be
-    # reused by another object after garbage collection; `of` checks it all the same.
-    _cache: dict[tuple[int, int, bool], "KafkaStruct"] = {}
-
-    def __init__(self, spec: StructSpec, version: int, flexible: bool) -> None:
-        super().__init__()
-        self.spec, self.version, self.flexible = spec, version, flexible
-        self.name = None
-        self.compiled: construct.Compiled | None = None  # compiled_struct() fills it on first use
-
-    @classmethod
-    def of(cls, spec: StructSpec, version: int, flexible: bool) -> "KafkaStruct":
-        key = (id(spec), version, flexible)
-        found = cls._cache.get(key)
-        if found is None or found.spec is not spec:
-            found = cls._cache[key] = cls(spec, version, flexible)
-        return found
-
-    # Interpreted use goes through the compiled form: there is only one implementation.
-    def _parse(self, stream, context, path):
-        return compiled_struct(self).parsefunc(stream, None)
-
-    def _build(self, obj, stream, context, path):
-        return compiled_struct(self).buildfunc(obj, stream, None)
-
-    # -- helpers -----------------------------------------------------------------------------
-    def _field_flexible(self, f: FieldSpec) -> bool:
-        if f.flexible_override == "inherit":
-            return self.flexible
-        return in_range(self.version, f.flexible_override)  # type: ignore[arg-type]
-
-    def _reader(self, f: FieldSpec, code, flexible: bool) -> str:
-        nullable = f.is_nullable(self.version)
-        if f.kind == "primitive":
-            return P.primitive_for(f.type, flexible=flexible, nullable=nullable).reader
-        if f.kind == "struct":
-            assert f.struct is not None  # a struct field always carries its struct spec
-            call = KafkaStruct.of(f.struct, self.version, self.flexible)._compileparse(code)
-            return f"(None if U_I8(read_exact(io, 1))[0] < 0 else {call})" if nullable else call
-        # array
-        if f.struct is not None:
-            elem = KafkaStruct.of(f.struct, self.version, self.flexible)._compileparse(code)
-        else:
-            elem = P.primitive_for(f.type, flexible=flexible, nullable=False).reader
-        fname = f"parse_array_{code.allocateId()}"
-        count = "read_compact_array_count" if flexible else "read_array_count"
-        code.append(f"""
-            def {fname}(io):
-                n = {count}(io, {nullable})
-                if n < 0:
-                    return None
-                return [{elem} for _ in range(n)]
-        """)
-        return f"{fname}(io)"
-
-    def _writer(self, f: FieldSpec, v: str, code, flexible: bool) -> str:
-        nullable = f.is_nullable(self.version)
-        if f.kind == "primitive":
-            return P.primitive_for(f.type, flexible=flexible, nullable=nullable).writer(v)
-        if f.kind == "struct":
-            assert f.struct is not None
-            build = KafkaStruct.of(f.struct, self.version, self.flexible)._compilebuild(code)
-            if not nullable:
-                return build.replace("(obj,", f"({v},", 1)
-            fname = f"build_nullable_struct_{code.allocateId()}"
-            code.append(f"""
-                def {fname}(w, obj):
-                    if obj is None:
-                        w(b"\\xff")
-                    else:
-                        w(b"\\x01")
-                        {build}
-            """)
-            return f"{fname}(w, {v})"
-        if f.struct is not None:
-            elem = KafkaStruct.of(f.struct, self.version, self.flexible)._compilebuild(code).replace("(obj,", "(e,", 1)
-        else:
-            elem = P.primitive_for(f.type, flexible=flexible, nullable=False).writer("e")
-        null = 'w(b"\\x00")' if flexible else 'w(b"\\xff\\xff\\xff\\xff")'
-        count = "w(encode_uvarint(len(v) + 1))" if flexible else "w(P_I32(len(v)))"
-        fname = f"build_array_{code.allocateId()}"
-        code.append(f"""
-            def {fname}(w, v):
-                if v is None:
-                    {null if nullable else 'raise ValueError("null in a non-nullable array")'}
-                    return
-                {count}
-                for e in v:
-                    {elem}
-        """)
-        return f"{fname}(w, {v})"
-
-    # -- compiled parse ------------------------------------------------------------------------
-    def _emitparse(self, code):
-        code.append(_RUNTIME_IMPORT)
-        cls = self.spec.cls
-        fname = f"parse_{cls.__name__}_v{self.version}_{code.allocateId()}"
-        dc_fields = {f.name: f for f in dataclasses.fields(cls)}
-        lines, args, tagged = [], [], []
-        for i, f in enumerate(self.spec.fields):
-            if not f.present(self.version):
-                args.append(_default_expr(dc_fields[f.name], code))
-            elif self.flexible and f.is_tagged(self.version):
-                tagged.append((i, f))
-                args.append(f"t{i}")
-            else:
-                lines.append(f"a{i} = {self._reader(f, code, self._field_flexible(f))}")
-                args.append(f"a{i}")
-        # The dataclass may list fields in another order than the wire (legacy-only fields go last).
-        by_attr = {f.name: arg for f, arg in zip(self.spec.fields, args)}
-        body = "\n                ".join(lines)
-        tag_block = ""
-        if self.flexible:
-            inits = "\n                ".join(f"t{i} = {_default_expr(dc_fields[f.name], code)}" for i, f in tagged)
-            branches = ""
-            for i, f in tagged:
-                sub = f"parse_tagged_{code.allocateId()}"
-                code.append(f"""
-                    def {sub}(io):
-                        return {self._reader(f, code, True)}
-                """)
-                branches += f"""
-                    {'if' if not branches else 'elif'} tag == {f.tag}:
-                        t{i} = {sub}(BytesIO(read_exact(io, size)))"""
-            tail = f"""
-                    else:
-                        read_exact(io, size)""" if branches else """
-                    read_exact(io, size)"""
-            tag_block = f"""
-                {inits}
-                for _ in range(read_uvarint(io)):
-                    tag = read_uvarint(io)
-                    size = read_uvarint(io){branches}{tail}"""
-        code.append(f"""
-            def {fname}(io):
-                {body}{tag_block}
-                return {_link(code, cls)}({', '.join(by_attr[name] for name in dc_fields)})
-        """)
-        return f"{fname}(io)"
-
-    # -- compiled build ------------------------------------------------------------------------
-    def _emitbuild(self, code):
-        code.append(_RUNTIME_IMPORT)
-        cls = self.spec.cls
-        fname = f"build_{cls.__name__}_v{self.version}_{code.allocateId()}"
-        dc_fields = {f.name: f for f in dataclasses.fields(cls)}
-        lines, tagged = [], []
-        for f in self.spec.fields:
-            if not f.present(self.version):
-                continue
-            if self.flexible and f.is_tagged(self.version):
-                tagged.append(f)
-                continue
-            lines.append(self._writer(f, f"obj.{f.name}", code, self._field_flexible(f)))
-        if self.flexible:
-            if not tagged:
-                lines.append('w(b"\\x00")')
-            else:
-                lines.append("tags = []")
-                for f in sorted(tagged, key=lambda f: f.tag or 0):  # a tagged field always has its tag
-                    default = _default_expr(dc_fields[f.name], code)
-                    sub = f"build_tagged_{code.allocateId()}"
-                    code.append(f"""
-                        def {sub}(v):
-                            b = BytesIO()
-                            w = b.write
-                            {self._writer(f, 'v', code, True)}
-                            return b.getvalue()
-                    """)
-                    # Like Kafka's generated code, a tagged field holding its default is not
-                    # written: librdkafka before 2.2 cannot parse tagged fields it didn't expect.
-                    lines.append(f"if obj.{f.name} != {default}:")
-                    lines.append(f"    tags.append(({f.tag}, {sub}(obj.{f.name})))")
-                lines.append("w(encode_uvarint(len(tags)))")
-                lines.append("for tag, data in tags:")
-                lines.append("    w(encode_uvarint(tag))")
-                lines.append("    w(encode_uvarint(len(data)))")
-                lines.append("    w(data)")
-        body = "\n                ".join(lines) or "pass"
-        code.append(f"""
-            def {fname}(obj, w):
-                {body}
-                return obj
-        """)
-        return f"{fname}(obj, w)"
+def _generated(spec: MessageSpec, version: int) -> Codec | None:
+    """The ahead-of-time codec, if `spec` is the SPEC of a generated message module."""
+    module = spec.struct.cls.__module__
+    if not module.startswith(_MESSAGES) or getattr(sys.modules.get(module), "SPEC", None) is not spec:
+        return None
+    compiled = importlib.import_module(_COMPILED + module[len(_MESSAGES):])  # codegen writes one per message
+    functions = compiled.CODECS.get(version)
+    return Codec(*functions) if functions is not None else None
 
 
-def compiled_struct(struct: KafkaStruct) -> construct.Compiled:
-    found = struct.compiled
-    if found is None:
-        found = struct.compiled = _Root(struct).compile()
-    return found
+def _compiled_now(spec: MessageSpec, version: int) -> Codec:
+    from . import compiler  # construct, imported only for a spec without generated code
+
+    struct = compiler.KafkaStruct.of(spec.struct, version, spec.is_flexible(version))
+    found = compiler.compiled_struct(struct)
+    return Codec(found.parsefunc, found.buildfunc)
 
 
-class _Root(construct.Construct):
-    """Compiles a KafkaStruct into construct's `Compiled(parseall, buildall)`.
-
-    construct's own `compile()` links helper objects by id after executing the module; our
-    emitted code binds the generated dataclasses at module level, so the mapping must exist
-    before the code runs. This is the only difference from `Construct.compile`.
-    """
-
-    def __init__(self, struct: KafkaStruct) -> None:
-        super().__init__()
-        self.struct = struct
-
-    def _emitparse(self, code):
-        return self.struct._compileparse(code)
-
-    def _emitbuild(self, code):
-        return self.struct._compilebuild(code).replace("(obj, w)", "(obj, io.write)")
-
-    def compile(self, filename=None):
-        code = construct.core.CodeGen()
-        code.append("from construct import Compiled")
-        code.append(f"""
-            def parseall(io, this):
-                return {self._compileparse(code)}
-            def buildall(obj, io, this):
-                return {self._compilebuild(code)}
-            compiled = Compiled(parseall, buildall)
-        """)
-        source = code.toString()
-        if filename:
-            with open(filename, "w") as f:
-                f.write(source)
-        namespace: dict[str, Any] = {"linkedinstances": code.linkedinstances, "__name__": "kbroker_codec"}
-        label = f"<kbroker codec {self.struct.spec.cls.__name__} v{self.struct.version}>"
-        exec(compile(source, label, "exec"), namespace)
-        compiled = namespace["compiled"]
-        compiled.source = source
-        compiled.defersubcon = self
-        return compiled
-
-
-# -- the public API of the codec ------------------------------------------------------------
-# (id(spec), version) -> (spec, its compiled codec). Not keyed by name: two specs may share one
-# (a test's, a legacy schema's). The entry holds the spec, so while it exists no other object can
-# have that id; the identity check makes a stale entry impossible to return all the same.
-_MESSAGE_CACHE: dict[tuple[int, int], tuple[MessageSpec, construct.Compiled]] = {}
-
-
-def compiled_message(spec: MessageSpec, version: int) -> construct.Compiled:
+def compiled_message(spec: MessageSpec, version: int) -> Codec:
     entry = _MESSAGE_CACHE.get((id(spec), version))
     if entry is None or entry[0] is not spec:
-        struct = KafkaStruct.of(spec.struct, version, spec.is_flexible(version))
-        entry = _MESSAGE_CACHE[(id(spec), version)] = (spec, compiled_struct(struct))
+        codec = _generated(spec, version) or _compiled_now(spec, version)
+        entry = _MESSAGE_CACHE[(id(spec), version)] = (spec, codec)
     return entry[1]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from struct import Struct
 from typing import Callable
 
-from .primitives import MalformedMessage
+from .wire import MalformedMessage
 
 _SIZE = Struct(">i")
 # The broker's socket.request.max.bytes default; a client reading responses passes a larger bound.

@@ -16,7 +16,7 @@ from . import codec
 from .messages import MODULES, REQUEST_FLEXIBLE_FROM
 from .messages import request_header as _rh
 from .messages import response_header as _rsh
-from .primitives import MalformedMessage
+from .wire import MalformedMessage
 from .spec import MessageSpec
 
 API_VERSIONS_KEY = 18

@@ -22,7 +22,7 @@ from .messages.offset_commit_request import (
     OffsetCommitRequestTopic,
 )
 from .messages.offset_commit_response import OffsetCommitResponse
-from .primitives import ZERO_UUID
+from .wire import ZERO_UUID
 
 VERSIONS = (8, 9)
 _I32 = struct.Struct(">i")

@@ -3,7 +3,7 @@
 Run with `make codegen` (or `python -m kbroker.tools.codegen`). The output is checked in;
 `tests/unit/test_codegen_fresh.py` fails when it is stale. Each JSON file becomes one module with
 slotted dataclasses (one per struct, the union of the fields of every version) and a `SPEC`
-describing every version; `protocol/codec.py` compiles a construct from the spec on first use.
+describing every version; `tools/codegen_codecs.py` then compiles each spec's codec with construct.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _ZERO = {
 }
 _PYTYPE = {
     "bool": "bool", "int8": "int", "int16": "int", "uint16": "int", "int32": "int", "int64": "int",
-    "float64": "float", "string": "str", "bytes": "bytes", "records": "bytes | None", "uuid": "UUID",
+    "float64": "float", "string": "str", "bytes": "bytes", "records": "bytes | memoryview | None", "uuid": "UUID",
 }
 
 
@@ -336,6 +336,8 @@ def generate() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import codegen_codecs  # imports the messages written here, so it runs after them
+
     check = "--check" in (argv if argv is not None else sys.argv[1:])
     files = generate()
     stale = []
@@ -347,13 +349,16 @@ def main(argv: list[str] | None = None) -> int:
                 target.write_text(text, encoding="utf-8")
     extra = {p.name for p in OUT_DIR.glob("*.py")} - set(files)
     if check:
-        if stale or extra:
-            print(f"stale: {sorted(stale)} extra: {sorted(extra)}")
+        codecs_stale, codecs_extra = codegen_codecs.sync(check=True) if not (stale or extra) else ([], set())
+        if stale or extra or codecs_stale or codecs_extra:
+            print(f"stale: {sorted(stale + codecs_stale)} extra: {sorted(extra | codecs_extra)}")
             return 1
         return 0
     for name in extra:
         (OUT_DIR / name).unlink()
     print(f"generated {len(files)} modules ({len(stale)} changed) in {OUT_DIR}")
+    codecs_stale, _ = codegen_codecs.sync(check=False)
+    print(f"generated {len(files)} codecs ({len(codecs_stale)} changed) in {codegen_codecs.OUT_DIR}")
     return 0
 
 

@@ -13,7 +13,7 @@ from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.delete_topics_request import DeleteTopicsRequest
 from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
-from ...protocol.primitives import ZERO_UUID
+from ...protocol.wire import ZERO_UUID
 
 API_KEY = 20
 VERSIONS = (0, 6)

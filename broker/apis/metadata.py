@@ -19,7 +19,7 @@ from ...protocol.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
-from ...protocol.primitives import ZERO_UUID
+from ...protocol.wire import ZERO_UUID
 
 if TYPE_CHECKING:
     from ..log.manager import TopicInfo

@@ -22,7 +22,7 @@ from ..router import Deferred, RequestContext
 from ...coordinator import commands as c
 from ...coordinator.results import OffsetCommitResult
 from ...protocol.errors import ErrorCode
-from ...protocol.primitives import ZERO_UUID
+from ...protocol.wire import ZERO_UUID
 from ...protocol.messages.offset_commit_request import OffsetCommitRequest
 from ...protocol.messages.offset_commit_response import (
     OffsetCommitResponse,

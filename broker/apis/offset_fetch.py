@@ -23,7 +23,7 @@ from ..router import RequestContext
 from ...coordinator import commands as c
 from ...coordinator.results import OffsetFetchResult
 from ...protocol.errors import ErrorCode
-from ...protocol.primitives import ZERO_UUID
+from ...protocol.wire import ZERO_UUID
 from ...protocol.messages.offset_fetch_request import (
     OffsetFetchRequest,
     OffsetFetchRequestTopic,

@@ -193,7 +193,7 @@ def _produce_partition(
     request: ProduceRequest,
     topic: str,
     index: int,
-    records: bytes | memoryview | None,  # a view of the request frame when big (primitives.FrameIO)
+    records: bytes | memoryview | None,  # a view of the request frame when big (wire.FrameIO)
     now_ms: int,
     transactional_records: bool,
     durable_waits: list[tuple[PartitionLog, int]],

@@ -65,7 +65,7 @@ class PartitionData:
     """The aborted transactions."""
     preferred_read_replica: int = -1
     """The preferred read replica for the consumer to use on its next fetch request."""
-    records: bytes | None = None
+    records: bytes | memoryview | None = None
     """The record data."""
 
 

@@ -15,7 +15,7 @@ ZERO_UUID = UUID(int=0)
 class PartitionProduceData:
     index: int = 0
     """The partition index."""
-    records: bytes | None = None
+    records: bytes | memoryview | None = None
     """The record data to be produced."""
 
 

@@ -27,7 +27,8 @@ sys.argv[0] = "kbroker"
 raise SystemExit(main())
 """
 
-NOT_FOR_SERVING = ("pyspark", "pandas", "pyarrow", "numpy", "matplotlib", "rich", "pygments", "scramp",
+NOT_FOR_SERVING = ("construct",  # the codec is compiled ahead of time (protocol/compiled/)
+                   "pyspark", "pandas", "pyarrow", "numpy", "matplotlib", "rich", "pygments", "scramp",
                    "asn1crypto", "prometheus_client", "importlib.metadata", "kio",
                    # until a compressed batch or a regex subscription arrives
                    "cramjam", "lz4", "zstandard", "re2")
@@ -70,3 +71,45 @@ def test_answering_api_versions_imports_only_what_serving_needs(tmp_path):
                     if kind in ("request", "response")}
     assert modules & api_messages == {"kbroker.protocol.messages.api_versions_request",
                                       "kbroker.protocol.messages.api_versions_response"}
+
+
+def test_serving_real_clients_never_imports_construct(tmp_path):
+    """Produce, consume in a group, commit and describe with librdkafka: every message the client
+    sends is decoded by the codec `make codegen` compiled with construct, not by compiling it here."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    launcher = tmp_path / "kbroker_launcher.py"
+    launcher.write_text(LAUNCHER)
+    dump = tmp_path / "modules.json"
+    broker = BrokerProcess(tmp_path / "data", kbroker=[sys.executable, str(launcher)],
+                           env={"KBROKER_TEST_MODULES_OUT": str(dump)})
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("aot", 2, 1)])["aot"].result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        for i in range(10):
+            producer.produce("aot", value=b"v%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "aot-group",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe(["aot"])
+        got = []
+        while len(got) < 10:
+            msg = consumer.poll(30)
+            assert msg is not None and msg.error() is None, msg and msg.error()
+            got.append(msg.value())
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([TopicPartition("aot", 0), TopicPartition("aot", 1)], timeout=30)
+        consumer.close()
+        assert sorted(got) == sorted(b"v%d" % i for i in range(10))
+        assert sum(tp.offset for tp in committed) == 10
+        assert admin.describe_consumer_groups(["aot-group"])["aot-group"].result(30).group_id == "aot-group"
+    finally:
+        broker.stop()
+    modules = set(json.loads(dump.read_text()))
+    assert "kbroker.protocol.compiled.produce_request" in modules  # the dump is of a broker that served
+    assert "kbroker.protocol.compiled.offset_commit_request" in modules or \
+        "kbroker.protocol.messages.offset_commit_request" in modules
+    assert not {m for m in modules if m == "construct" or m.startswith("construct.")}
+    assert "kbroker.protocol.compiler" not in modules

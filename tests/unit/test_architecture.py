@@ -12,7 +12,7 @@ import grimp
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ("broker", "protocol", "coordinator", "purgatory", "pipeline", "admin")
-GENERATED = ROOT / "protocol" / "messages"
+GENERATED = (ROOT / "protocol" / "messages", ROOT / "protocol" / "compiled")  # make codegen writes them
 MAX_LINES = 700  # "about 600": a module past this is two modules
 
 
@@ -36,7 +36,7 @@ def test_modules_stay_readable_in_one_sitting() -> None:
     long = {}
     for top in RUNTIME:
         for path in (ROOT / top).rglob("*.py"):
-            if GENERATED in path.parents:
+            if any(folder in path.parents for folder in GENERATED):
                 continue
             lines = len(path.read_text(encoding="utf-8").splitlines())
             if lines > MAX_LINES:

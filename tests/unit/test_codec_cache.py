@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass
 
-from kbroker.protocol import codec
+from kbroker.protocol import codec, compiler
 from kbroker.protocol.spec import FieldSpec, MessageSpec, StructSpec
 
 
@@ -40,9 +40,9 @@ def test_equal_struct_specs_that_are_distinct_objects_get_distinct_structs():
     spec, _ = _spec("Twin", "int32")
     twin = StructSpec(spec.struct.cls, spec.struct.fields)
     assert twin == spec.struct and twin is not spec.struct
-    first = codec.KafkaStruct.of(spec.struct, 0, False)
-    assert codec.KafkaStruct.of(spec.struct, 0, False) is first
-    second = codec.KafkaStruct.of(twin, 0, False)
+    first = compiler.KafkaStruct.of(spec.struct, 0, False)
+    assert compiler.KafkaStruct.of(spec.struct, 0, False) is first
+    second = compiler.KafkaStruct.of(twin, 0, False)
     assert second is not first and second.spec is twin and first.spec is spec.struct
-    assert codec.compiled_struct(first) is codec.compiled_struct(first)
-    assert codec.compiled_struct(second) is not codec.compiled_struct(first)
+    assert compiler.compiled_struct(first) is compiler.compiled_struct(first)
+    assert compiler.compiled_struct(second) is not compiler.compiled_struct(first)

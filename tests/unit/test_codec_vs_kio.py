@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kbroker.broker.app import build_router
 from kbroker.protocol import codec, framing
-from kbroker.protocol.primitives import ZERO_UUID
+from kbroker.protocol.wire import ZERO_UUID
 from kbroker.protocol.spec import FieldSpec, MessageSpec, StructSpec
 
 kio_index = pytest.importorskip("kio.index")

@@ -10,7 +10,7 @@ import pytest
 
 from kbroker.protocol import codec, record_batch as rb
 from kbroker.protocol.messages import produce_request as pr
-from kbroker.protocol.primitives import RECORDS_VIEW_FROM, FrameIO, MalformedMessage
+from kbroker.protocol.wire import RECORDS_VIEW_FROM, FrameIO, MalformedMessage
 
 
 def _frame(records: bytes, version: int) -> bytes:
