@@ -211,10 +211,16 @@ def _na(e: BaseException) -> NA:
     return NA(str(e) if isinstance(e, (brokers.Unavailable, BenchError)) else f"{type(e).__name__}: {e}")
 
 
+def _topic_partitions(sizes: Sizes) -> int:
+    """The benchmark topic: a partition for each member of the largest group (members consume from it)."""
+    return max(sizes.members + [sizes.connections, 1])
+
+
 def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> dict:
     out: dict = {}
-    top = max(sizes.members + [sizes.connections, 1])
-    topic = prepare_topic(handle.bootstrap, top)
+    if "memory" in sizes.only:
+        out["empty_rss"] = brokers.settle_rss(handle, sizes.settle_s)
+    topic = prepare_topic(handle.bootstrap, _topic_partitions(sizes))
     if "memory" in sizes.only:
         out["idle_rss"] = brokers.settle_rss(handle, sizes.settle_s)
     for what, key, version in (("FindCoordinator", FIND_COORDINATOR, FIND_V), ("JoinGroup", JOIN_GROUP, JOIN_V),
@@ -395,9 +401,12 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             "comparable start-up figure for a memory store)", "s",
             lambda r: r["startup"], hib=False, fmt=",.2f")
     if "memory" in s.only:
-        fig("idle RSS", f"broker RSS {s.settle_s:g} s after start-up with one topic created, before any group",
-            "MiB",
+        fig("idle RSS", f"broker RSS {s.settle_s:g} s after start-up with one topic of {_topic_partitions(s):,} "
+            "partitions created, before any group", "MiB",
             lambda r: _scale(r["idle_rss"], 1 / 2 ** 20), hib=False)
+        fig("idle RSS, nothing stored", f"broker RSS {s.settle_s:g} s after start-up with an empty data dir / "
+            "memory store, before any topic", "MiB",
+            lambda r: _scale(r["empty_rss"], 1 / 2 ** 20), hib=False)
         def mem(n: int, key: str, k: float = 1.0):
             def get(r: dict):
                 m = r["memory"]
