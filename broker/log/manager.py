@@ -157,10 +157,11 @@ class LogManager:
             self.topics_version += 1
             for partition in range(info.num_partitions):
                 self._open_log(info, partition, clean)
-        for child in self.data_dir.iterdir():
-            match = _PARTITION_DIR.fullmatch(child.name)
-            if child.is_dir() and match and (match["topic"], int(match["partition"])) not in self._logs:
-                log.warning("orphan_partition_dir", dir=str(child))
+        with os.scandir(self.data_dir) as children:  # one entry per partition: no Path or stat each
+            for child in children:
+                match = _PARTITION_DIR.fullmatch(child.name)
+                if match and child.is_dir() and (match["topic"], int(match["partition"])) not in self._logs:
+                    log.warning("orphan_partition_dir", dir=child.path)
         if had_marker:
             marker.unlink()  # from here on, a crash must be treated as unclean
             fsync_dir(self.data_dir)

@@ -123,7 +123,8 @@ class PartitionLog:
     def _read_checkpoint(self) -> tuple[int | None, int, int | None]:
         """(log start, recovery point, log end offset at the last clean close or None)."""
         try:
-            data = json.loads((self.directory / CHECKPOINT_FILE).read_text())
+            with open(os.path.join(self._dir, CHECKPOINT_FILE), encoding="utf-8") as f:
+                data = json.loads(f.read())
             end = data.get("log_end_offset")
             return int(data["log_start_offset"]), int(data["recovery_point"]), None if end is None else int(end)
         except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):
@@ -138,13 +139,15 @@ class PartitionLog:
         write_file_durably(self.directory / CHECKPOINT_FILE, json.dumps(body).encode())
 
     def _load(self, clean_shutdown: bool) -> None:
-        directory = self.directory
-        for leftover in directory.glob("*.cleaned"):  # compaction output that never got swapped in
-            leftover.unlink()
-        for tmp in directory.glob("*.tmp"):
-            tmp.unlink()
+        # One listing of plain names: a start loads every partition, and three pathlib globs each were
+        # most of the time to open 2,000 of them.
+        names = os.listdir(self._dir)
+        for name in names:
+            # compaction output that never got swapped in, and half-written checkpoints
+            if name.endswith(".cleaned") or name.endswith(".tmp"):
+                os.unlink(os.path.join(self._dir, name))
         checkpoint_start, recovery_point, checkpoint_end = self._read_checkpoint()
-        bases = sorted(int(p.name[:-4]) for p in directory.glob("*.log") if p.name[:-4].isdigit())
+        bases = sorted(int(name[:-4]) for name in names if name.endswith(".log") and name[:-4].isdigit())
         interval = self.config.index_interval_bytes
         damaged = False
         for i, base in enumerate(bases):

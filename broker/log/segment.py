@@ -170,11 +170,11 @@ class LogSegment:
         are read to find the segment's end; an index that fails (missing, malformed, pointing past the
         end or at something that is not its batch) or a tail that does not parse means `recover` after all.
         """
-        index_path = Path(directory, segment_file_name(base_offset, ".index"))
-        time_path = Path(directory, segment_file_name(base_offset, ".timeindex"))
-        if recover:
+        if recover:  # every partition's active segment at every start: no Path objects on this path
             segment = cls(directory, base_offset, index_interval_bytes, created_ms=created_ms)
             return segment, segment.recover()
+        index_path = Path(directory, segment_file_name(base_offset, ".index"))
+        time_path = Path(directory, segment_file_name(base_offset, ".timeindex"))
         log_path = Path(directory, segment_file_name(base_offset, ".log"))
         size = log_path.stat().st_size if log_path.exists() else 0
         offset_index = OffsetIndex.load(index_path, base_offset, size)

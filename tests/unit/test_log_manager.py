@@ -197,3 +197,21 @@ def test_manager_ignores_unrelated_files_in_data_dir(tmp_path: Path) -> None:
     assert manager.topics() == {}
     assert (tmp_path / "stray-0").exists()  # orphans are reported, never deleted
     manager.close()
+
+
+def test_a_partition_directory_of_no_topic_is_reported_at_start(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    manager = LogManager(tmp_path)
+    manager.create_topic("kept", 2, {})
+    manager.close()
+    (tmp_path / "gone-0").mkdir()  # a partition directory whose topic's metadata is not there
+    (tmp_path / "kept-7").mkdir()  # a partition the topic does not have
+    (tmp_path / "other-3").write_text("a file with a partition's name is not a partition directory")
+    with capture_logs() as logs:
+        reopened = LogManager(tmp_path)
+    orphans = sorted(Path(e["dir"]).name for e in logs if e["event"] == "orphan_partition_dir")
+    assert orphans == ["gone-0", "kept-7"]
+    kept = reopened.topic("kept")
+    assert kept is not None and kept.num_partitions == 2
+    reopened.close()

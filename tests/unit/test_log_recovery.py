@@ -254,6 +254,22 @@ def test_stray_compaction_output_is_removed(tmp_path: Path) -> None:
     assert recovered.log_end_offset == end
 
 
+def test_half_written_files_are_removed_and_only_digit_named_logs_are_segments(tmp_path: Path) -> None:
+    plog, bases = build(tmp_path)
+    end = plog.log_end_offset
+    plog.close()
+    partition = tmp_path / "t-0"
+    torn_checkpoint = partition / "checkpoint.json.tmp"  # a checkpoint write that never got renamed
+    torn_checkpoint.write_bytes(b'{"log_start')
+    foreign = partition / "notes.log"  # not a segment: its name is not a base offset
+    foreign.write_bytes(b"kept")
+    recovered = reopen(tmp_path)
+    assert not torn_checkpoint.exists()
+    assert foreign.read_bytes() == b"kept"
+    assert [s.base_offset for s in recovered.segments] == bases
+    assert recovered.log_end_offset == end
+
+
 def test_structlog_is_configured_for_capture() -> None:
     # guards the tests above: capture_logs only sees events if loggers are structlog's
     with capture_logs() as logs:
