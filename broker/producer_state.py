@@ -324,9 +324,10 @@ def _headers_from(plog: PartitionLog, start_offset: int, markers: dict[int, bool
 def load_partition_state(plog: PartitionLog) -> PartitionProducerState:
     """Build a partition's producer state: snapshot (if usable) plus a header replay of the tail."""
     started = time.monotonic()
-    state = PartitionProducerState(plog.topic, plog.partition, plog.directory)
+    directory = plog.directory  # a new Path per call: every partition is loaded at start
+    state = PartitionProducerState(plog.topic, plog.partition, directory)
     state.owner = plog
-    path = plog.directory / SNAPSHOT_FILE
+    path = directory / SNAPSHOT_FILE
     start = 0
     source = "log"
     try:
