@@ -167,6 +167,12 @@ def _wait_ready(handle: BrokerHandle, timeout: float, ready, poll_s: float = 0.0
         time.sleep(poll_s)
 
 
+def wait_answering(handle: BrokerHandle, timeout: float, poll_s: float = 0.01) -> None:
+    """Until the process answers ApiVersions, asked in-process every `poll_s` (no probe subprocess adds
+    its own start-up to a timed start); stops the process and raises Unavailable if it exits or times out."""
+    _wait_ready(handle, timeout, lambda: _answers_api_versions(handle), poll_s)
+
+
 def kbroker_command(bootstrap: str, data_dir: str | Path, *, flush: str = "always",
                     extra: tuple[str, ...] = ()) -> list[str]:
     return [sys.executable, "-m", "kbroker", "serve", "--listen", bootstrap, "--data-dir", str(data_dir),
@@ -262,7 +268,7 @@ def start_tansu(timeout: float = START_TIMEOUT_S, poll_s: float = 0.01) -> Broke
         raise Unavailable(f"tansu would not start: {e}")
     handle = BrokerHandle("tansu", "tansu (memory storage)", proc, bootstrap, log_path, workdir)
 
-    _wait_ready(handle, timeout, lambda: _answers_api_versions(handle), poll_s)
+    wait_answering(handle, timeout, poll_s)
     return handle
 
 
@@ -276,7 +282,7 @@ def start_echo(timeout: float = START_TIMEOUT_S) -> BrokerHandle:
                                 stdout=out, stderr=subprocess.STDOUT, preexec_fn=cores.broker_preexec)
     handle = BrokerHandle("echo", "echo responder", proc, bootstrap, log_path, workdir)
 
-    _wait_ready(handle, timeout, lambda: _answers_api_versions(handle))
+    wait_answering(handle, timeout)
     return handle
 
 

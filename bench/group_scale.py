@@ -30,16 +30,8 @@ def _restart(handle: brokers.BrokerHandle, data: Path, timeout: float = 300.0) -
     out: dict = {}
     try:
         deadline = started + timeout
-        while "startup_s" not in out:
-            try:
-                brokers.api_versions(new.bootstrap, timeout=1.0)
-                out["startup_s"] = time.perf_counter() - started
-            except (OSError, ValueError):
-                time.sleep(0.005)
-            if not new.running:
-                raise BenchError(f"kbroker exited on restart: {new.log_tail()[-300:]}")
-            if time.perf_counter() > deadline:
-                raise BenchError(f"kbroker did not answer within {timeout:.0f}s of a restart")
+        brokers.wait_answering(new, timeout, poll_s=0.005)
+        out["startup_s"] = time.perf_counter() - started
         while not new.log_events("offsets_loaded"):
             if time.perf_counter() > deadline:
                 raise BenchError(f"no offsets_loaded event within {timeout:.0f}s of a restart")

@@ -155,17 +155,8 @@ def empty_startup(label: str, timeout: float = 60.0) -> float:
             handle.stop()
     handle = brokers.start_kbroker(flush="always" if label == KB_ALWAYS else "never", wait=False)
     try:
-        while True:
-            try:
-                brokers.api_versions(handle.bootstrap, timeout=1.0)
-                return time.perf_counter() - started
-            except (OSError, ValueError):
-                pass
-            if not handle.running:
-                raise BenchError(f"kbroker exited during start-up: {handle.log_tail()[-300:]}")
-            if time.perf_counter() - started > timeout:
-                raise BenchError(f"kbroker did not answer within {timeout:.0f}s")
-            time.sleep(STARTUP_POLL_S)
+        brokers.wait_answering(handle, timeout, STARTUP_POLL_S)
+        return time.perf_counter() - started
     finally:
         handle.stop()
 

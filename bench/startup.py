@@ -44,15 +44,8 @@ def restart(data: Path, timeout: float = 120.0) -> float:
     started = time.perf_counter()
     handle = brokers.start_kbroker(flush="always", data_dir=data, wait=False)
     try:
-        while True:
-            try:
-                brokers.api_versions(handle.bootstrap, timeout=1.0)
-                return time.perf_counter() - started
-            except (OSError, ValueError):
-                pass
-            if not handle.running or time.perf_counter() - started > timeout:
-                raise RuntimeError(f"kbroker did not answer: {handle.log_tail()[-300:]}")
-            time.sleep(STARTUP_POLL_S)
+        brokers.wait_answering(handle, timeout, STARTUP_POLL_S)
+        return time.perf_counter() - started
     finally:
         handle.stop()
 
