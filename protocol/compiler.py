@@ -247,6 +247,11 @@ class KafkaStruct(construct.Construct):
         return f"{fname}(obj, w)"
 
 
+def _build_into_io(struct: KafkaStruct, code: construct.core.CodeGen) -> str:
+    """The call that builds a message into the stream `io` (a struct's build writes through `w`)."""
+    return struct._compilebuild(code).replace("(obj, w)", "(obj, io.write)")
+
+
 def compiled_struct(struct: KafkaStruct) -> construct.Compiled:
     found = struct.compiled
     if found is None:
@@ -270,7 +275,7 @@ class _Root(construct.Construct):
         return self.struct._compileparse(code)
 
     def _emitbuild(self, code):
-        return self.struct._compilebuild(code).replace("(obj, w)", "(obj, io.write)")
+        return _build_into_io(self.struct, code)
 
     def compile(self, filename=None):
         code = construct.core.CodeGen()
@@ -310,7 +315,7 @@ def module_source(spec: MessageSpec) -> str:
         """)
         code.append(f"""
             def build_v{version}(obj, io, this):
-                return {struct._compilebuild(code).replace("(obj, w)", "(obj, io.write)")}
+                return {_build_into_io(struct, code)}
         """)
         entries.append(f"{version}: (parse_v{version}, build_v{version})")
     if code.linkedinstances:
