@@ -40,16 +40,29 @@ log = structlog.get_logger("kbroker.broker")
 TRANSACTION_STATE_TOPIC = "__transaction_state"  # transactions.TOPIC, without importing it
 
 
-def build_router() -> Router:
-    """Every API in broker/apis/ SERVED, each module imported on the first request of its API."""
+def build_router(*, acl_checks: bool = True) -> Router:
+    """Every API in broker/apis/ SERVED, each module imported on the first request of its API.
+
+    acl_checks: wrap the handlers in their ACL checks (broker/security/api_checks.py). A broker with no
+    authorizer configured can never refuse a request (an authorizer exists only by configuration),
+    so it serves the handlers bare, with only KIP-430's operations filled in where asked: no wrapper
+    per request, and neither the checks nor the ACL model imported."""
     from .apis import SERVED
 
     router = Router()
     for api_key, (module, low, high) in SERVED.items():
         router.register_lazy(api_key, low, high,
                              functools.partial(importlib.import_module, f"{__package__}.apis.{module}"))
-    router.wrap_routes(_acl_checked)  # ACL checks around the handlers (a no-op without an authorizer)
+    router.wrap_routes(_acl_checked if acl_checks else _with_operations)
     return router
+
+
+def _with_operations(route: Route) -> Route:
+    if route.api_key == API_VERSIONS_KEY:
+        return route
+    from .security.authorized_operations import with_operations
+
+    return with_operations(route)
 
 
 def _acl_checked(route: Route) -> Route:
@@ -78,7 +91,7 @@ class Broker:
         self.data_dir = Path(config.data_dir)
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
-        self.router = build_router()
+        self.router = build_router(acl_checks=bool(config.authorizer_class_name))
         from .observe import Observations, all_servers
 
         self.observations = Observations()

@@ -71,6 +71,18 @@ class Deferred:
         self.response = response
 
 
+def then(result: Any, fn: Callable[[Any], Any]) -> Any:
+    """Apply `fn` to a handler's answer, also when the answer is Deferred (or None for acks=0)."""
+    if result is None:
+        return None
+    if isinstance(result, Deferred):
+        async def later() -> Any:
+            body = await result.response
+            return None if body is None else fn(body)
+        return Deferred(later())
+    return fn(result)
+
+
 class HandlerModule(Protocol):
     API_KEY: int
     VERSIONS: tuple[int, int]

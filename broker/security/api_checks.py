@@ -18,11 +18,12 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..router import RequestContext, Route, Router
+from ..router import RequestContext, Route, Router, then
 from . import txn_group_admin_checks as more
 from .acl import Operation as Op, ResourceType as RT
+from .authorized_operations import OPERATIONS
 from .check_helpers import (
-    CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, LazyModule, split, then,
+    CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, LazyModule, split,
     topic_names_by_id,
 )
 from ...protocol.errors import ErrorCode
@@ -133,45 +134,6 @@ def _guarded_plain(handler: Callable, check: Callable, operations: Callable | No
             result = then(result, lambda body: operations(ctx, request, body))
         return result
     return guarded
-
-
-# --- KIP-430: the authorized operations a request asks for ---
-# (`ctx.broker.security` only when asked: without an authorizer it is built with its first use)
-
-def _metadata_operations(ctx: RequestContext, request: Any, body: Any) -> Any:
-    if request.include_cluster_authorized_operations and 8 <= ctx.api_version <= 10:
-        body.cluster_authorized_operations = ctx.broker.security.authorized_operations(ctx, RT.CLUSTER)
-    if request.include_topic_authorized_operations and ctx.api_version >= 8:
-        for t in body.topics:
-            if t.error_code == 0 and t.name:
-                t.topic_authorized_operations = ctx.broker.security.authorized_operations(ctx, RT.TOPIC, t.name)
-    return body
-
-
-def _describe_cluster_operations(ctx: RequestContext, request: Any, body: Any) -> Any:
-    if request.include_cluster_authorized_operations and body.error_code == 0:
-        body.cluster_authorized_operations = ctx.broker.security.authorized_operations(ctx, RT.CLUSTER)
-    return body
-
-
-def _describe_groups_operations(ctx: RequestContext, request: Any, body: Any) -> Any:
-    if request.include_authorized_operations and ctx.api_version >= 3:
-        for g in body.groups:
-            if g.error_code == 0:
-                g.authorized_operations = ctx.broker.security.authorized_operations(ctx, RT.GROUP, g.group_id)
-    return body
-
-
-def _consumer_group_describe_operations(ctx: RequestContext, request: Any, body: Any) -> Any:
-    if request.include_authorized_operations:
-        for g in body.groups:
-            if g.error_code == 0:
-                g.authorized_operations = ctx.broker.security.authorized_operations(ctx, RT.GROUP, g.group_id)
-    return body
-
-
-OPERATIONS = {3: _metadata_operations, 60: _describe_cluster_operations, 15: _describe_groups_operations,
-              69: _consumer_group_describe_operations}
 
 
 async def check_produce(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:

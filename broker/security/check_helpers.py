@@ -8,7 +8,7 @@ import importlib
 import uuid
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ..router import Deferred, RequestContext
+from ..router import RequestContext, then
 from ...protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -21,18 +21,6 @@ CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 DENIED_MESSAGE = {GROUP_DENIED: "Group authorization failed.", TOPIC_DENIED: "Topic authorization failed.",
                    TXN_DENIED: "Transactional Id authorization failed."}  # Kafka's Errors messages
-
-
-def then(result: Any, fn: Callable[[Any], Any]) -> Any:
-    """Apply `fn` to a handler's answer, also when the answer is Deferred (or None for acks=0)."""
-    if result is None:
-        return None
-    if isinstance(result, Deferred):
-        async def later():
-            body = await result.response
-            return None if body is None else fn(body)
-        return Deferred(later())
-    return fn(result)
 
 
 def topic_names_by_id(ctx: RequestContext) -> dict[uuid.UUID, str]:

@@ -75,8 +75,9 @@ def test_answering_api_versions_imports_only_what_serving_needs(tmp_path):
 
 def test_serving_real_clients_never_imports_construct(tmp_path):
     """Produce, consume in a group, commit and describe with librdkafka: every message the client
-    sends is decoded by the codec `make codegen` compiled with construct, not by compiling it here."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    sends is decoded by the codec `make codegen` compiled with construct, not by compiling it here;
+    and with no authorizer configured, the ACL checks are never installed."""
+    from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     launcher = tmp_path / "kbroker_launcher.py"
@@ -105,6 +106,10 @@ def test_serving_real_clients_never_imports_construct(tmp_path):
         assert sorted(got) == sorted(b"v%d" % i for i in range(10))
         assert sum(tp.offset for tp in committed) == 10
         assert admin.describe_consumer_groups(["aot-group"])["aot-group"].result(30).group_id == "aot-group"
+        # KIP-430 without an authorizer: every operation the resource supports, as Kafka answers
+        [topic] = admin.describe_topics(TopicCollection(["aot"]), include_authorized_operations=True).values()
+        assert len(topic.result(30).authorized_operations) == 8  # READ ... ALTER_CONFIGS
+        assert len(admin.describe_cluster(include_authorized_operations=True).result(30).authorized_operations) == 7
     finally:
         broker.stop()
     modules = set(json.loads(dump.read_text()))
@@ -113,3 +118,5 @@ def test_serving_real_clients_never_imports_construct(tmp_path):
         "kbroker.protocol.messages.offset_commit_request" in modules
     assert not {m for m in modules if m == "construct" or m.startswith("construct.")}
     assert "kbroker.protocol.compiler" not in modules
+    # With no authorizer configured, no ACL check is installed (broker/app.py build_router)
+    assert not modules & {"kbroker.broker.security.api_checks", "kbroker.broker.security.txn_group_admin_checks"}

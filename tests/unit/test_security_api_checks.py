@@ -32,6 +32,25 @@ def test_checked_handlers_are_the_wrapped_ones():
     assert router.route(18).handler is api_versions.handle
 
 
+def test_without_an_authorizer_handlers_are_served_bare():
+    """No authorizer configured: nothing can be refused, so no ACL wrapper runs per request; only the
+    APIs whose answers carry KIP-430's operations are wrapped, to fill them in."""
+    import importlib
+
+    from kbroker.broker.apis import SERVED
+    from kbroker.broker.security.authorized_operations import OPERATIONS
+
+    router = build_router(acl_checks=False)
+    assert set(OPERATIONS) <= set(SERVED)
+    for api_key, (module, _, _) in SERVED.items():
+        handle = importlib.import_module(f"kbroker.broker.apis.{module}").handle
+        served = router.route(api_key).handler
+        if api_key in OPERATIONS:
+            assert served is not handle and served.__wrapped__ is handle, module
+        else:
+            assert served is handle, module
+
+
 def _security(super_users=()):
     from kbroker.broker.security.service import Security
 
