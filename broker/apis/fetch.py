@@ -95,7 +95,7 @@ def read_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, Fe
             results.append((key, _error_result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
             has_error = True
             continue
-        if plog.flusher.fenced is not None:
+        if plog.fenced is not None:
             # Offline after a storage error (see flusher.py): its tail may never reach the disk, so
             # serve nothing from it, as Kafka's offline log directory answers.
             results.append((key, _error_result(ErrorCode.KAFKA_STORAGE_ERROR)))

@@ -215,7 +215,10 @@ class LogManager:
 
     async def flush_dirty_logs(self) -> None:
         """One `interval:MS` tick: every log's dirty segments in one worker-thread call."""
-        rounds = [(plog, *plog.flusher.snapshot()) for plog in list(self._logs.values())]
+        # A log whose flusher was never made was never appended to since load: it needs a round only
+        # for what load left unsynced (an inactive segment's indexes), and only then gets a flusher.
+        rounds = [(plog, *plog.flusher.snapshot()) for plog in list(self._logs.values())
+                  if plog.has_flusher or plog.segments_to_sync()]
         work = [item for _, _, segments in rounds for item in segments]
         if work:
             try:
@@ -460,7 +463,7 @@ class LogManager:
             except OSError as exc:  # a full disk at shutdown: that log is not cleanly closed
                 log.error("log_close_failed", topic=plog.topic, partition=plog.partition, error=repr(exc))
                 plog.flusher.fence(exc)
-            if plog.flusher.fenced is not None:
+            if plog.fenced is not None:
                 offline.append(f"{plog.topic}-{plog.partition}")
         if offline:
             # A fenced log was not flushed: the next start must recover rather than trust it.

@@ -22,7 +22,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 
 from .config import FlushPolicy, LogConfig
 from .files import fsync_dir, write_file_durably
-from .flusher import Flusher
+from .flusher import Flusher, StorageError
 from ...purgatory.clock import Clock, SystemClock
 from .segment import LogSegment
 from .sync_batcher import SyncBatcher
@@ -67,7 +67,8 @@ class PartitionLog:
     # keeps other attributes possible (a dict is made only for an object that gets one).
     __slots__ = ("_dir", "clock", "topic", "partition", "config", "segments", "_segment_bases",
                  "_recovery_point", "log_start_offset", "_background", "last_compaction", "txn_state",
-                 "_maintenance_lock", "closed", "before_append", "flusher", "__dict__")
+                 "_maintenance_lock", "closed", "before_append", "_flusher", "_flush_policy", "_fsync",
+                 "_batcher", "__dict__")
 
     def __init__(
         self,
@@ -105,11 +106,34 @@ class PartitionLog:
         # OffsetsTopic.append_records_nowait): any other append writes those first, keeping log order.
         self.before_append: Callable[[], None] | None = None
         self._load(clean_shutdown)
-        self.flusher = Flusher(FlushPolicy.parse(flush_policy), self, fsync, batcher=batcher)
+        # The group-commit state (flusher.py), made with its first use: the first append, wait, flush
+        # or close. Only an append moves the log end forward and it asks for the flusher first, so one
+        # made late starts from the same durable offset as one made here would have (what load found).
+        self._flusher: Flusher | None = None
+        self._flush_policy = FlushPolicy.parse(flush_policy)  # the manager's one object, not a copy
+        self._fsync = fsync
+        self._batcher = batcher
 
     @property
     def directory(self) -> Path:
         return Path(self._dir)
+
+    @property
+    def flusher(self) -> Flusher:
+        flusher = self._flusher
+        if flusher is None:
+            flusher = self._flusher = Flusher(self._flush_policy, self, self._fsync, batcher=self._batcher)
+        return flusher
+
+    @property
+    def has_flusher(self) -> bool:
+        return self._flusher is not None
+
+    @property
+    def fenced(self) -> StorageError | None:
+        """The storage error that took this log offline (flusher.py), without making a flusher."""
+        flusher = self._flusher
+        return None if flusher is None else flusher.fenced
 
     @property
     def maintenance_lock(self) -> asyncio.Lock:

@@ -134,3 +134,43 @@ async def test_rolled_segment_is_fsynced_with_its_indexes_whatever_the_policy(tm
     assert all(s.indexes_synced and not s.dirty for s in plog.segments[:-1])
     assert fsync.calls >= 3 * (len(plog.segments) - 1)  # log + two indexes per rolled segment
     plog.close()
+
+
+async def test_an_idle_partition_has_no_flusher_and_its_first_append_is_not_durable_before_its_fsync(
+        tmp_path: Path) -> None:
+    """The flusher is made with its first use (thousands of idle partitions hold none). Made late, it
+    must still count as durable only what load found: the first append waits for a real fsync."""
+    fsync = CountingFsync()
+    first = PartitionLog(tmp_path / "t-0", "t", 0, LogConfig(), flush_policy="always", fsync=fsync)
+    first.append(batch(0), leader_epoch=0, now_ms=0)
+    first.close()
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, LogConfig(), flush_policy="always", fsync=fsync,
+                        clean_shutdown=True)
+    assert not plog.has_flusher and plog.fenced is None and plog.log_end_offset == 1
+    plog.read(0, 1 << 20)  # reading makes none either
+    assert not plog.has_flusher
+    fsync.gate = threading.Event()
+    info = plog.append(batch(1), leader_epoch=0, now_ms=0)
+    assert plog.has_flusher and plog.flusher.durable_offset == 1  # the recovered record, not the new one
+    wait = asyncio.ensure_future(plog.wait_durable(info.last_offset))
+    assert await asyncio.to_thread(fsync.entered.wait, 10)
+    await asyncio.sleep(0.05)
+    assert not wait.done()  # held by the fsync still in progress
+    fsync.gate.set()
+    await asyncio.wait_for(wait, 10)
+    assert plog.flusher.durable_offset == 2
+    plog.close()
+
+
+async def test_interval_ticks_leave_untouched_partitions_without_a_flusher(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, LogConfig(), flush_policy="interval:10")
+    manager.create_topic("idle", 3, {})
+    manager.create_topic("busy", 1, {})
+    manager.get_log("busy", 0).append(batch(0), leader_epoch=0, now_ms=0)
+    await manager.flush_dirty_logs()
+    assert manager.get_log("busy", 0).flusher.durable_offset == 1
+    assert not any(manager.get_log("idle", p).has_flusher for p in range(3))
+    manager.close()
+    reopened = LogManager(tmp_path, LogConfig(), flush_policy="interval:10")
+    assert reopened.get_log("busy", 0).log_end_offset == 1
+    reopened.close()
