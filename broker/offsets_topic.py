@@ -142,8 +142,8 @@ class OffsetsTopic:
         plog = self.logs.get_log(TOPIC, partition)
         if plog is None:
             raise KafkaError(f"{TOPIC}-{partition} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if plog.flusher.fenced is not None:
-            raise plog.flusher.fenced
+        if plog.fenced is not None:
+            raise plog.fenced
         encode = self._encode_record
         if encode is None:
             from ..coordinator.record_codec import encode_record
