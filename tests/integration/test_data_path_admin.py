@@ -57,6 +57,11 @@ def test_create_describe_alter_grow_delete(admin, broker):
     futures = admin.create_topics([NewTopic(name, 3, 1, config={"retention.ms": "3600000", "cleanup.policy": "compact"})])
     assert error_of(futures[name]) is None
     assert partition_count(admin, name) == 3
+    # one node leads, holds and keeps in sync every partition (the answer's lists are shared)
+    node = admin.describe_cluster().result(TIMEOUT).nodes[0].id
+    parts = admin.list_topics(name, timeout=TIMEOUT).topics[name].partitions
+    assert [(p.id, p.leader, p.replicas, p.isrs) for p in sorted(parts.values(), key=lambda p: p.id)] == [
+        (i, node, [node], [node]) for i in range(3)]
 
     configs = topic_configs(admin, name)
     assert configs["retention.ms"].value == "3600000"
