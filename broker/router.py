@@ -15,6 +15,7 @@ for the others: the server then closes the connection). `Route.failed_response` 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
@@ -72,9 +73,14 @@ class Deferred:
 
 
 def then(result: Any, fn: Callable[[Any], Any]) -> Any:
-    """Apply `fn` to a handler's answer, also when the answer is Deferred (or None for acks=0)."""
+    """Apply `fn` to a handler's answer, also when the answer is Deferred (or None for acks=0), or a
+    coroutine (a plain handler's ACL wrapper that had to wait for its check)."""
     if result is None:
         return None
+    if inspect.iscoroutine(result):
+        async def settled() -> Any:
+            return then(await result, fn)
+        return settled()
     if isinstance(result, Deferred):
         async def later() -> Any:
             body = await result.response

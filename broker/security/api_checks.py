@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..router import RequestContext, Route, Router, then
 from . import txn_group_admin_checks as more
 from .acl import Operation as Op, ResourceType as RT
-from .authorized_operations import OPERATIONS
+from .authorized_operations import with_operations
 from .check_helpers import (
     CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, LazyModule, split,
     topic_names_by_id,
@@ -78,7 +78,8 @@ def checked(route: Route) -> Route:
     if api_key in CHECKED_IN_HANDLER or api_key in NO_CHECK_IN_KAFKA:
         return route
     check = CHECKS.get(api_key) or _fail_closed(route)
-    return dataclasses.replace(route, handler=_guarded(route.handler, check, OPERATIONS.get(api_key)))
+    # KIP-430's operations are filled into whatever the guarded handler answers, as without an authorizer
+    return with_operations(dataclasses.replace(route, handler=_guarded(route.handler, check)))
 
 
 def _fail_closed(route: Route) -> Callable:
@@ -95,44 +96,34 @@ def _fail_closed(route: Route) -> Callable:
     return check
 
 
-def _guarded(handler: Callable, check: Callable, operations: Callable | None) -> Callable:
+def _guarded(handler: Callable, check: Callable) -> Callable:
     if not inspect.iscoroutinefunction(handler):
-        return _guarded_plain(handler, check, operations)
+        return _guarded_plain(handler, check)
 
     @functools.wraps(handler)  # keeps the API's module and name (the metrics label requests by them)
     async def guarded(ctx: RequestContext, request: Any) -> Any:
         security = ctx.broker.security_if_built
         if security is None or security.authorizer is None:
-            result = await handler(ctx, request)
-        else:
-            result = await check(ctx, request, lambda req: handler(ctx, req), security)
-        if operations is not None:
-            result = then(result, lambda body: operations(ctx, request, body))
-        return result
+            return await handler(ctx, request)
+        return await check(ctx, request, lambda req: handler(ctx, req), security)
     return guarded
 
 
-def _guarded_plain(handler: Callable, check: Callable, operations: Callable | None) -> Callable:
+def _guarded_plain(handler: Callable, check: Callable) -> Callable:
     """A plain handler stays plain (the server runs it inline) unless an authorizer is configured:
     then the (async) check runs, and the server runs the wrapper's coroutine as a task."""
     async def checked(ctx: RequestContext, request: Any, security: Security) -> Any:
         async def call(req: Any) -> Any:
             return handler(ctx, req)
 
-        result = await check(ctx, request, call, security)
-        if operations is not None:
-            result = then(result, lambda body: operations(ctx, request, body))
-        return result
+        return await check(ctx, request, call, security)
 
     @functools.wraps(handler)
     def guarded(ctx: RequestContext, request: Any) -> Any:
         security = ctx.broker.security_if_built  # None: no authorizer (see Broker.security)
         if security is not None and security.authorizer is not None:
             return checked(ctx, request, security)
-        result = handler(ctx, request)
-        if operations is not None:
-            result = then(result, lambda body: operations(ctx, request, body))
-        return result
+        return handler(ctx, request)
     return guarded
 
 

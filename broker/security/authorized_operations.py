@@ -63,8 +63,8 @@ OPERATIONS: dict[int, Callable[[RequestContext, Any, Any], Any]] = {
 
 
 def with_operations(route: Route) -> Route:
-    """`route` filling in the operations its answers ask for (a broker without an authorizer); any
-    other route unchanged, so it is served with no wrapper at all."""
+    """`route` filling in the operations its answers ask for (around the bare handler without an
+    authorizer, around its ACL check with one); any other route unchanged, so it gets no wrapper."""
     operations = OPERATIONS.get(route.api_key)
     if operations is None:
         return route

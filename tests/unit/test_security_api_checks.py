@@ -131,3 +131,20 @@ def test_a_plain_handler_stays_plain_under_its_check():
     broker.security.authorizer = None
     assert not inspect.iscoroutine(handler(_ctx("User:alice", broker), request))  # plain: run inline
     assert calls == ["User:admin", "User:alice"]
+
+
+def test_then_reaches_the_answer_through_a_deferred_or_a_coroutine():
+    """then() applies its function to a handler's answer however it comes: at once, Deferred, or as
+    the coroutine a plain handler's ACL wrapper returns while its check waits."""
+    from kbroker.broker.router import Deferred, then
+
+    async def answer(value):
+        return value
+
+    assert then(None, lambda body: body + 1) is None  # acks=0: no answer
+    assert then(1, lambda body: body + 1) == 2
+    deferred = then(Deferred(answer(1)), lambda body: body + 1)
+    assert isinstance(deferred, Deferred) and asyncio.run(deferred.response) == 2
+    assert asyncio.run(then(answer(1), lambda body: body + 1)) == 2
+    later = asyncio.run(then(answer(Deferred(answer(1))), lambda body: body + 1))
+    assert isinstance(later, Deferred) and asyncio.run(later.response) == 2
