@@ -96,15 +96,23 @@ class BrokerCollector:
         leo = GaugeMetricFamily("kbroker_log_end_offset", "Log end offset per partition", labels=["topic", "partition"])
         size = GaugeMetricFamily("kbroker_log_size_bytes", "Bytes on disk per partition", labels=["topic", "partition"])
         ends: dict[tuple[str, int], int] = {}
-        for plog in b.logs.logs():
-            ends[(plog.topic, plog.partition)] = plog.high_watermark
-            if is_internal_topic(plog.topic) and plog.log_end_offset == 0:
+        loaded = b.logs.logs()
+        dormant = b.logs.dormant_partitions()  # empty and unused: no log object (log/dormant.py)
+        for topic, partition, end, nbytes in [*((p.topic, p.partition, p.log_end_offset, p.size_bytes) for p in loaded),
+                                              *((t, p, end, 0) for t, p, end in dormant)]:
+            ends[(topic, partition)] = end
+            if is_internal_topic(topic) and end == 0:
                 continue  # 50 empty __consumer_offsets partitions say nothing
-            labels = [plog.topic, str(plog.partition)]
-            leo.add_metric(labels, plog.log_end_offset)
-            size.add_metric(labels, plog.size_bytes)
+            labels = [topic, str(partition)]
+            leo.add_metric(labels, end)
+            size.add_metric(labels, nbytes)
         yield leo
         yield size
+        partitions = GaugeMetricFamily("kbroker_partitions", "Partitions by state: in use, or dormant (empty and "
+                                       "unused since creation or start-up, holding no log object)", labels=["state"])
+        partitions.add_metric(["loaded"], len(loaded))
+        partitions.add_metric(["dormant"], len(dormant))
+        yield partitions
 
         fsync = _histogram("kbroker_fsync_seconds", "fsync calls on log segments and their duration", [])
         _add_histogram(fsync, [], obs.fsync)

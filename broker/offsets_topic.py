@@ -274,7 +274,8 @@ class OffsetsTopic:
         The fold runs on the loop rather than in a thread: it is all Python, so a thread would only
         add GIL hand-offs (1 ms switch interval) to it, with two partitions' threads and the loop taking
         turns, while a slice lets clients in at a bounded pause."""
-        plog = self.logs.get_log(TOPIC, partition)
+        # An empty partition (a dormant one among them) has nothing to replay: its log is not built.
+        plog = self.logs.get_log(TOPIC, partition) if self.logs.partition_size(TOPIC, partition) else None
         fold = _PartitionFold()
         if plog is not None:
             async with plog.maintenance_lock:
@@ -315,11 +316,7 @@ class OffsetsTopic:
 
     def holds_nothing(self) -> bool:
         """No partition holds a byte: nothing to replay (a first start, or every record gone)."""
-        for partition in range(self.num_partitions):
-            plog = self.logs.get_log(TOPIC, partition)
-            if plog is not None and plog.size_bytes:
-                return False
-        return True
+        return not any(self.logs.partition_size(TOPIC, partition) for partition in range(self.num_partitions))
 
     def loaded_nothing(self) -> None:
         """What `load_all` ends with, when `holds_nothing` spared the replay (and the coordinator)."""

@@ -415,7 +415,7 @@ class ProducerStateManager:
         out = []
         now_ms = self.clock.wall_ms()
         for key, state in list(self._states.items()):
-            plog = self.logs.get_log(*key)
+            plog = self.logs.loaded_log(*key)  # a state's owner is in use, never dormant
             if plog is None or plog is not state.owner:
                 del self._states[key]
                 continue
@@ -432,7 +432,7 @@ class ProducerStateManager:
         for state, path, data in items:
             try:
                 # Skip a partition whose topic was deleted (or deleted and re-created) meanwhile.
-                if self.logs.get_log(state.topic, state.partition) is state.owner and path.parent.exists():
+                if self.logs.loaded_log(state.topic, state.partition) is state.owner and path.parent.exists():
                     write_file_durably(path, data)
                     written += 1
             except OSError as exc:

@@ -143,6 +143,8 @@ class TransactionService:
         task.add_done_callback(self._tasks.discard)
 
     def _read_partition(self, partition: int):
+        if not self.broker.logs.partition_size(TOPIC, partition):  # empty, perhaps dormant: not built
+            return
         plog = self.broker.logs.get_log(TOPIC, partition)
         if plog is None:
             return

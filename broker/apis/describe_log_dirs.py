@@ -51,9 +51,9 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> Descri
     for name, partitions in _wanted(broker, request).items():
         parts = []
         for p in sorted(set(partitions)):
-            plog = broker.logs.get_log(name, p)
-            if plog is not None:
-                parts.append(DescribeLogDirsPartition(partition_index=p, partition_size=plog.size_bytes,
+            size = broker.logs.partition_size(name, p)  # a dormant partition stays so (log/dormant.py)
+            if size is not None:
+                parts.append(DescribeLogDirsPartition(partition_index=p, partition_size=size,
                                                       offset_lag=0, is_future_key=False))
         if parts:
             topics.append(DescribeLogDirsTopic(name=name, partitions=parts))

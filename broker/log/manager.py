@@ -8,6 +8,9 @@ Layout of the data directory:
 
 The topic file is the source of truth: it is written before partition directories are created and
 removed before they are deleted, so a crash leaves at worst a directory the next start sweeps.
+
+A partition that holds nothing and is unused since creation or load keeps no PartitionLog, only a
+base offset (dormant.py); `get_log` builds its log with the first use.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from . import retention
 from ...protocol.data_dir import TOPICS_DIR
 from .config import FlushPolicy, LogConfig
+from .dormant import DormantPartitions
 from .files import FILES, fsync_dir, write_file_durably
 from .flusher import sync_segments
 from .partition_log import PartitionLog
@@ -121,7 +125,8 @@ class LogManager:
         # reader can keep what it derived from `topics()` until the table changes.
         self.topics_version = 0
         self._creating: set[str] = set()
-        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._logs: dict[tuple[str, int], PartitionLog] = {}  # the partitions in use
+        self._dormant = DormantPartitions()  # and those kept as a base offset until first use
         self._interval_task: asyncio.Task[None] | None = None
         self._closed = False
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -160,7 +165,7 @@ class LogManager:
         with os.scandir(self.data_dir) as children:  # one entry per partition: no Path or stat each
             for child in children:
                 match = _PARTITION_DIR.fullmatch(child.name)
-                if match and child.is_dir() and (match["topic"], int(match["partition"])) not in self._logs:
+                if match and child.is_dir() and not self.has_partition(match["topic"], int(match["partition"])):
                     log.warning("orphan_partition_dir", dir=child.path)
         if had_marker:
             marker.unlink()  # from here on, a crash must be treated as unclean
@@ -169,18 +174,31 @@ class LogManager:
             "logs_loaded",
             data_dir=str(self.data_dir),
             topics=len(self._topics),
-            partitions=len(self._logs),
+            partitions=self.partition_count,
+            dormant=len(self._dormant),
             clean_shutdown=clean,
             first_start=first_start,
             load_ms=round(1000 * (time.monotonic() - started), 1),
         )
 
-    def _open_log(self, info: TopicInfo, partition: int, clean: bool) -> PartitionLog:
-        plog = self._make_log(info, partition, clean)
-        self._logs[(info.name, partition)] = plog
-        return plog
+    def _open_log(self, info: TopicInfo, partition: int, clean: bool) -> None:
+        self._keep(self._make_log(info, partition, clean))
 
-    def _make_log(self, info: TopicInfo, partition: int, clean: bool) -> PartitionLog:
+    def _keep(self, plog: PartitionLog) -> None:
+        """A loaded or new log joins the table; one that holds nothing is kept dormant (dormant.py)."""
+        if plog.untouched_empty:
+            self._dormant.add(plog.topic, plog.partition, plog.log_start_offset)
+        else:
+            self._logs[(plog.topic, plog.partition)] = plog
+
+    def _wake(self, info: TopicInfo, partition: int) -> PartitionLog | None:
+        """The log of a dormant partition, built from the base offset its load found (no file is read)."""
+        base = self._dormant.take(info.name, partition)
+        if base is None:
+            return None
+        return self._make_log(info, partition, clean=True, empty_at=base)
+
+    def _make_log(self, info: TopicInfo, partition: int, clean: bool, empty_at: int | None = None) -> PartitionLog:
         return PartitionLog(
             self.data_dir / f"{info.name}-{partition}",
             info.name,
@@ -191,6 +209,7 @@ class LogManager:
             fsync=self._fsync,
             batcher=self._sync_batcher,
             clock=self.clock,
+            empty_at=empty_at,
         )
 
     def _start_interval_flusher(self) -> None:
@@ -244,9 +263,9 @@ class LogManager:
         return info
 
     def _check_partition_budget(self, adding: int) -> None:
-        total = len(self._logs) + self._reserved_partitions + adding
+        total = self.partition_count + self._reserved_partitions + adding
         if total > self.max_partitions:
-            log.warning("partition_limit_refused", requested=adding, existing=len(self._logs),
+            log.warning("partition_limit_refused", requested=adding, existing=self.partition_count,
                         max_partitions=self.max_partitions)
             raise KafkaError(
                 f"{adding} more partition(s) would make {total} on this broker; its limit (max.partitions) "
@@ -270,18 +289,35 @@ class LogManager:
             topic_id = uuid.uuid4()
         return TopicInfo(name, topic_id, num_partitions, config, config.override_dict())
 
-    def _build_logs(self, info: TopicInfo, partitions: range) -> list[PartitionLog]:
-        """The file work of a creation: the topic file first, then the partition directories."""
+    def _build_logs(self, info: TopicInfo, partitions: range) -> list[PartitionLog | int]:
+        """The file work of a creation: the topic file first, then the partition directories. A new
+        partition gets its files and no log object (it is dormant: its number stands for it); one whose
+        directory an earlier topic of that name left behind is loaded."""
         write_file_durably(self._meta_path(info.name), info.to_json())
-        logs = [self._make_log(info, partition, clean=True) for partition in partitions]
+        made: list[PartitionLog | int] = []
+        for partition in partitions:
+            if PartitionLog.create_empty(os.path.join(self.data_dir, f"{info.name}-{partition}")):
+                made.append(partition)
+            else:
+                made.append(self._make_log(info, partition, clean=True))
         fsync_dir(self.data_dir)
-        return logs
+        return made
 
-    def _register(self, info: TopicInfo, logs: list[PartitionLog]) -> None:
+    def _register(self, info: TopicInfo, logs: list[PartitionLog | int]) -> None:
         self._topics[info.name] = info
         self.topics_version += 1
         for plog in logs:
-            self._logs[(info.name, plog.partition)] = plog
+            if isinstance(plog, int):
+                self._dormant.add(info.name, plog, 0)
+            else:
+                self._keep(plog)
+
+    def _delete_built(self, info: TopicInfo, logs: list[PartitionLog | int]) -> None:
+        """Remove what `_build_logs` made, for a topic deleted while its partitions were being made."""
+        for plog in logs:
+            if isinstance(plog, int):
+                plog = self._make_log(info, plog, clean=True, empty_at=0)
+            plog.delete()
 
     def create_topic(
         self,
@@ -330,8 +366,10 @@ class LogManager:
         fsync_dir(meta.parent)
         del self._topics[name]
         self.topics_version += 1
-        for partition in range(info.num_partitions):
-            plog = self._logs.pop((name, partition), None)
+        # Out of the tables first, every partition: a failure in the file work below leaves none behind.
+        doomed = [self._logs.pop((name, partition), None) or self._wake(info, partition)
+                  for partition in range(info.num_partitions)]
+        for plog in doomed:
             if plog is not None:
                 plog.delete()
         log.info("topic_deleted", topic=name, topic_id=str(info.topic_id))
@@ -377,9 +415,10 @@ class LogManager:
         finally:
             self._creating.discard(name)
             self._reserved_partitions -= added
-        if self._topics.get(name) is not info:  # deleted meanwhile: the files went with it
-            for plog in logs:
-                plog.delete()
+        if self._topics.get(name) is not info:  # deleted meanwhile (and not re-created: _creating holds the name)
+            self._delete_built(info, logs)
+            self._meta_path(name).unlink(missing_ok=True)  # the worker wrote it back after the deletion
+            fsync_dir(self._meta_path(name).parent)
             raise KafkaError(f"topic {name!r} was deleted", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         info.num_partitions = new_total
         self._register(info, logs)
@@ -412,10 +451,43 @@ class LogManager:
         return self._topics.get(name)
 
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log, built now if it was dormant (and the same object from then on). On the
+        event loop only: waking changes the tables (worker threads use `loaded_log`)."""
+        plog = self._logs.get((topic, partition))
+        if plog is None and self._dormant and not self._closed:
+            info = self._topics.get(topic)
+            plog = self._wake(info, partition) if info is not None else None
+            if plog is not None:
+                self._logs[(topic, partition)] = plog
+        return plog
+
+    def loaded_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log if it is in use; None for a dormant or unknown one (nothing is built)."""
         return self._logs.get((topic, partition))
 
+    def has_partition(self, topic: str, partition: int) -> bool:
+        """Whether the partition exists, without building a dormant one's log."""
+        key = (topic, partition)
+        return key in self._logs or key in self._dormant
+
+    def partition_size(self, topic: str, partition: int) -> int | None:
+        """Bytes on disk of the partition's segments (None: no such partition), without building a log."""
+        plog = self._logs.get((topic, partition))
+        if plog is not None:
+            return plog.size_bytes
+        return 0 if (topic, partition) in self._dormant else None
+
+    @property
+    def partition_count(self) -> int:
+        return len(self._logs) + len(self._dormant)
+
     def logs(self) -> list[PartitionLog]:
+        """The partitions in use: what background work and shutdown visit (a dormant one needs neither)."""
         return list(self._logs.values())
+
+    def dormant_partitions(self) -> list[tuple[str, int, int]]:
+        """(topic, partition, log end offset) of each dormant partition: empty, so its end is its start."""
+        return list(self._dormant.items())
 
     # --- background maintenance -----------------------------------------------------------------------
 
@@ -470,4 +542,4 @@ class LogManager:
             log.error("unclean_shutdown", offline_logs=offline)
             return
         write_file_durably(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
-        log.info("logs_closed", partitions=len(self._logs))
+        log.info("logs_closed", partitions=len(self._logs), dormant=len(self._dormant))

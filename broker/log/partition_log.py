@@ -82,13 +82,16 @@ class PartitionLog:
         fsync: Callable[[int], None] = os.fsync,
         batcher: SyncBatcher | None = None,
         clock: Clock | None = None,
+        empty_at: int | None = None,
     ) -> None:
+        """Load the partition's files (making the directory and a first segment when there are none).
+        `empty_at`: do not read them; the log is one empty segment at that base offset, as a load
+        found it (a dormant partition, see dormant.py)."""
         self._dir = os.fspath(directory)  # a str: a Path per partition cost ~250 B (`directory` makes one)
         self.clock: Clock = clock if clock is not None else SystemClock()  # segment creation times
         self.topic = topic
         self.partition = partition
         self.config = config
-        os.makedirs(self._dir, exist_ok=True)
         self.segments: list[LogSegment] = []
         self._segment_bases: list[int] = []
         self._recovery_point = 0
@@ -105,7 +108,14 @@ class PartitionLog:
         # Set by a writer that holds records back to write them in one batch (the offsets topic, see
         # OffsetsTopic.append_records_nowait): any other append writes those first, keeping log order.
         self.before_append: Callable[[], None] | None = None
-        self._load(clean_shutdown)
+        if empty_at is None:
+            os.makedirs(self._dir, exist_ok=True)
+            self._load(clean_shutdown)
+        else:
+            self.segments.append(LogSegment(self._dir, empty_at, config.index_interval_bytes,
+                                            created_ms=self.clock.wall_ms(), known_empty=True))
+            self._segment_bases.append(empty_at)
+            self.log_start_offset = self._recovery_point = empty_at
         # The group-commit state (flusher.py), made with its first use: the first append, wait, flush
         # or close. Only an append moves the log end forward and it asks for the flusher first, so one
         # made late starts from the same durable offset as one made here would have (what load found).
@@ -113,6 +123,18 @@ class PartitionLog:
         self._flush_policy = FlushPolicy.parse(flush_policy)  # the manager's one object, not a copy
         self._fsync = fsync
         self._batcher = batcher
+
+    @staticmethod
+    def create_empty(directory: str) -> bool:
+        """Make a new partition's directory and first segment's files, with no log object: what
+        `PartitionLog(directory, ...)` would leave on disk for a new partition. False, and nothing
+        made, when the directory exists already (what it holds must be loaded, not assumed)."""
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            return False
+        LogSegment.create_files(directory, 0)
+        return True
 
     @property
     def directory(self) -> Path:
@@ -134,6 +156,19 @@ class PartitionLog:
         """The storage error that took this log offline (flusher.py), without making a flusher."""
         flusher = self._flusher
         return None if flusher is None else flusher.fenced
+
+    @property
+    def untouched_empty(self) -> bool:
+        """One empty segment and nothing made or held since load: a log that may go dormant (dormant.py),
+        since `PartitionLog(..., empty_at=base)` builds it again as it is."""
+        segments = self.segments
+        if len(segments) != 1:
+            return False
+        segment = segments[0]
+        return (segment.size == 0 and segment.next_offset == segment.base_offset == self.log_start_offset
+                and self._flusher is None and not self._background and self._maintenance_lock is None
+                and self.txn_state is None and self.before_append is None and not self.closed
+                and self.last_compaction is None and segment.untouched)
 
     @property
     def maintenance_lock(self) -> asyncio.Lock:

@@ -86,7 +86,10 @@ class LogSegment:
                  "__dict__")  # a dict only once a test patches a method on one segment
 
     def __init__(self, directory: Path | str, base_offset: int, index_interval_bytes: int, *, suffix: str = "",
-                 created_ms: int | None = None) -> None:
+                 created_ms: int | None = None, known_empty: bool = False) -> None:
+        """A new segment, its three files created (empty) if missing. `known_empty`: the files exist and
+        the log is empty, as the owner found them when it last loaded them (a dormant partition,
+        dormant.py): no file is opened."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -94,7 +97,7 @@ class LogSegment:
         # Descriptors live in the shared cache (files.py); a segment holds only file names (str: a
         # Path per file cost ~300 B; `log_path` makes one on demand).
         self._log_file = os.path.join(directory, segment_file_name(base_offset, ".log" + suffix))
-        self.size = FILES.create(self._log_file)
+        self.size = 0 if known_empty else FILES.create(self._log_file)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp
@@ -106,8 +109,9 @@ class LogSegment:
         # Until made, an index's file is empty (created so, or emptied by a recovery of an empty log).
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
-        FILES.create(self._index_file(".index"))
-        FILES.create(self._index_file(".timeindex"))
+        if not known_empty:
+            FILES.create(self._index_file(".index"))
+            FILES.create(self._index_file(".timeindex"))
         self._bytes_since_index = 0
         self.synced_size = self.size  # bytes known to be on disk; the flusher raises it
         # Bytes [0, verified_size) passed a CRC check (recovery, a read) or were appended by us; reads
@@ -119,6 +123,12 @@ class LogSegment:
         # base offset -> position of a batch where a read ended (see _remember); only batches behind
         # it may change it, and they change only by truncation or recovery, which clear it.
         self._read_hints = _NO_READ_HINTS
+
+    @staticmethod
+    def create_files(directory: str, base_offset: int) -> None:
+        """The files of a new empty segment, without a segment object (a new dormant partition)."""
+        for suffix in (".log", ".index", ".timeindex"):
+            FILES.create(os.path.join(directory, segment_file_name(base_offset, suffix)))
 
     @property
     def log_path(self) -> Path:
@@ -152,6 +162,12 @@ class LogSegment:
     @time_index.setter
     def time_index(self, index: TimeIndex) -> None:
         self._time_index = index
+
+    @property
+    def untouched(self) -> bool:
+        """Nothing made or remembered since load: no index object, read hint, damage report or close."""
+        return (self._offset_index is None and self._time_index is None and self._reported is None
+                and self._read_hints is _NO_READ_HINTS and not self.closed and not self.suffix)
 
     def _made_indexes(self) -> tuple[OffsetIndex | TimeIndex, ...]:
         return tuple(i for i in (self._offset_index, self._time_index) if i is not None)
