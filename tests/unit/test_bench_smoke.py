@@ -161,6 +161,21 @@ def test_produce_consume_and_latency_round_trip(kbroker):
     assert lat["samples"] == 50 and 0 < lat["p50_ms"] <= lat["p99_ms"]
 
 
+def test_produce_sends_each_message_once_around_a_full_client_queue(kbroker):
+    from confluent_kafka import Consumer, TopicPartition
+
+    t = f"smoke-full-{uuid.uuid4().hex[:6]}"
+    data_path.create_topic(kbroker.bootstrap, t, 1)
+    # librdkafka's queue takes 100 messages: sends fail with BufferError mid-chunk, again and again
+    p = data_path.produce(kbroker.bootstrap, t, 3_000, 100, conf={"queue.buffering.max.messages": 100})
+    assert p["delivered"] == 3_000
+    consumer = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": "unused"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(t, 0), timeout=10) == (0, 3_000)  # none lost or doubled
+    finally:
+        consumer.close()
+
+
 def test_figures_print_with_ratios_and_na():
     f = report.Figure("x", "rate", "how", "req/s", values={"a": 10.0, "b": 5.0, "c": report.NA("why")})
     table = report.summary_table([f], ["a", "c", "b"], "b")
