@@ -274,8 +274,8 @@ class OffsetsTopic:
         The fold runs on the loop rather than in a thread: it is all Python, so a thread would only
         add GIL hand-offs (1 ms switch interval) to it, with two partitions' threads and the loop taking
         turns, while a slice lets clients in at a bounded pause."""
-        # An empty partition (a dormant one among them) has nothing to replay: its log is not built.
-        plog = self.logs.get_log(TOPIC, partition) if self.logs.partition_size(TOPIC, partition) else None
+        # A partition with records is never dormant: one that is (empty) has nothing to replay, unbuilt.
+        plog = self.logs.loaded_log(TOPIC, partition)
         fold = _PartitionFold()
         if plog is not None:
             async with plog.maintenance_lock:

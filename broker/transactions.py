@@ -143,9 +143,7 @@ class TransactionService:
         task.add_done_callback(self._tasks.discard)
 
     def _read_partition(self, partition: int):
-        if not self.broker.logs.partition_size(TOPIC, partition):  # empty, perhaps dormant: not built
-            return
-        plog = self.broker.logs.get_log(TOPIC, partition)
+        plog = self.broker.logs.loaded_log(TOPIC, partition)  # one with records is never dormant
         if plog is None:
             return
         offset, end = plog.log_start_offset, plog.log_end_offset

@@ -69,11 +69,6 @@ class DormantPartitions:
             del self._topics[topic]
         return base
 
-    def base_offset(self, topic: str, partition: int) -> int | None:
-        if (topic, partition) not in self:
-            return None
-        return self._topics[topic].bases.get(partition, 0)
-
     def items(self) -> Iterator[tuple[str, int, int]]:
         """(topic, partition, base offset) of every dormant partition."""
         for topic, entry in list(self._topics.items()):

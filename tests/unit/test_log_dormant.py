@@ -42,7 +42,6 @@ def test_the_table_itself() -> None:
     assert ("t", 3) in table and ("t", 1) in table and ("t", 2) not in table and ("t", 9) not in table
     assert ("t", -1) not in table
     assert sorted(table.items()) == [("t", 1, 7), ("t", 3, 0), ("u", 0, 0)]
-    assert table.base_offset("t", 1) == 7 and table.base_offset("t", 2) is None
     assert table.take("t", 1) == 7 and table.take("t", 1) is None
     assert table.take("t", 3) == 0 and len(table) == 1
     assert list(table.items()) == [("u", 0, 0)]
