@@ -571,3 +571,30 @@ def test_leave_group_by_instance_id(wire):
         MemberIdentity(member_id="", group_instance_id="leaver"), MemberIdentity(member_id="", group_instance_id="ghost")]))
     assert [(m.group_instance_id, m.error_code) for m in r.members] == [("leaver", E.NONE), ("ghost", E.UNKNOWN_MEMBER_ID)]
     assert describe(wire, group)[0].group_state == "Empty"
+
+
+def test_a_parked_join_holds_its_connection_until_answered(broker, wire):
+    """Kafka mutes a connection while its request is in the broker, so what a client pipelines behind
+    a JoinGroup runs after the rebalance it waits for. B pipelines JoinGroup then DescribeGroups while
+    A must still rejoin: the DescribeGroups sees the rebalance done (CompletingRebalance), not the
+    PreparingRebalance it would see if it ran while B's join was parked."""
+    from kbroker.protocol import framing
+
+    group = group_name()
+    a, _ = stable_single(wire, group)
+    other = Wire(broker.bootstrap, "wire-groups-b")
+    try:
+        first = other.call(JOIN, 5, join_request(group))
+        assert first.error_code == E.MEMBER_ID_REQUIRED
+        join_id = other.send(JOIN, 5, join_request(group, first.member_id))
+        describe_id = other.send(DESCRIBE, 5, DescribeGroupsRequest([group], False))
+        wait_state(wire, group, "PreparingRebalance")  # B's join is parked: A has not rejoined
+        time.sleep(0.3)  # time enough for a DescribeGroups that did not wait to have run
+        assert join(wire, group, a).error_code == E.NONE
+        correlation, joined = framing.decode_response(JOIN, 5, other.read_frame())
+        assert (correlation, joined.error_code) == (join_id, E.NONE)
+        correlation, described = framing.decode_response(DESCRIBE, 5, other.read_frame())
+        assert correlation == describe_id
+        assert described.groups[0].group_state == "CompletingRebalance"
+    finally:
+        other.close()
