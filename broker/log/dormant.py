@@ -11,11 +11,46 @@ read with its first use too, as a new partition's is.
 
 Per topic: one byte per partition (1 = dormant) and the base offsets that are not 0 (a log emptied
 by retention or truncation keeps its offsets; one just created starts at 0).
+
+A start that finds a partition's directory holding one empty segment and nothing else
+(`sole_empty_segment`) records it here without loading it: the load would find exactly that,
+clean shutdown or not. Anything more (records, a stale index, a checkpoint, a producer snapshot, a
+half-written file) is loaded, checked and repaired as before.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Iterator
+
+from .segment import segment_file_name
+
+_SEGMENT_SUFFIXES = (".index", ".log", ".timeindex")  # sorted, as a listing sorts them
+
+
+def sole_empty_segment(directory: str) -> int | None:
+    """The base offset when `directory` holds one segment's three files, all empty, and nothing else
+    (what a new partition leaves, or one that stayed empty); None for anything else, a missing
+    directory included."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    if len(names) != 3:
+        return None
+    names.sort()
+    stem = names[0].partition(".")[0]
+    if len(stem) != 20 or not stem.isdigit():
+        return None
+    base = int(stem)
+    if names != [segment_file_name(base, suffix) for suffix in _SEGMENT_SUFFIXES]:
+        return None
+    try:
+        if any(os.stat(os.path.join(directory, name)).st_size for name in names):
+            return None
+    except OSError:
+        return None
+    return base
 
 
 class _Topic:

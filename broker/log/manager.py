@@ -32,7 +32,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from . import retention
 from ...protocol.data_dir import TOPICS_DIR
 from .config import FlushPolicy, LogConfig
-from .dormant import DormantPartitions
+from .dormant import DormantPartitions, sole_empty_segment
 from .files import FILES, fsync_dir, write_file_durably
 from .flusher import sync_segments
 from .partition_log import PartitionLog
@@ -182,6 +182,12 @@ class LogManager:
         )
 
     def _open_log(self, info: TopicInfo, partition: int, clean: bool) -> None:
+        # A directory holding one empty segment and nothing else loads as exactly that: dormant at its
+        # base, with no log object built and dropped (a restart among thousands of empty partitions).
+        base = sole_empty_segment(os.path.join(self.data_dir, f"{info.name}-{partition}"))
+        if base is not None:
+            self._dormant.add(info.name, partition, base)
+            return
         self._keep(self._make_log(info, partition, clean))
 
     def _keep(self, plog: PartitionLog) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbroker.broker.log import LogConfig, LogManager, PartitionLog
-from kbroker.broker.log.dormant import DormantPartitions
+from kbroker.broker.log.dormant import DormantPartitions, sole_empty_segment
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_batch import Record, encode_batch
 
@@ -211,3 +211,55 @@ def test_nothing_is_built_from_a_worker_thread_or_after_close(tmp_path: Path) ->
     assert manager.loaded_log("t", 0) is plog
     manager.close()
     assert manager.get_log("t", 1) is None and len(manager.dormant_partitions()) == 1
+
+
+def _segment_files(directory: Path, base: int, *, log: bytes = b"", index: bytes = b"") -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for suffix, data in ((".log", log), (".index", index), (".timeindex", b"")):
+        (directory / f"{base:020d}{suffix}").write_bytes(data)
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("new", 0), ("at 42", 42), ("records", None), ("stale index", None), ("checkpoint", None),
+    ("producer snapshot", None), ("half-written file", None), ("two segments", None), ("missing", None),
+    ("not a segment", None),
+])
+def test_a_start_skips_the_load_only_of_one_empty_segment_and_nothing_else(tmp_path: Path, case: str,
+                                                                          expected: int | None) -> None:
+    """`sole_empty_segment` answers only for what a load would turn into one empty segment at that base;
+    whatever else the directory holds is left to the load (which checks, repairs or keeps it)."""
+    directory = tmp_path / "t-0"
+    if case != "missing":
+        _segment_files(directory, 42 if case == "at 42" else 0, log=batch(0) if case == "records" else b"",
+                       index=b"\x00" * 8 if case == "stale index" else b"")
+    extra = {"checkpoint": "checkpoint.json", "producer snapshot": "00000000000000000000.snapshot",
+             "half-written file": "checkpoint.json.tmp", "two segments": "00000000000000000009.log",
+             "not a segment": "0000000000000000000x.log"}.get(case)
+    if extra is not None:
+        (directory / extra).write_bytes(b"")
+    if case == "not a segment":
+        (directory / "00000000000000000000.log").unlink()
+    assert sole_empty_segment(str(directory)) == expected
+
+
+def test_a_restart_keeps_empty_partitions_dormant_without_building_their_logs(tmp_path: Path,
+                                                                               monkeypatch) -> None:
+    manager = LogManager(tmp_path, LogConfig(), "never")
+    manager.create_topic("t", 4, {})
+    manager.get_log("t", 1).append(batch(0), leader_epoch=0, now_ms=0)
+    manager.close()
+    _segment_files(tmp_path / "t-3", 0, index=b"\x00" * 8)  # an index left beside an empty log
+    built: list[int] = []
+    make_log = LogManager._make_log
+    monkeypatch.setattr(LogManager, "_make_log",
+                        lambda self, info, partition, *a, **k: built.append(partition) or make_log(
+                            self, info, partition, *a, **k))
+    again = LogManager(tmp_path, LogConfig(), "never")
+    assert built == [1, 3]  # the partition with a record, and the one the load must repair
+    assert sorted(again.dormant_partitions()) == [("t", 0, 0), ("t", 2, 0), ("t", 3, 0)]
+    assert (tmp_path / "t-3" / "00000000000000000000.index").stat().st_size == 0
+    built.clear()
+    woken = again.get_log("t", 2)
+    assert built == [2] and shape(woken) == shape(loaded(tmp_path, "t", 2))  # as a full load builds it
+    assert [again.get_log("t", p).log_end_offset for p in range(4)] == [0, 1, 0, 0]
+    again.close()
