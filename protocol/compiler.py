@@ -98,7 +98,7 @@ class KafkaStruct(construct.Construct):
         if f.kind == "struct":
             assert f.struct is not None  # a struct field always carries its struct spec
             call = KafkaStruct.of(f.struct, self.version, self.flexible)._compileparse(code)
-            return f"(None if U_I8(read_exact(io, 1))[0] < 0 else {call})" if nullable else call
+            return f"(None if U_I8(io.read(1))[0] < 0 else {call})" if nullable else call
         # array
         if f.struct is not None:
             elem = KafkaStruct.of(f.struct, self.version, self.flexible)._compileparse(code)
@@ -188,11 +188,14 @@ class KafkaStruct(construct.Construct):
                     else:
                         read_exact(io, size)""" if branches else """
                     read_exact(io, size)"""
+            # Almost always no tagged field: the count's one zero byte is checked without a call.
             tag_block = f"""
                 {inits}
-                for _ in range(read_uvarint(io)):
-                    tag = read_uvarint(io)
-                    size = read_uvarint(io){branches}{tail}"""
+                count = io.read(1)
+                if count != b"\\x00":
+                    for _ in range(uvarint_from(io, count)):
+                        tag = read_uvarint(io)
+                        size = read_uvarint(io){branches.replace(chr(10), chr(10) + "    ")}{tail.replace(chr(10), chr(10) + "    ")}"""
         code.append(f"""
             def {fname}(io):
                 {body}{tag_block}
@@ -282,7 +285,10 @@ class _Root(construct.Construct):
         code.append("from construct import Compiled")
         code.append(f"""
             def parseall(io, this):
-                return {self._compileparse(code)}
+                try:
+                    return {self._compileparse(code)}
+                except StructError as e:
+                    raise MalformedMessage(f"truncated: {{e}}") from None
             def buildall(obj, io, this):
                 return {self._compilebuild(code)}
             compiled = Compiled(parseall, buildall)
@@ -311,7 +317,10 @@ def module_source(spec: MessageSpec) -> str:
         struct = KafkaStruct.of(spec.struct, version, spec.is_flexible(version))
         code.append(f"""
             def parse_v{version}(io, this):
-                return {struct._compileparse(code)}
+                try:
+                    return {struct._compileparse(code)}
+                except StructError as e:  # a fixed-width field past the end (primitives.py)
+                    raise MalformedMessage(f"truncated: {{e}}") from None
         """)
         code.append(f"""
             def build_v{version}(obj, io, this):

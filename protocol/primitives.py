@@ -2,7 +2,9 @@
 
 Each primitive is a real `construct.Construct` (it parses and builds on its own), and also knows
 the Python expression that reads it from a stream `io` and the expression that writes a value
-through `w` (a bound `write`). `protocol/compiler.py` stitches those expressions into one compiled
+through `w` (a bound `write`). A fixed-width reader unpacks what `io.read` gives with no call of
+ours around it: at the end of the input that raises `struct.error`, which each message's parse
+function turns into `MalformedMessage` (`compiler.py`), as the other readers raise it. `protocol/compiler.py` stitches those expressions into one compiled
 function per struct and version, which is what makes the compiled codec fast: no per-field
 Container, no context dictionaries, the dataclass is built directly. The functions the expressions
 call live in `protocol/wire.py`, which imports no construct.
@@ -33,7 +35,10 @@ class KafkaPrimitive(construct.Construct):
         return self.writer_template.format(v=v)
 
     def _parse(self, stream, context, path):
-        return eval(self.reader, _RUNTIME, {"io": stream})  # interpreted path; the compiled one inlines it
+        try:  # interpreted path; the compiled one inlines the reader
+            return eval(self.reader, _RUNTIME, {"io": stream})
+        except wire.StructError as e:
+            raise wire.MalformedMessage(f"truncated {type(self).__name__}: {e}") from None
 
     def _build(self, obj, stream, context, path):
         eval(self.writer("v"), _RUNTIME, {"w": stream.write, "v": obj})
@@ -53,12 +58,12 @@ def _prim(name: str, reader: str, writer: str) -> KafkaPrimitive:
     return cls()
 
 
-Int8 = _prim("Int8", "U_I8(read_exact(io, 1))[0]", "w(P_I8({v}))")
-Int16 = _prim("Int16", "U_I16(read_exact(io, 2))[0]", "w(P_I16({v}))")
-UInt16 = _prim("UInt16", "U_U16(read_exact(io, 2))[0]", "w(P_U16({v}))")
-Int32 = _prim("Int32", "U_I32(read_exact(io, 4))[0]", "w(P_I32({v}))")
-Int64 = _prim("Int64", "U_I64(read_exact(io, 8))[0]", "w(P_I64({v}))")
-Float64 = _prim("Float64", "U_F64(read_exact(io, 8))[0]", "w(P_F64({v}))")
+Int8 = _prim("Int8", "U_I8(io.read(1))[0]", "w(P_I8({v}))")
+Int16 = _prim("Int16", "U_I16(io.read(2))[0]", "w(P_I16({v}))")
+UInt16 = _prim("UInt16", "U_U16(io.read(2))[0]", "w(P_U16({v}))")
+Int32 = _prim("Int32", "U_I32(io.read(4))[0]", "w(P_I32({v}))")
+Int64 = _prim("Int64", "U_I64(io.read(8))[0]", "w(P_I64({v}))")
+Float64 = _prim("Float64", "U_F64(io.read(8))[0]", "w(P_F64({v}))")
 Bool = _prim("Bool", "read_bool(io)", "w(b'\\x01' if {v} else b'\\x00')")
 Uuid = _prim("Uuid", "read_uuid(io)", "w({v}.bytes)")
 UVarInt = _prim("UVarInt", "read_uvarint(io)", "w(encode_uvarint({v}))")

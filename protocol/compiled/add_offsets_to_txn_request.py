@@ -5,12 +5,15 @@ from ..wire import *
 from ..messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest as add_offsets_to_txn_request__AddOffsetsToTxnRequest
 def parse_AddOffsetsToTxnRequest_v0_1(io):
     a0 = read_string(io)
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = read_string(io)
     return add_offsets_to_txn_request__AddOffsetsToTxnRequest(a0, a1, a2, a3)
 def parse_v0(io, this):
-    return parse_AddOffsetsToTxnRequest_v0_1(io)
+    try:
+        return parse_AddOffsetsToTxnRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AddOffsetsToTxnRequest_v0_2(obj, w):
     write_string(w, obj.transactional_id)
     w(P_I64(obj.producer_id))
@@ -21,16 +24,21 @@ def build_v0(obj, io, this):
     return build_AddOffsetsToTxnRequest_v0_2(obj, io.write)
 def parse_AddOffsetsToTxnRequest_v3_7(io):
     a0 = read_compact_string(io)
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = read_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_offsets_to_txn_request__AddOffsetsToTxnRequest(a0, a1, a2, a3)
 def parse_v3(io, this):
-    return parse_AddOffsetsToTxnRequest_v3_7(io)
+    try:
+        return parse_AddOffsetsToTxnRequest_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AddOffsetsToTxnRequest_v3_8(obj, w):
     write_compact_string(w, obj.transactional_id)
     w(P_I64(obj.producer_id))

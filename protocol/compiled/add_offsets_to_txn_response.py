@@ -4,11 +4,14 @@
 from ..wire import *
 from ..messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse as add_offsets_to_txn_response__AddOffsetsToTxnResponse
 def parse_AddOffsetsToTxnResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     return add_offsets_to_txn_response__AddOffsetsToTxnResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_AddOffsetsToTxnResponse_v0_1(io)
+    try:
+        return parse_AddOffsetsToTxnResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AddOffsetsToTxnResponse_v0_2(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -16,15 +19,20 @@ def build_AddOffsetsToTxnResponse_v0_2(obj, w):
 def build_v0(obj, io, this):
     return build_AddOffsetsToTxnResponse_v0_2(obj, io.write)
 def parse_AddOffsetsToTxnResponse_v3_7(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_offsets_to_txn_response__AddOffsetsToTxnResponse(a0, a1)
 def parse_v3(io, this):
-    return parse_AddOffsetsToTxnResponse_v3_7(io)
+    try:
+        return parse_AddOffsetsToTxnResponse_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AddOffsetsToTxnResponse_v3_8(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))

@@ -6,7 +6,7 @@ def parse_array_3(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.add_partitions_to_txn_request import AddPartitionsToTxnTopic as add_partitions_to_txn_request__AddPartitionsToTxnTopic
 def parse_AddPartitionsToTxnTopic_v0_2(io):
     a0 = read_string(io)
@@ -20,12 +20,15 @@ def parse_array_4(io):
 from ..messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest as add_partitions_to_txn_request__AddPartitionsToTxnRequest
 def parse_AddPartitionsToTxnRequest_v0_1(io):
     a1 = read_string(io)
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
     a4 = parse_array_4(io)
     return add_partitions_to_txn_request__AddPartitionsToTxnRequest([], a1, a2, a3, a4)
 def parse_v0(io, this):
-    return parse_AddPartitionsToTxnRequest_v0_1(io)
+    try:
+        return parse_AddPartitionsToTxnRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_7(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -56,14 +59,16 @@ def parse_array_27(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_AddPartitionsToTxnTopic_v3_26(io):
     a0 = read_compact_string(io)
     a1 = parse_array_27(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_partitions_to_txn_request__AddPartitionsToTxnTopic(a0, a1)
 def parse_array_28(io):
     n = read_compact_array_count(io, False)
@@ -72,16 +77,21 @@ def parse_array_28(io):
     return [parse_AddPartitionsToTxnTopic_v3_26(io) for _ in range(n)]
 def parse_AddPartitionsToTxnRequest_v3_25(io):
     a1 = read_compact_string(io)
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
     a4 = parse_array_28(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_partitions_to_txn_request__AddPartitionsToTxnRequest([], a1, a2, a3, a4)
 def parse_v3(io, this):
-    return parse_AddPartitionsToTxnRequest_v3_25(io)
+    try:
+        return parse_AddPartitionsToTxnRequest_v3_25(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_31(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -113,14 +123,16 @@ def build_v3(obj, io, this):
 from ..messages.add_partitions_to_txn_request import AddPartitionsToTxnTransaction as add_partitions_to_txn_request__AddPartitionsToTxnTransaction
 def parse_AddPartitionsToTxnTransaction_v4_34(io):
     a0 = read_compact_string(io)
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = read_bool(io)
     a4 = parse_array_28(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_partitions_to_txn_request__AddPartitionsToTxnTransaction(a0, a1, a2, a3, a4)
 def parse_array_38(io):
     n = read_compact_array_count(io, False)
@@ -129,13 +141,18 @@ def parse_array_38(io):
     return [parse_AddPartitionsToTxnTransaction_v4_34(io) for _ in range(n)]
 def parse_AddPartitionsToTxnRequest_v4_33(io):
     a0 = parse_array_38(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_partitions_to_txn_request__AddPartitionsToTxnRequest(a0, '', 0, 0, [])
 def parse_v4(io, this):
-    return parse_AddPartitionsToTxnRequest_v4_33(io)
+    try:
+        return parse_AddPartitionsToTxnRequest_v4_33(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AddPartitionsToTxnTransaction_v4_40(obj, w):
     write_compact_string(w, obj.transactional_id)
     w(P_I64(obj.producer_id))

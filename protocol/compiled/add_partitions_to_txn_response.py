@@ -4,8 +4,8 @@
 from ..wire import *
 from ..messages.add_partitions_to_txn_response import AddPartitionsToTxnPartitionResult as add_partitions_to_txn_response__AddPartitionsToTxnPartitionResult
 def parse_AddPartitionsToTxnPartitionResult_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     return add_partitions_to_txn_response__AddPartitionsToTxnPartitionResult(a0, a1)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -24,11 +24,14 @@ def parse_array_5(io):
     return [parse_AddPartitionsToTxnTopicResult_v0_2(io) for _ in range(n)]
 from ..messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse as add_partitions_to_txn_response__AddPartitionsToTxnResponse
 def parse_AddPartitionsToTxnResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a3 = parse_array_5(io)
     return add_partitions_to_txn_response__AddPartitionsToTxnResponse(a0, 0, [], a3)
 def parse_v0(io, this):
-    return parse_AddPartitionsToTxnResponse_v0_1(io)
+    try:
+        return parse_AddPartitionsToTxnResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AddPartitionsToTxnPartitionResult_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.partition_error_code))
@@ -58,12 +61,14 @@ def build_AddPartitionsToTxnResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_AddPartitionsToTxnResponse_v0_6(obj, io.write)
 def parse_AddPartitionsToTxnPartitionResult_v3_33(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_partitions_to_txn_response__AddPartitionsToTxnPartitionResult(a0, a1)
 def parse_array_34(io):
     n = read_compact_array_count(io, False)
@@ -73,10 +78,12 @@ def parse_array_34(io):
 def parse_AddPartitionsToTxnTopicResult_v3_32(io):
     a0 = read_compact_string(io)
     a1 = parse_array_34(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_partitions_to_txn_response__AddPartitionsToTxnTopicResult(a0, a1)
 def parse_array_35(io):
     n = read_compact_array_count(io, False)
@@ -84,15 +91,20 @@ def parse_array_35(io):
         return None
     return [parse_AddPartitionsToTxnTopicResult_v3_32(io) for _ in range(n)]
 def parse_AddPartitionsToTxnResponse_v3_31(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a3 = parse_array_35(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_partitions_to_txn_response__AddPartitionsToTxnResponse(a0, 0, [], a3)
 def parse_v3(io, this):
-    return parse_AddPartitionsToTxnResponse_v3_31(io)
+    try:
+        return parse_AddPartitionsToTxnResponse_v3_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AddPartitionsToTxnPartitionResult_v3_38(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.partition_error_code))
@@ -128,10 +140,12 @@ from ..messages.add_partitions_to_txn_response import AddPartitionsToTxnResult a
 def parse_AddPartitionsToTxnResult_v4_42(io):
     a0 = read_compact_string(io)
     a1 = parse_array_35(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_partitions_to_txn_response__AddPartitionsToTxnResult(a0, a1)
 def parse_array_47(io):
     n = read_compact_array_count(io, False)
@@ -139,16 +153,21 @@ def parse_array_47(io):
         return None
     return [parse_AddPartitionsToTxnResult_v4_42(io) for _ in range(n)]
 def parse_AddPartitionsToTxnResponse_v4_41(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_47(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return add_partitions_to_txn_response__AddPartitionsToTxnResponse(a0, a1, a2, [])
 def parse_v4(io, this):
-    return parse_AddPartitionsToTxnResponse_v4_41(io)
+    try:
+        return parse_AddPartitionsToTxnResponse_v4_41(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AddPartitionsToTxnResult_v4_49(obj, w):
     write_compact_string(w, obj.transactional_id)
     build_array_40(w, obj.topic_results)

@@ -15,7 +15,7 @@ def parse_array_4(io):
 from ..messages.alter_client_quotas_request import OpData as alter_client_quotas_request__OpData
 def parse_OpData_v0_5(io):
     a0 = read_string(io)
-    a1 = U_F64(read_exact(io, 8))[0]
+    a1 = U_F64(io.read(8))[0]
     a2 = read_bool(io)
     return alter_client_quotas_request__OpData(a0, a1, a2)
 def parse_array_6(io):
@@ -39,7 +39,10 @@ def parse_AlterClientQuotasRequest_v0_1(io):
     a1 = read_bool(io)
     return alter_client_quotas_request__AlterClientQuotasRequest(a0, a1)
 def parse_v0(io, this):
-    return parse_AlterClientQuotasRequest_v0_1(io)
+    try:
+        return parse_AlterClientQuotasRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EntityData_v0_10(obj, w):
     write_string(w, obj.entity_type)
     write_nullable_string(w, obj.entity_name)
@@ -83,10 +86,12 @@ def build_v0(obj, io, this):
 def parse_EntityData_v1_17(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_client_quotas_request__EntityData(a0, a1)
 def parse_array_18(io):
     n = read_compact_array_count(io, False)
@@ -95,12 +100,14 @@ def parse_array_18(io):
     return [parse_EntityData_v1_17(io) for _ in range(n)]
 def parse_OpData_v1_19(io):
     a0 = read_compact_string(io)
-    a1 = U_F64(read_exact(io, 8))[0]
+    a1 = U_F64(io.read(8))[0]
     a2 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_client_quotas_request__OpData(a0, a1, a2)
 def parse_array_20(io):
     n = read_compact_array_count(io, False)
@@ -110,10 +117,12 @@ def parse_array_20(io):
 def parse_EntryData_v1_16(io):
     a0 = parse_array_18(io)
     a1 = parse_array_20(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_client_quotas_request__EntryData(a0, a1)
 def parse_array_21(io):
     n = read_compact_array_count(io, False)
@@ -123,13 +132,18 @@ def parse_array_21(io):
 def parse_AlterClientQuotasRequest_v1_15(io):
     a0 = parse_array_21(io)
     a1 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_client_quotas_request__AlterClientQuotasRequest(a0, a1)
 def parse_v1(io, this):
-    return parse_AlterClientQuotasRequest_v1_15(io)
+    try:
+        return parse_AlterClientQuotasRequest_v1_15(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EntityData_v1_24(obj, w):
     write_compact_string(w, obj.entity_type)
     write_nullable_compact_string(w, obj.entity_name)

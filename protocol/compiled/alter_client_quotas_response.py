@@ -14,7 +14,7 @@ def parse_array_4(io):
     return [parse_EntityData_v0_3(io) for _ in range(n)]
 from ..messages.alter_client_quotas_response import EntryData as alter_client_quotas_response__EntryData
 def parse_EntryData_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
     a2 = parse_array_4(io)
     return alter_client_quotas_response__EntryData(a0, a1, a2)
@@ -25,11 +25,14 @@ def parse_array_5(io):
     return [parse_EntryData_v0_2(io) for _ in range(n)]
 from ..messages.alter_client_quotas_response import AlterClientQuotasResponse as alter_client_quotas_response__AlterClientQuotasResponse
 def parse_AlterClientQuotasResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_5(io)
     return alter_client_quotas_response__AlterClientQuotasResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_AlterClientQuotasResponse_v0_1(io)
+    try:
+        return parse_AlterClientQuotasResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EntityData_v0_8(obj, w):
     write_string(w, obj.entity_type)
     write_nullable_string(w, obj.entity_name)
@@ -62,10 +65,12 @@ def build_v0(obj, io, this):
 def parse_EntityData_v1_13(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_client_quotas_response__EntityData(a0, a1)
 def parse_array_14(io):
     n = read_compact_array_count(io, False)
@@ -73,13 +78,15 @@ def parse_array_14(io):
         return None
     return [parse_EntityData_v1_13(io) for _ in range(n)]
 def parse_EntryData_v1_12(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
     a2 = parse_array_14(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_client_quotas_response__EntryData(a0, a1, a2)
 def parse_array_15(io):
     n = read_compact_array_count(io, False)
@@ -87,15 +94,20 @@ def parse_array_15(io):
         return None
     return [parse_EntryData_v1_12(io) for _ in range(n)]
 def parse_AlterClientQuotasResponse_v1_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_15(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_client_quotas_response__AlterClientQuotasResponse(a0, a1)
 def parse_v1(io, this):
-    return parse_AlterClientQuotasResponse_v1_11(io)
+    try:
+        return parse_AlterClientQuotasResponse_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EntityData_v1_18(obj, w):
     write_compact_string(w, obj.entity_type)
     write_nullable_compact_string(w, obj.entity_name)

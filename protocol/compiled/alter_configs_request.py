@@ -14,7 +14,7 @@ def parse_array_4(io):
     return [parse_AlterableConfig_v0_3(io) for _ in range(n)]
 from ..messages.alter_configs_request import AlterConfigsResource as alter_configs_request__AlterConfigsResource
 def parse_AlterConfigsResource_v0_2(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_string(io)
     a2 = parse_array_4(io)
     return alter_configs_request__AlterConfigsResource(a0, a1, a2)
@@ -29,7 +29,10 @@ def parse_AlterConfigsRequest_v0_1(io):
     a1 = read_bool(io)
     return alter_configs_request__AlterConfigsRequest(a0, a1)
 def parse_v0(io, this):
-    return parse_AlterConfigsRequest_v0_1(io)
+    try:
+        return parse_AlterConfigsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AlterableConfig_v0_8(obj, w):
     write_string(w, obj.name)
     write_nullable_string(w, obj.value)
@@ -62,10 +65,12 @@ def build_v0(obj, io, this):
 def parse_AlterableConfig_v2_23(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_configs_request__AlterableConfig(a0, a1)
 def parse_array_24(io):
     n = read_compact_array_count(io, False)
@@ -73,13 +78,15 @@ def parse_array_24(io):
         return None
     return [parse_AlterableConfig_v2_23(io) for _ in range(n)]
 def parse_AlterConfigsResource_v2_22(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_compact_string(io)
     a2 = parse_array_24(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_configs_request__AlterConfigsResource(a0, a1, a2)
 def parse_array_25(io):
     n = read_compact_array_count(io, False)
@@ -89,13 +96,18 @@ def parse_array_25(io):
 def parse_AlterConfigsRequest_v2_21(io):
     a0 = parse_array_25(io)
     a1 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_configs_request__AlterConfigsRequest(a0, a1)
 def parse_v2(io, this):
-    return parse_AlterConfigsRequest_v2_21(io)
+    try:
+        return parse_AlterConfigsRequest_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AlterableConfig_v2_28(obj, w):
     write_compact_string(w, obj.name)
     write_nullable_compact_string(w, obj.value)

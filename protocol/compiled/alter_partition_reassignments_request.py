@@ -6,15 +6,17 @@ def parse_array_4(io):
     n = read_compact_array_count(io, True)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.alter_partition_reassignments_request import ReassignablePartition as alter_partition_reassignments_request__ReassignablePartition
 def parse_ReassignablePartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_partition_reassignments_request__ReassignablePartition(a0, a1)
 def parse_array_5(io):
     n = read_compact_array_count(io, False)
@@ -25,10 +27,12 @@ from ..messages.alter_partition_reassignments_request import ReassignableTopic a
 def parse_ReassignableTopic_v0_2(io):
     a0 = read_compact_string(io)
     a1 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_partition_reassignments_request__ReassignableTopic(a0, a1)
 def parse_array_6(io):
     n = read_compact_array_count(io, False)
@@ -37,15 +41,20 @@ def parse_array_6(io):
     return [parse_ReassignableTopic_v0_2(io) for _ in range(n)]
 from ..messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest as alter_partition_reassignments_request__AlterPartitionReassignmentsRequest
 def parse_AlterPartitionReassignmentsRequest_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a2 = parse_array_6(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_partition_reassignments_request__AlterPartitionReassignmentsRequest(a0, True, a2)
 def parse_v0(io, this):
-    return parse_AlterPartitionReassignmentsRequest_v0_1(io)
+    try:
+        return parse_AlterPartitionReassignmentsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_10(w, v):
     if v is None:
         w(b"\x00")
@@ -85,16 +94,21 @@ def build_AlterPartitionReassignmentsRequest_v0_7(obj, w):
 def build_v0(obj, io, this):
     return build_AlterPartitionReassignmentsRequest_v0_7(obj, io.write)
 def parse_AlterPartitionReassignmentsRequest_v1_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_bool(io)
     a2 = parse_array_6(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_partition_reassignments_request__AlterPartitionReassignmentsRequest(a0, a1, a2)
 def parse_v1(io, this):
-    return parse_AlterPartitionReassignmentsRequest_v1_13(io)
+    try:
+        return parse_AlterPartitionReassignmentsRequest_v1_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AlterPartitionReassignmentsRequest_v1_19(obj, w):
     w(P_I32(obj.timeout_ms))
     w(b'\x01' if obj.allow_replication_factor_change else b'\x00')

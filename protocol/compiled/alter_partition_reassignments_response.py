@@ -4,13 +4,15 @@
 from ..wire import *
 from ..messages.alter_partition_reassignments_response import ReassignablePartitionResponse as alter_partition_reassignments_response__ReassignablePartitionResponse
 def parse_ReassignablePartitionResponse_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_partition_reassignments_response__ReassignablePartitionResponse(a0, a1, a2)
 def parse_array_4(io):
     n = read_compact_array_count(io, False)
@@ -21,10 +23,12 @@ from ..messages.alter_partition_reassignments_response import ReassignableTopicR
 def parse_ReassignableTopicResponse_v0_2(io):
     a0 = read_compact_string(io)
     a1 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_partition_reassignments_response__ReassignableTopicResponse(a0, a1)
 def parse_array_5(io):
     n = read_compact_array_count(io, False)
@@ -33,17 +37,22 @@ def parse_array_5(io):
     return [parse_ReassignableTopicResponse_v0_2(io) for _ in range(n)]
 from ..messages.alter_partition_reassignments_response import AlterPartitionReassignmentsResponse as alter_partition_reassignments_response__AlterPartitionReassignmentsResponse
 def parse_AlterPartitionReassignmentsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = read_nullable_compact_string(io)
     a4 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_partition_reassignments_response__AlterPartitionReassignmentsResponse(a0, True, a2, a3, a4)
 def parse_v0(io, this):
-    return parse_AlterPartitionReassignmentsResponse_v0_1(io)
+    try:
+        return parse_AlterPartitionReassignmentsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ReassignablePartitionResponse_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))
@@ -79,18 +88,23 @@ def build_AlterPartitionReassignmentsResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_AlterPartitionReassignmentsResponse_v0_6(obj, io.write)
 def parse_AlterPartitionReassignmentsResponse_v1_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_bool(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = read_nullable_compact_string(io)
     a4 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_partition_reassignments_response__AlterPartitionReassignmentsResponse(a0, a1, a2, a3, a4)
 def parse_v1(io, this):
-    return parse_AlterPartitionReassignmentsResponse_v1_11(io)
+    try:
+        return parse_AlterPartitionReassignmentsResponse_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AlterPartitionReassignmentsResponse_v1_16(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(b'\x01' if obj.allow_replication_factor_change else b'\x00')

@@ -5,11 +5,13 @@ from ..wire import *
 from ..messages.alter_user_scram_credentials_request import ScramCredentialDeletion as alter_user_scram_credentials_request__ScramCredentialDeletion
 def parse_ScramCredentialDeletion_v0_2(io):
     a0 = read_compact_string(io)
-    a1 = U_I8(read_exact(io, 1))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I8(io.read(1))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_user_scram_credentials_request__ScramCredentialDeletion(a0, a1)
 def parse_array_3(io):
     n = read_compact_array_count(io, False)
@@ -19,14 +21,16 @@ def parse_array_3(io):
 from ..messages.alter_user_scram_credentials_request import ScramCredentialUpsertion as alter_user_scram_credentials_request__ScramCredentialUpsertion
 def parse_ScramCredentialUpsertion_v0_4(io):
     a0 = read_compact_string(io)
-    a1 = U_I8(read_exact(io, 1))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I8(io.read(1))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_compact_bytes(io)
     a4 = read_compact_bytes(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_user_scram_credentials_request__ScramCredentialUpsertion(a0, a1, a2, a3, a4)
 def parse_array_5(io):
     n = read_compact_array_count(io, False)
@@ -37,13 +41,18 @@ from ..messages.alter_user_scram_credentials_request import AlterUserScramCreden
 def parse_AlterUserScramCredentialsRequest_v0_1(io):
     a0 = parse_array_3(io)
     a1 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_user_scram_credentials_request__AlterUserScramCredentialsRequest(a0, a1)
 def parse_v0(io, this):
-    return parse_AlterUserScramCredentialsRequest_v0_1(io)
+    try:
+        return parse_AlterUserScramCredentialsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ScramCredentialDeletion_v0_7(obj, w):
     write_compact_string(w, obj.name)
     w(P_I8(obj.mechanism))

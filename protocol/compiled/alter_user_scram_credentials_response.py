@@ -5,12 +5,14 @@ from ..wire import *
 from ..messages.alter_user_scram_credentials_response import AlterUserScramCredentialsResult as alter_user_scram_credentials_response__AlterUserScramCredentialsResult
 def parse_AlterUserScramCredentialsResult_v0_2(io):
     a0 = read_compact_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_user_scram_credentials_response__AlterUserScramCredentialsResult(a0, a1, a2)
 def parse_array_3(io):
     n = read_compact_array_count(io, False)
@@ -19,15 +21,20 @@ def parse_array_3(io):
     return [parse_AlterUserScramCredentialsResult_v0_2(io) for _ in range(n)]
 from ..messages.alter_user_scram_credentials_response import AlterUserScramCredentialsResponse as alter_user_scram_credentials_response__AlterUserScramCredentialsResponse
 def parse_AlterUserScramCredentialsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_3(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return alter_user_scram_credentials_response__AlterUserScramCredentialsResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_AlterUserScramCredentialsResponse_v0_1(io)
+    try:
+        return parse_AlterUserScramCredentialsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AlterUserScramCredentialsResult_v0_5(obj, w):
     write_compact_string(w, obj.user)
     w(P_I16(obj.error_code))

@@ -6,7 +6,10 @@ from ..messages.api_versions_request import ApiVersionsRequest as api_versions_r
 def parse_ApiVersionsRequest_v0_1(io):
     return api_versions_request__ApiVersionsRequest('', '', None, -1)
 def parse_v0(io, this):
-    return parse_ApiVersionsRequest_v0_1(io)
+    try:
+        return parse_ApiVersionsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ApiVersionsRequest_v0_2(obj, w):
     pass
     return obj
@@ -15,13 +18,18 @@ def build_v0(obj, io, this):
 def parse_ApiVersionsRequest_v3_7(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return api_versions_request__ApiVersionsRequest(a0, a1, None, -1)
 def parse_v3(io, this):
-    return parse_ApiVersionsRequest_v3_7(io)
+    try:
+        return parse_ApiVersionsRequest_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ApiVersionsRequest_v3_8(obj, w):
     write_compact_string(w, obj.client_software_name)
     write_compact_string(w, obj.client_software_version)
@@ -33,14 +41,19 @@ def parse_ApiVersionsRequest_v5_11(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
     a2 = read_nullable_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a3 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return api_versions_request__ApiVersionsRequest(a0, a1, a2, a3)
 def parse_v5(io, this):
-    return parse_ApiVersionsRequest_v5_11(io)
+    try:
+        return parse_ApiVersionsRequest_v5_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ApiVersionsRequest_v5_12(obj, w):
     write_compact_string(w, obj.client_software_name)
     write_compact_string(w, obj.client_software_version)

@@ -4,9 +4,9 @@
 from ..wire import *
 from ..messages.api_versions_response import ApiVersion as api_versions_response__ApiVersion
 def parse_ApiVersion_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I16(io.read(2))[0]
     return api_versions_response__ApiVersion(a0, a1, a2)
 def parse_array_3(io):
     n = read_array_count(io, False)
@@ -15,11 +15,14 @@ def parse_array_3(io):
     return [parse_ApiVersion_v0_2(io) for _ in range(n)]
 from ..messages.api_versions_response import ApiVersionsResponse as api_versions_response__ApiVersionsResponse
 def parse_ApiVersionsResponse_v0_1(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = parse_array_3(io)
     return api_versions_response__ApiVersionsResponse(a0, a1, 0, [], -1, [], False)
 def parse_v0(io, this):
-    return parse_ApiVersionsResponse_v0_1(io)
+    try:
+        return parse_ApiVersionsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ApiVersion_v0_5(obj, w):
     w(P_I16(obj.api_key))
     w(P_I16(obj.min_version))
@@ -39,12 +42,15 @@ def build_ApiVersionsResponse_v0_4(obj, w):
 def build_v0(obj, io, this):
     return build_ApiVersionsResponse_v0_4(obj, io.write)
 def parse_ApiVersionsResponse_v1_7(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = parse_array_3(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     return api_versions_response__ApiVersionsResponse(a0, a1, a2, [], -1, [], False)
 def parse_v1(io, this):
-    return parse_ApiVersionsResponse_v1_7(io)
+    try:
+        return parse_ApiVersionsResponse_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ApiVersionsResponse_v1_10(obj, w):
     w(P_I16(obj.error_code))
     build_array_6(w, obj.api_keys)
@@ -53,13 +59,15 @@ def build_ApiVersionsResponse_v1_10(obj, w):
 def build_v1(obj, io, this):
     return build_ApiVersionsResponse_v1_10(obj, io.write)
 def parse_ApiVersion_v3_20(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return api_versions_response__ApiVersion(a0, a1, a2)
 def parse_array_21(io):
     n = read_compact_array_count(io, False)
@@ -69,12 +77,14 @@ def parse_array_21(io):
 from ..messages.api_versions_response import SupportedFeatureKey as api_versions_response__SupportedFeatureKey
 def parse_SupportedFeatureKey_v3_23(io):
     a0 = read_compact_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return api_versions_response__SupportedFeatureKey(a0, a1, a2)
 def parse_array_24(io):
     n = read_compact_array_count(io, False)
@@ -84,16 +94,18 @@ def parse_array_24(io):
 def parse_tagged_22(io):
     return parse_array_24(io)
 def parse_tagged_25(io):
-    return U_I64(read_exact(io, 8))[0]
+    return U_I64(io.read(8))[0]
 from ..messages.api_versions_response import FinalizedFeatureKey as api_versions_response__FinalizedFeatureKey
 def parse_FinalizedFeatureKey_v3_27(io):
     a0 = read_compact_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return api_versions_response__FinalizedFeatureKey(a0, a1, a2)
 def parse_array_28(io):
     n = read_compact_array_count(io, False)
@@ -105,29 +117,34 @@ def parse_tagged_26(io):
 def parse_tagged_29(io):
     return read_bool(io)
 def parse_ApiVersionsResponse_v3_19(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = parse_array_21(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     t3 = []
     t4 = -1
     t5 = []
     t6 = False
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t3 = parse_tagged_22(BytesIO(read_exact(io, size)))
-        elif tag == 1:
-            t4 = parse_tagged_25(BytesIO(read_exact(io, size)))
-        elif tag == 2:
-            t5 = parse_tagged_26(BytesIO(read_exact(io, size)))
-        elif tag == 3:
-            t6 = parse_tagged_29(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t3 = parse_tagged_22(BytesIO(read_exact(io, size)))
+            elif tag == 1:
+                t4 = parse_tagged_25(BytesIO(read_exact(io, size)))
+            elif tag == 2:
+                t5 = parse_tagged_26(BytesIO(read_exact(io, size)))
+            elif tag == 3:
+                t6 = parse_tagged_29(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return api_versions_response__ApiVersionsResponse(a0, a1, a2, t3, t4, t5, t6)
 def parse_v3(io, this):
-    return parse_ApiVersionsResponse_v3_19(io)
+    try:
+        return parse_ApiVersionsResponse_v3_19(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ApiVersion_v3_31(obj, w):
     w(P_I16(obj.api_key))
     w(P_I16(obj.min_version))

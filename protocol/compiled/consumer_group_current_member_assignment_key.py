@@ -8,7 +8,10 @@ def parse_ConsumerGroupCurrentMemberAssignmentKey_v0_1(io):
     a1 = read_string(io)
     return consumer_group_current_member_assignment_key__ConsumerGroupCurrentMemberAssignmentKey(a0, a1)
 def parse_v0(io, this):
-    return parse_ConsumerGroupCurrentMemberAssignmentKey_v0_1(io)
+    try:
+        return parse_ConsumerGroupCurrentMemberAssignmentKey_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ConsumerGroupCurrentMemberAssignmentKey_v0_2(obj, w):
     write_string(w, obj.group_id)
     write_string(w, obj.member_id)

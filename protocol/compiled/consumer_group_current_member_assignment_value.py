@@ -6,12 +6,12 @@ def parse_array_3(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_array_5(io):
     n = read_compact_array_count(io, True)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_tagged_4(io):
     return parse_array_5(io)
 from ..messages.consumer_group_current_member_assignment_value import TopicPartitions as consumer_group_current_member_assignment_value__TopicPartitions
@@ -19,13 +19,15 @@ def parse_TopicPartitions_v0_2(io):
     a0 = read_uuid(io)
     a1 = parse_array_3(io)
     t2 = []
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t2 = parse_tagged_4(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t2 = parse_tagged_4(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return consumer_group_current_member_assignment_value__TopicPartitions(a0, a1, t2)
 def parse_array_6(io):
     n = read_compact_array_count(io, False)
@@ -34,18 +36,23 @@ def parse_array_6(io):
     return [parse_TopicPartitions_v0_2(io) for _ in range(n)]
 from ..messages.consumer_group_current_member_assignment_value import ConsumerGroupCurrentMemberAssignmentValue as consumer_group_current_member_assignment_value__ConsumerGroupCurrentMemberAssignmentValue
 def parse_ConsumerGroupCurrentMemberAssignmentValue_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = parse_array_6(io)
     a4 = parse_array_6(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_current_member_assignment_value__ConsumerGroupCurrentMemberAssignmentValue(a0, a1, a2, a3, a4)
 def parse_v0(io, this):
-    return parse_ConsumerGroupCurrentMemberAssignmentValue_v0_1(io)
+    try:
+        return parse_ConsumerGroupCurrentMemberAssignmentValue_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_10(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -11,13 +11,18 @@ from ..messages.consumer_group_describe_request import ConsumerGroupDescribeRequ
 def parse_ConsumerGroupDescribeRequest_v0_1(io):
     a0 = parse_array_2(io)
     a1 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_describe_request__ConsumerGroupDescribeRequest(a0, a1)
 def parse_v0(io, this):
-    return parse_ConsumerGroupDescribeRequest_v0_1(io)
+    try:
+        return parse_ConsumerGroupDescribeRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_4(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

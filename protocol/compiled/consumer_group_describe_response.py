@@ -11,16 +11,18 @@ def parse_array_7(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.consumer_group_describe_response import TopicPartitions as consumer_group_describe_response__TopicPartitions
 def parse_TopicPartitions_v0_6(io):
     a0 = read_uuid(io)
     a1 = read_compact_string(io)
     a2 = parse_array_7(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_describe_response__TopicPartitions(a0, a1, a2)
 def parse_array_8(io):
     n = read_compact_array_count(io, False)
@@ -30,27 +32,31 @@ def parse_array_8(io):
 from ..messages.consumer_group_describe_response import Assignment as consumer_group_describe_response__Assignment
 def parse_Assignment_v0_5(io):
     a0 = parse_array_8(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_describe_response__Assignment(a0)
 from ..messages.consumer_group_describe_response import Member as consumer_group_describe_response__Member
 def parse_Member_v0_3(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
     a2 = read_nullable_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = read_compact_string(io)
     a5 = read_compact_string(io)
     a6 = parse_array_4(io)
     a7 = read_nullable_compact_string(io)
     a8 = parse_Assignment_v0_5(io)
     a9 = parse_Assignment_v0_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_describe_response__Member(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, -1)
 def parse_array_9(io):
     n = read_compact_array_count(io, False)
@@ -59,19 +65,21 @@ def parse_array_9(io):
     return [parse_Member_v0_3(io) for _ in range(n)]
 from ..messages.consumer_group_describe_response import DescribedGroup as consumer_group_describe_response__DescribedGroup
 def parse_DescribedGroup_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
     a2 = read_compact_string(io)
     a3 = read_compact_string(io)
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = read_compact_string(io)
     a7 = parse_array_9(io)
-    a8 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a8 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_describe_response__DescribedGroup(a0, a1, a2, a3, a4, a5, a6, a7, a8)
 def parse_array_10(io):
     n = read_compact_array_count(io, False)
@@ -80,15 +88,20 @@ def parse_array_10(io):
     return [parse_DescribedGroup_v0_2(io) for _ in range(n)]
 from ..messages.consumer_group_describe_response import ConsumerGroupDescribeResponse as consumer_group_describe_response__ConsumerGroupDescribeResponse
 def parse_ConsumerGroupDescribeResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_10(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_describe_response__ConsumerGroupDescribeResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_ConsumerGroupDescribeResponse_v0_1(io)
+    try:
+        return parse_ConsumerGroupDescribeResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_14(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -170,18 +183,20 @@ def parse_Member_v1_23(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
     a2 = read_nullable_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = read_compact_string(io)
     a5 = read_compact_string(io)
     a6 = parse_array_4(io)
     a7 = read_nullable_compact_string(io)
     a8 = parse_Assignment_v0_5(io)
     a9 = parse_Assignment_v0_5(io)
-    a10 = U_I8(read_exact(io, 1))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a10 = U_I8(io.read(1))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_describe_response__Member(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)
 def parse_array_29(io):
     n = read_compact_array_count(io, False)
@@ -189,19 +204,21 @@ def parse_array_29(io):
         return None
     return [parse_Member_v1_23(io) for _ in range(n)]
 def parse_DescribedGroup_v1_22(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
     a2 = read_compact_string(io)
     a3 = read_compact_string(io)
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = read_compact_string(io)
     a7 = parse_array_29(io)
-    a8 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a8 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_describe_response__DescribedGroup(a0, a1, a2, a3, a4, a5, a6, a7, a8)
 def parse_array_30(io):
     n = read_compact_array_count(io, False)
@@ -209,15 +226,20 @@ def parse_array_30(io):
         return None
     return [parse_DescribedGroup_v1_22(io) for _ in range(n)]
 def parse_ConsumerGroupDescribeResponse_v1_21(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_30(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_describe_response__ConsumerGroupDescribeResponse(a0, a1)
 def parse_v1(io, this):
-    return parse_ConsumerGroupDescribeResponse_v1_21(io)
+    try:
+        return parse_ConsumerGroupDescribeResponse_v1_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_Member_v1_33(obj, w):
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.instance_id)

@@ -11,15 +11,17 @@ def parse_array_4(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.consumer_group_heartbeat_request import TopicPartitions as consumer_group_heartbeat_request__TopicPartitions
 def parse_TopicPartitions_v0_3(io):
     a0 = read_uuid(io)
     a1 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_heartbeat_request__TopicPartitions(a0, a1)
 def parse_array_5(io):
     n = read_compact_array_count(io, True)
@@ -30,20 +32,25 @@ from ..messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRe
 def parse_ConsumerGroupHeartbeatRequest_v0_1(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
     a4 = read_nullable_compact_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = parse_array_2(io)
     a8 = read_nullable_compact_string(io)
     a9 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_heartbeat_request__ConsumerGroupHeartbeatRequest(a0, a1, a2, a3, a4, a5, a6, None, a8, a9)
 def parse_v0(io, this):
-    return parse_ConsumerGroupHeartbeatRequest_v0_1(io)
+    try:
+        return parse_ConsumerGroupHeartbeatRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_7(w, v):
     if v is None:
         w(b"\x00")
@@ -87,21 +94,26 @@ def build_v0(obj, io, this):
 def parse_ConsumerGroupHeartbeatRequest_v1_11(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
     a4 = read_nullable_compact_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = parse_array_2(io)
     a7 = read_nullable_compact_string(io)
     a8 = read_nullable_compact_string(io)
     a9 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_heartbeat_request__ConsumerGroupHeartbeatRequest(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9)
 def parse_v1(io, this):
-    return parse_ConsumerGroupHeartbeatRequest_v1_11(io)
+    try:
+        return parse_ConsumerGroupHeartbeatRequest_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ConsumerGroupHeartbeatRequest_v1_16(obj, w):
     write_compact_string(w, obj.group_id)
     write_compact_string(w, obj.member_id)

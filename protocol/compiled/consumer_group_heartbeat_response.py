@@ -6,15 +6,17 @@ def parse_array_4(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.consumer_group_heartbeat_response import TopicPartitions as consumer_group_heartbeat_response__TopicPartitions
 def parse_TopicPartitions_v0_3(io):
     a0 = read_uuid(io)
     a1 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_heartbeat_response__TopicPartitions(a0, a1)
 def parse_array_5(io):
     n = read_compact_array_count(io, False)
@@ -24,27 +26,34 @@ def parse_array_5(io):
 from ..messages.consumer_group_heartbeat_response import Assignment as consumer_group_heartbeat_response__Assignment
 def parse_Assignment_v0_2(io):
     a0 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_heartbeat_response__Assignment(a0)
 from ..messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse as consumer_group_heartbeat_response__ConsumerGroupHeartbeatResponse
 def parse_ConsumerGroupHeartbeatResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
     a3 = read_nullable_compact_string(io)
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = (None if U_I8(read_exact(io, 1))[0] < 0 else parse_Assignment_v0_2(io))
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = (None if U_I8(io.read(1))[0] < 0 else parse_Assignment_v0_2(io))
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_heartbeat_response__ConsumerGroupHeartbeatResponse(a0, a1, a2, a3, a4, a5, a6)
 def parse_v0(io, this):
-    return parse_ConsumerGroupHeartbeatResponse_v0_1(io)
+    try:
+        return parse_ConsumerGroupHeartbeatResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_9(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

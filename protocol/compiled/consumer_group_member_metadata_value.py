@@ -12,10 +12,12 @@ from ..messages.consumer_group_member_metadata_value import ClassicProtocol as c
 def parse_ClassicProtocol_v0_5(io):
     a0 = read_compact_string(io)
     a1 = read_compact_bytes(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_member_metadata_value__ClassicProtocol(a0, a1)
 def parse_array_6(io):
     n = read_compact_array_count(io, False)
@@ -23,15 +25,17 @@ def parse_array_6(io):
         return None
     return [parse_ClassicProtocol_v0_5(io) for _ in range(n)]
 def parse_ClassicMemberMetadata_v0_4(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_6(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_member_metadata_value__ClassicMemberMetadata(a0, a1)
 def parse_tagged_3(io):
-    return (None if U_I8(read_exact(io, 1))[0] < 0 else parse_ClassicMemberMetadata_v0_4(io))
+    return (None if U_I8(io.read(1))[0] < 0 else parse_ClassicMemberMetadata_v0_4(io))
 from ..messages.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue as consumer_group_member_metadata_value__ConsumerGroupMemberMetadataValue
 def parse_ConsumerGroupMemberMetadataValue_v0_1(io):
     a0 = read_nullable_compact_string(io)
@@ -40,19 +44,24 @@ def parse_ConsumerGroupMemberMetadataValue_v0_1(io):
     a3 = read_compact_string(io)
     a4 = parse_array_2(io)
     a5 = read_nullable_compact_string(io)
-    a6 = U_I32(read_exact(io, 4))[0]
+    a6 = U_I32(io.read(4))[0]
     a7 = read_nullable_compact_string(io)
     t8 = consumer_group_member_metadata_value__ClassicMemberMetadata()
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t8 = parse_tagged_3(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t8 = parse_tagged_3(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return consumer_group_member_metadata_value__ConsumerGroupMemberMetadataValue(a0, a1, a2, a3, a4, a5, a6, a7, t8)
 def parse_v0(io, this):
-    return parse_ConsumerGroupMemberMetadataValue_v0_1(io)
+    try:
+        return parse_ConsumerGroupMemberMetadataValue_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_8(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -7,7 +7,10 @@ def parse_ConsumerGroupMetadataKey_v0_1(io):
     a0 = read_string(io)
     return consumer_group_metadata_key__ConsumerGroupMetadataKey(a0)
 def parse_v0(io, this):
-    return parse_ConsumerGroupMetadataKey_v0_1(io)
+    try:
+        return parse_ConsumerGroupMetadataKey_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ConsumerGroupMetadataKey_v0_2(obj, w):
     write_string(w, obj.group_id)
     return obj

@@ -9,12 +9,14 @@ def parse_array_4(io):
     return [read_compact_string(io) for _ in range(n)]
 from ..messages.consumer_group_partition_metadata_value import PartitionMetadata as consumer_group_partition_metadata_value__PartitionMetadata
 def parse_PartitionMetadata_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_partition_metadata_value__PartitionMetadata(a0, a1)
 def parse_array_5(io):
     n = read_compact_array_count(io, False)
@@ -25,12 +27,14 @@ from ..messages.consumer_group_partition_metadata_value import TopicMetadata as 
 def parse_TopicMetadata_v0_2(io):
     a0 = read_uuid(io)
     a1 = read_compact_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_partition_metadata_value__TopicMetadata(a0, a1, a2, a3)
 def parse_array_6(io):
     n = read_compact_array_count(io, False)
@@ -40,13 +44,18 @@ def parse_array_6(io):
 from ..messages.consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue as consumer_group_partition_metadata_value__ConsumerGroupPartitionMetadataValue
 def parse_ConsumerGroupPartitionMetadataValue_v0_1(io):
     a0 = parse_array_6(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_partition_metadata_value__ConsumerGroupPartitionMetadataValue(a0)
 def parse_v0(io, this):
-    return parse_ConsumerGroupPartitionMetadataValue_v0_1(io)
+    try:
+        return parse_ConsumerGroupPartitionMetadataValue_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_10(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -10,15 +10,20 @@ def parse_array_2(io):
 from ..messages.consumer_group_regular_expression_value import ConsumerGroupRegularExpressionValue as consumer_group_regular_expression_value__ConsumerGroupRegularExpressionValue
 def parse_ConsumerGroupRegularExpressionValue_v0_1(io):
     a0 = parse_array_2(io)
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_regular_expression_value__ConsumerGroupRegularExpressionValue(a0, a1, a2)
 def parse_v0(io, this):
-    return parse_ConsumerGroupRegularExpressionValue_v0_1(io)
+    try:
+        return parse_ConsumerGroupRegularExpressionValue_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_4(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

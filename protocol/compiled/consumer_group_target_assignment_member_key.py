@@ -8,7 +8,10 @@ def parse_ConsumerGroupTargetAssignmentMemberKey_v0_1(io):
     a1 = read_string(io)
     return consumer_group_target_assignment_member_key__ConsumerGroupTargetAssignmentMemberKey(a0, a1)
 def parse_v0(io, this):
-    return parse_ConsumerGroupTargetAssignmentMemberKey_v0_1(io)
+    try:
+        return parse_ConsumerGroupTargetAssignmentMemberKey_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ConsumerGroupTargetAssignmentMemberKey_v0_2(obj, w):
     write_string(w, obj.group_id)
     write_string(w, obj.member_id)

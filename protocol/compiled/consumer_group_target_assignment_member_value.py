@@ -6,15 +6,17 @@ def parse_array_3(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.consumer_group_target_assignment_member_value import TopicPartition as consumer_group_target_assignment_member_value__TopicPartition
 def parse_TopicPartition_v0_2(io):
     a0 = read_uuid(io)
     a1 = parse_array_3(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_target_assignment_member_value__TopicPartition(a0, a1)
 def parse_array_4(io):
     n = read_compact_array_count(io, False)
@@ -24,13 +26,18 @@ def parse_array_4(io):
 from ..messages.consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue as consumer_group_target_assignment_member_value__ConsumerGroupTargetAssignmentMemberValue
 def parse_ConsumerGroupTargetAssignmentMemberValue_v0_1(io):
     a0 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return consumer_group_target_assignment_member_value__ConsumerGroupTargetAssignmentMemberValue(a0)
 def parse_v0(io, this):
-    return parse_ConsumerGroupTargetAssignmentMemberValue_v0_1(io)
+    try:
+        return parse_ConsumerGroupTargetAssignmentMemberValue_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_7(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -3,21 +3,26 @@
 
 from ..wire import *
 def parse_tagged_2(io):
-    return U_I64(read_exact(io, 8))[0]
+    return U_I64(io.read(8))[0]
 from ..messages.consumer_group_target_assignment_metadata_value import ConsumerGroupTargetAssignmentMetadataValue as consumer_group_target_assignment_metadata_value__ConsumerGroupTargetAssignmentMetadataValue
 def parse_ConsumerGroupTargetAssignmentMetadataValue_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     t1 = 0
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t1 = parse_tagged_2(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t1 = parse_tagged_2(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return consumer_group_target_assignment_metadata_value__ConsumerGroupTargetAssignmentMetadataValue(a0, t1)
 def parse_v0(io, this):
-    return parse_ConsumerGroupTargetAssignmentMetadataValue_v0_1(io)
+    try:
+        return parse_ConsumerGroupTargetAssignmentMetadataValue_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_tagged_4(v):
     b = BytesIO()
     w = b.write

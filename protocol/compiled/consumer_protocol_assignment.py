@@ -6,7 +6,7 @@ def parse_array_3(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.consumer_protocol_assignment import TopicPartition as consumer_protocol_assignment__TopicPartition
 def parse_TopicPartition_v0_2(io):
     a0 = read_string(io)
@@ -23,7 +23,10 @@ def parse_ConsumerProtocolAssignment_v0_1(io):
     a1 = read_nullable_bytes(io)
     return consumer_protocol_assignment__ConsumerProtocolAssignment(a0, a1)
 def parse_v0(io, this):
-    return parse_ConsumerProtocolAssignment_v0_1(io)
+    try:
+        return parse_ConsumerProtocolAssignment_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_7(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -13,7 +13,10 @@ def parse_ConsumerProtocolSubscription_v0_1(io):
     a1 = read_nullable_bytes(io)
     return consumer_protocol_subscription__ConsumerProtocolSubscription(a0, a1, [], -1, None)
 def parse_v0(io, this):
-    return parse_ConsumerProtocolSubscription_v0_1(io)
+    try:
+        return parse_ConsumerProtocolSubscription_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_4(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -31,7 +34,7 @@ def parse_array_8(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.consumer_protocol_subscription import TopicPartition as consumer_protocol_subscription__TopicPartition
 def parse_TopicPartition_v1_7(io):
     a0 = read_string(io)
@@ -48,7 +51,10 @@ def parse_ConsumerProtocolSubscription_v1_5(io):
     a2 = parse_array_9(io)
     return consumer_protocol_subscription__ConsumerProtocolSubscription(a0, a1, a2, -1, None)
 def parse_v1(io, this):
-    return parse_ConsumerProtocolSubscription_v1_5(io)
+    try:
+        return parse_ConsumerProtocolSubscription_v1_5(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_13(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -78,10 +84,13 @@ def parse_ConsumerProtocolSubscription_v2_15(io):
     a0 = parse_array_2(io)
     a1 = read_nullable_bytes(io)
     a2 = parse_array_9(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     return consumer_protocol_subscription__ConsumerProtocolSubscription(a0, a1, a2, a3, None)
 def parse_v2(io, this):
-    return parse_ConsumerProtocolSubscription_v2_15(io)
+    try:
+        return parse_ConsumerProtocolSubscription_v2_15(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ConsumerProtocolSubscription_v2_20(obj, w):
     build_array_4(w, obj.topics)
     write_nullable_bytes(w, obj.user_data)
@@ -94,11 +103,14 @@ def parse_ConsumerProtocolSubscription_v3_25(io):
     a0 = parse_array_2(io)
     a1 = read_nullable_bytes(io)
     a2 = parse_array_9(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = read_nullable_string(io)
     return consumer_protocol_subscription__ConsumerProtocolSubscription(a0, a1, a2, a3, a4)
 def parse_v3(io, this):
-    return parse_ConsumerProtocolSubscription_v3_25(io)
+    try:
+        return parse_ConsumerProtocolSubscription_v3_25(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ConsumerProtocolSubscription_v3_30(obj, w):
     build_array_4(w, obj.topics)
     write_nullable_bytes(w, obj.user_data)

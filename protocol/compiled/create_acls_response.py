@@ -4,7 +4,7 @@
 from ..wire import *
 from ..messages.create_acls_response import AclCreationResult as create_acls_response__AclCreationResult
 def parse_AclCreationResult_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
     return create_acls_response__AclCreationResult(a0, a1)
 def parse_array_3(io):
@@ -14,11 +14,14 @@ def parse_array_3(io):
     return [parse_AclCreationResult_v0_2(io) for _ in range(n)]
 from ..messages.create_acls_response import CreateAclsResponse as create_acls_response__CreateAclsResponse
 def parse_CreateAclsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_3(io)
     return create_acls_response__CreateAclsResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_CreateAclsResponse_v0_1(io)
+    try:
+        return parse_CreateAclsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AclCreationResult_v0_5(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_string(w, obj.error_message)
@@ -37,12 +40,14 @@ def build_CreateAclsResponse_v0_4(obj, w):
 def build_v0(obj, io, this):
     return build_CreateAclsResponse_v0_4(obj, io.write)
 def parse_AclCreationResult_v2_14(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_acls_response__AclCreationResult(a0, a1)
 def parse_array_15(io):
     n = read_compact_array_count(io, False)
@@ -50,15 +55,20 @@ def parse_array_15(io):
         return None
     return [parse_AclCreationResult_v2_14(io) for _ in range(n)]
 def parse_CreateAclsResponse_v2_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_15(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_acls_response__CreateAclsResponse(a0, a1)
 def parse_v2(io, this):
-    return parse_CreateAclsResponse_v2_13(io)
+    try:
+        return parse_CreateAclsResponse_v2_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AclCreationResult_v2_17(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_compact_string(w, obj.error_message)

@@ -6,7 +6,7 @@ def parse_array_4(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.create_partitions_request import CreatePartitionsAssignment as create_partitions_request__CreatePartitionsAssignment
 def parse_CreatePartitionsAssignment_v0_3(io):
     a0 = parse_array_4(io)
@@ -19,7 +19,7 @@ def parse_array_5(io):
 from ..messages.create_partitions_request import CreatePartitionsTopic as create_partitions_request__CreatePartitionsTopic
 def parse_CreatePartitionsTopic_v0_2(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = parse_array_5(io)
     return create_partitions_request__CreatePartitionsTopic(a0, a1, a2)
 def parse_array_6(io):
@@ -30,11 +30,14 @@ def parse_array_6(io):
 from ..messages.create_partitions_request import CreatePartitionsRequest as create_partitions_request__CreatePartitionsRequest
 def parse_CreatePartitionsRequest_v0_1(io):
     a0 = parse_array_6(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_bool(io)
     return create_partitions_request__CreatePartitionsRequest(a0, a1, a2)
 def parse_v0(io, this):
-    return parse_CreatePartitionsRequest_v0_1(io)
+    try:
+        return parse_CreatePartitionsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_10(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -75,13 +78,15 @@ def parse_array_28(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_CreatePartitionsAssignment_v2_27(io):
     a0 = parse_array_28(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_partitions_request__CreatePartitionsAssignment(a0)
 def parse_array_29(io):
     n = read_compact_array_count(io, True)
@@ -90,12 +95,14 @@ def parse_array_29(io):
     return [parse_CreatePartitionsAssignment_v2_27(io) for _ in range(n)]
 def parse_CreatePartitionsTopic_v2_26(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = parse_array_29(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_partitions_request__CreatePartitionsTopic(a0, a1, a2)
 def parse_array_30(io):
     n = read_compact_array_count(io, False)
@@ -104,15 +111,20 @@ def parse_array_30(io):
     return [parse_CreatePartitionsTopic_v2_26(io) for _ in range(n)]
 def parse_CreatePartitionsRequest_v2_25(io):
     a0 = parse_array_30(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_partitions_request__CreatePartitionsRequest(a0, a1, a2)
 def parse_v2(io, this):
-    return parse_CreatePartitionsRequest_v2_25(io)
+    try:
+        return parse_CreatePartitionsRequest_v2_25(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_34(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -5,7 +5,7 @@ from ..wire import *
 from ..messages.create_partitions_response import CreatePartitionsTopicResult as create_partitions_response__CreatePartitionsTopicResult
 def parse_CreatePartitionsTopicResult_v0_2(io):
     a0 = read_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_string(io)
     return create_partitions_response__CreatePartitionsTopicResult(a0, a1, a2)
 def parse_array_3(io):
@@ -15,11 +15,14 @@ def parse_array_3(io):
     return [parse_CreatePartitionsTopicResult_v0_2(io) for _ in range(n)]
 from ..messages.create_partitions_response import CreatePartitionsResponse as create_partitions_response__CreatePartitionsResponse
 def parse_CreatePartitionsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_3(io)
     return create_partitions_response__CreatePartitionsResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_CreatePartitionsResponse_v0_1(io)
+    try:
+        return parse_CreatePartitionsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_CreatePartitionsTopicResult_v0_5(obj, w):
     write_string(w, obj.name)
     w(P_I16(obj.error_code))
@@ -40,12 +43,14 @@ def build_v0(obj, io, this):
     return build_CreatePartitionsResponse_v0_4(obj, io.write)
 def parse_CreatePartitionsTopicResult_v2_14(io):
     a0 = read_compact_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_partitions_response__CreatePartitionsTopicResult(a0, a1, a2)
 def parse_array_15(io):
     n = read_compact_array_count(io, False)
@@ -53,15 +58,20 @@ def parse_array_15(io):
         return None
     return [parse_CreatePartitionsTopicResult_v2_14(io) for _ in range(n)]
 def parse_CreatePartitionsResponse_v2_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_15(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_partitions_response__CreatePartitionsResponse(a0, a1)
 def parse_v2(io, this):
-    return parse_CreatePartitionsResponse_v2_13(io)
+    try:
+        return parse_CreatePartitionsResponse_v2_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_CreatePartitionsTopicResult_v2_17(obj, w):
     write_compact_string(w, obj.name)
     w(P_I16(obj.error_code))

@@ -6,10 +6,10 @@ def parse_array_4(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.create_topics_request import CreatableReplicaAssignment as create_topics_request__CreatableReplicaAssignment
 def parse_CreatableReplicaAssignment_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_4(io)
     return create_topics_request__CreatableReplicaAssignment(a0, a1)
 def parse_array_5(io):
@@ -30,8 +30,8 @@ def parse_array_7(io):
 from ..messages.create_topics_request import CreatableTopic as create_topics_request__CreatableTopic
 def parse_CreatableTopic_v0_2(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = parse_array_5(io)
     a4 = parse_array_7(io)
     return create_topics_request__CreatableTopic(a0, a1, a2, a3, a4)
@@ -43,10 +43,13 @@ def parse_array_8(io):
 from ..messages.create_topics_request import CreateTopicsRequest as create_topics_request__CreateTopicsRequest
 def parse_CreateTopicsRequest_v0_1(io):
     a0 = parse_array_8(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     return create_topics_request__CreateTopicsRequest(a0, a1, False)
 def parse_v0(io, this):
-    return parse_CreateTopicsRequest_v0_1(io)
+    try:
+        return parse_CreateTopicsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_12(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -98,11 +101,14 @@ def build_v0(obj, io, this):
     return build_CreateTopicsRequest_v0_9(obj, io.write)
 def parse_CreateTopicsRequest_v1_17(io):
     a0 = parse_array_8(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_bool(io)
     return create_topics_request__CreateTopicsRequest(a0, a1, a2)
 def parse_v1(io, this):
-    return parse_CreateTopicsRequest_v1_17(io)
+    try:
+        return parse_CreateTopicsRequest_v1_17(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_CreateTopicsRequest_v1_25(obj, w):
     build_array_16(w, obj.topics)
     w(P_I32(obj.timeout_ms))
@@ -114,14 +120,16 @@ def parse_array_84(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_CreatableReplicaAssignment_v5_83(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_84(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_topics_request__CreatableReplicaAssignment(a0, a1)
 def parse_array_85(io):
     n = read_compact_array_count(io, False)
@@ -131,10 +139,12 @@ def parse_array_85(io):
 def parse_CreatableTopicConfig_v5_86(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_topics_request__CreatableTopicConfig(a0, a1)
 def parse_array_87(io):
     n = read_compact_array_count(io, False)
@@ -143,14 +153,16 @@ def parse_array_87(io):
     return [parse_CreatableTopicConfig_v5_86(io) for _ in range(n)]
 def parse_CreatableTopic_v5_82(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = parse_array_85(io)
     a4 = parse_array_87(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_topics_request__CreatableTopic(a0, a1, a2, a3, a4)
 def parse_array_88(io):
     n = read_compact_array_count(io, False)
@@ -159,15 +171,20 @@ def parse_array_88(io):
     return [parse_CreatableTopic_v5_82(io) for _ in range(n)]
 def parse_CreateTopicsRequest_v5_81(io):
     a0 = parse_array_88(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_topics_request__CreateTopicsRequest(a0, a1, a2)
 def parse_v5(io, this):
-    return parse_CreateTopicsRequest_v5_81(io)
+    try:
+        return parse_CreateTopicsRequest_v5_81(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_92(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

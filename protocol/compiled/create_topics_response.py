@@ -5,7 +5,7 @@ from ..wire import *
 from ..messages.create_topics_response import CreatableTopicResult as create_topics_response__CreatableTopicResult
 def parse_CreatableTopicResult_v0_2(io):
     a0 = read_string(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     return create_topics_response__CreatableTopicResult(a0, ZERO_UUID, a2, '', 0, -1, -1, [])
 def parse_array_3(io):
     n = read_array_count(io, False)
@@ -17,7 +17,10 @@ def parse_CreateTopicsResponse_v0_1(io):
     a1 = parse_array_3(io)
     return create_topics_response__CreateTopicsResponse(0, a1)
 def parse_v0(io, this):
-    return parse_CreateTopicsResponse_v0_1(io)
+    try:
+        return parse_CreateTopicsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_CreatableTopicResult_v0_5(obj, w):
     write_string(w, obj.name)
     w(P_I16(obj.error_code))
@@ -36,7 +39,7 @@ def build_v0(obj, io, this):
     return build_CreateTopicsResponse_v0_4(obj, io.write)
 def parse_CreatableTopicResult_v1_8(io):
     a0 = read_string(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = read_nullable_string(io)
     return create_topics_response__CreatableTopicResult(a0, ZERO_UUID, a2, a3, 0, -1, -1, [])
 def parse_array_9(io):
@@ -48,7 +51,10 @@ def parse_CreateTopicsResponse_v1_7(io):
     a1 = parse_array_9(io)
     return create_topics_response__CreateTopicsResponse(0, a1)
 def parse_v1(io, this):
-    return parse_CreateTopicsResponse_v1_7(io)
+    try:
+        return parse_CreateTopicsResponse_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_CreatableTopicResult_v1_11(obj, w):
     write_string(w, obj.name)
     w(P_I16(obj.error_code))
@@ -67,11 +73,14 @@ def build_CreateTopicsResponse_v1_10(obj, w):
 def build_v1(obj, io, this):
     return build_CreateTopicsResponse_v1_10(obj, io.write)
 def parse_CreateTopicsResponse_v2_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_9(io)
     return create_topics_response__CreateTopicsResponse(a0, a1)
 def parse_v2(io, this):
-    return parse_CreateTopicsResponse_v2_13(io)
+    try:
+        return parse_CreateTopicsResponse_v2_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_CreateTopicsResponse_v2_16(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_12(w, obj.topics)
@@ -83,12 +92,14 @@ def parse_CreatableTopicConfigs_v5_33(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
     a2 = read_bool(io)
-    a3 = U_I8(read_exact(io, 1))[0]
+    a3 = U_I8(io.read(1))[0]
     a4 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_topics_response__CreatableTopicConfigs(a0, a1, a2, a3, a4)
 def parse_array_34(io):
     n = read_compact_array_count(io, True)
@@ -96,22 +107,24 @@ def parse_array_34(io):
         return None
     return [parse_CreatableTopicConfigs_v5_33(io) for _ in range(n)]
 def parse_tagged_35(io):
-    return U_I16(read_exact(io, 2))[0]
+    return U_I16(io.read(2))[0]
 def parse_CreatableTopicResult_v5_32(io):
     a0 = read_compact_string(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = read_nullable_compact_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I16(read_exact(io, 2))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I16(io.read(2))[0]
     a7 = parse_array_34(io)
     t4 = 0
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t4 = parse_tagged_35(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t4 = parse_tagged_35(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return create_topics_response__CreatableTopicResult(a0, ZERO_UUID, a2, a3, t4, a5, a6, a7)
 def parse_array_36(io):
     n = read_compact_array_count(io, False)
@@ -119,15 +132,20 @@ def parse_array_36(io):
         return None
     return [parse_CreatableTopicResult_v5_32(io) for _ in range(n)]
 def parse_CreateTopicsResponse_v5_31(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_36(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_topics_response__CreateTopicsResponse(a0, a1)
 def parse_v5(io, this):
-    return parse_CreateTopicsResponse_v5_31(io)
+    try:
+        return parse_CreateTopicsResponse_v5_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_CreatableTopicConfigs_v5_39(obj, w):
     write_compact_string(w, obj.name)
     write_nullable_compact_string(w, obj.value)
@@ -181,19 +199,21 @@ def build_v5(obj, io, this):
 def parse_CreatableTopicResult_v7_56(io):
     a0 = read_compact_string(io)
     a1 = read_uuid(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = read_nullable_compact_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I16(read_exact(io, 2))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I16(io.read(2))[0]
     a7 = parse_array_34(io)
     t4 = 0
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t4 = parse_tagged_35(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t4 = parse_tagged_35(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return create_topics_response__CreatableTopicResult(a0, a1, a2, a3, t4, a5, a6, a7)
 def parse_array_60(io):
     n = read_compact_array_count(io, False)
@@ -201,15 +221,20 @@ def parse_array_60(io):
         return None
     return [parse_CreatableTopicResult_v7_56(io) for _ in range(n)]
 def parse_CreateTopicsResponse_v7_55(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_60(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return create_topics_response__CreateTopicsResponse(a0, a1)
 def parse_v7(io, this):
-    return parse_CreateTopicsResponse_v7_55(io)
+    try:
+        return parse_CreateTopicsResponse_v7_55(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_CreatableTopicResult_v7_62(obj, w):
     write_compact_string(w, obj.name)
     w(obj.topic_id.bytes)

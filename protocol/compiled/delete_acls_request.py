@@ -4,12 +4,12 @@
 from ..wire import *
 from ..messages.delete_acls_request import DeleteAclsFilter as delete_acls_request__DeleteAclsFilter
 def parse_DeleteAclsFilter_v0_2(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_nullable_string(io)
     a3 = read_nullable_string(io)
     a4 = read_nullable_string(io)
-    a5 = U_I8(read_exact(io, 1))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
+    a5 = U_I8(io.read(1))[0]
+    a6 = U_I8(io.read(1))[0]
     return delete_acls_request__DeleteAclsFilter(a0, a1, 3, a3, a4, a5, a6)
 def parse_array_3(io):
     n = read_array_count(io, False)
@@ -21,7 +21,10 @@ def parse_DeleteAclsRequest_v0_1(io):
     a0 = parse_array_3(io)
     return delete_acls_request__DeleteAclsRequest(a0)
 def parse_v0(io, this):
-    return parse_DeleteAclsRequest_v0_1(io)
+    try:
+        return parse_DeleteAclsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteAclsFilter_v0_5(obj, w):
     w(P_I8(obj.resource_type_filter))
     write_nullable_string(w, obj.resource_name_filter)
@@ -43,13 +46,13 @@ def build_DeleteAclsRequest_v0_4(obj, w):
 def build_v0(obj, io, this):
     return build_DeleteAclsRequest_v0_4(obj, io.write)
 def parse_DeleteAclsFilter_v1_8(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_nullable_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_nullable_string(io)
     a4 = read_nullable_string(io)
-    a5 = U_I8(read_exact(io, 1))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
+    a5 = U_I8(io.read(1))[0]
+    a6 = U_I8(io.read(1))[0]
     return delete_acls_request__DeleteAclsFilter(a0, a1, a2, a3, a4, a5, a6)
 def parse_array_9(io):
     n = read_array_count(io, False)
@@ -60,7 +63,10 @@ def parse_DeleteAclsRequest_v1_7(io):
     a0 = parse_array_9(io)
     return delete_acls_request__DeleteAclsRequest(a0)
 def parse_v1(io, this):
-    return parse_DeleteAclsRequest_v1_7(io)
+    try:
+        return parse_DeleteAclsRequest_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteAclsFilter_v1_11(obj, w):
     w(P_I8(obj.resource_type_filter))
     write_nullable_string(w, obj.resource_name_filter)
@@ -83,17 +89,19 @@ def build_DeleteAclsRequest_v1_10(obj, w):
 def build_v1(obj, io, this):
     return build_DeleteAclsRequest_v1_10(obj, io.write)
 def parse_DeleteAclsFilter_v2_14(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_nullable_compact_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_nullable_compact_string(io)
     a4 = read_nullable_compact_string(io)
-    a5 = U_I8(read_exact(io, 1))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a5 = U_I8(io.read(1))[0]
+    a6 = U_I8(io.read(1))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_acls_request__DeleteAclsFilter(a0, a1, a2, a3, a4, a5, a6)
 def parse_array_15(io):
     n = read_compact_array_count(io, False)
@@ -102,13 +110,18 @@ def parse_array_15(io):
     return [parse_DeleteAclsFilter_v2_14(io) for _ in range(n)]
 def parse_DeleteAclsRequest_v2_13(io):
     a0 = parse_array_15(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_acls_request__DeleteAclsRequest(a0)
 def parse_v2(io, this):
-    return parse_DeleteAclsRequest_v2_13(io)
+    try:
+        return parse_DeleteAclsRequest_v2_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteAclsFilter_v2_17(obj, w):
     w(P_I8(obj.resource_type_filter))
     write_nullable_compact_string(w, obj.resource_name_filter)

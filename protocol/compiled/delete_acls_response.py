@@ -4,14 +4,14 @@
 from ..wire import *
 from ..messages.delete_acls_response import DeleteAclsMatchingAcl as delete_acls_response__DeleteAclsMatchingAcl
 def parse_DeleteAclsMatchingAcl_v0_3(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_string(io)
     a5 = read_string(io)
     a6 = read_string(io)
-    a7 = U_I8(read_exact(io, 1))[0]
-    a8 = U_I8(read_exact(io, 1))[0]
+    a7 = U_I8(io.read(1))[0]
+    a8 = U_I8(io.read(1))[0]
     return delete_acls_response__DeleteAclsMatchingAcl(a0, a1, a2, a3, 3, a5, a6, a7, a8)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -20,7 +20,7 @@ def parse_array_4(io):
     return [parse_DeleteAclsMatchingAcl_v0_3(io) for _ in range(n)]
 from ..messages.delete_acls_response import DeleteAclsFilterResult as delete_acls_response__DeleteAclsFilterResult
 def parse_DeleteAclsFilterResult_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
     a2 = parse_array_4(io)
     return delete_acls_response__DeleteAclsFilterResult(a0, a1, a2)
@@ -31,11 +31,14 @@ def parse_array_5(io):
     return [parse_DeleteAclsFilterResult_v0_2(io) for _ in range(n)]
 from ..messages.delete_acls_response import DeleteAclsResponse as delete_acls_response__DeleteAclsResponse
 def parse_DeleteAclsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_5(io)
     return delete_acls_response__DeleteAclsResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_DeleteAclsResponse_v0_1(io)
+    try:
+        return parse_DeleteAclsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteAclsMatchingAcl_v0_8(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_string(w, obj.error_message)
@@ -72,15 +75,15 @@ def build_DeleteAclsResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_DeleteAclsResponse_v0_6(obj, io.write)
 def parse_DeleteAclsMatchingAcl_v1_13(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_string(io)
-    a4 = U_I8(read_exact(io, 1))[0]
+    a4 = U_I8(io.read(1))[0]
     a5 = read_string(io)
     a6 = read_string(io)
-    a7 = U_I8(read_exact(io, 1))[0]
-    a8 = U_I8(read_exact(io, 1))[0]
+    a7 = U_I8(io.read(1))[0]
+    a8 = U_I8(io.read(1))[0]
     return delete_acls_response__DeleteAclsMatchingAcl(a0, a1, a2, a3, a4, a5, a6, a7, a8)
 def parse_array_14(io):
     n = read_array_count(io, False)
@@ -88,7 +91,7 @@ def parse_array_14(io):
         return None
     return [parse_DeleteAclsMatchingAcl_v1_13(io) for _ in range(n)]
 def parse_DeleteAclsFilterResult_v1_12(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
     a2 = parse_array_14(io)
     return delete_acls_response__DeleteAclsFilterResult(a0, a1, a2)
@@ -98,11 +101,14 @@ def parse_array_15(io):
         return None
     return [parse_DeleteAclsFilterResult_v1_12(io) for _ in range(n)]
 def parse_DeleteAclsResponse_v1_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_15(io)
     return delete_acls_response__DeleteAclsResponse(a0, a1)
 def parse_v1(io, this):
-    return parse_DeleteAclsResponse_v1_11(io)
+    try:
+        return parse_DeleteAclsResponse_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteAclsMatchingAcl_v1_18(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_string(w, obj.error_message)
@@ -140,19 +146,21 @@ def build_DeleteAclsResponse_v1_16(obj, w):
 def build_v1(obj, io, this):
     return build_DeleteAclsResponse_v1_16(obj, io.write)
 def parse_DeleteAclsMatchingAcl_v2_23(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_compact_string(io)
-    a4 = U_I8(read_exact(io, 1))[0]
+    a4 = U_I8(io.read(1))[0]
     a5 = read_compact_string(io)
     a6 = read_compact_string(io)
-    a7 = U_I8(read_exact(io, 1))[0]
-    a8 = U_I8(read_exact(io, 1))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a7 = U_I8(io.read(1))[0]
+    a8 = U_I8(io.read(1))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_acls_response__DeleteAclsMatchingAcl(a0, a1, a2, a3, a4, a5, a6, a7, a8)
 def parse_array_24(io):
     n = read_compact_array_count(io, False)
@@ -160,13 +168,15 @@ def parse_array_24(io):
         return None
     return [parse_DeleteAclsMatchingAcl_v2_23(io) for _ in range(n)]
 def parse_DeleteAclsFilterResult_v2_22(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
     a2 = parse_array_24(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_acls_response__DeleteAclsFilterResult(a0, a1, a2)
 def parse_array_25(io):
     n = read_compact_array_count(io, False)
@@ -174,15 +184,20 @@ def parse_array_25(io):
         return None
     return [parse_DeleteAclsFilterResult_v2_22(io) for _ in range(n)]
 def parse_DeleteAclsResponse_v2_21(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_25(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_acls_response__DeleteAclsResponse(a0, a1)
 def parse_v2(io, this):
-    return parse_DeleteAclsResponse_v2_21(io)
+    try:
+        return parse_DeleteAclsResponse_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteAclsMatchingAcl_v2_28(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_compact_string(w, obj.error_message)

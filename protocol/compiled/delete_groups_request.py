@@ -12,7 +12,10 @@ def parse_DeleteGroupsRequest_v0_1(io):
     a0 = parse_array_2(io)
     return delete_groups_request__DeleteGroupsRequest(a0)
 def parse_v0(io, this):
-    return parse_DeleteGroupsRequest_v0_1(io)
+    try:
+        return parse_DeleteGroupsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_4(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -32,13 +35,18 @@ def parse_array_10(io):
     return [read_compact_string(io) for _ in range(n)]
 def parse_DeleteGroupsRequest_v2_9(io):
     a0 = parse_array_10(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_groups_request__DeleteGroupsRequest(a0)
 def parse_v2(io, this):
-    return parse_DeleteGroupsRequest_v2_9(io)
+    try:
+        return parse_DeleteGroupsRequest_v2_9(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_12(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -5,7 +5,7 @@ from ..wire import *
 from ..messages.delete_groups_response import DeletableGroupResult as delete_groups_response__DeletableGroupResult
 def parse_DeletableGroupResult_v0_2(io):
     a0 = read_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I16(io.read(2))[0]
     return delete_groups_response__DeletableGroupResult(a0, a1, None)
 def parse_array_3(io):
     n = read_array_count(io, False)
@@ -14,11 +14,14 @@ def parse_array_3(io):
     return [parse_DeletableGroupResult_v0_2(io) for _ in range(n)]
 from ..messages.delete_groups_response import DeleteGroupsResponse as delete_groups_response__DeleteGroupsResponse
 def parse_DeleteGroupsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_3(io)
     return delete_groups_response__DeleteGroupsResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_DeleteGroupsResponse_v0_1(io)
+    try:
+        return parse_DeleteGroupsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeletableGroupResult_v0_5(obj, w):
     write_string(w, obj.group_id)
     w(P_I16(obj.error_code))
@@ -38,11 +41,13 @@ def build_v0(obj, io, this):
     return build_DeleteGroupsResponse_v0_4(obj, io.write)
 def parse_DeletableGroupResult_v2_14(io):
     a0 = read_compact_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_groups_response__DeletableGroupResult(a0, a1, None)
 def parse_array_15(io):
     n = read_compact_array_count(io, False)
@@ -50,15 +55,20 @@ def parse_array_15(io):
         return None
     return [parse_DeletableGroupResult_v2_14(io) for _ in range(n)]
 def parse_DeleteGroupsResponse_v2_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_15(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_groups_response__DeleteGroupsResponse(a0, a1)
 def parse_v2(io, this):
-    return parse_DeleteGroupsResponse_v2_13(io)
+    try:
+        return parse_DeleteGroupsResponse_v2_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeletableGroupResult_v2_17(obj, w):
     write_compact_string(w, obj.group_id)
     w(P_I16(obj.error_code))
@@ -80,12 +90,14 @@ def build_v2(obj, io, this):
     return build_DeleteGroupsResponse_v2_16(obj, io.write)
 def parse_DeletableGroupResult_v3_20(io):
     a0 = read_compact_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_groups_response__DeletableGroupResult(a0, a1, a2)
 def parse_array_21(io):
     n = read_compact_array_count(io, False)
@@ -93,15 +105,20 @@ def parse_array_21(io):
         return None
     return [parse_DeletableGroupResult_v3_20(io) for _ in range(n)]
 def parse_DeleteGroupsResponse_v3_19(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_21(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_groups_response__DeleteGroupsResponse(a0, a1)
 def parse_v3(io, this):
-    return parse_DeleteGroupsResponse_v3_19(io)
+    try:
+        return parse_DeleteGroupsResponse_v3_19(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeletableGroupResult_v3_23(obj, w):
     write_compact_string(w, obj.group_id)
     w(P_I16(obj.error_code))

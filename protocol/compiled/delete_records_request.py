@@ -4,8 +4,8 @@
 from ..wire import *
 from ..messages.delete_records_request import DeleteRecordsPartition as delete_records_request__DeleteRecordsPartition
 def parse_DeleteRecordsPartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
     return delete_records_request__DeleteRecordsPartition(a0, a1)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -25,10 +25,13 @@ def parse_array_5(io):
 from ..messages.delete_records_request import DeleteRecordsRequest as delete_records_request__DeleteRecordsRequest
 def parse_DeleteRecordsRequest_v0_1(io):
     a0 = parse_array_5(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     return delete_records_request__DeleteRecordsRequest(a0, a1)
 def parse_v0(io, this):
-    return parse_DeleteRecordsRequest_v0_1(io)
+    try:
+        return parse_DeleteRecordsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteRecordsPartition_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.offset))
@@ -58,12 +61,14 @@ def build_DeleteRecordsRequest_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_DeleteRecordsRequest_v0_6(obj, io.write)
 def parse_DeleteRecordsPartition_v2_23(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_records_request__DeleteRecordsPartition(a0, a1)
 def parse_array_24(io):
     n = read_compact_array_count(io, False)
@@ -73,10 +78,12 @@ def parse_array_24(io):
 def parse_DeleteRecordsTopic_v2_22(io):
     a0 = read_compact_string(io)
     a1 = parse_array_24(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_records_request__DeleteRecordsTopic(a0, a1)
 def parse_array_25(io):
     n = read_compact_array_count(io, False)
@@ -85,14 +92,19 @@ def parse_array_25(io):
     return [parse_DeleteRecordsTopic_v2_22(io) for _ in range(n)]
 def parse_DeleteRecordsRequest_v2_21(io):
     a0 = parse_array_25(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_records_request__DeleteRecordsRequest(a0, a1)
 def parse_v2(io, this):
-    return parse_DeleteRecordsRequest_v2_21(io)
+    try:
+        return parse_DeleteRecordsRequest_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteRecordsPartition_v2_28(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.offset))

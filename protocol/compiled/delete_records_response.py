@@ -4,9 +4,9 @@
 from ..wire import *
 from ..messages.delete_records_response import DeleteRecordsPartitionResult as delete_records_response__DeleteRecordsPartitionResult
 def parse_DeleteRecordsPartitionResult_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I16(io.read(2))[0]
     return delete_records_response__DeleteRecordsPartitionResult(a0, a1, a2)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -25,11 +25,14 @@ def parse_array_5(io):
     return [parse_DeleteRecordsTopicResult_v0_2(io) for _ in range(n)]
 from ..messages.delete_records_response import DeleteRecordsResponse as delete_records_response__DeleteRecordsResponse
 def parse_DeleteRecordsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_5(io)
     return delete_records_response__DeleteRecordsResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_DeleteRecordsResponse_v0_1(io)
+    try:
+        return parse_DeleteRecordsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteRecordsPartitionResult_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.low_watermark))
@@ -60,13 +63,15 @@ def build_DeleteRecordsResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_DeleteRecordsResponse_v0_6(obj, io.write)
 def parse_DeleteRecordsPartitionResult_v2_23(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_records_response__DeleteRecordsPartitionResult(a0, a1, a2)
 def parse_array_24(io):
     n = read_compact_array_count(io, False)
@@ -76,10 +81,12 @@ def parse_array_24(io):
 def parse_DeleteRecordsTopicResult_v2_22(io):
     a0 = read_compact_string(io)
     a1 = parse_array_24(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_records_response__DeleteRecordsTopicResult(a0, a1)
 def parse_array_25(io):
     n = read_compact_array_count(io, False)
@@ -87,15 +94,20 @@ def parse_array_25(io):
         return None
     return [parse_DeleteRecordsTopicResult_v2_22(io) for _ in range(n)]
 def parse_DeleteRecordsResponse_v2_21(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_25(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_records_response__DeleteRecordsResponse(a0, a1)
 def parse_v2(io, this):
-    return parse_DeleteRecordsResponse_v2_21(io)
+    try:
+        return parse_DeleteRecordsResponse_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteRecordsPartitionResult_v2_28(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.low_watermark))

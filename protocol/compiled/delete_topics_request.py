@@ -10,10 +10,13 @@ def parse_array_2(io):
 from ..messages.delete_topics_request import DeleteTopicsRequest as delete_topics_request__DeleteTopicsRequest
 def parse_DeleteTopicsRequest_v0_1(io):
     a1 = parse_array_2(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     return delete_topics_request__DeleteTopicsRequest([], a1, a2)
 def parse_v0(io, this):
-    return parse_DeleteTopicsRequest_v0_1(io)
+    try:
+        return parse_DeleteTopicsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_4(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -34,14 +37,19 @@ def parse_array_18(io):
     return [read_compact_string(io) for _ in range(n)]
 def parse_DeleteTopicsRequest_v4_17(io):
     a1 = parse_array_18(io)
-    a2 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_topics_request__DeleteTopicsRequest([], a1, a2)
 def parse_v4(io, this):
-    return parse_DeleteTopicsRequest_v4_17(io)
+    try:
+        return parse_DeleteTopicsRequest_v4_17(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_20(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -60,10 +68,12 @@ from ..messages.delete_topics_request import DeleteTopicState as delete_topics_r
 def parse_DeleteTopicState_v6_26(io):
     a0 = read_nullable_compact_string(io)
     a1 = read_uuid(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_topics_request__DeleteTopicState(a0, a1)
 def parse_array_27(io):
     n = read_compact_array_count(io, False)
@@ -72,14 +82,19 @@ def parse_array_27(io):
     return [parse_DeleteTopicState_v6_26(io) for _ in range(n)]
 def parse_DeleteTopicsRequest_v6_25(io):
     a0 = parse_array_27(io)
-    a2 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_topics_request__DeleteTopicsRequest(a0, [], a2)
 def parse_v6(io, this):
-    return parse_DeleteTopicsRequest_v6_25(io)
+    try:
+        return parse_DeleteTopicsRequest_v6_25(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteTopicState_v6_29(obj, w):
     write_nullable_compact_string(w, obj.name)
     w(obj.topic_id.bytes)

@@ -5,7 +5,7 @@ from ..wire import *
 from ..messages.delete_topics_response import DeletableTopicResult as delete_topics_response__DeletableTopicResult
 def parse_DeletableTopicResult_v0_2(io):
     a0 = read_string(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     return delete_topics_response__DeletableTopicResult(a0, ZERO_UUID, a2, None)
 def parse_array_3(io):
     n = read_array_count(io, False)
@@ -17,7 +17,10 @@ def parse_DeleteTopicsResponse_v0_1(io):
     a1 = parse_array_3(io)
     return delete_topics_response__DeleteTopicsResponse(0, a1)
 def parse_v0(io, this):
-    return parse_DeleteTopicsResponse_v0_1(io)
+    try:
+        return parse_DeleteTopicsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeletableTopicResult_v0_5(obj, w):
     write_string(w, obj.name)
     w(P_I16(obj.error_code))
@@ -35,11 +38,14 @@ def build_DeleteTopicsResponse_v0_4(obj, w):
 def build_v0(obj, io, this):
     return build_DeleteTopicsResponse_v0_4(obj, io.write)
 def parse_DeleteTopicsResponse_v1_7(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_3(io)
     return delete_topics_response__DeleteTopicsResponse(a0, a1)
 def parse_v1(io, this):
-    return parse_DeleteTopicsResponse_v1_7(io)
+    try:
+        return parse_DeleteTopicsResponse_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteTopicsResponse_v1_10(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_6(w, obj.responses)
@@ -48,11 +54,13 @@ def build_v1(obj, io, this):
     return build_DeleteTopicsResponse_v1_10(obj, io.write)
 def parse_DeletableTopicResult_v4_26(io):
     a0 = read_compact_string(io)
-    a2 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_topics_response__DeletableTopicResult(a0, ZERO_UUID, a2, None)
 def parse_array_27(io):
     n = read_compact_array_count(io, False)
@@ -60,15 +68,20 @@ def parse_array_27(io):
         return None
     return [parse_DeletableTopicResult_v4_26(io) for _ in range(n)]
 def parse_DeleteTopicsResponse_v4_25(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_27(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_topics_response__DeleteTopicsResponse(a0, a1)
 def parse_v4(io, this):
-    return parse_DeleteTopicsResponse_v4_25(io)
+    try:
+        return parse_DeleteTopicsResponse_v4_25(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeletableTopicResult_v4_29(obj, w):
     write_compact_string(w, obj.name)
     w(P_I16(obj.error_code))
@@ -90,12 +103,14 @@ def build_v4(obj, io, this):
     return build_DeleteTopicsResponse_v4_28(obj, io.write)
 def parse_DeletableTopicResult_v5_32(io):
     a0 = read_compact_string(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_topics_response__DeletableTopicResult(a0, ZERO_UUID, a2, a3)
 def parse_array_33(io):
     n = read_compact_array_count(io, False)
@@ -103,15 +118,20 @@ def parse_array_33(io):
         return None
     return [parse_DeletableTopicResult_v5_32(io) for _ in range(n)]
 def parse_DeleteTopicsResponse_v5_31(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_33(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_topics_response__DeleteTopicsResponse(a0, a1)
 def parse_v5(io, this):
-    return parse_DeleteTopicsResponse_v5_31(io)
+    try:
+        return parse_DeleteTopicsResponse_v5_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeletableTopicResult_v5_35(obj, w):
     write_compact_string(w, obj.name)
     w(P_I16(obj.error_code))
@@ -135,12 +155,14 @@ def build_v5(obj, io, this):
 def parse_DeletableTopicResult_v6_38(io):
     a0 = read_nullable_compact_string(io)
     a1 = read_uuid(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     a3 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_topics_response__DeletableTopicResult(a0, a1, a2, a3)
 def parse_array_39(io):
     n = read_compact_array_count(io, False)
@@ -148,15 +170,20 @@ def parse_array_39(io):
         return None
     return [parse_DeletableTopicResult_v6_38(io) for _ in range(n)]
 def parse_DeleteTopicsResponse_v6_37(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_39(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return delete_topics_response__DeleteTopicsResponse(a0, a1)
 def parse_v6(io, this):
-    return parse_DeleteTopicsResponse_v6_37(io)
+    try:
+        return parse_DeleteTopicsResponse_v6_37(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DeletableTopicResult_v6_41(obj, w):
     write_nullable_compact_string(w, obj.name)
     w(obj.topic_id.bytes)

@@ -4,15 +4,18 @@
 from ..wire import *
 from ..messages.describe_acls_request import DescribeAclsRequest as describe_acls_request__DescribeAclsRequest
 def parse_DescribeAclsRequest_v0_1(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_nullable_string(io)
     a3 = read_nullable_string(io)
     a4 = read_nullable_string(io)
-    a5 = U_I8(read_exact(io, 1))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
+    a5 = U_I8(io.read(1))[0]
+    a6 = U_I8(io.read(1))[0]
     return describe_acls_request__DescribeAclsRequest(a0, a1, 3, a3, a4, a5, a6)
 def parse_v0(io, this):
-    return parse_DescribeAclsRequest_v0_1(io)
+    try:
+        return parse_DescribeAclsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeAclsRequest_v0_2(obj, w):
     w(P_I8(obj.resource_type_filter))
     write_nullable_string(w, obj.resource_name_filter)
@@ -24,16 +27,19 @@ def build_DescribeAclsRequest_v0_2(obj, w):
 def build_v0(obj, io, this):
     return build_DescribeAclsRequest_v0_2(obj, io.write)
 def parse_DescribeAclsRequest_v1_3(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_nullable_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_nullable_string(io)
     a4 = read_nullable_string(io)
-    a5 = U_I8(read_exact(io, 1))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
+    a5 = U_I8(io.read(1))[0]
+    a6 = U_I8(io.read(1))[0]
     return describe_acls_request__DescribeAclsRequest(a0, a1, a2, a3, a4, a5, a6)
 def parse_v1(io, this):
-    return parse_DescribeAclsRequest_v1_3(io)
+    try:
+        return parse_DescribeAclsRequest_v1_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeAclsRequest_v1_4(obj, w):
     w(P_I8(obj.resource_type_filter))
     write_nullable_string(w, obj.resource_name_filter)
@@ -46,20 +52,25 @@ def build_DescribeAclsRequest_v1_4(obj, w):
 def build_v1(obj, io, this):
     return build_DescribeAclsRequest_v1_4(obj, io.write)
 def parse_DescribeAclsRequest_v2_5(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_nullable_compact_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_nullable_compact_string(io)
     a4 = read_nullable_compact_string(io)
-    a5 = U_I8(read_exact(io, 1))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a5 = U_I8(io.read(1))[0]
+    a6 = U_I8(io.read(1))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_acls_request__DescribeAclsRequest(a0, a1, a2, a3, a4, a5, a6)
 def parse_v2(io, this):
-    return parse_DescribeAclsRequest_v2_5(io)
+    try:
+        return parse_DescribeAclsRequest_v2_5(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeAclsRequest_v2_6(obj, w):
     w(P_I8(obj.resource_type_filter))
     write_nullable_compact_string(w, obj.resource_name_filter)

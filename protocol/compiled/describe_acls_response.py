@@ -6,8 +6,8 @@ from ..messages.describe_acls_response import AclDescription as describe_acls_re
 def parse_AclDescription_v0_3(io):
     a0 = read_string(io)
     a1 = read_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
-    a3 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
+    a3 = U_I8(io.read(1))[0]
     return describe_acls_response__AclDescription(a0, a1, a2, a3)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -16,7 +16,7 @@ def parse_array_4(io):
     return [parse_AclDescription_v0_3(io) for _ in range(n)]
 from ..messages.describe_acls_response import DescribeAclsResource as describe_acls_response__DescribeAclsResource
 def parse_DescribeAclsResource_v0_2(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_string(io)
     a3 = parse_array_4(io)
     return describe_acls_response__DescribeAclsResource(a0, a1, 3, a3)
@@ -27,13 +27,16 @@ def parse_array_5(io):
     return [parse_DescribeAclsResource_v0_2(io) for _ in range(n)]
 from ..messages.describe_acls_response import DescribeAclsResponse as describe_acls_response__DescribeAclsResponse
 def parse_DescribeAclsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_string(io)
     a3 = parse_array_5(io)
     return describe_acls_response__DescribeAclsResponse(a0, a1, a2, a3)
 def parse_v0(io, this):
-    return parse_DescribeAclsResponse_v0_1(io)
+    try:
+        return parse_DescribeAclsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AclDescription_v0_8(obj, w):
     write_string(w, obj.principal)
     write_string(w, obj.host)
@@ -68,9 +71,9 @@ def build_DescribeAclsResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_DescribeAclsResponse_v0_6(obj, io.write)
 def parse_DescribeAclsResource_v1_12(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = parse_array_4(io)
     return describe_acls_response__DescribeAclsResource(a0, a1, a2, a3)
 def parse_array_15(io):
@@ -79,13 +82,16 @@ def parse_array_15(io):
         return None
     return [parse_DescribeAclsResource_v1_12(io) for _ in range(n)]
 def parse_DescribeAclsResponse_v1_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_string(io)
     a3 = parse_array_15(io)
     return describe_acls_response__DescribeAclsResponse(a0, a1, a2, a3)
 def parse_v1(io, this):
-    return parse_DescribeAclsResponse_v1_11(io)
+    try:
+        return parse_DescribeAclsResponse_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeAclsResource_v1_17(obj, w):
     w(P_I8(obj.resource_type))
     write_string(w, obj.resource_name)
@@ -110,12 +116,14 @@ def build_v1(obj, io, this):
 def parse_AclDescription_v2_23(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
-    a3 = U_I8(read_exact(io, 1))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I8(io.read(1))[0]
+    a3 = U_I8(io.read(1))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_acls_response__AclDescription(a0, a1, a2, a3)
 def parse_array_24(io):
     n = read_compact_array_count(io, False)
@@ -123,14 +131,16 @@ def parse_array_24(io):
         return None
     return [parse_AclDescription_v2_23(io) for _ in range(n)]
 def parse_DescribeAclsResource_v2_22(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_compact_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = parse_array_24(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_acls_response__DescribeAclsResource(a0, a1, a2, a3)
 def parse_array_25(io):
     n = read_compact_array_count(io, False)
@@ -138,17 +148,22 @@ def parse_array_25(io):
         return None
     return [parse_DescribeAclsResource_v2_22(io) for _ in range(n)]
 def parse_DescribeAclsResponse_v2_21(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_25(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_acls_response__DescribeAclsResponse(a0, a1, a2, a3)
 def parse_v2(io, this):
-    return parse_DescribeAclsResponse_v2_21(io)
+    try:
+        return parse_DescribeAclsResponse_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AclDescription_v2_28(obj, w):
     write_compact_string(w, obj.principal)
     write_compact_string(w, obj.host)

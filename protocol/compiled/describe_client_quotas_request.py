@@ -5,7 +5,7 @@ from ..wire import *
 from ..messages.describe_client_quotas_request import ComponentData as describe_client_quotas_request__ComponentData
 def parse_ComponentData_v0_2(io):
     a0 = read_string(io)
-    a1 = U_I8(read_exact(io, 1))[0]
+    a1 = U_I8(io.read(1))[0]
     a2 = read_nullable_string(io)
     return describe_client_quotas_request__ComponentData(a0, a1, a2)
 def parse_array_3(io):
@@ -19,7 +19,10 @@ def parse_DescribeClientQuotasRequest_v0_1(io):
     a1 = read_bool(io)
     return describe_client_quotas_request__DescribeClientQuotasRequest(a0, a1)
 def parse_v0(io, this):
-    return parse_DescribeClientQuotasRequest_v0_1(io)
+    try:
+        return parse_DescribeClientQuotasRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ComponentData_v0_5(obj, w):
     write_string(w, obj.entity_type)
     w(P_I8(obj.match_type))
@@ -40,12 +43,14 @@ def build_v0(obj, io, this):
     return build_DescribeClientQuotasRequest_v0_4(obj, io.write)
 def parse_ComponentData_v1_8(io):
     a0 = read_compact_string(io)
-    a1 = U_I8(read_exact(io, 1))[0]
+    a1 = U_I8(io.read(1))[0]
     a2 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_client_quotas_request__ComponentData(a0, a1, a2)
 def parse_array_9(io):
     n = read_compact_array_count(io, False)
@@ -55,13 +60,18 @@ def parse_array_9(io):
 def parse_DescribeClientQuotasRequest_v1_7(io):
     a0 = parse_array_9(io)
     a1 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_client_quotas_request__DescribeClientQuotasRequest(a0, a1)
 def parse_v1(io, this):
-    return parse_DescribeClientQuotasRequest_v1_7(io)
+    try:
+        return parse_DescribeClientQuotasRequest_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ComponentData_v1_11(obj, w):
     write_compact_string(w, obj.entity_type)
     w(P_I8(obj.match_type))

@@ -15,7 +15,7 @@ def parse_array_4(io):
 from ..messages.describe_client_quotas_response import ValueData as describe_client_quotas_response__ValueData
 def parse_ValueData_v0_5(io):
     a0 = read_string(io)
-    a1 = U_F64(read_exact(io, 8))[0]
+    a1 = U_F64(io.read(8))[0]
     return describe_client_quotas_response__ValueData(a0, a1)
 def parse_array_6(io):
     n = read_array_count(io, False)
@@ -34,13 +34,16 @@ def parse_array_7(io):
     return [parse_EntryData_v0_2(io) for _ in range(n)]
 from ..messages.describe_client_quotas_response import DescribeClientQuotasResponse as describe_client_quotas_response__DescribeClientQuotasResponse
 def parse_DescribeClientQuotasResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_string(io)
     a3 = parse_array_7(io)
     return describe_client_quotas_response__DescribeClientQuotasResponse(a0, a1, a2, a3)
 def parse_v0(io, this):
-    return parse_DescribeClientQuotasResponse_v0_1(io)
+    try:
+        return parse_DescribeClientQuotasResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EntityData_v0_10(obj, w):
     write_string(w, obj.entity_type)
     write_nullable_string(w, obj.entity_name)
@@ -85,10 +88,12 @@ def build_v0(obj, io, this):
 def parse_EntityData_v1_17(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_client_quotas_response__EntityData(a0, a1)
 def parse_array_18(io):
     n = read_compact_array_count(io, False)
@@ -97,11 +102,13 @@ def parse_array_18(io):
     return [parse_EntityData_v1_17(io) for _ in range(n)]
 def parse_ValueData_v1_19(io):
     a0 = read_compact_string(io)
-    a1 = U_F64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_F64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_client_quotas_response__ValueData(a0, a1)
 def parse_array_20(io):
     n = read_compact_array_count(io, False)
@@ -111,10 +118,12 @@ def parse_array_20(io):
 def parse_EntryData_v1_16(io):
     a0 = parse_array_18(io)
     a1 = parse_array_20(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_client_quotas_response__EntryData(a0, a1)
 def parse_array_21(io):
     n = read_compact_array_count(io, True)
@@ -122,17 +131,22 @@ def parse_array_21(io):
         return None
     return [parse_EntryData_v1_16(io) for _ in range(n)]
 def parse_DescribeClientQuotasResponse_v1_15(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_21(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_client_quotas_response__DescribeClientQuotasResponse(a0, a1, a2, a3)
 def parse_v1(io, this):
-    return parse_DescribeClientQuotasResponse_v1_15(io)
+    try:
+        return parse_DescribeClientQuotasResponse_v1_15(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EntityData_v1_24(obj, w):
     write_compact_string(w, obj.entity_type)
     write_nullable_compact_string(w, obj.entity_name)

@@ -5,13 +5,18 @@ from ..wire import *
 from ..messages.describe_cluster_request import DescribeClusterRequest as describe_cluster_request__DescribeClusterRequest
 def parse_DescribeClusterRequest_v0_1(io):
     a0 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_cluster_request__DescribeClusterRequest(a0, 1, False)
 def parse_v0(io, this):
-    return parse_DescribeClusterRequest_v0_1(io)
+    try:
+        return parse_DescribeClusterRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeClusterRequest_v0_2(obj, w):
     w(b'\x01' if obj.include_cluster_authorized_operations else b'\x00')
     w(b"\x00")
@@ -20,14 +25,19 @@ def build_v0(obj, io, this):
     return build_DescribeClusterRequest_v0_2(obj, io.write)
 def parse_DescribeClusterRequest_v1_3(io):
     a0 = read_bool(io)
-    a1 = U_I8(read_exact(io, 1))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I8(io.read(1))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_cluster_request__DescribeClusterRequest(a0, a1, False)
 def parse_v1(io, this):
-    return parse_DescribeClusterRequest_v1_3(io)
+    try:
+        return parse_DescribeClusterRequest_v1_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeClusterRequest_v1_4(obj, w):
     w(b'\x01' if obj.include_cluster_authorized_operations else b'\x00')
     w(P_I8(obj.endpoint_type))
@@ -37,15 +47,20 @@ def build_v1(obj, io, this):
     return build_DescribeClusterRequest_v1_4(obj, io.write)
 def parse_DescribeClusterRequest_v2_5(io):
     a0 = read_bool(io)
-    a1 = U_I8(read_exact(io, 1))[0]
+    a1 = U_I8(io.read(1))[0]
     a2 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_cluster_request__DescribeClusterRequest(a0, a1, a2)
 def parse_v2(io, this):
-    return parse_DescribeClusterRequest_v2_5(io)
+    try:
+        return parse_DescribeClusterRequest_v2_5(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeClusterRequest_v2_6(obj, w):
     w(b'\x01' if obj.include_cluster_authorized_operations else b'\x00')
     w(P_I8(obj.endpoint_type))

@@ -4,14 +4,16 @@
 from ..wire import *
 from ..messages.describe_cluster_response import DescribeClusterBroker as describe_cluster_response__DescribeClusterBroker
 def parse_DescribeClusterBroker_v0_2(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_compact_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_cluster_response__DescribeClusterBroker(a0, a1, a2, a3, False)
 def parse_array_3(io):
     n = read_compact_array_count(io, False)
@@ -20,20 +22,25 @@ def parse_array_3(io):
     return [parse_DescribeClusterBroker_v0_2(io) for _ in range(n)]
 from ..messages.describe_cluster_response import DescribeClusterResponse as describe_cluster_response__DescribeClusterResponse
 def parse_DescribeClusterResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
     a4 = read_compact_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = parse_array_3(io)
-    a7 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a7 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_cluster_response__DescribeClusterResponse(a0, a1, a2, 1, a4, a5, a6, a7)
 def parse_v0(io, this):
-    return parse_DescribeClusterResponse_v0_1(io)
+    try:
+        return parse_DescribeClusterResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeClusterBroker_v0_5(obj, w):
     w(P_I32(obj.broker_id))
     write_compact_string(w, obj.host)
@@ -61,21 +68,26 @@ def build_DescribeClusterResponse_v0_4(obj, w):
 def build_v0(obj, io, this):
     return build_DescribeClusterResponse_v0_4(obj, io.write)
 def parse_DescribeClusterResponse_v1_7(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
-    a3 = U_I8(read_exact(io, 1))[0]
+    a3 = U_I8(io.read(1))[0]
     a4 = read_compact_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = parse_array_3(io)
-    a7 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a7 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_cluster_response__DescribeClusterResponse(a0, a1, a2, a3, a4, a5, a6, a7)
 def parse_v1(io, this):
-    return parse_DescribeClusterResponse_v1_7(io)
+    try:
+        return parse_DescribeClusterResponse_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeClusterResponse_v1_10(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -90,15 +102,17 @@ def build_DescribeClusterResponse_v1_10(obj, w):
 def build_v1(obj, io, this):
     return build_DescribeClusterResponse_v1_10(obj, io.write)
 def parse_DescribeClusterBroker_v2_14(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_compact_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
     a4 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_cluster_response__DescribeClusterBroker(a0, a1, a2, a3, a4)
 def parse_array_15(io):
     n = read_compact_array_count(io, False)
@@ -106,21 +120,26 @@ def parse_array_15(io):
         return None
     return [parse_DescribeClusterBroker_v2_14(io) for _ in range(n)]
 def parse_DescribeClusterResponse_v2_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
-    a3 = U_I8(read_exact(io, 1))[0]
+    a3 = U_I8(io.read(1))[0]
     a4 = read_compact_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = parse_array_15(io)
-    a7 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a7 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_cluster_response__DescribeClusterResponse(a0, a1, a2, a3, a4, a5, a6, a7)
 def parse_v2(io, this):
-    return parse_DescribeClusterResponse_v2_13(io)
+    try:
+        return parse_DescribeClusterResponse_v2_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeClusterBroker_v2_17(obj, w):
     w(P_I32(obj.broker_id))
     write_compact_string(w, obj.host)

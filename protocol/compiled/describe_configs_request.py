@@ -9,7 +9,7 @@ def parse_array_3(io):
     return [read_string(io) for _ in range(n)]
 from ..messages.describe_configs_request import DescribeConfigsResource as describe_configs_request__DescribeConfigsResource
 def parse_DescribeConfigsResource_v0_2(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_string(io)
     a2 = parse_array_3(io)
     return describe_configs_request__DescribeConfigsResource(a0, a1, a2)
@@ -23,7 +23,10 @@ def parse_DescribeConfigsRequest_v0_1(io):
     a0 = parse_array_4(io)
     return describe_configs_request__DescribeConfigsRequest(a0, False, False)
 def parse_v0(io, this):
-    return parse_DescribeConfigsRequest_v0_1(io)
+    try:
+        return parse_DescribeConfigsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_7(w, v):
     if v is None:
         w(b"\xff\xff\xff\xff")
@@ -53,7 +56,10 @@ def parse_DescribeConfigsRequest_v1_9(io):
     a1 = read_bool(io)
     return describe_configs_request__DescribeConfigsRequest(a0, a1, False)
 def parse_v1(io, this):
-    return parse_DescribeConfigsRequest_v1_9(io)
+    try:
+        return parse_DescribeConfigsRequest_v1_9(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeConfigsRequest_v1_13(obj, w):
     build_array_8(w, obj.resources)
     w(b'\x01' if obj.include_synonyms else b'\x00')
@@ -66,7 +72,10 @@ def parse_DescribeConfigsRequest_v3_25(io):
     a2 = read_bool(io)
     return describe_configs_request__DescribeConfigsRequest(a0, a1, a2)
 def parse_v3(io, this):
-    return parse_DescribeConfigsRequest_v3_25(io)
+    try:
+        return parse_DescribeConfigsRequest_v3_25(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeConfigsRequest_v3_29(obj, w):
     build_array_8(w, obj.resources)
     w(b'\x01' if obj.include_synonyms else b'\x00')
@@ -80,13 +89,15 @@ def parse_array_35(io):
         return None
     return [read_compact_string(io) for _ in range(n)]
 def parse_DescribeConfigsResource_v4_34(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_compact_string(io)
     a2 = parse_array_35(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_configs_request__DescribeConfigsResource(a0, a1, a2)
 def parse_array_36(io):
     n = read_compact_array_count(io, False)
@@ -97,13 +108,18 @@ def parse_DescribeConfigsRequest_v4_33(io):
     a0 = parse_array_36(io)
     a1 = read_bool(io)
     a2 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_configs_request__DescribeConfigsRequest(a0, a1, a2)
 def parse_v4(io, this):
-    return parse_DescribeConfigsRequest_v4_33(io)
+    try:
+        return parse_DescribeConfigsRequest_v4_33(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_39(w, v):
     if v is None:
         w(b"\x00")

@@ -17,9 +17,9 @@ def parse_array_4(io):
     return [parse_DescribeConfigsResourceResult_v0_3(io) for _ in range(n)]
 from ..messages.describe_configs_response import DescribeConfigsResult as describe_configs_response__DescribeConfigsResult
 def parse_DescribeConfigsResult_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_string(io)
     a4 = parse_array_4(io)
     return describe_configs_response__DescribeConfigsResult(a0, a1, a2, a3, a4)
@@ -30,11 +30,14 @@ def parse_array_5(io):
     return [parse_DescribeConfigsResult_v0_2(io) for _ in range(n)]
 from ..messages.describe_configs_response import DescribeConfigsResponse as describe_configs_response__DescribeConfigsResponse
 def parse_DescribeConfigsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_5(io)
     return describe_configs_response__DescribeConfigsResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_DescribeConfigsResponse_v0_1(io)
+    try:
+        return parse_DescribeConfigsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeConfigsResourceResult_v0_8(obj, w):
     write_string(w, obj.name)
     write_nullable_string(w, obj.value)
@@ -73,7 +76,7 @@ from ..messages.describe_configs_response import DescribeConfigsSynonym as descr
 def parse_DescribeConfigsSynonym_v1_14(io):
     a0 = read_string(io)
     a1 = read_nullable_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     return describe_configs_response__DescribeConfigsSynonym(a0, a1, a2)
 def parse_array_15(io):
     n = read_array_count(io, False)
@@ -84,7 +87,7 @@ def parse_DescribeConfigsResourceResult_v1_13(io):
     a0 = read_string(io)
     a1 = read_nullable_string(io)
     a2 = read_bool(io)
-    a4 = U_I8(read_exact(io, 1))[0]
+    a4 = U_I8(io.read(1))[0]
     a5 = read_bool(io)
     a6 = parse_array_15(io)
     return describe_configs_response__DescribeConfigsResourceResult(a0, a1, a2, a4, a5, a6, 0, '', False)
@@ -94,9 +97,9 @@ def parse_array_16(io):
         return None
     return [parse_DescribeConfigsResourceResult_v1_13(io) for _ in range(n)]
 def parse_DescribeConfigsResult_v1_12(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_string(io)
     a4 = parse_array_16(io)
     return describe_configs_response__DescribeConfigsResult(a0, a1, a2, a3, a4)
@@ -106,11 +109,14 @@ def parse_array_17(io):
         return None
     return [parse_DescribeConfigsResult_v1_12(io) for _ in range(n)]
 def parse_DescribeConfigsResponse_v1_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_17(io)
     return describe_configs_response__DescribeConfigsResponse(a0, a1)
 def parse_v1(io, this):
-    return parse_DescribeConfigsResponse_v1_11(io)
+    try:
+        return parse_DescribeConfigsResponse_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeConfigsSynonym_v1_21(obj, w):
     write_string(w, obj.name)
     write_nullable_string(w, obj.value)
@@ -162,10 +168,10 @@ def parse_DescribeConfigsResourceResult_v3_41(io):
     a0 = read_string(io)
     a1 = read_nullable_string(io)
     a2 = read_bool(io)
-    a4 = U_I8(read_exact(io, 1))[0]
+    a4 = U_I8(io.read(1))[0]
     a5 = read_bool(io)
     a6 = parse_array_15(io)
-    a7 = U_I8(read_exact(io, 1))[0]
+    a7 = U_I8(io.read(1))[0]
     a8 = read_nullable_string(io)
     return describe_configs_response__DescribeConfigsResourceResult(a0, a1, a2, a4, a5, a6, a7, a8, False)
 def parse_array_44(io):
@@ -174,9 +180,9 @@ def parse_array_44(io):
         return None
     return [parse_DescribeConfigsResourceResult_v3_41(io) for _ in range(n)]
 def parse_DescribeConfigsResult_v3_40(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_string(io)
     a4 = parse_array_44(io)
     return describe_configs_response__DescribeConfigsResult(a0, a1, a2, a3, a4)
@@ -186,11 +192,14 @@ def parse_array_45(io):
         return None
     return [parse_DescribeConfigsResult_v3_40(io) for _ in range(n)]
 def parse_DescribeConfigsResponse_v3_39(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_45(io)
     return describe_configs_response__DescribeConfigsResponse(a0, a1)
 def parse_v3(io, this):
-    return parse_DescribeConfigsResponse_v3_39(io)
+    try:
+        return parse_DescribeConfigsResponse_v3_39(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeConfigsResourceResult_v3_48(obj, w):
     write_string(w, obj.name)
     write_nullable_string(w, obj.value)
@@ -231,11 +240,13 @@ def build_v3(obj, io, this):
 def parse_DescribeConfigsSynonym_v4_56(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I8(io.read(1))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_configs_response__DescribeConfigsSynonym(a0, a1, a2)
 def parse_array_57(io):
     n = read_compact_array_count(io, False)
@@ -246,15 +257,17 @@ def parse_DescribeConfigsResourceResult_v4_55(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
     a2 = read_bool(io)
-    a4 = U_I8(read_exact(io, 1))[0]
+    a4 = U_I8(io.read(1))[0]
     a5 = read_bool(io)
     a6 = parse_array_57(io)
-    a7 = U_I8(read_exact(io, 1))[0]
+    a7 = U_I8(io.read(1))[0]
     a8 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_configs_response__DescribeConfigsResourceResult(a0, a1, a2, a4, a5, a6, a7, a8, False)
 def parse_array_58(io):
     n = read_compact_array_count(io, False)
@@ -262,15 +275,17 @@ def parse_array_58(io):
         return None
     return [parse_DescribeConfigsResourceResult_v4_55(io) for _ in range(n)]
 def parse_DescribeConfigsResult_v4_54(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_compact_string(io)
     a4 = parse_array_58(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_configs_response__DescribeConfigsResult(a0, a1, a2, a3, a4)
 def parse_array_59(io):
     n = read_compact_array_count(io, False)
@@ -278,15 +293,20 @@ def parse_array_59(io):
         return None
     return [parse_DescribeConfigsResult_v4_54(io) for _ in range(n)]
 def parse_DescribeConfigsResponse_v4_53(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_59(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_configs_response__DescribeConfigsResponse(a0, a1)
 def parse_v4(io, this):
-    return parse_DescribeConfigsResponse_v4_53(io)
+    try:
+        return parse_DescribeConfigsResponse_v4_53(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeConfigsSynonym_v4_63(obj, w):
     write_compact_string(w, obj.name)
     write_nullable_compact_string(w, obj.value)

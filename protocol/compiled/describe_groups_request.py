@@ -12,7 +12,10 @@ def parse_DescribeGroupsRequest_v0_1(io):
     a0 = parse_array_2(io)
     return describe_groups_request__DescribeGroupsRequest(a0, False)
 def parse_v0(io, this):
-    return parse_DescribeGroupsRequest_v0_1(io)
+    try:
+        return parse_DescribeGroupsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_4(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -30,7 +33,10 @@ def parse_DescribeGroupsRequest_v3_13(io):
     a1 = read_bool(io)
     return describe_groups_request__DescribeGroupsRequest(a0, a1)
 def parse_v3(io, this):
-    return parse_DescribeGroupsRequest_v3_13(io)
+    try:
+        return parse_DescribeGroupsRequest_v3_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeGroupsRequest_v3_15(obj, w):
     build_array_4(w, obj.groups)
     w(b'\x01' if obj.include_authorized_operations else b'\x00')
@@ -45,13 +51,18 @@ def parse_array_22(io):
 def parse_DescribeGroupsRequest_v5_21(io):
     a0 = parse_array_22(io)
     a1 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_groups_request__DescribeGroupsRequest(a0, a1)
 def parse_v5(io, this):
-    return parse_DescribeGroupsRequest_v5_21(io)
+    try:
+        return parse_DescribeGroupsRequest_v5_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_24(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -17,7 +17,7 @@ def parse_array_4(io):
     return [parse_DescribedGroupMember_v0_3(io) for _ in range(n)]
 from ..messages.describe_groups_response import DescribedGroup as describe_groups_response__DescribedGroup
 def parse_DescribedGroup_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a2 = read_string(io)
     a3 = read_string(io)
     a4 = read_string(io)
@@ -34,7 +34,10 @@ def parse_DescribeGroupsResponse_v0_1(io):
     a1 = parse_array_5(io)
     return describe_groups_response__DescribeGroupsResponse(0, a1)
 def parse_v0(io, this):
-    return parse_DescribeGroupsResponse_v0_1(io)
+    try:
+        return parse_DescribeGroupsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribedGroupMember_v0_8(obj, w):
     write_string(w, obj.member_id)
     write_string(w, obj.client_id)
@@ -70,11 +73,14 @@ def build_DescribeGroupsResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_DescribeGroupsResponse_v0_6(obj, io.write)
 def parse_DescribeGroupsResponse_v1_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_5(io)
     return describe_groups_response__DescribeGroupsResponse(a0, a1)
 def parse_v1(io, this):
-    return parse_DescribeGroupsResponse_v1_11(io)
+    try:
+        return parse_DescribeGroupsResponse_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeGroupsResponse_v1_16(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_10(w, obj.groups)
@@ -82,13 +88,13 @@ def build_DescribeGroupsResponse_v1_16(obj, w):
 def build_v1(obj, io, this):
     return build_DescribeGroupsResponse_v1_16(obj, io.write)
 def parse_DescribedGroup_v3_32(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a2 = read_string(io)
     a3 = read_string(io)
     a4 = read_string(io)
     a5 = read_string(io)
     a6 = parse_array_4(io)
-    a7 = U_I32(read_exact(io, 4))[0]
+    a7 = U_I32(io.read(4))[0]
     return describe_groups_response__DescribedGroup(a0, None, a2, a3, a4, a5, a6, a7)
 def parse_array_35(io):
     n = read_array_count(io, False)
@@ -96,11 +102,14 @@ def parse_array_35(io):
         return None
     return [parse_DescribedGroup_v3_32(io) for _ in range(n)]
 def parse_DescribeGroupsResponse_v3_31(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_35(io)
     return describe_groups_response__DescribeGroupsResponse(a0, a1)
 def parse_v3(io, this):
-    return parse_DescribeGroupsResponse_v3_31(io)
+    try:
+        return parse_DescribeGroupsResponse_v3_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribedGroup_v3_37(obj, w):
     w(P_I16(obj.error_code))
     write_string(w, obj.group_id)
@@ -137,13 +146,13 @@ def parse_array_44(io):
         return None
     return [parse_DescribedGroupMember_v4_43(io) for _ in range(n)]
 def parse_DescribedGroup_v4_42(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a2 = read_string(io)
     a3 = read_string(io)
     a4 = read_string(io)
     a5 = read_string(io)
     a6 = parse_array_44(io)
-    a7 = U_I32(read_exact(io, 4))[0]
+    a7 = U_I32(io.read(4))[0]
     return describe_groups_response__DescribedGroup(a0, None, a2, a3, a4, a5, a6, a7)
 def parse_array_45(io):
     n = read_array_count(io, False)
@@ -151,11 +160,14 @@ def parse_array_45(io):
         return None
     return [parse_DescribedGroup_v4_42(io) for _ in range(n)]
 def parse_DescribeGroupsResponse_v4_41(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_45(io)
     return describe_groups_response__DescribeGroupsResponse(a0, a1)
 def parse_v4(io, this):
-    return parse_DescribeGroupsResponse_v4_41(io)
+    try:
+        return parse_DescribeGroupsResponse_v4_41(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribedGroupMember_v4_48(obj, w):
     write_string(w, obj.member_id)
     write_nullable_string(w, obj.group_instance_id)
@@ -200,10 +212,12 @@ def parse_DescribedGroupMember_v5_53(io):
     a3 = read_compact_string(io)
     a4 = read_compact_bytes(io)
     a5 = read_compact_bytes(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_groups_response__DescribedGroupMember(a0, a1, a2, a3, a4, a5)
 def parse_array_54(io):
     n = read_compact_array_count(io, False)
@@ -211,17 +225,19 @@ def parse_array_54(io):
         return None
     return [parse_DescribedGroupMember_v5_53(io) for _ in range(n)]
 def parse_DescribedGroup_v5_52(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a2 = read_compact_string(io)
     a3 = read_compact_string(io)
     a4 = read_compact_string(io)
     a5 = read_compact_string(io)
     a6 = parse_array_54(io)
-    a7 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a7 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_groups_response__DescribedGroup(a0, None, a2, a3, a4, a5, a6, a7)
 def parse_array_55(io):
     n = read_compact_array_count(io, False)
@@ -229,15 +245,20 @@ def parse_array_55(io):
         return None
     return [parse_DescribedGroup_v5_52(io) for _ in range(n)]
 def parse_DescribeGroupsResponse_v5_51(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_55(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_groups_response__DescribeGroupsResponse(a0, a1)
 def parse_v5(io, this):
-    return parse_DescribeGroupsResponse_v5_51(io)
+    try:
+        return parse_DescribeGroupsResponse_v5_51(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribedGroupMember_v5_58(obj, w):
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.group_instance_id)
@@ -279,18 +300,20 @@ def build_DescribeGroupsResponse_v5_56(obj, w):
 def build_v5(obj, io, this):
     return build_DescribeGroupsResponse_v5_56(obj, io.write)
 def parse_DescribedGroup_v6_62(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
     a2 = read_compact_string(io)
     a3 = read_compact_string(io)
     a4 = read_compact_string(io)
     a5 = read_compact_string(io)
     a6 = parse_array_54(io)
-    a7 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a7 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_groups_response__DescribedGroup(a0, a1, a2, a3, a4, a5, a6, a7)
 def parse_array_65(io):
     n = read_compact_array_count(io, False)
@@ -298,15 +321,20 @@ def parse_array_65(io):
         return None
     return [parse_DescribedGroup_v6_62(io) for _ in range(n)]
 def parse_DescribeGroupsResponse_v6_61(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_65(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_groups_response__DescribeGroupsResponse(a0, a1)
 def parse_v6(io, this):
-    return parse_DescribeGroupsResponse_v6_61(io)
+    try:
+        return parse_DescribeGroupsResponse_v6_61(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribedGroup_v6_67(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_compact_string(w, obj.error_message)

@@ -6,7 +6,7 @@ def parse_array_3(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.describe_log_dirs_request import DescribableLogDirTopic as describe_log_dirs_request__DescribableLogDirTopic
 def parse_DescribableLogDirTopic_v0_2(io):
     a0 = read_string(io)
@@ -22,7 +22,10 @@ def parse_DescribeLogDirsRequest_v0_1(io):
     a0 = parse_array_4(io)
     return describe_log_dirs_request__DescribeLogDirsRequest(a0)
 def parse_v0(io, this):
-    return parse_DescribeLogDirsRequest_v0_1(io)
+    try:
+        return parse_DescribeLogDirsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_7(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -50,14 +53,16 @@ def parse_array_19(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_DescribableLogDirTopic_v2_18(io):
     a0 = read_compact_string(io)
     a1 = parse_array_19(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_request__DescribableLogDirTopic(a0, a1)
 def parse_array_20(io):
     n = read_compact_array_count(io, True)
@@ -66,13 +71,18 @@ def parse_array_20(io):
     return [parse_DescribableLogDirTopic_v2_18(io) for _ in range(n)]
 def parse_DescribeLogDirsRequest_v2_17(io):
     a0 = parse_array_20(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_request__DescribeLogDirsRequest(a0)
 def parse_v2(io, this):
-    return parse_DescribeLogDirsRequest_v2_17(io)
+    try:
+        return parse_DescribeLogDirsRequest_v2_17(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_23(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -4,9 +4,9 @@
 from ..wire import *
 from ..messages.describe_log_dirs_response import DescribeLogDirsPartition as describe_log_dirs_response__DescribeLogDirsPartition
 def parse_DescribeLogDirsPartition_v0_4(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I64(io.read(8))[0]
     a3 = read_bool(io)
     return describe_log_dirs_response__DescribeLogDirsPartition(a0, a1, a2, a3)
 def parse_array_5(io):
@@ -26,7 +26,7 @@ def parse_array_6(io):
     return [parse_DescribeLogDirsTopic_v0_3(io) for _ in range(n)]
 from ..messages.describe_log_dirs_response import DescribeLogDirsResult as describe_log_dirs_response__DescribeLogDirsResult
 def parse_DescribeLogDirsResult_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_string(io)
     a2 = parse_array_6(io)
     return describe_log_dirs_response__DescribeLogDirsResult(a0, a1, a2, -1, -1, False)
@@ -37,11 +37,14 @@ def parse_array_7(io):
     return [parse_DescribeLogDirsResult_v0_2(io) for _ in range(n)]
 from ..messages.describe_log_dirs_response import DescribeLogDirsResponse as describe_log_dirs_response__DescribeLogDirsResponse
 def parse_DescribeLogDirsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a2 = parse_array_7(io)
     return describe_log_dirs_response__DescribeLogDirsResponse(a0, 0, a2)
 def parse_v0(io, this):
-    return parse_DescribeLogDirsResponse_v0_1(io)
+    try:
+        return parse_DescribeLogDirsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeLogDirsPartition_v0_11(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.partition_size))
@@ -85,14 +88,16 @@ def build_DescribeLogDirsResponse_v0_8(obj, w):
 def build_v0(obj, io, this):
     return build_DescribeLogDirsResponse_v0_8(obj, io.write)
 def parse_DescribeLogDirsPartition_v2_32(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I64(io.read(8))[0]
     a3 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_response__DescribeLogDirsPartition(a0, a1, a2, a3)
 def parse_array_33(io):
     n = read_compact_array_count(io, False)
@@ -102,10 +107,12 @@ def parse_array_33(io):
 def parse_DescribeLogDirsTopic_v2_31(io):
     a0 = read_compact_string(io)
     a1 = parse_array_33(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_response__DescribeLogDirsTopic(a0, a1)
 def parse_array_34(io):
     n = read_compact_array_count(io, False)
@@ -113,13 +120,15 @@ def parse_array_34(io):
         return None
     return [parse_DescribeLogDirsTopic_v2_31(io) for _ in range(n)]
 def parse_DescribeLogDirsResult_v2_30(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_compact_string(io)
     a2 = parse_array_34(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_response__DescribeLogDirsResult(a0, a1, a2, -1, -1, False)
 def parse_array_35(io):
     n = read_compact_array_count(io, False)
@@ -127,15 +136,20 @@ def parse_array_35(io):
         return None
     return [parse_DescribeLogDirsResult_v2_30(io) for _ in range(n)]
 def parse_DescribeLogDirsResponse_v2_29(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a2 = parse_array_35(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_response__DescribeLogDirsResponse(a0, 0, a2)
 def parse_v2(io, this):
-    return parse_DescribeLogDirsResponse_v2_29(io)
+    try:
+        return parse_DescribeLogDirsResponse_v2_29(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeLogDirsPartition_v2_39(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.partition_size))
@@ -183,16 +197,21 @@ def build_DescribeLogDirsResponse_v2_36(obj, w):
 def build_v2(obj, io, this):
     return build_DescribeLogDirsResponse_v2_36(obj, io.write)
 def parse_DescribeLogDirsResponse_v3_43(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_35(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_response__DescribeLogDirsResponse(a0, a1, a2)
 def parse_v3(io, this):
-    return parse_DescribeLogDirsResponse_v3_43(io)
+    try:
+        return parse_DescribeLogDirsResponse_v3_43(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeLogDirsResponse_v3_50(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -202,15 +221,17 @@ def build_DescribeLogDirsResponse_v3_50(obj, w):
 def build_v3(obj, io, this):
     return build_DescribeLogDirsResponse_v3_50(obj, io.write)
 def parse_DescribeLogDirsResult_v4_58(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_compact_string(io)
     a2 = parse_array_34(io)
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_response__DescribeLogDirsResult(a0, a1, a2, a3, a4, False)
 def parse_array_63(io):
     n = read_compact_array_count(io, False)
@@ -218,16 +239,21 @@ def parse_array_63(io):
         return None
     return [parse_DescribeLogDirsResult_v4_58(io) for _ in range(n)]
 def parse_DescribeLogDirsResponse_v4_57(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_63(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_response__DescribeLogDirsResponse(a0, a1, a2)
 def parse_v4(io, this):
-    return parse_DescribeLogDirsResponse_v4_57(io)
+    try:
+        return parse_DescribeLogDirsResponse_v4_57(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeLogDirsResult_v4_65(obj, w):
     w(P_I16(obj.error_code))
     write_compact_string(w, obj.log_dir)
@@ -252,16 +278,18 @@ def build_DescribeLogDirsResponse_v4_64(obj, w):
 def build_v4(obj, io, this):
     return build_DescribeLogDirsResponse_v4_64(obj, io.write)
 def parse_DescribeLogDirsResult_v5_72(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_compact_string(io)
     a2 = parse_array_34(io)
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
     a5 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_response__DescribeLogDirsResult(a0, a1, a2, a3, a4, a5)
 def parse_array_77(io):
     n = read_compact_array_count(io, False)
@@ -269,16 +297,21 @@ def parse_array_77(io):
         return None
     return [parse_DescribeLogDirsResult_v5_72(io) for _ in range(n)]
 def parse_DescribeLogDirsResponse_v5_71(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_77(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_log_dirs_response__DescribeLogDirsResponse(a0, a1, a2)
 def parse_v5(io, this):
-    return parse_DescribeLogDirsResponse_v5_71(io)
+    try:
+        return parse_DescribeLogDirsResponse_v5_71(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeLogDirsResult_v5_79(obj, w):
     w(P_I16(obj.error_code))
     write_compact_string(w, obj.log_dir)

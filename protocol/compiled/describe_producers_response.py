@@ -4,16 +4,18 @@
 from ..wire import *
 from ..messages.describe_producers_response import ProducerState as describe_producers_response__ProducerState
 def parse_ProducerState_v0_4(io):
-    a0 = U_I64(read_exact(io, 8))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I64(io.read(8))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_producers_response__ProducerState(a0, a1, a2, a3, a4, a5)
 def parse_array_5(io):
     n = read_compact_array_count(io, False)
@@ -22,14 +24,16 @@ def parse_array_5(io):
     return [parse_ProducerState_v0_4(io) for _ in range(n)]
 from ..messages.describe_producers_response import PartitionResponse as describe_producers_response__PartitionResponse
 def parse_PartitionResponse_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_producers_response__PartitionResponse(a0, a1, a2, a3)
 def parse_array_6(io):
     n = read_compact_array_count(io, False)
@@ -40,10 +44,12 @@ from ..messages.describe_producers_response import TopicResponse as describe_pro
 def parse_TopicResponse_v0_2(io):
     a0 = read_compact_string(io)
     a1 = parse_array_6(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_producers_response__TopicResponse(a0, a1)
 def parse_array_7(io):
     n = read_compact_array_count(io, False)
@@ -52,15 +58,20 @@ def parse_array_7(io):
     return [parse_TopicResponse_v0_2(io) for _ in range(n)]
 from ..messages.describe_producers_response import DescribeProducersResponse as describe_producers_response__DescribeProducersResponse
 def parse_DescribeProducersResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_7(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_producers_response__DescribeProducersResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_DescribeProducersResponse_v0_1(io)
+    try:
+        return parse_DescribeProducersResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ProducerState_v0_11(obj, w):
     w(P_I64(obj.producer_id))
     w(P_I32(obj.producer_epoch))

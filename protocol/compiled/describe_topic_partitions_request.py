@@ -5,10 +5,12 @@ from ..wire import *
 from ..messages.describe_topic_partitions_request import TopicRequest as describe_topic_partitions_request__TopicRequest
 def parse_TopicRequest_v0_2(io):
     a0 = read_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_topic_partitions_request__TopicRequest(a0)
 def parse_array_3(io):
     n = read_compact_array_count(io, False)
@@ -18,24 +20,31 @@ def parse_array_3(io):
 from ..messages.describe_topic_partitions_request import Cursor as describe_topic_partitions_request__Cursor
 def parse_Cursor_v0_4(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_topic_partitions_request__Cursor(a0, a1)
 from ..messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest as describe_topic_partitions_request__DescribeTopicPartitionsRequest
 def parse_DescribeTopicPartitionsRequest_v0_1(io):
     a0 = parse_array_3(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = (None if U_I8(read_exact(io, 1))[0] < 0 else parse_Cursor_v0_4(io))
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I32(io.read(4))[0]
+    a2 = (None if U_I8(io.read(1))[0] < 0 else parse_Cursor_v0_4(io))
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_topic_partitions_request__DescribeTopicPartitionsRequest(a0, a1, a2)
 def parse_v0(io, this):
-    return parse_DescribeTopicPartitionsRequest_v0_1(io)
+    try:
+        return parse_DescribeTopicPartitionsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_TopicRequest_v0_6(obj, w):
     write_compact_string(w, obj.name)
     w(b"\x00")

@@ -6,27 +6,29 @@ def parse_array_4(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_array_6(io):
     n = read_compact_array_count(io, True)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.describe_topic_partitions_response import DescribeTopicPartitionsResponsePartition as describe_topic_partitions_response__DescribeTopicPartitionsResponsePartition
 def parse_DescribeTopicPartitionsResponsePartition_v0_3(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_4(io)
     a5 = parse_array_4(io)
     a6 = parse_array_6(io)
     a7 = parse_array_6(io)
     a8 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_topic_partitions_response__DescribeTopicPartitionsResponsePartition(a0, a1, a2, a3, a4, a5, a6, a7, a8)
 def parse_array_9(io):
     n = read_compact_array_count(io, False)
@@ -35,16 +37,18 @@ def parse_array_9(io):
     return [parse_DescribeTopicPartitionsResponsePartition_v0_3(io) for _ in range(n)]
 from ..messages.describe_topic_partitions_response import DescribeTopicPartitionsResponseTopic as describe_topic_partitions_response__DescribeTopicPartitionsResponseTopic
 def parse_DescribeTopicPartitionsResponseTopic_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
     a2 = read_uuid(io)
     a3 = read_bool(io)
     a4 = parse_array_9(io)
-    a5 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a5 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_topic_partitions_response__DescribeTopicPartitionsResponseTopic(a0, a1, a2, a3, a4, a5)
 def parse_array_10(io):
     n = read_compact_array_count(io, False)
@@ -54,24 +58,31 @@ def parse_array_10(io):
 from ..messages.describe_topic_partitions_response import Cursor as describe_topic_partitions_response__Cursor
 def parse_Cursor_v0_11(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_topic_partitions_response__Cursor(a0, a1)
 from ..messages.describe_topic_partitions_response import DescribeTopicPartitionsResponse as describe_topic_partitions_response__DescribeTopicPartitionsResponse
 def parse_DescribeTopicPartitionsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_10(io)
-    a2 = (None if U_I8(read_exact(io, 1))[0] < 0 else parse_Cursor_v0_11(io))
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = (None if U_I8(io.read(1))[0] < 0 else parse_Cursor_v0_11(io))
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_topic_partitions_response__DescribeTopicPartitionsResponse(a0, a1, a2)
 def parse_v0(io, this):
-    return parse_DescribeTopicPartitionsResponse_v0_1(io)
+    try:
+        return parse_DescribeTopicPartitionsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_15(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -10,13 +10,18 @@ def parse_array_2(io):
 from ..messages.describe_transactions_request import DescribeTransactionsRequest as describe_transactions_request__DescribeTransactionsRequest
 def parse_DescribeTransactionsRequest_v0_1(io):
     a0 = parse_array_2(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_transactions_request__DescribeTransactionsRequest(a0)
 def parse_v0(io, this):
-    return parse_DescribeTransactionsRequest_v0_1(io)
+    try:
+        return parse_DescribeTransactionsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_4(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -6,15 +6,17 @@ def parse_array_4(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.describe_transactions_response import TopicData as describe_transactions_response__TopicData
 def parse_TopicData_v0_3(io):
     a0 = read_compact_string(io)
     a1 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_transactions_response__TopicData(a0, a1)
 def parse_array_5(io):
     n = read_compact_array_count(io, False)
@@ -23,18 +25,20 @@ def parse_array_5(io):
     return [parse_TopicData_v0_3(io) for _ in range(n)]
 from ..messages.describe_transactions_response import TransactionState as describe_transactions_response__TransactionState
 def parse_TransactionState_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_compact_string(io)
     a2 = read_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
-    a5 = U_I64(read_exact(io, 8))[0]
-    a6 = U_I16(read_exact(io, 2))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I64(io.read(8))[0]
+    a5 = U_I64(io.read(8))[0]
+    a6 = U_I16(io.read(2))[0]
     a7 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_transactions_response__TransactionState(a0, a1, a2, a3, a4, a5, a6, a7)
 def parse_array_6(io):
     n = read_compact_array_count(io, False)
@@ -43,15 +47,20 @@ def parse_array_6(io):
     return [parse_TransactionState_v0_2(io) for _ in range(n)]
 from ..messages.describe_transactions_response import DescribeTransactionsResponse as describe_transactions_response__DescribeTransactionsResponse
 def parse_DescribeTransactionsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_6(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_transactions_response__DescribeTransactionsResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_DescribeTransactionsResponse_v0_1(io)
+    try:
+        return parse_DescribeTransactionsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_10(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

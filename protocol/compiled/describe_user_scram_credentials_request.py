@@ -5,10 +5,12 @@ from ..wire import *
 from ..messages.describe_user_scram_credentials_request import UserName as describe_user_scram_credentials_request__UserName
 def parse_UserName_v0_2(io):
     a0 = read_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_user_scram_credentials_request__UserName(a0)
 def parse_array_3(io):
     n = read_compact_array_count(io, True)
@@ -18,13 +20,18 @@ def parse_array_3(io):
 from ..messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest as describe_user_scram_credentials_request__DescribeUserScramCredentialsRequest
 def parse_DescribeUserScramCredentialsRequest_v0_1(io):
     a0 = parse_array_3(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_user_scram_credentials_request__DescribeUserScramCredentialsRequest(a0)
 def parse_v0(io, this):
-    return parse_DescribeUserScramCredentialsRequest_v0_1(io)
+    try:
+        return parse_DescribeUserScramCredentialsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_UserName_v0_5(obj, w):
     write_compact_string(w, obj.name)
     w(b"\x00")

@@ -4,12 +4,14 @@
 from ..wire import *
 from ..messages.describe_user_scram_credentials_response import CredentialInfo as describe_user_scram_credentials_response__CredentialInfo
 def parse_CredentialInfo_v0_3(io):
-    a0 = U_I8(read_exact(io, 1))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I8(io.read(1))[0]
+    a1 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_user_scram_credentials_response__CredentialInfo(a0, a1)
 def parse_array_4(io):
     n = read_compact_array_count(io, False)
@@ -19,13 +21,15 @@ def parse_array_4(io):
 from ..messages.describe_user_scram_credentials_response import DescribeUserScramCredentialsResult as describe_user_scram_credentials_response__DescribeUserScramCredentialsResult
 def parse_DescribeUserScramCredentialsResult_v0_2(io):
     a0 = read_compact_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_user_scram_credentials_response__DescribeUserScramCredentialsResult(a0, a1, a2, a3)
 def parse_array_5(io):
     n = read_compact_array_count(io, False)
@@ -34,17 +38,22 @@ def parse_array_5(io):
     return [parse_DescribeUserScramCredentialsResult_v0_2(io) for _ in range(n)]
 from ..messages.describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse as describe_user_scram_credentials_response__DescribeUserScramCredentialsResponse
 def parse_DescribeUserScramCredentialsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_5(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return describe_user_scram_credentials_response__DescribeUserScramCredentialsResponse(a0, a1, a2, a3)
 def parse_v0(io, this):
-    return parse_DescribeUserScramCredentialsResponse_v0_1(io)
+    try:
+        return parse_DescribeUserScramCredentialsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_CredentialInfo_v0_8(obj, w):
     w(P_I8(obj.mechanism))
     w(P_I32(obj.iterations))

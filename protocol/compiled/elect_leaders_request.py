@@ -6,7 +6,7 @@ def parse_array_3(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.elect_leaders_request import TopicPartitions as elect_leaders_request__TopicPartitions
 def parse_TopicPartitions_v0_2(io):
     a0 = read_string(io)
@@ -20,10 +20,13 @@ def parse_array_4(io):
 from ..messages.elect_leaders_request import ElectLeadersRequest as elect_leaders_request__ElectLeadersRequest
 def parse_ElectLeadersRequest_v0_1(io):
     a1 = parse_array_4(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     return elect_leaders_request__ElectLeadersRequest(0, a1, a2)
 def parse_v0(io, this):
-    return parse_ElectLeadersRequest_v0_1(io)
+    try:
+        return parse_ElectLeadersRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_7(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -49,12 +52,15 @@ def build_ElectLeadersRequest_v0_5(obj, w):
 def build_v0(obj, io, this):
     return build_ElectLeadersRequest_v0_5(obj, io.write)
 def parse_ElectLeadersRequest_v1_9(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = parse_array_4(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     return elect_leaders_request__ElectLeadersRequest(a0, a1, a2)
 def parse_v1(io, this):
-    return parse_ElectLeadersRequest_v1_9(io)
+    try:
+        return parse_ElectLeadersRequest_v1_9(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ElectLeadersRequest_v1_13(obj, w):
     w(P_I8(obj.election_type))
     build_array_8(w, obj.topic_partitions)
@@ -66,14 +72,16 @@ def parse_array_19(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_TopicPartitions_v2_18(io):
     a0 = read_compact_string(io)
     a1 = parse_array_19(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return elect_leaders_request__TopicPartitions(a0, a1)
 def parse_array_20(io):
     n = read_compact_array_count(io, True)
@@ -81,16 +89,21 @@ def parse_array_20(io):
         return None
     return [parse_TopicPartitions_v2_18(io) for _ in range(n)]
 def parse_ElectLeadersRequest_v2_17(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = parse_array_20(io)
-    a2 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return elect_leaders_request__ElectLeadersRequest(a0, a1, a2)
 def parse_v2(io, this):
-    return parse_ElectLeadersRequest_v2_17(io)
+    try:
+        return parse_ElectLeadersRequest_v2_17(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_23(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -4,8 +4,8 @@
 from ..wire import *
 from ..messages.elect_leaders_response import PartitionResult as elect_leaders_response__PartitionResult
 def parse_PartitionResult_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_string(io)
     return elect_leaders_response__PartitionResult(a0, a1, a2)
 def parse_array_4(io):
@@ -25,11 +25,14 @@ def parse_array_5(io):
     return [parse_ReplicaElectionResult_v0_2(io) for _ in range(n)]
 from ..messages.elect_leaders_response import ElectLeadersResponse as elect_leaders_response__ElectLeadersResponse
 def parse_ElectLeadersResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a2 = parse_array_5(io)
     return elect_leaders_response__ElectLeadersResponse(a0, 0, a2)
 def parse_v0(io, this):
-    return parse_ElectLeadersResponse_v0_1(io)
+    try:
+        return parse_ElectLeadersResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionResult_v0_8(obj, w):
     w(P_I32(obj.partition_id))
     w(P_I16(obj.error_code))
@@ -60,12 +63,15 @@ def build_ElectLeadersResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_ElectLeadersResponse_v0_6(obj, io.write)
 def parse_ElectLeadersResponse_v1_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_5(io)
     return elect_leaders_response__ElectLeadersResponse(a0, a1, a2)
 def parse_v1(io, this):
-    return parse_ElectLeadersResponse_v1_11(io)
+    try:
+        return parse_ElectLeadersResponse_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ElectLeadersResponse_v1_16(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -74,13 +80,15 @@ def build_ElectLeadersResponse_v1_16(obj, w):
 def build_v1(obj, io, this):
     return build_ElectLeadersResponse_v1_16(obj, io.write)
 def parse_PartitionResult_v2_23(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return elect_leaders_response__PartitionResult(a0, a1, a2)
 def parse_array_24(io):
     n = read_compact_array_count(io, False)
@@ -90,10 +98,12 @@ def parse_array_24(io):
 def parse_ReplicaElectionResult_v2_22(io):
     a0 = read_compact_string(io)
     a1 = parse_array_24(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return elect_leaders_response__ReplicaElectionResult(a0, a1)
 def parse_array_25(io):
     n = read_compact_array_count(io, False)
@@ -101,16 +111,21 @@ def parse_array_25(io):
         return None
     return [parse_ReplicaElectionResult_v2_22(io) for _ in range(n)]
 def parse_ElectLeadersResponse_v2_21(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_25(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return elect_leaders_response__ElectLeadersResponse(a0, a1, a2)
 def parse_v2(io, this):
-    return parse_ElectLeadersResponse_v2_21(io)
+    try:
+        return parse_ElectLeadersResponse_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionResult_v2_28(obj, w):
     w(P_I32(obj.partition_id))
     w(P_I16(obj.error_code))

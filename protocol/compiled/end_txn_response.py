@@ -4,11 +4,14 @@
 from ..wire import *
 from ..messages.end_txn_response import EndTxnResponse as end_txn_response__EndTxnResponse
 def parse_EndTxnResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     return end_txn_response__EndTxnResponse(a0, a1, -1, -1)
 def parse_v0(io, this):
-    return parse_EndTxnResponse_v0_1(io)
+    try:
+        return parse_EndTxnResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EndTxnResponse_v0_2(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -16,15 +19,20 @@ def build_EndTxnResponse_v0_2(obj, w):
 def build_v0(obj, io, this):
     return build_EndTxnResponse_v0_2(obj, io.write)
 def parse_EndTxnResponse_v3_7(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return end_txn_response__EndTxnResponse(a0, a1, -1, -1)
 def parse_v3(io, this):
-    return parse_EndTxnResponse_v3_7(io)
+    try:
+        return parse_EndTxnResponse_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EndTxnResponse_v3_8(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -33,17 +41,22 @@ def build_EndTxnResponse_v3_8(obj, w):
 def build_v3(obj, io, this):
     return build_EndTxnResponse_v3_8(obj, io.write)
 def parse_EndTxnResponse_v5_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return end_txn_response__EndTxnResponse(a0, a1, a2, a3)
 def parse_v5(io, this):
-    return parse_EndTxnResponse_v5_11(io)
+    try:
+        return parse_EndTxnResponse_v5_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EndTxnResponse_v5_12(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))

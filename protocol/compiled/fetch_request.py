@@ -5,9 +5,9 @@ from ..wire import *
 from ..messages.fetch_request import ReplicaState as fetch_request__ReplicaState
 from ..messages.fetch_request import FetchPartition as fetch_request__FetchPartition
 def parse_FetchPartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a5 = U_I32(io.read(4))[0]
     return fetch_request__FetchPartition(a0, -1, a2, -1, -1, a5, ZERO_UUID, 9223372036854775807)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -26,13 +26,16 @@ def parse_array_5(io):
     return [parse_FetchTopic_v0_2(io) for _ in range(n)]
 from ..messages.fetch_request import FetchRequest as fetch_request__FetchRequest
 def parse_FetchRequest_v0_1(io):
-    a1 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
     a9 = parse_array_5(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, 2147483647, 0, 0, -1, a9, [], '')
 def parse_v0(io, this):
-    return parse_FetchRequest_v0_1(io)
+    try:
+        return parse_FetchRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchPartition_v0_8(obj, w):
     w(P_I32(obj.partition))
     w(P_I64(obj.fetch_offset))
@@ -65,14 +68,17 @@ def build_FetchRequest_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_FetchRequest_v0_6(obj, io.write)
 def parse_FetchRequest_v3_31(io):
-    a1 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
     a9 = parse_array_5(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, 0, 0, -1, a9, [], '')
 def parse_v3(io, this):
-    return parse_FetchRequest_v3_31(io)
+    try:
+        return parse_FetchRequest_v3_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchRequest_v3_36(obj, w):
     w(P_I32(obj.replica_id))
     w(P_I32(obj.max_wait_ms))
@@ -83,15 +89,18 @@ def build_FetchRequest_v3_36(obj, w):
 def build_v3(obj, io, this):
     return build_FetchRequest_v3_36(obj, io.write)
 def parse_FetchRequest_v4_41(io):
-    a1 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
+    a1 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I8(io.read(1))[0]
     a9 = parse_array_5(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, 0, -1, a9, [], '')
 def parse_v4(io, this):
-    return parse_FetchRequest_v4_41(io)
+    try:
+        return parse_FetchRequest_v4_41(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchRequest_v4_46(obj, w):
     w(P_I32(obj.replica_id))
     w(P_I32(obj.max_wait_ms))
@@ -103,10 +112,10 @@ def build_FetchRequest_v4_46(obj, w):
 def build_v4(obj, io, this):
     return build_FetchRequest_v4_46(obj, io.write)
 def parse_FetchPartition_v5_53(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
+    a5 = U_I32(io.read(4))[0]
     return fetch_request__FetchPartition(a0, -1, a2, -1, a4, a5, ZERO_UUID, 9223372036854775807)
 def parse_array_54(io):
     n = read_array_count(io, False)
@@ -123,15 +132,18 @@ def parse_array_55(io):
         return None
     return [parse_FetchTopic_v5_52(io) for _ in range(n)]
 def parse_FetchRequest_v5_51(io):
-    a1 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
+    a1 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I8(io.read(1))[0]
     a9 = parse_array_55(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, 0, -1, a9, [], '')
 def parse_v5(io, this):
-    return parse_FetchRequest_v5_51(io)
+    try:
+        return parse_FetchRequest_v5_51(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchPartition_v5_58(obj, w):
     w(P_I32(obj.partition))
     w(P_I64(obj.fetch_offset))
@@ -170,7 +182,7 @@ def parse_array_77(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.fetch_request import ForgottenTopic as fetch_request__ForgottenTopic
 def parse_ForgottenTopic_v7_76(io):
     a0 = read_string(io)
@@ -182,18 +194,21 @@ def parse_array_78(io):
         return None
     return [parse_ForgottenTopic_v7_76(io) for _ in range(n)]
 def parse_FetchRequest_v7_71(io):
-    a1 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
-    a7 = U_I32(read_exact(io, 4))[0]
-    a8 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I8(io.read(1))[0]
+    a7 = U_I32(io.read(4))[0]
+    a8 = U_I32(io.read(4))[0]
     a9 = parse_array_55(io)
     a10 = parse_array_78(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, a7, a8, a9, a10, '')
 def parse_v7(io, this):
-    return parse_FetchRequest_v7_71(io)
+    try:
+        return parse_FetchRequest_v7_71(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_85(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -226,11 +241,11 @@ def build_FetchRequest_v7_79(obj, w):
 def build_v7(obj, io, this):
     return build_FetchRequest_v7_79(obj, io.write)
 def parse_FetchPartition_v9_105(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
+    a5 = U_I32(io.read(4))[0]
     return fetch_request__FetchPartition(a0, a1, a2, -1, a4, a5, ZERO_UUID, 9223372036854775807)
 def parse_array_106(io):
     n = read_array_count(io, False)
@@ -247,18 +262,21 @@ def parse_array_107(io):
         return None
     return [parse_FetchTopic_v9_104(io) for _ in range(n)]
 def parse_FetchRequest_v9_103(io):
-    a1 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
-    a7 = U_I32(read_exact(io, 4))[0]
-    a8 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I8(io.read(1))[0]
+    a7 = U_I32(io.read(4))[0]
+    a8 = U_I32(io.read(4))[0]
     a9 = parse_array_107(io)
     a10 = parse_array_78(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, a7, a8, a9, a10, '')
 def parse_v9(io, this):
-    return parse_FetchRequest_v9_103(io)
+    try:
+        return parse_FetchRequest_v9_103(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchPartition_v9_113(obj, w):
     w(P_I32(obj.partition))
     w(P_I32(obj.current_leader_epoch))
@@ -298,19 +316,22 @@ def build_FetchRequest_v9_111(obj, w):
 def build_v9(obj, io, this):
     return build_FetchRequest_v9_111(obj, io.write)
 def parse_FetchRequest_v11_135(io):
-    a1 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
-    a7 = U_I32(read_exact(io, 4))[0]
-    a8 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I8(io.read(1))[0]
+    a7 = U_I32(io.read(4))[0]
+    a8 = U_I32(io.read(4))[0]
     a9 = parse_array_107(io)
     a10 = parse_array_78(io)
     a11 = read_string(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, a7, a8, a9, a10, a11)
 def parse_v11(io, this):
-    return parse_FetchRequest_v11_135(io)
+    try:
+        return parse_FetchRequest_v11_135(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchRequest_v11_143(obj, w):
     w(P_I32(obj.replica_id))
     w(P_I32(obj.max_wait_ms))
@@ -326,16 +347,18 @@ def build_FetchRequest_v11_143(obj, w):
 def build_v11(obj, io, this):
     return build_FetchRequest_v11_143(obj, io.write)
 def parse_FetchPartition_v12_153(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I64(io.read(8))[0]
+    a5 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_request__FetchPartition(a0, a1, a2, a3, a4, a5, ZERO_UUID, 9223372036854775807)
 def parse_array_154(io):
     n = read_compact_array_count(io, False)
@@ -345,10 +368,12 @@ def parse_array_154(io):
 def parse_FetchTopic_v12_152(io):
     a0 = read_compact_string(io)
     a2 = parse_array_154(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_request__FetchTopic(a0, ZERO_UUID, a2)
 def parse_array_155(io):
     n = read_compact_array_count(io, False)
@@ -359,14 +384,16 @@ def parse_array_157(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_ForgottenTopic_v12_156(io):
     a0 = read_compact_string(io)
     a2 = parse_array_157(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_request__ForgottenTopic(a0, ZERO_UUID, a2)
 def parse_array_158(io):
     n = read_compact_array_count(io, False)
@@ -376,27 +403,32 @@ def parse_array_158(io):
 def parse_tagged_159(io):
     return read_nullable_compact_string(io)
 def parse_FetchRequest_v12_151(io):
-    a1 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
-    a7 = U_I32(read_exact(io, 4))[0]
-    a8 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I8(io.read(1))[0]
+    a7 = U_I32(io.read(4))[0]
+    a8 = U_I32(io.read(4))[0]
     a9 = parse_array_155(io)
     a10 = parse_array_158(io)
     a11 = read_compact_string(io)
     t0 = None
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t0 = parse_tagged_159(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t0 = parse_tagged_159(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return fetch_request__FetchRequest(t0, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, a7, a8, a9, a10, a11)
 def parse_v12(io, this):
-    return parse_FetchRequest_v12_151(io)
+    try:
+        return parse_FetchRequest_v12_151(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchPartition_v12_162(obj, w):
     w(P_I32(obj.partition))
     w(P_I32(obj.current_leader_epoch))
@@ -474,10 +506,12 @@ def build_v12(obj, io, this):
 def parse_FetchTopic_v13_170(io):
     a1 = read_uuid(io)
     a2 = parse_array_154(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_request__FetchTopic('', a1, a2)
 def parse_array_173(io):
     n = read_compact_array_count(io, False)
@@ -487,10 +521,12 @@ def parse_array_173(io):
 def parse_ForgottenTopic_v13_174(io):
     a1 = read_uuid(io)
     a2 = parse_array_157(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_request__ForgottenTopic('', a1, a2)
 def parse_array_176(io):
     n = read_compact_array_count(io, False)
@@ -498,27 +534,32 @@ def parse_array_176(io):
         return None
     return [parse_ForgottenTopic_v13_174(io) for _ in range(n)]
 def parse_FetchRequest_v13_169(io):
-    a1 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
-    a7 = U_I32(read_exact(io, 4))[0]
-    a8 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I8(io.read(1))[0]
+    a7 = U_I32(io.read(4))[0]
+    a8 = U_I32(io.read(4))[0]
     a9 = parse_array_173(io)
     a10 = parse_array_176(io)
     a11 = read_compact_string(io)
     t0 = None
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t0 = parse_tagged_159(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t0 = parse_tagged_159(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return fetch_request__FetchRequest(t0, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, a7, a8, a9, a10, a11)
 def parse_v13(io, this):
-    return parse_FetchRequest_v13_169(io)
+    try:
+        return parse_FetchRequest_v13_169(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchTopic_v13_179(obj, w):
     w(obj.topic_id.bytes)
     build_array_163(w, obj.partitions)
@@ -566,39 +607,46 @@ def build_FetchRequest_v13_178(obj, w):
 def build_v13(obj, io, this):
     return build_FetchRequest_v13_178(obj, io.write)
 def parse_ReplicaState_v15_215(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_request__ReplicaState(a0, a1)
 def parse_tagged_214(io):
     return parse_ReplicaState_v15_215(io)
 def parse_FetchRequest_v15_205(io):
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
-    a7 = U_I32(read_exact(io, 4))[0]
-    a8 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I8(io.read(1))[0]
+    a7 = U_I32(io.read(4))[0]
+    a8 = U_I32(io.read(4))[0]
     a9 = parse_array_173(io)
     a10 = parse_array_176(io)
     a11 = read_compact_string(io)
     t0 = None
     t2 = fetch_request__ReplicaState()
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t0 = parse_tagged_159(BytesIO(read_exact(io, size)))
-        elif tag == 1:
-            t2 = parse_tagged_214(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t0 = parse_tagged_159(BytesIO(read_exact(io, size)))
+            elif tag == 1:
+                t2 = parse_tagged_214(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return fetch_request__FetchRequest(t0, -1, t2, a3, a4, a5, a6, a7, a8, a9, a10, a11)
 def parse_v15(io, this):
-    return parse_FetchRequest_v15_205(io)
+    try:
+        return parse_FetchRequest_v15_205(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ReplicaState_v15_226(obj, w):
     w(P_I32(obj.replica_id))
     w(P_I64(obj.replica_epoch))
@@ -635,20 +683,22 @@ def build_v15(obj, io, this):
 def parse_tagged_252(io):
     return read_uuid(io)
 def parse_FetchPartition_v17_251(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I64(io.read(8))[0]
+    a5 = U_I32(io.read(4))[0]
     t6 = ZERO_UUID
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t6 = parse_tagged_252(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t6 = parse_tagged_252(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return fetch_request__FetchPartition(a0, a1, a2, a3, a4, a5, t6, 9223372036854775807)
 def parse_array_253(io):
     n = read_compact_array_count(io, False)
@@ -658,10 +708,12 @@ def parse_array_253(io):
 def parse_FetchTopic_v17_250(io):
     a1 = read_uuid(io)
     a2 = parse_array_253(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_request__FetchTopic('', a1, a2)
 def parse_array_254(io):
     n = read_compact_array_count(io, False)
@@ -669,29 +721,34 @@ def parse_array_254(io):
         return None
     return [parse_FetchTopic_v17_250(io) for _ in range(n)]
 def parse_FetchRequest_v17_249(io):
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
-    a7 = U_I32(read_exact(io, 4))[0]
-    a8 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I8(io.read(1))[0]
+    a7 = U_I32(io.read(4))[0]
+    a8 = U_I32(io.read(4))[0]
     a9 = parse_array_254(io)
     a10 = parse_array_176(io)
     a11 = read_compact_string(io)
     t0 = None
     t2 = fetch_request__ReplicaState()
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t0 = parse_tagged_159(BytesIO(read_exact(io, size)))
-        elif tag == 1:
-            t2 = parse_tagged_214(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t0 = parse_tagged_159(BytesIO(read_exact(io, size)))
+            elif tag == 1:
+                t2 = parse_tagged_214(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return fetch_request__FetchRequest(t0, -1, t2, a3, a4, a5, a6, a7, a8, a9, a10, a11)
 def parse_v17(io, this):
-    return parse_FetchRequest_v17_249(io)
+    try:
+        return parse_FetchRequest_v17_249(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_tagged_264(v):
     b = BytesIO()
     w = b.write
@@ -756,25 +813,27 @@ def build_FetchRequest_v17_261(obj, w):
 def build_v17(obj, io, this):
     return build_FetchRequest_v17_261(obj, io.write)
 def parse_tagged_277(io):
-    return U_I64(read_exact(io, 8))[0]
+    return U_I64(io.read(8))[0]
 def parse_FetchPartition_v18_275(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I64(io.read(8))[0]
+    a5 = U_I32(io.read(4))[0]
     t6 = ZERO_UUID
     t7 = 9223372036854775807
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t6 = parse_tagged_252(BytesIO(read_exact(io, size)))
-        elif tag == 1:
-            t7 = parse_tagged_277(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t6 = parse_tagged_252(BytesIO(read_exact(io, size)))
+            elif tag == 1:
+                t7 = parse_tagged_277(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return fetch_request__FetchPartition(a0, a1, a2, a3, a4, a5, t6, t7)
 def parse_array_278(io):
     n = read_compact_array_count(io, False)
@@ -784,10 +843,12 @@ def parse_array_278(io):
 def parse_FetchTopic_v18_274(io):
     a1 = read_uuid(io)
     a2 = parse_array_278(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_request__FetchTopic('', a1, a2)
 def parse_array_279(io):
     n = read_compact_array_count(io, False)
@@ -795,29 +856,34 @@ def parse_array_279(io):
         return None
     return [parse_FetchTopic_v18_274(io) for _ in range(n)]
 def parse_FetchRequest_v18_273(io):
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    a6 = U_I8(read_exact(io, 1))[0]
-    a7 = U_I32(read_exact(io, 4))[0]
-    a8 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
+    a6 = U_I8(io.read(1))[0]
+    a7 = U_I32(io.read(4))[0]
+    a8 = U_I32(io.read(4))[0]
     a9 = parse_array_279(io)
     a10 = parse_array_176(io)
     a11 = read_compact_string(io)
     t0 = None
     t2 = fetch_request__ReplicaState()
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t0 = parse_tagged_159(BytesIO(read_exact(io, size)))
-        elif tag == 1:
-            t2 = parse_tagged_214(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t0 = parse_tagged_159(BytesIO(read_exact(io, size)))
+            elif tag == 1:
+                t2 = parse_tagged_214(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return fetch_request__FetchRequest(t0, -1, t2, a3, a4, a5, a6, a7, a8, a9, a10, a11)
 def parse_v18(io, this):
-    return parse_FetchRequest_v18_273(io)
+    try:
+        return parse_FetchRequest_v18_273(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_tagged_290(v):
     b = BytesIO()
     w = b.write

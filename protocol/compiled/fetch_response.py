@@ -7,9 +7,9 @@ from ..messages.fetch_response import LeaderIdAndEpoch as fetch_response__Leader
 from ..messages.fetch_response import SnapshotId as fetch_response__SnapshotId
 from ..messages.fetch_response import PartitionData as fetch_response__PartitionData
 def parse_PartitionData_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
     a10 = read_nullable_records(io)
     return fetch_response__PartitionData(a0, a1, a2, -1, -1, fetch_response__EpochEndOffset(), fetch_response__LeaderIdAndEpoch(), fetch_response__SnapshotId(), [], -1, a10)
 def parse_array_4(io):
@@ -32,7 +32,10 @@ def parse_FetchResponse_v0_1(io):
     a3 = parse_array_5(io)
     return fetch_response__FetchResponse(0, 0, 0, a3, [])
 def parse_v0(io, this):
-    return parse_FetchResponse_v0_1(io)
+    try:
+        return parse_FetchResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionData_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))
@@ -63,11 +66,14 @@ def build_FetchResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_FetchResponse_v0_6(obj, io.write)
 def parse_FetchResponse_v1_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a3 = parse_array_5(io)
     return fetch_response__FetchResponse(a0, 0, 0, a3, [])
 def parse_v1(io, this):
-    return parse_FetchResponse_v1_11(io)
+    try:
+        return parse_FetchResponse_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchResponse_v1_16(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_10(w, obj.responses)
@@ -76,8 +82,8 @@ def build_v1(obj, io, this):
     return build_FetchResponse_v1_16(obj, io.write)
 from ..messages.fetch_response import AbortedTransaction as fetch_response__AbortedTransaction
 def parse_AbortedTransaction_v4_44(io):
-    a0 = U_I64(read_exact(io, 8))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I64(io.read(8))[0]
+    a1 = U_I64(io.read(8))[0]
     return fetch_response__AbortedTransaction(a0, a1)
 def parse_array_45(io):
     n = read_array_count(io, True)
@@ -85,10 +91,10 @@ def parse_array_45(io):
         return None
     return [parse_AbortedTransaction_v4_44(io) for _ in range(n)]
 def parse_PartitionData_v4_43(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I64(io.read(8))[0]
     a8 = parse_array_45(io)
     a10 = read_nullable_records(io)
     return fetch_response__PartitionData(a0, a1, a2, a3, -1, fetch_response__EpochEndOffset(), fetch_response__LeaderIdAndEpoch(), fetch_response__SnapshotId(), a8, -1, a10)
@@ -107,11 +113,14 @@ def parse_array_47(io):
         return None
     return [parse_FetchableTopicResponse_v4_42(io) for _ in range(n)]
 def parse_FetchResponse_v4_41(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a3 = parse_array_47(io)
     return fetch_response__FetchResponse(a0, 0, 0, a3, [])
 def parse_v4(io, this):
-    return parse_FetchResponse_v4_41(io)
+    try:
+        return parse_FetchResponse_v4_41(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AbortedTransaction_v4_51(obj, w):
     w(P_I64(obj.producer_id))
     w(P_I64(obj.first_offset))
@@ -156,11 +165,11 @@ def build_FetchResponse_v4_48(obj, w):
 def build_v4(obj, io, this):
     return build_FetchResponse_v4_48(obj, io.write)
 def parse_PartitionData_v5_57(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
     a8 = parse_array_45(io)
     a10 = read_nullable_records(io)
     return fetch_response__PartitionData(a0, a1, a2, a3, a4, fetch_response__EpochEndOffset(), fetch_response__LeaderIdAndEpoch(), fetch_response__SnapshotId(), a8, -1, a10)
@@ -179,11 +188,14 @@ def parse_array_61(io):
         return None
     return [parse_FetchableTopicResponse_v5_56(io) for _ in range(n)]
 def parse_FetchResponse_v5_55(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a3 = parse_array_61(io)
     return fetch_response__FetchResponse(a0, 0, 0, a3, [])
 def parse_v5(io, this):
-    return parse_FetchResponse_v5_55(io)
+    try:
+        return parse_FetchResponse_v5_55(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionData_v5_64(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))
@@ -218,13 +230,16 @@ def build_FetchResponse_v5_62(obj, w):
 def build_v5(obj, io, this):
     return build_FetchResponse_v5_62(obj, io.write)
 def parse_FetchResponse_v7_83(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_61(io)
     return fetch_response__FetchResponse(a0, a1, a2, a3, [])
 def parse_v7(io, this):
-    return parse_FetchResponse_v7_83(io)
+    try:
+        return parse_FetchResponse_v7_83(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchResponse_v7_90(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -234,13 +249,13 @@ def build_FetchResponse_v7_90(obj, w):
 def build_v7(obj, io, this):
     return build_FetchResponse_v7_90(obj, io.write)
 def parse_PartitionData_v11_141(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
     a8 = parse_array_45(io)
-    a9 = U_I32(read_exact(io, 4))[0]
+    a9 = U_I32(io.read(4))[0]
     a10 = read_nullable_records(io)
     return fetch_response__PartitionData(a0, a1, a2, a3, a4, fetch_response__EpochEndOffset(), fetch_response__LeaderIdAndEpoch(), fetch_response__SnapshotId(), a8, a9, a10)
 def parse_array_144(io):
@@ -258,13 +273,16 @@ def parse_array_145(io):
         return None
     return [parse_FetchableTopicResponse_v11_140(io) for _ in range(n)]
 def parse_FetchResponse_v11_139(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_145(io)
     return fetch_response__FetchResponse(a0, a1, a2, a3, [])
 def parse_v11(io, this):
-    return parse_FetchResponse_v11_139(io)
+    try:
+        return parse_FetchResponse_v11_139(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionData_v11_148(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))
@@ -302,12 +320,14 @@ def build_FetchResponse_v11_146(obj, w):
 def build_v11(obj, io, this):
     return build_FetchResponse_v11_146(obj, io.write)
 def parse_AbortedTransaction_v12_156(io):
-    a0 = U_I64(read_exact(io, 8))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I64(io.read(8))[0]
+    a1 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_response__AbortedTransaction(a0, a1)
 def parse_array_157(io):
     n = read_compact_array_count(io, True)
@@ -315,58 +335,66 @@ def parse_array_157(io):
         return None
     return [parse_AbortedTransaction_v12_156(io) for _ in range(n)]
 def parse_EpochEndOffset_v12_159(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_response__EpochEndOffset(a0, a1)
 def parse_tagged_158(io):
     return parse_EpochEndOffset_v12_159(io)
 def parse_LeaderIdAndEpoch_v12_161(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_response__LeaderIdAndEpoch(a0, a1)
 def parse_tagged_160(io):
     return parse_LeaderIdAndEpoch_v12_161(io)
 def parse_SnapshotId_v12_163(io):
-    a0 = U_I64(read_exact(io, 8))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I64(io.read(8))[0]
+    a1 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_response__SnapshotId(a0, a1)
 def parse_tagged_162(io):
     return parse_SnapshotId_v12_163(io)
 def parse_PartitionData_v12_155(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
     a8 = parse_array_157(io)
-    a9 = U_I32(read_exact(io, 4))[0]
+    a9 = U_I32(io.read(4))[0]
     a10 = read_nullable_compact_records(io)
     t5 = fetch_response__EpochEndOffset()
     t6 = fetch_response__LeaderIdAndEpoch()
     t7 = fetch_response__SnapshotId()
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t5 = parse_tagged_158(BytesIO(read_exact(io, size)))
-        elif tag == 1:
-            t6 = parse_tagged_160(BytesIO(read_exact(io, size)))
-        elif tag == 2:
-            t7 = parse_tagged_162(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t5 = parse_tagged_158(BytesIO(read_exact(io, size)))
+            elif tag == 1:
+                t6 = parse_tagged_160(BytesIO(read_exact(io, size)))
+            elif tag == 2:
+                t7 = parse_tagged_162(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return fetch_response__PartitionData(a0, a1, a2, a3, a4, t5, t6, t7, a8, a9, a10)
 def parse_array_164(io):
     n = read_compact_array_count(io, False)
@@ -376,10 +404,12 @@ def parse_array_164(io):
 def parse_FetchableTopicResponse_v12_154(io):
     a0 = read_compact_string(io)
     a2 = parse_array_164(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_response__FetchableTopicResponse(a0, ZERO_UUID, a2)
 def parse_array_165(io):
     n = read_compact_array_count(io, False)
@@ -387,17 +417,22 @@ def parse_array_165(io):
         return None
     return [parse_FetchableTopicResponse_v12_154(io) for _ in range(n)]
 def parse_FetchResponse_v12_153(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_165(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_response__FetchResponse(a0, a1, a2, a3, [])
 def parse_v12(io, this):
-    return parse_FetchResponse_v12_153(io)
+    try:
+        return parse_FetchResponse_v12_153(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AbortedTransaction_v12_169(obj, w):
     w(P_I64(obj.producer_id))
     w(P_I64(obj.first_offset))
@@ -493,10 +528,12 @@ def build_v12(obj, io, this):
 def parse_FetchableTopicResponse_v13_180(io):
     a1 = read_uuid(io)
     a2 = parse_array_164(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_response__FetchableTopicResponse('', a1, a2)
 def parse_array_191(io):
     n = read_compact_array_count(io, False)
@@ -504,17 +541,22 @@ def parse_array_191(io):
         return None
     return [parse_FetchableTopicResponse_v13_180(io) for _ in range(n)]
 def parse_FetchResponse_v13_179(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_191(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_response__FetchResponse(a0, a1, a2, a3, [])
 def parse_v13(io, this):
-    return parse_FetchResponse_v13_179(io)
+    try:
+        return parse_FetchResponse_v13_179(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchableTopicResponse_v13_193(obj, w):
     w(obj.topic_id.bytes)
     build_array_177(w, obj.partitions)
@@ -538,14 +580,16 @@ def build_v13(obj, io, this):
     return build_FetchResponse_v13_192(obj, io.write)
 from ..messages.fetch_response import NodeEndpoint as fetch_response__NodeEndpoint
 def parse_NodeEndpoint_v16_271(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_compact_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return fetch_response__NodeEndpoint(a0, a1, a2, a3)
 def parse_array_272(io):
     n = read_compact_array_count(io, False)
@@ -555,21 +599,26 @@ def parse_array_272(io):
 def parse_tagged_270(io):
     return parse_array_272(io)
 def parse_FetchResponse_v16_257(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_191(io)
     t4 = []
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t4 = parse_tagged_270(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t4 = parse_tagged_270(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return fetch_response__FetchResponse(a0, a1, a2, a3, t4)
 def parse_v16(io, this):
-    return parse_FetchResponse_v16_257(io)
+    try:
+        return parse_FetchResponse_v16_257(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_NodeEndpoint_v16_287(obj, w):
     w(P_I32(obj.node_id))
     write_compact_string(w, obj.host)

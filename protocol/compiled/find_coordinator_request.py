@@ -7,7 +7,10 @@ def parse_FindCoordinatorRequest_v0_1(io):
     a0 = read_string(io)
     return find_coordinator_request__FindCoordinatorRequest(a0, 0, [])
 def parse_v0(io, this):
-    return parse_FindCoordinatorRequest_v0_1(io)
+    try:
+        return parse_FindCoordinatorRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FindCoordinatorRequest_v0_2(obj, w):
     write_string(w, obj.key)
     return obj
@@ -15,10 +18,13 @@ def build_v0(obj, io, this):
     return build_FindCoordinatorRequest_v0_2(obj, io.write)
 def parse_FindCoordinatorRequest_v1_3(io):
     a0 = read_string(io)
-    a1 = U_I8(read_exact(io, 1))[0]
+    a1 = U_I8(io.read(1))[0]
     return find_coordinator_request__FindCoordinatorRequest(a0, a1, [])
 def parse_v1(io, this):
-    return parse_FindCoordinatorRequest_v1_3(io)
+    try:
+        return parse_FindCoordinatorRequest_v1_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FindCoordinatorRequest_v1_4(obj, w):
     write_string(w, obj.key)
     w(P_I8(obj.key_type))
@@ -27,14 +33,19 @@ def build_v1(obj, io, this):
     return build_FindCoordinatorRequest_v1_4(obj, io.write)
 def parse_FindCoordinatorRequest_v3_7(io):
     a0 = read_compact_string(io)
-    a1 = U_I8(read_exact(io, 1))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I8(io.read(1))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return find_coordinator_request__FindCoordinatorRequest(a0, a1, [])
 def parse_v3(io, this):
-    return parse_FindCoordinatorRequest_v3_7(io)
+    try:
+        return parse_FindCoordinatorRequest_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FindCoordinatorRequest_v3_8(obj, w):
     write_compact_string(w, obj.key)
     w(P_I8(obj.key_type))
@@ -48,15 +59,20 @@ def parse_array_10(io):
         return None
     return [read_compact_string(io) for _ in range(n)]
 def parse_FindCoordinatorRequest_v4_9(io):
-    a1 = U_I8(read_exact(io, 1))[0]
+    a1 = U_I8(io.read(1))[0]
     a2 = parse_array_10(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return find_coordinator_request__FindCoordinatorRequest('', a1, a2)
 def parse_v4(io, this):
-    return parse_FindCoordinatorRequest_v4_9(io)
+    try:
+        return parse_FindCoordinatorRequest_v4_9(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_12(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

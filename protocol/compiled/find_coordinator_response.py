@@ -4,13 +4,16 @@
 from ..wire import *
 from ..messages.find_coordinator_response import FindCoordinatorResponse as find_coordinator_response__FindCoordinatorResponse
 def parse_FindCoordinatorResponse_v0_1(io):
-    a1 = U_I16(read_exact(io, 2))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = read_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
+    a5 = U_I32(io.read(4))[0]
     return find_coordinator_response__FindCoordinatorResponse(0, a1, '', a3, a4, a5, [])
 def parse_v0(io, this):
-    return parse_FindCoordinatorResponse_v0_1(io)
+    try:
+        return parse_FindCoordinatorResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FindCoordinatorResponse_v0_2(obj, w):
     w(P_I16(obj.error_code))
     w(P_I32(obj.node_id))
@@ -20,15 +23,18 @@ def build_FindCoordinatorResponse_v0_2(obj, w):
 def build_v0(obj, io, this):
     return build_FindCoordinatorResponse_v0_2(obj, io.write)
 def parse_FindCoordinatorResponse_v1_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = read_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
+    a5 = U_I32(io.read(4))[0]
     return find_coordinator_response__FindCoordinatorResponse(a0, a1, a2, a3, a4, a5, [])
 def parse_v1(io, this):
-    return parse_FindCoordinatorResponse_v1_3(io)
+    try:
+        return parse_FindCoordinatorResponse_v1_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FindCoordinatorResponse_v1_4(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -40,19 +46,24 @@ def build_FindCoordinatorResponse_v1_4(obj, w):
 def build_v1(obj, io, this):
     return build_FindCoordinatorResponse_v1_4(obj, io.write)
 def parse_FindCoordinatorResponse_v3_7(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = read_compact_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a5 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return find_coordinator_response__FindCoordinatorResponse(a0, a1, a2, a3, a4, a5, [])
 def parse_v3(io, this):
-    return parse_FindCoordinatorResponse_v3_7(io)
+    try:
+        return parse_FindCoordinatorResponse_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_FindCoordinatorResponse_v3_8(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -67,15 +78,17 @@ def build_v3(obj, io, this):
 from ..messages.find_coordinator_response import Coordinator as find_coordinator_response__Coordinator
 def parse_Coordinator_v4_10(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
-    a4 = U_I16(read_exact(io, 2))[0]
+    a3 = U_I32(io.read(4))[0]
+    a4 = U_I16(io.read(2))[0]
     a5 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return find_coordinator_response__Coordinator(a0, a1, a2, a3, a4, a5)
 def parse_array_11(io):
     n = read_compact_array_count(io, False)
@@ -83,15 +96,20 @@ def parse_array_11(io):
         return None
     return [parse_Coordinator_v4_10(io) for _ in range(n)]
 def parse_FindCoordinatorResponse_v4_9(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a6 = parse_array_11(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return find_coordinator_response__FindCoordinatorResponse(a0, 0, '', 0, '', 0, a6)
 def parse_v4(io, this):
-    return parse_FindCoordinatorResponse_v4_9(io)
+    try:
+        return parse_FindCoordinatorResponse_v4_9(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_Coordinator_v4_13(obj, w):
     write_compact_string(w, obj.key)
     w(P_I32(obj.node_id))

@@ -7,7 +7,7 @@ def parse_MemberMetadata_v0_2(io):
     a0 = read_string(io)
     a2 = read_string(io)
     a3 = read_string(io)
-    a5 = U_I32(read_exact(io, 4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = read_bytes(io)
     a7 = read_bytes(io)
     return group_metadata_value__MemberMetadata(a0, None, a2, a3, -1, a5, a6, a7)
@@ -19,13 +19,16 @@ def parse_array_3(io):
 from ..messages.group_metadata_value import GroupMetadataValue as group_metadata_value__GroupMetadataValue
 def parse_GroupMetadataValue_v0_1(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_nullable_string(io)
     a3 = read_nullable_string(io)
     a5 = parse_array_3(io)
     return group_metadata_value__GroupMetadataValue(a0, a1, a2, a3, -1, a5)
 def parse_v0(io, this):
-    return parse_GroupMetadataValue_v0_1(io)
+    try:
+        return parse_GroupMetadataValue_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MemberMetadata_v0_5(obj, w):
     write_string(w, obj.member_id)
     write_string(w, obj.client_id)
@@ -54,8 +57,8 @@ def parse_MemberMetadata_v1_8(io):
     a0 = read_string(io)
     a2 = read_string(io)
     a3 = read_string(io)
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = read_bytes(io)
     a7 = read_bytes(io)
     return group_metadata_value__MemberMetadata(a0, None, a2, a3, a4, a5, a6, a7)
@@ -66,13 +69,16 @@ def parse_array_9(io):
     return [parse_MemberMetadata_v1_8(io) for _ in range(n)]
 def parse_GroupMetadataValue_v1_7(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_nullable_string(io)
     a3 = read_nullable_string(io)
     a5 = parse_array_9(io)
     return group_metadata_value__GroupMetadataValue(a0, a1, a2, a3, -1, a5)
 def parse_v1(io, this):
-    return parse_GroupMetadataValue_v1_7(io)
+    try:
+        return parse_GroupMetadataValue_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MemberMetadata_v1_11(obj, w):
     write_string(w, obj.member_id)
     write_string(w, obj.client_id)
@@ -100,14 +106,17 @@ def build_v1(obj, io, this):
     return build_GroupMetadataValue_v1_10(obj, io.write)
 def parse_GroupMetadataValue_v2_13(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_nullable_string(io)
     a3 = read_nullable_string(io)
-    a4 = U_I64(read_exact(io, 8))[0]
+    a4 = U_I64(io.read(8))[0]
     a5 = parse_array_9(io)
     return group_metadata_value__GroupMetadataValue(a0, a1, a2, a3, a4, a5)
 def parse_v2(io, this):
-    return parse_GroupMetadataValue_v2_13(io)
+    try:
+        return parse_GroupMetadataValue_v2_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_GroupMetadataValue_v2_16(obj, w):
     write_string(w, obj.protocol_type)
     w(P_I32(obj.generation))
@@ -123,8 +132,8 @@ def parse_MemberMetadata_v3_20(io):
     a1 = read_nullable_string(io)
     a2 = read_string(io)
     a3 = read_string(io)
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = read_bytes(io)
     a7 = read_bytes(io)
     return group_metadata_value__MemberMetadata(a0, a1, a2, a3, a4, a5, a6, a7)
@@ -135,14 +144,17 @@ def parse_array_21(io):
     return [parse_MemberMetadata_v3_20(io) for _ in range(n)]
 def parse_GroupMetadataValue_v3_19(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_nullable_string(io)
     a3 = read_nullable_string(io)
-    a4 = U_I64(read_exact(io, 8))[0]
+    a4 = U_I64(io.read(8))[0]
     a5 = parse_array_21(io)
     return group_metadata_value__GroupMetadataValue(a0, a1, a2, a3, a4, a5)
 def parse_v3(io, this):
-    return parse_GroupMetadataValue_v3_19(io)
+    try:
+        return parse_GroupMetadataValue_v3_19(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MemberMetadata_v3_23(obj, w):
     write_string(w, obj.member_id)
     write_nullable_string(w, obj.group_instance_id)
@@ -175,14 +187,16 @@ def parse_MemberMetadata_v4_26(io):
     a1 = read_nullable_compact_string(io)
     a2 = read_compact_string(io)
     a3 = read_compact_string(io)
-    a4 = U_I32(read_exact(io, 4))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a4 = U_I32(io.read(4))[0]
+    a5 = U_I32(io.read(4))[0]
     a6 = read_compact_bytes(io)
     a7 = read_compact_bytes(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return group_metadata_value__MemberMetadata(a0, a1, a2, a3, a4, a5, a6, a7)
 def parse_array_27(io):
     n = read_compact_array_count(io, False)
@@ -191,18 +205,23 @@ def parse_array_27(io):
     return [parse_MemberMetadata_v4_26(io) for _ in range(n)]
 def parse_GroupMetadataValue_v4_25(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_nullable_compact_string(io)
     a3 = read_nullable_compact_string(io)
-    a4 = U_I64(read_exact(io, 8))[0]
+    a4 = U_I64(io.read(8))[0]
     a5 = parse_array_27(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return group_metadata_value__GroupMetadataValue(a0, a1, a2, a3, a4, a5)
 def parse_v4(io, this):
-    return parse_GroupMetadataValue_v4_25(io)
+    try:
+        return parse_GroupMetadataValue_v4_25(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MemberMetadata_v4_29(obj, w):
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.group_instance_id)

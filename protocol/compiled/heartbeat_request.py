@@ -5,11 +5,14 @@ from ..wire import *
 from ..messages.heartbeat_request import HeartbeatRequest as heartbeat_request__HeartbeatRequest
 def parse_HeartbeatRequest_v0_1(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_string(io)
     return heartbeat_request__HeartbeatRequest(a0, a1, a2, None)
 def parse_v0(io, this):
-    return parse_HeartbeatRequest_v0_1(io)
+    try:
+        return parse_HeartbeatRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_HeartbeatRequest_v0_2(obj, w):
     write_string(w, obj.group_id)
     w(P_I32(obj.generation_id))
@@ -19,12 +22,15 @@ def build_v0(obj, io, this):
     return build_HeartbeatRequest_v0_2(obj, io.write)
 def parse_HeartbeatRequest_v3_7(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_string(io)
     a3 = read_nullable_string(io)
     return heartbeat_request__HeartbeatRequest(a0, a1, a2, a3)
 def parse_v3(io, this):
-    return parse_HeartbeatRequest_v3_7(io)
+    try:
+        return parse_HeartbeatRequest_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_HeartbeatRequest_v3_8(obj, w):
     write_string(w, obj.group_id)
     w(P_I32(obj.generation_id))
@@ -35,16 +41,21 @@ def build_v3(obj, io, this):
     return build_HeartbeatRequest_v3_8(obj, io.write)
 def parse_HeartbeatRequest_v4_9(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_compact_string(io)
     a3 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return heartbeat_request__HeartbeatRequest(a0, a1, a2, a3)
 def parse_v4(io, this):
-    return parse_HeartbeatRequest_v4_9(io)
+    try:
+        return parse_HeartbeatRequest_v4_9(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_HeartbeatRequest_v4_10(obj, w):
     write_compact_string(w, obj.group_id)
     w(P_I32(obj.generation_id))

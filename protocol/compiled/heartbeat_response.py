@@ -4,21 +4,27 @@
 from ..wire import *
 from ..messages.heartbeat_response import HeartbeatResponse as heartbeat_response__HeartbeatResponse
 def parse_HeartbeatResponse_v0_1(io):
-    a1 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I16(io.read(2))[0]
     return heartbeat_response__HeartbeatResponse(0, a1)
 def parse_v0(io, this):
-    return parse_HeartbeatResponse_v0_1(io)
+    try:
+        return parse_HeartbeatResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_HeartbeatResponse_v0_2(obj, w):
     w(P_I16(obj.error_code))
     return obj
 def build_v0(obj, io, this):
     return build_HeartbeatResponse_v0_2(obj, io.write)
 def parse_HeartbeatResponse_v1_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     return heartbeat_response__HeartbeatResponse(a0, a1)
 def parse_v1(io, this):
-    return parse_HeartbeatResponse_v1_3(io)
+    try:
+        return parse_HeartbeatResponse_v1_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_HeartbeatResponse_v1_4(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -26,15 +32,20 @@ def build_HeartbeatResponse_v1_4(obj, w):
 def build_v1(obj, io, this):
     return build_HeartbeatResponse_v1_4(obj, io.write)
 def parse_HeartbeatResponse_v4_9(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return heartbeat_response__HeartbeatResponse(a0, a1)
 def parse_v4(io, this):
-    return parse_HeartbeatResponse_v4_9(io)
+    try:
+        return parse_HeartbeatResponse_v4_9(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_HeartbeatResponse_v4_10(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))

@@ -5,7 +5,7 @@ from ..wire import *
 from ..messages.incremental_alter_configs_request import AlterableConfig as incremental_alter_configs_request__AlterableConfig
 def parse_AlterableConfig_v0_3(io):
     a0 = read_string(io)
-    a1 = U_I8(read_exact(io, 1))[0]
+    a1 = U_I8(io.read(1))[0]
     a2 = read_nullable_string(io)
     return incremental_alter_configs_request__AlterableConfig(a0, a1, a2)
 def parse_array_4(io):
@@ -15,7 +15,7 @@ def parse_array_4(io):
     return [parse_AlterableConfig_v0_3(io) for _ in range(n)]
 from ..messages.incremental_alter_configs_request import AlterConfigsResource as incremental_alter_configs_request__AlterConfigsResource
 def parse_AlterConfigsResource_v0_2(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_string(io)
     a2 = parse_array_4(io)
     return incremental_alter_configs_request__AlterConfigsResource(a0, a1, a2)
@@ -30,7 +30,10 @@ def parse_IncrementalAlterConfigsRequest_v0_1(io):
     a1 = read_bool(io)
     return incremental_alter_configs_request__IncrementalAlterConfigsRequest(a0, a1)
 def parse_v0(io, this):
-    return parse_IncrementalAlterConfigsRequest_v0_1(io)
+    try:
+        return parse_IncrementalAlterConfigsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AlterableConfig_v0_8(obj, w):
     write_string(w, obj.name)
     w(P_I8(obj.config_operation))
@@ -63,12 +66,14 @@ def build_v0(obj, io, this):
     return build_IncrementalAlterConfigsRequest_v0_6(obj, io.write)
 def parse_AlterableConfig_v1_13(io):
     a0 = read_compact_string(io)
-    a1 = U_I8(read_exact(io, 1))[0]
+    a1 = U_I8(io.read(1))[0]
     a2 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return incremental_alter_configs_request__AlterableConfig(a0, a1, a2)
 def parse_array_14(io):
     n = read_compact_array_count(io, False)
@@ -76,13 +81,15 @@ def parse_array_14(io):
         return None
     return [parse_AlterableConfig_v1_13(io) for _ in range(n)]
 def parse_AlterConfigsResource_v1_12(io):
-    a0 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I8(io.read(1))[0]
     a1 = read_compact_string(io)
     a2 = parse_array_14(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return incremental_alter_configs_request__AlterConfigsResource(a0, a1, a2)
 def parse_array_15(io):
     n = read_compact_array_count(io, False)
@@ -92,13 +99,18 @@ def parse_array_15(io):
 def parse_IncrementalAlterConfigsRequest_v1_11(io):
     a0 = parse_array_15(io)
     a1 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return incremental_alter_configs_request__IncrementalAlterConfigsRequest(a0, a1)
 def parse_v1(io, this):
-    return parse_IncrementalAlterConfigsRequest_v1_11(io)
+    try:
+        return parse_IncrementalAlterConfigsRequest_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AlterableConfig_v1_18(obj, w):
     write_compact_string(w, obj.name)
     w(P_I8(obj.config_operation))

@@ -4,9 +4,9 @@
 from ..wire import *
 from ..messages.incremental_alter_configs_response import AlterConfigsResourceResponse as incremental_alter_configs_response__AlterConfigsResourceResponse
 def parse_AlterConfigsResourceResponse_v0_2(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_string(io)
     return incremental_alter_configs_response__AlterConfigsResourceResponse(a0, a1, a2, a3)
 def parse_array_3(io):
@@ -16,11 +16,14 @@ def parse_array_3(io):
     return [parse_AlterConfigsResourceResponse_v0_2(io) for _ in range(n)]
 from ..messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse as incremental_alter_configs_response__IncrementalAlterConfigsResponse
 def parse_IncrementalAlterConfigsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_3(io)
     return incremental_alter_configs_response__IncrementalAlterConfigsResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_IncrementalAlterConfigsResponse_v0_1(io)
+    try:
+        return parse_IncrementalAlterConfigsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AlterConfigsResourceResponse_v0_5(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_string(w, obj.error_message)
@@ -41,14 +44,16 @@ def build_IncrementalAlterConfigsResponse_v0_4(obj, w):
 def build_v0(obj, io, this):
     return build_IncrementalAlterConfigsResponse_v0_4(obj, io.write)
 def parse_AlterConfigsResourceResponse_v1_8(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
-    a2 = U_I8(read_exact(io, 1))[0]
+    a2 = U_I8(io.read(1))[0]
     a3 = read_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return incremental_alter_configs_response__AlterConfigsResourceResponse(a0, a1, a2, a3)
 def parse_array_9(io):
     n = read_compact_array_count(io, False)
@@ -56,15 +61,20 @@ def parse_array_9(io):
         return None
     return [parse_AlterConfigsResourceResponse_v1_8(io) for _ in range(n)]
 def parse_IncrementalAlterConfigsResponse_v1_7(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_9(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return incremental_alter_configs_response__IncrementalAlterConfigsResponse(a0, a1)
 def parse_v1(io, this):
-    return parse_IncrementalAlterConfigsResponse_v1_7(io)
+    try:
+        return parse_IncrementalAlterConfigsResponse_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_AlterConfigsResourceResponse_v1_11(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_compact_string(w, obj.error_message)

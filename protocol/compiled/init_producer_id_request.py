@@ -5,10 +5,13 @@ from ..wire import *
 from ..messages.init_producer_id_request import InitProducerIdRequest as init_producer_id_request__InitProducerIdRequest
 def parse_InitProducerIdRequest_v0_1(io):
     a0 = read_nullable_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     return init_producer_id_request__InitProducerIdRequest(a0, a1, -1, -1, False, False)
 def parse_v0(io, this):
-    return parse_InitProducerIdRequest_v0_1(io)
+    try:
+        return parse_InitProducerIdRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdRequest_v0_2(obj, w):
     write_nullable_string(w, obj.transactional_id)
     w(P_I32(obj.transaction_timeout_ms))
@@ -17,14 +20,19 @@ def build_v0(obj, io, this):
     return build_InitProducerIdRequest_v0_2(obj, io.write)
 def parse_InitProducerIdRequest_v2_5(io):
     a0 = read_nullable_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return init_producer_id_request__InitProducerIdRequest(a0, a1, -1, -1, False, False)
 def parse_v2(io, this):
-    return parse_InitProducerIdRequest_v2_5(io)
+    try:
+        return parse_InitProducerIdRequest_v2_5(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdRequest_v2_6(obj, w):
     write_nullable_compact_string(w, obj.transactional_id)
     w(P_I32(obj.transaction_timeout_ms))
@@ -34,16 +42,21 @@ def build_v2(obj, io, this):
     return build_InitProducerIdRequest_v2_6(obj, io.write)
 def parse_InitProducerIdRequest_v3_7(io):
     a0 = read_nullable_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return init_producer_id_request__InitProducerIdRequest(a0, a1, a2, a3, False, False)
 def parse_v3(io, this):
-    return parse_InitProducerIdRequest_v3_7(io)
+    try:
+        return parse_InitProducerIdRequest_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdRequest_v3_8(obj, w):
     write_nullable_compact_string(w, obj.transactional_id)
     w(P_I32(obj.transaction_timeout_ms))
@@ -55,18 +68,23 @@ def build_v3(obj, io, this):
     return build_InitProducerIdRequest_v3_8(obj, io.write)
 def parse_InitProducerIdRequest_v6_13(io):
     a0 = read_nullable_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
     a4 = read_bool(io)
     a5 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return init_producer_id_request__InitProducerIdRequest(a0, a1, a2, a3, a4, a5)
 def parse_v6(io, this):
-    return parse_InitProducerIdRequest_v6_13(io)
+    try:
+        return parse_InitProducerIdRequest_v6_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdRequest_v6_14(obj, w):
     write_nullable_compact_string(w, obj.transactional_id)
     w(P_I32(obj.transaction_timeout_ms))

@@ -4,13 +4,16 @@
 from ..wire import *
 from ..messages.init_producer_id_response import InitProducerIdResponse as init_producer_id_response__InitProducerIdResponse
 def parse_InitProducerIdResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
     return init_producer_id_response__InitProducerIdResponse(a0, a1, a2, a3, -1, -1)
 def parse_v0(io, this):
-    return parse_InitProducerIdResponse_v0_1(io)
+    try:
+        return parse_InitProducerIdResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdResponse_v0_2(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -20,17 +23,22 @@ def build_InitProducerIdResponse_v0_2(obj, w):
 def build_v0(obj, io, this):
     return build_InitProducerIdResponse_v0_2(obj, io.write)
 def parse_InitProducerIdResponse_v2_5(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return init_producer_id_response__InitProducerIdResponse(a0, a1, a2, a3, -1, -1)
 def parse_v2(io, this):
-    return parse_InitProducerIdResponse_v2_5(io)
+    try:
+        return parse_InitProducerIdResponse_v2_5(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdResponse_v2_6(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -41,19 +49,24 @@ def build_InitProducerIdResponse_v2_6(obj, w):
 def build_v2(obj, io, this):
     return build_InitProducerIdResponse_v2_6(obj, io.write)
 def parse_InitProducerIdResponse_v6_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
-    a5 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
+    a4 = U_I64(io.read(8))[0]
+    a5 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return init_producer_id_response__InitProducerIdResponse(a0, a1, a2, a3, a4, a5)
 def parse_v6(io, this):
-    return parse_InitProducerIdResponse_v6_13(io)
+    try:
+        return parse_InitProducerIdResponse_v6_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdResponse_v6_14(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))

@@ -15,13 +15,16 @@ def parse_array_3(io):
 from ..messages.join_group_request import JoinGroupRequest as join_group_request__JoinGroupRequest
 def parse_JoinGroupRequest_v0_1(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a3 = read_string(io)
     a5 = read_string(io)
     a6 = parse_array_3(io)
     return join_group_request__JoinGroupRequest(a0, a1, -1, a3, None, a5, a6, None)
 def parse_v0(io, this):
-    return parse_JoinGroupRequest_v0_1(io)
+    try:
+        return parse_JoinGroupRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupRequestProtocol_v0_5(obj, w):
     write_string(w, obj.name)
     write_bytes(w, obj.metadata)
@@ -44,14 +47,17 @@ def build_v0(obj, io, this):
     return build_JoinGroupRequest_v0_4(obj, io.write)
 def parse_JoinGroupRequest_v1_7(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_string(io)
     a5 = read_string(io)
     a6 = parse_array_3(io)
     return join_group_request__JoinGroupRequest(a0, a1, a2, a3, None, a5, a6, None)
 def parse_v1(io, this):
-    return parse_JoinGroupRequest_v1_7(io)
+    try:
+        return parse_JoinGroupRequest_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupRequest_v1_10(obj, w):
     write_string(w, obj.group_id)
     w(P_I32(obj.session_timeout_ms))
@@ -64,15 +70,18 @@ def build_v1(obj, io, this):
     return build_JoinGroupRequest_v1_10(obj, io.write)
 def parse_JoinGroupRequest_v5_31(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_string(io)
     a4 = read_nullable_string(io)
     a5 = read_string(io)
     a6 = parse_array_3(io)
     return join_group_request__JoinGroupRequest(a0, a1, a2, a3, a4, a5, a6, None)
 def parse_v5(io, this):
-    return parse_JoinGroupRequest_v5_31(io)
+    try:
+        return parse_JoinGroupRequest_v5_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupRequest_v5_34(obj, w):
     write_string(w, obj.group_id)
     w(P_I32(obj.session_timeout_ms))
@@ -87,10 +96,12 @@ def build_v5(obj, io, this):
 def parse_JoinGroupRequestProtocol_v6_38(io):
     a0 = read_compact_string(io)
     a1 = read_compact_bytes(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return join_group_request__JoinGroupRequestProtocol(a0, a1)
 def parse_array_39(io):
     n = read_compact_array_count(io, False)
@@ -99,19 +110,24 @@ def parse_array_39(io):
     return [parse_JoinGroupRequestProtocol_v6_38(io) for _ in range(n)]
 def parse_JoinGroupRequest_v6_37(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_compact_string(io)
     a4 = read_nullable_compact_string(io)
     a5 = read_compact_string(io)
     a6 = parse_array_39(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return join_group_request__JoinGroupRequest(a0, a1, a2, a3, a4, a5, a6, None)
 def parse_v6(io, this):
-    return parse_JoinGroupRequest_v6_37(io)
+    try:
+        return parse_JoinGroupRequest_v6_37(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupRequestProtocol_v6_41(obj, w):
     write_compact_string(w, obj.name)
     write_compact_bytes(w, obj.metadata)
@@ -138,20 +154,25 @@ def build_v6(obj, io, this):
     return build_JoinGroupRequest_v6_40(obj, io.write)
 def parse_JoinGroupRequest_v8_49(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_compact_string(io)
     a4 = read_nullable_compact_string(io)
     a5 = read_compact_string(io)
     a6 = parse_array_39(io)
     a7 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return join_group_request__JoinGroupRequest(a0, a1, a2, a3, a4, a5, a6, a7)
 def parse_v8(io, this):
-    return parse_JoinGroupRequest_v8_49(io)
+    try:
+        return parse_JoinGroupRequest_v8_49(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupRequest_v8_52(obj, w):
     write_compact_string(w, obj.group_id)
     w(P_I32(obj.session_timeout_ms))

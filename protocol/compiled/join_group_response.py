@@ -14,15 +14,18 @@ def parse_array_3(io):
     return [parse_JoinGroupResponseMember_v0_2(io) for _ in range(n)]
 from ..messages.join_group_response import JoinGroupResponse as join_group_response__JoinGroupResponse
 def parse_JoinGroupResponse_v0_1(io):
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a4 = read_string(io)
     a5 = read_string(io)
     a7 = read_string(io)
     a8 = parse_array_3(io)
     return join_group_response__JoinGroupResponse(0, a1, a2, None, a4, a5, False, a7, a8)
 def parse_v0(io, this):
-    return parse_JoinGroupResponse_v0_1(io)
+    try:
+        return parse_JoinGroupResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupResponseMember_v0_5(obj, w):
     write_string(w, obj.member_id)
     write_bytes(w, obj.metadata)
@@ -45,16 +48,19 @@ def build_JoinGroupResponse_v0_4(obj, w):
 def build_v0(obj, io, this):
     return build_JoinGroupResponse_v0_4(obj, io.write)
 def parse_JoinGroupResponse_v2_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a4 = read_string(io)
     a5 = read_string(io)
     a7 = read_string(io)
     a8 = parse_array_3(io)
     return join_group_response__JoinGroupResponse(a0, a1, a2, None, a4, a5, False, a7, a8)
 def parse_v2(io, this):
-    return parse_JoinGroupResponse_v2_13(io)
+    try:
+        return parse_JoinGroupResponse_v2_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupResponse_v2_16(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -77,16 +83,19 @@ def parse_array_33(io):
         return None
     return [parse_JoinGroupResponseMember_v5_32(io) for _ in range(n)]
 def parse_JoinGroupResponse_v5_31(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a4 = read_string(io)
     a5 = read_string(io)
     a7 = read_string(io)
     a8 = parse_array_33(io)
     return join_group_response__JoinGroupResponse(a0, a1, a2, None, a4, a5, False, a7, a8)
 def parse_v5(io, this):
-    return parse_JoinGroupResponse_v5_31(io)
+    try:
+        return parse_JoinGroupResponse_v5_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupResponseMember_v5_35(obj, w):
     write_string(w, obj.member_id)
     write_nullable_string(w, obj.group_instance_id)
@@ -114,10 +123,12 @@ def parse_JoinGroupResponseMember_v6_38(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
     a2 = read_compact_bytes(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return join_group_response__JoinGroupResponseMember(a0, a1, a2)
 def parse_array_39(io):
     n = read_compact_array_count(io, False)
@@ -125,20 +136,25 @@ def parse_array_39(io):
         return None
     return [parse_JoinGroupResponseMember_v6_38(io) for _ in range(n)]
 def parse_JoinGroupResponse_v6_37(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a4 = read_compact_string(io)
     a5 = read_compact_string(io)
     a7 = read_compact_string(io)
     a8 = parse_array_39(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return join_group_response__JoinGroupResponse(a0, a1, a2, None, a4, a5, False, a7, a8)
 def parse_v6(io, this):
-    return parse_JoinGroupResponse_v6_37(io)
+    try:
+        return parse_JoinGroupResponse_v6_37(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupResponseMember_v6_41(obj, w):
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.group_instance_id)
@@ -165,21 +181,26 @@ def build_JoinGroupResponse_v6_40(obj, w):
 def build_v6(obj, io, this):
     return build_JoinGroupResponse_v6_40(obj, io.write)
 def parse_JoinGroupResponse_v7_43(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
     a4 = read_nullable_compact_string(io)
     a5 = read_compact_string(io)
     a7 = read_compact_string(io)
     a8 = parse_array_39(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return join_group_response__JoinGroupResponse(a0, a1, a2, a3, a4, a5, False, a7, a8)
 def parse_v7(io, this):
-    return parse_JoinGroupResponse_v7_43(io)
+    try:
+        return parse_JoinGroupResponse_v7_43(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupResponse_v7_46(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -194,22 +215,27 @@ def build_JoinGroupResponse_v7_46(obj, w):
 def build_v7(obj, io, this):
     return build_JoinGroupResponse_v7_46(obj, io.write)
 def parse_JoinGroupResponse_v9_55(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
     a4 = read_nullable_compact_string(io)
     a5 = read_compact_string(io)
     a6 = read_bool(io)
     a7 = read_compact_string(io)
     a8 = parse_array_39(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return join_group_response__JoinGroupResponse(a0, a1, a2, a3, a4, a5, a6, a7, a8)
 def parse_v9(io, this):
-    return parse_JoinGroupResponse_v9_55(io)
+    try:
+        return parse_JoinGroupResponse_v9_55(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupResponse_v9_58(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))

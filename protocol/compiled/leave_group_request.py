@@ -8,7 +8,10 @@ def parse_LeaveGroupRequest_v0_1(io):
     a1 = read_string(io)
     return leave_group_request__LeaveGroupRequest(a0, a1, [])
 def parse_v0(io, this):
-    return parse_LeaveGroupRequest_v0_1(io)
+    try:
+        return parse_LeaveGroupRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_LeaveGroupRequest_v0_2(obj, w):
     write_string(w, obj.group_id)
     write_string(w, obj.member_id)
@@ -30,7 +33,10 @@ def parse_LeaveGroupRequest_v3_7(io):
     a2 = parse_array_9(io)
     return leave_group_request__LeaveGroupRequest(a0, '', a2)
 def parse_v3(io, this):
-    return parse_LeaveGroupRequest_v3_7(io)
+    try:
+        return parse_LeaveGroupRequest_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MemberIdentity_v3_11(obj, w):
     write_string(w, obj.member_id)
     write_nullable_string(w, obj.group_instance_id)
@@ -51,10 +57,12 @@ def build_v3(obj, io, this):
 def parse_MemberIdentity_v4_14(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return leave_group_request__MemberIdentity(a0, a1, None)
 def parse_array_15(io):
     n = read_compact_array_count(io, False)
@@ -64,13 +72,18 @@ def parse_array_15(io):
 def parse_LeaveGroupRequest_v4_13(io):
     a0 = read_compact_string(io)
     a2 = parse_array_15(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return leave_group_request__LeaveGroupRequest(a0, '', a2)
 def parse_v4(io, this):
-    return parse_LeaveGroupRequest_v4_13(io)
+    try:
+        return parse_LeaveGroupRequest_v4_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MemberIdentity_v4_17(obj, w):
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.group_instance_id)
@@ -94,10 +107,12 @@ def parse_MemberIdentity_v5_20(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
     a2 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return leave_group_request__MemberIdentity(a0, a1, a2)
 def parse_array_21(io):
     n = read_compact_array_count(io, False)
@@ -107,13 +122,18 @@ def parse_array_21(io):
 def parse_LeaveGroupRequest_v5_19(io):
     a0 = read_compact_string(io)
     a2 = parse_array_21(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return leave_group_request__LeaveGroupRequest(a0, '', a2)
 def parse_v5(io, this):
-    return parse_LeaveGroupRequest_v5_19(io)
+    try:
+        return parse_LeaveGroupRequest_v5_19(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MemberIdentity_v5_23(obj, w):
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.group_instance_id)

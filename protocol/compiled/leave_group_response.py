@@ -4,21 +4,27 @@
 from ..wire import *
 from ..messages.leave_group_response import LeaveGroupResponse as leave_group_response__LeaveGroupResponse
 def parse_LeaveGroupResponse_v0_1(io):
-    a1 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I16(io.read(2))[0]
     return leave_group_response__LeaveGroupResponse(0, a1, [])
 def parse_v0(io, this):
-    return parse_LeaveGroupResponse_v0_1(io)
+    try:
+        return parse_LeaveGroupResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_LeaveGroupResponse_v0_2(obj, w):
     w(P_I16(obj.error_code))
     return obj
 def build_v0(obj, io, this):
     return build_LeaveGroupResponse_v0_2(obj, io.write)
 def parse_LeaveGroupResponse_v1_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     return leave_group_response__LeaveGroupResponse(a0, a1, [])
 def parse_v1(io, this):
-    return parse_LeaveGroupResponse_v1_3(io)
+    try:
+        return parse_LeaveGroupResponse_v1_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_LeaveGroupResponse_v1_4(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -29,7 +35,7 @@ from ..messages.leave_group_response import MemberResponse as leave_group_respon
 def parse_MemberResponse_v3_8(io):
     a0 = read_string(io)
     a1 = read_nullable_string(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     return leave_group_response__MemberResponse(a0, a1, a2)
 def parse_array_9(io):
     n = read_array_count(io, False)
@@ -37,12 +43,15 @@ def parse_array_9(io):
         return None
     return [parse_MemberResponse_v3_8(io) for _ in range(n)]
 def parse_LeaveGroupResponse_v3_7(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_9(io)
     return leave_group_response__LeaveGroupResponse(a0, a1, a2)
 def parse_v3(io, this):
-    return parse_LeaveGroupResponse_v3_7(io)
+    try:
+        return parse_LeaveGroupResponse_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MemberResponse_v3_11(obj, w):
     write_string(w, obj.member_id)
     write_nullable_string(w, obj.group_instance_id)
@@ -65,11 +74,13 @@ def build_v3(obj, io, this):
 def parse_MemberResponse_v4_14(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
-    a2 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return leave_group_response__MemberResponse(a0, a1, a2)
 def parse_array_15(io):
     n = read_compact_array_count(io, False)
@@ -77,16 +88,21 @@ def parse_array_15(io):
         return None
     return [parse_MemberResponse_v4_14(io) for _ in range(n)]
 def parse_LeaveGroupResponse_v4_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_15(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return leave_group_response__LeaveGroupResponse(a0, a1, a2)
 def parse_v4(io, this):
-    return parse_LeaveGroupResponse_v4_13(io)
+    try:
+        return parse_LeaveGroupResponse_v4_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MemberResponse_v4_17(obj, w):
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.group_instance_id)

@@ -6,10 +6,13 @@ from ..messages.legacy_offset_commit_key import LegacyOffsetCommitKey as legacy_
 def parse_LegacyOffsetCommitKey_v0_1(io):
     a0 = read_string(io)
     a1 = read_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     return legacy_offset_commit_key__LegacyOffsetCommitKey(a0, a1, a2)
 def parse_v0(io, this):
-    return parse_LegacyOffsetCommitKey_v0_1(io)
+    try:
+        return parse_LegacyOffsetCommitKey_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_LegacyOffsetCommitKey_v0_2(obj, w):
     write_string(w, obj.group)
     write_string(w, obj.topic)

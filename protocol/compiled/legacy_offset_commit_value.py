@@ -4,12 +4,15 @@
 from ..wire import *
 from ..messages.legacy_offset_commit_value import LegacyOffsetCommitValue as legacy_offset_commit_value__LegacyOffsetCommitValue
 def parse_LegacyOffsetCommitValue_v0_1(io):
-    a0 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I64(io.read(8))[0]
     a1 = read_string(io)
-    a2 = U_I64(read_exact(io, 8))[0]
+    a2 = U_I64(io.read(8))[0]
     return legacy_offset_commit_value__LegacyOffsetCommitValue(a0, a1, a2)
 def parse_v0(io, this):
-    return parse_LegacyOffsetCommitValue_v0_1(io)
+    try:
+        return parse_LegacyOffsetCommitValue_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_LegacyOffsetCommitValue_v0_2(obj, w):
     w(P_I64(obj.offset))
     write_string(w, obj.metadata)

@@ -6,20 +6,28 @@ from ..messages.list_groups_request import ListGroupsRequest as list_groups_requ
 def parse_ListGroupsRequest_v0_1(io):
     return list_groups_request__ListGroupsRequest([], [])
 def parse_v0(io, this):
-    return parse_ListGroupsRequest_v0_1(io)
+    try:
+        return parse_ListGroupsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListGroupsRequest_v0_2(obj, w):
     pass
     return obj
 def build_v0(obj, io, this):
     return build_ListGroupsRequest_v0_2(obj, io.write)
 def parse_ListGroupsRequest_v3_7(io):
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_groups_request__ListGroupsRequest([], [])
 def parse_v3(io, this):
-    return parse_ListGroupsRequest_v3_7(io)
+    try:
+        return parse_ListGroupsRequest_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListGroupsRequest_v3_8(obj, w):
     w(b"\x00")
     return obj
@@ -32,13 +40,18 @@ def parse_array_10(io):
     return [read_compact_string(io) for _ in range(n)]
 def parse_ListGroupsRequest_v4_9(io):
     a0 = parse_array_10(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_groups_request__ListGroupsRequest(a0, [])
 def parse_v4(io, this):
-    return parse_ListGroupsRequest_v4_9(io)
+    try:
+        return parse_ListGroupsRequest_v4_9(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_12(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -55,13 +68,18 @@ def build_v4(obj, io, this):
 def parse_ListGroupsRequest_v5_13(io):
     a0 = parse_array_10(io)
     a1 = parse_array_10(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_groups_request__ListGroupsRequest(a0, a1)
 def parse_v5(io, this):
-    return parse_ListGroupsRequest_v5_13(io)
+    try:
+        return parse_ListGroupsRequest_v5_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListGroupsRequest_v5_16(obj, w):
     build_array_12(w, obj.states_filter)
     build_array_12(w, obj.types_filter)

@@ -14,11 +14,14 @@ def parse_array_3(io):
     return [parse_ListedGroup_v0_2(io) for _ in range(n)]
 from ..messages.list_groups_response import ListGroupsResponse as list_groups_response__ListGroupsResponse
 def parse_ListGroupsResponse_v0_1(io):
-    a1 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_3(io)
     return list_groups_response__ListGroupsResponse(0, a1, a2)
 def parse_v0(io, this):
-    return parse_ListGroupsResponse_v0_1(io)
+    try:
+        return parse_ListGroupsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListedGroup_v0_5(obj, w):
     write_string(w, obj.group_id)
     write_string(w, obj.protocol_type)
@@ -37,12 +40,15 @@ def build_ListGroupsResponse_v0_4(obj, w):
 def build_v0(obj, io, this):
     return build_ListGroupsResponse_v0_4(obj, io.write)
 def parse_ListGroupsResponse_v1_7(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_3(io)
     return list_groups_response__ListGroupsResponse(a0, a1, a2)
 def parse_v1(io, this):
-    return parse_ListGroupsResponse_v1_7(io)
+    try:
+        return parse_ListGroupsResponse_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListGroupsResponse_v1_10(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -53,10 +59,12 @@ def build_v1(obj, io, this):
 def parse_ListedGroup_v3_20(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_groups_response__ListedGroup(a0, a1, '', '')
 def parse_array_21(io):
     n = read_compact_array_count(io, False)
@@ -64,16 +72,21 @@ def parse_array_21(io):
         return None
     return [parse_ListedGroup_v3_20(io) for _ in range(n)]
 def parse_ListGroupsResponse_v3_19(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_21(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_groups_response__ListGroupsResponse(a0, a1, a2)
 def parse_v3(io, this):
-    return parse_ListGroupsResponse_v3_19(io)
+    try:
+        return parse_ListGroupsResponse_v3_19(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListedGroup_v3_23(obj, w):
     write_compact_string(w, obj.group_id)
     write_compact_string(w, obj.protocol_type)
@@ -98,10 +111,12 @@ def parse_ListedGroup_v4_26(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
     a2 = read_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_groups_response__ListedGroup(a0, a1, a2, '')
 def parse_array_27(io):
     n = read_compact_array_count(io, False)
@@ -109,16 +124,21 @@ def parse_array_27(io):
         return None
     return [parse_ListedGroup_v4_26(io) for _ in range(n)]
 def parse_ListGroupsResponse_v4_25(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_27(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_groups_response__ListGroupsResponse(a0, a1, a2)
 def parse_v4(io, this):
-    return parse_ListGroupsResponse_v4_25(io)
+    try:
+        return parse_ListGroupsResponse_v4_25(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListedGroup_v4_29(obj, w):
     write_compact_string(w, obj.group_id)
     write_compact_string(w, obj.protocol_type)
@@ -145,10 +165,12 @@ def parse_ListedGroup_v5_32(io):
     a1 = read_compact_string(io)
     a2 = read_compact_string(io)
     a3 = read_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_groups_response__ListedGroup(a0, a1, a2, a3)
 def parse_array_33(io):
     n = read_compact_array_count(io, False)
@@ -156,16 +178,21 @@ def parse_array_33(io):
         return None
     return [parse_ListedGroup_v5_32(io) for _ in range(n)]
 def parse_ListGroupsResponse_v5_31(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_33(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_groups_response__ListGroupsResponse(a0, a1, a2)
 def parse_v5(io, this):
-    return parse_ListGroupsResponse_v5_31(io)
+    try:
+        return parse_ListGroupsResponse_v5_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListedGroup_v5_35(obj, w):
     write_compact_string(w, obj.group_id)
     write_compact_string(w, obj.protocol_type)

@@ -4,9 +4,9 @@
 from ..wire import *
 from ..messages.list_offsets_request import ListOffsetsPartition as list_offsets_request__ListOffsetsPartition
 def parse_ListOffsetsPartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I32(io.read(4))[0]
     return list_offsets_request__ListOffsetsPartition(a0, -1, a2, a3)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -25,11 +25,14 @@ def parse_array_5(io):
     return [parse_ListOffsetsTopic_v0_2(io) for _ in range(n)]
 from ..messages.list_offsets_request import ListOffsetsRequest as list_offsets_request__ListOffsetsRequest
 def parse_ListOffsetsRequest_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a2 = parse_array_5(io)
     return list_offsets_request__ListOffsetsRequest(a0, 0, a2, 0)
 def parse_v0(io, this):
-    return parse_ListOffsetsRequest_v0_1(io)
+    try:
+        return parse_ListOffsetsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartition_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.timestamp))
@@ -60,8 +63,8 @@ def build_ListOffsetsRequest_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_ListOffsetsRequest_v0_6(obj, io.write)
 def parse_ListOffsetsPartition_v1_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
     return list_offsets_request__ListOffsetsPartition(a0, -1, a2, 1)
 def parse_array_14(io):
     n = read_array_count(io, False)
@@ -78,11 +81,14 @@ def parse_array_15(io):
         return None
     return [parse_ListOffsetsTopic_v1_12(io) for _ in range(n)]
 def parse_ListOffsetsRequest_v1_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a2 = parse_array_15(io)
     return list_offsets_request__ListOffsetsRequest(a0, 0, a2, 0)
 def parse_v1(io, this):
-    return parse_ListOffsetsRequest_v1_11(io)
+    try:
+        return parse_ListOffsetsRequest_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartition_v1_18(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.timestamp))
@@ -112,12 +118,15 @@ def build_ListOffsetsRequest_v1_16(obj, w):
 def build_v1(obj, io, this):
     return build_ListOffsetsRequest_v1_16(obj, io.write)
 def parse_ListOffsetsRequest_v2_21(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I8(io.read(1))[0]
     a2 = parse_array_15(io)
     return list_offsets_request__ListOffsetsRequest(a0, a1, a2, 0)
 def parse_v2(io, this):
-    return parse_ListOffsetsRequest_v2_21(io)
+    try:
+        return parse_ListOffsetsRequest_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsRequest_v2_26(obj, w):
     w(P_I32(obj.replica_id))
     w(P_I8(obj.isolation_level))
@@ -126,9 +135,9 @@ def build_ListOffsetsRequest_v2_26(obj, w):
 def build_v2(obj, io, this):
     return build_ListOffsetsRequest_v2_26(obj, io.write)
 def parse_ListOffsetsPartition_v4_43(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
     return list_offsets_request__ListOffsetsPartition(a0, a1, a2, 1)
 def parse_array_44(io):
     n = read_array_count(io, False)
@@ -145,12 +154,15 @@ def parse_array_45(io):
         return None
     return [parse_ListOffsetsTopic_v4_42(io) for _ in range(n)]
 def parse_ListOffsetsRequest_v4_41(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I8(io.read(1))[0]
     a2 = parse_array_45(io)
     return list_offsets_request__ListOffsetsRequest(a0, a1, a2, 0)
 def parse_v4(io, this):
-    return parse_ListOffsetsRequest_v4_41(io)
+    try:
+        return parse_ListOffsetsRequest_v4_41(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartition_v4_48(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I32(obj.current_leader_epoch))
@@ -182,13 +194,15 @@ def build_ListOffsetsRequest_v4_46(obj, w):
 def build_v4(obj, io, this):
     return build_ListOffsetsRequest_v4_46(obj, io.write)
 def parse_ListOffsetsPartition_v6_63(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_offsets_request__ListOffsetsPartition(a0, a1, a2, 1)
 def parse_array_64(io):
     n = read_compact_array_count(io, False)
@@ -198,10 +212,12 @@ def parse_array_64(io):
 def parse_ListOffsetsTopic_v6_62(io):
     a0 = read_compact_string(io)
     a1 = parse_array_64(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_offsets_request__ListOffsetsTopic(a0, a1)
 def parse_array_65(io):
     n = read_compact_array_count(io, False)
@@ -209,16 +225,21 @@ def parse_array_65(io):
         return None
     return [parse_ListOffsetsTopic_v6_62(io) for _ in range(n)]
 def parse_ListOffsetsRequest_v6_61(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I8(io.read(1))[0]
     a2 = parse_array_65(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_offsets_request__ListOffsetsRequest(a0, a1, a2, 0)
 def parse_v6(io, this):
-    return parse_ListOffsetsRequest_v6_61(io)
+    try:
+        return parse_ListOffsetsRequest_v6_61(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartition_v6_68(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I32(obj.current_leader_epoch))
@@ -253,17 +274,22 @@ def build_ListOffsetsRequest_v6_66(obj, w):
 def build_v6(obj, io, this):
     return build_ListOffsetsRequest_v6_66(obj, io.write)
 def parse_ListOffsetsRequest_v10_101(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I8(read_exact(io, 1))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I8(io.read(1))[0]
     a2 = parse_array_65(io)
-    a3 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a3 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_offsets_request__ListOffsetsRequest(a0, a1, a2, a3)
 def parse_v10(io, this):
-    return parse_ListOffsetsRequest_v10_101(io)
+    try:
+        return parse_ListOffsetsRequest_v10_101(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsRequest_v10_106(obj, w):
     w(P_I32(obj.replica_id))
     w(P_I8(obj.isolation_level))

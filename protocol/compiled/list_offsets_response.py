@@ -6,11 +6,11 @@ def parse_array_4(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I64(read_exact(io, 8))[0] for _ in range(n)]
+    return [U_I64(io.read(8))[0] for _ in range(n)]
 from ..messages.list_offsets_response import ListOffsetsPartitionResponse as list_offsets_response__ListOffsetsPartitionResponse
 def parse_ListOffsetsPartitionResponse_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_4(io)
     return list_offsets_response__ListOffsetsPartitionResponse(a0, a1, -1, -1, -1, a2)
 def parse_array_5(io):
@@ -33,7 +33,10 @@ def parse_ListOffsetsResponse_v0_1(io):
     a1 = parse_array_6(io)
     return list_offsets_response__ListOffsetsResponse(0, a1)
 def parse_v0(io, this):
-    return parse_ListOffsetsResponse_v0_1(io)
+    try:
+        return parse_ListOffsetsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_10(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -70,10 +73,10 @@ def build_ListOffsetsResponse_v0_7(obj, w):
 def build_v0(obj, io, this):
     return build_ListOffsetsResponse_v0_7(obj, io.write)
 def parse_ListOffsetsPartitionResponse_v1_15(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
     return list_offsets_response__ListOffsetsPartitionResponse(a0, a1, a3, a4, -1, [])
 def parse_array_16(io):
     n = read_array_count(io, False)
@@ -93,7 +96,10 @@ def parse_ListOffsetsResponse_v1_13(io):
     a1 = parse_array_17(io)
     return list_offsets_response__ListOffsetsResponse(0, a1)
 def parse_v1(io, this):
-    return parse_ListOffsetsResponse_v1_13(io)
+    try:
+        return parse_ListOffsetsResponse_v1_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartitionResponse_v1_20(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))
@@ -124,11 +130,14 @@ def build_ListOffsetsResponse_v1_18(obj, w):
 def build_v1(obj, io, this):
     return build_ListOffsetsResponse_v1_18(obj, io.write)
 def parse_ListOffsetsResponse_v2_23(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_17(io)
     return list_offsets_response__ListOffsetsResponse(a0, a1)
 def parse_v2(io, this):
-    return parse_ListOffsetsResponse_v2_23(io)
+    try:
+        return parse_ListOffsetsResponse_v2_23(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsResponse_v2_28(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_22(w, obj.topics)
@@ -136,11 +145,11 @@ def build_ListOffsetsResponse_v2_28(obj, w):
 def build_v2(obj, io, this):
     return build_ListOffsetsResponse_v2_28(obj, io.write)
 def parse_ListOffsetsPartitionResponse_v4_45(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
+    a5 = U_I32(io.read(4))[0]
     return list_offsets_response__ListOffsetsPartitionResponse(a0, a1, a3, a4, a5, [])
 def parse_array_46(io):
     n = read_array_count(io, False)
@@ -157,11 +166,14 @@ def parse_array_47(io):
         return None
     return [parse_ListOffsetsTopicResponse_v4_44(io) for _ in range(n)]
 def parse_ListOffsetsResponse_v4_43(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_47(io)
     return list_offsets_response__ListOffsetsResponse(a0, a1)
 def parse_v4(io, this):
-    return parse_ListOffsetsResponse_v4_43(io)
+    try:
+        return parse_ListOffsetsResponse_v4_43(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartitionResponse_v4_50(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))
@@ -194,15 +206,17 @@ def build_ListOffsetsResponse_v4_48(obj, w):
 def build_v4(obj, io, this):
     return build_ListOffsetsResponse_v4_48(obj, io.write)
 def parse_ListOffsetsPartitionResponse_v6_65(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
-    a5 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
+    a5 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_offsets_response__ListOffsetsPartitionResponse(a0, a1, a3, a4, a5, [])
 def parse_array_66(io):
     n = read_compact_array_count(io, False)
@@ -212,10 +226,12 @@ def parse_array_66(io):
 def parse_ListOffsetsTopicResponse_v6_64(io):
     a0 = read_compact_string(io)
     a1 = parse_array_66(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_offsets_response__ListOffsetsTopicResponse(a0, a1)
 def parse_array_67(io):
     n = read_compact_array_count(io, False)
@@ -223,15 +239,20 @@ def parse_array_67(io):
         return None
     return [parse_ListOffsetsTopicResponse_v6_64(io) for _ in range(n)]
 def parse_ListOffsetsResponse_v6_63(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_67(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_offsets_response__ListOffsetsResponse(a0, a1)
 def parse_v6(io, this):
-    return parse_ListOffsetsResponse_v6_63(io)
+    try:
+        return parse_ListOffsetsResponse_v6_63(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartitionResponse_v6_70(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))

@@ -6,17 +6,19 @@ def parse_array_4(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.list_partition_reassignments_response import OngoingPartitionReassignment as list_partition_reassignments_response__OngoingPartitionReassignment
 def parse_OngoingPartitionReassignment_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_4(io)
     a2 = parse_array_4(io)
     a3 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_partition_reassignments_response__OngoingPartitionReassignment(a0, a1, a2, a3)
 def parse_array_7(io):
     n = read_compact_array_count(io, False)
@@ -27,10 +29,12 @@ from ..messages.list_partition_reassignments_response import OngoingTopicReassig
 def parse_OngoingTopicReassignment_v0_2(io):
     a0 = read_compact_string(io)
     a1 = parse_array_7(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_partition_reassignments_response__OngoingTopicReassignment(a0, a1)
 def parse_array_8(io):
     n = read_compact_array_count(io, False)
@@ -39,17 +43,22 @@ def parse_array_8(io):
     return [parse_OngoingTopicReassignment_v0_2(io) for _ in range(n)]
 from ..messages.list_partition_reassignments_response import ListPartitionReassignmentsResponse as list_partition_reassignments_response__ListPartitionReassignmentsResponse
 def parse_ListPartitionReassignmentsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_8(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_partition_reassignments_response__ListPartitionReassignmentsResponse(a0, a1, a2, a3)
 def parse_v0(io, this):
-    return parse_ListPartitionReassignmentsResponse_v0_1(io)
+    try:
+        return parse_ListPartitionReassignmentsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_12(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

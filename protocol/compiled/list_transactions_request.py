@@ -11,18 +11,23 @@ def parse_array_3(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I64(read_exact(io, 8))[0] for _ in range(n)]
+    return [U_I64(io.read(8))[0] for _ in range(n)]
 from ..messages.list_transactions_request import ListTransactionsRequest as list_transactions_request__ListTransactionsRequest
 def parse_ListTransactionsRequest_v0_1(io):
     a0 = parse_array_2(io)
     a1 = parse_array_3(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_transactions_request__ListTransactionsRequest(a0, a1, -1, None)
 def parse_v0(io, this):
-    return parse_ListTransactionsRequest_v0_1(io)
+    try:
+        return parse_ListTransactionsRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_5(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -47,14 +52,19 @@ def build_v0(obj, io, this):
 def parse_ListTransactionsRequest_v1_7(io):
     a0 = parse_array_2(io)
     a1 = parse_array_3(io)
-    a2 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_transactions_request__ListTransactionsRequest(a0, a1, a2, None)
 def parse_v1(io, this):
-    return parse_ListTransactionsRequest_v1_7(io)
+    try:
+        return parse_ListTransactionsRequest_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListTransactionsRequest_v1_10(obj, w):
     build_array_5(w, obj.state_filters)
     build_array_6(w, obj.producer_id_filters)
@@ -66,15 +76,20 @@ def build_v1(obj, io, this):
 def parse_ListTransactionsRequest_v2_13(io):
     a0 = parse_array_2(io)
     a1 = parse_array_3(io)
-    a2 = U_I64(read_exact(io, 8))[0]
+    a2 = U_I64(io.read(8))[0]
     a3 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_transactions_request__ListTransactionsRequest(a0, a1, a2, a3)
 def parse_v2(io, this):
-    return parse_ListTransactionsRequest_v2_13(io)
+    try:
+        return parse_ListTransactionsRequest_v2_13(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ListTransactionsRequest_v2_16(obj, w):
     build_array_5(w, obj.state_filters)
     build_array_6(w, obj.producer_id_filters)

@@ -10,12 +10,14 @@ def parse_array_2(io):
 from ..messages.list_transactions_response import TransactionState as list_transactions_response__TransactionState
 def parse_TransactionState_v0_3(io):
     a0 = read_compact_string(io)
-    a1 = U_I64(read_exact(io, 8))[0]
+    a1 = U_I64(io.read(8))[0]
     a2 = read_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_transactions_response__TransactionState(a0, a1, a2)
 def parse_array_4(io):
     n = read_compact_array_count(io, False)
@@ -24,17 +26,22 @@ def parse_array_4(io):
     return [parse_TransactionState_v0_3(io) for _ in range(n)]
 from ..messages.list_transactions_response import ListTransactionsResponse as list_transactions_response__ListTransactionsResponse
 def parse_ListTransactionsResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = parse_array_2(io)
     a3 = parse_array_4(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return list_transactions_response__ListTransactionsResponse(a0, a1, a2, a3)
 def parse_v0(io, this):
-    return parse_ListTransactionsResponse_v0_1(io)
+    try:
+        return parse_ListTransactionsResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_6(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -16,7 +16,10 @@ def parse_MetadataRequest_v0_1(io):
     a0 = parse_array_3(io)
     return metadata_request__MetadataRequest(a0, True, False, False)
 def parse_v0(io, this):
-    return parse_MetadataRequest_v0_1(io)
+    try:
+        return parse_MetadataRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataRequestTopic_v0_5(obj, w):
     write_string(w, obj.name)
     return obj
@@ -41,7 +44,10 @@ def parse_MetadataRequest_v1_7(io):
     a0 = parse_array_9(io)
     return metadata_request__MetadataRequest(a0, True, False, False)
 def parse_v1(io, this):
-    return parse_MetadataRequest_v1_7(io)
+    try:
+        return parse_MetadataRequest_v1_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_12(w, v):
     if v is None:
         w(b"\xff\xff\xff\xff")
@@ -59,7 +65,10 @@ def parse_MetadataRequest_v4_25(io):
     a1 = read_bool(io)
     return metadata_request__MetadataRequest(a0, a1, False, False)
 def parse_v4(io, this):
-    return parse_MetadataRequest_v4_25(io)
+    try:
+        return parse_MetadataRequest_v4_25(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataRequest_v4_28(obj, w):
     build_array_12(w, obj.topics)
     w(b'\x01' if obj.allow_auto_topic_creation else b'\x00')
@@ -73,7 +82,10 @@ def parse_MetadataRequest_v8_49(io):
     a3 = read_bool(io)
     return metadata_request__MetadataRequest(a0, a1, a2, a3)
 def parse_v8(io, this):
-    return parse_MetadataRequest_v8_49(io)
+    try:
+        return parse_MetadataRequest_v8_49(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataRequest_v8_52(obj, w):
     build_array_12(w, obj.topics)
     w(b'\x01' if obj.allow_auto_topic_creation else b'\x00')
@@ -84,10 +96,12 @@ def build_v8(obj, io, this):
     return build_MetadataRequest_v8_52(obj, io.write)
 def parse_MetadataRequestTopic_v9_56(io):
     a1 = read_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_request__MetadataRequestTopic(ZERO_UUID, a1)
 def parse_array_57(io):
     n = read_compact_array_count(io, True)
@@ -99,13 +113,18 @@ def parse_MetadataRequest_v9_55(io):
     a1 = read_bool(io)
     a2 = read_bool(io)
     a3 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_request__MetadataRequest(a0, a1, a2, a3)
 def parse_v9(io, this):
-    return parse_MetadataRequest_v9_55(io)
+    try:
+        return parse_MetadataRequest_v9_55(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataRequestTopic_v9_59(obj, w):
     write_compact_string(w, obj.name)
     w(b"\x00")
@@ -129,10 +148,12 @@ def build_v9(obj, io, this):
 def parse_MetadataRequestTopic_v10_62(io):
     a0 = read_uuid(io)
     a1 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_request__MetadataRequestTopic(a0, a1)
 def parse_array_63(io):
     n = read_compact_array_count(io, True)
@@ -144,13 +165,18 @@ def parse_MetadataRequest_v10_61(io):
     a1 = read_bool(io)
     a2 = read_bool(io)
     a3 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_request__MetadataRequest(a0, a1, a2, a3)
 def parse_v10(io, this):
-    return parse_MetadataRequest_v10_61(io)
+    try:
+        return parse_MetadataRequest_v10_61(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataRequestTopic_v10_65(obj, w):
     w(obj.topic_id.bytes)
     write_nullable_compact_string(w, obj.name)
@@ -176,13 +202,18 @@ def parse_MetadataRequest_v11_67(io):
     a0 = parse_array_63(io)
     a1 = read_bool(io)
     a3 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_request__MetadataRequest(a0, a1, False, a3)
 def parse_v11(io, this):
-    return parse_MetadataRequest_v11_67(io)
+    try:
+        return parse_MetadataRequest_v11_67(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataRequest_v11_70(obj, w):
     build_array_66(w, obj.topics)
     w(b'\x01' if obj.allow_auto_topic_creation else b'\x00')

@@ -4,9 +4,9 @@
 from ..wire import *
 from ..messages.metadata_response import MetadataResponseBroker as metadata_response__MetadataResponseBroker
 def parse_MetadataResponseBroker_v0_2(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     return metadata_response__MetadataResponseBroker(a0, a1, a2, None)
 def parse_array_3(io):
     n = read_array_count(io, False)
@@ -17,12 +17,12 @@ def parse_array_6(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.metadata_response import MetadataResponsePartition as metadata_response__MetadataResponsePartition
 def parse_MetadataResponsePartition_v0_5(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
     a4 = parse_array_6(io)
     a5 = parse_array_6(io)
     return metadata_response__MetadataResponsePartition(a0, a1, a2, -1, a4, a5, [])
@@ -33,7 +33,7 @@ def parse_array_8(io):
     return [parse_MetadataResponsePartition_v0_5(io) for _ in range(n)]
 from ..messages.metadata_response import MetadataResponseTopic as metadata_response__MetadataResponseTopic
 def parse_MetadataResponseTopic_v0_4(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_string(io)
     a4 = parse_array_8(io)
     return metadata_response__MetadataResponseTopic(a0, a1, ZERO_UUID, False, a4, -2147483648)
@@ -48,7 +48,10 @@ def parse_MetadataResponse_v0_1(io):
     a4 = parse_array_9(io)
     return metadata_response__MetadataResponse(0, a1, None, -1, a4, -2147483648, 0)
 def parse_v0(io, this):
-    return parse_MetadataResponse_v0_1(io)
+    try:
+        return parse_MetadataResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponseBroker_v0_11(obj, w):
     w(P_I32(obj.node_id))
     write_string(w, obj.host)
@@ -101,9 +104,9 @@ def build_MetadataResponse_v0_10(obj, w):
 def build_v0(obj, io, this):
     return build_MetadataResponse_v0_10(obj, io.write)
 def parse_MetadataResponseBroker_v1_20(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_string(io)
     return metadata_response__MetadataResponseBroker(a0, a1, a2, a3)
 def parse_array_21(io):
@@ -112,7 +115,7 @@ def parse_array_21(io):
         return None
     return [parse_MetadataResponseBroker_v1_20(io) for _ in range(n)]
 def parse_MetadataResponseTopic_v1_22(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_string(io)
     a3 = read_bool(io)
     a4 = parse_array_8(io)
@@ -124,11 +127,14 @@ def parse_array_27(io):
     return [parse_MetadataResponseTopic_v1_22(io) for _ in range(n)]
 def parse_MetadataResponse_v1_19(io):
     a1 = parse_array_21(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_27(io)
     return metadata_response__MetadataResponse(0, a1, None, a3, a4, -2147483648, 0)
 def parse_v1(io, this):
-    return parse_MetadataResponse_v1_19(io)
+    try:
+        return parse_MetadataResponse_v1_19(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponseBroker_v1_29(obj, w):
     w(P_I32(obj.node_id))
     write_string(w, obj.host)
@@ -165,11 +171,14 @@ def build_v1(obj, io, this):
 def parse_MetadataResponse_v2_37(io):
     a1 = parse_array_21(io)
     a2 = read_nullable_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_27(io)
     return metadata_response__MetadataResponse(0, a1, a2, a3, a4, -2147483648, 0)
 def parse_v2(io, this):
-    return parse_MetadataResponse_v2_37(io)
+    try:
+        return parse_MetadataResponse_v2_37(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponse_v2_46(obj, w):
     build_array_30(w, obj.brokers)
     write_nullable_string(w, obj.cluster_id)
@@ -179,14 +188,17 @@ def build_MetadataResponse_v2_46(obj, w):
 def build_v2(obj, io, this):
     return build_MetadataResponse_v2_46(obj, io.write)
 def parse_MetadataResponse_v3_55(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_21(io)
     a2 = read_nullable_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_27(io)
     return metadata_response__MetadataResponse(a0, a1, a2, a3, a4, -2147483648, 0)
 def parse_v3(io, this):
-    return parse_MetadataResponse_v3_55(io)
+    try:
+        return parse_MetadataResponse_v3_55(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponse_v3_64(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_30(w, obj.brokers)
@@ -197,9 +209,9 @@ def build_MetadataResponse_v3_64(obj, w):
 def build_v3(obj, io, this):
     return build_MetadataResponse_v3_64(obj, io.write)
 def parse_MetadataResponsePartition_v5_95(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
     a4 = parse_array_6(io)
     a5 = parse_array_6(io)
     a6 = parse_array_6(io)
@@ -210,7 +222,7 @@ def parse_array_99(io):
         return None
     return [parse_MetadataResponsePartition_v5_95(io) for _ in range(n)]
 def parse_MetadataResponseTopic_v5_94(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_string(io)
     a3 = read_bool(io)
     a4 = parse_array_99(io)
@@ -221,14 +233,17 @@ def parse_array_100(io):
         return None
     return [parse_MetadataResponseTopic_v5_94(io) for _ in range(n)]
 def parse_MetadataResponse_v5_91(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_21(io)
     a2 = read_nullable_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_100(io)
     return metadata_response__MetadataResponse(a0, a1, a2, a3, a4, -2147483648, 0)
 def parse_v5(io, this):
-    return parse_MetadataResponse_v5_91(io)
+    try:
+        return parse_MetadataResponse_v5_91(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponsePartition_v5_105(obj, w):
     w(P_I16(obj.error_code))
     w(P_I32(obj.partition_index))
@@ -267,10 +282,10 @@ def build_MetadataResponse_v5_101(obj, w):
 def build_v5(obj, io, this):
     return build_MetadataResponse_v5_101(obj, io.write)
 def parse_MetadataResponsePartition_v7_135(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_6(io)
     a5 = parse_array_6(io)
     a6 = parse_array_6(io)
@@ -281,7 +296,7 @@ def parse_array_139(io):
         return None
     return [parse_MetadataResponsePartition_v7_135(io) for _ in range(n)]
 def parse_MetadataResponseTopic_v7_134(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_string(io)
     a3 = read_bool(io)
     a4 = parse_array_139(io)
@@ -292,14 +307,17 @@ def parse_array_140(io):
         return None
     return [parse_MetadataResponseTopic_v7_134(io) for _ in range(n)]
 def parse_MetadataResponse_v7_131(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_21(io)
     a2 = read_nullable_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_140(io)
     return metadata_response__MetadataResponse(a0, a1, a2, a3, a4, -2147483648, 0)
 def parse_v7(io, this):
-    return parse_MetadataResponse_v7_131(io)
+    try:
+        return parse_MetadataResponse_v7_131(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponsePartition_v7_145(obj, w):
     w(P_I16(obj.error_code))
     w(P_I32(obj.partition_index))
@@ -339,11 +357,11 @@ def build_MetadataResponse_v7_141(obj, w):
 def build_v7(obj, io, this):
     return build_MetadataResponse_v7_141(obj, io.write)
 def parse_MetadataResponseTopic_v8_154(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_string(io)
     a3 = read_bool(io)
     a4 = parse_array_139(io)
-    a5 = U_I32(read_exact(io, 4))[0]
+    a5 = U_I32(io.read(4))[0]
     return metadata_response__MetadataResponseTopic(a0, a1, ZERO_UUID, a3, a4, a5)
 def parse_array_160(io):
     n = read_array_count(io, False)
@@ -351,15 +369,18 @@ def parse_array_160(io):
         return None
     return [parse_MetadataResponseTopic_v8_154(io) for _ in range(n)]
 def parse_MetadataResponse_v8_151(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_21(io)
     a2 = read_nullable_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_160(io)
-    a5 = U_I32(read_exact(io, 4))[0]
+    a5 = U_I32(io.read(4))[0]
     return metadata_response__MetadataResponse(a0, a1, a2, a3, a4, a5, 0)
 def parse_v8(io, this):
-    return parse_MetadataResponse_v8_151(io)
+    try:
+        return parse_MetadataResponse_v8_151(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponseTopic_v8_164(obj, w):
     w(P_I16(obj.error_code))
     write_string(w, obj.name)
@@ -385,14 +406,16 @@ def build_MetadataResponse_v8_161(obj, w):
 def build_v8(obj, io, this):
     return build_MetadataResponse_v8_161(obj, io.write)
 def parse_MetadataResponseBroker_v9_172(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_compact_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_response__MetadataResponseBroker(a0, a1, a2, a3)
 def parse_array_173(io):
     n = read_compact_array_count(io, False)
@@ -403,19 +426,21 @@ def parse_array_176(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_MetadataResponsePartition_v9_175(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_176(io)
     a5 = parse_array_176(io)
     a6 = parse_array_176(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_response__MetadataResponsePartition(a0, a1, a2, a3, a4, a5, a6)
 def parse_array_179(io):
     n = read_compact_array_count(io, False)
@@ -423,15 +448,17 @@ def parse_array_179(io):
         return None
     return [parse_MetadataResponsePartition_v9_175(io) for _ in range(n)]
 def parse_MetadataResponseTopic_v9_174(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_compact_string(io)
     a3 = read_bool(io)
     a4 = parse_array_179(io)
-    a5 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a5 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_response__MetadataResponseTopic(a0, a1, ZERO_UUID, a3, a4, a5)
 def parse_array_180(io):
     n = read_compact_array_count(io, False)
@@ -439,19 +466,24 @@ def parse_array_180(io):
         return None
     return [parse_MetadataResponseTopic_v9_174(io) for _ in range(n)]
 def parse_MetadataResponse_v9_171(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_173(io)
     a2 = read_nullable_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_180(io)
-    a5 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a5 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_response__MetadataResponse(a0, a1, a2, a3, a4, a5, 0)
 def parse_v9(io, this):
-    return parse_MetadataResponse_v9_171(io)
+    try:
+        return parse_MetadataResponse_v9_171(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponseBroker_v9_182(obj, w):
     w(P_I32(obj.node_id))
     write_compact_string(w, obj.host)
@@ -517,16 +549,18 @@ def build_MetadataResponse_v9_181(obj, w):
 def build_v9(obj, io, this):
     return build_MetadataResponse_v9_181(obj, io.write)
 def parse_MetadataResponseTopic_v10_194(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_compact_string(io)
     a2 = read_uuid(io)
     a3 = read_bool(io)
     a4 = parse_array_179(io)
-    a5 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a5 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_response__MetadataResponseTopic(a0, a1, a2, a3, a4, a5)
 def parse_array_200(io):
     n = read_compact_array_count(io, False)
@@ -534,19 +568,24 @@ def parse_array_200(io):
         return None
     return [parse_MetadataResponseTopic_v10_194(io) for _ in range(n)]
 def parse_MetadataResponse_v10_191(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_173(io)
     a2 = read_nullable_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_200(io)
-    a5 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a5 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_response__MetadataResponse(a0, a1, a2, a3, a4, a5, 0)
 def parse_v10(io, this):
-    return parse_MetadataResponse_v10_191(io)
+    try:
+        return parse_MetadataResponse_v10_191(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponseTopic_v10_204(obj, w):
     w(P_I16(obj.error_code))
     write_compact_string(w, obj.name)
@@ -575,18 +614,23 @@ def build_MetadataResponse_v10_201(obj, w):
 def build_v10(obj, io, this):
     return build_MetadataResponse_v10_201(obj, io.write)
 def parse_MetadataResponse_v11_211(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_173(io)
     a2 = read_nullable_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_200(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_response__MetadataResponse(a0, a1, a2, a3, a4, -2147483648, 0)
 def parse_v11(io, this):
-    return parse_MetadataResponse_v11_211(io)
+    try:
+        return parse_MetadataResponse_v11_211(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponse_v11_221(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_183(w, obj.brokers)
@@ -598,16 +642,18 @@ def build_MetadataResponse_v11_221(obj, w):
 def build_v11(obj, io, this):
     return build_MetadataResponse_v11_221(obj, io.write)
 def parse_MetadataResponseTopic_v12_234(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
     a2 = read_uuid(io)
     a3 = read_bool(io)
     a4 = parse_array_179(io)
-    a5 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a5 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_response__MetadataResponseTopic(a0, a1, a2, a3, a4, a5)
 def parse_array_240(io):
     n = read_compact_array_count(io, False)
@@ -615,18 +661,23 @@ def parse_array_240(io):
         return None
     return [parse_MetadataResponseTopic_v12_234(io) for _ in range(n)]
 def parse_MetadataResponse_v12_231(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_173(io)
     a2 = read_nullable_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_240(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_response__MetadataResponse(a0, a1, a2, a3, a4, -2147483648, 0)
 def parse_v12(io, this):
-    return parse_MetadataResponse_v12_231(io)
+    try:
+        return parse_MetadataResponse_v12_231(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponseTopic_v12_244(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_compact_string(w, obj.name)
@@ -654,19 +705,24 @@ def build_MetadataResponse_v12_241(obj, w):
 def build_v12(obj, io, this):
     return build_MetadataResponse_v12_241(obj, io.write)
 def parse_MetadataResponse_v13_251(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_173(io)
     a2 = read_nullable_compact_string(io)
-    a3 = U_I32(read_exact(io, 4))[0]
+    a3 = U_I32(io.read(4))[0]
     a4 = parse_array_240(io)
-    a6 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a6 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return metadata_response__MetadataResponse(a0, a1, a2, a3, a4, -2147483648, a6)
 def parse_v13(io, this):
-    return parse_MetadataResponse_v13_251(io)
+    try:
+        return parse_MetadataResponse_v13_251(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponse_v13_261(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_183(w, obj.brokers)

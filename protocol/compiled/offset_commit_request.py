@@ -4,8 +4,8 @@
 from ..wire import *
 from ..messages.offset_commit_request import OffsetCommitRequestPartition as offset_commit_request__OffsetCommitRequestPartition
 def parse_OffsetCommitRequestPartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
     a4 = read_nullable_string(io)
     return offset_commit_request__OffsetCommitRequestPartition(a0, a1, -1, a4, -1)
 def parse_array_4(io):
@@ -29,7 +29,10 @@ def parse_OffsetCommitRequest_v0_1(io):
     a5 = parse_array_5(io)
     return offset_commit_request__OffsetCommitRequest(a0, -1, '', None, -1, a5)
 def parse_v0(io, this):
-    return parse_OffsetCommitRequest_v0_1(io)
+    try:
+        return parse_OffsetCommitRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequestPartition_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.committed_offset))
@@ -60,9 +63,9 @@ def build_OffsetCommitRequest_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_OffsetCommitRequest_v0_6(obj, io.write)
 def parse_OffsetCommitRequestPartition_v1_13(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a3 = U_I64(io.read(8))[0]
     a4 = read_nullable_string(io)
     return offset_commit_request__OffsetCommitRequestPartition(a0, a1, -1, a4, a3)
 def parse_array_14(io):
@@ -81,12 +84,15 @@ def parse_array_15(io):
     return [parse_OffsetCommitRequestTopic_v1_12(io) for _ in range(n)]
 def parse_OffsetCommitRequest_v1_11(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_string(io)
     a5 = parse_array_15(io)
     return offset_commit_request__OffsetCommitRequest(a0, a1, a2, None, -1, a5)
 def parse_v1(io, this):
-    return parse_OffsetCommitRequest_v1_11(io)
+    try:
+        return parse_OffsetCommitRequest_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequestPartition_v1_18(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.committed_offset))
@@ -121,13 +127,16 @@ def build_v1(obj, io, this):
     return build_OffsetCommitRequest_v1_16(obj, io.write)
 def parse_OffsetCommitRequest_v2_21(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_string(io)
-    a4 = U_I64(read_exact(io, 8))[0]
+    a4 = U_I64(io.read(8))[0]
     a5 = parse_array_5(io)
     return offset_commit_request__OffsetCommitRequest(a0, a1, a2, None, a4, a5)
 def parse_v2(io, this):
-    return parse_OffsetCommitRequest_v2_21(io)
+    try:
+        return parse_OffsetCommitRequest_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequest_v2_26(obj, w):
     write_string(w, obj.group_id)
     w(P_I32(obj.generation_id_or_member_epoch))
@@ -139,12 +148,15 @@ def build_v2(obj, io, this):
     return build_OffsetCommitRequest_v2_26(obj, io.write)
 def parse_OffsetCommitRequest_v5_51(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_string(io)
     a5 = parse_array_5(io)
     return offset_commit_request__OffsetCommitRequest(a0, a1, a2, None, -1, a5)
 def parse_v5(io, this):
-    return parse_OffsetCommitRequest_v5_51(io)
+    try:
+        return parse_OffsetCommitRequest_v5_51(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequest_v5_56(obj, w):
     write_string(w, obj.group_id)
     w(P_I32(obj.generation_id_or_member_epoch))
@@ -154,9 +166,9 @@ def build_OffsetCommitRequest_v5_56(obj, w):
 def build_v5(obj, io, this):
     return build_OffsetCommitRequest_v5_56(obj, io.write)
 def parse_OffsetCommitRequestPartition_v6_63(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I32(io.read(4))[0]
     a4 = read_nullable_string(io)
     return offset_commit_request__OffsetCommitRequestPartition(a0, a1, a2, a4, -1)
 def parse_array_64(io):
@@ -175,12 +187,15 @@ def parse_array_65(io):
     return [parse_OffsetCommitRequestTopic_v6_62(io) for _ in range(n)]
 def parse_OffsetCommitRequest_v6_61(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_string(io)
     a5 = parse_array_65(io)
     return offset_commit_request__OffsetCommitRequest(a0, a1, a2, None, -1, a5)
 def parse_v6(io, this):
-    return parse_OffsetCommitRequest_v6_61(io)
+    try:
+        return parse_OffsetCommitRequest_v6_61(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequestPartition_v6_68(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.committed_offset))
@@ -215,13 +230,16 @@ def build_v6(obj, io, this):
     return build_OffsetCommitRequest_v6_66(obj, io.write)
 def parse_OffsetCommitRequest_v7_71(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_string(io)
     a3 = read_nullable_string(io)
     a5 = parse_array_65(io)
     return offset_commit_request__OffsetCommitRequest(a0, a1, a2, a3, -1, a5)
 def parse_v7(io, this):
-    return parse_OffsetCommitRequest_v7_71(io)
+    try:
+        return parse_OffsetCommitRequest_v7_71(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequest_v7_76(obj, w):
     write_string(w, obj.group_id)
     w(P_I32(obj.generation_id_or_member_epoch))
@@ -232,14 +250,16 @@ def build_OffsetCommitRequest_v7_76(obj, w):
 def build_v7(obj, io, this):
     return build_OffsetCommitRequest_v7_76(obj, io.write)
 def parse_OffsetCommitRequestPartition_v8_83(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I32(io.read(4))[0]
     a4 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_commit_request__OffsetCommitRequestPartition(a0, a1, a2, a4, -1)
 def parse_array_84(io):
     n = read_compact_array_count(io, False)
@@ -249,10 +269,12 @@ def parse_array_84(io):
 def parse_OffsetCommitRequestTopic_v8_82(io):
     a0 = read_compact_string(io)
     a2 = parse_array_84(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_commit_request__OffsetCommitRequestTopic(a0, ZERO_UUID, a2)
 def parse_array_85(io):
     n = read_compact_array_count(io, False)
@@ -261,17 +283,22 @@ def parse_array_85(io):
     return [parse_OffsetCommitRequestTopic_v8_82(io) for _ in range(n)]
 def parse_OffsetCommitRequest_v8_81(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_compact_string(io)
     a3 = read_nullable_compact_string(io)
     a5 = parse_array_85(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_commit_request__OffsetCommitRequest(a0, a1, a2, a3, -1, a5)
 def parse_v8(io, this):
-    return parse_OffsetCommitRequest_v8_81(io)
+    try:
+        return parse_OffsetCommitRequest_v8_81(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequestPartition_v8_88(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.committed_offset))
@@ -311,10 +338,12 @@ def build_v8(obj, io, this):
 def parse_OffsetCommitRequestTopic_v10_102(io):
     a1 = read_uuid(io)
     a2 = parse_array_84(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_commit_request__OffsetCommitRequestTopic('', a1, a2)
 def parse_array_105(io):
     n = read_compact_array_count(io, False)
@@ -323,17 +352,22 @@ def parse_array_105(io):
     return [parse_OffsetCommitRequestTopic_v10_102(io) for _ in range(n)]
 def parse_OffsetCommitRequest_v10_101(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_compact_string(io)
     a3 = read_nullable_compact_string(io)
     a5 = parse_array_105(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_commit_request__OffsetCommitRequest(a0, a1, a2, a3, -1, a5)
 def parse_v10(io, this):
-    return parse_OffsetCommitRequest_v10_101(io)
+    try:
+        return parse_OffsetCommitRequest_v10_101(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequestTopic_v10_107(obj, w):
     w(obj.topic_id.bytes)
     build_array_89(w, obj.partitions)

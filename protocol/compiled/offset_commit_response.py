@@ -4,8 +4,8 @@
 from ..wire import *
 from ..messages.offset_commit_response import OffsetCommitResponsePartition as offset_commit_response__OffsetCommitResponsePartition
 def parse_OffsetCommitResponsePartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     return offset_commit_response__OffsetCommitResponsePartition(a0, a1)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -27,7 +27,10 @@ def parse_OffsetCommitResponse_v0_1(io):
     a1 = parse_array_5(io)
     return offset_commit_response__OffsetCommitResponse(0, a1)
 def parse_v0(io, this):
-    return parse_OffsetCommitResponse_v0_1(io)
+    try:
+        return parse_OffsetCommitResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitResponsePartition_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))
@@ -56,11 +59,14 @@ def build_OffsetCommitResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_OffsetCommitResponse_v0_6(obj, io.write)
 def parse_OffsetCommitResponse_v3_31(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_5(io)
     return offset_commit_response__OffsetCommitResponse(a0, a1)
 def parse_v3(io, this):
-    return parse_OffsetCommitResponse_v3_31(io)
+    try:
+        return parse_OffsetCommitResponse_v3_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitResponse_v3_36(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_10(w, obj.topics)
@@ -68,12 +74,14 @@ def build_OffsetCommitResponse_v3_36(obj, w):
 def build_v3(obj, io, this):
     return build_OffsetCommitResponse_v3_36(obj, io.write)
 def parse_OffsetCommitResponsePartition_v8_83(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_commit_response__OffsetCommitResponsePartition(a0, a1)
 def parse_array_84(io):
     n = read_compact_array_count(io, False)
@@ -83,10 +91,12 @@ def parse_array_84(io):
 def parse_OffsetCommitResponseTopic_v8_82(io):
     a0 = read_compact_string(io)
     a2 = parse_array_84(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_commit_response__OffsetCommitResponseTopic(a0, ZERO_UUID, a2)
 def parse_array_85(io):
     n = read_compact_array_count(io, False)
@@ -94,15 +104,20 @@ def parse_array_85(io):
         return None
     return [parse_OffsetCommitResponseTopic_v8_82(io) for _ in range(n)]
 def parse_OffsetCommitResponse_v8_81(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_85(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_commit_response__OffsetCommitResponse(a0, a1)
 def parse_v8(io, this):
-    return parse_OffsetCommitResponse_v8_81(io)
+    try:
+        return parse_OffsetCommitResponse_v8_81(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitResponsePartition_v8_88(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))
@@ -137,10 +152,12 @@ def build_v8(obj, io, this):
 def parse_OffsetCommitResponseTopic_v10_102(io):
     a1 = read_uuid(io)
     a2 = parse_array_84(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_commit_response__OffsetCommitResponseTopic('', a1, a2)
 def parse_array_105(io):
     n = read_compact_array_count(io, False)
@@ -148,15 +165,20 @@ def parse_array_105(io):
         return None
     return [parse_OffsetCommitResponseTopic_v10_102(io) for _ in range(n)]
 def parse_OffsetCommitResponse_v10_101(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_105(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_commit_response__OffsetCommitResponse(a0, a1)
 def parse_v10(io, this):
-    return parse_OffsetCommitResponse_v10_101(io)
+    try:
+        return parse_OffsetCommitResponse_v10_101(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitResponseTopic_v10_107(obj, w):
     w(obj.topic_id.bytes)
     build_array_89(w, obj.partitions)

@@ -4,12 +4,15 @@
 from ..wire import *
 from ..messages.offset_commit_value import OffsetCommitValue as offset_commit_value__OffsetCommitValue
 def parse_OffsetCommitValue_v0_1(io):
-    a0 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I64(io.read(8))[0]
     a2 = read_string(io)
-    a3 = U_I64(read_exact(io, 8))[0]
+    a3 = U_I64(io.read(8))[0]
     return offset_commit_value__OffsetCommitValue(a0, -1, a2, a3, -1, ZERO_UUID)
 def parse_v0(io, this):
-    return parse_OffsetCommitValue_v0_1(io)
+    try:
+        return parse_OffsetCommitValue_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitValue_v0_2(obj, w):
     w(P_I64(obj.offset))
     write_string(w, obj.metadata)
@@ -18,13 +21,16 @@ def build_OffsetCommitValue_v0_2(obj, w):
 def build_v0(obj, io, this):
     return build_OffsetCommitValue_v0_2(obj, io.write)
 def parse_OffsetCommitValue_v1_3(io):
-    a0 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I64(io.read(8))[0]
     a2 = read_string(io)
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
     return offset_commit_value__OffsetCommitValue(a0, -1, a2, a3, a4, ZERO_UUID)
 def parse_v1(io, this):
-    return parse_OffsetCommitValue_v1_3(io)
+    try:
+        return parse_OffsetCommitValue_v1_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitValue_v1_4(obj, w):
     w(P_I64(obj.offset))
     write_string(w, obj.metadata)
@@ -34,13 +40,16 @@ def build_OffsetCommitValue_v1_4(obj, w):
 def build_v1(obj, io, this):
     return build_OffsetCommitValue_v1_4(obj, io.write)
 def parse_OffsetCommitValue_v3_7(io):
-    a0 = U_I64(read_exact(io, 8))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I64(io.read(8))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_string(io)
-    a3 = U_I64(read_exact(io, 8))[0]
+    a3 = U_I64(io.read(8))[0]
     return offset_commit_value__OffsetCommitValue(a0, a1, a2, a3, -1, ZERO_UUID)
 def parse_v3(io, this):
-    return parse_OffsetCommitValue_v3_7(io)
+    try:
+        return parse_OffsetCommitValue_v3_7(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitValue_v3_8(obj, w):
     w(P_I64(obj.offset))
     w(P_I32(obj.leader_epoch))
@@ -52,21 +61,26 @@ def build_v3(obj, io, this):
 def parse_tagged_10(io):
     return read_uuid(io)
 def parse_OffsetCommitValue_v4_9(io):
-    a0 = U_I64(read_exact(io, 8))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I64(io.read(8))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_compact_string(io)
-    a3 = U_I64(read_exact(io, 8))[0]
+    a3 = U_I64(io.read(8))[0]
     t5 = ZERO_UUID
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t5 = parse_tagged_10(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t5 = parse_tagged_10(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return offset_commit_value__OffsetCommitValue(a0, a1, a2, a3, -1, t5)
 def parse_v4(io, this):
-    return parse_OffsetCommitValue_v4_9(io)
+    try:
+        return parse_OffsetCommitValue_v4_9(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_tagged_12(v):
     b = BytesIO()
     w = b.write

@@ -4,7 +4,7 @@
 from ..wire import *
 from ..messages.offset_delete_request import OffsetDeleteRequestPartition as offset_delete_request__OffsetDeleteRequestPartition
 def parse_OffsetDeleteRequestPartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     return offset_delete_request__OffsetDeleteRequestPartition(a0)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -27,7 +27,10 @@ def parse_OffsetDeleteRequest_v0_1(io):
     a1 = parse_array_5(io)
     return offset_delete_request__OffsetDeleteRequest(a0, a1)
 def parse_v0(io, this):
-    return parse_OffsetDeleteRequest_v0_1(io)
+    try:
+        return parse_OffsetDeleteRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetDeleteRequestPartition_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     return obj

@@ -4,8 +4,8 @@
 from ..wire import *
 from ..messages.offset_delete_response import OffsetDeleteResponsePartition as offset_delete_response__OffsetDeleteResponsePartition
 def parse_OffsetDeleteResponsePartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     return offset_delete_response__OffsetDeleteResponsePartition(a0, a1)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -24,12 +24,15 @@ def parse_array_5(io):
     return [parse_OffsetDeleteResponseTopic_v0_2(io) for _ in range(n)]
 from ..messages.offset_delete_response import OffsetDeleteResponse as offset_delete_response__OffsetDeleteResponse
 def parse_OffsetDeleteResponse_v0_1(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = parse_array_5(io)
     return offset_delete_response__OffsetDeleteResponse(a0, a1, a2)
 def parse_v0(io, this):
-    return parse_OffsetDeleteResponse_v0_1(io)
+    try:
+        return parse_OffsetDeleteResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetDeleteResponsePartition_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))

@@ -6,7 +6,7 @@ def parse_array_3(io):
     n = read_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.offset_fetch_request import OffsetFetchRequestTopic as offset_fetch_request__OffsetFetchRequestTopic
 def parse_OffsetFetchRequestTopic_v0_2(io):
     a0 = read_string(io)
@@ -23,7 +23,10 @@ def parse_OffsetFetchRequest_v0_1(io):
     a1 = parse_array_4(io)
     return offset_fetch_request__OffsetFetchRequest(a0, a1, [], False)
 def parse_v0(io, this):
-    return parse_OffsetFetchRequest_v0_1(io)
+    try:
+        return parse_OffsetFetchRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_7(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -58,7 +61,10 @@ def parse_OffsetFetchRequest_v2_17(io):
     a1 = parse_array_20(io)
     return offset_fetch_request__OffsetFetchRequest(a0, a1, [], False)
 def parse_v2(io, this):
-    return parse_OffsetFetchRequest_v2_17(io)
+    try:
+        return parse_OffsetFetchRequest_v2_17(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_24(w, v):
     if v is None:
         w(b"\xff\xff\xff\xff")
@@ -76,14 +82,16 @@ def parse_array_51(io):
     n = read_compact_array_count(io, False)
     if n < 0:
         return None
-    return [U_I32(read_exact(io, 4))[0] for _ in range(n)]
+    return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_OffsetFetchRequestTopic_v6_50(io):
     a0 = read_compact_string(io)
     a1 = parse_array_51(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequestTopic(a0, a1)
 def parse_array_52(io):
     n = read_compact_array_count(io, True)
@@ -93,13 +101,18 @@ def parse_array_52(io):
 def parse_OffsetFetchRequest_v6_49(io):
     a0 = read_compact_string(io)
     a1 = parse_array_52(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequest(a0, a1, [], False)
 def parse_v6(io, this):
-    return parse_OffsetFetchRequest_v6_49(io)
+    try:
+        return parse_OffsetFetchRequest_v6_49(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_55(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -130,13 +143,18 @@ def parse_OffsetFetchRequest_v7_57(io):
     a0 = read_compact_string(io)
     a1 = parse_array_52(io)
     a3 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequest(a0, a1, [], a3)
 def parse_v7(io, this):
-    return parse_OffsetFetchRequest_v7_57(io)
+    try:
+        return parse_OffsetFetchRequest_v7_57(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchRequest_v7_61(obj, w):
     write_compact_string(w, obj.group_id)
     build_array_56(w, obj.topics)
@@ -149,10 +167,12 @@ from ..messages.offset_fetch_request import OffsetFetchRequestTopics as offset_f
 def parse_OffsetFetchRequestTopics_v8_67(io):
     a0 = read_compact_string(io)
     a2 = parse_array_51(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequestTopics(a0, ZERO_UUID, a2)
 def parse_array_69(io):
     n = read_compact_array_count(io, True)
@@ -163,10 +183,12 @@ from ..messages.offset_fetch_request import OffsetFetchRequestGroup as offset_fe
 def parse_OffsetFetchRequestGroup_v8_66(io):
     a0 = read_compact_string(io)
     a3 = parse_array_69(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequestGroup(a0, None, -1, a3)
 def parse_array_70(io):
     n = read_compact_array_count(io, False)
@@ -176,13 +198,18 @@ def parse_array_70(io):
 def parse_OffsetFetchRequest_v8_65(io):
     a2 = parse_array_70(io)
     a3 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequest('', [], a2, a3)
 def parse_v8(io, this):
-    return parse_OffsetFetchRequest_v8_65(io)
+    try:
+        return parse_OffsetFetchRequest_v8_65(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_76(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")
@@ -200,12 +227,14 @@ def build_v8(obj, io, this):
 def parse_OffsetFetchRequestGroup_v9_78(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_69(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequestGroup(a0, a1, a2, a3)
 def parse_array_82(io):
     n = read_compact_array_count(io, False)
@@ -215,13 +244,18 @@ def parse_array_82(io):
 def parse_OffsetFetchRequest_v9_77(io):
     a2 = parse_array_82(io)
     a3 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequest('', [], a2, a3)
 def parse_v9(io, this):
-    return parse_OffsetFetchRequest_v9_77(io)
+    try:
+        return parse_OffsetFetchRequest_v9_77(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchRequestGroup_v9_84(obj, w):
     write_compact_string(w, obj.group_id)
     write_nullable_compact_string(w, obj.member_id)
@@ -246,10 +280,12 @@ def build_v9(obj, io, this):
 def parse_OffsetFetchRequestTopics_v10_91(io):
     a1 = read_uuid(io)
     a2 = parse_array_51(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequestTopics('', a1, a2)
 def parse_array_93(io):
     n = read_compact_array_count(io, True)
@@ -259,12 +295,14 @@ def parse_array_93(io):
 def parse_OffsetFetchRequestGroup_v10_90(io):
     a0 = read_compact_string(io)
     a1 = read_nullable_compact_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_93(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequestGroup(a0, a1, a2, a3)
 def parse_array_94(io):
     n = read_compact_array_count(io, False)
@@ -274,13 +312,18 @@ def parse_array_94(io):
 def parse_OffsetFetchRequest_v10_89(io):
     a2 = parse_array_94(io)
     a3 = read_bool(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_request__OffsetFetchRequest('', [], a2, a3)
 def parse_v10(io, this):
-    return parse_OffsetFetchRequest_v10_89(io)
+    try:
+        return parse_OffsetFetchRequest_v10_89(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchRequestTopics_v10_97(obj, w):
     w(obj.topic_id.bytes)
     build_array_55(w, obj.partition_indexes)

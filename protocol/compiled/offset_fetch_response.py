@@ -4,10 +4,10 @@
 from ..wire import *
 from ..messages.offset_fetch_response import OffsetFetchResponsePartition as offset_fetch_response__OffsetFetchResponsePartition
 def parse_OffsetFetchResponsePartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
     a3 = read_nullable_string(io)
-    a4 = U_I16(read_exact(io, 2))[0]
+    a4 = U_I16(io.read(2))[0]
     return offset_fetch_response__OffsetFetchResponsePartition(a0, a1, -1, a3, a4)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -29,7 +29,10 @@ def parse_OffsetFetchResponse_v0_1(io):
     a1 = parse_array_5(io)
     return offset_fetch_response__OffsetFetchResponse(0, a1, 0, [])
 def parse_v0(io, this):
-    return parse_OffsetFetchResponse_v0_1(io)
+    try:
+        return parse_OffsetFetchResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchResponsePartition_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.committed_offset))
@@ -61,10 +64,13 @@ def build_v0(obj, io, this):
     return build_OffsetFetchResponse_v0_6(obj, io.write)
 def parse_OffsetFetchResponse_v2_21(io):
     a1 = parse_array_5(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     return offset_fetch_response__OffsetFetchResponse(0, a1, a2, [])
 def parse_v2(io, this):
-    return parse_OffsetFetchResponse_v2_21(io)
+    try:
+        return parse_OffsetFetchResponse_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchResponse_v2_26(obj, w):
     build_array_10(w, obj.topics)
     w(P_I16(obj.error_code))
@@ -72,12 +78,15 @@ def build_OffsetFetchResponse_v2_26(obj, w):
 def build_v2(obj, io, this):
     return build_OffsetFetchResponse_v2_26(obj, io.write)
 def parse_OffsetFetchResponse_v3_31(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_5(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     return offset_fetch_response__OffsetFetchResponse(a0, a1, a2, [])
 def parse_v3(io, this):
-    return parse_OffsetFetchResponse_v3_31(io)
+    try:
+        return parse_OffsetFetchResponse_v3_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchResponse_v3_36(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_10(w, obj.topics)
@@ -86,11 +95,11 @@ def build_OffsetFetchResponse_v3_36(obj, w):
 def build_v3(obj, io, this):
     return build_OffsetFetchResponse_v3_36(obj, io.write)
 def parse_OffsetFetchResponsePartition_v5_53(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_string(io)
-    a4 = U_I16(read_exact(io, 2))[0]
+    a4 = U_I16(io.read(2))[0]
     return offset_fetch_response__OffsetFetchResponsePartition(a0, a1, a2, a3, a4)
 def parse_array_54(io):
     n = read_array_count(io, False)
@@ -107,12 +116,15 @@ def parse_array_55(io):
         return None
     return [parse_OffsetFetchResponseTopic_v5_52(io) for _ in range(n)]
 def parse_OffsetFetchResponse_v5_51(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_55(io)
-    a2 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I16(io.read(2))[0]
     return offset_fetch_response__OffsetFetchResponse(a0, a1, a2, [])
 def parse_v5(io, this):
-    return parse_OffsetFetchResponse_v5_51(io)
+    try:
+        return parse_OffsetFetchResponse_v5_51(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchResponsePartition_v5_58(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.committed_offset))
@@ -146,15 +158,17 @@ def build_OffsetFetchResponse_v5_56(obj, w):
 def build_v5(obj, io, this):
     return build_OffsetFetchResponse_v5_56(obj, io.write)
 def parse_OffsetFetchResponsePartition_v6_63(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
-    a4 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a4 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_response__OffsetFetchResponsePartition(a0, a1, a2, a3, a4)
 def parse_array_64(io):
     n = read_compact_array_count(io, False)
@@ -164,10 +178,12 @@ def parse_array_64(io):
 def parse_OffsetFetchResponseTopic_v6_62(io):
     a0 = read_compact_string(io)
     a1 = parse_array_64(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_response__OffsetFetchResponseTopic(a0, a1)
 def parse_array_65(io):
     n = read_compact_array_count(io, False)
@@ -175,16 +191,21 @@ def parse_array_65(io):
         return None
     return [parse_OffsetFetchResponseTopic_v6_62(io) for _ in range(n)]
 def parse_OffsetFetchResponse_v6_61(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_65(io)
-    a2 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_response__OffsetFetchResponse(a0, a1, a2, [])
 def parse_v6(io, this):
-    return parse_OffsetFetchResponse_v6_61(io)
+    try:
+        return parse_OffsetFetchResponse_v6_61(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchResponsePartition_v6_68(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.committed_offset))
@@ -222,15 +243,17 @@ def build_v6(obj, io, this):
     return build_OffsetFetchResponse_v6_66(obj, io.write)
 from ..messages.offset_fetch_response import OffsetFetchResponsePartitions as offset_fetch_response__OffsetFetchResponsePartitions
 def parse_OffsetFetchResponsePartitions_v8_84(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
-    a4 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a4 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_response__OffsetFetchResponsePartitions(a0, a1, a2, a3, a4)
 def parse_array_85(io):
     n = read_compact_array_count(io, False)
@@ -241,10 +264,12 @@ from ..messages.offset_fetch_response import OffsetFetchResponseTopics as offset
 def parse_OffsetFetchResponseTopics_v8_83(io):
     a0 = read_compact_string(io)
     a2 = parse_array_85(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_response__OffsetFetchResponseTopics(a0, ZERO_UUID, a2)
 def parse_array_86(io):
     n = read_compact_array_count(io, False)
@@ -255,11 +280,13 @@ from ..messages.offset_fetch_response import OffsetFetchResponseGroup as offset_
 def parse_OffsetFetchResponseGroup_v8_82(io):
     a0 = read_compact_string(io)
     a1 = parse_array_86(io)
-    a2 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_response__OffsetFetchResponseGroup(a0, a1, a2)
 def parse_array_87(io):
     n = read_compact_array_count(io, False)
@@ -267,15 +294,20 @@ def parse_array_87(io):
         return None
     return [parse_OffsetFetchResponseGroup_v8_82(io) for _ in range(n)]
 def parse_OffsetFetchResponse_v8_81(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a3 = parse_array_87(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_response__OffsetFetchResponse(a0, [], 0, a3)
 def parse_v8(io, this):
-    return parse_OffsetFetchResponse_v8_81(io)
+    try:
+        return parse_OffsetFetchResponse_v8_81(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchResponseGroup_v8_89(obj, w):
     write_compact_string(w, obj.group_id)
     build_array_70(w, obj.topics)
@@ -299,10 +331,12 @@ def build_v8(obj, io, this):
 def parse_OffsetFetchResponseTopics_v10_111(io):
     a1 = read_uuid(io)
     a2 = parse_array_85(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_response__OffsetFetchResponseTopics('', a1, a2)
 def parse_array_114(io):
     n = read_compact_array_count(io, False)
@@ -312,11 +346,13 @@ def parse_array_114(io):
 def parse_OffsetFetchResponseGroup_v10_110(io):
     a0 = read_compact_string(io)
     a1 = parse_array_114(io)
-    a2 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a2 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_response__OffsetFetchResponseGroup(a0, a1, a2)
 def parse_array_115(io):
     n = read_compact_array_count(io, False)
@@ -324,15 +360,20 @@ def parse_array_115(io):
         return None
     return [parse_OffsetFetchResponseGroup_v10_110(io) for _ in range(n)]
 def parse_OffsetFetchResponse_v10_109(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a3 = parse_array_115(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_fetch_response__OffsetFetchResponse(a0, [], 0, a3)
 def parse_v10(io, this):
-    return parse_OffsetFetchResponse_v10_109(io)
+    try:
+        return parse_OffsetFetchResponse_v10_109(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchResponseTopics_v10_118(obj, w):
     w(obj.topic_id.bytes)
     build_array_69(w, obj.partitions)

@@ -4,8 +4,8 @@
 from ..wire import *
 from ..messages.offset_for_leader_epoch_request import OffsetForLeaderPartition as offset_for_leader_epoch_request__OffsetForLeaderPartition
 def parse_OffsetForLeaderPartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
     return offset_for_leader_epoch_request__OffsetForLeaderPartition(a0, -1, a2)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -27,7 +27,10 @@ def parse_OffsetForLeaderEpochRequest_v0_1(io):
     a1 = parse_array_5(io)
     return offset_for_leader_epoch_request__OffsetForLeaderEpochRequest(-2, a1)
 def parse_v0(io, this):
-    return parse_OffsetForLeaderEpochRequest_v0_1(io)
+    try:
+        return parse_OffsetForLeaderEpochRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetForLeaderPartition_v0_8(obj, w):
     w(P_I32(obj.partition))
     w(P_I32(obj.leader_epoch))
@@ -56,9 +59,9 @@ def build_OffsetForLeaderEpochRequest_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_OffsetForLeaderEpochRequest_v0_6(obj, io.write)
 def parse_OffsetForLeaderPartition_v2_23(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
     return offset_for_leader_epoch_request__OffsetForLeaderPartition(a0, a1, a2)
 def parse_array_24(io):
     n = read_array_count(io, False)
@@ -78,7 +81,10 @@ def parse_OffsetForLeaderEpochRequest_v2_21(io):
     a1 = parse_array_25(io)
     return offset_for_leader_epoch_request__OffsetForLeaderEpochRequest(-2, a1)
 def parse_v2(io, this):
-    return parse_OffsetForLeaderEpochRequest_v2_21(io)
+    try:
+        return parse_OffsetForLeaderEpochRequest_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetForLeaderPartition_v2_28(obj, w):
     w(P_I32(obj.partition))
     w(P_I32(obj.current_leader_epoch))
@@ -108,11 +114,14 @@ def build_OffsetForLeaderEpochRequest_v2_26(obj, w):
 def build_v2(obj, io, this):
     return build_OffsetForLeaderEpochRequest_v2_26(obj, io.write)
 def parse_OffsetForLeaderEpochRequest_v3_31(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_25(io)
     return offset_for_leader_epoch_request__OffsetForLeaderEpochRequest(a0, a1)
 def parse_v3(io, this):
-    return parse_OffsetForLeaderEpochRequest_v3_31(io)
+    try:
+        return parse_OffsetForLeaderEpochRequest_v3_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetForLeaderEpochRequest_v3_36(obj, w):
     w(P_I32(obj.replica_id))
     build_array_30(w, obj.topics)
@@ -120,13 +129,15 @@ def build_OffsetForLeaderEpochRequest_v3_36(obj, w):
 def build_v3(obj, io, this):
     return build_OffsetForLeaderEpochRequest_v3_36(obj, io.write)
 def parse_OffsetForLeaderPartition_v4_43(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_for_leader_epoch_request__OffsetForLeaderPartition(a0, a1, a2)
 def parse_array_44(io):
     n = read_compact_array_count(io, False)
@@ -136,10 +147,12 @@ def parse_array_44(io):
 def parse_OffsetForLeaderTopic_v4_42(io):
     a0 = read_compact_string(io)
     a1 = parse_array_44(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_for_leader_epoch_request__OffsetForLeaderTopic(a0, a1)
 def parse_array_45(io):
     n = read_compact_array_count(io, False)
@@ -147,15 +160,20 @@ def parse_array_45(io):
         return None
     return [parse_OffsetForLeaderTopic_v4_42(io) for _ in range(n)]
 def parse_OffsetForLeaderEpochRequest_v4_41(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_45(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_for_leader_epoch_request__OffsetForLeaderEpochRequest(a0, a1)
 def parse_v4(io, this):
-    return parse_OffsetForLeaderEpochRequest_v4_41(io)
+    try:
+        return parse_OffsetForLeaderEpochRequest_v4_41(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetForLeaderPartition_v4_48(obj, w):
     w(P_I32(obj.partition))
     w(P_I32(obj.current_leader_epoch))

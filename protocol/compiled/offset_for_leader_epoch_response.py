@@ -4,9 +4,9 @@
 from ..wire import *
 from ..messages.offset_for_leader_epoch_response import EpochEndOffset as offset_for_leader_epoch_response__EpochEndOffset
 def parse_EpochEndOffset_v0_3(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a3 = U_I64(io.read(8))[0]
     return offset_for_leader_epoch_response__EpochEndOffset(a0, a1, -1, a3)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -28,7 +28,10 @@ def parse_OffsetForLeaderEpochResponse_v0_1(io):
     a1 = parse_array_5(io)
     return offset_for_leader_epoch_response__OffsetForLeaderEpochResponse(0, a1)
 def parse_v0(io, this):
-    return parse_OffsetForLeaderEpochResponse_v0_1(io)
+    try:
+        return parse_OffsetForLeaderEpochResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EpochEndOffset_v0_8(obj, w):
     w(P_I16(obj.error_code))
     w(P_I32(obj.partition))
@@ -58,10 +61,10 @@ def build_OffsetForLeaderEpochResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_OffsetForLeaderEpochResponse_v0_6(obj, io.write)
 def parse_EpochEndOffset_v1_13(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
+    a3 = U_I64(io.read(8))[0]
     return offset_for_leader_epoch_response__EpochEndOffset(a0, a1, a2, a3)
 def parse_array_14(io):
     n = read_array_count(io, False)
@@ -81,7 +84,10 @@ def parse_OffsetForLeaderEpochResponse_v1_11(io):
     a1 = parse_array_15(io)
     return offset_for_leader_epoch_response__OffsetForLeaderEpochResponse(0, a1)
 def parse_v1(io, this):
-    return parse_OffsetForLeaderEpochResponse_v1_11(io)
+    try:
+        return parse_OffsetForLeaderEpochResponse_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EpochEndOffset_v1_18(obj, w):
     w(P_I16(obj.error_code))
     w(P_I32(obj.partition))
@@ -112,11 +118,14 @@ def build_OffsetForLeaderEpochResponse_v1_16(obj, w):
 def build_v1(obj, io, this):
     return build_OffsetForLeaderEpochResponse_v1_16(obj, io.write)
 def parse_OffsetForLeaderEpochResponse_v2_21(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_15(io)
     return offset_for_leader_epoch_response__OffsetForLeaderEpochResponse(a0, a1)
 def parse_v2(io, this):
-    return parse_OffsetForLeaderEpochResponse_v2_21(io)
+    try:
+        return parse_OffsetForLeaderEpochResponse_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetForLeaderEpochResponse_v2_26(obj, w):
     w(P_I32(obj.throttle_time_ms))
     build_array_20(w, obj.topics)
@@ -124,14 +133,16 @@ def build_OffsetForLeaderEpochResponse_v2_26(obj, w):
 def build_v2(obj, io, this):
     return build_OffsetForLeaderEpochResponse_v2_26(obj, io.write)
 def parse_EpochEndOffset_v4_43(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I32(io.read(4))[0]
+    a2 = U_I32(io.read(4))[0]
+    a3 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_for_leader_epoch_response__EpochEndOffset(a0, a1, a2, a3)
 def parse_array_44(io):
     n = read_compact_array_count(io, False)
@@ -141,10 +152,12 @@ def parse_array_44(io):
 def parse_OffsetForLeaderTopicResult_v4_42(io):
     a0 = read_compact_string(io)
     a1 = parse_array_44(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_for_leader_epoch_response__OffsetForLeaderTopicResult(a0, a1)
 def parse_array_45(io):
     n = read_compact_array_count(io, False)
@@ -152,15 +165,20 @@ def parse_array_45(io):
         return None
     return [parse_OffsetForLeaderTopicResult_v4_42(io) for _ in range(n)]
 def parse_OffsetForLeaderEpochResponse_v4_41(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_45(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return offset_for_leader_epoch_response__OffsetForLeaderEpochResponse(a0, a1)
 def parse_v4(io, this):
-    return parse_OffsetForLeaderEpochResponse_v4_41(io)
+    try:
+        return parse_OffsetForLeaderEpochResponse_v4_41(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_EpochEndOffset_v4_48(obj, w):
     w(P_I16(obj.error_code))
     w(P_I32(obj.partition))

@@ -4,7 +4,7 @@
 from ..wire import *
 from ..messages.produce_request import PartitionProduceData as produce_request__PartitionProduceData
 def parse_PartitionProduceData_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_nullable_records(io)
     return produce_request__PartitionProduceData(a0, a1)
 def parse_array_4(io):
@@ -24,12 +24,15 @@ def parse_array_5(io):
     return [parse_TopicProduceData_v0_2(io) for _ in range(n)]
 from ..messages.produce_request import ProduceRequest as produce_request__ProduceRequest
 def parse_ProduceRequest_v0_1(io):
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_5(io)
     return produce_request__ProduceRequest(None, a1, a2, a3)
 def parse_v0(io, this):
-    return parse_ProduceRequest_v0_1(io)
+    try:
+        return parse_ProduceRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionProduceData_v0_8(obj, w):
     w(P_I32(obj.index))
     write_nullable_bytes(w, obj.records)
@@ -61,12 +64,15 @@ def build_v0(obj, io, this):
     return build_ProduceRequest_v0_6(obj, io.write)
 def parse_ProduceRequest_v3_31(io):
     a0 = read_nullable_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_5(io)
     return produce_request__ProduceRequest(a0, a1, a2, a3)
 def parse_v3(io, this):
-    return parse_ProduceRequest_v3_31(io)
+    try:
+        return parse_ProduceRequest_v3_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ProduceRequest_v3_36(obj, w):
     write_nullable_string(w, obj.transactional_id)
     w(P_I16(obj.acks))
@@ -76,12 +82,14 @@ def build_ProduceRequest_v3_36(obj, w):
 def build_v3(obj, io, this):
     return build_ProduceRequest_v3_36(obj, io.write)
 def parse_PartitionProduceData_v9_93(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_nullable_compact_records(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_request__PartitionProduceData(a0, a1)
 def parse_array_94(io):
     n = read_compact_array_count(io, False)
@@ -91,10 +99,12 @@ def parse_array_94(io):
 def parse_TopicProduceData_v9_92(io):
     a0 = read_compact_string(io)
     a2 = parse_array_94(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_request__TopicProduceData(a0, ZERO_UUID, a2)
 def parse_array_95(io):
     n = read_compact_array_count(io, False)
@@ -103,16 +113,21 @@ def parse_array_95(io):
     return [parse_TopicProduceData_v9_92(io) for _ in range(n)]
 def parse_ProduceRequest_v9_91(io):
     a0 = read_nullable_compact_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_95(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_request__ProduceRequest(a0, a1, a2, a3)
 def parse_v9(io, this):
-    return parse_ProduceRequest_v9_91(io)
+    try:
+        return parse_ProduceRequest_v9_91(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionProduceData_v9_98(obj, w):
     w(P_I32(obj.index))
     write_nullable_compact_bytes(w, obj.records)
@@ -149,10 +164,12 @@ def build_v9(obj, io, this):
 def parse_TopicProduceData_v13_132(io):
     a1 = read_uuid(io)
     a2 = parse_array_94(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_request__TopicProduceData('', a1, a2)
 def parse_array_135(io):
     n = read_compact_array_count(io, False)
@@ -161,16 +178,21 @@ def parse_array_135(io):
     return [parse_TopicProduceData_v13_132(io) for _ in range(n)]
 def parse_ProduceRequest_v13_131(io):
     a0 = read_nullable_compact_string(io)
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = parse_array_135(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_request__ProduceRequest(a0, a1, a2, a3)
 def parse_v13(io, this):
-    return parse_ProduceRequest_v13_131(io)
+    try:
+        return parse_ProduceRequest_v13_131(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_TopicProduceData_v13_137(obj, w):
     w(obj.topic_id.bytes)
     build_array_99(w, obj.partition_data)

@@ -5,9 +5,9 @@ from ..wire import *
 from ..messages.produce_response import LeaderIdAndEpoch as produce_response__LeaderIdAndEpoch
 from ..messages.produce_response import PartitionProduceResponse as produce_response__PartitionProduceResponse
 def parse_PartitionProduceResponse_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
     return produce_response__PartitionProduceResponse(a0, a1, a2, -1, -1, [], None, produce_response__LeaderIdAndEpoch())
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -29,7 +29,10 @@ def parse_ProduceResponse_v0_1(io):
     a0 = parse_array_5(io)
     return produce_response__ProduceResponse(a0, 0, [])
 def parse_v0(io, this):
-    return parse_ProduceResponse_v0_1(io)
+    try:
+        return parse_ProduceResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionProduceResponse_v0_8(obj, w):
     w(P_I32(obj.index))
     w(P_I16(obj.error_code))
@@ -60,10 +63,13 @@ def build_v0(obj, io, this):
     return build_ProduceResponse_v0_6(obj, io.write)
 def parse_ProduceResponse_v1_11(io):
     a0 = parse_array_5(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     return produce_response__ProduceResponse(a0, a1, [])
 def parse_v1(io, this):
-    return parse_ProduceResponse_v1_11(io)
+    try:
+        return parse_ProduceResponse_v1_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ProduceResponse_v1_16(obj, w):
     build_array_10(w, obj.responses)
     w(P_I32(obj.throttle_time_ms))
@@ -71,10 +77,10 @@ def build_ProduceResponse_v1_16(obj, w):
 def build_v1(obj, io, this):
     return build_ProduceResponse_v1_16(obj, io.write)
 def parse_PartitionProduceResponse_v2_23(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I64(io.read(8))[0]
     return produce_response__PartitionProduceResponse(a0, a1, a2, a3, -1, [], None, produce_response__LeaderIdAndEpoch())
 def parse_array_24(io):
     n = read_array_count(io, False)
@@ -92,10 +98,13 @@ def parse_array_25(io):
     return [parse_TopicProduceResponse_v2_22(io) for _ in range(n)]
 def parse_ProduceResponse_v2_21(io):
     a0 = parse_array_25(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     return produce_response__ProduceResponse(a0, a1, [])
 def parse_v2(io, this):
-    return parse_ProduceResponse_v2_21(io)
+    try:
+        return parse_ProduceResponse_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionProduceResponse_v2_28(obj, w):
     w(P_I32(obj.index))
     w(P_I16(obj.error_code))
@@ -127,11 +136,11 @@ def build_ProduceResponse_v2_26(obj, w):
 def build_v2(obj, io, this):
     return build_ProduceResponse_v2_26(obj, io.write)
 def parse_PartitionProduceResponse_v5_53(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
     return produce_response__PartitionProduceResponse(a0, a1, a2, a3, a4, [], None, produce_response__LeaderIdAndEpoch())
 def parse_array_54(io):
     n = read_array_count(io, False)
@@ -149,10 +158,13 @@ def parse_array_55(io):
     return [parse_TopicProduceResponse_v5_52(io) for _ in range(n)]
 def parse_ProduceResponse_v5_51(io):
     a0 = parse_array_55(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     return produce_response__ProduceResponse(a0, a1, [])
 def parse_v5(io, this):
-    return parse_ProduceResponse_v5_51(io)
+    try:
+        return parse_ProduceResponse_v5_51(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionProduceResponse_v5_58(obj, w):
     w(P_I32(obj.index))
     w(P_I16(obj.error_code))
@@ -186,7 +198,7 @@ def build_v5(obj, io, this):
     return build_ProduceResponse_v5_56(obj, io.write)
 from ..messages.produce_response import BatchIndexAndErrorMessage as produce_response__BatchIndexAndErrorMessage
 def parse_BatchIndexAndErrorMessage_v8_84(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_nullable_string(io)
     return produce_response__BatchIndexAndErrorMessage(a0, a1)
 def parse_array_85(io):
@@ -195,11 +207,11 @@ def parse_array_85(io):
         return None
     return [parse_BatchIndexAndErrorMessage_v8_84(io) for _ in range(n)]
 def parse_PartitionProduceResponse_v8_83(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
     a5 = parse_array_85(io)
     a6 = read_nullable_string(io)
     return produce_response__PartitionProduceResponse(a0, a1, a2, a3, a4, a5, a6, produce_response__LeaderIdAndEpoch())
@@ -219,10 +231,13 @@ def parse_array_87(io):
     return [parse_TopicProduceResponse_v8_82(io) for _ in range(n)]
 def parse_ProduceResponse_v8_81(io):
     a0 = parse_array_87(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     return produce_response__ProduceResponse(a0, a1, [])
 def parse_v8(io, this):
-    return parse_ProduceResponse_v8_81(io)
+    try:
+        return parse_ProduceResponse_v8_81(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_BatchIndexAndErrorMessage_v8_91(obj, w):
     w(P_I32(obj.batch_index))
     write_nullable_string(w, obj.batch_index_error_message)
@@ -268,12 +283,14 @@ def build_ProduceResponse_v8_88(obj, w):
 def build_v8(obj, io, this):
     return build_ProduceResponse_v8_88(obj, io.write)
 def parse_BatchIndexAndErrorMessage_v9_98(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_response__BatchIndexAndErrorMessage(a0, a1)
 def parse_array_99(io):
     n = read_compact_array_count(io, False)
@@ -281,17 +298,19 @@ def parse_array_99(io):
         return None
     return [parse_BatchIndexAndErrorMessage_v9_98(io) for _ in range(n)]
 def parse_PartitionProduceResponse_v9_97(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
     a5 = parse_array_99(io)
     a6 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_response__PartitionProduceResponse(a0, a1, a2, a3, a4, a5, a6, produce_response__LeaderIdAndEpoch())
 def parse_array_100(io):
     n = read_compact_array_count(io, False)
@@ -301,10 +320,12 @@ def parse_array_100(io):
 def parse_TopicProduceResponse_v9_96(io):
     a0 = read_compact_string(io)
     a2 = parse_array_100(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_response__TopicProduceResponse(a0, ZERO_UUID, a2)
 def parse_array_101(io):
     n = read_compact_array_count(io, False)
@@ -313,14 +334,19 @@ def parse_array_101(io):
     return [parse_TopicProduceResponse_v9_96(io) for _ in range(n)]
 def parse_ProduceResponse_v9_95(io):
     a0 = parse_array_101(io)
-    a1 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a1 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_response__ProduceResponse(a0, a1, [])
 def parse_v9(io, this):
-    return parse_ProduceResponse_v9_95(io)
+    try:
+        return parse_ProduceResponse_v9_95(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_BatchIndexAndErrorMessage_v9_105(obj, w):
     w(P_I32(obj.batch_index))
     write_nullable_compact_string(w, obj.batch_index_error_message)
@@ -370,31 +396,35 @@ def build_ProduceResponse_v9_102(obj, w):
 def build_v9(obj, io, this):
     return build_ProduceResponse_v9_102(obj, io.write)
 def parse_LeaderIdAndEpoch_v10_115(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_response__LeaderIdAndEpoch(a0, a1)
 def parse_tagged_114(io):
     return parse_LeaderIdAndEpoch_v10_115(io)
 def parse_PartitionProduceResponse_v10_111(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I64(read_exact(io, 8))[0]
-    a4 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I64(io.read(8))[0]
+    a4 = U_I64(io.read(8))[0]
     a5 = parse_array_99(io)
     a6 = read_nullable_compact_string(io)
     t7 = produce_response__LeaderIdAndEpoch()
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t7 = parse_tagged_114(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t7 = parse_tagged_114(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return produce_response__PartitionProduceResponse(a0, a1, a2, a3, a4, a5, a6, t7)
 def parse_array_116(io):
     n = read_compact_array_count(io, False)
@@ -404,10 +434,12 @@ def parse_array_116(io):
 def parse_TopicProduceResponse_v10_110(io):
     a0 = read_compact_string(io)
     a2 = parse_array_116(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_response__TopicProduceResponse(a0, ZERO_UUID, a2)
 def parse_array_117(io):
     n = read_compact_array_count(io, False)
@@ -416,14 +448,16 @@ def parse_array_117(io):
     return [parse_TopicProduceResponse_v10_110(io) for _ in range(n)]
 from ..messages.produce_response import NodeEndpoint as produce_response__NodeEndpoint
 def parse_NodeEndpoint_v10_119(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = read_compact_string(io)
-    a2 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_response__NodeEndpoint(a0, a1, a2, a3)
 def parse_array_120(io):
     n = read_compact_array_count(io, False)
@@ -434,18 +468,23 @@ def parse_tagged_118(io):
     return parse_array_120(io)
 def parse_ProduceResponse_v10_109(io):
     a0 = parse_array_117(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     t2 = []
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t2 = parse_tagged_118(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t2 = parse_tagged_118(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return produce_response__ProduceResponse(a0, a1, t2)
 def parse_v10(io, this):
-    return parse_ProduceResponse_v10_109(io)
+    try:
+        return parse_ProduceResponse_v10_109(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_LeaderIdAndEpoch_v10_127(obj, w):
     w(P_I32(obj.leader_id))
     w(P_I32(obj.leader_epoch))
@@ -528,10 +567,12 @@ def build_v10(obj, io, this):
 def parse_TopicProduceResponse_v13_182(io):
     a1 = read_uuid(io)
     a2 = parse_array_116(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return produce_response__TopicProduceResponse('', a1, a2)
 def parse_array_189(io):
     n = read_compact_array_count(io, False)
@@ -540,18 +581,23 @@ def parse_array_189(io):
     return [parse_TopicProduceResponse_v13_182(io) for _ in range(n)]
 def parse_ProduceResponse_v13_181(io):
     a0 = parse_array_189(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     t2 = []
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        if tag == 0:
-            t2 = parse_tagged_118(BytesIO(read_exact(io, size)))
-        else:
-            read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            if tag == 0:
+                t2 = parse_tagged_118(BytesIO(read_exact(io, size)))
+            else:
+                read_exact(io, size)
     return produce_response__ProduceResponse(a0, a1, t2)
 def parse_v13(io, this):
-    return parse_ProduceResponse_v13_181(io)
+    try:
+        return parse_ProduceResponse_v13_181(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_TopicProduceResponse_v13_194(obj, w):
     w(obj.topic_id.bytes)
     build_array_128(w, obj.partition_responses)

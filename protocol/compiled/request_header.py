@@ -4,13 +4,16 @@
 from ..wire import *
 from ..messages.request_header import RequestHeader as request_header__RequestHeader
 def parse_RequestHeader_v1_1(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_string(io)
     return request_header__RequestHeader(a0, a1, a2, a3)
 def parse_v1(io, this):
-    return parse_RequestHeader_v1_1(io)
+    try:
+        return parse_RequestHeader_v1_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_RequestHeader_v1_2(obj, w):
     w(P_I16(obj.request_api_key))
     w(P_I16(obj.request_api_version))
@@ -20,17 +23,22 @@ def build_RequestHeader_v1_2(obj, w):
 def build_v1(obj, io, this):
     return build_RequestHeader_v1_2(obj, io.write)
 def parse_RequestHeader_v2_3(io):
-    a0 = U_I16(read_exact(io, 2))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I16(io.read(2))[0]
+    a1 = U_I16(io.read(2))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return request_header__RequestHeader(a0, a1, a2, a3)
 def parse_v2(io, this):
-    return parse_RequestHeader_v2_3(io)
+    try:
+        return parse_RequestHeader_v2_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_RequestHeader_v2_4(obj, w):
     w(P_I16(obj.request_api_key))
     w(P_I16(obj.request_api_version))

@@ -4,24 +4,32 @@
 from ..wire import *
 from ..messages.response_header import ResponseHeader as response_header__ResponseHeader
 def parse_ResponseHeader_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     return response_header__ResponseHeader(a0)
 def parse_v0(io, this):
-    return parse_ResponseHeader_v0_1(io)
+    try:
+        return parse_ResponseHeader_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ResponseHeader_v0_2(obj, w):
     w(P_I32(obj.correlation_id))
     return obj
 def build_v0(obj, io, this):
     return build_ResponseHeader_v0_2(obj, io.write)
 def parse_ResponseHeader_v1_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return response_header__ResponseHeader(a0)
 def parse_v1(io, this):
-    return parse_ResponseHeader_v1_3(io)
+    try:
+        return parse_ResponseHeader_v1_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_ResponseHeader_v1_4(obj, w):
     w(P_I32(obj.correlation_id))
     w(b"\x00")

@@ -7,7 +7,10 @@ def parse_SaslAuthenticateRequest_v0_1(io):
     a0 = read_bytes(io)
     return sasl_authenticate_request__SaslAuthenticateRequest(a0)
 def parse_v0(io, this):
-    return parse_SaslAuthenticateRequest_v0_1(io)
+    try:
+        return parse_SaslAuthenticateRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SaslAuthenticateRequest_v0_2(obj, w):
     write_bytes(w, obj.auth_bytes)
     return obj
@@ -15,13 +18,18 @@ def build_v0(obj, io, this):
     return build_SaslAuthenticateRequest_v0_2(obj, io.write)
 def parse_SaslAuthenticateRequest_v2_5(io):
     a0 = read_compact_bytes(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return sasl_authenticate_request__SaslAuthenticateRequest(a0)
 def parse_v2(io, this):
-    return parse_SaslAuthenticateRequest_v2_5(io)
+    try:
+        return parse_SaslAuthenticateRequest_v2_5(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SaslAuthenticateRequest_v2_6(obj, w):
     write_compact_bytes(w, obj.auth_bytes)
     w(b"\x00")

@@ -4,12 +4,15 @@
 from ..wire import *
 from ..messages.sasl_authenticate_response import SaslAuthenticateResponse as sasl_authenticate_response__SaslAuthenticateResponse
 def parse_SaslAuthenticateResponse_v0_1(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
     a2 = read_bytes(io)
     return sasl_authenticate_response__SaslAuthenticateResponse(a0, a1, a2, 0)
 def parse_v0(io, this):
-    return parse_SaslAuthenticateResponse_v0_1(io)
+    try:
+        return parse_SaslAuthenticateResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SaslAuthenticateResponse_v0_2(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_string(w, obj.error_message)
@@ -18,13 +21,16 @@ def build_SaslAuthenticateResponse_v0_2(obj, w):
 def build_v0(obj, io, this):
     return build_SaslAuthenticateResponse_v0_2(obj, io.write)
 def parse_SaslAuthenticateResponse_v1_3(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_string(io)
     a2 = read_bytes(io)
-    a3 = U_I64(read_exact(io, 8))[0]
+    a3 = U_I64(io.read(8))[0]
     return sasl_authenticate_response__SaslAuthenticateResponse(a0, a1, a2, a3)
 def parse_v1(io, this):
-    return parse_SaslAuthenticateResponse_v1_3(io)
+    try:
+        return parse_SaslAuthenticateResponse_v1_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SaslAuthenticateResponse_v1_4(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_string(w, obj.error_message)
@@ -34,17 +40,22 @@ def build_SaslAuthenticateResponse_v1_4(obj, w):
 def build_v1(obj, io, this):
     return build_SaslAuthenticateResponse_v1_4(obj, io.write)
 def parse_SaslAuthenticateResponse_v2_5(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = read_nullable_compact_string(io)
     a2 = read_compact_bytes(io)
-    a3 = U_I64(read_exact(io, 8))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a3 = U_I64(io.read(8))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return sasl_authenticate_response__SaslAuthenticateResponse(a0, a1, a2, a3)
 def parse_v2(io, this):
-    return parse_SaslAuthenticateResponse_v2_5(io)
+    try:
+        return parse_SaslAuthenticateResponse_v2_5(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SaslAuthenticateResponse_v2_6(obj, w):
     w(P_I16(obj.error_code))
     write_nullable_compact_string(w, obj.error_message)

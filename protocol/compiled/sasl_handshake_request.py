@@ -7,7 +7,10 @@ def parse_SaslHandshakeRequest_v0_1(io):
     a0 = read_string(io)
     return sasl_handshake_request__SaslHandshakeRequest(a0)
 def parse_v0(io, this):
-    return parse_SaslHandshakeRequest_v0_1(io)
+    try:
+        return parse_SaslHandshakeRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SaslHandshakeRequest_v0_2(obj, w):
     write_string(w, obj.mechanism)
     return obj

@@ -9,11 +9,14 @@ def parse_array_2(io):
     return [read_string(io) for _ in range(n)]
 from ..messages.sasl_handshake_response import SaslHandshakeResponse as sasl_handshake_response__SaslHandshakeResponse
 def parse_SaslHandshakeResponse_v0_1(io):
-    a0 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I16(io.read(2))[0]
     a1 = parse_array_2(io)
     return sasl_handshake_response__SaslHandshakeResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_SaslHandshakeResponse_v0_1(io)
+    try:
+        return parse_SaslHandshakeResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_array_4(w, v):
     if v is None:
         raise ValueError("null in a non-nullable array")

@@ -15,12 +15,15 @@ def parse_array_3(io):
 from ..messages.sync_group_request import SyncGroupRequest as sync_group_request__SyncGroupRequest
 def parse_SyncGroupRequest_v0_1(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_string(io)
     a6 = parse_array_3(io)
     return sync_group_request__SyncGroupRequest(a0, a1, a2, None, None, None, a6)
 def parse_v0(io, this):
-    return parse_SyncGroupRequest_v0_1(io)
+    try:
+        return parse_SyncGroupRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupRequestAssignment_v0_5(obj, w):
     write_string(w, obj.member_id)
     write_bytes(w, obj.assignment)
@@ -42,13 +45,16 @@ def build_v0(obj, io, this):
     return build_SyncGroupRequest_v0_4(obj, io.write)
 def parse_SyncGroupRequest_v3_19(io):
     a0 = read_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_string(io)
     a3 = read_nullable_string(io)
     a6 = parse_array_3(io)
     return sync_group_request__SyncGroupRequest(a0, a1, a2, a3, None, None, a6)
 def parse_v3(io, this):
-    return parse_SyncGroupRequest_v3_19(io)
+    try:
+        return parse_SyncGroupRequest_v3_19(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupRequest_v3_22(obj, w):
     write_string(w, obj.group_id)
     w(P_I32(obj.generation_id))
@@ -61,10 +67,12 @@ def build_v3(obj, io, this):
 def parse_SyncGroupRequestAssignment_v4_26(io):
     a0 = read_compact_string(io)
     a1 = read_compact_bytes(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return sync_group_request__SyncGroupRequestAssignment(a0, a1)
 def parse_array_27(io):
     n = read_compact_array_count(io, False)
@@ -73,17 +81,22 @@ def parse_array_27(io):
     return [parse_SyncGroupRequestAssignment_v4_26(io) for _ in range(n)]
 def parse_SyncGroupRequest_v4_25(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_compact_string(io)
     a3 = read_nullable_compact_string(io)
     a6 = parse_array_27(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return sync_group_request__SyncGroupRequest(a0, a1, a2, a3, None, None, a6)
 def parse_v4(io, this):
-    return parse_SyncGroupRequest_v4_25(io)
+    try:
+        return parse_SyncGroupRequest_v4_25(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupRequestAssignment_v4_29(obj, w):
     write_compact_string(w, obj.member_id)
     write_compact_bytes(w, obj.assignment)
@@ -108,19 +121,24 @@ def build_v4(obj, io, this):
     return build_SyncGroupRequest_v4_28(obj, io.write)
 def parse_SyncGroupRequest_v5_31(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(read_exact(io, 4))[0]
+    a1 = U_I32(io.read(4))[0]
     a2 = read_compact_string(io)
     a3 = read_nullable_compact_string(io)
     a4 = read_nullable_compact_string(io)
     a5 = read_nullable_compact_string(io)
     a6 = parse_array_27(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return sync_group_request__SyncGroupRequest(a0, a1, a2, a3, a4, a5, a6)
 def parse_v5(io, this):
-    return parse_SyncGroupRequest_v5_31(io)
+    try:
+        return parse_SyncGroupRequest_v5_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupRequest_v5_34(obj, w):
     write_compact_string(w, obj.group_id)
     w(P_I32(obj.generation_id))

@@ -4,11 +4,14 @@
 from ..wire import *
 from ..messages.sync_group_response import SyncGroupResponse as sync_group_response__SyncGroupResponse
 def parse_SyncGroupResponse_v0_1(io):
-    a1 = U_I16(read_exact(io, 2))[0]
+    a1 = U_I16(io.read(2))[0]
     a4 = read_bytes(io)
     return sync_group_response__SyncGroupResponse(0, a1, None, None, a4)
 def parse_v0(io, this):
-    return parse_SyncGroupResponse_v0_1(io)
+    try:
+        return parse_SyncGroupResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupResponse_v0_2(obj, w):
     w(P_I16(obj.error_code))
     write_bytes(w, obj.assignment)
@@ -16,12 +19,15 @@ def build_SyncGroupResponse_v0_2(obj, w):
 def build_v0(obj, io, this):
     return build_SyncGroupResponse_v0_2(obj, io.write)
 def parse_SyncGroupResponse_v1_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a4 = read_bytes(io)
     return sync_group_response__SyncGroupResponse(a0, a1, None, None, a4)
 def parse_v1(io, this):
-    return parse_SyncGroupResponse_v1_3(io)
+    try:
+        return parse_SyncGroupResponse_v1_3(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupResponse_v1_4(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -30,16 +36,21 @@ def build_SyncGroupResponse_v1_4(obj, w):
 def build_v1(obj, io, this):
     return build_SyncGroupResponse_v1_4(obj, io.write)
 def parse_SyncGroupResponse_v4_9(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a4 = read_compact_bytes(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return sync_group_response__SyncGroupResponse(a0, a1, None, None, a4)
 def parse_v4(io, this):
-    return parse_SyncGroupResponse_v4_9(io)
+    try:
+        return parse_SyncGroupResponse_v4_9(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupResponse_v4_10(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))
@@ -49,18 +60,23 @@ def build_SyncGroupResponse_v4_10(obj, w):
 def build_v4(obj, io, this):
     return build_SyncGroupResponse_v4_10(obj, io.write)
 def parse_SyncGroupResponse_v5_11(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     a2 = read_nullable_compact_string(io)
     a3 = read_nullable_compact_string(io)
     a4 = read_compact_bytes(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return sync_group_response__SyncGroupResponse(a0, a1, a2, a3, a4)
 def parse_v5(io, this):
-    return parse_SyncGroupResponse_v5_11(io)
+    try:
+        return parse_SyncGroupResponse_v5_11(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupResponse_v5_12(obj, w):
     w(P_I32(obj.throttle_time_ms))
     w(P_I16(obj.error_code))

@@ -4,8 +4,8 @@
 from ..wire import *
 from ..messages.txn_offset_commit_request import TxnOffsetCommitRequestPartition as txn_offset_commit_request__TxnOffsetCommitRequestPartition
 def parse_TxnOffsetCommitRequestPartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
     a3 = read_nullable_string(io)
     return txn_offset_commit_request__TxnOffsetCommitRequestPartition(a0, a1, -1, a3)
 def parse_array_4(io):
@@ -27,12 +27,15 @@ from ..messages.txn_offset_commit_request import TxnOffsetCommitRequest as txn_o
 def parse_TxnOffsetCommitRequest_v0_1(io):
     a0 = read_string(io)
     a1 = read_string(io)
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
     a7 = parse_array_5(io)
     return txn_offset_commit_request__TxnOffsetCommitRequest(a0, a1, a2, a3, -1, '', None, a7)
 def parse_v0(io, this):
-    return parse_TxnOffsetCommitRequest_v0_1(io)
+    try:
+        return parse_TxnOffsetCommitRequest_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitRequestPartition_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.committed_offset))
@@ -66,9 +69,9 @@ def build_TxnOffsetCommitRequest_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_TxnOffsetCommitRequest_v0_6(obj, io.write)
 def parse_TxnOffsetCommitRequestPartition_v2_23(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_string(io)
     return txn_offset_commit_request__TxnOffsetCommitRequestPartition(a0, a1, a2, a3)
 def parse_array_24(io):
@@ -88,12 +91,15 @@ def parse_array_25(io):
 def parse_TxnOffsetCommitRequest_v2_21(io):
     a0 = read_string(io)
     a1 = read_string(io)
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
     a7 = parse_array_25(io)
     return txn_offset_commit_request__TxnOffsetCommitRequest(a0, a1, a2, a3, -1, '', None, a7)
 def parse_v2(io, this):
-    return parse_TxnOffsetCommitRequest_v2_21(io)
+    try:
+        return parse_TxnOffsetCommitRequest_v2_21(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitRequestPartition_v2_28(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.committed_offset))
@@ -128,14 +134,16 @@ def build_TxnOffsetCommitRequest_v2_26(obj, w):
 def build_v2(obj, io, this):
     return build_TxnOffsetCommitRequest_v2_26(obj, io.write)
 def parse_TxnOffsetCommitRequestPartition_v3_33(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I64(read_exact(io, 8))[0]
-    a2 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I64(io.read(8))[0]
+    a2 = U_I32(io.read(4))[0]
     a3 = read_nullable_compact_string(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return txn_offset_commit_request__TxnOffsetCommitRequestPartition(a0, a1, a2, a3)
 def parse_array_34(io):
     n = read_compact_array_count(io, False)
@@ -145,10 +153,12 @@ def parse_array_34(io):
 def parse_TxnOffsetCommitRequestTopic_v3_32(io):
     a0 = read_compact_string(io)
     a2 = parse_array_34(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return txn_offset_commit_request__TxnOffsetCommitRequestTopic(a0, ZERO_UUID, a2)
 def parse_array_35(io):
     n = read_compact_array_count(io, False)
@@ -158,19 +168,24 @@ def parse_array_35(io):
 def parse_TxnOffsetCommitRequest_v3_31(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
+    a4 = U_I32(io.read(4))[0]
     a5 = read_compact_string(io)
     a6 = read_nullable_compact_string(io)
     a7 = parse_array_35(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return txn_offset_commit_request__TxnOffsetCommitRequest(a0, a1, a2, a3, a4, a5, a6, a7)
 def parse_v3(io, this):
-    return parse_TxnOffsetCommitRequest_v3_31(io)
+    try:
+        return parse_TxnOffsetCommitRequest_v3_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitRequestPartition_v3_38(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I64(obj.committed_offset))
@@ -213,10 +228,12 @@ def build_v3(obj, io, this):
 def parse_TxnOffsetCommitRequestTopic_v6_62(io):
     a1 = read_uuid(io)
     a2 = parse_array_34(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return txn_offset_commit_request__TxnOffsetCommitRequestTopic('', a1, a2)
 def parse_array_65(io):
     n = read_compact_array_count(io, False)
@@ -226,19 +243,24 @@ def parse_array_65(io):
 def parse_TxnOffsetCommitRequest_v6_61(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
-    a2 = U_I64(read_exact(io, 8))[0]
-    a3 = U_I16(read_exact(io, 2))[0]
-    a4 = U_I32(read_exact(io, 4))[0]
+    a2 = U_I64(io.read(8))[0]
+    a3 = U_I16(io.read(2))[0]
+    a4 = U_I32(io.read(4))[0]
     a5 = read_compact_string(io)
     a6 = read_nullable_compact_string(io)
     a7 = parse_array_65(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return txn_offset_commit_request__TxnOffsetCommitRequest(a0, a1, a2, a3, a4, a5, a6, a7)
 def parse_v6(io, this):
-    return parse_TxnOffsetCommitRequest_v6_61(io)
+    try:
+        return parse_TxnOffsetCommitRequest_v6_61(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitRequestTopic_v6_67(obj, w):
     w(obj.topic_id.bytes)
     build_array_39(w, obj.partitions)

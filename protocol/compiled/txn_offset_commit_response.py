@@ -4,8 +4,8 @@
 from ..wire import *
 from ..messages.txn_offset_commit_response import TxnOffsetCommitResponsePartition as txn_offset_commit_response__TxnOffsetCommitResponsePartition
 def parse_TxnOffsetCommitResponsePartition_v0_3(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
     return txn_offset_commit_response__TxnOffsetCommitResponsePartition(a0, a1)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -24,11 +24,14 @@ def parse_array_5(io):
     return [parse_TxnOffsetCommitResponseTopic_v0_2(io) for _ in range(n)]
 from ..messages.txn_offset_commit_response import TxnOffsetCommitResponse as txn_offset_commit_response__TxnOffsetCommitResponse
 def parse_TxnOffsetCommitResponse_v0_1(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_5(io)
     return txn_offset_commit_response__TxnOffsetCommitResponse(a0, a1)
 def parse_v0(io, this):
-    return parse_TxnOffsetCommitResponse_v0_1(io)
+    try:
+        return parse_TxnOffsetCommitResponse_v0_1(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitResponsePartition_v0_8(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))
@@ -58,12 +61,14 @@ def build_TxnOffsetCommitResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_TxnOffsetCommitResponse_v0_6(obj, io.write)
 def parse_TxnOffsetCommitResponsePartition_v3_33(io):
-    a0 = U_I32(read_exact(io, 4))[0]
-    a1 = U_I16(read_exact(io, 2))[0]
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    a0 = U_I32(io.read(4))[0]
+    a1 = U_I16(io.read(2))[0]
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return txn_offset_commit_response__TxnOffsetCommitResponsePartition(a0, a1)
 def parse_array_34(io):
     n = read_compact_array_count(io, False)
@@ -73,10 +78,12 @@ def parse_array_34(io):
 def parse_TxnOffsetCommitResponseTopic_v3_32(io):
     a0 = read_compact_string(io)
     a2 = parse_array_34(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return txn_offset_commit_response__TxnOffsetCommitResponseTopic(a0, ZERO_UUID, a2)
 def parse_array_35(io):
     n = read_compact_array_count(io, False)
@@ -84,15 +91,20 @@ def parse_array_35(io):
         return None
     return [parse_TxnOffsetCommitResponseTopic_v3_32(io) for _ in range(n)]
 def parse_TxnOffsetCommitResponse_v3_31(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_35(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return txn_offset_commit_response__TxnOffsetCommitResponse(a0, a1)
 def parse_v3(io, this):
-    return parse_TxnOffsetCommitResponse_v3_31(io)
+    try:
+        return parse_TxnOffsetCommitResponse_v3_31(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitResponsePartition_v3_38(obj, w):
     w(P_I32(obj.partition_index))
     w(P_I16(obj.error_code))
@@ -127,10 +139,12 @@ def build_v3(obj, io, this):
 def parse_TxnOffsetCommitResponseTopic_v6_62(io):
     a1 = read_uuid(io)
     a2 = parse_array_34(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return txn_offset_commit_response__TxnOffsetCommitResponseTopic('', a1, a2)
 def parse_array_65(io):
     n = read_compact_array_count(io, False)
@@ -138,15 +152,20 @@ def parse_array_65(io):
         return None
     return [parse_TxnOffsetCommitResponseTopic_v6_62(io) for _ in range(n)]
 def parse_TxnOffsetCommitResponse_v6_61(io):
-    a0 = U_I32(read_exact(io, 4))[0]
+    a0 = U_I32(io.read(4))[0]
     a1 = parse_array_65(io)
-    for _ in range(read_uvarint(io)):
-        tag = read_uvarint(io)
-        size = read_uvarint(io)
-        read_exact(io, size)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
     return txn_offset_commit_response__TxnOffsetCommitResponse(a0, a1)
 def parse_v6(io, this):
-    return parse_TxnOffsetCommitResponse_v6_61(io)
+    try:
+        return parse_TxnOffsetCommitResponse_v6_61(io)
+    except StructError as e:  # a fixed-width field past the end (primitives.py)
+        raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitResponseTopic_v6_67(obj, w):
     w(obj.topic_id.bytes)
     build_array_39(w, obj.partitions)

@@ -82,3 +82,16 @@ def test_kafkajs_delete_records_v1() -> None:
     body = framing.decode_body(framing.decode_request_header(_load("kafkajs-delete_records-v1.hex")))
     assert [(t.name, [(p.partition_index, p.offset) for p in t.partitions]) for t in body.topics] == [
         ("golden-kjs", [(0, 1)])]
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_a_cut_golden_body_is_malformed_at_every_length(path: Path) -> None:
+    """Wherever a real client's request body ends early (in a fixed-width field, a length, a string, a
+    tagged-field count), decoding raises MalformedMessage, the one error the connection answers."""
+    from kbroker.protocol.wire import MalformedMessage
+
+    req = framing.decode_request_header(_load(path.name))
+    body = req.body_io.read()
+    for cut in range(len(body)):
+        with pytest.raises(MalformedMessage):
+            codec.decode(req.spec, req.api_version, body[:cut])
