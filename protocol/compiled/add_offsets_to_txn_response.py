@@ -2,10 +2,11 @@
 """AddOffsetsToTxnResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 from ..messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse as add_offsets_to_txn_response__AddOffsetsToTxnResponse
 def parse_AddOffsetsToTxnResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     return add_offsets_to_txn_response__AddOffsetsToTxnResponse(a0, a1)
 def parse_v0(io, this):
     try:
@@ -13,14 +14,12 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_AddOffsetsToTxnResponse_v0_2(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     return obj
 def build_v0(obj, io, this):
     return build_AddOffsetsToTxnResponse_v0_2(obj, io.write)
 def parse_AddOffsetsToTxnResponse_v3_7(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -34,8 +33,7 @@ def parse_v3(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_AddOffsetsToTxnResponse_v3_8(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     w(b"\x00")
     return obj
 def build_v3(obj, io, this):

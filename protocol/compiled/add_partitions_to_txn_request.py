@@ -2,6 +2,8 @@
 """AddPartitionsToTxnRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_qh = Struct('>qh')
 def parse_array_3(io):
     n = read_array_count(io, False)
     if n < 0:
@@ -20,8 +22,7 @@ def parse_array_4(io):
 from ..messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest as add_partitions_to_txn_request__AddPartitionsToTxnRequest
 def parse_AddPartitionsToTxnRequest_v0_1(io):
     a1 = read_string(io)
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
+    a2, a3 = S_qh.unpack(io.read(10))
     a4 = parse_array_4(io)
     return add_partitions_to_txn_request__AddPartitionsToTxnRequest([], a1, a2, a3, a4)
 def parse_v0(io, this):
@@ -49,8 +50,7 @@ def build_array_8(w, v):
         build_AddPartitionsToTxnTopic_v0_6(e, w)
 def build_AddPartitionsToTxnRequest_v0_5(obj, w):
     write_string(w, obj.v3_and_below_transactional_id)
-    w(P_I64(obj.v3_and_below_producer_id))
-    w(P_I16(obj.v3_and_below_producer_epoch))
+    w(S_qh.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch))
     build_array_8(w, obj.v3_and_below_topics)
     return obj
 def build_v0(obj, io, this):
@@ -77,8 +77,7 @@ def parse_array_28(io):
     return [parse_AddPartitionsToTxnTopic_v3_26(io) for _ in range(n)]
 def parse_AddPartitionsToTxnRequest_v3_25(io):
     a1 = read_compact_string(io)
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
+    a2, a3 = S_qh.unpack(io.read(10))
     a4 = parse_array_28(io)
     count = io.read(1)
     if count != b"\x00":
@@ -113,8 +112,7 @@ def build_array_32(w, v):
         build_AddPartitionsToTxnTopic_v3_30(e, w)
 def build_AddPartitionsToTxnRequest_v3_29(obj, w):
     write_compact_string(w, obj.v3_and_below_transactional_id)
-    w(P_I64(obj.v3_and_below_producer_id))
-    w(P_I16(obj.v3_and_below_producer_epoch))
+    w(S_qh.pack(obj.v3_and_below_producer_id, obj.v3_and_below_producer_epoch))
     build_array_32(w, obj.v3_and_below_topics)
     w(b"\x00")
     return obj
@@ -123,8 +121,7 @@ def build_v3(obj, io, this):
 from ..messages.add_partitions_to_txn_request import AddPartitionsToTxnTransaction as add_partitions_to_txn_request__AddPartitionsToTxnTransaction
 def parse_AddPartitionsToTxnTransaction_v4_34(io):
     a0 = read_compact_string(io)
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I16(io.read(2))[0]
+    a1, a2 = S_qh.unpack(io.read(10))
     a3 = read_bool(io)
     a4 = parse_array_28(io)
     count = io.read(1)
@@ -155,8 +152,7 @@ def parse_v4(io, this):
         raise MalformedMessage(f"truncated: {e}") from None
 def build_AddPartitionsToTxnTransaction_v4_40(obj, w):
     write_compact_string(w, obj.transactional_id)
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_qh.pack(obj.producer_id, obj.producer_epoch))
     w(b'\x01' if obj.verify_only else b'\x00')
     build_array_32(w, obj.topics)
     w(b"\x00")

@@ -2,10 +2,11 @@
 """AddPartitionsToTxnResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 from ..messages.add_partitions_to_txn_response import AddPartitionsToTxnPartitionResult as add_partitions_to_txn_response__AddPartitionsToTxnPartitionResult
 def parse_AddPartitionsToTxnPartitionResult_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     return add_partitions_to_txn_response__AddPartitionsToTxnPartitionResult(a0, a1)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -33,8 +34,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_AddPartitionsToTxnPartitionResult_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.partition_error_code))
+    w(S_ih.pack(obj.partition_index, obj.partition_error_code))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -61,8 +61,7 @@ def build_AddPartitionsToTxnResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_AddPartitionsToTxnResponse_v0_6(obj, io.write)
 def parse_AddPartitionsToTxnPartitionResult_v3_33(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -106,8 +105,7 @@ def parse_v3(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_AddPartitionsToTxnPartitionResult_v3_38(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.partition_error_code))
+    w(S_ih.pack(obj.partition_index, obj.partition_error_code))
     w(b"\x00")
     return obj
 def build_array_39(w, v):
@@ -153,8 +151,7 @@ def parse_array_47(io):
         return None
     return [parse_AddPartitionsToTxnResult_v4_42(io) for _ in range(n)]
 def parse_AddPartitionsToTxnResponse_v4_41(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_47(io)
     count = io.read(1)
     if count != b"\x00":
@@ -181,8 +178,7 @@ def build_array_54(w, v):
     for e in v:
         build_AddPartitionsToTxnResult_v4_49(e, w)
 def build_AddPartitionsToTxnResponse_v4_48(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_54(w, obj.results_by_transaction)
     w(b"\x00")
     return obj

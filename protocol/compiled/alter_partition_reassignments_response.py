@@ -2,10 +2,11 @@
 """AlterPartitionReassignmentsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 from ..messages.alter_partition_reassignments_response import ReassignablePartitionResponse as alter_partition_reassignments_response__ReassignablePartitionResponse
 def parse_ReassignablePartitionResponse_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     count = io.read(1)
     if count != b"\x00":
@@ -37,8 +38,7 @@ def parse_array_5(io):
     return [parse_ReassignableTopicResponse_v0_2(io) for _ in range(n)]
 from ..messages.alter_partition_reassignments_response import AlterPartitionReassignmentsResponse as alter_partition_reassignments_response__AlterPartitionReassignmentsResponse
 def parse_AlterPartitionReassignmentsResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a2 = U_I16(io.read(2))[0]
+    a0, a2 = S_ih.unpack(io.read(6))
     a3 = read_nullable_compact_string(io)
     a4 = parse_array_5(io)
     count = io.read(1)
@@ -54,8 +54,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ReassignablePartitionResponse_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.partition_index, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     w(b"\x00")
     return obj
@@ -79,8 +78,7 @@ def build_array_10(w, v):
     for e in v:
         build_ReassignableTopicResponse_v0_7(e, w)
 def build_AlterPartitionReassignmentsResponse_v0_6(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     build_array_10(w, obj.responses)
     w(b"\x00")

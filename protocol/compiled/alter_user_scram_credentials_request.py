@@ -18,11 +18,12 @@ def parse_array_3(io):
     if n < 0:
         return None
     return [parse_ScramCredentialDeletion_v0_2(io) for _ in range(n)]
+from struct import Struct
+S_bi = Struct('>bi')
 from ..messages.alter_user_scram_credentials_request import ScramCredentialUpsertion as alter_user_scram_credentials_request__ScramCredentialUpsertion
 def parse_ScramCredentialUpsertion_v0_4(io):
     a0 = read_compact_string(io)
-    a1 = U_I8(io.read(1))[0]
-    a2 = U_I32(io.read(4))[0]
+    a1, a2 = S_bi.unpack(io.read(5))
     a3 = read_compact_bytes(io)
     a4 = read_compact_bytes(io)
     count = io.read(1)
@@ -67,8 +68,7 @@ def build_array_8(w, v):
         build_ScramCredentialDeletion_v0_7(e, w)
 def build_ScramCredentialUpsertion_v0_9(obj, w):
     write_compact_string(w, obj.name)
-    w(P_I8(obj.mechanism))
-    w(P_I32(obj.iterations))
+    w(S_bi.pack(obj.mechanism, obj.iterations))
     write_compact_bytes(w, obj.salt)
     write_compact_bytes(w, obj.salted_password)
     w(b"\x00")

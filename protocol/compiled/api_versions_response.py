@@ -2,11 +2,11 @@
 """ApiVersionsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_hhh = Struct('>hhh')
 from ..messages.api_versions_response import ApiVersion as api_versions_response__ApiVersion
 def parse_ApiVersion_v0_2(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I16(io.read(2))[0]
+    a0, a1, a2 = S_hhh.unpack(io.read(6))
     return api_versions_response__ApiVersion(a0, a1, a2)
 def parse_array_3(io):
     n = read_array_count(io, False)
@@ -24,9 +24,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ApiVersion_v0_5(obj, w):
-    w(P_I16(obj.api_key))
-    w(P_I16(obj.min_version))
-    w(P_I16(obj.max_version))
+    w(S_hhh.pack(obj.api_key, obj.min_version, obj.max_version))
     return obj
 def build_array_6(w, v):
     if v is None:
@@ -59,9 +57,7 @@ def build_ApiVersionsResponse_v1_10(obj, w):
 def build_v1(obj, io, this):
     return build_ApiVersionsResponse_v1_10(obj, io.write)
 def parse_ApiVersion_v3_20(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I16(io.read(2))[0]
+    a0, a1, a2 = S_hhh.unpack(io.read(6))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -74,11 +70,11 @@ def parse_array_21(io):
     if n < 0:
         return None
     return [parse_ApiVersion_v3_20(io) for _ in range(n)]
+S_hh = Struct('>hh')
 from ..messages.api_versions_response import SupportedFeatureKey as api_versions_response__SupportedFeatureKey
 def parse_SupportedFeatureKey_v3_23(io):
     a0 = read_compact_string(io)
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I16(io.read(2))[0]
+    a1, a2 = S_hh.unpack(io.read(4))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -98,8 +94,7 @@ def parse_tagged_25(io):
 from ..messages.api_versions_response import FinalizedFeatureKey as api_versions_response__FinalizedFeatureKey
 def parse_FinalizedFeatureKey_v3_27(io):
     a0 = read_compact_string(io)
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I16(io.read(2))[0]
+    a1, a2 = S_hh.unpack(io.read(4))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -146,9 +141,7 @@ def parse_v3(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ApiVersion_v3_31(obj, w):
-    w(P_I16(obj.api_key))
-    w(P_I16(obj.min_version))
-    w(P_I16(obj.max_version))
+    w(S_hhh.pack(obj.api_key, obj.min_version, obj.max_version))
     w(b"\x00")
     return obj
 def build_array_32(w, v):
@@ -160,8 +153,7 @@ def build_array_32(w, v):
         build_ApiVersion_v3_31(e, w)
 def build_SupportedFeatureKey_v3_34(obj, w):
     write_compact_string(w, obj.name)
-    w(P_I16(obj.min_version))
-    w(P_I16(obj.max_version))
+    w(S_hh.pack(obj.min_version, obj.max_version))
     w(b"\x00")
     return obj
 def build_array_35(w, v):
@@ -183,8 +175,7 @@ def build_tagged_36(v):
     return b.getvalue()
 def build_FinalizedFeatureKey_v3_38(obj, w):
     write_compact_string(w, obj.name)
-    w(P_I16(obj.max_version_level))
-    w(P_I16(obj.min_version_level))
+    w(S_hh.pack(obj.max_version_level, obj.min_version_level))
     w(b"\x00")
     return obj
 def build_array_39(w, v):

@@ -2,6 +2,8 @@
 """ConsumerGroupCurrentMemberAssignmentValue: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_iib = Struct('>iib')
 def parse_array_3(io):
     n = read_compact_array_count(io, False)
     if n < 0:
@@ -36,9 +38,7 @@ def parse_array_6(io):
     return [parse_TopicPartitions_v0_2(io) for _ in range(n)]
 from ..messages.consumer_group_current_member_assignment_value import ConsumerGroupCurrentMemberAssignmentValue as consumer_group_current_member_assignment_value__ConsumerGroupCurrentMemberAssignmentValue
 def parse_ConsumerGroupCurrentMemberAssignmentValue_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I8(io.read(1))[0]
+    a0, a1, a2 = S_iib.unpack(io.read(9))
     a3 = parse_array_6(io)
     a4 = parse_array_6(io)
     count = io.read(1)
@@ -92,9 +92,7 @@ def build_array_13(w, v):
     for e in v:
         build_TopicPartitions_v0_9(e, w)
 def build_ConsumerGroupCurrentMemberAssignmentValue_v0_8(obj, w):
-    w(P_I32(obj.member_epoch))
-    w(P_I32(obj.previous_member_epoch))
-    w(P_I8(obj.state))
+    w(S_iib.pack(obj.member_epoch, obj.previous_member_epoch, obj.state))
     build_array_13(w, obj.assigned_partitions)
     build_array_13(w, obj.partitions_pending_revocation)
     w(b"\x00")

@@ -2,6 +2,8 @@
 """ConsumerGroupDescribeResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ii = Struct('>ii')
 def parse_array_4(io):
     n = read_compact_array_count(io, False)
     if n < 0:
@@ -69,8 +71,7 @@ def parse_DescribedGroup_v0_2(io):
     a1 = read_nullable_compact_string(io)
     a2 = read_compact_string(io)
     a3 = read_compact_string(io)
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
+    a4, a5 = S_ii.unpack(io.read(8))
     a6 = read_compact_string(io)
     a7 = parse_array_9(io)
     a8 = U_I32(io.read(4))[0]
@@ -158,8 +159,7 @@ def build_DescribedGroup_v0_12(obj, w):
     write_nullable_compact_string(w, obj.error_message)
     write_compact_string(w, obj.group_id)
     write_compact_string(w, obj.group_state)
-    w(P_I32(obj.group_epoch))
-    w(P_I32(obj.assignment_epoch))
+    w(S_ii.pack(obj.group_epoch, obj.assignment_epoch))
     write_compact_string(w, obj.assignor_name)
     build_array_19(w, obj.members)
     w(P_I32(obj.authorized_operations))
@@ -208,8 +208,7 @@ def parse_DescribedGroup_v1_22(io):
     a1 = read_nullable_compact_string(io)
     a2 = read_compact_string(io)
     a3 = read_compact_string(io)
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
+    a4, a5 = S_ii.unpack(io.read(8))
     a6 = read_compact_string(io)
     a7 = parse_array_29(io)
     a8 = U_I32(io.read(4))[0]
@@ -266,8 +265,7 @@ def build_DescribedGroup_v1_32(obj, w):
     write_nullable_compact_string(w, obj.error_message)
     write_compact_string(w, obj.group_id)
     write_compact_string(w, obj.group_state)
-    w(P_I32(obj.group_epoch))
-    w(P_I32(obj.assignment_epoch))
+    w(S_ii.pack(obj.group_epoch, obj.assignment_epoch))
     write_compact_string(w, obj.assignor_name)
     build_array_39(w, obj.members)
     w(P_I32(obj.authorized_operations))

@@ -2,6 +2,9 @@
 """ConsumerGroupHeartbeatResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
+S_ii = Struct('>ii')
 def parse_array_4(io):
     n = read_compact_array_count(io, False)
     if n < 0:
@@ -35,12 +38,10 @@ def parse_Assignment_v0_2(io):
     return consumer_group_heartbeat_response__Assignment(a0)
 from ..messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse as consumer_group_heartbeat_response__ConsumerGroupHeartbeatResponse
 def parse_ConsumerGroupHeartbeatResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a3 = read_nullable_compact_string(io)
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
+    a4, a5 = S_ii.unpack(io.read(8))
     a6 = (None if U_I8(io.read(1))[0] < 0 else parse_Assignment_v0_2(io))
     count = io.read(1)
     if count != b"\x00":
@@ -84,12 +85,10 @@ def build_nullable_struct_11(w, obj):
         w(b"\x01")
         build_Assignment_v0_7(obj, w)
 def build_ConsumerGroupHeartbeatResponse_v0_6(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     write_nullable_compact_string(w, obj.member_id)
-    w(P_I32(obj.member_epoch))
-    w(P_I32(obj.heartbeat_interval_ms))
+    w(S_ii.pack(obj.member_epoch, obj.heartbeat_interval_ms))
     build_nullable_struct_11(w, obj.assignment)
     w(b"\x00")
     return obj

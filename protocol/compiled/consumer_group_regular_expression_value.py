@@ -7,11 +7,12 @@ def parse_array_2(io):
     if n < 0:
         return None
     return [read_compact_string(io) for _ in range(n)]
+from struct import Struct
+S_qq = Struct('>qq')
 from ..messages.consumer_group_regular_expression_value import ConsumerGroupRegularExpressionValue as consumer_group_regular_expression_value__ConsumerGroupRegularExpressionValue
 def parse_ConsumerGroupRegularExpressionValue_v0_1(io):
     a0 = parse_array_2(io)
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I64(io.read(8))[0]
+    a1, a2 = S_qq.unpack(io.read(16))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -33,8 +34,7 @@ def build_array_4(w, v):
         write_compact_string(w, e)
 def build_ConsumerGroupRegularExpressionValue_v0_3(obj, w):
     build_array_4(w, obj.topics)
-    w(P_I64(obj.version))
-    w(P_I64(obj.timestamp))
+    w(S_qq.pack(obj.version, obj.timestamp))
     w(b"\x00")
     return obj
 def build_v0(obj, io, this):

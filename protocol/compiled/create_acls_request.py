@@ -2,14 +2,15 @@
 """CreateAclsRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_bb = Struct('>bb')
 from ..messages.create_acls_request import AclCreation as create_acls_request__AclCreation
 def parse_AclCreation_v0_2(io):
     a0 = U_I8(io.read(1))[0]
     a1 = read_string(io)
     a3 = read_string(io)
     a4 = read_string(io)
-    a5 = U_I8(io.read(1))[0]
-    a6 = U_I8(io.read(1))[0]
+    a5, a6 = S_bb.unpack(io.read(2))
     return create_acls_request__AclCreation(a0, a1, 3, a3, a4, a5, a6)
 def parse_array_3(io):
     n = read_array_count(io, False)
@@ -30,8 +31,7 @@ def build_AclCreation_v0_5(obj, w):
     write_string(w, obj.resource_name)
     write_string(w, obj.principal)
     write_string(w, obj.host)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     return obj
 def build_array_6(w, v):
     if v is None:
@@ -51,8 +51,7 @@ def parse_AclCreation_v1_8(io):
     a2 = U_I8(io.read(1))[0]
     a3 = read_string(io)
     a4 = read_string(io)
-    a5 = U_I8(io.read(1))[0]
-    a6 = U_I8(io.read(1))[0]
+    a5, a6 = S_bb.unpack(io.read(2))
     return create_acls_request__AclCreation(a0, a1, a2, a3, a4, a5, a6)
 def parse_array_9(io):
     n = read_array_count(io, False)
@@ -73,8 +72,7 @@ def build_AclCreation_v1_11(obj, w):
     w(P_I8(obj.resource_pattern_type))
     write_string(w, obj.principal)
     write_string(w, obj.host)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     return obj
 def build_array_12(w, v):
     if v is None:
@@ -94,8 +92,7 @@ def parse_AclCreation_v2_14(io):
     a2 = U_I8(io.read(1))[0]
     a3 = read_compact_string(io)
     a4 = read_compact_string(io)
-    a5 = U_I8(io.read(1))[0]
-    a6 = U_I8(io.read(1))[0]
+    a5, a6 = S_bb.unpack(io.read(2))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -128,8 +125,7 @@ def build_AclCreation_v2_17(obj, w):
     w(P_I8(obj.resource_pattern_type))
     write_compact_string(w, obj.principal)
     write_compact_string(w, obj.host)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     w(b"\x00")
     return obj
 def build_array_18(w, v):

@@ -2,6 +2,8 @@
 """CreateTopicsRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 def parse_array_4(io):
     n = read_array_count(io, False)
     if n < 0:
@@ -30,8 +32,7 @@ def parse_array_7(io):
 from ..messages.create_topics_request import CreatableTopic as create_topics_request__CreatableTopic
 def parse_CreatableTopic_v0_2(io):
     a0 = read_string(io)
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I16(io.read(2))[0]
+    a1, a2 = S_ih.unpack(io.read(6))
     a3 = parse_array_5(io)
     a4 = parse_array_7(io)
     return create_topics_request__CreatableTopic(a0, a1, a2, a3, a4)
@@ -81,8 +82,7 @@ def build_array_15(w, v):
         build_CreatableTopicConfig_v0_14(e, w)
 def build_CreatableTopic_v0_10(obj, w):
     write_string(w, obj.name)
-    w(P_I32(obj.num_partitions))
-    w(P_I16(obj.replication_factor))
+    w(S_ih.pack(obj.num_partitions, obj.replication_factor))
     build_array_13(w, obj.assignments)
     build_array_15(w, obj.configs)
     return obj
@@ -153,8 +153,7 @@ def parse_array_87(io):
     return [parse_CreatableTopicConfig_v5_86(io) for _ in range(n)]
 def parse_CreatableTopic_v5_82(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I16(io.read(2))[0]
+    a1, a2 = S_ih.unpack(io.read(6))
     a3 = parse_array_85(io)
     a4 = parse_array_87(io)
     count = io.read(1)
@@ -218,8 +217,7 @@ def build_array_95(w, v):
         build_CreatableTopicConfig_v5_94(e, w)
 def build_CreatableTopic_v5_90(obj, w):
     write_compact_string(w, obj.name)
-    w(P_I32(obj.num_partitions))
-    w(P_I16(obj.replication_factor))
+    w(S_ih.pack(obj.num_partitions, obj.replication_factor))
     build_array_93(w, obj.assignments)
     build_array_95(w, obj.configs)
     w(b"\x00")

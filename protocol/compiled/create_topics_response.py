@@ -87,6 +87,8 @@ def build_CreateTopicsResponse_v2_16(obj, w):
     return obj
 def build_v2(obj, io, this):
     return build_CreateTopicsResponse_v2_16(obj, io.write)
+from struct import Struct
+S_ih = Struct('>ih')
 from ..messages.create_topics_response import CreatableTopicConfigs as create_topics_response__CreatableTopicConfigs
 def parse_CreatableTopicConfigs_v5_33(io):
     a0 = read_compact_string(io)
@@ -112,8 +114,7 @@ def parse_CreatableTopicResult_v5_32(io):
     a0 = read_compact_string(io)
     a2 = U_I16(io.read(2))[0]
     a3 = read_nullable_compact_string(io)
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I16(io.read(2))[0]
+    a5, a6 = S_ih.unpack(io.read(6))
     a7 = parse_array_34(io)
     t4 = 0
     count = io.read(1)
@@ -170,8 +171,7 @@ def build_CreatableTopicResult_v5_38(obj, w):
     write_compact_string(w, obj.name)
     w(P_I16(obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
-    w(P_I32(obj.num_partitions))
-    w(P_I16(obj.replication_factor))
+    w(S_ih.pack(obj.num_partitions, obj.replication_factor))
     build_array_40(w, obj.configs)
     tags = []
     if obj.topic_config_error_code != 0:
@@ -201,8 +201,7 @@ def parse_CreatableTopicResult_v7_56(io):
     a1 = read_uuid(io)
     a2 = U_I16(io.read(2))[0]
     a3 = read_nullable_compact_string(io)
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I16(io.read(2))[0]
+    a5, a6 = S_ih.unpack(io.read(6))
     a7 = parse_array_34(io)
     t4 = 0
     count = io.read(1)
@@ -240,8 +239,7 @@ def build_CreatableTopicResult_v7_62(obj, w):
     w(obj.topic_id.bytes)
     w(P_I16(obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
-    w(P_I32(obj.num_partitions))
-    w(P_I16(obj.replication_factor))
+    w(S_ih.pack(obj.num_partitions, obj.replication_factor))
     build_array_40(w, obj.configs)
     tags = []
     if obj.topic_config_error_code != 0:

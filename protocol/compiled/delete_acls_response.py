@@ -2,6 +2,8 @@
 """DeleteAclsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_bb = Struct('>bb')
 from ..messages.delete_acls_response import DeleteAclsMatchingAcl as delete_acls_response__DeleteAclsMatchingAcl
 def parse_DeleteAclsMatchingAcl_v0_3(io):
     a0 = U_I16(io.read(2))[0]
@@ -10,8 +12,7 @@ def parse_DeleteAclsMatchingAcl_v0_3(io):
     a3 = read_string(io)
     a5 = read_string(io)
     a6 = read_string(io)
-    a7 = U_I8(io.read(1))[0]
-    a8 = U_I8(io.read(1))[0]
+    a7, a8 = S_bb.unpack(io.read(2))
     return delete_acls_response__DeleteAclsMatchingAcl(a0, a1, a2, a3, 3, a5, a6, a7, a8)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -46,8 +47,7 @@ def build_DeleteAclsMatchingAcl_v0_8(obj, w):
     write_string(w, obj.resource_name)
     write_string(w, obj.principal)
     write_string(w, obj.host)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -82,8 +82,7 @@ def parse_DeleteAclsMatchingAcl_v1_13(io):
     a4 = U_I8(io.read(1))[0]
     a5 = read_string(io)
     a6 = read_string(io)
-    a7 = U_I8(io.read(1))[0]
-    a8 = U_I8(io.read(1))[0]
+    a7, a8 = S_bb.unpack(io.read(2))
     return delete_acls_response__DeleteAclsMatchingAcl(a0, a1, a2, a3, a4, a5, a6, a7, a8)
 def parse_array_14(io):
     n = read_array_count(io, False)
@@ -117,8 +116,7 @@ def build_DeleteAclsMatchingAcl_v1_18(obj, w):
     w(P_I8(obj.pattern_type))
     write_string(w, obj.principal)
     write_string(w, obj.host)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     return obj
 def build_array_19(w, v):
     if v is None:
@@ -153,8 +151,7 @@ def parse_DeleteAclsMatchingAcl_v2_23(io):
     a4 = U_I8(io.read(1))[0]
     a5 = read_compact_string(io)
     a6 = read_compact_string(io)
-    a7 = U_I8(io.read(1))[0]
-    a8 = U_I8(io.read(1))[0]
+    a7, a8 = S_bb.unpack(io.read(2))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -206,8 +203,7 @@ def build_DeleteAclsMatchingAcl_v2_28(obj, w):
     w(P_I8(obj.pattern_type))
     write_compact_string(w, obj.principal)
     write_compact_string(w, obj.host)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     w(b"\x00")
     return obj
 def build_array_29(w, v):

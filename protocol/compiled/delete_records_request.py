@@ -2,10 +2,11 @@
 """DeleteRecordsRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_iq = Struct('>iq')
 from ..messages.delete_records_request import DeleteRecordsPartition as delete_records_request__DeleteRecordsPartition
 def parse_DeleteRecordsPartition_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
+    a0, a1 = S_iq.unpack(io.read(12))
     return delete_records_request__DeleteRecordsPartition(a0, a1)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -33,8 +34,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteRecordsPartition_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.offset))
+    w(S_iq.pack(obj.partition_index, obj.offset))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -61,8 +61,7 @@ def build_DeleteRecordsRequest_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_DeleteRecordsRequest_v0_6(obj, io.write)
 def parse_DeleteRecordsPartition_v2_23(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
+    a0, a1 = S_iq.unpack(io.read(12))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -106,8 +105,7 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteRecordsPartition_v2_28(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.offset))
+    w(S_iq.pack(obj.partition_index, obj.offset))
     w(b"\x00")
     return obj
 def build_array_29(w, v):

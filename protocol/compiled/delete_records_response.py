@@ -2,11 +2,11 @@
 """DeleteRecordsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_iqh = Struct('>iqh')
 from ..messages.delete_records_response import DeleteRecordsPartitionResult as delete_records_response__DeleteRecordsPartitionResult
 def parse_DeleteRecordsPartitionResult_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I16(io.read(2))[0]
+    a0, a1, a2 = S_iqh.unpack(io.read(14))
     return delete_records_response__DeleteRecordsPartitionResult(a0, a1, a2)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -34,9 +34,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteRecordsPartitionResult_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.low_watermark))
-    w(P_I16(obj.error_code))
+    w(S_iqh.pack(obj.partition_index, obj.low_watermark, obj.error_code))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -63,9 +61,7 @@ def build_DeleteRecordsResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_DeleteRecordsResponse_v0_6(obj, io.write)
 def parse_DeleteRecordsPartitionResult_v2_23(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I16(io.read(2))[0]
+    a0, a1, a2 = S_iqh.unpack(io.read(14))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -109,9 +105,7 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_DeleteRecordsPartitionResult_v2_28(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.low_watermark))
-    w(P_I16(obj.error_code))
+    w(S_iqh.pack(obj.partition_index, obj.low_watermark, obj.error_code))
     w(b"\x00")
     return obj
 def build_array_29(w, v):

@@ -2,14 +2,15 @@
 """DescribeAclsRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_bb = Struct('>bb')
 from ..messages.describe_acls_request import DescribeAclsRequest as describe_acls_request__DescribeAclsRequest
 def parse_DescribeAclsRequest_v0_1(io):
     a0 = U_I8(io.read(1))[0]
     a1 = read_nullable_string(io)
     a3 = read_nullable_string(io)
     a4 = read_nullable_string(io)
-    a5 = U_I8(io.read(1))[0]
-    a6 = U_I8(io.read(1))[0]
+    a5, a6 = S_bb.unpack(io.read(2))
     return describe_acls_request__DescribeAclsRequest(a0, a1, 3, a3, a4, a5, a6)
 def parse_v0(io, this):
     try:
@@ -21,8 +22,7 @@ def build_DescribeAclsRequest_v0_2(obj, w):
     write_nullable_string(w, obj.resource_name_filter)
     write_nullable_string(w, obj.principal_filter)
     write_nullable_string(w, obj.host_filter)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     return obj
 def build_v0(obj, io, this):
     return build_DescribeAclsRequest_v0_2(obj, io.write)
@@ -32,8 +32,7 @@ def parse_DescribeAclsRequest_v1_3(io):
     a2 = U_I8(io.read(1))[0]
     a3 = read_nullable_string(io)
     a4 = read_nullable_string(io)
-    a5 = U_I8(io.read(1))[0]
-    a6 = U_I8(io.read(1))[0]
+    a5, a6 = S_bb.unpack(io.read(2))
     return describe_acls_request__DescribeAclsRequest(a0, a1, a2, a3, a4, a5, a6)
 def parse_v1(io, this):
     try:
@@ -46,8 +45,7 @@ def build_DescribeAclsRequest_v1_4(obj, w):
     w(P_I8(obj.pattern_type_filter))
     write_nullable_string(w, obj.principal_filter)
     write_nullable_string(w, obj.host_filter)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     return obj
 def build_v1(obj, io, this):
     return build_DescribeAclsRequest_v1_4(obj, io.write)
@@ -57,8 +55,7 @@ def parse_DescribeAclsRequest_v2_5(io):
     a2 = U_I8(io.read(1))[0]
     a3 = read_nullable_compact_string(io)
     a4 = read_nullable_compact_string(io)
-    a5 = U_I8(io.read(1))[0]
-    a6 = U_I8(io.read(1))[0]
+    a5, a6 = S_bb.unpack(io.read(2))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -77,8 +74,7 @@ def build_DescribeAclsRequest_v2_6(obj, w):
     w(P_I8(obj.pattern_type_filter))
     write_nullable_compact_string(w, obj.principal_filter)
     write_nullable_compact_string(w, obj.host_filter)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     w(b"\x00")
     return obj
 def build_v2(obj, io, this):

@@ -2,12 +2,14 @@
 """DescribeAclsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
+S_bb = Struct('>bb')
 from ..messages.describe_acls_response import AclDescription as describe_acls_response__AclDescription
 def parse_AclDescription_v0_3(io):
     a0 = read_string(io)
     a1 = read_string(io)
-    a2 = U_I8(io.read(1))[0]
-    a3 = U_I8(io.read(1))[0]
+    a2, a3 = S_bb.unpack(io.read(2))
     return describe_acls_response__AclDescription(a0, a1, a2, a3)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -27,8 +29,7 @@ def parse_array_5(io):
     return [parse_DescribeAclsResource_v0_2(io) for _ in range(n)]
 from ..messages.describe_acls_response import DescribeAclsResponse as describe_acls_response__DescribeAclsResponse
 def parse_DescribeAclsResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_string(io)
     a3 = parse_array_5(io)
     return describe_acls_response__DescribeAclsResponse(a0, a1, a2, a3)
@@ -40,8 +41,7 @@ def parse_v0(io, this):
 def build_AclDescription_v0_8(obj, w):
     write_string(w, obj.principal)
     write_string(w, obj.host)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -63,8 +63,7 @@ def build_array_10(w, v):
     for e in v:
         build_DescribeAclsResource_v0_7(e, w)
 def build_DescribeAclsResponse_v0_6(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_string(w, obj.error_message)
     build_array_10(w, obj.resources)
     return obj
@@ -82,8 +81,7 @@ def parse_array_15(io):
         return None
     return [parse_DescribeAclsResource_v1_12(io) for _ in range(n)]
 def parse_DescribeAclsResponse_v1_11(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_string(io)
     a3 = parse_array_15(io)
     return describe_acls_response__DescribeAclsResponse(a0, a1, a2, a3)
@@ -106,8 +104,7 @@ def build_array_20(w, v):
     for e in v:
         build_DescribeAclsResource_v1_17(e, w)
 def build_DescribeAclsResponse_v1_16(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_string(w, obj.error_message)
     build_array_20(w, obj.resources)
     return obj
@@ -116,8 +113,7 @@ def build_v1(obj, io, this):
 def parse_AclDescription_v2_23(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
-    a2 = U_I8(io.read(1))[0]
-    a3 = U_I8(io.read(1))[0]
+    a2, a3 = S_bb.unpack(io.read(2))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -148,8 +144,7 @@ def parse_array_25(io):
         return None
     return [parse_DescribeAclsResource_v2_22(io) for _ in range(n)]
 def parse_DescribeAclsResponse_v2_21(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_25(io)
     count = io.read(1)
@@ -167,8 +162,7 @@ def parse_v2(io, this):
 def build_AclDescription_v2_28(obj, w):
     write_compact_string(w, obj.principal)
     write_compact_string(w, obj.host)
-    w(P_I8(obj.operation))
-    w(P_I8(obj.permission_type))
+    w(S_bb.pack(obj.operation, obj.permission_type))
     w(b"\x00")
     return obj
 def build_array_29(w, v):
@@ -193,8 +187,7 @@ def build_array_30(w, v):
     for e in v:
         build_DescribeAclsResource_v2_27(e, w)
 def build_DescribeAclsResponse_v2_26(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     build_array_30(w, obj.resources)
     w(b"\x00")

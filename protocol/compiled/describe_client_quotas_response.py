@@ -2,6 +2,8 @@
 """DescribeClientQuotasResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 from ..messages.describe_client_quotas_response import EntityData as describe_client_quotas_response__EntityData
 def parse_EntityData_v0_3(io):
     a0 = read_string(io)
@@ -34,8 +36,7 @@ def parse_array_7(io):
     return [parse_EntryData_v0_2(io) for _ in range(n)]
 from ..messages.describe_client_quotas_response import DescribeClientQuotasResponse as describe_client_quotas_response__DescribeClientQuotasResponse
 def parse_DescribeClientQuotasResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_string(io)
     a3 = parse_array_7(io)
     return describe_client_quotas_response__DescribeClientQuotasResponse(a0, a1, a2, a3)
@@ -78,8 +79,7 @@ def build_array_14(w, v):
     for e in v:
         build_EntryData_v0_9(e, w)
 def build_DescribeClientQuotasResponse_v0_8(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_string(w, obj.error_message)
     build_array_14(w, obj.entries)
     return obj
@@ -131,8 +131,7 @@ def parse_array_21(io):
         return None
     return [parse_EntryData_v1_16(io) for _ in range(n)]
 def parse_DescribeClientQuotasResponse_v1_15(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_21(io)
     count = io.read(1)
@@ -184,8 +183,7 @@ def build_array_28(w, v):
     for e in v:
         build_EntryData_v1_23(e, w)
 def build_DescribeClientQuotasResponse_v1_22(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     build_array_28(w, obj.entries)
     w(b"\x00")

@@ -2,6 +2,8 @@
 """DescribeClusterResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 from ..messages.describe_cluster_response import DescribeClusterBroker as describe_cluster_response__DescribeClusterBroker
 def parse_DescribeClusterBroker_v0_2(io):
     a0 = U_I32(io.read(4))[0]
@@ -22,8 +24,7 @@ def parse_array_3(io):
     return [parse_DescribeClusterBroker_v0_2(io) for _ in range(n)]
 from ..messages.describe_cluster_response import DescribeClusterResponse as describe_cluster_response__DescribeClusterResponse
 def parse_DescribeClusterResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a4 = read_compact_string(io)
     a5 = U_I32(io.read(4))[0]
@@ -56,8 +57,7 @@ def build_array_6(w, v):
     for e in v:
         build_DescribeClusterBroker_v0_5(e, w)
 def build_DescribeClusterResponse_v0_4(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     write_compact_string(w, obj.cluster_id)
     w(P_I32(obj.controller_id))
@@ -68,8 +68,7 @@ def build_DescribeClusterResponse_v0_4(obj, w):
 def build_v0(obj, io, this):
     return build_DescribeClusterResponse_v0_4(obj, io.write)
 def parse_DescribeClusterResponse_v1_7(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a3 = U_I8(io.read(1))[0]
     a4 = read_compact_string(io)
@@ -89,8 +88,7 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeClusterResponse_v1_10(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     w(P_I8(obj.endpoint_type))
     write_compact_string(w, obj.cluster_id)
@@ -120,8 +118,7 @@ def parse_array_15(io):
         return None
     return [parse_DescribeClusterBroker_v2_14(io) for _ in range(n)]
 def parse_DescribeClusterResponse_v2_13(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a3 = U_I8(io.read(1))[0]
     a4 = read_compact_string(io)
@@ -156,8 +153,7 @@ def build_array_18(w, v):
     for e in v:
         build_DescribeClusterBroker_v2_17(e, w)
 def build_DescribeClusterResponse_v2_16(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     w(P_I8(obj.endpoint_type))
     write_compact_string(w, obj.cluster_id)

@@ -2,11 +2,11 @@
 """DescribeLogDirsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_iqq = Struct('>iqq')
 from ..messages.describe_log_dirs_response import DescribeLogDirsPartition as describe_log_dirs_response__DescribeLogDirsPartition
 def parse_DescribeLogDirsPartition_v0_4(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I64(io.read(8))[0]
+    a0, a1, a2 = S_iqq.unpack(io.read(20))
     a3 = read_bool(io)
     return describe_log_dirs_response__DescribeLogDirsPartition(a0, a1, a2, a3)
 def parse_array_5(io):
@@ -46,9 +46,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeLogDirsPartition_v0_11(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.partition_size))
-    w(P_I64(obj.offset_lag))
+    w(S_iqq.pack(obj.partition_index, obj.partition_size, obj.offset_lag))
     w(b'\x01' if obj.is_future_key else b'\x00')
     return obj
 def build_array_12(w, v):
@@ -88,9 +86,7 @@ def build_DescribeLogDirsResponse_v0_8(obj, w):
 def build_v0(obj, io, this):
     return build_DescribeLogDirsResponse_v0_8(obj, io.write)
 def parse_DescribeLogDirsPartition_v2_32(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I64(io.read(8))[0]
+    a0, a1, a2 = S_iqq.unpack(io.read(20))
     a3 = read_bool(io)
     count = io.read(1)
     if count != b"\x00":
@@ -151,9 +147,7 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeLogDirsPartition_v2_39(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.partition_size))
-    w(P_I64(obj.offset_lag))
+    w(S_iqq.pack(obj.partition_index, obj.partition_size, obj.offset_lag))
     w(b'\x01' if obj.is_future_key else b'\x00')
     w(b"\x00")
     return obj
@@ -196,9 +190,9 @@ def build_DescribeLogDirsResponse_v2_36(obj, w):
     return obj
 def build_v2(obj, io, this):
     return build_DescribeLogDirsResponse_v2_36(obj, io.write)
+S_ih = Struct('>ih')
 def parse_DescribeLogDirsResponse_v3_43(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_35(io)
     count = io.read(1)
     if count != b"\x00":
@@ -213,19 +207,18 @@ def parse_v3(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_DescribeLogDirsResponse_v3_50(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_42(w, obj.results)
     w(b"\x00")
     return obj
 def build_v3(obj, io, this):
     return build_DescribeLogDirsResponse_v3_50(obj, io.write)
+S_qq = Struct('>qq')
 def parse_DescribeLogDirsResult_v4_58(io):
     a0 = U_I16(io.read(2))[0]
     a1 = read_compact_string(io)
     a2 = parse_array_34(io)
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a3, a4 = S_qq.unpack(io.read(16))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -239,8 +232,7 @@ def parse_array_63(io):
         return None
     return [parse_DescribeLogDirsResult_v4_58(io) for _ in range(n)]
 def parse_DescribeLogDirsResponse_v4_57(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_63(io)
     count = io.read(1)
     if count != b"\x00":
@@ -258,8 +250,7 @@ def build_DescribeLogDirsResult_v4_65(obj, w):
     w(P_I16(obj.error_code))
     write_compact_string(w, obj.log_dir)
     build_array_41(w, obj.topics)
-    w(P_I64(obj.total_bytes))
-    w(P_I64(obj.usable_bytes))
+    w(S_qq.pack(obj.total_bytes, obj.usable_bytes))
     w(b"\x00")
     return obj
 def build_array_70(w, v):
@@ -270,8 +261,7 @@ def build_array_70(w, v):
     for e in v:
         build_DescribeLogDirsResult_v4_65(e, w)
 def build_DescribeLogDirsResponse_v4_64(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_70(w, obj.results)
     w(b"\x00")
     return obj
@@ -281,8 +271,7 @@ def parse_DescribeLogDirsResult_v5_72(io):
     a0 = U_I16(io.read(2))[0]
     a1 = read_compact_string(io)
     a2 = parse_array_34(io)
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a3, a4 = S_qq.unpack(io.read(16))
     a5 = read_bool(io)
     count = io.read(1)
     if count != b"\x00":
@@ -297,8 +286,7 @@ def parse_array_77(io):
         return None
     return [parse_DescribeLogDirsResult_v5_72(io) for _ in range(n)]
 def parse_DescribeLogDirsResponse_v5_71(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_77(io)
     count = io.read(1)
     if count != b"\x00":
@@ -316,8 +304,7 @@ def build_DescribeLogDirsResult_v5_79(obj, w):
     w(P_I16(obj.error_code))
     write_compact_string(w, obj.log_dir)
     build_array_41(w, obj.topics)
-    w(P_I64(obj.total_bytes))
-    w(P_I64(obj.usable_bytes))
+    w(S_qq.pack(obj.total_bytes, obj.usable_bytes))
     w(b'\x01' if obj.is_cordoned else b'\x00')
     w(b"\x00")
     return obj
@@ -329,8 +316,7 @@ def build_array_84(w, v):
     for e in v:
         build_DescribeLogDirsResult_v5_79(e, w)
 def build_DescribeLogDirsResponse_v5_78(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_84(w, obj.results)
     w(b"\x00")
     return obj

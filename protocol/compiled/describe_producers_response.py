@@ -2,14 +2,12 @@
 """DescribeProducersResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
+S_qiiqiq = Struct('>qiiqiq')
 from ..messages.describe_producers_response import ProducerState as describe_producers_response__ProducerState
 def parse_ProducerState_v0_4(io):
-    a0 = U_I64(io.read(8))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3, a4, a5 = S_qiiqiq.unpack(io.read(36))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -24,8 +22,7 @@ def parse_array_5(io):
     return [parse_ProducerState_v0_4(io) for _ in range(n)]
 from ..messages.describe_producers_response import PartitionResponse as describe_producers_response__PartitionResponse
 def parse_PartitionResponse_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_5(io)
     count = io.read(1)
@@ -73,12 +70,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ProducerState_v0_11(obj, w):
-    w(P_I64(obj.producer_id))
-    w(P_I32(obj.producer_epoch))
-    w(P_I32(obj.last_sequence))
-    w(P_I64(obj.last_timestamp))
-    w(P_I32(obj.coordinator_epoch))
-    w(P_I64(obj.current_txn_start_offset))
+    w(S_qiiqiq.pack(obj.producer_id, obj.producer_epoch, obj.last_sequence, obj.last_timestamp, obj.coordinator_epoch, obj.current_txn_start_offset))
     w(b"\x00")
     return obj
 def build_array_12(w, v):
@@ -89,8 +81,7 @@ def build_array_12(w, v):
     for e in v:
         build_ProducerState_v0_11(e, w)
 def build_PartitionResponse_v0_10(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.partition_index, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     build_array_12(w, obj.active_producers)
     w(b"\x00")

@@ -2,6 +2,8 @@
 """DescribeTopicPartitionsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_hiii = Struct('>hiii')
 def parse_array_4(io):
     n = read_compact_array_count(io, False)
     if n < 0:
@@ -14,10 +16,7 @@ def parse_array_6(io):
     return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.describe_topic_partitions_response import DescribeTopicPartitionsResponsePartition as describe_topic_partitions_response__DescribeTopicPartitionsResponsePartition
 def parse_DescribeTopicPartitionsResponsePartition_v0_3(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
+    a0, a1, a2, a3 = S_hiii.unpack(io.read(14))
     a4 = parse_array_4(io)
     a5 = parse_array_4(io)
     a6 = parse_array_6(io)
@@ -98,10 +97,7 @@ def build_array_17(w, v):
     for e in v:
         w(P_I32(e))
 def build_DescribeTopicPartitionsResponsePartition_v0_14(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.partition_index))
-    w(P_I32(obj.leader_id))
-    w(P_I32(obj.leader_epoch))
+    w(S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch))
     build_array_15(w, obj.replica_nodes)
     build_array_15(w, obj.isr_nodes)
     build_array_17(w, obj.eligible_leader_replicas)

@@ -2,6 +2,8 @@
 """DescribeTransactionsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_iqqh = Struct('>iqqh')
 def parse_array_4(io):
     n = read_compact_array_count(io, False)
     if n < 0:
@@ -28,10 +30,7 @@ def parse_TransactionState_v0_2(io):
     a0 = U_I16(io.read(2))[0]
     a1 = read_compact_string(io)
     a2 = read_compact_string(io)
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I64(io.read(8))[0]
-    a5 = U_I64(io.read(8))[0]
-    a6 = U_I16(io.read(2))[0]
+    a3, a4, a5, a6 = S_iqqh.unpack(io.read(22))
     a7 = parse_array_5(io)
     count = io.read(1)
     if count != b"\x00":
@@ -84,10 +83,7 @@ def build_TransactionState_v0_8(obj, w):
     w(P_I16(obj.error_code))
     write_compact_string(w, obj.transactional_id)
     write_compact_string(w, obj.transaction_state)
-    w(P_I32(obj.transaction_timeout_ms))
-    w(P_I64(obj.transaction_start_time_ms))
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_iqqh.pack(obj.transaction_timeout_ms, obj.transaction_start_time_ms, obj.producer_id, obj.producer_epoch))
     build_array_11(w, obj.topics)
     w(b"\x00")
     return obj

@@ -2,10 +2,12 @@
 """DescribeUserScramCredentialsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
+S_bi = Struct('>bi')
 from ..messages.describe_user_scram_credentials_response import CredentialInfo as describe_user_scram_credentials_response__CredentialInfo
 def parse_CredentialInfo_v0_3(io):
-    a0 = U_I8(io.read(1))[0]
-    a1 = U_I32(io.read(4))[0]
+    a0, a1 = S_bi.unpack(io.read(5))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -38,8 +40,7 @@ def parse_array_5(io):
     return [parse_DescribeUserScramCredentialsResult_v0_2(io) for _ in range(n)]
 from ..messages.describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse as describe_user_scram_credentials_response__DescribeUserScramCredentialsResponse
 def parse_DescribeUserScramCredentialsResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_5(io)
     count = io.read(1)
@@ -55,8 +56,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_CredentialInfo_v0_8(obj, w):
-    w(P_I8(obj.mechanism))
-    w(P_I32(obj.iterations))
+    w(S_bi.pack(obj.mechanism, obj.iterations))
     w(b"\x00")
     return obj
 def build_array_9(w, v):
@@ -81,8 +81,7 @@ def build_array_10(w, v):
     for e in v:
         build_DescribeUserScramCredentialsResult_v0_7(e, w)
 def build_DescribeUserScramCredentialsResponse_v0_6(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     build_array_10(w, obj.results)
     w(b"\x00")

@@ -2,10 +2,11 @@
 """ElectLeadersResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 from ..messages.elect_leaders_response import PartitionResult as elect_leaders_response__PartitionResult
 def parse_PartitionResult_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_string(io)
     return elect_leaders_response__PartitionResult(a0, a1, a2)
 def parse_array_4(io):
@@ -34,8 +35,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionResult_v0_8(obj, w):
-    w(P_I32(obj.partition_id))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.partition_id, obj.error_code))
     write_nullable_string(w, obj.error_message)
     return obj
 def build_array_9(w, v):
@@ -63,8 +63,7 @@ def build_ElectLeadersResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_ElectLeadersResponse_v0_6(obj, io.write)
 def parse_ElectLeadersResponse_v1_11(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_5(io)
     return elect_leaders_response__ElectLeadersResponse(a0, a1, a2)
 def parse_v1(io, this):
@@ -73,15 +72,13 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ElectLeadersResponse_v1_16(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_10(w, obj.replica_election_results)
     return obj
 def build_v1(obj, io, this):
     return build_ElectLeadersResponse_v1_16(obj, io.write)
 def parse_PartitionResult_v2_23(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     count = io.read(1)
     if count != b"\x00":
@@ -111,8 +108,7 @@ def parse_array_25(io):
         return None
     return [parse_ReplicaElectionResult_v2_22(io) for _ in range(n)]
 def parse_ElectLeadersResponse_v2_21(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_25(io)
     count = io.read(1)
     if count != b"\x00":
@@ -127,8 +123,7 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionResult_v2_28(obj, w):
-    w(P_I32(obj.partition_id))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.partition_id, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     w(b"\x00")
     return obj
@@ -152,8 +147,7 @@ def build_array_30(w, v):
     for e in v:
         build_ReplicaElectionResult_v2_27(e, w)
 def build_ElectLeadersResponse_v2_26(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_30(w, obj.replica_election_results)
     w(b"\x00")
     return obj

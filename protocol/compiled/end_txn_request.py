@@ -2,11 +2,12 @@
 """EndTxnRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_qh = Struct('>qh')
 from ..messages.end_txn_request import EndTxnRequest as end_txn_request__EndTxnRequest
 def parse_EndTxnRequest_v0_1(io):
     a0 = read_string(io)
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I16(io.read(2))[0]
+    a1, a2 = S_qh.unpack(io.read(10))
     a3 = read_bool(io)
     return end_txn_request__EndTxnRequest(a0, a1, a2, a3)
 def parse_v0(io, this):
@@ -16,16 +17,14 @@ def parse_v0(io, this):
         raise MalformedMessage(f"truncated: {e}") from None
 def build_EndTxnRequest_v0_2(obj, w):
     write_string(w, obj.transactional_id)
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_qh.pack(obj.producer_id, obj.producer_epoch))
     w(b'\x01' if obj.committed else b'\x00')
     return obj
 def build_v0(obj, io, this):
     return build_EndTxnRequest_v0_2(obj, io.write)
 def parse_EndTxnRequest_v3_7(io):
     a0 = read_compact_string(io)
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I16(io.read(2))[0]
+    a1, a2 = S_qh.unpack(io.read(10))
     a3 = read_bool(io)
     count = io.read(1)
     if count != b"\x00":
@@ -41,8 +40,7 @@ def parse_v3(io, this):
         raise MalformedMessage(f"truncated: {e}") from None
 def build_EndTxnRequest_v3_8(obj, w):
     write_compact_string(w, obj.transactional_id)
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_qh.pack(obj.producer_id, obj.producer_epoch))
     w(b'\x01' if obj.committed else b'\x00')
     w(b"\x00")
     return obj

@@ -2,10 +2,11 @@
 """EndTxnResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 from ..messages.end_txn_response import EndTxnResponse as end_txn_response__EndTxnResponse
 def parse_EndTxnResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     return end_txn_response__EndTxnResponse(a0, a1, -1, -1)
 def parse_v0(io, this):
     try:
@@ -13,14 +14,12 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_EndTxnResponse_v0_2(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     return obj
 def build_v0(obj, io, this):
     return build_EndTxnResponse_v0_2(obj, io.write)
 def parse_EndTxnResponse_v3_7(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -34,17 +33,14 @@ def parse_v3(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_EndTxnResponse_v3_8(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     w(b"\x00")
     return obj
 def build_v3(obj, io, this):
     return build_EndTxnResponse_v3_8(obj, io.write)
+S_ihqh = Struct('>ihqh')
 def parse_EndTxnResponse_v5_11(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
+    a0, a1, a2, a3 = S_ihqh.unpack(io.read(16))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -58,10 +54,7 @@ def parse_v5(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_EndTxnResponse_v5_12(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch))
     w(b"\x00")
     return obj
 def build_v5(obj, io, this):

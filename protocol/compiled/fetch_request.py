@@ -3,11 +3,12 @@
 
 from ..wire import *
 from ..messages.fetch_request import ReplicaState as fetch_request__ReplicaState
+from struct import Struct
+S_iii = Struct('>iii')
+S_iqi = Struct('>iqi')
 from ..messages.fetch_request import FetchPartition as fetch_request__FetchPartition
 def parse_FetchPartition_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
-    a5 = U_I32(io.read(4))[0]
+    a0, a2, a5 = S_iqi.unpack(io.read(16))
     return fetch_request__FetchPartition(a0, -1, a2, -1, -1, a5, ZERO_UUID, 9223372036854775807)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -26,9 +27,7 @@ def parse_array_5(io):
     return [parse_FetchTopic_v0_2(io) for _ in range(n)]
 from ..messages.fetch_request import FetchRequest as fetch_request__FetchRequest
 def parse_FetchRequest_v0_1(io):
-    a1 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
+    a1, a3, a4 = S_iii.unpack(io.read(12))
     a9 = parse_array_5(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, 2147483647, 0, 0, -1, a9, [], '')
 def parse_v0(io, this):
@@ -37,9 +36,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchPartition_v0_8(obj, w):
-    w(P_I32(obj.partition))
-    w(P_I64(obj.fetch_offset))
-    w(P_I32(obj.partition_max_bytes))
+    w(S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -60,18 +57,14 @@ def build_array_10(w, v):
     for e in v:
         build_FetchTopic_v0_7(e, w)
 def build_FetchRequest_v0_6(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
+    w(S_iii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes))
     build_array_10(w, obj.topics)
     return obj
 def build_v0(obj, io, this):
     return build_FetchRequest_v0_6(obj, io.write)
+S_iiii = Struct('>iiii')
 def parse_FetchRequest_v3_31(io):
-    a1 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
+    a1, a3, a4, a5 = S_iiii.unpack(io.read(16))
     a9 = parse_array_5(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, 0, 0, -1, a9, [], '')
 def parse_v3(io, this):
@@ -80,20 +73,14 @@ def parse_v3(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchRequest_v3_36(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
+    w(S_iiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes))
     build_array_10(w, obj.topics)
     return obj
 def build_v3(obj, io, this):
     return build_FetchRequest_v3_36(obj, io.write)
+S_iiiib = Struct('>iiiib')
 def parse_FetchRequest_v4_41(io):
-    a1 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I8(io.read(1))[0]
+    a1, a3, a4, a5, a6 = S_iiiib.unpack(io.read(17))
     a9 = parse_array_5(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, 0, -1, a9, [], '')
 def parse_v4(io, this):
@@ -102,20 +89,14 @@ def parse_v4(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchRequest_v4_46(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
-    w(P_I8(obj.isolation_level))
+    w(S_iiiib.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level))
     build_array_10(w, obj.topics)
     return obj
 def build_v4(obj, io, this):
     return build_FetchRequest_v4_46(obj, io.write)
+S_iqqi = Struct('>iqqi')
 def parse_FetchPartition_v5_53(io):
-    a0 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
-    a5 = U_I32(io.read(4))[0]
+    a0, a2, a4, a5 = S_iqqi.unpack(io.read(24))
     return fetch_request__FetchPartition(a0, -1, a2, -1, a4, a5, ZERO_UUID, 9223372036854775807)
 def parse_array_54(io):
     n = read_array_count(io, False)
@@ -132,11 +113,7 @@ def parse_array_55(io):
         return None
     return [parse_FetchTopic_v5_52(io) for _ in range(n)]
 def parse_FetchRequest_v5_51(io):
-    a1 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I8(io.read(1))[0]
+    a1, a3, a4, a5, a6 = S_iiiib.unpack(io.read(17))
     a9 = parse_array_55(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, 0, -1, a9, [], '')
 def parse_v5(io, this):
@@ -145,10 +122,7 @@ def parse_v5(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchPartition_v5_58(obj, w):
-    w(P_I32(obj.partition))
-    w(P_I64(obj.fetch_offset))
-    w(P_I64(obj.log_start_offset))
-    w(P_I32(obj.partition_max_bytes))
+    w(S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes))
     return obj
 def build_array_59(w, v):
     if v is None:
@@ -169,15 +143,12 @@ def build_array_60(w, v):
     for e in v:
         build_FetchTopic_v5_57(e, w)
 def build_FetchRequest_v5_56(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
-    w(P_I8(obj.isolation_level))
+    w(S_iiiib.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level))
     build_array_60(w, obj.topics)
     return obj
 def build_v5(obj, io, this):
     return build_FetchRequest_v5_56(obj, io.write)
+S_iiiibii = Struct('>iiiibii')
 def parse_array_77(io):
     n = read_array_count(io, False)
     if n < 0:
@@ -194,13 +165,7 @@ def parse_array_78(io):
         return None
     return [parse_ForgottenTopic_v7_76(io) for _ in range(n)]
 def parse_FetchRequest_v7_71(io):
-    a1 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I8(io.read(1))[0]
-    a7 = U_I32(io.read(4))[0]
-    a8 = U_I32(io.read(4))[0]
+    a1, a3, a4, a5, a6, a7, a8 = S_iiiibii.unpack(io.read(25))
     a9 = parse_array_55(io)
     a10 = parse_array_78(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, a7, a8, a9, a10, '')
@@ -228,24 +193,15 @@ def build_array_86(w, v):
     for e in v:
         build_ForgottenTopic_v7_84(e, w)
 def build_FetchRequest_v7_79(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
-    w(P_I8(obj.isolation_level))
-    w(P_I32(obj.session_id))
-    w(P_I32(obj.session_epoch))
+    w(S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch))
     build_array_60(w, obj.topics)
     build_array_86(w, obj.forgotten_topics_data)
     return obj
 def build_v7(obj, io, this):
     return build_FetchRequest_v7_79(obj, io.write)
+S_iiqqi = Struct('>iiqqi')
 def parse_FetchPartition_v9_105(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
-    a5 = U_I32(io.read(4))[0]
+    a0, a1, a2, a4, a5 = S_iiqqi.unpack(io.read(28))
     return fetch_request__FetchPartition(a0, a1, a2, -1, a4, a5, ZERO_UUID, 9223372036854775807)
 def parse_array_106(io):
     n = read_array_count(io, False)
@@ -262,13 +218,7 @@ def parse_array_107(io):
         return None
     return [parse_FetchTopic_v9_104(io) for _ in range(n)]
 def parse_FetchRequest_v9_103(io):
-    a1 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I8(io.read(1))[0]
-    a7 = U_I32(io.read(4))[0]
-    a8 = U_I32(io.read(4))[0]
+    a1, a3, a4, a5, a6, a7, a8 = S_iiiibii.unpack(io.read(25))
     a9 = parse_array_107(io)
     a10 = parse_array_78(io)
     return fetch_request__FetchRequest(None, a1, fetch_request__ReplicaState(), a3, a4, a5, a6, a7, a8, a9, a10, '')
@@ -278,11 +228,7 @@ def parse_v9(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchPartition_v9_113(obj, w):
-    w(P_I32(obj.partition))
-    w(P_I32(obj.current_leader_epoch))
-    w(P_I64(obj.fetch_offset))
-    w(P_I64(obj.log_start_offset))
-    w(P_I32(obj.partition_max_bytes))
+    w(S_iiqqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes))
     return obj
 def build_array_114(w, v):
     if v is None:
@@ -303,26 +249,14 @@ def build_array_115(w, v):
     for e in v:
         build_FetchTopic_v9_112(e, w)
 def build_FetchRequest_v9_111(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
-    w(P_I8(obj.isolation_level))
-    w(P_I32(obj.session_id))
-    w(P_I32(obj.session_epoch))
+    w(S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch))
     build_array_115(w, obj.topics)
     build_array_86(w, obj.forgotten_topics_data)
     return obj
 def build_v9(obj, io, this):
     return build_FetchRequest_v9_111(obj, io.write)
 def parse_FetchRequest_v11_135(io):
-    a1 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I8(io.read(1))[0]
-    a7 = U_I32(io.read(4))[0]
-    a8 = U_I32(io.read(4))[0]
+    a1, a3, a4, a5, a6, a7, a8 = S_iiiibii.unpack(io.read(25))
     a9 = parse_array_107(io)
     a10 = parse_array_78(io)
     a11 = read_string(io)
@@ -333,26 +267,16 @@ def parse_v11(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchRequest_v11_143(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
-    w(P_I8(obj.isolation_level))
-    w(P_I32(obj.session_id))
-    w(P_I32(obj.session_epoch))
+    w(S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch))
     build_array_115(w, obj.topics)
     build_array_86(w, obj.forgotten_topics_data)
     write_string(w, obj.rack_id)
     return obj
 def build_v11(obj, io, this):
     return build_FetchRequest_v11_143(obj, io.write)
+S_iiqiqi = Struct('>iiqiqi')
 def parse_FetchPartition_v12_153(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I64(io.read(8))[0]
-    a5 = U_I32(io.read(4))[0]
+    a0, a1, a2, a3, a4, a5 = S_iiqiqi.unpack(io.read(32))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -403,13 +327,7 @@ def parse_array_158(io):
 def parse_tagged_159(io):
     return read_nullable_compact_string(io)
 def parse_FetchRequest_v12_151(io):
-    a1 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I8(io.read(1))[0]
-    a7 = U_I32(io.read(4))[0]
-    a8 = U_I32(io.read(4))[0]
+    a1, a3, a4, a5, a6, a7, a8 = S_iiiibii.unpack(io.read(25))
     a9 = parse_array_155(io)
     a10 = parse_array_158(io)
     a11 = read_compact_string(io)
@@ -430,12 +348,7 @@ def parse_v12(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchPartition_v12_162(obj, w):
-    w(P_I32(obj.partition))
-    w(P_I32(obj.current_leader_epoch))
-    w(P_I64(obj.fetch_offset))
-    w(P_I32(obj.last_fetched_epoch))
-    w(P_I64(obj.log_start_offset))
-    w(P_I32(obj.partition_max_bytes))
+    w(S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes))
     w(b"\x00")
     return obj
 def build_array_163(w, v):
@@ -482,13 +395,7 @@ def build_tagged_168(v):
     write_nullable_compact_string(w, v)
     return b.getvalue()
 def build_FetchRequest_v12_160(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
-    w(P_I8(obj.isolation_level))
-    w(P_I32(obj.session_id))
-    w(P_I32(obj.session_epoch))
+    w(S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch))
     build_array_164(w, obj.topics)
     build_array_167(w, obj.forgotten_topics_data)
     write_compact_string(w, obj.rack_id)
@@ -534,13 +441,7 @@ def parse_array_176(io):
         return None
     return [parse_ForgottenTopic_v13_174(io) for _ in range(n)]
 def parse_FetchRequest_v13_169(io):
-    a1 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I8(io.read(1))[0]
-    a7 = U_I32(io.read(4))[0]
-    a8 = U_I32(io.read(4))[0]
+    a1, a3, a4, a5, a6, a7, a8 = S_iiiibii.unpack(io.read(25))
     a9 = parse_array_173(io)
     a10 = parse_array_176(io)
     a11 = read_compact_string(io)
@@ -585,13 +486,7 @@ def build_array_185(w, v):
     for e in v:
         build_ForgottenTopic_v13_183(e, w)
 def build_FetchRequest_v13_178(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
-    w(P_I8(obj.isolation_level))
-    w(P_I32(obj.session_id))
-    w(P_I32(obj.session_epoch))
+    w(S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch))
     build_array_182(w, obj.topics)
     build_array_185(w, obj.forgotten_topics_data)
     write_compact_string(w, obj.rack_id)
@@ -606,9 +501,10 @@ def build_FetchRequest_v13_178(obj, w):
     return obj
 def build_v13(obj, io, this):
     return build_FetchRequest_v13_178(obj, io.write)
+S_iiibii = Struct('>iiibii')
+S_iq = Struct('>iq')
 def parse_ReplicaState_v15_215(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
+    a0, a1 = S_iq.unpack(io.read(12))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -619,12 +515,7 @@ def parse_ReplicaState_v15_215(io):
 def parse_tagged_214(io):
     return parse_ReplicaState_v15_215(io)
 def parse_FetchRequest_v15_205(io):
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I8(io.read(1))[0]
-    a7 = U_I32(io.read(4))[0]
-    a8 = U_I32(io.read(4))[0]
+    a3, a4, a5, a6, a7, a8 = S_iiibii.unpack(io.read(21))
     a9 = parse_array_173(io)
     a10 = parse_array_176(io)
     a11 = read_compact_string(io)
@@ -648,8 +539,7 @@ def parse_v15(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ReplicaState_v15_226(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I64(obj.replica_epoch))
+    w(S_iq.pack(obj.replica_id, obj.replica_epoch))
     w(b"\x00")
     return obj
 def build_tagged_225(v):
@@ -658,12 +548,7 @@ def build_tagged_225(v):
     build_ReplicaState_v15_226(v, w)
     return b.getvalue()
 def build_FetchRequest_v15_216(obj, w):
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
-    w(P_I8(obj.isolation_level))
-    w(P_I32(obj.session_id))
-    w(P_I32(obj.session_epoch))
+    w(S_iiibii.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch))
     build_array_182(w, obj.topics)
     build_array_185(w, obj.forgotten_topics_data)
     write_compact_string(w, obj.rack_id)
@@ -683,12 +568,7 @@ def build_v15(obj, io, this):
 def parse_tagged_252(io):
     return read_uuid(io)
 def parse_FetchPartition_v17_251(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I64(io.read(8))[0]
-    a5 = U_I32(io.read(4))[0]
+    a0, a1, a2, a3, a4, a5 = S_iiqiqi.unpack(io.read(32))
     t6 = ZERO_UUID
     count = io.read(1)
     if count != b"\x00":
@@ -721,12 +601,7 @@ def parse_array_254(io):
         return None
     return [parse_FetchTopic_v17_250(io) for _ in range(n)]
 def parse_FetchRequest_v17_249(io):
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I8(io.read(1))[0]
-    a7 = U_I32(io.read(4))[0]
-    a8 = U_I32(io.read(4))[0]
+    a3, a4, a5, a6, a7, a8 = S_iiibii.unpack(io.read(21))
     a9 = parse_array_254(io)
     a10 = parse_array_176(io)
     a11 = read_compact_string(io)
@@ -755,12 +630,7 @@ def build_tagged_264(v):
     w(v.bytes)
     return b.getvalue()
 def build_FetchPartition_v17_263(obj, w):
-    w(P_I32(obj.partition))
-    w(P_I32(obj.current_leader_epoch))
-    w(P_I64(obj.fetch_offset))
-    w(P_I32(obj.last_fetched_epoch))
-    w(P_I64(obj.log_start_offset))
-    w(P_I32(obj.partition_max_bytes))
+    w(S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes))
     tags = []
     if obj.replica_directory_id != ZERO_UUID:
         tags.append((0, build_tagged_264(obj.replica_directory_id)))
@@ -790,12 +660,7 @@ def build_array_266(w, v):
     for e in v:
         build_FetchTopic_v17_262(e, w)
 def build_FetchRequest_v17_261(obj, w):
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
-    w(P_I8(obj.isolation_level))
-    w(P_I32(obj.session_id))
-    w(P_I32(obj.session_epoch))
+    w(S_iiibii.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch))
     build_array_266(w, obj.topics)
     build_array_185(w, obj.forgotten_topics_data)
     write_compact_string(w, obj.rack_id)
@@ -815,12 +680,7 @@ def build_v17(obj, io, this):
 def parse_tagged_277(io):
     return U_I64(io.read(8))[0]
 def parse_FetchPartition_v18_275(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I64(io.read(8))[0]
-    a5 = U_I32(io.read(4))[0]
+    a0, a1, a2, a3, a4, a5 = S_iiqiqi.unpack(io.read(32))
     t6 = ZERO_UUID
     t7 = 9223372036854775807
     count = io.read(1)
@@ -856,12 +716,7 @@ def parse_array_279(io):
         return None
     return [parse_FetchTopic_v18_274(io) for _ in range(n)]
 def parse_FetchRequest_v18_273(io):
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
-    a6 = U_I8(io.read(1))[0]
-    a7 = U_I32(io.read(4))[0]
-    a8 = U_I32(io.read(4))[0]
+    a3, a4, a5, a6, a7, a8 = S_iiibii.unpack(io.read(21))
     a9 = parse_array_279(io)
     a10 = parse_array_176(io)
     a11 = read_compact_string(io)
@@ -890,12 +745,7 @@ def build_tagged_290(v):
     w(P_I64(v))
     return b.getvalue()
 def build_FetchPartition_v18_288(obj, w):
-    w(P_I32(obj.partition))
-    w(P_I32(obj.current_leader_epoch))
-    w(P_I64(obj.fetch_offset))
-    w(P_I32(obj.last_fetched_epoch))
-    w(P_I64(obj.log_start_offset))
-    w(P_I32(obj.partition_max_bytes))
+    w(S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes))
     tags = []
     if obj.replica_directory_id != ZERO_UUID:
         tags.append((0, build_tagged_264(obj.replica_directory_id)))
@@ -927,12 +777,7 @@ def build_array_292(w, v):
     for e in v:
         build_FetchTopic_v18_287(e, w)
 def build_FetchRequest_v18_286(obj, w):
-    w(P_I32(obj.max_wait_ms))
-    w(P_I32(obj.min_bytes))
-    w(P_I32(obj.max_bytes))
-    w(P_I8(obj.isolation_level))
-    w(P_I32(obj.session_id))
-    w(P_I32(obj.session_epoch))
+    w(S_iiibii.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch))
     build_array_292(w, obj.topics)
     build_array_185(w, obj.forgotten_topics_data)
     write_compact_string(w, obj.rack_id)

@@ -5,11 +5,11 @@ from ..wire import *
 from ..messages.fetch_response import EpochEndOffset as fetch_response__EpochEndOffset
 from ..messages.fetch_response import LeaderIdAndEpoch as fetch_response__LeaderIdAndEpoch
 from ..messages.fetch_response import SnapshotId as fetch_response__SnapshotId
+from struct import Struct
+S_ihq = Struct('>ihq')
 from ..messages.fetch_response import PartitionData as fetch_response__PartitionData
 def parse_PartitionData_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
+    a0, a1, a2 = S_ihq.unpack(io.read(14))
     a10 = read_nullable_records(io)
     return fetch_response__PartitionData(a0, a1, a2, -1, -1, fetch_response__EpochEndOffset(), fetch_response__LeaderIdAndEpoch(), fetch_response__SnapshotId(), [], -1, a10)
 def parse_array_4(io):
@@ -37,9 +37,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionData_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.high_watermark))
+    w(S_ihq.pack(obj.partition_index, obj.error_code, obj.high_watermark))
     write_nullable_bytes(w, obj.records)
     return obj
 def build_array_9(w, v):
@@ -80,10 +78,11 @@ def build_FetchResponse_v1_16(obj, w):
     return obj
 def build_v1(obj, io, this):
     return build_FetchResponse_v1_16(obj, io.write)
+S_ihqq = Struct('>ihqq')
+S_qq = Struct('>qq')
 from ..messages.fetch_response import AbortedTransaction as fetch_response__AbortedTransaction
 def parse_AbortedTransaction_v4_44(io):
-    a0 = U_I64(io.read(8))[0]
-    a1 = U_I64(io.read(8))[0]
+    a0, a1 = S_qq.unpack(io.read(16))
     return fetch_response__AbortedTransaction(a0, a1)
 def parse_array_45(io):
     n = read_array_count(io, True)
@@ -91,10 +90,7 @@ def parse_array_45(io):
         return None
     return [parse_AbortedTransaction_v4_44(io) for _ in range(n)]
 def parse_PartitionData_v4_43(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3 = S_ihqq.unpack(io.read(22))
     a8 = parse_array_45(io)
     a10 = read_nullable_records(io)
     return fetch_response__PartitionData(a0, a1, a2, a3, -1, fetch_response__EpochEndOffset(), fetch_response__LeaderIdAndEpoch(), fetch_response__SnapshotId(), a8, -1, a10)
@@ -122,8 +118,7 @@ def parse_v4(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_AbortedTransaction_v4_51(obj, w):
-    w(P_I64(obj.producer_id))
-    w(P_I64(obj.first_offset))
+    w(S_qq.pack(obj.producer_id, obj.first_offset))
     return obj
 def build_array_52(w, v):
     if v is None:
@@ -133,10 +128,7 @@ def build_array_52(w, v):
     for e in v:
         build_AbortedTransaction_v4_51(e, w)
 def build_PartitionData_v4_50(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.high_watermark))
-    w(P_I64(obj.last_stable_offset))
+    w(S_ihqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset))
     build_array_52(w, obj.aborted_transactions)
     write_nullable_bytes(w, obj.records)
     return obj
@@ -164,12 +156,9 @@ def build_FetchResponse_v4_48(obj, w):
     return obj
 def build_v4(obj, io, this):
     return build_FetchResponse_v4_48(obj, io.write)
+S_ihqqq = Struct('>ihqqq')
 def parse_PartitionData_v5_57(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3, a4 = S_ihqqq.unpack(io.read(30))
     a8 = parse_array_45(io)
     a10 = read_nullable_records(io)
     return fetch_response__PartitionData(a0, a1, a2, a3, a4, fetch_response__EpochEndOffset(), fetch_response__LeaderIdAndEpoch(), fetch_response__SnapshotId(), a8, -1, a10)
@@ -197,11 +186,7 @@ def parse_v5(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionData_v5_64(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.high_watermark))
-    w(P_I64(obj.last_stable_offset))
-    w(P_I64(obj.log_start_offset))
+    w(S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset))
     build_array_52(w, obj.aborted_transactions)
     write_nullable_bytes(w, obj.records)
     return obj
@@ -229,10 +214,9 @@ def build_FetchResponse_v5_62(obj, w):
     return obj
 def build_v5(obj, io, this):
     return build_FetchResponse_v5_62(obj, io.write)
+S_ihi = Struct('>ihi')
 def parse_FetchResponse_v7_83(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_ihi.unpack(io.read(10))
     a3 = parse_array_61(io)
     return fetch_response__FetchResponse(a0, a1, a2, a3, [])
 def parse_v7(io, this):
@@ -241,19 +225,13 @@ def parse_v7(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FetchResponse_v7_90(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.session_id))
+    w(S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id))
     build_array_68(w, obj.responses)
     return obj
 def build_v7(obj, io, this):
     return build_FetchResponse_v7_90(obj, io.write)
 def parse_PartitionData_v11_141(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3, a4 = S_ihqqq.unpack(io.read(30))
     a8 = parse_array_45(io)
     a9 = U_I32(io.read(4))[0]
     a10 = read_nullable_records(io)
@@ -273,9 +251,7 @@ def parse_array_145(io):
         return None
     return [parse_FetchableTopicResponse_v11_140(io) for _ in range(n)]
 def parse_FetchResponse_v11_139(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_ihi.unpack(io.read(10))
     a3 = parse_array_145(io)
     return fetch_response__FetchResponse(a0, a1, a2, a3, [])
 def parse_v11(io, this):
@@ -284,11 +260,7 @@ def parse_v11(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionData_v11_148(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.high_watermark))
-    w(P_I64(obj.last_stable_offset))
-    w(P_I64(obj.log_start_offset))
+    w(S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset))
     build_array_52(w, obj.aborted_transactions)
     w(P_I32(obj.preferred_read_replica))
     write_nullable_bytes(w, obj.records)
@@ -312,16 +284,13 @@ def build_array_152(w, v):
     for e in v:
         build_FetchableTopicResponse_v11_147(e, w)
 def build_FetchResponse_v11_146(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.session_id))
+    w(S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id))
     build_array_152(w, obj.responses)
     return obj
 def build_v11(obj, io, this):
     return build_FetchResponse_v11_146(obj, io.write)
 def parse_AbortedTransaction_v12_156(io):
-    a0 = U_I64(io.read(8))[0]
-    a1 = U_I64(io.read(8))[0]
+    a0, a1 = S_qq.unpack(io.read(16))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -334,9 +303,9 @@ def parse_array_157(io):
     if n < 0:
         return None
     return [parse_AbortedTransaction_v12_156(io) for _ in range(n)]
+S_iq = Struct('>iq')
 def parse_EpochEndOffset_v12_159(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
+    a0, a1 = S_iq.unpack(io.read(12))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -346,9 +315,9 @@ def parse_EpochEndOffset_v12_159(io):
     return fetch_response__EpochEndOffset(a0, a1)
 def parse_tagged_158(io):
     return parse_EpochEndOffset_v12_159(io)
+S_ii = Struct('>ii')
 def parse_LeaderIdAndEpoch_v12_161(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
+    a0, a1 = S_ii.unpack(io.read(8))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -358,9 +327,9 @@ def parse_LeaderIdAndEpoch_v12_161(io):
     return fetch_response__LeaderIdAndEpoch(a0, a1)
 def parse_tagged_160(io):
     return parse_LeaderIdAndEpoch_v12_161(io)
+S_qi = Struct('>qi')
 def parse_SnapshotId_v12_163(io):
-    a0 = U_I64(io.read(8))[0]
-    a1 = U_I32(io.read(4))[0]
+    a0, a1 = S_qi.unpack(io.read(12))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -371,11 +340,7 @@ def parse_SnapshotId_v12_163(io):
 def parse_tagged_162(io):
     return parse_SnapshotId_v12_163(io)
 def parse_PartitionData_v12_155(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3, a4 = S_ihqqq.unpack(io.read(30))
     a8 = parse_array_157(io)
     a9 = U_I32(io.read(4))[0]
     a10 = read_nullable_compact_records(io)
@@ -417,9 +382,7 @@ def parse_array_165(io):
         return None
     return [parse_FetchableTopicResponse_v12_154(io) for _ in range(n)]
 def parse_FetchResponse_v12_153(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_ihi.unpack(io.read(10))
     a3 = parse_array_165(io)
     count = io.read(1)
     if count != b"\x00":
@@ -434,8 +397,7 @@ def parse_v12(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_AbortedTransaction_v12_169(obj, w):
-    w(P_I64(obj.producer_id))
-    w(P_I64(obj.first_offset))
+    w(S_qq.pack(obj.producer_id, obj.first_offset))
     w(b"\x00")
     return obj
 def build_array_170(w, v):
@@ -446,8 +408,7 @@ def build_array_170(w, v):
     for e in v:
         build_AbortedTransaction_v12_169(e, w)
 def build_EpochEndOffset_v12_172(obj, w):
-    w(P_I32(obj.epoch))
-    w(P_I64(obj.end_offset))
+    w(S_iq.pack(obj.epoch, obj.end_offset))
     w(b"\x00")
     return obj
 def build_tagged_171(v):
@@ -456,8 +417,7 @@ def build_tagged_171(v):
     build_EpochEndOffset_v12_172(v, w)
     return b.getvalue()
 def build_LeaderIdAndEpoch_v12_174(obj, w):
-    w(P_I32(obj.leader_id))
-    w(P_I32(obj.leader_epoch))
+    w(S_ii.pack(obj.leader_id, obj.leader_epoch))
     w(b"\x00")
     return obj
 def build_tagged_173(v):
@@ -466,8 +426,7 @@ def build_tagged_173(v):
     build_LeaderIdAndEpoch_v12_174(v, w)
     return b.getvalue()
 def build_SnapshotId_v12_176(obj, w):
-    w(P_I64(obj.end_offset))
-    w(P_I32(obj.epoch))
+    w(S_qi.pack(obj.end_offset, obj.epoch))
     w(b"\x00")
     return obj
 def build_tagged_175(v):
@@ -476,11 +435,7 @@ def build_tagged_175(v):
     build_SnapshotId_v12_176(v, w)
     return b.getvalue()
 def build_PartitionData_v12_168(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.high_watermark))
-    w(P_I64(obj.last_stable_offset))
-    w(P_I64(obj.log_start_offset))
+    w(S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset))
     build_array_170(w, obj.aborted_transactions)
     w(P_I32(obj.preferred_read_replica))
     write_nullable_compact_bytes(w, obj.records)
@@ -517,9 +472,7 @@ def build_array_178(w, v):
     for e in v:
         build_FetchableTopicResponse_v12_167(e, w)
 def build_FetchResponse_v12_166(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.session_id))
+    w(S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id))
     build_array_178(w, obj.responses)
     w(b"\x00")
     return obj
@@ -541,9 +494,7 @@ def parse_array_191(io):
         return None
     return [parse_FetchableTopicResponse_v13_180(io) for _ in range(n)]
 def parse_FetchResponse_v13_179(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_ihi.unpack(io.read(10))
     a3 = parse_array_191(io)
     count = io.read(1)
     if count != b"\x00":
@@ -570,9 +521,7 @@ def build_array_204(w, v):
     for e in v:
         build_FetchableTopicResponse_v13_193(e, w)
 def build_FetchResponse_v13_192(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.session_id))
+    w(S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id))
     build_array_204(w, obj.responses)
     w(b"\x00")
     return obj
@@ -599,9 +548,7 @@ def parse_array_272(io):
 def parse_tagged_270(io):
     return parse_array_272(io)
 def parse_FetchResponse_v16_257(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_ihi.unpack(io.read(10))
     a3 = parse_array_191(io)
     t4 = []
     count = io.read(1)
@@ -639,9 +586,7 @@ def build_tagged_286(v):
     build_array_288(w, v)
     return b.getvalue()
 def build_FetchResponse_v16_273(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.session_id))
+    w(S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id))
     build_array_204(w, obj.responses)
     tags = []
     if obj.node_endpoints != []:

@@ -2,10 +2,11 @@
 """FindCoordinatorResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_hi = Struct('>hi')
 from ..messages.find_coordinator_response import FindCoordinatorResponse as find_coordinator_response__FindCoordinatorResponse
 def parse_FindCoordinatorResponse_v0_1(io):
-    a1 = U_I16(io.read(2))[0]
-    a3 = U_I32(io.read(4))[0]
+    a1, a3 = S_hi.unpack(io.read(6))
     a4 = read_string(io)
     a5 = U_I32(io.read(4))[0]
     return find_coordinator_response__FindCoordinatorResponse(0, a1, '', a3, a4, a5, [])
@@ -15,16 +16,15 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FindCoordinatorResponse_v0_2(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.node_id))
+    w(S_hi.pack(obj.error_code, obj.node_id))
     write_string(w, obj.host)
     w(P_I32(obj.port))
     return obj
 def build_v0(obj, io, this):
     return build_FindCoordinatorResponse_v0_2(obj, io.write)
+S_ih = Struct('>ih')
 def parse_FindCoordinatorResponse_v1_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_string(io)
     a3 = U_I32(io.read(4))[0]
     a4 = read_string(io)
@@ -36,8 +36,7 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FindCoordinatorResponse_v1_4(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_string(w, obj.error_message)
     w(P_I32(obj.node_id))
     write_string(w, obj.host)
@@ -46,8 +45,7 @@ def build_FindCoordinatorResponse_v1_4(obj, w):
 def build_v1(obj, io, this):
     return build_FindCoordinatorResponse_v1_4(obj, io.write)
 def parse_FindCoordinatorResponse_v3_7(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a3 = U_I32(io.read(4))[0]
     a4 = read_compact_string(io)
@@ -65,8 +63,7 @@ def parse_v3(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_FindCoordinatorResponse_v3_8(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     w(P_I32(obj.node_id))
     write_compact_string(w, obj.host)
@@ -80,8 +77,7 @@ def parse_Coordinator_v4_10(io):
     a0 = read_compact_string(io)
     a1 = U_I32(io.read(4))[0]
     a2 = read_compact_string(io)
-    a3 = U_I32(io.read(4))[0]
-    a4 = U_I16(io.read(2))[0]
+    a3, a4 = S_ih.unpack(io.read(6))
     a5 = read_nullable_compact_string(io)
     count = io.read(1)
     if count != b"\x00":
@@ -114,8 +110,7 @@ def build_Coordinator_v4_13(obj, w):
     write_compact_string(w, obj.key)
     w(P_I32(obj.node_id))
     write_compact_string(w, obj.host)
-    w(P_I32(obj.port))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.port, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     w(b"\x00")
     return obj

@@ -53,12 +53,13 @@ def build_GroupMetadataValue_v0_4(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_GroupMetadataValue_v0_4(obj, io.write)
+from struct import Struct
+S_ii = Struct('>ii')
 def parse_MemberMetadata_v1_8(io):
     a0 = read_string(io)
     a2 = read_string(io)
     a3 = read_string(io)
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
+    a4, a5 = S_ii.unpack(io.read(8))
     a6 = read_bytes(io)
     a7 = read_bytes(io)
     return group_metadata_value__MemberMetadata(a0, None, a2, a3, a4, a5, a6, a7)
@@ -83,8 +84,7 @@ def build_MemberMetadata_v1_11(obj, w):
     write_string(w, obj.member_id)
     write_string(w, obj.client_id)
     write_string(w, obj.client_host)
-    w(P_I32(obj.rebalance_timeout))
-    w(P_I32(obj.session_timeout))
+    w(S_ii.pack(obj.rebalance_timeout, obj.session_timeout))
     write_bytes(w, obj.subscription)
     write_bytes(w, obj.assignment)
     return obj
@@ -132,8 +132,7 @@ def parse_MemberMetadata_v3_20(io):
     a1 = read_nullable_string(io)
     a2 = read_string(io)
     a3 = read_string(io)
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
+    a4, a5 = S_ii.unpack(io.read(8))
     a6 = read_bytes(io)
     a7 = read_bytes(io)
     return group_metadata_value__MemberMetadata(a0, a1, a2, a3, a4, a5, a6, a7)
@@ -160,8 +159,7 @@ def build_MemberMetadata_v3_23(obj, w):
     write_nullable_string(w, obj.group_instance_id)
     write_string(w, obj.client_id)
     write_string(w, obj.client_host)
-    w(P_I32(obj.rebalance_timeout))
-    w(P_I32(obj.session_timeout))
+    w(S_ii.pack(obj.rebalance_timeout, obj.session_timeout))
     write_bytes(w, obj.subscription)
     write_bytes(w, obj.assignment)
     return obj
@@ -187,8 +185,7 @@ def parse_MemberMetadata_v4_26(io):
     a1 = read_nullable_compact_string(io)
     a2 = read_compact_string(io)
     a3 = read_compact_string(io)
-    a4 = U_I32(io.read(4))[0]
-    a5 = U_I32(io.read(4))[0]
+    a4, a5 = S_ii.unpack(io.read(8))
     a6 = read_compact_bytes(io)
     a7 = read_compact_bytes(io)
     count = io.read(1)
@@ -227,8 +224,7 @@ def build_MemberMetadata_v4_29(obj, w):
     write_nullable_compact_string(w, obj.group_instance_id)
     write_compact_string(w, obj.client_id)
     write_compact_string(w, obj.client_host)
-    w(P_I32(obj.rebalance_timeout))
-    w(P_I32(obj.session_timeout))
+    w(S_ii.pack(obj.rebalance_timeout, obj.session_timeout))
     write_compact_bytes(w, obj.subscription)
     write_compact_bytes(w, obj.assignment)
     w(b"\x00")

@@ -16,9 +16,10 @@ def build_HeartbeatResponse_v0_2(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_HeartbeatResponse_v0_2(obj, io.write)
+from struct import Struct
+S_ih = Struct('>ih')
 def parse_HeartbeatResponse_v1_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     return heartbeat_response__HeartbeatResponse(a0, a1)
 def parse_v1(io, this):
     try:
@@ -26,14 +27,12 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_HeartbeatResponse_v1_4(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     return obj
 def build_v1(obj, io, this):
     return build_HeartbeatResponse_v1_4(obj, io.write)
 def parse_HeartbeatResponse_v4_9(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -47,8 +46,7 @@ def parse_v4(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_HeartbeatResponse_v4_10(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     w(b"\x00")
     return obj
 def build_v4(obj, io, this):

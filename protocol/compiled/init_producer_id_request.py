@@ -40,11 +40,11 @@ def build_InitProducerIdRequest_v2_6(obj, w):
     return obj
 def build_v2(obj, io, this):
     return build_InitProducerIdRequest_v2_6(obj, io.write)
+from struct import Struct
+S_iqh = Struct('>iqh')
 def parse_InitProducerIdRequest_v3_7(io):
     a0 = read_nullable_compact_string(io)
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
+    a1, a2, a3 = S_iqh.unpack(io.read(14))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -59,18 +59,14 @@ def parse_v3(io, this):
         raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdRequest_v3_8(obj, w):
     write_nullable_compact_string(w, obj.transactional_id)
-    w(P_I32(obj.transaction_timeout_ms))
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_iqh.pack(obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch))
     w(b"\x00")
     return obj
 def build_v3(obj, io, this):
     return build_InitProducerIdRequest_v3_8(obj, io.write)
 def parse_InitProducerIdRequest_v6_13(io):
     a0 = read_nullable_compact_string(io)
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
+    a1, a2, a3 = S_iqh.unpack(io.read(14))
     a4 = read_bool(io)
     a5 = read_bool(io)
     count = io.read(1)
@@ -87,9 +83,7 @@ def parse_v6(io, this):
         raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdRequest_v6_14(obj, w):
     write_nullable_compact_string(w, obj.transactional_id)
-    w(P_I32(obj.transaction_timeout_ms))
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_iqh.pack(obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch))
     w(b'\x01' if obj.enable2_pc else b'\x00')
     w(b'\x01' if obj.keep_prepared_txn else b'\x00')
     w(b"\x00")

@@ -2,12 +2,11 @@
 """InitProducerIdResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ihqh = Struct('>ihqh')
 from ..messages.init_producer_id_response import InitProducerIdResponse as init_producer_id_response__InitProducerIdResponse
 def parse_InitProducerIdResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
+    a0, a1, a2, a3 = S_ihqh.unpack(io.read(16))
     return init_producer_id_response__InitProducerIdResponse(a0, a1, a2, a3, -1, -1)
 def parse_v0(io, this):
     try:
@@ -15,18 +14,12 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdResponse_v0_2(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch))
     return obj
 def build_v0(obj, io, this):
     return build_InitProducerIdResponse_v0_2(obj, io.write)
 def parse_InitProducerIdResponse_v2_5(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
+    a0, a1, a2, a3 = S_ihqh.unpack(io.read(16))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -40,21 +33,14 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdResponse_v2_6(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_ihqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch))
     w(b"\x00")
     return obj
 def build_v2(obj, io, this):
     return build_InitProducerIdResponse_v2_6(obj, io.write)
+S_ihqhqh = Struct('>ihqhqh')
 def parse_InitProducerIdResponse_v6_13(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
-    a4 = U_I64(io.read(8))[0]
-    a5 = U_I16(io.read(2))[0]
+    a0, a1, a2, a3, a4, a5 = S_ihqhqh.unpack(io.read(26))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -68,12 +54,7 @@ def parse_v6(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_InitProducerIdResponse_v6_14(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
-    w(P_I64(obj.ongoing_txn_producer_id))
-    w(P_I16(obj.ongoing_txn_producer_epoch))
+    w(S_ihqhqh.pack(obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch, obj.ongoing_txn_producer_id, obj.ongoing_txn_producer_epoch))
     w(b"\x00")
     return obj
 def build_v6(obj, io, this):

@@ -45,10 +45,11 @@ def build_JoinGroupRequest_v0_4(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_JoinGroupRequest_v0_4(obj, io.write)
+from struct import Struct
+S_ii = Struct('>ii')
 def parse_JoinGroupRequest_v1_7(io):
     a0 = read_string(io)
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
+    a1, a2 = S_ii.unpack(io.read(8))
     a3 = read_string(io)
     a5 = read_string(io)
     a6 = parse_array_3(io)
@@ -60,8 +61,7 @@ def parse_v1(io, this):
         raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupRequest_v1_10(obj, w):
     write_string(w, obj.group_id)
-    w(P_I32(obj.session_timeout_ms))
-    w(P_I32(obj.rebalance_timeout_ms))
+    w(S_ii.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms))
     write_string(w, obj.member_id)
     write_string(w, obj.protocol_type)
     build_array_6(w, obj.protocols)
@@ -70,8 +70,7 @@ def build_v1(obj, io, this):
     return build_JoinGroupRequest_v1_10(obj, io.write)
 def parse_JoinGroupRequest_v5_31(io):
     a0 = read_string(io)
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
+    a1, a2 = S_ii.unpack(io.read(8))
     a3 = read_string(io)
     a4 = read_nullable_string(io)
     a5 = read_string(io)
@@ -84,8 +83,7 @@ def parse_v5(io, this):
         raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupRequest_v5_34(obj, w):
     write_string(w, obj.group_id)
-    w(P_I32(obj.session_timeout_ms))
-    w(P_I32(obj.rebalance_timeout_ms))
+    w(S_ii.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms))
     write_string(w, obj.member_id)
     write_nullable_string(w, obj.group_instance_id)
     write_string(w, obj.protocol_type)
@@ -110,8 +108,7 @@ def parse_array_39(io):
     return [parse_JoinGroupRequestProtocol_v6_38(io) for _ in range(n)]
 def parse_JoinGroupRequest_v6_37(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
+    a1, a2 = S_ii.unpack(io.read(8))
     a3 = read_compact_string(io)
     a4 = read_nullable_compact_string(io)
     a5 = read_compact_string(io)
@@ -142,8 +139,7 @@ def build_array_42(w, v):
         build_JoinGroupRequestProtocol_v6_41(e, w)
 def build_JoinGroupRequest_v6_40(obj, w):
     write_compact_string(w, obj.group_id)
-    w(P_I32(obj.session_timeout_ms))
-    w(P_I32(obj.rebalance_timeout_ms))
+    w(S_ii.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms))
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.group_instance_id)
     write_compact_string(w, obj.protocol_type)
@@ -154,8 +150,7 @@ def build_v6(obj, io, this):
     return build_JoinGroupRequest_v6_40(obj, io.write)
 def parse_JoinGroupRequest_v8_49(io):
     a0 = read_compact_string(io)
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
+    a1, a2 = S_ii.unpack(io.read(8))
     a3 = read_compact_string(io)
     a4 = read_nullable_compact_string(io)
     a5 = read_compact_string(io)
@@ -175,8 +170,7 @@ def parse_v8(io, this):
         raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupRequest_v8_52(obj, w):
     write_compact_string(w, obj.group_id)
-    w(P_I32(obj.session_timeout_ms))
-    w(P_I32(obj.rebalance_timeout_ms))
+    w(S_ii.pack(obj.session_timeout_ms, obj.rebalance_timeout_ms))
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.group_instance_id)
     write_compact_string(w, obj.protocol_type)

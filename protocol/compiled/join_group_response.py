@@ -2,6 +2,8 @@
 """JoinGroupResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_hi = Struct('>hi')
 from ..messages.join_group_response import JoinGroupResponseMember as join_group_response__JoinGroupResponseMember
 def parse_JoinGroupResponseMember_v0_2(io):
     a0 = read_string(io)
@@ -14,8 +16,7 @@ def parse_array_3(io):
     return [parse_JoinGroupResponseMember_v0_2(io) for _ in range(n)]
 from ..messages.join_group_response import JoinGroupResponse as join_group_response__JoinGroupResponse
 def parse_JoinGroupResponse_v0_1(io):
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a1, a2 = S_hi.unpack(io.read(6))
     a4 = read_string(io)
     a5 = read_string(io)
     a7 = read_string(io)
@@ -38,8 +39,7 @@ def build_array_6(w, v):
     for e in v:
         build_JoinGroupResponseMember_v0_5(e, w)
 def build_JoinGroupResponse_v0_4(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.generation_id))
+    w(S_hi.pack(obj.error_code, obj.generation_id))
     write_string(w, obj.protocol_name)
     write_string(w, obj.leader)
     write_string(w, obj.member_id)
@@ -47,10 +47,9 @@ def build_JoinGroupResponse_v0_4(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_JoinGroupResponse_v0_4(obj, io.write)
+S_ihi = Struct('>ihi')
 def parse_JoinGroupResponse_v2_13(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_ihi.unpack(io.read(10))
     a4 = read_string(io)
     a5 = read_string(io)
     a7 = read_string(io)
@@ -62,9 +61,7 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupResponse_v2_16(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.generation_id))
+    w(S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id))
     write_string(w, obj.protocol_name)
     write_string(w, obj.leader)
     write_string(w, obj.member_id)
@@ -83,9 +80,7 @@ def parse_array_33(io):
         return None
     return [parse_JoinGroupResponseMember_v5_32(io) for _ in range(n)]
 def parse_JoinGroupResponse_v5_31(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_ihi.unpack(io.read(10))
     a4 = read_string(io)
     a5 = read_string(io)
     a7 = read_string(io)
@@ -109,9 +104,7 @@ def build_array_36(w, v):
     for e in v:
         build_JoinGroupResponseMember_v5_35(e, w)
 def build_JoinGroupResponse_v5_34(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.generation_id))
+    w(S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id))
     write_string(w, obj.protocol_name)
     write_string(w, obj.leader)
     write_string(w, obj.member_id)
@@ -136,9 +129,7 @@ def parse_array_39(io):
         return None
     return [parse_JoinGroupResponseMember_v6_38(io) for _ in range(n)]
 def parse_JoinGroupResponse_v6_37(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_ihi.unpack(io.read(10))
     a4 = read_compact_string(io)
     a5 = read_compact_string(io)
     a7 = read_compact_string(io)
@@ -169,9 +160,7 @@ def build_array_42(w, v):
     for e in v:
         build_JoinGroupResponseMember_v6_41(e, w)
 def build_JoinGroupResponse_v6_40(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.generation_id))
+    w(S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id))
     write_compact_string(w, obj.protocol_name)
     write_compact_string(w, obj.leader)
     write_compact_string(w, obj.member_id)
@@ -181,9 +170,7 @@ def build_JoinGroupResponse_v6_40(obj, w):
 def build_v6(obj, io, this):
     return build_JoinGroupResponse_v6_40(obj, io.write)
 def parse_JoinGroupResponse_v7_43(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_ihi.unpack(io.read(10))
     a3 = read_nullable_compact_string(io)
     a4 = read_nullable_compact_string(io)
     a5 = read_compact_string(io)
@@ -202,9 +189,7 @@ def parse_v7(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupResponse_v7_46(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.generation_id))
+    w(S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id))
     write_nullable_compact_string(w, obj.protocol_type)
     write_nullable_compact_string(w, obj.protocol_name)
     write_compact_string(w, obj.leader)
@@ -215,9 +200,7 @@ def build_JoinGroupResponse_v7_46(obj, w):
 def build_v7(obj, io, this):
     return build_JoinGroupResponse_v7_46(obj, io.write)
 def parse_JoinGroupResponse_v9_55(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_ihi.unpack(io.read(10))
     a3 = read_nullable_compact_string(io)
     a4 = read_nullable_compact_string(io)
     a5 = read_compact_string(io)
@@ -237,9 +220,7 @@ def parse_v9(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_JoinGroupResponse_v9_58(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.generation_id))
+    w(S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.generation_id))
     write_nullable_compact_string(w, obj.protocol_type)
     write_nullable_compact_string(w, obj.protocol_name)
     write_compact_string(w, obj.leader)

@@ -16,9 +16,10 @@ def build_LeaveGroupResponse_v0_2(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_LeaveGroupResponse_v0_2(obj, io.write)
+from struct import Struct
+S_ih = Struct('>ih')
 def parse_LeaveGroupResponse_v1_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     return leave_group_response__LeaveGroupResponse(a0, a1, [])
 def parse_v1(io, this):
     try:
@@ -26,8 +27,7 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_LeaveGroupResponse_v1_4(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     return obj
 def build_v1(obj, io, this):
     return build_LeaveGroupResponse_v1_4(obj, io.write)
@@ -43,8 +43,7 @@ def parse_array_9(io):
         return None
     return [parse_MemberResponse_v3_8(io) for _ in range(n)]
 def parse_LeaveGroupResponse_v3_7(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_9(io)
     return leave_group_response__LeaveGroupResponse(a0, a1, a2)
 def parse_v3(io, this):
@@ -65,8 +64,7 @@ def build_array_12(w, v):
     for e in v:
         build_MemberResponse_v3_11(e, w)
 def build_LeaveGroupResponse_v3_10(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_12(w, obj.members)
     return obj
 def build_v3(obj, io, this):
@@ -88,8 +86,7 @@ def parse_array_15(io):
         return None
     return [parse_MemberResponse_v4_14(io) for _ in range(n)]
 def parse_LeaveGroupResponse_v4_13(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_15(io)
     count = io.read(1)
     if count != b"\x00":
@@ -117,8 +114,7 @@ def build_array_18(w, v):
     for e in v:
         build_MemberResponse_v4_17(e, w)
 def build_LeaveGroupResponse_v4_16(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_18(w, obj.members)
     w(b"\x00")
     return obj

@@ -39,9 +39,10 @@ def build_ListGroupsResponse_v0_4(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_ListGroupsResponse_v0_4(obj, io.write)
+from struct import Struct
+S_ih = Struct('>ih')
 def parse_ListGroupsResponse_v1_7(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_3(io)
     return list_groups_response__ListGroupsResponse(a0, a1, a2)
 def parse_v1(io, this):
@@ -50,8 +51,7 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ListGroupsResponse_v1_10(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_6(w, obj.groups)
     return obj
 def build_v1(obj, io, this):
@@ -72,8 +72,7 @@ def parse_array_21(io):
         return None
     return [parse_ListedGroup_v3_20(io) for _ in range(n)]
 def parse_ListGroupsResponse_v3_19(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_21(io)
     count = io.read(1)
     if count != b"\x00":
@@ -100,8 +99,7 @@ def build_array_24(w, v):
     for e in v:
         build_ListedGroup_v3_23(e, w)
 def build_ListGroupsResponse_v3_22(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_24(w, obj.groups)
     w(b"\x00")
     return obj
@@ -124,8 +122,7 @@ def parse_array_27(io):
         return None
     return [parse_ListedGroup_v4_26(io) for _ in range(n)]
 def parse_ListGroupsResponse_v4_25(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_27(io)
     count = io.read(1)
     if count != b"\x00":
@@ -153,8 +150,7 @@ def build_array_30(w, v):
     for e in v:
         build_ListedGroup_v4_29(e, w)
 def build_ListGroupsResponse_v4_28(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_30(w, obj.groups)
     w(b"\x00")
     return obj
@@ -178,8 +174,7 @@ def parse_array_33(io):
         return None
     return [parse_ListedGroup_v5_32(io) for _ in range(n)]
 def parse_ListGroupsResponse_v5_31(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_33(io)
     count = io.read(1)
     if count != b"\x00":
@@ -208,8 +203,7 @@ def build_array_36(w, v):
     for e in v:
         build_ListedGroup_v5_35(e, w)
 def build_ListGroupsResponse_v5_34(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_36(w, obj.groups)
     w(b"\x00")
     return obj

@@ -2,11 +2,11 @@
 """ListOffsetsRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_iqi = Struct('>iqi')
 from ..messages.list_offsets_request import ListOffsetsPartition as list_offsets_request__ListOffsetsPartition
 def parse_ListOffsetsPartition_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I32(io.read(4))[0]
+    a0, a2, a3 = S_iqi.unpack(io.read(16))
     return list_offsets_request__ListOffsetsPartition(a0, -1, a2, a3)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -34,9 +34,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartition_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.timestamp))
-    w(P_I32(obj.max_num_offsets))
+    w(S_iqi.pack(obj.partition_index, obj.timestamp, obj.max_num_offsets))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -62,9 +60,9 @@ def build_ListOffsetsRequest_v0_6(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_ListOffsetsRequest_v0_6(obj, io.write)
+S_iq = Struct('>iq')
 def parse_ListOffsetsPartition_v1_13(io):
-    a0 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
+    a0, a2 = S_iq.unpack(io.read(12))
     return list_offsets_request__ListOffsetsPartition(a0, -1, a2, 1)
 def parse_array_14(io):
     n = read_array_count(io, False)
@@ -90,8 +88,7 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartition_v1_18(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.timestamp))
+    w(S_iq.pack(obj.partition_index, obj.timestamp))
     return obj
 def build_array_19(w, v):
     if v is None:
@@ -117,9 +114,9 @@ def build_ListOffsetsRequest_v1_16(obj, w):
     return obj
 def build_v1(obj, io, this):
     return build_ListOffsetsRequest_v1_16(obj, io.write)
+S_ib = Struct('>ib')
 def parse_ListOffsetsRequest_v2_21(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I8(io.read(1))[0]
+    a0, a1 = S_ib.unpack(io.read(5))
     a2 = parse_array_15(io)
     return list_offsets_request__ListOffsetsRequest(a0, a1, a2, 0)
 def parse_v2(io, this):
@@ -128,16 +125,14 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsRequest_v2_26(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I8(obj.isolation_level))
+    w(S_ib.pack(obj.replica_id, obj.isolation_level))
     build_array_20(w, obj.topics)
     return obj
 def build_v2(obj, io, this):
     return build_ListOffsetsRequest_v2_26(obj, io.write)
+S_iiq = Struct('>iiq')
 def parse_ListOffsetsPartition_v4_43(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
+    a0, a1, a2 = S_iiq.unpack(io.read(16))
     return list_offsets_request__ListOffsetsPartition(a0, a1, a2, 1)
 def parse_array_44(io):
     n = read_array_count(io, False)
@@ -154,8 +149,7 @@ def parse_array_45(io):
         return None
     return [parse_ListOffsetsTopic_v4_42(io) for _ in range(n)]
 def parse_ListOffsetsRequest_v4_41(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I8(io.read(1))[0]
+    a0, a1 = S_ib.unpack(io.read(5))
     a2 = parse_array_45(io)
     return list_offsets_request__ListOffsetsRequest(a0, a1, a2, 0)
 def parse_v4(io, this):
@@ -164,9 +158,7 @@ def parse_v4(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartition_v4_48(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I32(obj.current_leader_epoch))
-    w(P_I64(obj.timestamp))
+    w(S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp))
     return obj
 def build_array_49(w, v):
     if v is None:
@@ -187,16 +179,13 @@ def build_array_50(w, v):
     for e in v:
         build_ListOffsetsTopic_v4_47(e, w)
 def build_ListOffsetsRequest_v4_46(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I8(obj.isolation_level))
+    w(S_ib.pack(obj.replica_id, obj.isolation_level))
     build_array_50(w, obj.topics)
     return obj
 def build_v4(obj, io, this):
     return build_ListOffsetsRequest_v4_46(obj, io.write)
 def parse_ListOffsetsPartition_v6_63(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I64(io.read(8))[0]
+    a0, a1, a2 = S_iiq.unpack(io.read(16))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -225,8 +214,7 @@ def parse_array_65(io):
         return None
     return [parse_ListOffsetsTopic_v6_62(io) for _ in range(n)]
 def parse_ListOffsetsRequest_v6_61(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I8(io.read(1))[0]
+    a0, a1 = S_ib.unpack(io.read(5))
     a2 = parse_array_65(io)
     count = io.read(1)
     if count != b"\x00":
@@ -241,9 +229,7 @@ def parse_v6(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartition_v6_68(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I32(obj.current_leader_epoch))
-    w(P_I64(obj.timestamp))
+    w(S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp))
     w(b"\x00")
     return obj
 def build_array_69(w, v):
@@ -266,16 +252,14 @@ def build_array_70(w, v):
     for e in v:
         build_ListOffsetsTopic_v6_67(e, w)
 def build_ListOffsetsRequest_v6_66(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I8(obj.isolation_level))
+    w(S_ib.pack(obj.replica_id, obj.isolation_level))
     build_array_70(w, obj.topics)
     w(b"\x00")
     return obj
 def build_v6(obj, io, this):
     return build_ListOffsetsRequest_v6_66(obj, io.write)
 def parse_ListOffsetsRequest_v10_101(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I8(io.read(1))[0]
+    a0, a1 = S_ib.unpack(io.read(5))
     a2 = parse_array_65(io)
     a3 = U_I32(io.read(4))[0]
     count = io.read(1)
@@ -291,8 +275,7 @@ def parse_v10(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsRequest_v10_106(obj, w):
-    w(P_I32(obj.replica_id))
-    w(P_I8(obj.isolation_level))
+    w(S_ib.pack(obj.replica_id, obj.isolation_level))
     build_array_70(w, obj.topics)
     w(P_I32(obj.timeout_ms))
     w(b"\x00")

@@ -2,6 +2,8 @@
 """ListOffsetsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 def parse_array_4(io):
     n = read_array_count(io, False)
     if n < 0:
@@ -9,8 +11,7 @@ def parse_array_4(io):
     return [U_I64(io.read(8))[0] for _ in range(n)]
 from ..messages.list_offsets_response import ListOffsetsPartitionResponse as list_offsets_response__ListOffsetsPartitionResponse
 def parse_ListOffsetsPartitionResponse_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_4(io)
     return list_offsets_response__ListOffsetsPartitionResponse(a0, a1, -1, -1, -1, a2)
 def parse_array_5(io):
@@ -45,8 +46,7 @@ def build_array_10(w, v):
     for e in v:
         w(P_I64(e))
 def build_ListOffsetsPartitionResponse_v0_9(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.partition_index, obj.error_code))
     build_array_10(w, obj.old_style_offsets)
     return obj
 def build_array_11(w, v):
@@ -72,11 +72,9 @@ def build_ListOffsetsResponse_v0_7(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_ListOffsetsResponse_v0_7(obj, io.write)
+S_ihqq = Struct('>ihqq')
 def parse_ListOffsetsPartitionResponse_v1_15(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a0, a1, a3, a4 = S_ihqq.unpack(io.read(22))
     return list_offsets_response__ListOffsetsPartitionResponse(a0, a1, a3, a4, -1, [])
 def parse_array_16(io):
     n = read_array_count(io, False)
@@ -101,10 +99,7 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartitionResponse_v1_20(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.timestamp))
-    w(P_I64(obj.offset))
+    w(S_ihqq.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset))
     return obj
 def build_array_21(w, v):
     if v is None:
@@ -144,12 +139,9 @@ def build_ListOffsetsResponse_v2_28(obj, w):
     return obj
 def build_v2(obj, io, this):
     return build_ListOffsetsResponse_v2_28(obj, io.write)
+S_ihqqi = Struct('>ihqqi')
 def parse_ListOffsetsPartitionResponse_v4_45(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
-    a5 = U_I32(io.read(4))[0]
+    a0, a1, a3, a4, a5 = S_ihqqi.unpack(io.read(26))
     return list_offsets_response__ListOffsetsPartitionResponse(a0, a1, a3, a4, a5, [])
 def parse_array_46(io):
     n = read_array_count(io, False)
@@ -175,11 +167,7 @@ def parse_v4(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartitionResponse_v4_50(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.timestamp))
-    w(P_I64(obj.offset))
-    w(P_I32(obj.leader_epoch))
+    w(S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch))
     return obj
 def build_array_51(w, v):
     if v is None:
@@ -206,11 +194,7 @@ def build_ListOffsetsResponse_v4_48(obj, w):
 def build_v4(obj, io, this):
     return build_ListOffsetsResponse_v4_48(obj, io.write)
 def parse_ListOffsetsPartitionResponse_v6_65(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
-    a5 = U_I32(io.read(4))[0]
+    a0, a1, a3, a4, a5 = S_ihqqi.unpack(io.read(26))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -254,11 +238,7 @@ def parse_v6(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ListOffsetsPartitionResponse_v6_70(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.timestamp))
-    w(P_I64(obj.offset))
-    w(P_I32(obj.leader_epoch))
+    w(S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch))
     w(b"\x00")
     return obj
 def build_array_71(w, v):

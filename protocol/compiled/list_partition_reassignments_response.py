@@ -2,6 +2,8 @@
 """ListPartitionReassignmentsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 def parse_array_4(io):
     n = read_compact_array_count(io, False)
     if n < 0:
@@ -43,8 +45,7 @@ def parse_array_8(io):
     return [parse_OngoingTopicReassignment_v0_2(io) for _ in range(n)]
 from ..messages.list_partition_reassignments_response import ListPartitionReassignmentsResponse as list_partition_reassignments_response__ListPartitionReassignmentsResponse
 def parse_ListPartitionReassignmentsResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a3 = parse_array_8(io)
     count = io.read(1)
@@ -93,8 +94,7 @@ def build_array_16(w, v):
     for e in v:
         build_OngoingTopicReassignment_v0_10(e, w)
 def build_ListPartitionReassignmentsResponse_v0_9(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.error_message)
     build_array_16(w, obj.topics)
     w(b"\x00")

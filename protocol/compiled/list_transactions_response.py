@@ -2,6 +2,8 @@
 """ListTransactionsResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 def parse_array_2(io):
     n = read_compact_array_count(io, False)
     if n < 0:
@@ -26,8 +28,7 @@ def parse_array_4(io):
     return [parse_TransactionState_v0_3(io) for _ in range(n)]
 from ..messages.list_transactions_response import ListTransactionsResponse as list_transactions_response__ListTransactionsResponse
 def parse_ListTransactionsResponse_v0_1(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = parse_array_2(io)
     a3 = parse_array_4(io)
     count = io.read(1)
@@ -63,8 +64,7 @@ def build_array_8(w, v):
     for e in v:
         build_TransactionState_v0_7(e, w)
 def build_ListTransactionsResponse_v0_5(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     build_array_6(w, obj.unknown_state_filters)
     build_array_8(w, obj.transaction_states)
     w(b"\x00")

@@ -13,6 +13,8 @@ def parse_array_3(io):
     if n < 0:
         return None
     return [parse_MetadataResponseBroker_v0_2(io) for _ in range(n)]
+from struct import Struct
+S_hii = Struct('>hii')
 def parse_array_6(io):
     n = read_array_count(io, False)
     if n < 0:
@@ -20,9 +22,7 @@ def parse_array_6(io):
     return [U_I32(io.read(4))[0] for _ in range(n)]
 from ..messages.metadata_response import MetadataResponsePartition as metadata_response__MetadataResponsePartition
 def parse_MetadataResponsePartition_v0_5(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_hii.unpack(io.read(10))
     a4 = parse_array_6(io)
     a5 = parse_array_6(io)
     return metadata_response__MetadataResponsePartition(a0, a1, a2, -1, a4, a5, [])
@@ -72,9 +72,7 @@ def build_array_15(w, v):
     for e in v:
         w(P_I32(e))
 def build_MetadataResponsePartition_v0_14(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.partition_index))
-    w(P_I32(obj.leader_id))
+    w(S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id))
     build_array_15(w, obj.replica_nodes)
     build_array_15(w, obj.isr_nodes)
     return obj
@@ -209,9 +207,7 @@ def build_MetadataResponse_v3_64(obj, w):
 def build_v3(obj, io, this):
     return build_MetadataResponse_v3_64(obj, io.write)
 def parse_MetadataResponsePartition_v5_95(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_hii.unpack(io.read(10))
     a4 = parse_array_6(io)
     a5 = parse_array_6(io)
     a6 = parse_array_6(io)
@@ -245,9 +241,7 @@ def parse_v5(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponsePartition_v5_105(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.partition_index))
-    w(P_I32(obj.leader_id))
+    w(S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id))
     build_array_15(w, obj.replica_nodes)
     build_array_15(w, obj.isr_nodes)
     build_array_15(w, obj.offline_replicas)
@@ -281,11 +275,9 @@ def build_MetadataResponse_v5_101(obj, w):
     return obj
 def build_v5(obj, io, this):
     return build_MetadataResponse_v5_101(obj, io.write)
+S_hiii = Struct('>hiii')
 def parse_MetadataResponsePartition_v7_135(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
+    a0, a1, a2, a3 = S_hiii.unpack(io.read(14))
     a4 = parse_array_6(io)
     a5 = parse_array_6(io)
     a6 = parse_array_6(io)
@@ -319,10 +311,7 @@ def parse_v7(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_MetadataResponsePartition_v7_145(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.partition_index))
-    w(P_I32(obj.leader_id))
-    w(P_I32(obj.leader_epoch))
+    w(S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch))
     build_array_15(w, obj.replica_nodes)
     build_array_15(w, obj.isr_nodes)
     build_array_15(w, obj.offline_replicas)
@@ -428,10 +417,7 @@ def parse_array_176(io):
         return None
     return [U_I32(io.read(4))[0] for _ in range(n)]
 def parse_MetadataResponsePartition_v9_175(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
-    a3 = U_I32(io.read(4))[0]
+    a0, a1, a2, a3 = S_hiii.unpack(io.read(14))
     a4 = parse_array_176(io)
     a5 = parse_array_176(io)
     a6 = parse_array_176(io)
@@ -506,10 +492,7 @@ def build_array_186(w, v):
     for e in v:
         w(P_I32(e))
 def build_MetadataResponsePartition_v9_185(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.partition_index))
-    w(P_I32(obj.leader_id))
-    w(P_I32(obj.leader_epoch))
+    w(S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch))
     build_array_186(w, obj.replica_nodes)
     build_array_186(w, obj.isr_nodes)
     build_array_186(w, obj.offline_replicas)

@@ -2,10 +2,11 @@
 """OffsetCommitRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_iq = Struct('>iq')
 from ..messages.offset_commit_request import OffsetCommitRequestPartition as offset_commit_request__OffsetCommitRequestPartition
 def parse_OffsetCommitRequestPartition_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
+    a0, a1 = S_iq.unpack(io.read(12))
     a4 = read_nullable_string(io)
     return offset_commit_request__OffsetCommitRequestPartition(a0, a1, -1, a4, -1)
 def parse_array_4(io):
@@ -34,8 +35,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequestPartition_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.committed_offset))
+    w(S_iq.pack(obj.partition_index, obj.committed_offset))
     write_nullable_string(w, obj.committed_metadata)
     return obj
 def build_array_9(w, v):
@@ -62,10 +62,9 @@ def build_OffsetCommitRequest_v0_6(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_OffsetCommitRequest_v0_6(obj, io.write)
+S_iqq = Struct('>iqq')
 def parse_OffsetCommitRequestPartition_v1_13(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a3 = U_I64(io.read(8))[0]
+    a0, a1, a3 = S_iqq.unpack(io.read(20))
     a4 = read_nullable_string(io)
     return offset_commit_request__OffsetCommitRequestPartition(a0, a1, -1, a4, a3)
 def parse_array_14(io):
@@ -94,9 +93,7 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequestPartition_v1_18(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.committed_offset))
-    w(P_I64(obj.commit_timestamp))
+    w(S_iqq.pack(obj.partition_index, obj.committed_offset, obj.commit_timestamp))
     write_nullable_string(w, obj.committed_metadata)
     return obj
 def build_array_19(w, v):
@@ -165,10 +162,9 @@ def build_OffsetCommitRequest_v5_56(obj, w):
     return obj
 def build_v5(obj, io, this):
     return build_OffsetCommitRequest_v5_56(obj, io.write)
+S_iqi = Struct('>iqi')
 def parse_OffsetCommitRequestPartition_v6_63(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_iqi.unpack(io.read(16))
     a4 = read_nullable_string(io)
     return offset_commit_request__OffsetCommitRequestPartition(a0, a1, a2, a4, -1)
 def parse_array_64(io):
@@ -197,9 +193,7 @@ def parse_v6(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequestPartition_v6_68(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.committed_offset))
-    w(P_I32(obj.committed_leader_epoch))
+    w(S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch))
     write_nullable_string(w, obj.committed_metadata)
     return obj
 def build_array_69(w, v):
@@ -250,9 +244,7 @@ def build_OffsetCommitRequest_v7_76(obj, w):
 def build_v7(obj, io, this):
     return build_OffsetCommitRequest_v7_76(obj, io.write)
 def parse_OffsetCommitRequestPartition_v8_83(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_iqi.unpack(io.read(16))
     a4 = read_nullable_compact_string(io)
     count = io.read(1)
     if count != b"\x00":
@@ -300,9 +292,7 @@ def parse_v8(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitRequestPartition_v8_88(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.committed_offset))
-    w(P_I32(obj.committed_leader_epoch))
+    w(S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch))
     write_nullable_compact_string(w, obj.committed_metadata)
     w(b"\x00")
     return obj

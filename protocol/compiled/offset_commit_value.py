@@ -20,11 +20,12 @@ def build_OffsetCommitValue_v0_2(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_OffsetCommitValue_v0_2(obj, io.write)
+from struct import Struct
+S_qq = Struct('>qq')
 def parse_OffsetCommitValue_v1_3(io):
     a0 = U_I64(io.read(8))[0]
     a2 = read_string(io)
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a3, a4 = S_qq.unpack(io.read(16))
     return offset_commit_value__OffsetCommitValue(a0, -1, a2, a3, a4, ZERO_UUID)
 def parse_v1(io, this):
     try:
@@ -34,14 +35,13 @@ def parse_v1(io, this):
 def build_OffsetCommitValue_v1_4(obj, w):
     w(P_I64(obj.offset))
     write_string(w, obj.metadata)
-    w(P_I64(obj.commit_timestamp))
-    w(P_I64(obj.expire_timestamp))
+    w(S_qq.pack(obj.commit_timestamp, obj.expire_timestamp))
     return obj
 def build_v1(obj, io, this):
     return build_OffsetCommitValue_v1_4(obj, io.write)
+S_qi = Struct('>qi')
 def parse_OffsetCommitValue_v3_7(io):
-    a0 = U_I64(io.read(8))[0]
-    a1 = U_I32(io.read(4))[0]
+    a0, a1 = S_qi.unpack(io.read(12))
     a2 = read_string(io)
     a3 = U_I64(io.read(8))[0]
     return offset_commit_value__OffsetCommitValue(a0, a1, a2, a3, -1, ZERO_UUID)
@@ -51,8 +51,7 @@ def parse_v3(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetCommitValue_v3_8(obj, w):
-    w(P_I64(obj.offset))
-    w(P_I32(obj.leader_epoch))
+    w(S_qi.pack(obj.offset, obj.leader_epoch))
     write_string(w, obj.metadata)
     w(P_I64(obj.commit_timestamp))
     return obj
@@ -61,8 +60,7 @@ def build_v3(obj, io, this):
 def parse_tagged_10(io):
     return read_uuid(io)
 def parse_OffsetCommitValue_v4_9(io):
-    a0 = U_I64(io.read(8))[0]
-    a1 = U_I32(io.read(4))[0]
+    a0, a1 = S_qi.unpack(io.read(12))
     a2 = read_compact_string(io)
     a3 = U_I64(io.read(8))[0]
     t5 = ZERO_UUID
@@ -87,8 +85,7 @@ def build_tagged_12(v):
     w(v.bytes)
     return b.getvalue()
 def build_OffsetCommitValue_v4_11(obj, w):
-    w(P_I64(obj.offset))
-    w(P_I32(obj.leader_epoch))
+    w(S_qi.pack(obj.offset, obj.leader_epoch))
     write_compact_string(w, obj.metadata)
     w(P_I64(obj.commit_timestamp))
     tags = []

@@ -2,10 +2,12 @@
 """OffsetDeleteResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_hi = Struct('>hi')
+S_ih = Struct('>ih')
 from ..messages.offset_delete_response import OffsetDeleteResponsePartition as offset_delete_response__OffsetDeleteResponsePartition
 def parse_OffsetDeleteResponsePartition_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     return offset_delete_response__OffsetDeleteResponsePartition(a0, a1)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -24,8 +26,7 @@ def parse_array_5(io):
     return [parse_OffsetDeleteResponseTopic_v0_2(io) for _ in range(n)]
 from ..messages.offset_delete_response import OffsetDeleteResponse as offset_delete_response__OffsetDeleteResponse
 def parse_OffsetDeleteResponse_v0_1(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I32(io.read(4))[0]
+    a0, a1 = S_hi.unpack(io.read(6))
     a2 = parse_array_5(io)
     return offset_delete_response__OffsetDeleteResponse(a0, a1, a2)
 def parse_v0(io, this):
@@ -34,8 +35,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetDeleteResponsePartition_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.partition_index, obj.error_code))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -56,8 +56,7 @@ def build_array_10(w, v):
     for e in v:
         build_OffsetDeleteResponseTopic_v0_7(e, w)
 def build_OffsetDeleteResponse_v0_6(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.throttle_time_ms))
+    w(S_hi.pack(obj.error_code, obj.throttle_time_ms))
     build_array_10(w, obj.topics)
     return obj
 def build_v0(obj, io, this):

@@ -2,10 +2,11 @@
 """OffsetFetchResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_iq = Struct('>iq')
 from ..messages.offset_fetch_response import OffsetFetchResponsePartition as offset_fetch_response__OffsetFetchResponsePartition
 def parse_OffsetFetchResponsePartition_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
+    a0, a1 = S_iq.unpack(io.read(12))
     a3 = read_nullable_string(io)
     a4 = U_I16(io.read(2))[0]
     return offset_fetch_response__OffsetFetchResponsePartition(a0, a1, -1, a3, a4)
@@ -34,8 +35,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchResponsePartition_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.committed_offset))
+    w(S_iq.pack(obj.partition_index, obj.committed_offset))
     write_nullable_string(w, obj.metadata)
     w(P_I16(obj.error_code))
     return obj
@@ -94,10 +94,9 @@ def build_OffsetFetchResponse_v3_36(obj, w):
     return obj
 def build_v3(obj, io, this):
     return build_OffsetFetchResponse_v3_36(obj, io.write)
+S_iqi = Struct('>iqi')
 def parse_OffsetFetchResponsePartition_v5_53(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_iqi.unpack(io.read(16))
     a3 = read_nullable_string(io)
     a4 = U_I16(io.read(2))[0]
     return offset_fetch_response__OffsetFetchResponsePartition(a0, a1, a2, a3, a4)
@@ -126,9 +125,7 @@ def parse_v5(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchResponsePartition_v5_58(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.committed_offset))
-    w(P_I32(obj.committed_leader_epoch))
+    w(S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch))
     write_nullable_string(w, obj.metadata)
     w(P_I16(obj.error_code))
     return obj
@@ -158,9 +155,7 @@ def build_OffsetFetchResponse_v5_56(obj, w):
 def build_v5(obj, io, this):
     return build_OffsetFetchResponse_v5_56(obj, io.write)
 def parse_OffsetFetchResponsePartition_v6_63(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_iqi.unpack(io.read(16))
     a3 = read_nullable_compact_string(io)
     a4 = U_I16(io.read(2))[0]
     count = io.read(1)
@@ -207,9 +202,7 @@ def parse_v6(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetFetchResponsePartition_v6_68(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.committed_offset))
-    w(P_I32(obj.committed_leader_epoch))
+    w(S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch))
     write_nullable_compact_string(w, obj.metadata)
     w(P_I16(obj.error_code))
     w(b"\x00")
@@ -243,9 +236,7 @@ def build_v6(obj, io, this):
     return build_OffsetFetchResponse_v6_66(obj, io.write)
 from ..messages.offset_fetch_response import OffsetFetchResponsePartitions as offset_fetch_response__OffsetFetchResponsePartitions
 def parse_OffsetFetchResponsePartitions_v8_84(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_iqi.unpack(io.read(16))
     a3 = read_nullable_compact_string(io)
     a4 = U_I16(io.read(2))[0]
     count = io.read(1)

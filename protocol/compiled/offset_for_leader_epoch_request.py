@@ -2,10 +2,11 @@
 """OffsetForLeaderEpochRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ii = Struct('>ii')
 from ..messages.offset_for_leader_epoch_request import OffsetForLeaderPartition as offset_for_leader_epoch_request__OffsetForLeaderPartition
 def parse_OffsetForLeaderPartition_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a2 = S_ii.unpack(io.read(8))
     return offset_for_leader_epoch_request__OffsetForLeaderPartition(a0, -1, a2)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -32,8 +33,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetForLeaderPartition_v0_8(obj, w):
-    w(P_I32(obj.partition))
-    w(P_I32(obj.leader_epoch))
+    w(S_ii.pack(obj.partition, obj.leader_epoch))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -58,10 +58,9 @@ def build_OffsetForLeaderEpochRequest_v0_6(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_OffsetForLeaderEpochRequest_v0_6(obj, io.write)
+S_iii = Struct('>iii')
 def parse_OffsetForLeaderPartition_v2_23(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_iii.unpack(io.read(12))
     return offset_for_leader_epoch_request__OffsetForLeaderPartition(a0, a1, a2)
 def parse_array_24(io):
     n = read_array_count(io, False)
@@ -86,9 +85,7 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetForLeaderPartition_v2_28(obj, w):
-    w(P_I32(obj.partition))
-    w(P_I32(obj.current_leader_epoch))
-    w(P_I32(obj.leader_epoch))
+    w(S_iii.pack(obj.partition, obj.current_leader_epoch, obj.leader_epoch))
     return obj
 def build_array_29(w, v):
     if v is None:
@@ -129,9 +126,7 @@ def build_OffsetForLeaderEpochRequest_v3_36(obj, w):
 def build_v3(obj, io, this):
     return build_OffsetForLeaderEpochRequest_v3_36(obj, io.write)
 def parse_OffsetForLeaderPartition_v4_43(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_iii.unpack(io.read(12))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -175,9 +170,7 @@ def parse_v4(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_OffsetForLeaderPartition_v4_48(obj, w):
-    w(P_I32(obj.partition))
-    w(P_I32(obj.current_leader_epoch))
-    w(P_I32(obj.leader_epoch))
+    w(S_iii.pack(obj.partition, obj.current_leader_epoch, obj.leader_epoch))
     w(b"\x00")
     return obj
 def build_array_49(w, v):

@@ -2,11 +2,11 @@
 """OffsetForLeaderEpochResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_hiq = Struct('>hiq')
 from ..messages.offset_for_leader_epoch_response import EpochEndOffset as offset_for_leader_epoch_response__EpochEndOffset
 def parse_EpochEndOffset_v0_3(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I32(io.read(4))[0]
-    a3 = U_I64(io.read(8))[0]
+    a0, a1, a3 = S_hiq.unpack(io.read(14))
     return offset_for_leader_epoch_response__EpochEndOffset(a0, a1, -1, a3)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -33,9 +33,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_EpochEndOffset_v0_8(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.partition))
-    w(P_I64(obj.end_offset))
+    w(S_hiq.pack(obj.error_code, obj.partition, obj.end_offset))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -60,11 +58,9 @@ def build_OffsetForLeaderEpochResponse_v0_6(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_OffsetForLeaderEpochResponse_v0_6(obj, io.write)
+S_hiiq = Struct('>hiiq')
 def parse_EpochEndOffset_v1_13(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
-    a3 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3 = S_hiiq.unpack(io.read(18))
     return offset_for_leader_epoch_response__EpochEndOffset(a0, a1, a2, a3)
 def parse_array_14(io):
     n = read_array_count(io, False)
@@ -89,10 +85,7 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_EpochEndOffset_v1_18(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.partition))
-    w(P_I32(obj.leader_epoch))
-    w(P_I64(obj.end_offset))
+    w(S_hiiq.pack(obj.error_code, obj.partition, obj.leader_epoch, obj.end_offset))
     return obj
 def build_array_19(w, v):
     if v is None:
@@ -133,10 +126,7 @@ def build_OffsetForLeaderEpochResponse_v2_26(obj, w):
 def build_v2(obj, io, this):
     return build_OffsetForLeaderEpochResponse_v2_26(obj, io.write)
 def parse_EpochEndOffset_v4_43(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I32(io.read(4))[0]
-    a2 = U_I32(io.read(4))[0]
-    a3 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3 = S_hiiq.unpack(io.read(18))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -180,10 +170,7 @@ def parse_v4(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_EpochEndOffset_v4_48(obj, w):
-    w(P_I16(obj.error_code))
-    w(P_I32(obj.partition))
-    w(P_I32(obj.leader_epoch))
-    w(P_I64(obj.end_offset))
+    w(S_hiiq.pack(obj.error_code, obj.partition, obj.leader_epoch, obj.end_offset))
     w(b"\x00")
     return obj
 def build_array_49(w, v):

@@ -2,6 +2,8 @@
 """ProduceRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_hi = Struct('>hi')
 from ..messages.produce_request import PartitionProduceData as produce_request__PartitionProduceData
 def parse_PartitionProduceData_v0_3(io):
     a0 = U_I32(io.read(4))[0]
@@ -24,8 +26,7 @@ def parse_array_5(io):
     return [parse_TopicProduceData_v0_2(io) for _ in range(n)]
 from ..messages.produce_request import ProduceRequest as produce_request__ProduceRequest
 def parse_ProduceRequest_v0_1(io):
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a1, a2 = S_hi.unpack(io.read(6))
     a3 = parse_array_5(io)
     return produce_request__ProduceRequest(None, a1, a2, a3)
 def parse_v0(io, this):
@@ -56,16 +57,14 @@ def build_array_10(w, v):
     for e in v:
         build_TopicProduceData_v0_7(e, w)
 def build_ProduceRequest_v0_6(obj, w):
-    w(P_I16(obj.acks))
-    w(P_I32(obj.timeout_ms))
+    w(S_hi.pack(obj.acks, obj.timeout_ms))
     build_array_10(w, obj.topic_data)
     return obj
 def build_v0(obj, io, this):
     return build_ProduceRequest_v0_6(obj, io.write)
 def parse_ProduceRequest_v3_31(io):
     a0 = read_nullable_string(io)
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a1, a2 = S_hi.unpack(io.read(6))
     a3 = parse_array_5(io)
     return produce_request__ProduceRequest(a0, a1, a2, a3)
 def parse_v3(io, this):
@@ -75,8 +74,7 @@ def parse_v3(io, this):
         raise MalformedMessage(f"truncated: {e}") from None
 def build_ProduceRequest_v3_36(obj, w):
     write_nullable_string(w, obj.transactional_id)
-    w(P_I16(obj.acks))
-    w(P_I32(obj.timeout_ms))
+    w(S_hi.pack(obj.acks, obj.timeout_ms))
     build_array_10(w, obj.topic_data)
     return obj
 def build_v3(obj, io, this):
@@ -113,8 +111,7 @@ def parse_array_95(io):
     return [parse_TopicProduceData_v9_92(io) for _ in range(n)]
 def parse_ProduceRequest_v9_91(io):
     a0 = read_nullable_compact_string(io)
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a1, a2 = S_hi.unpack(io.read(6))
     a3 = parse_array_95(io)
     count = io.read(1)
     if count != b"\x00":
@@ -154,8 +151,7 @@ def build_array_100(w, v):
         build_TopicProduceData_v9_97(e, w)
 def build_ProduceRequest_v9_96(obj, w):
     write_nullable_compact_string(w, obj.transactional_id)
-    w(P_I16(obj.acks))
-    w(P_I32(obj.timeout_ms))
+    w(S_hi.pack(obj.acks, obj.timeout_ms))
     build_array_100(w, obj.topic_data)
     w(b"\x00")
     return obj
@@ -178,8 +174,7 @@ def parse_array_135(io):
     return [parse_TopicProduceData_v13_132(io) for _ in range(n)]
 def parse_ProduceRequest_v13_131(io):
     a0 = read_nullable_compact_string(io)
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a1, a2 = S_hi.unpack(io.read(6))
     a3 = parse_array_135(io)
     count = io.read(1)
     if count != b"\x00":
@@ -207,8 +202,7 @@ def build_array_140(w, v):
         build_TopicProduceData_v13_137(e, w)
 def build_ProduceRequest_v13_136(obj, w):
     write_nullable_compact_string(w, obj.transactional_id)
-    w(P_I16(obj.acks))
-    w(P_I32(obj.timeout_ms))
+    w(S_hi.pack(obj.acks, obj.timeout_ms))
     build_array_140(w, obj.topic_data)
     w(b"\x00")
     return obj

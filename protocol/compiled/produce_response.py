@@ -3,11 +3,11 @@
 
 from ..wire import *
 from ..messages.produce_response import LeaderIdAndEpoch as produce_response__LeaderIdAndEpoch
+from struct import Struct
+S_ihq = Struct('>ihq')
 from ..messages.produce_response import PartitionProduceResponse as produce_response__PartitionProduceResponse
 def parse_PartitionProduceResponse_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
+    a0, a1, a2 = S_ihq.unpack(io.read(14))
     return produce_response__PartitionProduceResponse(a0, a1, a2, -1, -1, [], None, produce_response__LeaderIdAndEpoch())
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -34,9 +34,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionProduceResponse_v0_8(obj, w):
-    w(P_I32(obj.index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.base_offset))
+    w(S_ihq.pack(obj.index, obj.error_code, obj.base_offset))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -76,11 +74,9 @@ def build_ProduceResponse_v1_16(obj, w):
     return obj
 def build_v1(obj, io, this):
     return build_ProduceResponse_v1_16(obj, io.write)
+S_ihqq = Struct('>ihqq')
 def parse_PartitionProduceResponse_v2_23(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3 = S_ihqq.unpack(io.read(22))
     return produce_response__PartitionProduceResponse(a0, a1, a2, a3, -1, [], None, produce_response__LeaderIdAndEpoch())
 def parse_array_24(io):
     n = read_array_count(io, False)
@@ -106,10 +102,7 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionProduceResponse_v2_28(obj, w):
-    w(P_I32(obj.index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.base_offset))
-    w(P_I64(obj.log_append_time_ms))
+    w(S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms))
     return obj
 def build_array_29(w, v):
     if v is None:
@@ -135,12 +128,9 @@ def build_ProduceResponse_v2_26(obj, w):
     return obj
 def build_v2(obj, io, this):
     return build_ProduceResponse_v2_26(obj, io.write)
+S_ihqqq = Struct('>ihqqq')
 def parse_PartitionProduceResponse_v5_53(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3, a4 = S_ihqqq.unpack(io.read(30))
     return produce_response__PartitionProduceResponse(a0, a1, a2, a3, a4, [], None, produce_response__LeaderIdAndEpoch())
 def parse_array_54(io):
     n = read_array_count(io, False)
@@ -166,11 +156,7 @@ def parse_v5(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_PartitionProduceResponse_v5_58(obj, w):
-    w(P_I32(obj.index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.base_offset))
-    w(P_I64(obj.log_append_time_ms))
-    w(P_I64(obj.log_start_offset))
+    w(S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset))
     return obj
 def build_array_59(w, v):
     if v is None:
@@ -207,11 +193,7 @@ def parse_array_85(io):
         return None
     return [parse_BatchIndexAndErrorMessage_v8_84(io) for _ in range(n)]
 def parse_PartitionProduceResponse_v8_83(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3, a4 = S_ihqqq.unpack(io.read(30))
     a5 = parse_array_85(io)
     a6 = read_nullable_string(io)
     return produce_response__PartitionProduceResponse(a0, a1, a2, a3, a4, a5, a6, produce_response__LeaderIdAndEpoch())
@@ -250,11 +232,7 @@ def build_array_92(w, v):
     for e in v:
         build_BatchIndexAndErrorMessage_v8_91(e, w)
 def build_PartitionProduceResponse_v8_90(obj, w):
-    w(P_I32(obj.index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.base_offset))
-    w(P_I64(obj.log_append_time_ms))
-    w(P_I64(obj.log_start_offset))
+    w(S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset))
     build_array_92(w, obj.record_errors)
     write_nullable_string(w, obj.error_message)
     return obj
@@ -298,11 +276,7 @@ def parse_array_99(io):
         return None
     return [parse_BatchIndexAndErrorMessage_v9_98(io) for _ in range(n)]
 def parse_PartitionProduceResponse_v9_97(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3, a4 = S_ihqqq.unpack(io.read(30))
     a5 = parse_array_99(io)
     a6 = read_nullable_compact_string(io)
     count = io.read(1)
@@ -360,11 +334,7 @@ def build_array_106(w, v):
     for e in v:
         build_BatchIndexAndErrorMessage_v9_105(e, w)
 def build_PartitionProduceResponse_v9_104(obj, w):
-    w(P_I32(obj.index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.base_offset))
-    w(P_I64(obj.log_append_time_ms))
-    w(P_I64(obj.log_start_offset))
+    w(S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset))
     build_array_106(w, obj.record_errors)
     write_nullable_compact_string(w, obj.error_message)
     w(b"\x00")
@@ -395,9 +365,9 @@ def build_ProduceResponse_v9_102(obj, w):
     return obj
 def build_v9(obj, io, this):
     return build_ProduceResponse_v9_102(obj, io.write)
+S_ii = Struct('>ii')
 def parse_LeaderIdAndEpoch_v10_115(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I32(io.read(4))[0]
+    a0, a1 = S_ii.unpack(io.read(8))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -408,11 +378,7 @@ def parse_LeaderIdAndEpoch_v10_115(io):
 def parse_tagged_114(io):
     return parse_LeaderIdAndEpoch_v10_115(io)
 def parse_PartitionProduceResponse_v10_111(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I64(io.read(8))[0]
-    a4 = U_I64(io.read(8))[0]
+    a0, a1, a2, a3, a4 = S_ihqqq.unpack(io.read(30))
     a5 = parse_array_99(io)
     a6 = read_nullable_compact_string(io)
     t7 = produce_response__LeaderIdAndEpoch()
@@ -486,8 +452,7 @@ def parse_v10(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_LeaderIdAndEpoch_v10_127(obj, w):
-    w(P_I32(obj.leader_id))
-    w(P_I32(obj.leader_epoch))
+    w(S_ii.pack(obj.leader_id, obj.leader_epoch))
     w(b"\x00")
     return obj
 def build_tagged_126(v):
@@ -496,11 +461,7 @@ def build_tagged_126(v):
     build_LeaderIdAndEpoch_v10_127(v, w)
     return b.getvalue()
 def build_PartitionProduceResponse_v10_123(obj, w):
-    w(P_I32(obj.index))
-    w(P_I16(obj.error_code))
-    w(P_I64(obj.base_offset))
-    w(P_I64(obj.log_append_time_ms))
-    w(P_I64(obj.log_start_offset))
+    w(S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset))
     build_array_106(w, obj.record_errors)
     write_nullable_compact_string(w, obj.error_message)
     tags = []

@@ -2,11 +2,11 @@
 """RequestHeader: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_hhi = Struct('>hhi')
 from ..messages.request_header import RequestHeader as request_header__RequestHeader
 def parse_RequestHeader_v1_1(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_hhi.unpack(io.read(8))
     a3 = read_nullable_string(io)
     return request_header__RequestHeader(a0, a1, a2, a3)
 def parse_v1(io, this):
@@ -15,17 +15,13 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_RequestHeader_v1_2(obj, w):
-    w(P_I16(obj.request_api_key))
-    w(P_I16(obj.request_api_version))
-    w(P_I32(obj.correlation_id))
+    w(S_hhi.pack(obj.request_api_key, obj.request_api_version, obj.correlation_id))
     write_nullable_string(w, obj.client_id)
     return obj
 def build_v1(obj, io, this):
     return build_RequestHeader_v1_2(obj, io.write)
 def parse_RequestHeader_v2_3(io):
-    a0 = U_I16(io.read(2))[0]
-    a1 = U_I16(io.read(2))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_hhi.unpack(io.read(8))
     a3 = read_nullable_string(io)
     count = io.read(1)
     if count != b"\x00":
@@ -40,9 +36,7 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_RequestHeader_v2_4(obj, w):
-    w(P_I16(obj.request_api_key))
-    w(P_I16(obj.request_api_version))
-    w(P_I32(obj.correlation_id))
+    w(S_hhi.pack(obj.request_api_key, obj.request_api_version, obj.correlation_id))
     write_nullable_string(w, obj.client_id)
     w(b"\x00")
     return obj

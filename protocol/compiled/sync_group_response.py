@@ -18,9 +18,10 @@ def build_SyncGroupResponse_v0_2(obj, w):
     return obj
 def build_v0(obj, io, this):
     return build_SyncGroupResponse_v0_2(obj, io.write)
+from struct import Struct
+S_ih = Struct('>ih')
 def parse_SyncGroupResponse_v1_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a4 = read_bytes(io)
     return sync_group_response__SyncGroupResponse(a0, a1, None, None, a4)
 def parse_v1(io, this):
@@ -29,15 +30,13 @@ def parse_v1(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupResponse_v1_4(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_bytes(w, obj.assignment)
     return obj
 def build_v1(obj, io, this):
     return build_SyncGroupResponse_v1_4(obj, io.write)
 def parse_SyncGroupResponse_v4_9(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a4 = read_compact_bytes(io)
     count = io.read(1)
     if count != b"\x00":
@@ -52,16 +51,14 @@ def parse_v4(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupResponse_v4_10(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_compact_bytes(w, obj.assignment)
     w(b"\x00")
     return obj
 def build_v4(obj, io, this):
     return build_SyncGroupResponse_v4_10(obj, io.write)
 def parse_SyncGroupResponse_v5_11(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     a2 = read_nullable_compact_string(io)
     a3 = read_nullable_compact_string(io)
     a4 = read_compact_bytes(io)
@@ -78,8 +75,7 @@ def parse_v5(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_SyncGroupResponse_v5_12(obj, w):
-    w(P_I32(obj.throttle_time_ms))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.throttle_time_ms, obj.error_code))
     write_nullable_compact_string(w, obj.protocol_type)
     write_nullable_compact_string(w, obj.protocol_name)
     write_compact_bytes(w, obj.assignment)

@@ -2,10 +2,12 @@
 """TxnOffsetCommitRequest: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_qh = Struct('>qh')
+S_iq = Struct('>iq')
 from ..messages.txn_offset_commit_request import TxnOffsetCommitRequestPartition as txn_offset_commit_request__TxnOffsetCommitRequestPartition
 def parse_TxnOffsetCommitRequestPartition_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
+    a0, a1 = S_iq.unpack(io.read(12))
     a3 = read_nullable_string(io)
     return txn_offset_commit_request__TxnOffsetCommitRequestPartition(a0, a1, -1, a3)
 def parse_array_4(io):
@@ -27,8 +29,7 @@ from ..messages.txn_offset_commit_request import TxnOffsetCommitRequest as txn_o
 def parse_TxnOffsetCommitRequest_v0_1(io):
     a0 = read_string(io)
     a1 = read_string(io)
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
+    a2, a3 = S_qh.unpack(io.read(10))
     a7 = parse_array_5(io)
     return txn_offset_commit_request__TxnOffsetCommitRequest(a0, a1, a2, a3, -1, '', None, a7)
 def parse_v0(io, this):
@@ -37,8 +38,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitRequestPartition_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.committed_offset))
+    w(S_iq.pack(obj.partition_index, obj.committed_offset))
     write_nullable_string(w, obj.committed_metadata)
     return obj
 def build_array_9(w, v):
@@ -62,16 +62,14 @@ def build_array_10(w, v):
 def build_TxnOffsetCommitRequest_v0_6(obj, w):
     write_string(w, obj.transactional_id)
     write_string(w, obj.group_id)
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_qh.pack(obj.producer_id, obj.producer_epoch))
     build_array_10(w, obj.topics)
     return obj
 def build_v0(obj, io, this):
     return build_TxnOffsetCommitRequest_v0_6(obj, io.write)
+S_iqi = Struct('>iqi')
 def parse_TxnOffsetCommitRequestPartition_v2_23(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_iqi.unpack(io.read(16))
     a3 = read_nullable_string(io)
     return txn_offset_commit_request__TxnOffsetCommitRequestPartition(a0, a1, a2, a3)
 def parse_array_24(io):
@@ -91,8 +89,7 @@ def parse_array_25(io):
 def parse_TxnOffsetCommitRequest_v2_21(io):
     a0 = read_string(io)
     a1 = read_string(io)
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
+    a2, a3 = S_qh.unpack(io.read(10))
     a7 = parse_array_25(io)
     return txn_offset_commit_request__TxnOffsetCommitRequest(a0, a1, a2, a3, -1, '', None, a7)
 def parse_v2(io, this):
@@ -101,9 +98,7 @@ def parse_v2(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitRequestPartition_v2_28(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.committed_offset))
-    w(P_I32(obj.committed_leader_epoch))
+    w(S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch))
     write_nullable_string(w, obj.committed_metadata)
     return obj
 def build_array_29(w, v):
@@ -127,16 +122,14 @@ def build_array_30(w, v):
 def build_TxnOffsetCommitRequest_v2_26(obj, w):
     write_string(w, obj.transactional_id)
     write_string(w, obj.group_id)
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
+    w(S_qh.pack(obj.producer_id, obj.producer_epoch))
     build_array_30(w, obj.topics)
     return obj
 def build_v2(obj, io, this):
     return build_TxnOffsetCommitRequest_v2_26(obj, io.write)
+S_qhi = Struct('>qhi')
 def parse_TxnOffsetCommitRequestPartition_v3_33(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I64(io.read(8))[0]
-    a2 = U_I32(io.read(4))[0]
+    a0, a1, a2 = S_iqi.unpack(io.read(16))
     a3 = read_nullable_compact_string(io)
     count = io.read(1)
     if count != b"\x00":
@@ -168,9 +161,7 @@ def parse_array_35(io):
 def parse_TxnOffsetCommitRequest_v3_31(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
-    a4 = U_I32(io.read(4))[0]
+    a2, a3, a4 = S_qhi.unpack(io.read(14))
     a5 = read_compact_string(io)
     a6 = read_nullable_compact_string(io)
     a7 = parse_array_35(io)
@@ -187,9 +178,7 @@ def parse_v3(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitRequestPartition_v3_38(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I64(obj.committed_offset))
-    w(P_I32(obj.committed_leader_epoch))
+    w(S_iqi.pack(obj.partition_index, obj.committed_offset, obj.committed_leader_epoch))
     write_nullable_compact_string(w, obj.committed_metadata)
     w(b"\x00")
     return obj
@@ -215,9 +204,7 @@ def build_array_40(w, v):
 def build_TxnOffsetCommitRequest_v3_36(obj, w):
     write_compact_string(w, obj.transactional_id)
     write_compact_string(w, obj.group_id)
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
-    w(P_I32(obj.generation_id_or_member_epoch))
+    w(S_qhi.pack(obj.producer_id, obj.producer_epoch, obj.generation_id_or_member_epoch))
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.group_instance_id)
     build_array_40(w, obj.topics)
@@ -243,9 +230,7 @@ def parse_array_65(io):
 def parse_TxnOffsetCommitRequest_v6_61(io):
     a0 = read_compact_string(io)
     a1 = read_compact_string(io)
-    a2 = U_I64(io.read(8))[0]
-    a3 = U_I16(io.read(2))[0]
-    a4 = U_I32(io.read(4))[0]
+    a2, a3, a4 = S_qhi.unpack(io.read(14))
     a5 = read_compact_string(io)
     a6 = read_nullable_compact_string(io)
     a7 = parse_array_65(io)
@@ -276,9 +261,7 @@ def build_array_70(w, v):
 def build_TxnOffsetCommitRequest_v6_66(obj, w):
     write_compact_string(w, obj.transactional_id)
     write_compact_string(w, obj.group_id)
-    w(P_I64(obj.producer_id))
-    w(P_I16(obj.producer_epoch))
-    w(P_I32(obj.generation_id_or_member_epoch))
+    w(S_qhi.pack(obj.producer_id, obj.producer_epoch, obj.generation_id_or_member_epoch))
     write_compact_string(w, obj.member_id)
     write_nullable_compact_string(w, obj.group_instance_id)
     build_array_70(w, obj.topics)

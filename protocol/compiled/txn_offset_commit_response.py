@@ -2,10 +2,11 @@
 """TxnOffsetCommitResponse: the compiled parse and build functions of every version."""
 
 from ..wire import *
+from struct import Struct
+S_ih = Struct('>ih')
 from ..messages.txn_offset_commit_response import TxnOffsetCommitResponsePartition as txn_offset_commit_response__TxnOffsetCommitResponsePartition
 def parse_TxnOffsetCommitResponsePartition_v0_3(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     return txn_offset_commit_response__TxnOffsetCommitResponsePartition(a0, a1)
 def parse_array_4(io):
     n = read_array_count(io, False)
@@ -33,8 +34,7 @@ def parse_v0(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitResponsePartition_v0_8(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.partition_index, obj.error_code))
     return obj
 def build_array_9(w, v):
     if v is None:
@@ -61,8 +61,7 @@ def build_TxnOffsetCommitResponse_v0_6(obj, w):
 def build_v0(obj, io, this):
     return build_TxnOffsetCommitResponse_v0_6(obj, io.write)
 def parse_TxnOffsetCommitResponsePartition_v3_33(io):
-    a0 = U_I32(io.read(4))[0]
-    a1 = U_I16(io.read(2))[0]
+    a0, a1 = S_ih.unpack(io.read(6))
     count = io.read(1)
     if count != b"\x00":
         for _ in range(uvarint_from(io, count)):
@@ -106,8 +105,7 @@ def parse_v3(io, this):
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
 def build_TxnOffsetCommitResponsePartition_v3_38(obj, w):
-    w(P_I32(obj.partition_index))
-    w(P_I16(obj.error_code))
+    w(S_ih.pack(obj.partition_index, obj.error_code))
     w(b"\x00")
     return obj
 def build_array_39(w, v):
