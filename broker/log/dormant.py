@@ -21,6 +21,7 @@ half-written file) is loaded, checked and repaired as before.
 from __future__ import annotations
 
 import os
+from stat import S_ISREG
 from typing import Iterator
 
 from .segment import segment_file_name
@@ -40,14 +41,16 @@ def sole_empty_segment(directory: str) -> int | None:
         return None
     names.sort()
     stem = names[0].partition(".")[0]
-    if len(stem) != 20 or not stem.isdigit():
+    if len(stem) != 20 or not (stem.isascii() and stem.isdigit()):  # int() refuses other digits
         return None
     base = int(stem)
     if names != [segment_file_name(base, suffix) for suffix in _SEGMENT_SUFFIXES]:
         return None
     try:
-        if any(os.stat(os.path.join(directory, name)).st_size for name in names):
-            return None
+        for name in names:
+            found = os.stat(os.path.join(directory, name))
+            if found.st_size or not S_ISREG(found.st_mode):  # anything odd is the load's to report
+                return None
     except OSError:
         return None
     return base

@@ -222,7 +222,7 @@ def _segment_files(directory: Path, base: int, *, log: bytes = b"", index: bytes
 @pytest.mark.parametrize("case, expected", [
     ("new", 0), ("at 42", 42), ("records", None), ("stale index", None), ("checkpoint", None),
     ("producer snapshot", None), ("half-written file", None), ("two segments", None), ("missing", None),
-    ("not a segment", None),
+    ("not a segment", None), ("other digits", None), ("not a regular file", None),
 ])
 def test_a_start_skips_the_load_only_of_one_empty_segment_and_nothing_else(tmp_path: Path, case: str,
                                                                           expected: int | None) -> None:
@@ -239,6 +239,12 @@ def test_a_start_skips_the_load_only_of_one_empty_segment_and_nothing_else(tmp_p
         (directory / extra).write_bytes(b"")
     if case == "not a segment":
         (directory / "00000000000000000000.log").unlink()
+    if case == "other digits":  # digits to str.isdigit, not to int()
+        for path in directory.iterdir():
+            path.rename(directory / ("\u2460" * 20 + path.suffix))
+    if case == "not a regular file":  # size 0 too: only its type tells
+        (directory / "00000000000000000000.timeindex").unlink()
+        os.mkfifo(directory / "00000000000000000000.timeindex")
     assert sole_empty_segment(str(directory)) == expected
 
 
