@@ -141,6 +141,9 @@ def test_pipeline_matches_what_the_live_broker_answered(spark, tmp_path) -> None
         seen = {"g-orders": set(a.generations) | set(b.generations), "g-clicks": set(c.generations),
                 "g-both": set(d.generations)}
         log_path = broker.log_paths[-1]
+        # No client may outlive the broker: librdkafka would retry its port and log every failure for
+        # as long as the job below runs.
+        del producer, admin
     # the broker is stopped here (cleanly); the data directory is what it left
 
     assert fetched[("g-clicks", "clicks", 0)] == 7
