@@ -217,12 +217,12 @@ class KafkaStruct(construct.Construct):
                         return {self._reader(f, code, True)}
                 """)
                 branches += f"""
-                    {'if' if not branches else 'elif'} tag == {f.tag}:
-                        t{i} = {sub}(BytesIO(read_exact(io, size)))"""
+                        {'if' if not branches else 'elif'} tag == {f.tag}:
+                            t{i} = {sub}(BytesIO(read_exact(io, size)))"""
             tail = f"""
-                    else:
-                        read_exact(io, size)""" if branches else """
-                    read_exact(io, size)"""
+                        else:
+                            read_exact(io, size)""" if branches else """
+                        read_exact(io, size)"""
             # Almost always no tagged field: the count's one zero byte is checked without a call.
             tag_block = f"""
                 {inits}
@@ -230,7 +230,7 @@ class KafkaStruct(construct.Construct):
                 if count != b"\\x00":
                     for _ in range(uvarint_from(io, count)):
                         tag = read_uvarint(io)
-                        size = read_uvarint(io){branches.replace(chr(10), chr(10) + "    ")}{tail.replace(chr(10), chr(10) + "    ")}"""
+                        size = read_uvarint(io){branches}{tail}"""
         code.append(f"""
             def {fname}(io):
                 {body}{tag_block}

@@ -24,9 +24,9 @@ import os
 from stat import S_ISREG
 from typing import Iterator
 
-from .segment import segment_file_name
+from .segment import SEGMENT_FILE_SUFFIXES, segment_file_name
 
-_SEGMENT_SUFFIXES = (".index", ".log", ".timeindex")  # sorted, as a listing sorts them
+_SORTED_SUFFIXES = tuple(sorted(SEGMENT_FILE_SUFFIXES))  # as a sorted listing has them
 
 
 def sole_empty_segment(directory: str) -> int | None:
@@ -44,7 +44,7 @@ def sole_empty_segment(directory: str) -> int | None:
     if len(stem) != 20 or not (stem.isascii() and stem.isdigit()):  # int() refuses other digits
         return None
     base = int(stem)
-    if names != [segment_file_name(base, suffix) for suffix in _SEGMENT_SUFFIXES]:
+    if names != [segment_file_name(base, suffix) for suffix in _SORTED_SUFFIXES]:
         return None
     try:
         for name in names:

@@ -43,6 +43,10 @@ _RELATIVE_OFFSET_LIMIT = 2**31 - 1  # index entries hold offsets relative to the
 _SYSTEM_CLOCK = SystemClock()  # for segments made without an owner's clock (compaction output, tests)
 
 
+# The three files of a segment: its records and its two indexes.
+SEGMENT_FILE_SUFFIXES = (".log", ".index", ".timeindex")
+
+
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
@@ -127,7 +131,7 @@ class LogSegment:
     @staticmethod
     def create_files(directory: str, base_offset: int) -> None:
         """The files of a new empty segment, without a segment object (a new dormant partition)."""
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in SEGMENT_FILE_SUFFIXES:
             FILES.create(os.path.join(directory, segment_file_name(base_offset, suffix)))
 
     @property
