@@ -61,7 +61,7 @@ def standalone(tmp_path):
             try:
                 if [w for w in _master_state(ui).get("workers", []) if w.get("state") == "ALIVE"]:
                     break
-            except OSError:
+            except (OSError, ValueError):  # not listening yet, or a page that is not the master's JSON yet
                 pass
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 text = "\n".join((tmp_path / f"{n}.log").read_text(errors="replace")[-3000:] for n in ("master", "worker"))
