@@ -24,7 +24,9 @@ with memory storage (its default group settings).
 (c) replay: N OffsetCommit records are written offline into the `__consumer_offsets` segment files of a
     tmp data dir (LogManager + OffsetsTopic.append_records, flush never, batches of 500, every group in
     the partition Kafka's hash gives it); then the clock runs from `kbroker serve` process start to
-    its `offsets_loaded` log event.
+    its `offsets_loaded` log event. With it, each broker's empty start-up (process start to the first
+    ApiVersions answer, median of 5) and the floor under kbroker's: a Python process importing asyncio,
+    uvloop and structlog, timed the same way to its first line.
 Parts (a), (b) and (d) each run on a fresh broker process, so that none inherits another's state.
 (d) memory: RSS of the idle broker (a topic created, 3 s after start-up), then after one simple-consumer
     OffsetCommit v8 (generation -1, empty member id) for each of 1,000, then 10,000, then 100,000 groups
@@ -38,6 +40,8 @@ import argparse
 import asyncio
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -159,6 +163,29 @@ def empty_startup(label: str, timeout: float = 60.0) -> float:
         return time.perf_counter() - started
     finally:
         handle.stop()
+
+
+# The libraries kbroker serves on, imported as `kbroker serve` imports them (structlog without rich, see
+# broker/cli.py), then one line out: what any asyncio broker built on them pays before code of its own runs.
+_FLOOR_CODE = ("import sys; sys.modules['rich'] = None; import asyncio, uvloop, structlog; "
+               "sys.stdout.write('up\\n'); sys.stdout.flush()")
+
+
+def startup_floor(timeout: float = 60.0) -> float:
+    """Seconds from process start to the first line of a Python process that imports asyncio, uvloop
+    and structlog and does nothing else: the part of `empty_startup` that no code of kbroker's can
+    shorten on this machine, printed beside it so a reader can tell the two apart."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", _FLOOR_CODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        took = time.perf_counter() - started
+    finally:
+        _, err = proc.communicate(timeout=timeout)
+    if line.strip() != b"up":
+        raise BenchError(f"the start-up floor process failed: {err.decode(errors='replace')[-500:]}")
+    return took
 
 
 def replay_time(records: int, *, timeout: float = 600.0) -> dict:
@@ -303,6 +330,10 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
                 results[label]["startup"] = statistics.median(empty_startup(label) for _ in range(STARTUP_RUNS))
             except Exception as e:
                 results[label]["startup"] = _na(e)
+        try:
+            results[KB_ALWAYS]["startup_floor"] = statistics.median(startup_floor() for _ in range(STARTUP_RUNS))
+        except Exception as e:
+            results[KB_ALWAYS]["startup_floor"] = _na(e)
         results[PEER]["replay"] = NA("Tansu here keeps its groups and offsets in memory: a restart starts empty, "
                                      "there is nothing to replay")
     return figures(results, sizes)
@@ -391,6 +422,11 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             f"memory store, polled every {STARTUP_POLL_S * 1000:g} ms, median of {STARTUP_RUNS} starts (the "
             "comparable start-up figure for a memory store)", "s",
             lambda r: r["startup"], hib=False, fmt=",.2f")
+        fig("start-up floor: Python importing asyncio, uvloop and structlog", "process start to the first "
+            "line of a `python -c` that imports the libraries kbroker serves on (structlog without rich, as "
+            f"`kbroker serve` imports it) and nothing else, median of {STARTUP_RUNS}: the part of the start-up "
+            "figure above that is not kbroker's own code", "s",
+            lambda r: r["startup_floor"], hib=False, fmt=",.2f", labels=[KB_ALWAYS])
     if "memory" in s.only:
         fig("idle RSS", f"broker RSS {s.settle_s:g} s after start-up with one topic of {_topic_partitions(s):,} "
             "partitions created, before any group", "MiB",

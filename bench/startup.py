@@ -3,7 +3,8 @@
     python -m bench.startup [--runs 7] [--rounds 1] [--broker-path DIR] [--partitions N]
 
 Each round starts `kbroker serve` `--runs` times on an empty data directory, timed from process start
-to the first ApiVersions answer (`groups.empty_startup`, the figure `make bench` prints), and reads
+to the first ApiVersions answer (`groups.empty_startup`, the figure `make bench` prints), alternating
+with the start-up floor (`groups.startup_floor`: Python importing asyncio, uvloop and structlog), and reads
 RSS once with nothing stored (`brokers.settle_rss`). The broker is this checkout's, or with
 `--broker-path DIR` the `kbroker` found in DIR (a directory holding a `kbroker` link to a checkout of
 another commit, e.g. a `git worktree`): an A/B of two commits alternates runs with and without it.
@@ -24,19 +25,23 @@ from pathlib import Path
 
 from kbroker.bench import brokers
 from kbroker.bench.group_load import prepare_topic
-from kbroker.bench.groups import STARTUP_POLL_S, empty_startup
+from kbroker.bench.groups import STARTUP_POLL_S, empty_startup, startup_floor
 from kbroker.bench.report import KB_ALWAYS
 
 
-def measure(runs: int, settle_s: float) -> tuple[float, float, float]:
-    """(median start-up s, fastest start-up s, RSS MiB with nothing stored)."""
-    times = [empty_startup(KB_ALWAYS) for _ in range(runs)]
+def measure(runs: int, settle_s: float) -> tuple[float, float, float, float]:
+    """(median start-up s, fastest start-up s, RSS MiB with nothing stored, median start-up floor s);
+    the broker's starts and the floor's alternate, so both see the same machine."""
+    times, floors = [], []
+    for _ in range(runs):
+        times.append(empty_startup(KB_ALWAYS))
+        floors.append(startup_floor())
     handle = brokers.start_kbroker(flush="always")
     try:
         rss = brokers.settle_rss(handle, settle_s)
     finally:
         handle.stop()
-    return statistics.median(times), min(times), rss / 2 ** 20
+    return statistics.median(times), min(times), rss / 2 ** 20, statistics.median(floors)
 
 
 def restart(data: Path, timeout: float = 120.0) -> float:
@@ -76,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.broker_path:
         os.environ["PYTHONPATH"] = args.broker_path  # the brokers started from here inherit it
     for _ in range(args.rounds):
-        median, fastest, rss = measure(args.runs, args.settle)
+        median, fastest, rss, floor = measure(args.runs, args.settle)
         print(f"empty start-up median {median:.3f} s (fastest {fastest:.3f}) over {args.runs} starts; "
-              f"RSS with nothing stored {rss:.1f} MiB", flush=True)
+              f"RSS with nothing stored {rss:.1f} MiB; floor (Python importing asyncio, uvloop and structlog) "
+              f"median {floor:.3f} s", flush=True)
         if args.partitions:
             median, fastest = with_partitions(args.partitions, args.runs)
             print(f"restart with a topic of {args.partitions:,} partitions: median {median:.3f} s "

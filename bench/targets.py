@@ -22,6 +22,7 @@ class Target:
     bound: float | None = None      # ours must be >= (higher is better) or < (lower is better) this
     higher_is_better: bool = True
     peer_figure: str | None = None  # Tansu's figure from another line (it serves no ConsumerGroupHeartbeat)
+    floor_figure: str | None = None  # what the platform alone costs, measured in the same run: shown beside the verdict
 
 
 def key(f: Figure) -> str:
@@ -45,7 +46,8 @@ TARGETS = [
     Target("replay of 1,000,000 offset commits at start-up < 2 s",
            "groups: offsets replay of 1,000,000 commits at start-up (s)", bound=2.0, higher_is_better=False),
     Target("empty start-up to first answered ApiVersions < 0.15 s",
-           "groups: start-up with nothing stored (s)", bound=0.15, higher_is_better=False),
+           "groups: start-up with nothing stored (s)", bound=0.15, higher_is_better=False,
+           floor_figure="groups: start-up floor: Python importing asyncio, uvloop and structlog (s)"),
     Target("RSS for 10,000 groups with committed offsets <= Tansu's", "groups: RSS with 10,000 groups (MiB)",
            ratio=1.0, higher_is_better=False),
     Target("idle RSS < 30 MiB", "groups: idle RSS (MiB)", bound=30.0, higher_is_better=False),
@@ -86,7 +88,11 @@ def check(t: Target, figures: dict[str, Figure]) -> list[str]:
         ok = ratio >= t.ratio if t.higher_is_better else ratio <= t.ratio
     if t.bound is not None:
         ok = ok and (ours >= t.bound if t.higher_is_better else ours < t.bound)
-    return [t.text, shown_ours, shown_peer, ratio_text, _required(t), "met" if ok else "NOT MET"]
+    verdict = "met" if ok else "NOT MET"
+    floor = figures.get(t.floor_figure) if t.floor_figure else None
+    if floor is not None and _num(floor.values.get(t.ours)) is not None:
+        verdict += f" (floor {floor.show(t.ours)} {floor.unit}: Python with asyncio, uvloop and structlog alone)"
+    return [t.text, shown_ours, shown_peer, ratio_text, _required(t), verdict]
 
 
 def _required(t: Target) -> str:
@@ -104,7 +110,7 @@ def table(figures: list[Figure]) -> str:
     for r in [head, ["-" * w for w in widths] + ["-----"], *rows]:
         cells = [r[0].ljust(widths[0]), *[r[i].rjust(widths[i]) for i in range(1, len(widths))], r[-1]]
         lines.append("  ".join(cells))
-    met = sum(1 for r in rows if r[-1] == "met")
+    met = sum(1 for r in rows if r[-1].startswith("met"))
     lines.append(f"{met} of {len(rows)} targets met; ratio = kbroker / Tansu, both measured in this run; kbroker "
                  f"column: {KB_ALWAYS} unless the target names --flush never")
     return "\n".join(lines)

@@ -137,6 +137,21 @@ def test_targets_are_checked_against_the_peer_of_the_same_run():
     assert "n/a: not measured" in lines["consume MB/s >= Tansu's"]
 
 
+def test_the_startup_target_shows_the_floor_measured_in_the_same_run():
+    def startup(value: float) -> report.Figure:
+        return report.Figure("groups", "start-up with nothing stored", "how", "s",
+                             values={report.KB_ALWAYS: value, report.PEER: 0.02}, higher_is_better=False, fmt=",.2f")
+    def floor(value: float) -> report.Figure:
+        return report.Figure("groups", "start-up floor: Python importing asyncio, uvloop and structlog", "how", "s",
+                             values={report.KB_ALWAYS: value}, higher_is_better=False, fmt=",.2f")
+    name = "empty start-up to first answered ApiVersions < 0.15 s"
+    slow = {line.split("  ")[0]: line for line in targets.table([startup(0.27), floor(0.16)]).splitlines()}
+    assert slow[name].endswith("NOT MET (floor 0.16 s: Python with asyncio, uvloop and structlog alone)")
+    fast = targets.table([startup(0.12), floor(0.07)])
+    assert "met (floor 0.07 s" in fast and "1 of 13 targets met" in fast
+    assert {line.split("  ")[0]: line for line in targets.table([startup(0.12)]).splitlines()}[name].endswith("met")
+
+
 async def test_one_hundred_simple_commits_are_all_answered(kbroker, topic):
     assert await group_load.commit_many_groups(kbroker.bootstrap, 100, topic) == 100
 
@@ -145,6 +160,25 @@ def test_offsets_replay_loads_every_generated_record():
     info = groups.replay_time(2_000, timeout=60)
     assert info["records"] == info["loaded_records"] == 2_000
     assert info["seconds"] > 0 and info["bytes_on_disk"] > 0
+
+
+def test_startup_floor_is_timed_to_the_first_line_of_its_process(monkeypatch):
+    floor = groups.startup_floor(timeout=60)
+    assert 0 < floor < 60
+    # A child that never says it is up is a failed measurement, not a fast one.
+    monkeypatch.setattr(groups, "_FLOOR_CODE", "import sys; sys.stderr.write('no uvloop here')")
+    with pytest.raises(group_load.BenchError, match="no uvloop here"):
+        groups.startup_floor(timeout=60)
+
+
+def test_startup_floor_is_printed_for_kbroker_beside_the_startup_figure():
+    sizes = groups.Sizes(only=("replay",))
+    results = {report.KB_ALWAYS: {"replay": report.NA("skipped"), "startup": 0.25, "startup_floor": 0.12},
+               report.KB_NEVER: {"startup": 0.26}, report.PEER: {"replay": report.NA("memory"), "startup": 0.02}}
+    by_name = {f.name: f for f in groups.figures(results, sizes)}
+    floor = by_name["start-up floor: Python importing asyncio, uvloop and structlog"]
+    assert floor.values == {report.KB_ALWAYS: 0.12}
+    assert by_name["start-up with nothing stored"].values[report.PEER] == 0.02
 
 
 def test_produce_consume_and_latency_round_trip(kbroker):
