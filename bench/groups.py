@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import select
 import shutil
 import statistics
 import subprocess
@@ -177,14 +178,18 @@ def startup_floor(timeout: float = 60.0) -> float:
     shorten on this machine, printed beside it so a reader can tell the two apart."""
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", _FLOOR_CODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = b""
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()
+        if select.select([proc.stdout], [], [], timeout)[0]:  # a line, or EOF if it failed
+            line = proc.stdout.readline()
         took = time.perf_counter() - started
     finally:
+        if not line:
+            proc.kill()
         _, err = proc.communicate(timeout=timeout)
     if line.strip() != b"up":
-        raise BenchError(f"the start-up floor process failed: {err.decode(errors='replace')[-500:]}")
+        raise BenchError(f"the start-up floor process failed or hung: {err.decode(errors='replace')[-500:]}")
     return took
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -169,6 +170,12 @@ def test_startup_floor_is_timed_to_the_first_line_of_its_process(monkeypatch):
     monkeypatch.setattr(groups, "_FLOOR_CODE", "import sys; sys.stderr.write('no uvloop here')")
     with pytest.raises(group_load.BenchError, match="no uvloop here"):
         groups.startup_floor(timeout=60)
+    # Nor is one that hangs: it is killed at the timeout.
+    monkeypatch.setattr(groups, "_FLOOR_CODE", "import time; time.sleep(60)")
+    started = time.monotonic()
+    with pytest.raises(group_load.BenchError, match="hung"):
+        groups.startup_floor(timeout=1)
+    assert time.monotonic() - started < 30
 
 
 def test_startup_floor_is_printed_for_kbroker_beside_the_startup_figure():
