@@ -26,7 +26,7 @@ with memory storage (its default group settings).
     the partition Kafka's hash gives it); then the clock runs from `kbroker serve` process start to
     its `offsets_loaded` log event. With it, each broker's empty start-up (process start to the first
     ApiVersions answer, median of 5) and the floor under kbroker's: a Python process importing asyncio,
-    uvloop and structlog, timed the same way to its first line.
+    uvloop and structlog, timed from its start to its first line.
 Parts (a), (b) and (d) each run on a fresh broker process, so that none inherits another's state.
 (d) memory: RSS of the idle broker (a topic created, 3 s after start-up), then after one simple-consumer
     OffsetCommit v8 (generation -1, empty member id) for each of 1,000, then 10,000, then 100,000 groups
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import select
 import shutil
 import statistics
@@ -49,7 +50,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbroker.bench import brokers, group_scale
+from kbroker.bench import brokers, cores, group_scale
 from kbroker.bench.group_load import (
     REBALANCE_TIMEOUT_MS,
     BenchError,
@@ -59,7 +60,8 @@ from kbroker.bench.group_load import (
 )
 from kbroker.bench.loadgen import Rate
 from kbroker.bench.loadgen import run as run_loop
-from kbroker.bench.report import KB_ALWAYS, KB_NEVER, LABELS, NA, PEER, Figure, machine_note, print_figures
+from kbroker.bench.report import (KB_ALWAYS, KB_NEVER, LABELS, NA, PEER, STARTUP_FLOOR, Figure, machine_note,
+                                  print_figures)
 
 OFFSET_COMMIT, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, SYNC_GROUP = 8, 10, 11, 12, 14
 JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V, FIND_V = 5, 3, 4, 8, 3
@@ -166,29 +168,38 @@ def empty_startup(label: str, timeout: float = 60.0) -> float:
         handle.stop()
 
 
-# The libraries kbroker serves on, imported as `kbroker serve` imports them (structlog without rich, see
-# broker/cli.py), then one line out: what any asyncio broker built on them pays before code of its own runs.
-_FLOOR_CODE = ("import sys; sys.modules['rich'] = None; import asyncio, uvloop, structlog; "
+# The libraries kbroker serves on, imported as `kbroker serve` imports them (the cyclic collector off,
+# structlog without rich: see broker/cli.py), then one line out: what any asyncio broker built on them
+# pays before code of its own runs.
+_FLOOR_CODE = ("import gc; gc.disable(); import sys; sys.modules['rich'] = None; import asyncio, uvloop, structlog; "
                "sys.stdout.write('up\\n'); sys.stdout.flush()")
 
 
 def startup_floor(timeout: float = 60.0) -> float:
     """Seconds from process start to the first line of a Python process that imports asyncio, uvloop
-    and structlog and does nothing else: the part of `empty_startup` that no code of kbroker's can
-    shorten on this machine, printed beside it so a reader can tell the two apart."""
+    and structlog and does nothing else: about the part of `empty_startup` that no code of kbroker's
+    can shorten on this machine, printed beside it so a reader can tell the two apart. Started as the
+    brokers are (the same fork with `cores.broker_preexec`, so on the broker's core); killed once it
+    has said it is up, or at the timeout if it never does."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", _FLOOR_CODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    line = b""
+    proc = subprocess.Popen([sys.executable, "-c", _FLOOR_CODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=cores.broker_preexec)
+    assert proc.stdout is not None
+    out = b""
     try:
-        assert proc.stdout is not None
-        if select.select([proc.stdout], [], [], timeout)[0]:  # a line, or EOF if it failed
-            line = proc.stdout.readline()
+        while b"\n" not in out:  # os.read, not readline: a partial line must not block past the deadline
+            left = started + timeout - time.perf_counter()
+            if left <= 0 or not select.select([proc.stdout], [], [], left)[0]:
+                break
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:  # it exited without its line
+                break
+            out += chunk
         took = time.perf_counter() - started
     finally:
-        if not line:
-            proc.kill()
-        _, err = proc.communicate(timeout=timeout)
-    if line.strip() != b"up":
+        proc.kill()  # up (the figure is taken) or hung: its exit is not part of the figure
+        _, err = proc.communicate()
+    if out.split(b"\n")[0].strip() != b"up" or b"\n" not in out:
         raise BenchError(f"the start-up floor process failed or hung: {err.decode(errors='replace')[-500:]}")
     return took
 
@@ -427,10 +438,10 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             f"memory store, polled every {STARTUP_POLL_S * 1000:g} ms, median of {STARTUP_RUNS} starts (the "
             "comparable start-up figure for a memory store)", "s",
             lambda r: r["startup"], hib=False, fmt=",.2f")
-        fig("start-up floor: Python importing asyncio, uvloop and structlog", "process start to the first "
-            "line of a `python -c` that imports the libraries kbroker serves on (structlog without rich, as "
-            f"`kbroker serve` imports it) and nothing else, median of {STARTUP_RUNS}: the part of the start-up "
-            "figure above that is not kbroker's own code", "s",
+        fig(STARTUP_FLOOR, "process start to the first line of a `python -c` that imports the libraries "
+            "kbroker serves on (as `kbroker serve` does: the cyclic collector off, structlog without rich) and "
+            f"nothing else, started on the broker's core, median of {STARTUP_RUNS} after the brokers' starts: "
+            "about the part of the start-up figure above that is not kbroker's own code", "s",
             lambda r: r["startup_floor"], hib=False, fmt=",.2f", labels=[KB_ALWAYS])
     if "memory" in s.only:
         fig("idle RSS", f"broker RSS {s.settle_s:g} s after start-up with one topic of {_topic_partitions(s):,} "

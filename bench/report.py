@@ -51,6 +51,8 @@ PEER = "tansu (memory storage)"
 KB_ALWAYS = "kbroker (flush always)"
 KB_NEVER = "kbroker (flush never)"
 LABELS = [KB_ALWAYS, KB_NEVER, PEER]
+# The figure printed under kbroker's start-up (bench/groups.py `startup_floor`) and beside its target.
+STARTUP_FLOOR = "start-up floor: Python importing asyncio, uvloop and structlog"
 
 
 def machine_note() -> str:

@@ -164,28 +164,40 @@ def test_offsets_replay_loads_every_generated_record():
 
 
 def test_startup_floor_is_timed_to_the_first_line_of_its_process(monkeypatch):
-    floor = groups.startup_floor(timeout=60)
-    assert 0 < floor < 60
-    # A child that never says it is up is a failed measurement, not a fast one.
-    monkeypatch.setattr(groups, "_FLOOR_CODE", "import sys; sys.stderr.write('no uvloop here')")
-    with pytest.raises(group_load.BenchError, match="no uvloop here"):
-        groups.startup_floor(timeout=60)
-    # Nor is one that hangs: it is killed at the timeout.
-    monkeypatch.setattr(groups, "_FLOOR_CODE", "import time; time.sleep(60)")
+    assert 0 < groups.startup_floor(timeout=60) < 60  # the real floor process says it is up
+    # The clock stops at the line, not at the exit: the process is killed once it is up.
+    monkeypatch.setattr(groups, "_FLOOR_CODE", "import sys, time; time.sleep(0.3); sys.stdout.write('up\\n'); "
+                                               "sys.stdout.flush(); time.sleep(30)")
     started = time.monotonic()
-    with pytest.raises(group_load.BenchError, match="hung"):
-        groups.startup_floor(timeout=1)
-    assert time.monotonic() - started < 30
+    assert 0.3 <= groups.startup_floor(timeout=60) < 10
+    assert time.monotonic() - started < 10
 
 
-def test_startup_floor_is_printed_for_kbroker_beside_the_startup_figure():
+@pytest.mark.parametrize("code, timeout, error", [
+    ("import sys; sys.stderr.write('no uvloop here')", 60, "no uvloop here"),  # exits without its line
+    ("import time; time.sleep(60)", 1, "hung"),  # says nothing
+    ("import sys, time; sys.stdout.write('u'); sys.stdout.flush(); time.sleep(60)", 1, "hung"),  # half a line
+    ("import sys, time; sys.stdout.write('down\\n'); sys.stdout.flush(); time.sleep(60)", 60, "failed"),
+])
+def test_a_floor_process_that_does_not_say_it_is_up_is_a_failed_measurement(monkeypatch, code, timeout, error):
+    monkeypatch.setattr(groups, "_FLOOR_CODE", code)
+    started = time.monotonic()
+    with pytest.raises(group_load.BenchError, match=error):
+        groups.startup_floor(timeout=timeout)
+    assert time.monotonic() - started < 30  # never the 60 s the process would take on its own
+
+
+def test_startup_floor_is_printed_for_kbroker_and_beside_the_startup_target():
     sizes = groups.Sizes(only=("replay",))
     results = {report.KB_ALWAYS: {"replay": report.NA("skipped"), "startup": 0.25, "startup_floor": 0.12},
                report.KB_NEVER: {"startup": 0.26}, report.PEER: {"replay": report.NA("memory"), "startup": 0.02}}
-    by_name = {f.name: f for f in groups.figures(results, sizes)}
-    floor = by_name["start-up floor: Python importing asyncio, uvloop and structlog"]
-    assert floor.values == {report.KB_ALWAYS: 0.12}
+    figures = groups.figures(results, sizes)
+    by_name = {f.name: f for f in figures}
+    assert by_name[report.STARTUP_FLOOR].values == {report.KB_ALWAYS: 0.12}
     assert by_name["start-up with nothing stored"].values[report.PEER] == 0.02
+    lines = {line.split("  ")[0]: line for line in targets.table(figures).splitlines()}
+    assert lines["empty start-up to first answered ApiVersions < 0.15 s"].endswith(
+        "NOT MET (floor 0.12 s: Python with asyncio, uvloop and structlog alone)")
 
 
 def test_produce_consume_and_latency_round_trip(kbroker):
