@@ -24,10 +24,14 @@ U_I8, U_I16, U_U16, U_I32, U_I64, U_F64 = (s.unpack for s in (_S_i8, _S_i16, _S_
 P_I8, P_I16, P_U16, P_I32, P_I64, P_F64 = (s.pack for s in (_S_i8, _S_i16, _S_u16, _S_i32, _S_i64, _S_f64))
 
 
+def _short(n: int, got: bytes) -> MalformedMessage:
+    return MalformedMessage(f"needed {n} bytes, {len(got)} left")
+
+
 def read_exact(io: BytesIO, n: int) -> bytes:
     b = io.read(n)
     if len(b) != n:
-        raise MalformedMessage(f"needed {n} bytes, {len(b)} left")
+        raise _short(n, b)
     return b
 
 
@@ -85,10 +89,6 @@ def encode_uvarint(v: int) -> bytes:
 
 
 # -- strings and bytes -------------------------------------------------------------------
-def _short(n: int, got: bytes) -> MalformedMessage:
-    return MalformedMessage(f"needed {n} bytes, {len(got)} left")
-
-
 def _text(io: BytesIO, n: int) -> str:
     b = io.read(n)
     if len(b) != n:

@@ -181,10 +181,13 @@ class LogManager:
             load_ms=round(1000 * (time.monotonic() - started), 1),
         )
 
+    def _partition_dir(self, topic: str, partition: int) -> str:
+        return os.path.join(self.data_dir, f"{topic}-{partition}")
+
     def _open_log(self, info: TopicInfo, partition: int, clean: bool) -> None:
         # A directory holding one empty segment and nothing else loads as exactly that: dormant at its
         # base, with no log object built and dropped (a restart among thousands of empty partitions).
-        base = sole_empty_segment(os.path.join(self.data_dir, f"{info.name}-{partition}"))
+        base = sole_empty_segment(self._partition_dir(info.name, partition))
         if base is not None:
             self._dormant.add(info.name, partition, base)
             return
@@ -206,7 +209,7 @@ class LogManager:
 
     def _make_log(self, info: TopicInfo, partition: int, clean: bool, empty_at: int | None = None) -> PartitionLog:
         return PartitionLog(
-            self.data_dir / f"{info.name}-{partition}",
+            self._partition_dir(info.name, partition),
             info.name,
             partition,
             info.config,
@@ -302,7 +305,7 @@ class LogManager:
         write_file_durably(self._meta_path(info.name), info.to_json())
         made: list[PartitionLog | int] = []
         for partition in partitions:
-            if PartitionLog.create_empty(os.path.join(self.data_dir, f"{info.name}-{partition}")):
+            if PartitionLog.create_empty(self._partition_dir(info.name, partition)):
                 made.append(partition)
             else:
                 made.append(self._make_log(info, partition, clean=True))

@@ -72,7 +72,7 @@ class PartitionLog:
 
     def __init__(
         self,
-        directory: Path,
+        directory: str | Path,
         topic: str,
         partition: int,
         config: LogConfig,
