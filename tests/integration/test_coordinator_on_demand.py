@@ -33,9 +33,13 @@ def commit(wire: Wire, group: str, offset: int) -> int:
     return response.topics[0].partitions[0].error_code
 
 
-def fetched(wire: Wire, group: str) -> tuple[int, int]:
+def fetched(wire: Wire, group: str) -> tuple[int, int | None]:
+    """(the group's error, its committed offset of t-0); a group-level error (COORDINATOR_LOAD_IN_PROGRESS
+    while a restart replays) lists no topics, as in Kafka, so there is no offset to read."""
     response = wire.call(OFFSET_FETCH, 7, OffsetFetchRequest(
         group_id=group, topics=[OffsetFetchRequestTopic(name="t", partition_indexes=[0])], require_stable=False))
+    if response.error_code != E.NONE:
+        return response.error_code, None
     return response.error_code, response.topics[0].partitions[0].committed_offset
 
 
