@@ -32,6 +32,8 @@ E = ErrorCode
 
 
 def validate_offset_commit(group: ConsumerGroup, cmd: c.OffsetCommit) -> ErrorCode | None:
+    if cmd.transactional:
+        return None  # a committed transaction's offsets: checked when TxnOffsetCommit sent them
     if cmd.generation_id < 0 and not group.members:
         return None  # admin tools and consumers without group management
     member = group.members.get(cmd.member_id)
@@ -39,6 +41,10 @@ def validate_offset_commit(group: ConsumerGroup, cmd: c.OffsetCommit) -> ErrorCo
         return E.UNKNOWN_MEMBER_ID
     if member.classic is not None:
         # A classic member inside the group (migration): its generation is its member epoch.
+        return None if cmd.generation_id == member.member_epoch else E.ILLEGAL_GENERATION
+    if cmd.validate_only:
+        # TxnOffsetCommit's check (KIP-447): any version, and a stale epoch is ILLEGAL_GENERATION,
+        # the error a transactional producer knows (Kafka's validateTransactionalOffsetCommit).
         return None if cmd.generation_id == member.member_epoch else E.ILLEGAL_GENERATION
     if cmd.api_version < 9:
         return E.UNSUPPORTED_VERSION  # members of the new protocol commit with v9+
@@ -50,8 +56,8 @@ def validate_offset_commit(group: ConsumerGroup, cmd: c.OffsetCommit) -> ErrorCo
 def handle_consumer_offset_commit(ctx: CCtx, group: ConsumerGroup | None, cmd: c.OffsetCommit) -> None:
     assert group is not None
     error = validate_offset_commit(group, cmd)
-    if error is not None:
-        ctx.out.reply(cmd.reply_to, OffsetCommitResult.all_failed(cmd, error))
+    if error is not None or cmd.validate_only:  # a check writes nothing
+        ctx.out.reply(cmd.reply_to, OffsetCommitResult.all_failed(cmd, error if error is not None else E.NONE))
         return
     records: list[Record] = []
     topics: list[TopicErrors] = []

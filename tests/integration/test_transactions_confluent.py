@@ -150,37 +150,52 @@ def test_zombie_producer_is_fenced_by_a_new_instance(broker):
     assert values == {b"fresh-1"}
 
 
-def test_send_offsets_with_group_membership_eos_v2(broker):
-    """subscribe() + send_offsets_to_transaction: TxnOffsetCommit carries the member's generation."""
-    create_topic(broker, "eos2-in")
-    create_topic(broker, "eos2-out")
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_send_offsets_with_group_membership_eos_v2(broker, protocol):
+    """subscribe() + send_offsets_to_transaction: TxnOffsetCommit carries the member's generation (classic)
+    or member epoch (KIP-848). An aborted transaction's offsets are never committed; each committed
+    one's are, in a group with members (they once stalled the transaction in a consumer group)."""
+    src, dst, group = f"eos2-in-{protocol}", f"eos2-out-{protocol}", f"eos2-group-{protocol}"
+    create_topic(broker, src)
+    create_topic(broker, dst)
     plain = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(60):
-        plain.produce("eos2-in", value=f"in-{i}".encode(), partition=i % PARTITIONS)
+        plain.produce(src, value=f"in-{i}".encode(), partition=i % PARTITIONS)
     plain.flush(10)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "eos2-group",
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                          "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
-    consumer.subscribe(["eos2-in"])
-    p = txn_producer(broker, "eos2-app")
+                         "auto.offset.reset": "earliest", "group.protocol": protocol,
+                         **({"session.timeout.ms": 6000} if protocol == "classic" else {})})
+    consumer.subscribe([src])
+    p = txn_producer(broker, f"eos2-app-{protocol}")
+    all_partitions = [TopicPartition(src, i) for i in range(PARTITIONS)]
     done = 0
+    aborted_once = False
     deadline = time.monotonic() + 60
     try:
         while done < 60 and time.monotonic() < deadline:
             batch = [m for m in consumer.consume(20, 1.0) if m.error() is None]
             if not batch:
                 continue
+            if not aborted_once:
+                p.begin_transaction()
+                p.produce(dst, value=b"aborted", partition=0)
+                p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                              consumer.consumer_group_metadata(), 30)
+                p.abort_transaction(30)
+                assert all(tp.offset < 0 for tp in consumer.committed(all_partitions, timeout=10))
+                aborted_once = True
             p.begin_transaction()
             for m in batch:
-                p.produce("eos2-out", value=m.value().upper(), partition=m.partition())
+                p.produce(dst, value=m.value().upper(), partition=m.partition())
             p.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata(),
                                           30)
             p.commit_transaction(30)
             done += len(batch)
         assert done == 60
-        committed = consumer.committed([TopicPartition("eos2-in", i) for i in range(PARTITIONS)], timeout=10)
+        committed = consumer.committed(all_partitions, timeout=10)
         assert sum(tp.offset for tp in committed) == 60
     finally:
         consumer.close()
-    out = consume_all(broker, "eos2-out", "read_committed", expected=60)
+    out = consume_all(broker, dst, "read_committed", expected=60)
     assert sorted(m.value() for m in out) == sorted(f"IN-{i}".encode() for i in range(60))

@@ -383,6 +383,33 @@ def test_offset_commit_uses_the_member_epoch() -> None:
     assert h.call(c.OffsetFetch("g", None)).error is E.NONE  # admin: no member
 
 
+def _committed(h: Harness) -> int:
+    return h.call(c.OffsetFetch("g", (c.TopicPartitions("foo", (0,)),))).topics[0].partitions[0].offset
+
+
+def test_transactional_offset_commit_check_and_materialisation() -> None:
+    """Kafka's validateTransactionalOffsetCommit and replayEndTransactionMarker for a consumer group:
+    TxnOffsetCommit's member check (any version; a stale epoch is ILLEGAL_GENERATION) writes nothing,
+    and a committed transaction's offsets land whatever the group's members."""
+    h, _ = make()
+    join(h, "a")
+
+    def check(member: str, epoch: int, version: int = 9):
+        cmd = c.OffsetCommit("g", epoch, member, (c.OffsetCommitTopic("foo", (c.OffsetCommitPartition(0, 0),)),),
+                             api_version=version, validate_only=True)
+        return h.call(cmd).topics[0].partitions[0].error
+
+    assert check("a", 1) is E.NONE
+    assert check("a", 1, version=3) is E.NONE  # TxnOffsetCommit v3 carries the member epoch
+    assert check("a", 7) is E.ILLEGAL_GENERATION
+    assert check("zz", 1) is E.UNKNOWN_MEMBER_ID
+    assert _committed(h) == -1  # a check is not a commit (it wrote offset 0 once)
+    done = h.call(c.OffsetCommit("g", -1, "", (c.OffsetCommitTopic("foo", (c.OffsetCommitPartition(0, 42),)),),
+                                 api_version=8, transactional=True))
+    assert done.topics[0].partitions[0].error is E.NONE  # a member-less, old-version commit of a transaction
+    assert _committed(h) == 42
+
+
 def test_list_describe_delete_for_consumer_groups() -> None:
     h, _ = make()
     join(h, "a")
