@@ -48,8 +48,8 @@ class BrokerConfig:
     )
     listener_security_protocol_map: str = field(
         default=DEFAULT_SECURITY_PROTOCOL_MAP,
-        metadata={"help": "listener name -> security protocol (listener.security.protocol.map); only PLAINTEXT "
-                          "is served so far"},
+        metadata={"help": "listener name -> security protocol (listener.security.protocol.map): PLAINTEXT, SSL, "
+                          "SASL_PLAINTEXT or SASL_SSL"},
     )
     listen: str = field(default="127.0.0.1:9092",
                         metadata={"help": "HOST:PORT of one PLAINTEXT listener (the short form of --listeners)"})
