@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 from pathlib import Path
+
+from kbroker.tests.integration.broker_process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -32,6 +35,31 @@ def env() -> dict[str, str]:
                 key, _, value = item.partition("=")
                 out[key] = value
     return out
+
+
+def container_env(service_env: dict) -> dict[str, str]:
+    """What a compose service's process sees: the image's ENV with the service's environment over it
+    (a compose file that sets KBROKER_LISTEN beside the image's KBROKER_LISTENERS gets both)."""
+    return {**env(), **{k: str(v) for k, v in service_env.items()}}
+
+
+_PORT = re.compile(r":(\d+)(?=,|$)")
+_ADDRESSES = ("KBROKER_LISTENERS", "KBROKER_ADVERTISED_LISTENERS", "KBROKER_LISTEN", "KBROKER_ADVERTISED_LISTENER",
+              "KBROKER_METRICS_LISTEN")
+
+
+def as_test_environment(service_env: dict, data_dir: Path) -> tuple[dict[str, str], dict[int, int]]:
+    """A compose service's container environment with only what cannot be used here changed: its
+    ports become free ports (the map is returned), 0.0.0.0 becomes 127.0.0.1 (tests listen on loopback
+    only), /data a temporary directory."""
+    out = container_env(service_env)
+    ports = {int(p): free_port() for key in _ADDRESSES for p in _PORT.findall(out.get(key, ""))}
+    for key in _ADDRESSES:
+        if key in out:
+            out[key] = _PORT.sub(lambda m: f":{ports[int(m[1])]}", out[key]).replace("0.0.0.0", "127.0.0.1")
+    assert out["KBROKER_DATA_DIR"] == "/data"
+    out["KBROKER_DATA_DIR"] = str(data_dir)
+    return out, ports
 
 
 def healthcheck_command() -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import subprocess
 import sys
 
@@ -17,7 +16,15 @@ from kbroker.broker.config import BrokerConfig, load_config
 from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from kbroker.protocol.messages.metadata_request import MetadataRequest
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
-from kbroker.tests.integration.dockerfile import DOCKER, ROOT, env, healthcheck_command, instructions
+from kbroker.tests.integration.dockerfile import (
+    DOCKER,
+    ROOT,
+    as_test_environment,
+    container_env,
+    env,
+    healthcheck_command,
+    instructions,
+)
 from kbroker.tests.integration.wire import Wire
 
 
@@ -60,7 +67,7 @@ def test_compose_file_matches_the_image() -> None:
     assert (DOCKER / svc["build"]["context"] / svc["build"]["dockerfile"]).resolve().exists()
     assert "9092:9092" in svc["ports"]
     assert svc["healthcheck"]["test"] == ["CMD", *healthcheck_command()]
-    load_config({}, None, env={k: str(v) for k, v in svc["environment"].items()})
+    load_config({}, None, env=container_env(svc["environment"]))
     assert any(v.endswith(":/data") for v in svc["volumes"])
 
 
@@ -73,7 +80,7 @@ def test_compose_example_wiring() -> None:
         assert app["depends_on"] == {broker_name: {"condition": "service_healthy"}}
         assert broker["healthcheck"]["test"] == ["CMD", *healthcheck_command()]
         assert broker["build"]["dockerfile"] == "docker/Dockerfile"
-        cfg = load_config({}, None, env={k: str(v) for k, v in broker["environment"].items()})
+        cfg = load_config({}, None, env=container_env(broker["environment"]))
         listeners = cfg.listener_set()
         assert {e.name: f"{e.host}:{e.port}" for e in listeners.advertised.values()} == {
             "PLAINTEXT": "localhost:9092", "INTERNAL": "kbroker:29092"}
@@ -89,22 +96,10 @@ def test_compose_example_wiring() -> None:
     assert ci["networks"]["default"]["aliases"] == ["kbroker"]  # the app's settings work unchanged
 
 
-def _as_test_environment(service_env: dict, data_dir) -> tuple[dict[str, str], dict[int, int]]:
-    """The service's environment with only what cannot be used here changed: its ports become free
-    ports, 0.0.0.0 becomes 127.0.0.1 (tests listen on loopback only), /data a temporary directory."""
-    out = {k: str(v) for k, v in service_env.items()}
-    ports = {int(p): free_port() for p in re.findall(r":(\d+)(?=,|$)", out["KBROKER_LISTENERS"])}
-    for key in ("KBROKER_LISTENERS", "KBROKER_ADVERTISED_LISTENERS"):
-        out[key] = re.sub(r":(\d+)(?=,|$)", lambda m: f":{ports[int(m[1])]}", out[key]).replace("0.0.0.0", "127.0.0.1")
-    assert out["KBROKER_DATA_DIR"] == "/data"
-    out["KBROKER_DATA_DIR"] = str(data_dir)
-    return out, ports
-
-
 @pytest.mark.parametrize("service", ["kbroker", "kbroker-ci"])
 def test_compose_example_broker_tells_each_listener_its_address(tmp_path, service) -> None:
     services = _compose("compose.example.yml")["services"]
-    test_env, ports = _as_test_environment(services[service]["environment"], tmp_path / "data")
+    test_env, ports = as_test_environment(services[service]["environment"], tmp_path / "data")
     with BrokerProcess(tmp_path / "data", port=ports[9092], listen_flag=False, env=test_env) as broker:
         for listener_port, told in ((ports[9092], ("localhost", ports[9092])),
                                     (ports[29092], ("kbroker", ports[29092]))):

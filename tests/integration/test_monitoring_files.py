@@ -17,6 +17,7 @@ import yaml
 
 from kbroker.broker.config import load_config
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
+from kbroker.tests.integration.dockerfile import as_test_environment, container_env
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -32,8 +33,7 @@ def _compose() -> dict:
 def test_compose_settings_are_ones_the_broker_accepts() -> None:
     services = _compose()["services"]
     broker = services["kbroker"]
-    env = {k: str(v) for k, v in broker["environment"].items()}
-    cfg = load_config({}, None, env)
+    cfg = load_config({}, None, container_env(broker["environment"]))
     assert cfg.metrics_listen == "0.0.0.0:9644" and "9644:9644" in broker["ports"]
     assert not cfg.test_controls  # never in a compose file people copy
     assert broker["healthcheck"]["test"][1:5] == ["kbroker", "probe", "127.0.0.1:9092", "--ready"]
@@ -129,10 +129,12 @@ def test_every_dashboard_query_uses_metrics_a_running_broker_exports(tmp_path) -
 
 
 def test_the_compose_health_check_command_passes_against_a_ready_broker(tmp_path) -> None:
-    port = free_port()
-    with BrokerProcess(tmp_path / "d", "--metrics-listen", f"127.0.0.1:{port}") as b:
+    """The broker started with the service's container environment (the image's ENV under the
+    compose file's: both listener forms at once once stopped it starting) passes its health check."""
+    test_env, ports = as_test_environment(_compose()["services"]["kbroker"]["environment"], tmp_path / "d")
+    with BrokerProcess(tmp_path / "d", port=ports[9092], listen_flag=False, env=test_env) as b:
         argv = _compose()["services"]["kbroker"]["healthcheck"]["test"][1:]
-        argv = [a.replace("127.0.0.1:9092", b.bootstrap).replace("127.0.0.1:9644", f"127.0.0.1:{port}")
+        argv = [a.replace("127.0.0.1:9092", b.bootstrap).replace("127.0.0.1:9644", f"127.0.0.1:{ports[9644]}")
                 for a in argv]
         result = subprocess.run([sys.executable, "-m", "kbroker", *argv[1:]], capture_output=True, text=True)
         assert result.returncode == 0, result.stderr + shlex.join(argv)
