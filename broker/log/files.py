@@ -164,9 +164,27 @@ class _Lease:
 FILES = FileHandleCache()
 
 
+# The longest file name Linux file systems take (NAME_MAX, bytes). A topic of Kafka's longest name
+# (249 characters) has a metadata file of 254: names made from such a name must be shortened to fit.
+NAME_MAX = 255
+
+
+def bounded_name(stem: str, suffix: str) -> str:
+    """`stem + suffix`; past NAME_MAX bytes, the stem's end gives way to a digest of the whole stem,
+    so two long stems sharing a beginning still make different names."""
+    name = stem + suffix
+    if len(name.encode()) <= NAME_MAX:
+        return name
+    import hashlib  # only for names this long: not on every start's path
+
+    digest = hashlib.blake2b(stem.encode(), digest_size=8).hexdigest()
+    keep = NAME_MAX - len(suffix.encode()) - len(digest) - 1
+    return stem.encode()[:keep].decode(errors="ignore") + "." + digest + suffix
+
+
 def write_file_durably(path: Path, data: bytes) -> None:
     """Write-temp, fsync, rename, fsync the directory: the file is either old or new after a crash."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(bounded_name(path.name, ".tmp"))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, data)

@@ -301,16 +301,40 @@ class LogManager:
     def _build_logs(self, info: TopicInfo, partitions: range) -> list[PartitionLog | int]:
         """The file work of a creation: the topic file first, then the partition directories. A new
         partition gets its files and no log object (it is dormant: its number stands for it); one whose
-        directory an earlier topic of that name left behind is loaded."""
-        write_file_durably(self._meta_path(info.name), info.to_json())
+        directory an earlier topic of that name left behind is loaded.
+
+        A storage failure (a full disk) is KAFKA_STORAGE_ERROR, with the topic file put back as it was
+        (none for a new topic), so a restart finds the topic as the failed request left it. The
+        directories already made stay, empty, as a deleted topic's leftovers would."""
         made: list[PartitionLog | int] = []
-        for partition in partitions:
-            if PartitionLog.create_empty(self._partition_dir(info.name, partition)):
-                made.append(partition)
-            else:
-                made.append(self._make_log(info, partition, clean=True))
-        fsync_dir(self.data_dir)
+        try:
+            write_file_durably(self._meta_path(info.name), info.to_json())
+            for partition in partitions:
+                if PartitionLog.create_empty(self._partition_dir(info.name, partition)):
+                    made.append(partition)
+                else:
+                    made.append(self._make_log(info, partition, clean=True))
+            fsync_dir(self.data_dir)
+        except OSError as exc:
+            for plog in made:
+                if isinstance(plog, PartitionLog):
+                    plog.close()
+            self._restore_meta(info, partitions.start)
+            log.error("topic_files_failed", topic=info.name, partitions=f"{partitions.start}-{partitions.stop - 1}",
+                      error=repr(exc))
+            raise KafkaError(f"storage failure making the files of topic {info.name!r}: {exc}",
+                             ErrorCode.KAFKA_STORAGE_ERROR) from exc
         return made
+
+    def _restore_meta(self, info: TopicInfo, old_total: int) -> None:
+        try:
+            if old_total == 0:
+                self._meta_path(info.name).unlink(missing_ok=True)
+                fsync_dir(self._meta_path(info.name).parent)
+            else:
+                write_file_durably(self._meta_path(info.name), self._grown(info, old_total).to_json())
+        except OSError as exc:  # the disk refuses even that: start-up will say what it finds
+            log.error("topic_file_restore_failed", topic=info.name, error=repr(exc))
 
     def _register(self, info: TopicInfo, logs: list[PartitionLog | int]) -> None:
         self._topics[info.name] = info

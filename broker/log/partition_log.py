@@ -21,7 +21,7 @@ from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
 
 from .config import FlushPolicy, LogConfig
-from .files import fsync_dir, write_file_durably
+from .files import bounded_name, fsync_dir, write_file_durably
 from .flusher import Flusher, StorageError
 from ...purgatory.clock import Clock, SystemClock
 from .segment import LogSegment
@@ -591,7 +591,7 @@ class PartitionLog:
         # Rename first so a crash mid-delete leaves a "-delete" directory the manager sweeps at start-up,
         # never a half-deleted partition that looks live.
         directory = self.directory
-        doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}-delete")
+        doomed = directory.with_name(bounded_name(directory.name, f".{uuid.uuid4().hex}-delete"))
         os.replace(directory, doomed)
         import shutil  # here only: shutil imports bz2 and lzma, ~2 ms of every start
 

@@ -137,6 +137,33 @@ def test_create_topic_errors(admin):
     assert error_of(elsewhere).code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
 
 
+def test_a_topic_name_of_249_characters_is_served_end_to_end(admin, broker):
+    """Kafka's longest legal name: created by the admin client, auto-created by a producer beside a
+    topic that exists, consumed, and deleted (its file names once ran past the file system's 255)."""
+    made, auto = "m" * 249, "a" * 249
+    assert error_of(admin.create_topics([NewTopic(made, 3, 1)])[made]) is None
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    delivered = []
+    for topic in (made, auto):
+        producer.produce(topic, b"long", on_delivery=lambda err, msg: delivered.append(err))
+    producer.flush(TIMEOUT)
+    assert delivered == [None, None]
+    topics = admin.list_topics(timeout=TIMEOUT).topics
+    assert topics[made].error is None and len(topics[made].partitions) == 3 and auto in topics
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "long-names",
+                                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([auto])
+    got = None
+    deadline = time.monotonic() + TIMEOUT
+    while got is None and time.monotonic() < deadline:
+        got = consumer.poll(0.5)
+    consumer.close()
+    assert got is not None and got.error() is None and got.value() == b"long"
+    for future in admin.delete_topics([made, auto], operation_timeout=TIMEOUT).values():
+        assert error_of(future) is None
+    assert not ({made, auto} & set(admin.list_topics(timeout=TIMEOUT).topics))
+
+
 def test_describe_broker_configs_and_cluster(admin, broker):
     res = ConfigResource(ConfigResource.Type.BROKER, "1")
     configs = admin.describe_configs([res])[res].result(timeout=TIMEOUT)

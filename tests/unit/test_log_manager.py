@@ -215,3 +215,55 @@ def test_a_partition_directory_of_no_topic_is_reported_at_start(tmp_path: Path) 
     kept = reopened.topic("kept")
     assert kept is not None and kept.num_partitions == 2
     reopened.close()
+
+
+def test_a_topic_of_the_longest_legal_name_is_created_restarted_and_deleted(tmp_path: Path) -> None:
+    """249 characters (Kafka's limit): its file is 254 bytes, and the names made from it (the file's
+    temporary copy, a partition directory marked for deletion) must still fit in 255."""
+    name = "x" * 249
+    manager = LogManager(tmp_path, LogConfig(), "never")
+    manager.create_topic(name, 12, {})
+    manager.alter_topic_configs(name, {"retention.ms": "1000"})
+    plog = manager.get_log(name, 11)
+    assert plog is not None
+    plog.append(one(0), leader_epoch=0, now_ms=0)
+    manager.close()
+    again = LogManager(tmp_path, LogConfig(), "never")
+    assert again.topics()[name].num_partitions == 12 and again.topics()[name].overrides == {"retention.ms": "1000"}
+    again.delete_topic(name)
+    assert not list(tmp_path.glob("x*")) and not list((tmp_path / "topics").iterdir())
+    again.close()
+
+
+def _disk_full_at(monkeypatch: pytest.MonkeyPatch, partition: int) -> None:
+    """The directory of `partition` cannot be made, as on a full disk; the others can."""
+    import errno
+
+    from kbroker.broker.log.partition_log import PartitionLog
+
+    real = PartitionLog.create_empty
+
+    def create_empty(directory):  # type: ignore[no-untyped-def]
+        if str(directory).endswith(f"-{partition}"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(directory)
+
+    monkeypatch.setattr(PartitionLog, "create_empty", staticmethod(create_empty))
+
+
+def test_a_storage_failure_while_making_a_topic_leaves_no_topic(tmp_path: Path, monkeypatch) -> None:
+    manager = LogManager(tmp_path, LogConfig(), "never")
+    _disk_full_at(monkeypatch, 2)
+    assert code_of(manager.create_topic, "full", 4, {}) == ErrorCode.KAFKA_STORAGE_ERROR
+    assert "full" not in manager.topics() and not (tmp_path / "topics" / "full.json").exists()
+    manager.create_topic("t", 1, {})
+    assert code_of(manager.add_partitions, "t", 4) == ErrorCode.KAFKA_STORAGE_ERROR
+    assert manager.topics()["t"].num_partitions == 1 and manager.get_log("t", 1) is None
+    manager.close()
+    monkeypatch.undo()
+    again = LogManager(tmp_path, LogConfig(), "never")
+    assert set(again.topics()) == {"t"} and again.topics()["t"].num_partitions == 1  # as the failures left them
+    again.create_topic("full", 4, {})  # the directories the failure left are taken up
+    again.add_partitions("t", 4)
+    assert all(again.get_log(n, p) is not None for n in ("full", "t") for p in range(4))
+    again.close()
