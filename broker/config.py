@@ -283,7 +283,8 @@ def load_config(flags: dict[str, Any], config_file: str | None = None, env: Mapp
     """Merge defaults, an optional TOML file, `KBROKER_*` variables and flags (in rising priority).
 
     TOML keys and environment names use the field names (`data_dir` / `KBROKER_DATA_DIR`);
-    Kafka's dotted names (`group.initial.rebalance.delay.ms`) are accepted in the TOML file too.
+    Kafka's dotted names (`group.initial.rebalance.delay.ms`, bare or quoted) are accepted in the
+    TOML file too.
     """
     return load_config_with_sources(flags, config_file, env)[0]
 
@@ -306,7 +307,7 @@ def load_config_with_sources(flags: dict[str, Any], config_file: str | None = No
         except OSError as e:
             raise ConfigError(f"{'--config' if config_file else ENV_PREFIX + 'CONFIG'}: cannot read {path}: "
                               f"{e.strerror or e}") from None
-        for key, value in data.items():
+        for key, value in _flat_toml(data):
             name = key.replace(".", "_").replace("-", "_")
             if name not in fields:
                 raise ConfigError(f"{path}: unknown setting {key!r}")
@@ -334,6 +335,18 @@ def load_config_with_sources(flags: dict[str, Any], config_file: str | None = No
     cfg = BrokerConfig(**values)
     validate(cfg, sources)
     return cfg, sources
+
+
+def _flat_toml(table: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """The file's settings as (key, value). Kafka's dotted names written bare (`num.partitions = 4`)
+    are nested tables in TOML, as is a `[group]` section: the path to a value is its key."""
+    out: list[tuple[str, Any]] = []
+    for key, value in table.items():
+        if isinstance(value, dict):
+            out += _flat_toml(value, f"{prefix}{key}.")
+        else:
+            out.append((prefix + key, value))
+    return out
 
 
 def _pick(values: dict[str, Any], sources: Sources, new: str, old: str, fields: dict) -> None:

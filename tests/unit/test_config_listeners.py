@@ -88,6 +88,23 @@ def test_bad_values_name_the_option_and_the_value(flags, needles) -> None:
         assert needle in message, (needle, message)
 
 
+def test_toml_takes_kafkas_dotted_names_bare_quoted_or_in_sections(tmp_path) -> None:
+    toml = tmp_path / "k.toml"
+    toml.write_text('group.initial.rebalance.delay.ms = 0\n"num.partitions" = 4\ndata_dir = "/srv/k"\n'
+                    '[log]\nlevel = "warning"\n')
+    cfg = load_config({}, str(toml), env={})
+    assert (cfg.group_initial_rebalance_delay_ms, cfg.num_partitions, cfg.data_dir, cfg.log_level) == (
+        0, 4, "/srv/k", "warning")
+    toml.write_text("group.initial.rebalance.delay = 0\n")
+    with pytest.raises(ConfigError) as info:
+        load_config({}, str(toml), env={})
+    assert str(info.value) == f"{toml}: unknown setting 'group.initial.rebalance.delay'"
+    toml.write_text('num.partitions = "many"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config({}, str(toml), env={})
+    assert str(info.value).startswith(f"num.partitions in {toml}:")
+
+
 def test_environment_and_toml_errors_name_the_variable_or_key(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"^KBROKER_NUM_PARTITIONS: -1 is below the minimum 1$"):
         load_config({}, None, env={"KBROKER_NUM_PARTITIONS": "-1"})
