@@ -22,7 +22,8 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
 
 
-def _common(p: argparse.ArgumentParser, *, kafka: bool = True, http: bool = False) -> None:
+def _common(p: argparse.ArgumentParser, *, kafka: bool = True, http: bool = False,
+            timeout_help: str = "seconds to wait for an answer (default 10)", timeout: float = 10.0) -> None:
     if kafka:
         p.add_argument("-b", "--bootstrap-server", default=os.environ.get("KBROKER_BOOTSTRAP", DEFAULT_BOOTSTRAP),
                        help=f"HOST:PORT of any broker (env KBROKER_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})")
@@ -30,7 +31,7 @@ def _common(p: argparse.ArgumentParser, *, kafka: bool = True, http: bool = Fals
         p.add_argument("--admin-url", default=os.environ.get("KBROKER_ADMIN_URL", DEFAULT_ADMIN_URL),
                        help=f"kbroker's HTTP endpoint, its --metrics-listen (env KBROKER_ADMIN_URL; default "
                             f"{DEFAULT_ADMIN_URL})")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for an answer (default 10)")
+    p.add_argument("--timeout", type=float, default=timeout, help=timeout_help)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -98,12 +99,13 @@ def register(sub: Any) -> None:
     p.add_argument("group")
     _common(p, kafka=False, http=True)
     p.set_defaults(admin_main=_group_history)
-    p = gsub.add_parser("wait", help="return when the group is Stable with N members (instead of a sleep)")
+    p = gsub.add_parser("wait", help="return once the group exists with --members N and/or is --stable "
+                                     "(instead of a sleep)")
     p.add_argument("group")
     p.add_argument("--members", type=int, default=None, help="the member count to wait for")
     p.add_argument("--stable", action="store_true", help="and the group Stable")
-    _common(p, http=True)
-    p.set_defaults(admin_main=_group_wait, timeout=30.0)
+    _common(p, http=True, timeout=30.0, timeout_help="seconds to wait for the group (default 30)")
+    p.set_defaults(admin_main=_group_wait)
 
     _register_test_controls(sub)
 

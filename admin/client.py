@@ -33,6 +33,7 @@ PREFERRED = {
     42: 2,   # DeleteGroups
     44: 1,   # IncrementalAlterConfigs
     47: 0,   # OffsetDelete
+    69: 1,   # ConsumerGroupDescribe (KIP-848 groups)
 }
 
 

@@ -11,6 +11,7 @@ import urllib.request
 from datetime import datetime, timezone
 
 from ..protocol.errors import ErrorCode
+from ..protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from ..protocol.messages.delete_groups_request import DeleteGroupsRequest
 from ..protocol.messages.describe_groups_request import DescribeGroupsRequest
 from ..protocol.messages.list_groups_request import ListGroupsRequest
@@ -38,13 +39,41 @@ def list_groups(admin: Admin) -> list[dict]:
             for g in sorted(resp.groups, key=lambda g: g.group_id)]
 
 
-def _describe(admin: Admin, group_id: str):
+CONSUMER_GROUP_DESCRIBE = 69
+
+
+def _describe(admin: Admin, group_id: str) -> dict:
+    """A group's state, protocol and members, whichever protocol it runs. DescribeGroups describes
+    classic groups; a consumer group (KIP-848) is GROUP_ID_NOT_FOUND there (Dead before v6), so it
+    is asked again with ConsumerGroupDescribe when the broker serves it, as Kafka's own tool does.
+    A group that exists in neither is Dead with no members."""
     resp = admin.group_request(group_id, 15, DescribeGroupsRequest(groups=[group_id]),
                                lambda r: r.groups[0].error_code)
     group = resp.groups[0]
+    missing = group.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (not group.error_code and group.group_state == "Dead")
+    if missing and CONSUMER_GROUP_DESCRIBE in admin.conn.versions:
+        described = admin.group_request(group_id, CONSUMER_GROUP_DESCRIBE,
+                                        ConsumerGroupDescribeRequest(group_ids=[group_id]),
+                                        lambda r: r.groups[0].error_code).groups[0]
+        if not described.error_code:
+            return {"state": described.group_state, "protocol_type": "consumer", "protocol": described.assignor_name,
+                    "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                                 "client_id": m.client_id, "host": m.client_host,
+                                 "assignment": sorted((t.topic_name, p) for t in m.assignment.topic_partitions
+                                                      for p in t.partitions)}
+                                for m in described.members]}
+        if described.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+            raise AdminError(f"group {group_id}: {error_name(described.error_code)}")
+    if missing:
+        return {"state": "Dead", "protocol_type": "", "protocol": "", "members": []}
     if group.error_code:
         raise AdminError(f"group {group_id}: {error_name(group.error_code)}")
-    return group
+    consumer = group.protocol_type == "consumer"
+    return {"state": group.group_state, "protocol_type": group.protocol_type, "protocol": group.protocol_data,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "host": m.client_host,
+                         "assignment": decode_assignment(m.member_assignment) if consumer else []}
+                        for m in group.members]}
 
 
 def committed_offsets(admin: Admin, group_id: str) -> dict[tuple[str, int], int]:
@@ -79,17 +108,14 @@ def decode_assignment(data: bytes) -> list[tuple[str, int]]:
 
 def describe_group(admin: Admin, group_id: str) -> dict:
     group = _describe(admin, group_id)
-    if group.group_state == "Dead":
+    if group["state"] == "Dead":
         raise AdminError(f"group {group_id} does not exist")
     owner: dict[tuple[str, int], str] = {}
     members = []
-    for m in group.members:
-        assigned = decode_assignment(m.member_assignment) if group.protocol_type == "consumer" else []
-        for tp in assigned:
-            owner[tp] = m.member_id
-        members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                        "client_id": m.client_id, "host": m.client_host,
-                        "assignment": [f"{t}-{p}" for t, p in sorted(assigned)]})
+    for m in group["members"]:
+        for tp in m["assignment"]:
+            owner[tp] = m["member_id"]
+        members.append({**m, "assignment": [f"{t}-{p}" for t, p in sorted(m["assignment"])]})
     committed = committed_offsets(admin, group_id)
     wanted: dict[str, set[int]] = {}
     for t, p in [*committed, *owner]:
@@ -103,8 +129,8 @@ def describe_group(admin: Admin, group_id: str) -> dict:
             "lag": (end - offset) if end is not None and offset is not None else None,
             "member": owner.get(tp),
         })
-    return {"group": group_id, "state": group.group_state, "protocol_type": group.protocol_type,
-            "protocol": group.protocol_data, "members": members, "partitions": partitions,
+    return {"group": group_id, "state": group["state"], "protocol_type": group["protocol_type"],
+            "protocol": group["protocol"], "members": members, "partitions": partitions,
             "total_lag": sum(p["lag"] or 0 for p in partitions)}
 
 
@@ -112,8 +138,8 @@ def reset_offsets(admin: Admin, group_id: str, topic: str, *, to: str, value: st
                   dry_run: bool) -> list[dict]:
     """Kafka's rule: a group's offsets are reset only while it has no members."""
     group = _describe(admin, group_id)
-    if group.group_state not in ("Empty", "Dead"):
-        raise AdminError(f"group {group_id} is {group.group_state} with {len(group.members)} member(s); "
+    if group["state"] not in ("Empty", "Dead"):
+        raise AdminError(f"group {group_id} is {group['state']} with {len(group['members'])} member(s); "
                          f"offsets can only be reset while it is empty (stop its consumers)")
     topic_name, _, only = topic.partition(":")
     parts = partitions_of(admin, [topic_name])[topic_name]
@@ -204,13 +230,14 @@ def delete_offsets(admin: Admin, group_id: str, topic: str) -> list[dict]:
 
 def wait_for_group(admin: Admin, group_id: str, *, members: int | None, stable: bool, timeout_s: float,
                    admin_url: str | None = None) -> dict:
-    """Poll DescribeGroups (any broker) until the group is Stable with `members` members."""
+    """Poll the group's description (any broker, either protocol) until it has `members` members
+    and/or is Stable."""
     deadline = time.monotonic() + timeout_s
     while True:
-        group = admin.group_request(group_id, 15, DescribeGroupsRequest(groups=[group_id]),
-                                    lambda r: r.groups[0].error_code).groups[0]
-        state, count = group.group_state, len(group.members)
-        if not group.error_code and (members is None or count == members) and (not stable or state == "Stable"):
+        group = _describe(admin, group_id)
+        state, count = group["state"], len(group["members"])
+        exists = state != "Dead" or members == 0  # waiting for no members: a group that is gone has none
+        if exists and (members is None or count == members) and (not stable or state == "Stable"):
             return {"group": group_id, "state": state, "members": count}
         if time.monotonic() >= deadline:
             why = ""

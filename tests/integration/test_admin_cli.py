@@ -164,6 +164,39 @@ def test_group_describe_lag_reset_delete_with_a_real_consumer(broker, capsys) ->
     assert code == 1 and f"group {group}" in err
 
 
+def test_group_commands_see_a_new_protocol_consumer_group(broker, capsys) -> None:
+    """A KIP-848 group (group.protocol=consumer) is not found by DescribeGroups; describe, wait and
+    reset-offsets find it through ConsumerGroupDescribe (they once said it did not exist)."""
+    b = ("-b", broker.bootstrap)
+    topic, group = f"cg-{uuid.uuid4().hex[:6]}", f"cg-{uuid.uuid4().hex[:6]}"
+    cli_json(capsys, "topic", "create", topic, "-p", "2", *b)
+    produce(broker.bootstrap, topic, {0: 6, 1: 3})
+    c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": "cg-client",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "group.protocol": "consumer"})
+    c.subscribe([topic])
+    assert consume(c, 9) == {0: 6, 1: 3}
+    c.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 4), confluent_kafka.TopicPartition(topic, 1, 3)],
+             asynchronous=False)
+    assert cli_json(capsys, "group", "wait", group, "--members", "1", "--stable", "--timeout", "20", *b) == {
+        "group": group, "state": "Stable", "members": 1}
+    desc = cli_json(capsys, "group", "describe", group, *b)
+    assert (desc["state"], desc["protocol_type"], desc["protocol"]) == ("Stable", "consumer", "uniform")
+    [member] = desc["members"]
+    assert member["client_id"] == "cg-client" and sorted(member["assignment"]) == [f"{topic}-0", f"{topic}-1"]
+    assert [(p["partition"], p["committed"], p["lag"], p["member"]) for p in desc["partitions"]] == [
+        (0, 4, 2, member["member_id"]), (1, 3, 0, member["member_id"])]
+    code, _, err = cli(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-earliest", *b)
+    assert code == 1 and f"group {group} is Stable with 1 member(s)" in err
+    c.close()
+    assert cli_json(capsys, "group", "wait", group, "--members", "0", "--timeout", "20", *b)["state"] == "Empty"
+    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-earliest", *b)
+    assert [p["committed"] for p in cli_json(capsys, "group", "describe", group, *b)["partitions"]] == [0, 0]
+    assert cli_json(capsys, "group", "delete", group, *b) == [{"group": group, "deleted": True}]
+    code, _, err = cli(capsys, "group", "wait", "no-such-group", "--timeout", "0.3", *b)
+    assert code == 1 and "does not exist after 0.3 s" in err
+
+
 def test_describe_and_history_of_a_group_stuck_mid_rebalance(broker, capsys) -> None:
     """A raw member joins and then never rejoins; a real consumer's arrival starts a rebalance that
     waits for it. `group describe` shows PreparingRebalance, `group history` says who is awaited."""
