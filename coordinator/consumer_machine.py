@@ -15,7 +15,8 @@ from ..protocol.errors import ErrorCode
 from . import commands as c
 from . import consumer_commands as cc
 from .config import GroupConfig
-from .consumer_group import ConsumerGroup, MemberState, TopicImage, no_topics
+from .consumer_controls import arm_member_timers, cancel_member_timers, handle_consumer_control
+from .consumer_group import ConsumerGroup, TopicImage, no_topics
 from .consumer_heartbeat import (
     ApiError,
     CCtx,
@@ -34,6 +35,7 @@ from .consumer_offsets import (
 )
 from .consumer_records import ConsumerGroupMetadataTombstone, is_consumer_record, replay
 from .consumer_records import group_tombstones
+from .controls import CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
 from .downgrade import JoinAfterConsumerGroupDeleted
 from .migration import (
     classic_group_heartbeat_to_consumer_group,
@@ -103,6 +105,8 @@ class ConsumerGroups:
                     cmd.group_id, E.GROUP_ID_NOT_FOUND if cmd.api_version >= 6 else E.NONE, state="Dead"))
             case cc.ConsumerClassicTimeout():
                 on_classic_timeout(ctx, group, cmd)
+            case ForceRebalance() | ExpireMember() | ExpireSessions() | CoordinatorMove() if group is not None:
+                handle_consumer_control(ctx, group, cmd)
             case c.JoinGroup() | c.SyncGroup() | c.Heartbeat() | c.LeaveGroup() if group is not None:
                 # owns() sends these here only when their group is a consumer group
                 self._classic_protocol(ctx, group, cmd)
@@ -211,25 +215,14 @@ class ConsumerGroups:
     def finish_load(self, now_ms: int) -> Outcome:
         """Kafka's onLoaded: every member gets a fresh session timeout, and a member still
         revoking gets its rebalance timeout again."""
-        ctx = CCtx(self.config, now_ms, Outcome(), self.topics)
+        out = Outcome()
         for group in self.groups.values():
-            for member in group.members.values():
-                ctx.out.schedule(cc.session_key(group.group_id, member.member_id),
-                                 member.classic.session_timeout_ms if member.classic is not None
-                                 else self.config.group_consumer_session_timeout_ms,
-                                 cc.ConsumerSessionExpired(group.group_id, member.member_id))
-                if member.state is MemberState.UNREVOKED_PARTITIONS and member.classic is None:
-                    ctx.out.schedule(cc.rebalance_key(group.group_id, member.member_id),
-                                     max(member.rebalance_timeout_ms, 0),
-                                     cc.ConsumerRebalanceExpired(group.group_id, member.member_id,
-                                                                 member.member_epoch))
-        return ctx.out
+            arm_member_timers(out, self.config, group)
+        return out
 
     def unload(self, now_ms: int) -> Outcome:
         out = Outcome()
         for group in self.groups.values():
-            for member_id in group.members:
-                for key in (cc.session_key, cc.rebalance_key, cc.join_key, cc.sync_key):
-                    out.cancel(key(group.group_id, member_id))
+            cancel_member_timers(out, group)
         self.groups.clear()
         return out

@@ -364,7 +364,8 @@ class GroupCoordinatorService:
         machine = self.machine(self.partition_for(group_id))
         group = machine.group(group_id) if machine is not None else None
         if group is None:
-            return None
+            consumer_group = machine.consumer.groups.get(group_id) if machine is not None else None
+            return None if consumer_group is None else _consumer_group_status(consumer_group)
         return {
             "group_id": group_id,
             "group_type": "classic",
@@ -385,6 +386,11 @@ class GroupCoordinatorService:
         """Every loaded group (ClassicGroup objects, read-only for callers)."""
         for runtime in self._runtimes.values():
             yield from runtime.shard.groups.values()
+
+    def consumer_groups(self) -> Iterable[Any]:
+        """Every loaded consumer group of the new protocol (KIP-848; read-only for callers)."""
+        for runtime in self._runtimes.values():
+            yield from runtime.shard.consumer.groups.values()
 
     @property
     def loaded_partitions(self) -> int:
@@ -446,3 +452,21 @@ def deliver_error(cmd: c.Request, error: ErrorCode, result: Any = None) -> None:
     deliver_to = cmd.reply_to
     if isinstance(deliver_to, asyncio.Future) and not deliver_to.done():
         deliver_to.set_result(result if result is not None else error_result_for(cmd, error))
+
+
+def _consumer_group_status(group: Any) -> dict[str, Any]:
+    """A consumer group (KIP-848) as the HTTP endpoint shows a group. Its members reconcile one by
+    one, each at its own epoch: there is no group-wide rebalance in progress to report."""
+    return {
+        "group_id": group.group_id,
+        "group_type": "consumer",
+        "state": str(group.state),
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "members": [
+            {"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+             "client_host": m.client_host, "member_epoch": m.member_epoch, "state": m.state.name.lower()}
+            for m in group.members.values()
+        ],
+        "rebalance_in_progress": None,
+    }

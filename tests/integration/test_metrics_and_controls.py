@@ -193,6 +193,50 @@ def test_metrics_during_produce_consume_and_rebalances(clean_broker, capsys) -> 
         m.close()
 
 
+def test_a_new_protocol_consumer_group_in_metrics_and_the_group_endpoint(clean_broker, capsys) -> None:
+    """A KIP-848 group (group.protocol=consumer) is counted, measured and described like a classic one
+    (it was missing from every group metric and /v1/groups answered 404)."""
+    broker = clean_broker
+    topic, group = topic_and_group(capsys, broker, partitions=2)
+    produce(broker, topic, 50, partition=0)
+    c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": "cg-metrics",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "group.protocol": "consumer"})
+    try:
+        c.subscribe([topic])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 50 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            got += m is not None and m.error() is None
+        assert got == 50
+        c.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 20)], asynchronous=False)
+        waited = json.loads(http(broker, f"/v1/groups/{group}/wait?members=1&stable=1&timeout=20")[1])
+        assert (waited["group_type"], waited["state"]) == ("consumer", "Stable")
+        [member] = waited["members"]
+        assert member["client_id"] == "cg-metrics" and member["member_epoch"] >= 1 and member["state"] == "stable"
+        assert group in json.loads(http(broker, "/v1/groups")[1])["groups"]
+        s = scrape(broker)
+        assert metric(s, "kbroker_groups", group_type="consumer", state="Stable") == 1
+        assert metric(s, "kbroker_group_members", group=group) == 1
+        assert metric(s, "kbroker_consumer_committed_offset", group=group, topic=topic, partition=0) == 20
+        assert metric(s, "kbroker_consumer_lag", group=group, topic=topic, partition=0) == 30
+        # The test controls reach it too: its sessions end, and the consumer joins again.
+        assert kb(capsys, "test", "expire-sessions", group, "--admin-url", broker.admin_url)["ok"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            c.poll(0.1)
+            rejoined = json.loads(http(broker, f"/v1/groups/{group}")[1])
+            if rejoined["members"] and rejoined["members"][0]["member_epoch"] > member["member_epoch"] \
+                    and rejoined["state"] == "Stable":
+                break
+        assert rejoined["state"] == "Stable" and rejoined["members"][0]["member_epoch"] > member["member_epoch"]
+        history = json.loads(http(broker, f"/v1/groups/{group}/history")[1])["rebalances"]
+        assert any("expire every session" in json.dumps(e) for e in history)
+    finally:
+        c.close()
+
+
 def _count(samples, name: str, **labels) -> float:
     """The sum over every sample of `name` whose labels include `labels`."""
     want = {k: str(v) for k, v in labels.items()}
