@@ -221,6 +221,11 @@ def _produce_partition(
                       f"This server does not host this topic-partition: {topic}-{index}")
     if not records:
         return _error(index, ErrorCode.INVALID_RECORD, "produce request carries no record batch")
+    if request.acks == -1 and plog.config.min_insync_replicas > 1:
+        # Kafka's appendRecordsToLeader: this broker is the partition's one in-sync replica.
+        return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
+                      f"The size of the current ISR (1) is insufficient to satisfy the min.isr requirement of "
+                      f"{plog.config.min_insync_replicas} for partition {topic}-{index}")
     if ctx.api_version < FIRST_BATCH_VERSION:
         try:
             records = legacy_records.to_batch(bytes(records))

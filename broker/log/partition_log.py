@@ -26,6 +26,7 @@ from .flusher import Flusher, StorageError
 from ...purgatory.clock import Clock, SystemClock
 from .segment import LogSegment
 from .sync_batcher import SyncBatcher
+from .validation import check_client_batches
 
 if TYPE_CHECKING:
     from ..producer_state import PartitionProducerState
@@ -304,24 +305,9 @@ class PartitionLog:
         config = self.config
         headers = validated if validated is not None else rb.validate_produced_batches(
             records, single_batch=single_batch, allow_control=control)
-        total = len(records)
         if self.flusher.fenced is not None:
             raise self.flusher.fenced
-        for header in headers:
-            if header.size > config.max_message_bytes:
-                raise KafkaError(
-                    f"batch of {header.size} bytes exceeds max.message.bytes {config.max_message_bytes}",
-                    ErrorCode.MESSAGE_TOO_LARGE,
-                )
-            if header.timestamp_type == rb.TIMESTAMP_LOG_APPEND_TIME and not config.log_append_time:
-                raise KafkaError("producers may not set the LogAppendTime attribute", ErrorCode.INVALID_TIMESTAMP)
-        if total > config.segment_bytes:
-            raise KafkaError(
-                f"{total} bytes of records exceed segment.bytes {config.segment_bytes}",
-                ErrorCode.RECORD_LIST_TOO_LARGE,
-            )
-        if config.compact and validated is None:
-            self._check_keys(records)
+        check_client_batches(records, headers, config, now_ms, keys_checked=validated is not None)
         offset = self.log_end_offset
         base_offset = offset
         positions: list[tuple[int, rb.BatchHeader]] = []
@@ -351,7 +337,7 @@ class PartitionLog:
             data = [buf]
         last_offset = offset - 1
         try:
-            self._maybe_roll(total, headers[0].max_timestamp, last_offset, now_ms)
+            self._maybe_roll(len(records), headers[0].max_timestamp, last_offset, now_ms)
             self.active.append(data, positions)
         except OSError as exc:
             # A full or failing disk: what reached the file is unknown, so the log takes no more
@@ -360,12 +346,6 @@ class PartitionLog:
         return AppendInfo(
             base_offset, last_offset, now_ms if config.log_append_time else -1, self.log_start_offset
         )
-
-    @staticmethod
-    def _check_keys(records: bytes | bytearray | memoryview) -> None:
-        for pos, _ in rb.iter_batches(records):
-            if rb.keyless_records(records, pos, max_listed=0)[0]:
-                raise KafkaError("compacted topics only accept records with a key", ErrorCode.INVALID_RECORD)
 
     def _maybe_roll(self, incoming_bytes: int, incoming_max_ts: int, last_offset: int, now_ms: int) -> None:
         segment = self.active

@@ -164,6 +164,34 @@ def test_a_topic_name_of_249_characters_is_served_end_to_end(admin, broker):
     assert not ({made, auto} & set(admin.list_topics(timeout=TIMEOUT).topics))
 
 
+def test_timestamp_bounds_and_min_insync_replicas_are_enforced(admin, broker):
+    """Kafka 4: a CreateTime record more than message.timestamp.after.max.ms (an hour) ahead, or older
+    than a configured message.timestamp.before.max.ms, is INVALID_TIMESTAMP; acks=all to a topic that
+    wants more in-sync replicas than this one broker is NOT_ENOUGH_REPLICAS (acks=1 is taken)."""
+    bounded = {"message.timestamp.before.max.ms": "60000", "message.timestamp.after.max.ms": "60000"}
+    for topic, configs in (("ts-default", {}), ("ts-bounded", bounded), ("isr-2", {"min.insync.replicas": "2"})):
+        assert error_of(admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic]) is None
+
+    def send(topic: str, timestamp: int = 0, acks: str = "all") -> str:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks, "retries": 0,
+                             "enable.idempotence": False, "message.timeout.ms": 10_000})
+        out: list[str] = []
+        producer.produce(topic, b"x", timestamp=timestamp,
+                         on_delivery=lambda err, msg: out.append(err.name() if err else "OK"))
+        producer.flush(TIMEOUT)
+        return out[0]
+
+    now = int(time.time() * 1000)
+    hour = 3_600_000
+    assert send("ts-default", now - 24 * hour) == "OK"
+    assert send("ts-default", now + 2 * hour) == "INVALID_TIMESTAMP"
+    assert send("ts-bounded", now - hour) == "INVALID_TIMESTAMP"
+    assert send("ts-bounded", now + hour) == "INVALID_TIMESTAMP"
+    assert send("ts-bounded", now) == "OK"
+    assert send("isr-2") == "NOT_ENOUGH_REPLICAS"
+    assert send("isr-2", acks="1") == "OK"
+
+
 def test_describe_broker_configs_and_cluster(admin, broker):
     res = ConfigResource(ConfigResource.Type.BROKER, "1")
     configs = admin.describe_configs([res])[res].result(timeout=TIMEOUT)
