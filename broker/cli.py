@@ -23,8 +23,8 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         if f.type in ("bool", bool):
             parser.add_argument(flag, dest=f.name, default=None, action=argparse.BooleanOptionalAction, help=help_text)
         else:
-            parser.add_argument(flag, dest=f.name, default=None, metavar=f.name.split("_")[-1].upper(),
-                                help=help_text)
+            metavar = f.metadata.get("metavar") or f.name.split("_")[-1].upper()  # --num-partitions PARTITIONS
+            parser.add_argument(flag, dest=f.name, default=None, metavar=metavar, help=help_text)
 
 
 # The commands this module runs itself; any other (topic, group, test) is the admin CLI's, whose
@@ -86,7 +86,7 @@ def build_parser(with_admin: bool = True) -> argparse.ArgumentParser:
                               description="Add or replace a SCRAM credential (stored salted in "
                                           "<data-dir>/security/, read by a running broker too) or a PLAIN user.")
     add.add_argument("name")
-    add.add_argument("--password", help="the password (default: read from stdin, or KBROKER_USER_PASSWORD)")
+    add.add_argument("--password", help="the password (default: KBROKER_USER_PASSWORD, else a line read from stdin)")
     add.add_argument("--mechanism", action="append", default=None,
                      choices=["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"],
                      help="repeatable; default: SCRAM-SHA-256 and SCRAM-SHA-512")

@@ -72,7 +72,7 @@ class BrokerConfig:
         default=2147483647, metadata={"help": "connections accepted in all; more are closed (max.connections)"}
     )
     max_connections_per_ip: int = field(
-        default=2147483647, metadata={"help": "connections accepted from one address (max.connections.per.ip)"}
+        default=2147483647, metadata={"metavar": "N", "help": "connections accepted from one address (max.connections.per.ip)"}
     )
     fetch_max_bytes: int = field(
         default=57671680, metadata={"help": "largest Fetch response, whatever the request asks (fetch.max.bytes)"}
@@ -194,7 +194,7 @@ class BrokerConfig:
     )
     dev_security: str = field(
         default="",
-        metadata={"help": "DIR: make a throwaway CA, certificates, SCRAM users and client configs in DIR and serve "
+        metadata={"metavar": "DIR", "help": "DIR: make a throwaway CA, certificates, SCRAM users and client configs in DIR and serve "
                           "SASL_SSL and SSL listeners beside PLAINTEXT"},
     )
 
