@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass
 
 from . import record_batch as rb
-from .compression import COMPRESSION_NONE, COMPRESSION_ZSTD, compress, decompress
+from .compression import COMPRESSION_NONE, COMPRESSION_ZSTD, compress, decompress, inflated_bound
 from .errors import CorruptRecordError, InvalidRecordError
 
 _ENTRY_HEAD = struct.Struct(">qi")
@@ -88,13 +88,18 @@ def read_message_set(buf: bytes) -> list[Message]:
 
 
 def _expand(messages: list[Message]) -> list[Message]:
-    """Compressed wrappers replaced by their inner messages (relative offsets made absolute for v1)."""
+    """Compressed wrappers replaced by their inner messages (relative offsets made absolute for v1).
+    The broker's inflated bound holds for the whole message set, not wrapper by wrapper: each wrapper
+    may inflate only to what the ones before it left (a few kB of wrappers held GBs)."""
     out: list[Message] = []
+    left = inflated_bound()
     for m in messages:
         if m.codec == COMPRESSION_NONE:
             out.append(m)
             continue
-        inner = read_message_set(decompress(m.codec, m.value or b""))
+        inflated = decompress(m.codec, m.value or b"", left)
+        left -= len(inflated)
+        inner = read_message_set(inflated)
         if m.magic == 1 and inner:
             first = m.offset - inner[-1].offset  # v1: the wrapper holds the last inner offset
             for i in inner:

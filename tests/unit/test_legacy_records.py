@@ -58,3 +58,19 @@ def test_kafka_python_message_sets_become_one_batch(codec, magic):
     assert header.magic == 2 and header.attributes & 0x07 == codec
     assert [(r.offset, r.timestamp, r.key, r.value) for r in records] == [
         (i, r.timestamp if magic else rb.NO_TIMESTAMP, r.key, r.value) for i, r in enumerate(RECORDS)]
+
+
+def test_the_inflated_bound_holds_for_the_whole_message_set(monkeypatch) -> None:
+    """Each gzip wrapper inflates to 40 kB, under a 64 kB bound; three of them pass it together and
+    are refused before more is held (each wrapper was once bounded alone: a few kB of wrappers held GBs)."""
+    from kbroker.protocol import compression
+    from kbroker.protocol.errors import ErrorCode, KafkaError
+
+    monkeypatch.setattr(compression, "_bound", 64 * 1024)
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=1, batch_size=2**20)  # gzip
+    builder.append(0, timestamp=1, key=None, value=bytes(40 * 1024))
+    wrapper = bytes(builder.build())
+    assert len(legacy_records.to_batch(wrapper)) > 0  # one wrapper: within the bound
+    with pytest.raises(KafkaError) as refused:
+        legacy_records.to_batch(wrapper * 3)
+    assert refused.value.code is ErrorCode.MESSAGE_TOO_LARGE
