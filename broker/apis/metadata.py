@@ -72,6 +72,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     if wanted is None or (ctx.api_version == 0 and not wanted):
         out = [describe_topic(broker, info) for name, info in sorted(topics.items())]
     else:
+        # Each topic once, as Kafka answers (it keeps the names in a set): a request naming one
+        # topic a million times is answered with one entry, not a million.
+        wanted = list({(t.name, t.topic_id): t for t in wanted}.values())
         by_id = {info.topic_id: info for info in topics.values()}
         auto = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
         for t in wanted:

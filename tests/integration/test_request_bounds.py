@@ -178,6 +178,21 @@ def test_fetch_is_clamped_to_fetch_max_bytes_and_reads_a_partition_once(broker):
     wire.close()
 
 
+def test_a_metadata_request_naming_a_topic_many_times_is_answered_once(broker):
+    """Kafka keeps the names in a set: 100,000 copies of one name (a 600 kB frame) are one entry in
+    the answer, not a 100,000-entry answer built on the event loop."""
+    from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+
+    wire = Wire(broker.bootstrap)
+    create_topic(wire, "named-often")
+    request = MetadataRequest(topics=[MetadataRequestTopic(name="named-often") for _ in range(100_000)]
+                              + [MetadataRequestTopic(name="not-there")], allow_auto_topic_creation=False)
+    response = wire.call(3, 9, request)
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("named-often", ErrorCode.NONE), ("not-there", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    wire.close()
+
+
 def test_idle_connections_are_closed(tmp_path):
     with BrokerProcess(tmp_path / "data", "--offsets-topic-num-partitions", "1",
                        "--connections-max-idle-ms", "2000") as broker:
