@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import secrets
 import time
@@ -201,6 +202,8 @@ class OAuthBearerExchange:
         exp = claims.get("exp")
         if not isinstance(exp, (int, float)):
             raise _InvalidToken("the required claim 'exp' is missing")
+        if not math.isfinite(exp) or abs(exp) * 1000 >= _INT64_LIMIT:  # JSON takes NaN, Infinity and 1e306
+            raise _InvalidToken("the claim 'exp' is not a time in seconds")
         now = self.clock_ms()
         if now - self.clock_skew_ms >= exp * 1000:
             raise _InvalidToken("the token has expired")
@@ -211,6 +214,9 @@ class OAuthBearerExchange:
 
 class _InvalidToken(Exception):
     pass
+
+
+_INT64_LIMIT = 2**63  # the session lifetime is milliseconds in an int64, as in Kafka
 
 
 def _bearer_token(message: bytes) -> str:
@@ -237,7 +243,7 @@ def _decode_unsecured_jws(jwt: str) -> tuple[dict, dict]:
         raise _InvalidToken("the token is not an unsecured JWS (three parts, empty signature)")
     try:
         header, claims = (json.loads(_b64url(p)) for p in parts[:2])
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested 100,000 deep
         raise _InvalidToken("the token's header or claims are not base64url JSON") from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise _InvalidToken("the token's header and claims must be JSON objects")
