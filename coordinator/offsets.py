@@ -29,6 +29,7 @@ from .results import (
 
 E = ErrorCode
 S = GroupState
+_INT64_MAX = 2**63 - 1
 
 
 def _utf16_length(text: str) -> int:
@@ -67,7 +68,8 @@ def handle_offset_commit(
         # Committing keeps a classic member alive, like a heartbeat.
         schedule_heartbeat(ctx, group, group.get(cmd.member_id))
 
-    expire_timestamp = None if cmd.retention_time_ms == -1 else ctx.now_ms + cmd.retention_time_ms
+    # v2-v4's retention: an int64 of ms, which a client may set to Long.MAX ("never"): capped, not overflowed
+    expire_timestamp = None if cmd.retention_time_ms == -1 else min(ctx.now_ms + cmd.retention_time_ms, _INT64_MAX)
     max_bytes = ctx.config.offset_metadata_max_bytes
     records: list[Record] = []
     topics: list[TopicErrors] = []

@@ -162,6 +162,16 @@ def test_handleCommitOffsets_with_retention_time_sets_expire_timestamp(h: Harnes
     assert h.log[-1].expire_timestamp == h.clock.wall_ms() + 5_000
 
 
+def test_a_retention_of_long_max_is_capped_not_overflowed(h: Harness) -> None:
+    """OffsetCommit v2 with retention_time_ms Long.MAX ("never"): the expiry stays an int64 the
+    record can hold (its encoding once failed with struct.error and the commit with UNKNOWN)."""
+    from kbroker.coordinator.record_codec import encode_record
+
+    assert errors(h.call(commit(retention_time_ms=2**63 - 1))) == [E.NONE]
+    assert h.log[-1].expire_timestamp == 2**63 - 1
+    encode_record(h.log[-1])
+
+
 @pytest.mark.parametrize(
     ("append_error", "client_error"),
     [
