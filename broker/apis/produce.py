@@ -30,6 +30,7 @@ from ..server import CloseConnection
 from ...protocol import legacy_records
 from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.record_framing import check_record_framing
 from ...protocol.messages.produce_request import ProduceRequest
 from ...protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
@@ -237,12 +238,16 @@ def _produce_partition(
         return _error(index, e.code, str(e))
     header = headers[0]
     max_inflated = rb.inflated_bound()  # the broker's max.inflated.batch.bytes (set at start-up)
-    if header.compression != rb.COMPRESSION_NONE:
-        try:
-            rb.inflated_size(header.compression, bytes(records[rb.HEADER_SIZE:header.size]), max_inflated)
-        except KafkaError as e:
-            log.warning("produce_batch_refused", topic=topic, partition=index, error=str(e), **ctx.log_fields())
-            return _error(index, e.code, str(e))
+    try:  # the records are framed as the header says (Kafka reads every one): garbage is never acknowledged
+        if header.compression == rb.COMPRESSION_NONE:
+            check_record_framing(records, rb.HEADER_SIZE, header.size, header.records_count)
+        else:  # inflated within the bound, walked, and let go before the next partition's
+            inflated = rb.decompress(header.compression, bytes(records[rb.HEADER_SIZE:header.size]), max_inflated)
+            check_record_framing(inflated, 0, len(inflated), header.records_count)
+            del inflated
+    except KafkaError as e:
+        log.warning("produce_batch_refused", topic=topic, partition=index, error=str(e), **ctx.log_fields())
+        return _error(index, e.code, str(e))
     if plog.config.compact:
         try:
             missing = _null_key_errors(records, max_inflated)

@@ -193,6 +193,42 @@ def test_a_metadata_request_naming_a_topic_many_times_is_answered_once(broker):
     wire.close()
 
 
+def _with_records(batch: bytes, records: bytes, count: int | None = None) -> bytes:
+    """`batch` with its records replaced by `records` (and its count by `count`), the CRC made right."""
+    out = bytearray(batch[:rb.HEADER_SIZE] + records)
+    fields = list(rb.HEADER_STRUCT.unpack_from(out, 0))
+    fields[1] = len(out) - rb.LOG_OVERHEAD  # batchLength
+    if count is not None:
+        fields[6], fields[12] = count - 1, count  # lastOffsetDelta and the record count agree, as a liar's would
+    rb.HEADER_STRUCT.pack_into(out, 0, *fields)
+    struct.pack_into(">I", out, rb.CRC_OFFSET, rb.compute_crc(out, 0, len(out)))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("codec", [rb.COMPRESSION_NONE, rb.COMPRESSION_GZIP])
+def test_records_that_are_not_records_are_never_acknowledged(broker, codec):
+    """A sound header and CRC over random bytes, or over fewer records than it counts, is
+    CORRUPT_MESSAGE as in Kafka (it was acknowledged, and every later read of the partition failed)."""
+    from kbroker.protocol.compression import compress
+
+    wire = Wire(broker.bootstrap)
+    topic = f"framing-{codec}"
+    create_topic(wire, topic)
+    now = int(time.time() * 1000)
+    good = rb.encode_batch([rb.Record(0, now, b"k", b"good")], compression=codec)
+    body = rb.encode_batch([rb.Record(i, now, b"k", b"v" * 50) for i in range(2)])[rb.HEADER_SIZE:]
+    for records, count in ((bytes(range(64)), 1), (body, 5)):
+        bad = _with_records(good, compress(codec, records) if codec else records, count)
+        rb.check_batch(bad, 0, rb.read_header(bad, 0))  # the framing Kafka checks first holds
+        assert produce(wire, topic, bad).error_code == ErrorCode.CORRUPT_MESSAGE
+    assert produce(wire, topic, good).error_code == ErrorCode.NONE
+    fetched = wire.call(1, 11, FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=MiB, topics=[
+        FetchTopic(topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=MiB)])]))
+    [(header, records)] = list(rb.decode_batches(fetched.responses[0].partitions[0].records))
+    assert header.base_offset == 0 and [r.value for r in records] == [b"good"]
+    wire.close()
+
+
 def test_idle_connections_are_closed(tmp_path):
     with BrokerProcess(tmp_path / "data", "--offsets-topic-num-partitions", "1",
                        "--connections-max-idle-ms", "2000") as broker:

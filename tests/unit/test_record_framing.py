@@ -1,0 +1,48 @@
+"""protocol/record_framing.py: a batch's records framed as its header says, on real batches and on
+the garbage a hostile producer sends under a sound header and CRC."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from kbroker.protocol import record_batch as rb
+from kbroker.protocol.errors import CorruptRecordError, InvalidRecordError
+from kbroker.protocol.record_framing import check_record_framing
+
+
+@pytest.mark.parametrize("size", [0, 10, 63, 64, 1000, 8191, 8192, 70_000])  # one-, two- and three-byte lengths
+def test_real_batches_pass(size: int) -> None:
+    batch = rb.encode_batch([rb.Record(i, 1, b"k" if i % 2 else None, os.urandom(size), [("h", b"v")])
+                             for i in range(5)])
+    header = rb.read_header(batch, 0)
+    check_record_framing(batch, rb.HEADER_SIZE, header.size, header.records_count)
+
+
+def _records(batch: bytes) -> tuple[bytes, int]:
+    return batch[rb.HEADER_SIZE:], rb.read_header(batch, 0).records_count
+
+
+def test_garbage_and_lying_counts_are_refused() -> None:
+    data, count = _records(rb.encode_batch([rb.Record(i, 1, b"k", b"v" * 100) for i in range(3)]))
+    with pytest.raises(CorruptRecordError):
+        check_record_framing(data, 0, len(data), count + 1)  # the header counts a record that is not there
+    with pytest.raises(InvalidRecordError):
+        check_record_framing(data, 0, len(data), count - 1)  # a record the header does not count
+    with pytest.raises(CorruptRecordError):
+        check_record_framing(data[:-1], 0, len(data) - 1, count)  # the last record cut short
+    with pytest.raises(CorruptRecordError):
+        check_record_framing(b"\x01" + data[1:], 0, len(data), count)  # a negative length
+    with pytest.raises(CorruptRecordError):
+        check_record_framing(b"\xff" * 64, 0, 64, 1)  # a length varint longer than 10 bytes
+    rejected = 0
+    rng = random.Random(1126)
+    for seed in range(200):  # random bytes under a count of 1 to 5
+        junk = rng.randbytes(64 + seed)
+        try:
+            check_record_framing(junk, 0, len(junk), 1 + seed % 5)
+        except (CorruptRecordError, InvalidRecordError):
+            rejected += 1
+    assert rejected >= 195  # a random chain can frame by chance, rarely
