@@ -262,7 +262,7 @@ class Record:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
-def _read_zigzag(data: bytes, pos: int) -> tuple[int, int]:
+def _read_zigzag(data: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """Multi-byte zigzag varint/varlong (the one-byte case is inlined by callers)."""
     shift = 0
     raw = 0

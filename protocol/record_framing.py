@@ -19,24 +19,34 @@ from .record_batch import _read_zigzag
 
 def check_record_framing(data: bytes | bytearray | memoryview, start: int, stop: int, count: int) -> None:
     """CorruptRecordError unless `count` records, each of a positive length, fill data[start:stop]
-    exactly (InvalidRecordError when bytes remain after them)."""
+    exactly (InvalidRecordError when bytes remain after them).
+
+    Lengths are zigzag varints, positive exactly when the raw value is even and not zero; one and two
+    bytes (records under 8 KiB) are read inline. Only positive lengths are taken, so the position only
+    grows: once past `stop` it stays past, and the one comparison at the end finds it."""
     at = start
     try:
         for _ in range(count):
             b = data[at]
             if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                at += 1
-            elif data[at + 1] < 0x80:  # two bytes: records of 64 to 8191 bytes
-                b = (b & 0x7F) | (data[at + 1] << 7)
-                length = (b >> 1) ^ -(b & 1)
-                at += 2
-            else:
-                length, at = _read_zigzag(data, at)
-            if length <= 0 or at + length > stop:
-                raise CorruptRecordError(f"record length {length} runs past the batch's records")
+                if b & 1 or not b:
+                    raise CorruptRecordError(f"record length {(b >> 1) ^ -(b & 1)} is not positive")
+                at += 1 + (b >> 1)
+                continue
+            c = data[at + 1]
+            if c < 0x80:
+                z = (b & 0x7F) | (c << 7)
+                if z & 1 or not z:
+                    raise CorruptRecordError(f"record length {(z >> 1) ^ -(z & 1)} is not positive")
+                at += 2 + (z >> 1)
+                continue
+            length, at = _read_zigzag(data, at)
+            if length <= 0:
+                raise CorruptRecordError(f"record length {length} is not positive")
             at += length
     except IndexError as exc:
         raise CorruptRecordError("record runs past the end of the batch") from exc
-    if at != stop:
+    if at > stop:
+        raise CorruptRecordError(f"the batch's {count} records run {at - stop} bytes past its end")
+    if at < stop:
         raise InvalidRecordError(f"{stop - at} bytes remain after the batch's declared {count} records")

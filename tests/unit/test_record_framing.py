@@ -37,6 +37,11 @@ def test_garbage_and_lying_counts_are_refused() -> None:
         check_record_framing(b"\x01" + data[1:], 0, len(data), count)  # a negative length
     with pytest.raises(CorruptRecordError):
         check_record_framing(b"\xff" * 64, 0, 64, 1)  # a length varint longer than 10 bytes
+    for zero in (b"\x00", b"\x80\x00", b"\x80\x80\x00"):  # a length of 0, however long its varint
+        with pytest.raises(CorruptRecordError):
+            check_record_framing(zero + bytes(8), 0, len(zero) + 8, 1)
+    with pytest.raises(CorruptRecordError):
+        check_record_framing(b"\x02x\x81\x00" + bytes(8), 0, 12, 2)  # a record of 1 byte, then a two-byte -1
     rejected = 0
     rng = random.Random(1126)
     for seed in range(200):  # random bytes under a count of 1 to 5
