@@ -26,8 +26,6 @@ class ControlError(Exception):
 
 
 PARTITION_APIS = ("Produce", "Fetch")
-# How long `reset` waits for a consumer group's members to be gone (their timers fire at once).
-RESET_MEMBERS_GONE_S = 5.0
 
 
 class PartitionFaults:
@@ -162,11 +160,7 @@ async def reset(broker: Any) -> dict:
     for group_id in groups:
         status = coordinator.group_status(group_id)
         if status and status["members"]:
-            await coordinator.submit(controls.ExpireSessions(group_id))
-    # A consumer group's members go when their session timers, fired now, have run: a turn or two.
-    deadline = time.monotonic() + RESET_MEMBERS_GONE_S
-    while time.monotonic() < deadline and any((coordinator.group_status(g) or {}).get("members") for g in groups):
-        await asyncio.sleep(0.005)
+            await coordinator.expire_sessions(group_id)
     deleted = await coordinator.delete_groups(groups)
     left = [d.group_id for d in deleted if d.error not in (E.NONE, E.GROUP_ID_NOT_FOUND)]
     topics = [name for name in broker.logs.topics() if not is_internal_topic(name)]

@@ -1,9 +1,9 @@
 """The test controls (controls.py) for a consumer group of the new protocol (KIP-848).
 
-A member's session ends through the group's own session timer, fired now: each expiry is its own
-command, so each fence sees the group as the one before left it (two fences in one command would
-both start from the same group epoch). The answer therefore says the sessions end now; the members
-are gone a turn of the loop later, as they would be when their timers ran out.
+A member's session ends as its session timer would end it: the member is fenced in the control's
+own turn (a zero-delay timer instead could be re-armed by a heartbeat handled first, and the member
+would survive). Each fence starts from the group the one before left, so ending every session is one
+ExpireMember per member, sent in turn by the service (CoordinatorService.expire_sessions).
 
 There is no group-wide rebalance in this protocol (each member reconciles at its own pace), so a
 forced rebalance is refused with a pointer to what moves partitions: expiring a member.
@@ -16,16 +16,16 @@ from ..protocol.errors import ErrorCode
 from . import consumer_commands as cc
 from .config import GroupConfig
 from .consumer_group import ConsumerGroup, MemberState
-from .consumer_heartbeat import CCtx
+from .consumer_heartbeat import CCtx, fence_member, finish
 from .controls import Control, ControlResult, CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
 from .outcome import Outcome
 
 E = ErrorCode
-NOW_MS = 0
 
 
 def handle_consumer_control(ctx: CCtx, group: ConsumerGroup, cmd: Control) -> None:
-    ctx.out.reply(cmd.reply_to, _apply(ctx, group, cmd))
+    """The answer follows the fence's records, once they are durable (`finish`)."""
+    finish(ctx, cmd.reply_to, _apply(ctx, group, cmd))
 
 
 def _apply(ctx: CCtx, group: ConsumerGroup, cmd: Control) -> ControlResult:
@@ -35,14 +35,14 @@ def _apply(ctx: CCtx, group: ConsumerGroup, cmd: Control) -> ControlResult:
                                                     "members reconcile one by one, there is no group-wide rebalance "
                                                     "to force; expire a member to move its partitions")
         case ExpireMember():
-            if cmd.member_id not in group.members:
+            member = group.members.get(cmd.member_id)
+            if member is None:
                 return ControlResult(E.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no member {cmd.member_id}")
-            _expire_now(ctx, group, cmd.member_id)
-            return ControlResult(E.NONE, f"member {cmd.member_id}'s session ends now")
-        case ExpireSessions():
-            for member_id in group.members:
-                _expire_now(ctx, group, member_id)
-            return ControlResult(E.NONE, f"{len(group.members)} member(s)' sessions end now")
+            fence_member(ctx, group, member, f"session expired for member {cmd.member_id} (test control)")
+            return ControlResult(E.NONE, f"member {cmd.member_id} expired")
+        case ExpireSessions():  # the service sends one ExpireMember per member instead (see above)
+            return ControlResult(E.INVALID_REQUEST, f"group {group.group_id} is a consumer group: its sessions "
+                                                    "end one ExpireMember at a time")
         case CoordinatorMove():
             if cmd.phase == "unload":
                 cancel_member_timers(ctx.out, group)
@@ -50,11 +50,6 @@ def _apply(ctx: CCtx, group: ConsumerGroup, cmd: Control) -> ControlResult:
                 arm_member_timers(ctx.out, ctx.config, group)
             return ControlResult(E.NONE, f"coordinator {cmd.phase}ed group {group.group_id}")
     raise TypeError(f"unknown control {type(cmd).__name__}")
-
-
-def _expire_now(ctx: CCtx, group: ConsumerGroup, member_id: str) -> None:
-    ctx.out.schedule(cc.session_key(group.group_id, member_id), NOW_MS,
-                     cc.ConsumerSessionExpired(group.group_id, member_id))
 
 
 def arm_member_timers(out: Outcome, config: GroupConfig, group: ConsumerGroup) -> None:

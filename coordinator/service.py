@@ -39,7 +39,7 @@ from ..purgatory.timers import KeyedTimers, TimerFired
 from . import commands as c
 from .classic import GroupStateMachine, random_member_id
 from .config import GroupConfig
-from .controls import ControlResult, GroupFaults
+from .controls import ControlResult, ExpireMember, ExpireSessions, GroupFaults
 from .controls import describe as describe_control
 from .execute import AppendNowait, AppendRecords
 from .history import RebalanceHistory, in_progress
@@ -398,10 +398,22 @@ class GroupCoordinatorService:
 
     async def control(self, cmd: Any) -> ControlResult:
         """Run a test control (coordinator/controls.py) in its group's turn."""
-        result = await self.submit(cmd)
+        result = await (self.expire_sessions(cmd.group_id) if isinstance(cmd, ExpireSessions) else self.submit(cmd))
         if result.error is E.NONE:
             self.note_control(cmd.group_id, describe_control(cmd))
         return result
+
+    async def expire_sessions(self, group_id: str) -> ControlResult:
+        """End every member's session now. A consumer group's members are fenced one command each,
+        in turn: each fence starts from the group the one before left (consumer_controls.py)."""
+        status = self.group_status(group_id)
+        if status is None or status["group_type"] != "consumer":
+            return await self.submit(ExpireSessions(group_id))
+        expired = 0
+        for member in status["members"]:
+            result = await self.submit(ExpireMember(group_id, member["member_id"]))
+            expired += result.error is E.NONE  # one that left meanwhile is UNKNOWN_MEMBER_ID: already gone
+        return ControlResult(E.NONE, f"{expired} member(s) expired")
 
     async def run_offsets_retention(self) -> int:
         """Run the offsets retention check now (a test control); returns once every group handled it."""

@@ -411,9 +411,10 @@ def test_transactional_offset_commit_check_and_materialisation() -> None:
 
 
 def test_test_controls_on_a_consumer_group() -> None:
-    """kbroker's test controls (controls.py) reach a consumer group: expiring a member or every session
-    fires the members' own session timers now; a coordinator move stops and re-arms them; there is
-    no group-wide rebalance to force."""
+    """kbroker's test controls (controls.py) reach a consumer group: expiring a member fences it in the
+    control's own turn (a heartbeat sent right after is UNKNOWN_MEMBER_ID); a coordinator move stops
+    and re-arms the session timers; there is no group-wide rebalance to force, and ending every
+    session is one ExpireMember per member (the service's expire_sessions)."""
     from kbroker.coordinator.controls import CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
 
     h, _ = make()
@@ -422,16 +423,15 @@ def test_test_controls_on_a_consumer_group() -> None:
     assert h.call(ForceRebalance("g")).error is E.INVALID_REQUEST
     assert h.call(ExpireMember("g", "zz")).error is E.UNKNOWN_MEMBER_ID
     assert h.call(ExpireMember("g", "a")).error is E.NONE
-    h.advance(0)
     assert set(group(h).members) == {"b"} and group(h).group_epoch == 3
+    assert beat(h, "a", 1).error is E.UNKNOWN_MEMBER_ID
     assert h.call(CoordinatorMove("g", "unload")).error is E.NONE
     h.advance(SESSION_MS + 1000)  # past the session timeout: b stays, its coordinator forgot its timer
     assert set(group(h).members) == {"b"}
     assert h.call(CoordinatorMove("g", "load")).error is E.NONE
     assert h.armed(cc.session_key("g", "b"))
-    join(h, "c")
-    assert h.call(ExpireSessions("g")).error is E.NONE
-    h.advance(0)
+    assert h.call(ExpireSessions("g")).error is E.INVALID_REQUEST  # one member at a time
+    assert h.call(ExpireMember("g", "b")).error is E.NONE
     assert group(h).members == {} and group(h).state is ConsumerGroupState.EMPTY
     assert h.call(c.DeleteGroup("g")).error is E.NONE
 
