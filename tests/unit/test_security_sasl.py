@@ -119,7 +119,7 @@ def unsecured_jws(claims: bytes) -> str:
     unsecured_token("carol", 60, now_s=1_700_000_000)[:-1] + "sig",  # signed: not unsecured
     # hostile claims once raised past the validator (an unknown server error, no audit line):
     unsecured_jws(b"[" * 100_000),  # nested past Python's recursion limit
-    *(unsecured_jws(b'{"sub":"carol","exp":%s}' % exp) for exp in (b"1e306", b"NaN", b"Infinity", b"-1e306")),
+    *(unsecured_jws(b'{"sub":"carol","exp":%s}' % exp) for exp in (b"1e306", b"NaN", b"Infinity", b"-1e306", b"1" + b"0" * 400)),
 ])
 def test_oauthbearer_bad_token_gets_an_error_challenge_then_fails(token):
     ex = OAuthBearerExchange(clock_ms=lambda: 1_700_000_000 * 1000)
