@@ -52,6 +52,7 @@ _I16 = struct.Struct(">h")
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_MASK = 0x08
+LOG_APPEND_TIME_BIT = _TIMESTAMP_TYPE_MASK  # for callers that test the raw attributes
 _TRANSACTIONAL_MASK = 0x10
 _CONTROL_MASK = 0x20
 
@@ -246,6 +247,15 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, now_ms: int) -> N
     attributes = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
     _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes | _TIMESTAMP_TYPE_MASK)
     _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, now_ms)
+    size = _I32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
+    _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
+
+
+def set_create_time(buf: bytearray | memoryview, pos: int) -> None:
+    """Clear the batch's LogAppendTime attribute, then re-sign it: what Kafka stores of a producer's
+    batch marked LogAppendTime on a CreateTime topic (the records keep their own timestamps)."""
+    attributes = _I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+    _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes & ~_TIMESTAMP_TYPE_MASK)
     size = _I32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
     _U32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
 

@@ -2,11 +2,13 @@
 
 A produced batch whose header and CRC are sound may still carry records that are not records: random
 bytes, or fewer records than the header counts. Kafka's LogValidator reads every record and refuses
-such a batch; a broker that stored it would acknowledge data no consumer can read, and every later
-read of the partition would stumble on it. This walks the chain of record lengths (each record
-starts with its own length as a zigzag varint): the header's record count must end exactly at the
-end of the records. It does not look inside a record, so it costs a few hundred nanoseconds per
-record where building each one would cost microseconds.
+such a batch with INVALID_RECORD; a broker that stored it would acknowledge data no consumer can
+read, and every later read of the partition would stumble on it. This walks the chain of record
+lengths (each record starts with its own length as a zigzag varint): the header's record count must
+end exactly at the end of the records, each record long enough to be one. It does not look inside a
+record (its key, value and header lengths), so it costs a few hundred nanoseconds per record where
+building each one costs microseconds: a crafted record whose inner lengths disagree with its own
+still passes, and its readers meet it as CORRUPT_MESSAGE.
 
 Pure, like record_batch.py: no asyncio, no broker imports.
 """
@@ -17,36 +19,40 @@ from .errors import CorruptRecordError, InvalidRecordError
 from .record_batch import _read_zigzag
 
 
-def check_record_framing(data: bytes | bytearray | memoryview, start: int, stop: int, count: int) -> None:
-    """CorruptRecordError unless `count` records, each of a positive length, fill data[start:stop]
-    exactly (InvalidRecordError when bytes remain after them).
+# A record's smallest body: attributes, timestamp delta, offset delta, key length, value length and
+# header count, one byte each.
+MIN_RECORD_BODY = 6
 
-    Lengths are zigzag varints, positive exactly when the raw value is even and not zero; one and two
-    bytes (records under 8 KiB) are read inline. Only positive lengths are taken, so the position only
-    grows: once past `stop` it stays past, and the one comparison at the end finds it."""
+
+def check_record_framing(data: bytes | bytearray | memoryview, start: int, stop: int, count: int) -> None:
+    """InvalidRecordError (Kafka's InvalidRecordException: INVALID_RECORD) unless `count` records,
+    each at least MIN_RECORD_BODY long, fill data[start:stop] exactly.
+
+    Lengths are zigzag varints: the raw value is twice the length for a positive one, so a length
+    of at least 6 is an even raw value of at least 12. One and two bytes (records under 8 KiB) are read
+    inline. Lengths are positive, so the position only grows: once past `stop` it stays past, and one
+    comparison at the end finds it."""
     at = start
     try:
         for _ in range(count):
             b = data[at]
             if b < 0x80:
-                if b & 1 or not b:
-                    raise CorruptRecordError(f"record length {(b >> 1) ^ -(b & 1)} is not positive")
+                if b & 1 or b < 2 * MIN_RECORD_BODY:
+                    raise InvalidRecordError(f"record length {(b >> 1) ^ -(b & 1)} is too short for a record")
                 at += 1 + (b >> 1)
                 continue
             c = data[at + 1]
             if c < 0x80:
                 z = (b & 0x7F) | (c << 7)
-                if z & 1 or not z:
-                    raise CorruptRecordError(f"record length {(z >> 1) ^ -(z & 1)} is not positive")
+                if z & 1 or z < 2 * MIN_RECORD_BODY:
+                    raise InvalidRecordError(f"record length {(z >> 1) ^ -(z & 1)} is too short for a record")
                 at += 2 + (z >> 1)
                 continue
             length, at = _read_zigzag(data, at)
-            if length <= 0:
-                raise CorruptRecordError(f"record length {length} is not positive")
+            if length < MIN_RECORD_BODY:
+                raise InvalidRecordError(f"record length {length} is too short for a record")
             at += length
-    except IndexError as exc:
-        raise CorruptRecordError("record runs past the end of the batch") from exc
-    if at > stop:
-        raise CorruptRecordError(f"the batch's {count} records run {at - stop} bytes past its end")
-    if at < stop:
-        raise InvalidRecordError(f"{stop - at} bytes remain after the batch's declared {count} records")
+    except (IndexError, CorruptRecordError) as exc:  # past the buffer; a length varint over 10 bytes
+        raise InvalidRecordError(f"the batch's records are not records: {exc}") from exc
+    if at != stop:
+        raise InvalidRecordError(f"the batch's {count} records end {at - stop:+d} bytes from its end")

@@ -24,6 +24,7 @@ import structlog
 
 from ..log.manager import is_internal_topic
 from ..log.partition_log import PartitionLog
+from ..log.validation import check_batch_size
 from ..quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
 from ..router import Deferred, RequestContext
 from ..server import CloseConnection
@@ -222,11 +223,6 @@ def _produce_partition(
                       f"This server does not host this topic-partition: {topic}-{index}")
     if not records:
         return _error(index, ErrorCode.INVALID_RECORD, "produce request carries no record batch")
-    if request.acks == -1 and plog.config.min_insync_replicas > 1:
-        # Kafka's appendRecordsToLeader: this broker is the partition's one in-sync replica.
-        return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
-                      f"The size of the current ISR (1) is insufficient to satisfy the min.isr requirement of "
-                      f"{plog.config.min_insync_replicas} for partition {topic}-{index}")
     if ctx.api_version < FIRST_BATCH_VERSION:
         try:
             records = legacy_records.to_batch(bytes(records))
@@ -239,6 +235,7 @@ def _produce_partition(
     header = headers[0]
     max_inflated = rb.inflated_bound()  # the broker's max.inflated.batch.bytes (set at start-up)
     try:  # the records are framed as the header says (Kafka reads every one): garbage is never acknowledged
+        check_batch_size(header, plog.config)  # first, as in Kafka: an oversized batch is never inflated
         if header.compression == rb.COMPRESSION_NONE:
             check_record_framing(records, rb.HEADER_SIZE, header.size, header.records_count)
         else:  # inflated within the bound, walked, and let go before the next partition's

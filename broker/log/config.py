@@ -100,7 +100,7 @@ _SPECS: tuple[_Spec, ...] = (
         "producer",
         _parse_choice(("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), lambda s: s.strip().lower()),
     ),
-    _Spec("min.insync.replicas", "min_insync_replicas", 1, _parse_int(1, _INT32_MAX)),
+    _Spec("min.insync.replicas", None, 1, _parse_int(1, _INT32_MAX)),
     _Spec("unclean.leader.election.enable", None, False, _parse_bool),
     _Spec("max.compaction.lag.ms", None, _INT64_MAX, _parse_int(1, _INT64_MAX)),
     _Spec("min.cleanable.dirty.ratio", None, 0.5, _parse_ratio),
@@ -154,7 +154,6 @@ class LogConfig:
     # CreateTime bounds (Kafka 4 defaults, KIP-1030: an hour ahead of the broker's clock, any age)
     message_timestamp_before_max_ms: int = _INT64_MAX
     message_timestamp_after_max_ms: int = 3600000
-    min_insync_replicas: int = 1  # one replica here: acks=all with more is NOT_ENOUGH_REPLICAS
     # the raw topic-level overrides this config was built from (validated, canonical spelling)
     overrides: tuple[tuple[str, str], ...] = ()
 

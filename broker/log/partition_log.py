@@ -26,7 +26,7 @@ from .flusher import Flusher, StorageError
 from ...purgatory.clock import Clock, SystemClock
 from .segment import LogSegment
 from .sync_batcher import SyncBatcher
-from .validation import check_client_batches
+from .validation import check_appended_batches
 
 if TYPE_CHECKING:
     from ..producer_state import PartitionProducerState
@@ -307,12 +307,12 @@ class PartitionLog:
             records, single_batch=single_batch, allow_control=control)
         if self.flusher.fenced is not None:
             raise self.flusher.fenced
-        check_client_batches(records, headers, config, now_ms, keys_checked=validated is not None)
+        check_appended_batches(records, headers, config, now_ms, keys_checked=validated is not None)
         offset = self.log_end_offset
         base_offset = offset
         positions: list[tuple[int, rb.BatchHeader]] = []
         data: list[bytes | bytearray | memoryview]
-        if len(headers) == 1 and not config.log_append_time:
+        if len(headers) == 1 and not config.log_append_time and not headers[0].attributes & rb.LOG_APPEND_TIME_BIT:
             # The one batch of a Produce: its new first 16 bytes (base offset, length, leader epoch)
             # and the rest as received, written together, rather than a copy of the whole batch.
             header = headers[0]
@@ -329,6 +329,9 @@ class PartitionLog:
                 if config.log_append_time:
                     rb.set_log_append_time(buf, pos, now_ms)
                     header.max_timestamp = now_ms
+                elif header.timestamp_type == rb.TIMESTAMP_LOG_APPEND_TIME:
+                    rb.set_create_time(buf, pos)
+                    header.attributes = rb.read_header(buf, pos).attributes
                 header.base_offset = offset
                 header.partition_leader_epoch = leader_epoch
                 positions.append((pos, header))

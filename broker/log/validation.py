@@ -6,7 +6,8 @@ Timestamps: Kafka checks every record against [now - message.timestamp.before.ma
 message.timestamp.after.max.ms] (Kafka 4's defaults: any age, at most an hour ahead). A batch's
 header carries its first and largest timestamps, which settle the upper bound and, with the default
 lower bound, everything, without reading a record. Only a topic that sets a lower bound has its
-records read, since a later record may be older than the first.
+records read, since a later record may be older than the first. The largest timestamp is taken as
+the producer wrote it (Kafka recomputes it from the records): a header that understates it passes.
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ _ANY_AGE = 2**63 - 1
 NO_TIMESTAMP = -1  # a record without one (Kafka's RecordBatch.NO_TIMESTAMP): never out of range
 
 
-def check_client_batches(records: bytes | bytearray | memoryview, headers: list[rb.BatchHeader], config: LogConfig,
-                         now_ms: int, *, keys_checked: bool) -> None:
+def check_appended_batches(records: bytes | bytearray | memoryview, headers: list[rb.BatchHeader],
+                           config: LogConfig, now_ms: int, *, keys_checked: bool) -> None:
     """Raise Kafka's error for the first rule the batches break; `keys_checked`: the caller (Produce)
     has already run the compacted topic's key check, with its per-record answer."""
     for header in headers:
-        if header.size > config.max_message_bytes:
-            raise KafkaError(f"batch of {header.size} bytes exceeds max.message.bytes {config.max_message_bytes}",
-                             ErrorCode.MESSAGE_TOO_LARGE)
-        if header.timestamp_type == rb.TIMESTAMP_LOG_APPEND_TIME and not config.log_append_time:
-            raise KafkaError("producers may not set the LogAppendTime attribute", ErrorCode.INVALID_TIMESTAMP)
+        check_batch_size(header, config)
+        if header.timestamp_type == rb.TIMESTAMP_LOG_APPEND_TIME and config.log_append_time:
+            # Kafka's validateTimestamp: on a LogAppendTime topic the broker sets that time, not the
+            # producer (on a CreateTime topic the attribute is cleared as the batch is stored).
+            raise KafkaError("Producer should not set timestamp type to LogAppendTime.", ErrorCode.INVALID_TIMESTAMP)
     total = len(records)
     if total > config.segment_bytes:
         raise KafkaError(f"{total} bytes of records exceed segment.bytes {config.segment_bytes}",
@@ -39,6 +40,14 @@ def check_client_batches(records: bytes | bytearray | memoryview, headers: list[
         for pos, _ in rb.iter_batches(records):
             if rb.keyless_records(records, pos, max_listed=0)[0]:
                 raise KafkaError("compacted topics only accept records with a key", ErrorCode.INVALID_RECORD)
+
+
+def check_batch_size(header: rb.BatchHeader, config: LogConfig) -> None:
+    """Kafka's first check of a batch, before anything reads its records (Produce runs it before it
+    inflates and walks them)."""
+    if header.size > config.max_message_bytes:
+        raise KafkaError(f"batch of {header.size} bytes exceeds max.message.bytes {config.max_message_bytes}",
+                         ErrorCode.MESSAGE_TOO_LARGE)
 
 
 def _check_timestamps(records: bytes | bytearray | memoryview, headers: list[rb.BatchHeader], config: LogConfig,

@@ -208,7 +208,7 @@ def _with_records(batch: bytes, records: bytes, count: int | None = None) -> byt
 @pytest.mark.parametrize("codec", [rb.COMPRESSION_NONE, rb.COMPRESSION_GZIP])
 def test_records_that_are_not_records_are_never_acknowledged(broker, codec):
     """A sound header and CRC over random bytes, or over fewer records than it counts, is
-    CORRUPT_MESSAGE as in Kafka (it was acknowledged, and every later read of the partition failed)."""
+    INVALID_RECORD as in Kafka (it was acknowledged, and every later read of the partition failed)."""
     from kbroker.protocol.compression import compress
 
     wire = Wire(broker.bootstrap)
@@ -220,7 +220,7 @@ def test_records_that_are_not_records_are_never_acknowledged(broker, codec):
     for records, count in ((bytes(range(64)), 1), (body, 5)):
         bad = _with_records(good, compress(codec, records) if codec else records, count)
         rb.check_batch(bad, 0, rb.read_header(bad, 0))  # the framing Kafka checks first holds
-        assert produce(wire, topic, bad).error_code == ErrorCode.CORRUPT_MESSAGE
+        assert produce(wire, topic, bad).error_code == ErrorCode.INVALID_RECORD
     assert produce(wire, topic, good).error_code == ErrorCode.NONE
     fetched = wire.call(1, 11, FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=MiB, topics=[
         FetchTopic(topic=topic, partitions=[FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=MiB)])]))

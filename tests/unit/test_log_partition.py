@@ -11,6 +11,7 @@ from kbroker.broker.log.index import OffsetIndex
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.purgatory.clock import ManualClock
 from kbroker.protocol.record_batch import (
+    TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
     Record,
     decode_batches,
@@ -178,12 +179,18 @@ def test_log_append_time_topic_rewrites_timestamps(tmp_path: Path) -> None:
     assert [r.timestamp for r in records] == [777_000, 777_000]
 
 
-def test_create_time_topic_rejects_log_append_time_batches(tmp_path: Path) -> None:
+def test_log_append_time_batches_per_kafkas_validate_timestamp(tmp_path: Path) -> None:
+    """A producer's batch marked LogAppendTime: refused on a LogAppendTime topic (the broker sets that
+    time), stored as CreateTime with the records' own timestamps on a CreateTime topic."""
+    buf = bytearray(batch(2, ts=5_000))
+    set_log_append_time(buf, 0, 9_999)
     plog = open_log(tmp_path)
-    buf = bytearray(batch(1))
-    set_log_append_time(buf, 0, 5)
+    plog.append(bytes(buf), leader_epoch=0, now_ms=6_000)
+    [(header, records)] = list(decode_batches(plog.read(0, 1000).records))
+    assert header.timestamp_type == TIMESTAMP_CREATE_TIME and [r.timestamp for r in records] == [5_000, 5_001]
+    appended = open_log(tmp_path / "lat", LogConfig(message_timestamp_type="LogAppendTime"))
     with pytest.raises(KafkaError) as exc_info:
-        plog.append(bytes(buf), leader_epoch=0, now_ms=0)
+        appended.append(bytes(buf), leader_epoch=0, now_ms=6_000)
     assert exc_info.value.code == ErrorCode.INVALID_TIMESTAMP
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kbroker.broker.log.config import LogConfig
-from kbroker.broker.log.validation import check_client_batches
+from kbroker.broker.log.validation import check_appended_batches
 from kbroker.protocol import record_batch as rb
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
@@ -21,7 +21,7 @@ def check(timestamps: list[int], configs: dict[str, str] | None = None, *, compr
     config = LogConfig.from_topic_configs(configs or {})
     headers = rb.validate_produced_batches(batch)
     try:
-        check_client_batches(batch, headers, config, NOW, keys_checked=False)
+        check_appended_batches(batch, headers, config, NOW, keys_checked=False)
     except KafkaError as e:
         return e.code
     return ErrorCode.NONE
@@ -48,7 +48,12 @@ def test_log_append_time_topics_take_any_timestamp_and_other_rules_hold() -> Non
     assert check([NOW], {"max.message.bytes": "10"}) is ErrorCode.MESSAGE_TOO_LARGE
     assert check([NOW], {"cleanup.policy": "compact"}, keys=False) is ErrorCode.INVALID_RECORD
     assert check([NOW], {"cleanup.policy": "compact"}) is ErrorCode.NONE
+    # Kafka's validateTimestamp: the LogAppendTime attribute is the broker's to set on a LogAppendTime
+    # topic; on a CreateTime topic it is taken (and cleared as the batch is stored: test_log_partition)
     appended = rb.encode_batch([rb.Record(0, NOW, b"k", b"v")], timestamp_type=rb.TIMESTAMP_LOG_APPEND_TIME)
+    headers = rb.validate_produced_batches(appended)
+    check_appended_batches(appended, headers, LogConfig(), NOW, keys_checked=False)
     with pytest.raises(KafkaError) as refused:
-        check_client_batches(appended, rb.validate_produced_batches(appended), LogConfig(), NOW, keys_checked=False)
+        check_appended_batches(appended, headers, LogConfig.from_topic_configs({"message.timestamp.type": "LogAppendTime"}),
+                             NOW, keys_checked=False)
     assert refused.value.code is ErrorCode.INVALID_TIMESTAMP
