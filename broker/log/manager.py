@@ -445,6 +445,14 @@ class LogManager:
         self._reserved_partitions += added
         try:
             logs = await asyncio.to_thread(self._build_logs, self._grown(info, new_total), range(old_total, new_total))
+        except KafkaError:
+            if self._topics.get(name) is not info:  # deleted meanwhile: the failure put its file back
+                try:
+                    self._meta_path(name).unlink(missing_ok=True)
+                    fsync_dir(self._meta_path(name).parent)
+                except OSError as exc:  # the disk refuses even that: start-up will say what it finds
+                    log.error("topic_file_restore_failed", topic=name, error=repr(exc))
+            raise
         finally:
             self._creating.discard(name)
             self._reserved_partitions -= added
