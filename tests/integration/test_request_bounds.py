@@ -140,7 +140,8 @@ def keyless_batch(count: int) -> bytes:
 
 def test_keyless_records_on_a_compacted_topic_are_listed_without_an_object_each(broker):
     wire = Wire(broker.bootstrap)
-    create_topic(wire, "keys-compact", {"cleanup.policy": "compact"})
+    # max.message.bytes raised: the 1.2 MB batch below must reach the key check (size is checked first)
+    create_topic(wire, "keys-compact", {"cleanup.policy": "compact", "max.message.bytes": str(8 * MiB)})
     mixed = rb.encode_batch([rb.Record(i, 0, None if i in (1, 3) else b"k", b"v") for i in range(5)])
     result = produce(wire, "keys-compact", mixed)
     assert result.error_code == ErrorCode.INVALID_RECORD
