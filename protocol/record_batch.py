@@ -52,7 +52,6 @@ _I16 = struct.Struct(">h")
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_MASK = 0x08
-LOG_APPEND_TIME_BIT = _TIMESTAMP_TYPE_MASK  # for callers that test the raw attributes
 _TRANSACTIONAL_MASK = 0x10
 _CONTROL_MASK = 0x20
 
@@ -418,43 +417,6 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0, *,
     except UnicodeDecodeError as exc:
         raise InvalidRecordError("record header key is not UTF-8") from exc
     return header, records
-
-
-def keyless_records(buf: bytes | bytearray | memoryview, pos: int = 0, *, max_listed: int = 1000,
-                    max_inflated: int | None = None) -> tuple[int, list[int]]:
-    """(how many records of the batch at `pos` have a null key, the first `max_listed` of their
-    indexes), walking the records without building them: a batch within the inflated bound may
-    still hold millions of tiny records, and a compacted topic's key check must not make an object
-    per record. The batch's integrity (CRC, lengths) is the caller's to have checked."""
-    header = read_header(buf, pos)
-    if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > len(buf):
-        raise CorruptRecordError(f"batch at position {pos} is truncated")
-    body = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
-    data = decompress(header.compression, body, max_inflated)
-    n = len(data)
-    at = 0
-    keyless = 0
-    listed: list[int] = []
-    try:
-        for index in range(header.records_count):
-            length, at = _read_zigzag(data, at)
-            end = at + length
-            if length <= 0 or end > n:
-                raise CorruptRecordError(f"record length {length} runs past the batch's records")
-            at += 1  # attributes
-            _, at = _read_zigzag(data, at)  # timestamp delta
-            _, at = _read_zigzag(data, at)  # offset delta
-            klen, at = _read_zigzag(data, at)
-            if klen < 0:
-                keyless += 1
-                if len(listed) < max_listed:
-                    listed.append(index)
-            at = end
-    except IndexError as exc:
-        raise CorruptRecordError("record runs past the end of the batch") from exc
-    if at != n:
-        raise InvalidRecordError(f"{n - at} bytes remain after the batch's declared {header.records_count} records")
-    return keyless, listed
 
 
 def decode_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[BatchHeader, list[Record]]]:

@@ -1,4 +1,4 @@
-"""A batch's records framed as its header says, checked without building them.
+"""A batch's records walked without building them: framed as its header says, and which lack a key.
 
 A produced batch whose header and CRC are sound may still carry records that are not records: random
 bytes, or fewer records than the header counts. Kafka's LogValidator reads every record and refuses
@@ -10,13 +10,17 @@ record (its key, value and header lengths), so it costs a few hundred nanosecond
 building each one costs microseconds: a crafted record whose inner lengths disagree with its own
 still passes, and its readers meet it as CORRUPT_MESSAGE.
 
+A compacted topic's key check walks the same way (`keyless_in`): a batch within the inflated bound may
+still hold millions of tiny records, and that check must not make an object per record either.
+
 Pure, like record_batch.py: no asyncio, no broker imports.
 """
 
 from __future__ import annotations
 
+from .compression import decompress
 from .errors import CorruptRecordError, InvalidRecordError
-from .record_batch import _read_zigzag
+from .record_batch import HEADER_SIZE, MIN_BATCH_LENGTH, _read_zigzag, read_header
 
 
 # A record's smallest body: attributes, timestamp delta, offset delta, key length, value length and
@@ -56,3 +60,45 @@ def check_record_framing(data: bytes | bytearray | memoryview, start: int, stop:
         raise InvalidRecordError(f"the batch's records are not records: {exc}") from exc
     if at != stop:
         raise InvalidRecordError(f"the batch's {count} records end {at - stop:+d} bytes from its end")
+
+
+def keyless_records(buf: bytes | bytearray | memoryview, pos: int = 0, *, max_listed: int = 1000,
+                    max_inflated: int | None = None) -> tuple[int, list[int]]:
+    """(how many records of the batch at `pos` have a null key, the first `max_listed` of their
+    indexes), the batch inflated within `max_inflated` first. Its integrity (CRC, lengths) is the
+    caller's to have checked."""
+    header = read_header(buf, pos)
+    if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > len(buf):
+        raise CorruptRecordError(f"batch at position {pos} is truncated")
+    body = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
+    data = decompress(header.compression, body, max_inflated)
+    return keyless_in(data, 0, len(data), header.records_count, max_listed)
+
+
+def keyless_in(data: bytes | bytearray | memoryview, start: int, stop: int, count: int,
+               max_listed: int = 1000) -> tuple[int, list[int]]:
+    """(how many of the `count` records in data[start:stop] have a null key, the first `max_listed`
+    of their indexes)."""
+    at = start
+    keyless = 0
+    listed: list[int] = []
+    try:
+        for index in range(count):
+            length, at = _read_zigzag(data, at)
+            end = at + length
+            if length <= 0 or end > stop:
+                raise CorruptRecordError(f"record length {length} runs past the batch's records")
+            at += 1  # attributes
+            _, at = _read_zigzag(data, at)  # timestamp delta
+            _, at = _read_zigzag(data, at)  # offset delta
+            klen, at = _read_zigzag(data, at)
+            if klen < 0:
+                keyless += 1
+                if len(listed) < max_listed:
+                    listed.append(index)
+            at = end
+    except IndexError as exc:
+        raise CorruptRecordError("record runs past the end of the batch") from exc
+    if at != stop:
+        raise InvalidRecordError(f"{stop - at} bytes remain after the batch's declared {count} records")
+    return keyless, listed

@@ -95,8 +95,8 @@ YIELD_EVERY = 256
 
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     broker = ctx.broker
-    names = [t.name for t in request.topics]
-    duplicates = {n for n, k in Counter(names).items() if k > 1}  # one pass: a request may name 100,000
+    counts = Counter(t.name for t in request.topics)  # one pass: a request may name 100,000
+    duplicates = {n for n, k in counts.items() if k > 1}
     results: list[CreatableTopicResult] = []
     done: set[str] = set()
     for i, topic in enumerate(request.topics):

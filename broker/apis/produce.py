@@ -31,7 +31,7 @@ from ..server import CloseConnection
 from ...protocol import legacy_records
 from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.record_framing import check_record_framing
+from ...protocol.record_framing import check_record_framing, keyless_in
 from ...protocol.messages.produce_request import ProduceRequest
 from ...protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
@@ -59,16 +59,6 @@ def _error(index: int, code: int, message: str | None = None,
         index=index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
         record_errors=record_errors or [], error_message=message,
     )
-
-
-def _null_key_errors(records: bytes | memoryview, max_inflated: int) -> list[BatchIndexAndErrorMessage]:
-    """Kafka lists each keyless record of a batch sent to a compacted topic (LogValidator); we list
-    the first 1000 of them, enough for any client's message, without building a record object each."""
-    out: list[BatchIndexAndErrorMessage] = []
-    for pos, _ in rb.iter_batches(records):
-        _, indexes = rb.keyless_records(records, pos, max_inflated=max_inflated)
-        out.extend(BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key") for i in indexes)
-    return out
 
 
 def failed_response(_ctx: RequestContext, request: ProduceRequest, error: ErrorCode) -> ProduceResponse | None:
@@ -234,25 +224,25 @@ def _produce_partition(
         return _error(index, e.code, str(e))
     header = headers[0]
     max_inflated = rb.inflated_bound()  # the broker's max.inflated.batch.bytes (set at start-up)
+    data: bytes | bytearray | memoryview = records
+    start, stop = rb.HEADER_SIZE, header.size
     try:  # the records are framed as the header says (Kafka reads every one): garbage is never acknowledged
         check_batch_size(header, plog.config)  # first, as in Kafka: an oversized batch is never inflated
-        if header.compression == rb.COMPRESSION_NONE:
-            check_record_framing(records, rb.HEADER_SIZE, header.size, header.records_count)
-        else:  # inflated within the bound, walked, and let go before the next partition's
-            inflated = rb.decompress(header.compression, bytes(records[rb.HEADER_SIZE:header.size]), max_inflated)
-            check_record_framing(inflated, 0, len(inflated), header.records_count)
-            del inflated
+        if header.compression != rb.COMPRESSION_NONE:  # inflated within the bound, once for both walks
+            data = rb.decompress(header.compression, bytes(records[start:stop]), max_inflated)
+            start, stop = 0, len(data)
+        check_record_framing(data, start, stop, header.records_count)
+        # Kafka lists each keyless record of a batch sent to a compacted topic (LogValidator); we list
+        # the first 1000 of them, enough for any client's message.
+        keyless = keyless_in(data, start, stop, header.records_count)[1] if plog.config.compact else []
     except KafkaError as e:
         log.warning("produce_batch_refused", topic=topic, partition=index, error=str(e), **ctx.log_fields())
         return _error(index, e.code, str(e))
-    if plog.config.compact:
-        try:
-            missing = _null_key_errors(records, max_inflated)
-        except KafkaError as e:
-            return _error(index, e.code, str(e))
-        if missing:
-            return _error(index, ErrorCode.INVALID_RECORD,
-                          "One or more records have been rejected due to missing keys", missing)
+    del data  # an inflated batch is let go before the next partition's
+    if keyless:
+        return _error(index, ErrorCode.INVALID_RECORD, "One or more records have been rejected due to missing keys",
+                      [BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key")
+                       for i in keyless])
     state = None
     if header.producer_id >= 0:
         state = broker.producer_states.for_log(plog)

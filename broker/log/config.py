@@ -10,7 +10,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 _INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
+INT64_MAX = 2**63 - 1
 MIN_SEGMENT_BYTES = 1024 * 1024
 
 
@@ -85,15 +85,15 @@ class _Spec:
 _SPECS: tuple[_Spec, ...] = (
     # Kafka 4 (KIP-1030) refuses segments under 1 MiB: tiny segments mean a file triple per few records.
     _Spec("segment.bytes", "segment_bytes", 1073741824, _parse_int(MIN_SEGMENT_BYTES, _INT32_MAX)),
-    _Spec("segment.ms", "segment_ms", 604800000, _parse_int(1, _INT64_MAX)),
-    _Spec("retention.ms", "retention_ms", 604800000, _parse_int(-1, _INT64_MAX)),
-    _Spec("retention.bytes", "retention_bytes", -1, _parse_int(-1, _INT64_MAX)),
+    _Spec("segment.ms", "segment_ms", 604800000, _parse_int(1, INT64_MAX)),
+    _Spec("retention.ms", "retention_ms", 604800000, _parse_int(-1, INT64_MAX)),
+    _Spec("retention.bytes", "retention_bytes", -1, _parse_int(-1, INT64_MAX)),
     _Spec("index.interval.bytes", "index_interval_bytes", 4096, _parse_int(0, _INT32_MAX)),
     _Spec("max.message.bytes", "max_message_bytes", 1048588, _parse_int(0, _INT32_MAX)),
     _Spec("cleanup.policy", "cleanup_policy", "delete", _parse_cleanup_policy),
-    _Spec("delete.retention.ms", "delete_retention_ms", 86400000, _parse_int(0, _INT64_MAX)),
+    _Spec("delete.retention.ms", "delete_retention_ms", 86400000, _parse_int(0, INT64_MAX)),
     _Spec("message.timestamp.type", "message_timestamp_type", "CreateTime", _parse_choice(TIMESTAMP_TYPES)),
-    _Spec("min.compaction.lag.ms", "min_compaction_lag_ms", 0, _parse_int(0, _INT64_MAX)),
+    _Spec("min.compaction.lag.ms", "min_compaction_lag_ms", 0, _parse_int(0, INT64_MAX)),
     _Spec(
         "compression.type",
         None,
@@ -102,20 +102,20 @@ _SPECS: tuple[_Spec, ...] = (
     ),
     _Spec("min.insync.replicas", None, 1, _parse_int(1, _INT32_MAX)),
     _Spec("unclean.leader.election.enable", None, False, _parse_bool),
-    _Spec("max.compaction.lag.ms", None, _INT64_MAX, _parse_int(1, _INT64_MAX)),
+    _Spec("max.compaction.lag.ms", None, INT64_MAX, _parse_int(1, INT64_MAX)),
     _Spec("min.cleanable.dirty.ratio", None, 0.5, _parse_ratio),
-    _Spec("segment.jitter.ms", None, 0, _parse_int(0, _INT64_MAX)),
+    _Spec("segment.jitter.ms", None, 0, _parse_int(0, INT64_MAX)),
     _Spec("segment.index.bytes", None, 10485760, _parse_int(4, _INT32_MAX)),
-    _Spec("file.delete.delay.ms", None, 60000, _parse_int(0, _INT64_MAX)),
-    _Spec("flush.messages", None, _INT64_MAX, _parse_int(1, _INT64_MAX)),
-    _Spec("flush.ms", None, _INT64_MAX, _parse_int(0, _INT64_MAX)),
+    _Spec("file.delete.delay.ms", None, 60000, _parse_int(0, INT64_MAX)),
+    _Spec("flush.messages", None, INT64_MAX, _parse_int(1, INT64_MAX)),
+    _Spec("flush.ms", None, INT64_MAX, _parse_int(0, INT64_MAX)),
     _Spec("preallocate", None, False, _parse_bool),
-    _Spec("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", _INT64_MAX, _parse_int(0, _INT64_MAX)),
-    _Spec("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", 3600000, _parse_int(0, _INT64_MAX)),
+    _Spec("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", INT64_MAX, _parse_int(0, INT64_MAX)),
+    _Spec("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", 3600000, _parse_int(0, INT64_MAX)),
     # Deprecated in Kafka 3.x and removed in 4.0; 3.x accepts and ignores them, and so do we.
     _Spec("message.format.version", None, "3.0-IV1", _parse_message_format_version),
     _Spec("message.downconversion.enable", None, True, _parse_bool),
-    _Spec("message.timestamp.difference.max.ms", None, _INT64_MAX, _parse_int(0, _INT64_MAX)),
+    _Spec("message.timestamp.difference.max.ms", None, INT64_MAX, _parse_int(0, INT64_MAX)),
 )
 _SPECS_BY_NAME = {spec.name: spec for spec in _SPECS}
 # Kafka 4's internal.segment.bytes: smaller segments for tests and tools that call the log manager
@@ -152,7 +152,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     min_compaction_lag_ms: int = 0
     # CreateTime bounds (Kafka 4 defaults, KIP-1030: an hour ahead of the broker's clock, any age)
-    message_timestamp_before_max_ms: int = _INT64_MAX
+    message_timestamp_before_max_ms: int = INT64_MAX
     message_timestamp_after_max_ms: int = 3600000
     # the raw topic-level overrides this config was built from (validated, canonical spelling)
     overrides: tuple[tuple[str, str], ...] = ()

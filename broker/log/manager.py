@@ -327,6 +327,7 @@ class LogManager:
         return made
 
     def _restore_meta(self, info: TopicInfo, old_total: int) -> None:
+        """The topic file as it was with `old_total` partitions; with 0, no file (no topic)."""
         try:
             if old_total == 0:
                 self._meta_path(info.name).unlink(missing_ok=True)
@@ -447,11 +448,7 @@ class LogManager:
             logs = await asyncio.to_thread(self._build_logs, self._grown(info, new_total), range(old_total, new_total))
         except KafkaError:
             if self._topics.get(name) is not info:  # deleted meanwhile: the failure put its file back
-                try:
-                    self._meta_path(name).unlink(missing_ok=True)
-                    fsync_dir(self._meta_path(name).parent)
-                except OSError as exc:  # the disk refuses even that: start-up will say what it finds
-                    log.error("topic_file_restore_failed", topic=name, error=repr(exc))
+                self._restore_meta(info, 0)
             raise
         finally:
             self._creating.discard(name)

@@ -312,7 +312,7 @@ class PartitionLog:
         base_offset = offset
         positions: list[tuple[int, rb.BatchHeader]] = []
         data: list[bytes | bytearray | memoryview]
-        if len(headers) == 1 and not config.log_append_time and not headers[0].attributes & rb.LOG_APPEND_TIME_BIT:
+        if len(headers) == 1 and not config.log_append_time and headers[0].timestamp_type == rb.TIMESTAMP_CREATE_TIME:
             # The one batch of a Produce: its new first 16 bytes (base offset, length, leader epoch)
             # and the rest as received, written together, rather than a copy of the whole batch.
             header = headers[0]

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
-from .config import LogConfig
+from ...protocol.record_framing import keyless_records
+from .config import INT64_MAX, LogConfig
 
-_ANY_AGE = 2**63 - 1
-NO_TIMESTAMP = -1  # a record without one (Kafka's RecordBatch.NO_TIMESTAMP): never out of range
 
 
 def check_appended_batches(records: bytes | bytearray | memoryview, headers: list[rb.BatchHeader],
@@ -38,7 +37,7 @@ def check_appended_batches(records: bytes | bytearray | memoryview, headers: lis
         _check_timestamps(records, headers, config, now_ms)
     if config.compact and not keys_checked:
         for pos, _ in rb.iter_batches(records):
-            if rb.keyless_records(records, pos, max_listed=0)[0]:
+            if keyless_records(records, pos, max_listed=0)[0]:
                 raise KafkaError("compacted topics only accept records with a key", ErrorCode.INVALID_RECORD)
 
 
@@ -57,13 +56,13 @@ def _check_timestamps(records: bytes | bytearray | memoryview, headers: list[rb.
     for header in headers:
         if header.max_timestamp > high:
             _out_of_range(header.max_timestamp, low, high)
-        if header.base_timestamp != NO_TIMESTAMP and header.base_timestamp < low:
+        if header.base_timestamp != rb.NO_TIMESTAMP and header.base_timestamp < low:
             _out_of_range(header.base_timestamp, low, high)
-    if config.message_timestamp_before_max_ms == _ANY_AGE:
+    if config.message_timestamp_before_max_ms == INT64_MAX:  # any age: the default
         return
     for _, batch in rb.decode_batches(records):
         for record in batch:
-            if record.timestamp != NO_TIMESTAMP and record.timestamp < low:
+            if record.timestamp != rb.NO_TIMESTAMP and record.timestamp < low:
                 _out_of_range(record.timestamp, low, high)
 
 
