@@ -5,7 +5,8 @@
 In order: the load generator's ceiling (bench/loadgen.py against the canned-answer responder
 bench/echo.py), codec (kbroker's codec beside kio), then kbroker beside Tansu: data_path (issue 3),
 groups (issue 4), consumer_groups (issue 12, KIP-848), then transactions (issue 13, no peer), idle
-connections (issue 17), stalls (issue 10), security (issue 14), pipeline (issue 5); then the cost
+connections (issue 17), stalls (issue 10), hostile produce (one costly request against the other
+clients), security (issue 14), pipeline (issue 5); then the cost
 curves (tables, and PNGs under bench/results/), the summary table, and issue 17's targets, each
 checked against Tansu measured in the same run. Every broker runs pinned to one core and the load
 generator (this process) to the other (bench/cores.py). `--quick` uses small sizes (a few minutes;
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", default="",
                         help="comma-separated benchmarks to leave out: "
                              "ceiling,codec,data_path,groups,consumer_groups,connections,transactions,stalls,"
-                             "security,pipeline")
+                             "hostile,security,pipeline")
     parser.add_argument("--results", default=None,
                         help="folder for the cost curves' PNGs (default bench/results/, which `make bench` rewrites)")
     args = parser.parse_args(argv)
@@ -116,6 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         from kbroker.bench import stalls
 
         stalls.report(20_000 if args.quick else 200_000)
+
+    if "hostile" not in skip:
+        # the same question for a client's request: how long one costly Produce holds the others
+        print("\n=== hostile produce: batches costly to check ===")
+        from kbroker.bench import hostile_produce
+
+        hostile_produce.report(args.quick)
 
     security_rows: dict = {}
     if "security" not in skip:

@@ -10,17 +10,20 @@ record (its key, value and header lengths), so it costs a few hundred nanosecond
 building each one costs microseconds: a crafted record whose inner lengths disagree with its own
 still passes, and its readers meet it as CORRUPT_MESSAGE.
 
-A compacted topic's key check walks the same way (`keyless_in`): a batch within the inflated bound may
-still hold millions of tiny records, and that check must not make an object per record either.
+The checks that read a field of each record walk the same way (`record_heads`): a compacted topic's
+key check and a topic's lower timestamp bound. A batch within the inflated bound may still hold
+millions of tiny records, and those checks must not make an object per record either.
 
 Pure, like record_batch.py: no asyncio, no broker imports.
 """
 
 from __future__ import annotations
 
+from typing import Iterator
+
 from .compression import decompress
 from .errors import CorruptRecordError, InvalidRecordError
-from .record_batch import HEADER_SIZE, MIN_BATCH_LENGTH, _read_zigzag, read_header
+from .record_batch import HEADER_SIZE, MIN_BATCH_LENGTH, NO_TIMESTAMP, _read_zigzag, read_header
 
 
 # A record's smallest body: attributes, timestamp delta, offset delta, key length, value length and
@@ -75,30 +78,48 @@ def keyless_records(buf: bytes | bytearray | memoryview, pos: int = 0, *, max_li
     return keyless_in(data, 0, len(data), header.records_count, max_listed)
 
 
-def keyless_in(data: bytes | bytearray | memoryview, start: int, stop: int, count: int,
-               max_listed: int = 1000) -> tuple[int, list[int]]:
-    """(how many of the `count` records in data[start:stop] have a null key, the first `max_listed`
-    of their indexes)."""
+def record_heads(data: bytes | bytearray | memoryview, start: int, stop: int,
+                 count: int) -> Iterator[tuple[int, int, int]]:
+    """(index, timestamp delta, key length) of each of the `count` records in data[start:stop],
+    read without building a record; CorruptRecordError when they do not fill it exactly."""
     at = start
-    keyless = 0
-    listed: list[int] = []
     try:
         for index in range(count):
             length, at = _read_zigzag(data, at)
             end = at + length
             if length <= 0 or end > stop:
                 raise CorruptRecordError(f"record length {length} runs past the batch's records")
-            at += 1  # attributes
-            _, at = _read_zigzag(data, at)  # timestamp delta
+            timestamp_delta, at = _read_zigzag(data, at + 1)  # after the attributes byte
             _, at = _read_zigzag(data, at)  # offset delta
-            klen, at = _read_zigzag(data, at)
-            if klen < 0:
-                keyless += 1
-                if len(listed) < max_listed:
-                    listed.append(index)
+            key_length, at = _read_zigzag(data, at)
+            yield index, timestamp_delta, key_length
             at = end
     except IndexError as exc:
         raise CorruptRecordError("record runs past the end of the batch") from exc
     if at != stop:
         raise InvalidRecordError(f"{stop - at} bytes remain after the batch's declared {count} records")
+
+
+def keyless_in(data: bytes | bytearray | memoryview, start: int, stop: int, count: int,
+               max_listed: int = 1000) -> tuple[int, list[int]]:
+    """(how many of the `count` records in data[start:stop] have a null key, the first `max_listed`
+    of their indexes)."""
+    keyless = 0
+    listed: list[int] = []
+    for index, _, key_length in record_heads(data, start, stop, count):
+        if key_length < 0:
+            keyless += 1
+            if len(listed) < max_listed:
+                listed.append(index)
     return keyless, listed
+
+
+def first_timestamp_below(data: bytes | bytearray | memoryview, start: int, stop: int, count: int,
+                          base_timestamp: int, low: int) -> int | None:
+    """The first record timestamp (the batch's base plus the record's delta) below `low`; records
+    without a timestamp (-1, a batch of such has base -1 and deltas 0) are never below it."""
+    for _, delta, _ in record_heads(data, start, stop, count):
+        timestamp = base_timestamp + delta
+        if timestamp < low and timestamp != NO_TIMESTAMP:
+            return timestamp
+    return None

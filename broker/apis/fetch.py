@@ -27,8 +27,6 @@ returned, so the client drops their records (broker/txn_read.py).
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
 import uuid
 from typing import TYPE_CHECKING, Callable, cast
 
@@ -37,6 +35,7 @@ from ..log.partition_log import OffsetOutOfRangeError
 from ..quotas import CONSUMER_BYTE_RATE, hold_back_for_old_clients
 from ..router import RequestContext
 from ..txn_read import committed_view
+from ..workers import DOWN_CONVERT, run_in_worker
 from ...protocol import legacy_records
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.fetch_request import FetchRequest
@@ -181,18 +180,6 @@ def failed_response(ctx: RequestContext, request: FetchRequest, error: ErrorCode
     ])
 
 
-_DOWN_CONVERTER: ThreadPoolExecutor | None = None
-
-
-def _down_converter() -> ThreadPoolExecutor:
-    """Down-conversion's own single worker: the default executor's threads make appends durable
-    (fsync), and old clients' conversions must never queue in front of them."""
-    global _DOWN_CONVERTER
-    if _DOWN_CONVERTER is None:
-        _DOWN_CONVERTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbroker-down-convert")
-    return _DOWN_CONVERTER
-
-
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     broker = ctx.broker
     version = ctx.api_version
@@ -263,8 +250,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             # so the loop serves the other clients meanwhile (on the loop, 1.2 MB of stored gzip batches
             # inflating to 60 MiB each held them all 19 s); the loop still gets the GIL every switch
             # interval while the thread rebuilds records in Python.
-            records = await asyncio.get_running_loop().run_in_executor(
-                _down_converter(), legacy_records.down_convert, bytes(records), 0 if version < 2 else 1)
+            records = await run_in_worker(DOWN_CONVERT, legacy_records.down_convert, bytes(records),
+                                          0 if version < 2 else 1)
         responses[-1].partitions.append(PartitionData(
             partition_index=partition,
             error_code=result.error_code,

@@ -24,14 +24,15 @@ import structlog
 
 from ..log.manager import is_internal_topic
 from ..log.partition_log import PartitionLog
-from ..log.validation import check_batch_size
+from ..log.config import LogConfig
+from ..log.validation import CheckedBatch, InlineBudget, check_produced_batch
 from ..quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
 from ..router import Deferred, RequestContext
 from ..server import CloseConnection
+from ..workers import PRODUCE_CHECK, run_in_worker
 from ...protocol import legacy_records
 from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.record_framing import check_record_framing, keyless_in
 from ...protocol.messages.produce_request import ProduceRequest
 from ...protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
@@ -47,6 +48,7 @@ API_KEY = 0
 VERSIONS = (0, 13)
 TOPIC_IDS_FROM = 13
 FIRST_BATCH_VERSION = 3  # before it, message sets of format v0/v1
+ZSTD_FROM = 7
 KIP_219_FROM = 6  # from here clients back off on throttle_time_ms themselves
 LEADER_EPOCH = 0
 
@@ -89,6 +91,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         if part.records and len(part.records) >= rb.HEADER_SIZE and part.records[rb.MAGIC_OFFSET] == 2
     )
 
+    budget = InlineBudget()  # what checking this request's batches may spend on the loop
     names_by_id = {info.topic_id: n for n, info in ctx.broker.logs.topics().items()} if version >= TOPIC_IDS_FROM else {}
     for topic in request.topic_data:
         name = topic.name if version < TOPIC_IDS_FROM else names_by_id.get(topic.topic_id)
@@ -100,12 +103,20 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             continue
         for part in topic.partition_data:
             result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
-                                        transactional_records, durable_waits)
+                                        transactional_records, durable_waits, budget)
             if result is _NEEDS_TOPIC:
                 result = await _auto_create(ctx, name, part.index)
                 if result is None:
                     result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
-                                                transactional_records, durable_waits, created=True)
+                                                transactional_records, durable_waits, budget, created=True)
+            if isinstance(result, _CheckInWorker):
+                # Past the request's inline budget: checked on the worker thread, then everything
+                # before the check is asked again (the topic or the transaction may have moved on).
+                checked = await run_in_worker(PRODUCE_CHECK, check_produced_batch, part.records, result.config,
+                                              now_ms, allow_zstd=version >= ZSTD_FROM, max_inflated=rb.inflated_bound(),
+                                              budget=None)
+                result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
+                                            transactional_records, durable_waits, budget, created=True, checked=checked)
             assert isinstance(result, PartitionProduceResponse)
             if result.error_code != ErrorCode.NONE:
                 any_error = True
@@ -180,6 +191,15 @@ async def _auto_create(ctx: RequestContext, topic: str, index: int) -> Partition
 _NEEDS_TOPIC = object()  # _produce_partition's answer when the topic must be auto-created first
 
 
+class _CheckInWorker:
+    """_produce_partition's answer when checking the batch would pass the request's inline budget."""
+
+    __slots__ = ("config",)
+
+    def __init__(self, config: LogConfig) -> None:
+        self.config = config
+
+
 def _produce_partition(
     ctx: RequestContext,
     request: ProduceRequest,
@@ -189,10 +209,13 @@ def _produce_partition(
     now_ms: int,
     transactional_records: bool,
     durable_waits: list[tuple[PartitionLog, int]],
+    budget: InlineBudget,
     created: bool = False,
-) -> PartitionProduceResponse | object:
+    checked: CheckedBatch | None = None,
+) -> PartitionProduceResponse | _CheckInWorker | object:
     """Validate and append one partition's batch (plain code: no await, so 1,000 partitions cost no
-    coroutine each); `_NEEDS_TOPIC` when the topic must be auto-created before anything else."""
+    coroutine each); `_NEEDS_TOPIC` when the topic must be auto-created before anything else,
+    `_CheckInWorker` when the batch's check is for the worker (`checked`: its verdict, once it has)."""
     broker = ctx.broker
     if request.acks not in (-1, 0, 1):
         return _error(index, ErrorCode.INVALID_REQUIRED_ACKS)
@@ -215,30 +238,23 @@ def _produce_partition(
         return _error(index, ErrorCode.INVALID_RECORD, "produce request carries no record batch")
     if ctx.api_version < FIRST_BATCH_VERSION:
         try:
-            records = legacy_records.to_batch(bytes(records))
+            records = legacy_records.to_batch(bytes(records))  # bounded as a whole (legacy_records)
         except KafkaError as e:
             return _error(index, e.code, str(e))
-    try:
-        headers = rb.validate_produced_batches(records, single_batch=True, allow_zstd=ctx.api_version >= 7)
-    except KafkaError as e:
-        return _error(index, e.code, str(e))
+    if checked is None:
+        checked = check_produced_batch(records, plog.config, now_ms, allow_zstd=ctx.api_version >= ZSTD_FROM,
+                                       max_inflated=rb.inflated_bound(),
+                                       budget=budget if ctx.api_version >= FIRST_BATCH_VERSION else None)
+        if checked is None:
+            return _CheckInWorker(plog.config)
+    if checked.error is not None:
+        log.warning("produce_batch_refused", topic=topic, partition=index, error=str(checked.error),
+                    **ctx.log_fields())
+        return _error(index, checked.error.code, str(checked.error))
+    headers = checked.headers
+    assert headers is not None
     header = headers[0]
-    max_inflated = rb.inflated_bound()  # the broker's max.inflated.batch.bytes (set at start-up)
-    data: bytes | bytearray | memoryview = records
-    start, stop = rb.HEADER_SIZE, header.size
-    try:  # the records are framed as the header says (Kafka reads every one): garbage is never acknowledged
-        check_batch_size(header, plog.config)  # first, as in Kafka: an oversized batch is never inflated
-        if header.compression != rb.COMPRESSION_NONE:  # inflated within the bound, once for both walks
-            data = rb.decompress(header.compression, bytes(records[start:stop]), max_inflated)
-            start, stop = 0, len(data)
-        check_record_framing(data, start, stop, header.records_count)
-        # Kafka lists each keyless record of a batch sent to a compacted topic (LogValidator); we list
-        # the first 1000 of them, enough for any client's message.
-        keyless = keyless_in(data, start, stop, header.records_count)[1] if plog.config.compact else []
-    except KafkaError as e:
-        log.warning("produce_batch_refused", topic=topic, partition=index, error=str(e), **ctx.log_fields())
-        return _error(index, e.code, str(e))
-    del data  # an inflated batch is let go before the next partition's
+    keyless = checked.keyless
     if keyless:
         return _error(index, ErrorCode.INVALID_RECORD, "One or more records have been rejected due to missing keys",
                       [BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key")

@@ -299,7 +299,8 @@ class PartitionLog:
         """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`.
 
         `validated`: the headers `rb.validate_produced_batches` returned for `records`, when the caller
-        (Produce) has run it and, on a compacted topic, the key check: neither is repeated here."""
+        (Produce) has run it and the checks that read each record (`check_produced_batch`): none is
+        repeated here."""
         if self.before_append is not None:
             self.before_append()
         config = self.config
@@ -307,7 +308,7 @@ class PartitionLog:
             records, single_batch=single_batch, allow_control=control)
         if self.flusher.fenced is not None:
             raise self.flusher.fenced
-        check_appended_batches(records, headers, config, now_ms, keys_checked=validated is not None)
+        check_appended_batches(records, headers, config, now_ms, records_checked=validated is not None)
         offset = self.log_end_offset
         base_offset = offset
         positions: list[tuple[int, rb.BatchHeader]] = []

@@ -1,0 +1,85 @@
+"""A Produce whose batches are costly to check (millions of tiny records in a few KiB of gzip) is
+checked on the broker's worker thread past a request's inline budget, against a real broker process:
+other clients are answered meanwhile, and the verdicts are the ones the loop would have given."""
+
+from __future__ import annotations
+
+import select
+import time
+
+import pytest
+
+from kbroker.protocol import record_batch as rb
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+from kbroker.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kbroker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.test_request_bounds import create_topic, peak_rss_bytes
+from kbroker.tests.integration.wire import Wire
+
+MiB = 1 << 20
+RECORDS = 2_000_000  # 14 MB inflated, 14 KiB of gzip: about a second of walking on the reference host
+
+
+def tiny_records(count: int, last_timestamp_delta: int = 0) -> bytes:
+    """`count` records of 7 bytes (no key, no value), the last one `last_timestamp_delta` from the base."""
+    last = b"\x00" + rb.zigzag_varint(last_timestamp_delta) + b"\x00\x01\x01\x00"
+    return b"\x0c\x00\x00\x00\x01\x01\x00" * (count - 1) + rb.zigzag_varint(len(last)) + last
+
+
+def gzip_batch(records: bytes, count: int) -> bytes:
+    """A sound batch (header, CRC) around raw `records`, gzip-compressed, timestamped now."""
+    shell = bytearray(rb.encode_batch([rb.Record(0, int(time.time() * 1000), None, None)]))
+    payload = rb.compress(rb.COMPRESSION_GZIP, records)
+    out = shell[:rb.HEADER_SIZE] + payload
+    fields = list(rb.HEADER_STRUCT.unpack_from(out, 0))
+    fields[1], fields[5], fields[6], fields[12] = len(out) - rb.LOG_OVERHEAD, rb.COMPRESSION_GZIP, count - 1, count
+    rb.HEADER_STRUCT.pack_into(out, 0, *fields)
+    rb._U32.pack_into(out, rb.CRC_OFFSET, rb.compute_crc(out, 0, len(out)))
+    return bytes(out)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = BrokerProcess(tmp_path_factory.mktemp("checks") / "data", "--offsets-topic-num-partitions", "1")
+    yield proc
+    proc.stop()
+
+
+def test_costly_batches_are_checked_while_other_clients_are_served(broker):
+    wire = Wire(broker.bootstrap, timeout=120)
+    create_topic(wire, "costly")
+    costly = gzip_batch(tiny_records(RECORDS), RECORDS)
+    lying = gzip_batch(tiny_records(RECORDS), RECORDS + 1)  # counts a record that is not there
+    assert len(costly) < 64 * 1024
+    wire.send(0, 9, ProduceRequest(None, -1, 30000, [TopicProduceData("costly", partition_data=[
+        PartitionProduceData(0, batch) for batch in (costly, costly, lying, costly)])]))
+    # Another client, while those batches are checked: answered before the Produce is. On the loop,
+    # as before, its ApiVersions waited behind all four walks.
+    other = Wire(broker.bootstrap)
+    for _ in range(3):
+        assert other.call(18, 3, ApiVersionsRequest("other", "1")).error_code == ErrorCode.NONE
+    readable, _, _ = select.select([wire.sock], [], [], 0)
+    assert not readable, "the Produce was answered before another client's ApiVersions"
+    answer = wire.receive(0, 9).responses[0].partition_responses
+    assert [p.error_code for p in answer] == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.INVALID_RECORD, ErrorCode.NONE]
+    assert [p.base_offset for p in answer] == [0, RECORDS, -1, 2 * RECORDS]
+    latest = other.call(2, 7, ListOffsetsRequest(-1, 0, [ListOffsetsTopic("costly", [
+        ListOffsetsPartition(0, -1, -1)])])).topics[0].partitions[0]
+    assert latest.offset == 3 * RECORDS
+    assert broker.events("produce_batch_refused")
+    wire.close()
+    other.close()
+
+
+def test_a_lower_timestamp_bound_reads_millions_of_records_without_an_object_each(broker):
+    wire = Wire(broker.bootstrap, timeout=120)
+    create_topic(wire, "bounded", {"message.timestamp.before.max.ms": "3600000"})
+    for delta, code in ((-3_500_000, ErrorCode.NONE), (-3_700_000, ErrorCode.INVALID_TIMESTAMP)):
+        answer = wire.call(0, 9, ProduceRequest(None, -1, 30000, [TopicProduceData("bounded", partition_data=[
+            PartitionProduceData(0, gzip_batch(tiny_records(RECORDS, delta), RECORDS))])]))
+        assert answer.responses[0].partition_responses[0].error_code == code
+    # Reading each record as an object (the whole batch decoded) peaked at 440 MiB for these two million.
+    assert peak_rss_bytes(broker.proc.pid) < 200 * MiB
+    wire.close()
