@@ -2,11 +2,12 @@
 
     python -m bench.hostile_produce [--quick]
 
-Three Produce requests, each to its own topic of a fresh kbroker: ten gzip batches of one 60 MiB
-record (60 KiB each on the wire), two gzip batches of nine million 7-byte records (90 KiB each), and
-forty uncompressed 1 MiB batches of 7-byte records (40 MB). While each is checked, a second client
+Four Produce requests, each to its own topic of a fresh kbroker: ten gzip batches of one 60 MiB
+record (60 KiB each on the wire), two gzip batches of nine million 7-byte records (90 KiB each),
+forty uncompressed 1 MiB batches of 7-byte records (40 MB), and ten 1 MiB gzip batches of empty
+members (each a step for the decompressor, nothing inflated; refused once read). While each is checked, a second client
 sends ApiVersions every 20 ms; its worst round trip is how long any client waited behind that one
-request. A broker checking every batch on its event loop holds them all for the whole check (2.7,
+request. A broker checking every batch on its event loop holds them all for the whole check (2.8,
 3.6 and 1.3 s on the reference host); past a request's inline budget kbroker checks in a worker
 thread (broker/log/validation.py, broker/workers.py). No peer: what Tansu spends is not the
 question; that the loop is free is.
@@ -18,14 +19,17 @@ import argparse
 import asyncio
 import time
 
-KINDS = ("60 MiB records, gzip", "9M tiny records, gzip", "1 MiB tiny-record batches, none")
+KINDS = ("60 MiB records, gzip", "9M tiny records, gzip", "1 MiB tiny-record batches, none",
+         "1 MiB of empty gzip members")
 
 
-def _raw_batch(records: bytes, count: int, codec: int) -> bytes:
-    """A sound batch (header, CRC) around raw `records`: what a hostile producer can send."""
+def raw_batch(records: bytes, count: int, codec: int, timestamp: int | None = None) -> bytes:
+    """A sound batch (header, CRC) around raw `records`, counting `count` of them, compressed with
+    `codec`: what a hostile producer can send (the tests build theirs here too)."""
     from kbroker.protocol import record_batch as rb
 
-    shell = bytearray(rb.encode_batch([rb.Record(0, int(time.time() * 1000), None, None)]))
+    now = int(time.time() * 1000) if timestamp is None else timestamp
+    shell = bytearray(rb.encode_batch([rb.Record(0, now, None, None)]))
     payload = rb.compress(codec, records)
     out = shell[:rb.HEADER_SIZE] + payload
     fields = list(rb.HEADER_STRUCT.unpack_from(out, 0))
@@ -38,6 +42,14 @@ def _raw_batch(records: bytes, count: int, codec: int) -> bytes:
 _TINY = b"\x0c\x00\x00\x00\x01\x01\x00"  # length 6, attributes, deltas 0, null key and value, no headers
 
 
+def tiny_records(count: int, last_timestamp_delta: int = 0) -> bytes:
+    """`count` records of 7 bytes (no key, no value), the last `last_timestamp_delta` from the base."""
+    from kbroker.protocol import record_batch as rb
+
+    last = b"\x00" + rb.zigzag_varint(last_timestamp_delta) + b"\x00\x01\x01\x00"
+    return _TINY * (count - 1) + rb.zigzag_varint(len(last)) + last
+
+
 def requests(scale: float) -> list[tuple[str, bytes, int]]:
     """(kind, batch, how many times one Produce carries it), `scale` of the full sizes."""
     from kbroker.protocol import record_batch as rb
@@ -47,8 +59,26 @@ def requests(scale: float) -> list[tuple[str, bytes, int]]:
     tiny = int(9_000_000 * scale)
     plain = ((1 << 20) - 200) // len(_TINY)
     return [(KINDS[0], big, 10),
-            (KINDS[1], _raw_batch(_TINY * tiny, tiny, rb.COMPRESSION_GZIP), 2),
-            (KINDS[2], _raw_batch(_TINY * plain, plain, rb.COMPRESSION_NONE), max(4, int(40 * scale)))]
+            (KINDS[1], raw_batch(tiny_records(tiny), tiny, rb.COMPRESSION_GZIP), 2),
+            (KINDS[2], raw_batch(tiny_records(plain), plain, rb.COMPRESSION_NONE), max(4, int(40 * scale))),
+            (KINDS[3], _empty_members(int(((1 << 20) - 200) * scale)), 10)]
+
+
+def _empty_members(size: int) -> bytes:
+    """A batch whose gzip payload is `size` bytes of empty members: each one a step in Python for
+    a decompressor, nothing inflated (the batch is refused once read: it holds no record)."""
+    import gzip
+
+    from kbroker.protocol import record_batch as rb
+
+    member = gzip.compress(b"", mtime=0)
+    batch = bytearray(raw_batch(tiny_records(1), 1, rb.COMPRESSION_NONE))
+    out = batch[:rb.HEADER_SIZE] + member * ((size - rb.HEADER_SIZE) // len(member))
+    fields = list(rb.HEADER_STRUCT.unpack_from(out, 0))
+    fields[1], fields[5] = len(out) - rb.LOG_OVERHEAD, rb.COMPRESSION_GZIP
+    rb.HEADER_STRUCT.pack_into(out, 0, *fields)
+    rb._U32.pack_into(out, rb.CRC_OFFSET, rb.compute_crc(out, 0, len(out)))
+    return bytes(out)
 
 
 async def _one(bootstrap: str, topic: str, batch: bytes, copies: int) -> dict:

@@ -64,6 +64,29 @@ class InflatedTooLarge(KafkaError):
     code = ErrorCode.MESSAGE_TOO_LARGE
 
 
+class TooManyParts(Exception):
+    """More gzip members, snappy blocks or zstd frames and blocks than the caller allows: not a fault
+    of the batch. Each part costs a step in Python, so a megabyte of empty ones costs a second:
+    Produce checks a batch like that off the event loop (broker/log/validation.py)."""
+
+
+class PartAllowance:
+    """How many more parts (gzip members, snappy blocks, zstd frames and blocks) the caller's
+    decompressions may walk; shared by the calls of one request."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
+def _count_part(allowance: PartAllowance | None) -> None:
+    if allowance is not None:
+        if allowance.left <= 0:
+            raise TooManyParts("more members, blocks or frames than allowed")
+        allowance.left -= 1
+
+
 # --- compression --------------------------------------------------------------------------------------
 
 
@@ -88,9 +111,10 @@ def _lz4_compress(data: bytes) -> bytes:
     return bytes(c.finish())
 
 
-def _gzip_chunks(data: bytes) -> Iterator[bytes]:
+def _gzip_chunks(data: bytes, parts: PartAllowance | None) -> Iterator[bytes]:
     # wbits 47 = auto-detect gzip or zlib headers; loop for (rare) multi-member gzip streams.
     while data:
+        _count_part(parts)
         d = zlib.decompressobj(47)
         chunk = d.decompress(data, CHUNK_BYTES)
         while chunk:
@@ -108,7 +132,7 @@ def _snappy_block(block: bytes, budget: int) -> bytes:
     return bytes(_cramjam().snappy.decompress_raw(block))
 
 
-def _snappy_chunks(data: bytes, limit: int) -> Iterator[bytes]:
+def _snappy_chunks(data: bytes, limit: int, parts: PartAllowance | None) -> Iterator[bytes]:
     if not data.startswith(_XERIAL_MAGIC):
         yield _snappy_block(data, limit)
         return
@@ -116,6 +140,7 @@ def _snappy_chunks(data: bytes, limit: int) -> Iterator[bytes]:
     n = len(data)
     produced = 0
     while pos < n:
+        _count_part(parts)
         if n - pos < 4:
             raise CorruptRecordError("truncated xerial snappy block length")
         length = _I32.unpack_from(data, pos)[0]
@@ -148,11 +173,12 @@ _FCS_SIZES = (0, 2, 4, 8)
 _DICT_ID_SIZES = (0, 1, 2, 4)
 
 
-def _zstd_frames_complete(data: bytes) -> bool:
+def _zstd_frames_complete(data: bytes, parts: PartAllowance | None = None) -> bool:
     """Whether `data` is whole zstd frames (RFC 8878 block headers walked, nothing inflated): the
     streaming reader returns what a truncated frame holds without complaint."""
     pos, n = 0, len(data)
     while pos < n:
+        _count_part(parts)
         if n - pos < 4:
             return False
         magic = int.from_bytes(data[pos:pos + 4], "little")
@@ -170,6 +196,7 @@ def _zstd_frames_complete(data: bytes) -> bool:
         fcs_size = _FCS_SIZES[descriptor >> 6] or single_segment  # flag 0 means 1 byte if single segment
         pos += (0 if single_segment else 1) + _DICT_ID_SIZES[descriptor & 3] + fcs_size
         while True:
+            _count_part(parts)
             if n - pos < 3:
                 return False
             header = int.from_bytes(data[pos:pos + 3], "little")
@@ -185,8 +212,8 @@ def _zstd_frames_complete(data: bytes) -> bool:
     return pos == n
 
 
-def _zstd_chunks(data: bytes) -> Iterator[bytes]:
-    if not _zstd_frames_complete(data):
+def _zstd_chunks(data: bytes, parts: PartAllowance | None) -> Iterator[bytes]:
+    if not _zstd_frames_complete(data, parts):
         raise CorruptRecordError("truncated or malformed zstd frame")
     import zstandard
 
@@ -195,9 +222,11 @@ def _zstd_chunks(data: bytes) -> Iterator[bytes]:
         yield chunk
 
 
-def iter_inflated(codec: int, data: bytes, limit: int | None = None) -> Iterator[bytes]:
+def iter_inflated(codec: int, data: bytes, limit: int | None = None,
+                  parts: PartAllowance | None = None) -> Iterator[bytes]:
     """The decompressed bytes in chunks; InflatedTooLarge once they pass `limit` (default: the
-    broker's bound) in all."""
+    broker's bound) in all; TooManyParts once the gzip members, snappy blocks or zstd frames and
+    blocks use up `parts` (default: any number; an lz4 frame's blocks are walked in C, uncounted)."""
     if limit is None:
         limit = _bound
     if codec == COMPRESSION_NONE:
@@ -206,13 +235,13 @@ def iter_inflated(codec: int, data: bytes, limit: int | None = None) -> Iterator
         yield data
         return
     if codec == COMPRESSION_GZIP:
-        chunks = _gzip_chunks(data)
+        chunks = _gzip_chunks(data, parts)
     elif codec == COMPRESSION_SNAPPY:
-        chunks = _snappy_chunks(data, limit)
+        chunks = _snappy_chunks(data, limit, parts)
     elif codec == COMPRESSION_LZ4:
         chunks = _lz4_chunks(data)
     elif codec == COMPRESSION_ZSTD:
-        chunks = _zstd_chunks(data)
+        chunks = _zstd_chunks(data, parts)
     else:
         raise UnsupportedCompressionError(f"unknown compression codec id {codec}")
     total = 0
@@ -224,7 +253,7 @@ def iter_inflated(codec: int, data: bytes, limit: int | None = None) -> Iterator
                     f"{COMPRESSION_NAMES[codec]} batch of {len(data)} bytes inflates past {limit} bytes"
                 )
             yield chunk
-    except KafkaError:
+    except (KafkaError, TooManyParts):
         raise
     except Exception as exc:  # cramjam, zlib, lz4 and zstandard each raise their own error types
         raise CorruptRecordError(f"cannot decompress {COMPRESSION_NAMES[codec]} records: {exc}") from exc
@@ -235,10 +264,10 @@ def inflated_size(codec: int, data: bytes, limit: int | None = None) -> int:
     return sum(len(chunk) for chunk in iter_inflated(codec, data, limit))
 
 
-def decompress(codec: int, data: bytes, limit: int | None = None) -> bytes:
+def decompress(codec: int, data: bytes, limit: int | None = None, parts: PartAllowance | None = None) -> bytes:
     if codec == COMPRESSION_NONE:
         return data
-    return b"".join(iter_inflated(codec, data, limit))
+    return b"".join(iter_inflated(codec, data, limit, parts))
 
 
 def compress(codec: int, data: bytes) -> bytes:

@@ -23,6 +23,8 @@ from .compression import (  # noqa: F401  (re-exported: callers name codecs here
     COMPRESSION_SNAPPY,
     COMPRESSION_ZSTD,
     InflatedTooLarge,
+    PartAllowance,
+    TooManyParts,
     compress,
     decompress,
     inflated_bound,

@@ -1,4 +1,4 @@
-"""A batch's records walked without building them: framed as its header says, and which lack a key.
+"""A batch's records walked without building them: framed as its header says, and their heads read.
 
 A produced batch whose header and CRC are sound may still carry records that are not records: random
 bytes, or fewer records than the header counts. Kafka's LogValidator reads every record and refuses
@@ -10,9 +10,10 @@ record (its key, value and header lengths), so it costs a few hundred nanosecond
 building each one costs microseconds: a crafted record whose inner lengths disagree with its own
 still passes, and its readers meet it as CORRUPT_MESSAGE.
 
-The checks that read a field of each record walk the same way (`record_heads`): a compacted topic's
-key check and a topic's lower timestamp bound. A batch within the inflated bound may still hold
-millions of tiny records, and those checks must not make an object per record either.
+The checks that read a field of each record walk the same way (`record_heads`, used by
+broker/log/validation.py): a compacted topic's key check and a topic's lower timestamp bound. A batch
+within the inflated bound may still hold millions of tiny records, and those checks must not make an
+object per record either. That walk also refuses a key running past its record.
 
 Pure, like record_batch.py: no asyncio, no broker imports.
 """
@@ -21,9 +22,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .compression import decompress
 from .errors import CorruptRecordError, InvalidRecordError
-from .record_batch import HEADER_SIZE, MIN_BATCH_LENGTH, NO_TIMESTAMP, _read_zigzag, read_header
+from .record_batch import _read_zigzag
 
 
 # A record's smallest body: attributes, timestamp delta, offset delta, key length, value length and
@@ -65,23 +65,11 @@ def check_record_framing(data: bytes | bytearray | memoryview, start: int, stop:
         raise InvalidRecordError(f"the batch's {count} records end {at - stop:+d} bytes from its end")
 
 
-def keyless_records(buf: bytes | bytearray | memoryview, pos: int = 0, *, max_listed: int = 1000,
-                    max_inflated: int | None = None) -> tuple[int, list[int]]:
-    """(how many records of the batch at `pos` have a null key, the first `max_listed` of their
-    indexes), the batch inflated within `max_inflated` first. Its integrity (CRC, lengths) is the
-    caller's to have checked."""
-    header = read_header(buf, pos)
-    if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > len(buf):
-        raise CorruptRecordError(f"batch at position {pos} is truncated")
-    body = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
-    data = decompress(header.compression, body, max_inflated)
-    return keyless_in(data, 0, len(data), header.records_count, max_listed)
-
-
 def record_heads(data: bytes | bytearray | memoryview, start: int, stop: int,
                  count: int) -> Iterator[tuple[int, int, int]]:
     """(index, timestamp delta, key length) of each of the `count` records in data[start:stop],
-    read without building a record; CorruptRecordError when they do not fill it exactly."""
+    read without building a record; CorruptRecordError or InvalidRecordError when they do not fill
+    it exactly or a key runs past its record."""
     at = start
     try:
         for index in range(count):
@@ -92,34 +80,11 @@ def record_heads(data: bytes | bytearray | memoryview, start: int, stop: int,
             timestamp_delta, at = _read_zigzag(data, at + 1)  # after the attributes byte
             _, at = _read_zigzag(data, at)  # offset delta
             key_length, at = _read_zigzag(data, at)
+            if key_length > end - at:
+                raise InvalidRecordError(f"record {index}'s key of {key_length} bytes runs past the record")
             yield index, timestamp_delta, key_length
             at = end
     except IndexError as exc:
         raise CorruptRecordError("record runs past the end of the batch") from exc
     if at != stop:
         raise InvalidRecordError(f"{stop - at} bytes remain after the batch's declared {count} records")
-
-
-def keyless_in(data: bytes | bytearray | memoryview, start: int, stop: int, count: int,
-               max_listed: int = 1000) -> tuple[int, list[int]]:
-    """(how many of the `count` records in data[start:stop] have a null key, the first `max_listed`
-    of their indexes)."""
-    keyless = 0
-    listed: list[int] = []
-    for index, _, key_length in record_heads(data, start, stop, count):
-        if key_length < 0:
-            keyless += 1
-            if len(listed) < max_listed:
-                listed.append(index)
-    return keyless, listed
-
-
-def first_timestamp_below(data: bytes | bytearray | memoryview, start: int, stop: int, count: int,
-                          base_timestamp: int, low: int) -> int | None:
-    """The first record timestamp (the batch's base plus the record's delta) below `low`; records
-    without a timestamp (-1, a batch of such has base -1 and deltas 0) are never below it."""
-    for _, delta, _ in record_heads(data, start, stop, count):
-        timestamp = base_timestamp + delta
-        if timestamp < low and timestamp != NO_TIMESTAMP:
-            return timestamp
-    return None

@@ -18,6 +18,7 @@ appended records are durable under the broker's flush policy.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import TYPE_CHECKING
 
 import structlog
@@ -109,14 +110,19 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 if result is None:
                     result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
                                                 transactional_records, durable_waits, budget, created=True)
-            if isinstance(result, _CheckInWorker):
+            while isinstance(result, _CheckInWorker):
                 # Past the request's inline budget: checked on the worker thread, then everything
-                # before the check is asked again (the topic or the transaction may have moved on).
-                checked = await run_in_worker(PRODUCE_CHECK, check_produced_batch, part.records, result.config,
-                                              now_ms, allow_zstd=version >= ZSTD_FROM, max_inflated=rb.inflated_bound(),
-                                              budget=None)
+                # before the check is asked again (the topic, its config or the transaction may have
+                # moved on; a verdict for another log or config is not used).
+                result.verdict = await run_in_worker(
+                    PRODUCE_CHECK, check_produced_batch, part.records, result.config, now_ms,
+                    allow_zstd=version >= ZSTD_FROM, max_inflated=rb.inflated_bound(), budget=None)
+                now_ms = ctx.broker.clock.wall_ms()
+                if version >= TOPIC_IDS_FROM and _topic_id(ctx, name) != topic.topic_id:
+                    result = _error(part.index, ErrorCode.UNKNOWN_TOPIC_ID)
+                    break
                 result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
-                                            transactional_records, durable_waits, budget, created=True, checked=checked)
+                                            transactional_records, durable_waits, budget, created=True, checked=result)
             assert isinstance(result, PartitionProduceResponse)
             if result.error_code != ErrorCode.NONE:
                 any_error = True
@@ -192,12 +198,20 @@ _NEEDS_TOPIC = object()  # _produce_partition's answer when the topic must be au
 
 
 class _CheckInWorker:
-    """_produce_partition's answer when checking the batch would pass the request's inline budget."""
+    """_produce_partition's answer when checking the batch would pass the request's inline budget:
+    the log and config to check it for, and the worker's `verdict` once it has one."""
 
-    __slots__ = ("config",)
+    __slots__ = ("plog", "config", "verdict")
 
-    def __init__(self, config: LogConfig) -> None:
+    def __init__(self, plog: PartitionLog, config: LogConfig) -> None:
+        self.plog = plog
         self.config = config
+        self.verdict: CheckedBatch | None = None
+
+
+def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID | None:
+    info = ctx.broker.logs.topics().get(name)
+    return info.topic_id if info is not None else None
 
 
 def _produce_partition(
@@ -211,11 +225,11 @@ def _produce_partition(
     durable_waits: list[tuple[PartitionLog, int]],
     budget: InlineBudget,
     created: bool = False,
-    checked: CheckedBatch | None = None,
+    checked: _CheckInWorker | None = None,
 ) -> PartitionProduceResponse | _CheckInWorker | object:
     """Validate and append one partition's batch (plain code: no await, so 1,000 partitions cost no
     coroutine each); `_NEEDS_TOPIC` when the topic must be auto-created before anything else,
-    `_CheckInWorker` when the batch's check is for the worker (`checked`: its verdict, once it has)."""
+    `_CheckInWorker` when the batch's check is for the worker (`checked`: that, with its verdict)."""
     broker = ctx.broker
     if request.acks not in (-1, 0, 1):
         return _error(index, ErrorCode.INVALID_REQUIRED_ACKS)
@@ -241,20 +255,23 @@ def _produce_partition(
             records = legacy_records.to_batch(bytes(records))  # bounded as a whole (legacy_records)
         except KafkaError as e:
             return _error(index, e.code, str(e))
-    if checked is None:
-        checked = check_produced_batch(records, plog.config, now_ms, allow_zstd=ctx.api_version >= ZSTD_FROM,
+    config = plog.config
+    if checked is not None and checked.plog is plog and checked.config is config:
+        verdict = checked.verdict
+    else:
+        verdict = check_produced_batch(records, config, now_ms, allow_zstd=ctx.api_version >= ZSTD_FROM,
                                        max_inflated=rb.inflated_bound(),
                                        budget=budget if ctx.api_version >= FIRST_BATCH_VERSION else None)
-        if checked is None:
-            return _CheckInWorker(plog.config)
-    if checked.error is not None:
-        log.warning("produce_batch_refused", topic=topic, partition=index, error=str(checked.error),
+    if verdict is None:
+        return _CheckInWorker(plog, config)
+    if verdict.error is not None:
+        log.warning("produce_batch_refused", topic=topic, partition=index, error=str(verdict.error),
                     **ctx.log_fields())
-        return _error(index, checked.error.code, str(checked.error))
-    headers = checked.headers
+        return _error(index, verdict.error.code, str(verdict.error))
+    headers = verdict.headers
     assert headers is not None
     header = headers[0]
-    keyless = checked.keyless
+    keyless = verdict.keyless
     if keyless:
         return _error(index, ErrorCode.INVALID_RECORD, "One or more records have been rejected due to missing keys",
                       [BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key")

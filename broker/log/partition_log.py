@@ -299,8 +299,8 @@ class PartitionLog:
         """Validate, assign offsets, and write to the page cache. Durability: `await wait_durable(last)`.
 
         `validated`: the headers `rb.validate_produced_batches` returned for `records`, when the caller
-        (Produce) has run it and the checks that read each record (`check_produced_batch`): none is
-        repeated here."""
+        has run it and the timestamp and per-record rules (Produce, through `check_produced_batch`;
+        the coordinator, for the batches it builds): none is repeated here."""
         if self.before_append is not None:
             self.before_append()
         config = self.config

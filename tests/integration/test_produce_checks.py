@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from kbroker.bench.hostile_produce import raw_batch, tiny_records
 from kbroker.protocol import record_batch as rb
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -22,22 +23,8 @@ MiB = 1 << 20
 RECORDS = 2_000_000  # 14 MB inflated, 14 KiB of gzip: about a second of walking on the reference host
 
 
-def tiny_records(count: int, last_timestamp_delta: int = 0) -> bytes:
-    """`count` records of 7 bytes (no key, no value), the last one `last_timestamp_delta` from the base."""
-    last = b"\x00" + rb.zigzag_varint(last_timestamp_delta) + b"\x00\x01\x01\x00"
-    return b"\x0c\x00\x00\x00\x01\x01\x00" * (count - 1) + rb.zigzag_varint(len(last)) + last
-
-
 def gzip_batch(records: bytes, count: int) -> bytes:
-    """A sound batch (header, CRC) around raw `records`, gzip-compressed, timestamped now."""
-    shell = bytearray(rb.encode_batch([rb.Record(0, int(time.time() * 1000), None, None)]))
-    payload = rb.compress(rb.COMPRESSION_GZIP, records)
-    out = shell[:rb.HEADER_SIZE] + payload
-    fields = list(rb.HEADER_STRUCT.unpack_from(out, 0))
-    fields[1], fields[5], fields[6], fields[12] = len(out) - rb.LOG_OVERHEAD, rb.COMPRESSION_GZIP, count - 1, count
-    rb.HEADER_STRUCT.pack_into(out, 0, *fields)
-    rb._U32.pack_into(out, rb.CRC_OFFSET, rb.compute_crc(out, 0, len(out)))
-    return bytes(out)
+    return raw_batch(records, count, rb.COMPRESSION_GZIP)
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +56,33 @@ def test_costly_batches_are_checked_while_other_clients_are_served(broker):
         ListOffsetsPartition(0, -1, -1)])])).topics[0].partitions[0]
     assert latest.offset == 3 * RECORDS
     assert broker.events("produce_batch_refused")
+    wire.close()
+    other.close()
+
+
+def test_a_config_changed_while_a_batch_is_checked_is_the_one_it_is_checked_against(broker):
+    """The topic turns compacted while its keyless batches are checked on the worker: the first
+    batch's verdict, for the old config, is not used; each is answered as the new config says."""
+    from kbroker.protocol.messages.alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsRequest,
+        AlterConfigsResource,
+    )
+
+    wire = Wire(broker.bootstrap, timeout=120)
+    create_topic(wire, "turns-compact")
+    keyless = gzip_batch(tiny_records(RECORDS), RECORDS)
+    wire.send(0, 9, ProduceRequest(None, -1, 30000, [TopicProduceData("turns-compact", partition_data=[
+        PartitionProduceData(0, keyless) for _ in range(3)])]))
+    other = Wire(broker.bootstrap)
+    change = AlterConfigsResource(resource_type=2, resource_name="turns-compact",
+                                  configs=[AlterableConfig("cleanup.policy", "compact")])
+    assert other.call(33, 2, AlterConfigsRequest(resources=[change], validate_only=False)).responses[0].error_code == 0
+    readable, _, _ = select.select([wire.sock], [], [], 0)
+    assert not readable, "the Produce was answered before the config changed"
+    answer = wire.receive(0, 9).responses[0].partition_responses
+    assert [p.error_code for p in answer] == [ErrorCode.INVALID_RECORD] * 3
+    assert [e.batch_index for e in answer[0].record_errors] == list(range(1000))
     wire.close()
     other.close()
 

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from kbroker.bench.hostile_produce import raw_batch, tiny_records
 from kbroker.broker.log.config import LogConfig
-from kbroker.broker.log.validation import CheckedBatch, InlineBudget, check_appended_batches, check_produced_batch
+from kbroker.broker.log.validation import (
+    INLINE_RECORDS,
+    CheckedBatch,
+    InlineBudget,
+    check_appended_batches,
+    check_produced_batch,
+)
 from kbroker.protocol import record_batch as rb
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
@@ -59,22 +66,8 @@ def test_log_append_time_topics_take_any_timestamp_and_other_rules_hold() -> Non
     assert refused.value.code is ErrorCode.INVALID_TIMESTAMP
 
 
-def _tiny_records(count: int, last_timestamp_delta: int = 0) -> bytes:
-    """`count` records of 7 bytes (no key, no value), the last one `last_timestamp_delta` from the base."""
-    last = b"\x00" + rb.zigzag_varint(last_timestamp_delta) + b"\x00\x01\x01\x00"
-    return b"\x0c\x00\x00\x00\x01\x01\x00" * (count - 1) + rb.zigzag_varint(len(last)) + last
-
-
 def _batch_of(records: bytes, count: int, compression: int) -> bytes:
-    """A sound batch (header, CRC) around raw `records`."""
-    shell = bytearray(rb.encode_batch([rb.Record(0, NOW, None, None)]))
-    payload = rb.compress(compression, records)
-    out = shell[:rb.HEADER_SIZE] + payload
-    fields = list(rb.HEADER_STRUCT.unpack_from(out, 0))
-    fields[1], fields[5], fields[6], fields[12] = len(out) - rb.LOG_OVERHEAD, compression, count - 1, count
-    rb.HEADER_STRUCT.pack_into(out, 0, *fields)
-    rb._U32.pack_into(out, rb.CRC_OFFSET, rb.compute_crc(out, 0, len(out)))
-    return bytes(out)
+    return raw_batch(records, count, compression, timestamp=NOW)
 
 
 def _produced(batch: bytes, configs: dict[str, str] | None = None,
@@ -86,8 +79,8 @@ def _produced(batch: bytes, configs: dict[str, str] | None = None,
 @pytest.mark.parametrize("compression", [rb.COMPRESSION_NONE, rb.COMPRESSION_GZIP])
 def test_a_batch_past_the_inline_budget_is_left_for_the_worker_with_the_budget_unspent(compression: int) -> None:
     budget = InlineBudget(records=1000, inflated_bytes=7000)
-    small = _batch_of(_tiny_records(400), 400, compression)
-    large = _batch_of(_tiny_records(2000), 2000, compression)
+    small = _batch_of(tiny_records(400), 400, compression)
+    large = _batch_of(tiny_records(2000), 2000, compression)
     assert _produced(large, budget=budget) is None
     assert budget.records == 1000  # nothing spent that the worker will spend again
     verdict = _produced(small, budget=budget)
@@ -103,12 +96,12 @@ def test_a_batch_past_the_inline_budget_is_left_for_the_worker_with_the_budget_u
 
 
 def test_a_compressed_batch_past_the_inflated_budget_is_left_for_the_worker() -> None:
-    batch = _batch_of(_tiny_records(2000), 2000, rb.COMPRESSION_GZIP)  # 14,000 bytes inflated
+    batch = _batch_of(tiny_records(2000), 2000, rb.COMPRESSION_GZIP)  # 14,000 bytes inflated
     budget = InlineBudget(records=10_000, inflated_bytes=10_000)
     assert _produced(batch, budget=budget) is None
     assert budget.inflated_bytes == 0  # the trial inflate was spent: the next compressed batch goes too
-    assert _produced(_batch_of(_tiny_records(10), 10, rb.COMPRESSION_GZIP), budget=budget) is None
-    assert _produced(_batch_of(_tiny_records(10), 10, rb.COMPRESSION_NONE), budget=budget) is not None
+    assert _produced(_batch_of(tiny_records(10), 10, rb.COMPRESSION_GZIP), budget=budget) is None
+    assert _produced(_batch_of(tiny_records(10), 10, rb.COMPRESSION_NONE), budget=budget) is not None
     # past the broker's own bound it is MESSAGE_TOO_LARGE wherever it is checked
     verdict = check_produced_batch(batch, LogConfig(), NOW, allow_zstd=True, max_inflated=10_000, budget=None)
     assert verdict is not None and verdict.error is not None and verdict.error.code is ErrorCode.MESSAGE_TOO_LARGE
@@ -118,11 +111,11 @@ def test_a_compressed_batch_past_the_inflated_budget_is_left_for_the_worker() ->
 def test_a_lower_timestamp_bound_is_checked_by_walking_the_records(compression: int) -> None:
     bounded = {"message.timestamp.before.max.ms": "60000"}
     for delta, code in ((-60_000, None), (-60_001, ErrorCode.INVALID_TIMESTAMP)):
-        verdict = _produced(_batch_of(_tiny_records(100_000, delta), 100_000, compression), bounded)
+        verdict = _produced(_batch_of(tiny_records(100_000, delta), 100_000, compression), bounded)
         assert verdict is not None
         assert (verdict.error.code if verdict.error else None) is code
     # garbage under the count is INVALID_RECORD before any timestamp is read
-    verdict = _produced(_batch_of(_tiny_records(10), 11, compression), bounded)
+    verdict = _produced(_batch_of(tiny_records(10), 11, compression), bounded)
     assert verdict is not None and verdict.error is not None and verdict.error.code is ErrorCode.INVALID_RECORD
 
 
@@ -137,3 +130,56 @@ def test_on_a_compacted_bounded_topic_a_keyless_record_is_its_own_error_and_an_o
     old_but_keyless = rb.encode_batch([rb.Record(0, NOW, b"k", b"v"), rb.Record(1, old, None, b"v")])
     verdict = _produced(old_but_keyless, both)
     assert verdict is not None and verdict.error is None and verdict.keyless == [1]
+
+
+def test_a_compressed_batch_of_many_empty_parts_is_left_for_the_worker() -> None:
+    """Each gzip member or zstd frame costs a step in Python whatever it holds: a megabyte of empty
+    ones cost a second on the loop while the inflated budget stayed untouched."""
+    import gzip
+    import zlib
+
+    records = tiny_records(10)
+    members = gzip.compress(records) + gzip.compress(b"") * 500  # valid: gzip streams concatenate
+    batch = raw_batch(b"", 10, rb.COMPRESSION_NONE, timestamp=NOW)
+    batch = _with_payload(batch, members, rb.COMPRESSION_GZIP)
+    assert zlib.decompress(members[:len(gzip.compress(records))], 47) == records
+    budget = InlineBudget()
+    assert _produced(batch, budget=budget) is None
+    assert budget.parts.left == 0 and budget.records == INLINE_RECORDS
+    verdict = _produced(batch)  # the worker reads it all: a sound batch
+    assert verdict is not None and verdict.error is None
+    one_member = raw_batch(records, 10, rb.COMPRESSION_GZIP, timestamp=NOW)
+    assert _produced(one_member, budget=InlineBudget()) is not None
+
+
+def _with_payload(batch: bytes, payload: bytes, compression: int) -> bytes:
+    out = bytearray(batch[:rb.HEADER_SIZE]) + payload
+    fields = list(rb.HEADER_STRUCT.unpack_from(out, 0))
+    fields[1], fields[5] = len(out) - rb.LOG_OVERHEAD, compression
+    rb.HEADER_STRUCT.pack_into(out, 0, *fields)
+    rb._U32.pack_into(out, rb.CRC_OFFSET, rb.compute_crc(out, 0, len(out)))
+    return bytes(out)
+
+
+def test_a_log_append_time_batch_is_bounded_by_its_maximum_timestamp_on_a_create_time_topic() -> None:
+    """Kafka gives each record of such a batch the batch's maximum timestamp (DefaultRecordBatch),
+    whatever the records' deltas say."""
+    bounded = {"message.timestamp.before.max.ms": "60000"}
+    deltas_say_old = rb.encode_batch([rb.Record(0, NOW, b"k", b"v"), rb.Record(1, NOW - 120_000, b"k", b"v")],
+                                     timestamp_type=rb.TIMESTAMP_LOG_APPEND_TIME)
+    verdict = _produced(deltas_say_old, bounded)
+    assert verdict is not None and verdict.error is None
+    header_says_old = bytearray(rb.encode_batch([rb.Record(0, NOW, b"k", b"v")], timestamp_type=rb.TIMESTAMP_LOG_APPEND_TIME))
+    fields = list(rb.HEADER_STRUCT.unpack_from(header_says_old, 0))
+    fields[8] = NOW - 120_000  # maxTimestamp
+    rb.HEADER_STRUCT.pack_into(header_says_old, 0, *fields)
+    rb._U32.pack_into(header_says_old, rb.CRC_OFFSET, rb.compute_crc(header_says_old, 0, len(header_says_old)))
+    verdict = _produced(bytes(header_says_old), bounded)
+    assert verdict is not None and verdict.error is not None and verdict.error.code is ErrorCode.INVALID_TIMESTAMP
+
+
+def test_a_key_running_past_its_record_is_refused_where_keys_are_read() -> None:
+    batch = rb.encode_batch([rb.Record(0, NOW, b"k", b"")])
+    crafted = _with_payload(batch, batch[rb.HEADER_SIZE:].replace(b"\x02k", b"\x0ak", 1), rb.COMPRESSION_NONE)
+    verdict = _produced(crafted, {"cleanup.policy": "compact"})
+    assert verdict is not None and verdict.error is not None and verdict.error.code is ErrorCode.INVALID_RECORD

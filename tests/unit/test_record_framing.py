@@ -10,7 +10,7 @@ import pytest
 
 from kbroker.protocol import record_batch as rb
 from kbroker.protocol.errors import InvalidRecordError
-from kbroker.protocol.record_framing import check_record_framing, first_timestamp_below, keyless_in, record_heads
+from kbroker.protocol.record_framing import check_record_framing, record_heads
 
 
 @pytest.mark.parametrize("size", [0, 10, 63, 64, 1000, 8191, 8192, 70_000])  # one-, two- and three-byte lengths
@@ -59,11 +59,10 @@ def test_record_heads_read_each_records_timestamp_delta_and_key_length() -> None
                              for i, (ts, key, size) in enumerate([(0, b"k", 0), (-70_000, None, 300), (9_000, b"kk", 9000)])])
     data, count = _records(batch)
     assert list(record_heads(data, 0, len(data), count)) == [(0, 0, 1), (1, -70_000, -1), (2, 9_000, 2)]
-    assert keyless_in(data, 0, len(data), count) == (1, [1])
-    assert first_timestamp_below(data, 0, len(data), count, base, base) == base - 70_000
-    assert first_timestamp_below(data, 0, len(data), count, base, base - 70_000) is None
-    # records without timestamps (base -1, deltas 0) are never below a bound
-    data, count = _records(rb.encode_batch([rb.Record(i, rb.NO_TIMESTAMP, b"k", b"v") for i in range(3)]))
-    assert first_timestamp_below(data, 0, len(data), count, rb.NO_TIMESTAMP, base) is None
     with pytest.raises(InvalidRecordError):
         list(record_heads(data, 0, len(data), count - 1))  # a record the header does not count
+    # a key running past its own record (the record's length still frames the chain)
+    one, _ = _records(rb.encode_batch([rb.Record(0, base, b"k", b"")]))
+    check_record_framing(one.replace(b"\x02k", b"\x0ak", 1), 0, len(one), 1)
+    with pytest.raises(InvalidRecordError):
+        list(record_heads(one.replace(b"\x02k", b"\x0ak", 1), 0, len(one), 1))
