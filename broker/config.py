@@ -75,7 +75,8 @@ class BrokerConfig:
         default=2147483647, metadata={"metavar": "N", "help": "connections accepted from one address (max.connections.per.ip)"}
     )
     fetch_max_bytes: int = field(
-        default=57671680, metadata={"help": "largest Fetch response, whatever the request asks (fetch.max.bytes)"}
+        default=57671680, metadata={"help": "largest Fetch response, whatever the request asks (fetch.max.bytes); "
+                                          "answers left unread by slow clients may hold 4 times it in all"}
     )
     max_inflated_batch_bytes: int = field(
         default=67108864,

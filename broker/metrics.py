@@ -92,6 +92,10 @@ class BrokerCollector:
         yield GaugeMetricFamily("kbroker_connections", "Open client connections", value=connections)
         yield CounterMetricFamily("kbroker_connections_opened", "Client connections accepted",
                                   value=obs.connections_opened)
+        yield GaugeMetricFamily("kbroker_unread_answer_bytes",
+                                "Answer bytes written to connections whose clients have not read them yet "
+                                f"(Fetch answers shrink past {b.unsent_answers.limit})",
+                                value=b.unsent_answers.held())
 
         leo = GaugeMetricFamily("kbroker_log_end_offset", "Log end offset per partition", labels=["topic", "partition"])
         size = GaugeMetricFamily("kbroker_log_size_bytes", "Bytes on disk per partition", labels=["topic", "partition"])

@@ -69,6 +69,7 @@ class KafkaServer:
         self.observer: Any = None
         # The broker-wide connection count against the file-descriptor budget (broker/fd_budget.py).
         self.slots: Any = None
+        self.unsent: Any = None  # broker/unsent_answers.py, shared by every listener
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
@@ -229,10 +230,14 @@ class KafkaProtocol(asyncio.Protocol):
         return None if self._tls else True
 
     def pause_writing(self) -> None:
+        if self.server.unsent is not None:
+            self.server.unsent.paused(self.transport)
         if self.conn is not None:
             self.conn.writing_paused = True
 
     def resume_writing(self) -> None:
+        if self.server.unsent is not None:
+            self.server.unsent.resumed(self.transport)
         if self.conn is not None:
             self.conn.writing_paused = False
             self._pump()
@@ -240,6 +245,8 @@ class KafkaProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self.server.unsent is not None:
+            self.server.unsent.resumed(self.transport)
         conn = self.conn
         if conn is not None:
             self.conn = None

@@ -207,7 +207,10 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     to_read = context.targets
     isolation = request.isolation_level
-    results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id, isolation)
+    # Slow readers' unread answers are bounded broker-wide (broker/unsent_answers.py): this one reads
+    # what is left of that allowance (its first batch at least), its long poll unchanged.
+    read_bytes = broker.unsent_answers.fetch_bytes(request.max_bytes, **ctx.log_fields())
+    results, total, has_error = read_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, isolation)
     if request.max_wait_ms > 0 and to_read and total < request.min_bytes and not has_error:
         keys = []
         for key, _ in to_read:
@@ -217,8 +220,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         ready = _ready_check(broker, to_read, request.min_bytes, uses_ids, names_by_id, isolation)
         # Completed or expired, the answer is what the logs hold now.
         await broker.fetch_purgatory.wait(request.max_wait_ms, ready, keys)
-        results, total, has_error = read_partitions(broker, to_read, request.max_bytes, uses_ids, names_by_id,
-                                                    isolation)
+        read_bytes = broker.unsent_answers.fetch_bytes(request.max_bytes, **ctx.log_fields())
+        results, total, has_error = read_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, isolation)
     throttle_ms = broker.quotas.record(CONSUMER_BYTE_RATE, ctx.client_id, total)
     if throttle_ms > 0:
         # Kafka's throttled fetch: no data (the bytes are not counted), only the time to back off.
