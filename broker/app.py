@@ -123,14 +123,14 @@ class Broker:
         from .fd_budget import ConnectionSlots, connection_limit
         from .log.files import FILES
 
-        from .unsent_answers import UnsentAnswers
+        from .unread_answers import UnreadAnswers
 
         self.connection_slots = ConnectionSlots(connection_limit(FILES.capacity))
-        self.unsent_answers = UnsentAnswers(config.fetch_max_bytes)
+        self.unread_answers = UnreadAnswers(config.fetch_max_bytes)
         for server in all_servers(self):
             server.observer = self.observations
             server.slots = self.connection_slots
-            server.unsent = self.unsent_answers
+            server.unread = self.unread_answers
         self.admin_http = None
         self.partition_faults = None  # test controls only (broker/test_controls.py)
         if config.test_controls:

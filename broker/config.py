@@ -76,7 +76,8 @@ class BrokerConfig:
     )
     fetch_max_bytes: int = field(
         default=57671680, metadata={"help": "largest Fetch response, whatever the request asks (fetch.max.bytes); "
-                                          "answers left unread by slow clients may hold 4 times it in all"}
+                                          "past 4 times it in answers not yet taken by their clients, "
+                                          "a Fetch gets less"}
     )
     max_inflated_batch_bytes: int = field(
         default=67108864,

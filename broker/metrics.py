@@ -93,9 +93,11 @@ class BrokerCollector:
         yield CounterMetricFamily("kbroker_connections_opened", "Client connections accepted",
                                   value=obs.connections_opened)
         yield GaugeMetricFamily("kbroker_unread_answer_bytes",
-                                "Answer bytes written to connections whose clients have not read them yet "
-                                f"(Fetch answers shrink past {b.unsent_answers.limit})",
-                                value=b.unsent_answers.held())
+                                "Bytes read for Fetch answers that their clients have not taken yet",
+                                value=b.unread_answers.held)
+        yield GaugeMetricFamily("kbroker_unread_answer_limit_bytes",
+                                "Unread answer bytes past which Fetch answers shrink (4 x fetch.max.bytes)",
+                                value=b.unread_answers.limit)
 
         leo = GaugeMetricFamily("kbroker_log_end_offset", "Log end offset per partition", labels=["topic", "partition"])
         size = GaugeMetricFamily("kbroker_log_size_bytes", "Bytes on disk per partition", labels=["topic", "partition"])

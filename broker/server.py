@@ -12,8 +12,9 @@ API's error answer (broker/answers.py) and the connection stays open. No log eve
 request that succeeds: the counters in broker/observe.py see every request.
 
 Connections are bounded as in Kafka's SocketServer: one with no traffic and no answer owed for
-`connections.max.idle.ms` is closed; past `max.connections` (in all) or `max.connections.per.ip`
-a new connection is closed at once with a `connection_refused` log event.
+`connections.max.idle.ms` is closed, and aborted if it holds answers its client took nothing of
+for that long again; past `max.connections` (in all) or `max.connections.per.ip` a new connection is
+closed at once with a `connection_refused` log event.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class KafkaServer:
         self.observer: Any = None
         # The broker-wide connection count against the file-descriptor budget (broker/fd_budget.py).
         self.slots: Any = None
-        self.unsent: Any = None  # broker/unsent_answers.py, shared by every listener
+        self.unread: Any = None  # broker/unread_answers.py, shared by every listener
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
@@ -181,6 +182,7 @@ class KafkaProtocol(asyncio.Protocol):
         self._close_reason: str | None = None
         self._last_read = self.loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._unsent_at_check = 0  # the transport's unsent bytes at the last idle check
 
     @property
     def client_id(self) -> str:
@@ -230,14 +232,12 @@ class KafkaProtocol(asyncio.Protocol):
         return None if self._tls else True
 
     def pause_writing(self) -> None:
-        if self.server.unsent is not None:
-            self.server.unsent.paused(self.transport)
         if self.conn is not None:
             self.conn.writing_paused = True
 
     def resume_writing(self) -> None:
-        if self.server.unsent is not None:
-            self.server.unsent.resumed(self.transport)
+        if self.server.unread is not None:
+            self.server.unread.taken(self.peer)  # drained below the low-water mark: the client reads
         if self.conn is not None:
             self.conn.writing_paused = False
             self._pump()
@@ -245,8 +245,8 @@ class KafkaProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        if self.server.unsent is not None:
-            self.server.unsent.resumed(self.transport)
+        if self.server.unread is not None:
+            self.server.unread.taken(self.peer)
         conn = self.conn
         if conn is not None:
             self.conn = None
@@ -278,11 +278,25 @@ class KafkaProtocol(asyncio.Protocol):
             return
         idle_s = self.server.max_idle_s
         now = self.loop.time()
+        transport = self.transport
+        unsent = transport.get_write_buffer_size() if transport is not None else 0
         if conn.pending:  # an answer is owed (a JoinGroup waiting for its rebalance): not idle
             self._last_read = now
+        elif unsent and (not self._unsent_at_check or unsent < self._unsent_at_check):
+            # bytes wait for the client, first seen now or fewer than at the last check: it is
+            # taking them (Kafka's idle expiry counts a send that progresses as activity too)
+            self._last_read = now
         elif now - self._last_read >= idle_s:
-            self.close_now(f"idle for connections.max.idle.ms={int(idle_s * 1000)}")
+            reason = f"idle for connections.max.idle.ms={int(idle_s * 1000)}"
+            if unsent and transport is not None:
+                # It took nothing for a whole interval: closing would wait for it forever, holding
+                # the bytes (a half-closed connection, or one that stopped reading, is closing already).
+                self._close_reason = f"{reason}, {unsent} bytes written to it never taken"
+                transport.abort()
+            else:
+                self.close_now(reason)
             return
+        self._unsent_at_check = unsent
         self._idle_timer = self.loop.call_at(self._last_read + idle_s, self._check_idle)
 
     def stop(self, reason: str) -> None:
@@ -343,6 +357,9 @@ class KafkaProtocol(asyncio.Protocol):
                 transport.write(out[0])
             else:
                 transport.writelines(out)
+            unread = self.server.unread
+            if unread is not None and unread.held and not conn.writing_paused:
+                unread.taken(self.peer)  # the transport took it all (below its high-water mark)
         if conn.close_reason is not None:
             self.close_now(conn.close_reason)
             return

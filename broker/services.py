@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .security.service import Security
     from .test_controls import PartitionFaults
     from .transactions import TransactionService
-    from .unsent_answers import UnsentAnswers
+    from .unread_answers import UnreadAnswers
 
 
 class BrokerServices(Protocol):
@@ -44,7 +44,7 @@ class BrokerServices(Protocol):
     producer_states: ProducerStateManager
     fetch_sessions: FetchSessionManager
     fetch_purgatory: FetchPurgatory
-    unsent_answers: UnsentAnswers  # what slow readers hold unread, which Fetch answers stay within
+    unread_answers: UnreadAnswers  # Fetch answers not yet taken by their clients, bounded in all
     quotas: ClientQuotas
     # the coordinators
     @property

@@ -207,9 +207,10 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     to_read = context.targets
     isolation = request.isolation_level
-    # Slow readers' unread answers are bounded broker-wide (broker/unsent_answers.py): this one reads
-    # what is left of that allowance (its first batch at least), its long poll unchanged.
-    read_bytes = broker.unsent_answers.fetch_bytes(request.max_bytes, **ctx.log_fields())
+    # Answers clients have not taken yet are bounded broker-wide (broker/unread_answers.py): this one
+    # reads what is left of that allowance (its first batch at least), its long poll unchanged.
+    unread = broker.unread_answers
+    read_bytes = unread.fetch_bytes(request.max_bytes)
     results, total, has_error = read_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, isolation)
     if request.max_wait_ms > 0 and to_read and total < request.min_bytes and not has_error:
         keys = []
@@ -220,8 +221,10 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         ready = _ready_check(broker, to_read, request.min_bytes, uses_ids, names_by_id, isolation)
         # Completed or expired, the answer is what the logs hold now.
         await broker.fetch_purgatory.wait(request.max_wait_ms, ready, keys)
-        read_bytes = broker.unsent_answers.fetch_bytes(request.max_bytes, **ctx.log_fields())
+        read_bytes = unread.fetch_bytes(request.max_bytes)
         results, total, has_error = read_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, isolation)
+    if read_bytes < request.max_bytes and total >= read_bytes:
+        unread.shrunk(request.max_bytes, read_bytes, **ctx.log_fields())
     throttle_ms = broker.quotas.record(CONSUMER_BYTE_RATE, ctx.client_id, total)
     if throttle_ms > 0:
         # Kafka's throttled fetch: no data (the bytes are not counted), only the time to back off.
@@ -229,6 +232,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         return await hold_back_for_old_clients(
             FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=context.session_id,
                           responses=[]), version, KIP_219_FROM)
+    unread.read(ctx.peer, total)  # taken once the connection has written it (broker/server.py)
     chosen = context.respond(results)
     responses: list[FetchableTopicResponse] = []
     current_ref: object = object()

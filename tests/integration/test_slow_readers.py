@@ -1,6 +1,7 @@
-"""Clients that send a Fetch and never read the answer, against a real broker process: the answers
-they leave unread are bounded broker-wide (broker/unsent_answers.py), every answer still makes
-progress, and the allowance comes back once they read."""
+"""Clients that send a Fetch and never take the answer, against a real broker process: the answers
+they leave unread are bounded broker-wide (broker/unread_answers.py), every answer still makes
+progress, the allowance comes back once they read, and a connection that takes nothing for
+connections.max.idle.ms is aborted, not left closing forever."""
 
 from __future__ import annotations
 
@@ -23,68 +24,108 @@ FETCH_MAX = 16 * MiB  # the broker's fetch.max.bytes here: unread answers may ho
 SLOW = 16  # silent clients: 256 MiB of answers unread without the bound
 
 
-ADMIN_PORT = free_port()
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def start(tmp_path_factory, *extra: str) -> tuple[BrokerProcess, str]:
+    admin = f"127.0.0.1:{free_port()}"
     proc = BrokerProcess(tmp_path_factory.mktemp("slow") / "data", "--offsets-topic-num-partitions", "1",
-                         "--fetch-max-bytes", str(FETCH_MAX), "--flush", "never",
-                         "--metrics-listen", f"127.0.0.1:{ADMIN_PORT}")
-    yield proc
-    proc.stop()
+                         "--fetch-max-bytes", str(FETCH_MAX), "--flush", "never", "--metrics-listen", admin, *extra)
+    return proc, f"http://{admin}"
 
 
-def unread_bytes() -> float:
-    return scrape(f"http://127.0.0.1:{ADMIN_PORT}")[("kbroker_unread_answer_bytes", ())]
+def unread_bytes(admin_url: str) -> float:
+    return scrape(admin_url)[("kbroker_unread_answer_bytes", ())]
 
 
-def _fetch(correlation: int) -> bytes:
+def settled(admin_url: str, timeout: float = 20.0) -> float:
+    """The unread-bytes gauge once it has stopped moving for half a second."""
+    deadline = time.monotonic() + timeout
+    last = unread_bytes(admin_url)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = unread_bytes(admin_url)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def fill(broker: BrokerProcess, megabytes: int) -> None:
+    wire = Wire(broker.bootstrap)
+    create_topic(wire, "big")
+    value = bytes(100_000)
+    for _ in range(megabytes):
+        batch = rb.encode_batch([rb.Record(i, int(time.time() * 1000), None, value) for i in range(10)])
+        assert produce(wire, "big", batch).error_code == ErrorCode.NONE
+    wire.close()
+
+
+def fetch_frame(correlation: int) -> bytes:
     return framing.encode_request(1, 11, correlation, "slow", FetchRequest(
         max_wait_ms=0, min_bytes=1, max_bytes=2**31 - 1, topics=[FetchTopic(topic="big", partitions=[
             FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=2**31 - 1)])]))
 
 
-def _records_of(frame: bytes) -> bytes:
-    correlation, response = framing.decode_response(1, 11, frame)
+def silent_client(broker: BrokerProcess, correlation: int, half_close: bool = False) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", broker.port))
+    sock.sendall(fetch_frame(correlation))
+    if half_close:
+        sock.shutdown(socket.SHUT_WR)  # the broker answers, then closes: and waits for it to read
+    return sock
+
+
+def records_of(frame: bytes) -> bytes:
+    _, response = framing.decode_response(1, 11, frame)
     [partition] = response.responses[0].partitions
     assert partition.error_code == ErrorCode.NONE
     return bytes(partition.records)
 
 
-def test_unread_fetch_answers_are_bounded_across_connections(broker):
-    wire = Wire(broker.bootstrap)
-    create_topic(wire, "big")
-    value = bytes(100_000)
-    for _ in range(24):  # 24 MB: more than one answer's worth
-        batch = rb.encode_batch([rb.Record(i, int(time.time() * 1000), None, value) for i in range(10)])
-        assert produce(wire, "big", batch).error_code == ErrorCode.NONE
-    before = peak_rss_bytes(broker.proc.pid)
-    silent = []
-    for i in range(SLOW):
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect(("127.0.0.1", broker.port))
-        sock.sendall(_fetch(i + 1))
-        silent.append(sock)
-    time.sleep(2)  # every Fetch answered into its transport's buffer, none of them read
-    grown = peak_rss_bytes(broker.proc.pid) - before
-    # Without the bound each answer held 16 MiB: 256 MiB. With it: 64 MiB of full answers, then one
-    # batch (1 MB) each, plus what the allocator keeps.
-    assert grown < 150 * MiB, f"the broker grew {grown / MiB:.0f} MiB for {SLOW} unread answers"
-    assert broker.events("fetch_answers_shrunk")
-    assert FETCH_MAX < unread_bytes() < 4 * FETCH_MAX + SLOW * 2 * MiB  # the gauge sees them (the kernel holds some)
-    sizes = []
-    for sock in silent:
-        sock.settimeout(30)
-        records = _records_of(read_frame(sock))
-        headers = [h for _, h in rb.iter_batches(records)]
-        assert headers and headers[0].base_offset == 0  # every answer makes progress from the offset asked
-        sizes.append(len(records))
-        sock.close()
-    assert max(sizes) > 8 * MiB and min(sizes) < 2 * MiB  # full answers first, then one batch each
-    # once read, the allowance is back: a new Fetch gets a full answer
-    assert unread_bytes() == 0
-    wire.sock.sendall(_fetch(99))
-    assert len(_records_of(wire.read_frame())) > 8 * MiB
-    wire.close()
+def test_unread_fetch_answers_are_bounded_across_connections(tmp_path_factory):
+    broker, admin = start(tmp_path_factory)
+    try:
+        fill(broker, 24)  # 24 MB: more than one answer's worth
+        before = peak_rss_bytes(broker.proc.pid)
+        silent = [silent_client(broker, i + 1, half_close=i == 0) for i in range(SLOW)]  # back to back
+        held = settled(admin)
+        grown = peak_rss_bytes(broker.proc.pid) - before
+        # Without the bound each answer held 16 MiB: 256 MiB. With it: 64 MiB of full answers, then one
+        # batch (1 MB) each, plus what the allocator keeps.
+        assert grown < 150 * MiB, f"the broker grew {grown / MiB:.0f} MiB for {SLOW} unread answers"
+        assert 3 * FETCH_MAX < held < 4 * FETCH_MAX + SLOW * 2 * MiB  # the half-closed one's bytes too
+        assert broker.events("fetch_answers_shrunk")
+        sizes = []
+        for sock in silent:
+            sock.settimeout(30)
+            records = records_of(read_frame(sock))
+            headers = [h for _, h in rb.iter_batches(records)]
+            assert headers and headers[0].base_offset == 0  # every answer makes progress from the offset asked
+            sizes.append(len(records))
+            sock.close()
+        assert max(sizes) > 8 * MiB and min(sizes) < 2 * MiB  # full answers first, then one batch each
+        # once taken, the allowance is back: a new Fetch gets a full answer
+        assert settled(admin) == 0
+        wire = Wire(broker.bootstrap)
+        wire.sock.sendall(fetch_frame(99))
+        assert len(records_of(wire.read_frame())) > 8 * MiB
+        wire.close()
+    finally:
+        broker.stop()
+
+
+def test_a_connection_that_takes_nothing_is_aborted_after_the_idle_time(tmp_path_factory):
+    broker, admin = start(tmp_path_factory, "--connections-max-idle-ms", "1000")
+    try:
+        fill(broker, 4)
+        stuck = [silent_client(broker, 1), silent_client(broker, 2, half_close=True)]
+        assert settled(admin, timeout=5) > 0
+        deadline = time.monotonic() + 20
+        while unread_bytes(admin) > 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert unread_bytes(admin) == 0  # both aborted: closing alone would have waited for them forever
+        reasons = [e["reason"] for e in broker.events("connection_close")]
+        assert sum("never taken" in r for r in reasons) == 2, reasons
+        for sock in stuck:
+            sock.close()
+    finally:
+        broker.stop()

@@ -240,6 +240,9 @@ class MemoryTransport(asyncio.Transport):
             self.written += data
         self.writes += 1
 
+    def get_write_buffer_size(self) -> int:
+        return 0  # every write is taken at once
+
     def pause_reading(self) -> None:
         self.reading = False
 
