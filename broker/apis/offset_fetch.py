@@ -71,14 +71,15 @@ async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch) -> OffsetFetchResult:
 def _mark_unstable(ctx: RequestContext, cmd: c.OffsetFetch, result: OffsetFetchResult) -> OffsetFetchResult:
     from ...coordinator.results import OffsetFetchPartition, OffsetFetchTopic
 
-    service = ctx.broker.transactions
     if result.error != E.NONE:
+        return result
+    pending = ctx.broker.transactions.pending_partitions(cmd.group_id)
+    if not pending:
         return result
     unstable = OffsetFetchPartition
     topics = tuple(
         OffsetFetchTopic(t.name, tuple(
-            unstable(p.partition, error=E.UNSTABLE_OFFSET_COMMIT)
-            if service.has_pending_offset(cmd.group_id, t.name, p.partition) else p
+            unstable(p.partition, error=E.UNSTABLE_OFFSET_COMMIT) if (t.name, p.partition) in pending else p
             for p in t.partitions))
         for t in result.topics
     )

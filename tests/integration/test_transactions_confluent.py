@@ -199,3 +199,27 @@ def test_send_offsets_with_group_membership_eos_v2(broker, protocol):
         consumer.close()
     out = consume_all(broker, dst, "read_committed", expected=60)
     assert sorted(m.value() for m in out) == sorted(f"IN-{i}".encode() for i in range(60))
+
+
+def test_a_transaction_whose_offsets_outgrow_one_batch_completes(broker):
+    """Three send_offsets_to_transaction calls of 800 kB each (200 partitions, 4,000 bytes of metadata
+    apiece, each request within max.message.bytes), then a commit: the transaction ends, its offsets
+    land, and the next producer of the id starts. Committed as one batch at the end they were 2.4 MB:
+    refused, retried twice a second, and the id answered CONCURRENT_TRANSACTIONS until a restart."""
+    topic, group, txn_id = "wide-offsets", "wide-offsets-group", "wide-offsets-app"
+    create_topic(broker, topic, partitions=600)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    p = txn_producer(broker, txn_id)
+    p.begin_transaction()
+    p.produce(topic, value=b"one", partition=0)
+    for start in (0, 200, 400):
+        p.send_offsets_to_transaction([TopicPartition(topic, i, 7, metadata="m" * 4000) for i in range(start, start + 200)],
+                                      consumer.consumer_group_metadata(), 30)
+    p.commit_transaction(30)
+    again = txn_producer(broker, txn_id)  # init_transactions waits for the previous one to complete
+    committed = consumer.committed([TopicPartition(topic, i) for i in range(600)], timeout=30)
+    assert [tp.offset for tp in committed] == [7] * 600
+    assert {len(tp.metadata) for tp in committed} == {4000}
+    consumer.close()
+    again.flush(5)
