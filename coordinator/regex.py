@@ -29,8 +29,30 @@ def _options() -> "re2.Options":
     return options
 
 
-@lru_cache(maxsize=1024)
+# The pattern is stored in __consumer_offsets as an int16-length string (its regular-expression
+# record's key); Kafka's own write of a longer one fails. Refused here, before anything is compiled.
+MAX_PATTERN_CHARS = 32767
+# Compiled patterns are kept for this many distinct patterns of at most CACHED_PATTERN_CHARS each: a
+# 3 MB pattern compiles to about 15 MiB, and caching every such one a client sends grew without end.
+CACHED_PATTERNS = 1024
+CACHED_PATTERN_CHARS = 4096
+
+
 def compile_regex(pattern: str) -> "re2._Regexp":
+    if len(pattern) > MAX_PATTERN_CHARS or len(pattern.encode()) > MAX_PATTERN_CHARS:
+        raise InvalidRegularExpression(f"SubscribedTopicRegex of {len(pattern.encode())} bytes is longer than "
+                                       f"the {MAX_PATTERN_CHARS} a group can store.")
+    if len(pattern) <= CACHED_PATTERN_CHARS:
+        return _compile_cached(pattern)
+    return _compile(pattern)
+
+
+@lru_cache(maxsize=CACHED_PATTERNS)
+def _compile_cached(pattern: str) -> "re2._Regexp":
+    return _compile(pattern)
+
+
+def _compile(pattern: str) -> "re2._Regexp":
     import re2
 
     try:

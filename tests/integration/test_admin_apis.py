@@ -115,6 +115,27 @@ def _watermarks(broker, topic: str, partition: int) -> tuple[int, int]:
         c.close()
 
 
+def test_delete_records_answers_a_partition_named_many_times_once(broker, admin):
+    """Kafka keeps the request's partitions in a map: the last offset named wins and the partition is
+    answered once (each entry was a deletion and a checkpoint fsync: 20,000 of them held every client
+    20 s)."""
+    from kbroker.protocol.messages.delete_records_request import (
+        DeleteRecordsPartition,
+        DeleteRecordsRequest,
+        DeleteRecordsTopic,
+    )
+
+    create(admin, "delrec-many", 1)
+    produce(broker, "delrec-many", 0, 10)
+    wire = Wire(broker.bootstrap)
+    entries = [DeleteRecordsPartition(0, offset) for offset in range(1, 9)] * 500 + [DeleteRecordsPartition(0, 5)]
+    answer = wire.call(21, 2, DeleteRecordsRequest(topics=[DeleteRecordsTopic("delrec-many", entries)], timeout_ms=10000))
+    wire.close()
+    assert [(t.name, [(p.partition_index, p.low_watermark, p.error_code) for p in t.partitions])
+            for t in answer.topics] == [("delrec-many", [(0, 5, ErrorCode.NONE)])]
+    assert [e["log_start_offset"] for e in broker.events("records_deleted") if e["topic"] == "delrec-many"] == [5]
+
+
 def test_delete_records_refuses_unknown_partitions(kp_admin):
     with pytest.raises(kafka.errors.UnknownTopicOrPartitionError):
         kp_admin.delete_records({TopicPartition("delrec-nope", 0): 1}, partition_leader_id=1)

@@ -360,6 +360,20 @@ def test_invalid_regular_expression() -> None:
     assert r.error is E.INVALID_REGULAR_EXPRESSION
 
 
+def test_a_regular_expression_longer_than_a_group_can_store_is_refused_and_big_ones_are_not_kept() -> None:
+    from kbroker.coordinator import regex as topic_regex
+
+    h, _ = make()
+    longest = "(" + "|".join(f"t{i}" for i in range(6000)) + ")"  # valid, about 41 KB
+    assert len(longest) > topic_regex.MAX_PATTERN_CHARS
+    r = join(h, "a", topics=None, regex=longest)
+    assert r.error is E.INVALID_REGULAR_EXPRESSION  # it was UNKNOWN_SERVER_ERROR from the record's write
+    kept = topic_regex._compile_cached.cache_info().currsize
+    big = "(" + "|".join(f"u{i}" for i in range(1000)) + ")"  # 6 KB: valid, compiled, not cached
+    assert topic_regex.compile_regex(big).fullmatch("u7")
+    assert topic_regex._compile_cached.cache_info().currsize == kept
+
+
 # -- offsets and the shared APIs -------------------------------------------------------------------
 
 
