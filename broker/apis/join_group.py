@@ -71,7 +71,7 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
         session_timeout_ms=request.session_timeout_ms,
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, p.metadata) for p in request.protocols),
-        reason=request.reason if v >= 8 else None,
+        reason=c.client_reason(request.reason) if v >= 8 else None,
         supports_skip_assignment=v >= 9,
     )
 

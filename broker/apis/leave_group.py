@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
     v = ctx.api_version
     if v >= 3:
         members = tuple(
-            c.LeavingMember(m.member_id, m.group_instance_id, m.reason if v >= 5 else None)
+            c.LeavingMember(m.member_id, m.group_instance_id, c.client_reason(m.reason) if v >= 5 else None)
             for m in request.members
         )
     else:

@@ -598,3 +598,26 @@ def test_a_parked_join_holds_its_connection_until_answered(broker, wire):
         assert described.groups[0].group_state == "CompletingRebalance"
     finally:
         other.close()
+
+
+def test_a_clients_long_reason_is_kept_cut_to_255_characters(broker, wire):
+    """KIP-800 reasons go into the rebalance history and its file; Kafka's clients cut them to 255
+    characters, and the coordinator keeps no more of anyone's (10 MiB reasons were kept whole)."""
+    from kbroker.protocol.messages.leave_group_request import LeaveGroupRequest, MemberIdentity
+
+    group = group_name()
+    request = join_request(group)
+    request.reason = "r" * 100_000
+    first = wire.call(JOIN, 9, request)
+    request.member_id = first.member_id
+    joined = wire.call(JOIN, 9, request)
+    assert joined.error_code == E.NONE, joined
+    left = wire.call(LEAVE, 5, LeaveGroupRequest(group, members=[MemberIdentity(joined.member_id, None, "l" * 100_000)]))
+    assert left.error_code == E.NONE
+    deadline = time.monotonic() + 10
+    reasons: list[str] = []
+    while time.monotonic() < deadline and not reasons:
+        reasons = [e["client_reason"] for e in broker.events("rebalance_completed")
+                   if e.get("group_id") == group and e.get("client_reason")]
+        time.sleep(0.1)
+    assert reasons and all(len(r) <= 255 for r in reasons), [len(r) for r in reasons]
