@@ -43,10 +43,11 @@ _TINY = b"\x0c\x00\x00\x00\x01\x01\x00"  # length 6, attributes, deltas 0, null 
 
 
 def tiny_records(count: int, last_timestamp_delta: int = 0) -> bytes:
-    """`count` records of 7 bytes (no key, no value), the last `last_timestamp_delta` from the base."""
+    """`count` records of 7 bytes (no key, no value, offset delta 0), then the last one at offset
+    delta count - 1 (the header's lastOffsetDelta) and `last_timestamp_delta` from the base."""
     from kbroker.protocol import record_batch as rb
 
-    last = b"\x00" + rb.zigzag_varint(last_timestamp_delta) + b"\x00\x01\x01\x00"
+    last = b"\x00" + rb.zigzag_varint(last_timestamp_delta) + rb.zigzag_varint(count - 1) + b"\x01\x01\x00"
     return _TINY * (count - 1) + rb.zigzag_varint(len(last)) + last
 
 

@@ -23,7 +23,15 @@ from __future__ import annotations
 from typing import Iterator
 
 from .errors import CorruptRecordError, InvalidRecordError
-from .record_batch import _read_zigzag
+from .compression import decompress
+from .record_batch import (
+    HEADER_SIZE,
+    MIN_BATCH_LENGTH,
+    TIMESTAMP_LOG_APPEND_TIME,
+    _read_zigzag,
+    check_batch,
+    read_header,
+)
 
 
 # A record's smallest body: attributes, timestamp delta, offset delta, key length, value length and
@@ -66,25 +74,76 @@ def check_record_framing(data: bytes | bytearray | memoryview, start: int, stop:
 
 
 def record_heads(data: bytes | bytearray | memoryview, start: int, stop: int,
-                 count: int) -> Iterator[tuple[int, int, int]]:
-    """(index, timestamp delta, key length) of each of the `count` records in data[start:stop],
-    read without building a record; CorruptRecordError or InvalidRecordError when they do not fill
-    it exactly or a key runs past its record."""
+                 count: int) -> Iterator[tuple[int, int, int, int]]:
+    """(index, timestamp delta, offset delta, key length) of each of the `count` records in
+    data[start:stop], read without building a record; CorruptRecordError or InvalidRecordError when
+    they do not fill it exactly or a key runs past its record. Each varint takes an inlined one-byte
+    path first (small deltas and lengths), as record_batch's decoder does."""
+    slow = _read_zigzag
     at = start
     try:
         for index in range(count):
-            length, at = _read_zigzag(data, at)
+            b = data[at]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                at += 1
+            else:
+                length, at = slow(data, at)
             end = at + length
             if length <= 0 or end > stop:
                 raise CorruptRecordError(f"record length {length} runs past the batch's records")
-            timestamp_delta, at = _read_zigzag(data, at + 1)  # after the attributes byte
-            _, at = _read_zigzag(data, at)  # offset delta
-            key_length, at = _read_zigzag(data, at)
+            at += 1  # attributes
+            b = data[at]
+            if b < 0x80:
+                timestamp_delta = (b >> 1) ^ -(b & 1)
+                at += 1
+            elif data[at + 1] < 0x80:
+                b = (b & 0x7F) | (data[at + 1] << 7)
+                timestamp_delta = (b >> 1) ^ -(b & 1)
+                at += 2
+            else:
+                timestamp_delta, at = slow(data, at)
+            b = data[at]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                at += 1
+            elif data[at + 1] < 0x80:  # deltas past 63: batches of a few hundred records and more
+                b = (b & 0x7F) | (data[at + 1] << 7)
+                offset_delta = (b >> 1) ^ -(b & 1)
+                at += 2
+            elif data[at + 2] < 0x80:  # past 8191
+                b = (b & 0x7F) | ((data[at + 1] & 0x7F) << 7) | (data[at + 2] << 14)
+                offset_delta = (b >> 1) ^ -(b & 1)
+                at += 3
+            else:
+                offset_delta, at = slow(data, at)
+            b = data[at]
+            if b < 0x80:
+                key_length = (b >> 1) ^ -(b & 1)
+                at += 1
+            else:
+                key_length, at = slow(data, at)
             if key_length > end - at:
                 raise InvalidRecordError(f"record {index}'s key of {key_length} bytes runs past the record")
-            yield index, timestamp_delta, key_length
+            yield index, timestamp_delta, offset_delta, key_length
             at = end
     except IndexError as exc:
         raise CorruptRecordError("record runs past the end of the batch") from exc
     if at != stop:
         raise InvalidRecordError(f"{stop - at} bytes remain after the batch's declared {count} records")
+
+
+def record_times(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of each record of the stored batch at the start of `buf` (CRC checked,
+    inflated within the broker's bound), without building the records: a timestamp search through a
+    batch of a million records decoded every one (4.2 s and 236 MiB on the event loop). In a
+    LogAppendTime batch every record carries the batch's maximum timestamp, as in Kafka."""
+    header = read_header(buf, 0)
+    if header.batch_length < MIN_BATCH_LENGTH or header.size > len(buf):
+        raise CorruptRecordError("batch is truncated")
+    check_batch(buf, 0, header)
+    data = decompress(header.compression, bytes(memoryview(buf)[HEADER_SIZE:header.size]))
+    fixed = header.max_timestamp if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME else None
+    base_offset, base_timestamp = header.base_offset, header.base_timestamp
+    for _, timestamp_delta, offset_delta, _ in record_heads(data, 0, len(data), header.records_count):
+        yield base_offset + offset_delta, fixed if fixed is not None else base_timestamp + timestamp_delta

@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 import structlog
 
 from ...protocol.errors import CorruptRecordError
+from ...protocol.record_framing import record_times
 from ...protocol.record_batch import (
     HEADER_SIZE,
     HEADER_STRUCT,
@@ -19,7 +20,6 @@ from ...protocol.record_batch import (
     MIN_BATCH_LENGTH,
     BatchHeader,
     compute_crc,
-    decode_batch,
 )
 
 from ...purgatory.clock import SystemClock
@@ -467,10 +467,9 @@ class LogSegment:
         for pos, header in self.iter_headers(self.offset_index.lookup(from_offset)):
             if header.last_offset < start_offset or header.max_timestamp < timestamp:
                 continue
-            _, records = decode_batch(self.read_at(pos, header.size))
-            for record in records:
-                if record.offset >= start_offset and record.timestamp >= timestamp:
-                    return record.offset, record.timestamp
+            for offset, record_timestamp in record_times(self.read_at(pos, header.size)):
+                if offset >= start_offset and record_timestamp >= timestamp:
+                    return offset, record_timestamp
         return None
 
     def record_with_max_timestamp(self) -> tuple[int, int] | None:
@@ -481,10 +480,9 @@ class LogSegment:
         if found is None:
             return None
         pos, header = found
-        _, records = decode_batch(self.read_at(pos, header.size))
-        for record in records:
-            if record.timestamp == self.max_timestamp:
-                return record.offset, record.timestamp
+        for offset, record_timestamp in record_times(self.read_at(pos, header.size)):
+            if record_timestamp == self.max_timestamp:
+                return offset, record_timestamp
         return header.last_offset, self.max_timestamp
 
     def last_modified_ms(self) -> int:

@@ -135,7 +135,7 @@ def _check_records(header: rb.BatchHeader, data: bytes | bytearray | memoryview,
     read_timestamps = _reads_timestamps(config) and header.timestamp_type != rb.TIMESTAMP_LOG_APPEND_TIME
     base = header.base_timestamp
     keyless: list[int] = []
-    for index, delta, key_length in record_heads(data, start, stop, header.records_count):
+    for index, delta, _, key_length in record_heads(data, start, stop, header.records_count):
         if compact and key_length < 0:
             if len(keyless) < MAX_KEYLESS_LISTED:
                 keyless.append(index)

@@ -58,7 +58,7 @@ def test_record_heads_read_each_records_timestamp_delta_and_key_length() -> None
     batch = rb.encode_batch([rb.Record(i, base + ts, key, b"v" * size)
                              for i, (ts, key, size) in enumerate([(0, b"k", 0), (-70_000, None, 300), (9_000, b"kk", 9000)])])
     data, count = _records(batch)
-    assert list(record_heads(data, 0, len(data), count)) == [(0, 0, 1), (1, -70_000, -1), (2, 9_000, 2)]
+    assert list(record_heads(data, 0, len(data), count)) == [(0, 0, 0, 1), (1, -70_000, 1, -1), (2, 9_000, 2, 2)]
     with pytest.raises(InvalidRecordError):
         list(record_heads(data, 0, len(data), count - 1))  # a record the header does not count
     # a key running past its own record (the record's length still frames the chain)
