@@ -391,14 +391,16 @@ class TransactionService:
             # In commits of at most _MATERIALISE_BYTES each: the transaction's TxnOffsetCommits were
             # each within max.message.bytes, but all of them in one batch need not be (3 MB of them
             # wedged the transaction, retried twice a second, until a restart).
-            while offsets:
+            ordered = sorted(offsets.items())
+            while ordered:
                 chunk: list[tuple[tuple[str, int], PendingOffset]] = []
                 size = 0
-                for key, o in sorted(offsets.items()):
+                for key, o in ordered:
                     size += len(key[0]) + len(o.metadata or "") + len(group_id) + 64
                     if chunk and size > _MATERIALISE_BYTES:
                         break
                     chunk.append((key, o))
+                del ordered[:len(chunk)]
                 by_topic: dict[str, list[c.OffsetCommitPartition]] = {}
                 for (topic, partition), o in chunk:
                     by_topic.setdefault(topic, []).append(c.OffsetCommitPartition(

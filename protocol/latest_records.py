@@ -10,9 +10,10 @@ Pure, like record_batch.py: no asyncio, no broker imports.
 
 from __future__ import annotations
 
-from .compression import COMPRESSION_NONE, decompress
+from typing import cast
+
 from .errors import CorruptRecordError, InvalidRecordError
-from .record_batch import HEADER_SIZE, BatchHeader, _read_headers, _read_zigzag
+from .record_batch import BatchHeader, _read_headers, _read_zigzag, batch_records
 
 
 def latest_per_key(buf: bytes, pos: int, header: BatchHeader,
@@ -25,13 +26,8 @@ def latest_per_key(buf: bytes, pos: int, header: BatchHeader,
     Replay of a compacted topic reads every record of it, most of them superseded: this walks them
     without making an object per record (no Record, no headers list; only the key and value slices).
     The batch's integrity (CRC, magic) is the caller's to have checked (the log's read does)."""
-    size = header.size
-    if header.compression == COMPRESSION_NONE:
-        data = buf
-        at, stop = pos + HEADER_SIZE, pos + size
-    else:
-        data = decompress(header.compression, bytes(memoryview(buf)[pos + HEADER_SIZE : pos + size]), None)
-        at, stop = 0, len(data)
+    region, at, stop = batch_records(buf, pos, header)
+    data = cast(bytes, region)  # `buf` itself (bytes) or the inflated bytes
     base = header.base_offset
     slow = _read_zigzag
     forget = into.pop

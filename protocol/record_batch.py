@@ -161,6 +161,27 @@ def check_batch(buf: bytes | bytearray | memoryview, pos: int, header: BatchHead
         )
 
 
+def read_checked_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header of the batch at `pos`, the batch whole within `buf` and its magic and CRC checked."""
+    header = read_header(buf, pos)
+    if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > len(buf):
+        raise CorruptRecordError(f"batch at position {pos} is truncated")
+    check_batch(buf, pos, header)
+    return header
+
+
+def batch_records(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, max_inflated: int | None = None,
+                  parts: PartAllowance | None = None) -> tuple[bytes | bytearray | memoryview, int, int]:
+    """The records of the batch at `pos` as (data, start, stop): `buf` itself for an uncompressed
+    batch, no copy; else inflated within `max_inflated` (default: the broker's bound), stepping
+    through at most `parts` (compression.py)."""
+    if header.compression == COMPRESSION_NONE:
+        return buf, pos + HEADER_SIZE, pos + header.size
+    data = decompress(header.compression, bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size]),
+                      max_inflated, parts)
+    return data, 0, len(data)
+
+
 # --- Produce validation -------------------------------------------------------------------------------
 
 
@@ -403,10 +424,7 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0, *,
     A compressed batch inflating past `max_inflated` bytes (default: the broker's bound, see
     compression.py) raises InflatedTooLarge.
     """
-    header = read_header(buf, pos)
-    if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > len(buf):
-        raise CorruptRecordError(f"batch at position {pos} is truncated")
-    check_batch(buf, pos, header)
+    header = read_checked_header(buf, pos)
     if header.records_count < 0:
         raise InvalidRecordError(f"negative record count {header.records_count}")
     body = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])

@@ -23,15 +23,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from .errors import CorruptRecordError, InvalidRecordError
-from .compression import decompress
-from .record_batch import (
-    HEADER_SIZE,
-    MIN_BATCH_LENGTH,
-    TIMESTAMP_LOG_APPEND_TIME,
-    _read_zigzag,
-    check_batch,
-    read_header,
-)
+from .record_batch import TIMESTAMP_LOG_APPEND_TIME, _read_zigzag, batch_records, read_checked_header
 
 
 # A record's smallest body: attributes, timestamp delta, offset delta, key length, value length and
@@ -138,12 +130,9 @@ def record_times(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, int
     inflated within the broker's bound), without building the records: a timestamp search through a
     batch of a million records decoded every one (4.2 s and 236 MiB on the event loop). In a
     LogAppendTime batch every record carries the batch's maximum timestamp, as in Kafka."""
-    header = read_header(buf, 0)
-    if header.batch_length < MIN_BATCH_LENGTH or header.size > len(buf):
-        raise CorruptRecordError("batch is truncated")
-    check_batch(buf, 0, header)
-    data = decompress(header.compression, bytes(memoryview(buf)[HEADER_SIZE:header.size]))
+    header = read_checked_header(buf, 0)
+    data, start, stop = batch_records(buf, 0, header)
     fixed = header.max_timestamp if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME else None
     base_offset, base_timestamp = header.base_offset, header.base_timestamp
-    for _, timestamp_delta, offset_delta, _ in record_heads(data, 0, len(data), header.records_count):
+    for _, timestamp_delta, offset_delta, _ in record_heads(data, start, stop, header.records_count):
         yield base_offset + offset_delta, fixed if fixed is not None else base_timestamp + timestamp_delta

@@ -74,13 +74,10 @@ def check_produced_batch(records: bytes | bytearray | memoryview, config: LogCon
         walked = header.records_count * (2 if reads_records else 1)
         if budget is not None and walked > budget.records:
             return None
-        data: bytes | bytearray | memoryview = records
-        start, stop = rb.HEADER_SIZE, header.size
-        if header.compression != rb.COMPRESSION_NONE:  # inflated within the bound, once for both walks
-            data = _inflate(header, records, max_inflated, budget)
-            if not data and budget is not None:
-                return None
-            start, stop = 0, len(data)
+        region = _records_within(header, records, max_inflated, budget)  # inflated once for both walks
+        if region is None:
+            return None
+        data, start, stop = region
         if budget is not None:
             budget.records -= walked
         # The records are framed as the header says (Kafka reads every one): garbage is never acknowledged.
@@ -91,25 +88,24 @@ def check_produced_batch(records: bytes | bytearray | memoryview, config: LogCon
     return CheckedBatch(headers, keyless=keyless)
 
 
-def _inflate(header: rb.BatchHeader, records: bytes | bytearray | memoryview, max_inflated: int,
-             budget: InlineBudget | None) -> bytes:
-    """The batch's records inflated within `max_inflated`, or, with a budget, within what is left of
-    it: b"" when that is not enough (a batch's records are never empty)."""
-    compressed = bytes(memoryview(records)[rb.HEADER_SIZE:header.size])
-    if budget is None:
-        return rb.decompress(header.compression, compressed, max_inflated)
+def _records_within(header: rb.BatchHeader, records: bytes | bytearray | memoryview, max_inflated: int,
+                    budget: InlineBudget | None) -> tuple[bytes | bytearray | memoryview, int, int] | None:
+    """The batch's records (`rb.batch_records`) inflated within `max_inflated`, or, with a budget,
+    within what is left of it: None when that is not enough."""
+    if budget is None or header.compression == rb.COMPRESSION_NONE:
+        return rb.batch_records(records, 0, header, max_inflated)
     bound = min(max_inflated, budget.inflated_bytes)
     try:
-        data = rb.decompress(header.compression, compressed, bound, budget.parts)
+        region = rb.batch_records(records, 0, header, bound, budget.parts)
     except rb.TooManyParts:
-        return b""
+        return None
     except rb.InflatedTooLarge:
         if bound == max_inflated:
             raise
         budget.inflated_bytes = 0
-        return b""
-    budget.inflated_bytes -= len(data)
-    return data
+        return None
+    budget.inflated_bytes -= region[2] - region[1]
+    return region
 
 
 def _reads_records(config: LogConfig) -> bool:
@@ -164,8 +160,8 @@ def check_appended_batches(records: bytes | bytearray | memoryview, headers: lis
     for pos, header in rb.iter_batches(records):
         _check_header_timestamps(header, config, now_ms)
         if _reads_records(config):  # an internal writer's batch: within the broker's inflated bound
-            data = rb.decompress(header.compression, bytes(memoryview(records)[pos + rb.HEADER_SIZE:pos + header.size]))
-            if _check_records(header, data, 0, len(data), config, now_ms):
+            data, start, stop = rb.batch_records(records, pos, header)
+            if _check_records(header, data, start, stop, config, now_ms):
                 raise KafkaError("compacted topics only accept records with a key", ErrorCode.INVALID_RECORD)
 
 
