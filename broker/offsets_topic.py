@@ -26,7 +26,7 @@ import structlog
 
 from ..protocol.control_records import COMMIT, marker_of
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
-from ..protocol.latest_records import latest_per_key
+from ..protocol.latest_records import in_write_order, latest_per_key
 from ..protocol.record_batch import CRC_OFFSET, compute_crc, decode_batch, encode_keyed_batch, iter_batches, read_header
 
 if TYPE_CHECKING:
@@ -78,10 +78,12 @@ class PartitionReplay:
 
 @dataclass(slots=True)
 class _PartitionFold:
-    """A partition's records as they are read: the last (offset, value) per key, in the order of those
-    last writes; per producer, the same for its transaction with no marker yet; keyless offsets."""
+    """A partition's records as they are read: the last (offset, value) per key, and where a key's last
+    write was a transaction's, the offset of the marker that committed it (`in_write_order` orders
+    them); per producer, the same for its transaction with no marker yet; keyless offsets."""
 
     latest: dict[bytes, tuple[int, bytes | None]] = field(default_factory=dict)
+    committed_at: dict[bytes, int] = field(default_factory=dict)
     open_txns: dict[int, dict[bytes, tuple[int, bytes | None]]] = field(default_factory=dict)
     keyless: list[int] = field(default_factory=list)
     read: int = 0
@@ -262,8 +264,8 @@ class OffsetsTopic:
         for at in fold.keyless:  # a record no coordinator wrote: skip it, loudly
             log.error("offsets_record_skipped", partition=partition, offset=at, error="record without a key")
         self.open_txn_offsets[partition] = {pid: records for pid, pending in fold.open_txns.items()
-                                            if (records := _decoded(partition, pending))}
-        return PartitionReplay(_decoded(partition, fold.latest), fold.read)
+                                            if (records := _decoded(partition, in_write_order(pending, {})))}
+        return PartitionReplay(_decoded(partition, in_write_order(fold.latest, fold.committed_at)), fold.read)
 
     async def load_partition(self, coordinator: Any, partition: int) -> int:
         """Replay one partition: read its chunks in a worker thread and fold them on the loop in slices
@@ -353,25 +355,24 @@ def _collect_for_serving() -> None:
 
 def _fold_chunk(chunk: bytes, offset: int, fold: _PartitionFold) -> Iterator[None]:
     """Fold a chunk's batches (records before `offset` excepted) into `fold`, pausing after each batch."""
-    latest, open_txns = fold.latest, fold.open_txns
+    latest, committed_at, open_txns = fold.latest, fold.committed_at, fold.open_txns
     for pos, header in iter_batches(chunk):
         if header.is_control:
             resolved = open_txns.pop(header.producer_id, None)
             if resolved and (marker_of(chunk, pos) or (None,))[0] == COMMIT:
-                for key, entry in resolved.items():  # the transaction's writes land at its marker
-                    latest.pop(key, None)
-                    latest[key] = entry
+                latest.update(resolved)  # the transaction's writes land at its marker
+                committed_at.update(dict.fromkeys(resolved, header.base_offset))
             continue
         target = open_txns.setdefault(header.producer_id, {}) if header.is_transactional else latest
         fold.read += latest_per_key(chunk, pos, header, target, fold.keyless, offset)
         yield
 
 
-def _decoded(partition: int, latest: dict[bytes, tuple[int, bytes | None]]) -> list[Record]:
+def _decoded(partition: int, latest: list[tuple[bytes, tuple[int, bytes | None]]]) -> list[Record]:
     from ..coordinator.record_codec import UnknownRecordType, decode_record
 
     out: list[Record] = []
-    for key, (offset, value) in latest.items():
+    for key, (offset, value) in latest:
         try:
             out.append(decode_record(key, value))
         except UnknownRecordType:

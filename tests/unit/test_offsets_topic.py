@@ -101,12 +101,17 @@ def test_replay_applies_transactional_offsets_at_their_commit_marker(tmp_path) -
     plain_key, plain_value = encode_record(OffsetCommitRecord("g", "t", 1, 5, -1, "", 4))
     plog.append(encode_batch([LogRecord(0, 4, plain_key, plain_value)]), leader_epoch=0, now_ms=0)
     end(2, commit=False)
+    other_key, other_value = encode_record(OffsetCommitRecord("g", "t", 0, 7, -1, "", 4))
+    plog.append(encode_batch([LogRecord(0, 4, other_key, other_value)]), leader_epoch=0, now_ms=0)
     end(1, commit=True)
+    later_key, later_value = encode_record(OffsetCommitRecord("g", "t", 9, 8, -1, "", 6))
+    plog.append(encode_batch([LogRecord(0, 6, later_key, later_value)]), leader_epoch=0, now_ms=0)
     replay = topic.read_partition(7)
     # the committed transaction's offset lands at its marker, so it supersedes the plain commit written
-    # before it; the aborted and the open transactions' offsets are not replayed
-    assert [(r.partition, r.offset) for r in replay.records] == [(1, 10)]
-    assert replay.read == 4
+    # before it and is replayed after the commit written before the marker; the aborted and the open
+    # transactions' offsets are not replayed
+    assert [(r.partition, r.offset) for r in replay.records] == [(0, 7), (1, 10), (9, 8)]
+    assert replay.read == 6
     assert [(r.partition, r.offset) for r in topic.open_txn_offsets[7][3]] == [(3, 30)]
     assert 2 not in topic.open_txn_offsets[7]
     logs.close()
