@@ -103,21 +103,29 @@ class FrameReader:
         return frame
 
     def _joined(self) -> bytes:
-        """The gathered frame in one copy; bytes past it start the buffer again."""
-        parts = self._parts
-        over = self._gathered - self._want
-        rest = memoryview(b"")
-        if over:
-            last = memoryview(parts[-1])
-            parts[-1] = last[:len(last) - over]
-            rest = last[len(last) - over:]
+        """The gathered frame in one copy; bytes past it start the buffer again. Those may span
+        several parts: reads go on arriving while the connection takes no frame (a request runs),
+        so more than the read that completed the frame can have been gathered."""
+        parts, want = self._parts, self._want
+        rest: list[bytes | memoryview] = []
+        if self._gathered > want:
+            taken = 0
+            for i, part in enumerate(parts):
+                if taken + len(part) > want:
+                    cut = want - taken
+                    view = memoryview(part)
+                    rest = [view[cut:], *parts[i + 1:]]
+                    parts = [*parts[:i], view[:cut]]
+                    break
+                taken += len(part)
         frame = b"".join(parts)
         self._parts = []
         self._gathered = self._want = 0
         self._buf = bytearray()
         self._start = 0
-        if not self._gather(rest):
-            self._buf += rest
+        after = memoryview(rest[0]) if len(rest) == 1 else memoryview(b"".join(rest))
+        if not self._gather(after):
+            self._buf += after
         return frame
 
     def needed(self) -> int:

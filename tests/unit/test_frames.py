@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kbroker.protocol.frames import FrameReader, FrameSizeError, recv_frame
 
@@ -60,6 +62,32 @@ def test_big_frames_gathered_from_pieces_come_out_whole_with_the_bytes_after_the
                 out.append(frame)
         assert out == [big, b"small", huge, b"tail"], piece
         assert reader.buffered == 0 and reader.needed() == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 3, 100, 65_535, 65_536, 70_000, 112_743, 300_000]), min_size=1, max_size=6),
+       pieces=st.lists(st.integers(min_value=1, max_value=300_000), min_size=1, max_size=8),
+       takes=st.lists(st.booleans(), min_size=1, max_size=12))
+def test_frames_come_out_whole_however_the_reads_fall_between_takes(sizes: list[int], pieces: list[int],
+                                                                    takes: list[bool]) -> None:
+    """The connection stops taking frames while a request runs, and reads go on arriving (up to its
+    read high-water mark): several reads may be fed, past the end of a big frame being gathered and
+    into the frames after it, before the next frame is taken."""
+    bodies = [bytes([n % 251]) * size for n, size in enumerate(sizes)]
+    stream = b"".join(_frame(body) for body in bodies)
+    reader, out, at, turn = FrameReader(), [], 0, 0
+    while at < len(stream):
+        piece = pieces[turn % len(pieces)]
+        reader.feed(stream[at:at + piece])
+        at += piece
+        if takes[turn % len(takes)]:  # the connection takes what is whole now; else it is busy
+            while (frame := reader.next_frame()) is not None:
+                out.append(frame)
+        turn += 1
+    while (frame := reader.next_frame()) is not None:
+        out.append(frame)
+    assert out == bodies
+    assert reader.buffered == 0
 
 
 def test_a_gathered_frame_does_not_change_when_the_caller_reuses_its_buffer() -> None:
