@@ -1,13 +1,16 @@
 """AlterClientQuotas (49) v0-v1: set or remove quota values per entity (broker/quotas.py).
 
 Each entry is validated on its own (entity shape, key, value) and answered with its own error, as
-Kafka's controller does; the valid ones are applied and persisted together unless ValidateOnly.
+Kafka's controller does; the valid ones are applied and persisted together unless ValidateOnly. As in
+Kafka's controller, a request changing more than 10,000 quota values (one record each there)
+changes none: every entry answers POLICY_VIOLATION (broker/state_file.py), ValidateOnly or not.
 """
 
 from __future__ import annotations
 
 from .. import quotas as q
 from ..router import RequestContext
+from ..state_file import MAX_CHANGES_PER_REQUEST, TOO_MANY_CHANGES
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from ...protocol.messages.alter_client_quotas_response import (
@@ -20,9 +23,10 @@ API_KEY = 49
 VERSIONS = (0, 1)
 
 
-def failed_response(_ctx: RequestContext, request: AlterClientQuotasRequest, error: int) -> AlterClientQuotasResponse:
+def failed_response(_ctx: RequestContext, request: AlterClientQuotasRequest, error: int,
+                    message: str | None = None) -> AlterClientQuotasResponse:
     return AlterClientQuotasResponse(entries=[
-        EntryData(error, None, [EntityData(e.entity_type, e.entity_name) for e in entry.entity])
+        EntryData(error, message, [EntityData(e.entity_type, e.entity_name) for e in entry.entity])
         for entry in request.entries])
 
 
@@ -46,6 +50,8 @@ async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> Alte
             continue
         changes.append((entity, ops))
         answers.append(EntryData(ErrorCode.NONE, None, echo))
+    if sum(len(ops) for _, ops in changes) > MAX_CHANGES_PER_REQUEST:
+        return failed_response(ctx, request, ErrorCode.POLICY_VIOLATION, TOO_MANY_CHANGES)
     if changes and not request.validate_only:
-        ctx.broker.quotas.alter(changes)
+        await ctx.broker.quotas.alter(changes)
     return AlterClientQuotasResponse(throttle_time_ms=0, entries=answers)

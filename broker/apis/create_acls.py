@@ -1,4 +1,7 @@
-"""CreateAcls (30) v1-v3: add ACL bindings (Alter on the cluster); persisted before the answer."""
+"""CreateAcls (30) v1-v3: add ACL bindings (Alter on the cluster); persisted before the answer.
+
+As in Kafka's controller, a request that would add more than 10,000 ACLs adds none: every creation
+answers POLICY_VIOLATION (broker/state_file.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from enum import IntEnum
 from typing import TypeVar
 
 from ..router import RequestContext
+from ..state_file import MAX_CHANGES_PER_REQUEST, TOO_MANY_CHANGES
 from ..security.acl import (
     AclBinding, Operation, PatternType, Permission, ResourceType, invalid_binding_reason,
 )
@@ -50,5 +54,7 @@ async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsR
             results.append(AclCreationResult(error_code=ErrorCode.NONE, error_message=None))
         else:
             results.append(AclCreationResult(error_code=ErrorCode.INVALID_REQUEST, error_message=reason))
-    security.add_acls(valid)
+    if len(security.authorizer.new_among(valid)) > MAX_CHANGES_PER_REQUEST:
+        return failed_response(ctx, request, ErrorCode.POLICY_VIOLATION, TOO_MANY_CHANGES)
+    await security.add_acls(valid)
     return CreateAclsResponse(results=results)

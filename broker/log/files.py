@@ -182,12 +182,14 @@ def bounded_name(stem: str, suffix: str) -> str:
     return stem.encode()[:keep].decode(errors="ignore") + "." + digest + suffix
 
 
-def write_file_durably(path: Path, data: bytes) -> None:
+def write_file_durably(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write-temp, fsync, rename, fsync the directory: the file is either old or new after a crash."""
     tmp = path.with_name(bounded_name(path.name, ".tmp"))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:  # a write may take less than it was given
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)

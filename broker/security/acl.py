@@ -194,8 +194,8 @@ class Authorizer:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         # by resource type, then LITERAL name (including "*") / PREFIXED list; lookups stay cheap
-        self._literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
-        self._prefixed: dict[ResourceType, list[AclBinding]] = {}
+        self._literal: dict[tuple[ResourceType, str], dict[AclBinding, None]] = {}
+        self._prefixed: dict[ResourceType, dict[AclBinding, None]] = {}
         self._all: dict[AclBinding, None] = {}
         for acl in acls:
             self.add(acl)
@@ -203,14 +203,18 @@ class Authorizer:
     def acls(self) -> list[AclBinding]:
         return list(self._all)
 
+    def new_among(self, acls: Iterable[AclBinding]) -> set[AclBinding]:
+        """The distinct bindings of `acls` not in force yet: what adding them would add."""
+        return {acl for acl in acls if acl not in self._all}
+
     def add(self, acl: AclBinding) -> bool:
         if acl in self._all:
             return False
         self._all[acl] = None
         if acl.pattern_type == PatternType.LITERAL:
-            self._literal.setdefault((acl.resource_type, acl.resource_name), []).append(acl)
+            self._literal.setdefault((acl.resource_type, acl.resource_name), {})[acl] = None
         else:
-            self._prefixed.setdefault(acl.resource_type, []).append(acl)
+            self._prefixed.setdefault(acl.resource_type, {})[acl] = None
         return True
 
     def remove(self, acl: AclBinding) -> bool:
@@ -221,7 +225,12 @@ class Authorizer:
             bucket = self._literal[(acl.resource_type, acl.resource_name)]
         else:
             bucket = self._prefixed[acl.resource_type]
-        bucket.remove(acl)
+        del bucket[acl]  # a dict, in insertion order: removing 10,000 of a bucket is not quadratic
+        if not bucket:
+            if acl.pattern_type == PatternType.LITERAL:
+                del self._literal[(acl.resource_type, acl.resource_name)]
+            else:
+                del self._prefixed[acl.resource_type]
         return True
 
     def matching(self, flt: AclFilter) -> list[AclBinding]:

@@ -1,22 +1,26 @@
 """The ACLs, persisted in `<data-dir>/security/acls.json` and read back at start-up.
 
-Every CreateAcls/DeleteAcls rewrites the file atomically (temporary file, fsync, rename) before it is
-answered, so an acknowledged change survives a crash; ACL changes are rare and the set is small.
+Every CreateAcls/DeleteAcls rewrites the file durably before it is answered (broker/state_file.py:
+rendered and written off the event loop, changes made meanwhile sharing one write), so an
+acknowledged change survives a crash.
 """
 
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
+from ..state_file import StateFile
 from .acl import AclBinding
-from .credentials import _atomic_write
 
 
 class AclStore:
-    def __init__(self, data_dir: str | Path) -> None:
+    def __init__(self, data_dir: str | Path, current: Callable[[], Iterable[AclBinding]] = tuple) -> None:
         self.path = Path(data_dir) / "security" / "acls.json"
+        self._current = current  # the ACLs in force (the authorizer's)
+        self._file = StateFile(self.path, self._capture, mode=0o600)
 
     def load(self) -> list[AclBinding]:
         if not self.path.exists():
@@ -24,7 +28,19 @@ class AclStore:
         data = json.loads(self.path.read_text(encoding="utf-8"))
         return [AclBinding.from_json(row) for row in data.get("acls", [])]
 
-    def save(self, acls: Iterable[AclBinding]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        rows = [acl.to_json() for acl in acls]
-        _atomic_write(self.path, json.dumps({"version": 1, "acls": rows}, indent=0))
+    async def save(self) -> None:
+        """Returns once the file holds the ACLs in force now, durably."""
+        await self._file.save()
+
+    def save_now(self) -> None:
+        self._file.save_now()
+
+    def _capture(self) -> Callable[[], bytes]:
+        return partial(_render, list(self._current()))  # AclBinding is frozen: the list is a snapshot
+
+
+def _render(acls: list[AclBinding]) -> bytes:
+    # One dumps() per ACL: the loop may take the GIL back between calls, not during one (state_file).
+    dump = json.dumps
+    rows = [dump(acl.to_json()) for acl in acls]
+    return ('{"version": 1, "acls": [\n' + ",\n".join(rows) + "\n]}\n").encode()

@@ -158,7 +158,7 @@ class Security:
         self.mechanisms = parse_mechanisms(config.sasl_enabled_mechanisms)
         self.credentials = CredentialStore(data_dir, config.sasl_plain_users_file or None)
         self.principal_mapper = tls.PrincipalMapper(config.ssl_principal_mapping_rules)
-        self.acl_store = AclStore(data_dir)
+        self.acl_store = AclStore(data_dir, self._acls_in_force)
         self.authorizer: Authorizer | None = None
         if config.authorizer_class_name:
             if config.authorizer_class_name not in AUTHORIZERS:
@@ -229,17 +229,21 @@ class Security:
         return self.authorizer.authorize_any(principal_of(ctx), host_of(ctx.peer), operation, resource_type)
 
     # --- ACL changes (CreateAcls/DeleteAcls): persisted before they are answered ---
-    def add_acls(self, acls: list[AclBinding]) -> None:
+    async def add_acls(self, acls: list[AclBinding]) -> None:
+        """Apply the new ones; return once they are durable."""
         assert self.authorizer is not None
         added = [a for a in acls if self.authorizer.add(a)]
         if added:
-            self.acl_store.save(self.authorizer.acls())
+            await self.acl_store.save()
 
-    def remove_acls(self, acls: list[AclBinding]) -> None:
+    async def remove_acls(self, acls: list[AclBinding]) -> None:
         assert self.authorizer is not None
         removed = [a for a in acls if self.authorizer.remove(a)]
         if removed:
-            self.acl_store.save(self.authorizer.acls())
+            await self.acl_store.save()
+
+    def _acls_in_force(self) -> list[AclBinding]:
+        return self.authorizer.acls() if self.authorizer is not None else []
 
 
 def principal_of(ctx: RequestContext) -> str:

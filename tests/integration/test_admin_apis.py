@@ -287,3 +287,38 @@ def test_describe_producers_through_kafka_pythons_admin(admin, kp_admin, broker)
     assert len(active) == 1 and active[0].producer_id >= 0 and active[0].producer_epoch == 0
     assert active[0].last_sequence == 4 and active[0].current_transaction_start_offset == -1
     assert states[TopicPartition("producers", 1)].active_producers == []
+
+
+def test_client_quota_changes_past_kafkas_bound_per_request_change_nothing(broker):
+    """Kafka's controller writes at most 10,000 records (quota values) per operation: a request of
+    more answers POLICY_VIOLATION for every entry, ValidateOnly or not, and changes nothing; 10,000
+    are applied and stored across a restart."""
+    from kbroker.protocol.messages import alter_client_quotas_request as aq
+    from kbroker.protocol.messages import describe_client_quotas_request as dq
+
+    def entries(prefix: str, n: int) -> list:
+        return [aq.EntryData(entity=[aq.EntityData("client-id", f"{prefix}-{i}")],
+                             ops=[aq.OpData("producer_byte_rate", 1000.0 + i, False)]) for i in range(n)]
+
+    def stored(wire: Wire, prefix: str) -> int:
+        r = wire.call(48, 1, dq.DescribeClientQuotasRequest(components=[dq.ComponentData("client-id", 2, None)]))
+        return sum((e.entity[0].entity_name or "").startswith(prefix + "-") for e in r.entries)
+
+    wire = Wire(broker.bootstrap, timeout=120)
+    for validate_only in (True, False):
+        over = wire.call(49, 1, aq.AlterClientQuotasRequest(entries=entries("over", 10_001),
+                                                            validate_only=validate_only))
+        assert len(over.entries) == 10_001
+        assert {(e.error_code, e.error_message) for e in over.entries} == {
+            (ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")}
+    assert stored(wire, "over") == 0
+    within = wire.call(49, 1, aq.AlterClientQuotasRequest(entries=entries("within", 10_000)))
+    assert {e.error_code for e in within.entries} == {ErrorCode.NONE}
+    broker.restart()
+    wire = Wire(broker.bootstrap, timeout=120)
+    assert stored(wire, "within") == 10_000
+    removed = wire.call(49, 1, aq.AlterClientQuotasRequest(entries=[
+        aq.EntryData(entity=[aq.EntityData("client-id", f"within-{i}")], ops=[aq.OpData("producer_byte_rate", 0, True)])
+        for i in range(10_000)]))
+    assert {e.error_code for e in removed.entries} == {ErrorCode.NONE}
+    assert stored(wire, "within") == 0

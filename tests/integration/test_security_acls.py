@@ -380,3 +380,56 @@ def test_acl_apis_v0_for_clients_of_kafka_3(cluster):
         assert admin.describe_acls(flt)[0] == []
     finally:
         admin.close()
+
+
+def test_acl_changes_past_kafkas_bound_per_request_change_nothing(cluster):
+    """Kafka's controller writes at most 10,000 records per operation: CreateAcls adding more answers
+    POLICY_VIOLATION for every creation and adds none; a DeleteAcls filter that would take the
+    request past 10,000 removals fails on its own, removing none of its matches, and the other
+    filters are applied. 10,000 creations are fine, and are there after a restart."""
+    from kbroker.protocol.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
+    from kbroker.protocol.messages.describe_acls_request import DescribeAclsRequest
+
+    wire = plain_login(cluster.address("SASL_PLAINTEXT"), "admin", PASSWORDS["admin"])
+
+    def creations(prefix: str, n: int) -> list[AclCreation]:
+        return [AclCreation(resource_type=2, resource_name=f"{prefix}-{i}", resource_pattern_type=3,
+                            principal="User:many", host="*", operation=3, permission_type=3) for i in range(n)]
+
+    def held(prefix: str) -> int:
+        found = wire.call(29, 3, DescribeAclsRequest(resource_type_filter=2, resource_name_filter=None,
+                                                     pattern_type_filter=1, principal_filter="User:many",
+                                                     host_filter=None, operation=1, permission_type=1))
+        return sum(len(r.acls) for r in found.resources if r.resource_name.startswith(prefix + "-"))
+
+    too_many = wire.call(30, 3, CreateAclsRequest(creations=creations("over", 10_001)))
+    assert {(r.error_code, r.error_message) for r in too_many.results} == {
+        (ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")}
+    assert len(too_many.results) == 10_001
+    assert held("over") == 0
+    # The same binding twice is one ACL: 10,000 distinct ones named twice over are within the bound.
+    fine = wire.call(30, 3, CreateAclsRequest(creations=creations("many", 10_000) + creations("many", 10_000)))
+    assert {r.error_code for r in fine.results} == {ErrorCode.NONE}
+    assert held("many") == 10_000
+    one = wire.call(30, 3, CreateAclsRequest(creations=creations("one", 1)))
+    assert one.results[0].error_code == ErrorCode.NONE
+
+    def by_name(name: str | None) -> DeleteAclsFilter:
+        return DeleteAclsFilter(resource_type_filter=2, resource_name_filter=name, pattern_type_filter=1,
+                                principal_filter="User:many", host_filter=None, operation=1, permission_type=1)
+
+    # The first filter removes one ACL; every "many-" ACL and that one would be 10,001 removals.
+    deleted = wire.call(31, 3, DeleteAclsRequest(filters=[by_name("one-0"), by_name(None), by_name("many-7")]))
+    first, everything, seven = deleted.filter_results
+    assert first.error_code == ErrorCode.NONE and len(first.matching_acls) == 1
+    assert everything.error_code == ErrorCode.UNKNOWN_SERVER_ERROR and everything.matching_acls == []
+    assert everything.error_message == "Cannot remove more than 10000 acls in a single delete operation."
+    assert seven.error_code == ErrorCode.NONE and len(seven.matching_acls) == 1
+    assert held("many") == 9_999 and held("one") == 0
+
+    cluster.broker.restart()
+    wire = plain_login(cluster.address("SASL_PLAINTEXT"), "admin", PASSWORDS["admin"])
+    assert held("many") == 9_999
+    cleared = wire.call(31, 3, DeleteAclsRequest(filters=[by_name(None)]))
+    assert len(cleared.filter_results[0].matching_acls) == 9_999
+    assert held("many") == 0

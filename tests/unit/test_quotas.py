@@ -30,18 +30,18 @@ def test_entities_are_validated_as_kafka_does():
     q.check_value(q.make_entity([("client-id", "c")]), "request_percentage", 1.5)
 
 
-def test_stored_durably_and_reloaded(tmp_path):
+async def test_stored_durably_and_reloaded(tmp_path):
     store = q.ClientQuotas(tmp_path)
     entity = q.make_entity([("client-id", "c"), ("user", None)])
-    store.alter([(entity, [("producer_byte_rate", 100.0, False)])])
+    await store.alter([(entity, [("producer_byte_rate", 100.0, False)])])
     assert q.ClientQuotas(tmp_path).quotas == {entity: {"producer_byte_rate": 100.0}}
-    store.alter([(entity, [("producer_byte_rate", 0.0, True)])])
+    await store.alter([(entity, [("producer_byte_rate", 0.0, True)])])
     assert q.ClientQuotas(tmp_path).quotas == {}
 
 
-def test_most_specific_quota_applies(tmp_path):
+async def test_most_specific_quota_applies(tmp_path):
     store = q.ClientQuotas(tmp_path, clock=Clock())
-    store.alter([
+    await store.alter([
         (q.make_entity([("client-id", None)]), [("producer_byte_rate", 1.0, False)]),
         (q.make_entity([("client-id", "fast")]), [("producer_byte_rate", 1e12, False)]),
     ])
@@ -50,10 +50,10 @@ def test_most_specific_quota_applies(tmp_path):
     assert store.record("consumer_byte_rate", "anyone-else", 10_000) == 0  # no fetch quota set
 
 
-def test_throttle_time_is_kafkas_formula_over_the_sampled_window(tmp_path):
+async def test_throttle_time_is_kafkas_formula_over_the_sampled_window(tmp_path):
     clock = Clock()
     store = q.ClientQuotas(tmp_path, clock=clock)
-    store.alter([(q.make_entity([("client-id", "c")]), [("producer_byte_rate", 1000.0, False)])])
+    await store.alter([(q.make_entity([("client-id", "c")]), [("producer_byte_rate", 1000.0, False)])])
     # Within the first sample the window counts as (11 - 1) full seconds: 10,000 bytes is 1,000/s.
     assert store.record("producer_byte_rate", "c", 10_000) == 0
     # 20,000 bytes over 10 s is 2,000/s, twice the quota: throttle (2000 - 1000) / 1000 * 10 s.

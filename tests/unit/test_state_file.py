@@ -1,0 +1,94 @@
+"""A state file rewritten whole off the event loop: every save returns once the file durably holds
+the change made before it, saves asked for during a write share the next one, and a failed write
+reaches every save it was to hold."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from kbroker.broker.state_file import StateFile
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.values: list[int] = []
+        self.captures = 0
+        self.threads: set[str] = set()
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def capture(self):
+        self.captures += 1
+        values = list(self.values)
+
+        def render() -> bytes:
+            self.threads.add(threading.current_thread().name)
+            self.gate.wait(10)  # a slow disk, held by the test
+            return json.dumps(values).encode()
+
+        return render
+
+
+async def test_each_save_returns_once_the_file_holds_its_change(tmp_path: Path) -> None:
+    state = Counter()
+    file = StateFile(tmp_path / "sub" / "state.json", state.capture)
+
+    async def change(i: int) -> list[int]:
+        state.values.append(i)
+        await file.save()
+        return json.loads(file.path.read_text())
+
+    seen = await asyncio.gather(*(change(i) for i in range(20)))
+    for i, held in enumerate(seen):
+        assert i in held
+    assert json.loads(file.path.read_text()) == list(range(20))
+    assert state.threads == {"kbroker-state-files_0"}  # rendered and written on the worker, not the loop
+
+
+async def test_saves_asked_for_during_a_write_share_the_next_one(tmp_path: Path) -> None:
+    state = Counter()
+    file = StateFile(tmp_path / "state.json", state.capture, mode=0o600)
+    state.gate.clear()  # the first write waits on its "disk"
+    state.values.append(0)
+    first = asyncio.create_task(file.save())
+    await asyncio.sleep(0.05)
+    assert state.captures == 1 and not first.done()
+    later = []
+    for i in range(1, 50):
+        state.values.append(i)
+        later.append(asyncio.create_task(file.save()))
+    await asyncio.sleep(0.05)
+    assert not any(t.done() for t in later)  # their changes are not in the write under way
+    state.gate.set()
+    await asyncio.gather(first, *later)
+    assert state.captures == 2  # fifty changes, two writes
+    assert json.loads(file.path.read_text()) == list(range(50))
+    assert os.stat(file.path).st_mode & 0o777 == 0o600
+
+
+async def test_a_failed_write_reaches_the_saves_it_was_to_hold(tmp_path: Path) -> None:
+    (tmp_path / "blocked").write_text("a file where the directory should be")
+    state = Counter()
+    file = StateFile(tmp_path / "blocked" / "state.json", state.capture)
+    state.values.append(1)
+    results = await asyncio.gather(file.save(), file.save(), return_exceptions=True)
+    assert all(isinstance(r, OSError) for r in results), results
+    file.path = tmp_path / "state.json"  # the disk is back: the next save writes
+    await file.save()
+    assert json.loads(file.path.read_text()) == [1]
+
+
+def test_save_now_writes_without_a_loop(tmp_path: Path) -> None:
+    state = Counter()
+    state.values.extend([3, 4])
+    file = StateFile(tmp_path / "state.json", state.capture)
+    file.save_now()
+    assert json.loads(file.path.read_text()) == [3, 4]
+    with pytest.raises(RuntimeError):
+        asyncio.get_running_loop()
