@@ -7,6 +7,8 @@ timestamp; -4 earliest local (v8+): the log start (all data is local); -5 latest
 tiered storage Kafka answers offset -1 and timestamp -1, and so it does for -6 earliest pending upload
 (v11+). Any other value is a timestamp looked up
 through the time index: the first record whose timestamp is at least that, or -1/-1 when none is.
+A batch with more records than a request may walk on the event loop is searched on a worker thread
+(broker/log/timestamp_search.py), so one search through millions of records holds no other client.
 
 v0 (Kafka 3.9; removed in 4.0) answers a list of up to MaxNumOffsets offsets, newest first, as
 Kafka's legacyFetchOffsetsBefore: the segments' base offsets (each at least the log start) paired
@@ -21,6 +23,8 @@ from collections import Counter
 
 
 from ..log.partition_log import PartitionLog
+from ..log.timestamp_search import BatchToWalk
+from ..workers import OFFSET_SEARCH, run_in_worker
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.list_offsets_request import ListOffsetsRequest
@@ -43,8 +47,9 @@ LEADER_EPOCH = 0
 READ_COMMITTED = 1
 
 
-def _lookup(plog: PartitionLog, timestamp: int, version: int) -> tuple[int, int, int]:
-    """(offset, timestamp, leader epoch) for one partition."""
+async def _lookup(plog: PartitionLog, timestamp: int, version: int) -> tuple[int, int, int]:
+    """(offset, timestamp, leader epoch) for one partition. A batch with too many records to walk on
+    the loop is walked on the offset-search worker (log/timestamp_search.py)."""
     if timestamp == LATEST:
         return plog.log_end_offset, -1, LEADER_EPOCH
     if timestamp == EARLIEST or (timestamp == EARLIEST_LOCAL and version >= 8):
@@ -52,9 +57,24 @@ def _lookup(plog: PartitionLog, timestamp: int, version: int) -> tuple[int, int,
     if (timestamp == LATEST_TIERED and version >= 9) or (timestamp == EARLIEST_PENDING_UPLOAD and version >= 11):
         return -1, -1, -1
     if timestamp == MAX_TIMESTAMP and version >= 7:
-        offset, ts = plog.max_timestamp_offset()
+        best = plog.max_timestamp_offset(inline_only=True)
+        if isinstance(best, BatchToWalk):
+            best = await run_in_worker(OFFSET_SEARCH, best.walk) or best.otherwise or (-1, -1)
+        offset, ts = best
         return (offset, ts, LEADER_EPOCH) if offset >= 0 else (-1, -1, -1)
-    found = plog.offset_for_timestamp(timestamp)
+    start = 0
+    while True:
+        found = plog.offset_for_timestamp(timestamp, start, inline_only=True)
+        if not isinstance(found, BatchToWalk):
+            break
+        walked = await run_in_worker(OFFSET_SEARCH, found.walk)
+        if walked is not None:
+            found = walked
+            break
+        if plog.closed:  # deleted while the batch was walked
+            raise KafkaError(f"{plog.topic}-{plog.partition} was deleted", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        assert found.resume_offset is not None
+        start = found.resume_offset  # no record of it qualifies (its header's max timestamp said one would)
     if found is None:
         return -1, -1, -1
     return found[0], found[1], LEADER_EPOCH
@@ -108,7 +128,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                                                           old_style_offsets=offsets))
                 continue
             try:
-                offset, ts, epoch = _lookup(plog, p.timestamp, ctx.api_version)
+                offset, ts, epoch = await _lookup(plog, p.timestamp, ctx.api_version)
             except KafkaError as e:  # a timestamp search that reached a damaged batch: CORRUPT_MESSAGE
                 parts.append(ListOffsetsPartitionResponse(p.partition_index, e.code))
                 continue

@@ -26,6 +26,7 @@ from .flusher import Flusher, StorageError
 from ...purgatory.clock import Clock, SystemClock
 from .segment import LogSegment
 from .sync_batcher import SyncBatcher
+from .timestamp_search import BatchToWalk
 from .validation import check_appended_batches
 
 if TYPE_CHECKING:
@@ -454,18 +455,23 @@ class PartitionLog:
             data = data.tobytes()
         return ReadResult(data, self.high_watermark, self.log_start_offset, self.last_stable_offset)
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """First (offset, timestamp) whose timestamp >= `timestamp`, for ListOffsets."""
+    def offset_for_timestamp(self, timestamp: int, from_offset: int = 0, *, inline_only: bool = False
+                             ) -> tuple[int, int] | BatchToWalk | None:
+        """First (offset, timestamp) at or past `from_offset` whose timestamp >= `timestamp`, for
+        ListOffsets. `inline_only`: a batch too costly to walk on the loop comes back as a
+        BatchToWalk (log/timestamp_search.py) for the caller to walk elsewhere and go on from."""
+        start = max(from_offset, self.log_start_offset)
         for segment in self.segments:
-            if segment.next_offset <= self.log_start_offset:
+            if segment.next_offset <= start:
                 continue
-            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            found = segment.find_offset_by_timestamp(timestamp, start, inline_only=inline_only)
             if found is not None:
                 return found
         return None
 
-    def max_timestamp_offset(self) -> tuple[int, int]:
-        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3); (-1, -1) if none."""
+    def max_timestamp_offset(self, *, inline_only: bool = False) -> tuple[int, int] | BatchToWalk:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3); (-1, -1) if
+        none. `inline_only` as for offset_for_timestamp."""
         best: LogSegment | None = None
         for segment in self.segments:
             if segment.next_offset > self.log_start_offset and (
@@ -474,7 +480,7 @@ class PartitionLog:
                 best = segment
         if best is None or best.max_timestamp < 0:
             return -1, -1
-        return best.record_with_max_timestamp() or (-1, -1)
+        return best.record_with_max_timestamp(inline_only=inline_only) or (-1, -1)
 
     # --- truncation and deletion ----------------------------------------------------------------------
 

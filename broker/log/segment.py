@@ -12,7 +12,6 @@ from typing import Callable, Iterator
 import structlog
 
 from ...protocol.errors import CorruptRecordError
-from ...protocol.record_framing import record_times
 from ...protocol.record_batch import (
     HEADER_SIZE,
     HEADER_STRUCT,
@@ -26,6 +25,7 @@ from ...purgatory.clock import SystemClock
 from . import segment_recovery
 from .files import FILES
 from .index import OffsetIndex, TimeIndex
+from .timestamp_search import BatchToWalk, first_at_or_after, too_costly_inline
 
 log = structlog.get_logger(__name__)
 
@@ -459,20 +459,25 @@ class LogSegment:
             if start + rel <= self.verified_size < end:
                 self.verified_size = end
 
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record at or after `timestamp` with offset >= start_offset."""
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int, *, inline_only: bool = False
+                                 ) -> tuple[int, int] | BatchToWalk | None:
+        """(offset, timestamp) of the first record at or after `timestamp` with offset >= start_offset.
+        `inline_only`: a batch too costly to walk on the loop comes back as a BatchToWalk instead."""
         if self.max_timestamp < timestamp:
             return None
         from_offset = max(self.time_index.lookup_before(timestamp), start_offset)
         for pos, header in self.iter_headers(self.offset_index.lookup(from_offset)):
             if header.last_offset < start_offset or header.max_timestamp < timestamp:
                 continue
-            for offset, record_timestamp in record_times(self.read_at(pos, header.size)):
-                if offset >= start_offset and record_timestamp >= timestamp:
-                    return offset, record_timestamp
+            batch = self.read_at(pos, header.size)
+            if inline_only and too_costly_inline(header):
+                return BatchToWalk(bytes(batch), timestamp, start_offset, resume_offset=header.last_offset + 1)
+            found = first_at_or_after(batch, timestamp, start_offset)
+            if found is not None:
+                return found
         return None
 
-    def record_with_max_timestamp(self) -> tuple[int, int] | None:
+    def record_with_max_timestamp(self, *, inline_only: bool = False) -> tuple[int, int] | BatchToWalk | None:
         """(offset, timestamp) of the first record carrying the segment's max timestamp."""
         if self.max_timestamp < 0:
             return None
@@ -480,10 +485,11 @@ class LogSegment:
         if found is None:
             return None
         pos, header = found
-        for offset, record_timestamp in record_times(self.read_at(pos, header.size)):
-            if record_timestamp == self.max_timestamp:
-                return offset, record_timestamp
-        return header.last_offset, self.max_timestamp
+        batch = self.read_at(pos, header.size)
+        otherwise = (header.last_offset, self.max_timestamp)
+        if inline_only and too_costly_inline(header):
+            return BatchToWalk(bytes(batch), self.max_timestamp, 0, otherwise=otherwise)
+        return first_at_or_after(batch, self.max_timestamp, 0) or otherwise
 
     def last_modified_ms(self) -> int:
         try:

@@ -122,3 +122,49 @@ def test_list_offsets_walks_a_batch_of_a_million_records_and_refuses_a_partition
         ListOffsetsTopic("searched", [ListOffsetsPartition(0, -1, base_timestamp + 1)]) for _ in range(2)]))
     assert [p.error_code for t in twice.topics for p in t.partitions] == [ErrorCode.INVALID_REQUEST] * 2
     wire.close()
+
+
+def _with_max_timestamp(batch: bytes, max_timestamp: int) -> bytes:
+    """The batch with its header's max timestamp set (what a producer claims), CRC made to match."""
+    out = bytearray(batch)
+    fields = list(rb.HEADER_STRUCT.unpack_from(out, 0))
+    fields[8] = max_timestamp
+    rb.HEADER_STRUCT.pack_into(out, 0, *fields)
+    rb._U32.pack_into(out, rb.CRC_OFFSET, rb.compute_crc(out, 0, len(out)))
+    return bytes(out)
+
+
+def test_timestamp_searches_through_a_costly_batch_hold_no_other_client(broker):
+    """ListOffsets by timestamp (and -3, the max timestamp) landing in a batch of two million records
+    walks it on the offset-search worker: another client is answered meanwhile, and the answers are
+    the loop's. A batch whose header claims a later timestamp than any of its records holds is walked
+    in vain, and the search goes on in the batches after it."""
+    now = int(time.time() * 1000)
+    wire = Wire(broker.bootstrap, timeout=120)
+    honest = _with_max_timestamp(raw_batch(tiny_records(RECORDS, last_timestamp_delta=5), RECORDS,
+                                           rb.COMPRESSION_GZIP, timestamp=now), now + 5)
+    lying = _with_max_timestamp(raw_batch(tiny_records(RECORDS), RECORDS, rb.COMPRESSION_GZIP, timestamp=now), now + 5)
+    after = rb.encode_batch([rb.Record(0, now + 5, None, b"after")])
+    for topic, batches in (("searched", [honest]), ("lied-to", [lying, after])):
+        create_topic(wire, topic)
+        for batch in batches:
+            produced = wire.call(0, 9, ProduceRequest(None, -1, 60000, [TopicProduceData(topic, partition_data=[
+                PartitionProduceData(0, batch)])]))
+            assert produced.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+
+    def search(topic: str, timestamp: int) -> ListOffsetsRequest:
+        return ListOffsetsRequest(-1, 0, [ListOffsetsTopic(topic, [ListOffsetsPartition(0, -1, timestamp)])])
+
+    other = Wire(broker.bootstrap)
+    for topic, timestamp, expected in (("searched", now + 5, (RECORDS - 1, now + 5)),
+                                       ("searched", -3, (RECORDS - 1, now + 5)),
+                                       ("lied-to", now + 5, (RECORDS, now + 5))):
+        wire.send(2, 7, search(topic, timestamp))
+        for _ in range(3):
+            assert other.call(18, 3, ApiVersionsRequest("other", "1")).error_code == ErrorCode.NONE
+        readable, _, _ = select.select([wire.sock], [], [], 0)
+        assert not readable, f"the search of {topic} for {timestamp} was answered before another client's ApiVersions"
+        found = wire.receive(2, 7).topics[0].partitions[0]
+        assert (found.error_code, found.offset, found.timestamp) == (ErrorCode.NONE, *expected), (topic, timestamp)
+    wire.close()
+    other.close()

@@ -139,6 +139,25 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     assert plog.offset_for_timestamp(1_993) is None
 
 
+def test_a_search_asked_to_stay_inline_hands_back_a_costly_batch_to_walk_elsewhere(tmp_path: Path) -> None:
+    """A batch of more records than a request may walk on the loop comes back as a BatchToWalk: its
+    walk finds what the inline search finds, and a search resumed past it goes on in later batches."""
+    from kbroker.broker.log.timestamp_search import BatchToWalk
+    from kbroker.broker.log.validation import INLINE_RECORDS
+
+    plog = open_log(tmp_path, LogConfig())
+    big = INLINE_RECORDS + 1
+    plog.append(encode_batch([Record(i, 1_000 + i // 1000, None, b"") for i in range(big)]), leader_epoch=0, now_ms=0)
+    plog.append(batch(3, ts=5_000), leader_epoch=0, now_ms=0)
+    found = plog.offset_for_timestamp(1_030, inline_only=True)
+    assert isinstance(found, BatchToWalk) and found.resume_offset == big
+    assert found.walk() == plog.offset_for_timestamp(1_030) == (30_000, 1_030)
+    assert plog.offset_for_timestamp(1_030, big, inline_only=True) == (big, 5_000)  # resumed past it
+    assert plog.offset_for_timestamp(4_000, inline_only=True) == (big, 5_000)  # its max is earlier: skipped
+    best = plog.max_timestamp_offset(inline_only=True)
+    assert best == (big + 2, 5_002)  # the small batch holds the max: walked inline
+
+
 def test_max_timestamp_offset(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
     assert plog.max_timestamp_offset() == (-1, -1)
