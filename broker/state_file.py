@@ -53,6 +53,17 @@ class StateFile:
             self._writer = loop.create_task(self._write_all())
         await done
 
+    async def caught_up(self) -> None:
+        """Returns once every change asked to be saved so far is durable: a request that changes
+        nothing (its ACL is there already, added by a request whose write is under way) is answered
+        no sooner than the change it saw, as Kafka's controller answers an operation that writes no
+        record once the records before it are committed."""
+        if self._saved >= self._asked:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((self._asked, done))
+        await done
+
     def save_now(self) -> None:
         """The same write, blocking, for callers without a loop (the command line)."""
         _render_and_write(self.path, self._capture(), self.mode)

@@ -24,6 +24,7 @@ from collections import Counter
 
 from ..log.partition_log import PartitionLog
 from ..log.timestamp_search import BatchToWalk
+from ..log.validation import InlineBudget
 from ..workers import OFFSET_SEARCH, run_in_worker
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -47,9 +48,10 @@ LEADER_EPOCH = 0
 READ_COMMITTED = 1
 
 
-async def _lookup(plog: PartitionLog, timestamp: int, version: int) -> tuple[int, int, int]:
-    """(offset, timestamp, leader epoch) for one partition. A batch with too many records to walk on
-    the loop is walked on the offset-search worker (log/timestamp_search.py)."""
+async def _lookup(plog: PartitionLog, timestamp: int, version: int, budget: InlineBudget) -> tuple[int, int, int]:
+    """(offset, timestamp, leader epoch) for one partition. A batch past what is left of the
+    request's `budget` for walking records on the loop is walked on the offset-search worker
+    (log/timestamp_search.py)."""
     if timestamp == LATEST:
         return plog.log_end_offset, -1, LEADER_EPOCH
     if timestamp == EARLIEST or (timestamp == EARLIEST_LOCAL and version >= 8):
@@ -57,14 +59,14 @@ async def _lookup(plog: PartitionLog, timestamp: int, version: int) -> tuple[int
     if (timestamp == LATEST_TIERED and version >= 9) or (timestamp == EARLIEST_PENDING_UPLOAD and version >= 11):
         return -1, -1, -1
     if timestamp == MAX_TIMESTAMP and version >= 7:
-        best = plog.max_timestamp_offset(inline_only=True)
+        best = plog.max_timestamp_offset(budget)
         if isinstance(best, BatchToWalk):
             best = await run_in_worker(OFFSET_SEARCH, best.walk) or best.otherwise or (-1, -1)
         offset, ts = best
         return (offset, ts, LEADER_EPOCH) if offset >= 0 else (-1, -1, -1)
     start = 0
     while True:
-        found = plog.offset_for_timestamp(timestamp, start, inline_only=True)
+        found = plog.offset_for_timestamp(timestamp, start, budget)
         if not isinstance(found, BatchToWalk):
             break
         walked = await run_in_worker(OFFSET_SEARCH, found.walk)
@@ -112,6 +114,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     # duplicatePartitions), and looks none of them up: a topic's entry repeated 20 times repeated
     # a timestamp search of a million records 20 times.
     named = Counter((topic.name, p.partition_index) for topic in request.topics for p in topic.partitions)
+    budget = InlineBudget()  # the records all of its searches may walk on the loop
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
@@ -128,7 +131,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                                                           old_style_offsets=offsets))
                 continue
             try:
-                offset, ts, epoch = await _lookup(plog, p.timestamp, ctx.api_version)
+                offset, ts, epoch = await _lookup(plog, p.timestamp, ctx.api_version, budget)
             except KafkaError as e:  # a timestamp search that reached a damaged batch: CORRUPT_MESSAGE
                 parts.append(ListOffsetsPartitionResponse(p.partition_index, e.code))
                 continue

@@ -27,7 +27,7 @@ from ...purgatory.clock import Clock, SystemClock
 from .segment import LogSegment
 from .sync_batcher import SyncBatcher
 from .timestamp_search import BatchToWalk
-from .validation import check_appended_batches
+from .validation import InlineBudget, check_appended_batches
 
 if TYPE_CHECKING:
     from ..producer_state import PartitionProducerState
@@ -455,23 +455,24 @@ class PartitionLog:
             data = data.tobytes()
         return ReadResult(data, self.high_watermark, self.log_start_offset, self.last_stable_offset)
 
-    def offset_for_timestamp(self, timestamp: int, from_offset: int = 0, *, inline_only: bool = False
+    def offset_for_timestamp(self, timestamp: int, from_offset: int = 0, budget: InlineBudget | None = None
                              ) -> tuple[int, int] | BatchToWalk | None:
         """First (offset, timestamp) at or past `from_offset` whose timestamp >= `timestamp`, for
-        ListOffsets. `inline_only`: a batch too costly to walk on the loop comes back as a
-        BatchToWalk (log/timestamp_search.py) for the caller to walk elsewhere and go on from."""
+        ListOffsets. With a `budget` (what the request may still walk on the loop), a batch past it
+        comes back as a BatchToWalk (log/timestamp_search.py) for the caller to walk elsewhere and
+        go on from."""
         start = max(from_offset, self.log_start_offset)
         for segment in self.segments:
             if segment.next_offset <= start:
                 continue
-            found = segment.find_offset_by_timestamp(timestamp, start, inline_only=inline_only)
+            found = segment.find_offset_by_timestamp(timestamp, start, budget)
             if found is not None:
                 return found
         return None
 
-    def max_timestamp_offset(self, *, inline_only: bool = False) -> tuple[int, int] | BatchToWalk:
+    def max_timestamp_offset(self, budget: InlineBudget | None = None) -> tuple[int, int] | BatchToWalk:
         """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3); (-1, -1) if
-        none. `inline_only` as for offset_for_timestamp."""
+        none. `budget` as for offset_for_timestamp."""
         best: LogSegment | None = None
         for segment in self.segments:
             if segment.next_offset > self.log_start_offset and (
@@ -480,7 +481,7 @@ class PartitionLog:
                 best = segment
         if best is None or best.max_timestamp < 0:
             return -1, -1
-        return best.record_with_max_timestamp(inline_only=inline_only) or (-1, -1)
+        return best.record_with_max_timestamp(budget) or (-1, -1)
 
     # --- truncation and deletion ----------------------------------------------------------------------
 

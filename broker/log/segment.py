@@ -25,7 +25,8 @@ from ...purgatory.clock import SystemClock
 from . import segment_recovery
 from .files import FILES
 from .index import OffsetIndex, TimeIndex
-from .timestamp_search import BatchToWalk, first_at_or_after, too_costly_inline
+from .timestamp_search import BatchToWalk, first_at, first_at_or_after, walk_inline
+from .validation import InlineBudget
 
 log = structlog.get_logger(__name__)
 
@@ -459,10 +460,10 @@ class LogSegment:
             if start + rel <= self.verified_size < end:
                 self.verified_size = end
 
-    def find_offset_by_timestamp(self, timestamp: int, start_offset: int, *, inline_only: bool = False
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int, budget: InlineBudget | None = None
                                  ) -> tuple[int, int] | BatchToWalk | None:
         """(offset, timestamp) of the first record at or after `timestamp` with offset >= start_offset.
-        `inline_only`: a batch too costly to walk on the loop comes back as a BatchToWalk instead."""
+        With a `budget`, a batch past what is left of it comes back as a BatchToWalk instead."""
         if self.max_timestamp < timestamp:
             return None
         from_offset = max(self.time_index.lookup_before(timestamp), start_offset)
@@ -470,14 +471,14 @@ class LogSegment:
             if header.last_offset < start_offset or header.max_timestamp < timestamp:
                 continue
             batch = self.read_at(pos, header.size)
-            if inline_only and too_costly_inline(header):
+            if not walk_inline(header, budget):
                 return BatchToWalk(bytes(batch), timestamp, start_offset, resume_offset=header.last_offset + 1)
             found = first_at_or_after(batch, timestamp, start_offset)
             if found is not None:
                 return found
         return None
 
-    def record_with_max_timestamp(self, *, inline_only: bool = False) -> tuple[int, int] | BatchToWalk | None:
+    def record_with_max_timestamp(self, budget: InlineBudget | None = None) -> tuple[int, int] | BatchToWalk | None:
         """(offset, timestamp) of the first record carrying the segment's max timestamp."""
         if self.max_timestamp < 0:
             return None
@@ -487,9 +488,9 @@ class LogSegment:
         pos, header = found
         batch = self.read_at(pos, header.size)
         otherwise = (header.last_offset, self.max_timestamp)
-        if inline_only and too_costly_inline(header):
-            return BatchToWalk(bytes(batch), self.max_timestamp, 0, otherwise=otherwise)
-        return first_at_or_after(batch, self.max_timestamp, 0) or otherwise
+        if not walk_inline(header, budget):
+            return BatchToWalk(bytes(batch), self.max_timestamp, 0, otherwise=otherwise, exact=True)
+        return first_at(batch, self.max_timestamp) or otherwise
 
     def last_modified_ms(self) -> int:
         try:

@@ -32,6 +32,10 @@ class AclStore:
         """Returns once the file holds the ACLs in force now, durably."""
         await self._file.save()
 
+    async def caught_up(self) -> None:
+        """Returns once every change saved so far is durable (state_file.StateFile.caught_up)."""
+        await self._file.caught_up()
+
     def save_now(self) -> None:
         self._file.save_now()
 

@@ -235,12 +235,16 @@ class Security:
         added = [a for a in acls if self.authorizer.add(a)]
         if added:
             await self.acl_store.save()
+        else:  # all there already, perhaps added by a request whose write is under way
+            await self.acl_store.caught_up()
 
     async def remove_acls(self, acls: list[AclBinding]) -> None:
         assert self.authorizer is not None
         removed = [a for a in acls if self.authorizer.remove(a)]
         if removed:
             await self.acl_store.save()
+        else:
+            await self.acl_store.caught_up()
 
     def _acls_in_force(self) -> list[AclBinding]:
         return self.authorizer.acls() if self.authorizer is not None else []

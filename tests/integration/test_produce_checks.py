@@ -145,7 +145,7 @@ def test_timestamp_searches_through_a_costly_batch_hold_no_other_client(broker):
                                            rb.COMPRESSION_GZIP, timestamp=now), now + 5)
     lying = _with_max_timestamp(raw_batch(tiny_records(RECORDS), RECORDS, rb.COMPRESSION_GZIP, timestamp=now), now + 5)
     after = rb.encode_batch([rb.Record(0, now + 5, None, b"after")])
-    for topic, batches in (("searched", [honest]), ("lied-to", [lying, after])):
+    for topic, batches in (("searched-far", [honest]), ("lied-to", [lying, after])):
         create_topic(wire, topic)
         for batch in batches:
             produced = wire.call(0, 9, ProduceRequest(None, -1, 60000, [TopicProduceData(topic, partition_data=[
@@ -156,8 +156,8 @@ def test_timestamp_searches_through_a_costly_batch_hold_no_other_client(broker):
         return ListOffsetsRequest(-1, 0, [ListOffsetsTopic(topic, [ListOffsetsPartition(0, -1, timestamp)])])
 
     other = Wire(broker.bootstrap)
-    for topic, timestamp, expected in (("searched", now + 5, (RECORDS - 1, now + 5)),
-                                       ("searched", -3, (RECORDS - 1, now + 5)),
+    for topic, timestamp, expected in (("searched-far", now + 5, (RECORDS - 1, now + 5)),
+                                       ("searched-far", -3, (RECORDS - 1, now + 5)),
                                        ("lied-to", now + 5, (RECORDS, now + 5))):
         wire.send(2, 7, search(topic, timestamp))
         for _ in range(3):

@@ -139,23 +139,34 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     assert plog.offset_for_timestamp(1_993) is None
 
 
-def test_a_search_asked_to_stay_inline_hands_back_a_costly_batch_to_walk_elsewhere(tmp_path: Path) -> None:
-    """A batch of more records than a request may walk on the loop comes back as a BatchToWalk: its
-    walk finds what the inline search finds, and a search resumed past it goes on in later batches."""
+def test_a_search_with_a_budget_hands_back_a_batch_past_it_to_walk_elsewhere(tmp_path: Path) -> None:
+    """A batch of more records than a request may still walk on the loop comes back as a BatchToWalk:
+    its walk finds what the search without a budget finds, and a search resumed past it goes on in
+    later batches. The budget is the request's: what one search walks, the next may not."""
     from kbroker.broker.log.timestamp_search import BatchToWalk
-    from kbroker.broker.log.validation import INLINE_RECORDS
+    from kbroker.broker.log.validation import InlineBudget
 
     plog = open_log(tmp_path, LogConfig())
-    big = INLINE_RECORDS + 1
+    big = 70_000
     plog.append(encode_batch([Record(i, 1_000 + i // 1000, None, b"") for i in range(big)]), leader_epoch=0, now_ms=0)
     plog.append(batch(3, ts=5_000), leader_epoch=0, now_ms=0)
-    found = plog.offset_for_timestamp(1_030, inline_only=True)
+    found = plog.offset_for_timestamp(1_030, budget=InlineBudget())
     assert isinstance(found, BatchToWalk) and found.resume_offset == big
     assert found.walk() == plog.offset_for_timestamp(1_030) == (30_000, 1_030)
-    assert plog.offset_for_timestamp(1_030, big, inline_only=True) == (big, 5_000)  # resumed past it
-    assert plog.offset_for_timestamp(4_000, inline_only=True) == (big, 5_000)  # its max is earlier: skipped
-    best = plog.max_timestamp_offset(inline_only=True)
-    assert best == (big + 2, 5_002)  # the small batch holds the max: walked inline
+    assert plog.offset_for_timestamp(1_030, big, InlineBudget()) == (big, 5_000)  # resumed past it
+    assert plog.offset_for_timestamp(4_000, budget=InlineBudget()) == (big, 5_000)  # its max is earlier: skipped
+    assert plog.max_timestamp_offset(InlineBudget()) == (big + 2, 5_002)  # the small batch holds the max
+
+    shared = InlineBudget(records=100)
+    small = open_log(tmp_path / "small", LogConfig())
+    for i in range(2):
+        small.append(encode_batch([Record(j, 2_000 * (i + 1) + j, None, b"") for j in range(60)]), leader_epoch=0,
+                     now_ms=0)
+    assert small.offset_for_timestamp(2_010, budget=shared) == (10, 2_010)  # walked: 60 of the 100 spent
+    handed = small.offset_for_timestamp(4_010, budget=shared)  # 60 more would pass it
+    assert isinstance(handed, BatchToWalk) and handed.walk() == (70, 4_010)
+    biggest = small.max_timestamp_offset(shared)
+    assert isinstance(biggest, BatchToWalk) and biggest.walk() == (119, 4_059)
 
 
 def test_max_timestamp_offset(tmp_path: Path) -> None:

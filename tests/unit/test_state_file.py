@@ -92,3 +92,22 @@ def test_save_now_writes_without_a_loop(tmp_path: Path) -> None:
     assert json.loads(file.path.read_text()) == [3, 4]
     with pytest.raises(RuntimeError):
         asyncio.get_running_loop()
+
+
+async def test_caught_up_waits_for_the_writes_under_way_and_only_those(tmp_path: Path) -> None:
+    """A request that changes nothing (its ACL is there already, added by a request whose write is
+    under way) is answered no sooner than that write is durable, and at once when none is."""
+    state = Counter()
+    file = StateFile(tmp_path / "state.json", state.capture)
+    await file.caught_up()  # nothing asked: returns at once
+    state.gate.clear()
+    state.values.append(7)
+    saving = asyncio.create_task(file.save())
+    await asyncio.sleep(0.05)
+    waiting = asyncio.create_task(file.caught_up())
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    state.gate.set()
+    await asyncio.gather(saving, waiting)
+    assert json.loads(file.path.read_text()) == [7]
+    assert state.captures == 1  # caught_up asks for no write of its own
