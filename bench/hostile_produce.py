@@ -83,8 +83,7 @@ def _empty_members(size: int) -> bytes:
 
 
 async def _one(bootstrap: str, topic: str, batch: bytes, copies: int) -> dict:
-    from kbroker.bench.wire import Connection
-    from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+    from kbroker.bench.wire import Connection, worst_round_trip
     from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
     from kbroker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 
@@ -94,12 +93,7 @@ async def _one(bootstrap: str, topic: str, batch: bytes, copies: int) -> dict:
     started = time.perf_counter()
     answer = hostile.send(0, 9, ProduceRequest(None, 1, 60000, [TopicProduceData(topic, partition_data=[
         PartitionProduceData(0, batch) for _ in range(copies)])]))
-    worst, pings = 0.0, 0
-    while not answer.done():
-        sent = time.perf_counter()
-        await other.send(18, 3, ApiVersionsRequest("other", "1"))
-        worst, pings = max(worst, time.perf_counter() - sent), pings + 1
-        await asyncio.sleep(0.02)
+    worst, pings = await worst_round_trip(other, answer)
     errors = sorted({p.error_code for p in (await answer).responses[0].partition_responses})
     took = time.perf_counter() - started
     await hostile.close()

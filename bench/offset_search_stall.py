@@ -34,8 +34,7 @@ def costly_batch(records: int, now: int) -> bytes:
 
 
 async def _run(bootstrap: str, records: int) -> dict:
-    from kbroker.bench.wire import Connection
-    from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+    from kbroker.bench.wire import Connection, worst_round_trip
     from kbroker.protocol.messages.list_offsets_request import (
         ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
     )
@@ -53,12 +52,7 @@ async def _run(bootstrap: str, records: int) -> dict:
     started = time.perf_counter()
     answer = searcher.send(2, 7, ListOffsetsRequest(-1, 0, [ListOffsetsTopic("searched", [
         ListOffsetsPartition(0, -1, now + 5)])]))
-    worst = 0.0
-    while not answer.done():
-        sent = time.perf_counter()
-        await other.call(18, 3, ApiVersionsRequest("other", "1"))
-        worst = max(worst, time.perf_counter() - sent)
-        await asyncio.sleep(0.02)
+    worst, _ = await worst_round_trip(other, answer)
     found = (await answer).topics[0].partitions[0]
     took = time.perf_counter() - started
     await searcher.close()

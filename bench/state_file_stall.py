@@ -20,38 +20,30 @@ BOUND = 10_000
 
 
 async def _run(bootstrap: str, entities: int) -> dict:
-    from kbroker.bench.wire import Connection
+    from kbroker.bench.wire import Connection, worst_round_trip
     from kbroker.protocol.messages import alter_client_quotas_request as aq
-    from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 
     def entry(name: str) -> aq.EntryData:
         return aq.EntryData(entity=[aq.EntityData("client-id", name)], ops=[aq.OpData("producer_byte_rate", 1e6, False)])
 
     admin = await Connection.open(bootstrap, "admin")
     other = await Connection.open(bootstrap, "other")
-    worst = 0.0
-    done = asyncio.Event()
-
-    async def probe() -> None:
-        nonlocal worst
-        while not done.is_set():
-            sent = time.perf_counter()
-            await other.call(18, 3, ApiVersionsRequest("other", "1"))
-            worst = max(worst, time.perf_counter() - sent)
-            await asyncio.sleep(0.02)
-
     for start in range(0, entities, BOUND):
         r = await admin.call(49, 1, aq.AlterClientQuotasRequest(
             entries=[entry(f"client-{i:08d}") for i in range(start, min(entities, start + BOUND))]))
         assert {e.error_code for e in r.entries} == {0}, {e.error_code for e in r.entries}
-    prober = asyncio.get_running_loop().create_task(probe())
-    took = []
-    for i in range(5):
-        started = time.perf_counter()
-        await admin.call(49, 1, aq.AlterClientQuotasRequest(entries=[entry(f"small-{i}")]))
-        took.append(time.perf_counter() - started)
-    done.set()
-    await prober
+
+    async def small_changes() -> list[float]:
+        took = []
+        for i in range(5):
+            started = time.perf_counter()
+            await admin.call(49, 1, aq.AlterClientQuotasRequest(entries=[entry(f"small-{i}")]))
+            took.append(time.perf_counter() - started)
+        return took
+
+    changes = asyncio.get_running_loop().create_task(small_changes())
+    worst, _ = await worst_round_trip(other, changes)
+    took = await changes
     await admin.close()
     await other.close()
     return {"alter_s": took, "worst_ms": 1000 * worst}

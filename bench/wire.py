@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from typing import Any
 
 from kbroker.protocol import framing
@@ -84,3 +85,17 @@ class Connection:
             await self.writer.wait_closed()
         except (ConnectionError, OSError):
             pass
+
+
+async def worst_round_trip(other: Connection, busy: asyncio.Future, every_s: float = 0.02) -> tuple[float, int]:
+    """Until `busy` is done, `other` sends ApiVersions every `every_s`: (its worst round trip in
+    seconds, how many it sent). The worst is how long any client waited behind the busy work."""
+    from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+
+    worst, pings = 0.0, 0
+    while not busy.done():
+        sent = time.perf_counter()
+        await other.call(18, 3, ApiVersionsRequest(other.client_id, "1"))
+        worst, pings = max(worst, time.perf_counter() - sent), pings + 1
+        await asyncio.sleep(every_s)
+    return worst, pings
