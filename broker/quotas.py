@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .state_file import StateFile
+from .state_file import StateFile, json_rows
 
 FILE_NAME = "client-quotas.json"
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -114,11 +114,8 @@ class _Rate:
 
 
 def _render(quotas: list[tuple[Entity, dict[str, float]]]) -> bytes:
-    # One dumps() per entity, not one for the whole list: a C call holds the GIL throughout, and the
-    # loop may take it back only between calls (200,000 entities in one call held it ~200 ms).
-    dump = json.dumps
-    rows = [dump({"entity": [list(p) for p in entity], "values": values}) for entity, values in quotas]
-    return ("[\n" + ",\n".join(rows) + "\n]\n").encode()
+    return (json_rows({"entity": [list(p) for p in entity], "values": values}
+                      for entity, values in quotas) + "\n").encode()
 
 
 class ClientQuotas:

@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..state_file import StateFile
+from ..state_file import StateFile, json_rows
 from .acl import AclBinding
 
 
@@ -36,15 +36,9 @@ class AclStore:
         """Returns once every change saved so far is durable (state_file.StateFile.caught_up)."""
         await self._file.caught_up()
 
-    def save_now(self) -> None:
-        self._file.save_now()
-
     def _capture(self) -> Callable[[], bytes]:
         return partial(_render, list(self._current()))  # AclBinding is frozen: the list is a snapshot
 
 
 def _render(acls: list[AclBinding]) -> bytes:
-    # One dumps() per ACL: the loop may take the GIL back between calls, not during one (state_file).
-    dump = json.dumps
-    rows = [dump(acl.to_json()) for acl in acls]
-    return ('{"version": 1, "acls": [\n' + ",\n".join(rows) + "\n]}\n").encode()
+    return ('{"version": 1, "acls": ' + json_rows(acl.to_json() for acl in acls) + "}\n").encode()

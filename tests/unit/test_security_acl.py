@@ -104,9 +104,9 @@ def test_invalid_bindings_are_named():
     assert invalid_binding_reason(acl(RT.CLUSTER, "kafka-cluster", Op.ALTER)) is None
 
 
-def test_store_round_trip(tmp_path):
+async def test_store_round_trip(tmp_path):
     rows = [acl(RT.TOPIC, "t", Op.READ), acl(RT.GROUP, "g-", Op.ALL, P.DENY, pt=PT.PREFIXED, host=HOST)]
-    AclStore(tmp_path, lambda: rows).save_now()
+    await AclStore(tmp_path, lambda: rows).save()
     assert AclStore(tmp_path).load() == rows
     a = Authorizer(AclStore(tmp_path).load())
     assert a.remove(rows[0]) and not a.remove(rows[0]) and a.acls() == rows[1:]

@@ -10,8 +10,6 @@ import os
 import threading
 from pathlib import Path
 
-import pytest
-
 from kbroker.broker.state_file import StateFile
 
 
@@ -82,16 +80,6 @@ async def test_a_failed_write_reaches_the_saves_it_was_to_hold(tmp_path: Path) -
     file.path = tmp_path / "state.json"  # the disk is back: the next save writes
     await file.save()
     assert json.loads(file.path.read_text()) == [1]
-
-
-def test_save_now_writes_without_a_loop(tmp_path: Path) -> None:
-    state = Counter()
-    state.values.extend([3, 4])
-    file = StateFile(tmp_path / "state.json", state.capture)
-    file.save_now()
-    assert json.loads(file.path.read_text()) == [3, 4]
-    with pytest.raises(RuntimeError):
-        asyncio.get_running_loop()
 
 
 async def test_caught_up_waits_for_the_writes_under_way_and_only_those(tmp_path: Path) -> None:
