@@ -43,6 +43,58 @@ def test_uniform_assign_covers_everything_once_and_is_balanced_when_homogeneous(
         assert max(sizes) - min(sizes) <= 1
 
 
+def _load(result) -> dict[str, int]:
+    return {m: sum(len(ps) for ps in a.values()) for m, a in result.items()}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    subs=st.lists(st.sets(st.sampled_from(T), max_size=4), min_size=1, max_size=10),
+    counts=st.lists(st.integers(0, 14), min_size=4, max_size=4),
+    kept=st.lists(st.booleans(), min_size=10, max_size=10),
+    resubscribed=st.lists(st.sets(st.sampled_from(T), max_size=4), min_size=10, max_size=10),
+)
+def test_uniform_assign_leaves_no_move_that_would_even_out_heterogeneous_loads(subs, counts, kept, resubscribed) -> None:
+    """Whatever the subscriptions, before and after members leave or change theirs: every
+    partition of a subscribed topic goes to one of its subscribers, and no member holds a
+    partition that a subscriber with two or more partitions fewer could take (one such move would
+    bring their loads closer). Computed again from its own result, nothing moves."""
+    topics = dict(zip(T, counts))
+    members = {f"m{i}": MemberSubscription(frozenset(s)) for i, s in enumerate(subs)}
+    first = uniform_assign(members, topics)
+    later = {m: MemberSubscription(frozenset(resubscribed[i]) if not kept[i] and i % 2 else s.subscribed_topic_ids,
+                                   current=first[m])
+             for i, (m, s) in enumerate(members.items()) if kept[i] or i % 2}
+    for group in (members, later):
+        result = uniform_assign(group, topics)
+        owners = _owners(result)
+        wanted = {(t, p) for t, n in topics.items() for p in range(n)
+                  if any(t in s.subscribed_topic_ids for s in group.values())}
+        assert set(owners) == wanted
+        load = _load(result)
+        for (t, _p), m in owners.items():
+            assert t in group[m].subscribed_topic_ids
+            assert all(load[o] > load[m] - 2 for o, s in group.items() if t in s.subscribed_topic_ids), (t, m, load)
+        again = {m: MemberSubscription(s.subscribed_topic_ids, current=result[m]) for m, s in group.items()}
+        assert uniform_assign(again, topics) == result
+
+
+def test_uniform_assign_keeps_heterogeneous_targets_that_stay_valid() -> None:
+    """A member subscribed to one more topic than the others joins: what the others held of the
+    shared topic stays with them except what balance moves to the newcomer."""
+    topics = {T[0]: 12, T[1]: 6}
+    base = {m: MemberSubscription(frozenset({T[0]})) for m in "abc"}
+    first = uniform_assign(base, topics)
+    members = {m: MemberSubscription(frozenset({T[0]}), current=first[m]) for m in "abc"}
+    members["d"] = MemberSubscription(frozenset({T[0], T[1]}))
+    second = uniform_assign(members, topics)
+    assert second["d"][T[1]] == frozenset(range(6))
+    for m in "abc":
+        assert second[m][T[0]] <= first[m][T[0]]
+    load = _load(second)
+    assert max(load[m] for m in "abc") - min(load[m] for m in "abc") <= 1
+
+
 def test_uniform_assign_is_sticky() -> None:
     topics = {T[0]: 12}
     first = uniform_assign({m: MemberSubscription(frozenset({T[0]})) for m in "abc"}, topics)
