@@ -81,42 +81,64 @@ def _uniform_homogeneous(members: Mapping[str, MemberSubscription], topics: Mapp
                          subscribed: frozenset[uuid.UUID]) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
     """Everyone subscribes to the same topics: each member's quota is partitions // members, and the
     members that already hold the most get the `partitions % members` extra ones; a member keeps
-    what it holds up to its quota, and the rest fills the members below quota. Linear time."""
+    what it holds up to its quota, and the rest fills the members below quota. Linear time; a
+    member whose target stays as it was gets its current assignment back, unchanged."""
     ids = sorted((t for t in subscribed if t in topics), key=str)
     index = {t: i for i, t in enumerate(ids)}
+    by_id = sorted(members)
     # A partition is the int (topic index << 32 | partition): cheap to hash and sorts in topic order.
-    valid = {(i << 32) | p for i, t in enumerate(ids) for p in range(topics[t])}
     kept: dict[str, list[int]] = {}
+    whole: set[str] = set()  # members all of whose current assignment is still valid and theirs
     taken: set[int] = set()
-    for member_id in sorted(members):
+    for member_id in by_id:
         mine: list[int] = []
+        held = 0
         for topic_id, partitions in members[member_id].current.items():
+            held += len(partitions) or 1  # an empty entry is not kept as it is
             i = index.get(topic_id)
             if i is None:
                 continue
+            limit, high = topics[topic_id], i << 32
             for p in partitions:
-                key = (i << 32) | p
-                if key in valid and key not in taken:
+                key = high | p
+                if 0 <= p < limit and key not in taken:
                     taken.add(key)
                     mine.append(key)
+        if len(mine) == held:
+            whole.add(member_id)
         mine.sort()
         kept[member_id] = mine
-    base, extra = divmod(len(valid), len(members)) if members else (0, 0)
-    order = sorted(members, key=lambda m: (-len(kept[m]), m))
-    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(order)}
-    out = {m: kept[m][:quota[m]] for m in members}
-    owned = {key for keys in out.values() for key in keys}
-    free = iter(sorted(valid - owned))
-    for member_id in sorted(members):
-        keys = out[member_id]
-        while len(keys) < quota[member_id]:
-            keys.append(next(free))
-    result: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
-    for member_id, keys in out.items():
-        by_topic = result[member_id]
+    total = sum(topics[t] for t in ids)
+    base, extra = divmod(total, len(members)) if members else (0, 0)
+    ranked = sorted(by_id, key=lambda m: -len(kept[m]))  # stable: ties stay in member id order
+    quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(ranked)}
+    free: list[int] = []
+    for member_id in by_id:
+        over = kept[member_id][quota[member_id]:]
+        if over:
+            free.extend(over)
+            del kept[member_id][quota[member_id]:]
+            whole.discard(member_id)
+    if len(taken) < total:
+        free.extend(key for i, t in enumerate(ids) for key in range(i << 32, (i << 32) + topics[t])
+                    if key not in taken)
+    free.sort()
+    at = 0
+    result: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
+    for member_id in by_id:
+        keys = kept[member_id]
+        short = quota[member_id] - len(keys)
+        if short > 0:
+            keys.extend(free[at:at + short])
+            at += short
+        elif member_id in whole:
+            result[member_id] = dict(members[member_id].current)
+            continue
+        by_topic: dict[uuid.UUID, list[int]] = {}
         for key in keys:
-            by_topic.setdefault(ids[key >> 32], set()).add(key & 0xFFFFFFFF)
-    return _freeze(result)
+            by_topic.setdefault(ids[key >> 32], []).append(key & 0xFFFFFFFF)
+        result[member_id] = {t: frozenset(ps) for t, ps in by_topic.items()}
+    return result
 
 
 # When members subscribe to overlapping but different topic sets, balancing one topic can unbalance

@@ -138,7 +138,7 @@ class ConsumerGroup:
     __slots__ = (
         "group_id", "group_epoch", "metadata_hash", "assignment_epoch", "members", "target_assignment",
         "partition_epochs", "static_members", "resolved_regexes", "offsets", "deleted", "classic_join_timers",
-        "revision", "steady_memo",
+        "revision", "steady_memo", "name_counts", "regex_counts", "assignor_counts",
     )
 
     def __init__(self, group_id: str) -> None:
@@ -163,6 +163,12 @@ class ConsumerGroup:
         # write at them (regexes resolved as they are, the metadata hash current); see
         # consumer_heartbeat.steady_heartbeat.
         self.steady_memo: tuple[object, int, dict[str, Any]] | None = None
+        # How many members subscribe to each topic name, each regex, and name each assignor (Kafka's
+        # subscribedTopicNames counts): a heartbeat asks what the group subscribes to without
+        # walking every member. Kept by put_member and remove_member, the only ways in and out.
+        self.name_counts: dict[str, int] = {}
+        self.regex_counts: dict[str, int] = {}
+        self.assignor_counts: dict[str, int] = {}
 
     def all_use_classic_protocol_except(self, member_id: str) -> bool:
         return all(m.uses_classic_protocol for m in self.members.values() if m.member_id != member_id)
@@ -198,38 +204,40 @@ class ConsumerGroup:
     def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
 
-    def subscribed_topic_names(self, old: ConsumerGroupMember | None = None,
-                               new: ConsumerGroupMember | None = None) -> set[str]:
-        """Topic names subscribed by name across members, with `old` replaced by `new` (Kafka's
-        computeSubscribedTopicNames). Regexes are added by the caller from `resolved_regexes`."""
-        names: set[str] = set()
-        regexes: set[str] = set()
-        for member in self.members.values():
-            if old is not None and member.member_id == old.member_id:
-                continue
-            names.update(member.subscribed_topic_names)
-            if member.subscribed_topic_regex:
-                regexes.add(member.subscribed_topic_regex)
-        if new is not None:
-            names.update(new.subscribed_topic_names)
-            if new.subscribed_topic_regex:
-                regexes.add(new.subscribed_topic_regex)
-        for regex in regexes:
-            names.update(self.resolved_regexes.get(regex, ()))
-        return names
+    def subscriptions(self, leaving: Iterable[str] = (),
+                      joining: ConsumerGroupMember | None = None) -> tuple[set[str], set[str]]:
+        """The topic names subscribed by name and the regexes across the members, with the members
+        whose ids are in `leaving` left out and `joining` counted in (Kafka's
+        computeSubscribedTopicNames). Costs the group's distinct names, not its members."""
+        names, regexes = self.name_counts, self.regex_counts
+        gone = [self.members[member_id] for member_id in set(leaving) if member_id in self.members]
+        if gone:
+            names, regexes = dict(names), dict(regexes)
+            for member in gone:
+                for name in member.subscribed_topic_names:
+                    _bump(names, name, -1)
+                if member.subscribed_topic_regex:
+                    _bump(regexes, member.subscribed_topic_regex, -1)
+        subscribed, wanted = set(names), set(regexes)
+        if joining is not None:
+            subscribed.update(joining.subscribed_topic_names)
+            if joining.subscribed_topic_regex:
+                wanted.add(joining.subscribed_topic_regex)
+        return subscribed, wanted
 
     def preferred_server_assignor(self, old: ConsumerGroupMember | None = None,
                                   new: ConsumerGroupMember | None = None) -> str | None:
-        """The assignor most members name (Kafka's computePreferredServerAssignor); ties go to
-        the name first in sort order, so every replica of the decision agrees."""
-        counts: dict[str, int] = {}
-        for member in self.members.values():
-            if old is not None and member.member_id == old.member_id:
-                continue
-            if member.server_assignor:
-                counts[member.server_assignor] = counts.get(member.server_assignor, 0) + 1
-        if new is not None and new.server_assignor:
-            counts[new.server_assignor] = counts.get(new.server_assignor, 0) + 1
+        """The assignor most members name (Kafka's computePreferredServerAssignor), with `old`'s
+        member replaced by `new`; ties go to the name first in sort order, so every replica of the
+        decision agrees."""
+        counts = self.assignor_counts
+        leaving = self.members.get(old.member_id) if old is not None else None
+        if (leaving is not None and leaving.server_assignor) or (new is not None and new.server_assignor):
+            counts = dict(counts)
+            if leaving is not None and leaving.server_assignor:
+                _bump(counts, leaving.server_assignor, -1)
+            if new is not None and new.server_assignor:
+                _bump(counts, new.server_assignor, 1)
         if not counts:
             return None
         return max(sorted(counts), key=lambda name: counts[name])
@@ -239,10 +247,12 @@ class ConsumerGroup:
     def put_member(self, member: ConsumerGroupMember) -> None:
         old = self.members.get(member.member_id)
         if old is not None:
+            self._count(old, -1)
             self._release_partitions(old)
             if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
                 del self.static_members[old.instance_id]
         self.members[member.member_id] = member
+        self._count(member, 1)
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
         self._hold_partitions(member)
@@ -251,9 +261,18 @@ class ConsumerGroup:
         old = self.members.pop(member_id, None)
         if old is None:
             return
+        self._count(old, -1)
         self._release_partitions(old)
         if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
             del self.static_members[old.instance_id]
+
+    def _count(self, member: ConsumerGroupMember, step: int) -> None:
+        for name in member.subscribed_topic_names:
+            _bump(self.name_counts, name, step)
+        if member.subscribed_topic_regex:
+            _bump(self.regex_counts, member.subscribed_topic_regex, step)
+        if member.server_assignor:
+            _bump(self.assignor_counts, member.server_assignor, step)
 
     def _hold_partitions(self, member: ConsumerGroupMember) -> None:
         for assignment in (member.assigned_partitions, member.partitions_pending_revocation):
@@ -267,3 +286,11 @@ class ConsumerGroup:
                 for p in partitions:
                     if self.partition_epochs.get((topic_id, p)) == member.member_epoch:
                         del self.partition_epochs[(topic_id, p)]
+
+
+def _bump(counts: dict[str, int], key: str, step: int) -> None:
+    n = counts.get(key, 0) + step
+    if n:
+        counts[key] = n
+    else:
+        del counts[key]

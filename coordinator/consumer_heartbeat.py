@@ -196,14 +196,19 @@ def update_target_assignment(ctx: CCtx, group: ConsumerGroup, group_epoch: int,
         members[updated.member_id] = updated
     assignor = group.preferred_server_assignor(old, updated) or ctx.config.consumer_assignors[0]
     subscriptions: dict[str, MemberSubscription] = {}
+    # Members mostly share a handful of subscriptions: each is resolved to topic ids once.
+    topic_ids: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
     for member_id, member in members.items():
+        shape = (member.subscribed_topic_names, member.subscribed_topic_regex)
+        ids = topic_ids.get(shape)
+        if ids is None:
+            ids = topic_ids[shape] = member_topic_ids(member, group, image, regexes)
         current = group.target_assignment.get(member_id)
         if current is None and member.instance_id is not None:
             # A static member that replaced its previous incarnation keeps that target.
             previous = group.static_members.get(member.instance_id)
             current = group.target_assignment.get(previous, {}) if previous else {}
-        subscriptions[member_id] = MemberSubscription(
-            member_topic_ids(member, group, image, regexes), member.instance_id, member.rack_id, current or {})
+        subscriptions[member_id] = MemberSubscription(ids, member.instance_id, member.rack_id, current or {})
     try:
         result = assign(assignor, subscriptions, subscription_metadata(names, image))
     except PartitionAssignorError as exc:
@@ -305,9 +310,9 @@ def _metadata_current(group: ConsumerGroup, member: ConsumerGroupMember, image: 
     """What `_heartbeat` computes for a member whose subscription stays: every regex of the group
     resolves as recorded, none is left over, and the metadata hash of the subscribed topics is the
     group's."""
-    wanted = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+    wanted = group.regex_counts.keys()
     regexes = group.resolved_regexes
-    if set(regexes) != wanted or any(resolve_regex(regex, image) != regexes[regex] for regex in wanted):
+    if regexes.keys() != wanted or any(resolve_regex(regex, image) != regexes[regex] for regex in wanted):
         return False
     names = _subscribed_names(group, member, member, regexes)
     return metadata_hash(names, image) == group.metadata_hash
@@ -388,10 +393,7 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
     # Regular expressions: resolve new ones and refresh those whose topics changed.
     image = ctx.image()
     regexes = dict(group.resolved_regexes)
-    wanted = {m.subscribed_topic_regex for m in group.members.values()
-              if m.subscribed_topic_regex and m.member_id not in (member.member_id, replaced and replaced.member_id)}
-    if updated.subscribed_topic_regex:
-        wanted.add(updated.subscribed_topic_regex)
+    _, wanted = group.subscriptions([m.member_id for m in (member, replaced) if m is not None], updated)
     for regex in sorted(wanted):
         resolved = resolve_regex(regex, image)
         if regexes.get(regex) != resolved:
@@ -448,19 +450,9 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
 
 def _subscribed_names(group: ConsumerGroup, old: ConsumerGroupMember | None, new: ConsumerGroupMember | None,
                       regexes: Mapping[str, frozenset[str]], replaced: ConsumerGroupMember | None = None) -> set[str]:
-    names: set[str] = set()
-    wanted: set[str] = set()
-    skip = {m.member_id for m in (old, replaced) if m is not None}
-    for m in group.members.values():
-        if m.member_id in skip:
-            continue
-        names.update(m.subscribed_topic_names)
-        if m.subscribed_topic_regex:
-            wanted.add(m.subscribed_topic_regex)
-    if new is not None:
-        names.update(new.subscribed_topic_names)
-        if new.subscribed_topic_regex:
-            wanted.add(new.subscribed_topic_regex)
+    """The topic names the group subscribes to, by name or through its regexes as `regexes`
+    resolves them, with `old` (and `replaced`) out and `new` in."""
+    names, wanted = group.subscriptions([m.member_id for m in (old, replaced) if m is not None], new)
     for regex in wanted:
         names.update(regexes.get(regex, ()))
     return names

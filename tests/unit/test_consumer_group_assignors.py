@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from kbroker.coordinator import consumer_records as r
 from kbroker.coordinator.assignors import MemberSubscription, range_assign, uniform_assign
+from kbroker.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
 from kbroker.coordinator.record_codec import decode_record, encode_record
 
 T = [uuid.UUID(int=i + 1) for i in range(4)]
@@ -141,3 +142,36 @@ def test_every_consumer_group_record_round_trips_through_kafkas_format() -> None
     assert key[:2] == b"\x00\x03" and value[:2] == b"\x00\x00"
     assert encode_record(records[8])[0][:2] == b"\x00\x08"
     assert encode_record(records[10])[0][:2] == b"\x00\x10"
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(
+    st.sampled_from(["a", "b", "c", "d"]),
+    st.one_of(st.none(), st.tuples(st.sets(st.sampled_from(["t1", "t2", "t3"])),
+                                   st.sampled_from([None, "r.*", "s.*"]),
+                                   st.sampled_from([None, "uniform", "range"])))), max_size=30),
+    leaving=st.sets(st.sampled_from(["a", "b", "x"])), joining=st.sampled_from([None, "a", "e"]))
+def test_a_groups_subscription_counts_follow_its_members(steps, leaving, joining) -> None:
+    """The counts put_member and remove_member keep answer what a walk over the members would:
+    the subscribed names and regexes with some members out and one in, and the preferred assignor."""
+    group = ConsumerGroup("g")
+    for member_id, subscription in steps:
+        if subscription is None:
+            group.remove_member(member_id)
+        else:
+            names, regex, assignor = subscription
+            group.put_member(ConsumerGroupMember(member_id, subscribed_topic_names=tuple(sorted(names)),
+                                                 subscribed_topic_regex=regex, server_assignor=assignor))
+    new = ConsumerGroupMember(joining, subscribed_topic_names=("t9",), subscribed_topic_regex="n.*",
+                              server_assignor="range") if joining else None
+    staying = [m for m in group.members.values() if m.member_id not in leaving] + ([new] if new else [])
+    assert group.subscriptions(leaving, new) == (
+        {n for m in staying for n in m.subscribed_topic_names},
+        {m.subscribed_topic_regex for m in staying if m.subscribed_topic_regex})
+    old = group.members.get(joining) if joining else None
+    named = [m.server_assignor for m in group.members.values()
+             if m.server_assignor and (old is None or m.member_id != old.member_id)]
+    if new is not None:
+        named.append(new.server_assignor)
+    expected = max(sorted(set(named)), key=named.count) if named else None
+    assert group.preferred_server_assignor(old or new, new) == expected
