@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterable
+from typing import Iterable, Iterator
 
 
 class ResourceType(IntEnum):
@@ -188,15 +188,25 @@ def parse_super_users(text: str) -> frozenset[str]:
     return frozenset(p.strip() for p in text.split(";") if p.strip())
 
 
+_RESOURCE_TYPES = tuple(t for t in ResourceType if t > ResourceType.ANY)
+_NAMED_PATTERNS = (PatternType.ANY, PatternType.MATCH, PatternType.LITERAL, PatternType.PREFIXED)
+
+
 class Authorizer:
     def __init__(self, acls: Iterable[AclBinding] = (), super_users: Iterable[str] = (),
                  allow_if_no_acl: bool = False) -> None:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
-        # by resource type, then LITERAL name (including "*") / PREFIXED list; lookups stay cheap
-        self._literal: dict[tuple[ResourceType, str], dict[AclBinding, None]] = {}
-        self._prefixed: dict[ResourceType, dict[AclBinding, None]] = {}
-        self._all: dict[AclBinding, None] = {}
+        # Every binding, with the order it came in (answers list matches in that order).
+        self._all: dict[AclBinding, int] = {}
+        self._added = 0
+        # The bindings of each (resource type, pattern type, name): a resource's LITERAL bindings
+        # and the PREFIXED ones of each prefix of its name are a few dict lookups away.
+        self._buckets: dict[tuple[ResourceType, PatternType, str], dict[AclBinding, None]] = {}
+        # Per resource type, how many PREFIXED names there are of each length: a name is checked
+        # against the prefixes of the lengths in use, not against every PREFIXED binding (10,000
+        # tenant prefixes cost each authorization 2 ms when walked).
+        self._prefix_lengths: dict[ResourceType, dict[int, int]] = {}
         for acl in acls:
             self.add(acl)
 
@@ -210,39 +220,63 @@ class Authorizer:
     def add(self, acl: AclBinding) -> bool:
         if acl in self._all:
             return False
-        self._all[acl] = None
-        if acl.pattern_type == PatternType.LITERAL:
-            self._literal.setdefault((acl.resource_type, acl.resource_name), {})[acl] = None
-        else:
-            self._prefixed.setdefault(acl.resource_type, {})[acl] = None
+        self._all[acl] = self._added
+        self._added += 1
+        key = (acl.resource_type, acl.pattern_type, acl.resource_name)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = {}
+            if acl.pattern_type == PatternType.PREFIXED:
+                lengths = self._prefix_lengths.setdefault(acl.resource_type, {})
+                lengths[len(acl.resource_name)] = lengths.get(len(acl.resource_name), 0) + 1
+        bucket[acl] = None
         return True
 
     def remove(self, acl: AclBinding) -> bool:
         if acl not in self._all:
             return False
         del self._all[acl]
-        if acl.pattern_type == PatternType.LITERAL:
-            bucket = self._literal[(acl.resource_type, acl.resource_name)]
-        else:
-            bucket = self._prefixed[acl.resource_type]
+        key = (acl.resource_type, acl.pattern_type, acl.resource_name)
+        bucket = self._buckets[key]
         del bucket[acl]  # a dict, in insertion order: removing 10,000 of a bucket is not quadratic
         if not bucket:
-            if acl.pattern_type == PatternType.LITERAL:
-                del self._literal[(acl.resource_type, acl.resource_name)]
-            else:
-                del self._prefixed[acl.resource_type]
+            del self._buckets[key]
+            if acl.pattern_type == PatternType.PREFIXED:
+                lengths = self._prefix_lengths[acl.resource_type]
+                lengths[len(acl.resource_name)] -= 1
+                if not lengths[len(acl.resource_name)]:
+                    del lengths[len(acl.resource_name)]
+                    if not lengths:
+                        del self._prefix_lengths[acl.resource_type]
         return True
 
     def matching(self, flt: AclFilter) -> list[AclBinding]:
-        return [acl for acl in self._all if flt.matches(acl)]
+        """The bindings `flt` matches, in the order they were added. A filter that names its resource
+        looks in that name's buckets only; one without a name goes through every binding."""
+        if flt.resource_name is None or flt.pattern_type not in _NAMED_PATTERNS:
+            return [acl for acl in self._all if flt.matches(acl)]
+        types = _RESOURCE_TYPES if flt.resource_type == ResourceType.ANY else (flt.resource_type,)
+        name = flt.resource_name
+        found: list[AclBinding] = []
+        for resource_type in types:
+            if flt.pattern_type == PatternType.MATCH:
+                candidates = self._resource_acls(resource_type, name)
+            else:
+                candidates = (acl for pattern in (PatternType.LITERAL, PatternType.PREFIXED)
+                              for acl in self._buckets.get((resource_type, pattern, name), ()))
+            found.extend(acl for acl in candidates if flt.matches(acl))
+        found.sort(key=self._all.__getitem__)
+        return found
 
-    def _resource_acls(self, resource_type: ResourceType, name: str):
-        yield from self._literal.get((resource_type, name), ())
+    def _resource_acls(self, resource_type: ResourceType, name: str) -> Iterator[AclBinding]:
+        """The bindings that apply to the resource: LITERAL of its name or `*`, PREFIXED of a prefix of it."""
+        buckets = self._buckets
+        yield from buckets.get((resource_type, PatternType.LITERAL, name), ())
         if name != WILDCARD:
-            yield from self._literal.get((resource_type, WILDCARD), ())
-        for acl in self._prefixed.get(resource_type, ()):
-            if name.startswith(acl.resource_name):
-                yield acl
+            yield from buckets.get((resource_type, PatternType.LITERAL, WILDCARD), ())
+        for length in self._prefix_lengths.get(resource_type, ()):
+            if length <= len(name):
+                yield from buckets.get((resource_type, PatternType.PREFIXED, name[:length]), ())
 
     def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
                   name: str) -> bool:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from kbroker.broker.security.acl import (
     AclBinding, AclFilter, Authorizer, Operation as Op, PatternType as PT, Permission as P, ResourceType as RT,
     invalid_binding_reason, parse_super_users,
@@ -110,3 +113,47 @@ async def test_store_round_trip(tmp_path):
     assert AclStore(tmp_path).load() == rows
     a = Authorizer(AclStore(tmp_path).load())
     assert a.remove(rows[0]) and not a.remove(rows[0]) and a.acls() == rows[1:]
+
+
+_NAMES = ["a", "ab", "abc", "b", "*", "", "abd"]
+_bindings = st.builds(
+    AclBinding, st.sampled_from([RT.TOPIC, RT.GROUP]), st.sampled_from(_NAMES),
+    st.sampled_from([PT.LITERAL, PT.PREFIXED]), st.sampled_from(["User:u", "User:*"]),
+    st.sampled_from(["*", "h"]), st.sampled_from([Op.READ, Op.WRITE, Op.ALL]),
+    st.sampled_from([P.ALLOW, P.DENY]))
+_filters = st.builds(
+    AclFilter, st.sampled_from([RT.ANY, RT.TOPIC, RT.GROUP]),
+    st.sampled_from([None, *_NAMES]), st.sampled_from([PT.ANY, PT.MATCH, PT.LITERAL,
+                                                       PT.PREFIXED]),
+    st.sampled_from([None, "User:u"]), st.sampled_from([None, "h"]), st.sampled_from([Op.ANY, Op.READ]),
+    st.sampled_from([P.ANY, P.DENY]))
+
+
+@settings(max_examples=300, deadline=None)
+@example(added=[AclBinding(RT.TOPIC, "a", PT.PREFIXED, "User:u", "*", Op.READ, P.ALLOW),
+                AclBinding(RT.TOPIC, "abc", PT.LITERAL, "User:u", "*", Op.READ, P.ALLOW)], removed=[],
+         flt=AclFilter(RT.TOPIC, "abc", PT.MATCH, None, None, Op.ANY, P.ANY), name="abc", operation=Op.READ)
+@given(added=st.lists(_bindings, max_size=25), removed=st.lists(_bindings, max_size=10), flt=_filters,
+       name=st.sampled_from(["a", "abc", "abcd", "b", "*", "x"]), operation=st.sampled_from([Op.READ,
+                                                                                         Op.DESCRIBE]))
+def test_the_indexes_answer_what_a_walk_over_every_binding_would(added, removed, flt, name, operation) -> None:
+    """Authorizations and filters look only in the buckets of a name and its prefixes; whatever was
+    added and removed, they answer as the definitions applied to every binding in force do, and
+    filters list their matches in the order the bindings came in."""
+    authorizer = Authorizer(allow_if_no_acl=True)
+    in_force: dict[AclBinding, None] = {}
+    for acl in added:
+        authorizer.add(acl)
+        in_force.setdefault(acl, None)
+    for acl in removed:
+        authorizer.remove(acl)
+        in_force.pop(acl, None)
+    assert authorizer.matching(flt) == [acl for acl in in_force if flt.matches(acl)]
+    for resource_type in (RT.TOPIC, RT.GROUP):
+        applying = [a for a in in_force if a.matches_resource(resource_type, name)]
+        mine = [a for a in applying if a.principal in ("User:u", "User:*") and a.host in ("h", "*")]
+        denied = any(a.permission == P.DENY and a.operation in (operation, Op.ALL) for a in mine)
+        granted = any(a.permission == P.ALLOW and (a.operation in (operation, Op.ALL) or (
+            operation == Op.DESCRIBE and a.operation in (Op.READ, Op.WRITE))) for a in mine)
+        expected = not denied and (granted or not applying)
+        assert authorizer.authorize("User:u", "h", operation, resource_type, name) == expected
