@@ -6,6 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from .. import group_wire
+from ..repeats import distinct, in_request_order
 from ..router import RequestContext
 from ...coordinator import consumer_commands as cc
 from ...protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
@@ -60,5 +61,7 @@ async def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> 
 
         return await group_wire.answer(ctx, call, lambda e: cc.DescribedConsumerGroup(group_id, e))
 
-    described = await asyncio.gather(*(one(g) for g in request.group_ids))
-    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=[_group(g) for g in described])
+    ids = distinct(request.group_ids)
+    described = await asyncio.gather(*(one(g) for g in ids))
+    answers = {group_id: _group(g) for group_id, g in zip(ids, described)}
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=in_request_order(request.group_ids, answers))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..config import BrokerConfig
 from ..log.config import ConfigEntry, LogConfig
+from ..repeats import distinct, in_request_order
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_configs_request import DescribeConfigsRequest
@@ -213,41 +214,49 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
     broker = ctx.broker
     synonyms = request.include_synonyms
     docs = request.include_documentation and ctx.api_version >= 3
-    results = []
-    for res in request.resources:
-        keys = None if res.configuration_keys is None else set(res.configuration_keys)
-        result = DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None, resource_type=res.resource_type,
-                                       resource_name=res.resource_name, configs=[])
-        results.append(result)
-        if res.resource_type == RESOURCE_TOPIC:
-            info = broker.logs.topics().get(res.resource_name)
-            if info is None:
-                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                result.error_message = f"Topic {res.resource_name} does not exist"
-                continue
-            for entry in topic_config_rows(info.config):
-                if keys is None or entry.name in keys:
-                    result.configs.append(_topic_result(entry, synonyms, docs))
-        elif res.resource_type == RESOURCE_BROKER:
-            error = broker_resource_error(broker, res.resource_name)
-            if error is not None:
-                result.error_code, result.error_message = error
-                continue
-            if res.resource_name == "":
-                continue  # no dynamic cluster-wide defaults exist
-            for name, value, source, kind in broker_config_rows(broker.config):
-                if keys is not None and name not in keys:
-                    continue
-                result.configs.append(DescribeConfigsResourceResult(
-                    name=name, value=value, read_only=True, config_source=source, is_sensitive=False,
-                    synonyms=[DescribeConfigsSynonym(name, value, source)] if synonyms else [],
-                    config_type=kind, documentation=None,
-                ))
-        else:
-            result.error_code = ErrorCode.INVALID_REQUEST
-            result.error_message = f"Unsupported resource type: {res.resource_type}"
+    # A resource named more than once (with the same keys) is described once, its entry standing
+    # in each place.
+    keys = [(res.resource_type, res.resource_name,
+             None if res.configuration_keys is None else tuple(res.configuration_keys)) for res in request.resources]
+    answers = {key: _describe(broker, *key, synonyms, docs) for key in distinct(keys)}
+    results = in_request_order(keys, answers)
     if ctx.api_version == 0:  # v0 has IsDefault where later versions have ConfigSource
-        for result in results:
+        for result in answers.values():
             for config in result.configs:
                 config.is_default = config.config_source == SOURCE_DEFAULT
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _describe(broker: BrokerServices, resource_type: int, resource_name: str, wanted: tuple[str, ...] | None,
+              synonyms: bool, docs: bool) -> DescribeConfigsResult:
+    keys = None if wanted is None else set(wanted)
+    result = DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None, resource_type=resource_type,
+                                   resource_name=resource_name, configs=[])
+    if resource_type == RESOURCE_TOPIC:
+        info = broker.logs.topics().get(resource_name)
+        if info is None:
+            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            result.error_message = f"Topic {resource_name} does not exist"
+            return result
+        for entry in topic_config_rows(info.config):
+            if keys is None or entry.name in keys:
+                result.configs.append(_topic_result(entry, synonyms, docs))
+    elif resource_type == RESOURCE_BROKER:
+        error = broker_resource_error(broker, resource_name)
+        if error is not None:
+            result.error_code, result.error_message = error
+            return result
+        if resource_name == "":
+            return result  # no dynamic cluster-wide defaults exist
+        for name, value, source, kind in broker_config_rows(broker.config):
+            if keys is not None and name not in keys:
+                continue
+            result.configs.append(DescribeConfigsResourceResult(
+                name=name, value=value, read_only=True, config_source=source, is_sensitive=False,
+                synonyms=[DescribeConfigsSynonym(name, value, source)] if synonyms else [],
+                config_type=kind, documentation=None,
+            ))
+    else:
+        result.error_code = ErrorCode.INVALID_REQUEST
+        result.error_message = f"Unsupported resource type: {resource_type}"
+    return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import group_wire
+from ..repeats import distinct, in_request_order
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_groups_request import DescribeGroupsRequest
@@ -48,9 +49,9 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     include_ops = v >= 3 and request.include_authorized_operations
 
     async def call(coordinator: GroupCoordinatorService) -> DescribeGroupsResponse:
-        described = await coordinator.describe_groups(request.groups, v)
-        return DescribeGroupsResponse(throttle_time_ms=0, groups=[
-            DescribedGroup(
+        ids = distinct(request.groups)
+        described = await coordinator.describe_groups(ids, v)
+        answers = {group_id: DescribedGroup(
                 error_code=g.error,
                 error_message=f"Group {g.group_id} not found." if g.error == E.GROUP_ID_NOT_FOUND else None,
                 group_id=g.group_id,
@@ -66,7 +67,8 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
                 ],
                 authorized_operations=GROUP_OPERATIONS if include_ops and g.error == E.NONE else NOT_REQUESTED,
             )
-            for g in described
-        ])
+            for group_id, g in zip(ids, described)
+        }
+        return DescribeGroupsResponse(throttle_time_ms=0, groups=in_request_order(request.groups, answers))
 
     return await group_wire.answer(ctx, call, lambda e: failed_response(ctx, request, e))

@@ -3,6 +3,7 @@ describe-producers): epoch, last sequence, last timestamp and the first offset o
 
 from __future__ import annotations
 
+from ..repeats import distinct, in_request_order
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_producers_request import DescribeProducersRequest
@@ -25,24 +26,26 @@ def failed_response(_ctx: RequestContext, request: DescribeProducersRequest, err
 
 
 async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    # A partition named more than once is described once, its entry standing in each place.
+    keys = [(topic.name, index) for topic in request.topics for index in topic.partition_indexes]
+    answers = {key: _partition(ctx, *key) for key in distinct(keys)}
+    ordered = iter(in_request_order(keys, answers))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=[
+        TopicResponse(topic.name, [next(ordered) for _ in topic.partition_indexes]) for topic in request.topics])
+
+
+def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse:
     broker = ctx.broker
-    topics = []
-    for topic in request.topics:
-        parts = []
-        for index in topic.partition_indexes:
-            plog = broker.logs.get_log(topic.name, index)
-            if plog is None:
-                parts.append(PartitionResponse(index, E.UNKNOWN_TOPIC_OR_PARTITION, None, []))
-                continue
-            state = broker.producer_states.for_log(plog)
-            producers = [
-                ProducerState(
-                    producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
-                    last_timestamp=e.last_timestamp_ms, coordinator_epoch=0,
-                    current_txn_start_offset=state.ongoing.get(e.producer_id, -1),
-                )
-                for e in state.producers.values()
-            ]
-            parts.append(PartitionResponse(index, E.NONE, None, producers))
-        topics.append(TopicResponse(topic.name, parts))
-    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+    plog = broker.logs.get_log(topic, index)
+    if plog is None:
+        return PartitionResponse(index, E.UNKNOWN_TOPIC_OR_PARTITION, None, [])
+    state = broker.producer_states.for_log(plog)
+    producers = [
+        ProducerState(
+            producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
+            last_timestamp=e.last_timestamp_ms, coordinator_epoch=0,
+            current_txn_start_offset=state.ongoing.get(e.producer_id, -1),
+        )
+        for e in state.producers.values()
+    ]
+    return PartitionResponse(index, E.NONE, None, producers)

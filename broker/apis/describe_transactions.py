@@ -3,6 +3,7 @@ describe). An unknown id is TRANSACTIONAL_ID_NOT_FOUND."""
 
 from __future__ import annotations
 
+from ..repeats import distinct, in_request_order
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_transactions_request import DescribeTransactionsRequest
@@ -27,21 +28,22 @@ def failed_response(_ctx: RequestContext, request: DescribeTransactionsRequest,
 
 async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     txns = ctx.broker.transactions.machine.txns
-    out = []
-    for txn_id in request.transactional_ids:
+    out: dict[str, TransactionState] = {}
+    for txn_id in distinct(request.transactional_ids):
         txn = txns.get(txn_id)
         if txn is None:
-            out.append(TransactionState(error_code=E.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=txn_id, transaction_state="",
+            out[txn_id] = (TransactionState(error_code=E.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=txn_id, transaction_state="",
                                         transaction_timeout_ms=0, transaction_start_time_ms=-1,
                                         producer_id=-1, producer_epoch=-1, topics=[]))
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(txn.partitions):
             by_topic.setdefault(topic, []).append(partition)
-        out.append(TransactionState(
+        out[txn_id] = (TransactionState(
             error_code=E.NONE, transactional_id=txn_id, transaction_state=txn.state.kafka_name,
             transaction_timeout_ms=txn.timeout_ms, transaction_start_time_ms=txn.start_ms,
             producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
             topics=[TopicData(t, ps) for t, ps in by_topic.items()],
         ))
-    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)
+    return DescribeTransactionsResponse(throttle_time_ms=0,
+                                        transaction_states=in_request_order(request.transactional_ids, out))

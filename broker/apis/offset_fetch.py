@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import group_wire
+from ..repeats import in_request_order
 from ..router import RequestContext
 from ...coordinator import commands as c
 from ...coordinator.results import OffsetFetchResult
@@ -111,45 +112,7 @@ def failed_response(ctx: RequestContext, request: OffsetFetchRequest, error: Err
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     v = ctx.api_version
     if v >= 8:
-        ids_by_name = {name: info.topic_id for name, info in ctx.broker.logs.topics().items()}
-        unknown: dict[str, list[OffsetFetchResponseTopics]] = {}
-        if v >= TOPIC_IDS_FROM:
-            names_by_id = {topic_id: name for name, topic_id in ids_by_name.items()}
-            for g in request.groups:
-                known = []
-                for t in g.topics or ():
-                    name = names_by_id.get(t.topic_id)
-                    if name is None:
-                        unknown.setdefault(g.group_id, []).append(OffsetFetchResponseTopics(
-                            topic_id=t.topic_id, partitions=[OffsetFetchResponsePartitions(
-                                partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
-                                error_code=E.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
-                    else:
-                        t.name = name
-                        known.append(t)
-                if g.topics is not None:
-                    g.topics = known
-        cmds = [_command(g.group_id, g.topics, request.require_stable,
-                         g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
-                for g in request.groups]
-        results = await asyncio.gather(*(_fetch(ctx, cmd) for cmd in cmds))
-        groups = []
-        for cmd, r in zip(cmds, results):
-            groups.append(OffsetFetchResponseGroup(
-                group_id=cmd.group_id,
-                error_code=r.error,
-                topics=[] if r.error != E.NONE else unknown.get(cmd.group_id, []) + [
-                    OffsetFetchResponseTopics(name=t.name, topic_id=ids_by_name.get(t.name, ZERO_UUID), partitions=[
-                        OffsetFetchResponsePartitions(
-                            partition_index=p.partition, committed_offset=p.offset,
-                            committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error,
-                        )
-                        for p in t.partitions
-                    ])
-                    for t in r.topics
-                ],
-            ))
-        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+        return await _groups(ctx, request)
 
     topics = request.topics if v >= 2 else (request.topics or [])
     cmd = _command(request.group_id, topics, request.require_stable if v >= 7 else False)
@@ -173,3 +136,53 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
             for t in r.topics
         ],
     )
+
+
+async def _groups(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    """v8+: each group asked for is answered in its place; a group asked for twice the same way is
+    fetched once and answered by the same entry (broker/repeats.py)."""
+    v = ctx.api_version
+    ids_by_name = {name: info.topic_id for name, info in ctx.broker.logs.topics().items()}
+    names_by_id = {topic_id: name for name, topic_id in ids_by_name.items()} if v >= TOPIC_IDS_FROM else {}
+    keys: list[tuple] = []
+    asked: dict[tuple, tuple[c.OffsetFetch, tuple]] = {}
+    for g in request.groups:
+        unknown: tuple = ()
+        if v >= TOPIC_IDS_FROM and g.topics is not None:
+            known = []
+            for t in g.topics:
+                name = names_by_id.get(t.topic_id)
+                if name is None:
+                    unknown += ((t.topic_id, tuple(t.partition_indexes)),)
+                else:
+                    t.name = name
+                    known.append(t)
+            g.topics = known
+        cmd = _command(g.group_id, g.topics, request.require_stable,
+                       g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
+        key = (cmd.group_id, cmd.topics, cmd.member_id, cmd.member_epoch, unknown)
+        keys.append(key)
+        asked.setdefault(key, (cmd, unknown))
+    results = await asyncio.gather(*(_fetch(ctx, cmd) for cmd, _ in asked.values()))
+    answers = {key: _group(cmd, unknown, r, ids_by_name) for (key, (cmd, unknown)), r in zip(asked.items(), results)}
+    return OffsetFetchResponse(throttle_time_ms=0, groups=in_request_order(keys, answers))
+
+
+def _group(cmd: c.OffsetFetch, unknown: tuple, r: OffsetFetchResult,
+           ids_by_name: dict[str, Any]) -> OffsetFetchResponseGroup:
+    if r.error != E.NONE:
+        return OffsetFetchResponseGroup(group_id=cmd.group_id, error_code=r.error, topics=[])
+    topics = [OffsetFetchResponseTopics(topic_id=topic_id, partitions=[OffsetFetchResponsePartitions(
+        partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+        error_code=E.UNKNOWN_TOPIC_ID) for p in partitions]) for topic_id, partitions in unknown]
+    topics += [
+        OffsetFetchResponseTopics(name=t.name, topic_id=ids_by_name.get(t.name, ZERO_UUID), partitions=[
+            OffsetFetchResponsePartitions(
+                partition_index=p.partition, committed_offset=p.offset,
+                committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error,
+            )
+            for p in t.partitions
+        ])
+        for t in r.topics
+    ]
+    return OffsetFetchResponseGroup(group_id=cmd.group_id, error_code=r.error, topics=topics)

@@ -194,6 +194,69 @@ def test_a_metadata_request_naming_a_topic_many_times_is_answered_once(broker):
     wire.close()
 
 
+def test_ids_named_again_share_their_answer_and_a_flood_of_them_closes_the_connection(broker):
+    """Kafka answers every occurrence of a group in OffsetFetch v8+ (and DescribeGroups, ...): named
+    three times, the group gets three equal entries. Named 20,000 times in a 240 kB request, its
+    500 offsets would make a 200 MB answer (3.5 GB of memory and two minutes of the loop, measured
+    before the bound): the connection is closed with a request_rejected event instead, the answer
+    never built, and the broker serves the next request."""
+    from kbroker.protocol.messages import offset_commit_request as oc
+    from kbroker.protocol.messages import offset_fetch_request as of
+
+    wire = Wire(broker.bootstrap)
+    created = wire.call(19, 5, CreateTopicsRequest(topics=[CreatableTopic(
+        name="offsets-often", num_partitions=500, replication_factor=1, assignments=[], configs=[])],
+        timeout_ms=10000))
+    assert created.topics[0].error_code == ErrorCode.NONE
+    committed = wire.call(8, 8, oc.OffsetCommitRequest(
+        group_id="asked-often", generation_id_or_member_epoch=-1, member_id="",
+        topics=[oc.OffsetCommitRequestTopic(name="offsets-often", partitions=[
+            oc.OffsetCommitRequestPartition(partition_index=p, committed_offset=p) for p in range(500)])]))
+    assert {p.error_code for p in committed.topics[0].partitions} == {ErrorCode.NONE}
+
+    def fetch(times: int) -> list[of.OffsetFetchRequestGroup]:
+        return [of.OffsetFetchRequestGroup(group_id="asked-often", topics=None)] * times + [
+            of.OffsetFetchRequestGroup(group_id="never-committed", topics=None)]
+
+    answer = wire.call(9, 8, of.OffsetFetchRequest(groups=fetch(3)))
+    assert [g.group_id for g in answer.groups] == ["asked-often"] * 3 + ["never-committed"]
+    assert answer.groups[0] == answer.groups[1] == answer.groups[2]
+    assert sorted((p.partition_index, p.committed_offset) for p in answer.groups[0].topics[0].partitions) == [
+        (p, p) for p in range(500)]
+
+    start = len(broker.log_lines())
+    wire.send(9, 8, of.OffsetFetchRequest(groups=fetch(20_000)))
+    assert wire.closed_by_peer()
+    rejected = [e for e in broker.log_lines()[start:] if e.get("event") == "request_rejected"]
+    assert rejected and "named more than once" in rejected[0]["error"], rejected
+    assert peak_rss_bytes(broker.proc.pid) < 400 * MiB
+    wire = Wire(broker.bootstrap)
+    assert wire.call(9, 8, of.OffsetFetchRequest(groups=fetch(1))).groups[0].error_code == ErrorCode.NONE
+    wire.close()
+
+
+def test_a_topic_whose_configs_are_asked_for_many_times_is_described_once_per_place(broker):
+    """DescribeConfigs answers each resource in its place as Kafka does; 100,000 copies of one topic
+    (a 2 MB request for a 300 MB answer) close the connection instead."""
+    from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
+
+    wire = Wire(broker.bootstrap)
+    create_topic(wire, "configs-often")
+
+    def describe(times: int) -> DescribeConfigsRequest:
+        return DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=2, resource_name="configs-often", configuration_keys=None)] * times)
+
+    answer = wire.call(32, 4, describe(3))
+    assert len(answer.results) == 3 and answer.results[0] == answer.results[1] == answer.results[2]
+    assert {c.name for c in answer.results[0].configs} >= {"cleanup.policy", "retention.ms"}
+    wire.send(32, 4, describe(100_000))
+    assert wire.closed_by_peer()
+    wire = Wire(broker.bootstrap)
+    assert len(wire.call(32, 4, describe(1)).results) == 1
+    wire.close()
+
+
 def _with_records(batch: bytes, records: bytes, count: int | None = None) -> bytes:
     """`batch` with its records replaced by `records` (and its count by `count`), the CRC made right."""
     out = bytearray(batch[:rb.HEADER_SIZE] + records)
