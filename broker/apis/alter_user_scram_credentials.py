@@ -78,7 +78,7 @@ async def handle(ctx: RequestContext,
                for u in request.upsertions if u.name not in errors]
     deletions = [(d.name, MECHANISM_NAMES[d.mechanism]) for d in request.deletions if d.name not in errors]
     if upserts or deletions:
-        security.credentials.apply_scram(upserts, deletions)
+        await security.credentials.alter_scram(upserts, deletions)
         log.info("scram_credentials_altered", principal=ctx.connection.principal if ctx.connection else None,
                  upserted=sorted({u[0] for u in upserts}), deleted=sorted({d[0] for d in deletions}))
     return AlterUserScramCredentialsResponse(results=[

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import base64
 import json
 
@@ -201,3 +203,38 @@ def test_oauth_session_ends_with_the_token(store):
     c.handshake("OAUTHBEARER", 1)
     r = c.authenticate(oauth_message(unsecured_token("carol", 30, now_s=now)))
     assert r.session_lifetime_ms == 30_000
+
+
+async def test_alter_scram_answers_once_durable_and_never_reads_its_own_file_back(store, tmp_path, monkeypatch):
+    """AlterUserScramCredentials' changes apply at once, are written on the state-files worker, and
+    the file the store wrote itself is not parsed again at the next login; a file written by
+    another process (`kbroker user add`) still is."""
+    import threading
+
+    from kbroker.broker.security import credentials
+
+    rendered_on: list[str] = []
+    render = credentials._render
+
+    def spy(users):
+        rendered_on.append(threading.current_thread().name)
+        return render(users)
+
+    monkeypatch.setattr(credentials, "_render", spy)
+    parsed: list[int] = []
+    monkeypatch.setattr(store._scram, "parse", lambda text: parsed.append(1) or credentials._parse_scram(text))
+    before = store.scram_users()
+    carol = ScramCredential.from_password("SCRAM-SHA-256", "carol-secret")
+    change = asyncio.ensure_future(store.alter_scram([("carol", "SCRAM-SHA-256", carol)], [("bob", "SCRAM-SHA-256")]))
+    await asyncio.sleep(0)
+    assert store.scram("carol", "SCRAM-SHA-256") == carol and store.scram("bob", "SCRAM-SHA-256") is None
+    await change
+    assert rendered_on and all(name != threading.main_thread().name for name in rendered_on)
+    assert store.scram_users() is before and not parsed  # its own file is not read back
+    fresh = CredentialStore(tmp_path / "data")
+    assert fresh.scram("carol", "SCRAM-SHA-256") == carol and fresh.scram("bob", "SCRAM-SHA-256") is None
+    assert fresh.scram("bob", "SCRAM-SHA-512") == store.scram("bob", "SCRAM-SHA-512")
+
+    dave = ScramCredential.from_password("SCRAM-SHA-512", "dave-secret")
+    fresh.apply_scram([("dave", "SCRAM-SHA-512", dave)], [])  # another process, as `kbroker user add`
+    assert store.scram("dave", "SCRAM-SHA-512") == dave and parsed
