@@ -54,7 +54,8 @@ async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsR
             results.append(AclCreationResult(error_code=ErrorCode.NONE, error_message=None))
         else:
             results.append(AclCreationResult(error_code=ErrorCode.INVALID_REQUEST, error_message=reason))
-    if len(security.authorizer.new_among(valid)) > MAX_CHANGES_PER_REQUEST:
-        return failed_response(ctx, request, ErrorCode.POLICY_VIOLATION, TOO_MANY_CHANGES)
-    await security.add_acls(valid)
+    async with security.acl_changes:  # not between a DeleteAcls' filters (delete_acls.py)
+        if len(security.authorizer.new_among(valid)) > MAX_CHANGES_PER_REQUEST:
+            return failed_response(ctx, request, ErrorCode.POLICY_VIOLATION, TOO_MANY_CHANGES)
+        await security.add_acls(valid)
     return CreateAclsResponse(results=results)

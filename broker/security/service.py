@@ -159,6 +159,9 @@ class Security:
         self.credentials = CredentialStore(data_dir, config.sasl_plain_users_file or None)
         self.principal_mapper = tls.PrincipalMapper(config.ssl_principal_mapping_rules)
         self.acl_store = AclStore(data_dir, self._acls_in_force)
+        # Held by CreateAcls and DeleteAcls while they decide and apply: a DeleteAcls gives the loop
+        # back between its filters, and no change may land among them.
+        self.acl_changes = asyncio.Lock()
         self.authorizer: Authorizer | None = None
         if config.authorizer_class_name:
             if config.authorizer_class_name not in AUTHORIZERS:

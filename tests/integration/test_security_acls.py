@@ -433,3 +433,47 @@ def test_acl_changes_past_kafkas_bound_per_request_change_nothing(cluster):
     cleared = wire.call(31, 3, DeleteAclsRequest(filters=[by_name(None)]))
     assert len(cleared.filter_results[0].matching_acls) == 9_999
     assert held("many") == 0
+
+
+def test_a_long_delete_acls_gives_the_loop_back_and_no_change_lands_among_its_filters(cluster):
+    """A DeleteAcls of many filters without a resource name matches each against every ACL; it
+    gives the loop back between filters, so another client is answered meanwhile. A CreateAcls sent
+    during it waits for it: the DeleteAcls' last filter, which would match the new ACL, sees the
+    ACLs as they were when it began, as one operation of Kafka's controller does. A filter given
+    twice is answered twice alike."""
+    import select
+
+    from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+    from kbroker.protocol.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
+    from kbroker.protocol.messages.describe_acls_request import DescribeAclsRequest
+
+    address = cluster.address("SASL_PLAINTEXT")
+    admin, creator, other = (plain_login(address, "admin", PASSWORDS["admin"]) for _ in range(3))
+    filler = admin.call(30, 3, CreateAclsRequest(creations=[AclCreation(
+        resource_type=2, resource_name=f"slow-{i}", resource_pattern_type=3, principal="User:slow", host="*",
+        operation=3, permission_type=3) for i in range(5_000)]))
+    assert {r.error_code for r in filler.results} == {ErrorCode.NONE}
+
+    def nameless(principal: str) -> DeleteAclsFilter:
+        return DeleteAclsFilter(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                                principal_filter=principal, host_filter=None, operation=1, permission_type=1)
+
+    late = AclCreation(resource_type=2, resource_name="late", resource_pattern_type=3, principal="User:late",
+                       host="*", operation=3, permission_type=3)
+    admin.send(31, 3, DeleteAclsRequest(filters=[nameless(f"User:none-{i}") for i in range(1_500)]
+                                        + [nameless("User:late")] * 2))
+    time.sleep(0.1)
+    creator.send(30, 3, CreateAclsRequest(creations=[late]))
+    assert other.call(18, 3, ApiVersionsRequest("other", "1")).error_code == ErrorCode.NONE
+    assert not select.select([admin.sock], [], [], 0)[0], "ApiVersions waited for the whole DeleteAcls"
+    deleted = admin.receive(31, 3)
+    assert [r.matching_acls for r in deleted.filter_results[-2:]] == [[], []]
+    assert creator.receive(30, 3).results[0].error_code == ErrorCode.NONE
+    found = other.call(29, 3, DescribeAclsRequest(resource_type_filter=2, resource_name_filter="late",
+                                                   pattern_type_filter=3, principal_filter="User:late",
+                                                   host_filter=None, operation=1, permission_type=1))
+    assert [r.resource_name for r in found.resources] == ["late"]
+    again = admin.call(31, 3, DeleteAclsRequest(filters=[nameless("User:late")] * 2))
+    assert [len(r.matching_acls) for r in again.filter_results] == [1, 1]
+    cleared = admin.call(31, 3, DeleteAclsRequest(filters=[nameless("User:slow")]))
+    assert len(cleared.filter_results[0].matching_acls) == 5_000
