@@ -7,6 +7,8 @@ import os
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kbroker.protocol import record_batch as rb
 from kbroker.protocol.errors import InvalidRecordError
@@ -66,3 +68,46 @@ def test_record_heads_read_each_records_timestamp_delta_and_key_length() -> None
     check_record_framing(one.replace(b"\x02k", b"\x0ak", 1), 0, len(one), 1)
     with pytest.raises(InvalidRecordError):
         list(record_heads(one.replace(b"\x02k", b"\x0ak", 1), 0, len(one), 1))
+
+
+def _framing_walked_one_by_one(data: bytes, start: int, stop: int, count: int) -> bool:
+    """The definition: `count` zigzag lengths, each of at least six bytes, chained to `stop`."""
+    from kbroker.protocol.errors import CorruptRecordError
+    from kbroker.protocol.record_batch import _read_zigzag
+
+    at = start
+    try:
+        for _ in range(count):
+            length, at = _read_zigzag(data, at)
+            if length < 6:
+                return False
+            at += length
+    except (IndexError, CorruptRecordError):
+        return False
+    return at == stop
+
+
+@settings(max_examples=400, deadline=None)
+@given(runs=st.lists(st.tuples(st.integers(6, 9000), st.integers(1, 80)), min_size=1, max_size=6),
+       damage=st.one_of(st.none(), st.tuples(st.integers(0, 10**9), st.integers(0, 255))),
+       count_off=st.sampled_from([0, 0, 0, -1, 1]), cut=st.sampled_from([0, 0, 0, 1, 7]))
+def test_runs_of_records_of_one_size_are_framed_as_a_walk_of_each_would_find(runs, damage, count_off, cut) -> None:
+    """Records in runs of one size (the strided look), with a byte changed anywhere, the count off
+    by one or the end cut: refused exactly when the one-by-one walk refuses."""
+    parts = []
+    for size, times in runs:
+        body = bytes([size % 251]) * size
+        parts.append((rb.zigzag_varint(size) + body) * times)
+    data = bytearray(b"".join(parts))
+    if damage is not None:
+        data[damage[0] % len(data)] = damage[1]
+    data = bytes(data[:len(data) - cut]) if cut < len(data) else bytes(data)
+    count = sum(times for _, times in runs) + count_off
+    expected = _framing_walked_one_by_one(data, 0, len(data), count)
+    for buffer in (data, memoryview(data)):
+        try:
+            check_record_framing(buffer, 0, len(data), count)
+        except InvalidRecordError:
+            assert not expected
+        else:
+            assert expected
