@@ -147,17 +147,18 @@ async def _groups(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFet
     keys: list[tuple] = []
     asked: dict[tuple, tuple[c.OffsetFetch, tuple]] = {}
     for g in request.groups:
-        unknown: tuple = ()
+        missing: list[tuple] = []
         if v >= TOPIC_IDS_FROM and g.topics is not None:
             known = []
             for t in g.topics:
                 name = names_by_id.get(t.topic_id)
                 if name is None:
-                    unknown += ((t.topic_id, tuple(t.partition_indexes)),)
+                    missing.append((t.topic_id, tuple(t.partition_indexes)))
                 else:
                     t.name = name
                     known.append(t)
             g.topics = known
+        unknown = tuple(missing)
         cmd = _command(g.group_id, g.topics, request.require_stable,
                        g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
         key = (cmd.group_id, cmd.topics, cmd.member_id, cmd.member_epoch, unknown)
