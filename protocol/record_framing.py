@@ -42,56 +42,75 @@ def check_record_framing(data: bytes | bytearray | memoryview, start: int, stop:
 
     A producer's records are mostly of one size (fixed-size values, deltas of one varint width): the
     records after one of n bytes that start with the same length bytes are n bytes too, and a strided
-    slice finds how many do in one C pass (`_same_size_after`). A look that finds none doubles the
-    wait before the next, so records of ever-changing sizes cost the walk little more."""
+    slice finds how many do in one C pass (`_same_size_after`). A look reads at most _LOOK records
+    ahead, and as many again as it found, so a short run costs a short look: records whose sizes
+    change every other record cost a bounded look each, never a pass over the rest of the batch.
+    A look that finds fewer than _WORTH_A_LOOK doubles the wait before the next, so records of
+    ever-changing sizes cost the walk little more."""
     at = start
     left = count
-    wait = look = 0  # records to walk before the next look for a run; that wait after a vain look
+    wait = look = 0  # records to walk one by one before the next look for a run; that wait after a vain look
     try:
-        while left:
-            b = data[at]
-            if b < 0x80:
-                if b & 1 or b < 2 * MIN_RECORD_BODY:
-                    raise InvalidRecordError(f"record length {(b >> 1) ^ -(b & 1)} is too short for a record")
-                size, width = 1 + (b >> 1), 1
-            else:
-                c = data[at + 1]
-                if c >= 0x80:
-                    length, at = _read_zigzag(data, at)
-                    if length < MIN_RECORD_BODY:
-                        raise InvalidRecordError(f"record length {length} is too short for a record")
-                    at += length
-                    left -= 1
+        while left > 0:
+            step = min(left, wait + 1)
+            left -= step
+            for _ in range(step):
+                last = at
+                b = data[at]
+                if b < 0x80:
+                    if b & 1 or b < 2 * MIN_RECORD_BODY:
+                        raise InvalidRecordError(f"record length {(b >> 1) ^ -(b & 1)} is too short for a record")
+                    at += 1 + (b >> 1)
                     continue
-                z = (b & 0x7F) | (c << 7)
-                if z & 1 or z < 2 * MIN_RECORD_BODY:
-                    raise InvalidRecordError(f"record length {(z >> 1) ^ -(z & 1)} is too short for a record")
-                size, width = 2 + (z >> 1), 2
-            at += size
-            left -= 1
-            if wait:
-                wait -= 1
-            elif left:
-                run = _same_size_after(data, at, stop, size, width, left)
+                c = data[at + 1]
+                if c < 0x80:
+                    z = (b & 0x7F) | (c << 7)
+                    if z & 1 or z < 2 * MIN_RECORD_BODY:
+                        raise InvalidRecordError(f"record length {(z >> 1) ^ -(z & 1)} is too short for a record")
+                    at += 2 + (z >> 1)
+                    continue
+                length, at = _read_zigzag(data, at)
+                if length < MIN_RECORD_BODY:
+                    raise InvalidRecordError(f"record length {length} is too short for a record")
+                at += length
+            if left <= 0:
+                break
+            # The record just walked, data[last:at]: do the ones after it share its length bytes?
+            size, width = at - last, 1 if data[last] < 0x80 else 2 if data[last + 1] < 0x80 else 0
+            found = 0
+            window = _LOOK
+            while width and left:
+                most = min(left, window)
+                run = _same_size_after(data, at, stop, size, width, most)
                 at += run * size
                 left -= run
-                look = 0 if run else min(2 * look + 1, 64)
-                wait = look
+                found += run
+                if run < most:
+                    break
+                window *= 2
+            look = 0 if found >= _WORTH_A_LOOK else min(2 * look + 1, 64)
+            wait = look
     except (IndexError, CorruptRecordError) as exc:  # past the buffer; a length varint over 10 bytes
         raise InvalidRecordError(f"the batch's records are not records: {exc}") from exc
     if at != stop:
         raise InvalidRecordError(f"the batch's {count} records end {at - stop:+d} bytes from its end")
 
 
+# Records a look for a run reads ahead at first; each look that finds them all reads twice as far.
+_LOOK = 64
+# A look that finds fewer records than this did not pay for itself: the next waits longer.
+_WORTH_A_LOOK = 8
+
+
 def _same_size_after(data: bytes | bytearray | memoryview, at: int, stop: int, size: int, width: int,
-                     left: int) -> int:
-    """How many of the (at most `left`) records from `at` on begin with the same `width` length
+                     most: int) -> int:
+    """How many of the (at most `most`) records from `at` on begin with the same `width` length
     bytes as the record of `size` bytes just before `at`, each `size` bytes after the last: the
     records of the run are that size. One that would run past `stop` ends the walk past it."""
-    end = min(stop, at + size * left)
+    end = min(stop, at + size * most)
     if end <= at:
         return 0
-    run = left
+    run = most
     for i in range(width):
         column = bytes(data[at + i:end:size])
         run = min(run, len(column) - len(column.lstrip(bytes((data[at - size + i],)))))

@@ -111,3 +111,27 @@ def test_runs_of_records_of_one_size_are_framed_as_a_walk_of_each_would_find(run
             assert not expected
         else:
             assert expected
+
+
+def test_looks_for_runs_read_a_bounded_share_of_the_batch(monkeypatch) -> None:
+    """Sizes that change every other record make every look find a run of one. Each look reads at
+    most a window ahead, and looks that find little come less often: all of them together read a
+    few times the batch's records, not the rest of the batch at every look (quadratic)."""
+    from kbroker.protocol import record_framing
+
+    looked: list[int] = []
+    real = record_framing._same_size_after
+
+    def counted(data, at, stop, size, width, most):
+        looked.append(most)
+        return real(data, at, stop, size, width, most)
+
+    monkeypatch.setattr(record_framing, "_same_size_after", counted)
+    pairs = [(rb.zigzag_varint(n) + bytes(n)) * 2 for n in (6, 7) * 5_000]
+    data = b"".join(pairs)
+    check_record_framing(data, 0, len(data), 20_000)
+    assert looked and sum(looked) < 4 * 20_000
+    looked.clear()
+    uniform = (rb.zigzag_varint(1000) + bytes(1000)) * 20_000
+    check_record_framing(uniform, 0, len(uniform), 20_000)
+    assert len(looked) < 20  # one run: a few looks of doubling windows
