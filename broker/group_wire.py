@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 
 from .router import Deferred, RequestContext
+from .server import CloseConnection
 from ..protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ async def answer(ctx: RequestContext, call: Callable[[GroupCoordinatorService], 
                  on_error: Callable[[ErrorCode], T]) -> T:
     try:
         return await call(ctx.broker.coordinator)
+    except CloseConnection:  # a hostile request refused on purpose (broker/repeats.py), not a bug
+        raise
     except Exception:  # noqa: BLE001 - a bug must still produce an answer, not a closed socket
         log.exception("group_request_failed", **ctx.log_fields())
         return on_error(E.UNKNOWN_SERVER_ERROR)

@@ -31,18 +31,25 @@ def distinct(ids: Iterable[K]) -> list[K]:
     return list(dict.fromkeys(ids))
 
 
-def in_request_order(ids: Sequence[K], answers: Mapping[K, V]) -> list[V]:
+def in_request_order(ids: Sequence[K], answers: Mapping[K, V], added: int = 0) -> list[V]:
     """The answer of each id in the order the request named them, the same object for a repeat;
-    closes the connection when the repeats would add more than REPEATS_BYTES."""
+    closes the connection when the repeats would add more than REPEATS_BYTES (with `added`, what
+    answers the caller already counted as repeats add: `charge`)."""
     if len(answers) < len(ids):
-        added = 0
         for key, times in Counter(ids).items():
             if times > 1:
-                added += (times - 1) * approximate_size(answers[key])
-                if added > REPEATS_BYTES:
-                    raise CloseConnection(f"ids named more than once would add over {REPEATS_BYTES} bytes "
-                                          f"to the answer ({len(ids)} ids, {len(answers)} distinct)")
+                added = charge(added, answers[key], times - 1)
     return [answers[key] for key in ids]
+
+
+def charge(added: int, answer: Any, times: int = 1) -> int:
+    """`added` plus `times` copies of `answer`, an answer for an id answered already: a different
+    key of the same resource (a group with another member epoch, a broker named "01") is a repeat
+    too. Raises CloseConnection past REPEATS_BYTES."""
+    added += times * approximate_size(answer)
+    if added > REPEATS_BYTES:
+        raise CloseConnection(f"ids named more than once would add over {REPEATS_BYTES} bytes to the answer")
+    return added
 
 
 def approximate_size(value: Any) -> int:

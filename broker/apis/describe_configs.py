@@ -12,11 +12,12 @@ broker configs are not supported. The empty broker name (cluster-wide dynamic de
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import TYPE_CHECKING
 
 from ..config import BrokerConfig
 from ..log.config import ConfigEntry, LogConfig
-from ..repeats import distinct, in_request_order
+from ..repeats import charge, distinct, in_request_order
 from ..router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_configs_request import DescribeConfigsRequest
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from ..services import BrokerServices
 
 API_KEY = 32
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
 VERSIONS = (0, 4)
 
 # ConfigResource.Type
@@ -189,13 +191,21 @@ def broker_config_rows(config: BrokerConfig) -> list[tuple[str, str, int, int]]:
     return sorted(rows)
 
 
+def java_int(text: str) -> int | None:
+    """Java's Integer.parseInt: a sign and ASCII digits, no spaces or underscores (Python's int()
+    takes " 1" and "1_0"), within 32 bits; None where it throws."""
+    if not _JAVA_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**31) <= value < 2**31 else None
+
+
 def broker_resource_error(broker: BrokerServices, resource_name: str) -> tuple[ErrorCode, str] | None:
     """Kafka accepts this node's id or the empty name (cluster defaults); anything else is invalid."""
     if resource_name == "":
         return None
-    try:
-        node = int(resource_name)
-    except ValueError:
+    node = java_int(resource_name)
+    if node is None:
         return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, not {resource_name!r}"
     if node != broker.node_id:
         return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} or empty string, but received {resource_name}"
@@ -218,8 +228,19 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
     # in each place.
     keys = [(res.resource_type, res.resource_name,
              None if res.configuration_keys is None else tuple(res.configuration_keys)) for res in request.resources]
-    answers = {key: _describe(broker, *key, synonyms, docs) for key in distinct(keys)}
-    results = in_request_order(keys, answers)
+    # One broker has many spellings ("1", "01", "+1"): each is answered in its own name, and
+    # counts as a repeat of the first.
+    answers: dict[tuple, DescribeConfigsResult] = {}
+    described: set[tuple] = set()
+    added = 0
+    for key in distinct(keys):
+        answer = answers[key] = _describe(broker, *key, synonyms, docs)
+        node = java_int(key[1]) if key[0] == RESOURCE_BROKER else None
+        same = key if node is None else (key[0], node, key[2])
+        if same in described:
+            added = charge(added, answer)
+        described.add(same)
+    results = in_request_order(keys, answers, added)
     if ctx.api_version == 0:  # v0 has IsDefault where later versions have ConfigSource
         for result in answers.values():
             for config in result.configs:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import group_wire
-from ..repeats import in_request_order
+from ..repeats import charge, in_request_order
 from ..router import RequestContext
 from ...coordinator import commands as c
 from ...coordinator.results import OffsetFetchResult
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 API_KEY = 9
 VERSIONS = (0, 10)
 TOPIC_IDS_FROM = 10
+# Groups of one request fetched concurrently (v8+).
+_FETCHES_AT_ONCE = 256
 
 E = ErrorCode
 
@@ -164,9 +166,22 @@ async def _groups(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFet
         key = (cmd.group_id, cmd.topics, cmd.member_id, cmd.member_epoch, unknown)
         keys.append(key)
         asked.setdefault(key, (cmd, unknown))
-    results = await asyncio.gather(*(_fetch(ctx, cmd) for cmd, _ in asked.values()))
-    answers = {key: _group(cmd, unknown, r, ids_by_name) for (key, (cmd, unknown)), r in zip(asked.items(), results)}
-    return OffsetFetchResponse(throttle_time_ms=0, groups=in_request_order(keys, answers))
+    # A group asked for again with another member id or epoch is fetched again (the epoch is checked
+    # for KIP-848 groups) but counts as a repeat, and the fetches go in slices so that a request of
+    # such repeats is refused before it has built more than the bound.
+    answers: dict[tuple, OffsetFetchResponseGroup] = {}
+    answered: set[str] = set()
+    added = 0
+    pending = list(asked.items())
+    for at in range(0, len(pending), _FETCHES_AT_ONCE):
+        part = pending[at:at + _FETCHES_AT_ONCE]
+        results = await asyncio.gather(*(_fetch(ctx, cmd) for _, (cmd, _) in part))
+        for (key, (cmd, unknown)), r in zip(part, results):
+            answer = answers[key] = _group(cmd, unknown, r, ids_by_name)
+            if cmd.group_id in answered:
+                added = charge(added, answer)
+            answered.add(cmd.group_id)
+    return OffsetFetchResponse(throttle_time_ms=0, groups=in_request_order(keys, answers, added))
 
 
 def _group(cmd: c.OffsetFetch, unknown: tuple, r: OffsetFetchResult,

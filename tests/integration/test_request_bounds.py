@@ -230,6 +230,21 @@ def test_ids_named_again_share_their_answer_and_a_flood_of_them_closes_the_conne
     rejected = [e for e in broker.log_lines()[start:] if e.get("event") == "request_rejected"]
     assert rejected and "named more than once" in rejected[0]["error"], rejected
     assert peak_rss_bytes(broker.proc.pid) < 400 * MiB
+    # v9: another member epoch each time is another question for a KIP-848 group, but for this
+    # group the same answer: still a repeat.
+    wire = Wire(broker.bootstrap)
+    wire.send(9, 9, of.OffsetFetchRequest(groups=[
+        of.OffsetFetchRequestGroup(group_id="asked-often", member_id=None, member_epoch=epoch, topics=None)
+        for epoch in range(20_000)]))
+    assert wire.closed_by_peer()
+    # DescribeGroups: the group asked for 100,000 times closes the connection too (its answers are
+    # built by the coordinator's call, whose failures are otherwise answered UNKNOWN_SERVER_ERROR).
+    from kbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
+
+    wire = Wire(broker.bootstrap)
+    assert wire.call(15, 5, DescribeGroupsRequest(groups=["asked-often"] * 2)).groups[1].group_id == "asked-often"
+    wire.send(15, 5, DescribeGroupsRequest(groups=["asked-often"] * 100_000))
+    assert wire.closed_by_peer()
     wire = Wire(broker.bootstrap)
     assert wire.call(9, 8, of.OffsetFetchRequest(groups=fetch(1))).groups[0].error_code == ErrorCode.NONE
     wire.close()
@@ -251,6 +266,15 @@ def test_a_topic_whose_configs_are_asked_for_many_times_is_described_once_per_pl
     assert len(answer.results) == 3 and answer.results[0] == answer.results[1] == answer.results[2]
     assert {c.name for c in answer.results[0].configs} >= {"cleanup.policy", "retention.ms"}
     wire.send(32, 4, describe(100_000))
+    assert wire.closed_by_peer()
+    # The broker under many spellings of its id ("01", "001", ...) is one resource asked for again;
+    # " 1" is no spelling of it at all (Java's parseInt refuses it).
+    wire = Wire(broker.bootstrap)
+    odd = wire.call(32, 4, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+        resource_type=4, resource_name=name, configuration_keys=None) for name in ("01", " 1")]))
+    assert [r.error_code for r in odd.results] == [ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
+    wire.send(32, 4, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+        resource_type=4, resource_name="0" * zeros + "1", configuration_keys=None) for zeros in range(5_000)]))
     assert wire.closed_by_peer()
     wire = Wire(broker.bootstrap)
     assert len(wire.call(32, 4, describe(1)).results) == 1
