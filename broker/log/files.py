@@ -185,7 +185,12 @@ def bounded_name(stem: str, suffix: str) -> str:
 def write_file_durably(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write-temp, fsync, rename, fsync the directory: the file is either old or new after a crash."""
     tmp = path.with_name(bounded_name(path.name, ".tmp"))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    try:
+        fd = os.open(tmp, flags, mode)
+    except FileExistsError:  # left by a crash mid-write, with a mode that may not be `mode`
+        os.unlink(tmp)
+        fd = os.open(tmp, flags, mode)
     try:
         view = memoryview(data)
         while view:  # a write may take less than it was given

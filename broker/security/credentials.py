@@ -18,13 +18,13 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from ..log.files import write_file_durably
 from ..state_file import StateFile
 
 SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
@@ -165,7 +165,7 @@ class CredentialStore:
         add` and the --dev-security users, before the broker serves."""
         self._apply(upserts, deletions)
         self._scram_path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self._scram_path, _render(dict(self._scram.value)).decode())
+        write_file_durably(self._scram_path, _render(dict(self._scram.value)), 0o600)
         self._scram.written()
 
     def _apply(self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]) -> None:
@@ -194,21 +194,6 @@ def _render(users: dict[str, dict[str, ScramCredential]]) -> bytes:
     return ('{"version": 1, "users": {\n' + ",\n".join(rows) + "\n}}\n").encode()
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def add_plain_user(path: str | Path, user: str, password: str) -> None:
     """Add or replace one line of a PLAIN users file (`kbroker user add --mechanism PLAIN`)."""
     path = Path(path)
@@ -216,4 +201,4 @@ def add_plain_user(path: str | Path, user: str, password: str) -> None:
     lines = [ln for ln in lines if ln.partition("=")[0].strip() != user]
     lines.append(f"{user}={password}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, "\n".join(lines) + "\n")
+    write_file_durably(path, ("\n".join(lines) + "\n").encode(), 0o600)

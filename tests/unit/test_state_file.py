@@ -99,3 +99,16 @@ async def test_caught_up_waits_for_the_writes_under_way_and_only_those(tmp_path:
     await asyncio.gather(saving, waiting)
     assert json.loads(file.path.read_text()) == [7]
     assert state.captures == 1  # caught_up asks for no write of its own
+
+
+def test_a_private_file_stays_private_over_a_temporary_file_left_by_a_crash(tmp_path: Path) -> None:
+    """The SCRAM and PLAIN user files are written 0600; a temporary file a crash left behind, with a
+    wider mode, is not reused with its mode."""
+    from kbroker.broker.log.files import write_file_durably
+
+    path = tmp_path / "scram-credentials.json"
+    stale = tmp_path / "scram-credentials.json.tmp"
+    stale.write_bytes(b"half a file")
+    os.chmod(stale, 0o644)
+    write_file_durably(path, b"{}", 0o600)
+    assert path.read_bytes() == b"{}" and os.stat(path).st_mode & 0o777 == 0o600 and not stale.exists()
