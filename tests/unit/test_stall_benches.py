@@ -7,33 +7,29 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kbroker.bench import brokers, state_file_stall
 
 
-def test_the_quota_file_stall_is_measured_against_a_real_broker() -> None:
+def _against_a_fresh_broker(run):
+    """What `run(bootstrap)`, a bench's coroutine, gives against a fresh broker, stopped after."""
     handle = brokers.start_kbroker(flush="never")
     try:
-        result = asyncio.run(state_file_stall._run(handle.bootstrap, state_file_stall.BOUND + 5))
+        return asyncio.run(run(handle.bootstrap))
     finally:
         handle.stop()
-    assert len(result["alter_s"]) == 5 and result["worst_ms"] > 0
 
 
-def test_the_scram_file_stall_is_measured_against_a_real_broker() -> None:
-    handle = brokers.start_kbroker(flush="never")
-    try:
-        result = asyncio.run(state_file_stall._run(handle.bootstrap, state_file_stall.BOUND + 5, "scram"))
-    finally:
-        handle.stop()
+@pytest.mark.parametrize("file", ["quotas", "scram"])
+def test_a_state_file_stall_is_measured_against_a_real_broker(file: str) -> None:
+    result = _against_a_fresh_broker(lambda bootstrap: state_file_stall._run(bootstrap, state_file_stall.BOUND + 5,
+                                                                             file))
     assert len(result["alter_s"]) == 5 and result["worst_ms"] > 0
 
 
 def test_the_offset_search_stall_is_measured_against_a_real_broker() -> None:
     from kbroker.bench import offset_search_stall
 
-    handle = brokers.start_kbroker(flush="never")
-    try:
-        result = asyncio.run(offset_search_stall._run(handle.bootstrap, 70_000))
-    finally:
-        handle.stop()
+    result = _against_a_fresh_broker(lambda bootstrap: offset_search_stall._run(bootstrap, 70_000))
     assert (result["error"], result["offset"]) == (0, 69_999)
