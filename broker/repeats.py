@@ -1,7 +1,8 @@
 """Requests that name one id more than once: each id is answered once, and repeats are bounded.
 
 Kafka answers every occurrence of an id in DescribeGroups, ConsumerGroupDescribe, OffsetFetch v8+,
-DescribeConfigs and DescribeTransactions, and so does kbroker. But an answer can be far larger than
+DescribeConfigs, DescribeProducers and DescribeTransactions (and of a filter in DeleteAcls), and so
+does kbroker. But an answer can be far larger than
 its id: one group's 1,000 committed offsets named 20,000 times in a 240 KB OffsetFetch came to
 400 MB, took the broker to 3.5 GB of memory and held its loop for over two minutes. So a handler
 asks for each distinct id once (`distinct`), and the one answer object stands in every place the id
