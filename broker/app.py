@@ -280,6 +280,7 @@ class Broker:
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,
             topics=self._topics_image,
+            max_batch_bytes=self.offsets_topic.max_batch_bytes,
         )
         coordinator.history.subscribe(self.observations.rebalance)
         coordinator.history.subscribe(self.history_file)

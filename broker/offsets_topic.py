@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 import structlog
 
+from .log.config import LogConfig
 from ..protocol.control_records import COMMIT, marker_of
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ..protocol.latest_records import in_write_order, latest_per_key
@@ -43,6 +44,7 @@ _LOAD_ATTEMPTS = 5
 _SLICE_S = 0.002  # the longest the replay's fold keeps the event loop before letting others run
 # A held batch (see append_records_nowait) stays well under max.message.bytes (1 MiB by default).
 _HELD_MAX_BYTES = 256 * 1024
+_DEFAULT_MAX_MESSAGE_BYTES = LogConfig().max_message_bytes
 _RECORD_OVERHEAD = 32  # a generous bound of a record's framing beside its key and value
 _YOUNG_GC_THRESHOLD = 20_000  # net allocations of tracked objects between young collections (default 700)
 
@@ -124,6 +126,12 @@ class OffsetsTopic:
         if self.logs.topic(TOPIC) is None:
             await self.logs.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
             log.info("offsets_topic_created", partitions=self.num_partitions)
+
+    def max_batch_bytes(self, partition: int) -> int:
+        """The largest batch the partition takes: its max.message.bytes, read live (AlterConfigs may
+        change it). The coordinator refuses a commit it proves larger without building its records."""
+        plog = self.logs.get_log(TOPIC, partition)
+        return _DEFAULT_MAX_MESSAGE_BYTES if plog is None else plog.config.max_message_bytes
 
     async def append_records(self, partition: int, records: list[Record]) -> None:
         """Append and wait until durable; failures become Kafka errors the coordinator translates."""

@@ -24,7 +24,7 @@ from ..protocol.errors import ErrorCode
 from . import commands as c
 from .consumer_commands import ConsumerExpiry, ConsumerRequest
 from .admin import handle_delete_group, handle_describe_group, list_groups
-from .config import GroupConfig
+from .config import GroupConfig, default_max_batch_bytes
 from .consumer_group import TopicImage, no_topics
 from .consumer_on_demand import ConsumerGroupsOnDemand
 from .downgrade import DowngradedToClassic, JoinAfterConsumerGroupDeleted
@@ -87,9 +87,11 @@ class GroupStateMachine:
         *,
         new_member_id: Callable[[str], str] = random_member_id,
         topics: Callable[[], Mapping[str, TopicImage]] = no_topics,
+        max_batch_bytes: Callable[[], int] = default_max_batch_bytes,
     ) -> None:
         self.partition = partition
         self.config = config or GroupConfig()
+        self.max_batch_bytes = max_batch_bytes  # the partition's largest batch (see offsets.cannot_fit)
         self.groups: dict[str, ClassicGroup] = {}
         self.loading = False
         # While loading: the groups whose metadata record is live so far. Kafka's load keeps such a
@@ -99,7 +101,7 @@ class GroupStateMachine:
         self._new_member_id = new_member_id
         # Consumer groups (KIP-848) of this partition; they take every command about them (their
         # machine is imported with the first command or record of the consumer protocol).
-        self.consumer = ConsumerGroupsOnDemand(partition, self.config, self.groups, topics)
+        self.consumer = ConsumerGroupsOnDemand(partition, self.config, self.groups, topics, max_batch_bytes)
         # The other group types of this partition (group_types.py), asked in this order.
         self.group_types: tuple[GroupType, ...] = (self.consumer,)
 
@@ -120,7 +122,8 @@ class GroupStateMachine:
         group = self.groups.get(cmd.group_id)
         match cmd:  # the commonest first: every consumer commits and heartbeats
             case c.OffsetCommit():
-                handle_offset_commit(ctx, cmd, self.groups.get, lambda gid: self._create(gid, now_ms))
+                handle_offset_commit(ctx, cmd, self.groups.get, lambda gid: self._create(gid, now_ms),
+                                     self.max_batch_bytes)
             case c.Heartbeat():
                 handle_heartbeat(ctx, group, cmd)
             case c.JoinGroup():

@@ -9,6 +9,13 @@ from typing import Any
 # Not a config in Kafka either: a new member's JoinGroup may wait this long before the member is
 # dropped (it cannot heartbeat before it knows its member id).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+# The largest __consumer_offsets batch by default: the topic's max.message.bytes, which a broker
+# reads live (it can be altered), and which a coordinator without a broker takes to be Kafka's default.
+MAX_MESSAGE_BYTES = 1_048_588
+
+
+def default_max_batch_bytes() -> int:
+    return MAX_MESSAGE_BYTES
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from ..protocol.errors import ErrorCode
 
 from . import commands as c
 from . import consumer_commands as cc
-from .config import GroupConfig
+from .config import GroupConfig, default_max_batch_bytes
 from .consumer_controls import arm_member_timers, cancel_member_timers, handle_consumer_control
 from .consumer_group import ConsumerGroup, TopicImage, no_topics
 from .consumer_heartbeat import (
@@ -58,12 +58,14 @@ _CONSUMER_COMMANDS = cc.CONSUMER_REQUESTS + cc.CONSUMER_EXPIRIES
 
 class ConsumerGroups:
     def __init__(self, partition: int, config: GroupConfig, classic_groups: dict[str, ClassicGroup],
-                 topics: Callable[[], Mapping[str, TopicImage]] = no_topics) -> None:
+                 topics: Callable[[], Mapping[str, TopicImage]] = no_topics,
+                 max_batch_bytes: Callable[[], int] = default_max_batch_bytes) -> None:
         self.partition = partition
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
         self._classic = classic_groups  # the classic machine's dict: one id, one group
         self.topics = topics
+        self.max_batch_bytes = max_batch_bytes
 
     # -- routing -------------------------------------------------------------------------------
 
@@ -90,7 +92,7 @@ class ConsumerGroups:
             case cc.ConsumerRebalanceExpired():
                 on_rebalance_expired(ctx, group, cmd)
             case c.OffsetCommit():
-                handle_consumer_offset_commit(ctx, group, cmd)
+                handle_consumer_offset_commit(ctx, group, cmd, self.max_batch_bytes)
             case c.OffsetFetch():
                 handle_consumer_offset_fetch(ctx, group, cmd)
             case c.OffsetDelete():

@@ -7,6 +7,8 @@ member (epoch -1) only an empty group takes commits, and anyone may fetch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..protocol.errors import ErrorCode
 
 from . import commands as c
@@ -15,7 +17,7 @@ from .consumer_group import ConsumerGroup, ConsumerGroupState, TopicImage
 from .consumer_heartbeat import CCtx, _subscribed_names
 from .consumer_records import group_tombstones
 from .group import ClassicGroup
-from .offsets import _fetched, _utf16_length
+from .offsets import _fetched, _metadata_too_large, cannot_fit, refuse_too_large
 from .outcome import Durability, Reply
 from .records import OffsetCommitRecord, OffsetCommitTombstone, Record
 from .results import (
@@ -53,11 +55,16 @@ def validate_offset_commit(group: ConsumerGroup, cmd: c.OffsetCommit) -> ErrorCo
     return None
 
 
-def handle_consumer_offset_commit(ctx: CCtx, group: ConsumerGroup | None, cmd: c.OffsetCommit) -> None:
+def handle_consumer_offset_commit(ctx: CCtx, group: ConsumerGroup | None, cmd: c.OffsetCommit,
+                                  max_batch_bytes: Callable[[], int]) -> None:
     assert group is not None
     error = validate_offset_commit(group, cmd)
     if error is not None or cmd.validate_only:  # a check writes nothing
         ctx.out.reply(cmd.reply_to, OffsetCommitResult.all_failed(cmd, error if error is not None else E.NONE))
+        return
+    max_metadata = ctx.config.offset_metadata_max_bytes
+    if cannot_fit(cmd, max_metadata, max_batch_bytes()):
+        refuse_too_large(ctx.out, cmd, max_metadata)
         return
     records: list[Record] = []
     topics: list[TopicErrors] = []
@@ -65,7 +72,7 @@ def handle_consumer_offset_commit(ctx: CCtx, group: ConsumerGroup | None, cmd: c
         partitions: list[PartitionError] = []
         for p in topic.partitions:
             metadata = p.metadata or ""
-            if _utf16_length(metadata) > ctx.config.offset_metadata_max_bytes:
+            if _metadata_too_large(metadata, max_metadata):
                 partitions.append(PartitionError(p.partition, E.OFFSET_METADATA_TOO_LARGE))
                 continue
             partitions.append(PartitionError(p.partition, E.NONE))

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from . import consumer_commands as cc
-from .config import GroupConfig
+from .config import GroupConfig, default_max_batch_bytes
 from .consumer_group import no_topics
 from .consumer_records import is_consumer_record
 
@@ -33,8 +33,9 @@ _NO_GROUPS: Mapping[str, ConsumerGroup] = MappingProxyType({})
 
 class ConsumerGroupsOnDemand:
     def __init__(self, partition: int, config: GroupConfig, classic_groups: dict[str, ClassicGroup],
-                 topics: Callable[[], Mapping[str, TopicImage]] = no_topics) -> None:
-        self._args = (partition, config, classic_groups, topics)
+                 topics: Callable[[], Mapping[str, TopicImage]] = no_topics,
+                 max_batch_bytes: Callable[[], int] = default_max_batch_bytes) -> None:
+        self._args = (partition, config, classic_groups, topics, max_batch_bytes)
         self._machine: ConsumerGroups | None = None
         self.groups: Mapping[str, ConsumerGroup] = _NO_GROUPS  # the machine's dict once loaded
 

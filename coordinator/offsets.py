@@ -14,7 +14,7 @@ from ..protocol.errors import ErrorCode
 from . import commands as c
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .join import validate_current_member
-from .outcome import Durability, GroupRemoved, Reply
+from .outcome import Durability, GroupRemoved, Outcome, Reply, WriteFailed
 from .rebalance import Ctx, schedule_heartbeat
 from .records import GroupMetadataTombstone, OffsetCommitRecord, OffsetCommitTombstone, Record
 from .results import (
@@ -37,12 +37,64 @@ def _utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def _metadata_too_large(metadata: str, max_bytes: int) -> bool:
+    # UTF-16 units are at most two per code point: only a long string needs counting.
+    return 2 * len(metadata) > max_bytes and _utf16_length(metadata) > max_bytes
+
+
+# What one OffsetCommit record adds to a __consumer_offsets batch at the least, besides the group,
+# topic and metadata strings: its framing in the batch (length, attributes, timestamp and offset
+# deltas, key and value lengths, header count: 7 bytes), its key (version, two string lengths,
+# partition: 10) and its value in the smallest version (version, offset, metadata length, commit
+# timestamp: 20). Characters stand for bytes: a string's UTF-8 form is never shorter.
+_RECORD_FLOOR = 37
+_BATCH_HEADER = 61
+
+
+def cannot_fit(cmd: c.OffsetCommit, max_metadata: int, max_batch_bytes: int) -> bool:
+    """True when the commit's records are certainly larger than one __consumer_offsets batch may be
+    (its max.message.bytes). Kafka's runtime finds that only after building and sizing the records,
+    and fails the commit (MESSAGE_TOO_LARGE, answered UNKNOWN_SERVER_ERROR); counted from the command
+    here, a hostile commit of millions of partitions is refused without a record built. A commit
+    this cannot prove too large takes the usual path, whose append makes the exact check."""
+    group = len(cmd.group_id)
+    floor = _BATCH_HEADER
+    for t in cmd.topics:  # per topic first: an ordinary commit costs no walk over its partitions
+        floor += len(t.partitions) * (_RECORD_FLOOR + group + len(t.name))
+    return floor > max_batch_bytes and commit_floor_bytes(cmd, max_metadata) > max_batch_bytes
+
+
+def commit_floor_bytes(cmd: c.OffsetCommit, max_metadata: int) -> int:
+    """The fewest bytes the batch of the commit's records can have: partitions whose metadata is too
+    long write nothing, the others at least `_RECORD_FLOOR` beside their strings."""
+    group = len(cmd.group_id)
+    floor = _BATCH_HEADER
+    for t in cmd.topics:
+        fixed = _RECORD_FLOOR + group + len(t.name)
+        for p in t.partitions:
+            metadata = p.metadata or ""
+            if not _metadata_too_large(metadata, max_metadata):
+                floor += fixed + len(metadata)
+    return floor
+
+
+def refuse_too_large(out: Outcome, cmd: c.OffsetCommit, max_metadata: int) -> None:
+    """Answer a commit `cannot_fit` refused as a failed append is answered: the partitions that would
+    have been written carry UNKNOWN_SERVER_ERROR, the others OFFSET_METADATA_TOO_LARGE."""
+    out.events.append(WriteFailed(cmd.group_id, "OffsetCommit", E.MESSAGE_TOO_LARGE))
+    out.reply(cmd.reply_to, OffsetCommitResult(tuple(
+        TopicErrors(t.name, tuple(
+            PartitionError(p.partition, E.OFFSET_METADATA_TOO_LARGE if _metadata_too_large(p.metadata or "", max_metadata)
+                           else E.UNKNOWN_SERVER_ERROR) for p in t.partitions))
+        for t in cmd.topics)))
+
+
 # -- OffsetCommit ---------------------------------------------------------------------------------
 
 
 def handle_offset_commit(
     ctx: Ctx, cmd: c.OffsetCommit, lookup: Callable[[str], ClassicGroup | None],
-    create: Callable[[str], ClassicGroup],
+    create: Callable[[str], ClassicGroup], max_batch_bytes: Callable[[], int],
 ) -> None:
     group = lookup(cmd.group_id)
     if cmd.validate_only:
@@ -71,14 +123,16 @@ def handle_offset_commit(
     # v2-v4's retention: an int64 of ms, which a client may set to Long.MAX ("never"): capped, not overflowed
     expire_timestamp = None if cmd.retention_time_ms == -1 else min(ctx.now_ms + cmd.retention_time_ms, _INT64_MAX)
     max_bytes = ctx.config.offset_metadata_max_bytes
+    if cannot_fit(cmd, max_bytes, max_batch_bytes()):
+        refuse_too_large(ctx.out, cmd, max_bytes)
+        return
     records: list[Record] = []
     topics: list[TopicErrors] = []
     for topic in cmd.topics:
         partitions: list[PartitionError] = []
         for p in topic.partitions:
             metadata = p.metadata or ""
-            # UTF-16 units are at most two per code point: only a long string needs counting.
-            if 2 * len(metadata) > max_bytes and _utf16_length(metadata) > max_bytes:
+            if _metadata_too_large(metadata, max_bytes):
                 partitions.append(PartitionError(p.partition, E.OFFSET_METADATA_TOO_LARGE))
                 continue
             partitions.append(PartitionError(p.partition, E.NONE))

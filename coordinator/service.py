@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import structlog
@@ -91,6 +92,7 @@ class GroupCoordinatorService:
         new_member_id: Callable[[str], str] = random_member_id,
         num_partitions: int | None = None,
         topics: Callable[[], Any] | None = None,
+        max_batch_bytes: Callable[[int], int] | None = None,
     ) -> None:
         self.config = config or GroupConfig()
         self.clock: Clock = clock or (timers.clock if timers is not None else SystemClock())
@@ -102,6 +104,7 @@ class GroupCoordinatorService:
         self._append_records_nowait = append_records_nowait
         self._new_member_id = new_member_id
         self._topics = topics  # the topics image consumer groups assign from (name -> TopicImage)
+        self._max_batch_bytes = max_batch_bytes  # partition -> its largest batch (max.message.bytes)
         self._runtimes: dict[int, PartitionRuntime] = {}
         self._loading: set[int] = set()
         self._offline: set[int] = set()
@@ -183,8 +186,12 @@ class GroupCoordinatorService:
             self._loading.discard(partition)
 
     def _new_runtime(self, partition: int) -> PartitionRuntime:
-        shard = GroupStateMachine(partition, self.config, new_member_id=self._new_member_id,
-                                  **({"topics": self._topics} if self._topics is not None else {}))
+        extra: dict[str, Any] = {}
+        if self._topics is not None:
+            extra["topics"] = self._topics
+        if self._max_batch_bytes is not None:
+            extra["max_batch_bytes"] = partial(self._max_batch_bytes, partition)
+        shard = GroupStateMachine(partition, self.config, new_member_id=self._new_member_id, **extra)
         return PartitionRuntime(
             shard, clock=self.clock, timers=self.timers, append=self._append_records,
             append_nowait=self._append_records_nowait, queues=self._queues, on_event=self._on_event,
@@ -351,7 +358,8 @@ class GroupCoordinatorService:
     def _on_event(self, event: Event) -> None:
         fields = dataclasses.asdict(event)
         if isinstance(event, WriteFailed):
-            log.warning(event.log_event, **{k: str(v) for k, v in fields.items()})
+            log.warning(event.log_event, **{k: v.name if isinstance(v, ErrorCode) else str(v)
+                                            for k, v in fields.items()})
             return
         log.info(event.log_event, **fields)
         if isinstance(event, RebalanceCompleted):

@@ -25,13 +25,14 @@ from kbroker.coordinator.records import Record
 
 class Harness:
     def __init__(self, config: GroupConfig | None = None, *, start_ms: int = 1_000_000, partition: int = 0,
-                 topics: Any = None) -> None:
+                 topics: Any = None, max_batch_bytes: int | None = None) -> None:
         self.clock = ManualClock(start_ms)
         self.timers = KeyedTimers(self.clock)
         self._ids = itertools.count(1)
         self.machine = GroupStateMachine(
             partition, config, new_member_id=lambda prefix: f"{prefix}-{next(self._ids)}",
             **({"topics": topics} if topics is not None else {}),
+            **({"max_batch_bytes": lambda: max_batch_bytes} if max_batch_bytes is not None else {}),
         )
         self.log: list[Record] = []
         self.events: list[Event] = []

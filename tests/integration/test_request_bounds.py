@@ -194,6 +194,49 @@ def test_a_metadata_request_naming_a_topic_many_times_is_answered_once(broker):
     wire.close()
 
 
+def test_a_commit_too_large_for_one_offsets_batch_is_refused_before_its_records_are_built(broker):
+    """Kafka fails a commit whose records overflow one __consumer_offsets batch (MESSAGE_TOO_LARGE,
+    answered UNKNOWN_SERVER_ERROR), but only after building and sizing them. Counted from the request,
+    one naming a partition 60,000 times (a 1 MB frame) is refused with the same answer and a
+    `coordinator_write_failed` event, no record built; the limit is the topic's max.message.bytes,
+    read live: raised, the same commit is written."""
+    from kbroker.protocol.messages.incremental_alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+    from kbroker.protocol.messages.offset_commit_request import (
+        OffsetCommitRequest,
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+    )
+
+    wire = Wire(broker.bootstrap, timeout=60)
+    create_topic(wire, "committed-wide")
+
+    def commit(group: str) -> set[int]:
+        request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                      topics=[OffsetCommitRequestTopic(name="committed-wide", partitions=[
+                                          OffsetCommitRequestPartition(0, i, -1, "") for i in range(60_000)])])
+        return {p.error_code for t in wire.call(8, 8, request).topics for p in t.partitions}
+
+    def limit(value: str) -> None:
+        change = AlterConfigsResource(resource_type=2, resource_name="__consumer_offsets",
+                                      configs=[AlterableConfig("max.message.bytes", 0, value)])
+        answer = wire.call(44, 1, IncrementalAlterConfigsRequest(resources=[change], validate_only=False))
+        assert answer.responses[0].error_code == 0, answer.responses[0]
+
+    assert commit("wide-group") == {ErrorCode.UNKNOWN_SERVER_ERROR}
+    assert [(e["group_id"], e["error"]) for e in broker.events("coordinator_write_failed")] == [
+        ("wide-group", "MESSAGE_TOO_LARGE")]
+    limit(str(8 * MiB))
+    try:
+        assert commit("wide-group") == {ErrorCode.NONE}
+    finally:
+        limit("1048588")
+    wire.close()
+
+
 def test_ids_named_again_share_their_answer_and_a_flood_of_them_closes_the_connection(broker):
     """Kafka answers every occurrence of a group in OffsetFetch v8+ (and DescribeGroups, ...): named
     three times, the group gets three equal entries. Named 20,000 times in a 240 kB request, its

@@ -397,6 +397,19 @@ def test_offset_commit_uses_the_member_epoch() -> None:
     assert h.call(c.OffsetFetch("g", None)).error is E.NONE  # admin: no member
 
 
+def test_a_member_commit_too_large_for_one_batch_is_refused_without_a_record() -> None:
+    image = Topics(foo=(FOO, 6))
+    h = Harness(topics=image, max_batch_bytes=61 + 6 * (37 + 1 + 3) - 1)
+    join(h, "a")
+    written = len(h.log)
+    parts = tuple(c.OffsetCommitPartition(i, 5) for i in range(6))
+    r = h.call(c.OffsetCommit("g", 1, "a", (c.OffsetCommitTopic("foo", parts),), api_version=9))
+    assert [p.error for p in r.topics[0].partitions] == [E.UNKNOWN_SERVER_ERROR] * 6
+    assert len(h.log) == written
+    r = h.call(c.OffsetCommit("g", 1, "a", (c.OffsetCommitTopic("foo", parts[:5]),), api_version=9))
+    assert [p.error for p in r.topics[0].partitions] == [E.NONE] * 5
+
+
 def _committed(h: Harness) -> int:
     return h.call(c.OffsetFetch("g", (c.TopicPartitions("foo", (0,)),))).topics[0].partitions[0].offset
 

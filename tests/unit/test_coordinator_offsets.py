@@ -4,10 +4,14 @@ and cleanupGroupMetadata), and replies that wait on the append."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kbroker.coordinator import commands as c
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.group import GroupState
+from kbroker.coordinator.offsets import cannot_fit, commit_floor_bytes
+from kbroker.coordinator.record_codec import encode_record
 from kbroker.coordinator.records import (
     GroupMetadataTombstone,
     OffsetCommitRecord,
@@ -26,6 +30,7 @@ from kbroker.coordinator.results import (
 from kbroker.coordinator.subscription import encode_subscription_topics
 from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.record_batch import encode_keyed_batch
 
 E = ErrorCode
 S = GroupState
@@ -194,6 +199,72 @@ def test_handleCommitOffsets_reply_carries_translated_append_error(h: Harness, a
     assert errors(h.call(cmd)) == [client_error, E.OFFSET_METADATA_TOO_LARGE]
     assert fetch(h)[0].offset == -1  # nothing applied without a durable record
     assert h.log == []
+
+
+# -- commits larger than one __consumer_offsets batch ----------------------------------------------
+
+
+_names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_metadata = st.one_of(st.none(), _names, st.just("m" * 5_000), st.just("\u00e9" * 2_100))
+
+
+@st.composite
+def _commits(draw) -> tuple[c.OffsetCommit, int]:
+    topics = draw(st.lists(st.tuples(_names, st.lists(st.tuples(
+        st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1), st.integers(-1, 2**31 - 1), _metadata),
+        min_size=1, max_size=6)), min_size=1, max_size=3))
+    retention = draw(st.sampled_from([-1, 1_000, 2**63 - 1]))
+    cmd = c.OffsetCommit(draw(_names.filter(bool)), -1, "", tuple(
+        c.OffsetCommitTopic(name, tuple(c.OffsetCommitPartition(*p) for p in parts)) for name, parts in topics),
+        retention_time_ms=retention)
+    return cmd, retention
+
+
+@settings(max_examples=300, deadline=None)
+@given(_commits())
+def test_the_floor_of_a_commit_is_never_above_the_batch_its_records_make(drawn) -> None:
+    """cannot_fit refuses only what the append would refuse: the floor it counts from the command is at
+    most the size of the batch the written records make, whatever the names, metadata and value version."""
+    cmd, _ = drawn
+    h = Harness()
+    h.call(cmd)
+    floor = commit_floor_bytes(cmd, h.config.offset_metadata_max_bytes)
+    if not h.log:
+        assert floor == 61
+        return
+    batch = encode_keyed_batch([encode_record(r) for r in h.log], 0)
+    assert floor <= len(batch)
+    assert not cannot_fit(cmd, h.config.offset_metadata_max_bytes, len(batch))
+
+
+def test_a_commit_too_large_for_one_batch_is_answered_as_a_failed_append_without_a_record() -> None:
+    parts = [("t", i, i) for i in range(200)]
+    cmd = commit("g", -1, "", *parts)
+    cmd = c.OffsetCommit(cmd.group_id, -1, "", (cmd.topics[0], c.OffsetCommitTopic("u", (
+        c.OffsetCommitPartition(0, 1, metadata="z" * 5_000),))))
+    floor = commit_floor_bytes(cmd, GroupConfig().offset_metadata_max_bytes)
+    assert floor == 61 + 200 * (37 + 1 + 1)  # the partition with too long metadata writes nothing
+    refused = Harness(max_batch_bytes=floor - 1)
+    result = refused.call(cmd)
+    assert errors(result) == [E.UNKNOWN_SERVER_ERROR] * 200 + [E.OFFSET_METADATA_TOO_LARGE]
+    assert refused.log == []
+    assert [(type(e).__name__, e.error) for e in refused.events] == [("WriteFailed", E.MESSAGE_TOO_LARGE)]
+    # the same answer the append's own refusal gives (the usual path, which builds the records)
+    failing = Harness(max_batch_bytes=floor)
+    failing.fail_next_append = E.MESSAGE_TOO_LARGE
+    assert failing.call(cmd) == result
+    assert failing.log == []
+    accepted = Harness(max_batch_bytes=floor)
+    assert errors(accepted.call(cmd)) == [E.NONE] * 200 + [E.OFFSET_METADATA_TOO_LARGE]
+    assert len(accepted.log) == 200
+
+
+def test_a_refused_commit_is_checked_as_a_member_first() -> None:
+    h = Harness(max_batch_bytes=100)
+    h.stable_group("g", members=1)
+    assert set(errors(h.call(commit("g", 99, "stranger", *[("t", i, i) for i in range(50)])))) == {E.UNKNOWN_MEMBER_ID}
+    assert not [e for e in h.events if type(e).__name__ == "WriteFailed"]
+    assert h.log[-1:] and not any(r.topic == "t" for r in h.log if hasattr(r, "partition"))
 
 
 # -- OffsetFetch ----------------------------------------------------------------------------------
