@@ -48,7 +48,7 @@ def _metadata_too_large(metadata: str, max_bytes: int) -> bool:
 # partition: 10) and its value in the smallest version (version, offset, metadata length, commit
 # timestamp: 20). Characters stand for bytes: a string's UTF-8 form is never shorter.
 _RECORD_FLOOR = 37
-_BATCH_HEADER = 61
+_BATCH_HEADER = 61  # a v2 record batch's header, before its records
 
 
 def cannot_fit(cmd: c.OffsetCommit, max_metadata: int, max_batch_bytes: int) -> bool:
@@ -82,10 +82,11 @@ def refuse_too_large(out: Outcome, cmd: c.OffsetCommit, max_metadata: int) -> No
     """Answer a commit `cannot_fit` refused as a failed append is answered: the partitions that would
     have been written carry UNKNOWN_SERVER_ERROR, the others OFFSET_METADATA_TOO_LARGE."""
     out.events.append(WriteFailed(cmd.group_id, "OffsetCommit", E.MESSAGE_TOO_LARGE))
+    too_large, failed = E.OFFSET_METADATA_TOO_LARGE, E.UNKNOWN_SERVER_ERROR
     out.reply(cmd.reply_to, OffsetCommitResult(tuple(
         TopicErrors(t.name, tuple(
-            PartitionError(p.partition, E.OFFSET_METADATA_TOO_LARGE if _metadata_too_large(p.metadata or "", max_metadata)
-                           else E.UNKNOWN_SERVER_ERROR) for p in t.partitions))
+            PartitionError(p.partition, too_large if _metadata_too_large(p.metadata or "", max_metadata) else failed)
+            for p in t.partitions))
         for t in cmd.topics)))
 
 
