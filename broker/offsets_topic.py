@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 import structlog
 
-from .log.config import LogConfig
 from ..protocol.control_records import COMMIT, marker_of
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ..protocol.latest_records import in_write_order, latest_per_key
 from ..protocol.record_batch import CRC_OFFSET, compute_crc, decode_batch, encode_keyed_batch, iter_batches, read_header
+from .log.config import LogConfig
 
 if TYPE_CHECKING:
     from ..coordinator.records import Record
@@ -46,6 +46,7 @@ _SLICE_S = 0.002  # the longest the replay's fold keeps the event loop before le
 _HELD_MAX_BYTES = 256 * 1024
 _DEFAULT_MAX_MESSAGE_BYTES = LogConfig().max_message_bytes
 _RECORD_OVERHEAD = 32  # a generous bound of a record's framing beside its key and value
+_BATCH_HEADER_BYTES = 61  # a record batch's header, counted by max.message.bytes
 _YOUNG_GC_THRESHOLD = 20_000  # net allocations of tracked objects between young collections (default 700)
 
 
@@ -161,11 +162,14 @@ class OffsetsTopic:
             encode = self._encode_record = encode_record
         encoded = [encode(r) for r in records]
         size = sum(_RECORD_OVERHEAD + len(k) + (0 if v is None else len(v)) for k, v in encoded)
+        # A held batch stays within the partition's max.message.bytes too, should that be set lower:
+        # else commits that each fit would fail together, and take the coordinator partition offline.
+        cap = min(_HELD_MAX_BYTES, plog.config.max_message_bytes - _BATCH_HEADER_BYTES)
         held = self._held.get(partition)
-        if held is not None and (held.plog is not plog or held.size + size > _HELD_MAX_BYTES):
+        if held is not None and (held.plog is not plog or held.size + size > cap):
             self._write_held(partition)
             held = None
-        if size > _HELD_MAX_BYTES:
+        if size > cap:
             # Larger than a held batch may grow: written alone and at once, so an oversized request
             # is refused (MESSAGE_TOO_LARGE) before anything is applied.
             now = self.logs.clock.wall_ms()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbroker.broker.log.manager import LogManager
-from kbroker.broker.offsets_topic import TOPIC, OffsetsTopic
+from kbroker.broker.offsets_topic import TOPIC, TOPIC_CONFIGS, OffsetsTopic
 from kbroker.coordinator.record_codec import decode_record, encode_record
 from kbroker.coordinator.records import (
     GroupMetadataMember,
@@ -290,6 +290,25 @@ async def test_records_larger_than_a_held_batch_are_written_at_once(tmp_path) ->
     await small
     await wait
     assert [len(b) for b in _batches(logs, 0)] == [1, 100]
+    logs.close()
+
+
+async def test_a_held_batch_stays_within_a_lowered_max_message_bytes(tmp_path) -> None:
+    """Three commits of ~800 bytes in one turn, max.message.bytes 2,000: held together they would make
+    one 2.4 kB batch, which the log refuses, failing all three (and unloading the partition)."""
+    logs = LogManager(tmp_path, flush_policy="never")
+    logs.create_topic(TOPIC, 4, {**TOPIC_CONFIGS, "max.message.bytes": "2000"})
+    topic = OffsetsTopic(logs, 4)
+    plog = logs.get_log(TOPIC, 0)
+    commits = [OffsetCommitRecord("g", "t", p, 1, -1, "m" * 700, 1) for p in range(3)]
+    waits = [topic.append_records_nowait(0, [c]) for c in commits]
+    for wait in waits:
+        await wait
+    assert [r for batch in _batches(logs, 0) for r in batch] == commits
+    data = bytes(plog.read(plog.log_start_offset, 1 << 20).records)
+    from kbroker.protocol.record_batch import iter_batches
+
+    assert [header.size <= 2000 for _, header in iter_batches(data)] == [True, True]
     logs.close()
 
 
