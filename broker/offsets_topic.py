@@ -27,7 +27,8 @@ import structlog
 from ..protocol.control_records import COMMIT, marker_of
 from ..protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ..protocol.latest_records import in_write_order, latest_per_key
-from ..protocol.record_batch import CRC_OFFSET, compute_crc, decode_batch, encode_keyed_batch, iter_batches, read_header
+from ..protocol.record_batch import (CRC_OFFSET, HEADER_SIZE, compute_crc, decode_batch, encode_keyed_batch,
+                                     iter_batches, read_header)
 from .log.config import LogConfig
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ _SLICE_S = 0.002  # the longest the replay's fold keeps the event loop before le
 _HELD_MAX_BYTES = 256 * 1024
 _DEFAULT_MAX_MESSAGE_BYTES = LogConfig().max_message_bytes
 _RECORD_OVERHEAD = 32  # a generous bound of a record's framing beside its key and value
-_BATCH_HEADER_BYTES = 61  # a record batch's header, counted by max.message.bytes
 _YOUNG_GC_THRESHOLD = 20_000  # net allocations of tracked objects between young collections (default 700)
 
 
@@ -164,7 +164,7 @@ class OffsetsTopic:
         size = sum(_RECORD_OVERHEAD + len(k) + (0 if v is None else len(v)) for k, v in encoded)
         # A held batch stays within the partition's max.message.bytes too, should that be set lower:
         # else commits that each fit would fail together, and take the coordinator partition offline.
-        cap = min(_HELD_MAX_BYTES, plog.config.max_message_bytes - _BATCH_HEADER_BYTES)
+        cap = min(_HELD_MAX_BYTES, plog.config.max_message_bytes - HEADER_SIZE)
         held = self._held.get(partition)
         if held is not None and (held.plog is not plog or held.size + size > cap):
             self._write_held(partition)

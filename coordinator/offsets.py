@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..protocol.errors import ErrorCode
+from ..protocol.record_batch import HEADER_SIZE
 
 from . import commands as c
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
@@ -48,7 +49,6 @@ def _metadata_too_large(metadata: str, max_bytes: int) -> bool:
 # partition: 10) and its value in the smallest version (version, offset, metadata length, commit
 # timestamp: 20). Characters stand for bytes: a string's UTF-8 form is never shorter.
 _RECORD_FLOOR = 37
-_BATCH_HEADER = 61  # a v2 record batch's header, before its records
 
 
 def cannot_fit(cmd: c.OffsetCommit, max_metadata: int, max_batch_bytes: int) -> bool:
@@ -58,7 +58,7 @@ def cannot_fit(cmd: c.OffsetCommit, max_metadata: int, max_batch_bytes: int) -> 
     here, a hostile commit of millions of partitions is refused without a record built. A commit
     this cannot prove too large takes the usual path, whose append makes the exact check."""
     group = len(cmd.group_id)
-    floor = _BATCH_HEADER
+    floor = HEADER_SIZE
     for t in cmd.topics:  # per topic first: an ordinary commit costs no walk over its partitions
         floor += len(t.partitions) * (_RECORD_FLOOR + group + len(t.name))
     return floor > max_batch_bytes and commit_floor_bytes(cmd, max_metadata) > max_batch_bytes
@@ -68,7 +68,7 @@ def commit_floor_bytes(cmd: c.OffsetCommit, max_metadata: int) -> int:
     """The fewest bytes the batch of the commit's records can have: partitions whose metadata is too
     long write nothing, the others at least `_RECORD_FLOOR` beside their strings."""
     group = len(cmd.group_id)
-    floor = _BATCH_HEADER
+    floor = HEADER_SIZE
     for t in cmd.topics:
         fixed = _RECORD_FLOOR + group + len(t.name)
         for p in t.partitions:
