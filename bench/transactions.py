@@ -96,9 +96,7 @@ def fill(bootstrap: str, topic: str, messages: int) -> int:
 
 
 def consume_rate(bootstrap: str, topic: str, isolation: str, expected: int) -> float:
-    # data_path's reader, with librdkafka's default per-partition fetch size (1 MiB) kept for this bench
-    read = consume(bootstrap, topic, 3, expected,
-                   conf={"isolation.level": isolation, "max.partition.fetch.bytes": 1024 * 1024})
+    read = consume(bootstrap, topic, 3, expected, conf={"isolation.level": isolation})  # data_path's reader
     return read["msgs_per_s"]
 
 
