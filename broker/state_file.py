@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .log.files import write_file_durably
+from .log.files import held_for_rewrite, write_file_durably
 from .workers import STATE_FILES, run_in_worker
 
 # Kafka's controller refuses an operation that would write more records than this to its metadata
@@ -34,10 +35,17 @@ Capture = Callable[[], Callable[[], bytes]]
 
 
 class StateFile:
-    def __init__(self, path: Path, capture: Capture, mode: int = 0o644) -> None:
+    """`shared`: another process may rewrite the file too (the SCRAM credentials, by `kbroker user
+    add`); each write then renders and writes under `held_for_rewrite`, and `written` is called on
+    the loop after each write that succeeded, with the file's stat taken under the lock."""
+
+    def __init__(self, path: Path, capture: Capture, mode: int = 0o644, *, shared: bool = False,
+                 written: Callable[[os.stat_result], None] | None = None) -> None:
         self.path = path
         self.mode = mode
         self._capture = capture
+        self._shared = shared
+        self._written = written
         self._asked = 0  # changes asked to be saved so far
         self._saved = 0  # of those, how many a durable write holds
         self._writer: asyncio.Task[None] | None = None
@@ -67,9 +75,13 @@ class StateFile:
             upto = self._asked
             failure: Exception | None = None
             try:
-                await run_in_worker(STATE_FILES, _render_and_write, self.path, self._capture(), self.mode)
+                stat = await run_in_worker(STATE_FILES, _render_and_write, self.path, self._capture(), self.mode,
+                                           self._shared)
             except Exception as exc:  # noqa: BLE001 - every change it was to hold learns it
                 failure = exc
+            else:
+                if self._written is not None:
+                    self._written(stat)
             self._saved = upto
             self._settle(upto, failure)
 
@@ -92,6 +104,11 @@ def json_rows(rows: Iterable[Any]) -> str:
     return "[\n" + ",\n".join(map(json.dumps, rows)) + "\n]"
 
 
-def _render_and_write(path: Path, render: Callable[[], bytes], mode: int) -> None:
+def _render_and_write(path: Path, render: Callable[[], bytes], mode: int, shared: bool) -> os.stat_result:
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_file_durably(path, render(), mode)
+    if not shared:
+        write_file_durably(path, render(), mode)
+        return os.stat(path)
+    with held_for_rewrite(path):  # render may read the file: another process's change is kept
+        write_file_durably(path, render(), mode)
+        return os.stat(path)

@@ -19,7 +19,7 @@ T = TypeVar("T")
 DOWN_CONVERT = "down-convert"  # Fetch v0-v3: stored batches rebuilt as old message sets
 PRODUCE_CHECK = "produce-check"  # Produce: batches past a request's inline budget (log.validation)
 OFFSET_SEARCH = "offset-search"  # ListOffsets: a batch too costly to search on the loop (log.timestamp_search)
-STATE_FILES = "state-files"  # the ACL and client-quota files, rendered and written whole (state_file)
+STATE_FILES = "state-files"  # the ACL, client-quota and SCRAM files, rendered and written whole (state_file)
 
 _workers: dict[str, ThreadPoolExecutor] = {}
 

@@ -1,5 +1,5 @@
 """File plumbing shared by the log modules: the broker-wide cache of open segment and index files,
-and durable whole-file writes.
+and durable whole-file writes (with a lock for rewrites two processes may make).
 
 The file-descriptor budget: every segment has three files, and a broker with thousands of partitions
 (or tiny rolling segments) would run out of descriptors if each stayed open. Instead every access
@@ -11,10 +11,13 @@ replay run in worker threads): a leased descriptor is never closed under its use
 
 from __future__ import annotations
 
+import fcntl
 import os
 import resource
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import structlog
@@ -200,6 +203,21 @@ def write_file_durably(path: Path, data: bytes, mode: int = 0o644) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+@contextmanager
+def held_for_rewrite(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock (flock on `<path>.lock`) for a read-modify-write of `path` that
+    another process may make at the same time: `kbroker user add` beside a running broker. Without
+    it, one's rewrite could drop the other's change, or (`write_file_durably` clears a temporary file
+    it takes for a crash's leftover) rename the other's half-written file into place."""
+    lock = path.with_name(bounded_name(path.name, ".lock"))
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def fsync_dir(directory: Path) -> None:

@@ -10,6 +10,12 @@ AlterUserScramCredentials changes the credentials in memory and has the file rew
 `state-files` worker (broker/state_file.py), answering once it is durable; the file the broker wrote
 itself is not read back. Rendered and written on the loop, with parsing it back at the next login,
 one change among 100,000 users held every client for seconds.
+
+`kbroker user add` may rewrite the file while the broker does. Both rewrite it under one lock
+(`held_for_rewrite`), and the broker keeps the changes it has not yet seen written: if the file is
+not the one it last read or wrote, its write re-reads it and applies those changes on top, so
+neither side's change is lost (before, the later writer's copy dropped the other's user, an
+acknowledged AlterUserScramCredentials among them).
 """
 
 from __future__ import annotations
@@ -18,13 +24,13 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
-from ..log.files import write_file_durably
+from ..log.files import held_for_rewrite, write_file_durably
 from ..state_file import StateFile
 
 SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
@@ -69,12 +75,21 @@ class ScramCredential:
         return cls(dec(d["salt"]), dec(d["stored_key"]), dec(d["server_key"]), int(d["iterations"]))
 
 
+# A file's identity for "has it changed": a rewrite renames a new inode into place, so the inode tells
+# two writes apart even within one tick of the file system's clock, with the same size.
+Stamp = tuple[int, int, int]
+
+
+def file_stamp(st: os.stat_result) -> Stamp:
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class _WatchedFile:
-    """A file re-parsed whenever its modification time or size changes."""
+    """A file re-parsed whenever it changes (another inode, modification time or size)."""
 
     def __init__(self, path: Path | None, parse) -> None:
         self.path, self.parse = path, parse
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: Stamp | None = None
         self.value = parse(None)
 
     def get(self):
@@ -90,13 +105,12 @@ class _WatchedFile:
         """The file now holds `value`, written by this process: no need to read it back."""
         self._stamp = self._stat()
 
-    def _stat(self) -> tuple[int, int] | None:
+    def _stat(self) -> Stamp | None:
         assert self.path is not None
         try:
-            st = self.path.stat()
+            return file_stamp(self.path.stat())
         except FileNotFoundError:
             return None
-        return (st.st_mtime_ns, st.st_size)
 
 
 def _parse_scram(text: str | None) -> dict[str, dict[str, ScramCredential]]:
@@ -130,6 +144,9 @@ class CredentialStore:
         self._plain = _WatchedFile(Path(plain_users_file) if plain_users_file else None, parse_plain_users)
         self._file: StateFile | None = None
         self._saving = 0  # writes of ours under way: the file on disk is ours, not to be read back
+        # AlterUserScramCredentials changes applied in memory and not yet in a file written, in order
+        self._unwritten: list[_Change] = []
+        self._writing: _ScramWrite | None = None
 
     # --- lookups (authentication) ---
     def scram(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -143,48 +160,104 @@ class CredentialStore:
 
     def scram_users(self) -> Mapping[str, Mapping[str, ScramCredential]]:
         """Every user's credentials by mechanism; read only (a change replaces a user's entry)."""
-        return self._scram.value if self._saving else self._scram.get()
+        if self._saving:
+            return self._scram.value
+        before = self._scram.value
+        users = self._scram.get()
+        if users is not before:  # re-read: changes whose write failed stay applied, as they were
+            for change in self._unwritten:
+                _apply_to(users, *change)
+        return users
 
     # --- changes (AlterUserScramCredentials, `kbroker user add`) ---
     async def alter_scram(self, upserts: list[tuple[str, str, ScramCredential]],
                           deletions: list[tuple[str, str]]) -> None:
         """Apply the changes now; return once the file holding them is durable."""
-        self._apply(upserts, deletions)
+        users = self.scram_users()
+        assert isinstance(users, dict)
+        _apply_to(users, upserts, deletions)
+        self._unwritten.append((upserts, deletions))
         if self._file is None:
-            self._file = StateFile(self._scram_path, self._capture, mode=0o600)
+            self._file = StateFile(self._scram_path, self._capture, mode=0o600, shared=True, written=self._written)
         self._saving += 1
         try:
             await self._file.save()
         finally:
             self._saving -= 1
-            if not self._saving:
-                self._scram.written()
 
     def apply_scram(self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]) -> None:
         """Apply the changes and write the file before returning, on this thread: for `kbroker user
-        add` and the --dev-security users, before the broker serves."""
-        self._apply(upserts, deletions)
+        add` and the --dev-security users, before the broker serves. The file is read, changed and
+        written under its lock, so a running broker's write is not lost to this one, nor this to it."""
         self._scram_path.parent.mkdir(parents=True, exist_ok=True)
-        write_file_durably(self._scram_path, _render(dict(self._scram.value)), 0o600)
-        self._scram.written()
-
-    def _apply(self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]) -> None:
-        users = self.scram_users()
-        assert isinstance(users, dict)
-        changed: dict[str, dict[str, ScramCredential]] = {}
-        for user, mech in deletions:
-            entry = changed.setdefault(user, dict(users.get(user, {})))
-            entry.pop(mech, None)
-        for user, mech, cred in upserts:
-            changed.setdefault(user, dict(users.get(user, {})))[mech] = cred
-        for user, entry in changed.items():  # each user's entry replaced, never changed: snapshots hold
-            if entry:
-                users[user] = entry
-            else:
-                users.pop(user, None)
+        with held_for_rewrite(self._scram_path):
+            users = self.scram_users()  # the file as it is now
+            assert isinstance(users, dict)
+            _apply_to(users, upserts, deletions)
+            write_file_durably(self._scram_path, _render(dict(users)), 0o600)
+            self._scram.written()
 
     def _capture(self) -> Callable[[], bytes]:
-        return partial(_render, dict(self._scram.value))
+        self._writing = _ScramWrite(self._scram_path, self._scram._stamp, dict(self._scram.value),
+                                    list(self._unwritten))
+        return self._writing
+
+    def _written(self, st: os.stat_result) -> None:
+        """On the loop, after a write: its changes are on disk; if it had to merge another process's
+        file, that file plus every change since is what the broker now serves."""
+        write = self._writing
+        assert write is not None
+        del self._unwritten[:len(write.changes)]
+        if write.merged is not None:
+            users = write.merged
+            for change in self._unwritten:  # applied while it was being written
+                _apply_to(users, *change)
+            self._scram.value = users
+        self._scram._stamp = file_stamp(st)
+
+
+_Change = tuple[list[tuple[str, str, ScramCredential]], list[tuple[str, str]]]
+
+
+def _apply_to(users: dict[str, dict[str, ScramCredential]], upserts: list[tuple[str, str, ScramCredential]],
+              deletions: list[tuple[str, str]]) -> None:
+    changed: dict[str, dict[str, ScramCredential]] = {}
+    for user, mech in deletions:
+        entry = changed.setdefault(user, dict(users.get(user, {})))
+        entry.pop(mech, None)
+    for user, mech, cred in upserts:
+        changed.setdefault(user, dict(users.get(user, {})))[mech] = cred
+    for user, entry in changed.items():  # each user's entry replaced, never changed: snapshots hold
+        if entry:
+            users[user] = entry
+        else:
+            users.pop(user, None)
+
+
+class _ScramWrite:
+    """The broker's credentials rendered for one write, on the `state-files` worker under the file's
+    lock. If the file is no longer the one the broker last read or wrote (`kbroker user add` rewrote
+    it), it is read again and the broker's unwritten changes applied on top (`merged`)."""
+
+    def __init__(self, path: Path, known: Stamp | None, users: dict[str, dict[str, ScramCredential]],
+                 changes: list[_Change]) -> None:
+        self.path, self.known, self.users, self.changes = path, known, users, changes
+        self.merged: dict[str, dict[str, ScramCredential]] | None = None
+
+    def __call__(self) -> bytes:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            now = None
+        else:
+            now = file_stamp(st)
+        if now == self.known:
+            return _render(self.users)
+        users = _parse_scram(self.path.read_text(encoding="utf-8") if now is not None else None)
+        for change in self.changes:
+            _apply_to(users, *change)
+        self.merged = users
+        return _render(dict(users))
 
 
 def _render(users: dict[str, dict[str, ScramCredential]]) -> bytes:
@@ -195,10 +268,12 @@ def _render(users: dict[str, dict[str, ScramCredential]]) -> bytes:
 
 
 def add_plain_user(path: str | Path, user: str, password: str) -> None:
-    """Add or replace one line of a PLAIN users file (`kbroker user add --mechanism PLAIN`)."""
+    """Add or replace one line of a PLAIN users file (`kbroker user add --mechanism PLAIN`; two at once
+    each keep the other's line)."""
     path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    lines = [ln for ln in lines if ln.partition("=")[0].strip() != user]
-    lines.append(f"{user}={password}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_file_durably(path, ("\n".join(lines) + "\n").encode(), 0o600)
+    with held_for_rewrite(path):
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        lines = [ln for ln in lines if ln.partition("=")[0].strip() != user]
+        lines.append(f"{user}={password}")
+        write_file_durably(path, ("\n".join(lines) + "\n").encode(), 0o600)
