@@ -61,12 +61,13 @@ def cannot_fit(cmd: c.OffsetCommit, max_metadata: int, max_batch_bytes: int) -> 
     floor = HEADER_SIZE
     for t in cmd.topics:  # per topic first: an ordinary commit costs no walk over its partitions
         floor += len(t.partitions) * (_RECORD_FLOOR + group + len(t.name))
-    return floor > max_batch_bytes and commit_floor_bytes(cmd, max_metadata) > max_batch_bytes
+    return floor > max_batch_bytes and commit_floor_bytes(cmd, max_metadata, max_batch_bytes) > max_batch_bytes
 
 
-def commit_floor_bytes(cmd: c.OffsetCommit, max_metadata: int) -> int:
+def commit_floor_bytes(cmd: c.OffsetCommit, max_metadata: int, stop_past: int = _INT64_MAX) -> int:
     """The fewest bytes the batch of the commit's records can have: partitions whose metadata is too
-    long write nothing, the others at least `_RECORD_FLOOR` beside their strings."""
+    long write nothing, the others at least `_RECORD_FLOOR` beside their strings. Counting stops once
+    the floor is past `stop_past`: whether it is past is all `cannot_fit` needs to know."""
     group = len(cmd.group_id)
     floor = HEADER_SIZE
     for t in cmd.topics:
@@ -75,6 +76,8 @@ def commit_floor_bytes(cmd: c.OffsetCommit, max_metadata: int) -> int:
             metadata = p.metadata or ""
             if not _metadata_too_large(metadata, max_metadata):
                 floor += fixed + len(metadata)
+                if floor > stop_past:
+                    return floor
     return floor
 
 

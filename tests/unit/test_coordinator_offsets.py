@@ -244,6 +244,8 @@ def test_a_commit_too_large_for_one_batch_is_answered_as_a_failed_append_without
         c.OffsetCommitPartition(0, 1, metadata="z" * 5_000),))))
     floor = commit_floor_bytes(cmd, GroupConfig().offset_metadata_max_bytes)
     assert floor == 61 + 200 * (37 + 1 + 1)  # the partition with too long metadata writes nothing
+    # counting stops at the first record past a limit: the first floor over it, not the whole
+    assert 1_000 < commit_floor_bytes(cmd, GroupConfig().offset_metadata_max_bytes, stop_past=1_000) <= 1_000 + 39
     refused = Harness(max_batch_bytes=floor - 1)
     result = refused.call(cmd)
     assert errors(result) == [E.UNKNOWN_SERVER_ERROR] * 200 + [E.OFFSET_METADATA_TOO_LARGE]
