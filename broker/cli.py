@@ -151,6 +151,7 @@ def probe(address: str, timeout: float) -> int:
 def user_add(args: argparse.Namespace) -> int:
     import os
 
+    from .log.files import RewriteLockTimeout
     from .security.credentials import (
         MAX_ITERATIONS, MIN_ITERATIONS, CredentialStore, ScramCredential, add_plain_user,
     )
@@ -163,15 +164,22 @@ def user_add(args: argparse.Namespace) -> int:
     if not MIN_ITERATIONS <= args.iterations <= MAX_ITERATIONS:
         print(f"kbroker user add: --iterations must be within {MIN_ITERATIONS}..{MAX_ITERATIONS}", file=sys.stderr)
         return 2
-    if "PLAIN" in mechanisms:
-        if not args.plain_users_file:
-            print("kbroker user add: --mechanism PLAIN needs --plain-users-file", file=sys.stderr)
-            return 2
-        add_plain_user(args.plain_users_file, args.name, password)
-    scram = [m for m in mechanisms if m != "PLAIN"]
-    if scram:
-        CredentialStore(args.data_dir).apply_scram(
-            [(args.name, m, ScramCredential.from_password(m, password, args.iterations)) for m in scram], [])
+    if "PLAIN" in mechanisms and not args.plain_users_file:
+        print("kbroker user add: --mechanism PLAIN needs --plain-users-file", file=sys.stderr)
+        return 2
+    scram = [(args.name, m, ScramCredential.from_password(m, password, args.iterations))
+             for m in mechanisms if m != "PLAIN"]
+    written: list[str] = []
+    try:
+        if "PLAIN" in mechanisms:
+            add_plain_user(args.plain_users_file, args.name, password)
+            written.append("PLAIN")
+        if scram:
+            CredentialStore(args.data_dir).apply_scram(scram, [])
+    except RewriteLockTimeout as e:  # a broker or another `user add` is rewriting the file and did not let go
+        done = f" ({', '.join(written)} written)" if written else ""
+        print(f"kbroker user add: {e}{done}; try again", file=sys.stderr)
+        return 1
     print(f"user {args.name}: {', '.join(mechanisms)}")
     return 0
 

@@ -37,10 +37,10 @@ Capture = Callable[[], Callable[[], bytes]]
 class StateFile:
     """`shared`: another process may rewrite the file too (the SCRAM credentials, by `kbroker user
     add`); each write then renders and writes under `held_for_rewrite`, and `written` is called on
-    the loop after each write that succeeded, with the file's stat taken under the lock."""
+    the loop after each write: with the file's stat taken under the lock, or None if it failed."""
 
     def __init__(self, path: Path, capture: Capture, mode: int = 0o644, *, shared: bool = False,
-                 written: Callable[[os.stat_result], None] | None = None) -> None:
+                 written: Callable[[os.stat_result | None], None] | None = None) -> None:
         self.path = path
         self.mode = mode
         self._capture = capture
@@ -74,14 +74,17 @@ class StateFile:
         while self._saved < self._asked:
             upto = self._asked
             failure: Exception | None = None
+            stat: os.stat_result | None = None
             try:
                 stat = await run_in_worker(STATE_FILES, _render_and_write, self.path, self._capture(), self.mode,
                                            self._shared)
             except Exception as exc:  # noqa: BLE001 - every change it was to hold learns it
                 failure = exc
-            else:
-                if self._written is not None:
+            if self._written is not None:
+                try:
                     self._written(stat)
+                except Exception as exc:  # noqa: BLE001 - a fault of ours must not leave the waiters hanging
+                    failure = failure or exc
             self._saved = upto
             self._settle(upto, failure)
 

@@ -15,6 +15,7 @@ import fcntl
 import os
 import resource
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -205,16 +206,34 @@ def write_file_durably(path: Path, data: bytes, mode: int = 0o644) -> None:
     fsync_dir(path.parent)
 
 
+# How long a rewrite waits for another process's: a holder that never lets go (a stopped `kbroker
+# user add`) must not hold the broker's state-file writes, which share one worker, or its exit.
+REWRITE_LOCK_WAIT_S = 5.0
+
+
+class RewriteLockTimeout(OSError):
+    pass
+
+
 @contextmanager
-def held_for_rewrite(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock (flock on `<path>.lock`) for a read-modify-write of `path` that
-    another process may make at the same time: `kbroker user add` beside a running broker. Without
-    it, one's rewrite could drop the other's change, or (`write_file_durably` clears a temporary file
-    it takes for a crash's leftover) rename the other's half-written file into place."""
+def held_for_rewrite(path: Path, wait_s: float | None = None) -> Iterator[None]:
+    """An exclusive advisory lock (flock on `<path>.lock`, left in place: deleting it while held
+    lets another writer in) for a read-modify-write of `path` that another process may make at the
+    same time: `kbroker user add` beside a running broker. Without it, one's rewrite could drop the
+    other's change, or (`write_file_durably` clears a temporary file it takes for a crash's leftover)
+    rename the other's half-written file into place. Raises RewriteLockTimeout after `wait_s`."""
     lock = path.with_name(bounded_name(path.name, ".lock"))
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + (REWRITE_LOCK_WAIT_S if wait_s is None else wait_s)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise RewriteLockTimeout(f"{lock} is held by another process") from None
+                time.sleep(0.01)
         yield
     finally:
         os.close(fd)  # releases the lock

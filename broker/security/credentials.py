@@ -143,8 +143,8 @@ class CredentialStore:
         self._scram = _WatchedFile(self._scram_path, _parse_scram)
         self._plain = _WatchedFile(Path(plain_users_file) if plain_users_file else None, parse_plain_users)
         self._file: StateFile | None = None
-        self._saving = 0  # writes of ours under way: the file on disk is ours, not to be read back
-        # AlterUserScramCredentials changes applied in memory and not yet in a file written, in order
+        # AlterUserScramCredentials changes applied in memory whose write is asked for or under way:
+        # meanwhile the memory is ahead of the file, which is not read back (the write merges it)
         self._unwritten: list[_Change] = []
         self._writing: _ScramWrite | None = None
 
@@ -160,14 +160,7 @@ class CredentialStore:
 
     def scram_users(self) -> Mapping[str, Mapping[str, ScramCredential]]:
         """Every user's credentials by mechanism; read only (a change replaces a user's entry)."""
-        if self._saving:
-            return self._scram.value
-        before = self._scram.value
-        users = self._scram.get()
-        if users is not before:  # re-read: changes whose write failed stay applied, as they were
-            for change in self._unwritten:
-                _apply_to(users, *change)
-        return users
+        return self._scram.value if self._unwritten else self._scram.get()
 
     # --- changes (AlterUserScramCredentials, `kbroker user add`) ---
     async def alter_scram(self, upserts: list[tuple[str, str, ScramCredential]],
@@ -179,11 +172,7 @@ class CredentialStore:
         self._unwritten.append((upserts, deletions))
         if self._file is None:
             self._file = StateFile(self._scram_path, self._capture, mode=0o600, shared=True, written=self._written)
-        self._saving += 1
-        try:
-            await self._file.save()
-        finally:
-            self._saving -= 1
+        await self._file.save()
 
     def apply_scram(self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]) -> None:
         """Apply the changes and write the file before returning, on this thread: for `kbroker user
@@ -202,12 +191,17 @@ class CredentialStore:
                                     list(self._unwritten))
         return self._writing
 
-    def _written(self, st: os.stat_result) -> None:
+    def _written(self, st: os.stat_result | None) -> None:
         """On the loop, after a write: its changes are on disk; if it had to merge another process's
-        file, that file plus every change since is what the broker now serves."""
+        file, that file plus every change since is what the broker now serves. A write that failed
+        (`st` None) leaves its changes served until the file changes, as they were, but never
+        applied again over a file written since (its client was told it failed; a later `kbroker
+        user add` of the same user must win)."""
         write = self._writing
         assert write is not None
         del self._unwritten[:len(write.changes)]
+        if st is None:
+            return
         if write.merged is not None:
             users = write.merged
             for change in self._unwritten:  # applied while it was being written

@@ -69,16 +69,99 @@ async def test_the_brokers_write_waits_for_a_rewrite_under_way_and_keeps_it(tmp_
 
 
 async def test_the_brokers_own_writes_are_still_not_read_back(tmp_path, monkeypatch):
-    """With no other writer the file is not parsed again, after one write or several in a burst."""
+    """With no other writer the file is not parsed again, by a login or by the write itself, after one
+    write or a burst that shares the next."""
+    from kbroker.broker.security import credentials
+
     data = tmp_path / "data"
     broker = CredentialStore(data)
     broker.apply_scram([("bob", SHA256, cred("bob"))], [])
     parsed: list[int] = []
-    real = broker._scram.parse
-    monkeypatch.setattr(broker._scram, "parse", lambda text: parsed.append(1) or real(text))
-    await asyncio.gather(*(broker.alter_scram([(f"u{i}", SHA256, cred(f"u{i}"))], []) for i in range(5)))
+    writes: list[int] = []
+    real_parse, real_render = credentials._parse_scram, credentials._render
+    monkeypatch.setattr(credentials, "_parse_scram", lambda text: parsed.append(1) or real_parse(text))
+    monkeypatch.setattr(broker._scram, "parse", credentials._parse_scram)
+    monkeypatch.setattr(credentials, "_render", lambda users: writes.append(1) or real_render(users))
+    first = asyncio.ensure_future(broker.alter_scram([("u0", SHA256, cred("u0"))], []))
+    await asyncio.sleep(0.01)  # its write is under way: the next ones share one after it
+    await asyncio.gather(first, *(broker.alter_scram([(f"u{i}", SHA256, cred(f"u{i}"))], []) for i in range(1, 5)))
+    assert len(writes) == 2
     assert set(broker.scram_users()) == {"bob"} | {f"u{i}" for i in range(5)} and not parsed
     assert on_disk(data) == set(broker.scram_users())
+
+
+async def test_a_failed_write_does_not_override_a_later_cli_change(tmp_path, monkeypatch):
+    """An alter whose write failed (its client was told so) is not written later over what `kbroker
+    user add` wrote since: the CLI's bob and alice are served and stay on disk."""
+    from kbroker.broker import state_file
+
+    data = tmp_path / "data"
+    broker = CredentialStore(data)
+    broker.apply_scram([("bob", SHA256, cred("bob")), ("alice", SHA256, cred("alice-0"))], [])
+    real = state_file.write_file_durably
+    failing = [True]
+
+    def write(path, data, mode=0o644):
+        if failing and failing.pop():
+            raise OSError(28, "No space left on device (injected)")
+        return real(path, data, mode)
+
+    monkeypatch.setattr(state_file, "write_file_durably", write)
+    try:
+        await broker.alter_scram([("alice", SHA256, cred("alice-A"))], [("bob", SHA256)])
+    except OSError as e:
+        assert e.errno == 28
+    else:
+        raise AssertionError("the write was to fail")
+    bob, alice_b = cred("bob-new"), cred("alice-B")
+    CredentialStore(data).apply_scram([("bob", SHA256, bob), ("alice", SHA256, alice_b)], [])
+    assert broker.scram("bob", SHA256) == bob and broker.scram("alice", SHA256) == alice_b
+    await broker.alter_scram([("carol", SHA256, cred("carol"))], [])
+    again = CredentialStore(data)
+    assert again.scram("bob", SHA256) == bob and again.scram("alice", SHA256) == alice_b
+    assert set(again.scram_users()) == {"alice", "bob", "carol"}
+
+
+async def test_a_holder_that_does_not_let_go_fails_the_write_and_holds_nothing_else(tmp_path, monkeypatch):
+    """Past the wait, the broker's write fails (its client learns it) instead of holding the shared
+    state-file worker; once the holder is gone, the next write goes through."""
+    from kbroker.broker.log import files
+
+    monkeypatch.setattr(files, "REWRITE_LOCK_WAIT_S", 0.2)
+    data = tmp_path / "data"
+    broker = CredentialStore(data)
+    broker.apply_scram([("bob", SHA256, cred("bob"))], [])
+    with held_for_rewrite(scram_path(data)):
+        try:
+            await asyncio.wait_for(broker.alter_scram([("carol", SHA256, cred("carol"))], []), 5)
+        except files.RewriteLockTimeout:
+            pass
+        else:
+            raise AssertionError("the write was to time out")
+        await run_in_worker(STATE_FILES, lambda: None)  # the worker is free again
+        assert on_disk(data) == {"bob"}
+    await broker.alter_scram([("dave", SHA256, cred("dave"))], [])
+    assert {"bob", "dave"} <= on_disk(data)
+
+
+async def test_another_writer_is_seen_by_its_inode_alone(tmp_path):
+    """`kbroker user add` replacing a credential with one of the same length, within the same tick of
+    the file system's clock: size and mtime are the same, the inode is not."""
+    import os
+
+    data = tmp_path / "data"
+    broker = CredentialStore(data)
+    broker.apply_scram([("bob", SHA256, cred("bob"))], [])
+    path = scram_path(data)
+    before = os.stat(path)
+    bob = cred("bob-2")
+    CredentialStore(data).apply_scram([("bob", SHA256, bob)], [])
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert after.st_ino != before.st_ino
+    await broker.alter_scram([("carol", SHA256, cred("carol"))], [])
+    assert CredentialStore(data).scram("bob", SHA256) == bob and broker.scram("bob", SHA256) == bob
 
 
 def test_plain_users_added_at_once_are_all_kept(tmp_path):
@@ -100,3 +183,22 @@ def test_plain_users_added_at_once_are_all_kept(tmp_path):
         t.join()
     assert not errors
     assert set(parse_plain_users(path.read_text())) == {f"{p}{i}" for p in "ab" for i in range(40)}
+
+
+def test_user_add_says_so_when_the_file_stays_held(tmp_path, monkeypatch, capsys):
+    """`kbroker user add` against a file another process keeps held: exit 1 and a line saying what
+    was written, not a traceback; once it is free the same command works."""
+    from kbroker.broker import cli
+    from kbroker.broker.log import files
+
+    monkeypatch.setattr(files, "REWRITE_LOCK_WAIT_S", 0.2)
+    data, plain = tmp_path / "data", tmp_path / "plain-users"
+    args = ["user", "add", "zoe", "--password", "pw", "--data-dir", str(data), "--mechanism", "PLAIN",
+            "--mechanism", SHA256, "--plain-users-file", str(plain)]
+    scram_path(data).parent.mkdir(parents=True)
+    with held_for_rewrite(scram_path(data)):
+        assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert "held by another process (PLAIN written); try again" in err and "Traceback" not in err
+    assert "zoe" in parse_plain_users(plain.read_text()) and on_disk(data) == set()
+    assert cli.main(args) == 0 and on_disk(data) == {"zoe"}
