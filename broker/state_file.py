@@ -35,16 +35,15 @@ Capture = Callable[[], Callable[[], bytes]]
 
 
 class StateFile:
-    """`shared`: another process may rewrite the file too (the SCRAM credentials, by `kbroker user
-    add`); each write then renders and writes under `held_for_rewrite`, and `written` is called on
-    the loop after each write: with the file's stat taken under the lock, or None if it failed."""
+    """With `written`, another process may rewrite the file too (the SCRAM credentials, by `kbroker
+    user add`): each write then renders and writes under `held_for_rewrite`, and `written` is called
+    on the loop after it, with the file's stat taken under the lock, or None if the write failed."""
 
-    def __init__(self, path: Path, capture: Capture, mode: int = 0o644, *, shared: bool = False,
+    def __init__(self, path: Path, capture: Capture, mode: int = 0o644, *,
                  written: Callable[[os.stat_result | None], None] | None = None) -> None:
         self.path = path
         self.mode = mode
         self._capture = capture
-        self._shared = shared
         self._written = written
         self._asked = 0  # changes asked to be saved so far
         self._saved = 0  # of those, how many a durable write holds
@@ -77,7 +76,7 @@ class StateFile:
             stat: os.stat_result | None = None
             try:
                 stat = await run_in_worker(STATE_FILES, _render_and_write, self.path, self._capture(), self.mode,
-                                           self._shared)
+                                           self._written is not None)
             except Exception as exc:  # noqa: BLE001 - every change it was to hold learns it
                 failure = exc
             if self._written is not None:
@@ -107,11 +106,11 @@ def json_rows(rows: Iterable[Any]) -> str:
     return "[\n" + ",\n".join(map(json.dumps, rows)) + "\n]"
 
 
-def _render_and_write(path: Path, render: Callable[[], bytes], mode: int, shared: bool) -> os.stat_result:
+def _render_and_write(path: Path, render: Callable[[], bytes], mode: int, shared: bool) -> os.stat_result | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if not shared:
         write_file_durably(path, render(), mode)
-        return os.stat(path)
+        return None
     with held_for_rewrite(path):  # render may read the file: another process's change is kept
         write_file_durably(path, render(), mode)
         return os.stat(path)

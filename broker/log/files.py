@@ -216,16 +216,17 @@ class RewriteLockTimeout(OSError):
 
 
 @contextmanager
-def held_for_rewrite(path: Path, wait_s: float | None = None) -> Iterator[None]:
+def held_for_rewrite(path: Path) -> Iterator[None]:
     """An exclusive advisory lock (flock on `<path>.lock`, left in place: deleting it while held
     lets another writer in) for a read-modify-write of `path` that another process may make at the
     same time: `kbroker user add` beside a running broker. Without it, one's rewrite could drop the
     other's change, or (`write_file_durably` clears a temporary file it takes for a crash's leftover)
-    rename the other's half-written file into place. Raises RewriteLockTimeout after `wait_s`."""
+    rename the other's half-written file into place. Raises RewriteLockTimeout after
+    REWRITE_LOCK_WAIT_S."""
     lock = path.with_name(bounded_name(path.name, ".lock"))
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        deadline = time.monotonic() + (REWRITE_LOCK_WAIT_S if wait_s is None else wait_s)
+        deadline = time.monotonic() + REWRITE_LOCK_WAIT_S
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

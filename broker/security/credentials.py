@@ -84,6 +84,14 @@ def file_stamp(st: os.stat_result) -> Stamp:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+def path_stamp(path: Path) -> Stamp | None:
+    """The stamp of the file at `path`, None if there is none."""
+    try:
+        return file_stamp(path.stat())
+    except FileNotFoundError:
+        return None
+
+
 class _WatchedFile:
     """A file re-parsed whenever it changes (another inode, modification time or size)."""
 
@@ -101,16 +109,19 @@ class _WatchedFile:
             self._stamp = stamp
         return self.value
 
-    def written(self) -> None:
-        """The file now holds `value`, written by this process: no need to read it back."""
-        self._stamp = self._stat()
+    @property
+    def stamp(self) -> Stamp | None:
+        """The file's stamp when `value` was last read from it or written to it."""
+        return self._stamp
+
+    def written(self, stamp: Stamp | None = None) -> None:
+        """The file now holds `value`, written by this process (its stamp then, if taken under the
+        lock): no need to read it back."""
+        self._stamp = self._stat() if stamp is None else stamp
 
     def _stat(self) -> Stamp | None:
         assert self.path is not None
-        try:
-            return file_stamp(self.path.stat())
-        except FileNotFoundError:
-            return None
+        return path_stamp(self.path)
 
 
 def _parse_scram(text: str | None) -> dict[str, dict[str, ScramCredential]]:
@@ -171,7 +182,7 @@ class CredentialStore:
         _apply_to(users, upserts, deletions)
         self._unwritten.append((upserts, deletions))
         if self._file is None:
-            self._file = StateFile(self._scram_path, self._capture, mode=0o600, shared=True, written=self._written)
+            self._file = StateFile(self._scram_path, self._capture, mode=0o600, written=self._written)
         await self._file.save()
 
     def apply_scram(self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]) -> None:
@@ -183,11 +194,11 @@ class CredentialStore:
             users = self.scram_users()  # the file as it is now
             assert isinstance(users, dict)
             _apply_to(users, upserts, deletions)
-            write_file_durably(self._scram_path, _render(dict(users)), 0o600)
+            write_file_durably(self._scram_path, _render(users), 0o600)
             self._scram.written()
 
     def _capture(self) -> Callable[[], bytes]:
-        self._writing = _ScramWrite(self._scram_path, self._scram._stamp, dict(self._scram.value),
+        self._writing = _ScramWrite(self._scram_path, self._scram.stamp, dict(self._scram.value),
                                     list(self._unwritten))
         return self._writing
 
@@ -207,7 +218,7 @@ class CredentialStore:
             for change in self._unwritten:  # applied while it was being written
                 _apply_to(users, *change)
             self._scram.value = users
-        self._scram._stamp = file_stamp(st)
+        self._scram.written(file_stamp(st))
 
 
 _Change = tuple[list[tuple[str, str, ScramCredential]], list[tuple[str, str]]]
@@ -239,19 +250,14 @@ class _ScramWrite:
         self.merged: dict[str, dict[str, ScramCredential]] | None = None
 
     def __call__(self) -> bytes:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            now = None
-        else:
-            now = file_stamp(st)
+        now = path_stamp(self.path)
         if now == self.known:
             return _render(self.users)
         users = _parse_scram(self.path.read_text(encoding="utf-8") if now is not None else None)
         for change in self.changes:
             _apply_to(users, *change)
         self.merged = users
-        return _render(dict(users))
+        return _render(users)
 
 
 def _render(users: dict[str, dict[str, ScramCredential]]) -> bytes:
