@@ -215,9 +215,9 @@ def start_kbroker(*, flush: str = "always", extra: tuple[str, ...] = (), data_di
     log_path = workdir / "broker.log"
     env = dict(os.environ)
     env.pop("KBROKER_CONFIG", None)
-    with open(log_path, "wb") as out:
+    with open(log_path, "wb") as out, cores.spawning_broker():
         proc = subprocess.Popen(kbroker_command(bootstrap, data, flush=flush, extra=extra),
-                                stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=cores.broker_preexec)
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
     handle = BrokerHandle("kbroker", f"kbroker (flush {flush})", proc, bootstrap, log_path, workdir)
     if wait:
         def ready() -> bool:
@@ -258,11 +258,11 @@ def start_tansu(timeout: float = START_TIMEOUT_S, poll_s: float = 0.01) -> Broke
     env = dict(os.environ)
     env.setdefault("RUST_LOG", "warn")
     try:
-        with open(log_path, "wb") as out:
+        with open(log_path, "wb") as out, cores.spawning_broker():
             proc = subprocess.Popen(
                 [binary, "broker", "--listener-url", f"tcp://{bootstrap}",
                  "--advertised-listener-url", f"tcp://{bootstrap}", "--storage-engine", "memory://tansu/"],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir, preexec_fn=cores.broker_preexec)
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
     except OSError as e:
         shutil.rmtree(workdir, ignore_errors=True)
         raise Unavailable(f"tansu would not start: {e}")
@@ -277,9 +277,9 @@ def start_echo(timeout: float = START_TIMEOUT_S) -> BrokerHandle:
     workdir = Path(tempfile.mkdtemp(prefix="echo-bench-"))
     bootstrap = f"127.0.0.1:{free_port()}"
     log_path = workdir / "echo.log"
-    with open(log_path, "wb") as out:
+    with open(log_path, "wb") as out, cores.spawning_broker():
         proc = subprocess.Popen([sys.executable, "-m", "kbroker.bench.echo", "--port", bootstrap.rsplit(":", 1)[1]],
-                                stdout=out, stderr=subprocess.STDOUT, preexec_fn=cores.broker_preexec)
+                                stdout=out, stderr=subprocess.STDOUT)
     handle = BrokerHandle("echo", "echo responder", proc, bootstrap, log_path, workdir)
 
     wait_answering(handle, timeout)

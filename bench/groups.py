@@ -179,11 +179,11 @@ def startup_floor(timeout: float = 60.0) -> float:
     """Seconds from process start to the first line of a Python process that imports asyncio, uvloop
     and structlog and does nothing else: about the part of `empty_startup` that no code of kbroker's
     can shorten on this machine, printed beside it so a reader can tell the two apart. Started as the
-    brokers are (the same fork with `cores.broker_preexec`, so on the broker's core); killed once it
+    brokers are (`cores.spawning_broker`, so on the broker's core); killed once it
     has said it is up, or at the timeout if it never does."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", _FLOOR_CODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=cores.broker_preexec)
+    with cores.spawning_broker():
+        proc = subprocess.Popen([sys.executable, "-c", _FLOOR_CODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     out = b""
     try:

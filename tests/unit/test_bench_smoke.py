@@ -63,6 +63,37 @@ def test_harness_exposes_pid_rss_and_apis(kbroker):
         kbroker.require(11, 99, "JoinGroup")
 
 
+def _status(pid: int, field: str) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return line.split(":", 1)[1].strip()
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def _cpu_list(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+@pytest.mark.skipif(not cores.PINNING, reason="one core: nothing is pinned")
+def test_brokers_start_on_the_broker_core_with_the_raised_descriptor_limit(kbroker):
+    # Spawned without a preexec_fn (its fork costs with the bench's size): the child inherits the core
+    # and the limit from the spawning thread, which goes back to where it was.
+    before = os.sched_getaffinity(0)
+    handle = brokers.start_echo()
+    try:
+        for pid in (kbroker.pid, handle.pid):
+            assert _cpu_list(_status(pid, "Cpus_allowed_list")) == cores.BROKER_CORE
+            soft = int(Path(f"/proc/{pid}/limits").read_text().split("Max open files")[1].split()[0])
+            assert soft == cores.raise_fd_limit()
+    finally:
+        handle.stop()
+    assert os.sched_getaffinity(0) == before
+
+
 def test_tansu_starts():
     # The bench extra (installed by `make test`) ships Tansu; the benchmarks are worthless without their peer.
     handle = brokers.start_tansu(timeout=20)
