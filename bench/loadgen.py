@@ -203,6 +203,7 @@ class Rate:
     connections: int
     window: int
     decoded: int          # responses decoded to judge their error codes (the rest matched a judged body)
+    rounds: tuple[float, ...] = ()  # when this is the median of rounds (bench/groups.py): every round's rate
 
     @property
     def broker_us_per_request(self) -> float:

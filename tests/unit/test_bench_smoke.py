@@ -300,3 +300,16 @@ def test_consumer_group_load_generator_gets_everyone_assigned(kbroker):
                                                       connections=2, window=4, seconds=0.5, heartbeat_ms=100,
                                                       broker_pid=kbroker.pid))
     assert rate.per_s > 0 and rate.answered > 0
+
+
+def _rate(per_s: float) -> loadgen.Rate:
+    return loadgen.Rate(per_s=per_s, answered=int(per_s), seconds=1.0, cpu=cores.CpuUse(1.0, 0.1, 1.0), connections=4,
+                        window=64, decoded=1)
+
+
+def test_the_one_group_rates_report_the_median_round_with_every_round_beside_it():
+    median = groups.median_round([_rate(30_000), _rate(10_000), _rate(20_000)])
+    assert median.per_s == 20_000 and median.answered == 20_000  # the whole round: its CPU goes with it
+    assert median.rounds == (30_000, 10_000, 20_000)  # in the order they were taken
+    assert groups.median_round([_rate(40_000), _rate(10_000)]).per_s == 10_000  # an even count (a round failed): the lower middle
+    assert groups.Sizes().rate_rounds == 3 and groups.Sizes.quick().rate_rounds == 1
