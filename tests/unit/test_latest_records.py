@@ -185,3 +185,16 @@ def test_malformed_records_are_rejected(damage: str) -> None:
     [(pos, header)] = list(iter_batches(bytes(buf)))
     with pytest.raises(KafkaError):
         latest_per_key(bytes(buf), pos, header, {}, [], 0)
+
+
+def test_the_offset_delta_tables_are_the_zigzag_varints_of_every_delta_they_cover():
+    from kbroker.protocol import latest_records
+    from kbroker.protocol.record_batch import zigzag_varint
+
+    for delta in range(8192):
+        encoded = zigzag_varint(delta)
+        if delta < 64:
+            assert encoded == latest_records._ZIGZAG_ONE[delta:delta + 1]
+        else:
+            assert encoded == bytes((latest_records._ZIGZAG_LOW[delta], latest_records._ZIGZAG_HIGH[delta]))
+    assert len(latest_records._ZIGZAG_LOW) == len(latest_records._ZIGZAG_HIGH) == 8192
