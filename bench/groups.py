@@ -27,8 +27,8 @@ with memory storage (its default group settings).
     tmp data dir (LogManager + OffsetsTopic.append_records, flush never, batches of 500, every group in
     the partition Kafka's hash gives it); then the clock runs from `kbroker serve` process start to
     its `offsets_loaded` log event. With it, each broker's empty start-up (process start to the first
-    ApiVersions answer, median of 5) and the floor under kbroker's: a Python process importing asyncio,
-    uvloop and structlog, timed from its start to its first line.
+    ApiVersions answer) and the floor under kbroker's: a Python process importing asyncio, uvloop and
+    structlog, timed from its start to its first line; median of 5 each, in rounds of one of each.
 Parts (a), (b) and (d) each run on a fresh broker process, so that none inherits another's state.
 (d) memory: RSS of the idle broker (a topic created, 3 s after start-up), then after one simple-consumer
     OffsetCommit v8 (generation -1, empty member id) for each of 1,000, then 10,000, then 100,000 groups
@@ -350,6 +350,27 @@ def median_round(rates: list[Rate]) -> Rate:
     return replace(ordered[(len(ordered) - 1) // 2], rounds=tuple(r.per_s for r in rates))
 
 
+def _startups(results: dict) -> None:
+    """Each broker's empty start-up and the floor, median of STARTUP_RUNS each, taken in rounds of one
+    start of each (as `python -m bench.startup` does), so that all of them see the same moments of a
+    machine whose speed drifts; one that fails is n/a and left out of the later rounds."""
+    taken: dict[str, list[float] | NA] = {label: [] for label in (*LABELS, STARTUP_FLOOR)}
+    for _ in range(STARTUP_RUNS):
+        for who, times in taken.items():
+            if isinstance(times, NA):
+                continue
+            try:
+                times.append(startup_floor() if who == STARTUP_FLOOR else empty_startup(who))
+            except Exception as e:
+                taken[who] = _na(e)
+    for who, times in taken.items():
+        figure = times if isinstance(times, NA) else statistics.median(times)
+        if who == STARTUP_FLOOR:
+            results[KB_ALWAYS]["startup_floor"] = figure
+        else:
+            results[who]["startup"] = figure
+
+
 def _start(label: str) -> brokers.BrokerHandle:
     if label == PEER:
         return brokers.start_tansu()
@@ -391,15 +412,7 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
             results[KB_ALWAYS]["replay"] = replay_time(sizes.replay_records)
         except Exception as e:
             results[KB_ALWAYS]["replay"] = _na(e)
-        for label in LABELS:
-            try:
-                results[label]["startup"] = statistics.median(empty_startup(label) for _ in range(STARTUP_RUNS))
-            except Exception as e:
-                results[label]["startup"] = _na(e)
-        try:
-            results[KB_ALWAYS]["startup_floor"] = statistics.median(startup_floor() for _ in range(STARTUP_RUNS))
-        except Exception as e:
-            results[KB_ALWAYS]["startup_floor"] = _na(e)
+        _startups(results)
         results[PEER]["replay"] = NA("Tansu here keeps its groups and offsets in memory: a restart starts empty, "
                                      "there is nothing to replay")
     return figures(results, sizes)
@@ -490,12 +503,12 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             "records/s", lambda r: r["replay"] if isinstance(r["replay"], NA) else
             r["replay"]["loaded_records"] / (r["replay"]["load_ms"] / 1000), fmt=",.0f", labels=[KB_ALWAYS, PEER])
         fig("start-up with nothing stored", f"process start to the first ApiVersions answer, empty data dir / "
-            f"memory store, polled every {STARTUP_POLL_S * 1000:g} ms, median of {STARTUP_RUNS} starts (the "
-            "comparable start-up figure for a memory store)", "s",
+            f"memory store, polled every {STARTUP_POLL_S * 1000:g} ms, median of {STARTUP_RUNS} starts taken in "
+            "rounds with the other broker's and the floor's below (the comparable start-up figure for a memory store)", "s",
             lambda r: r["startup"], hib=False, fmt=",.2f")
         fig(STARTUP_FLOOR, "process start to the first line of a `python -c` that imports the libraries "
             "kbroker serves on (as `kbroker serve` does: the cyclic collector off, structlog without rich) and "
-            f"nothing else, started on the broker's core, median of {STARTUP_RUNS} after the brokers' starts: "
+            f"nothing else, started on the broker's core, median of {STARTUP_RUNS}, in rounds with the brokers' starts: "
             "about the part of the start-up figure above that is not kbroker's own code", "s",
             lambda r: r["startup_floor"], hib=False, fmt=",.2f", labels=[KB_ALWAYS])
     if "memory" in s.only:

@@ -313,3 +313,28 @@ def test_the_one_group_rates_report_the_median_round_with_every_round_beside_it(
     assert median.rounds == (30_000, 10_000, 20_000)  # in the order they were taken
     assert groups.median_round([_rate(40_000), _rate(10_000)]).per_s == 10_000  # an even count (a round failed): the lower middle
     assert groups.Sizes().rate_rounds == 3 and groups.Sizes.quick().rate_rounds == 1
+
+
+def test_startups_and_the_floor_are_taken_in_rounds_of_one_each(monkeypatch):
+    calls: list[str] = []
+    times = iter(range(1, 100))
+
+    def start(label: str) -> float:
+        calls.append(label)
+        if label == report.PEER:
+            raise brokers.Unavailable("no tansu here")
+        return float(next(times))
+
+    def floor() -> float:
+        calls.append("floor")
+        return 0.5
+
+    monkeypatch.setattr(groups, "empty_startup", start)
+    monkeypatch.setattr(groups, "startup_floor", floor)
+    results: dict = {label: {} for label in report.LABELS}
+    groups._startups(results)
+    kb = [report.KB_ALWAYS, report.KB_NEVER]
+    assert calls == [*kb, report.PEER, "floor"] + [*kb, "floor"] * (groups.STARTUP_RUNS - 1)  # the peer once
+    assert results[report.KB_ALWAYS]["startup"] == 5.0 and results[report.KB_NEVER]["startup"] == 6.0
+    assert isinstance(results[report.PEER]["startup"], report.NA)
+    assert results[report.KB_ALWAYS]["startup_floor"] == 0.5
