@@ -153,16 +153,22 @@ def _answers_api_versions(handle: BrokerHandle) -> bool:
 
 
 def _wait_ready(handle: BrokerHandle, timeout: float, ready, poll_s: float = 0.01) -> None:
+    try:
+        _poll_ready(handle, timeout, ready, poll_s)
+    except BaseException:
+        handle.stop()  # whatever ended the wait (the probe's own failure too): no broker left running unowned
+        raise
+
+
+def _poll_ready(handle: BrokerHandle, timeout: float, ready, poll_s: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         if handle.proc.poll() is not None:
-            tail = handle.log_tail()
-            handle.stop()
-            raise Unavailable(f"{handle.name} exited with {handle.proc.returncode} during start-up: {tail[-300:]}")
+            raise Unavailable(f"{handle.name} exited with {handle.proc.returncode} during start-up: "
+                              f"{handle.log_tail()[-300:]}")
         if ready():
             return
         if time.monotonic() > deadline:
-            handle.stop()
             raise Unavailable(f"{handle.name} did not answer within {timeout:.0f}s")
         time.sleep(poll_s)
 

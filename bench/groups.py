@@ -326,7 +326,9 @@ def _more_rate_rounds(results: dict, sizes: Sizes, verbose: bool) -> None:
                       flush=True)
             try:
                 handle = _start(label)
-            except brokers.Unavailable:
+            except Exception as e:
+                if verbose:
+                    print(f"    round {round_no} not taken: {_na(e)}", flush=True)
                 continue
             try:
                 prepare_topic(handle.bootstrap, _topic_partitions(sizes))
@@ -340,14 +342,16 @@ def _more_rate_rounds(results: dict, sizes: Sizes, verbose: bool) -> None:
             finally:
                 handle.stop()
     for label, rounds in taken.items():
-        if len(rounds) > 1:
-            results[label]["rates"][1] = {key: median_round([r[key] for r in rounds]) for key in rounds[0]}
+        results[label]["rates"][1] = {key: median_round([r[key] for r in rounds], peer=label == PEER)
+                                      for key in rounds[0]}
 
 
-def median_round(rates: list[Rate]) -> Rate:
-    """The round with the median rate (the lower middle one of an even count), carrying every round's."""
+def median_round(rates: list[Rate], *, peer: bool = False) -> Rate:
+    """The round with the median rate, carrying every round's. Of an even count (a round failed) the
+    middle one that favours the peer: the higher for it, the lower for kbroker."""
     ordered = sorted(rates, key=lambda r: r.per_s)
-    return replace(ordered[(len(ordered) - 1) // 2], rounds=tuple(r.per_s for r in rates))
+    middle = len(ordered) // 2 if peer else (len(ordered) - 1) // 2
+    return replace(ordered[middle], rounds=tuple(r.per_s for r in rates))
 
 
 def _startups(results: dict) -> None:
@@ -403,7 +407,7 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
             finally:
                 handle.stop()
         results[label] = r
-    if "rates" in sizes.only and 1 in sizes.rate_groups:
+    if "rates" in sizes.only and 1 in sizes.rate_groups and sizes.rate_rounds > 1:
         _more_rate_rounds(results, sizes, verbose)
     if "replay" in sizes.only:
         if verbose:
@@ -504,11 +508,13 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             r["replay"]["loaded_records"] / (r["replay"]["load_ms"] / 1000), fmt=",.0f", labels=[KB_ALWAYS, PEER])
         fig("start-up with nothing stored", f"process start to the first ApiVersions answer, empty data dir / "
             f"memory store, polled every {STARTUP_POLL_S * 1000:g} ms, median of {STARTUP_RUNS} starts taken in "
-            "rounds with the other broker's and the floor's below (the comparable start-up figure for a memory store)", "s",
+            "rounds with the other broker's and the floor's below (the comparable start-up figure for a memory "
+            "store)", "s",
             lambda r: r["startup"], hib=False, fmt=",.2f")
         fig(STARTUP_FLOOR, "process start to the first line of a `python -c` that imports the libraries "
             "kbroker serves on (as `kbroker serve` does: the cyclic collector off, structlog without rich) and "
-            f"nothing else, started on the broker's core, median of {STARTUP_RUNS}, in rounds with the brokers' starts: "
+            f"nothing else, started on the broker's core, median of {STARTUP_RUNS}, in rounds with the brokers' "
+            "starts: "
             "about the part of the start-up figure above that is not kbroker's own code", "s",
             lambda r: r["startup_floor"], hib=False, fmt=",.2f", labels=[KB_ALWAYS])
     if "memory" in s.only:

@@ -311,7 +311,9 @@ def test_the_one_group_rates_report_the_median_round_with_every_round_beside_it(
     median = groups.median_round([_rate(30_000), _rate(10_000), _rate(20_000)])
     assert median.per_s == 20_000 and median.answered == 20_000  # the whole round: its CPU goes with it
     assert median.rounds == (30_000, 10_000, 20_000)  # in the order they were taken
-    assert groups.median_round([_rate(40_000), _rate(10_000)]).per_s == 10_000  # an even count (a round failed): the lower middle
+    # an even count (a round failed): the middle one that favours the peer
+    assert groups.median_round([_rate(40_000), _rate(10_000)]).per_s == 10_000
+    assert groups.median_round([_rate(40_000), _rate(10_000)], peer=True).per_s == 40_000
     assert groups.Sizes().rate_rounds == 3 and groups.Sizes.quick().rate_rounds == 1
 
 
