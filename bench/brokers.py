@@ -209,7 +209,8 @@ def compile_bytecode() -> None:
 
 def start_kbroker(*, flush: str = "always", extra: tuple[str, ...] = (), data_dir: str | Path | None = None,
                   wait: bool = True, timeout: float = START_TIMEOUT_S) -> BrokerHandle:
-    """`python -m kbroker serve` on a free loopback port; waits for `python -m kbroker probe` unless wait=False.
+    """`python -m kbroker serve` on a free loopback port; unless wait=False, waits for `python -m kbroker
+    probe` and then for its offsets_loaded event (its groups served).
 
     With data_dir given, that directory is used and kept; otherwise a fresh one in a tmp dir (which also
     holds the log) is removed on stop.
@@ -232,6 +233,10 @@ def start_kbroker(*, flush: str = "always", extra: tuple[str, ...] = (), data_di
             return r.returncode == 0
 
         _wait_ready(handle, timeout, ready)
+        # Serving starts before __consumer_offsets is loaded (created, on a fresh data dir): until then
+        # its group requests are answered COORDINATOR_LOAD_IN_PROGRESS, as Kafka's are. A figure taken
+        # at once would time that wait, or (ConsumerGroupHeartbeat's first join) fail on it.
+        _wait_ready(handle, timeout, lambda: bool(handle.log_events("offsets_loaded")))
     return handle
 
 

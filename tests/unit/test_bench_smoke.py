@@ -57,6 +57,7 @@ def topic(kbroker):
 
 def test_harness_exposes_pid_rss_and_apis(kbroker):
     assert kbroker.running and kbroker.pid > 0
+    assert kbroker.log_events("offsets_loaded")  # started = its groups are served, not COORDINATOR_LOAD_IN_PROGRESS
     assert kbroker.rss() > 1_000_000
     kbroker.require(11, 5, "JoinGroup")
     with pytest.raises(brokers.Unavailable):
