@@ -307,8 +307,8 @@ def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> di
 
 def _more_rate_rounds(results: dict, sizes: Sizes, verbose: bool) -> None:
     """Rounds 2..rate_rounds of the one-group Heartbeat and OffsetCommit rates, each broker in turn on a
-    fresh process, and each figure replaced by the round with the median rate (lower middle of an even
-    count; its CPU figures with it). The first round is the one `_run_broker` took minutes before.
+    fresh process, and each figure replaced by the round with the median rate (its CPU figures with it;
+    an even count: see `median_round`). The first round is the one `_run_broker` took minutes before.
 
     Why: this machine's speed drifts by a third within minutes (full runs of 2026-11-27: the same code's
     Heartbeat v4 at 13.8 and 20.9 us of broker CPU per request), and in one round each broker is
