@@ -290,10 +290,7 @@ def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> di
             if verbose:
                 print(f"    request rates, {groups:,} group{'s' if groups > 1 else ''} ...", flush=True)
             try:
-                out["rates"][groups] = run_loop(lambda g=groups: request_rates(
-                    handle.bootstrap, connections=sizes.connections, window=sizes.window, seconds=sizes.seconds,
-                    heartbeat_ms=sizes.heartbeat_ms, session_timeout_ms=sizes.session_timeout_ms, groups=g,
-                    broker_pid=handle.pid))
+                out["rates"][groups] = _rates(handle, sizes, groups)
             except Exception as e:
                 out["rates"][groups] = _na(e)
     if "memory" in sizes.only:
@@ -303,6 +300,14 @@ def _run_broker(handle: brokers.BrokerHandle, sizes: Sizes, verbose: bool) -> di
         except Exception as e:
             out["memory"] = _na(e)
     return out
+
+
+def _rates(handle: brokers.BrokerHandle, sizes: Sizes, groups: int) -> dict[str, Rate]:
+    """One round of the Heartbeat and OffsetCommit rates over `groups` groups."""
+    return run_loop(lambda: request_rates(
+        handle.bootstrap, connections=sizes.connections, window=sizes.window, seconds=sizes.seconds,
+        heartbeat_ms=sizes.heartbeat_ms, session_timeout_ms=sizes.session_timeout_ms, groups=groups,
+        broker_pid=handle.pid))
 
 
 def _more_rate_rounds(results: dict, sizes: Sizes, verbose: bool) -> None:
@@ -332,10 +337,7 @@ def _more_rate_rounds(results: dict, sizes: Sizes, verbose: bool) -> None:
                 continue
             try:
                 prepare_topic(handle.bootstrap, _topic_partitions(sizes))
-                taken[label].append(run_loop(lambda: request_rates(
-                    handle.bootstrap, connections=sizes.connections, window=sizes.window, seconds=sizes.seconds,
-                    heartbeat_ms=sizes.heartbeat_ms, session_timeout_ms=sizes.session_timeout_ms, groups=1,
-                    broker_pid=handle.pid)))
+                taken[label].append(_rates(handle, sizes, 1))
             except Exception as e:
                 if verbose:
                     print(f"    round {round_no} failed, left out: {_na(e)}", flush=True)
