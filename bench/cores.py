@@ -57,8 +57,8 @@ def spawning_broker() -> Iterator[None]:
 
     Not a `preexec_fn`: with one, subprocess forks this whole process and runs Python in the child
     before exec, and that costs with the bench's size. Measured here, spawning /bin/true took 3.3 ms
-    from a fresh bench process and 24-65 ms from one holding 3-6 million objects, as a full run does
-    after its produce and consume runs, while the spawn without it (vfork) took 0.6-0.7 ms in both:
+    from a fresh bench process and 24-65 ms from one holding 3-6 million objects (the start-up figures
+    come late in a full run), while the spawn without it (vfork) took 0.6-0.7 ms in both:
     tens of ms counted in every start-up figure (kbroker's, Tansu's and the floor's) that a broker
     started from a shell never pays. Affinity is per thread on Linux and a child inherits its
     spawning thread's, so the thread moves to the broker core and back."""
