@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbroker.bench import brokers, cores, group_scale
@@ -60,7 +60,7 @@ from kbroker.bench.group_load import (
     prepare_topic,
     request_rates,
 )
-from kbroker.bench.loadgen import Rate
+from kbroker.bench.loadgen import Rate, median_round
 from kbroker.bench.loadgen import run as run_loop
 from kbroker.bench.report import (KB_ALWAYS, KB_NEVER, LABELS, NA, PEER, STARTUP_FLOOR, Figure, machine_note,
                                   print_figures)
@@ -348,14 +348,6 @@ def _more_rate_rounds(results: dict, sizes: Sizes, verbose: bool) -> None:
                                       for key in rounds[0]}
 
 
-def median_round(rates: list[Rate], *, peer: bool = False) -> Rate:
-    """The round with the median rate, carrying every round's. Of an even count (a round failed) the
-    middle one that favours the peer: the higher for it, the lower for kbroker."""
-    ordered = sorted(rates, key=lambda r: r.per_s)
-    middle = len(ordered) // 2 if peer else (len(ordered) - 1) // 2
-    return replace(ordered[middle], rounds=tuple(r.per_s for r in rates))
-
-
 def _startups(results: dict) -> None:
     """Each broker's empty start-up and the floor, median of STARTUP_RUNS each, taken in rounds of one
     start of each (as `python -m bench.startup` does), so that all of them see the same moments of a
@@ -490,9 +482,7 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
                     else:
                         rate: Rate = v[key]
                         f.values[label] = rate.per_s
-                        f.notes[label] = rate.cpu_note() + (
-                            f"; median of {len(rate.rounds)} alternating rounds: "
-                            f"{' / '.join(f'{x:,.0f}' for x in rate.rounds)}" if rate.rounds else "")
+                        f.notes[label] = rate.cpu_note()
                 out.append(f)
     if "replay" in s.only:
         rec = s.replay_records

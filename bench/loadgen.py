@@ -203,7 +203,7 @@ class Rate:
     connections: int
     window: int
     decoded: int          # responses decoded to judge their error codes (the rest matched a judged body)
-    rounds: tuple[float, ...] = ()  # when this is the median of rounds (bench/groups.py): every round's rate
+    rounds: tuple[float, ...] = ()  # when this is the median of rounds (`median_round`): every round's rate
 
     @property
     def broker_us_per_request(self) -> float:
@@ -218,8 +218,18 @@ class Rate:
         warn = " - GENERATOR-BOUND: this is the generator's limit, not the broker's" if self.cpu.generator_bound else ""
         us = self.broker_us_per_request
         per_core = f" (= {1e6 / us:,.0f}/s per busy broker core)" if us > 0 else ""
+        rounds = (f"; median of {len(self.rounds)} alternating rounds: {' / '.join(f'{x:,.0f}' for x in self.rounds)}"
+                  if self.rounds else "")
         return (f"{self.cpu}; broker {us:,.1f} us CPU per request{per_core}, generator "
-                f"{self.generator_us_per_request:,.2f} us{warn}")
+                f"{self.generator_us_per_request:,.2f} us{warn}{rounds}")
+
+
+def median_round(rates: list[Rate], *, peer: bool = False) -> Rate:
+    """The round with the median rate, carrying every round's. Of an even count (a round failed) the
+    middle one that favours the peer: the higher for it, the lower for kbroker."""
+    ordered = sorted(rates, key=lambda r: r.per_s)
+    middle = len(ordered) // 2 if peer else (len(ordered) - 1) // 2
+    return dataclasses.replace(ordered[middle], rounds=tuple(r.per_s for r in rates))
 
 
 async def pipelined_rate(bootstrap: str, frames_per_connection: Sequence[Sequence[bytes]], *, api_key: int,

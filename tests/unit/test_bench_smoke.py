@@ -309,13 +309,52 @@ def _rate(per_s: float) -> loadgen.Rate:
 
 
 def test_the_one_group_rates_report_the_median_round_with_every_round_beside_it():
-    median = groups.median_round([_rate(30_000), _rate(10_000), _rate(20_000)])
+    median = loadgen.median_round([_rate(30_000), _rate(10_000), _rate(20_000)])
     assert median.per_s == 20_000 and median.answered == 20_000  # the whole round: its CPU goes with it
     assert median.rounds == (30_000, 10_000, 20_000)  # in the order they were taken
+    assert "median of 3 alternating rounds: 30,000 / 10,000 / 20,000" in median.cpu_note()
+    assert "rounds" not in _rate(1_000).cpu_note()
     # an even count (a round failed): the middle one that favours the peer
-    assert groups.median_round([_rate(40_000), _rate(10_000)]).per_s == 10_000
-    assert groups.median_round([_rate(40_000), _rate(10_000)], peer=True).per_s == 40_000
+    assert loadgen.median_round([_rate(40_000), _rate(10_000)]).per_s == 10_000
+    assert loadgen.median_round([_rate(40_000), _rate(10_000)], peer=True).per_s == 40_000
     assert groups.Sizes().rate_rounds == 3 and groups.Sizes.quick().rate_rounds == 1
+
+
+def test_the_consumer_group_heartbeat_rate_is_the_median_of_rounds_on_fresh_brokers(monkeypatch):
+    from kbroker.bench import consumer_groups
+
+    started: list[str] = []
+    rates = iter([_rate(50_000), _rate(70_000), _rate(40_000), _rate(60_000)])
+
+    class Handle:
+        def __init__(self, label: str) -> None:
+            self.label, self.stopped = label, False
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    handles: list[Handle] = []
+
+    def start(label: str) -> Handle:
+        started.append(label)
+        if label == report.KB_NEVER and len(started) > 2:
+            raise brokers.Unavailable("did not start")  # its third round is left out
+        handles.append(Handle(label))
+        return handles[-1]
+
+    monkeypatch.setattr(consumer_groups, "_start", start)
+    monkeypatch.setattr(consumer_groups, "_rate", lambda handle, sizes: next(rates))
+    results = {report.KB_ALWAYS: {"rate": _rate(30_000)}, report.KB_NEVER: {"rate": _rate(20_000)},
+               report.PEER: {"rate": report.NA("no ConsumerGroupHeartbeat")}}
+    consumer_groups._more_rate_rounds(results, consumer_groups.Sizes(), verbose=False)
+    kb = [report.KB_ALWAYS, report.KB_NEVER]
+    assert started == kb * 2  # rounds 2 and 3, in turn; never the peer, which gave no first round
+    assert all(h.stopped for h in handles)
+    assert results[report.KB_ALWAYS]["rate"].per_s == 40_000  # of 30k, 50k, 40k
+    assert results[report.KB_ALWAYS]["rate"].rounds == (30_000, 50_000, 40_000)
+    assert results[report.KB_NEVER]["rate"].per_s == 20_000  # of 20k, 70k (even: the lower, for kbroker)
+    assert isinstance(results[report.PEER]["rate"], report.NA)
+    assert consumer_groups.Sizes().rate_rounds == 3 and consumer_groups.Sizes.quick().rate_rounds == 1
 
 
 def test_startups_and_the_floor_are_taken_in_rounds_of_one_each(monkeypatch):
