@@ -95,8 +95,8 @@ class _Answering(asyncio.Future):
     __slots__ = ("_ctx", "_to_response", "_on_error")
 
     def __init__(self, ctx: RequestContext, to_response: Callable[[Any], Any],
-                 on_error: Callable[[ErrorCode], Any]) -> None:
-        super().__init__()
+                 on_error: Callable[[ErrorCode], Any], loop: asyncio.AbstractEventLoop | None) -> None:
+        super().__init__(loop=loop)  # the coordinator's: found by asyncio, it costs a getpid per request
         self._ctx, self._to_response, self._on_error = ctx, to_response, on_error
 
     def set_result(self, result: Any) -> None:
@@ -116,8 +116,9 @@ def submit_answering(ctx: RequestContext, cmd: Any, to_response: Callable[[Any],
                      on_error: Callable[[ErrorCode], T]) -> T | Deferred:
     """Queue `cmd` (run at once if its group is idle) and answer as `reply` does, with the response
     built where the coordinator delivers the result."""
-    answering = _Answering(ctx, to_response, on_error)
-    pending = ctx.broker.coordinator.submit(cmd, answering)
+    coordinator = ctx.broker.coordinator
+    answering = _Answering(ctx, to_response, on_error, coordinator.loop)
+    pending = coordinator.submit(cmd, answering)
     if pending is not answering:  # a test control delays the answer: it comes as the response already
         return reply(ctx, pending, _same, on_error)
     if answering.done():

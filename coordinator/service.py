@@ -112,6 +112,9 @@ class GroupCoordinatorService:
         self._queues: set[GroupQueue] = set()  # every busy group's queue, of every runtime
         self._partition_of: dict[str, int] = {}
         self._running = False
+        # The loop serving it, kept at start: asking asyncio for the running loop costs a system call
+        # (getpid, Python 3.11's check for a fork) on every request that makes a future.
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._driver: asyncio.Task[None] | None = None
         # Seeing into it: each group's recent rebalances, and the faults test controls inject.
         self.history = RebalanceHistory()
@@ -125,6 +128,7 @@ class GroupCoordinatorService:
     def start_now(self) -> None:
         """`start`, for a caller that cannot wait (a coordinator built with its first use)."""
         self._running = True
+        self.loop = asyncio.get_running_loop()
         if self._runs_timer_driver and self._driver is None:
             self._driver = asyncio.get_running_loop().create_task(self.timers.run(), name="coordinator-timers")
         self._schedule_retention_check()
@@ -264,7 +268,7 @@ class GroupCoordinatorService:
         caller brings its own). Whatever the caller sends to the same group afterwards is handled
         after it. The command belongs to the service from here on (its `reply_to` is set)."""
         if future is None:
-            future = asyncio.get_running_loop().create_future()
+            future = (self.loop or asyncio.get_running_loop()).create_future()
         self._route(cmd, future)
         if self.faults.join_delay_ms and (delay_s := self.faults.join_delay_s(cmd)):
             return asyncio.ensure_future(_answer_later(future, delay_s))

@@ -56,8 +56,10 @@ class _Coordinator:
     def __init__(self, answer_now: str | None = None) -> None:
         self.answer_now = answer_now
         self.futures: list[asyncio.Future] = []
+        self.loop = asyncio.get_running_loop()  # the service keeps the loop it serves on from its start
 
     def submit(self, cmd: object, future: asyncio.Future) -> asyncio.Future:
+        assert future.get_loop() is self.loop
         self.futures.append(future)
         if self.answer_now is not None:
             future.set_result(self.answer_now)
