@@ -217,14 +217,17 @@ class RewriteLockTimeout(OSError):
 
 @contextmanager
 def held_for_rewrite(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock (flock on `<path>.lock`, left in place: deleting it while held
-    lets another writer in) for a read-modify-write of `path` that another process may make at the
-    same time: `kbroker user add` beside a running broker. Without it, one's rewrite could drop the
-    other's change, or (`write_file_durably` clears a temporary file it takes for a crash's leftover)
-    rename the other's half-written file into place. Raises RewriteLockTimeout after
-    REWRITE_LOCK_WAIT_S."""
-    lock = path.with_name(bounded_name(path.name, ".lock"))
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    """An exclusive advisory lock (flock) on the directory holding `path`, for a read-modify-write of
+    `path` that another process may make at the same time: `kbroker user add` beside a running
+    broker. Without it, one's rewrite could drop the other's change, or (`write_file_durably` clears
+    a temporary file it takes for a crash's leftover) rename the other's half-written file into
+    place. Raises RewriteLockTimeout after REWRITE_LOCK_WAIT_S.
+
+    The directory, not a lock file beside `path`: a lock file deleted while held (by hand, or by a
+    clean-up of stray files) let the next writer lock a new one and rewrite beside the holder. A
+    directory cannot be removed while it holds `path`. Writers of other files in the same directory
+    wait for each other too; the rewrites it guards take milliseconds."""
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         deadline = time.monotonic() + REWRITE_LOCK_WAIT_S
         while True:
@@ -233,7 +236,8 @@ def held_for_rewrite(path: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise RewriteLockTimeout(f"{lock} is held by another process") from None
+                    raise RewriteLockTimeout(f"{path.parent} (to rewrite {path.name}) is held by another "
+                                             f"process") from None
                 time.sleep(0.01)
         yield
     finally:

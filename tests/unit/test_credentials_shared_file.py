@@ -68,6 +68,30 @@ async def test_the_brokers_write_waits_for_a_rewrite_under_way_and_keeps_it(tmp_
     assert set(broker.scram_users()) == {"carol", "eve", "frank"} and broker.scram("eve", SHA256) == eve
 
 
+def test_no_file_deleted_while_the_lock_is_held_lets_a_second_writer_in(tmp_path, monkeypatch):
+    """The lock was a `scram-credentials.json.lock` beside the file: deleted while held (a clean-up of
+    stray files), the next writer made a new one, locked it and rewrote the file beside the holder."""
+    from kbroker.broker.log import files
+
+    monkeypatch.setattr(files, "REWRITE_LOCK_WAIT_S", 0.2)
+    data = tmp_path / "data"
+    CredentialStore(data).apply_scram([("bob", SHA256, cred("bob"))], [])
+    path = scram_path(data)
+    with held_for_rewrite(path):
+        for stray in path.parent.iterdir():
+            if stray != path:
+                stray.unlink()
+        try:
+            CredentialStore(data).apply_scram([("mallory", SHA256, cred("mallory"))], [])
+        except files.RewriteLockTimeout:
+            pass
+        else:
+            raise AssertionError("a second writer rewrote the file while the lock was held")
+    assert on_disk(data) == {"bob"}
+    CredentialStore(data).apply_scram([("carol", SHA256, cred("carol"))], [])  # released: writers go on
+    assert on_disk(data) == {"bob", "carol"}
+
+
 async def test_the_brokers_own_writes_are_still_not_read_back(tmp_path, monkeypatch):
     """With no other writer the file is not parsed again, by a login or by the write itself, after one
     write or a burst that shares the next."""
