@@ -39,6 +39,33 @@ log = structlog.get_logger("kbroker.server")
 _unsupported_version_answer = unsupported_version_answer  # the name tests and older callers use
 
 
+# TLS answers pass the encryption layer in pieces of this size while it passes them on (`_write_tls`).
+TLS_WRITE_PIECE = 256 * 1024
+
+
+def _write_tls(transport: Any, out: list) -> None:
+    """Write `out` to a TLS transport in pieces for as long as its encryption layer passes them on.
+
+    The layer (uvloop's SSLProtocol) encrypts what it is given and hands all of it to the socket's
+    transport unless that one has paused it (over its 64 KiB high-water mark); this protocol is
+    paused only when what the layer keeps back itself passes 512 KiB. A 16 MiB Fetch answer written
+    at once to a client that reads nothing went whole into the socket's transport with no pause, so
+    the unread-answers bound (broker/unread_answers.py) took it as taken. In pieces, the first one
+    the layer keeps back (its write buffer is not empty after it: the socket's transport is full)
+    ends the splitting; the rest is written at once and kept back by the layer, which pauses us, so
+    it stays counted. What passes uncounted is at most a piece past that high-water mark."""
+    if sum(map(len, out)) <= TLS_WRITE_PIECE:
+        transport.writelines(out)
+        return
+    for i, data in enumerate(out):
+        view = memoryview(data)
+        for start in range(0, len(view), TLS_WRITE_PIECE):
+            if transport.get_write_buffer_size():
+                transport.writelines([view[start:], *out[i + 1:]])
+                return
+            transport.write(view[start:start + TLS_WRITE_PIECE])
+
+
 class CloseConnection(Exception):
     """Raised by a handler when Kafka would close the connection instead of answering."""
 
@@ -353,7 +380,9 @@ class KafkaProtocol(asyncio.Protocol):
             return
         out = conn.data_to_send()
         if out:
-            if len(out) == 1:
+            if self._tls:
+                _write_tls(transport, out)
+            elif len(out) == 1:
                 transport.write(out[0])
             else:
                 transport.writelines(out)
