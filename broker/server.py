@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections import deque
 from functools import partial
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any, cast
@@ -39,31 +40,8 @@ log = structlog.get_logger("kbroker.server")
 _unsupported_version_answer = unsupported_version_answer  # the name tests and older callers use
 
 
-# TLS answers pass the encryption layer in pieces of this size while it passes them on (`_write_tls`).
+# TLS: answers are handed to the encryption layer this much at a time (see `KafkaProtocol._write_tls`).
 TLS_WRITE_PIECE = 256 * 1024
-
-
-def _write_tls(transport: Any, out: list) -> None:
-    """Write `out` to a TLS transport in pieces for as long as its encryption layer passes them on.
-
-    The layer (uvloop's SSLProtocol) encrypts what it is given and hands all of it to the socket's
-    transport unless that one has paused it (over its 64 KiB high-water mark); this protocol is
-    paused only when what the layer keeps back itself passes 512 KiB. A 16 MiB Fetch answer written
-    at once to a client that reads nothing went whole into the socket's transport with no pause, so
-    the unread-answers bound (broker/unread_answers.py) took it as taken. In pieces, the first one
-    the layer keeps back (its write buffer is not empty after it: the socket's transport is full)
-    ends the splitting; the rest is written at once and kept back by the layer, which pauses us, so
-    it stays counted. What passes uncounted is at most a piece past that high-water mark."""
-    if sum(map(len, out)) <= TLS_WRITE_PIECE:
-        transport.writelines(out)
-        return
-    for i, data in enumerate(out):
-        view = memoryview(data)
-        for start in range(0, len(view), TLS_WRITE_PIECE):
-            if transport.get_write_buffer_size():
-                transport.writelines([view[start:], *out[i + 1:]])
-                return
-            transport.write(view[start:start + TLS_WRITE_PIECE])
 
 
 class CloseConnection(Exception):
@@ -204,6 +182,10 @@ class KafkaProtocol(asyncio.Protocol):
         self.closed: asyncio.Future[None] = self.loop.create_future()
         self._tls = tls
         self._held: list[bytes] = []  # TLS: bytes that came before the principal was known
+        # TLS: answers not yet handed to the encryption layer (`_write_tls`), and their size
+        self._tls_owed: deque[bytes | memoryview] = deque()
+        self._tls_owed_bytes = 0
+        self._transport_paused = False  # the transport's last flow-control word: pause_writing
         self._reading = True
         self._flush_soon = False
         self._close_reason: str | None = None
@@ -236,6 +218,9 @@ class KafkaProtocol(asyncio.Protocol):
         """The TLS handshake is done and the client's principal known: start serving."""
         if self.transport is None or self.transport.is_closing():
             return
+        # Paused as soon as the TLS layer keeps anything back, resumed once it holds nothing: what it
+        # has not handed to the socket's transport waits in `_tls_owed`, counted (`_write_tls`).
+        self.transport.set_write_buffer_limits(high=1, low=0)
         self._open(auth)
         held, self._held = self._held, []
         for data in held:
@@ -255,14 +240,22 @@ class KafkaProtocol(asyncio.Protocol):
             return None  # close
         self.conn.end_of_input()
         self._pump()
-        # keep our side open until the answers owed are written (TLS cannot half-close)
-        return None if self._tls else True
+        if self._tls:  # TLS cannot half-close: the layer shuts down now, after what it holds
+            self._write_tls(everything=True)
+            return None
+        return True  # keep our side open until the answers owed are written
 
     def pause_writing(self) -> None:
+        self._transport_paused = True
         if self.conn is not None:
             self.conn.writing_paused = True
 
     def resume_writing(self) -> None:
+        self._transport_paused = False
+        if self._tls_owed:
+            self._write_tls()
+            if self._tls_owed or self._transport_paused:
+                return  # answers still owed: they stay counted, and the connection waits
         if self.server.unread is not None:
             self.server.unread.taken(self.peer)  # drained below the low-water mark: the client reads
         if self.conn is not None:
@@ -272,6 +265,8 @@ class KafkaProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        self._tls_owed.clear()
+        self._tls_owed_bytes = 0
         if self.server.unread is not None:
             self.server.unread.taken(self.peer)
         conn = self.conn
@@ -306,7 +301,7 @@ class KafkaProtocol(asyncio.Protocol):
         idle_s = self.server.max_idle_s
         now = self.loop.time()
         transport = self.transport
-        unsent = transport.get_write_buffer_size() if transport is not None else 0
+        unsent = (transport.get_write_buffer_size() if transport is not None else 0) + self._tls_owed_bytes
         if conn.pending:  # an answer is owed (a JoinGroup waiting for its rebalance): not idle
             self._last_read = now
         elif unsent and (not self._unsent_at_check or unsent < self._unsent_at_check):
@@ -339,6 +334,7 @@ class KafkaProtocol(asyncio.Protocol):
         """Close after writing what is ready; answers still owed are dropped."""
         if self.transport is not None and not self.transport.is_closing():
             self._close_reason = self._close_reason or reason
+            self._write_tls(everything=True)
             self.transport.close()
 
     def abort(self) -> None:
@@ -381,7 +377,11 @@ class KafkaProtocol(asyncio.Protocol):
         out = conn.data_to_send()
         if out:
             if self._tls:
-                _write_tls(transport, out)
+                self._tls_owed.extend(out)
+                self._tls_owed_bytes += sum(map(len, out))
+                self._write_tls()
+                if self._tls_owed:
+                    conn.writing_paused = True  # no further answers until these are handed on
             elif len(out) == 1:
                 transport.write(out[0])
             else:
@@ -399,6 +399,46 @@ class KafkaProtocol(asyncio.Protocol):
                 transport.resume_reading()
             else:
                 transport.pause_reading()
+
+    def _write_tls(self, everything: bool = False) -> None:
+        """Hand owed answers to the TLS layer a piece at a time while it passes them on.
+
+        The layer (uvloop's, as asyncio's) encrypts what it is given and hands all of it to the
+        socket's transport unless that one has paused it (over its 64 KiB high-water mark); this
+        protocol's own pause comes from what the layer keeps back (`authenticated_tls` sets that
+        mark to a byte). One write of a 16 MiB Fetch answer went whole into the socket's transport,
+        no pause came, and the unread-answers bound (broker/unread_answers.py) counted the answer
+        taken while the client had read nothing; on a resume the layer hands on everything it kept
+        back at once. So answers wait here until the layer takes them, at most a piece past the
+        socket's mark at a time, and the bound counts them until the last piece is handed on.
+        `everything`: at a close, all of it at once, for the layer to flush before it shuts down."""
+        owed, transport = self._tls_owed, self.transport
+        if transport is None or transport.is_closing():
+            owed.clear()  # closing (or aborted) already: nothing more reaches the client
+            self._tls_owed_bytes = 0
+            return
+        if everything:
+            if owed:
+                transport.writelines(list(owed))
+                owed.clear()
+                self._tls_owed_bytes = 0
+            return
+        while owed and not self._transport_paused:
+            piece: list[bytes | memoryview] = []
+            size = 0
+            while owed and size < TLS_WRITE_PIECE:
+                data = owed[0]
+                room = TLS_WRITE_PIECE - size
+                if len(data) <= room:
+                    piece.append(owed.popleft())
+                    size += len(data)
+                else:
+                    view = memoryview(data)
+                    piece.append(view[:room])
+                    owed[0] = view[room:]
+                    size += room
+            self._tls_owed_bytes -= size
+            transport.writelines(piece)  # may pause us (pause_writing) before it returns
 
     def _flush_later(self) -> None:
         """Answers that completed outside `_pump` (tasks, deferred waits): written together once
