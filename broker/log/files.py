@@ -11,6 +11,7 @@ replay run in worker threads): a leased descriptor is never closed under its use
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import resource
@@ -226,8 +227,19 @@ def held_for_rewrite(path: Path) -> Iterator[None]:
     The directory, not a lock file beside `path`: a lock file deleted while held (by hand, or by a
     clean-up of stray files) let the next writer lock a new one and rewrite beside the holder. A
     directory cannot be removed while it holds `path`. Writers of other files in the same directory
-    wait for each other too; the rewrites it guards take milliseconds."""
+    wait for each other too; the rewrites it guards take milliseconds. Where a directory cannot be
+    locked (NFS emulates flock with record locks, which want a file open for writing) it falls back
+    to `<path>.lock`, left in place."""
     fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass  # held by another writer: waited for below
+    except OSError as e:
+        os.close(fd)
+        if e.errno not in _NO_DIRECTORY_LOCKS:
+            raise
+        fd = os.open(path.with_name(bounded_name(path.name, ".lock")), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + REWRITE_LOCK_WAIT_S
         while True:
@@ -242,6 +254,9 @@ def held_for_rewrite(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+_NO_DIRECTORY_LOCKS = (errno.EBADF, errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP)
 
 
 def fsync_dir(directory: Path) -> None:

@@ -5,6 +5,7 @@ the PLAIN users file likewise between two `kbroker user add`s."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 from kbroker.broker.log.files import held_for_rewrite, write_file_durably
@@ -90,6 +91,38 @@ def test_no_file_deleted_while_the_lock_is_held_lets_a_second_writer_in(tmp_path
     assert on_disk(data) == {"bob"}
     CredentialStore(data).apply_scram([("carol", SHA256, cred("carol"))], [])  # released: writers go on
     assert on_disk(data) == {"bob", "carol"}
+
+
+def test_where_a_directory_cannot_be_locked_a_lock_file_beside_the_file_is(tmp_path, monkeypatch):
+    """NFS emulates flock with record locks, and an exclusive one on a directory (opened read-only)
+    fails with EBADF: the rewrite then locks `<file>.lock`, and two writers still exclude each other."""
+    import errno
+    import fcntl
+    import stat
+
+    from kbroker.broker.log import files
+
+    real_flock = fcntl.flock
+
+    def nfs_flock(fd: int, op: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        real_flock(fd, op)
+
+    monkeypatch.setattr(files.fcntl, "flock", nfs_flock)
+    monkeypatch.setattr(files, "REWRITE_LOCK_WAIT_S", 0.2)
+    data = tmp_path / "data"
+    CredentialStore(data).apply_scram([("bob", SHA256, cred("bob"))], [])
+    path = scram_path(data)
+    assert path.with_name(path.name + ".lock").exists()
+    with held_for_rewrite(path):
+        try:
+            CredentialStore(data).apply_scram([("mallory", SHA256, cred("mallory"))], [])
+        except files.RewriteLockTimeout:
+            pass
+        else:
+            raise AssertionError("a second writer rewrote the file while the lock was held")
+    assert on_disk(data) == {"bob"}
 
 
 async def test_the_brokers_own_writes_are_still_not_read_back(tmp_path, monkeypatch):
