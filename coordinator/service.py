@@ -153,6 +153,7 @@ class GroupCoordinatorService:
             self._driver.cancel()
             await asyncio.gather(self._driver, return_exceptions=True)
             self._driver = None
+        self.loop = None  # a request after the stop gets its future on the loop it comes from
 
     def partition_for(self, group_id: str) -> int:
         partition = self._partition_of.get(group_id)

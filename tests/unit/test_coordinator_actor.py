@@ -208,6 +208,7 @@ async def test_a_started_service_makes_its_futures_on_its_loop_without_asking_as
     finally:
         monkeypatch.undo()
         await service.stop()
+    assert service.loop is None  # stopped: the next start (on whatever loop) keeps its own
 
 
 async def test_requests_while_loading() -> None:
