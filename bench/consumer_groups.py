@@ -15,7 +15,8 @@ every --heartbeat-ms.
 (b) rate: a fully assigned group of C members; every connection keeps W ConsumerGroupHeartbeat
     requests in flight (the steady-state heartbeat: member id and epoch, every other field null)
     for S seconds. Answered requests per second: the round with the median rate of --rate-rounds (3),
-    kbroker's two flush policies in turn, each round on a fresh broker process with a fresh group.
+    kbroker's two flush policies in turn, each round with a fresh group, rounds after the first on a
+    fresh broker process (the first on the broker of (a)).
 
 Tansu 0.6 advertises ConsumerGroupDescribe v0 but not ConsumerGroupHeartbeat: its column prints
 what it answers (its ApiVersions range, and a ConsumerGroupDescribe of a group).
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 
 from kbroker.bench import brokers
 from kbroker.bench.group_load import BenchError, _coordinator, prepare_topic
-from kbroker.bench.loadgen import Rate, median_round, pipelined_rate, run as run_loop
+from kbroker.bench.loadgen import Rate, median_round, pipelined_rate, rounds_arg, run as run_loop
 from kbroker.bench.report import KB_ALWAYS, LABELS, NA, PEER, Figure, machine_note, print_figures
 from kbroker.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from kbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest, TopicPartitions
@@ -272,8 +273,8 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
     f = Figure("consumer_groups", f"ConsumerGroupHeartbeat v{CGH_V} rate",
                f"a fully assigned group of {s.connections} members, one connection each, {s.window} steady-state "
                f"heartbeats in flight per connection, for {s.seconds:g} s; answered requests per second"
-               + (f"; the round with the median rate of {s.rate_rounds}, kbroker's flush policies in turn, each "
-                  f"round on a fresh broker process" if s.rate_rounds > 1 else ""),
+               + (f"; the round with the median rate of {s.rate_rounds}, kbroker's flush policies in turn, rounds "
+                  f"after the first each on a fresh broker process" if s.rate_rounds > 1 else ""),
                "requests/s", fmt=",.0f")
     for label, r in results.items():
         rate = r["rate"]
@@ -296,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, help=f"requests in flight per connection (default {d.window})")
     parser.add_argument("--seconds", type=float, help=f"seconds of the rate (default {d.seconds:g})")
     parser.add_argument("--heartbeat-ms", type=int, help=f"idle heartbeat interval (default {d.heartbeat_ms})")
-    parser.add_argument("--rate-rounds", type=int, help=f"rounds of the rate, brokers in turn (default {d.rate_rounds})")
+    parser.add_argument("--rate-rounds", type=rounds_arg, help=f"rounds of the rate, brokers in turn (default {d.rate_rounds})")
     args = parser.parse_args(argv)
     from kbroker.bench import cores
 

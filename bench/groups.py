@@ -21,7 +21,8 @@ with memory storage (its default group settings).
     error codes) for S seconds of Heartbeat v4, then S seconds of OffsetCommit v8 (one partition per
     request, the member's generation and id). Answered requests per second, all connections, with the
     broker's and the generator's CPU over the interval. The one-group rates (the targets') are taken in
-    3 rounds, the brokers in turn on fresh processes, and the round with the median rate is reported:
+    3 rounds, the brokers in turn, rounds 2 and 3 on fresh processes (the first on the broker of (a)),
+    and the round with the median rate is reported:
     the machine's speed drifts within minutes, and alternating puts each broker at each moment.
 (c) replay: N OffsetCommit records are written offline into the `__consumer_offsets` segment files of a
     tmp data dir (LogManager + OffsetsTopic.append_records, flush never, batches of 500, every group in
@@ -60,7 +61,7 @@ from kbroker.bench.group_load import (
     prepare_topic,
     request_rates,
 )
-from kbroker.bench.loadgen import Rate, median_round
+from kbroker.bench.loadgen import Rate, median_round, rounds_arg
 from kbroker.bench.loadgen import run as run_loop
 from kbroker.bench.report import (KB_ALWAYS, KB_NEVER, LABELS, NA, PEER, STARTUP_FLOOR, Figure, machine_note,
                                   print_figures)
@@ -463,8 +464,8 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
                    f"(bench/loadgen.py), for {s.seconds:g} s after 0.3 s of warm-up; answered requests per "
                    f"second over all connections, every answer checked for error codes")
             if groups == 1 and s.rate_rounds > 1:
-                how += (f"; the round with the median rate of {s.rate_rounds}, the brokers in turn, each round on a "
-                        f"fresh broker process")
+                how += (f"; the round with the median rate of {s.rate_rounds}, the brokers in turn, rounds after "
+                        f"the first each on a fresh broker process")
             tag = "" if groups == 1 else f", {groups:,} groups"
             for key, name, extra in (("heartbeat", f"Heartbeat v{HEARTBEAT_V} rate{tag}", ""),
                                      ("commit", f"OffsetCommit v{COMMIT_V} rate{tag}",
@@ -591,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help=f"seconds per API in (b) (default {d.seconds:g})")
     parser.add_argument("--rate-groups", help=f"comma-separated group counts for (b) (default "
                                               f"{','.join(map(str, d.rate_groups))})")
-    parser.add_argument("--rate-rounds", type=int, help=f"rounds of the one-group rates in (b), brokers in turn "
+    parser.add_argument("--rate-rounds", type=rounds_arg, help=f"rounds of the one-group rates in (b), brokers in turn "
                                                         f"(default {d.rate_rounds})")
     parser.add_argument("--replay-records", type=int, help=f"offset-commit records for (c) "
                                                            f"(default {d.replay_records:,})")

@@ -224,6 +224,16 @@ class Rate:
                 f"{self.generator_us_per_request:,.2f} us{warn}{rounds}")
 
 
+def rounds_arg(text: str) -> int:
+    """argparse type of a --rate-rounds flag: a count of rounds, one at least."""
+    import argparse
+
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"rounds must be 1 or more, not {n}")
+    return n
+
+
 def median_round(rates: list[Rate], *, peer: bool = False) -> Rate:
     """The round with the median rate, carrying every round's. Of an even count (a round failed) the
     middle one that favours the peer: the higher for it, the lower for kbroker."""
