@@ -10,9 +10,9 @@ it still gets its first batch (Kafka's rule that a fetch makes progress), a mega
 
 The count is the shell's (broker/server.py reports each connection's writes, drains and closes); a
 connection that answers nothing further before its Fetch answer leaves releases it a turn early,
-and on TLS what the socket's transport took before it paused the encryption layer passes
-uncounted (at most a write piece past its high-water mark, see `_write_tls`): a soft bound, within
-about a megabyte per connection. The allowance is first come, first served: many
+and what the socket's own buffers took passes uncounted (on TLS, at most a write piece past the
+socket transport's high-water mark and one piece in the encryption layer: broker/server.py
+`_write_tls`): a soft bound, within about a megabyte per connection beside the kernel's buffers. The allowance is first come, first served: many
 clients pulling large answers over slow links at once share it, and each then gets less per Fetch.
 """
 
