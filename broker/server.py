@@ -222,6 +222,8 @@ class KafkaProtocol(asyncio.Protocol):
         # has not handed to the socket's transport waits in `_tls_owed`, counted (`_write_tls`).
         self.transport.set_write_buffer_limits(high=1, low=0)
         self._open(auth)
+        if self.conn is not None:  # the layer may hold the handshake's session tickets still
+            self.conn.writing_paused = self._transport_paused
         held, self._held = self._held, []
         for data in held:
             self.data_received(data)
@@ -419,9 +421,10 @@ class KafkaProtocol(asyncio.Protocol):
             return
         if everything:
             if owed:
-                transport.writelines(list(owed))
-                owed.clear()
+                rest = list(owed)
+                owed.clear()  # first: a resume the write may call back must find nothing owed
                 self._tls_owed_bytes = 0
+                transport.writelines(rest)
             return
         while owed and not self._transport_paused:
             piece: list[bytes | memoryview] = []

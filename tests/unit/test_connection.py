@@ -243,6 +243,9 @@ class MemoryTransport(asyncio.Transport):
     def get_write_buffer_size(self) -> int:
         return 0  # every write is taken at once
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.limits = (high, low)
+
     def pause_reading(self) -> None:
         self.reading = False
 
@@ -466,6 +469,67 @@ async def test_tls_bytes_before_the_principal_is_known_are_served_after() -> Non
     transport.close()
     await protocol.closed
     assert not server._connections
+
+
+class LayerTransport(MemoryTransport):
+    """A TLS layer as the shell sees it: it passes writes on while its socket has `room`; a write
+    that does not fit is kept back, and the protocol paused until `drain`."""
+
+    def __init__(self, protocol: asyncio.Protocol, room: int) -> None:
+        super().__init__(protocol)
+        self.room, self.kept, self.sizes = room, 0, []
+
+    def writelines(self, lines) -> None:
+        lines = list(lines)
+        size = sum(map(len, lines))
+        super().writelines(lines)
+        self.sizes.append(size)
+        if self.kept or size > self.room:
+            self.kept += size
+            if self.kept == size:
+                self.protocol.pause_writing()
+        else:
+            self.room -= size
+
+    def get_write_buffer_size(self) -> int:
+        return self.kept
+
+    def drain(self, room: int) -> None:
+        self.room, self.kept = room, 0
+        self.protocol.resume_writing()
+
+
+async def test_tls_answers_wait_in_the_connection_until_the_layer_takes_them() -> None:
+    """uvloop's TLS layer hands on all it is given unless its socket paused it, and on a resume all
+    it kept back: answers wait in the connection, counted by the unread-answers bound, and go to
+    the layer a piece at a time (broker/server.py `_write_tls`)."""
+    from kbroker.broker.security.session import ConnectionAuth
+    from kbroker.broker.server import TLS_WRITE_PIECE
+    from kbroker.broker.unread_answers import UnreadAnswers
+
+    server = _server(_router())
+    server.unread = UnreadAnswers(1 << 30)
+    protocol = KafkaProtocol(server, tls=True)
+    transport = LayerTransport(protocol, room=100_000)
+    protocol.connection_made(transport)
+    protocol.authenticated_tls(ConnectionAuth(sasl=False, mechanisms=(), credentials=None, peer=protocol.peer,
+                                              listener="SSL", principal="User:CN=alice"))
+    assert transport.limits == (1, 0)  # paused as soon as the layer keeps anything back
+    beats = 60_000  # 16-byte answers: 3.7 pieces
+    server.unread.read(protocol.peer, 123)  # as a Fetch answer among them would be
+    protocol.data_received(b"".join(_beat(i) for i in range(1, beats + 1)))
+    assert transport.sizes == [TLS_WRITE_PIECE]  # one piece went, kept back: the rest waits here
+    assert protocol._tls_owed_bytes > TLS_WRITE_PIECE and protocol.conn.writing_paused
+    assert server.unread.held == 123  # not taken while answers are owed
+    transport.drain(room=TLS_WRITE_PIECE)  # one more piece fits, the next is kept back again
+    assert transport.sizes[1:] == [TLS_WRITE_PIECE, TLS_WRITE_PIECE] and server.unread.held == 123
+    transport.drain(room=1 << 30)
+    assert protocol._tls_owed_bytes == 0 and not protocol.conn.writing_paused
+    assert server.unread.held == 0  # all handed on: taken
+    assert all(size <= TLS_WRITE_PIECE for size in transport.sizes)
+    assert _generations(transport.written) == list(range(1, beats + 1))  # every answer, in order, once
+    transport.close()
+    await protocol.closed
 
 
 async def test_connections_past_max_connections_are_refused_with_one_event() -> None:
