@@ -20,8 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 
@@ -29,6 +30,8 @@ from kbroker.bench import cores
 from kbroker.protocol import framing
 from kbroker.protocol.frames import FrameReader, recv_frame
 from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+
+T = TypeVar("T")
 
 START_TIMEOUT_S = 60.0
 
@@ -301,6 +304,42 @@ def start(kind: str, **kw: Any) -> BrokerHandle:
     if kind == "tansu":
         return start_tansu()
     return start_kbroker(**kw)
+
+
+def start_label(label: str) -> BrokerHandle:
+    """The broker a report label names (bench/report.py): Tansu, or kbroker with that flush policy."""
+    from kbroker.bench.report import KB_ALWAYS, PEER
+
+    if label == PEER:
+        return start_tansu()
+    return start_kbroker(flush="always" if label == KB_ALWAYS else "never")
+
+
+def more_rounds(first: dict[str, T], rounds: int, measure: Callable[[BrokerHandle], T], *, what: str,
+                verbose: bool) -> dict[str, list[T]]:
+    """Every label's rounds of a figure: the first, taken already (`first`; a label without one gets no
+    more), then rounds 2..`rounds`, the labels in turn, each round on a fresh broker process
+    (`start_label`). A round whose broker does not start, or whose measure fails, is left out, with a
+    line when `verbose`."""
+    taken = {label: [value] for label, value in first.items()}
+    for round_no in range(2, rounds + 1):
+        for label, values in taken.items():
+            if verbose:
+                print(f"  {what}: {label}, round {round_no} of {rounds} ...", flush=True)
+            try:
+                handle = start_label(label)
+            except Exception as e:  # noqa: BLE001 - the round is left out, with the reason
+                if verbose:
+                    print(f"    round {round_no} not taken: {type(e).__name__}: {e}", flush=True)
+                continue
+            try:
+                values.append(measure(handle))
+            except Exception as e:  # noqa: BLE001
+                if verbose:
+                    print(f"    round {round_no} failed, left out: {type(e).__name__}: {e}", flush=True)
+            finally:
+                handle.stop()
+    return taken
 
 
 def settle_rss(handle: BrokerHandle, seconds: float = 2.0) -> int:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from kbroker.bench import brokers
 from kbroker.bench.group_load import BenchError, _coordinator, prepare_topic
 from kbroker.bench.loadgen import Rate, median_round, pipelined_rate, rounds_arg, run as run_loop
-from kbroker.bench.report import KB_ALWAYS, LABELS, NA, PEER, Figure, machine_note, print_figures
+from kbroker.bench.report import LABELS, NA, PEER, Figure, machine_note, print_figures
 from kbroker.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from kbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest, TopicPartitions
 
@@ -201,38 +201,18 @@ def _rate(handle: brokers.BrokerHandle, sizes: Sizes) -> Rate:
                                            heartbeat_ms=sizes.heartbeat_ms, broker_pid=handle.pid))
 
 
-def _start(label: str) -> brokers.BrokerHandle:
-    return (brokers.start_tansu() if label == PEER
-            else brokers.start_kbroker(flush="always" if label == KB_ALWAYS else "never"))
-
-
 def _more_rate_rounds(results: dict[str, dict], sizes: Sizes, verbose: bool) -> None:
     """Rounds 2..rate_rounds of the rate, the brokers that gave a first one in turn, each on a fresh
-    process; each figure becomes the round with the median rate (bench/loadgen.py `median_round`).
+    process (`brokers.more_rounds`); each figure becomes the round with the median rate
+    (bench/loadgen.py `median_round`).
 
     Why: as for the one-group Heartbeat and OffsetCommit rates (bench/groups.py), this machine's speed
     drifts within minutes, and the figure meets a fixed bound (50k/s) and a ratio to Tansu's Heartbeat
     v4, itself the median of rounds. Tansu serves no ConsumerGroupHeartbeat: only kbroker's policies
     alternate."""
-    taken = {label: [r["rate"]] for label, r in results.items() if isinstance(r.get("rate"), Rate)}
-    for round_no in range(2, sizes.rate_rounds + 1):
-        for label, rounds in taken.items():
-            if verbose:
-                print(f"  consumer groups: {label}, heartbeat rate, round {round_no} of {sizes.rate_rounds} ...",
-                      flush=True)
-            try:
-                handle = _start(label)
-            except Exception as e:  # noqa: BLE001 - the round is left out, with the reason
-                if verbose:
-                    print(f"    round {round_no} not taken: {type(e).__name__}: {e}", flush=True)
-                continue
-            try:
-                rounds.append(_rate(handle, sizes))
-            except Exception as e:  # noqa: BLE001
-                if verbose:
-                    print(f"    round {round_no} failed, left out: {type(e).__name__}: {e}", flush=True)
-            finally:
-                handle.stop()
+    first = {label: r["rate"] for label, r in results.items() if isinstance(r.get("rate"), Rate)}
+    taken = brokers.more_rounds(first, sizes.rate_rounds, lambda handle: _rate(handle, sizes),
+                                what="consumer groups, heartbeat rate", verbose=verbose)
     for label, rounds in taken.items():
         results[label]["rate"] = median_round(rounds, peer=label == PEER)
 
@@ -243,7 +223,7 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
         if verbose:
             print(f"  consumer groups: {label} ...", flush=True)
         try:
-            handle = _start(label)
+            handle = brokers.start_label(label)
         except brokers.Unavailable as e:
             results[label] = {"assigned": NA(str(e)), "rate": NA(str(e))}
             continue

@@ -320,30 +320,18 @@ def _more_rate_rounds(results: dict, sizes: Sizes, verbose: bool) -> None:
     Heartbeat v4 at 13.8 and 20.9 us of broker CPU per request), and in one round each broker is
     measured at another moment, so the ratio carries the drift. Alternating rounds put every broker at
     every moment, as the start-up figures alternate their starts."""
-    taken: dict[str, list[dict[str, Rate]]] = {}
+    first: dict[str, dict[str, Rate]] = {}
     for label in LABELS:
-        first = results.get(label, {}).get("rates")
-        if isinstance(first, dict) and isinstance(first.get(1), dict):
-            taken[label] = [first[1]]  # a broker that failed its first round gets no more
-    for round_no in range(2, sizes.rate_rounds + 1):
-        for label in taken:
-            if verbose:
-                print(f"  groups: {label}, request rates, 1 group, round {round_no} of {sizes.rate_rounds} ...",
-                      flush=True)
-            try:
-                handle = _start(label)
-            except Exception as e:
-                if verbose:
-                    print(f"    round {round_no} not taken: {_na(e)}", flush=True)
-                continue
-            try:
-                prepare_topic(handle.bootstrap, _topic_partitions(sizes))
-                taken[label].append(_rates(handle, sizes, 1))
-            except Exception as e:
-                if verbose:
-                    print(f"    round {round_no} failed, left out: {_na(e)}", flush=True)
-            finally:
-                handle.stop()
+        rates = results.get(label, {}).get("rates")
+        if isinstance(rates, dict) and isinstance(rates.get(1), dict):
+            first[label] = rates[1]  # a broker that failed its first round gets no more
+
+    def measure(handle: brokers.BrokerHandle) -> dict[str, Rate]:
+        prepare_topic(handle.bootstrap, _topic_partitions(sizes))
+        return _rates(handle, sizes, 1)
+
+    taken = brokers.more_rounds(first, sizes.rate_rounds, measure, what="groups, request rates, 1 group",
+                                verbose=verbose)
     for label, rounds in taken.items():
         results[label]["rates"][1] = {key: median_round([r[key] for r in rounds], peer=label == PEER)
                                       for key in rounds[0]}
@@ -370,12 +358,6 @@ def _startups(results: dict) -> None:
             results[who]["startup"] = figure
 
 
-def _start(label: str) -> brokers.BrokerHandle:
-    if label == PEER:
-        return brokers.start_tansu()
-    return brokers.start_kbroker(flush="always" if label == KB_ALWAYS else "never")
-
-
 def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
     results: dict[str, dict | NA] = {}
     for label in LABELS:
@@ -390,7 +372,7 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
             if phase == ("memory",) and label == KB_NEVER:
                 continue  # memory does not depend on --flush; the fill would only take time
             try:
-                handle = _start(label)
+                handle = brokers.start_label(label)
             except brokers.Unavailable as e:
                 r.update({k: NA(str(e)) for k in phase})
                 continue

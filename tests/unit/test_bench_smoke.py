@@ -342,7 +342,7 @@ def test_the_consumer_group_heartbeat_rate_is_the_median_of_rounds_on_fresh_brok
         handles.append(Handle(label))
         return handles[-1]
 
-    monkeypatch.setattr(consumer_groups, "_start", start)
+    monkeypatch.setattr(brokers, "start_label", start)
     monkeypatch.setattr(consumer_groups, "_rate", lambda handle, sizes: next(rates))
     results = {report.KB_ALWAYS: {"rate": _rate(30_000)}, report.KB_NEVER: {"rate": _rate(20_000)},
                report.PEER: {"rate": report.NA("no ConsumerGroupHeartbeat")}}
