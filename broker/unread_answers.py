@@ -12,8 +12,9 @@ The count is the shell's (broker/server.py reports each connection's writes, dra
 connection that answers nothing further before its Fetch answer leaves releases it a turn early,
 and what the socket's own buffers took passes uncounted (on TLS, at most a write piece past the
 socket transport's high-water mark and one piece in the encryption layer: broker/server.py
-`_write_tls`): a soft bound, within about a megabyte per connection beside the kernel's buffers. The allowance is first come, first served: many
-clients pulling large answers over slow links at once share it, and each then gets less per Fetch.
+`_write_tls`): a soft bound, within about a megabyte per connection beside the kernel's buffers.
+The allowance is first come, first served: many clients pulling large answers over slow links at
+once share it, and each then gets less per Fetch.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ class GroupCoordinatorService:
         self._running = True
         self.loop = asyncio.get_running_loop()
         if self._runs_timer_driver and self._driver is None:
-            self._driver = asyncio.get_running_loop().create_task(self.timers.run(), name="coordinator-timers")
+            self._driver = self.loop.create_task(self.timers.run(), name="coordinator-timers")
         self._schedule_retention_check()
 
     async def stop(self) -> None:
