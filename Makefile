@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 PYTEST_ARGS ?= -n 4 --dist loadfile
 SERVE_ARGS ?=
 
-.PHONY: run test typecheck venv test-venv system-deps kafkajs codegen bench chaos analyze clean
+.PHONY: run test typecheck venv test-venv system-deps kafkajs kafka-jars codegen bench chaos analyze clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -47,7 +47,17 @@ $(KAFKAJS_DIR)/node_modules/.installed: $(KAFKAJS_DIR)/package.json $(KAFKAJS_DI
 
 kafkajs: $(KAFKAJS_DIR)/node_modules/.installed
 
-test: test-venv system-deps kafkajs
+# Apache Kafka 4.4.0 (broker, tools, Java clients, Streams) from Maven Central into build/kafka/libs, the
+# reference the tests compare kbroker with (tests/reference/pom.xml); Maven caches the jars in ~/.m2.
+KAFKA_LIBS := build/kafka/libs
+$(KAFKA_LIBS)/.resolved: tests/reference/pom.xml
+	rm -rf $(KAFKA_LIBS)
+	mvn -q -B -Dstyle.color=never -f tests/reference/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS)
+	touch $@
+
+kafka-jars: $(KAFKA_LIBS)/.resolved
+
+test: test-venv system-deps kafkajs kafka-jars
 	$(PY) -m kbroker.tools.codegen --check
 	$(VENV)/bin/lint-imports --no-cache
 	$(MAKE) --no-print-directory typecheck
