@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 PYTEST_ARGS ?= -n 4 --dist loadfile
 SERVE_ARGS ?=
 
-.PHONY: run test typecheck venv test-venv system-deps kafkajs kafka-jars codegen bench chaos analyze clean
+.PHONY: run test typecheck venv test-venv system-deps kafkajs kafka-jars kafka codegen bench chaos analyze clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -57,11 +57,16 @@ $(KAFKA_LIBS)/.resolved: tests/reference/pom.xml
 
 kafka-jars: $(KAFKA_LIBS)/.resolved
 
+# The reference broker in the foreground (one KRaft node on a free loopback port; KAFKA_ARGS="--set k=v").
+KAFKA_ARGS ?=
+kafka: test-venv kafka-jars
+	$(PY) -m kbroker.tests.reference.kafka $(KAFKA_ARGS)
+
 test: test-venv system-deps kafkajs kafka-jars
 	$(PY) -m kbroker.tools.codegen --check
 	$(VENV)/bin/lint-imports --no-cache
 	$(MAKE) --no-print-directory typecheck
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	KBROKER_REQUIRE_KAFKA=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # mypy over the runtime packages ([tool.mypy] in pyproject.toml). The repository root is the package
 # `kbroker` only once installed, so mypy reads it through build/mypy/kbroker, a symlink to the root.

@@ -1,0 +1,287 @@
+"""Apache Kafka 4.4.0 itself, the reference broker: one KRaft node (broker and controller in one JVM) in
+a subprocess on free loopback ports, formatted into a scratch log directory, for the tests that compare
+kbroker with Kafka and for `make kafka`.
+
+    from kbroker.tests.reference.kafka import KafkaProcess, kafka_libs
+
+    with KafkaProcess(tmp_path / "kafka", {"num.partitions": "3"}) as kafka:
+        producer = Producer({"bootstrap.servers": kafka.bootstrap})
+        ...
+        kafka.java("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", kafka.bootstrap, "--list")
+
+The jars come from Maven Central through `make kafka-jars` (tests/reference/pom.xml) into build/kafka/libs;
+`kafka_libs()` is None when they are missing, and the tests that need them skip with a line that says so.
+The interface follows tests/integration/broker_process.py's BrokerProcess (bootstrap, start, stop, kill,
+restart, dump_log), so a test can run the same steps against either.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+import uuid
+from base64 import urlsafe_b64encode
+from pathlib import Path
+from typing import Any
+
+from kbroker.tests.integration.broker_process import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBS = ROOT / "build" / "kafka" / "libs"
+START_TIMEOUT_S = 90.0  # a cold JVM on a loaded 2-core machine; about 7 s when quiet
+STOP_TIMEOUT_S = 30.0
+
+# Kafka's own defaults, except what one node needs (replication factors of 1) and what kbroker's tests
+# assume of a broker they compare with (no initial rebalance delay). Anything else is set by the test.
+SINGLE_NODE = {
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = {level}
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+def kafka_libs() -> Path | None:
+    """build/kafka/libs when `make kafka-jars` has filled it, else None."""
+    return LIBS if (LIBS / ".resolved").exists() else None
+
+
+def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None) -> list[str]:
+    """A `java` command line that runs one of Kafka's classes from the reference jars (a tool such as
+    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself)."""
+    libs = kafka_libs()
+    if libs is None:
+        raise RuntimeError("Apache Kafka's jars are missing: run `make kafka-jars`")
+    java = shutil.which("java") or "java"
+    opts = [f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+            "-Djava.awt.headless=true"]
+    if log4j is not None:
+        opts.append(f"-Dlog4j2.configurationFile={log4j}")
+    return [java, *opts, "-cp", f"{libs}/*", main_class, *args]
+
+
+def random_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (Uuid.randomUuid())."""
+    return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class KafkaProcess:
+    """One Apache Kafka node, combined broker and controller, on free loopback ports."""
+
+    def __init__(self, base_dir: str | Path, config: dict[str, str] | None = None, *, start: bool = True,
+                 host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN") -> None:
+        self.base_dir = Path(base_dir)
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.host = host
+        self.port = free_port(host)
+        self.controller_port = free_port(host)
+        self.node_id = 1
+        self.cluster_id = random_cluster_id()
+        self.heap = heap
+        self.log_level = log_level
+        self.config = {**SINGLE_NODE, **(config or {})}
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.formatted = False
+        if start:
+            self.start()
+
+    # --- files ------------------------------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.base_dir / "data"
+
+    @property
+    def properties_path(self) -> Path:
+        return self.base_dir / "server.properties"
+
+    @property
+    def server_log(self) -> Path:
+        return self.base_dir / "server.log"
+
+    def properties(self) -> dict[str, str]:
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": f"{self.node_id}@{self.host}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            **self.config,
+        }
+
+    def _write_files(self) -> Path:
+        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        log4j = self.base_dir / "log4j2.properties"
+        log4j.write_text(LOG4J2.format(log=self.server_log, level=self.log_level))
+        return log4j
+
+    def java(self, main_class: str, *args: str, timeout: float = 120.0, input: str | None = None,
+             heap: str = "256m") -> subprocess.CompletedProcess[str]:
+        """Run one of Kafka's tools (by class name) from the reference jars; its output as text."""
+        log4j = self.base_dir / "log4j2-tools.properties"
+        if not log4j.exists():
+            log4j.write_text(LOG4J2.format(log=self.base_dir / "tools.log", level="WARN"))
+        return subprocess.run(java_command(main_class, *args, heap=heap, log4j=log4j), capture_output=True,
+                              text=True, timeout=timeout, input=input)
+
+    # --- lifecycle --------------------------------------------------------------------------------------
+
+    def format(self) -> None:
+        """`kafka-storage.sh format`: the log directory gets its meta.properties and bootstrap checkpoint."""
+        log4j = self._write_files()
+        out = subprocess.run(java_command("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                                          "-c", str(self.properties_path), heap="256m", log4j=log4j),
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            raise RuntimeError(f"kafka-storage format failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+        self.formatted = True
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "Kafka already running"
+        if not self.formatted:
+            self.format()
+        log4j = self._write_files()
+        self.starts += 1
+        stdout = open(self.base_dir / f"stdout-{self.starts}.log", "wb")
+        with stdout:
+            self.proc = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path), heap=self.heap,
+                                                      log4j=log4j),
+                                         stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Kafka exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
+            if self.probe():
+                return
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"Kafka did not answer within {timeout}s:\n{self.dump_log()}")
+            time.sleep(0.1)
+
+    def probe(self, timeout: float = 1.0) -> bool:
+        """True when the broker answers Metadata v12 listing itself (ApiVersions alone is answered before the
+        broker has joined the controller's metadata and can serve anything else)."""
+        try:
+            with socket.create_connection((self.host, self.port), timeout=timeout) as s:
+                s.settimeout(timeout)
+                # Metadata v12 (flexible): header v2, topics null, allow_auto_topic_creation false,
+                # include_topic_authorized_operations false; empty tagged fields.
+                client_id = b"probe"
+                header = struct.pack(">hhih", 3, 12, 1, len(client_id)) + client_id + b"\x00"
+                body = b"\x00" + b"\x00" + b"\x00" + b"\x00"
+                frame = header + body
+                s.sendall(struct.pack(">i", len(frame)) + frame)
+                size = struct.unpack(">i", _read_exactly(s, 4))[0]
+                answer = _read_exactly(s, size)
+                # correlation id, header tagged fields, throttle, then the brokers array (compact: n+1)
+                return len(answer) > 9 and answer[9] > 1
+        except (OSError, struct.error):
+            return False
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM (Kafka's controlled shutdown), wait; SIGKILL if it does not stop in time."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return -9
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def restart(self, *, clean: bool = True) -> None:
+        if clean:
+            self.stop()
+        else:
+            self.kill()
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def __enter__(self) -> KafkaProcess:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop()
+
+    def dump_log(self, tail: int = 80) -> str:
+        lines: list[str] = []
+        for path in [*sorted(self.base_dir.glob("stdout-*.log")), self.server_log]:
+            try:
+                lines += [f"{path.name}: {line}" for line in path.read_text(errors="replace").splitlines()]
+            except FileNotFoundError:
+                pass
+        return "\n".join(lines[-tail:])
+
+
+def _read_exactly(s: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise OSError("closed")
+        out += chunk
+    return bytes(out)
+
+
+def main() -> None:
+    """`make kafka`: the reference broker in the foreground until Ctrl-C, its files in a scratch directory."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(prog="make kafka", description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--dir", help="its log directory and logs (default: a new temporary directory)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a server property")
+    args = parser.parse_args()
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="kafka-reference-"))
+    config = dict(item.split("=", 1) for item in args.set)
+    kafka = KafkaProcess(base, config, start=False)
+    started = time.monotonic()
+    kafka.start()
+    print(f"Apache Kafka 4.4.0 serves on {kafka.bootstrap} ({time.monotonic() - started:.1f} s to start; "
+          f"files in {base}); Ctrl-C stops it", flush=True)
+    try:
+        while kafka.running:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        kafka.stop()
+
+
+if __name__ == "__main__":
+    main()
