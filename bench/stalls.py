@@ -70,8 +70,8 @@ def _commits(n: int, groups: int = 1000, partitions: int = 10):
 async def _write(data_dir: Path, commits: int, per_batch: int = 10):
     """`commits` commit records in partition 0 of a one-partition `__consumer_offsets`, then a roll so
     they all sit in an inactive (compactable) segment."""
-    from kbroker.broker.log.manager import LogManager
-    from kbroker.broker.offsets_topic import TOPIC, OffsetsTopic
+    from kbroker.broker.storage.log.manager import LogManager
+    from kbroker.broker.coordinators.offsets_topic import TOPIC, OffsetsTopic
 
     logs = LogManager(data_dir, flush_policy="never")
     topic = OffsetsTopic(logs, 1)
@@ -91,8 +91,8 @@ async def _write(data_dir: Path, commits: int, per_batch: int = 10):
 
 
 async def measure(commits: int) -> dict:
-    from kbroker.broker.log import compaction
-    from kbroker.broker.log.manager import LogManager
+    from kbroker.broker.storage.log import compaction
+    from kbroker.broker.storage.log.manager import LogManager
 
     tmp = Path(tempfile.mkdtemp(prefix="kbroker-stalls-"))
     try:
@@ -132,8 +132,8 @@ async def measure(commits: int) -> dict:
 
 
 async def _replay_only(tmp: Path, commits: int, out: dict) -> None:
-    from kbroker.broker.log.manager import LogManager
-    from kbroker.broker.offsets_topic import OffsetsTopic
+    from kbroker.broker.storage.log.manager import LogManager
+    from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
     from kbroker.coordinator.actor import GroupCoordinatorService
 
     data = tmp / "replay"

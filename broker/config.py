@@ -430,7 +430,7 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
         except (OSError, ValueError) as e:
             raise ConfigError(f"{src.label('ssl_keystore_location')}: cannot load {cfg.ssl_keystore_location}: "
                               f"{e}") from None
-    from .startup_topics import parse_create_topics
+    from .partitions.startup_topics import parse_create_topics
 
     parse_create_topics(cfg.create_topics, src.label("create_topics"))
     from ..coordinator.config import GroupConfig

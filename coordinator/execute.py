@@ -122,7 +122,7 @@ def _all_pipelined(out: Outcome) -> bool:
 class PipelinedWrites:
     """The pipelined writes of one partition still waiting for their fsync (the runtime owns one).
 
-    Commits taken in one turn of the loop share one durability wait (broker/offsets_topic.py holds
+    Commits taken in one turn of the loop share one durability wait (broker/coordinators/offsets_topic.py holds
     them as one batch), so their replies are kept together: one list, one callback and one
     `released` future per wait rather than per commit. `pending` is the latest such future, which
     OffsetFetch waits for; `waits` keeps every one alive until done.

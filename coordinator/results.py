@@ -7,7 +7,7 @@ A failed command gets its answer here, in one of two ways that clients can tell 
   because the append failed: e.g. JoinGroup forgets the member id, OffsetCommit keeps the errors of
   partitions that were not to be written.
 The broker turns these answers into responses like any other; the wire shape of a whole-request
-error is the API module's `failed_response` (broker/router.py).
+error is the API module's `failed_response` (broker/network/router.py).
 """
 
 from __future__ import annotations

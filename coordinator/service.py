@@ -10,7 +10,7 @@ As Kafka's GroupCoordinatorService over its CoordinatorRuntime and GroupCoordina
 service knows no group type: a new one is a handler in the shard (as consumer_machine.py is for
 KIP-848 groups) plus its commands, not an edit here.
 
-Persistence: `append_records(partition, records)` is injected (broker/offsets_topic.py provides it);
+Persistence: `append_records(partition, records)` is injected (broker/coordinators/offsets_topic.py provides it);
 it must return once the records are durable and raise KafkaError otherwise.
 
 The durability contract (each write carries its regime, outcome.Durability): membership writes are

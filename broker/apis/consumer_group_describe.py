@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .. import group_wire
-from ..repeats import distinct, in_request_order
-from ..router import RequestContext
+from . import group_wire
+from .repeats import distinct, in_request_order
+from ..network.router import RequestContext
 from ...coordinator import consumer_commands as cc
 from ...protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from ...protocol.messages.consumer_group_describe_response import (

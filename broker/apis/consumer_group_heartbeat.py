@@ -6,8 +6,8 @@ coordinator validates both. Topic partitions travel by topic id.
 
 from __future__ import annotations
 
-from .. import group_wire
-from ..router import Deferred, RequestContext
+from . import group_wire
+from ..network.router import Deferred, RequestContext
 from ...coordinator import consumer_commands as cc
 from ...coordinator.consumer_commands import ConsumerGroupHeartbeatResult
 from ...protocol.errors import ErrorCode

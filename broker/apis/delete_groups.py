@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import group_wire
-from ..router import RequestContext
+from . import group_wire
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.delete_groups_request import DeleteGroupsRequest
 from ...protocol.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import group_wire
-from ..repeats import distinct, in_request_order
-from ..router import RequestContext
+from . import group_wire
+from .repeats import distinct, in_request_order
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_groups_request import DescribeGroupsRequest
 from ...protocol.messages.describe_groups_response import (

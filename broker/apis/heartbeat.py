@@ -7,8 +7,8 @@ on meanwhile.
 
 from __future__ import annotations
 
-from .. import group_wire
-from ..router import Deferred, RequestContext
+from . import group_wire
+from ..network.router import Deferred, RequestContext
 from ...coordinator import commands as c
 from ...coordinator.results import HeartbeatResult
 from ...protocol.errors import ErrorCode

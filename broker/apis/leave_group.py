@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import group_wire
-from ..router import RequestContext
+from . import group_wire
+from ..network.router import RequestContext
 from ...coordinator import commands as c
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.leave_group_request import LeaveGroupRequest

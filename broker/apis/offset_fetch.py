@@ -18,9 +18,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import group_wire
-from ..repeats import charge, in_request_order
-from ..router import RequestContext
+from . import group_wire
+from .repeats import charge, in_request_order
+from ..network.router import RequestContext
 from ...coordinator import commands as c
 from ...coordinator.results import OffsetFetchResult
 from ...protocol.errors import ErrorCode
@@ -142,7 +142,7 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
 
 async def _groups(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     """v8+: each group asked for is answered in its place; a group asked for twice the same way is
-    fetched once and answered by the same entry (broker/repeats.py)."""
+    fetched once and answered by the same entry (broker/apis/repeats.py)."""
     v = ctx.api_version
     ids_by_name = {name: info.topic_id for name, info in ctx.broker.logs.topics().items()}
     names_by_id = {topic_id: name for name, topic_id in ids_by_name.items()} if v >= TOPIC_IDS_FROM else {}

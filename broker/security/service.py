@@ -27,7 +27,7 @@ from .sasl import ALL_MECHANISMS
 from .session import ANONYMOUS, ConnectionAuth
 
 if TYPE_CHECKING:
-    from ..router import RequestContext
+    from ..network.router import RequestContext
 
 log = structlog.get_logger("kbroker.security")
 audit = structlog.get_logger("kbroker.audit")

@@ -9,7 +9,7 @@ from .acl import Operation as Op, ResourceType as RT
 from .check_helpers import (
     CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, split,
 )
-from ..router import RequestContext, then
+from ..network.router import RequestContext, then
 from ...protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@ transactions' metadata, the request and an injected clock.
 
 Each `handle_*` method answers with a `Decision`: an error to reply with, or a transit whose record
 must become durable in `__transaction_state` before it is applied (`complete`) and the reply sent.
-The service (broker/transactions.py) does the writing, the commit/abort markers and the timers.
+The service (broker/coordinators/transactions.py) does the writing, the commit/abort markers and the timers.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ ON_FIRST_USE = (# the group coordinator: built with the first group request or s
                 "kbroker.coordinator.assignors", "kbroker.coordinator.reconcile",
                 "kbroker.coordinator.consumer_record_codec",
                 # the transaction coordinator: built with the first transactional request (broker/app.py)
-                "kbroker.broker.transactions", "kbroker.coordinator.txn.coordinator",
+                "kbroker.broker.coordinators.transactions", "kbroker.coordinator.txn.coordinator",
                 # credentials, ACLs, TLS and SASL: a broker with only PLAINTEXT listeners and no
                 # authorizer builds them with their first use (Broker.security)
                 "kbroker.broker.security.service", "kbroker.broker.security.credentials",
@@ -59,7 +59,7 @@ def test_answering_api_versions_imports_only_what_serving_needs(tmp_path):
                            env={"KBROKER_TEST_MODULES_OUT": str(dump)})  # answers ApiVersions (probe)
     broker.stop()
     modules = set(json.loads(dump.read_text()))
-    assert "kbroker.broker.server" in modules  # the dump is of a serving broker
+    assert "kbroker.broker.network.server" in modules  # the dump is of a serving broker
     ours = {m for m in modules if m.startswith("kbroker.")}
     assert not {m for m in ours if m.split(".")[1] in ("pipeline", "admin", "tools", "bench", "tests")}
     assert not {m for m in modules for lib in NOT_FOR_SERVING if m == lib or m.startswith(lib + ".")}

@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbroker.broker.log.manager import LogManager
-from kbroker.broker.offsets_topic import OffsetsTopic
+from kbroker.broker.storage.log.manager import LogManager
+from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
 from kbroker.coordinator.records import (
     GroupMetadataMember,
     GroupMetadataRecord,

@@ -145,10 +145,10 @@ def test_an_offset_commit_response_encodes_as_the_generated_codec_encodes_it(res
 
 
 def test_the_broker_serves_offset_commit_v8_and_v9_through_the_fast_path() -> None:
-    from kbroker.broker.answers import ApiEntry
-    from kbroker.broker.router import Router
+    from kbroker.broker.network.answers import ApiEntry
+    from kbroker.broker.network.router import Router
 
-    from kbroker.broker import answers
+    from kbroker.broker.network import answers
     from kbroker.broker.apis import offset_commit
 
     assert answers._OFFSET_COMMIT_FAST_VERSIONS == offset_commit_fast.VERSIONS

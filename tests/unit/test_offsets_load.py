@@ -7,8 +7,8 @@ from __future__ import annotations
 import structlog
 from structlog.testing import capture_logs
 
-from kbroker.broker.log.manager import LogManager
-from kbroker.broker.offsets_topic import TOPIC, OffsetsTopic
+from kbroker.broker.storage.log.manager import LogManager
+from kbroker.broker.coordinators.offsets_topic import TOPIC, OffsetsTopic
 from kbroker.coordinator.actor import GroupCoordinatorService
 from kbroker.coordinator.partitioning import partition_for
 from kbroker.coordinator.records import OffsetCommitRecord

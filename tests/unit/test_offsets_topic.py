@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbroker.broker.log.manager import LogManager
-from kbroker.broker.offsets_topic import TOPIC, TOPIC_CONFIGS, OffsetsTopic
+from kbroker.broker.storage.log.manager import LogManager
+from kbroker.broker.coordinators.offsets_topic import TOPIC, TOPIC_CONFIGS, OffsetsTopic
 from kbroker.coordinator.record_codec import decode_record, encode_record
 from kbroker.coordinator.records import (
     GroupMetadataMember,
