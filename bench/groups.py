@@ -110,7 +110,7 @@ def write_offsets_records(data_dir: Path, records: int, *, groups: int = 1000, p
     from kbroker.broker.storage.log.manager import LogManager
     from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
     from kbroker.coordinator.partitioning import partition_for
-    from kbroker.coordinator.records import OffsetCommitRecord
+    from kbroker.protocol.records.classic_records import OffsetCommitRecord
 
     async def go() -> dict:
         cluster_meta.load_or_create(data_dir, 1, "")

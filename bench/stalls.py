@@ -59,7 +59,7 @@ class LoopProbe:
 
 
 def _commits(n: int, groups: int = 1000, partitions: int = 10):
-    from kbroker.coordinator.records import OffsetCommitRecord
+    from kbroker.protocol.records.classic_records import OffsetCommitRecord
 
     now = int(time.time() * 1000)
     for i in range(n):

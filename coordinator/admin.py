@@ -10,7 +10,7 @@ from . import commands as c
 from .group import ClassicGroup, GroupState
 from .outcome import GroupRemoved, Reply
 from .rebalance import Ctx
-from .records import GroupMetadataTombstone, OffsetCommitTombstone, Record
+from ..protocol.records.classic_records import GroupMetadataTombstone, OffsetCommitTombstone, Record
 from .results import DeletedGroup, DescribedGroup, DescribedMember, ListedGroup
 
 E = ErrorCode

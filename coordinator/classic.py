@@ -61,7 +61,7 @@ from .outcome import (
 )
 from .rebalance import Ctx, schedule_heartbeat
 from .transitions import mark_dead, prepare_rebalance
-from .records import (
+from ..protocol.records.classic_records import (
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,

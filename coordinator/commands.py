@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fast_init import fast_init
+from ..protocol.fast_init import fast_init
 from .member import Handle, Protocols
 
 UNKNOWN_MEMBER_ID = ""

@@ -42,7 +42,7 @@ from .consumer_records import (
 )
 from .downgrade import DowngradedToClassic, convert_to_classic_group, validate_online_downgrade
 from .outcome import Outcome, Reply, ScheduleTimer
-from .records import Record
+from ..protocol.records.classic_records import Record
 from .reconcile import FencedMemberEpoch, is_subset, maybe_reconcile
 from .regex import InvalidRegularExpression, compile_regex
 

@@ -48,7 +48,7 @@ from .migration import (
 )
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .outcome import Outcome
-from .records import GroupMetadataTombstone, OffsetCommitRecord, OffsetCommitTombstone
+from ..protocol.records.classic_records import GroupMetadataTombstone, OffsetCommitRecord, OffsetCommitTombstone
 from .results import DescribedGroup, JoinGroupResult, ListedGroup
 
 E = ErrorCode

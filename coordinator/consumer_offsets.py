@@ -19,7 +19,7 @@ from .consumer_records import group_tombstones
 from .group import ClassicGroup
 from .offsets import _fetched, _metadata_too_large, cannot_fit, refuse_too_large
 from .outcome import Durability, Reply
-from .records import OffsetCommitRecord, OffsetCommitTombstone, Record
+from ..protocol.records.classic_records import OffsetCommitRecord, OffsetCommitTombstone, Record
 from .results import (
     DeletedGroup,
     OffsetCommitResult,

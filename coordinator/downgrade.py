@@ -16,7 +16,7 @@ from . import consumer_commands as cc
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, TopicImage
 from .consumer_records import group_tombstones, member_tombstones
 from .group import CONSUMER_PROTOCOL_TYPE
-from .records import GroupMetadataMember, GroupMetadataRecord
+from ..protocol.records.classic_records import GroupMetadataMember, GroupMetadataRecord
 
 if TYPE_CHECKING:
     from .consumer_heartbeat import CCtx

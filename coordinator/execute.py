@@ -16,7 +16,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 
 from .classic import GroupStateMachine
 from .outcome import Durability, Event, Outcome, Reply, TimerOp
-from .records import Record
+from ..protocol.records.classic_records import Record
 from .results import append_error_to_response
 
 AppendRecords = Callable[[int, list[Record]], Awaitable[None]]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import cast
 
-from .fast_init import fast_init
+from ..protocol.fast_init import fast_init
 from .member import Handle, Member, Protocols
 from .subscription import SubscriptionDecodeError, decode_subscription_topics
 

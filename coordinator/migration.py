@@ -60,7 +60,7 @@ from .consumer_records import (
 from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from .outcome import Reply
 from .reconcile import maybe_reconcile
-from .records import GroupMetadataTombstone
+from ..protocol.records.classic_records import GroupMetadataTombstone
 from .results import HeartbeatResult, JoinGroupResult, LeaveGroupResult, LeaveMemberResult, SyncGroupResult
 
 E = ErrorCode

@@ -17,7 +17,7 @@ from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .join import validate_current_member
 from .outcome import Durability, GroupRemoved, Outcome, Reply, WriteFailed
 from .rebalance import Ctx, schedule_heartbeat
-from .records import GroupMetadataTombstone, OffsetCommitRecord, OffsetCommitTombstone, Record
+from ..protocol.records.classic_records import GroupMetadataTombstone, OffsetCommitRecord, OffsetCommitTombstone, Record
 from .results import (
     OffsetCommitResult,
     OffsetDeleteResult,

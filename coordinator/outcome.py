@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Union
 
-from .fast_init import fast_init
+from ..protocol.fast_init import fast_init
 from ..protocol.errors import ErrorCode
 
 from .commands import TimerExpiry
 from .consumer_commands import ConsumerExpiry
 from .member import Handle, Protocols
-from .records import Record
+from ..protocol.records.classic_records import Record
 from .results import Result
 
 if TYPE_CHECKING:

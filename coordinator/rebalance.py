@@ -17,7 +17,7 @@ from .config import GroupConfig
 from .group import ClassicGroup, GroupState
 from .member import Member
 from .outcome import Outcome, ScheduleTimer
-from .records import GroupMetadataMember, GroupMetadataRecord
+from ..protocol.records.classic_records import GroupMetadataMember, GroupMetadataRecord
 from .results import JoinGroupMember, JoinGroupResult, SyncGroupResult
 
 E = ErrorCode

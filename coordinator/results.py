@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .fast_init import fast_init
+from ..protocol.fast_init import fast_init
 from ..protocol.errors import ErrorCode
 
 from . import commands as c

@@ -46,7 +46,7 @@ from .execute import (
     runs_without_waiting,
 )
 from .outcome import CancelTimer, Event, GroupExpiry, Outcome, Reply, TimerOp
-from .records import Record
+from ..protocol.records.classic_records import Record
 from .results import error_result_for
 
 E = ErrorCode

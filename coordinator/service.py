@@ -46,7 +46,7 @@ from .execute import AppendNowait, AppendRecords
 from .history import RebalanceHistory, in_progress
 from .outcome import Event, RebalanceCompleted, WriteFailed
 from .partitioning import partition_for
-from .records import Record
+from ..protocol.records.classic_records import Record
 from .results import (
     DeletedGroup,
     DescribedGroup,

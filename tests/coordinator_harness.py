@@ -20,7 +20,7 @@ from kbroker.coordinator.classic import GroupStateMachine
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.execute import execute_outcome, run_now
 from kbroker.coordinator.outcome import CancelTimer, Event, Reply, TimerOp
-from kbroker.coordinator.records import Record
+from kbroker.protocol.records.classic_records import Record
 
 
 class Harness:

@@ -32,7 +32,7 @@ from ...protocol.record_batch import (CRC_OFFSET, HEADER_SIZE, compute_crc, deco
 from ..storage.log.config import LogConfig
 
 if TYPE_CHECKING:
-    from ...coordinator.records import Record
+    from ...protocol.records.classic_records import Record
 
 log = structlog.get_logger("kbroker.offsets_topic")
 
@@ -100,7 +100,7 @@ class OffsetsTopic:
         self.open_txn_offsets: dict[int, dict[int, list[Record]]] = {}
         self._load_offset: dict[int, int] = {}  # how far each partition's replay read (for failure logs)
         self._held: dict[int, _Held] = {}  # partition -> records taken in this turn of the loop, not yet written
-        # The record codec (coordinator/record_codec.py), imported with the first record written: a
+        # The record codec (protocol/records/codec.py), imported with the first record written: a
         # broker that stores no group and serves none never loads the coordinator (broker/app.py).
         self._encode_record: Callable[[Record], tuple[bytes, bytes | None]] | None = None
 
@@ -157,7 +157,7 @@ class OffsetsTopic:
             raise plog.fenced
         encode = self._encode_record
         if encode is None:
-            from ...coordinator.record_codec import encode_record
+            from ...protocol.records.codec import encode_record
 
             encode = self._encode_record = encode_record
         encoded = [encode(r) for r in records]
@@ -381,7 +381,7 @@ def _fold_chunk(chunk: bytes, offset: int, fold: _PartitionFold) -> Iterator[Non
 
 
 def _decoded(partition: int, latest: list[tuple[bytes, tuple[int, bytes | None]]]) -> list[Record]:
-    from ...coordinator.record_codec import UnknownRecordType, decode_record
+    from ...protocol.records.codec import UnknownRecordType, decode_record
 
     out: list[Record] = []
     for key, (offset, value) in latest:
@@ -398,8 +398,8 @@ def _lost_commits(raw: bytes | None) -> list[str]:
     """What a damaged batch held, as far as its bytes still decode (best effort: it failed its CRC)."""
     if not raw:
         return []
-    from ...coordinator.record_codec import decode_record
-    from ...coordinator.records import OffsetCommitRecord, OffsetCommitTombstone
+    from ...protocol.records.codec import decode_record
+    from ...protocol.records.classic_records import OffsetCommitRecord, OffsetCommitTombstone
 
     names: list[str] = []
     try:

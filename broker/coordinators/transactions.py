@@ -31,10 +31,10 @@ import structlog
 
 from ..partitions.txn_markers import write_markers
 from ...coordinator import commands as c
-from ...coordinator.record_codec import encode_record
-from ...coordinator.records import OffsetCommitRecord
+from ...protocol.records.codec import encode_record
+from ...protocol.records.classic_records import OffsetCommitRecord
 from ...coordinator.txn.coordinator import COORDINATOR_EPOCH, Decision, TxnConfig, TxnCoordinator, log_value
-from ...coordinator.txn.log_format import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
+from ...protocol.records.transaction_log import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
 from ...coordinator.txn.metadata import TopicPartition, TxnState
 from ...protocol.errors import ErrorCode
 from ...protocol.record_batch import Record as LogRecord

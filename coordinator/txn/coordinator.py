@@ -13,7 +13,7 @@ from typing import Callable, Iterable
 
 from ..partitioning import partition_for
 from ...purgatory.clock import Clock
-from .log_format import TxnLogValue
+from ...protocol.records.transaction_log import TxnLogValue
 from .metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,

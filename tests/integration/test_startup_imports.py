@@ -37,11 +37,11 @@ NOT_FOR_SERVING = ("construct",  # the codec is compiled ahead of time (protocol
 # the consumer protocol (coordinator/consumer_on_demand.py), so a broker with nothing stored has none.
 ON_FIRST_USE = (# the group coordinator: built with the first group request or stored group (broker/app.py)
                 "kbroker.coordinator.service", "kbroker.coordinator.classic", "kbroker.coordinator.runtime",
-                "kbroker.coordinator.record_codec", "kbroker.coordinator.records", "kbroker.coordinator.commands",
+                "kbroker.protocol.records.codec", "kbroker.protocol.records.classic_records", "kbroker.coordinator.commands",
                 "kbroker.coordinator.consumer_machine", "kbroker.coordinator.consumer_heartbeat",
                 "kbroker.coordinator.consumer_offsets", "kbroker.coordinator.migration",
                 "kbroker.coordinator.assignors", "kbroker.coordinator.reconcile",
-                "kbroker.coordinator.consumer_record_codec",
+                "kbroker.protocol.records.consumer_codec",
                 # the transaction coordinator: built with the first transactional request (broker/app.py)
                 "kbroker.broker.coordinators.transactions", "kbroker.coordinator.txn.coordinator",
                 # credentials, ACLs, TLS and SASL: a broker with only PLAINTEXT listeners and no

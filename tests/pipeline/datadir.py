@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kbroker.broker.storage.log.manager import LogManager
 from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
-from kbroker.coordinator.records import (
+from kbroker.protocol.records.classic_records import (
     GroupMetadataMember,
     GroupMetadataRecord,
     GroupMetadataTombstone,

@@ -538,7 +538,7 @@ def test_replay_of_group_tombstones_forgets_the_group() -> None:
 def _compacted(records, drop_tombstones: bool):
     """What log compaction leaves: the last record of each key, in log order (and, once the delete
     retention has passed, no tombstones)."""
-    from kbroker.coordinator.record_codec import encode_record
+    from kbroker.protocol.records.codec import encode_record
 
     last = {}
     for i, record in enumerate(records):

@@ -13,15 +13,15 @@ import sys
 ON_DEMAND = ["kbroker.coordinator.consumer_machine", "kbroker.coordinator.consumer_heartbeat",
              "kbroker.coordinator.consumer_offsets", "kbroker.coordinator.migration",
              "kbroker.coordinator.assignors", "kbroker.coordinator.reconcile",
-             "kbroker.coordinator.consumer_record_codec",
+             "kbroker.protocol.records.consumer_codec",
              "kbroker.protocol.messages.consumer_group_metadata_key"]
 
 PRELUDE = """
 import json, sys
 from kbroker.coordinator import commands as c
 from kbroker.coordinator.classic import GroupStateMachine
-from kbroker.coordinator.record_codec import decode_record, encode_record
-from kbroker.coordinator.records import OffsetCommitRecord
+from kbroker.protocol.records.codec import decode_record, encode_record
+from kbroker.protocol.records.classic_records import OffsetCommitRecord
 m = GroupStateMachine(0)
 m.begin_load()
 m.replay(decode_record(*encode_record(OffsetCommitRecord("g", "t", 0, 5, -1, "", 1))))

@@ -10,7 +10,7 @@ import pytest
 from kbroker.coordinator import commands as c
 from kbroker.coordinator.actor import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.records import (
+from kbroker.protocol.records.classic_records import (
     GroupMetadataRecord,
     OffsetCommitRecord,
     OffsetCommitTombstone,

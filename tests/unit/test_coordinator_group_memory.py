@@ -9,7 +9,7 @@ import tracemalloc
 from kbroker.coordinator import commands as c
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.group import ClassicGroup, GroupState
-from kbroker.coordinator.records import OffsetCommitRecord
+from kbroker.protocol.records.classic_records import OffsetCommitRecord
 from kbroker.tests.coordinator_harness import Harness
 from kbroker.protocol.errors import ErrorCode
 

@@ -12,7 +12,7 @@ from kbroker.coordinator import commands as c
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.group import GroupState
 from kbroker.coordinator.outcome import RebalanceCompleted
-from kbroker.coordinator.records import GroupMetadataRecord
+from kbroker.protocol.records.classic_records import GroupMetadataRecord
 from kbroker.coordinator.results import JoinGroupResult, SyncGroupResult
 from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.protocol.errors import ErrorCode

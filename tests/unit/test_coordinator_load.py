@@ -8,7 +8,7 @@ import pytest
 from kbroker.coordinator import commands as c
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.group import GroupState
-from kbroker.coordinator.records import (
+from kbroker.protocol.records.classic_records import (
     GroupMetadataMember,
     GroupMetadataRecord,
     GroupMetadataTombstone,

@@ -8,7 +8,7 @@ import pytest
 from kbroker.coordinator import commands as c
 from kbroker.coordinator.group import GroupState
 from kbroker.coordinator.outcome import RebalanceCompleted
-from kbroker.coordinator.records import GroupMetadataRecord
+from kbroker.protocol.records.classic_records import GroupMetadataRecord
 from kbroker.coordinator.results import (
     HeartbeatResult,
     JoinGroupResult,

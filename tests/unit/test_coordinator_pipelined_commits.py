@@ -8,7 +8,7 @@ import asyncio
 from kbroker.coordinator import commands as c
 from kbroker.coordinator.actor import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.records import GroupMetadataRecord, OffsetCommitRecord, Record
+from kbroker.protocol.records.classic_records import GroupMetadataRecord, OffsetCommitRecord, Record
 from kbroker.tests.coordinator_harness import join_request
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.purgatory.clock import ManualClock

@@ -9,7 +9,7 @@ import asyncio
 
 from kbroker.coordinator import commands as c
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.records import OffsetCommitRecord, Record
+from kbroker.protocol.records.classic_records import OffsetCommitRecord, Record
 from kbroker.coordinator.results import HeartbeatResult
 from kbroker.coordinator.service import GroupCoordinatorService
 from kbroker.protocol.errors import ErrorCode

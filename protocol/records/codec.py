@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from io import BytesIO
 
-from .records import (
+from .classic_records import (
     GroupMetadataMember,
     GroupMetadataRecord,
     GroupMetadataTombstone,
@@ -19,12 +19,12 @@ from .records import (
     OffsetCommitTombstone,
     Record,
 )
-from .consumer_records import is_consumer_record
-from ..protocol import codec
-from ..protocol.messages import group_metadata_key as gmk
-from ..protocol.messages import group_metadata_value as gmv
-from ..protocol.messages import offset_commit_key as ock
-from ..protocol.messages import offset_commit_value as ocv
+from ...coordinator.consumer_records import is_consumer_record
+from .. import codec
+from ..messages import group_metadata_key as gmk
+from ..messages import group_metadata_value as gmv
+from ..messages import offset_commit_key as ock
+from ..messages import offset_commit_value as ocv
 
 LEGACY_OFFSET_COMMIT = 0
 OFFSET_COMMIT = 1
@@ -111,7 +111,7 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
         return _key(GROUP_METADATA, gmk.SPEC, gmk.GroupMetadataKey(record.group)), None
     if is_consumer_record(record):
         # imported with the first consumer-group (KIP-848) record: a classic-only broker never needs it
-        from .consumer_record_codec import encode_consumer_record
+        from .consumer_codec import encode_consumer_record
 
         return encode_consumer_record(record)
     raise TypeError(f"not a coordinator record: {record!r}")
@@ -205,7 +205,7 @@ def decode_record(key: bytes | None, value: bytes | None) -> Record:
                 for m in v.members
             ),
         )
-    from .consumer_record_codec import CONSUMER_RECORD_TYPES, IgnoredRecord, decode_consumer_record
+    from .consumer_codec import CONSUMER_RECORD_TYPES, IgnoredRecord, decode_consumer_record
 
     if record_type in CONSUMER_RECORD_TYPES:
         try:

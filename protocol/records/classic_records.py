@@ -1,7 +1,7 @@
 """Coordinator-level records for `__consumer_offsets`.
 
 Field names follow Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value (snake_case) so that
-coordinator/record_codec.py can serialize them one-to-one. A tombstone is its own type: the key with a
+protocol/records/codec.py can serialize them one-to-one. A tombstone is its own type: the key with a
 null value.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fast_init import fast_init
-from .consumer_records import ConsumerRecord
+from ..fast_init import fast_init
+from ...coordinator.consumer_records import ConsumerRecord
 
 
 @fast_init

@@ -11,58 +11,58 @@ from __future__ import annotations
 import struct
 from io import BytesIO
 
-from ..protocol import codec
-from ..protocol.messages import consumer_group_current_member_assignment_key as cmak
-from ..protocol.messages import consumer_group_current_member_assignment_value as cmav
-from ..protocol.messages import consumer_group_member_metadata_key as mmk
-from ..protocol.messages import consumer_group_member_metadata_value as mmv
-from ..protocol.messages import consumer_group_metadata_key as gmk
-from ..protocol.messages import consumer_group_metadata_value as gmv
-from ..protocol.messages import consumer_group_regular_expression_key as rek
-from ..protocol.messages import consumer_group_regular_expression_value as rev
-from ..protocol.messages import consumer_group_target_assignment_member_key as tamk
-from ..protocol.messages import consumer_group_target_assignment_member_value as tamv
-from ..protocol.messages import consumer_group_target_assignment_metadata_key as tak
-from ..protocol.messages import consumer_group_target_assignment_metadata_value as tav
+from .. import codec
+from ..messages import consumer_group_current_member_assignment_key as cmak
+from ..messages import consumer_group_current_member_assignment_value as cmav
+from ..messages import consumer_group_member_metadata_key as mmk
+from ..messages import consumer_group_member_metadata_value as mmv
+from ..messages import consumer_group_metadata_key as gmk
+from ..messages import consumer_group_metadata_value as gmv
+from ..messages import consumer_group_regular_expression_key as rek
+from ..messages import consumer_group_regular_expression_value as rev
+from ..messages import consumer_group_target_assignment_member_key as tamk
+from ..messages import consumer_group_target_assignment_member_value as tamv
+from ..messages import consumer_group_target_assignment_metadata_key as tak
+from ..messages import consumer_group_target_assignment_metadata_value as tav
 
-from .consumer_group import ClassicMemberMetadata
-from .consumer_records import (
+from ...coordinator.consumer_group import ClassicMemberMetadata
+from ...coordinator.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentRecord as CurrentAssignment,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentTombstone as CurrentAssignmentTombstone,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupMemberMetadataRecord as MemberMetadata,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupMemberMetadataTombstone as MemberMetadataTombstone,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupMetadataRecord as GroupMetadata,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupMetadataTombstone as GroupMetadataTombstone,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupRegularExpressionRecord as Regex,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupRegularExpressionTombstone as RegexTombstone,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupTargetAssignmentMemberRecord as TargetMember,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupTargetAssignmentMemberTombstone as TargetMemberTombstone,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataRecord as TargetMetadata,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataTombstone as TargetMetadataTombstone,
 )
-from .consumer_records import (
+from ...coordinator.consumer_records import (
     ConsumerRecord,
     topic_ids_sorted,
 )
