@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .consumer_group import Assignment
+from ..protocol.records.consumer_records import Assignment
 
 UNIFORM = "uniform"
 RANGE = "range"

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .group import OffsetAndMetadata, TopicPartition
+from ..protocol.records.consumer_records import Assignment, ClassicMemberMetadata
 
-Assignment = Mapping[uuid.UUID, frozenset[int]]
 EMPTY_ASSIGNMENT: Assignment = {}
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
@@ -43,15 +43,6 @@ class ConsumerGroupState(enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-@dataclass(frozen=True, slots=True)
-class ClassicMemberMetadata:
-    """A member that speaks the classic protocol inside a consumer group (online migration):
-    its JoinGroup session timeout and protocols (name, ConsumerProtocolSubscription bytes)."""
-
-    session_timeout_ms: int
-    supported_protocols: tuple[tuple[str, bytes], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,17 +29,15 @@ from .consumer_group import (
     MemberState,
     TopicImage,
 )
-from .consumer_records import (
+from ..protocol.records.consumer_records import (
     ConsumerGroupMetadataRecord,
     ConsumerGroupRegularExpressionRecord,
     ConsumerGroupRegularExpressionTombstone,
     ConsumerGroupTargetAssignmentMemberRecord,
     ConsumerGroupTargetAssignmentMetadataRecord,
     ConsumerRecord,
-    current_assignment_record,
-    member_subscription_record,
-    member_tombstones,
 )
+from .consumer_records import current_assignment_record, member_subscription_record, member_tombstones
 from .downgrade import DowngradedToClassic, convert_to_classic_group, validate_online_downgrade
 from .outcome import Outcome, Reply, ScheduleTimer
 from ..protocol.records.classic_records import Record

@@ -33,7 +33,8 @@ from .consumer_offsets import (
     handle_consumer_offset_expiry,
     handle_consumer_offset_fetch,
 )
-from .consumer_records import ConsumerGroupMetadataTombstone, is_consumer_record, replay
+from ..protocol.records.consumer_records import ConsumerGroupMetadataTombstone, is_consumer_record
+from .consumer_records import replay
 from .consumer_records import group_tombstones
 from .controls import CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
 from .downgrade import JoinAfterConsumerGroupDeleted

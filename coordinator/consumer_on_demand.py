@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import consumer_commands as cc
 from .config import GroupConfig, default_max_batch_bytes
 from .consumer_group import no_topics
-from .consumer_records import is_consumer_record
+from ..protocol.records.consumer_records import is_consumer_record
 
 _CONSUMER_COMMANDS = cc.CONSUMER_REQUESTS + cc.CONSUMER_EXPIRIES  # asked of every command: made once
 from .outcome import Outcome

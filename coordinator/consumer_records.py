@@ -1,9 +1,6 @@
-"""Consumer group records (Kafka's ConsumerGroup* coordinator records) and their replay.
+"""Consumer group records (Kafka's ConsumerGroup* coordinator records): their builders and replay.
 
-Kafka's record helpers (GroupCoordinatorRecordHelpers) name one record per concern; so do we:
-group epoch (+ subscription metadata hash), member subscription, target assignment epoch, one
-member's target assignment, one member's current assignment, a resolved regular expression. A
-tombstone is the key with a null value; here, a `...Tombstone` type.
+The record types are the protocol's (protocol/records/consumer_records.py), beside their codec.
 
 `replay` is the only code that changes a ConsumerGroup; the shell calls it for every record once
 it is durable, and at load time for every record in the partition.
@@ -11,123 +8,25 @@ it is durable, and at load time for every record in the partition.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from .consumer_group import (
-    LEAVE_GROUP_MEMBER_EPOCH,
-    ClassicMemberMetadata,
+from .consumer_group import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroup, ConsumerGroupMember, MemberState
+from ..protocol.records.consumer_records import (
     Assignment,
-    ConsumerGroup,
-    ConsumerGroupMember,
-    MemberState,
+    ConsumerGroupCurrentMemberAssignmentRecord,
+    ConsumerGroupCurrentMemberAssignmentTombstone,
+    ConsumerGroupMemberMetadataRecord,
+    ConsumerGroupMemberMetadataTombstone,
+    ConsumerGroupMetadataRecord,
+    ConsumerGroupMetadataTombstone,
+    ConsumerGroupRegularExpressionRecord,
+    ConsumerGroupRegularExpressionTombstone,
+    ConsumerGroupTargetAssignmentMemberRecord,
+    ConsumerGroupTargetAssignmentMemberTombstone,
+    ConsumerGroupTargetAssignmentMetadataRecord,
+    ConsumerGroupTargetAssignmentMetadataTombstone,
+    ConsumerRecord,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMetadataRecord:
-    group: str
-    epoch: int
-    metadata_hash: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMetadataTombstone:
-    group: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMemberMetadataRecord:
-    group: str
-    member_id: str
-    instance_id: str | None
-    rack_id: str | None
-    client_id: str
-    client_host: str
-    subscribed_topic_names: tuple[str, ...]
-    subscribed_topic_regex: str | None
-    rebalance_timeout_ms: int
-    server_assignor: str | None
-    classic: ClassicMemberMetadata | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMemberMetadataTombstone:
-    group: str
-    member_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMetadataRecord:
-    group: str
-    assignment_epoch: int
-    assignment_timestamp: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMetadataTombstone:
-    group: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMemberRecord:
-    group: str
-    member_id: str
-    partitions: Assignment = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMemberTombstone:
-    group: str
-    member_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupCurrentMemberAssignmentRecord:
-    group: str
-    member_id: str
-    member_epoch: int
-    previous_member_epoch: int
-    state: int
-    assigned_partitions: Assignment = field(default_factory=dict)
-    partitions_pending_revocation: Assignment = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupCurrentMemberAssignmentTombstone:
-    group: str
-    member_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupRegularExpressionRecord:
-    group: str
-    regex: str
-    topics: tuple[str, ...]
-    version: int = 0
-    timestamp: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupRegularExpressionTombstone:
-    group: str
-    regex: str
-
-
-ConsumerRecord = (
-    ConsumerGroupMetadataRecord | ConsumerGroupMetadataTombstone
-    | ConsumerGroupMemberMetadataRecord | ConsumerGroupMemberMetadataTombstone
-    | ConsumerGroupTargetAssignmentMetadataRecord | ConsumerGroupTargetAssignmentMetadataTombstone
-    | ConsumerGroupTargetAssignmentMemberRecord | ConsumerGroupTargetAssignmentMemberTombstone
-    | ConsumerGroupCurrentMemberAssignmentRecord | ConsumerGroupCurrentMemberAssignmentTombstone
-    | ConsumerGroupRegularExpressionRecord | ConsumerGroupRegularExpressionTombstone
-)
-CONSUMER_RECORD_TYPES = ConsumerRecord.__args__
-
-
-def is_consumer_record(record: object) -> bool:
-    return isinstance(record, CONSUMER_RECORD_TYPES)
 
 
 # -- builders (Kafka's GroupCoordinatorRecordHelpers) --------------------------------------------
@@ -242,7 +141,3 @@ def _member_state(value: int) -> MemberState:
         return MemberState(value)
     except ValueError:
         return MemberState.UNKNOWN
-
-
-def topic_ids_sorted(assignment: Assignment) -> list[tuple[uuid.UUID, list[int]]]:
-    return [(t, sorted(ps)) for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])) if ps]

@@ -48,15 +48,12 @@ from .downgrade import (
     encode_assignment,
     validate_online_downgrade_with_replaced_member,
 )
-from .consumer_records import (
+from ..protocol.records.consumer_records import (
     ConsumerGroupMetadataRecord,
     ConsumerGroupTargetAssignmentMemberRecord,
     ConsumerGroupTargetAssignmentMetadataRecord,
-    current_assignment_record,
-    member_subscription_record,
-    member_tombstones,
-    replay,
 )
+from .consumer_records import current_assignment_record, member_subscription_record, member_tombstones, replay
 from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from .outcome import Reply
 from .reconcile import maybe_reconcile

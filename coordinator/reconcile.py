@@ -11,7 +11,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 
-from .consumer_group import Assignment, ConsumerGroupMember, MemberState
+from .consumer_group import ConsumerGroupMember, MemberState
+from ..protocol.records.consumer_records import Assignment
 
 OwnedPartitions = Sequence[tuple[uuid.UUID, Sequence[int]]] | None
 PartitionEpoch = Callable[[uuid.UUID, int], int]

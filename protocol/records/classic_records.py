@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..fast_init import fast_init
-from ...coordinator.consumer_records import ConsumerRecord
+from .consumer_records import ConsumerRecord
 
 
 @fast_init

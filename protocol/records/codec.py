@@ -19,7 +19,7 @@ from .classic_records import (
     OffsetCommitTombstone,
     Record,
 )
-from ...coordinator.consumer_records import is_consumer_record
+from .consumer_records import is_consumer_record
 from .. import codec
 from ..messages import group_metadata_key as gmk
 from ..messages import group_metadata_value as gmv

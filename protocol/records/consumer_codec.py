@@ -25,47 +25,19 @@ from ..messages import consumer_group_target_assignment_member_value as tamv
 from ..messages import consumer_group_target_assignment_metadata_key as tak
 from ..messages import consumer_group_target_assignment_metadata_value as tav
 
-from ...coordinator.consumer_group import ClassicMemberMetadata
-from ...coordinator.consumer_records import (
-    ConsumerGroupCurrentMemberAssignmentRecord as CurrentAssignment,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupCurrentMemberAssignmentTombstone as CurrentAssignmentTombstone,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupMemberMetadataRecord as MemberMetadata,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupMemberMetadataTombstone as MemberMetadataTombstone,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupMetadataRecord as GroupMetadata,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupMetadataTombstone as GroupMetadataTombstone,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupRegularExpressionRecord as Regex,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupRegularExpressionTombstone as RegexTombstone,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupTargetAssignmentMemberRecord as TargetMember,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupTargetAssignmentMemberTombstone as TargetMemberTombstone,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupTargetAssignmentMetadataRecord as TargetMetadata,
-)
-from ...coordinator.consumer_records import (
-    ConsumerGroupTargetAssignmentMetadataTombstone as TargetMetadataTombstone,
-)
-from ...coordinator.consumer_records import (
-    ConsumerRecord,
-    topic_ids_sorted,
-)
+from .consumer_records import ConsumerGroupCurrentMemberAssignmentRecord as CurrentAssignment
+from .consumer_records import ConsumerGroupCurrentMemberAssignmentTombstone as CurrentAssignmentTombstone
+from .consumer_records import ConsumerGroupMemberMetadataRecord as MemberMetadata
+from .consumer_records import ConsumerGroupMemberMetadataTombstone as MemberMetadataTombstone
+from .consumer_records import ConsumerGroupMetadataRecord as GroupMetadata
+from .consumer_records import ConsumerGroupMetadataTombstone as GroupMetadataTombstone
+from .consumer_records import ConsumerGroupRegularExpressionRecord as Regex
+from .consumer_records import ConsumerGroupRegularExpressionTombstone as RegexTombstone
+from .consumer_records import ConsumerGroupTargetAssignmentMemberRecord as TargetMember
+from .consumer_records import ConsumerGroupTargetAssignmentMemberTombstone as TargetMemberTombstone
+from .consumer_records import ConsumerGroupTargetAssignmentMetadataRecord as TargetMetadata
+from .consumer_records import ConsumerGroupTargetAssignmentMetadataTombstone as TargetMetadataTombstone
+from .consumer_records import ClassicMemberMetadata, ConsumerRecord, topic_ids_sorted
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4

@@ -46,7 +46,7 @@ def test_classic_groups_and_offsets_never_import_the_consumer_machine() -> None:
 
 def test_a_consumer_record_loads_the_machine_and_is_replayed() -> None:
     found = _run("""
-from kbroker.coordinator.consumer_records import ConsumerGroupMetadataRecord
+from kbroker.protocol.records.consumer_records import ConsumerGroupMetadataRecord
 record = decode_record(*encode_record(ConsumerGroupMetadataRecord("cg", 3)))
 m.begin_load()
 m.replay(record)

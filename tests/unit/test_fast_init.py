@@ -11,7 +11,7 @@ from hypothesis import given, strategies as st
 
 from kbroker.coordinator import commands as c
 from kbroker.coordinator import outcome, results
-from kbroker.protocol.records import records
+from kbroker.protocol.records import classic_records as records
 from kbroker.protocol.fast_init import fast_init
 
 FAST = [c.OffsetCommitPartition, c.OffsetCommitTopic, c.HeartbeatExpired, records.OffsetCommitRecord,

@@ -46,7 +46,7 @@ def test_a_commit_record_reads_back_as_itself(record: OffsetCommitRecord) -> Non
 def test_the_common_commit_takes_the_fast_path() -> None:
     # What a consumer commits: no expiry, short metadata. The generic codec is not asked.
     record = OffsetCommitRecord("g", "t", 3, 42, 7, "meta", 1_700_000_000_000, None)
-    from kbroker.protocol.records import record_codec
+    from kbroker.protocol.records import codec as record_codec
 
     assert record_codec._encode_offset_commit(record) == encode_offset_commit_generic(record)
     assert record_codec._encode_offset_commit(OffsetCommitRecord("g", "t", 3, 42, 7, "m" * 127, 0, None)) is None

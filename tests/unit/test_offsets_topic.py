@@ -177,7 +177,7 @@ _text = st.text(max_size=140)  # metadata past 126 characters takes the generic 
 def test_the_offset_commit_fast_path_decodes_what_the_generic_codec_decodes(record) -> None:
     from unittest import mock
 
-    from kbroker.protocol.records import record_codec
+    from kbroker.protocol.records import codec as record_codec
 
     key, value = encode_record(record)
     with mock.patch.object(record_codec, "_decode_offset_commit", lambda *_: None):
@@ -192,7 +192,7 @@ def test_the_offset_commit_fast_path_decodes_what_the_generic_codec_decodes(reco
 def test_the_offset_commit_fast_path_fails_or_falls_back_on_garbage(key: bytes, value: bytes | None) -> None:
     from unittest import mock
 
-    from kbroker.protocol.records import record_codec
+    from kbroker.protocol.records import codec as record_codec
 
     key = b"\x00\x01" + key
     with mock.patch.object(record_codec, "_decode_offset_commit", lambda *_: None):
