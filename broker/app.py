@@ -30,7 +30,7 @@ from .startup import Prepared, prepare
 from .partitions.startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
-    from ..coordinator.actor import GroupCoordinatorService
+    from ..coordinator.runtime.actor import GroupCoordinatorService
     from .services import BrokerServices
     from .security.service import Security
     from .coordinators.transactions import TransactionService
@@ -269,7 +269,7 @@ class Broker:
         return security
 
     def _build_coordinator(self) -> GroupCoordinatorService:
-        from ..coordinator.actor import GroupCoordinatorService
+        from ..coordinator.runtime.actor import GroupCoordinatorService
         from ..coordinator.config import GroupConfig
 
         config = self.config
@@ -307,7 +307,7 @@ class Broker:
         cached = self._topics_image_cache
         if cached is not None and cached[0] == version:
             return cached[1]
-        from ..coordinator.consumer_group import TopicImage
+        from ..coordinator.groups.consumer.consumer_group import TopicImage
 
         image = {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
         self._topics_image_cache = (version, image)

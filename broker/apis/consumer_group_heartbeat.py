@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from . import group_wire
 from ..network.router import Deferred, RequestContext
-from ...coordinator import consumer_commands as cc
-from ...coordinator.consumer_commands import ConsumerGroupHeartbeatResult
+from ...coordinator.groups.consumer import consumer_commands as cc
+from ...coordinator.groups.consumer.consumer_commands import ConsumerGroupHeartbeatResult
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from ...protocol.messages.consumer_group_heartbeat_response import (

@@ -1,6 +1,6 @@
 """Shared pieces of the group API handlers (broker/apis/{join_group,sync_group,...}.py).
 
-The handlers adapt each wire version to a `kbroker.coordinator.commands` command, call the broker's
+The handlers adapt each wire version to a `kbroker.coordinator.groups.commands` command, call the broker's
 `GroupCoordinatorService` (`broker.coordinator`), and translate the result back to the exact
 response version. What lives here:
 
@@ -37,7 +37,7 @@ from ..network.server import CloseConnection
 from ...protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from ...coordinator.actor import GroupCoordinatorService
+    from ...coordinator.runtime.actor import GroupCoordinatorService
 
 log = structlog.get_logger("kbroker.groups")
 T = TypeVar("T")

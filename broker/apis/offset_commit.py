@@ -19,8 +19,8 @@ from uuid import UUID
 
 from . import group_wire
 from ..network.router import Deferred, RequestContext
-from ...coordinator import commands as c
-from ...coordinator.results import OffsetCommitResult
+from ...coordinator.groups import commands as c
+from ...coordinator.groups.results import OffsetCommitResult
 from ...protocol.errors import ErrorCode
 from ...protocol.wire import ZERO_UUID
 from ...protocol.messages.offset_commit_request import OffsetCommitRequest

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from . import group_wire
 from .repeats import charge, in_request_order
 from ..network.router import RequestContext
-from ...coordinator import commands as c
-from ...coordinator.results import OffsetFetchResult
+from ...coordinator.groups import commands as c
+from ...coordinator.groups.results import OffsetFetchResult
 from ...protocol.errors import ErrorCode
 from ...protocol.wire import ZERO_UUID
 from ...protocol.messages.offset_fetch_request import (
@@ -40,7 +40,7 @@ from ...protocol.messages.offset_fetch_response import (
 )
 
 if TYPE_CHECKING:
-    from ...coordinator.actor import GroupCoordinatorService
+    from ...coordinator.runtime.actor import GroupCoordinatorService
 
 API_KEY = 9
 VERSIONS = (0, 10)
@@ -72,7 +72,7 @@ async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch) -> OffsetFetchResult:
 
 
 def _mark_unstable(ctx: RequestContext, cmd: c.OffsetFetch, result: OffsetFetchResult) -> OffsetFetchResult:
-    from ...coordinator.results import OffsetFetchPartition, OffsetFetchTopic
+    from ...coordinator.groups.results import OffsetFetchPartition, OffsetFetchTopic
 
     if result.error != E.NONE:
         return result

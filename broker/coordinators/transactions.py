@@ -30,7 +30,7 @@ from typing import Any
 import structlog
 
 from ..partitions.txn_markers import write_markers
-from ...coordinator import commands as c
+from ...coordinator.groups import commands as c
 from ...protocol.records.codec import encode_record
 from ...protocol.records.classic_records import OffsetCommitRecord
 from ...coordinator.txn.coordinator import COORDINATOR_EPOCH, Decision, TxnConfig, TxnCoordinator, log_value

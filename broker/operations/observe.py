@@ -89,8 +89,8 @@ class Observations:
         self.fsync.observe(time.perf_counter() - started)
 
     def rebalance(self, entry) -> None:
-        """A history listener (coordinator/history.py): count completed rebalances by reason."""
-        from ...coordinator.history import reason_kind
+        """A history listener (coordinator/groups/history.py): count completed rebalances by reason."""
+        from ...coordinator.groups.history import reason_kind
 
         if entry.kind != "rebalance":
             return

@@ -2,7 +2,7 @@
 any Kafka client, time on demand, and a reset that empties a warm broker between tests.
 
 Each control is one `test_control_applied` log event and, when it concerns a group, one line of
-that group's history. Group changes run in the group's actor (coordinator/controls.py), so a
+that group's history. Group changes run in the group's actor (coordinator/groups/classic/controls.py), so a
 client sees exactly what a real session expiry or rebalance shows it.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from ...coordinator import controls
+from ...coordinator.groups.classic import controls
 from ...protocol.errors import ErrorCode
 
 log = structlog.get_logger("kbroker.test_controls")

@@ -5,7 +5,7 @@ group epoch (+ subscription metadata hash), member subscription, target assignme
 member's target assignment, one member's current assignment, a resolved regular expression. A
 tombstone is the key with a null value; here, a `...Tombstone` type. consumer_codec.py turns them
 into Kafka's key and value bytes; the coordinator builds and replays them
-(coordinator/consumer_records.py).
+(coordinator/groups/consumer/consumer_records.py).
 
 Assignments are keyed by topic id, as on the wire and in the records: {topic_id: frozenset(partitions)}.
 """

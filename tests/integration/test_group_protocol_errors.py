@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from kbroker.coordinator.subscription import encode_subscription_topics
+from kbroker.coordinator.groups.classic.subscription import encode_subscription_topics
 from kbroker.protocol.errors import ErrorCode as E
 from kbroker.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from kbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest

@@ -34,13 +34,13 @@ NOT_FOR_SERVING = ("construct",  # the codec is compiled ahead of time (protocol
                    "cramjam", "lz4", "zstandard", "re2")
 
 # The consumer-group (KIP-848) half of the coordinator: imported with the first command or record of
-# the consumer protocol (coordinator/consumer_on_demand.py), so a broker with nothing stored has none.
+# the consumer protocol (coordinator/groups/consumer/consumer_on_demand.py), so a broker with nothing stored has none.
 ON_FIRST_USE = (# the group coordinator: built with the first group request or stored group (broker/app.py)
-                "kbroker.coordinator.service", "kbroker.coordinator.classic", "kbroker.coordinator.runtime",
-                "kbroker.protocol.records.codec", "kbroker.protocol.records.classic_records", "kbroker.coordinator.commands",
-                "kbroker.coordinator.consumer_machine", "kbroker.coordinator.consumer_heartbeat",
-                "kbroker.coordinator.consumer_offsets", "kbroker.coordinator.migration",
-                "kbroker.coordinator.assignors", "kbroker.coordinator.reconcile",
+                "kbroker.coordinator.runtime.service", "kbroker.coordinator.groups.classic.classic", "kbroker.coordinator.runtime.runtime",
+                "kbroker.protocol.records.codec", "kbroker.protocol.records.classic_records", "kbroker.coordinator.groups.commands",
+                "kbroker.coordinator.groups.consumer.consumer_machine", "kbroker.coordinator.groups.consumer.consumer_heartbeat",
+                "kbroker.coordinator.groups.consumer.consumer_offsets", "kbroker.coordinator.groups.consumer.migration",
+                "kbroker.coordinator.groups.consumer.assignors", "kbroker.coordinator.groups.consumer.reconcile",
                 "kbroker.protocol.records.consumer_codec",
                 # the transaction coordinator: built with the first transactional request (broker/app.py)
                 "kbroker.broker.coordinators.transactions", "kbroker.coordinator.txn.coordinator",

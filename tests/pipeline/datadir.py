@@ -18,7 +18,7 @@ from kbroker.protocol.records.classic_records import (
     OffsetCommitRecord,
     OffsetCommitTombstone,
 )
-from kbroker.coordinator.subscription import encode_subscription_topics
+from kbroker.coordinator.groups.classic.subscription import encode_subscription_topics
 from kbroker.protocol import codec
 from kbroker.protocol.messages import consumer_protocol_assignment as cpa
 from kbroker.protocol.record_batch import Record, encode_batch

@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator import consumer_commands as cc
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.groups.consumer import consumer_commands as cc
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.consumer_group import ConsumerGroupState, MemberState, TopicImage
-from kbroker.coordinator.consumer_heartbeat import AssignmentChanged
+from kbroker.coordinator.groups.consumer.consumer_group import ConsumerGroupState, MemberState, TopicImage
+from kbroker.coordinator.groups.consumer.consumer_heartbeat import AssignmentChanged
 from kbroker.protocol.errors import ErrorCode
 from kbroker.tests.coordinator_harness import Harness
 
@@ -361,7 +361,7 @@ def test_invalid_regular_expression() -> None:
 
 
 def test_a_regular_expression_longer_than_a_group_can_store_is_refused_and_big_ones_are_not_kept() -> None:
-    from kbroker.coordinator import regex as topic_regex
+    from kbroker.coordinator.groups.consumer import regex as topic_regex
 
     h, _ = make()
     longest = "(" + "|".join(f"t{i}" for i in range(6000)) + ")"  # valid, about 41 KB
@@ -442,7 +442,7 @@ def test_test_controls_on_a_consumer_group() -> None:
     control's own turn (a heartbeat sent right after is UNKNOWN_MEMBER_ID); a coordinator move stops
     and re-arms the session timers; there is no group-wide rebalance to force, and ending every
     session is one ExpireMember per member (the service's expire_sessions)."""
-    from kbroker.coordinator.controls import CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
+    from kbroker.coordinator.groups.classic.controls import CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
 
     h, _ = make()
     join(h, "a")

@@ -9,8 +9,9 @@ import dataclasses
 import pytest
 from hypothesis import given, strategies as st
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator import outcome, results
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.runtime import outcome
+from kbroker.coordinator.groups import results
 from kbroker.protocol.records import classic_records as records
 from kbroker.protocol.fast_init import fast_init
 

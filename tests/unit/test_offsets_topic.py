@@ -142,7 +142,7 @@ def _state(machine) -> dict:
 @settings(max_examples=60, deadline=None)
 @given(batches=st.lists(st.lists(_classic_records, min_size=1, max_size=6), min_size=1, max_size=8))
 def test_replaying_the_last_record_per_key_loads_what_replaying_every_record_loads(batches) -> None:
-    from kbroker.coordinator.classic import GroupStateMachine
+    from kbroker.coordinator.groups.classic.classic import GroupStateMachine
 
     with tempfile.TemporaryDirectory() as tmp:
         logs = LogManager(tmp, flush_policy="never")
