@@ -57,9 +57,7 @@ class ApiEntry:
         self.api_key, self.version = api_key, version
         route = self.route = router.route(api_key)
         self.known = api_key in REQUEST_FLEXIBLE_FROM
-        flexible_from = REQUEST_FLEXIBLE_FROM.get(api_key)
-        # Versions beyond the JSON's range follow its "N+" flexible range, like Kafka's extrapolation.
-        self.header_flexible = flexible_from is not None and version >= flexible_from
+        self.header_flexible = framing.request_header_flexible(api_key, version)
         self.served = route is not None and route.min_version <= version <= route.max_version
         self.parse: Callable[[BytesIO, None], Any] | None = None
         self.build: Callable[[Any, BytesIO, None], Any] | None = None
