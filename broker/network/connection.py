@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from . import answers
+from . import error_answers
 from .answers import CLOSE, Answer, ApiEntry, ApiTable, Close
 from ...protocol import framing
 from ...protocol.framing import peek_api, read_client_id
@@ -161,10 +161,12 @@ class Connection:
         """A version (or an API) we do not serve: answered when Kafka's clients can read the answer."""
         api_key, api_version = entry.api_key, entry.version
         if api_key == framing.API_VERSIONS_KEY:
-            self._answered(answers.unsupported_api_versions(entry, correlation_id))
+            route = entry.route
+            served = (route.min_version, route.max_version) if route else (0, 0)
+            self._answered(error_answers.unsupported_api_versions(served, correlation_id))
             return
-        answer = None if entry.route is None else answers.unsupported_version_answer(api_key, api_version,
-                                                                                     correlation_id)
+        answer = None if entry.route is None else error_answers.unsupported_version_answer(api_key, api_version,
+                                                                                           correlation_id)
         log.warning("request_rejected", error="unsupported api" if entry.route is None else "unsupported version",
                     answered=answer is not None, **self._fields(api_key, api_version, correlation_id, client_id))
         if answer is None:

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
-from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, request_fields, unsupported_version_answer
+from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, request_fields
+from .error_answers import unsupported_version_answer
 from .connection import Connection, Request
 from .router import Deferred, RequestContext, Router
 
