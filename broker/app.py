@@ -188,6 +188,8 @@ class Broker:
             self._build_transactions()  # replays it before the server listens, as Kafka loads it
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
+        if self._security is not None:  # the OAUTHBEARER key set's refresh, when fetched over HTTPS
+            self._background += [asyncio.create_task(c, name="security") for c in self._security.background()]
         self._started = True
         if self._coordinator is not None:
             self._coordinator.start_now()

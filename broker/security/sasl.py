@@ -1,4 +1,4 @@
-"""SASL mechanisms as sans-IO server state machines: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER (unsecured JWS).
+"""SASL mechanisms as sans-IO server state machines: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER.
 
 Each exchange takes client tokens and returns server tokens (`evaluate`); it ends `complete` with a
 `principal`, or raises `AuthenticationFailed` carrying Kafka's message and the principal the client
@@ -8,14 +8,13 @@ around it: saslname unescaping, the minimum iteration count, and Kafka's error m
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import secrets
-import time
-from typing import Callable, Protocol
+from typing import Protocol
 
 from .credentials import CredentialStore, ScramCredential
+from .oauth import InvalidToken, TokenValidator
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 ALL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
@@ -149,8 +148,8 @@ def _unescape_saslname(name: str) -> str:
 
 
 class OAuthBearerExchange:
-    """RFC 7628 with Kafka's default (unsecured) validator: a JWS with `alg: none`, a `sub` claim, an
-    `exp` in the future (`iat` not in the future), allowing `clock_skew_s` either way.
+    """RFC 7628: the client's bearer token, checked by the listener's validator (security/oauth.py:
+    signed JWTs against a JWKS; unsecured ones only under --dev-unsecured-oauthbearer).
 
     An invalid token is answered as Kafka answers it: first an error JSON as the server's challenge,
     then, once the client acknowledges with %x01, the failure.
@@ -158,11 +157,8 @@ class OAuthBearerExchange:
 
     mechanism = "OAUTHBEARER"
 
-    def __init__(self, clock_ms: Callable[[], int] | None = None, clock_skew_s: int = 0,
-                 principal_claim: str = "sub") -> None:
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
-        self.clock_skew_ms = clock_skew_s * 1000
-        self.principal_claim = principal_claim
+    def __init__(self, validator: TokenValidator | None) -> None:
+        self.validator = validator
         self.complete = False
         self.principal: str | None = None
         self.credential_expiry_ms: int | None = None
@@ -179,43 +175,17 @@ class OAuthBearerExchange:
         if self.complete:
             raise AuthenticationFailed("Authentication failed: OAUTHBEARER exchange already complete")
         try:
-            jwt = _bearer_token(token)
-            header, claims = _decode_unsecured_jws(jwt)
-            self._validate(header, claims)
-        except _InvalidToken as e:
+            if self.validator is None:
+                raise InvalidToken("OAUTHBEARER has no validator configured")
+            valid = self.validator.validate(_bearer_token(token))
+        except InvalidToken as e:
             self._error = json.dumps({"status": "invalid_token"}, separators=(",", ":"))
-            self._reason = str(e)
+            self._reason, self._attempted = str(e), e.attempted
             return self._error.encode()
         self.complete = True
-        self.principal = "User:" + claims[self.principal_claim]
-        self.credential_expiry_ms = int(claims["exp"] * 1000)
+        self.principal = "User:" + valid.principal
+        self.credential_expiry_ms = valid.expiry_ms
         return b""
-
-    def _validate(self, header: dict, claims: dict) -> None:
-        if header.get("alg") != "none":
-            raise _InvalidToken("the token is not an unsecured JWS (alg must be none)")
-        sub = claims.get(self.principal_claim)
-        if not isinstance(sub, str) or not sub.strip():
-            raise _InvalidToken(f"the required claim {self.principal_claim!r} is missing")
-        self._attempted = sub
-        exp = claims.get("exp")
-        if not isinstance(exp, (int, float)):
-            raise _InvalidToken("the required claim 'exp' is missing")
-        if not abs(exp) * 1000 < _INT64_LIMIT:  # JSON takes NaN, Infinity, 1e306 and 400-digit integers
-            raise _InvalidToken("the claim 'exp' is not a time in seconds")
-        now = self.clock_ms()
-        if now - self.clock_skew_ms >= exp * 1000:
-            raise _InvalidToken("the token has expired")
-        iat = claims.get("iat")
-        if isinstance(iat, (int, float)) and iat * 1000 > now + self.clock_skew_ms:
-            raise _InvalidToken("the token was issued in the future")
-
-
-class _InvalidToken(Exception):
-    pass
-
-
-_INT64_LIMIT = 2**63  # the session lifetime is milliseconds in an int64, as in Kafka
 
 
 def _bearer_token(message: bytes) -> str:
@@ -223,49 +193,24 @@ def _bearer_token(message: bytes) -> str:
     try:
         text = message.decode("utf-8")
     except UnicodeDecodeError:
-        raise _InvalidToken("the client message is not UTF-8") from None
+        raise InvalidToken("the client message is not UTF-8") from None
     gs2, sep, rest = text.partition("\x01")
     if not sep or not gs2.startswith(("n,", "y,")) or not rest.endswith("\x01\x01"):
-        raise _InvalidToken("the client message is not an OAUTHBEARER initial response")
+        raise InvalidToken("the client message is not an OAUTHBEARER initial response")
     for pair in rest[:-2].split("\x01"):
         key, _, value = pair.partition("=")
         if key == "auth":
             scheme, _, jwt = value.partition(" ")
             if scheme.lower() == "bearer" and jwt:
                 return jwt.strip()
-    raise _InvalidToken("the client message carries no bearer token")
+    raise InvalidToken("the client message carries no bearer token")
 
 
-def _decode_unsecured_jws(jwt: str) -> tuple[dict, dict]:
-    parts = jwt.split(".")
-    if len(parts) != 3 or parts[2] != "":
-        raise _InvalidToken("the token is not an unsecured JWS (three parts, empty signature)")
-    try:
-        header, claims = (json.loads(_b64url(p)) for p in parts[:2])
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested 100,000 deep
-        raise _InvalidToken("the token's header or claims are not base64url JSON") from None
-    if not isinstance(header, dict) or not isinstance(claims, dict):
-        raise _InvalidToken("the token's header and claims must be JSON objects")
-    return header, claims
-
-
-def _b64url(part: str) -> bytes:
-    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-
-
-def unsecured_token(sub: str, lifetime_s: int = 3600, now_s: float | None = None, **claims) -> str:
-    """A token Kafka's default validator accepts (what librdkafka's built-in unsecured JWT builds)."""
-    now_s = time.time() if now_s is None else now_s
-    body = {"sub": sub, "iat": int(now_s), "exp": int(now_s) + lifetime_s, **claims}
-    enc = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()  # noqa: E731
-    return enc({"alg": "none"}) + "." + enc(body) + "."
-
-
-def new_exchange(mechanism: str, store: CredentialStore, clock_ms: Callable[[], int] | None = None) -> SaslExchange:
+def new_exchange(mechanism: str, store: CredentialStore, oauth: TokenValidator | None = None) -> SaslExchange:
     if mechanism == "PLAIN":
         return PlainExchange(store)
     if mechanism in SCRAM_MECHANISMS:
         return ScramExchange(mechanism, store)
     if mechanism == "OAUTHBEARER":
-        return OAuthBearerExchange(clock_ms)
+        return OAuthBearerExchange(oauth)
     raise ValueError(f"unsupported SASL mechanism {mechanism}")

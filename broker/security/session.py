@@ -18,6 +18,7 @@ from typing import Callable
 import structlog
 
 from .credentials import CredentialStore
+from .oauth import TokenValidator
 from .sasl import AuthenticationFailed, SaslExchange, new_exchange
 from ...protocol.errors import ErrorCode
 
@@ -38,10 +39,11 @@ class AuthResult:
 class ConnectionAuth:
     def __init__(self, *, sasl: bool, mechanisms: tuple[str, ...], credentials: CredentialStore | None,
                  peer: str, listener: str, reauth_ms: int = 0, principal: str = ANONYMOUS,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+                 clock_ms: Callable[[], int] | None = None, oauth: TokenValidator | None = None) -> None:
         self.sasl = sasl
         self.mechanisms = mechanisms
         self.credentials = credentials
+        self.oauth = oauth  # OAUTHBEARER's token validator (security/oauth.py)
         self.peer, self.listener = peer, listener
         self.reauth_ms = reauth_ms
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
@@ -89,7 +91,7 @@ class ConnectionAuth:
             self._log_failure(mechanism, None, "unsupported SASL mechanism")
             return ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled
         assert self.credentials is not None
-        self._exchange = new_exchange(mechanism, self.credentials, self.clock_ms)
+        self._exchange = new_exchange(mechanism, self.credentials, self.oauth)
         self.raw_tokens = version == 0
         return ErrorCode.NONE, enabled
 

@@ -12,9 +12,8 @@ import pytest
 import scramp
 
 from kbroker.broker.security.credentials import CredentialStore, ScramCredential, add_plain_user
-from kbroker.broker.security.sasl import (
-    AuthenticationFailed, OAuthBearerExchange, PlainExchange, ScramExchange, unsecured_token,
-)
+from kbroker.broker.security.oauth import UnsecuredValidator, unsecured_token
+from kbroker.broker.security.sasl import AuthenticationFailed, OAuthBearerExchange, PlainExchange, ScramExchange
 from kbroker.broker.security.session import ConnectionAuth
 from kbroker.protocol.errors import ErrorCode
 
@@ -104,7 +103,7 @@ def oauth_message(token: str) -> bytes:
 
 def test_oauthbearer_unsecured_token_accepted_with_its_expiry():
     now = 1_700_000_000
-    ex = OAuthBearerExchange(clock_ms=lambda: now * 1000)
+    ex = OAuthBearerExchange(UnsecuredValidator(clock_ms=lambda: now * 1000))
     assert ex.evaluate(oauth_message(unsecured_token("carol", 60, now_s=now))) == b""
     assert ex.principal == "User:carol" and ex.credential_expiry_ms == (now + 60) * 1000
 
@@ -124,7 +123,7 @@ def unsecured_jws(claims: bytes) -> str:
     *(unsecured_jws(b'{"sub":"carol","exp":%s}' % exp) for exp in (b"1e306", b"NaN", b"Infinity", b"-1e306", b"1" + b"0" * 400)),
 ])
 def test_oauthbearer_bad_token_gets_an_error_challenge_then_fails(token):
-    ex = OAuthBearerExchange(clock_ms=lambda: 1_700_000_000 * 1000)
+    ex = OAuthBearerExchange(UnsecuredValidator(clock_ms=lambda: 1_700_000_000 * 1000))
     challenge = ex.evaluate(oauth_message(token))
     assert json.loads(challenge) == {"status": "invalid_token"}
     with pytest.raises(AuthenticationFailed) as e:
@@ -199,7 +198,8 @@ def test_reauthentication_cannot_change_principal(store, tmp_path):
 
 def test_oauth_session_ends_with_the_token(store):
     now = 1_700_000_000
-    c = conn(store, reauth_ms=3_600_000, clock_ms=lambda: now * 1000)
+    c = conn(store, reauth_ms=3_600_000, clock_ms=lambda: now * 1000,
+             oauth=UnsecuredValidator(clock_ms=lambda: now * 1000))
     c.handshake("OAUTHBEARER", 1)
     r = c.authenticate(oauth_message(unsecured_token("carol", 30, now_s=now)))
     assert r.session_lifetime_ms == 30_000
