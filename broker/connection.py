@@ -40,6 +40,7 @@ _SIZE = Struct(">i")
 # librdkafka keeps at most 5 requests in flight per connection with idempotence, 1M without.
 MAX_PENDING = 128
 READ_HIGH_WATER = 256 * 1024
+AUTH_FAILED = "authentication failed"  # the close reason the shell holds back by Kafka's delay
 _PENDING = object()  # a slot whose answer is not known yet
 
 
@@ -118,7 +119,7 @@ class Connection:
             if auth is not None and auth.raw_tokens:  # SaslHandshake v0: a bare token, no header
                 answer = auth.raw_token(frame)
                 if answer is None:
-                    self._stop("authentication failed")
+                    self._stop(AUTH_FAILED)
                     return None
                 self._answered(_SIZE.pack(len(answer)) + answer)
                 continue
@@ -204,8 +205,8 @@ class Connection:
             self._stop("bad request")
         if self.auth is not None and self.auth.close_after_response and request.close_after is None:
             self.auth.close_after_response = False
-            request.close_after = "authentication failed"  # failed SASL: answered, then closed
-            self._stopped = self._stopped or "authentication failed"
+            request.close_after = AUTH_FAILED  # failed SASL: answered, then closed
+            self._stopped = self._stopped or AUTH_FAILED
         slots = self._slots
         while slots and slots[0].answer is not _PENDING:
             done = slots.popleft()
@@ -310,4 +311,4 @@ def _varint(frame: bytes, position: int) -> tuple[int, int]:
         shift += 7
 
 
-__all__ = ["CLOSE", "Connection", "Request", "MAX_PENDING"]
+__all__ = ["AUTH_FAILED", "CLOSE", "Connection", "Request", "MAX_PENDING"]
