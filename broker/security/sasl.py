@@ -17,6 +17,9 @@ from .credentials import CredentialStore, ScramCredential
 from .oauth import InvalidToken, TokenValidator
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+# kbroker's own bound on one SCRAM message (Kafka has only sasl.server.max.receive.size, 512 KiB): a
+# real client-first is a name, a nonce and perhaps `tokenauth=true`, some hundred bytes
+MAX_SCRAM_MESSAGE_BYTES = 16384
 ALL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
 
 
@@ -101,6 +104,9 @@ class ScramExchange:
     def evaluate(self, token: bytes) -> bytes:
         import scramp
 
+        if len(token) > MAX_SCRAM_MESSAGE_BYTES:
+            raise AuthenticationFailed(f"Authentication failed: SCRAM message of {len(token)} bytes "
+                                       f"(at most {MAX_SCRAM_MESSAGE_BYTES})")
         try:
             text = token.decode("utf-8")
         except UnicodeDecodeError:
@@ -108,6 +114,7 @@ class ScramExchange:
         try:
             if self._step == 0:
                 self._step = 1
+                self._refuse_unknown_user(text)
                 self._server.set_client_first(text)
                 return self._server.get_server_first().encode()
             if self._step == 1:
@@ -127,6 +134,22 @@ class ScramExchange:
                                        f"with SASL mechanism {self.mechanism}", self._user, reason) from None
         raise AuthenticationFailed("Authentication failed: SCRAM exchange already complete", self._user)
 
+
+    def _refuse_unknown_user(self, client_first: str) -> None:
+        """The user is looked up as Kafka's ScramSaslServer looks it up (the saslname unescaped, no
+        SASLprep) before scramp SASLpreps it, character by character: a name no credential has costs a
+        dict lookup, and SASLprep only ever runs on names an operator created."""
+        _gs2, _, rest = client_first.partition(",")
+        _authzid, _, bare = rest.partition(",")
+        if bare.startswith("m="):  # a reserved extension RFC 5802 says to refuse; scramp says so
+            return
+        if not bare.startswith("n="):
+            return
+        name = bare[2:].partition(",")[0]
+        user = _unescape_saslname(name)
+        if self.store.scram(user, self.mechanism) is None:
+            self._user, self._unknown = user, True
+            raise KeyError(user)
 
     def _accept_librdkafka_nonce(self, client_final: str) -> None:
         # librdkafka before 2.6.1 (kcat 1.7 in Debian and Ubuntu) answers with its own nonce prepended

@@ -26,6 +26,7 @@ log = structlog.get_logger("kbroker.security")
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 ANONYMOUS = "User:ANONYMOUS"
+MAX_LOGGED_NAME = 256
 
 
 @dataclass(slots=True)
@@ -142,5 +143,7 @@ class ConnectionAuth:
                                             reauthentication=reauth, session_ms=self.reauth_ms or None)
 
     def _log_failure(self, mechanism: str, attempted: str | None, error: str) -> None:
+        if attempted is not None and len(attempted) > MAX_LOGGED_NAME:  # a 512 KiB name is one line, not 512 KiB
+            attempted = f"{attempted[:MAX_LOGGED_NAME]}... ({len(attempted)} characters)"
         log.warning("authentication_failed", peer=self.peer, listener=self.listener, mechanism=mechanism,
-                    principal=attempted, error=error)
+                    principal=attempted, error=error[:1000])

@@ -238,3 +238,20 @@ async def test_alter_scram_answers_once_durable_and_never_reads_its_own_file_bac
     dave = ScramCredential.from_password("SCRAM-SHA-512", "dave-secret")
     fresh.apply_scram([("dave", "SCRAM-SHA-512", dave)], [])  # another process, as `kbroker user add`
     assert store.scram("dave", "SCRAM-SHA-512") == dave and parsed
+
+
+def test_scram_unknown_user_and_oversized_messages_are_refused_before_saslprep(store, monkeypatch):
+    """Kafka looks a SCRAM user up by its unescaped saslname; SASLprep (scramp's, character by
+    character) runs only for names that have credentials, and no SCRAM message is over 16 KiB."""
+    import scramp.core
+
+    prepped: list[int] = []
+    real = scramp.core.saslprep
+    monkeypatch.setattr(scramp.core, "saslprep", lambda s: prepped.append(len(s)) or real(s))
+    for message in (b"n,,n=" + b"x" * 16_000 + b",r=abc", b"n,,n=" + b"x" * 600_000 + b",r=abc"):
+        ex = ScramExchange("SCRAM-SHA-512", store)
+        with pytest.raises(AuthenticationFailed):
+            ex.evaluate(message)
+    assert prepped == []
+    scram_login(ScramExchange("SCRAM-SHA-512", store), "SCRAM-SHA-512", "bob", "bob-secret")
+    assert prepped  # a known user still goes through scramp whole
