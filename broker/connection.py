@@ -86,6 +86,7 @@ class Connection:
         self._out: list[bytes | memoryview] = []
         self._stopped: str | None = None  # why no further request starts
         self._eof = False
+        self._trailing_logged = False  # `request_trailing_bytes` is logged once per connection
 
     # -- bytes in, requests out -------------------------------------------------------------------
 
@@ -160,6 +161,12 @@ class Connection:
             body = entry.parse(io, None)
         except (MalformedMessage, ValueError, UnicodeDecodeError) as e:
             return self._reject(f"undecodable body: {e}", self._fields(api_key, api_version, correlation_id, client_id))
+        if io.tell() < len(frame) and not self._trailing_logged:
+            # Kafka 4.4 parses the body and ignores what follows it: the request is answered (a test
+            # sends the same frame to Kafka). Said once per connection, so a client cannot flood the log.
+            self._trailing_logged = True
+            log.warning("request_trailing_bytes", trailing_bytes=len(frame) - io.tell(), answered=True,
+                        **self._fields(api_key, api_version, correlation_id, client_id))
         return Request(entry, correlation_id, client_id, body)
 
     def _unserved(self, entry: ApiEntry, correlation_id: int, client_id: str) -> None:
