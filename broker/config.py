@@ -155,6 +155,15 @@ class BrokerConfig:
         default=False, metadata={"help": "serve the test controls (POST /v1/test/...) on --metrics-listen "
                                          "(127.0.0.1:9644 when unset); never in production"}
     )
+    test_controls_token: str = field(
+        default="", metadata={"metavar": "TOKEN", "help": "the bearer token test controls require (default: a random "
+                                                        "one, printed at start and written to "
+                                                        "<data-dir>/test-controls.token, owner-readable only)"}
+    )
+    metrics_allowed_hosts: str = field(
+        default="", metadata={"metavar": "NAMES", "help": "host names the HTTP endpoint answers to besides its own "
+                                                        "addresses (its Host check against DNS rebinding); * for any"}
+    )
     test_controls_remote: bool = field(
         default=False, metadata={"help": "allow --test-controls on a non-loopback --metrics-listen address"}
     )
