@@ -240,6 +240,13 @@ class Security:
             op for op in ops if self.authorize(ctx, op, resource_type, name, audit_denial=False)]
         return sum(1 << op for op in allowed)
 
+    def topic_describer(self, ctx: RequestContext) -> Callable[[str], bool] | None:
+        """Whether the request's principal may DESCRIBE a topic, for filters that ask name by name
+        (a KIP-848 regex subscription); None without an authorizer: everything is visible."""
+        if self.authorizer is None:
+            return None
+        return lambda name: self.authorize(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name, audit_denial=False)
+
     def is_super_user(self, ctx: RequestContext) -> bool:
         return self.authorizer is None or principal_of(ctx) in self.authorizer.super_users
 
