@@ -166,7 +166,7 @@ def configure(config: Any) -> Any:
         changes["sasl_oauthbearer_jwks_endpoint_url"] = (d / "jwks.json").as_uri()
         changes["sasl_oauthbearer_expected_issuer"] = config.sasl_oauthbearer_expected_issuer or OAUTH_ISSUER
         changes["sasl_oauthbearer_expected_audience"] = config.sasl_oauthbearer_expected_audience or OAUTH_AUDIENCE
-        default_mechanisms = {f.name: f.default for f in dataclasses.fields(config)}["sasl_enabled_mechanisms"]
+        default_mechanisms = str({f.name: f.default for f in dataclasses.fields(config)}["sasl_enabled_mechanisms"])
         if config.sasl_enabled_mechanisms == default_mechanisms:
             changes["sasl_enabled_mechanisms"] = default_mechanisms + ",OAUTHBEARER"
     if not config.ssl_keystore_location:
@@ -268,9 +268,14 @@ def _oauth_tokens(d: Path) -> list[str]:
     import jwt
     from cryptography.hazmat.primitives import serialization
 
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     key_file = d / "oauth.key"
     if key_file.exists():
-        key = serialization.load_pem_private_key(key_file.read_bytes(), None)
+        loaded = serialization.load_pem_private_key(key_file.read_bytes(), None)
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{key_file} is not the EC key --dev-security made")
+        key = loaded
     else:
         key = _key()
         _write(key_file, _pem_key(key), private=True)
