@@ -22,7 +22,6 @@ from kbroker.broker.security.oauth import (
 )
 from kbroker.tests.integration.security_setup import AUDIENCE, ISSUER, OAuthKeys
 
-NOW = int(time.time())  # PyJWT reads the wall clock itself
 
 
 @pytest.fixture
@@ -39,11 +38,12 @@ def validator(jwks_path, **kw) -> JwtValidator:
 
 
 def test_signed_tokens_of_either_key_give_their_subject_expiry_and_scopes(idp):
+    now = int(time.time())  # PyJWT reads the wall clock: taken afresh by each test
     keys, path = idp
     v = validator(path)
-    ok = v.validate(keys.token("alice", "ec-1", now_s=NOW, lifetime_s=60, scope=["read", "write"]))
-    assert (ok.principal, ok.expiry_ms, ok.scopes) == ("alice", (NOW + 60) * 1000, {"read", "write"})
-    assert v.validate(keys.token("bob", "rsa-1", now_s=NOW, scope="one-scope")).principal == "bob"
+    ok = v.validate(keys.token("alice", "ec-1", now_s=now, lifetime_s=60, scope=["read", "write"]))
+    assert (ok.principal, ok.expiry_ms, ok.scopes) == ("alice", (now + 60) * 1000, {"read", "write"})
+    assert v.validate(keys.token("bob", "rsa-1", now_s=now, scope="one-scope")).principal == "bob"
 
 
 def enc(d: dict | bytes) -> str:
@@ -66,31 +66,32 @@ def hmac_signed(claims: dict, secret: bytes) -> str:
     "no_audience", "blank_sub", "duplicate_scope", "tampered_claims", "garbage",
 ])
 def test_refused(idp, monkeypatch, case):
+    now = int(time.time())  # PyJWT reads the wall clock: taken afresh by each test
     keys, path = idp
     v = validator(path)
-    claims = {"sub": "admin", "iss": ISSUER, "aud": AUDIENCE, "iat": NOW, "exp": NOW + 3600}
+    claims = {"sub": "admin", "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + 3600}
     token = {
         # the issue's token: {"alg":"none"}.{"sub":"admin","exp":...}.
-        "issue_forged_none": lambda: forged({"sub": "admin", "exp": NOW + 3600}),
+        "issue_forged_none": lambda: forged({"sub": "admin", "exp": now + 3600}),
         "none_with_kid": lambda: forged(claims, {"alg": "none", "kid": "ec-1"}),
         "hmac_with_public_key": lambda: hmac_signed(claims, json.dumps(keys.jwks(["ec-1"])["keys"][0]).encode()),
-        "unknown_kid": lambda: keys.token("admin", keys.add("not-published"), now_s=NOW),
+        "unknown_kid": lambda: keys.token("admin", keys.add("not-published"), now_s=now),
         "other_key_same_kid": lambda: jwt.encode(claims, OAuthKeys().keys.setdefault("x", keys.keys.pop(
             keys.add("rogue"))), "ES256", headers={"kid": "ec-1"}),
-        "expired": lambda: keys.token("admin", now_s=NOW - 3600 - 31),
-        "not_yet_valid": lambda: keys.token("admin", now_s=NOW, nbf=NOW + 31),
-        "issued_in_future": lambda: keys.token("admin", now_s=NOW + 31),
+        "expired": lambda: keys.token("admin", now_s=now - 3600 - 31),
+        "not_yet_valid": lambda: keys.token("admin", now_s=now, nbf=now + 31),
+        "issued_in_future": lambda: keys.token("admin", now_s=now + 31),
         "no_iat": lambda: jwt.encode({k: v for k, v in claims.items() if k != "iat"}, keys.keys["ec-1"], "ES256",
                                      headers={"kid": "ec-1"}),
         "no_exp": lambda: jwt.encode({k: v for k, v in claims.items() if k != "exp"}, keys.keys["ec-1"], "ES256",
                                      headers={"kid": "ec-1"}),
-        "wrong_issuer": lambda: keys.token("admin", now_s=NOW, iss="https://evil.example"),
-        "wrong_audience": lambda: keys.token("admin", now_s=NOW, aud="another-service"),
+        "wrong_issuer": lambda: keys.token("admin", now_s=now, iss="https://evil.example"),
+        "wrong_audience": lambda: keys.token("admin", now_s=now, aud="another-service"),
         "no_audience": lambda: jwt.encode({k: v for k, v in claims.items() if k != "aud"}, keys.keys["ec-1"],
                                           "ES256", headers={"kid": "ec-1"}),
-        "blank_sub": lambda: keys.token("  ", now_s=NOW),
-        "duplicate_scope": lambda: keys.token("admin", now_s=NOW, scope=["a", "a"]),
-        "tampered_claims": lambda: ".".join([(t := keys.token("reader", now_s=NOW)).split(".")[0],
+        "blank_sub": lambda: keys.token("  ", now_s=now),
+        "duplicate_scope": lambda: keys.token("admin", now_s=now, scope=["a", "a"]),
+        "tampered_claims": lambda: ".".join([(t := keys.token("reader", now_s=now)).split(".")[0],
                                              forged(claims).split(".")[1], t.split(".")[2]]),
         "garbage": lambda: "not-a-jwt",
     }[case]()
@@ -99,23 +100,26 @@ def test_refused(idp, monkeypatch, case):
 
 
 def test_clock_skew_is_allowed_either_way(idp):
+    now = int(time.time())  # PyJWT reads the wall clock: taken afresh by each test
     keys, path = idp
     v = validator(path)
-    assert v.validate(keys.token("a", now_s=NOW - 3600 - 20)).principal == "a"  # expired 20 s ago
-    assert v.validate(keys.token("a", now_s=NOW + 20, nbf=NOW + 20)).principal == "a"  # from 20 s on
+    assert v.validate(keys.token("a", now_s=now - 3600 - 20)).principal == "a"  # expired 20 s ago
+    assert v.validate(keys.token("a", now_s=now + 20, nbf=now + 20)).principal == "a"  # from 20 s on
 
 
 def test_audience_unchecked_only_when_allowed_and_sub_claim_renamed(idp):
+    now = int(time.time())  # PyJWT reads the wall clock: taken afresh by each test
     keys, path = idp
     v = validator(path, audiences=[], sub_claim="client_id")
-    assert v.validate(keys.token("ignored", now_s=NOW, aud="anything", client_id="svc-1")).principal == "svc-1"
+    assert v.validate(keys.token("ignored", now_s=now, aud="anything", client_id="svc-1")).principal == "svc-1"
 
 
 def test_a_rewritten_key_file_is_read_again(idp, tmp_path):
+    now = int(time.time())  # PyJWT reads the wall clock: taken afresh by each test
     keys, path = idp
     v = validator(path)
     new = keys.add("ec-2")
-    token = keys.token("carol", new, now_s=NOW)
+    token = keys.token("carol", new, now_s=now)
     with pytest.raises(InvalidToken):
         v.validate(token)
     keys.write_jwks(path, ["ec-2"])
@@ -154,8 +158,9 @@ async def test_https_key_set_fetches_again_for_an_unknown_key_id_once_a_minute(i
 
 
 def test_unsecured_tokens_are_the_dev_validators_alone():
-    v = UnsecuredValidator(clock_ms=lambda: NOW * 1000)
-    assert v.validate(unsecured_token("admin", now_s=NOW)).principal == "admin"
+    now = int(time.time())  # PyJWT reads the wall clock: taken afresh by each test
+    v = UnsecuredValidator(clock_ms=lambda: now * 1000)
+    assert v.validate(unsecured_token("admin", now_s=now)).principal == "admin"
 
 
 def settings(**kw):
