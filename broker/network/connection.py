@@ -39,6 +39,7 @@ _SIZE = Struct(">i")
 # librdkafka keeps at most 5 requests in flight per connection with idempotence, 1M without.
 MAX_PENDING = 128
 READ_HIGH_WATER = 256 * 1024
+AUTH_FAILED = "authentication failed"  # the close reason the shell holds back by Kafka's delay
 _PENDING = object()  # a slot whose answer is not known yet
 
 
@@ -84,6 +85,7 @@ class Connection:
         self._out: list[bytes | memoryview] = []
         self._stopped: str | None = None  # why no further request starts
         self._eof = False
+        self._trailing_logged = False  # `request_trailing_bytes` is logged once per connection
 
     # -- bytes in, requests out -------------------------------------------------------------------
 
@@ -117,7 +119,7 @@ class Connection:
             if auth is not None and auth.raw_tokens:  # SaslHandshake v0: a bare token, no header
                 answer = auth.raw_token(frame)
                 if answer is None:
-                    self._stop("authentication failed")
+                    self._stop(AUTH_FAILED)
                     return None
                 self._answered(_SIZE.pack(len(answer)) + answer)
                 continue
@@ -155,6 +157,12 @@ class Connection:
             body = entry.parse(io, None)
         except (MalformedMessage, ValueError, UnicodeDecodeError) as e:
             return self._reject(f"undecodable body: {e}", self._fields(api_key, api_version, correlation_id, client_id))
+        if io.tell() < len(frame) and not self._trailing_logged:
+            # Kafka 4.4 parses the body and ignores what follows it: the request is answered (a test
+            # sends the same frame to Kafka). Said once per connection, so a client cannot flood the log.
+            self._trailing_logged = True
+            log.warning("request_trailing_bytes", trailing_bytes=len(frame) - io.tell(), answered=True,
+                        **self._fields(api_key, api_version, correlation_id, client_id))
         return Request(entry, correlation_id, client_id, body)
 
     def _unserved(self, entry: ApiEntry, correlation_id: int, client_id: str) -> None:
@@ -202,8 +210,8 @@ class Connection:
             self._stop("bad request")
         if self.auth is not None and self.auth.close_after_response and request.close_after is None:
             self.auth.close_after_response = False
-            request.close_after = "authentication failed"  # failed SASL: answered, then closed
-            self._stopped = self._stopped or "authentication failed"
+            request.close_after = AUTH_FAILED  # failed SASL: answered, then closed
+            self._stopped = self._stopped or AUTH_FAILED
         slots = self._slots
         while slots and slots[0].answer is not _PENDING:
             done = slots.popleft()
@@ -270,4 +278,4 @@ class Connection:
         self.complete(request, data)
 
 
-__all__ = ["CLOSE", "Connection", "Request", "MAX_PENDING"]
+__all__ = ["AUTH_FAILED", "CLOSE", "Connection", "Request", "MAX_PENDING"]
