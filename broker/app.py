@@ -21,6 +21,7 @@ from .config import BrokerConfig, parse_host_port
 from .coordinators.offsets_topic import TOPIC as OFFSETS_TOPIC
 from .coordinators.offsets_topic import OffsetsTopic
 from ..protocol import compression
+from ..protocol.kafka_releases import LATEST, kafka_release
 from ..protocol.errors import ErrorCode, KafkaError
 from .logging import configure_logging
 from .network.router import Route, Router
@@ -92,7 +93,10 @@ class Broker:
         self.data_dir = Path(config.data_dir)
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
+        # the Kafka release this broker answers as (--kafka-version; else 4.4's table, older versions served)
+        self.kafka_release = kafka_release(config.kafka_version or LATEST)
         self.router = build_router(acl_checks=bool(config.authorizer_class_name))
+        self.router.limit_to(self.kafka_release.apis, strict=bool(config.kafka_version))
         from .operations.observe import Observations, all_servers
 
         self.observations = Observations()

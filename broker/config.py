@@ -171,6 +171,11 @@ class BrokerConfig:
         default="", metadata={"help": "'test': the settings test suites copy by hand (no initial rebalance "
                                       "delay, 1 s minimum session timeout, --flush never)"}
     )
+    kafka_version: str = field(
+        default="", metadata={"metavar": "X.Y", "help": "answer as this Apache Kafka release does (3.6 ... 4.4): "
+                                                      "its APIs, versions and features, and its refusals "
+                                                      "(default: advertise 4.4.0's table and still serve the "
+                                                      "older versions clients send without asking)"})
     # --- security (issue 14): Kafka's names; see broker/security/ ---
     sasl_enabled_mechanisms: str = field(
         default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
@@ -502,6 +507,13 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
             raise ConfigError(f"{src.label('test_controls')} on {cfg.metrics_listen} would let anyone who reaches "
                               f"it delete every topic; bind {src.label('metrics_listen')} to loopback or add "
                               f"--test-controls-remote")
+    if cfg.kafka_version:
+        from ..protocol.kafka_releases import kafka_release
+
+        try:
+            kafka_release(cfg.kafka_version)
+        except ValueError as e:
+            raise ConfigError(f"{src.label('kafka_version')}: {e}") from None
     if cfg.ssl_client_auth not in ("required", "requested", "none"):
         raise ConfigError(f"{src.label('ssl_client_auth')}: must be required, requested or none, "
                           f"not {cfg.ssl_client_auth!r}")

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..purgatory.clock import Clock
     from ..purgatory.delayed_fetch import FetchPurgatory
     from .config import BrokerConfig
+    from ..protocol.kafka_releases import KafkaRelease
     from .apis.fetch_sessions import FetchSessionManager
     from .storage.log.manager import LogManager, TopicInfo
     from .operations.observe import Observations
@@ -39,6 +40,7 @@ class BrokerServices(Protocol):
     data_dir: Path
     clock: Clock  # the broker's time: timers, produce timestamps, segment ages, fetch sessions
     router: Router  # ApiVersions lists what it serves; the ACL checks wrap its handlers
+    kafka_release: KafkaRelease  # the Kafka release it answers as (--kafka-version; else the newest)
     # the data path
     logs: LogManager
     producer_states: ProducerStateManager

@@ -64,10 +64,11 @@ def kafka_libs() -> Path | None:
     return LIBS if (LIBS / ".resolved").exists() else None
 
 
-def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None) -> list[str]:
+def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None,
+                 libs: Path | None = None) -> list[str]:
     """A `java` command line that runs one of Kafka's classes from the reference jars (a tool such as
-    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself)."""
-    libs = kafka_libs()
+    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself); `libs`, another release's jars."""
+    libs = libs or kafka_libs()
     if libs is None:
         raise RuntimeError("Apache Kafka's jars are missing: run `make kafka-jars`")
     java = shutil.which("java") or "java"
@@ -79,15 +80,23 @@ def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | 
 
 
 def random_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (Uuid.randomUuid())."""
-    return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, never starting with "-"
+    (Uuid.randomUuid() draws again then, since `kafka-storage format -t -abc` reads as an option)."""
+    while True:
+        text = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 class KafkaProcess:
     """One Apache Kafka node, combined broker and controller, on free loopback ports."""
 
     def __init__(self, base_dir: str | Path, config: dict[str, str] | None = None, *, start: bool = True,
-                 host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN") -> None:
+                 host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN",
+                 libs: Path | None = None) -> None:
+        """`libs`: the jars of another Kafka release than the reference's (tools/kafka_releases.py runs
+        each release this way to ask it for its ApiVersions)."""
+        self.libs = libs
         self.base_dir = Path(base_dir)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.host = host
@@ -148,7 +157,8 @@ class KafkaProcess:
         log4j = self.base_dir / "log4j2-tools.properties"
         if not log4j.exists():
             log4j.write_text(LOG4J2.format(log=self.base_dir / "tools.log", level="WARN"))
-        return subprocess.run(java_command(main_class, *args, heap=heap, log4j=log4j), capture_output=True,
+        return subprocess.run(java_command(main_class, *args, heap=heap, log4j=log4j, libs=self.libs),
+                              capture_output=True,
                               text=True, timeout=timeout, input=input)
 
     # --- lifecycle --------------------------------------------------------------------------------------
@@ -157,7 +167,8 @@ class KafkaProcess:
         """`kafka-storage.sh format`: the log directory gets its meta.properties and bootstrap checkpoint."""
         log4j = self._write_files()
         out = subprocess.run(java_command("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
-                                          "-c", str(self.properties_path), heap="256m", log4j=log4j),
+                                          "-c", str(self.properties_path), heap="256m", log4j=log4j,
+                                          libs=self.libs),
                              capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
@@ -172,7 +183,7 @@ class KafkaProcess:
         stdout = open(self.base_dir / f"stdout-{self.starts}.log", "wb")
         with stdout:
             self.proc = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path), heap=self.heap,
-                                                      log4j=log4j),
+                                                      log4j=log4j, libs=self.libs),
                                          stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:

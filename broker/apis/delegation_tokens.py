@@ -1,0 +1,39 @@
+"""What the delegation token APIs (38-41) share: whether this connection may ask for tokens at all.
+
+Kafka serves the four APIs on every broker, and with its defaults (no `delegation.token.secret.key`)
+delegation tokens are off; so is it here, and the APIs answer as Kafka's do then: a connection that
+may not use tokens (PLAINTEXT, or SSL without a client certificate: KafkaApis.allowTokenRequests) gets
+DELEGATION_TOKEN_REQUEST_NOT_ALLOWED; any other gets what Kafka's controller answers with tokens off,
+DELEGATION_TOKEN_AUTH_DISABLED.
+"""
+
+from __future__ import annotations
+
+from ..network.router import RequestContext
+from ...protocol.errors import ErrorCode
+
+ANONYMOUS = "User:ANONYMOUS"  # security/session.py's, not imported: a PLAINTEXT broker loads no security
+ERROR_TIMESTAMP = -1  # DelegationTokenManager.ERROR_TIMESTAMP
+
+
+def requests_allowed(ctx: RequestContext) -> bool:
+    connection = ctx.connection
+    if connection is None:  # PLAINTEXT
+        return False
+    return connection.sasl or connection.principal != ANONYMOUS  # SSL needs a client certificate
+
+
+def tokens_error(ctx: RequestContext) -> ErrorCode:
+    """The error every token request gets: tokens are off (see the module's text)."""
+    return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED if requests_allowed(ctx) \
+        else ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+
+
+def principal_parts(principal: str) -> tuple[str, str]:
+    """`User:alice` -> ("User", "alice"), as KafkaPrincipal's type and name."""
+    kind, _, name = principal.partition(":")
+    return kind, name
+
+
+def requester(ctx: RequestContext) -> str:
+    return ctx.connection.principal if ctx.connection is not None else ANONYMOUS
