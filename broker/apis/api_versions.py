@@ -46,9 +46,10 @@ def supported_features(release: KafkaRelease, version: int) -> list[SupportedFea
     keys = []
     for name, (low, high) in sorted(release.supported_features.items()):
         top = IMPLEMENTED_FEATURES.get(name, -1)
-        if top >= low:
-            # KAFKA-17011: clients parsing v3 cannot take a minimum of 0, so Kafka reports it as 1 there.
-            keys.append(SupportedFeatureKey(name, 1 if low == 0 and version < 4 else low, min(high, top)))
+        # KAFKA-17011/17492: clients parsing v3 cannot take a minimum of 0, so Kafka leaves such a
+        # feature out below v4
+        if top >= low and not (low == 0 and version < 4):
+            keys.append(SupportedFeatureKey(name, low, min(high, top)))
     return keys
 
 

@@ -145,6 +145,12 @@ class Router:
                 else:
                     self.routes[api_key] = replace(route, min_version=capped[0], max_version=capped[1])
 
+    @property
+    def strict(self) -> bool:
+        """True when serving exactly one Kafka release's table (limit_to(strict=True)): a version
+        outside it is refused as that release refuses it, by closing the connection."""
+        return self._strict
+
     def _capped(self, api_key: int, low: int, high: int) -> tuple[int, int] | None:
         if self._release is None:
             return low, high

@@ -129,8 +129,9 @@ def test_api_versions_v3_reports_features_as_kafka_4(broker) -> None:
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in body.finalized_features}
     assert supported["metadata.version"] == (7, 33)  # 3.3-IV3 .. 4.4-IV0, as Kafka 4.4.0
     assert finalized["metadata.version"] == (33, 33) and body.finalized_features_epoch >= 0
-    assert supported["group.version"] == (1, 1) and finalized["group.version"] == (1, 1)
-    assert all(low >= 1 for low, _ in supported.values())  # KAFKA-17011: no 0 minimum below v4
+    # KAFKA-17492: a feature whose minimum is 0 is left out below v4 (its finalized level stays)
+    assert "group.version" not in supported and finalized["group.version"] == (1, 1)
+    assert all(low >= 1 for low, _ in supported.values())
     assert not body.zk_migration_ready
     served = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert served[68] == (0, 1) and served[69] == (0, 1)
