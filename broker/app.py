@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kbroker.broker")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"  # transactions.TOPIC, without importing it
+CONNECTIONS_SUMMARY_S = 60.0
 
 
 def build_router(*, acl_checks: bool = True) -> Router:
@@ -221,6 +222,7 @@ class Broker:
         # the first use of transactions (_build_transactions).
         self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
+        self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
 
     async def stop(self) -> None:
         self.fetch_purgatory.shutdown()
@@ -395,6 +397,14 @@ class Broker:
         topics = self.logs.topics()
         problems += [f"topic {spec.name} does not exist" for spec in self.seed_topics if spec.name not in topics]
         return problems
+
+    async def _connections_summary_loop(self, interval_s: float = CONNECTIONS_SUMMARY_S) -> None:
+        """One info line a minute about connections (each one's open and close are debug lines)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            fields = self.observations.summary.take({s.listener: s.open_connections() for s in self.servers})
+            if fields is not None:
+                log.info("connections_summary", interval_s=interval_s, **fields)
 
     async def _retention_loop(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000
