@@ -87,7 +87,9 @@ def build_parser(with_admin: bool = True) -> argparse.ArgumentParser:
     probe.add_argument("--ready", action="store_true",
                        help="also require kbroker's /ready (every __consumer_offsets partition loaded, every "
                             "--create-topics topic present) on --admin-url")
-    probe.add_argument("--admin-url", default="http://127.0.0.1:9644", help="kbroker's --metrics-listen endpoint")
+    probe.add_argument("--admin-url", default=None,
+                       help="kbroker's --metrics-listen endpoint (env KBROKER_ADMIN_URL; default: the one the broker "
+                            "at HOST:PORT reports)")
     user = sub.add_parser("user", help="SASL users: `kbroker user add NAME ...`",
                           description="Manage SASL users (SCRAM credentials in the data directory, PLAIN users file).")
     user_sub = user.add_subparsers(dest="user_command", required=True)
@@ -232,8 +234,15 @@ def main(argv: list[str] | None = None) -> int:
         status = probe(address, args.timeout)
         if status == 0 and args.ready:
             from ..admin.cli import probe_ready
+            from ..admin.client import AdminError
+            from ..admin.endpoint import admin_url
 
-            status = probe_ready(args.admin_url, args.timeout)
+            try:
+                url = admin_url(args.admin_url, address, args.timeout)
+            except AdminError as e:
+                print(f"kbroker probe: {e}", file=sys.stderr)
+                return 1
+            status = probe_ready(url, args.timeout)
         return status
     if args.command == "user":
         return user_add(args)
