@@ -200,3 +200,17 @@ def test_flags_cannot_be_abbreviated(capsys) -> None:
     assert e.value.code == 2 and "unrecognized arguments: --cluster" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--exec"])
+
+
+def test_the_migration_page_lists_what_the_broker_does() -> None:
+    """docs/migrating-from-kafka.md names every setting kbroker accepts as not needed and every
+    broker-wide topic default it applies (a name added to either needs its line there)."""
+    from pathlib import Path
+
+    from kbroker.broker.kafka_names import JVM_VARIABLES
+    from kbroker.broker.topic_defaults import broker_names
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "migrating-from-kafka.md").read_text()
+    assert [n for n in [*NOT_NEEDED, *broker_names()] if f"`{n}`" not in page] == []
+    assert [v for v in JVM_VARIABLES - {"KAFKA_VERSION", "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_DEBUG", "KAFKA_HOME",
+                                        "KAFKA_LOG_DIR_FOR_LOG4J"} if f"`{v}`" not in page] == []
