@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kbroker.broker.logging import read_events
+
 _IDS = itertools.count()
 HOST, BROKER_TO_HOST, BROKER_TO_APP, APP = "10.9.0.1", "10.9.0.2", "10.9.0.6", "10.9.0.5"
 
@@ -159,15 +161,7 @@ class ComposeService:
             return ""
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(item, dict) and item.get("event") == name:
-                out.append(item)
-        return out
+        return read_events(self.log_path, name)
 
     def stop(self) -> int | None:
         code = None

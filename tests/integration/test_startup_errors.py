@@ -7,6 +7,7 @@ file (names, sizes, contents, modification times) before and after.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -14,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,13 +89,19 @@ def _case(data_dir: Path, run, *needles: str, absent: tuple[str, ...] = ()) -> s
 
 # --- ports and addresses --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fresh", [True, False])
-def test_port_in_use(tmp_path, stored_dir, fresh) -> None:
-    data = tmp_path / "data" if fresh else copy_of(stored_dir, tmp_path)
+@contextlib.contextmanager
+def busy_port() -> Iterator[int]:
+    """A loopback port something else listens on."""
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        port = busy.getsockname()[1]
+        yield busy.getsockname()[1]
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_port_in_use(tmp_path, stored_dir, fresh) -> None:
+    data = tmp_path / "data" if fresh else copy_of(stored_dir, tmp_path)
+    with busy_port() as port:
         # and how to move: the flag, the variable and the make variable
         _case(data, lambda: serve(data, "--listen", f"127.0.0.1:{port}", listen=False),
               "--listen", f"127.0.0.1:{port}", "already in use", "--listen HOST:PORT", "KBROKER_LISTEN=HOST:PORT",
@@ -103,10 +111,7 @@ def test_port_in_use(tmp_path, stored_dir, fresh) -> None:
 
 def test_second_listener_port_in_use(tmp_path) -> None:
     data = tmp_path / "data"
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
+    with busy_port() as port:
         listeners = f"PLAINTEXT://127.0.0.1:{free_port()},INTERNAL://127.0.0.1:{port}"
         _case(data, lambda: serve(data, "--listeners", listeners, "--listener-security-protocol-map", MAP,
                                   listen=False),
@@ -115,10 +120,7 @@ def test_second_listener_port_in_use(tmp_path) -> None:
 
 def test_port_in_use_from_kafkas_variable_names_it(tmp_path) -> None:
     data = tmp_path / "data"
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
+    with busy_port() as port:
         env = {"KAFKA_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}"}
         _case(data, lambda: serve(data, env=env, listen=False), "KAFKA_LISTENERS", "already in use",
               "change the port in KAFKA_LISTENERS")
