@@ -68,7 +68,8 @@ def _describe(bootstrap: str, resource_type: int, name: str) -> dict:
         conn.close()
 
 
-def _create(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+def _create(bootstrap: str, topic: str, configs: dict[str, str]) -> dict[str, tuple[str, int]]:
+    """CreateTopics v7; the configs the answer reports, (value, source) by name."""
     conn = Connection(bootstrap, 30)
     try:
         request = CreateTopicsRequest(topics=[CreatableTopic(
@@ -77,6 +78,7 @@ def _create(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
         (result,) = conn.request(19, request, 7).topics
         assert result.error_code == 0, result.error_message
         assert result.num_partitions == int(SETTINGS["num.partitions"])
+        return {c.name: (c.value, c.config_source) for c in result.configs}
     finally:
         conn.close()
 
@@ -86,12 +88,17 @@ def test_broker_wide_topic_defaults_are_described_as_kafka_describes_them(jars, 
     properties.write_text("".join(f"{k}={v}\n" for k, v in {**SINGLE_NODE, **SETTINGS}.items()))
     with KafkaProcess(tmp_path / "kafka", SETTINGS) as kafka, \
             BrokerProcess(tmp_path / "kbroker" / "data", "--config", str(properties)) as kbroker:
-        answers = {}
+        answers, created = {}, {}
         for broker, bootstrap, node in (("kafka", kafka.bootstrap, "1"), ("kbroker", kbroker.bootstrap, "1")):
-            _create(bootstrap, "overridden", {"retention.ms": "5000", "segment.bytes": "3000000"})
-            _create(bootstrap, "plain", {})
+            created[broker] = {"overridden": _create(bootstrap, "overridden", {"retention.ms": "5000",
+                                                                              "segment.bytes": "3000000"}),
+                               "plain": _create(bootstrap, "plain", {})}
             answers[broker] = {"overridden": _describe(bootstrap, 2, "overridden"),
                                "plain": _describe(bootstrap, 2, "plain"), "broker": _describe(bootstrap, 4, node)}
+        # CreateTopics answers with each config's value and source too (Kafka's controller: no synonyms)
+        for topic in ("overridden", "plain"):
+            for config in sorted(set(topic_defaults.BROKER_SYNONYMS) - SKIP):
+                assert created["kbroker"][topic][config] == created["kafka"][topic][config], (topic, config)
         for topic in ("overridden", "plain"):
             for config in sorted(set(topic_defaults.BROKER_SYNONYMS) - SKIP):
                 assert answers["kbroker"][topic][config] == answers["kafka"][topic][config], (topic, config)
