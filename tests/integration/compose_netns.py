@@ -148,6 +148,11 @@ class ComposeService:
         return subprocess.run(_in(self.ns[role], self._hosts(role), argv), capture_output=True, text=True,
                               timeout=timeout, env=env)
 
+    def exec(self, argv: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """`docker compose exec`: a program in the container, with its environment (the health check)."""
+        return subprocess.run(_in(self.ns["broker"], self._hosts("broker"), argv), capture_output=True, text=True,
+                              timeout=timeout, env=self.env, cwd=self.base)
+
     def client(self, role: str, bootstrap: str, *args: str) -> dict[str, Any]:
         """tests/integration/compose_client.py run there; its JSON report."""
         out = self.run(role, [sys.executable, "-m", "kbroker.tests.integration.compose_client", bootstrap, *args])

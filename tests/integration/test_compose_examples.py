@@ -6,13 +6,15 @@ on the compose network (tests/integration/compose_netns.py: network namespaces s
 
 from __future__ import annotations
 
+import sys
 import uuid
 
 import pytest
 import yaml
 
 from kbroker.tests.integration import compose_netns
-from kbroker.tests.integration.dockerfile import DOCKER, env as image_env, image_files
+from kbroker.tests.integration.dockerfile import DOCKER, healthcheck_command, image_files
+from kbroker.tests.integration.dockerfile import env as image_env
 
 pytest.importorskip("confluent_kafka")
 
@@ -72,5 +74,8 @@ def test_compose_example_serves_both_listeners_unchanged(netns, tmp_path, exampl
         assert {"process.roles", "controller.quorum.voters", "controller.listener.names",
                 "inter.broker.listener.name", "offsets.topic.replication.factor"} <= not_needed
         assert svc.events("config_unknown") == []
+        # the image's health check, run in the container, finds the broker's first client listener
+        health = svc.exec([sys.executable, "-m", "kbroker", *healthcheck_command()[1:]])
+        assert health.returncode == 0 and "answered ApiVersions" in health.stdout, health.stderr
         assert svc.events("config_file_read") == []  # the image's default file: not with KAFKA_* settings
     assert svc.proc is not None and svc.proc.returncode == 0
