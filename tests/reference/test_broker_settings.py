@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import pytest
 
 from kbroker.admin.client import Connection
 from kbroker.broker import topic_defaults
 from kbroker.broker.kafka_settings import KAFKA_BROKER_SETTINGS
+from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from kbroker.tests.integration.broker_process import BrokerProcess
@@ -60,7 +62,13 @@ def _describe(bootstrap: str, resource_type: int, name: str) -> dict:
     try:
         request = DescribeConfigsRequest(resources=[DescribeConfigsResource(resource_type, name, None)],
                                          include_synonyms=True, include_documentation=False)
-        (result,) = conn.request(32, request, 4).results
+        deadline = time.monotonic() + 60
+        while True:
+            (result,) = conn.request(32, request, 4).results
+            # Kafka answers CreateTopics before its broker's metadata has the topic: ask again
+            if result.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert result.error_code == 0, (bootstrap, name, result.error_message)
         return {c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
                 for c in result.configs}
