@@ -257,13 +257,17 @@ def wait_for_group(admin: Admin, group_id: str, *, members: int | None, stable: 
 
 
 def http_json(base_url: str, path: str, *, method: str = "GET", body: dict | None = None,
-              timeout_s: float = 10.0) -> dict:
-    """A request to kbroker's HTTP endpoint (--metrics-listen); errors become one AdminError line."""
+              timeout_s: float = 10.0, token: str | None = None) -> dict:
+    """A request to kbroker's HTTP endpoint (--metrics-listen); errors become one AdminError line.
+    `token`: the test controls' bearer token."""
     url = base_url.rstrip("/") + path
     if "://" not in url:
         url = "http://" + url
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             return json.loads(resp.read())

@@ -11,7 +11,7 @@ at its next start, as in Kafka. DescribeConfigs reports the synonyms as Kafka 4.
 `retention.ms` set by `log.retention.hours` alone is DEFAULT_CONFIG with no synonyms there.
 
 The values are BrokerConfig fields named after the settings (`log_retention_hours`), None when
-unset; the topic-level defaults and checks are LogConfig's (broker/log/config.py).
+unset; the topic-level defaults and checks are LogConfig's (broker/storage/log/config.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .config import BrokerConfig
-    from .log.config import LogConfig
+    from .storage.log.config import LogConfig
 
 STATIC, DEFAULT = "STATIC_BROKER_CONFIG", "DEFAULT_CONFIG"
 LONG_MAX = str(2**63 - 1)
@@ -107,7 +107,7 @@ def set_values(config: BrokerConfig) -> dict[str, tuple[str, str]]:
 def log_config(config: BrokerConfig) -> LogConfig:
     """The LogConfig every topic starts from: Kafka's defaults with the broker's settings over them
     (none of them a topic override). InvalidConfigError names the topic config a bad value reached."""
-    from .log.config import LogConfig
+    from .storage.log.config import LogConfig
 
     base = LogConfig.from_topic_configs({topic: value for topic, (value, _) in set_values(config).items()})
     return replace(base, overrides=())
@@ -116,7 +116,7 @@ def log_config(config: BrokerConfig) -> LogConfig:
 def topic_values(config: BrokerConfig) -> dict[str, str]:
     """The value each topic config has on a topic that has not set it, where a broker setting gives
     it (LogConfig's canonical spelling: `delete,compact` is `compact,delete`)."""
-    from .log.config import LogConfig
+    from .storage.log.config import LogConfig
 
     values = {topic: value for topic, (value, _) in set_values(config).items()}
     return LogConfig.from_topic_configs(values).override_dict() if values else {}

@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..coordinator.record_codec import UnknownRecordType, decode_record
-from ..coordinator.records import (
+from ..protocol.records.codec import UnknownRecordType, decode_record
+from ..protocol.records.classic_records import (
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,

@@ -3,8 +3,8 @@ that TxnOffsetCommit may follow (Kafka adds exactly that partition)."""
 
 from __future__ import annotations
 
-from ..offsets_topic import TOPIC as OFFSETS_TOPIC
-from ..router import RequestContext
+from ..coordinators.offsets_topic import TOPIC as OFFSETS_TOPIC
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from ...protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any, TypeVar
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ..security.acl import AclFilter, Operation, PatternType, Permission, ResourceType
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_acls_request import DescribeAclsRequest

@@ -1,11 +1,11 @@
 """DescribeClientQuotas (48) v0-v1: the stored quotas whose entities match the filter
-(broker/quotas.py). A filter naming an unknown entity type, or one type twice, is answered as Kafka
+(broker/operations/quotas.py). A filter naming an unknown entity type, or one type twice, is answered as Kafka
 does: INVALID_REQUEST with a message and no entries."""
 
 from __future__ import annotations
 
-from .. import quotas as q
-from ..router import RequestContext
+from ..operations import quotas as q
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from ...protocol.messages.describe_client_quotas_response import (

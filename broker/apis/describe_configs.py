@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from ..config import BrokerConfig
-from ..log.config import ConfigEntry, LogConfig
-from ..repeats import charge, distinct, in_request_order
-from ..router import RequestContext
+from ..storage.log.config import ConfigEntry, LogConfig
+from .repeats import charge, distinct, in_request_order
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_configs_request import DescribeConfigsRequest
 from ...protocol.messages.describe_configs_response import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ..security.acl import Operation, ResourceType
 from ..security.credentials import MECHANISM_CODES
 from ...protocol.errors import ErrorCode

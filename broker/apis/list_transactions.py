@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...coordinator.txn.metadata import TxnState
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.list_transactions_request import ListTransactionsRequest

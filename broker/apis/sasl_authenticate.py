@@ -6,7 +6,7 @@ closes; v1+ carries the session lifetime for re-authentication (KIP-368).
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from ...protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse

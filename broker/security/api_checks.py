@@ -18,7 +18,7 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..router import RequestContext, Route, Router, then
+from ..network.router import RequestContext, Route, Router, then
 from . import txn_group_admin_checks as more
 from .acl import Operation as Op, ResourceType as RT
 from .authorized_operations import with_operations
@@ -89,7 +89,7 @@ def _fail_closed(route: Route) -> Callable:
         sec.authorize(ctx, Op.ALL, RT.CLUSTER)  # not allowed here: the audit event says who and which api
         answer = route.failed_response(ctx, request, CLUSTER_DENIED)
         if answer is None:
-            from ..server import CloseConnection
+            from ..network.server import CloseConnection
 
             raise CloseConnection(f"api {ctx.api_key} is open to super users only while its ACL check is missing")
         return answer

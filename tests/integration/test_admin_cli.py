@@ -316,8 +316,9 @@ def test_the_http_endpoint_is_the_one_the_broker_reports(tmp_path, broker, capsy
         assert history["group_id"] == group and history["rebalances"]
         code, _, err = cli(capsys, "group", "history", group, "-b", other.bootstrap)
         assert code == 1 and "does not exist" in err and f"127.0.0.1:{other_port}" in err  # the other broker's
-        assert cli_json(capsys, "test", "run-retention", "offsets", "-b", other.bootstrap)["ok"]
-        code, out, _ = cli(capsys, "test", "drop-connections", "--client-id", "nobody", "-b", other.bootstrap)
+        token = ("--data-dir", str(other.data_dir))  # where that broker wrote its test-controls token
+        assert cli_json(capsys, "test", "run-retention", "offsets", "-b", other.bootstrap, *token)["ok"]
+        code, out, _ = cli(capsys, "test", "drop-connections", "--client-id", "nobody", "-b", other.bootstrap, *token)
         assert code == 0 and "DROPPED" in out and "ok=" not in out  # a table, not Python's repr
         assert main(["probe", other.bootstrap, "--ready"]) == 0
         assert f"ready: http://127.0.0.1:{other_port}" in capsys.readouterr().out

@@ -1,9 +1,9 @@
-"""The minute's connections summary (broker/observe.py): one info line instead of a debug line per
+"""The minute's connections summary (broker/operations/observe.py): one info line instead of a debug line per
 connection, only for a minute in which something happened."""
 
 from __future__ import annotations
 
-from kbroker.broker.observe import ConnectionSummary, Observations
+from kbroker.broker.operations.observe import ConnectionSummary, Observations
 
 
 def test_a_summary_counts_the_interval_and_starts_the_next() -> None:

@@ -9,7 +9,7 @@ import asyncio
 from types import SimpleNamespace
 
 from kbroker.broker.app import build_router
-from kbroker.broker.router import RequestContext, Router
+from kbroker.broker.network.router import RequestContext, Router
 from kbroker.broker.security import api_checks
 from kbroker.broker.security.acl import Authorizer
 from kbroker.broker.security.session import ConnectionAuth
@@ -136,7 +136,7 @@ def test_a_plain_handler_stays_plain_under_its_check():
 def test_then_reaches_the_answer_through_a_deferred_or_a_coroutine():
     """then() applies its function to a handler's answer however it comes: at once, Deferred, or as
     the coroutine a plain handler's ACL wrapper returns while its check waits."""
-    from kbroker.broker.router import Deferred, then
+    from kbroker.broker.network.router import Deferred, then
 
     async def answer(value):
         return value

@@ -9,7 +9,7 @@ import dataclasses
 from kbroker.broker import topic_defaults as td
 from kbroker.broker.config import BrokerConfig, load_config
 from kbroker.broker.kafka_settings import KAFKA_BROKER_SETTINGS
-from kbroker.broker.log.config import LogConfig
+from kbroker.broker.storage.log.config import LogConfig
 
 S, D = td.STATIC, td.DEFAULT
 
