@@ -1,6 +1,6 @@
-"""Live capture of sarama's (IBM/sarama at Kafka 0.10.2's versions) and kafkajs's request frames through a recording proxy (the same script
-that made tests/golden/), each of which must decode and re-encode to the very same bytes: the
-golden files stay true to the clients installed now."""
+"""Live capture of sarama's (IBM/sarama at Kafka 0.10.2's versions) and kafkajs's request frames through a
+recording proxy (the same script that made tests/golden/), each of which must decode and re-encode to the
+very same bytes: the golden files stay true to the clients installed now."""
 
 from __future__ import annotations
 

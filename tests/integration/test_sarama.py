@@ -59,5 +59,6 @@ def test_sarama_offset_commit_v1_outside_a_generation(tmp_path, sarama_client):
     with BrokerProcess(tmp_path / "data", "--num-partitions", "1") as broker:
         run(sarama_client, "produce", broker.bootstrap, "v1-topic", "5", "m")
         # "v<OffsetFetch version> <offset> <metadata> <error code>"
-        assert run(sarama_client, "commit-v1", broker.bootstrap, "v1-topic", "v1-group", "3").split() == ["v1", "3", "v1", "0"]
+        out = run(sarama_client, "commit-v1", broker.bootstrap, "v1-topic", "v1-group", "3")
+        assert out.split() == ["v1", "3", "v1", "0"]
         assert not broker.events("request_rejected")

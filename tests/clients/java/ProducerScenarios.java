@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -118,7 +119,7 @@ final class ProducerScenarios {
                     producer.commitTransaction();
                     fenced = "not fenced";
                 } catch (Exception e) {
-                    Throwable cause = e.getCause() != null && e instanceof java.util.concurrent.ExecutionException ? e.getCause() : e;
+                    Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
                     fenced = cause.getClass().getSimpleName();
                 }
             }

@@ -18,6 +18,8 @@ import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.LongDeserializer;
 import org.apache.kafka.common.serialization.Serdes;
@@ -45,9 +47,9 @@ final class StreamsScenario {
         List<String> lines = new ArrayList<>();
         for (int round = 0; round < 5; round++) lines.addAll(Arrays.asList(LINES));
         for (String line : lines) for (String w : line.split(" ")) expected.merge(w, 1L, Long::sum);
-        try (var producer = new org.apache.kafka.clients.producer.KafkaProducer<String, String>(m.producerProps())) {
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(m.producerProps())) {
             int i = 0;
-            for (String line : lines) producer.send(new org.apache.kafka.clients.producer.ProducerRecord<>(m.name("wc-in"), "line" + (i++ % 5), line));
+            for (String line : lines) producer.send(new ProducerRecord<>(m.name("wc-in"), "line" + (i++ % 5), line));
         }
 
         StreamsBuilder builder = new StreamsBuilder();
@@ -96,7 +98,8 @@ final class StreamsScenario {
         }
         Set<String> internal = new TreeSet<>();
         for (String t : m.admin.listTopics().names().get(30, TimeUnit.SECONDS)) {
-            if (t.startsWith(m.name("wc-")) && !t.equals(m.name("wc-in")) && !t.equals(m.name("wc-out"))) internal.add(m.strip(t));
+            boolean ours = t.startsWith(m.name("wc-")) && !t.equals(m.name("wc-in")) && !t.equals(m.name("wc-out"));
+            if (ours) internal.add(m.strip(t));
         }
         obs.put("internal_topics", internal);
         obs.put("group_lag_on_input", m.lag(m.name("wc"), m.partitions("wc-in", 2)));
