@@ -52,7 +52,7 @@ kafkajs: $(KAFKAJS_DIR)/node_modules/.installed
 GO ?= /usr/local/go/bin/go
 GO_MODULES := tests/clients/franz tests/clients/sarama
 go-modules:
-	@for m in $(GO_MODULES); do (cd $$m && GOTOOLCHAIN=local GOFLAGS=-mod=readonly $(GO) mod download) || exit 1; done
+	@for m in $(GO_MODULES); do (cd $$m && GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" $(GO) mod download) || exit 1; done
 
 # Apache Kafka 4.4.0 (broker, tools, Java clients, Streams) from Maven Central into build/kafka/libs, the
 # reference the tests compare kbroker with (tests/reference/pom.xml); Maven caches the jars in ~/.m2.

@@ -71,8 +71,9 @@ def java_classes(libs: Path) -> Path:
 
 
 def go_env() -> dict[str, str]:
-    """The environment for Go builds: modules on, the toolchain we name (no automatic toolchain download)."""
-    return dict(os.environ, GO111MODULE="on", GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
+    """The environment for Go builds: modules on, the toolchain we name (no automatic toolchain download), go.sum
+    as committed, no version-control stamp (a clone's git may refuse a tree it does not own)."""
+    return dict(os.environ, GO111MODULE="on", GOTOOLCHAIN="local", GOFLAGS="-mod=readonly -buildvcs=false")
 
 
 def go_binary(name: str) -> Path:
