@@ -150,6 +150,7 @@ class Listed:
     kbroker: Any
     reason: str
     issue: str
+    kind: str = "deliberate"  # or "defect": a known defect of kbroker, listed until its issue fixes it
 
 
 def listed_differences(path: Path = DIFFERENCES) -> dict[str, Listed]:
@@ -157,7 +158,9 @@ def listed_differences(path: Path = DIFFERENCES) -> dict[str, Listed]:
         doc = tomllib.load(f)
     out: dict[str, Listed] = {}
     for item in doc.get("difference", []):
-        listed = Listed(item["check"], item.get("kafka"), item.get("kbroker"), item["reason"], item["issue"])
+        listed = Listed(item["check"], item.get("kafka"), item.get("kbroker"), item["reason"], item["issue"],
+                        item.get("kind", "deliberate"))
+        assert listed.kind in ("deliberate", "defect"), f"{listed.check}: kind is deliberate or defect"
         assert listed.check not in out, f"{listed.check} is listed twice in {path.name}"
         assert listed.reason.strip(), f"{listed.check} in {path.name} has no reason"
         out[listed.check] = listed
@@ -206,8 +209,11 @@ class Matrix:
     def report(self, listed: dict[str, Listed]) -> dict[str, Any]:
         differences = self.differences()
         checks = set(self.kafka) | set(self.kbroker)
-        deliberate = [vars(listed[k]) | {"kafka": a, "kbroker": b} for k, (a, b) in differences.items() if k in listed]
-        defects = [{"check": k, "kafka": a, "kbroker": b} for k, (a, b) in differences.items() if k not in listed]
+        deliberate = [vars(listed[k]) | {"kafka": a, "kbroker": b} for k, (a, b) in differences.items()
+                      if k in listed and listed[k].kind == "deliberate"]
+        # known defects (listed with kind = "defect") and any difference not listed at all
+        defects = [vars(listed[k]) | {"kafka": a, "kbroker": b} if k in listed else {"check": k, "kafka": a, "kbroker": b}
+                   for k, (a, b) in differences.items() if k not in listed or listed[k].kind == "defect"]
         return {"level": "clients", "checks": len(checks), "equal": len(checks) - len(differences),
                 "deliberate": deliberate, "defects": defects, "scenarios": self.outcomes}
 
