@@ -81,11 +81,11 @@ def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | 
 
 def random_cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, never starting with "-"
-    (Uuid.randomUuid() draws again then, since `kafka-storage format -t -abc` reads as an option)."""
+    (as Kafka's Uuid.randomUuid() makes them: kafka-storage's argument parser takes "-..." for an option)."""
     while True:
-        text = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
+        cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class KafkaProcess:
