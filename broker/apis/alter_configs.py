@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
+from ..storage.log.config import check_known_in
 from ..storage.log.manager import is_internal_topic
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -59,6 +60,7 @@ def alter_resource(broker: BrokerServices, resource_type: int, resource_name: st
     """Apply one resource's change. `topic_change(current_overrides) -> new_overrides` for topics."""
     if resource_type == RESOURCE_TOPIC:
         check_duplicate_keys(names)
+        check_known_in(broker.kafka_release.version, names)
         info = broker.logs.topics().get(resource_name)
         if info is None:
             raise KafkaError(f"Topic {resource_name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

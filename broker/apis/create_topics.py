@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from .describe_configs import SOURCES
-from ..storage.log.config import ConfigEntry
+from ..storage.log.config import ConfigEntry, check_known_in, known_in
 from ..storage.log.manager import validate_topic_name
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -119,7 +119,9 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             if topic.name in broker.logs.topics():
                 raise KafkaError(f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
             count = _partition_count(broker, topic)
-            info = await broker.logs.create_topic_async(topic.name, count, _configs(topic),
+            configs = _configs(topic)
+            check_known_in(broker.kafka_release.version, configs)
+            info = await broker.logs.create_topic_async(topic.name, count, configs,
                                                         validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
@@ -130,7 +132,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         result.configs = [
             CreatableTopicConfigs(name=e.name, value=value, read_only=False,
                                   config_source=SOURCES.get(source, 0), is_sensitive=False)
-            for e in sorted(info.config.describe(), key=lambda e: e.name)
+            for e in sorted(known_in(broker.kafka_release.version, info.config.describe()), key=lambda e: e.name)
             for value, source in [_with_broker_default(e, broker_defaults)]
         ]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -176,3 +176,66 @@ def _frame_of(api_key: int) -> bytes:
     """A request of `api_key` at its lowest served version, with an empty body."""
     module = __import__(f"kbroker.protocol.messages.{SERVED[api_key][0]}_request", fromlist=["SPEC"])
     return framing.encode_request(api_key, SERVED[api_key][1], 1, "t", module.SPEC.struct.cls())
+
+
+# What Kafka 3.9.2 answered (asked with tools/kafka_releases.py's jars), for message.format.version at
+# create time: accepted values are kept as written, refused ones get its message.
+KAFKA_3_9_MESSAGE_FORMAT_VERSIONS = {
+    "0.10.0.0": None, "2.8.1": None, "3.0-IV1": None, "0.10.0": None, "2.8-IV1": None, "1.0.5.6": None,
+    "0.8.0": None, "3.9": None,
+    "garbage": "Invalid value garbage for configuration message.format.version: Version garbage is not a valid version",
+    "4.0": "Invalid value 4.0 for configuration message.format.version: Version 4.0 is not a valid version",
+    "3.10": "Invalid value 3.10 for configuration message.format.version: Version 3.10 is not a valid version",
+    "0.10.0-IV9": "Invalid value 0.10.0-IV9 for configuration message.format.version: Version 0.10.0-IV9 is not a "
+                  "valid version",
+    "0.10": "Invalid value 0.10 for configuration message.format.version: Version 0.10 is not a valid version",
+}
+
+
+def test_kafka_3_accepts_and_ignores_message_format_version(tmp_path):
+    """librdkafka's 0092 against a Kafka 3 broker: produce, alter the topic's message.format.version to
+    0.10.0.0 (AlterConfigs, as its test does), produce more, and consume every message. Kafka 3.x
+    validates the value as a MetadataVersion (0.10.0.0 is 0.10.0), keeps it as written, and ignores it."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    with BrokerProcess(tmp_path / "data", "--kafka-version", "3.9", "--group-initial-rebalance-delay-ms", "0") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for i, (value, refusal) in enumerate(KAFKA_3_9_MESSAGE_FORMAT_VERSIONS.items()):
+            future = admin.create_topics([NewTopic(f"mfv-{i}", 1, 1, config={"message.format.version": value})])
+            if refusal is None:
+                future[f"mfv-{i}"].result(30)
+                res = ConfigResource(ConfigResource.Type.TOPIC, f"mfv-{i}")
+                entry = admin.describe_configs([res])[res].result(30)["message.format.version"]
+                assert (entry.value, entry.is_default) == (value, False)
+            else:
+                with pytest.raises(KafkaException) as refused:
+                    future[f"mfv-{i}"].result(30)
+                assert refused.value.args[0].str() == refusal
+
+        topic = "0092_mixed_msgver"
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        default = admin.describe_configs([res])[res].result(30)["message.format.version"]
+        assert (default.value, default.is_default) == ("3.0-IV1", True)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False})
+        for n in range(60):
+            producer.produce(topic, value=b"%d" % n, partition=0)
+            producer.flush(30)  # one message per batch, as 0092
+            if n == 30:
+                altered = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"message.format.version": "0.10.0.0"})
+                admin.alter_configs([altered])[altered].result(30)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "0092", "auto.offset.reset": "earliest"})
+        consumer.subscribe([topic])
+        seen = []
+        try:
+            for _ in range(240):
+                msg = consumer.poll(0.5)
+                if msg is not None and not msg.error():
+                    seen.append(int(msg.value()))
+                if len(seen) == 60:
+                    break
+        finally:
+            consumer.close()
+        assert seen == list(range(60))
+        assert admin.describe_configs([res])[res].result(30)["message.format.version"].value == "0.10.0.0"

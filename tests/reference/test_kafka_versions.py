@@ -159,3 +159,48 @@ def test_issue_43_apis_answer_as_kafka_4_4(kafka_reference, kbroker):
     assert kafka["AlterReplicaLogDirs"] == [
         ("no-such-topic", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), (topic, 0, 0), (topic, 1, ErrorCode.LOG_DIR_NOT_FOUND),
         (topic, 7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), ("t" * 250, 0, ErrorCode.INVALID_TOPIC_EXCEPTION)]
+
+
+def _kafka_3_config_answers(bootstrap: str, topic: str) -> list:
+    """Create, alter and incrementally alter a topic with Kafka 3's removed configs; each outcome."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    out: list = []
+
+    def outcome(future) -> str:
+        try:
+            future.result(30)
+            return "ok"
+        except KafkaException as e:
+            return f"{e.args[0].code()} {e.args[0].str()}"
+
+    for name, value in (("message.format.version", "0.10.0.0"), ("message.format.version", "2.8.1"),
+                        ("message.format.version", "3.0-IV1"), ("message.downconversion.enable", "true"),
+                        ("message.timestamp.difference.max.ms", "1000")):
+        out.append(outcome(admin.create_topics([NewTopic(f"{topic}-x", 1, 1, config={name: value})])[f"{topic}-x"]))
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"message.format.version": "0.10.0.0"})
+    out.append(outcome(admin.alter_configs([res])[res]))
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("message.format.version", "0.10.0.0", incremental_operation=AlterConfigOpType.SET)])
+    out.append(outcome(admin.incremental_alter_configs([res])[res]))
+    described = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    names: set[str] = set()
+    for _ in range(20):  # Kafka's metadata may not have the topic yet (UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            names = set(admin.describe_configs([described])[described].result(30))
+            break
+        except KafkaException:
+            continue
+    out.append(sorted(names & {"message.format.version", "message.downconversion.enable",
+                               "message.timestamp.difference.max.ms"}))
+    return out
+
+
+def test_kafka_3_topic_configs_are_refused_as_kafka_4_4_refuses_them(kafka_reference, kbroker):
+    topic = f"mfv-{uuid.uuid4().hex[:8]}"
+    kafka = _kafka_3_config_answers(kafka_reference.bootstrap, topic)
+    assert _kafka_3_config_answers(kbroker.bootstrap, topic) == kafka
+    assert kafka[0] == "40 Unknown topic config name: message.format.version" and kafka[-1] == []
