@@ -130,6 +130,13 @@ def test_kafka_version_answers_as_that_release(line, tmp_path):
         if newer:
             assert closed_after(broker.bootstrap, _frame_of(newer[0]))
 
+        if 68 in release.apis:
+            # Kafka 3.7-3.9 advertise the consumer protocol's APIs but, by default, answer them
+            # UNSUPPORTED_VERSION (asked of 3.9.2); from 4.0 group.version 1 is finalized and they serve
+            on = "group.version" in release.finalized_features
+            answer = _heartbeat(broker.bootstrap)
+            assert (answer.error_code == 0) == on and (answer.error_code == 35) == (not on)
+
         kafka = pytest.importorskip("kafka")
         consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap)
         try:  # kafka-python's version inference reads the table; it knows releases up to 4.3
@@ -239,3 +246,15 @@ def test_kafka_3_accepts_and_ignores_message_format_version(tmp_path):
             consumer.close()
         assert seen == list(range(60))
         assert admin.describe_configs([res])[res].result(30)["message.format.version"].value == "0.10.0.0"
+
+
+def _heartbeat(bootstrap: str):
+    from kbroker.protocol.messages import consumer_group_heartbeat_request as cgh
+
+    wire = Wire(bootstrap)
+    try:
+        return wire.call(68, 0, cgh.ConsumerGroupHeartbeatRequest(
+            group_id="g", member_id="m" * 22, member_epoch=0, rebalance_timeout_ms=30000,
+            subscribed_topic_names=["t"], server_assignor=None, topic_partitions=[]))
+    finally:
+        wire.close()
