@@ -102,6 +102,8 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("offsets_retention_check_interval_ms", "offsets.retention.check.interval.ms", LONG),
     ("offset_metadata_max_bytes", "offset.metadata.max.bytes", INT),
     ("log_retention_check_interval_ms", "log.retention.check.interval.ms", LONG),
+    # KIP-368: clients (librdkafka's 0142) read it to know they must re-authenticate, and how often
+    ("connections_max_reauth_ms", "connections.max.reauth.ms", LONG),
 )
 # Fixed facts of a single-node broker, reported with Kafka's names.
 BROKER_FIXED: tuple[tuple[str, str, int], ...] = (

@@ -204,3 +204,18 @@ def test_kafka_3_topic_configs_are_refused_as_kafka_4_4_refuses_them(kafka_refer
     kafka = _kafka_3_config_answers(kafka_reference.bootstrap, topic)
     assert _kafka_3_config_answers(kbroker.bootstrap, topic) == kafka
     assert kafka[0] == "40 Unknown topic config name: message.format.version" and kafka[-1] == []
+
+
+def test_connections_max_reauth_ms_is_described_as_kafka_describes_it(kafka_reference, kbroker):
+    """Its default row (0: no re-authentication), as Kafka 4.4 reports it: librdkafka's 0142 reads it."""
+    from confluent_kafka.admin import ConfigResource
+
+    rows = []
+    for bootstrap in (kafka_reference.bootstrap, kbroker.bootstrap):
+        res = ConfigResource(ConfigResource.Type.BROKER, "1")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        entry = admin.describe_configs([res])[res].result(30)["connections.max.reauth.ms"]
+        rows.append((entry.value, entry.source, entry.is_read_only, entry.is_sensitive, entry.is_default,
+                     [(s.name, s.value, s.source) for s in entry.synonyms.values()]))
+    assert rows[0] == rows[1]
+    assert rows[0][:2] == ("0", 5)
