@@ -219,6 +219,15 @@ class BrokerConfig:
                                                       "its APIs, versions and features, and its refusals "
                                                       "(default: advertise 4.4.0's table and still serve the "
                                                       "older versions clients send without asking)"})
+    client_metrics: bool = field(
+        default=False, metadata={"help": "client telemetry (KIP-714): advertise GetTelemetrySubscriptions and "
+                                         "PushTelemetry, subscribe every client to all its metrics and show them "
+                                         "on /metrics per client instance (off, as in Kafka without a plugin)"})
+    client_metrics_interval_ms: int = field(
+        default=30000, metadata={"metavar": "MS", "help": "how often clients push their metrics with "
+                                                        "--client-metrics (a subscription's interval.ms)"})
+    telemetry_max_bytes: int = field(
+        default=1048576, metadata={"help": "largest PushTelemetry payload, as sent (telemetry.max.bytes)"})
     # --- security (issue 14): Kafka's names; see broker/security/ ---
     sasl_enabled_mechanisms: str = field(
         default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
@@ -396,6 +405,7 @@ _MINIMUM = {
     "max_inflated_batch_bytes": 1, "default_replication_factor": 1, "connection_failed_authentication_delay_ms": 0,
     "sasl_oauthbearer_jwks_endpoint_refresh_ms": 1, "sasl_oauthbearer_jwks_endpoint_retry_backoff_ms": 1,
     "sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms": 1, "sasl_oauthbearer_clock_skew_seconds": 0,
+    "client_metrics_interval_ms": 1, "telemetry_max_bytes": 1,
 }
 _INT32_MAX = 2**31 - 1
 

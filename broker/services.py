@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..protocol.kafka_releases import KafkaRelease
     from .apis.fetch_sessions import FetchSessionManager
     from .storage.log.manager import LogManager, TopicInfo
+    from .operations.client_telemetry import ClientTelemetry
     from .operations.observe import Observations
     from .storage.producer_state import ProducerStateManager
     from .operations.quotas import ClientQuotas
@@ -61,6 +62,7 @@ class BrokerServices(Protocol):
     def security_if_built(self) -> Security | None: ...
     # metrics and test controls
     observations: Observations
+    client_telemetry: ClientTelemetry | None  # the clients' pushed metrics (KIP-714), with --client-metrics
     partition_faults: PartitionFaults | None  # only with --test-controls
 
     explicit_settings: frozenset[str]  # the settings a flag, variable or file set (not defaults)

@@ -67,6 +67,8 @@ SERVED: dict[int, tuple[str, int, int]] = {
     66: ('list_transactions', 0, 2),
     68: ('consumer_group_heartbeat', 0, 1),
     69: ('consumer_group_describe', 0, 1),
+    71: ('get_telemetry_subscriptions', 0, 0),
+    72: ('push_telemetry', 0, 0),
     74: ('list_config_resources', 0, 1),
     75: ('describe_topic_partitions', 0, 0),
 }

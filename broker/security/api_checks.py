@@ -59,7 +59,7 @@ CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # ConfigResource types
 # APIs that check in their own handler (the ACL and SCRAM APIs) or that Kafka never checks
 # Describe/Create/DeleteAcls, Describe/AlterUserScramCredentials, the delegation token APIs
 CHECKED_IN_HANDLER = frozenset({29, 30, 31, 38, 39, 40, 41, 50, 51})
-NO_CHECK_IN_KAFKA = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
+NO_CHECK_IN_KAFKA = frozenset({17, 18, 36, 71, 72})  # SaslHandshake, ApiVersions, SaslAuthenticate, KIP-714
 
 
 def install(router: Router) -> None:
