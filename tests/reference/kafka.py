@@ -79,8 +79,12 @@ def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | 
 
 
 def random_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (Uuid.randomUuid())."""
-    return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (Uuid.randomUuid()), never
+    starting with "-" (Kafka's Uuid.randomUuid draws again too: kafka-storage would read it as a flag)."""
+    while True:
+        found = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
 
 
 class KafkaProcess:
