@@ -31,6 +31,7 @@ from .craft import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     UNKNOWN_TOPIC_ID,
+    ZERO_UUID,
     create_topic,
     created_configs_elsewhere,
     described_configs_elsewhere,
@@ -122,9 +123,9 @@ def create_topics_checks() -> list[Check]:
 
 
 def delete_topics_checks() -> list[Check]:
-    def request(v: int, name: str | None = None, tid: Any = None) -> Any:
-        if v >= 6:
-            return make(DELETE_TOPICS, timeout_ms=30000, topics=[{"name": name, "topic_id": tid or UNKNOWN_TOPIC_ID}])
+    def request(v: int, name: str | None = None, tid: Any = ZERO_UUID) -> Any:
+        if v >= 6:  # a name or an id
+            return make(DELETE_TOPICS, timeout_ms=30000, topics=[{"name": name, "topic_id": tid}])
         return make(DELETE_TOPICS, timeout_ms=30000, topic_names=[name])
 
     async def existing(s: Session, v: int) -> None:
@@ -143,6 +144,8 @@ def delete_topics_checks() -> list[Check]:
         *sweep(DELETE_TOPICS, "unknown topic", lambda s, v: request(v, "dw-nope-dt")),
         *sweep(DELETE_TOPICS, "a topic by id", steps=by_id, versions=[6]),
         *sweep(DELETE_TOPICS, "unknown topic id", lambda s, v: request(v, None, UNKNOWN_TOPIC_ID), versions=[6]),
+        *sweep(DELETE_TOPICS, "both a name and an id", lambda s, v: request(v, "dw-nope-dt", UNKNOWN_TOPIC_ID),
+               versions=[6]),
     ]
 
 
@@ -151,7 +154,7 @@ def delete_offsets_topic_checks() -> list[Check]:
     run alone, after every other check, so that no group check meets the deletion."""
     return sweep(DELETE_TOPICS, "__consumer_offsets", lambda s, v: make(
         DELETE_TOPICS, timeout_ms=30000, topic_names=["__consumer_offsets"],
-        topics=[{"name": "__consumer_offsets", "topic_id": UNKNOWN_TOPIC_ID}]), serial=True)
+        topics=[{"name": "__consumer_offsets", "topic_id": ZERO_UUID}]), serial=True)
 
 
 def create_partitions_checks() -> list[Check]:
@@ -383,4 +386,49 @@ def cluster_checks() -> list[Check]:
 def checks() -> list[Check]:
     return [*api_versions_checks(), *sasl_checks(), *create_topics_checks(), *delete_topics_checks(),
             *create_partitions_checks(), *describe_configs_checks(), *alter_configs_checks(),
-            *incremental_alter_configs_checks(), *acl_checks(), *quota_checks(), *scram_checks(), *cluster_checks()]
+            *incremental_alter_configs_checks(), *acl_checks(), *quota_checks(), *scram_checks(), *cluster_checks(),
+            *unsupported_version_checks()]
+
+
+UNSERVED = "(every API past its newest version, an unknown API)"
+
+
+def unsupported_version_checks() -> list[Check]:
+    """Every API (but ApiVersions, whose answer has its own check) at the version past both brokers'
+    newest, and an API key nobody defines: the header names what is not served, so both close the
+    connection without an answer (Kafka's RequestContext refuses it while parsing the header)."""
+    from kbroker.broker.apis import SERVED
+    from kbroker.protocol import codec, framing
+    from kbroker.protocol.messages import request_header
+
+    from .runner import CLOSED, NO_ANSWER, Closed
+    from .versions import KAFKA_44, api_name
+
+    def header(api_key: int, version: int) -> bytes:
+        spec = framing.request_spec(api_key)
+        flexible = spec is not None and spec.is_flexible(version)
+        body = request_header.RequestHeader(api_key, version, 1, "differential")
+        return codec.encode(request_header.SPEC, 2 if flexible else 1, body)
+
+    def check(api_key: int, version: int, check_id: str, label: str) -> Check:
+        async def run(s: Session) -> None:
+            conn = await s.connect()
+            await conn.send_raw(header(api_key, version) + bytes(16))
+            try:
+                await conn.read_frame(15)
+                outcome: dict = {"outcome": "answered"}
+            except Closed:
+                outcome = CLOSED
+            except TimeoutError:
+                outcome = NO_ANSWER
+            s.note(label, outcome)
+        return Check(check_id, run, api=UNSERVED)
+
+    out = []
+    for api_key, (_, _, high) in SERVED.items():
+        if api_key != API_VERSIONS:
+            version = max(high, KAFKA_44.get(api_key, (0, high))[1]) + 1
+            name = api_name(api_key)
+            out.append(check(api_key, version, f"{name} v{version}: a version past both brokers' newest",
+                             f"{name} v{version}"))
+    return [*out, check(999, 0, "API key 999: an API nobody defines", "API key 999 v0")]

@@ -187,8 +187,9 @@ def transaction_checks() -> list[Check]:
         *sweep(END_TXN, "an epoch from the future", steps=lambda s, v: end(s, v, "old epoch")),
         *sweep(TXN_OFFSET_COMMIT, "committed with the transaction", steps=lambda s, v: txn_offset_commit(
             s, v, "committed")),
+        # Serial, as Produce's "outside its transaction" checks (outside_checks)
         *sweep(TXN_OFFSET_COMMIT, "without AddOffsetsToTxn", steps=lambda s, v: txn_offset_commit(
-            s, v, "without AddOffsetsToTxn")),
+            s, v, "without AddOffsetsToTxn"), serial=True),
         *sweep(TXN_OFFSET_COMMIT, "a generation of an unknown group", steps=lambda s, v: txn_offset_commit(
             s, v, "a generation of an unknown group"), versions=range(3, 5)),
     ]

@@ -86,13 +86,14 @@ def extras(results: list[Result]) -> dict:
     for r in results:
         if r.check.table == "apis":
             entry = by_api.setdefault(r.check.api, {"api": r.check.api, "versions": set(), "checks": 0, "equal": 0})
-            entry["versions"].add(r.check.version)
+            if r.check.version is not None:
+                entry["versions"].add(r.check.version)
             entry["checks"] += 1
             entry["equal"] += r.equal
     apis = []
     for entry in by_api.values():
         versions = sorted(entry["versions"])
-        span = f"{versions[0]}-{versions[-1]}" if len(versions) > 1 else f"{versions[0]}"
+        span = "" if not versions else f"{versions[0]}-{versions[-1]}" if len(versions) > 1 else f"{versions[0]}"
         apis.append({**entry, "versions": span, "version_count": len(versions)})
     tables: dict[str, list] = {}
     for r in results:
