@@ -1,12 +1,13 @@
 """DescribeClientQuotas (48) v0-v1: the stored quotas whose entities match the filter
-(broker/quotas.py). A filter naming one type twice, or a bad match, is answered as Kafka does:
-INVALID_REQUEST with a message and no entries; an unknown entity type is UNSUPPORTED_VERSION (Kafka's
-ClientQuotasImage throws UnsupportedVersionException for it)."""
+(broker/operations/quotas.py). A filter naming one type twice, or a bad match, is answered as Kafka
+does: INVALID_REQUEST with a message and no entries; an unknown entity type is UNSUPPORTED_VERSION
+(Kafka's ClientQuotasImage throws UnsupportedVersionException for it)."""
 
 from __future__ import annotations
 
-from .. import quotas as q
-from ..router import RequestContext
+from ..operations import quotas as q
+from ..network.router import RequestContext
+from ..network.error_answers import refuse
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from ...protocol.messages.describe_client_quotas_response import (
@@ -19,6 +20,12 @@ from ...protocol.messages.describe_client_quotas_response import (
 API_KEY = 48
 VERSIONS = (0, 1)
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
+
+
+def failed_response(_ctx: RequestContext, _request: DescribeClientQuotasRequest,
+                    error: ErrorCode) -> DescribeClientQuotasResponse:
+    """As Kafka's: no entries (null), not an empty list."""
+    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=error, error_message=None, entries=None)
 
 
 class UnknownEntityType(q.QuotaError):
@@ -50,7 +57,7 @@ async def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> D
         components = _filter(request)
     except q.QuotaError as e:
         code = ErrorCode.UNSUPPORTED_VERSION if isinstance(e, UnknownEntityType) else ErrorCode.INVALID_REQUEST
-        return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=code, error_message=str(e), entries=None)
+        return refuse(ctx, request, code, str(e))
     entries = [
         EntryData(entity=[EntityData(t, n) for t, n in entity],
                   values=[ValueData(k, v) for k, v in sorted(values.items())])
