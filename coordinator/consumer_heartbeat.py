@@ -71,6 +71,12 @@ class AssignmentChanged:
     assignor: str
     members_moved: tuple[str, ...]
     member_count: int
+    # For the group's rebalance history (history.py): the epoch it moved on from, who came and went,
+    # and a fenced member's session timeout (how long its partitions went unserved before the fence).
+    previous_epoch: int = -1
+    members_in: tuple[str, ...] = ()
+    members_out: tuple[str, ...] = ()
+    session_timeout_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -221,9 +227,11 @@ def update_target_assignment(ctx: CCtx, group: ConsumerGroup, group_epoch: int,
             ctx.records.append(ConsumerGroupTargetAssignmentMemberRecord(group.group_id, member_id, new))
             moved.append(member_id)
     ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, ctx.now_ms))
+    joined = (updated.member_id,) if updated is not None and updated.member_id not in group.members else ()
     ctx.out.events.append(AssignmentChanged(  # type: ignore[arg-type]
         group.group_id, group_epoch, group_epoch, reason,
-        updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members)))
+        updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members),
+        group.group_epoch, joined, (removed,) if removed is not None else (), _session_timeout(ctx, reason)))
     return result.get(updated.member_id, {}) if updated is not None else {}
 
 
@@ -535,6 +543,14 @@ def fence_member(ctx: CCtx, group: ConsumerGroup, member: ConsumerGroupMember, r
         # Compute the survivors' targets now, so they move on at their next heartbeat.
         update_target_assignment(ctx, group, group_epoch, member, None, regexes, names, reason,
                                  removed=member.member_id)
+    else:  # the last member went: no target to compute, but the epoch moved (the group's history says so)
+        ctx.out.events.append(AssignmentChanged(  # type: ignore[arg-type]
+            group.group_id, group_epoch, group.assignment_epoch, reason, member.member_id, "", (), 0,
+            group.group_epoch, (), (member.member_id,), _session_timeout(ctx, reason)))
+
+
+def _session_timeout(ctx: CCtx, reason: str) -> int | None:
+    return ctx.config.group_consumer_session_timeout_ms if reason == "session expired" else None
 
 
 def on_session_expired(ctx: CCtx, group: ConsumerGroup | None, expiry: cc.ConsumerSessionExpired) -> None:
