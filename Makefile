@@ -31,8 +31,10 @@ run: venv
 	$(VENV)/bin/kbroker serve --listen $(LISTEN) --data-dir $(DATA_DIR) $(SERVE_ARGS)
 
 # Debian packages the tests use: kcat; golang-go and sarama 1.22 (built offline from /usr/share/gocode
-# by tests/integration/test_sarama.py). Installed only when missing; needs root, as in CI.
-SYSTEM_PACKAGES := kcat golang-go golang-github-shopify-sarama-dev
+# by tests/integration/test_sarama.py); chromium, which renders the analytics report headless
+# (tests/pipeline/test_report_browser.py); iproute2 for the network namespace of the Spark cluster test.
+# Installed only when missing; needs root, as in CI.
+SYSTEM_PACKAGES := kcat golang-go golang-github-shopify-sarama-dev chromium iproute2
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -155,7 +155,7 @@ def run(spark, data_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
     data_dir, out = str(data_dir), str(out)
     try:
         preflight.check_data_dir(data_dir)
-        root = check_data_dir(os.path.abspath(data_dir) if storage.is_local(data_dir) else data_dir)
+        root = check_data_dir(os.path.abspath(storage.local_path(data_dir)) if storage.is_local(data_dir) else data_dir)
         segments = list_segments(root)
     except (DataDirError, preflight.PreflightError) as exc:
         raise JobError(str(exc)) from exc
@@ -269,6 +269,7 @@ def main(args: argparse.Namespace) -> int:
             raise preflight.PreflightError(f"broker log {broker_log!r} does not exist or is not a file")
         preflight.check_output(out)
         preflight.check_java()
+        preflight.check_spark_python(master)
     except (preflight.PreflightError, OSError) as exc:
         return _refuse(str(exc))
     try:

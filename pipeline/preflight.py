@@ -104,3 +104,32 @@ def check_java() -> None:
         raise PreflightError(f"cannot tell the version of {java} from its -version output")
     if major < MIN_JAVA:
         raise PreflightError(f"{java} is Java {major}: Spark needs Java {MIN_JAVA} or newer (set JAVA_HOME)")
+
+
+def spark_python(master: str | None) -> str:
+    """The Python Spark runs for this job's Python code (executors, and the data source's planning on
+    the driver): ours on a local master, else spark.pyspark.python, PYSPARK_PYTHON, or python3."""
+    if master is None or is_local_master(master):
+        import sys
+
+        return os.environ.get("PYSPARK_PYTHON", sys.executable)
+    match = re.search(r"spark\.pyspark\.python=(\S+)", os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    return match[1] if match else os.environ.get("PYSPARK_PYTHON", "python3")
+
+
+def check_spark_python(master: str | None) -> None:
+    """On a cluster the executors' Python must have kbroker[pipeline]'s dependencies; this machine's
+    is asked here (the data source plans on it too), the workers' when they run the job."""
+    if master is None or is_local_master(master):
+        return
+    python = spark_python(master)
+    probe = "import pyarrow, pandas, construct, crc32c"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PreflightError(f"cannot run the Python Spark will use ({python}): {exc}; set PYSPARK_PYTHON or "
+                             f"--conf spark.pyspark.python") from None
+    if done.returncode != 0:
+        missing = (done.stderr.strip().splitlines() or ["?"])[-1]
+        raise PreflightError(f"the Python Spark will use ({python}) cannot run the job ({missing}): install "
+                             f"kbroker[pipeline]'s dependencies there, or set PYSPARK_PYTHON / spark.pyspark.python")
