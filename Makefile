@@ -22,6 +22,11 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(PIP) install --quiet -e '.[test,pipeline,bench]'
 	touch $@
 
+# The analytics job needs the pipeline extra only (PySpark, pyarrow, pandas), not the test environment.
+$(VENV)/.installed-pipeline: pyproject.toml $(VENV)/.installed
+	$(PIP) install --quiet -e '.[pipeline]'
+	touch $@
+
 venv: $(VENV)/.installed
 
 test-venv: $(VENV)/.installed-test
@@ -91,8 +96,8 @@ ROUNDS ?= 25
 chaos: test-venv
 	$(PY) -m kbroker.tests.faults.chaos --seed $(SEED) --rounds $(ROUNDS)
 
-# The PySpark analytics over ./data (see README); ARGS="--master spark://127.0.0.1:7077" etc.
-analyze: test-venv
+# The PySpark analytics over ./data (see README; Java 17 or newer); ARGS="--master spark://HOST:7077" etc.
+analyze: $(VENV)/.installed-pipeline
 	$(VENV)/bin/kbroker analyze --data-dir $(DATA_DIR) --out ./report $(ARGS)
 
 clean:

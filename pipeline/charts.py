@@ -57,10 +57,11 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     first = math.ceil(lo / step) * step
     out = []
     v = first
-    while v <= hi + step * 1e-9:
+    while True:  # up to the first tick at or above `hi`, so the axis covers every value
         out.append(v)
+        if v >= hi - step * 1e-9:
+            return out
         v += step
-    return out
 
 
 def _number(v: float) -> str:
@@ -89,15 +90,15 @@ def time_ticks(lo: float, hi: float, count: int = 6) -> list[tuple[float, str]]:
 
 
 class _Frame:
-    def __init__(self, x0: float, x1: float, y0: float, y1: float, height: int = H) -> None:
+    def __init__(self, x0: float, x1: float, y0: float, y1: float, height: int = H, left: int = LEFT) -> None:
         if x1 <= x0:
             x1 = x0 + 1
         if y1 <= y0:
             y1 = y0 + 1
-        self.x0, self.x1, self.y0, self.y1, self.h = x0, x1, y0, y1, height
+        self.x0, self.x1, self.y0, self.y1, self.h, self.left = x0, x1, y0, y1, height, left
 
     def x(self, v: float) -> float:
-        return LEFT + (v - self.x0) / (self.x1 - self.x0) * (W - LEFT - RIGHT)
+        return self.left + (v - self.x0) / (self.x1 - self.x0) * (W - self.left - RIGHT)
 
     def y(self, v: float) -> float:
         return self.h - BOTTOM - (v - self.y0) / (self.y1 - self.y0) * (self.h - TOP - BOTTOM)
@@ -106,17 +107,18 @@ class _Frame:
 def _axes(f: _Frame, x_label: str, y_label: str, y_ticks: list[tuple[float, str]] | None) -> list[str]:
     parts = []
     bottom = f.h - BOTTOM
-    parts.append(f"<line class='axis' x1='{LEFT}' y1='{bottom}' x2='{W - RIGHT}' y2='{bottom}' stroke='#555'/>")
-    parts.append(f"<line class='axis' x1='{LEFT}' y1='{TOP}' x2='{LEFT}' y2='{bottom}' stroke='#555'/>")
+    left = f.left
+    parts.append(f"<line class='axis' x1='{left}' y1='{bottom}' x2='{W - RIGHT}' y2='{bottom}' stroke='#555'/>")
+    parts.append(f"<line class='axis' x1='{left}' y1='{TOP}' x2='{left}' y2='{bottom}' stroke='#555'/>")
     for t, text in time_ticks(f.x0, f.x1):
         x = f.x(t)
         parts.append(f"<line x1='{x:.1f}' y1='{bottom}' x2='{x:.1f}' y2='{bottom + 5}' stroke='#555'/>"
                      f"<text class='tick' x='{x:.1f}' y='{bottom + 18}' text-anchor='middle'>{_esc(text)}</text>")
     for v, text in y_ticks or []:
         y = f.y(v)
-        parts.append(f"<line x1='{LEFT}' y1='{y:.1f}' x2='{W - RIGHT}' y2='{y:.1f}' stroke='#eee'/>"
-                     f"<text class='tick' x='{LEFT - 6}' y='{y + 4:.1f}' text-anchor='end'>{_esc(text)}</text>")
-    parts.append(f"<text class='axis-label x' x='{(LEFT + W - RIGHT) / 2}' y='{f.h - 12}' "
+        parts.append(f"<line x1='{left}' y1='{y:.1f}' x2='{W - RIGHT}' y2='{y:.1f}' stroke='#eee'/>"
+                     f"<text class='tick' x='{left - 6}' y='{y + 4:.1f}' text-anchor='end'>{_esc(text)}</text>")
+    parts.append(f"<text class='axis-label x' x='{(left + W - RIGHT) / 2}' y='{f.h - 12}' "
                  f"text-anchor='middle'>{_esc(x_label)}</text>")
     parts.append(f"<text class='axis-label y' transform='translate(16,{(TOP + bottom) / 2}) rotate(-90)' "
                  f"text-anchor='middle'>{_esc(y_label)}</text>")
@@ -147,8 +149,11 @@ def line_chart(name: str, title: str, series: list[Series], x_label: str, y_labe
         a, b = f.x(max(start, x0)), f.x(min(end, x1))
         body.append(f"<rect class='outage' x='{a:.1f}' y='{TOP}' width='{max(b - a, 1.5):.1f}' "
                     f"height='{H - TOP - BOTTOM}' fill='{OUTAGE}'><title>{_esc(label)}</title></rect>")
-    for s in series:
+    for rank, s in enumerate(series):
         pts = sorted(s.points)
+        # Lines drawn later lie on earlier ones: earlier lines are wider, so a line hidden under
+        # another still shows as a rim of its own colour.
+        width = max(1.5, 2 + 1.5 * (len(series) - 1 - rank) / max(len(series) - 1, 1) * 2)
         path: list[str] = []
         for i, (t, v) in enumerate(pts):
             x, y = f.x(t), f.y(v)
@@ -163,7 +168,7 @@ def line_chart(name: str, title: str, series: list[Series], x_label: str, y_labe
                         f"<title>{_esc(s.label)}: {_number(v)} at {_clock(t)}</title></circle>"
                         for t, v in pts) if len(pts) <= 150 else ""
         body.append(f"<g class='series' data-group='{_esc(s.label)}'><path d='{''.join(path)}' fill='none' "
-                    f"stroke='{s.colour}' stroke-width='2'{dash}><title>{_esc(s.label)}</title></path>{marks}</g>")
+                    f"stroke='{s.colour}' stroke-width='{width:.1f}'{dash}><title>{_esc(s.label)}</title></path>{marks}</g>")
     return _svg(name, title, H, body)
 
 
@@ -176,7 +181,8 @@ def timeline(name: str, title: str, lanes: list[Lane], x_label: str, y_label: st
     lane_h = 16
     height = TOP + BOTTOM + lane_h * len(lanes) + 8
     x0, x1 = window
-    f = _Frame(x0, x1, 0, 1, height)
+    # room for the lane names between the axis label and the axis
+    f = _Frame(x0, x1, 0, 1, height, left=34 + 7 * max(len(lane.label) for lane in lanes))
     body = _axes(f, x_label, y_label, None)
     top, bottom = TOP, height - BOTTOM
     for start, end, label in shades:
@@ -189,7 +195,7 @@ def timeline(name: str, title: str, lanes: list[Lane], x_label: str, y_label: st
                     f"stroke-dasharray='2,3'><title>{_esc(label)}</title></line>")
     for i, lane in enumerate(lanes):
         y = top + 4 + i * lane_h
-        body.append(f"<text class='lane' x='{LEFT - 6}' y='{y + 11}' text-anchor='end'>{_esc(lane.label)}</text>")
+        body.append(f"<text class='lane' x='{f.left - 6}' y='{y + 11}' text-anchor='end'>{_esc(lane.label)}</text>")
         for bar in lane.bars:
             a, b = f.x(max(bar.start, x0)), f.x(min(bar.end, x1))
             body.append(f"<rect class='owner' x='{a:.1f}' y='{y}' width='{max(b - a, 1):.1f}' height='{lane_h - 4}' "
@@ -214,3 +220,14 @@ def shade(colour: str, i: int) -> str:
         return colour
     r, g, b = (int(colour[k:k + 2], 16) for k in (1, 3, 5))
     return "#{:02x}{:02x}{:02x}".format(*(int(c + (255 - c) * 0.45) for c in (r, g, b)))
+
+
+def tints(colour: str, n: int) -> list[str]:
+    """`n` variations of one group's colour, darkest first: a group's partitions stay in its hue."""
+    r, g, b = (int(colour[k:k + 2], 16) for k in (1, 3, 5))
+    out = []
+    for i in range(n):
+        f = -0.35 + 0.9 * i / max(n - 1, 1)  # from darker to lighter
+        mix = [int(c * (1 + f)) if f < 0 else int(c + (255 - c) * f) for c in (r, g, b)]
+        out.append("#{:02x}{:02x}{:02x}".format(*(max(0, min(255, c)) for c in mix)))
+    return out

@@ -247,7 +247,7 @@ def _series_charts(d: ReportData) -> list[str]:
     other_note = f"{OTHER_LABEL} ({d.others:,}, summed)" if d.others else None
     names = d.featured + ([OTHER_LABEL] if d.others else [])
     shades = [(_secs(o.start), _secs(o.end), f"{o.group_id}: {o.kind}, {o.seconds:.1f} s")
-              for o in d.outages_featured.itertuples()] if len(d.outages_featured) else []
+              for o in d.outages_featured.itertuples() if o.kind.startswith("crash")] if len(d.outages_featured) else []
     lag = [charts.Series(g, colour[g], [(_secs(r.time), float(r.lag)) for r in d.lag_series[d.lag_series["group"] == g]
                                         .itertuples()], dashed=g == OTHER_LABEL) for g in names]
     commits = [charts.Series(g, colour[g], [(_secs(r.minute), float(r.commits)) for r in
@@ -256,7 +256,7 @@ def _series_charts(d: ReportData) -> list[str]:
     legend = _legend([(g, colour[g]) for g in d.featured] + ([(other_note, charts.OTHER)] if other_note else []))
     out = [f"<h2>Lag over time</h2><div class='panel'>"
            + charts.line_chart("lag", f"Messages behind, summed over each group's partitions (every {d.bucket_s} s; "
-                               f"outages shaded)", lag, "time (UTC)", "messages behind",
+                               f"crashes shaded)", lag, "time (UTC)", "messages behind",
                                window=d.window, shades=shades) + legend + "</div>",
            "<h2>Commits</h2><div class='panel'>"
            + charts.line_chart("commits", "Offset commit requests per minute", commits, "time (UTC)",
@@ -276,10 +276,11 @@ def _group_charts(d: ReportData) -> list[str]:
         if len(pl):
             worst = pl.groupby(["topic", "partition"])["lag"].max().sort_values(ascending=False)
             keep = list(worst.index[:8])
+            hues = charts.tints(colour, len(keep))
             for i, (topic, p) in enumerate(keep):
                 rows = pl[(pl["topic"] == topic) & (pl["partition"] == p)]
-                parts.append(charts.Series(f"{topic}-{p}", charts.PALETTE[(i + 3) % len(charts.PALETTE)],
-                                           [(_secs(r.time), float(r.lag)) for r in rows.itertuples()]))
+                parts.append(charts.Series(f"{topic}-{p}", hues[i], [(_secs(r.time), float(r.lag))
+                                                                      for r in rows.itertuples()], dashed=i % 2 == 1))
             note = "" if len(worst) <= 8 else f" (the 8 of {len(worst)} partitions with the most lag)"
         else:
             note = ""

@@ -4,10 +4,12 @@ them, commits counted per request, the consumer group's epochs, owners and outag
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kbroker.pipeline import job
-from kbroker.tests.pipeline import datadir
+from kbroker.tests.pipeline import browser, datadir
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +70,9 @@ def test_rates_are_over_the_reports_window(spark, groups, result) -> None:
     topics = {(r.topic, r.partition): r for r in _rows(spark, result, "topics")}
     # 40 messages a partition over the 39 s the data spans, the same window for every partition
     assert [round(topics[(datadir.ORDERS, p)].messages_per_sec, 4) for p in range(3)] == [round(40 / 39, 4)] * 3
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="needs Debian's chromium (make system-deps)")
+def test_the_report_renders_sound_in_a_browser(spark, result) -> None:
+    m = browser.assert_sound(Path(result.report), spark, result.out)
+    assert {c["name"] for c in m["charts"]} >= {"lag", "commits", f"ownership:{datadir.CG}"}

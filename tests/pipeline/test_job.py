@@ -11,7 +11,7 @@ import pytest
 
 from kbroker.pipeline import job
 from kbroker.pipeline.logdir import list_segments
-from kbroker.tests.pipeline import datadir
+from kbroker.tests.pipeline import browser, datadir
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +187,8 @@ def test_an_empty_or_foreign_directory_is_named(spark, tmp_path) -> None:
     (tmp_path / "foreign" / "photos").mkdir(parents=True)
     with pytest.raises(job.JobError, match="not a kbroker data directory"):
         job.run(spark, tmp_path / "foreign", tmp_path / "r")
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="needs Debian's chromium (make system-deps)")
+def test_the_report_renders_sound_in_a_browser(spark, result) -> None:
+    browser.assert_sound(Path(result.report), spark, result.out)
