@@ -81,8 +81,8 @@ def time_ticks(lo: float, hi: float, count: int = 6) -> list[tuple[float, str]]:
     fmt = "%H:%M:%S" if step < 60 else "%H:%M" if step < 86400 else "%m-%d"
     if span > 86400 and step < 86400:
         fmt = "%m-%d %H:%M"
-    out = []
-    t = first
+    out: list[tuple[float, str]] = []
+    t = float(first)
     while t <= hi:
         out.append((t, dt.datetime.fromtimestamp(t, tz=dt.timezone.utc).strftime(fmt)))
         t += step
@@ -133,14 +133,14 @@ def _svg(name: str, title: str, height: int, body: list[str]) -> str:
 
 
 def line_chart(name: str, title: str, series: list[Series], x_label: str, y_label: str,
-               window: tuple[float, float] | None = None, step: bool = True,
+               window: tuple[float | None, float | None] | None = None, step: bool = True,
                shades: list[tuple[float, float, str]] | None = None) -> str:
     """Lines over time (steps: a value holds until the next point), one colour per series."""
     points = [p for s in series for p in s.points]
     if not points:
         return _empty(name, title, x_label, y_label)
-    x0, x1 = window if window and window[0] is not None and window[1] is not None else (
-        min(p[0] for p in points), max(p[0] for p in points))
+    x0 = window[0] if window and window[0] is not None else min(p[0] for p in points)
+    x1 = window[1] if window and window[1] is not None else max(p[0] for p in points)
     top = max(p[1] for p in points)
     ticks = nice_ticks(0, top if top > 0 else 1)
     f = _Frame(x0, x1, 0, ticks[-1] if ticks else 1)

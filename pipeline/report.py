@@ -264,6 +264,10 @@ def _series_charts(d: ReportData) -> list[str]:
     return out
 
 
+def _rows_of(frame: pd.DataFrame, group: str) -> list[Any]:
+    return list(frame[frame["group_id"] == group].itertuples()) if len(frame) else []
+
+
 def _group_charts(d: ReportData) -> list[str]:
     out: list[str] = []
     x0, x1 = d.window
@@ -296,12 +300,10 @@ def _group_charts(d: ReportData) -> list[str]:
                     lane.bars.append(charts.Bar(_secs(r.since), end, charts.shade(colour, members.index(r.member_id)),
                                                 f"{topic}-{p}: {who} ({r.member_id}), generation {r.generation}"))
                 lanes.append(lane)
-        outs = d.outages_featured[d.outages_featured["group_id"] == g] if len(d.outages_featured) else []
-        shades = [(_secs(o.start), _secs(o.end), f"{o.kind}: {o.seconds:.1f} s") for o in
-                  (outs.itertuples() if len(outs) else [])]
-        rb = d.rebalances_featured[d.rebalances_featured["group_id"] == g] if len(d.rebalances_featured) else []
-        ticks = [(_secs(r.time), f"generation {r.generation}: {r.reason}") for r in
-                 (rb.itertuples() if len(rb) else []) if r.time is not None and not pd.isna(r.time)]
+        outs = _rows_of(d.outages_featured, g)
+        shades = [(_secs(o.start), _secs(o.end), f"{o.kind}: {o.seconds:.1f} s") for o in outs]
+        ticks = [(_secs(r.time), f"generation {r.generation}: {r.reason}") for r in _rows_of(d.rebalances_featured, g)
+                 if r.time is not None and not pd.isna(r.time)]
         out.append(f"<h2><span class='swatch' style='background:{colour}'></span>Group {html.escape(g)}</h2>"
                    "<div class='panel'>"
                    + charts.line_chart(f"partition-lag:{g}", f"{g}: messages behind per partition{note}", parts,

@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, Sequence
 
 from ..coordinator.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentRecord,
@@ -53,9 +54,10 @@ class _PartitionWriter:
     def __init__(self, folder: Path, segment_bytes: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.segment_bytes = folder, segment_bytes
-        self.offset, self.size, self.out, self.segments, self.bytes = 0, 0, None, 0, 0
+        self.offset, self.size, self.segments, self.bytes = 0, 0, 0, 0
+        self.out: BinaryIO | None = None
 
-    def append(self, records: list[tuple[bytes | None, bytes | None]], at_ms: int) -> None:
+    def append(self, records: Sequence[tuple[bytes | None, bytes | None]], at_ms: int) -> None:
         batch = bytearray(encode_batch([Record(i, at_ms, k, v) for i, (k, v) in enumerate(records)]))
         _I64.pack_into(batch, 0, self.offset)
         if self.out is None or self.size + len(batch) > self.segment_bytes:
