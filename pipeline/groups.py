@@ -246,9 +246,11 @@ SEVERITY = {"ok": 0, "empty": 0, "lagging": 1, "stalled": 2, "stopped": 3}
 
 
 def partition_status(commit_lag_df: DataFrame, lag_df: DataFrame, now: Column) -> DataFrame:
-    """Burrow's evaluation of each partition's last COMMIT_WINDOW commits: ok if the lag was zero at
-    any of them (or is now); else stopped if the time since the last commit is longer than the window
-    spans, stalled if the committed offset did not move, lagging if the lag did not go down."""
+    """Burrow's evaluation (calculatePartitionStatus) of each partition's last COMMIT_WINDOW commits:
+    ok with no lag now; stopped if the time since the last commit is longer than the window spans
+    (checked first: a consumer that stopped is caught even if its lag was going down); ok if the lag
+    was zero at any of those commits; stalled if the committed offset did not move; lagging if the lag
+    did not go down."""
     newest = Window.partitionBy("group_id", "topic", "partition").orderBy(F.col("commit_time").desc(), F.col("offset").desc())
     w = (commit_lag_df.withColumn("_n", F.row_number().over(newest)).where(F.col("_n") <= COMMIT_WINDOW)
          .groupBy("group_id", "topic", "partition")
@@ -259,8 +261,9 @@ def partition_status(commit_lag_df: DataFrame, lag_df: DataFrame, now: Column) -
     w = w.join(lag_df.select("group_id", "topic", "partition", "lag"), ["group_id", "topic", "partition"], "left")
     last, first = F.col("_last_t").cast("double"), F.col("_first_t").cast("double")
     lag_now = F.coalesce(F.col("lag"), F.lit(0))
-    status = (F.when((F.col("_min_lag") == 0) | (lag_now == 0), "ok")
-              .when((now.cast("double") - last) > (last - first), "stopped")
+    status = (F.when(lag_now == 0, "ok")
+              .when((now.cast("double") - last) > (last - first), "stopped")  # before the zero-lag rule
+              .when(F.col("_min_lag") == 0, "ok")
               .when((F.col("_count") > 1) & (F.col("_min_off") == F.col("_max_off")), "stalled")
               .when((F.col("_count") > 1) & (F.col("_newest_lag") >= F.col("_oldest_lag")), "lagging")
               .otherwise("ok"))

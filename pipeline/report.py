@@ -134,7 +134,7 @@ h1{font-size:1.45em;margin:8px 0}h2{font-size:1.1em;margin:28px 0 8px;border-bot
 table.t{border-collapse:collapse;font-size:12px;width:100%}
 table.t td,table.t th{padding:3px 8px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap}
 table.t td.text,table.t th.text{text-align:left}
-table.t td.wrap{white-space:normal;min-width:16em;max-width:32em;overflow-wrap:anywhere;text-align:left}
+table.t td.wrap{white-space:normal;min-width:24em;max-width:40em;overflow-wrap:anywhere;text-align:left}
 table.t th{background:#f4f4f4;cursor:pointer;position:sticky;top:0}
 table.t th.sorted-asc::after{content:" \\25B2"}table.t th.sorted-desc::after{content:" \\25BC"}
 .controls{display:flex;gap:10px;align-items:center;font-size:12px;margin:6px 0;flex-wrap:wrap}
@@ -339,16 +339,17 @@ def write_report(out: str, d: ReportData, problems: list[str], meta: dict[str, A
         parts.append(f"<div class='tile' data-total='{key}' data-value='{d.totals[key]}'><b>{d.totals[key]:,}</b>"
                      f"<span>{text}</span></div>")
     parts.append("</div><p class='note'>Status follows Burrow's rules over each partition's last 10 commits: "
-                 "ok when the lag touched zero; stopped when the group has not committed for longer than those "
-                 "commits span (or has no members and lag); stalled when the committed offset did not move; "
-                 "lagging when the lag did not go down; empty when the group has no members and nothing behind.</p>")
-    parts.append("<h2>Groups</h2>")
+                 "ok with nothing behind; stopped when the group has not committed for longer than those commits "
+                 "span (or has no members and is behind); ok when the lag touched zero; stalled when the "
+                 "committed offset did not move; lagging when the lag did not go down; empty when the group has "
+                 "no members and nothing behind. The worst partition decides.</p>")
     if d.others:
         parts.append(f"<p class='note'>The charts show the {len(d.featured)} groups that need attention most (status, "
                      f"then lag, then commits), each in its own colour; the other {d.others:,} groups are summed "
                      f"into one grey dashed line.</p>")
-    parts.append(_table("group_summary", d.summary, d.summary_total, "worst status first", d.colours))
     parts += _series_charts(d)
+    parts.append("<h2>Groups</h2>")
+    parts.append(_table("group_summary", d.summary, d.summary_total, "worst status first", d.colours, page=20))
     parts += _group_charts(d)
     for name, title in (("lag", "Lag by partition"), ("outages", "Outages"), ("rebalances", "Rebalances"),
                         ("topics", "Topics")):

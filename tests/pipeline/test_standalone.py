@@ -26,7 +26,7 @@ import pytest
 
 from kbroker.tests.integration.broker_process import free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 # Run by the executors' Python before anything else: without the editable install's finder, kbroker can
 # only come from the zip the driver ships (spark.submit.pyFiles / addPyFile).

@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kbroker.pipeline import job  # noqa: E402
 from kbroker.tests.integration.broker_process import BrokerProcess  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 SESSION_MS, HEARTBEAT_MS = 6000, 500
 TOPIC, OUT = "in", "out"
