@@ -20,23 +20,37 @@ import time
 def peaks(event_dir: str) -> dict[str, dict[str, int]]:
     """executor id -> the peak of each memory metric over the application (bytes)."""
     out: dict[str, dict[str, int]] = {}
-    for path in glob.glob(os.path.join(event_dir, "*")):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                event = json.loads(line)
-                kind = event.get("Event")
-                if kind == "SparkListenerStageExecutorMetrics":
-                    executor, metrics = event["Executor ID"], event["Executor Metrics"]
-                elif kind == "SparkListenerExecutorMetricsUpdate" and event.get("Executor Metrics Updated"):
-                    executor = event["Executor ID"]
-                    metrics = event["Executor Metrics Updated"][0].get("Executor Metrics", {})
-                else:
-                    continue
-                mine = out.setdefault(executor, {})
-                for name in ("JVMHeapMemory", "ProcessTreeJVMRSSMemory", "ProcessTreePythonRSSMemory"):
-                    if name in metrics:
-                        mine[name] = max(mine.get(name, 0), int(metrics[name]))
+    for path in glob.glob(os.path.join(event_dir, "**", "*"), recursive=True):
+        if os.path.isdir(path) or os.path.basename(path).startswith("appstatus"):
+            continue
+        for line in _lines(path):
+            event = json.loads(line)
+            kind = event.get("Event")
+            if kind == "SparkListenerStageExecutorMetrics":
+                executor, metrics = event["Executor ID"], event["Executor Metrics"]
+            elif kind == "SparkListenerExecutorMetricsUpdate" and event.get("Executor Metrics Updated"):
+                executor = event["Executor ID"]
+                metrics = event["Executor Metrics Updated"][0].get("Executor Metrics", {})
+            else:
+                continue
+            mine = out.setdefault(executor, {})
+            for name in ("JVMHeapMemory", "ProcessTreeJVMRSSMemory", "ProcessTreePythonRSSMemory"):
+                if name in metrics:
+                    mine[name] = max(mine.get(name, 0), int(metrics[name]))
     return out
+
+
+def _lines(path: str) -> list[str]:
+    """An event log file's lines (Spark 4 writes rolling logs, zstd-compressed by default)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if path.endswith(".zstd"):
+        import io
+
+        import zstandard
+
+        raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
+    return raw.decode("utf-8").splitlines()
 
 
 def main(argv: list[str] | None = None) -> int:
