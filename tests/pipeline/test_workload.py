@@ -175,7 +175,8 @@ def test_every_figure_matches_the_clients_record(spark, tmp_path) -> None:
     assert commits == truth_commits
     summary = {r.group_id: r for r in table("group_summary")}
     assert (summary["g-txn"].transactions_committed, summary["g-txn"].transactions_aborted) == (2, 1)
-    assert {g: summary[g].status for g in ("g-848", "g-idle")} == {"g-848": "stopped", "g-idle": "stopped"}
+    # g-848 stopped behind (c1 committed 30 of 100 on its partitions); g-idle caught up and left
+    assert {g: summary[g].status for g in ("g-848", "g-idle")} == {"g-848": "stopped", "g-idle": "empty"}
 
     gens = sorted((r for r in table("rebalances") if r.group_id == "g-848"), key=lambda r: r.generation)
     assert [r.group_type for r in gens] == ["consumer"] * 4
