@@ -32,7 +32,11 @@ BROKER_LOG_SCHEMA = StructType([
     StructField("session_timeout_ms", LongType()),
 ])
 
-_EMPTY = F.array().cast("array<string>")
+
+
+def _empty() -> Column:
+    """An empty array of strings (a Column needs a session: made when used, not at import)."""
+    return F.array().cast("array<string>")
 
 
 # -- generations ---------------------------------------------------------------------------------------
@@ -116,7 +120,7 @@ def rebalances(offsets: DataFrame, intervals: DataFrame, broker_events: DataFram
     gens = classic.unionByName(_consumer(offsets, intervals.cache()))
     gens = gens.withColumn("member_ids", F.transform("members", lambda m: m["member_id"]))
     order = Window.partitionBy("group_id").orderBy("generation")
-    prev_ids = F.coalesce(F.col("_prev_ids"), _EMPTY)
+    prev_ids = F.coalesce(F.col("_prev_ids"), _empty())
     gens = (gens.withColumn("_prev_ids", F.lag("member_ids").over(order))
             .withColumn("_prev_members", F.lag("members").over(order))
             .withColumn("members_joined", F.array_except("member_ids", prev_ids))
@@ -144,7 +148,7 @@ def rebalances(offsets: DataFrame, intervals: DataFrame, broker_events: DataFram
                       F.col("duration_ms").alias("rebalance_duration_ms"),
                       F.col("session_timeout_ms").alias("log_session_ms"),
                       F.col("member_count").alias("log_member_count"),
-                      F.coalesce("members_in", _EMPTY).alias("log_in"), F.coalesce("members_out", _EMPTY).alias("log_out"),
+                      F.coalesce("members_in", _empty()).alias("log_in"), F.coalesce("members_out", _empty()).alias("log_out"),
                       F.to_timestamp("timestamp").alias("log_time"))
               .dropDuplicates(["group_id", "generation"]))
         joined = gens.withColumn("in_offsets_log", F.lit(True)).join(ev, ["group_id", "generation"], "full_outer")

@@ -1,4 +1,4 @@
-"""Find the segment files of a kbroker data directory (see broker/log/manager.py for the layout), and
+"""Find the segment files of a kbroker data directory (see broker/storage/log/manager.py for the layout), and
 plan the tasks that read them.
 
 Cheap: it lists directories and stats files, it never opens a segment. The data source calls it on

@@ -17,23 +17,23 @@ import random
 import struct
 import time
 import uuid
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Sequence
 
-from ..coordinator.consumer_records import (
+from ..protocol.records.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentRecord,
     ConsumerGroupCurrentMemberAssignmentTombstone,
     ConsumerGroupMemberMetadataTombstone,
     ConsumerGroupMemberMetadataRecord,
     ConsumerGroupMetadataRecord,
 )
-from ..coordinator.partitioning import partition_for
-from ..coordinator.record_codec import encode_record
-from ..coordinator.records import GroupMetadataMember, GroupMetadataRecord, OffsetCommitRecord
-from ..coordinator.subscription import encode_subscription_topics
+from ..protocol.records.codec import encode_record
+from ..protocol.records.classic_records import GroupMetadataMember, GroupMetadataRecord, OffsetCommitRecord
 from ..protocol import codec
 from ..protocol.messages import consumer_protocol_assignment as cpa
+from ..protocol.messages import consumer_protocol_subscription as cps
 from ..protocol.record_batch import Record, encode_batch
 
 OFFSETS_PARTITIONS = 50
@@ -87,6 +87,16 @@ def _topic_json(root: Path, name: str, partitions: int, configs: dict[str, str] 
     return topic_id
 
 
+def _subscription(topic: str) -> bytes:
+    return struct.pack(">h", 0) + codec.encode(cps.SPEC, 0, cps.ConsumerProtocolSubscription(topics=[topic]))
+
+
+def _offsets_partition(group: str) -> int:
+    """Where the group's records go. Synthetic: a stable spread over the partitions, not Kafka's
+    abs(hashCode) % 50 (the job reads every partition alike; a broker would look elsewhere)."""
+    return zlib.crc32(group.encode()) % OFFSETS_PARTITIONS
+
+
 def _assignment(topic: str, parts: list[int]) -> bytes:
     body = cpa.ConsumerProtocolAssignment([cpa.TopicPartition(topic, parts)])
     return struct.pack(">h", 0) + codec.encode(cpa.SPEC, 0, body)
@@ -122,7 +132,7 @@ def write(root: Path, *, groups: int = 1000, commits: int = 1_000_000, topics: i
         topic = names[g % topics]
         shape = SHAPES[g % len(SHAPES)]
         consumer = g % 5 == 4
-        opart = partition_for(gid, OFFSETS_PARTITIONS)
+        opart = _offsets_partition(gid)
         out = events[opart]
         interval = max(1, seconds // per_group_requests)
         stop = seconds if shape != "stopped" else seconds * 2 // 3
@@ -163,7 +173,7 @@ def write(root: Path, *, groups: int = 1000, commits: int = 1_000_000, topics: i
                     recs.append(encode_record(ConsumerGroupCurrentMemberAssignmentRecord(gid, m, gen, gen - 1, 0,
                                                                                          {tid: mine}, {})))
             else:
-                gm = [GroupMetadataMember(m, None, m, "/10.1.0.1", 300_000, 10_000, encode_subscription_topics([topic]),
+                gm = [GroupMetadataMember(m, None, m, "/10.1.0.1", 300_000, 10_000, _subscription(topic),
                                           _assignment(topic, [p for p in range(partitions) if p % len(who) == i]))
                       for i, m in enumerate(who)]
                 recs = [encode_record(GroupMetadataRecord(gid, "consumer", gen, "range", who[0], at, tuple(gm)))]

@@ -14,7 +14,7 @@ import functools
 import inspect
 from typing import Any, Callable
 
-from ..router import RequestContext, Route, then
+from ..network.router import RequestContext, Route, then
 
 
 def _allowed(ctx: RequestContext, resource_type: str, name: str | None = None) -> int:

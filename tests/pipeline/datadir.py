@@ -9,16 +9,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbroker.broker.log.manager import LogManager
-from kbroker.broker.offsets_topic import OffsetsTopic
-from kbroker.coordinator.records import (
+from kbroker.broker.storage.log.manager import LogManager
+from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
+from kbroker.protocol.records.classic_records import (
     GroupMetadataMember,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,
     OffsetCommitTombstone,
 )
-from kbroker.coordinator.subscription import encode_subscription_topics
+from kbroker.coordinator.groups.classic.subscription import encode_subscription_topics
 from kbroker.protocol import codec
 from kbroker.protocol.messages import consumer_protocol_assignment as cpa
 from kbroker.protocol.record_batch import Record, encode_batch
@@ -174,7 +174,7 @@ def build_groups(root: Path) -> GroupsScenario:
     """
     import json
 
-    from kbroker.coordinator.consumer_records import (
+    from kbroker.protocol.records.consumer_records import (
         ConsumerGroupCurrentMemberAssignmentRecord,
         ConsumerGroupCurrentMemberAssignmentTombstone,
         ConsumerGroupMemberMetadataRecord,
@@ -184,7 +184,7 @@ def build_groups(root: Path) -> GroupsScenario:
         ConsumerGroupTargetAssignmentMetadataRecord,
     )
     from kbroker.coordinator.partitioning import partition_for
-    from kbroker.coordinator.record_codec import encode_record
+    from kbroker.protocol.records.codec import encode_record
     from kbroker.protocol.control_records import encode_marker
 
     sc = GroupsScenario(root)

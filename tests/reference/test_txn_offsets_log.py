@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from kbroker.coordinator.partitioning import partition_for  # noqa: E402
-from kbroker.coordinator.record_codec import decode_record  # noqa: E402
+from kbroker.protocol.records.codec import decode_record  # noqa: E402
 from kbroker.protocol.control_records import COMMIT, control_type  # noqa: E402
 from kbroker.protocol.record_batch import decode_batch, iter_batches  # noqa: E402
 from kbroker.tests.integration.broker_process import BrokerProcess  # noqa: E402

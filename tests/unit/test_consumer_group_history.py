@@ -4,8 +4,8 @@ member leaving is one too (the group empties), and a fence by session expiry car
 
 from __future__ import annotations
 
-from kbroker.coordinator.consumer_heartbeat import AssignmentChanged
-from kbroker.coordinator.history import RebalanceHistory
+from kbroker.coordinator.groups.consumer.consumer_heartbeat import AssignmentChanged
+from kbroker.coordinator.groups.history import RebalanceHistory
 from kbroker.tests.unit.test_consumer_group_heartbeat import SESSION_MS, beat, group, join, make, settle
 
 
