@@ -134,7 +134,7 @@ def _svg(name: str, title: str, height: int, body: list[str]) -> str:
 
 def line_chart(name: str, title: str, series: list[Series], x_label: str, y_label: str,
                window: tuple[float | None, float | None] | None = None, step: bool = True,
-               shades: list[tuple[float, float, str]] | None = None) -> str:
+               shades: list[tuple[float, float, str]] | None = None, height: int = H) -> str:
     """Lines over time (steps: a value holds until the next point), one colour per series."""
     points = [p for s in series for p in s.points]
     if not points:
@@ -143,12 +143,12 @@ def line_chart(name: str, title: str, series: list[Series], x_label: str, y_labe
     x1 = window[1] if window and window[1] is not None else max(p[0] for p in points)
     top = max(p[1] for p in points)
     ticks = nice_ticks(0, top if top > 0 else 1)
-    f = _Frame(x0, x1, 0, ticks[-1] if ticks else 1)
+    f = _Frame(x0, x1, 0, ticks[-1] if ticks else 1, height)
     body = _axes(f, x_label, y_label, [(v, _number(v)) for v in ticks])
     for start, end, label in shades or []:
         a, b = f.x(max(start, x0)), f.x(min(end, x1))
         body.append(f"<rect class='outage' x='{a:.1f}' y='{TOP}' width='{max(b - a, 1.5):.1f}' "
-                    f"height='{H - TOP - BOTTOM}' fill='{OUTAGE}'><title>{_esc(label)}</title></rect>")
+                    f"height='{height - TOP - BOTTOM}' fill='{OUTAGE}'><title>{_esc(label)}</title></rect>")
     for rank, s in enumerate(series):
         pts = sorted(s.points)
         # Lines drawn later lie on earlier ones: earlier lines are wider, so a line hidden under
@@ -169,7 +169,7 @@ def line_chart(name: str, title: str, series: list[Series], x_label: str, y_labe
                         for t, v in pts) if len(pts) <= 150 else ""
         body.append(f"<g class='series' data-group='{_esc(s.label)}'><path d='{''.join(path)}' fill='none' "
                     f"stroke='{s.colour}' stroke-width='{width:.1f}'{dash}><title>{_esc(s.label)}</title></path>{marks}</g>")
-    return _svg(name, title, H, body)
+    return _svg(name, title, height, body)
 
 
 def timeline(name: str, title: str, lanes: list[Lane], x_label: str, y_label: str,

@@ -59,6 +59,7 @@ class ReportData:
     others: int = 0
     window: tuple[float | None, float | None] = (None, None)
     bucket_s: int = 60
+    lag_total: pd.DataFrame | None = None  # time, lag: every group summed
 
 
 def collect(t: dict[str, Any], *, top_groups: int, bucket_s: int, window: tuple[float | None, float | None]) -> ReportData:
@@ -84,11 +85,18 @@ def collect(t: dict[str, Any], *, top_groups: int, bucket_s: int, window: tuple[
               "lag_table_total": int(lag_total or 0), "commit_table_total": int(commits_total or 0)}
     status_counts = {r["status"]: r["count"] for r in t["group_summary"].groupBy("status").count().collect()}
 
+    # A featured group's own figures; the other groups as their mean per group (their sum would dwarf
+    # every featured line: 990 groups against one), and every group summed in a chart of its own.
     label = F.when(F.col("group_id").isin(featured), F.col("group_id")).otherwise(F.lit(OTHER_LABEL))
+    per_other = F.lit(max(others, 1))
     lag_series = (t["lag_history"].withColumn("group", label).groupBy("group", "time").agg(F.sum("lag").alias("lag"))
-                  .toPandas())
+                  .withColumn("lag", F.when(F.col("group") == OTHER_LABEL, F.col("lag") / per_other)
+                              .otherwise(F.col("lag"))).toPandas())
     commit_series = (t["commit_rate"].withColumn("group", label).groupBy("group", "minute")
-                     .agg(F.sum("commits").alias("commits")).toPandas())
+                     .agg(F.sum("commits").alias("commits"))
+                     .withColumn("commits", F.when(F.col("group") == OTHER_LABEL, F.col("commits") / per_other)
+                                 .otherwise(F.col("commits"))).toPandas())
+    lag_total = t["lag_history"].groupBy("time").agg(F.sum("lag").alias("lag")).toPandas()
     timeline_groups = featured[:TIMELINE_GROUPS]
     partition_lag = t["partition_lag_history"].where(F.col("group_id").isin(timeline_groups)).toPandas()
     ownership = t["ownership"].where(F.col("group_id").isin(timeline_groups)).limit(20_000).toPandas()
@@ -114,7 +122,8 @@ def collect(t: dict[str, Any], *, top_groups: int, bucket_s: int, window: tuple[
     # the topics table shown leaves out idle internal partitions: its total counts what it could show
     tables["topics"].total = t["topics"].where(~F.col("topic").startswith("__") | (F.col("messages") > 0)).count()
     return ReportData(summary, summary_total, featured, colours, totals, status_counts, lag_series, commit_series,
-                      partition_lag, ownership, outages_featured, rebalances_featured, tables, others, window, bucket_s)
+                      partition_lag, ownership, outages_featured, rebalances_featured, tables, others, window, bucket_s,
+                      lag_total)
 
 
 # -- HTML -----------------------------------------------------------------------------------------------
@@ -244,7 +253,7 @@ def _legend(items: list[tuple[str, str]]) -> str:
 
 def _series_charts(d: ReportData) -> list[str]:
     colour = {**d.colours, OTHER_LABEL: charts.OTHER}
-    other_note = f"{OTHER_LABEL} ({d.others:,}, summed)" if d.others else None
+    other_note = f"{OTHER_LABEL} ({d.others:,}, mean per group)" if d.others else None
     names = d.featured + ([OTHER_LABEL] if d.others else [])
     shades = [(_secs(o.start), _secs(o.end), f"{o.group_id}: {o.kind}, {o.seconds:.1f} s")
               for o in d.outages_featured.itertuples() if o.kind.startswith("crash")] if len(d.outages_featured) else []
@@ -254,7 +263,11 @@ def _series_charts(d: ReportData) -> list[str]:
                                             d.commit_series[d.commit_series["group"] == g].itertuples()],
                              dashed=g == OTHER_LABEL) for g in names]
     legend = _legend([(g, colour[g]) for g in d.featured] + ([(other_note, charts.OTHER)] if other_note else []))
+    total = [] if d.lag_total is None or not len(d.lag_total) else [charts.Series(
+        f"all {d.totals['groups']:,} groups", "#333333", [(_secs(r.time), float(r.lag)) for r in d.lag_total.itertuples()])]
     out = [f"<h2>Lag over time</h2><div class='panel'>"
+           + charts.line_chart("lag-total", f"Messages behind, all {d.totals['groups']:,} groups summed", total,
+                               "time (UTC)", "messages behind", window=d.window, height=220) + "</div><div class='panel'>"
            + charts.line_chart("lag", f"Messages behind, summed over each group's partitions (every {d.bucket_s} s; "
                                f"crashes shaded)", lag, "time (UTC)", "messages behind",
                                window=d.window, shades=shades) + legend + "</div>",
@@ -345,8 +358,8 @@ def write_report(out: str, d: ReportData, problems: list[str], meta: dict[str, A
                  "no members and nothing behind. The worst partition decides.</p>")
     if d.others:
         parts.append(f"<p class='note'>The charts show the {len(d.featured)} groups that need attention most (status, "
-                     f"then lag, then commits), each in its own colour; the other {d.others:,} groups are summed "
-                     f"into one grey dashed line.</p>")
+                     f"then lag, then commits), each in its own colour; the other {d.others:,} groups are summarised "
+                     f"in one grey dashed line, their mean per group; the first chart sums every group.</p>")
     parts += _series_charts(d)
     parts.append("<h2>Groups</h2>")
     parts.append(_table("group_summary", d.summary, d.summary_total, "worst status first", d.colours, page=20))

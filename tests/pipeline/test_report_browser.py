@@ -1,6 +1,6 @@
-"""The report as a browser shows it (headless Chromium at 1,400 px): at one group's scale (the groups
-scenario), and at 1,000 groups, where the charts show the top ten and sum the rest, and every total
-still adds up over all of them."""
+"""The report as a browser shows it (headless Chromium at 1,400 px) at 1,000 groups: the charts show the
+top ten and one line for the rest (their mean per group), one chart sums every group, and every total
+still adds up over all of them. (test_job and test_groups check their own reports the same way.)"""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_a_thousand_groups_top_ten_and_honest_totals(spark, tmp_path) -> None:
     assert m["totals"]["groups"] == written.groups == 1000
     assert m["totals"]["commits"] == written.requests
     html = Path(res.report).read_text()
-    assert "the other 990 groups are summed" in html
+    assert "the other 990 groups are summarised" in html and "data-chart='lag-total'" in html
     rebalances = next(t for t in m["tables"] if t["name"] == "rebalances")
     assert rebalances["shown"] == 2000 < rebalances["total"] == 4000  # said as such, not "first 200 of 100000"
     assert "2,000 of 4,000 rows" in html
