@@ -35,17 +35,13 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
 
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse:
-    broker = ctx.broker
-    plog = broker.logs.get_log(topic, index)
-    if plog is None:
-        return PartitionResponse(index, E.UNKNOWN_TOPIC_OR_PARTITION, None, [])
-    state = broker.producer_states.for_log(plog)
-    producers = [
+    error, producers = ctx.broker.partitions.producers(topic, index)
+    if error != E.NONE:
+        return PartitionResponse(index, error, None, [])
+    return PartitionResponse(index, E.NONE, None, [
         ProducerState(
-            producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
-            last_timestamp=e.last_timestamp_ms, coordinator_epoch=0,
-            current_txn_start_offset=state.ongoing.get(e.producer_id, -1),
+            producer_id=entry.producer_id, producer_epoch=entry.epoch, last_sequence=entry.last_seq,
+            last_timestamp=entry.last_timestamp_ms, coordinator_epoch=0, current_txn_start_offset=txn_start,
         )
-        for e in state.producers.values()
-    ]
-    return PartitionResponse(index, E.NONE, None, producers)
+        for entry, txn_start in producers
+    ])

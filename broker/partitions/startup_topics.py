@@ -8,10 +8,14 @@ because changing a live topic behind its users' backs is worse than a warning.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
-from ..storage.log.manager import InvalidTopicError, is_internal_topic, validate_topic_name
+from ...protocol.topic_names import InvalidTopicError, is_internal_topic, validate_topic_name
+
+if TYPE_CHECKING:
+    from .catalogue import TopicCatalogue
 
 log = structlog.get_logger("kbroker.broker")
 POLICIES = ("delete", "compact")
@@ -51,13 +55,13 @@ def parse_create_topics(text: str, option: str) -> list[TopicSpec]:
     return out
 
 
-def ensure_topics(logs, specs: list[TopicSpec]) -> None:
-    existing = logs.topics()
+def ensure_topics(catalogue: TopicCatalogue, specs: list[TopicSpec]) -> None:
+    existing = catalogue.topics()
     for spec in specs:
         info = existing.get(spec.name)
         if info is None:
             configs = {"cleanup.policy": spec.cleanup_policy} if spec.cleanup_policy != "delete" else {}
-            logs.create_topic(spec.name, spec.partitions, configs)
+            catalogue.create_topic(spec.name, spec.partitions, configs)
             continue
         policy = info.config.cleanup_policy
         if info.num_partitions != spec.partitions or policy != spec.cleanup_policy:

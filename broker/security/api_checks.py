@@ -137,7 +137,7 @@ async def check_produce(ctx: RequestContext, request: Any, call: Call, sec: Secu
                 produce.PartitionProduceResponse(index=p.index, error_code=TXN_DENIED) for p in t.partition_data])
             for t in request.topic_data])
     names = topic_names_by_id(ctx) if any(not t.name for t in request.topic_data) else {}
-    existing = ctx.broker.logs.topics()
+    existing = ctx.broker.catalogue.topics()
     errors: dict[int, int] = {}
 
     def allowed(t) -> bool:
@@ -206,7 +206,7 @@ async def check_list_offsets(ctx: RequestContext, request: Any, call: Call, sec:
 
 
 async def check_metadata(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
-    topics = ctx.broker.logs.topics()
+    topics = ctx.broker.catalogue.topics()
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
         result = await call(request)

@@ -48,6 +48,12 @@ def sync_segments(segments: list[tuple[LogSegment, bool]], fsync: Callable[[int]
         segment.sync(fsync, with_indexes=with_indexes)
 
 
+def _consume_outcome(future: asyncio.Future[None]) -> None:
+    """A flush nobody awaits: its failure has fenced the log and been logged (log_fenced)."""
+    if not future.cancelled():
+        future.exception()
+
+
 # Heap tie-breaks of every Flusher (only their order within one heap matters): one counter, not one
 # per idle partition.
 _TIEBREAK = itertools.count()
@@ -64,6 +70,8 @@ class FlushedLog(Protocol):
     def segments_to_sync(self) -> list[tuple[LogSegment, bool]]: ...  # (segment, with its indexes)
 
     def after_sync(self) -> None: ...  # run on the loop after a sync covered what segments_to_sync gave
+
+    def durable_moved(self) -> None: ...  # run on the loop when the durable offset moved forward
 
 
 class Flusher:
@@ -134,6 +142,17 @@ class Flusher:
             self._task = loop.create_task(self._run(), name="log-flush")
         return future
 
+    def request(self) -> None:
+        """Make what is appended durable though nobody waits for it (acks=0 under `always`: the high
+        watermark is the durable end, so records nobody flushed would never be read)."""
+        if self.fenced is not None or self._closed or self._policy.kind != "always":
+            return
+        end = self._log.end_to_sync()
+        if end > self.durable_offset:
+            future = self.durable_future(end - 1)
+            if future is not None:
+                future.add_done_callback(_consume_outcome)
+
     def after_round(self, callback: Callable[[], None]) -> bool:
         """Run `callback` on the loop once the flush round in progress has ended (and no waiter is
         left for it); False, and nothing registered, when no round is in progress."""
@@ -183,6 +202,7 @@ class Flusher:
     def _mark_durable(self, target: int) -> None:
         if target > self.durable_offset:
             self.durable_offset = target
+            self._log.durable_moved()
         waiters = self._waiters
         while waiters and waiters[0][0] < self.durable_offset:
             future = heapq.heappop(waiters)[2]
