@@ -144,9 +144,12 @@ class Broker:
             self.partition_faults = PartitionFaults()
         if config.metrics_listen:
             from .operations.admin_http import AdminHttpServer
+            from .security.http_guard import HttpGuard
 
             admin_host, admin_port = parse_host_port(config.metrics_listen)
-            self.admin_http = AdminHttpServer(self, admin_host, admin_port, test_controls=config.test_controls)
+            self.admin_http = AdminHttpServer(self, admin_host, admin_port, test_controls=config.test_controls,
+                                              guard=HttpGuard(admin_host, config.metrics_allowed_hosts,
+                                                              self._test_controls_token()))
         self._background: list[asyncio.Task] = []
         self._topics_image_cache: tuple[int, Any] | None = None  # (topics_version, image): see _topics_image
         # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
@@ -191,6 +194,19 @@ class Broker:
         self._transactions: TransactionService | None = None
         self._serving = False
 
+    def _test_controls_token(self) -> str | None:
+        """The bearer token of the test controls, written to <data-dir>/test-controls.token (0600) for
+        `kbroker test ...`; printed here when the broker made it up."""
+        if not self.config.test_controls:
+            return None
+        from .security.http_guard import test_controls_token
+
+        token, path = test_controls_token(self.data_dir, self.config.test_controls_token)
+        log.warning("test_controls_enabled", token_file=str(path),
+                    token=None if self.config.test_controls_token else token,
+                    detail="POST /v1/test/... can delete every topic; it needs Authorization: Bearer <token>")
+        return token
+
     def advertised(self, listener: str) -> tuple[str, int]:
         """The host and port a client that came in on `listener` is told to use (Kafka answers with
         the endpoints of the listener the request arrived on)."""
@@ -203,6 +219,8 @@ class Broker:
             self._build_transactions()  # replays it before the server listens, as Kafka loads it
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
+        if self._security is not None:  # the OAUTHBEARER key set's refresh, when fetched over HTTPS
+            self._background += [asyncio.create_task(c, name="security") for c in self._security.background()]
         self._started = True
         if self._coordinator is not None:
             self._coordinator.start_now()

@@ -44,6 +44,8 @@ def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.C
         client_id=ctx.client_id or "",
         client_host=group_wire.client_host(ctx.peer),
         api_version=ctx.api_version,
+        # under an authorizer, a regex resolves only to topics this member may describe
+        topic_filter=None if (security := ctx.broker.security_if_built) is None else security.topic_describer(ctx),
     )
 
 

@@ -16,7 +16,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..config import BrokerConfig
-from ..partitions.catalogue import ConfigEntry, LogConfig
+from ..partitions.catalogue import ConfigEntry, LogConfig, default_of
 from .repeats import charge, distinct, in_request_order
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
@@ -49,55 +49,68 @@ SOURCES = {"DYNAMIC_TOPIC_CONFIG": SOURCE_DYNAMIC_TOPIC, "DEFAULT_CONFIG": SOURC
 # ConfigType
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
 
-_LONG_MAX = str(2**63 - 1)
+DEFAULT, HOURS = "<default>", "<default in hours>"  # markers, resolved below
 
-# topic config -> (type, documentation, broker synonyms with the default Kafka gives them, or None
-# when the broker name has no default of its own)
-TOPIC_CONFIGS: dict[str, tuple[int, str, tuple[tuple[str, str | None], ...]]] = {
+# topic config -> (type, documentation, broker synonyms with the default Kafka gives them: DEFAULT
+# for the topic config's own (storage/log/config.py owns them), HOURS for it in hours, None when the
+# broker name has no default of its own)
+_TOPIC_CONFIGS: dict[str, tuple[int, str, tuple[tuple[str, str | None], ...]]] = {
     "cleanup.policy": (LIST, "Whether old segments are deleted, compacted by key, or both.",
-                       (("log.cleanup.policy", "delete"),)),
+                       (("log.cleanup.policy", DEFAULT),)),
     "compression.type": (STRING, "Compression codec the topic stores batches with; 'producer' keeps the producer's.",
-                         (("compression.type", "producer"),)),
+                         (("compression.type", DEFAULT),)),
     "delete.retention.ms": (LONG, "How long tombstones stay readable in a compacted topic.",
-                            (("log.cleaner.delete.retention.ms", "86400000"),)),
+                            (("log.cleaner.delete.retention.ms", DEFAULT),)),
     "file.delete.delay.ms": (LONG, "Delay before a deleted segment file is removed from disk.",
-                             (("log.segment.delete.delay.ms", "60000"),)),
+                             (("log.segment.delete.delay.ms", DEFAULT),)),
     "flush.messages": (LONG, "Records appended between forced fsyncs.",
-                       (("log.flush.interval.messages", _LONG_MAX),)),
+                       (("log.flush.interval.messages", DEFAULT),)),
     "flush.ms": (LONG, "Milliseconds between forced fsyncs.",
-                 (("log.flush.interval.ms", None), ("log.flush.scheduler.interval.ms", _LONG_MAX))),
+                 (("log.flush.interval.ms", None), ("log.flush.scheduler.interval.ms", DEFAULT))),
     "index.interval.bytes": (INT, "Bytes of records between two offset-index entries.",
-                             (("log.index.interval.bytes", "4096"),)),
+                             (("log.index.interval.bytes", DEFAULT),)),
     "max.compaction.lag.ms": (LONG, "Longest time a record may stay uncompacted.",
-                              (("log.cleaner.max.compaction.lag.ms", _LONG_MAX),)),
+                              (("log.cleaner.max.compaction.lag.ms", DEFAULT),)),
     "max.message.bytes": (INT, "Largest record batch the topic accepts, in bytes.",
-                          (("message.max.bytes", "1048588"),)),
+                          (("message.max.bytes", DEFAULT),)),
     "message.timestamp.after.max.ms": (LONG, "How far in the future a CreateTime timestamp may be.",
-                                       (("log.message.timestamp.after.max.ms", "3600000"),)),
+                                       (("log.message.timestamp.after.max.ms", DEFAULT),)),
     "message.timestamp.before.max.ms": (LONG, "How far in the past a CreateTime timestamp may be.",
-                                        (("log.message.timestamp.before.max.ms", _LONG_MAX),)),
+                                        (("log.message.timestamp.before.max.ms", DEFAULT),)),
     "message.timestamp.type": (STRING, "CreateTime keeps the producer's timestamps; LogAppendTime uses the broker's.",
-                               (("log.message.timestamp.type", "CreateTime"),)),
+                               (("log.message.timestamp.type", DEFAULT),)),
     "min.cleanable.dirty.ratio": (DOUBLE, "Share of uncompacted log that makes a compacted topic eligible for cleaning.",
-                                  (("log.cleaner.min.cleanable.ratio", "0.5"),)),
+                                  (("log.cleaner.min.cleanable.ratio", DEFAULT),)),
     "min.compaction.lag.ms": (LONG, "Shortest time a record stays uncompacted.",
-                              (("log.cleaner.min.compaction.lag.ms", "0"),)),
+                              (("log.cleaner.min.compaction.lag.ms", DEFAULT),)),
     "min.insync.replicas": (INT, "Replicas that must acknowledge an acks=all write.",
-                            (("min.insync.replicas", "1"),)),
-    "preallocate": (BOOLEAN, "Whether segment files are preallocated.", (("log.preallocate", "false"),)),
+                            (("min.insync.replicas", DEFAULT),)),
+    "preallocate": (BOOLEAN, "Whether segment files are preallocated.", (("log.preallocate", DEFAULT),)),
     "retention.bytes": (LONG, "Size a partition may grow to before old segments are deleted; -1 for no limit.",
-                        (("log.retention.bytes", "-1"),)),
+                        (("log.retention.bytes", DEFAULT),)),
     "retention.ms": (LONG, "Age after which segments are deleted; -1 for no limit.",
-                     (("log.retention.ms", None), ("log.retention.minutes", None), ("log.retention.hours", "168"))),
-    "segment.bytes": (INT, "Size at which the active segment is rolled.", (("log.segment.bytes", "1073741824"),)),
-    "segment.index.bytes": (INT, "Size of a segment's offset index.", (("log.index.size.max.bytes", "10485760"),)),
+                     (("log.retention.ms", None), ("log.retention.minutes", None), ("log.retention.hours", HOURS))),
+    "segment.bytes": (INT, "Size at which the active segment is rolled.", (("log.segment.bytes", DEFAULT),)),
+    "segment.index.bytes": (INT, "Size of a segment's offset index.", (("log.index.size.max.bytes", DEFAULT),)),
     "segment.jitter.ms": (LONG, "Random jitter subtracted from segment.ms.",
-                          (("log.roll.jitter.ms", None), ("log.roll.jitter.hours", "0"))),
+                          (("log.roll.jitter.ms", None), ("log.roll.jitter.hours", HOURS))),
     "segment.ms": (LONG, "Age at which the active segment is rolled.",
-                   (("log.roll.ms", None), ("log.roll.hours", "168"))),
+                   (("log.roll.ms", None), ("log.roll.hours", HOURS))),
     "unclean.leader.election.enable": (BOOLEAN, "Whether an out-of-sync replica may become leader.",
-                                       (("unclean.leader.election.enable", "false"),)),
+                                       (("unclean.leader.election.enable", DEFAULT),)),
 }
+
+
+def _resolved(topic: str, value: str | None) -> str | None:
+    if value == DEFAULT:
+        return default_of(topic)
+    if value == HOURS:
+        return str(int(default_of(topic)) // 3_600_000)
+    return value
+
+
+TOPIC_CONFIGS = {topic: (kind, doc, tuple((name, _resolved(topic, value)) for name, value in synonyms))
+                 for topic, (kind, doc, synonyms) in _TOPIC_CONFIGS.items()}
 
 # BrokerConfig field -> (Kafka name, type). Only settings Kafka has; kbroker-only ones stay out.
 BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (

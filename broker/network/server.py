@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
-from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, request_fields, unsupported_version_answer
-from .connection import Connection, Request
+from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, request_fields
+from .error_answers import unsupported_version_answer
+from .connection import AUTH_FAILED, Connection, Request
 from .router import Deferred, RequestContext, Router
 
 if TYPE_CHECKING:  # a listener with TLS or SASL imports broker/security/ (service.py); PLAINTEXT never does
@@ -71,6 +72,7 @@ class KafkaServer:
         self.max_idle_s = getattr(config, "connections_max_idle_ms", 600000) / 1000.0
         self.max_connections = getattr(config, "max_connections", 2147483647)
         self.max_connections_per_ip = getattr(config, "max_connections_per_ip", 2147483647)
+        self.failed_auth_delay_s = getattr(config, "connection_failed_authentication_delay_ms", 100) / 1000.0
         # Seeing into it (broker/operations/observe.py): per-request counters.
         self.observer: Any = None
         # The broker-wide connection count against the file-descriptor budget (broker/network/fd_budget.py).
@@ -192,6 +194,9 @@ class KafkaProtocol(asyncio.Protocol):
         self._last_read = self.loop.time()
         self._idle_timer: asyncio.TimerHandle | None = None
         self._unsent_at_check = 0  # the transport's unsent bytes at the last idle check
+        # A failed authentication's answer and close wait connection.failed.authentication.delay.ms
+        self._auth_failure_timer: asyncio.TimerHandle | None = None
+        self._auth_failure_delayed = False
 
     @property
     def client_id(self) -> str:
@@ -267,6 +272,8 @@ class KafkaProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._auth_failure_timer is not None:
+            self._auth_failure_timer.cancel()
         self._tls_owed.clear()
         self._tls_owed_bytes = 0
         if self.server.unread is not None:
@@ -376,6 +383,9 @@ class KafkaProtocol(asyncio.Protocol):
         conn, transport = self.conn, self.transport
         if conn is None or transport is None:
             return
+        if conn.close_reason == AUTH_FAILED and not self._auth_failure_delayed:
+            self._delay_auth_failure(transport)
+            return
         out = conn.data_to_send()
         if out:
             if self._tls:
@@ -401,6 +411,27 @@ class KafkaProtocol(asyncio.Protocol):
                 transport.resume_reading()
             else:
                 transport.pause_reading()
+
+    def _delay_auth_failure(self, transport: asyncio.Transport) -> None:
+        """As Kafka's Selector does with `connection.failed.authentication.delay.ms`: a failed SASL
+        exchange (a wrong password, an unsupported mechanism, a bad state) is answered and closed only
+        after the delay, on a timer: the loop and other connections go on meanwhile, this one reads
+        nothing more. (Kafka closes a failed v0 exchange at once; here it waits too, so that the old
+        framing is no faster way to guess passwords.)"""
+        if self._auth_failure_timer is not None:
+            return
+        delay = self.server.failed_auth_delay_s
+        if delay <= 0:
+            self._auth_failure_delayed = True
+            self._flush()
+            return
+        self._reading = False
+        transport.pause_reading()
+        self._auth_failure_timer = self.loop.call_later(delay, self._auth_failure_delay_over)
+
+    def _auth_failure_delay_over(self) -> None:
+        self._auth_failure_delayed = True
+        self._flush()
 
     def _write_tls(self, everything: bool = False) -> None:
         """Hand owed answers to the TLS layer a piece at a time while it passes them on.

@@ -8,7 +8,11 @@ and the test controls.
     GET  /v1/groups/<g>               the group's live state, with the rebalance in progress if any
     GET  /v1/groups/<g>/history       its last rebalances (and test controls), oldest first
     GET  /v1/groups/<g>/wait?members=N&stable=1&timeout=S
-    POST /v1/test/...                 test controls (broker/operations/test_controls.py), 403 without --test-controls
+    POST /v1/test/...                 test controls (broker/operations/test_controls.py), 403 without --test-controls,
+                                      401 without the token (Authorization: Bearer ...)
+
+No web page may use it: the Host, Origin, Content-Type and token checks are
+broker/security/http_guard.py's, made before anything else is read into JSON.
 
 Kafka has no API for a group's rebalance history, and DescribeGroups cannot carry it without
 clients noticing, so it is served here, on the same port as the metrics. A deliberately small
@@ -30,15 +34,19 @@ from .test_controls import HttpError
 
 log = structlog.get_logger("kbroker.admin_http")
 _MAX_BODY = 1 << 16
-_STATUS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-           408: "Request Timeout", 409: "Conflict", 500: "Internal Server Error", 503: "Service Unavailable"}
+_MAX_HEADERS = 64
+_SINGLE_HEADERS = ("host", "origin", "content-type", "content-length", "authorization")
+_STATUS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+           405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict", 415: "Unsupported Media Type",
+           500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 class AdminHttpServer:
-    def __init__(self, broker: Any, host: str, port: int, *, test_controls: bool) -> None:
+    def __init__(self, broker: Any, host: str, port: int, *, test_controls: bool, guard: Any) -> None:
         self.broker = broker
         self.host, self.port = host, port
         self.test_controls = test_controls
+        self.guard = guard  # broker/security/http_guard.py: no web page may drive or read this endpoint
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
@@ -52,9 +60,18 @@ class AdminHttpServer:
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         status, body, ctype = 500, b"", "application/json"
+        extra = ""
         try:
-            method, path, query, payload = await asyncio.wait_for(_read_request(reader), 10)
-            status, body, ctype = await self._route(method, path, query, payload)
+            method, path, query, headers, raw = await asyncio.wait_for(_read_request(reader), 10)
+            refusal = self.guard.refusal(method, _parts(path), headers)
+            if refusal is not None:
+                peer = writer.get_extra_info("peername")
+                log.warning("admin_http_refused", peer=f"{peer[0]}:{peer[1]}" if peer else "?", method=method,
+                            path=path, status=refusal.status, reason=refusal.reason, origin=headers.get("origin"))
+                if refusal.status == 401:
+                    extra = 'WWW-Authenticate: Bearer realm="kbroker test controls"\r\n'
+                raise HttpError(refusal.status, refusal.reason)
+            status, body, ctype = await self._route(method, path, query, _payload(raw))
         except HttpError as e:
             status, body = e.status, _json({"error": str(e)})
             if status == 400:  # malformed input or a control that cannot apply: one event
@@ -67,7 +84,7 @@ class AdminHttpServer:
             log.exception("admin_http_error")
             body = _json({"error": "internal error"})
         try:
-            head = (f"HTTP/1.1 {status} {_STATUS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n"
+            head = (f"HTTP/1.1 {status} {_STATUS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n{extra}"
                     f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
             writer.write(head.encode() + body)
             await writer.drain()
@@ -78,7 +95,7 @@ class AdminHttpServer:
 
     async def _route(self, method: str, path: str, query: dict[str, str], payload: dict) -> tuple[int, bytes, str]:
         b = self.broker
-        parts = [unquote(p) for p in path.strip("/").split("/") if p]
+        parts = _parts(path)
         if method == "GET" and parts == ["health"]:
             return 200, _json({"status": "up"}), "application/json"
         if method == "GET" and parts == ["ready"]:
@@ -144,26 +161,39 @@ async def wait_for_group(coordinator: Any, group_id: str, *, members: int, stabl
         await asyncio.sleep(0.02)
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], dict]:
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], dict[str, str], bytes]:
     line = (await reader.readline()).decode("latin-1").strip()
     method, target, _version = line.split(" ", 2)
-    length = 0
+    headers: dict[str, str] = {}
     while True:
         header = (await reader.readline()).decode("latin-1").strip()
         if not header:
             break
         name, _, value = header.partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value.strip())
+        name = name.strip().lower()
+        if name in headers and name in _SINGLE_HEADERS:  # two Hosts: which one would a check have seen?
+            raise HttpError(400, f"more than one {name} header")
+        if len(headers) >= _MAX_HEADERS:
+            raise HttpError(400, "too many headers")
+        headers[name] = value.strip()
+    length = int(headers.get("content-length", "0"))
     if length > _MAX_BODY:
         raise HttpError(400, "body too large")
     raw = await reader.readexactly(length) if length else b""
+    url = urlsplit(target)
+    query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+    return method.upper(), url.path, query, headers, raw
+
+
+def _payload(raw: bytes) -> dict:
     payload = json.loads(raw) if raw.strip() else {}
     if not isinstance(payload, dict):
         raise HttpError(400, "the body must be a JSON object")
-    url = urlsplit(target)
-    query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-    return method.upper(), url.path, query, payload
+    return payload
+
+
+def _parts(path: str) -> list[str]:
+    return [unquote(p) for p in path.strip("/").split("/") if p]
 
 
 def _json(value: Any) -> bytes:

@@ -29,7 +29,7 @@ import structlog
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.topic_names import INTERNAL_TOPICS, InvalidTopicError, is_internal_topic, validate_topic_name
-from ..storage.log.config import ConfigEntry, InvalidConfigError, LogConfig
+from ..storage.log.config import INTERNAL_TOPIC_CONFIGS, ConfigEntry, InvalidConfigError, LogConfig, default_of
 from ..storage.log.topic_files import TopicInfo
 
 if TYPE_CHECKING:
@@ -41,8 +41,9 @@ log = structlog.get_logger("kbroker.catalogue")
 NO_LEADER = -1
 
 # What the handlers use of the topics' model, from here rather than from the engine.
-__all__ = ["ConfigEntry", "INTERNAL_TOPICS", "InvalidConfigError", "InvalidTopicError", "Leadership", "LogConfig",
-           "NO_LEADER", "TopicCatalogue", "TopicInfo", "is_internal_topic", "validate_topic_name"]
+__all__ = ["ConfigEntry", "INTERNAL_TOPICS", "INTERNAL_TOPIC_CONFIGS", "InvalidConfigError", "InvalidTopicError",
+           "Leadership", "LogConfig", "NO_LEADER", "TopicCatalogue", "TopicInfo", "default_of", "is_internal_topic",
+           "validate_topic_name"]
 
 
 @dataclass(frozen=True, slots=True)

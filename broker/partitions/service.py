@@ -22,7 +22,7 @@ transaction's markers are durable (`write_markers`).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 import structlog
 
@@ -38,8 +38,7 @@ from .txn_read import PartitionRead, aborted_in
 if TYPE_CHECKING:
     from ...purgatory.clock import Clock
     from ...purgatory.delayed_fetch import FetchPurgatory
-    from ..operations.observe import Observations
-    from ..operations.test_controls import PartitionFaults
+    from collections import defaultdict
     from ..storage.log.config import LogConfig
     from ..storage.log.manager import LogManager
     from .catalogue import TopicCatalogue
@@ -56,9 +55,23 @@ __all__ = ["AppendResult", "CheckedBatch", "InlineBudget", "Isolation", "Partiti
            "PartitionStore"]
 
 
+class Traffic(Protocol):
+    """Bytes in and out per topic (operations/observe.py's Observations, for /metrics)."""
+
+    bytes_in: defaultdict[str, int]
+    bytes_out: defaultdict[str, int]
+
+
+class Faults(Protocol):
+    """Errors a test control injects into the next Produce or Fetch of a partition
+    (operations/test_controls.py's PartitionFaults)."""
+
+    def take(self, api: str, topic: str, partition: int) -> ErrorCode | None: ...
+
+
 class PartitionService:
     def __init__(self, engine: LogManager, catalogue: TopicCatalogue, *, purgatory: FetchPurgatory | None,
-                 observations: Observations | None, clock: Clock, faults: PartitionFaults | None = None) -> None:
+                 observations: Traffic | None, clock: Clock, faults: Faults | None = None) -> None:
         self._engine = engine
         self.catalogue = catalogue
         self.purgatory = purgatory  # None offline (tools, tests): no long polls to wake

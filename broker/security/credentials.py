@@ -49,10 +49,12 @@ class ScramCredential:
     iterations: int
 
     @classmethod
-    def from_password(cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS) -> "ScramCredential":
+    def from_password(cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS,
+                      salt: bytes | None = None) -> "ScramCredential":
         import scramp  # only where a password is salted here (`kbroker user add`, --dev-security users)
 
-        salt, stored_key, server_key, i = scramp.ScramMechanism(mechanism).make_auth_info(password, iterations)
+        salt, stored_key, server_key, i = scramp.ScramMechanism(mechanism).make_auth_info(password, iterations,
+                                                                                          salt)
         return cls(salt, stored_key, server_key, i)
 
     @classmethod

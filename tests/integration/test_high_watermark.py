@@ -44,12 +44,14 @@ def broker(tmp_path):
     with BrokerProcess(tmp_path / "data", "--flush", "always", "--test-controls",
                        "--metrics-listen", f"127.0.0.1:{admin_port}", "--offsets-topic-num-partitions", "1") as b:
         b.admin_url = f"http://127.0.0.1:{admin_port}"
+        b.token = (b.data_dir / "test-controls.token").read_text().strip()
         yield b
 
 
 def control(broker, path: str, body: dict | None = None) -> dict:
     request = urllib.request.Request(f"{broker.admin_url}/v1/test/{path}", data=json.dumps(body or {}).encode(),
-                                     method="POST")
+                                     method="POST", headers={"Content-Type": "application/json",
+                                                             "Authorization": f"Bearer {broker.token}"})
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
 

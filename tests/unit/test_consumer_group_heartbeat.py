@@ -354,6 +354,30 @@ def test_regex_subscription_picks_up_new_topics() -> None:
     assert group(h).resolved_regexes == {"^fo.*": frozenset({"foo", "food"})}
 
 
+def test_regex_resolves_to_what_the_member_may_describe_and_members_do_not_take_turns() -> None:
+    """Under an authorizer a regex resolves to the topics the heartbeat's member may DESCRIBE (Kafka's
+    TopicRegexResolver); a member with fewer rights does not narrow a resolution another made, so two
+    principals sharing the regex never resolve it in turn, a new group epoch each time."""
+    h, topics = make(foo=(FOO, 2), food=(BAR, 2))
+    narrow = lambda name: name == "foo"  # noqa: E731
+    r = h.call(cc.ConsumerGroupHeartbeat("g", "a", 0, rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_regex="^fo.*",
+                                         owned_topic_partitions=(), topic_filter=narrow))
+    assert parts(r, BAR) == set() and group(h).resolved_regexes == {"^fo.*": frozenset({"foo"})}
+    wide = h.call(cc.ConsumerGroupHeartbeat("g", "b", 0, rebalance_timeout_ms=REBALANCE_MS,
+                                            subscribed_topic_regex="^fo.*", owned_topic_partitions=(),
+                                            topic_filter=lambda name: True))
+    assert group(h).resolved_regexes == {"^fo.*": frozenset({"foo", "food"})}
+    epoch = group(h).group_epoch
+    for _ in range(3):  # both keep heartbeating: the resolution and the epoch stay
+        beat(h, "a", group(h).members["a"].member_epoch, topic_filter=narrow)
+        beat(h, "b", group(h).members["b"].member_epoch, topic_filter=lambda name: True)
+    assert group(h).group_epoch == epoch and group(h).resolved_regexes["^fo.*"] == {"foo", "food"}
+    topics.set("fog", uuid.UUID(int=9), 1)  # a new topic only the wide member may describe
+    beat(h, "a", group(h).members["a"].member_epoch, topic_filter=narrow)
+    assert group(h).resolved_regexes["^fo.*"] == {"foo", "food"}
+    assert wide.error is E.NONE
+
+
 def test_invalid_regular_expression() -> None:
     h, _ = make()
     r = join(h, "a", topics=None, regex="(unclosed")

@@ -5,6 +5,7 @@ timeout)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ....protocol.errors import ErrorCode
@@ -31,6 +32,10 @@ class ConsumerGroupHeartbeat:
     client_host: str = ""
     api_version: int = 1
     reply_to: Handle | None = None
+    # The member's DESCRIBE permission on a topic name, under an authorizer (None: none configured):
+    # a regular expression resolves only to topics it allows, as Kafka's TopicRegexResolver filters
+    # them with the authorizer and the context of the member whose heartbeat resolved them.
+    topic_filter: Callable[[str], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.subscribed_topic_names is not None:

@@ -153,6 +153,25 @@ def resolve_regex(regex: str, image: Mapping[str, TopicImage]) -> frozenset[str]
     return frozenset(name for name in image if not name.startswith("__") and pattern.fullmatch(name))
 
 
+def refreshed_regex(regex: str, stored: frozenset[str] | None, image: Mapping[str, TopicImage],
+                    allowed: Callable[[str], bool] | None) -> frozenset[str] | None:
+    """The regex's new resolution when this member's heartbeat must resolve it again, else None.
+
+    Without an authorizer: whenever what it matches changed. With one (`allowed`, the member's
+    DESCRIBE): when a topic it resolved to is gone, or it matches a topic this member may describe
+    that it did not resolve to. So members of one group whose principals may describe different
+    topics do not take turns resolving it (a rebalance each): as with Kafka's batched refresh, the
+    group keeps one resolution until the topics change, the widest any member's rights give."""
+    if allowed is None:
+        resolved = resolve_regex(regex, image)
+        return resolved if resolved != stored else None
+    matched = resolve_regex(regex, image)
+    if stored is not None and stored <= matched and not any(allowed(n) for n in matched - stored):
+        return None
+    resolved = frozenset(n for n in matched if allowed(n))
+    return resolved if resolved != stored else None
+
+
 def subscription_metadata(names: set[str], image: Mapping[str, TopicImage]) -> dict[uuid.UUID, int]:
     return {image[n].topic_id: image[n].num_partitions for n in names if n in image}
 
@@ -285,7 +304,7 @@ def steady_heartbeat(config: GroupConfig, topics: TopicsImage, groups: Mapping[s
     image = topics()
     memo = group.steady_memo
     if memo is None or memo[0] is not image or memo[1] != group.revision:
-        if not _metadata_current(group, member, image):
+        if not _metadata_current(group, member, image, cmd.topic_filter):
             return None
         memo = group.steady_memo = (image, group.revision, {})
     # The session timer and the answer of a member's steady heartbeats are the same until the
@@ -304,13 +323,15 @@ def steady_heartbeat(config: GroupConfig, topics: TopicsImage, groups: Mapping[s
     return out
 
 
-def _metadata_current(group: ConsumerGroup, member: ConsumerGroupMember, image: Mapping[str, TopicImage]) -> bool:
+def _metadata_current(group: ConsumerGroup, member: ConsumerGroupMember, image: Mapping[str, TopicImage],
+                      allowed: Callable[[str], bool] | None) -> bool:
     """What `_heartbeat` computes for a member whose subscription stays: every regex of the group
-    resolves as recorded, none is left over, and the metadata hash of the subscribed topics is the
-    group's."""
+    resolves as recorded (for what this member may describe), none is left over, and the metadata
+    hash of the subscribed topics is the group's."""
     wanted = group.regex_counts.keys()
     regexes = group.resolved_regexes
-    if regexes.keys() != wanted or any(resolve_regex(regex, image) != regexes[regex] for regex in wanted):
+    if regexes.keys() != wanted or any(refreshed_regex(regex, regexes[regex], image, allowed) is not None
+                                       for regex in wanted):
         return False
     names = _subscribed_names(group, member, member, regexes)
     return metadata_hash(names, image) == group.metadata_hash
@@ -393,8 +414,8 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
     regexes = dict(group.resolved_regexes)
     _, wanted = group.subscriptions([m.member_id for m in (member, replaced) if m is not None], updated)
     for regex in sorted(wanted):
-        resolved = resolve_regex(regex, image)
-        if regexes.get(regex) != resolved:
+        resolved = refreshed_regex(regex, regexes.get(regex), image, cmd.topic_filter)
+        if resolved is not None:
             regexes[regex] = resolved
             ctx.records.append(ConsumerGroupRegularExpressionRecord(
                 group.group_id, regex, tuple(sorted(resolved)), 0, ctx.now_ms))
