@@ -33,7 +33,7 @@ from ..storage.log.config import INTERNAL_TOPIC_CONFIGS, ConfigEntry, InvalidCon
 from ..storage.log.topic_files import TopicInfo
 
 if TYPE_CHECKING:
-    from ..storage.log.manager import LogManager
+    from ..storage.api import LogEngine
     from ..storage.producer_state import ProducerIdAllocator
 
 log = structlog.get_logger("kbroker.catalogue")
@@ -58,7 +58,7 @@ class Leadership:
 
 
 class TopicCatalogue:
-    def __init__(self, engine: LogManager, node_id: int, producer_ids: ProducerIdAllocator | None) -> None:
+    def __init__(self, engine: LogEngine, node_id: int, producer_ids: ProducerIdAllocator | None) -> None:
         self._engine = engine
         self.node_id = node_id
         self._producer_ids = producer_ids

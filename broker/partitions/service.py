@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ...purgatory.delayed_fetch import FetchPurgatory
     from collections import defaultdict
     from ..storage.log.config import LogConfig
-    from ..storage.log.manager import LogManager
+    from ..storage.api import LogEngine
     from .catalogue import TopicCatalogue
 
 log = structlog.get_logger("kbroker.partitions")
@@ -70,7 +70,7 @@ class Faults(Protocol):
 
 
 class PartitionService:
-    def __init__(self, engine: LogManager, catalogue: TopicCatalogue, *, purgatory: FetchPurgatory | None,
+    def __init__(self, engine: LogEngine, catalogue: TopicCatalogue, *, purgatory: FetchPurgatory | None,
                  observations: Traffic | None, clock: Clock, faults: Faults | None = None) -> None:
         self._engine = engine
         self.catalogue = catalogue
@@ -82,7 +82,7 @@ class PartitionService:
             engine.high_watermark_listener = purgatory.notify  # a moved high watermark wakes its long polls
 
     @classmethod
-    def offline(cls, engine: LogManager) -> PartitionService:
+    def offline(cls, engine: LogEngine) -> PartitionService:
         """The service over an engine without a broker around it (tools that write or read a data
         directory, tests of the coordinator adapters): one node, no long polls, no producer ids."""
         from .catalogue import TopicCatalogue

@@ -29,8 +29,12 @@ import enum
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Iterable, Protocol
 
 if TYPE_CHECKING:
+    import uuid
+
     from ...protocol.record_batch import BatchHeader
+    from ...purgatory.clock import Clock
     from .log.config import LogConfig
+    from .log.topic_files import TopicInfo
     from .log.timestamp_search import BatchToWalk
     from .log.validation import InlineBudget
 
@@ -149,12 +153,31 @@ class PartitionStore(Protocol):
 
 
 class LogEngine(Protocol):
-    """Every partition of this node's storage, and the topic records it keeps for the catalogue."""
+    """Every partition of this node's storage, and the topic records it keeps for the catalogue (which
+    validates and owns them; the engine persists them and makes or removes the partitions they name)."""
 
+    clock: Clock
+    # Called with (topic, partition) whenever a partition's high watermark moves.
+    high_watermark_listener: Callable[[str, int], object] | None
+
+    # --- partitions
     def store(self, topic: str, partition: int) -> PartitionStore | None: ...  # built with its first use
     def loaded_store(self, topic: str, partition: int) -> PartitionStore | None: ...  # only if in use
     def has_partition(self, topic: str, partition: int) -> bool: ...
-    def partition_size(self, topic: str, partition: int) -> int | None: ...
-    # Called with (topic, partition) whenever a partition's high watermark moves.
-    high_watermark_listener: Callable[[str, int], object] | None
+    def partition_size(self, topic: str, partition: int) -> int | None: ...  # bytes; None: no such partition
+    async def run_maintenance(self, now_ms: int) -> int: ...  # retention and compaction
     def close(self) -> None: ...
+
+    # --- the topic records
+    topics_version: int  # bumped by every change of the table
+    default_config: LogConfig
+    def topics(self) -> dict[str, TopicInfo]: ...
+    def topic(self, name: str) -> TopicInfo | None: ...
+    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None,
+                     *, validate_only: bool = False, allow_internal_configs: bool = False) -> TopicInfo: ...
+    async def create_topic_async(self, name: str, num_partitions: int, configs: dict[str, str],
+                                 topic_id: uuid.UUID | None = None, *, validate_only: bool = False) -> TopicInfo: ...
+    async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo: ...
+    def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo: ...
+    def delete_topic(self, name: str) -> None: ...
+    def write_topic_record(self, info: TopicInfo) -> None: ...

@@ -32,6 +32,7 @@ from ....protocol.errors import ErrorCode, KafkaError
 from .config import FlushPolicy
 
 if TYPE_CHECKING:
+    from .partition_log import PartitionLog
     from .segment import LogSegment
     from .sync_batcher import SyncBatcher
 
@@ -46,6 +47,26 @@ def sync_segments(segments: list[tuple[LogSegment, bool]], fsync: Callable[[int]
     """fsync each (segment, with_indexes); runs in a worker thread."""
     for segment, with_indexes in segments:
         segment.sync(fsync, with_indexes=with_indexes)
+
+
+async def flush_dirty(logs: list[PartitionLog], fsync: Callable[[int], None]) -> None:
+    """One tick of the `interval:MS` policy (LogManager's one task for every log): each log's dirty
+    segments snapshotted on the loop, fsynced in one worker-thread call, then each log's durable
+    offset advanced. A log whose flusher was never made was never appended to since load: it needs a
+    round only for what load left unsynced (an inactive segment's indexes), and only then gets one."""
+    rounds = [(plog, *plog.flusher.snapshot()) for plog in logs if plog.has_flusher or plog.segments_to_sync()]
+    work = [item for _, _, segments in rounds for item in segments]
+    if work:
+        try:
+            await asyncio.to_thread(sync_segments, work, fsync)
+        except OSError as exc:
+            log.error("interval_flush_failed", error=repr(exc))
+            for plog, _, segments in rounds:
+                if segments:  # which file failed is unknown: none of them may count as durable
+                    plog.flusher.fence(exc)
+            return
+    for plog, target, _ in rounds:
+        plog.flusher.complete(target)
 
 
 def _consume_outcome(future: asyncio.Future[None]) -> None:

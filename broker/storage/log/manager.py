@@ -1,16 +1,22 @@
-"""All partition logs of the broker, plus durable topic metadata.
+"""The segment engine (broker/storage/api.py's LogEngine): every partition log of the broker, and the
+topic records it keeps for the catalogue (broker/partitions/catalogue.py, the only caller for topics).
 
 Layout of the data directory:
-* `topics/<name>.json`: name, topic id, partition count, config overrides (write-temp, fsync, rename).
-* `<topic>-<partition>/`: one PartitionLog each (segments, indexes, checkpoint.json).
+* `topics/<name>.json`: name, topic id, partition count, config overrides, leader epochs, the log
+  ends seen at the last clean close; checksummed (topic_files.py; write-temp, fsync, rename).
+* `<topic>-<partition>/`: one PartitionLog each (segments, indexes, checkpoint.json, producer snapshot).
 * `.kbroker_clean_shutdown`: written by `close()`, removed at start-up; when present at start-up the
   logs skip the recovery scan (Kafka's `.kafka_cleanshutdown`).
 
 The topic file is the source of truth: it is written before partition directories are created and
-removed before they are deleted, so a crash leaves at worst a directory the next start sweeps.
+removed before they are deleted, so a crash leaves at worst a directory the next start sweeps. A
+damaged one fences its topic (topic_files.py); a partition directory gone while its topic's record
+says it held data is an error event naming the offsets lost, and the partition goes on from its old
+end (`_missing_directory`).
 
 A partition that holds nothing and is unused since creation or load keeps no PartitionLog, only a
-base offset (dormant.py); `get_log` builds its log with the first use.
+base offset (dormant.py); `get_log` (and `store`) builds its log with the first use. Each log in use
+hands out its PartitionStore (store.py), made with its first use.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from ....protocol.data_dir import TOPICS_DIR
 from .config import FlushPolicy, LogConfig
 from .dormant import DormantPartitions, sole_empty_segment
 from .files import FILES, fsync_dir, write_file_durably
-from .flusher import sync_segments
+from .flusher import flush_dirty
 from .partition_log import PartitionLog
 from .store import FilePartitionStore
 from .sync_batcher import SyncBatcher
@@ -221,22 +227,7 @@ class LogManager:
 
     async def flush_dirty_logs(self) -> None:
         """One `interval:MS` tick: every log's dirty segments in one worker-thread call."""
-        # A log whose flusher was never made was never appended to since load: it needs a round only
-        # for what load left unsynced (an inactive segment's indexes), and only then gets a flusher.
-        rounds = [(plog, *plog.flusher.snapshot()) for plog in list(self._logs.values())
-                  if plog.has_flusher or plog.segments_to_sync()]
-        work = [item for _, _, segments in rounds for item in segments]
-        if work:
-            try:
-                await asyncio.to_thread(sync_segments, work, self._fsync)
-            except OSError as exc:
-                log.error("interval_flush_failed", error=repr(exc))
-                for plog, _, segments in rounds:
-                    if segments:  # which file failed is unknown: none of them may count as durable
-                        plog.flusher.fence(exc)
-                return
-        for plog, target, _ in rounds:
-            plog.flusher.complete(target)
+        await flush_dirty(list(self._logs.values()), self._fsync)
 
     # --- topics ---------------------------------------------------------------------------------------
 
