@@ -191,8 +191,9 @@ def delete_groups(admin: Admin, group_ids: list[str]) -> list[dict]:
         code = resp.results[0].error_code
         if code:
             hint = " (it still has members)" if code == ErrorCode.NON_EMPTY_GROUP else ""
-            raise AdminError(f"group {group_id}: {error_name(code)}{hint}")
-        rows.append({"group": group_id, "deleted": True})
+            rows.append({"group": group_id, "deleted": False, "error": error_name(code) + hint})
+        else:
+            rows.append({"group": group_id, "deleted": True})
     return rows
 
 

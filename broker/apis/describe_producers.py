@@ -36,12 +36,15 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse:
     error, producers = ctx.broker.partitions.producers(topic, index)
-    if error != E.NONE:
-        return PartitionResponse(index, error, None, [])
+    if error != E.NONE:  # Kafka names the reason for a topic it does not know, not for a partition past the last
+        unknown = error == E.UNKNOWN_TOPIC_OR_PARTITION and ctx.broker.catalogue.topic(topic) is None
+        return PartitionResponse(index, error, "This server does not host this topic-partition." if unknown else None,
+                                 [])
     return PartitionResponse(index, E.NONE, None, [
         ProducerState(
             producer_id=entry.producer_id, producer_epoch=entry.epoch, last_sequence=entry.last_seq,
-            last_timestamp=entry.last_timestamp_ms, coordinator_epoch=0, current_txn_start_offset=txn_start,
+            last_timestamp=entry.last_timestamp_ms, coordinator_epoch=entry.coordinator_epoch,
+            current_txn_start_offset=txn_start,
         )
         for entry, txn_start in producers
     ])

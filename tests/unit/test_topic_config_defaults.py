@@ -1,5 +1,6 @@
 """Topic-config defaults have one owner (broker/storage/log/config.py's table): LogConfig's fields and
-what DescribeConfigs reports, values and broker synonyms alike, come from it."""
+what DescribeConfigs reports, values and the broker synonyms' defaults (broker/topic_defaults.py) alike,
+come from it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 import pytest
 
 from kbroker.broker.apis.describe_configs import TOPIC_CONFIGS
+from kbroker.broker.topic_defaults import BROKER_SYNONYMS
 from kbroker.broker.storage.log.config import LogConfig, default_of, known_config_names
 
 
@@ -22,11 +24,11 @@ def test_log_config_fields_default_to_the_table() -> None:
             assert str(getattr(config, field.name)) == default_of(name), field.name
 
 
-@pytest.mark.parametrize("topic", sorted(TOPIC_CONFIGS))
+@pytest.mark.parametrize("topic", sorted(BROKER_SYNONYMS))
 def test_describe_configs_synonyms_report_the_tables_default(topic: str) -> None:
-    defaults = [value for name, value in TOPIC_CONFIGS[topic][2] if value is not None]
+    defaults = [value for name, value in BROKER_SYNONYMS[topic] if value is not None]
     assert defaults, topic
-    for name, value in TOPIC_CONFIGS[topic][2]:
+    for name, value in BROKER_SYNONYMS[topic]:
         if value is None:
             continue
         if name.endswith(".hours"):
@@ -37,3 +39,4 @@ def test_describe_configs_synonyms_report_the_tables_default(topic: str) -> None
 
 def test_every_described_topic_config_is_in_the_table() -> None:
     assert set(TOPIC_CONFIGS) <= set(known_config_names())
+    assert set(BROKER_SYNONYMS) == set(TOPIC_CONFIGS)

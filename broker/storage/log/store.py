@@ -104,7 +104,8 @@ class FilePartitionStore:
                 state = self.producer_state
                 duplicate = state.check(header)
                 if duplicate is not None:
-                    return AppendResult(self, duplicate.first_offset, duplicate.last_offset, -1,
+                    # Kafka answers the stored batch's timestamp as its append time (UnifiedLog's duplicate)
+                    return AppendResult(self, duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                                         plog.log_start_offset, duplicate=True)
         try:
             info = plog.append(records, leader_epoch=leader_epoch, now_ms=now_ms, single_batch=client,
@@ -130,7 +131,7 @@ class FilePartitionStore:
         state.check_marker(producer_id, producer_epoch)  # raises InvalidProducerEpochError when stale
         batch = encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
         info = self.log.append(batch, leader_epoch=leader_epoch, now_ms=now_ms, single_batch=True, control=True)
-        state.update_marker_epoch(producer_id, producer_epoch, now_ms)
+        state.update_marker_epoch(producer_id, producer_epoch, now_ms, coordinator_epoch)
         state.marker_appended(producer_id, info.last_offset)
         self.log.appended()
         return AppendResult(self, info.base_offset, info.last_offset, -1, info.log_start_offset)
