@@ -154,7 +154,11 @@ class OffsetsTopic:
         but never served. Any other append to the same log writes the held batch first
         (the store's `before_append`), so the log keeps the order in which records were taken.
         """
-        store = self.partitions.leader_store(TOPIC, partition)  # raises when there is none, or not here
+        held = self._held.get(partition)
+        # The partition service asks the catalogue who leads once per batch written (`_write_held`); a
+        # commit joining a batch held in this turn needs no second answer.
+        store = held.store if held is not None and not held.store.closed else \
+            self.partitions.leader_store(TOPIC, partition)  # raises when there is none, or not here
         if store.offline is not None:
             raise store.offline
         encode = self._encode_record
@@ -167,7 +171,6 @@ class OffsetsTopic:
         # A held batch stays within the partition's max.message.bytes too, should that be set lower:
         # else commits that each fit would fail together, and take the coordinator partition offline.
         cap = min(_HELD_MAX_BYTES, store.config.max_message_bytes - HEADER_SIZE)
-        held = self._held.get(partition)
         if held is not None and (held.store is not store or held.size + size > cap):
             self._write_held(partition)
             held = None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import structlog
 
@@ -66,6 +66,8 @@ class TopicCatalogue:
         self._none: list[int] = []
         self._led = {0: Leadership(node_id, 0, self._this_node, self._this_node, self._none)}  # epoch -> shared
         self._names_by_id: tuple[int, dict[uuid.UUID, str]] | None = None
+        # One topic's info (every request asks it): the engine's own lookup, with no call of ours around it.
+        self.topic: Callable[[str], TopicInfo | None] = engine.topic
 
     # --- topics -------------------------------------------------------------------------------------
 
@@ -81,8 +83,6 @@ class TopicCatalogue:
     def topics(self) -> dict[str, TopicInfo]:
         return self._engine.topics()
 
-    def topic(self, name: str) -> TopicInfo | None:
-        return self._engine.topic(name)
 
     def names_by_id(self) -> dict[uuid.UUID, str]:
         """topic id -> name (Produce and Fetch v13+ name topics by id), built once per change."""
