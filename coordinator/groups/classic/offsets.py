@@ -151,7 +151,7 @@ def handle_offset_commit(
     result = OffsetCommitResult(tuple(topics))
     if records:
         replies = [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else []
-        ctx.out.write(records, replies, durability=Durability.PIPELINED)
+        ctx.out.write(records, replies, durability=Durability.IN_LOG if cmd.transactional else Durability.PIPELINED)
     else:
         ctx.out.reply(cmd.reply_to, result)
 

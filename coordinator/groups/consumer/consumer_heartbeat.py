@@ -70,6 +70,12 @@ class AssignmentChanged:
     assignor: str
     members_moved: tuple[str, ...]
     member_count: int
+    # For the group's rebalance history (history.py): the epoch it moved on from, who came and went,
+    # and a fenced member's session timeout (how long its partitions went unserved before the fence).
+    previous_epoch: int = -1
+    members_in: tuple[str, ...] = ()
+    members_out: tuple[str, ...] = ()
+    session_timeout_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -239,9 +245,11 @@ def update_target_assignment(ctx: CCtx, group: ConsumerGroup, group_epoch: int,
             ctx.records.append(ConsumerGroupTargetAssignmentMemberRecord(group.group_id, member_id, new))
             moved.append(member_id)
     ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, ctx.now_ms))
+    joined = (updated.member_id,) if updated is not None and updated.member_id not in group.members else ()
     ctx.out.events.append(AssignmentChanged(  # type: ignore[arg-type]
         group.group_id, group_epoch, group_epoch, reason,
-        updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members)))
+        updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members),
+        group.group_epoch, joined, (removed,) if removed is not None else (), _session_timeout(ctx, reason)))
     return result.get(updated.member_id, {}) if updated is not None else {}
 
 
@@ -558,8 +566,15 @@ def fence_member(ctx: CCtx, group: ConsumerGroup, member: ConsumerGroupMember, r
     else:
         # The last member gone, the group is empty: its assignment epoch follows the group epoch, with
         # the timestamp of a new group's, so no assignment interval delays the next member (Kafka 4.4's
-        # fenceMembers)
+        # fenceMembers); the epoch moved, and the group's history says so
         ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, 0))
+        ctx.out.events.append(AssignmentChanged(  # type: ignore[arg-type]
+            group.group_id, group_epoch, group_epoch, reason, member.member_id, "", (), 0,
+            group.group_epoch, (), (member.member_id,), _session_timeout(ctx, reason)))
+
+
+def _session_timeout(ctx: CCtx, reason: str) -> int | None:
+    return ctx.config.group_consumer_session_timeout_ms if reason == "session expired" else None
 
 
 def on_session_expired(ctx: CCtx, group: ConsumerGroup | None, expiry: cc.ConsumerSessionExpired) -> None:
