@@ -30,8 +30,7 @@ from typing import Any
 
 import structlog
 
-from ..partitions.txn_markers import write_markers
-from ..storage.log.config import INTERNAL_TOPIC_CONFIGS
+from ..partitions.catalogue import INTERNAL_TOPIC_CONFIGS
 from ...coordinator.groups import commands as c
 from ...protocol.records.codec import encode_record
 from ...protocol.records.classic_records import OffsetCommitRecord
@@ -40,7 +39,8 @@ from ...protocol.records.transaction_log import TxnLogFormatError, decode_key, d
 from ...coordinator.txn.metadata import TopicPartition, TxnState
 from ...protocol.errors import ErrorCode
 from ...protocol.record_batch import Record as LogRecord
-from ...protocol.record_batch import decode_batches, encode_batch, read_header
+from ...protocol.record_batch import decode_batches, encode_batch
+from ..partitions.service import Isolation
 from ...purgatory.clock import SystemClock
 
 log = structlog.get_logger("kbroker.transactions")
@@ -77,7 +77,7 @@ class TransactionService:
         self.broker = broker
         self.num_partitions = config.transaction_state_log_num_partitions
         self.cleanup_interval_s = config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
-        self.machine = TxnCoordinator(SystemClock(), broker.producer_states.ids.allocate, TxnConfig(
+        self.machine = TxnCoordinator(SystemClock(), broker.catalogue.allocate_producer_id, TxnConfig(
             max_timeout_ms=config.transaction_max_timeout_ms, num_partitions=self.num_partitions,
             id_expiration_ms=config.transactional_id_expiration_ms))
         # transactional id -> group -> partition -> offset: TxnOffsetCommit's offsets until the end
@@ -93,7 +93,7 @@ class TransactionService:
     def adopt_existing_topic(self) -> None:
         """An existing topic's partition count wins over the setting (as in Kafka). A first start has
         none: create_topic() makes it while the broker already serves."""
-        info = self.broker.logs.topics().get(TOPIC)
+        info = self.broker.catalogue.topic(TOPIC)
         if info is not None:
             self.num_partitions = self.machine.config.num_partitions = info.num_partitions
             self.topic_ready.set()
@@ -102,9 +102,9 @@ class TransactionService:
         """Create the topic on a first start, its files made in a worker thread while the broker serves;
         a transit to write meanwhile waits for it (_append)."""
         delay = 1.0
-        while self.broker.logs.topics().get(TOPIC) is None:
+        while self.broker.catalogue.topic(TOPIC) is None:
             try:
-                await self.broker.logs.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+                await self.broker.catalogue.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
                 log.info("transaction_state_topic_created", partitions=self.num_partitions)
             except Exception as exc:  # noqa: BLE001 - a full disk, --max-partitions: transits fail meanwhile
                 log.error("transaction_state_topic_create_failed", error=repr(exc), retry_in_s=delay)
@@ -146,12 +146,12 @@ class TransactionService:
         task.add_done_callback(self._tasks.discard)
 
     def _read_partition(self, partition: int):
-        plog = self.broker.logs.loaded_log(TOPIC, partition)  # one with records is never dormant
-        if plog is None:
+        store = self.broker.partitions.replay_store(TOPIC, partition)  # one with records is never dormant
+        if store is None:
             return
-        offset, end = plog.log_start_offset, plog.log_end_offset
+        offset, end = store.log_start_offset, store.log_end_offset
         while offset < end:
-            chunk = plog.read(offset, _READ_CHUNK, min_one_batch=True).records
+            chunk = store.read(offset, _READ_CHUNK, Isolation.LOG_END)
             if not chunk:
                 break
             next_offset = offset
@@ -180,13 +180,9 @@ class TransactionService:
                 await asyncio.wait_for(self.topic_ready.wait(), TOPIC_WAIT_S)
             except asyncio.TimeoutError:
                 raise RuntimeError(f"{TOPIC} is not created yet") from None  # _write: NOT_COORDINATOR
-        plog = self.broker.logs.get_log(TOPIC, partition)
-        if plog is None:
-            raise RuntimeError(f"{TOPIC}-{partition} does not exist")
         now = self.broker.clock.wall_ms()
         batch = encode_batch([LogRecord(offset=0, timestamp=now, key=encode_key(txn_id), value=value)])
-        info = plog.append(batch, leader_epoch=0, now_ms=now)
-        await plog.wait_durable(info.last_offset)
+        await self.broker.partitions.append(TOPIC, partition, batch, now_ms=now).wait_durable()
 
     async def _write(self, decision: Decision) -> ErrorCode:
         """Make the transit durable and apply it; a failed write leaves the old metadata (Kafka answers
@@ -278,8 +274,7 @@ class TransactionService:
             errors = {p.error for t in result.topics for p in t.partitions} - {E.NONE}
             if errors:
                 return min(errors)
-        plog = self.broker.logs.get_log(OFFSETS_TOPIC, partition)
-        if plog is None:
+        if not self.broker.catalogue.has_partition(OFFSETS_TOPIC, partition):
             return E.COORDINATOR_NOT_AVAILABLE
         now = self.broker.clock.wall_ms()
         records = [OffsetCommitRecord(group_id, topic, p, o.offset, o.leader_epoch, o.metadata, now)
@@ -288,10 +283,8 @@ class TransactionService:
                               for i, (key, value) in enumerate(encode_record(r) for r in records)],
                              producer_id=producer_id, producer_epoch=epoch, base_sequence=0, is_transactional=True)
         try:
-            info = plog.append(batch, leader_epoch=0, now_ms=now)
-            self.broker.producer_states.for_log(plog).update(read_header(batch), info.base_offset,
-                                                             info.last_offset, now)
-            await plog.wait_durable(info.last_offset)
+            # a transactional batch: the store records it in the producer state, opening the transaction there
+            await self.broker.partitions.append(OFFSETS_TOPIC, partition, batch, now_ms=now).wait_durable()
         except Exception as exc:  # noqa: BLE001 - a storage failure is a retriable answer
             log.error("txn_offset_commit_failed", transactional_id=txn_id, group=group_id, error=repr(exc))
             return E.NOT_COORDINATOR
@@ -348,8 +341,8 @@ class TransactionService:
             commit = txn.state == S.PREPARE_COMMIT
             try:
                 await self._adopt_replayed_offsets(txn_id, txn.producer_id, txn.partitions)
-                await write_markers(self.broker, txn.producer_id, txn.producer_epoch, commit, txn.partitions,
-                                    COORDINATOR_EPOCH)
+                await self.broker.partitions.write_markers(txn.producer_id, txn.producer_epoch, commit,
+                                                           txn.partitions, COORDINATOR_EPOCH)
                 if commit:
                     await self._materialise_offsets(txn_id)
                 self.pending_offsets.pop(txn_id, None)

@@ -15,7 +15,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from ..storage.log.manager import is_internal_topic
+from ...protocol.topic_names import is_internal_topic
 from .observe import Histogram, all_servers
 from ...protocol.errors import ErrorCode
 

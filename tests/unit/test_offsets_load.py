@@ -9,6 +9,7 @@ from structlog.testing import capture_logs
 
 from kbroker.broker.storage.log.manager import LogManager
 from kbroker.broker.coordinators.offsets_topic import TOPIC, OffsetsTopic
+from kbroker.broker.partitions.service import PartitionService
 from kbroker.coordinator.runtime.actor import GroupCoordinatorService
 from kbroker.coordinator.partitioning import partition_for
 from kbroker.protocol.records.classic_records import OffsetCommitRecord
@@ -28,7 +29,7 @@ def groups_on(partition: int, count: int) -> list[str]:
 
 async def test_damage_in_one_partition_costs_only_what_it_held(tmp_path) -> None:
     logs = LogManager(tmp_path, flush_policy="always")
-    topic = OffsetsTopic(logs, 50)
+    topic = OffsetsTopic(PartitionService.offline(logs), 50)
     topic.ensure()
     victim, survivor = groups_on(3, 2)
     [later] = groups_on(40, 1)
@@ -43,7 +44,7 @@ async def test_damage_in_one_partition_costs_only_what_it_held(tmp_path) -> None
     rot(file, stored_batches(file)[0])  # the victim's commit
 
     logs = LogManager(tmp_path, flush_policy="always")
-    topic = OffsetsTopic(logs, 50)
+    topic = OffsetsTopic(PartitionService.offline(logs), 50)
     topic.ensure()
 
     async def no_writes(*_):
