@@ -134,7 +134,7 @@ async def measure(commits: int) -> dict:
 async def _replay_only(tmp: Path, commits: int, out: dict) -> None:
     from kbroker.broker.storage.log.manager import LogManager
     from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
-    from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+    from kbroker.coordinator.groups.service import GroupCoordinatorService
 
     data = tmp / "replay"
     logs, _ = await _write(data, commits)

@@ -30,7 +30,7 @@ from .startup import Prepared, prepare
 from .partitions.startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
-    from ..coordinator.runtime.actor import GroupCoordinatorService
+    from ..coordinator.groups.service import GroupCoordinatorService
     from .services import BrokerServices
     from .security.service import Security
     from .coordinators.transactions import TransactionService
@@ -287,13 +287,12 @@ class Broker:
         return security
 
     def _build_coordinator(self) -> GroupCoordinatorService:
-        from ..coordinator.runtime.actor import GroupCoordinatorService
+        from ..coordinator.groups.service import GroupCoordinatorService
         from ..coordinator.config import GroupConfig
 
         config = self.config
         coordinator = self._coordinator = GroupCoordinatorService(
-            self.offsets_topic.append_records,
-            append_records_nowait=self.offsets_topic.append_records_nowait,
+            writer=self.offsets_topic,
             config=GroupConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(GroupConfig)}),
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,

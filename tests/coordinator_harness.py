@@ -19,7 +19,7 @@ from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.groups.classic.classic import GroupStateMachine
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.runtime.execute import execute_outcome, run_now
-from kbroker.coordinator.runtime.outcome import CancelTimer, Event, Reply, TimerOp
+from kbroker.coordinator.runtime.outcome import CancelTimer, Reply, TimerOp
 from kbroker.protocol.records.classic_records import Record
 
 
@@ -35,7 +35,7 @@ class Harness:
             **({"max_batch_bytes": lambda: max_batch_bytes} if max_batch_bytes is not None else {}),
         )
         self.log: list[Record] = []
-        self.events: list[Event] = []
+        self.events: list[Any] = []
         self.replies: dict[Any, list[Any]] = {}
         self.fail_next_append: ErrorCode | None = None
         self.stale_expiries = 0

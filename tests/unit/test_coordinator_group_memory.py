@@ -70,7 +70,7 @@ async def test_a_group_holds_no_queue_once_its_commands_are_done_and_keeps_comma
     committed once hold nothing but their state."""
     import asyncio
 
-    from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+    from kbroker.coordinator.groups.service import GroupCoordinatorService
 
     appended = []
 

@@ -11,7 +11,7 @@ import pytest
 from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.groups.classic.group import GroupState
-from kbroker.coordinator.runtime.outcome import RebalanceCompleted
+from kbroker.coordinator.groups.events import RebalanceCompleted
 from kbroker.protocol.records.classic_records import GroupMetadataRecord
 from kbroker.coordinator.groups.results import JoinGroupResult, SyncGroupResult
 from kbroker.tests.coordinator_harness import Harness, join_request

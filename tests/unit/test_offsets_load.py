@@ -9,7 +9,7 @@ from structlog.testing import capture_logs
 
 from kbroker.broker.storage.log.manager import LogManager
 from kbroker.broker.coordinators.offsets_topic import TOPIC, OffsetsTopic
-from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+from kbroker.coordinator.groups.service import GroupCoordinatorService
 from kbroker.coordinator.partitioning import partition_for
 from kbroker.protocol.records.classic_records import OffsetCommitRecord
 from kbroker.protocol.record_batch import Record, encode_batch

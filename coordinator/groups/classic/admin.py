@@ -8,7 +8,8 @@ from ....protocol.errors import ErrorCode
 
 from .. import commands as c
 from .group import ClassicGroup, GroupState
-from ...runtime.outcome import GroupRemoved, Reply
+from ...runtime.outcome import Reply
+from ..events import GroupRemoved
 from .rebalance import Ctx
 from ....protocol.records.classic_records import GroupMetadataTombstone, OffsetCommitTombstone, Record
 from ..results import DeletedGroup, DescribedGroup, DescribedMember, ListedGroup

@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from sys import intern
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ....protocol.errors import ErrorCode
 
@@ -50,15 +51,9 @@ from .offsets import (
     handle_offset_fetch,
     on_group_removed,
 )
-from ...runtime.outcome import (
-    AssignmentWritten,
-    EmptyGroupWritten,
-    FollowUp,
-    GroupRemoved,
-    Outcome,
-    StaticMemberReplaced,
-    WriteFailed,
-)
+from ...runtime.outcome import Outcome
+from ..events import GroupRemoved, WriteFailed
+from .follow_ups import AssignmentWritten, EmptyGroupWritten, StaticMemberReplaced
 from .rebalance import Ctx, schedule_heartbeat
 from .transitions import mark_dead, prepare_rebalance
 from ....protocol.records.classic_records import (
@@ -68,7 +63,7 @@ from ....protocol.records.classic_records import (
     OffsetCommitTombstone,
     Record,
 )
-from ..results import JoinGroupResult, ListedGroup, SyncGroupResult
+from ..results import JoinGroupResult, ListedGroup, SyncGroupResult, error_result_for
 
 E = ErrorCode
 S = GroupState
@@ -104,6 +99,12 @@ class GroupStateMachine:
         self.consumer = ConsumerGroupsOnDemand(partition, self.config, self.groups, topics, max_batch_bytes)
         # The other group types of this partition (group_types.py), asked in this order.
         self.group_types: tuple[GroupType, ...] = (self.consumer,)
+
+    def key_of(self, cmd: Any) -> str:
+        return cmd.group_id
+
+    def error_result(self, cmd: Any, code: ErrorCode) -> Any:
+        return error_result_for(cmd, code)
 
     def group(self, group_id: str) -> ClassicGroup | None:
         return self.groups.get(group_id)
@@ -157,7 +158,7 @@ class GroupStateMachine:
                 raise TypeError(f"unknown command {type(cmd).__name__}")
         return ctx.out
 
-    def on_write_done(self, follow_up: FollowUp, error: ErrorCode | None, now_ms: int) -> Outcome:
+    def on_write_done(self, follow_up: Any, error: ErrorCode | None, now_ms: int) -> Outcome:
         """Continue after the append that carried `follow_up`: `error` is None when it is durable,
         else the error already translated for clients."""
         ctx = Ctx(self.config, now_ms, Outcome())

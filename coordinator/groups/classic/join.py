@@ -9,7 +9,7 @@ from ....protocol.errors import ErrorCode
 from .. import commands as c
 from .group import ClassicGroup, GroupState
 from .member import Member
-from ...runtime.outcome import StaticMemberReplaced
+from .follow_ups import StaticMemberReplaced
 from .rebalance import Ctx, cancel_heartbeat, group_metadata_record, join_result, schedule_heartbeat
 from .transitions import maybe_complete_join_phase, maybe_prepare_rebalance_or_complete_join, prepare_rebalance
 from ..results import JoinGroupResult, SyncGroupResult

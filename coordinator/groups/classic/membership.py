@@ -8,7 +8,7 @@ from ....protocol.errors import ErrorCode
 from .. import commands as c
 from .group import ClassicGroup, GroupState
 from .join import validate_current_member
-from ...runtime.outcome import AssignmentWritten
+from .follow_ups import AssignmentWritten
 from .rebalance import (
     Ctx,
     group_metadata_record,

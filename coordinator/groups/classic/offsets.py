@@ -15,7 +15,8 @@ from ....protocol.record_batch import HEADER_SIZE
 from .. import commands as c
 from .group import ClassicGroup, GroupState, OffsetAndMetadata
 from .join import validate_current_member
-from ...runtime.outcome import Durability, GroupRemoved, Outcome, Reply, WriteFailed
+from ...runtime.outcome import Durability, Outcome, Reply
+from ..events import GroupRemoved, WriteFailed
 from .rebalance import Ctx, schedule_heartbeat
 from ....protocol.records.classic_records import GroupMetadataTombstone, OffsetCommitRecord, OffsetCommitTombstone, Record
 from ..results import (
@@ -214,6 +215,7 @@ def handle_offset_fetch(ctx: Ctx, group: ClassicGroup | None, cmd: c.OffsetFetch
             OffsetFetchTopic(t.name, tuple(_fetched(p, offsets.get((t.name, p))) for p in t.partitions))
             for t in cmd.topics
         )
+    ctx.out.after_pipelined = True  # only durable offsets are served (runtime/partition.py)
     ctx.out.reply(cmd.reply_to, OffsetFetchResult(E.NONE, topics))
 
 

@@ -238,7 +238,7 @@ def update_target_assignment(ctx: CCtx, group: ConsumerGroup, group_epoch: int,
             ctx.records.append(ConsumerGroupTargetAssignmentMemberRecord(group.group_id, member_id, new))
             moved.append(member_id)
     ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, ctx.now_ms))
-    ctx.out.events.append(AssignmentChanged(  # type: ignore[arg-type]
+    ctx.out.events.append(AssignmentChanged(
         group.group_id, group_epoch, group_epoch, reason,
         updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members)))
     return result.get(updated.member_id, {}) if updated is not None else {}
@@ -271,11 +271,10 @@ def consumer_group_heartbeat(ctx: CCtx, groups: Mapping[str, ConsumerGroup], cmd
 def finish(ctx: CCtx, reply_to: object, result: object) -> None:
     """Records first, then the reply once they are durable (or at once when there are none)."""
     if ctx.records:
-        ctx.out.write(list(ctx.records), [Reply(reply_to, result)] if reply_to is not None else [],  # type: ignore[arg-type]
-                      then=ctx.then)  # type: ignore[arg-type]
+        ctx.out.write(list(ctx.records), [Reply(reply_to, result)] if reply_to is not None else [], then=ctx.then)
         ctx.records.clear()
     else:
-        ctx.out.reply(reply_to, result)  # type: ignore[arg-type]
+        ctx.out.reply(reply_to, result)
 
 
 def steady_heartbeat(config: GroupConfig, topics: TopicsImage, groups: Mapping[str, ConsumerGroup],

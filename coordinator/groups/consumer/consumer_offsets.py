@@ -110,6 +110,7 @@ def handle_consumer_offset_fetch(ctx: CCtx, group: ConsumerGroup | None, cmd: c.
     else:
         topics = tuple(OffsetFetchTopic(t.name, tuple(_fetched(p, offsets.get((t.name, p))) for p in t.partitions))
                        for t in cmd.topics)
+    ctx.out.after_pipelined = True  # only durable offsets are served (runtime/partition.py)
     ctx.out.reply(cmd.reply_to, OffsetFetchResult(E.NONE, topics))
 
 

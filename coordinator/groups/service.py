@@ -1,14 +1,11 @@
-"""The group coordinator's front: routes each request to the runtime of its group's partition.
+"""The group coordinator's front (Kafka's GroupCoordinatorService): what a group request means
+before it reaches its group.
 
-    GroupCoordinatorService          (this module)  prechecks once, routing by partition, life cycle
-      -> PartitionRuntime            (runtime.py)   one per loaded `__consumer_offsets` partition:
-                                                    load/unload, per-group order, write-then-respond
-        -> GroupStateMachine         (classic.py)   the shard: every group of the partition, each
-                                                    group type behind `handle` / `replay`
-
-As Kafka's GroupCoordinatorService over its CoordinatorRuntime and GroupCoordinatorShard. The
-service knows no group type: a new one is a handler in the shard (as consumer_machine.py is for
-KIP-848 groups) plus its commands, not an edit here.
+    GroupCoordinatorService   (this module)            prechecks once, group ids -> partitions,
+                                                       retention check, history, test controls
+      -> CoordinatorRuntime   (runtime/runtime.py)     loaded partitions, routing, life cycle
+        -> PartitionRuntime   (runtime/partition.py)   per-group order, write-then-respond, timers
+          -> GroupStateMachine (classic/classic.py)    the shard: every group of the partition
 
 Persistence: `append_records(partition, records)` is injected (broker/coordinators/offsets_topic.py provides it);
 it must return once the records are durable and raise KafkaError otherwise.
@@ -34,20 +31,19 @@ from typing import Any
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...purgatory.clock import Clock, SystemClock
+from ...purgatory.clock import Clock
 from ...purgatory.timers import KeyedTimers, TimerFired
 
-from ..groups import commands as c
-from ..groups.classic.classic import GroupStateMachine, random_member_id
+from . import commands as c
+from .classic.classic import GroupStateMachine, random_member_id
 from ..config import GroupConfig
-from ..groups.classic.controls import ControlResult, ExpireMember, ExpireSessions, GroupFaults
-from ..groups.classic.controls import describe as describe_control
-from .execute import AppendNowait, AppendRecords
-from ..groups.history import RebalanceHistory, in_progress
-from .outcome import Event, RebalanceCompleted, WriteFailed
+from .classic.controls import ControlResult, ExpireMember, ExpireSessions, GroupFaults
+from .classic.controls import describe as describe_control
+from ..runtime.execute import AppendNowait, AppendRecords
+from .history import RebalanceHistory, in_progress
 from ..partitioning import partition_for
 from ...protocol.records.classic_records import Record
-from ..groups.results import (
+from .results import (
     DeletedGroup,
     DescribedGroup,
     HeartbeatResult,
@@ -60,7 +56,8 @@ from ..groups.results import (
     SyncGroupResult,
     error_result_for,
 )
-from .runtime import Expiry, GroupQueue, Internal, Item, PartitionRuntime
+from ..runtime.runtime import CoordinatorRuntime
+from ..runtime.shard import PartitionWriter
 
 E = ErrorCode
 log = structlog.get_logger("kbroker.coordinator")
@@ -83,8 +80,9 @@ async def _answer_later(future: asyncio.Future[Any], delay_s: float) -> Any:
 class GroupCoordinatorService:
     def __init__(
         self,
-        append_records: AppendRecords,
+        append_records: AppendRecords | None = None,
         *,
+        writer: PartitionWriter | None = None,
         append_records_nowait: AppendNowait | None = None,
         config: GroupConfig | None = None,
         clock: Clock | None = None,
@@ -94,31 +92,32 @@ class GroupCoordinatorService:
         topics: Callable[[], Any] | None = None,
         max_batch_bytes: Callable[[int], int] | None = None,
     ) -> None:
+        """Records go through `writer` (the broker's `__consumer_offsets` adapter), or through the
+        `append_records` (and `append_records_nowait`) functions a test gives."""
         self.config = config or GroupConfig()
-        self.clock: Clock = clock or (timers.clock if timers is not None else SystemClock())
-        # Without injected timers the service runs its own driver; a broker passes its shared one.
-        self.timers = timers or KeyedTimers(self.clock)
-        self._runs_timer_driver = timers is None
         self.num_partitions = num_partitions or self.config.offsets_topic_num_partitions
-        self._append_records = append_records
-        self._append_records_nowait = append_records_nowait
+        if writer is not None:
+            append_records, append_records_nowait = writer.append_records, writer.append_records_nowait
+        if append_records is None:
+            raise TypeError("a writer or append_records is needed")
         self._new_member_id = new_member_id
         self._topics = topics  # the topics image consumer groups assign from (name -> TopicImage)
         self._max_batch_bytes = max_batch_bytes  # partition -> its largest batch (max.message.bytes)
-        self._runtimes: dict[int, PartitionRuntime] = {}
-        self._loading: set[int] = set()
-        self._offline: set[int] = set()
-        self._unloads: set[asyncio.Task] = set()
-        self._queues: set[GroupQueue] = set()  # every busy group's queue, of every runtime
         self._partition_of: dict[str, int] = {}
-        self._running = False
-        # The loop serving it, kept at start: asking asyncio for the running loop costs a system call
-        # (getpid, Python 3.11's check for a fork) on every request that makes a future.
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._driver: asyncio.Task[None] | None = None
+        self.runtime = CoordinatorRuntime(
+            self._new_shard, append=append_records, append_nowait=append_records_nowait,
+            partition_of=self.partition_for, refusal=self._refusal, on_event=self._on_event,
+            clock=clock, timers=timers, name="groups",
+        )
+        self.clock: Clock = self.runtime.clock
+        self.timers = self.runtime.timers
         # Seeing into it: each group's recent rebalances, and the faults test controls inject.
         self.history = RebalanceHistory()
         self.faults = GroupFaults()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self.runtime.loop
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -127,33 +126,12 @@ class GroupCoordinatorService:
 
     def start_now(self) -> None:
         """`start`, for a caller that cannot wait (a coordinator built with its first use)."""
-        self._running = True
-        self.loop = asyncio.get_running_loop()
-        if self._runs_timer_driver and self._driver is None:
-            self._driver = self.loop.create_task(self.timers.run(), name="coordinator-timers")
+        self.runtime.start_now()
         self._schedule_retention_check()
 
     async def stop(self) -> None:
-        self._running = False
         self.timers.cancel(RETENTION_CHECK_KEY)
-        for partition in list(self._runtimes):
-            await self.unload(partition)
-        queues, tasks = list(self._queues), []
-        self._queues.clear()
-        for queue in queues:
-            if queue.task is not None:
-                queue.task.cancel()
-                tasks.append(queue.task)
-            for item in queue.items:
-                if not isinstance(item, (Expiry, Internal)):
-                    deliver_error(item, E.COORDINATOR_NOT_AVAILABLE)
-            queue.items.clear()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if self._driver is not None:
-            self._driver.cancel()
-            await asyncio.gather(self._driver, return_exceptions=True)
-            self._driver = None
-        self.loop = None  # a request after the stop gets its future on the loop it comes from
+        await self.runtime.stop()
 
     def partition_for(self, group_id: str) -> int:
         partition = self._partition_of.get(group_id)
@@ -167,60 +145,35 @@ class GroupCoordinatorService:
     async def load(self, partition: int, records: Iterable[Record]) -> None:
         """Become coordinator for `partition`: replay its records (tombstones included), then
         serve its groups. Requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS."""
-        if partition in self._runtimes:
-            await self.unload(partition)
-        self._loading.add(partition)
-        try:
-            runtime = self._new_runtime(partition)
-            await runtime.replay(records)
-            self._runtimes[partition] = runtime
-            await runtime.resume()
-        finally:
-            self._loading.discard(partition)
-        log.debug("partition_loaded", partition=partition, groups=len(runtime.shard.groups))
+        await self.runtime.load(partition, records)
 
     def load_empty(self, partitions: Iterable[int]) -> None:
         """Become coordinator at once for partitions that hold no record (`load` with nothing to
         replay): a coordinator built with the first group request serves that request."""
-        for partition in partitions:
-            if partition in self._runtimes:
-                raise RuntimeError(f"partition {partition} is already loaded")
-            runtime = self._new_runtime(partition)
-            runtime.load_empty()
-            self._runtimes[partition] = runtime
-            self._loading.discard(partition)
+        self.runtime.load_empty(partitions)
 
-    def _new_runtime(self, partition: int) -> PartitionRuntime:
+    def _new_shard(self, partition: int) -> GroupStateMachine:
         extra: dict[str, Any] = {}
         if self._topics is not None:
             extra["topics"] = self._topics
         if self._max_batch_bytes is not None:
             extra["max_batch_bytes"] = partial(self._max_batch_bytes, partition)
-        shard = GroupStateMachine(partition, self.config, new_member_id=self._new_member_id, **extra)
-        return PartitionRuntime(
-            shard, clock=self.clock, timers=self.timers, append=self._append_records,
-            append_nowait=self._append_records_nowait, queues=self._queues, on_event=self._on_event,
-            on_storage_failure=self._on_storage_failure, requeue=self._requeue,
-        )
+        return GroupStateMachine(partition, self.config, new_member_id=self._new_member_id, **extra)
 
     async def unload(self, partition: int) -> None:
-        runtime = self._runtimes.pop(partition, None)
-        if runtime is not None:
-            await runtime.unload()
-            log.debug("partition_unloaded", partition=partition)
+        await self.runtime.unload(partition)
 
     def mark_loading(self, partitions: Iterable[int]) -> None:
         """At start-up, before replay begins: these partitions answer COORDINATOR_LOAD_IN_PROGRESS
         (not NOT_COORDINATOR) until `load` has replayed them."""
-        self._loading.update(partitions)
+        self.runtime.mark_loading(partitions)
 
     @property
     def is_loading(self) -> bool:
-        return bool(self._loading)
+        return self.runtime.is_loading
 
     def machine(self, partition: int) -> GroupStateMachine | None:
-        runtime = self._runtimes.get(partition)
-        return runtime.shard if runtime is not None else None
+        return self.runtime.shard(partition)
 
     # -- API -----------------------------------------------------------------------------------
 
@@ -253,14 +206,14 @@ class GroupCoordinatorService:
 
     async def list_groups(self, cmd: c.ListGroups | None = None) -> ListGroupsResult:
         cmd = cmd or c.ListGroups()
-        if not self._running:
+        if not self.runtime.running:
             return ListGroupsResult(E.COORDINATOR_NOT_AVAILABLE)
         groups = [
-            g for p in sorted(self._runtimes)
-            for g in self._runtimes[p].shard.list_groups(cmd.states_filter, cmd.types_filter)
+            g for p in self.runtime.loaded()
+            for g in self.runtime.shard(p).list_groups(cmd.states_filter, cmd.types_filter)
         ]
         # Groups of partitions still loading are missing; say so.
-        return ListGroupsResult(E.COORDINATOR_LOAD_IN_PROGRESS if self._loading else E.NONE, tuple(groups))
+        return ListGroupsResult(E.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading else E.NONE, tuple(groups))
 
     # -- routing -------------------------------------------------------------------------------
 
@@ -269,7 +222,7 @@ class GroupCoordinatorService:
         caller brings its own). Whatever the caller sends to the same group afterwards is handled
         after it. The command belongs to the service from here on (its `reply_to` is set)."""
         if future is None:
-            future = (self.loop or asyncio.get_running_loop()).create_future()
+            future = self.runtime.new_future()
         self._route(cmd, future)
         if self.faults.join_delay_ms and (delay_s := self.faults.join_delay_s(cmd)):
             return asyncio.ensure_future(_answer_later(future, delay_s))
@@ -290,35 +243,15 @@ class GroupCoordinatorService:
         if group_id is None or (group_id == "" and not isinstance(cmd, _EMPTY_ID_ALLOWED)):
             future.set_result(self._refusal(cmd, E.INVALID_GROUP_ID))
             return
-        error = self._precheck(cmd, group_id)
+        partition = self.partition_for(group_id)
+        error = self.runtime.precheck(partition)
+        faults = self.faults
+        if error is None and (faults.not_coordinator_until or faults.fail_next):  # the only faults a precheck consults
+            error = faults.precheck(cmd, self.clock.now_ms())
         if error is not None:
             future.set_result(self._refusal(cmd, error))
             return
-        cmd.reply_to = future
-        self._runtimes[self.partition_for(group_id)].dispatch(cmd, group_id)
-
-    def _precheck(self, cmd: Any, group_id: str) -> ErrorCode | None:
-        if not self._running:
-            return E.COORDINATOR_NOT_AVAILABLE
-        partition = self.partition_for(group_id)
-        if partition in self._loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        if partition not in self._runtimes:
-            return E.NOT_COORDINATOR
-        faults = self.faults
-        if faults.not_coordinator_until or faults.fail_next:  # the only faults a precheck consults
-            return faults.precheck(cmd, self.clock.now_ms())
-        return None
-
-    def _requeue(self, cmd: Item) -> None:
-        """A request queued in a runtime that was unloaded before its turn: refused as if it came
-        now, or handed to the partition's new runtime (after its queued commands)."""
-        group_id = cmd.group_id
-        error = self._precheck(cmd, group_id)
-        if error is not None:
-            deliver_error(cmd, error, self._refusal(cmd, error))
-        else:
-            self._runtimes[self.partition_for(group_id)].dispatch(cmd, group_id)
+        self.runtime.dispatch(cmd, group_id, future, partition)
 
     @staticmethod
     def _refusal(cmd: c.Request, error: ErrorCode) -> Any:
@@ -331,18 +264,6 @@ class GroupCoordinatorService:
                 return SyncGroupResult(E.REBALANCE_IN_PROGRESS)
         return error_result_for(cmd, error)
 
-    def _on_storage_failure(self, partition: int, code: ErrorCode) -> None:
-        """The partition's log is fenced: stop serving its groups until a restart reloads them."""
-        if code is not E.KAFKA_STORAGE_ERROR or partition in self._offline:
-            return
-        self._offline.add(partition)
-        log.error("coordinator_partition_offline", partition=partition, error=code.name)
-        runtime = self._runtimes.pop(partition, None)
-        if runtime is not None:
-            task = asyncio.ensure_future(runtime.unload())
-            self._unloads.add(task)
-            task.add_done_callback(self._unloads.discard)
-
     # -- periodic work and events --------------------------------------------------------------
 
     def _schedule_retention_check(self) -> None:
@@ -351,24 +272,21 @@ class GroupCoordinatorService:
         )
 
     def _on_retention_check(self, fired: TimerFired) -> None:
-        if not self.timers.claim(fired.key, fired.token) or not self._running:
+        if not self.timers.claim(fired.key, fired.token) or not self.runtime.running:
             return
-        for partition, runtime in self._runtimes.items():
-            if partition in self._loading:
-                continue
-            for group_id in runtime.shard.group_ids():
-                runtime.enqueue(Internal(c.OffsetExpiryCheck(group_id)), group_id)
+        for shard in self.runtime.shards():
+            for group_id in shard.group_ids():
+                self.runtime.dispatch_internal(shard.partition, c.OffsetExpiryCheck(group_id), group_id)
         self._schedule_retention_check()
 
-    def _on_event(self, event: Event) -> None:
+    def _on_event(self, event: Any) -> None:
         fields = dataclasses.asdict(event)
-        if isinstance(event, WriteFailed):
+        if getattr(event, "log_level", "info") == "warning":
             log.warning(event.log_event, **{k: v.name if isinstance(v, ErrorCode) else str(v)
                                             for k, v in fields.items()})
             return
         log.info(event.log_event, **fields)
-        if isinstance(event, RebalanceCompleted):
-            self.history.record_rebalance(event, self.clock.wall_ms())
+        self.history.record_event(event, self.clock.wall_ms())
 
     # -- seeing into groups (the admin endpoint, metrics, test controls) ------------------------
 
@@ -397,17 +315,17 @@ class GroupCoordinatorService:
 
     def groups(self) -> Iterable[Any]:
         """Every loaded group (ClassicGroup objects, read-only for callers)."""
-        for runtime in self._runtimes.values():
-            yield from runtime.shard.groups.values()
+        for shard in self.runtime.shards():
+            yield from shard.groups.values()
 
     def consumer_groups(self) -> Iterable[Any]:
         """Every loaded consumer group of the new protocol (KIP-848; read-only for callers)."""
-        for runtime in self._runtimes.values():
-            yield from runtime.shard.consumer.groups.values()
+        for shard in self.runtime.shards():
+            yield from shard.consumer.groups.values()
 
     @property
     def loaded_partitions(self) -> int:
-        return len(self._runtimes)
+        return self.runtime.loaded_partitions
 
     async def control(self, cmd: Any) -> ControlResult:
         """Run a test control (coordinator/groups/classic/controls.py) in its group's turn."""
@@ -430,9 +348,9 @@ class GroupCoordinatorService:
 
     async def run_offsets_retention(self) -> int:
         """Run the offsets retention check now (a test control); returns once every group handled it."""
-        groups = [(r, g) for p, r in self._runtimes.items() if p not in self._loading for g in list(r.shard.groups)]
-        for runtime, group_id in groups:
-            runtime.dispatch(Internal(c.OffsetExpiryCheck(group_id)), group_id)
+        groups = [(s.partition, g) for s in self.runtime.shards() for g in list(s.groups)]
+        for partition, group_id in groups:
+            self.runtime.dispatch_internal(partition, c.OffsetExpiryCheck(group_id), group_id, now=True)
         # A group's commands run in order: once a later one is answered, the check has run.
         await asyncio.gather(*(self.submit(c.DescribeGroup(g, 5)) for _, g in groups))
         return len(groups)
@@ -446,37 +364,22 @@ class GroupCoordinatorService:
 
     async def quiesce(self, max_rounds: int = 1000) -> None:
         """Wait until no group has work queued or in progress (for tests driving a manual clock)."""
-        await self.quiesce_until(lambda: not self._queues, max_rounds)
+        await self.runtime.quiesce(max_rounds)
 
-    @staticmethod
-    async def quiesce_until(done: Callable[[], bool], max_rounds: int = 1000) -> None:
-        """Let the loop run, one turn at a time, until `done()` holds (no real time involved)."""
-        for _ in range(max_rounds):
-            await asyncio.sleep(0)
-            if done():
-                return
-        raise TimeoutError("the coordinator did not reach the expected state")
+    quiesce_until = staticmethod(CoordinatorRuntime.quiesce_until)
 
     def queued(self, group_id: str) -> int:
         """How many commands of `group_id` wait behind the one in progress (0 when idle)."""
-        runtime = self._runtimes.get(self.partition_for(group_id))
-        return runtime.queued(group_id) if runtime is not None else 0
+        return self.runtime.queued(group_id)
 
     async def advance_timers(self, now_ms: int | None = None) -> None:
         """Fire due timers at `now_ms` (default: the clock) and let the groups handle them."""
-        self.timers.advance_to(self.clock.now_ms() if now_ms is None else now_ms)
-        await self.quiesce()
+        await self.runtime.advance_timers(now_ms)
 
     @property
     def busy_groups(self) -> int:
         """Groups with commands queued or in progress (an idle group has nothing here)."""
-        return len(self._queues)
-
-
-def deliver_error(cmd: c.Request, error: ErrorCode, result: Any = None) -> None:
-    deliver_to = cmd.reply_to
-    if isinstance(deliver_to, asyncio.Future) and not deliver_to.done():
-        deliver_to.set_result(result if result is not None else error_result_for(cmd, error))
+        return self.runtime.busy_keys
 
 
 def _consumer_group_status(group: Any) -> dict[str, Any]:

@@ -1,0 +1,45 @@
+"""What the group shard reports besides its answers (the service logs each under its `log_event`,
+and the rebalance history records those it keeps), and its follow-ups of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ...protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceCompleted:
+    log_event: ClassVar[str] = "rebalance_completed"
+
+    group_id: str
+    old_generation: int
+    new_generation: int
+    reason: str
+    client_reason: str | None
+    trigger_member: str | None
+    members_in: tuple[str, ...]
+    members_out: tuple[str, ...]
+    member_count: int
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFailed:
+    """A write whose follow-up learnt that it failed (logged at warning level)."""
+
+    log_event: ClassVar[str] = "coordinator_write_failed"
+    log_level: ClassVar[str] = "warning"
+
+    group_id: str
+    what: str
+    error: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRemoved:
+    """DeleteGroups or offset expiry: once the tombstones are durable the group is gone (the group
+    store's own follow-up, whatever the group's type)."""
+
+    group_id: str
