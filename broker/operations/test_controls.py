@@ -156,7 +156,7 @@ async def reset(broker: Any) -> dict:
 
     started = time.monotonic()
     coordinator = broker.coordinator
-    groups = sorted({g.group_id for g in [*coordinator.groups(), *coordinator.consumer_groups()]})
+    groups = sorted({g.group_id for g in coordinator.groups()})
     for group_id in groups:
         status = coordinator.group_status(group_id)
         if status and status["members"]:

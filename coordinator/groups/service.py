@@ -5,7 +5,8 @@ before it reaches its group.
                                                        retention check, history, test controls
       -> CoordinatorRuntime   (runtime/runtime.py)     loaded partitions, routing, life cycle
         -> PartitionRuntime   (runtime/partition.py)   per-group order, write-then-respond, timers
-          -> GroupStateMachine (classic/classic.py)    the shard: every group of the partition
+          -> GroupCoordinatorShard (shard.py)          the shard: every group of the partition, of
+                                                       every registered type (registry.py)
 
 Persistence: `append_records(partition, records)` is injected (broker/coordinators/offsets_topic.py provides it);
 it must return once the records are durable and raise KafkaError otherwise.
@@ -35,12 +36,14 @@ from ...purgatory.clock import Clock
 from ...purgatory.timers import KeyedTimers, TimerFired
 
 from . import commands as c
-from .classic.classic import GroupStateMachine, random_member_id
+from .classic.classic import random_member_id
 from ..config import GroupConfig
-from .classic.controls import ControlResult, ExpireMember, ExpireSessions, GroupFaults
+from .classic.controls import ControlResult, ExpireSessions, GroupFaults
 from .classic.controls import describe as describe_control
 from ..runtime.execute import AppendNowait, AppendRecords
-from .history import RebalanceHistory, in_progress
+from .group_types import GroupTypeFactory
+from .history import RebalanceHistory
+from .registry import GROUP_TYPES
 from ..partitioning import partition_for
 from ...protocol.records.classic_records import Record
 from .results import (
@@ -58,6 +61,7 @@ from .results import (
 )
 from ..runtime.runtime import CoordinatorRuntime
 from ..runtime.shard import PartitionWriter
+from .shard import GroupCoordinatorShard
 
 E = ErrorCode
 log = structlog.get_logger("kbroker.coordinator")
@@ -91,9 +95,11 @@ class GroupCoordinatorService:
         num_partitions: int | None = None,
         topics: Callable[[], Any] | None = None,
         max_batch_bytes: Callable[[int], int] | None = None,
+        group_types: Iterable[GroupTypeFactory] = GROUP_TYPES,
     ) -> None:
         """Records go through `writer` (the broker's `__consumer_offsets` adapter), or through the
-        `append_records` (and `append_records_nowait`) functions a test gives."""
+        `append_records` (and `append_records_nowait`) functions a test gives. `group_types`: the
+        types every partition's shard runs (registry.py's by default)."""
         self.config = config or GroupConfig()
         self.num_partitions = num_partitions or self.config.offsets_topic_num_partitions
         if writer is not None:
@@ -103,6 +109,7 @@ class GroupCoordinatorService:
         self._new_member_id = new_member_id
         self._topics = topics  # the topics image consumer groups assign from (name -> TopicImage)
         self._max_batch_bytes = max_batch_bytes  # partition -> its largest batch (max.message.bytes)
+        self._group_types = tuple(group_types)
         self._partition_of: dict[str, int] = {}
         self.runtime = CoordinatorRuntime(
             self._new_shard, append=append_records, append_nowait=append_records_nowait,
@@ -152,13 +159,14 @@ class GroupCoordinatorService:
         replay): a coordinator built with the first group request serves that request."""
         self.runtime.load_empty(partitions)
 
-    def _new_shard(self, partition: int) -> GroupStateMachine:
+    def _new_shard(self, partition: int) -> GroupCoordinatorShard:
         extra: dict[str, Any] = {}
         if self._topics is not None:
             extra["topics"] = self._topics
         if self._max_batch_bytes is not None:
             extra["max_batch_bytes"] = partial(self._max_batch_bytes, partition)
-        return GroupStateMachine(partition, self.config, new_member_id=self._new_member_id, **extra)
+        return GroupCoordinatorShard(partition, self.config, new_member_id=self._new_member_id,
+                                     group_types=self._group_types, **extra)
 
     async def unload(self, partition: int) -> None:
         await self.runtime.unload(partition)
@@ -172,7 +180,7 @@ class GroupCoordinatorService:
     def is_loading(self) -> bool:
         return self.runtime.is_loading
 
-    def machine(self, partition: int) -> GroupStateMachine | None:
+    def machine(self, partition: int) -> GroupCoordinatorShard | None:
         return self.runtime.shard(partition)
 
     # -- API -----------------------------------------------------------------------------------
@@ -292,36 +300,18 @@ class GroupCoordinatorService:
 
     def group_status(self, group_id: str) -> dict[str, Any] | None:
         """A group's live state, read between two of its commands (everything runs on one loop)."""
-        machine = self.machine(self.partition_for(group_id))
-        group = machine.group(group_id) if machine is not None else None
-        if group is None:
-            consumer_group = machine.consumer.groups.get(group_id) if machine is not None else None
-            return None if consumer_group is None else _consumer_group_status(consumer_group)
-        return {
-            "group_id": group_id,
-            "group_type": "classic",
-            "state": str(group.state),
-            "generation": group.generation_id,
-            "protocol_type": group.protocol_type or "",
-            "protocol": group.protocol_name or "",
-            "leader": group.leader_id,
-            "members": [
-                {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                 "client_host": m.client_host}
-                for m in group.members.values()
-            ],
-            "rebalance_in_progress": in_progress(group, self.clock.wall_ms()),
-        }
+        shard = self.machine(self.partition_for(group_id))
+        return shard.group_status(group_id, self.clock.wall_ms()) if shard is not None else None
 
     def groups(self) -> Iterable[Any]:
-        """Every loaded group (ClassicGroup objects, read-only for callers)."""
+        """Every loaded group, whatever its type (`group.group_type`; read-only for callers)."""
         for shard in self.runtime.shards():
             yield from shard.groups.values()
 
-    def consumer_groups(self) -> Iterable[Any]:
-        """Every loaded consumer group of the new protocol (KIP-848; read-only for callers)."""
-        for shard in self.runtime.shards():
-            yield from shard.consumer.groups.values()
+    def offsets_of(self, group_id: str) -> Any:
+        """The committed offsets of a loaded group: (topic, partition) -> OffsetAndMetadata."""
+        shard = self.machine(self.partition_for(group_id))
+        return shard.offsets.of(group_id) if shard is not None else {}
 
     @property
     def loaded_partitions(self) -> int:
@@ -329,26 +319,18 @@ class GroupCoordinatorService:
 
     async def control(self, cmd: Any) -> ControlResult:
         """Run a test control (coordinator/groups/classic/controls.py) in its group's turn."""
-        result = await (self.expire_sessions(cmd.group_id) if isinstance(cmd, ExpireSessions) else self.submit(cmd))
+        result = await self.submit(cmd)
         if result.error is E.NONE:
             self.note_control(cmd.group_id, describe_control(cmd))
         return result
 
     async def expire_sessions(self, group_id: str) -> ControlResult:
-        """End every member's session now. A consumer group's members are fenced one command each,
-        in turn: each fence starts from the group the one before left (consumer_controls.py)."""
-        status = self.group_status(group_id)
-        if status is None or status["group_type"] != "consumer":
-            return await self.submit(ExpireSessions(group_id))
-        expired = 0
-        for member in status["members"]:
-            result = await self.submit(ExpireMember(group_id, member["member_id"]))
-            expired += result.error is E.NONE  # one that left meanwhile is UNKNOWN_MEMBER_ID: already gone
-        return ControlResult(E.NONE, f"{expired} member(s) expired")
+        """End every member's session now, in the group's turn (its type decides how)."""
+        return await self.submit(ExpireSessions(group_id))
 
     async def run_offsets_retention(self) -> int:
         """Run the offsets retention check now (a test control); returns once every group handled it."""
-        groups = [(s.partition, g) for s in self.runtime.shards() for g in list(s.groups)]
+        groups = [(s.partition, g) for s in self.runtime.shards() for g in s.group_ids()]
         for partition, group_id in groups:
             self.runtime.dispatch_internal(partition, c.OffsetExpiryCheck(group_id), group_id, now=True)
         # A group's commands run in order: once a later one is answered, the check has run.
@@ -380,21 +362,3 @@ class GroupCoordinatorService:
     def busy_groups(self) -> int:
         """Groups with commands queued or in progress (an idle group has nothing here)."""
         return self.runtime.busy_keys
-
-
-def _consumer_group_status(group: Any) -> dict[str, Any]:
-    """A consumer group (KIP-848) as the HTTP endpoint shows a group. Its members reconcile one by
-    one, each at its own epoch: there is no group-wide rebalance in progress to report."""
-    return {
-        "group_id": group.group_id,
-        "group_type": "consumer",
-        "state": str(group.state),
-        "group_epoch": group.group_epoch,
-        "assignment_epoch": group.assignment_epoch,
-        "members": [
-            {"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
-             "client_host": m.client_host, "member_epoch": m.member_epoch, "state": m.state.name.lower()}
-            for m in group.members.values()
-        ],
-        "rebalance_in_progress": None,
-    }

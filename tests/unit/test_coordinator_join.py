@@ -84,7 +84,7 @@ def test_acceptJoiningMember_preparing_rebalance_full() -> None:
 def test_acceptJoiningMember_preparing_rebalance_counts_waiting_members_not_size() -> None:
     h = Harness()
     leader, m2, m3 = h.stable_group(members=3)
-    h.machine.config = replace(h.config, group_max_size=2)  # an operator lowered the limit
+    h.set_config(replace(h.config, group_max_size=2))  # an operator lowered the limit
     h.send(J(member_id=leader, client_id="client0"))  # leader rejoin: PreparingRebalance
     h2 = h.send(J(member_id=m2, client_id="client1"))
     assert h.take(h2) is None  # accepted: one member was waiting

@@ -55,7 +55,7 @@ async def test_damage_in_one_partition_costs_only_what_it_held(tmp_path) -> None
     with capture_logs() as events:
         await topic.load_all(coordinator)
     assert not coordinator.is_loading
-    offsets = {g: {tp[1]: o.offset for tp, o in coordinator.machine(partition_for(g, 50)).group(g).offsets.items()}
+    offsets = {g: {tp[1]: o.offset for tp, o in coordinator.offsets_of(g).items()}
                for g in (survivor, later)}
     assert offsets == {survivor: {0: 22, 1: 44}, later: {0: 33}}
     assert coordinator.machine(3).group(victim) is None
