@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 PYTEST_ARGS ?= -n 4 --dist loadfile
 SERVE_ARGS ?=
 
-.PHONY: run test typecheck venv test-venv system-deps kafkajs kafka-jars kafka codegen bench chaos analyze clean
+.PHONY: run test typecheck venv test-venv system-deps kafkajs go-modules kafka-jars kafka codegen bench chaos analyze clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,8 @@ run: venv
 	@echo "kbroker is $(VENV)/bin/kbroker (or run '. $(VENV)/bin/activate' to have it on PATH); Ctrl-C stops it"
 	$(VENV)/bin/kbroker serve --listen $(LISTEN) --data-dir $(DATA_DIR) $(SERVE_ARGS)
 
-# Debian packages the tests use: kcat; golang-go and sarama 1.22 (built offline from /usr/share/gocode
-# by tests/integration/test_sarama.py). Installed only when missing; needs root, as in CI.
-SYSTEM_PACKAGES := kcat golang-go golang-github-shopify-sarama-dev
+# Debian packages the tests use: kcat. Installed only when missing; needs root, as in CI.
+SYSTEM_PACKAGES := kcat
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -46,6 +45,14 @@ $(KAFKAJS_DIR)/node_modules/.installed: $(KAFKAJS_DIR)/package.json $(KAFKAJS_DI
 	touch $@
 
 kafkajs: $(KAFKAJS_DIR)/node_modules/.installed
+
+# The Go clients (tests/clients/franz: franz-go; tests/clients/sarama: IBM/sarama), Go modules pinned by
+# their go.sum, fetched from the Go module proxy into Go's module cache (~/go/pkg/mod); the tests build them
+# with this Go (1.26, not whatever `go` is first on PATH) into build/clients/go.
+GO ?= /usr/local/go/bin/go
+GO_MODULES := tests/clients/franz tests/clients/sarama
+go-modules:
+	@for m in $(GO_MODULES); do (cd $$m && GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" $(GO) mod download) || exit 1; done
 
 # Apache Kafka 4.4.0 (broker, tools, Java clients, Streams) from Maven Central into build/kafka/libs, the
 # reference the tests compare kbroker with (tests/reference/pom.xml); Maven caches the jars in ~/.m2.
@@ -62,11 +69,11 @@ KAFKA_ARGS ?=
 kafka: test-venv kafka-jars
 	$(PY) -m kbroker.tests.reference.kafka $(KAFKA_ARGS)
 
-test: test-venv system-deps kafkajs kafka-jars
+test: test-venv system-deps kafkajs kafka-jars go-modules
 	$(PY) -m kbroker.tools.codegen --check
 	$(VENV)/bin/lint-imports --no-cache
 	$(MAKE) --no-print-directory typecheck
-	KBROKER_REQUIRE_KAFKA=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
+	KBROKER_REQUIRE_KAFKA=1 KBROKER_REQUIRE_GO=1 GO=$(GO) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # mypy over the runtime packages ([tool.mypy] in pyproject.toml). The repository root is the package
 # `kbroker` only once installed, so mypy reads it through build/mypy/kbroker, a symlink to the root.
@@ -89,7 +96,7 @@ ROUNDS ?= 25
 chaos: test-venv
 	$(PY) -m kbroker.tests.faults.chaos --seed $(SEED) --rounds $(ROUNDS)
 
-# The PySpark analytics over ./data (see README); ARGS="--master spark://127.0.0.1:7077" etc.
+# The PySpark analytics over ./data (see docs/analytics.md); ARGS="--master spark://127.0.0.1:7077" etc.
 analyze: test-venv
 	$(VENV)/bin/kbroker analyze --data-dir $(DATA_DIR) --out ./report $(ARGS)
 

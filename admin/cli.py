@@ -5,6 +5,11 @@
     kbroker test rebalance|expire-member|expire-sessions|not-coordinator|join-delay|fail|drop-connections|
                  run-retention|reset          (kbroker only, with --test-controls)
 
+As Kafka's tools where they overlap: `reset-offsets` shows its plan unless `--execute` is given
+(kafka-consumer-groups.sh), an unknown group or topic exits 1, and a command on several topics or
+groups does what it can and lists what failed (exit 1). Output is a table, or JSON with `--json`.
+The HTTP endpoint (history, test controls) is the one the broker reports (admin/endpoint.py).
+
 Errors print one line naming the broker, group or topic and exit 1.
 """
 
@@ -19,21 +24,37 @@ from .client import Admin, AdminError
 from .output import emit, table, utc
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
 TOKEN_FILE = "test-controls.token"  # the broker writes it (broker/security/http_guard.py); the CLI reads it
 
 
-def _common(p: argparse.ArgumentParser, *, kafka: bool = True, http: bool = False,
+class PartlyFailed(AdminError):
+    """Some of the topics or groups a command named failed: the output lists each, this says which."""
+
+
+def _common(p: argparse.ArgumentParser, *, http: bool = False,
             timeout_help: str = "seconds to wait for an answer (default 10)", timeout: float = 10.0) -> None:
-    if kafka:
-        p.add_argument("-b", "--bootstrap-server", default=os.environ.get("KBROKER_BOOTSTRAP", DEFAULT_BOOTSTRAP),
-                       help=f"HOST:PORT of any broker (env KBROKER_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})")
+    p.add_argument("-b", "--bootstrap-server", default=os.environ.get("KBROKER_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+                   help=f"HOST:PORT of any broker (env KBROKER_BOOTSTRAP; default {DEFAULT_BOOTSTRAP})")
     if http:
-        p.add_argument("--admin-url", default=os.environ.get("KBROKER_ADMIN_URL", DEFAULT_ADMIN_URL),
-                       help=f"kbroker's HTTP endpoint, its --metrics-listen (env KBROKER_ADMIN_URL; default "
-                            f"{DEFAULT_ADMIN_URL})")
+        p.add_argument("--admin-url", default=None,
+                       help="kbroker's HTTP endpoint, its --metrics-listen (env KBROKER_ADMIN_URL; default: the one "
+                            "the broker at -b reports)")
     p.add_argument("--timeout", type=float, default=timeout, help=timeout_help)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _admin_url(args: argparse.Namespace) -> str:
+    from .endpoint import admin_url
+
+    return admin_url(args.admin_url, args.bootstrap_server, args.timeout)
+
+
+def _quiet_admin_url(args: argparse.Namespace) -> str | None:
+    """The endpoint for optional extras (why a group waits): None when there is none."""
+    try:
+        return _admin_url(args)
+    except AdminError:
+        return None
 
 
 def register(sub: Any) -> None:
@@ -45,12 +66,15 @@ def register(sub: Any) -> None:
     p.set_defaults(admin_main=_topic_list)
     p = tsub.add_parser("create", help="create a topic")
     p.add_argument("name")
-    p.add_argument("-p", "--partitions", type=int, default=1)
-    p.add_argument("-r", "--replication-factor", type=int, default=1)
+    p.add_argument("-p", "--partitions", type=int, default=-1,
+                   help="partition count (default: the broker's num.partitions)")
+    p.add_argument("-r", "--replication-factor", type=int, default=-1,
+                   help="replicas per partition (default: the broker's default.replication.factor)")
     p.add_argument("-c", "--config", action="append", metavar="NAME=VALUE", help="topic config (repeatable)")
     _common(p)
     p.set_defaults(admin_main=_topic_create)
-    p = tsub.add_parser("describe", help="partitions (leader, offsets) and configs of a topic")
+    p = tsub.add_parser("describe", help="partitions (leader, offsets) and configs of a topic, those set on it "
+                                         "marked as kafka-topics.sh --describe lists them")
     p.add_argument("name")
     _common(p)
     p.set_defaults(admin_main=_topic_describe)
@@ -75,7 +99,7 @@ def register(sub: Any) -> None:
     p.add_argument("group")
     _common(p, http=True)
     p.set_defaults(admin_main=_group_describe)
-    p = gsub.add_parser("reset-offsets", help="move committed offsets (the group must be empty)")
+    p = gsub.add_parser("reset-offsets", help="plan, or with --execute commit, new offsets (the group must be empty)")
     p.add_argument("group")
     p.add_argument("--topic", required=True, help="TOPIC or TOPIC:P1,P2")
     target = p.add_mutually_exclusive_group(required=True)
@@ -84,7 +108,10 @@ def register(sub: Any) -> None:
     target.add_argument("--to-datetime", metavar="TIME", help="ISO 8601 (UTC if no zone) or epoch ms")
     target.add_argument("--to-offset", metavar="N")
     target.add_argument("--shift-by", metavar="N")
-    p.add_argument("--dry-run", action="store_true", help="show the new offsets, change nothing")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets (without it: only the plan, "
+                                                             "as kafka-consumer-groups.sh)")
+    mode.add_argument("--dry-run", action="store_true", help="show the plan only (the default)")
     _common(p)
     p.set_defaults(admin_main=_group_reset)
     p = gsub.add_parser("delete", help="delete groups (they must be empty)")
@@ -98,7 +125,7 @@ def register(sub: Any) -> None:
     p.set_defaults(admin_main=_group_delete_offsets)
     p = gsub.add_parser("history", help="the group's last rebalances, from kbroker's HTTP endpoint")
     p.add_argument("group")
-    _common(p, kafka=False, http=True)
+    _common(p, http=True)
     p.set_defaults(admin_main=_group_history)
     p = gsub.add_parser("wait", help="return once the group exists with --members N and/or is --stable "
                                      "(instead of a sleep)")
@@ -119,7 +146,7 @@ def _register_test_controls(sub: Any) -> None:
         p = xsub.add_parser(name, help=help_text)
         for flag, kw in args:
             p.add_argument(flag, **kw)
-        _common(p, kafka=False, http=True)
+        _common(p, http=True)
         p.add_argument("--token", default=os.environ.get("KBROKER_TEST_CONTROLS_TOKEN"),
                        help="the broker's test-controls token (env KBROKER_TEST_CONTROLS_TOKEN; default: read from "
                             f"--data-dir's {TOKEN_FILE})")
@@ -189,9 +216,15 @@ def _topic_describe(args) -> None:
 
     def render(d: dict) -> None:
         print(f"Topic {d['topic']}  id {d['topic_id']}  partitions {len(d['partitions'])}")
+        # kafka-topics.sh --describe lists the configs not at Kafka's default; `*` marks those set on
+        # the topic itself (kafka-configs.sh's dynamic configs), the rest come from the broker's settings
+        print("Configs: " + (",".join(f"{k}={d['configs'][k]}" + ("*" if k in d["overrides"] else "")
+                                      for k in d["configs"] if d["config_sources"][k] != "DEFAULT_CONFIG") or "-")
+              + ("   (* set on this topic)" if d["overrides"] else ""))
         table(d["partitions"])
         print()
-        table([{"config": k, "value": v} for k, v in d["configs"].items()])
+        table([{"config": k + ("*" if k in d["overrides"] else ""), "value": v, "source": d["config_sources"][k]}
+               for k, v in d["configs"].items()])
 
     with _admin(args) as admin:
         emit(topics.describe_topic(admin, args.name), args.json, render)
@@ -209,7 +242,17 @@ def _topic_delete(args) -> None:
     from . import topics
 
     with _admin(args) as admin:
-        emit(topics.delete_topics(admin, args.names), args.json, table)
+        rows = topics.delete_topics(admin, args.names)
+    _emit_all_or_fail(rows, args, "topic", "deleted")
+
+
+def _emit_all_or_fail(rows: list[dict], args, kind: str, done: str) -> None:
+    """Print every row, then fail naming the ones that did not succeed (the others did)."""
+    emit(rows, args.json, table)
+    failed = [r for r in rows if not r[done]]
+    if failed:
+        names = ", ".join(f"{r[kind]} ({r['error']})" for r in failed)
+        raise PartlyFailed(f"{len(failed)} of {len(rows)} {kind}s not {done}: {names}")
 
 
 def _group_list(args) -> None:
@@ -236,9 +279,11 @@ def _group_describe(args) -> None:
         described = groups.describe_group(admin, args.group)
     if described["state"] in ("PreparingRebalance", "CompletingRebalance"):
         # kbroker (with --metrics-listen) also says why; any other broker: the protocol view only
+        url = _quiet_admin_url(args)
         try:
-            status = groups.http_json(args.admin_url, f"/v1/groups/{args.group}", timeout_s=1.0)
-            described["rebalance_in_progress"] = status.get("rebalance_in_progress")
+            if url is not None:
+                status = groups.http_json(url, f"/v1/groups/{args.group}", timeout_s=1.0)
+                described["rebalance_in_progress"] = status.get("rebalance_in_progress")
         except AdminError:
             pass
     emit(described, args.json, render)
@@ -252,17 +297,18 @@ def _group_reset(args) -> None:
         if getattr(args, name) is not None:
             to, value = name.replace("to_", "").replace("_", "-"), getattr(args, name)
     with _admin(args) as admin:
-        rows = groups.reset_offsets(admin, args.group, args.topic, to=to, value=value, dry_run=args.dry_run)
+        rows = groups.reset_offsets(admin, args.group, args.topic, to=to, value=value, dry_run=not args.execute)
     emit(rows, args.json, table)
-    if args.dry_run and not args.json:
-        print("(dry run: nothing committed)")
+    if not args.execute:  # on stderr, so --json stays JSON
+        print("(plan only: nothing committed; add --execute to commit these offsets)", file=sys.stderr)
 
 
 def _group_delete(args) -> None:
     from . import groups
 
     with _admin(args) as admin:
-        emit(groups.delete_groups(admin, args.groups), args.json, table)
+        rows = groups.delete_groups(admin, args.groups)
+    _emit_all_or_fail(rows, args, "group", "deleted")
 
 
 def _group_delete_offsets(args) -> None:
@@ -291,7 +337,7 @@ def _group_history(args) -> None:
             print(f"\nIn progress since {utc(stuck['started_ms'])} ({stuck['state']}): {stuck['reason']}; "
                   f"{stuck['why']}; waiting for: {', '.join(stuck['members_waiting']) or '-'}")
 
-    emit(groups.history(args.admin_url, args.group), args.json, render)
+    emit(groups.history(_admin_url(args), args.group), args.json, render)
 
 
 def _group_wait(args) -> None:
@@ -299,7 +345,7 @@ def _group_wait(args) -> None:
 
     with _admin(args) as admin:
         result = groups.wait_for_group(admin, args.group, members=args.members, stable=args.stable,
-                                       timeout_s=args.timeout, admin_url=args.admin_url)
+                                       timeout_s=args.timeout, admin_url=_quiet_admin_url(args))
     emit(result, args.json, lambda d: print(f"group {d['group']} is {d['state']} with {d['members']} member(s)"))
 
 
@@ -309,9 +355,16 @@ def _test_control(args) -> None:
     from urllib.parse import quote
 
     path = "/v1/test/" + args.path.format(**{k: quote(str(v), safe="") for k, v in vars(args).items()})
-    result = groups.http_json(args.admin_url, path, method="POST", body=args.body(args), timeout_s=args.timeout,
+    result = groups.http_json(_admin_url(args), path, method="POST", body=args.body(args), timeout_s=args.timeout,
                               token=_test_controls_token(args))
-    emit(result, args.json, lambda d: print(d.get("detail") or ", ".join(f"{k}={v}" for k, v in d.items())))
+
+    def render(d: dict) -> None:
+        if d.get("detail"):
+            print(d["detail"])
+        else:
+            table([{k: v for k, v in d.items() if k != "ok"}])
+
+    emit(result, args.json, render)
 
 
 def _test_controls_token(args) -> str | None:

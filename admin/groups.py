@@ -4,12 +4,12 @@ history, which only kbroker keeps and serves on its HTTP endpoint (Kafka has no 
 from __future__ import annotations
 
 import json
-import struct
 import time
 import urllib.error
 import urllib.request
 from datetime import datetime, timezone
 
+from ..protocol.consumer_protocol import assigned_partitions
 from ..protocol.errors import ErrorCode
 from ..protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from ..protocol.messages.delete_groups_request import DeleteGroupsRequest
@@ -86,24 +86,11 @@ def committed_offsets(admin: Admin, group_id: str) -> dict[tuple[str, int], int]
 
 
 def decode_assignment(data: bytes) -> list[tuple[str, int]]:
-    """The consumer protocol's assignment (version, [topic, [partition]], user data)."""
-    out = []
+    """The consumer protocol's assignment as (topic, partition) pairs; [] when undecodable."""
     try:
-        pos = 2
-        (n_topics,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(max(n_topics, 0)):
-            (length,) = struct.unpack_from(">h", data, pos)
-            topic = data[pos + 2:pos + 2 + length].decode()
-            pos += 2 + length
-            (n_parts,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            for _ in range(max(n_parts, 0)):
-                out.append((topic, struct.unpack_from(">i", data, pos)[0]))
-                pos += 4
-    except (struct.error, UnicodeDecodeError):
+        return [(topic, p) for topic, parts in assigned_partitions(data) for p in parts]
+    except ValueError:  # MalformedMessage too
         return []
-    return out
 
 
 def describe_group(admin: Admin, group_id: str) -> dict:
@@ -204,8 +191,9 @@ def delete_groups(admin: Admin, group_ids: list[str]) -> list[dict]:
         code = resp.results[0].error_code
         if code:
             hint = " (it still has members)" if code == ErrorCode.NON_EMPTY_GROUP else ""
-            raise AdminError(f"group {group_id}: {error_name(code)}{hint}")
-        rows.append({"group": group_id, "deleted": True})
+            rows.append({"group": group_id, "deleted": False, "error": error_name(code) + hint})
+        else:
+            rows.append({"group": group_id, "deleted": True})
     return rows
 
 

@@ -58,7 +58,8 @@ def create_topic(admin: Admin, name: str, partitions: int, replication_factor: i
     result = admin.conn.request(19, request).topics[0]
     if result.error_code:
         raise AdminError(f"topic {name}: {error_name(result.error_code)}: {result.error_message or ''}".rstrip(": "))
-    return [{"topic": name, "partitions": partitions, "created": True}]
+    count = getattr(result, "num_partitions", -1)  # v5+: what the broker made of -1 (its num.partitions)
+    return [{"topic": name, "partitions": count if count and count > 0 else partitions, "created": True}]
 
 
 def delete_topics(admin: Admin, names: list[str]) -> list[dict]:
@@ -70,10 +71,9 @@ def delete_topics(admin: Admin, names: list[str]) -> list[dict]:
     else:
         request.topic_names = list(names)
     rows = []
-    for r in conn.request(20, request, version).responses:
-        if r.error_code:
-            raise AdminError(f"topic {r.name}: {error_name(r.error_code)}")
-        rows.append({"topic": r.name, "deleted": True})
+    for r in conn.request(20, request, version).responses:  # one answer per topic: each deleted or not
+        rows.append({"topic": r.name, "deleted": True} if not r.error_code else
+                    {"topic": r.name, "deleted": False, "error": error_name(r.error_code)})
     return rows
 
 
@@ -90,18 +90,28 @@ def describe_topic(admin: Admin, name: str) -> dict:
          "log_end": ends.get((name, p.partition_index))}
         for p in sorted(topic.partitions, key=lambda p: p.partition_index)
     ]
+    configs = describe_configs(admin, name)
     return {"topic": name, "topic_id": str(topic.topic_id), "internal": topic.is_internal,
-            "partitions": partitions, "configs": describe_configs(admin, name)}
+            "partitions": partitions, "configs": {c: v for c, (v, _) in configs.items()},
+            "config_sources": {c: source for c, (_, source) in configs.items()},
+            "overrides": sorted(c for c, (_, source) in configs.items() if source == "DYNAMIC_TOPIC_CONFIG")}
 
 
-def describe_configs(admin: Admin, name: str, only_overrides: bool = False) -> dict[str, str | None]:
+# Kafka's ConfigSource ids
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                  4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+                  7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
+
+
+def describe_configs(admin: Admin, name: str) -> dict[str, tuple[str | None, str]]:
+    """Each config of the topic: (value, Kafka's source name: DYNAMIC_TOPIC_CONFIG when set on the
+    topic, STATIC_BROKER_CONFIG from the broker's settings, DEFAULT_CONFIG Kafka's default)."""
     request = DescribeConfigsRequest(resources=[DescribeConfigsResource(TOPIC_RESOURCE, name, None)])
     result = admin.conn.request(32, request).results[0]
     if result.error_code:
         raise AdminError(f"topic {name}: {error_name(result.error_code)}")
-    # config_source 1 = a topic override (DYNAMIC_TOPIC_CONFIG)
-    return {c.name: c.value for c in sorted(result.configs, key=lambda c: c.name)
-            if not only_overrides or c.config_source == 1}
+    return {c.name: (c.value, CONFIG_SOURCES.get(c.config_source, str(c.config_source)))
+            for c in sorted(result.configs, key=lambda c: c.name)}
 
 
 def alter_topic(admin: Admin, name: str, partitions: int | None, set_configs: dict[str, str],

@@ -11,7 +11,6 @@ A peer that cannot start raises `Unavailable(reason)`; the benchmarks print that
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -27,6 +26,7 @@ from typing import Any, TypeVar
 import psutil
 
 from kbroker.bench import cores
+from kbroker.broker.logging import read_events
 from kbroker.protocol import framing
 from kbroker.protocol.frames import FrameReader, recv_frame
 from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -102,21 +102,7 @@ class BrokerHandle:
             raise Unavailable(f"{self.name} serves {what} v{found[0]}-{found[1]}, not v{version}")
 
     def log_events(self, name: str) -> list[dict[str, Any]]:
-        out = []
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return out
-        for line in text.splitlines():
-            if f'"{name}"' not in line:
-                continue
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(item, dict) and item.get("event") == name:
-                out.append(item)
-        return out
+        return read_events(self.log_path, name)
 
     def log_tail(self, n: int = 30) -> str:
         try:

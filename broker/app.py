@@ -17,7 +17,7 @@ import structlog
 import uvloop
 
 from . import cluster_meta
-from .config import BrokerConfig, parse_host_port
+from .config import BrokerConfig, Sources, parse_host_port
 from .coordinators.offsets_topic import TOPIC as OFFSETS_TOPIC
 from .coordinators.offsets_topic import OffsetsTopic
 from ..protocol import compression
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kbroker.broker")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"  # transactions.TOPIC, without importing it
+CONNECTIONS_SUMMARY_S = 60.0
 
 
 def build_router(*, acl_checks: bool = True) -> Router:
@@ -77,15 +78,17 @@ def _acl_checked(route: Route) -> Route:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, prepared: Prepared | None = None) -> None:
-        from .storage.log.config import LogConfig
+    def __init__(self, config: BrokerConfig, prepared: Prepared | None = None,
+                 explicit_settings: frozenset[str] = frozenset()) -> None:
         from .storage.log.manager import LogManager
+        from .topic_defaults import log_config
 
         if config.dev_security:  # its SSL and SASL_SSL listeners (the module only with the flag)
             from .security.dev_security import configure as configure_dev_security
 
             config = configure_dev_security(config)
         self.config = config
+        self.explicit_settings = explicit_settings  # the settings a flag, variable or file set (DescribeConfigs)
         # the checked data directory, its lock and the bound listener sockets (broker/startup.py)
         self.prepared = prepared if prepared is not None else prepare(config)
         self.listeners = config.listener_set()
@@ -100,7 +103,7 @@ class Broker:
 
         # The broker's one time source: the logs (segment times), the timers and the data-path handlers.
         self.clock: Clock = SystemClock()
-        self.logs = LogManager(self.data_dir, LogConfig(), config.flush, max_partitions=config.max_partitions,
+        self.logs = LogManager(self.data_dir, log_config(config), config.flush, max_partitions=config.max_partitions,
                                max_open_files=config.log_max_open_files or None,
                                fsync=self.observations.timed_fsync, clock=self.clock)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/); see `security`
@@ -132,6 +135,7 @@ class Broker:
             server.slots = self.connection_slots
             server.unread = self.unread_answers
         self.admin_http = None
+        self.admin_port: int | None = None
         self.partition_faults = None  # test controls only (broker/operations/test_controls.py)
         if config.test_controls:
             from .operations.test_controls import PartitionFaults
@@ -198,6 +202,16 @@ class Broker:
         endpoint = self.listeners.advertised_for(listener)
         return endpoint.host, endpoint.port
 
+    def http_endpoint(self, listener: str) -> str | None:
+        """The URL of the HTTP endpoint (--metrics-listen) as a client of `listener` reaches it: the
+        bound host, or for a wildcard the host that client was told for this broker."""
+        if self.admin_http is None or self.admin_port is None:
+            return None
+        host = self.config.metrics_listen.rsplit(":", 1)[0].strip("[]")
+        if host in ("", "0.0.0.0", "::"):
+            host = self.advertised(listener)[0]
+        return f"http://[{host}]:{self.admin_port}" if ":" in host else f"http://{host}:{self.admin_port}"
+
     async def start(self) -> None:
         self.producer_states.load_all()
         if TRANSACTION_STATE_TOPIC in self.logs.topics():
@@ -226,6 +240,7 @@ class Broker:
         # the first use of transactions (_build_transactions).
         self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
+        self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
 
     async def stop(self) -> None:
         self.fetch_purgatory.shutdown()
@@ -400,6 +415,14 @@ class Broker:
         problems += [f"topic {spec.name} does not exist" for spec in self.seed_topics if spec.name not in topics]
         return problems
 
+    async def _connections_summary_loop(self, interval_s: float = CONNECTIONS_SUMMARY_S) -> None:
+        """One info line a minute about connections (each one's open and close are debug lines)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            fields = self.observations.summary.take({s.listener: s.open_connections() for s in self.servers})
+            if fields is not None:
+                log.info("connections_summary", interval_s=interval_s, **fields)
+
     async def _retention_loop(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000
         while True:
@@ -415,9 +438,12 @@ if TYPE_CHECKING:
         return broker  # checked by mypy: the broker provides everything a handler's context names
 
 
-async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepared: Prepared | None = None) -> int:
+async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepared: Prepared | None = None,
+                sources: Sources | None = None) -> int:
     started = time.monotonic()
-    broker = Broker(config, prepared)
+    for notice in sources.notices if sources is not None else ():  # what the settings' reading found
+        getattr(log, notice.level)(notice.event, **notice.fields)
+    broker = Broker(config, prepared, frozenset(sources.levels) if sources is not None else frozenset())
     # The CLI imports and builds the broker with the cyclic collector off (broker/cli.py): what that
     # made stays (frozen, so later passes skip it), and the collector runs from here on (the replay
     # of __consumer_offsets pauses it again while it builds the groups).
@@ -459,9 +485,10 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepar
 GIL_SWITCH_INTERVAL_S = 0.001
 
 
-def run(config: BrokerConfig, prepared: Prepared | None = None) -> int:
+def run(config: BrokerConfig, prepared: Prepared | None = None, sources: Sources | None = None) -> int:
     """Serve until SIGTERM/SIGINT. `prepared` comes from kbroker.broker.startup.prepare(), which the
-    CLI runs first so that a start-up mistake is one line on stderr and nothing else."""
+    CLI runs first so that a start-up mistake is one line on stderr and nothing else; `sources`
+    (where each setting came from) from load_config_with_sources."""
     configure_logging(config.log_format, config.log_level)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    return uvloop.run(serve(config, prepared=prepared))
+    return uvloop.run(serve(config, prepared=prepared, sources=sources))

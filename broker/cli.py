@@ -12,15 +12,22 @@ import time
 
 from .. import __version__
 from .config import BrokerConfig, load_config, load_config_with_sources, parse_host_port
+from .kafka_names import IMAGE_CONFIG_PATHS, kafka_name, variable_name
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", help="TOML file of settings (flags and KBROKER_* win over it)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="settings file: Kafka's server.properties, or TOML if it ends in .toml (KAFKA_* variables, "
+                             "KBROKER_* variables and flags win over it, in that order); without it the apache/kafka "
+                             f"image's paths are read if they exist ({', '.join(IMAGE_CONFIG_PATHS)})")
     for f in dataclasses.fields(BrokerConfig):
         flag = "--" + f.name.replace("_", "-")
         env = "KBROKER_" + f.name.upper()
-        help_text = f"{f.metadata.get('help', '')} [env {env}; default {f.default!r}]"
-        if f.type in ("bool", bool):
+        kafka = kafka_name(f.name)
+        also = f", {variable_name(kafka)}" if kafka else ""
+        default = "" if f.default is None else f"; default {f.default!r}"
+        help_text = f"{f.metadata.get('help', '')} [env {env}{also}{default}]"
+        if str(f.type).removesuffix(" | None") in ("bool", "<class 'bool'>"):
             parser.add_argument(flag, dest=f.name, default=None, action=argparse.BooleanOptionalAction, help=help_text)
         else:
             metavar = f.metadata.get("metavar") or f.name.split("_")[-1].upper()  # --num-partitions PARTITIONS
@@ -56,6 +63,8 @@ def _columns() -> int:
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:  # subparsers are made with the parent's class
         kwargs.setdefault("formatter_class", _Formatter)
+        # No abbreviations: `--cluster postgresql://...` must not quietly set --cluster-id.
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
 
@@ -78,7 +87,9 @@ def build_parser(with_admin: bool = True) -> argparse.ArgumentParser:
     probe.add_argument("--ready", action="store_true",
                        help="also require kbroker's /ready (every __consumer_offsets partition loaded, every "
                             "--create-topics topic present) on --admin-url")
-    probe.add_argument("--admin-url", default="http://127.0.0.1:9644", help="kbroker's --metrics-listen endpoint")
+    probe.add_argument("--admin-url", default=None,
+                       help="kbroker's --metrics-listen endpoint (env KBROKER_ADMIN_URL; default: the one the broker "
+                            "at HOST:PORT reports)")
     user = sub.add_parser("user", help="SASL users: `kbroker user add NAME ...`",
                           description="Manage SASL users (SCRAM credentials in the data directory, PLAIN users file).")
     user_sub = user.add_subparsers(dest="user_command", required=True)
@@ -223,8 +234,15 @@ def main(argv: list[str] | None = None) -> int:
         status = probe(address, args.timeout)
         if status == 0 and args.ready:
             from ..admin.cli import probe_ready
+            from ..admin.client import AdminError
+            from ..admin.endpoint import admin_url
 
-            status = probe_ready(args.admin_url, args.timeout)
+            try:
+                url = admin_url(args.admin_url, address, args.timeout)
+            except AdminError as e:
+                print(f"kbroker probe: {e}", file=sys.stderr)
+                return 1
+            status = probe_ready(url, args.timeout)
         return status
     if args.command == "user":
         return user_add(args)
@@ -253,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     from .app import run
 
-    return run(config, prepared)
+    return run(config, prepared, sources)
 
 
 if __name__ == "__main__":

@@ -1,24 +1,26 @@
-"""Broker configuration: flags win over `KBROKER_*` environment variables, which win over an
-optional TOML file, which wins over the defaults (Kafka's defaults where Kafka has the setting).
+"""Broker configuration: flags win over `KBROKER_*` environment variables, which win over `KAFKA_*`
+ones (Kafka's names, as the apache/kafka and cp-kafka images read them), which win over a file
+(TOML, or Kafka's server.properties), which wins over the defaults (Kafka's where Kafka has the
+setting). broker/config_sources.py reads them; broker/kafka_names.py knows Kafka's names.
 
 Every value is checked before the broker touches anything, and a bad one is reported in one line
-naming where it came from: the flag (`--num-partitions`), the variable (`KBROKER_NUM_PARTITIONS`)
-or the TOML key and file (`num.partitions in kbroker.toml`).
+naming where it came from: the flag (`--num-partitions`), the variable (`KBROKER_NUM_PARTITIONS`,
+`KAFKA_NUM_PARTITIONS`) or the key and file (`num.partitions in kbroker.toml`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .config_sources import ConfigError, Sources
 from .listeners import DEFAULT_SECURITY_PROTOCOL_MAP, ListenerError, Listeners, resolve
 
-
-class ConfigError(ValueError):
-    """A setting the broker cannot start with; the message is the one line the CLI prints."""
+__all__ = ["BrokerConfig", "ConfigError", "Sources", "load_config", "load_config_with_sources", "parse_host_port",
+           "validate"]
 
 
 def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
@@ -30,6 +32,12 @@ def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
     if not sep:
         return text, default_port
     return host or "0.0.0.0", int(port)
+
+
+def _topic_default(what: str, metavar: str = "N") -> Any:
+    """A broker-wide topic default: unset (None) means Kafka's default."""
+    return field(default=None, metadata={"metavar": metavar, "help": f"broker default of the topic config {what} "
+                                                                      "(default: Kafka's)"})
 
 
 @dataclass(slots=True)
@@ -92,6 +100,41 @@ class BrokerConfig:
         default=True, metadata={"help": "create unknown topics on Metadata and Produce (auto.create.topics.enable)"}
     )
     num_partitions: int = field(default=1, metadata={"help": "partitions of auto-created topics (num.partitions)"})
+    default_replication_factor: int = field(
+        default=1, metadata={"help": "replicas of a topic created without a count: one node holds one "
+                                     "(default.replication.factor)"})
+    controller_listener_names: str = field(
+        default="", metadata={"help": "KRaft's controller listeners (controller.listener.names): named in "
+                                      "--listeners, not served (kbroker needs no controller quorum)"})
+    # --- broker-wide topic defaults, Kafka's broker names: a topic's own config wins (broker/topic_defaults.py)
+    log_retention_hours: int | None = _topic_default("retention.ms in hours")
+    log_retention_minutes: int | None = _topic_default("retention.ms in minutes; wins over hours")
+    log_retention_ms: int | None = _topic_default("retention.ms; wins over minutes and hours; -1: no limit")
+    log_retention_bytes: int | None = _topic_default("retention.bytes; -1: no limit")
+    log_segment_bytes: int | None = _topic_default("segment.bytes")
+    log_roll_hours: int | None = _topic_default("segment.ms in hours")
+    log_roll_ms: int | None = _topic_default("segment.ms; wins over hours")
+    log_roll_jitter_hours: int | None = _topic_default("segment.jitter.ms in hours")
+    log_roll_jitter_ms: int | None = _topic_default("segment.jitter.ms; wins over hours")
+    log_cleanup_policy: str | None = _topic_default("cleanup.policy: delete, compact or both", "POLICY")
+    log_cleaner_delete_retention_ms: int | None = _topic_default("delete.retention.ms")
+    log_cleaner_min_compaction_lag_ms: int | None = _topic_default("min.compaction.lag.ms")
+    log_cleaner_max_compaction_lag_ms: int | None = _topic_default("max.compaction.lag.ms")
+    log_cleaner_min_cleanable_ratio: float | None = _topic_default("min.cleanable.dirty.ratio", "RATIO")
+    log_index_interval_bytes: int | None = _topic_default("index.interval.bytes")
+    log_index_size_max_bytes: int | None = _topic_default("segment.index.bytes")
+    log_segment_delete_delay_ms: int | None = _topic_default("file.delete.delay.ms")
+    log_message_timestamp_type: str | None = _topic_default("message.timestamp.type", "TYPE")
+    log_message_timestamp_before_max_ms: int | None = _topic_default("message.timestamp.before.max.ms")
+    log_message_timestamp_after_max_ms: int | None = _topic_default("message.timestamp.after.max.ms")
+    log_preallocate: bool | None = _topic_default("preallocate")
+    log_flush_interval_messages: int | None = _topic_default("flush.messages (reported; --flush decides)")
+    log_flush_interval_ms: int | None = _topic_default("flush.ms (reported; --flush decides)")
+    log_flush_scheduler_interval_ms: int | None = _topic_default("flush.ms when log.flush.interval.ms is unset")
+    message_max_bytes: int | None = _topic_default("max.message.bytes")
+    compression_type: str | None = _topic_default("compression.type", "TYPE")
+    min_insync_replicas: int | None = _topic_default("min.insync.replicas")
+    unclean_leader_election_enable: bool | None = _topic_default("unclean.leader.election.enable")
     shutdown_timeout_s: float = field(default=4.0, metadata={"help": "seconds to finish in-flight requests on SIGTERM"})
     group_initial_rebalance_delay_ms: int = field(
         default=3000, metadata={"help": "group.initial.rebalance.delay.ms"}
@@ -252,131 +295,66 @@ class BrokerConfig:
 
     def listener_set(self, sources: Sources | None = None) -> Listeners:
         """The listeners to bind and what each one advertises (see broker/listeners.py). Without
-        `--listeners`, `--listen` and `--advertised-listener` are one PLAINTEXT listener."""
+        `--listeners`, `--listen` and `--advertised-listener` are one PLAINTEXT listener. KRaft's
+        controller listeners (`controller.listener.names`) are checked and left out."""
         src = sources or Sources()
         options = {name: src.label(name) for name in ("listeners", "advertised_listeners",
                                                       "listener_security_protocol_map")}
         listeners, advertised = self.listeners, self.advertised_listeners
         legacy = not listeners.strip()
+        listen_port = 9092
         if legacy:
-            listeners = "PLAINTEXT://" + _legacy_endpoint(self.listen, src.label("listen"))
+            endpoint = _legacy_endpoint(self.listen, src.label("listen"), 9092)
+            listen_port = int(endpoint.rsplit(":", 1)[1])
+            listeners = "PLAINTEXT://" + endpoint
             options["listeners"] = src.label("listen")
         if not advertised.strip() and self.advertised_listener.strip():
-            advertised = "PLAINTEXT://" + _legacy_endpoint(self.advertised_listener, src.label("advertised_listener"))
+            # a host alone advertises the port it listens on
+            advertised = "PLAINTEXT://" + _legacy_endpoint(self.advertised_listener, src.label("advertised_listener"),
+                                                           listen_port)
             options["advertised_listeners"] = src.label("advertised_listener")
+        controllers = frozenset(n.strip().upper() for n in self.controller_listener_names.split(",") if n.strip())
         try:
             return resolve(listeners, advertised, self.listener_security_protocol_map, options=options,
-                           legacy_loopback=legacy and not advertised.strip())
+                           legacy_loopback=legacy and not advertised.strip(), skip=controllers)
         except ListenerError as e:
             raise ConfigError(str(e)) from None
 
 
-def _legacy_endpoint(text: str, label: str) -> str:
+def _legacy_endpoint(text: str, label: str, default_port: int) -> str:
+    """HOST:PORT of the short forms; `PLAINTEXT://HOST:PORT` is taken too (it is what they mean)."""
+    scheme, sep, rest = text.strip().partition("://")
+    if sep:
+        if scheme.upper() != "PLAINTEXT":
+            raise ConfigError(f"{label}: {text!r}: the short form is one PLAINTEXT listener; for a {scheme} listener "
+                              f"use --listeners {text} (and --listener-security-protocol-map)")
+        text = rest
     try:
-        host, port = parse_host_port(text)
+        host, port = parse_host_port(text, default_port)
     except ValueError:
         raise ConfigError(f"{label}: {text!r} is not HOST:PORT") from None
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-ENV_PREFIX = "KBROKER_"
-_FILE, _ENV, _FLAG = 1, 2, 3  # where a value came from, in rising priority
-
-
-class Sources:
-    """Where each explicitly set value came from, so errors name what the user wrote."""
-
-    def __init__(self) -> None:
-        self.labels: dict[str, str] = {}
-        self.levels: dict[str, int] = {}
-
-    def set(self, name: str, level: int, label: str) -> None:
-        self.labels[name], self.levels[name] = label, level
-
-    def drop(self, name: str) -> None:
-        self.labels.pop(name, None)
-        self.levels.pop(name, None)
-
-    def label(self, name: str) -> str:
-        return self.labels.get(name) or "--" + name.replace("_", "-")
-
-
-def _coerce(f: dataclasses.Field, value: Any, label: str) -> Any:
-    kind = f.type if isinstance(f.type, str) else f.type.__name__
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(f"{label}: {value!r} is not true or false")
-    if kind == "int":
-        if isinstance(value, bool) or isinstance(value, float):
-            raise ConfigError(f"{label}: {value!r} is not an integer")
-        try:
-            return int(str(value).strip())
-        except ValueError:
-            raise ConfigError(f"{label}: {value!r} is not an integer") from None
-    if kind == "float":
-        if isinstance(value, bool):
-            raise ConfigError(f"{label}: {value!r} is not a number")
-        try:
-            return float(str(value).strip())
-        except ValueError:
-            raise ConfigError(f"{label}: {value!r} is not a number") from None
-    if isinstance(value, (dict, list)):
-        raise ConfigError(f"{label}: expected a string, not {value!r}")
-    return str(value)
-
-
-def load_config(flags: dict[str, Any], config_file: str | None = None, env: Mapping[str, str] | None = None) -> BrokerConfig:
-    """Merge defaults, an optional TOML file, `KBROKER_*` variables and flags (in rising priority).
-
-    TOML keys and environment names use the field names (`data_dir` / `KBROKER_DATA_DIR`);
-    Kafka's dotted names (`group.initial.rebalance.delay.ms`, bare or quoted) are accepted in the
-    TOML file too.
-    """
-    return load_config_with_sources(flags, config_file, env)[0]
+def load_config(flags: dict[str, Any], config_file: str | None = None, env: Mapping[str, str] | None = None,
+                image_paths: Sequence[str] | None = None) -> BrokerConfig:
+    """The broker's settings from flags, `KBROKER_*` and `KAFKA_*` variables and a file (in falling
+    priority; broker/config_sources.py), checked."""
+    return load_config_with_sources(flags, config_file, env, image_paths)[0]
 
 
 def load_config_with_sources(flags: dict[str, Any], config_file: str | None = None,
-                             env: Mapping[str, str] | None = None) -> tuple[BrokerConfig, Sources]:
-    env = os.environ if env is None else env
-    fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
-    values: dict[str, Any] = {}
-    sources = Sources()
-    path = config_file or env.get(ENV_PREFIX + "CONFIG")
-    if path:
-        import tomllib  # only with a settings file
+                             env: Mapping[str, str] | None = None,
+                             image_paths: Sequence[str] | None = None) -> tuple[BrokerConfig, Sources]:
+    """As load_config, with where each explicitly set value came from and the notices to log.
+    `image_paths`: the files read without --config (default: the apache/kafka image's paths)."""
+    from .config_sources import gather
+    from .kafka_names import IMAGE_CONFIG_PATHS
 
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: invalid TOML: {e}") from None
-        except OSError as e:
-            raise ConfigError(f"{'--config' if config_file else ENV_PREFIX + 'CONFIG'}: cannot read {path}: "
-                              f"{e.strerror or e}") from None
-        for key, value in _flat_toml(data):
-            name = key.replace(".", "_").replace("-", "_")
-            if name not in fields:
-                raise ConfigError(f"{path}: unknown setting {key!r}")
-            label = f"{key} in {path}"
-            values[name] = _coerce(fields[name], value, label)
-            sources.set(name, _FILE, label)
-    for name, f in fields.items():
-        raw = env.get(ENV_PREFIX + name.upper())
-        if raw is not None:
-            label = ENV_PREFIX + name.upper()
-            values[name] = _coerce(f, raw, label)
-            sources.set(name, _ENV, label)
-    for name, value in flags.items():
-        if value is not None and name in fields:
-            label = "--" + name.replace("_", "-")
-            values[name] = _coerce(fields[name], value, label)
-            sources.set(name, _FLAG, label)
+    env = os.environ if env is None else env
+    values, sources = gather(dataclasses.fields(BrokerConfig), flags, config_file, env,
+                             IMAGE_CONFIG_PATHS if image_paths is None else image_paths)
+    fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
     for new, old in (("listeners", "listen"), ("advertised_listeners", "advertised_listener")):
         _pick(values, sources, new, old, fields)
     if values.get("profile") == "test":
@@ -387,18 +365,6 @@ def load_config_with_sources(flags: dict[str, Any], config_file: str | None = No
     cfg = BrokerConfig(**values)
     validate(cfg, sources)
     return cfg, sources
-
-
-def _flat_toml(table: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """The file's settings as (key, value). Kafka's dotted names written bare (`num.partitions = 4`)
-    are nested tables in TOML, as is a `[group]` section: the path to a value is its key."""
-    out: list[tuple[str, Any]] = []
-    for key, value in table.items():
-        if isinstance(value, dict):
-            out += _flat_toml(value, f"{prefix}{key}.")
-        else:
-            out.append((prefix + key, value))
-    return out
 
 
 def _pick(values: dict[str, Any], sources: Sources, new: str, old: str, fields: dict) -> None:
@@ -422,7 +388,7 @@ _MINIMUM = {
     "group_max_size": 1, "offsets_topic_num_partitions": 1, "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,
     "connections_max_idle_ms": 1, "max_connections": 1, "max_connections_per_ip": 1, "fetch_max_bytes": 1,
-    "max_inflated_batch_bytes": 1, "connection_failed_authentication_delay_ms": 0,
+    "max_inflated_batch_bytes": 1, "default_replication_factor": 1, "connection_failed_authentication_delay_ms": 0,
     "sasl_oauthbearer_jwks_endpoint_refresh_ms": 1, "sasl_oauthbearer_jwks_endpoint_retry_backoff_ms": 1,
     "sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms": 1, "sasl_oauthbearer_clock_skew_seconds": 0,
 }
@@ -482,6 +448,10 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
         except (OSError, ValueError) as e:
             raise ConfigError(f"{src.label('ssl_keystore_location')}: cannot load {cfg.ssl_keystore_location}: "
                               f"{e}") from None
+    if cfg.default_replication_factor > 1:
+        raise ConfigError(f"{src.label('default_replication_factor')}: {cfg.default_replication_factor} replicas "
+                          f"need as many brokers; kbroker is one node, so a topic has one: set 1 or leave it unset")
+    _check_topic_defaults(cfg, src)
     from .partitions.startup_topics import parse_create_topics
 
     parse_create_topics(cfg.create_topics, src.label("create_topics"))
@@ -506,6 +476,20 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
         raise ConfigError(f"{src.label('ssl_client_auth')}: must be required, requested or none, "
                           f"not {cfg.ssl_client_auth!r}")
     _check_security_settings(cfg, src)
+
+
+def _check_topic_defaults(cfg: BrokerConfig, src: Sources) -> None:
+    """Each broker-wide topic default as the topic config it becomes (LogConfig's checks), the
+    mistake named by the setting that gave it."""
+    from .storage.log.config import InvalidConfigError, LogConfig
+    from .topic_defaults import field_of, set_values
+
+    for topic, (value, name) in set_values(cfg).items():
+        try:
+            LogConfig.from_topic_configs({topic: value})
+        except InvalidConfigError as e:
+            raise ConfigError(f"{src.label(field_of(name))}: {name}={getattr(cfg, field_of(name))} gives topics "
+                              f"{topic}={value}: {str(e).split(': ', 1)[-1]}") from None
 
 
 def _check_security_settings(cfg: BrokerConfig, src: Sources) -> None:

@@ -98,16 +98,20 @@ def parse_endpoints(text: str, option: str, protocols: dict[str, str], map_optio
 
 
 def resolve(listeners: str, advertised_listeners: str, protocol_map: str, *, options: dict[str, str] | None = None,
-            legacy_loopback: bool = False) -> Listeners:
+            legacy_loopback: bool = False, skip: frozenset[str] = frozenset()) -> Listeners:
     """Check the three settings together as Kafka does. `options` names each setting in messages
     (the flag, variable or TOML key it came from). `legacy_loopback`: the old `--listen` without
-    `--advertised-listener` advertised 127.0.0.1 for a wildcard host; it still does."""
+    `--advertised-listener` advertised 127.0.0.1 for a wildcard host; it still does. `skip`: the
+    names of KRaft's controller listeners, checked with the others but neither bound nor advertised."""
     names = {"listeners": "--listeners", "advertised_listeners": "--advertised-listeners",
              "listener_security_protocol_map": "--listener-security-protocol-map", **(options or {})}
     protocols = parse_protocol_map(protocol_map, names["listener_security_protocol_map"])
     bind = parse_endpoints(listeners, names["listeners"], protocols, names["listener_security_protocol_map"])
     if not bind:
         raise ListenerError(f"{names['listeners']}: no listener given ({listeners!r})")
+    if skip and all(e.name in skip for e in bind):
+        raise ListenerError(f"{names['listeners']}: every listener of {listeners!r} is a controller listener "
+                            f"(controller.listener.names): add one for clients, e.g. PLAINTEXT://:9092")
     ports: dict[int, str] = {}
     for e in bind:
         if e.port in ports:
@@ -116,11 +120,14 @@ def resolve(listeners: str, advertised_listeners: str, protocol_map: str, *, opt
         if e.security_protocol not in SERVED_PROTOCOLS:
             raise ListenerError(f"{names['listeners']}: listener {e.name} uses {e.security_protocol}, which kbroker "
                                 f"does not support yet (only PLAINTEXT)")
+    bind = [e for e in bind if e.name not in skip]
     by_name = {e.name: e for e in bind}
     adv_option = names["advertised_listeners"]
     advertised: dict[str, Endpoint] = {}
     if advertised_listeners.strip():
         for e in parse_endpoints(advertised_listeners, adv_option, protocols, names["listener_security_protocol_map"]):
+            if e.name in skip:
+                continue
             if e.name not in by_name:
                 raise ListenerError(f"{adv_option}: {e.url()} names listener {e.name}, which is not in "
                                     f"{names['listeners']} ({listeners})")

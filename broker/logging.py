@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -28,3 +31,23 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def read_events(path: Path, name: str) -> list[dict[str, Any]]:
+    """The lines of event `name` in a JSON log this set-up wrote (other lines skipped; a missing
+    file has none): for tests and benchmarks that read what a broker said."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines():
+        if f'"{name}"' not in line:
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and item.get("event") == name:
+            out.append(item)
+    return out

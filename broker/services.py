@@ -61,6 +61,10 @@ class BrokerServices(Protocol):
     observations: Observations
     partition_faults: PartitionFaults | None  # only with --test-controls
 
+    explicit_settings: frozenset[str]  # the settings a flag, variable or file set (not defaults)
+
     def advertised(self, listener: str) -> tuple[str, int]: ...
+
+    def http_endpoint(self, listener: str) -> str | None: ...  # --metrics-listen as `listener`'s clients reach it
 
     async def auto_create_topic(self, name: str) -> TopicInfo: ...

@@ -113,6 +113,10 @@ def check_stored_files(path: Path, config: BrokerConfig, src: Sources) -> None:
         if props["node.id"] != config.node_id:
             raise StartupError(f"{meta}: this data directory belongs to node.id={props['node.id']}, "
                                f"not {config.node_id} ({src.label('node_id')})")
+        if config.cluster_id and props["cluster.id"] != config.cluster_id:
+            raise StartupError(f"{meta}: this data directory belongs to cluster {props['cluster.id']}, not "
+                               f"{config.cluster_id} ({src.label('cluster_id')}): give a new cluster its own "
+                               f"--data-dir, or set the cluster id back")
     topics = path / "topics"
     if topics.is_dir():
         for topic_file in sorted(topics.glob("*.json")):
@@ -163,7 +167,8 @@ def bind(endpoint: Endpoint, option: str) -> socket.socket:
         raise StartupError(f"{where}: cannot resolve host {host!r} ({e.strerror})") from None
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
-            raise StartupError(f"{where}: port {endpoint.port} is already in use") from None
+            raise StartupError(f"{where}: port {endpoint.port} is already in use (another broker?); "
+                               f"{_move_hint(option)}") from None
         if e.errno == errno.EADDRNOTAVAIL:
             raise StartupError(f"{where}: {host} is not an address of this machine") from None
         if e.errno == errno.EACCES:
@@ -194,5 +199,13 @@ def lock_data_dir(path: Path, label: str) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise StartupError(f"{label}: {path} is in use by another kbroker (it holds {path / LOCK_FILE})") from None
+        raise StartupError(f"{label}: {path} is in use by another kbroker (it holds {path / LOCK_FILE}); give this one "
+                           f"its own directory: --data-dir DIR (KBROKER_DATA_DIR=DIR, make run DATA_DIR=DIR)") from None
     return fd
+
+
+def _move_hint(option: str) -> str:
+    """How to listen elsewhere, in the terms of the option that chose this port."""
+    if option in ("--listen", "KBROKER_LISTEN"):
+        return "listen elsewhere: --listen HOST:PORT (KBROKER_LISTEN=HOST:PORT, make run LISTEN=HOST:PORT)"
+    return f"change the port in {option}"

@@ -16,7 +16,9 @@ import asyncio
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from .. import topic_defaults
 from .describe_configs import SOURCES
+from ..storage.log.config import ConfigEntry
 from ..storage.log.manager import validate_topic_name
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -98,6 +100,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     counts = Counter(t.name for t in request.topics)  # one pass: a request may name 100,000
     duplicates = {n for n, k in counts.items() if k > 1}
     results: list[CreatableTopicResult] = []
+    broker_defaults = topic_defaults.topic_values(broker.config)
     done: set[str] = set()
     for i, topic in enumerate(request.topics):
         if i % YIELD_EVERY == YIELD_EVERY - 1:
@@ -125,8 +128,17 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         result.num_partitions = count
         result.replication_factor = 1
         result.configs = [
-            CreatableTopicConfigs(name=e.name, value=e.value, read_only=False,
-                                  config_source=SOURCES.get(e.source, 0), is_sensitive=False)
+            CreatableTopicConfigs(name=e.name, value=value, read_only=False,
+                                  config_source=SOURCES.get(source, 0), is_sensitive=False)
             for e in sorted(info.config.describe(), key=lambda e: e.name)
+            for value, source in [_with_broker_default(e, broker_defaults)]
         ]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _with_broker_default(entry: ConfigEntry, broker_defaults: dict[str, str]) -> tuple[str, str]:
+    """A config the topic did not set, where a broker setting gives it: that value, as Kafka's
+    controller answers it (STATIC_BROKER_CONFIG, whichever synonym of the chain gave it)."""
+    if entry.source == "DEFAULT_CONFIG" and entry.name in broker_defaults:
+        return broker_defaults[entry.name], "STATIC_BROKER_CONFIG"
+    return entry.value, entry.source

@@ -1,12 +1,13 @@
 """DescribeConfigs (32), v1-v4: topic and broker resources.
 
 Topic resources list every topic config LogConfig knows, with its value and source: an override is
-DYNAMIC_TOPIC_CONFIG (1), anything else DEFAULT_CONFIG (5) since the broker has no log.* settings of
-its own. Synonyms (when asked) follow Kafka's order: the topic override first, then the broker-level
-names that would supply the default, each with the value Kafka ships for it. Broker resources (name =
-this node id as a string) list the broker settings that have a Kafka name: STATIC_BROKER_CONFIG (4)
-when set by flag, environment or file, DEFAULT_CONFIG otherwise, and all read-only because dynamic
-broker configs are not supported. The empty broker name (cluster-wide dynamic defaults) is empty.
+DYNAMIC_TOPIC_CONFIG (1); otherwise the broker-wide default (broker/topic_defaults.py) is
+STATIC_BROKER_CONFIG (4) when a broker setting of the config's synonym chain gives it, DEFAULT_CONFIG
+(5) when Kafka's default does, with the synonyms (when asked) in Kafka 4.4's order and quirks. Broker
+resources (name = this node id as a string) list the broker settings that have a Kafka name:
+STATIC_BROKER_CONFIG when set by flag, environment or file, DEFAULT_CONFIG otherwise, and all
+read-only because dynamic broker configs are not supported; kbroker adds its HTTP endpoint
+(`kbroker.http.endpoint`) for the admin CLI. The empty broker name (cluster-wide dynamic defaults) is empty.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
+from .. import topic_defaults
 from ..config import BrokerConfig
 from ..storage.log.config import ConfigEntry, LogConfig
 from .repeats import charge, distinct, in_request_order
@@ -49,55 +51,34 @@ SOURCES = {"DYNAMIC_TOPIC_CONFIG": SOURCE_DYNAMIC_TOPIC, "DEFAULT_CONFIG": SOURC
 # ConfigType
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
 
-_LONG_MAX = str(2**63 - 1)
-
-# topic config -> (type, documentation, broker synonyms with the default Kafka gives them, or None
-# when the broker name has no default of its own)
-TOPIC_CONFIGS: dict[str, tuple[int, str, tuple[tuple[str, str | None], ...]]] = {
-    "cleanup.policy": (LIST, "Whether old segments are deleted, compacted by key, or both.",
-                       (("log.cleanup.policy", "delete"),)),
-    "compression.type": (STRING, "Compression codec the topic stores batches with; 'producer' keeps the producer's.",
-                         (("compression.type", "producer"),)),
-    "delete.retention.ms": (LONG, "How long tombstones stay readable in a compacted topic.",
-                            (("log.cleaner.delete.retention.ms", "86400000"),)),
-    "file.delete.delay.ms": (LONG, "Delay before a deleted segment file is removed from disk.",
-                             (("log.segment.delete.delay.ms", "60000"),)),
-    "flush.messages": (LONG, "Records appended between forced fsyncs.",
-                       (("log.flush.interval.messages", _LONG_MAX),)),
-    "flush.ms": (LONG, "Milliseconds between forced fsyncs.",
-                 (("log.flush.interval.ms", None), ("log.flush.scheduler.interval.ms", _LONG_MAX))),
-    "index.interval.bytes": (INT, "Bytes of records between two offset-index entries.",
-                             (("log.index.interval.bytes", "4096"),)),
-    "max.compaction.lag.ms": (LONG, "Longest time a record may stay uncompacted.",
-                              (("log.cleaner.max.compaction.lag.ms", _LONG_MAX),)),
-    "max.message.bytes": (INT, "Largest record batch the topic accepts, in bytes.",
-                          (("message.max.bytes", "1048588"),)),
-    "message.timestamp.after.max.ms": (LONG, "How far in the future a CreateTime timestamp may be.",
-                                       (("log.message.timestamp.after.max.ms", "3600000"),)),
-    "message.timestamp.before.max.ms": (LONG, "How far in the past a CreateTime timestamp may be.",
-                                        (("log.message.timestamp.before.max.ms", _LONG_MAX),)),
-    "message.timestamp.type": (STRING, "CreateTime keeps the producer's timestamps; LogAppendTime uses the broker's.",
-                               (("log.message.timestamp.type", "CreateTime"),)),
-    "min.cleanable.dirty.ratio": (DOUBLE, "Share of uncompacted log that makes a compacted topic eligible for cleaning.",
-                                  (("log.cleaner.min.cleanable.ratio", "0.5"),)),
-    "min.compaction.lag.ms": (LONG, "Shortest time a record stays uncompacted.",
-                              (("log.cleaner.min.compaction.lag.ms", "0"),)),
-    "min.insync.replicas": (INT, "Replicas that must acknowledge an acks=all write.",
-                            (("min.insync.replicas", "1"),)),
-    "preallocate": (BOOLEAN, "Whether segment files are preallocated.", (("log.preallocate", "false"),)),
-    "retention.bytes": (LONG, "Size a partition may grow to before old segments are deleted; -1 for no limit.",
-                        (("log.retention.bytes", "-1"),)),
-    "retention.ms": (LONG, "Age after which segments are deleted; -1 for no limit.",
-                     (("log.retention.ms", None), ("log.retention.minutes", None), ("log.retention.hours", "168"))),
-    "segment.bytes": (INT, "Size at which the active segment is rolled.", (("log.segment.bytes", "1073741824"),)),
-    "segment.index.bytes": (INT, "Size of a segment's offset index.", (("log.index.size.max.bytes", "10485760"),)),
-    "segment.jitter.ms": (LONG, "Random jitter subtracted from segment.ms.",
-                          (("log.roll.jitter.ms", None), ("log.roll.jitter.hours", "0"))),
-    "segment.ms": (LONG, "Age at which the active segment is rolled.",
-                   (("log.roll.ms", None), ("log.roll.hours", "168"))),
-    "unclean.leader.election.enable": (BOOLEAN, "Whether an out-of-sync replica may become leader.",
-                                       (("unclean.leader.election.enable", "false"),)),
+# topic config -> (type, documentation); its broker synonyms are broker/topic_defaults.py's
+TOPIC_CONFIGS: dict[str, tuple[int, str]] = {
+    "cleanup.policy": (LIST, "Whether old segments are deleted, compacted by key, or both."),
+    "compression.type": (STRING, "Compression codec the topic stores batches with; 'producer' keeps the producer's."),
+    "delete.retention.ms": (LONG, "How long tombstones stay readable in a compacted topic."),
+    "file.delete.delay.ms": (LONG, "Delay before a deleted segment file is removed from disk."),
+    "flush.messages": (LONG, "Records appended between forced fsyncs."),
+    "flush.ms": (LONG, "Milliseconds between forced fsyncs."),
+    "index.interval.bytes": (INT, "Bytes of records between two offset-index entries."),
+    "max.compaction.lag.ms": (LONG, "Longest time a record may stay uncompacted."),
+    "max.message.bytes": (INT, "Largest record batch the topic accepts, in bytes."),
+    "message.timestamp.after.max.ms": (LONG, "How far in the future a CreateTime timestamp may be."),
+    "message.timestamp.before.max.ms": (LONG, "How far in the past a CreateTime timestamp may be."),
+    "message.timestamp.type": (STRING, "CreateTime keeps the producer's timestamps; LogAppendTime uses the broker's."),
+    "min.cleanable.dirty.ratio": (DOUBLE,
+                                 "Share of uncompacted log that makes a compacted topic eligible for cleaning."),
+    "min.compaction.lag.ms": (LONG, "Shortest time a record stays uncompacted."),
+    "min.insync.replicas": (INT, "Replicas that must acknowledge an acks=all write."),
+    "preallocate": (BOOLEAN, "Whether segment files are preallocated."),
+    "retention.bytes": (LONG, "Size a partition may grow to before old segments are deleted; -1 for no limit."),
+    "retention.ms": (LONG, "Age after which segments are deleted; -1 for no limit."),
+    "segment.bytes": (INT, "Size at which the active segment is rolled."),
+    "segment.index.bytes": (INT, "Size of a segment's offset index."),
+    "segment.jitter.ms": (LONG, "Random jitter subtracted from segment.ms."),
+    "segment.ms": (LONG, "Age at which the active segment is rolled."),
+    "unclean.leader.election.enable": (BOOLEAN, "Whether an out-of-sync replica may become leader."),
 }
+
 
 # BrokerConfig field -> (Kafka name, type). Only settings Kafka has; kbroker-only ones stay out.
 BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
@@ -106,9 +87,11 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("listeners", "listeners", LIST),
     ("advertised_listeners", "advertised.listeners", LIST),
     ("listener_security_protocol_map", "listener.security.protocol.map", STRING),
+    ("controller_listener_names", "controller.listener.names", LIST),
     ("data_dir", "log.dirs", STRING),
     ("auto_create_topics_enable", "auto.create.topics.enable", BOOLEAN),
     ("num_partitions", "num.partitions", INT),
+    ("default_replication_factor", "default.replication.factor", INT),
     ("socket_request_max_bytes", "socket.request.max.bytes", INT),
     ("group_initial_rebalance_delay_ms", "group.initial.rebalance.delay.ms", INT),
     ("group_min_session_timeout_ms", "group.min.session.timeout.ms", INT),
@@ -122,10 +105,11 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
 )
 # Fixed facts of a single-node broker, reported with Kafka's names.
 BROKER_FIXED: tuple[tuple[str, str, int], ...] = (
-    ("default.replication.factor", "1", INT),
     ("delete.topic.enable", "true", BOOLEAN),
     ("offsets.topic.replication.factor", "1", SHORT),
 )
+# kbroker's own row: where its HTTP endpoint (--metrics-listen) answers, for the admin CLI.
+HTTP_ENDPOINT = "kbroker.http.endpoint"
 
 
 def _render(value: object) -> str:
@@ -139,56 +123,62 @@ def topic_config_rows(config: LogConfig) -> list[ConfigEntry]:
     return sorted(config.describe(), key=lambda e: e.name)
 
 
-def _synonyms(entry: ConfigEntry) -> list[DescribeConfigsSynonym]:
-    out = []
+def _synonym_rows(rows: list[tuple[str, str | None, str]]) -> list[DescribeConfigsSynonym]:
+    return [DescribeConfigsSynonym(name, value, SOURCES[source]) for name, value, source in rows]
+
+
+def _topic_result(entry: ConfigEntry, broker_values: dict[str, str], config: BrokerConfig, synonyms: bool,
+                  docs: bool) -> DescribeConfigsResourceResult:
+    """A topic config: its override, else the broker-wide default with Kafka's source for it."""
+    meta = TOPIC_CONFIGS.get(entry.name)
+    chain = topic_defaults.topic_synonyms(config, entry.name)
     if entry.source == "DYNAMIC_TOPIC_CONFIG":
-        out.append(DescribeConfigsSynonym(entry.name, entry.value, SOURCE_DYNAMIC_TOPIC))
-    meta = TOPIC_CONFIGS.get(entry.name)
-    if meta is not None:
-        for name, default in meta[2]:
-            if default is not None:
-                out.append(DescribeConfigsSynonym(name, default, SOURCE_DEFAULT))
-    return out
-
-
-def _topic_result(entry: ConfigEntry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult:
-    meta = TOPIC_CONFIGS.get(entry.name)
+        value, source = entry.value, SOURCE_DYNAMIC_TOPIC
+        chain = [(entry.name, entry.value, "DYNAMIC_TOPIC_CONFIG"), *chain]
+    else:
+        value = broker_values.get(entry.name, entry.value)
+        source = SOURCES[chain[0][2]] if chain else SOURCE_DEFAULT
     return DescribeConfigsResourceResult(
         name=entry.name,
-        value=entry.value,
+        value=value,
         read_only=False,
-        config_source=SOURCES.get(entry.source, 0),
+        config_source=source,
         is_sensitive=False,
-        synonyms=_synonyms(entry) if synonyms else [],
+        synonyms=_synonym_rows(chain) if synonyms else [],
         config_type=meta[0] if meta else 0,
         documentation=(meta[1] if meta else None) if docs else None,
     )
 
 
-def broker_config_rows(config: BrokerConfig) -> list[tuple[str, str, int, int]]:
-    """(name, value, source, type) of every broker setting with a Kafka name."""
+def broker_config_rows(config: BrokerConfig, explicit: frozenset[str] = frozenset(),
+                       http_endpoint: str | None = None) -> list[tuple[str, str | None, int, int, list]]:
+    """(name, value, source, type, synonyms) of every broker setting with a Kafka name. A setting is
+    STATIC_BROKER_CONFIG when set by flag, variable or file (`explicit`) or away from its default."""
     defaults = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
-    rows = []
+    rows: list[tuple[str, str | None, int, int, list]] = []
     for attr, name, kind in BROKER_CONFIGS:
         value = getattr(config, attr)
-        source = SOURCE_DEFAULT if value == defaults.get(attr) else SOURCE_STATIC_BROKER
+        static = attr in explicit or value != defaults.get(attr)
         if name in ("listeners", "advertised.listeners"):
-            listeners = config.listener_set()
-            value = listeners.describe("listeners" if name == "listeners" else "advertised")
-            if attr == "listeners" and config.listen != defaults["listen"]:
-                source = SOURCE_STATIC_BROKER
-            if attr == "advertised_listeners" and config.advertised_listener:
-                source = SOURCE_STATIC_BROKER
-        rows.append((name, _render(value), source, kind))
+            value = config.listener_set().describe("listeners" if name == "listeners" else "advertised")
+            static = static or config.listen != defaults["listen"] or bool(config.advertised_listener)
+        source = SOURCE_STATIC_BROKER if static else SOURCE_DEFAULT
+        rows.append((name, _render(value), source, kind, [(name, _render(value), source)]))
     for name, value, kind in BROKER_FIXED:
-        rows.append((name, value, SOURCE_DEFAULT, kind))
-    seen = {r[0] for r in rows}
-    for topic_name, (kind, _, synonyms) in TOPIC_CONFIGS.items():
-        for name, default in synonyms:
-            if default is not None and name not in seen:
-                seen.add(name)
-                rows.append((name, default, SOURCE_DEFAULT, kind))
-    return sorted(rows)
+        rows.append((name, value, SOURCE_DEFAULT, kind, [(name, value, SOURCE_DEFAULT)]))
+    for topic, chain in topic_defaults.BROKER_SYNONYMS.items():
+        for name, _ in chain:
+            found = topic_defaults.synonyms(config, name)
+            value = topic_defaults.configured(config, name)
+            if value is None:
+                value = topic_defaults.kafka_default(name)
+            kind = INT if name.endswith((".hours", ".minutes")) else TOPIC_CONFIGS[topic][0]
+            rows.append((name, value, SOURCES[found[0][2]] if found else SOURCE_DEFAULT, kind,
+                         [(n, v, SOURCES[s]) for n, v, s in found]))
+    if http_endpoint is not None:
+        rows.append((HTTP_ENDPOINT, http_endpoint, SOURCE_STATIC_BROKER, STRING,
+                     [(HTTP_ENDPOINT, http_endpoint, SOURCE_STATIC_BROKER)]))
+    return sorted(rows, key=lambda r: r[0])
 
 
 def java_int(text: str) -> int | None:
@@ -234,7 +224,7 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
     described: set[tuple] = set()
     added = 0
     for key in distinct(keys):
-        answer = answers[key] = _describe(broker, *key, synonyms, docs)
+        answer = answers[key] = _describe(broker, ctx.listener, *key, synonyms, docs)
         node = java_int(key[1]) if key[0] == RESOURCE_BROKER else None
         same = key if node is None else (key[0], node, key[2])
         if same in described:
@@ -248,8 +238,8 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _describe(broker: BrokerServices, resource_type: int, resource_name: str, wanted: tuple[str, ...] | None,
-              synonyms: bool, docs: bool) -> DescribeConfigsResult:
+def _describe(broker: BrokerServices, listener: str, resource_type: int, resource_name: str,
+              wanted: tuple[str, ...] | None, synonyms: bool, docs: bool) -> DescribeConfigsResult:
     keys = None if wanted is None else set(wanted)
     result = DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None, resource_type=resource_type,
                                    resource_name=resource_name, configs=[])
@@ -259,9 +249,10 @@ def _describe(broker: BrokerServices, resource_type: int, resource_name: str, wa
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             result.error_message = f"Topic {resource_name} does not exist"
             return result
+        broker_values = topic_defaults.topic_values(broker.config)
         for entry in topic_config_rows(info.config):
             if keys is None or entry.name in keys:
-                result.configs.append(_topic_result(entry, synonyms, docs))
+                result.configs.append(_topic_result(entry, broker_values, broker.config, synonyms, docs))
     elif resource_type == RESOURCE_BROKER:
         error = broker_resource_error(broker, resource_name)
         if error is not None:
@@ -269,12 +260,13 @@ def _describe(broker: BrokerServices, resource_type: int, resource_name: str, wa
             return result
         if resource_name == "":
             return result  # no dynamic cluster-wide defaults exist
-        for name, value, source, kind in broker_config_rows(broker.config):
+        for name, value, source, kind, found in broker_config_rows(broker.config, broker.explicit_settings,
+                                                                   broker.http_endpoint(listener)):
             if keys is not None and name not in keys:
                 continue
             result.configs.append(DescribeConfigsResourceResult(
                 name=name, value=value, read_only=True, config_source=source, is_sensitive=False,
-                synonyms=[DescribeConfigsSynonym(name, value, source)] if synonyms else [],
+                synonyms=[DescribeConfigsSynonym(*row) for row in found] if synonyms else [],
                 config_type=kind, documentation=None,
             ))
     else:

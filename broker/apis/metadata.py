@@ -75,17 +75,17 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         # Each topic once, as Kafka answers (it keeps the names in a set): a request naming one
         # topic a million times is answered with one entry, not a million.
         wanted = list({(t.name, t.topic_id): t for t in wanted}.values())
-        by_id = {info.topic_id: info for info in topics.values()}
+        ids = list(dict.fromkeys(t.topic_id for t in wanted if t.topic_id != ZERO_UUID))
+        if ids:
+            # By topic id whenever any id is given, names ignored (the Java client sends name "" with
+            # its ids); the unknown ids first, as KafkaApis.handleTopicMetadataRequest answers.
+            by_id = {info.topic_id: info for info in topics.values()}
+            out = [MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=tid)
+                   for tid in ids if tid not in by_id]
+            out += [describe_topic(broker, by_id[tid]) for tid in ids if tid in by_id]
+            wanted = []
         auto = request.allow_auto_topic_creation if ctx.api_version >= 4 else True
         for t in wanted:
-            if t.name is None and t.topic_id != ZERO_UUID:
-                info = by_id.get(t.topic_id)
-                if info is None:
-                    out.append(MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
-                                                     topic_id=t.topic_id))
-                else:
-                    out.append(describe_topic(broker, info))
-                continue
             name = t.name or ""
             info = topics.get(name)
             if info is None and auto and broker.config.auto_create_topics_enable:

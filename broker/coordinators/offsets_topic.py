@@ -29,7 +29,7 @@ from ...protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ...protocol.latest_records import in_write_order, latest_per_key
 from ...protocol.record_batch import (CRC_OFFSET, HEADER_SIZE, compute_crc, decode_batch, encode_keyed_batch,
                                      iter_batches, read_header)
-from ..storage.log.config import LogConfig
+from ..storage.log.config import INTERNAL_TOPIC_CONFIGS, LogConfig
 
 if TYPE_CHECKING:
     from ...protocol.records.classic_records import Record
@@ -38,7 +38,7 @@ log = structlog.get_logger("kbroker.offsets_topic")
 
 TOPIC = "__consumer_offsets"
 # Kafka's internal-topic settings: compacted, producer's compression, offsets.topic.segment.bytes.
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
+TOPIC_CONFIGS = INTERNAL_TOPIC_CONFIGS
 _READ_CHUNK = 5 * 1024 * 1024  # offsets.load.buffer.size
 _PARALLEL_LOADS = 2  # partitions read at once (each holds its records in memory until replayed)
 _LOAD_ATTEMPTS = 5

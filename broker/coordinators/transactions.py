@@ -30,6 +30,7 @@ from typing import Any
 import structlog
 
 from ..partitions.txn_markers import write_markers
+from ..storage.log.config import INTERNAL_TOPIC_CONFIGS
 from ...coordinator.groups import commands as c
 from ...protocol.records.codec import encode_record
 from ...protocol.records.classic_records import OffsetCommitRecord
@@ -47,7 +48,7 @@ E = ErrorCode
 S = TxnState
 TOPIC = "__transaction_state"
 # Kafka's transaction.state.log.* defaults: compacted, 100 MiB segments.
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
+TOPIC_CONFIGS = INTERNAL_TOPIC_CONFIGS
 _READ_CHUNK = 5 * 1024 * 1024
 _RETRY_BACKOFF_S = 0.5
 _MATERIALISE_BYTES = 512 * 1024  # one commit of a transaction's offsets at its end: within max.message.bytes

@@ -1,7 +1,7 @@
 """The bytes of an answer: a handler's response encoded, or the error answer Kafka would give instead.
 
 A handler that raises, or a response that cannot be encoded, is a bug of ours, not bad input: that
-request gets its API's error answer (UNKNOWN_SERVER_ERROR, see router.py) and the connection stays
+request gets its API's error answer (UNKNOWN_SERVER_ERROR, shaped as error_answers.py says) and the connection stays
 open; only an API with no error shape at all closes it. What each (api key, version) needs to
 encode is looked up once (`ApiTable`), so a response costs one codec call and one header pack.
 """
@@ -18,7 +18,6 @@ from .router import RequestContext, Route, Router
 from ...protocol import codec, framing
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import REQUEST_FLEXIBLE_FROM
-from ...protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 
 log = structlog.get_logger("kbroker.server")
 
@@ -57,9 +56,7 @@ class ApiEntry:
         self.api_key, self.version = api_key, version
         route = self.route = router.route(api_key)
         self.known = api_key in REQUEST_FLEXIBLE_FROM
-        flexible_from = REQUEST_FLEXIBLE_FROM.get(api_key)
-        # Versions beyond the JSON's range follow its "N+" flexible range, like Kafka's extrapolation.
-        self.header_flexible = flexible_from is not None and version >= flexible_from
+        self.header_flexible = framing.request_header_flexible(api_key, version)
         self.served = route is not None and route.min_version <= version <= route.max_version
         self.parse: Callable[[BytesIO, None], Any] | None = None
         self.build: Callable[[Any, BytesIO, None], Any] | None = None
@@ -158,32 +155,6 @@ def failed_answer(entry: ApiEntry, ctx: RequestContext, request: Any) -> Answer:
         return CLOSE
     log.warning("request_rejected", error="no error answer for this api", **request_fields(ctx))
     return CLOSE
-
-
-def unsupported_api_versions(entry: ApiEntry, correlation_id: int) -> bytes:
-    """KIP-511: an ApiVersions of a version we do not serve is answered in v0, so any client can
-    read the error and the range we serve, and retry lower."""
-    route = entry.route
-    low, high = (route.min_version, route.max_version) if route else (0, 0)
-    body = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
-                               api_keys=[ApiVersion(framing.API_VERSIONS_KEY, low, high)])
-    return framing.encode_response(framing.API_VERSIONS_KEY, 0, correlation_id, body)
-
-
-def unsupported_version_answer(api_key: int, version: int, correlation_id: int) -> bytes | None:
-    """UNSUPPORTED_VERSION in the response of the version the client sent, when we know that
-    version's layout and it has a top-level error code; None when only closing is left (a version
-    newer than our definitions, or a response whose errors live only per partition or per group,
-    where an empty answer would read as success)."""
-    spec = framing.response_spec(api_key)
-    if spec is None or version not in spec.versions:
-        return None
-    error = next((f for f in spec.struct.fields if f.name == "error_code" and f.present(version)), None)
-    if error is None:
-        return None
-    body = spec.struct.cls()
-    body.error_code = ErrorCode.UNSUPPORTED_VERSION
-    return framing.encode_response(api_key, version, correlation_id, body)
 
 
 def _cut_error_messages(obj: Any, depth: int = 0) -> bool:

@@ -1,7 +1,7 @@
 """One client connection as a protocol object, sans I/O: bytes in, requests out; answers in, bytes out.
 
-`Connection` cuts the byte stream into frames (protocol/frames.py), decodes each request's header,
-bounds its size, gates its version and, on a SASL listener, what may be asked before
+`Connection` cuts the byte stream into frames (protocol/frames.py), decodes each request's header
+(protocol/framing.py's decoder, the one the golden frames of real clients test), bounds its size, gates its version and, on a SASL listener, what may be asked before
 authentication. It hands the shell (broker/network/server.py) one `Request` at a time to run. Answers may
 arrive out of order (a Deferred waiting for an fsync, a handler that ran as a task), but leave in
 request order: each request is a slot in a queue, and only completed slots at its head are sent.
@@ -26,16 +26,15 @@ from typing import Any
 
 import structlog
 
-from . import answers
+from . import error_answers
 from .answers import CLOSE, Answer, ApiEntry, ApiTable, Close
 from ...protocol import framing
+from ...protocol.framing import peek_api, read_client_id
 from ...protocol.frames import FrameReader, FrameSizeError
 from ...protocol.wire import FrameIO, MalformedMessage
 
 log = structlog.get_logger("kbroker.server")
 
-_HEAD = Struct(">hhih")  # api key, api version, correlation id, client id length
-_HEAD8 = Struct(">hhi")
 _SIZE = Struct(">i")
 # librdkafka keeps at most 5 requests in flight per connection with idempotence, 1M without.
 MAX_PENDING = 128
@@ -132,17 +131,14 @@ class Connection:
 
     def _decode(self, frame: bytes) -> Request | None:
         """The request of a frame; None when it was answered or rejected here."""
-        if len(frame) >= 10:
-            api_key, api_version, correlation_id, id_length = _HEAD.unpack_from(frame)
-        elif len(frame) >= 8:
-            (api_key, api_version, correlation_id), id_length = _HEAD8.unpack_from(frame), None
-        else:
+        if len(frame) < 8:
             return self._reject(f"request of {len(frame)} bytes is shorter than a header", {"peer": self.peer})
+        api_key, api_version, correlation_id = peek_api(frame)
         entry = self.table.entry(api_key, api_version)
         if not entry.known:
             return self._reject("unknown api key", self._fields(api_key, api_version, correlation_id))
         try:
-            client_id, position = _client_id(frame, id_length, entry.header_flexible)
+            client_id, position = read_client_id(frame, entry.header_flexible)
         except (MalformedMessage, ValueError) as e:
             return self._reject(f"undecodable header: {e}", self._fields(api_key, api_version, correlation_id))
         self.client_id = client_id
@@ -173,10 +169,12 @@ class Connection:
         """A version (or an API) we do not serve: answered when Kafka's clients can read the answer."""
         api_key, api_version = entry.api_key, entry.version
         if api_key == framing.API_VERSIONS_KEY:
-            self._answered(answers.unsupported_api_versions(entry, correlation_id))
+            route = entry.route
+            served = (route.min_version, route.max_version) if route else (0, 0)
+            self._answered(error_answers.unsupported_api_versions(served, correlation_id))
             return
-        answer = None if entry.route is None else answers.unsupported_version_answer(api_key, api_version,
-                                                                                     correlation_id)
+        answer = None if entry.route is None else error_answers.unsupported_version_answer(api_key, api_version,
+                                                                                           correlation_id)
         log.warning("request_rejected", error="unsupported api" if entry.route is None else "unsupported version",
                     answered=answer is not None, **self._fields(api_key, api_version, correlation_id, client_id))
         if answer is None:
@@ -278,44 +276,6 @@ class Connection:
         request = Request(None, 0, self.client_id, None)
         self._slots.append(request)
         self.complete(request, data)
-
-
-def _client_id(frame: bytes, length: int | None, flexible: bool) -> tuple[str, int]:
-    """The header's client id (null reads as "", as in Kafka) and where the body starts."""
-    position = 10
-    if length is None:
-        raise MalformedMessage(f"request of {len(frame)} bytes ends inside its client id")
-    if length < 0:
-        if length != -1:
-            raise MalformedMessage(f"client id length {length}")
-        client_id = ""
-    else:
-        position += length
-        if position > len(frame):
-            raise MalformedMessage(f"client id of {length} bytes in a {len(frame)}-byte request")
-        client_id = frame[10:position].decode("utf-8")
-    if flexible:  # request header v2: tagged fields, none of which we know
-        count, position = _varint(frame, position)
-        for _ in range(count):
-            _, position = _varint(frame, position)
-            size, position = _varint(frame, position)
-            position += size
-        if position > len(frame):
-            raise MalformedMessage("tagged fields past the end of the request")
-    return client_id, position
-
-
-def _varint(frame: bytes, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if position >= len(frame) or shift > 28:
-            raise MalformedMessage("truncated or over-long varint in the request header")
-        byte = frame[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, position
-        shift += 7
 
 
 __all__ = ["AUTH_FAILED", "CLOSE", "Connection", "Request", "MAX_PENDING"]

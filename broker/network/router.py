@@ -6,11 +6,10 @@ response, as Produce with acks=0), or a `Deferred` whose awaitable gives the bod
 remains. ApiVersions advertises exactly what is registered here.
 
 Error answers have one shape per API, its `failed_response(ctx, request, error_code)` (Kafka's
-`AbstractRequest.getErrorResponse`): the whole request answered with one error code. The handler
-uses it for a request it refuses, the ACL checks for a request they refuse, the server for a handler
-that raises or a response that cannot be encoded. A module that defines none gets the default one
-here: the response with only its top-level `error_code` set, for the versions that have one (None
-for the others: the server then closes the connection). `Route.failed_response` is that function.
+`AbstractRequest.getErrorResponse`): the whole request answered with one error code, shaped as
+error_answers.py says. A module that defines none gets the default one (error_answers.top_level_error:
+the response with only its top-level `error_code` set, for the versions that have one; None for the
+others: the server then closes the connection). `Route.failed_response` is that function.
 """
 
 from __future__ import annotations
@@ -20,9 +19,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
-from ...protocol import framing
+from .error_answers import top_level_error
 from ...protocol.errors import ErrorCode
-from ...protocol.spec import in_range
 
 if TYPE_CHECKING:
     from ..security.session import ConnectionAuth
@@ -107,19 +105,10 @@ class Route:
 
 
 def top_level_failed_response(api_key: int) -> FailedResponse:
-    """The default error answer of an API: its response with only the top-level `error_code` set,
-    for the versions whose response has one; None for the others."""
-    spec = framing.response_spec(api_key)
-    error_code = None
-    if spec is not None:
-        error_code = next((f for f in spec.struct.fields if f.name == "error_code"), None)
-
+    """The default error answer of an API (error_answers.top_level_error): its response with only
+    the top-level `error_code` set, for the versions whose response has one; None for the others."""
     def failed_response(ctx: RequestContext, _request: Any, error: ErrorCode) -> Any:
-        if spec is None or error_code is None or not in_range(ctx.api_version, error_code.versions):
-            return None
-        body = spec.struct.cls()
-        body.error_code = error
-        return body
+        return top_level_error(api_key, ctx.api_version, error)
 
     return failed_response
 

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
-from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, request_fields, unsupported_version_answer
+from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, request_fields
+from .error_answers import unsupported_version_answer
 from .connection import AUTH_FAILED, Connection, Request
 from .router import Deferred, RequestContext, Router
 
@@ -40,6 +41,8 @@ log = structlog.get_logger("kbroker.server")
 _unsupported_version_answer = unsupported_version_answer  # the name tests and older callers use
 
 
+# Closes logged at debug: the client's own, and the broker's stop (one `broker_stopping` says it).
+_ROUTINE_CLOSES = frozenset({"closed by client", "shutdown"})
 # TLS: answers are handed to the encryption layer this much at a time (see `KafkaProtocol._write_tls`).
 TLS_WRITE_PIECE = 256 * 1024
 
@@ -149,10 +152,12 @@ class KafkaServer:
         if self.slots is not None:
             self.slots.used += 1
         if self.observer is not None:
-            self.observer.connections_opened += 1
+            self.observer.connection_opened(self.listener, protocol.ip)
 
     def _closed(self, protocol: KafkaProtocol) -> None:
         del self._connections[protocol]
+        if self.observer is not None:
+            self.observer.connection_closed()
         if self.slots is not None:
             self.slots.used -= 1
         left = self._per_ip.get(protocol.ip, 1) - 1
@@ -160,6 +165,9 @@ class KafkaServer:
             self._per_ip[protocol.ip] = left
         else:
             self._per_ip.pop(protocol.ip, None)
+
+    def open_connections(self) -> int:
+        return len(self._connections)
 
     def drop_connections(self, client_id: str | None) -> int:
         """Close every connection of `client_id` (every connection when None); a test control."""
@@ -285,7 +293,8 @@ class KafkaProtocol(asyncio.Protocol):
             reason = self._close_reason
             if reason is None:
                 reason = "truncated frame" if conn.buffered else "closed by client"
-            log.info("connection_close", peer=self.peer, reason=reason)
+            # A client's own close is routine (a minute's summary counts it); one the broker made is not.
+            (log.debug if reason in _ROUTINE_CLOSES else log.info)("connection_close", peer=self.peer, reason=reason)
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -297,7 +306,7 @@ class KafkaProtocol(asyncio.Protocol):
         self.conn = Connection(server.table, self.peer, server.max_request_bytes, auth=auth,
                                max_receive_before_auth=security.max_receive_before_auth if security else 0)
         server._opened(self)
-        log.info("connection_open", peer=self.peer, listener=server.listener)
+        log.debug("connection_open", peer=self.peer, listener=server.listener)
         if server._closing:
             self.stop("shutdown")
         self._idle_timer = self.loop.call_at(self._last_read + server.max_idle_s, self._check_idle)

@@ -124,10 +124,14 @@ class AdminHttpServer:
             return {"groups": sorted(g.group_id for g in coordinator.groups())}
         group_id = rest[0]
         if rest[1:] == ["history"]:
+            entries = coordinator.history.entries(group_id)
+            status = coordinator.group_status(group_id)
+            if status is None and not entries:  # a group that is gone keeps its history; one never seen has none
+                raise HttpError(404, f"group {group_id} does not exist and has no history")
             return {
                 "group_id": group_id,
-                "rebalances": [e.to_json() for e in coordinator.history.entries(group_id)],
-                "in_progress": (coordinator.group_status(group_id) or {}).get("rebalance_in_progress"),
+                "rebalances": [e.to_json() for e in entries],
+                "in_progress": (status or {}).get("rebalance_in_progress"),
             }
         if rest[1:] == ["wait"]:
             return await wait_for_group(coordinator, group_id, members=int(query.get("members", "-1")),

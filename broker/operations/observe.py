@@ -59,6 +59,8 @@ class Observations:
         self.bytes_in: defaultdict[str, int] = defaultdict(int)
         self.bytes_out: defaultdict[str, int] = defaultdict(int)
         self.connections_opened = 0
+        self.connections_closed = 0
+        self.summary = ConnectionSummary()
         self.fsync = Histogram(LATENCY_BUCKETS_S)
         self.loop_stall = Histogram(STALL_BUCKETS_S)
         self.loop_stall_max_s = 0.0
@@ -107,10 +109,53 @@ class Observations:
             self.loop_stall.observe(stall)
             self.loop_stall_max_s = max(self.loop_stall_max_s, stall)
 
+    def connection_opened(self, listener: str, ip: str) -> None:
+        self.connections_opened += 1
+        self.summary.opened(listener, ip)
+
+    def connection_closed(self) -> None:
+        self.connections_closed += 1
+        self.summary.closed += 1
+
     def reset_traffic(self) -> None:
         """A broker reset forgets per-topic figures (the topics are gone)."""
         self.bytes_in.clear()
         self.bytes_out.clear()
+
+
+class ConnectionSummary:
+    """Connections opened and closed since the last summary: one info line a minute instead of one
+    debug line per connection (a health check or CLI call opens and closes one each time)."""
+
+    MAX_PEERS = 1000  # addresses counted per interval; more are counted as "other"
+    TOP = 5
+
+    def __init__(self) -> None:
+        self.closed = 0
+        self.by_listener: defaultdict[str, int] = defaultdict(int)
+        self.by_peer: defaultdict[str, int] = defaultdict(int)
+
+    def opened(self, listener: str, ip: str) -> None:
+        self.by_listener[listener] += 1
+        if ip in self.by_peer or len(self.by_peer) < self.MAX_PEERS:
+            self.by_peer[ip] += 1
+        else:
+            self.by_peer["other"] += 1
+
+    def take(self, open_now: dict[str, int]) -> dict[str, Any] | None:
+        """The line's fields for the interval that ends now (None when nothing opened or closed),
+        and a new interval begins. `open_now`: connections open per listener."""
+        opened = sum(self.by_listener.values())
+        if not opened and not self.closed:
+            return None
+        top = sorted(self.by_peer.items(), key=lambda kv: (-kv[1], kv[0]))[:self.TOP]
+        fields = {"opened": opened, "closed": self.closed, "open": sum(open_now.values()),
+                  "open_by_listener": dict(open_now), "opened_by_listener": dict(self.by_listener),
+                  "top_peers": dict(top), "peers": len(self.by_peer)}
+        self.closed = 0
+        self.by_listener.clear()
+        self.by_peer.clear()
+        return fields
 
 
 # Per response class: its `*error_code` fields, and the others that may hold structs or lists.

@@ -9,6 +9,7 @@ from .acl import Operation as Op, ResourceType as RT
 from .check_helpers import (
     CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, split,
 )
+from ..network.error_answers import refuse
 from ..network.router import RequestContext, then
 from ...protocol.errors import ErrorCode
 
@@ -120,10 +121,8 @@ async def check_describe_producers(ctx: RequestContext, request: Any, call: Call
 # --- KIP-848 consumer groups (issue 12) ---
 
 async def check_consumer_group_heartbeat(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
-    from ...protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
-
-    def refused(error):
-        return ConsumerGroupHeartbeatResponse(error_code=error, error_message=DENIED_MESSAGE[error])
+    def refused(error: ErrorCode) -> Any:
+        return refuse(ctx, request, error, DENIED_MESSAGE[error])
 
     if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
         return refused(GROUP_DENIED)
@@ -167,7 +166,7 @@ def cluster_check(operation: Op):
     async def check(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
         if sec.authorize(ctx, operation, RT.CLUSTER):
             return await call(request)
-        return ctx.broker.router.routes[ctx.api_key].failed_response(ctx, request, CLUSTER_DENIED)
+        return refuse(ctx, request, CLUSTER_DENIED)
     return check
 
 

@@ -67,13 +67,28 @@ def healthcheck_command() -> list[str]:
     return json.loads(args.split(" CMD ", 1)[1])
 
 
+def image_files() -> dict[str, Path]:
+    """Files the Dockerfile copies to an absolute path in the image (its default config): path in the
+    image -> the repository's file."""
+    out = {}
+    for word, args in instructions():
+        if word == "COPY":
+            *sources, dest = shlex.split(args)
+            if dest.startswith("/") and len(sources) == 1:
+                out[dest] = ROOT / sources[0]
+    return out
+
+
 def copy_build_context(target: Path) -> Path:
-    """Exactly what the Dockerfile's COPY lines bring into the image, laid out as they land."""
+    """Exactly what the Dockerfile's COPY lines bring into the wheel's build directory (WORKDIR),
+    laid out as they land; files copied elsewhere in the image are image_files()."""
     target.mkdir(parents=True)
     for word, args in instructions():
         if word != "COPY":
             continue
         *sources, dest = shlex.split(args)
+        if dest.startswith("/"):
+            continue
         for src in sources:
             place = target / (dest if dest.rstrip("/") not in (".", "./") else Path(src).name)
             if (ROOT / src).is_dir():

@@ -145,17 +145,23 @@ def test_group_describe_lag_reset_delete_with_a_real_consumer(broker, capsys) ->
     dry = cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-earliest", "--dry-run", *b)
     assert [(r["partition"], r["previous"], r["new"]) for r in dry] == [(0, 5, 0), (1, 7, 0), (2, 1, 0)]
     assert offsets() == committed
-    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-offset", "3", *b)
+    # As kafka-consumer-groups.sh: without --execute only the plan, and the note says how to commit it.
+    code, out, err = cli(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-earliest", *b)
+    assert code == 0 and "NEW" in out and "add --execute" in err
+    assert offsets() == committed
+    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-offset", "3", "--execute", *b)
     assert offsets() == {0: 3, 1: 3, 2: 3}
-    cli_json(capsys, "group", "reset-offsets", group, "--topic", f"{topic}:0", "--shift-by", "2", *b)
+    cli_json(capsys, "group", "reset-offsets", group, "--topic", f"{topic}:0", "--shift-by", "2", "--execute", *b)
     assert offsets() == {0: 5, 1: 3, 2: 3}
-    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--shift-by", "-100", *b)
+    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--shift-by", "-100", "--execute", *b)
     assert offsets() == {0: 0, 1: 0, 2: 0}  # clamped to the log start
-    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-latest", *b)
+    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-latest", "--execute", *b)
     assert offsets() == produced
-    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-datetime", "2000-01-01T00:00:00Z", *b)
+    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-datetime", "2000-01-01T00:00:00Z",
+             "--execute", *b)
     assert offsets() == {0: 0, 1: 0, 2: 0}
-    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-datetime", "2999-01-01T00:00:00", *b)
+    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-datetime", "2999-01-01T00:00:00",
+             "--execute", *b)
     assert offsets() == produced  # nothing that late: the log end
     cli_json(capsys, "group", "delete-offsets", group, "--topic", f"{topic}:1", *b)
     assert offsets() == {0: 10, 2: 4}
@@ -190,7 +196,7 @@ def test_group_commands_see_a_new_protocol_consumer_group(broker, capsys) -> Non
     assert code == 1 and f"group {group} is Stable with 1 member(s)" in err
     c.close()
     assert cli_json(capsys, "group", "wait", group, "--members", "0", "--timeout", "20", *b)["state"] == "Empty"
-    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-earliest", *b)
+    cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute", *b)
     assert [p["committed"] for p in cli_json(capsys, "group", "describe", group, *b)["partitions"]] == [0, 0]
     assert cli_json(capsys, "group", "delete", group, *b) == [{"group": group, "deleted": True}]
     code, _, err = cli(capsys, "group", "wait", "no-such-group", "--timeout", "0.3", *b)
@@ -244,3 +250,79 @@ def test_describe_and_history_of_a_group_stuck_mid_rebalance(broker, capsys) -> 
         c.close()
     finally:
         wire.close()
+
+
+def test_commands_on_several_topics_or_groups_list_what_failed(broker, capsys) -> None:
+    """As Kafka's tools: each topic or group is tried, the output says which went, exit 1 names the rest."""
+    b = ("-b", broker.bootstrap)
+    first, second = f"del-{uuid.uuid4().hex[:6]}", f"del-{uuid.uuid4().hex[:6]}"
+    for topic in (first, second):
+        cli_json(capsys, "topic", "create", topic, *b)
+    code, out, err = cli(capsys, "topic", "delete", first, "no-such-topic", second, *b, "--json")
+    assert code == 1
+    assert json.loads(out) == [{"topic": first, "deleted": True},
+                               {"topic": "no-such-topic", "deleted": False, "error": "UNKNOWN_TOPIC_OR_PARTITION"},
+                               {"topic": second, "deleted": True}]
+    assert err.strip() == ("kbroker topic delete: 1 of 3 topics not deleted: no-such-topic "
+                           "(UNKNOWN_TOPIC_OR_PARTITION)")
+    assert {first, second}.isdisjoint(t["topic"] for t in cli_json(capsys, "topic", "list", *b))
+    code, out, err = cli(capsys, "group", "delete", "no-such-group", *b)
+    assert code == 1 and "no-such-group" in out and "1 of 1 groups not deleted: no-such-group (GROUP_ID_NOT_FOUND)" in err
+
+
+def test_unknown_groups_and_topics_exit_non_zero(broker, capsys) -> None:
+    b = ("-b", broker.bootstrap)
+    code, _, err = cli(capsys, "group", "history", "no-such-group", *b)
+    assert code == 1 and "no-such-group does not exist" in err
+    code, _, err = cli(capsys, "group", "reset-offsets", "g", "--topic", "no-such-topic", "--to-earliest", *b)
+    assert code == 1 and "no-such-topic" in err
+    code, _, err = cli(capsys, "group", "describe", "no-such-group", *b)
+    assert code == 1 and "no-such-group does not exist" in err
+
+
+def test_topic_describe_marks_what_is_set_on_the_topic(broker, capsys) -> None:
+    b = ("-b", broker.bootstrap)
+    topic = f"marks-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(SystemExit):
+        main(["topic", "create", "--help"])
+    out = capsys.readouterr().out
+    assert "partition count (default: the broker's num.partitions)" in " ".join(out.split())
+    assert "replicas per partition" in out
+    cli_json(capsys, "topic", "create", topic, "-c", "retention.ms=120000", "-c", "cleanup.policy=compact", *b)
+    described = cli_json(capsys, "topic", "describe", topic, *b)
+    assert described["overrides"] == ["cleanup.policy", "retention.ms"]
+    assert described["config_sources"]["retention.ms"] == "DYNAMIC_TOPIC_CONFIG"
+    assert described["config_sources"]["segment.bytes"] == "DEFAULT_CONFIG"
+    code, out, _ = cli(capsys, "topic", "describe", topic, *b)
+    # kafka-topics.sh --describe's line of what is not Kafka's default, `*` where the topic set it
+    assert code == 0 and "Configs: cleanup.policy=compact*,retention.ms=120000*   (* set on this topic)" in out
+    assert "retention.ms*" in out and "DYNAMIC_TOPIC_CONFIG" in out and "DEFAULT_CONFIG" in out
+    cli_json(capsys, "topic", "delete", topic, *b)
+
+
+def test_the_http_endpoint_is_the_one_the_broker_reports(tmp_path, broker, capsys) -> None:
+    """Two brokers: history, test controls and /ready follow -b (each finds its own broker's endpoint
+    through DescribeConfigs), and a broker without one is named with what to give instead."""
+    group = f"ep-{uuid.uuid4().hex[:6]}"
+    cli_json(capsys, "topic", "create", group, "-b", broker.bootstrap)
+    produce(broker.bootstrap, group, {0: 1})
+    c = consumer(broker.bootstrap, group, "ep-client")
+    c.subscribe([group])
+    consume(c, 1)
+    c.close()
+    other_port = free_port()
+    with BrokerProcess(tmp_path / "other", "--metrics-listen", f"127.0.0.1:{other_port}", "--test-controls") as other:
+        history = cli_json(capsys, "group", "history", group, "-b", broker.bootstrap)
+        assert history["group_id"] == group and history["rebalances"]
+        code, _, err = cli(capsys, "group", "history", group, "-b", other.bootstrap)
+        assert code == 1 and "does not exist" in err and f"127.0.0.1:{other_port}" in err  # the other broker's
+        token = ("--data-dir", str(other.data_dir))  # where that broker wrote its test-controls token
+        assert cli_json(capsys, "test", "run-retention", "offsets", "-b", other.bootstrap, *token)["ok"]
+        code, out, _ = cli(capsys, "test", "drop-connections", "--client-id", "nobody", "-b", other.bootstrap, *token)
+        assert code == 0 and "DROPPED" in out and "ok=" not in out  # a table, not Python's repr
+        assert main(["probe", other.bootstrap, "--ready"]) == 0
+        assert f"ready: http://127.0.0.1:{other_port}" in capsys.readouterr().out
+    with BrokerProcess(tmp_path / "plain") as plain:
+        code, _, err = cli(capsys, "group", "history", group, "-b", plain.bootstrap)
+        assert code == 1 and "reports no HTTP endpoint" in err and "--metrics-listen" in err and "--admin-url" in err
+        assert main(["probe", plain.bootstrap, "--ready"]) == 1

@@ -1,23 +1,23 @@
-"""Live capture of sarama's and kafkajs's request frames through a recording proxy (the same script
-that made tests/golden/), each of which must decode and re-encode to the very same bytes: the
-golden files stay true to the clients installed now."""
+"""Live capture of sarama's (IBM/sarama at Kafka 0.10.2's versions) and kafkajs's request frames through a
+recording proxy (the same script that made tests/golden/), each of which must decode and re-encode to the
+very same bytes: the golden files stay true to the clients installed now."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
-from pathlib import Path
 
 import pytest
 
 from kbroker.protocol import codec, framing
 from kbroker.protocol.messages import request_header
 from kbroker.tests.golden import capture
+from kbroker.tests.reference.client_matrix import go_available
 
 
 def _available() -> list[str]:
     clients = []
-    if shutil.which("go") and Path("/usr/share/gocode/src/github.com/Shopify/sarama").is_dir():
+    if go_available() is None:
         clients.append("sarama")
     if shutil.which("node") and (capture.REPO / "tests/clients/kafkajs/node_modules/kafkajs").is_dir():
         clients.append("kafkajs")
@@ -27,7 +27,7 @@ def _available() -> list[str]:
 def test_live_frames_round_trip(tmp_path):
     clients = _available()
     if not clients:
-        pytest.skip("neither sarama (make system-deps) nor kafkajs (make kafkajs) is installed")
+        pytest.skip("neither Go 1.26 for sarama (make go-modules) nor kafkajs (make kafkajs) is installed")
     written = asyncio.run(capture.main(clients, tmp_path))
     for client in clients:
         apis = {p.stem.split("-", 1)[1].rsplit("-v", 1)[0] for p in written if p.name.startswith(client + "-")}

@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from kbroker.broker.config import BrokerConfig, load_config
+from kbroker.broker.config import BrokerConfig, load_config, load_config_with_sources
 from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from kbroker.protocol.messages.metadata_request import MetadataRequest
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
@@ -23,6 +23,7 @@ from kbroker.tests.integration.dockerfile import (
     container_env,
     env,
     healthcheck_command,
+    image_files,
     instructions,
 )
 from kbroker.tests.integration.wire import Wire
@@ -46,15 +47,32 @@ def test_dockerfile_shape() -> None:
 
 
 def test_dockerfile_environment_is_valid_broker_configuration() -> None:
+    """The image's defaults are its default server.properties, at apache/kafka's path, under the
+    variables: read alone they listen on 9092 everywhere, advertise localhost and keep data in /data;
+    KAFKA_* variables replace the file, as in the apache/kafka image."""
     image_env = env()
-    assert image_env["KBROKER_DATA_DIR"] == "/data"
     known = {"KBROKER_" + f.name.upper() for f in dataclasses.fields(BrokerConfig)}
     for key in image_env:
         if key.startswith("KBROKER_"):
             assert key in known, key
-    listeners = load_config({}, None, env=image_env).listener_set()
+    files = image_files()
+    assert set(files) == {"/opt/kafka/config/server.properties"}
+    paths = [str(files["/opt/kafka/config/server.properties"])]
+    cfg, sources = load_config_with_sources({}, None, image_env, paths)
+    listeners = cfg.listener_set(sources)
     assert [(e.host, e.port) for e in listeners.bind] == [("0.0.0.0", 9092)]
     assert listeners.describe("advertised") == "PLAINTEXT://localhost:9092"
+    assert cfg.data_dir == "/data" and cfg.log_format == "json"
+    # with a KAFKA_* setting the image's default file is not read (the apache/kafka image writes its
+    # final file from the variables alone); a file mounted at /mnt/shared/config is
+    from kbroker.broker.kafka_names import IMAGE_CONFIG, MOUNTED_CONFIG
+
+    assert IMAGE_CONFIG in files
+    kafka_env = {**image_env, "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://kafka:9093"}
+    moved = load_config({}, None, kafka_env, ["/nonexistent/mounted", *paths])
+    assert moved.listener_set().describe("listeners") == "PLAINTEXT://0.0.0.0:9093" and moved.data_dir == "./data"
+    assert load_config({}, None, kafka_env, [*paths, "/nonexistent"]).data_dir == "/data"  # as if mounted
+    assert MOUNTED_CONFIG != IMAGE_CONFIG
 
 
 def _compose(name: str) -> dict:

@@ -124,6 +124,13 @@ def test_create_topics_at_start_is_idempotent_and_never_alters(tmp_path) -> None
         assert broker.events("topic_created", start=2) == []
         (differs,) = broker.events("startup_topic_differs", start=2)
         assert (differs["topic"], differs["partitions"], differs["requested_partitions"]) == ("payments", 6, 2)
+        assert "kbroker topic delete payments" in differs["what_to_do"]  # partitions cannot be removed
+        broker.extra_args[-1] = "orders:4,payments:6:delete"  # more partitions, another policy
+        broker.restart()
+        (differs,) = broker.events("startup_topic_differs", start=3)[:1]
+        assert "kbroker topic alter orders -p 4" in differs["what_to_do"]
+        assert [e["what_to_do"] for e in broker.events("startup_topic_differs", start=3)][1] == (
+            "kbroker topic alter payments -c cleanup.policy=delete")
         assert [e["topic"] for e in broker.events("startup_topic_exists", start=2)] == ["orders"]
 
 

@@ -97,3 +97,25 @@ def test_describe_groups_v6_unknown_group(broker):
     assert (old.error_code, old.group_state) == (0, "Dead")
     (new,) = wire.call(15, 6, dg.DescribeGroupsRequest(groups=["no-such-group"])).groups
     assert (new.error_code, new.error_message) == (ErrorCode.GROUP_ID_NOT_FOUND, "Group no-such-group not found.")
+
+
+def test_metadata_by_topic_id_with_the_empty_name_the_java_client_sends(broker):
+    # The Java client 4.x (a consumer whose server-side regex assigned it topics it knows only by id)
+    # asks Metadata v13 for {topicId, name=""}: Kafka answers by the ids whenever any is non-zero and
+    # ignores the names (KafkaApis.handleTopicMetadataRequest); unknown ids come first, name null. As
+    # Apache Kafka 4.4 answered these two requests.
+    wire = Wire(broker.bootstrap)
+    tid = topic_id(wire, "by-id-empty-name")
+    ghost = uuid.uuid4()
+    r = wire.call(3, 13, md.MetadataRequest(topics=[
+        md.MetadataRequestTopic(topic_id=tid, name=""),
+        md.MetadataRequestTopic(topic_id=ghost, name=""),
+        md.MetadataRequestTopic(topic_id=tid, name=None),
+    ], allow_auto_topic_creation=False))
+    answers = [(t.error_code, t.name, t.topic_id, len(t.partitions)) for t in r.topics]
+    assert answers == [(ErrorCode.UNKNOWN_TOPIC_ID, None, ghost, 0), (0, "by-id-empty-name", tid, 1)]
+    r = wire.call(3, 13, md.MetadataRequest(topics=[
+        md.MetadataRequestTopic(topic_id=ghost, name=""),
+        md.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name="by-id-empty-name"),
+    ], allow_auto_topic_creation=False))
+    assert [(t.error_code, t.name, t.topic_id) for t in r.topics] == [(ErrorCode.UNKNOWN_TOPIC_ID, None, ghost)]

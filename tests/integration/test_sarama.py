@@ -1,54 +1,48 @@
-"""sarama 1.22 (Debian's golang-github-shopify-sarama-dev): a consumer group consumes, commits with
-OffsetCommit v1 (1.22 always sends v1), and resumes from its commits after a broker restart.
-
-The Go program (tests/clients/sarama/main.go) is built here, offline, against Debian's
-/usr/share/gocode; `make system-deps` installs golang-go and the sarama package."""
+"""sarama (IBM/sarama, a Go module in tests/clients/sarama built with Go 1.26) at the oldest protocol
+versions it lets a consumer group use (SARAMA_VERSION 0.10.2.0: Produce v2 with message format v1, JoinGroup
+v1, SyncGroup/Heartbeat/LeaveGroup v0, OffsetCommit v2): a group consumes, commits and resumes from its
+commits after a broker restart. And OffsetCommit v1 (Kafka 0.8.2's protocol, which sarama 1.22 always sent
+and Kafka 4 removed), committed outside any generation and read back with OffsetFetch v1. The client
+matrix (tests/reference/test_client_matrix.py) runs sarama at its default version against Kafka too."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from kbroker.tests.integration.broker_process import BrokerProcess
-
-SOURCE = Path(__file__).resolve().parent.parent / "clients" / "sarama" / "main.go"
-GOPATH = Path("/usr/share/gocode")
-SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
+from kbroker.tests.reference.client_matrix import go_binary, require_go
 
 
 @pytest.fixture(scope="module")
-def sarama_client(tmp_path_factory) -> Path:
-    if shutil.which("go") is None or not SARAMA.is_dir():
-        pytest.skip("golang-go and golang-github-shopify-sarama-dev are not installed (make system-deps)")
-    out = tmp_path_factory.mktemp("sarama") / "sarama-client"
-    env = dict(os.environ, GO111MODULE="off", GOPATH=str(GOPATH), GOFLAGS="", GOPROXY="off",
-               GOCACHE=str(out.parent / "gocache"))
-    subprocess.run(["go", "build", "-o", str(out), str(SOURCE)], cwd=SOURCE.parent, env=env, check=True,
-                   timeout=600, capture_output=True)
-    return out
+def sarama_client() -> Path:
+    require_go()
+    return go_binary("sarama")
 
 
-def run(client: Path, *args: str) -> list[tuple[int, int, str]]:
+def run(client: Path, *args: str) -> str:
     r = subprocess.run([str(client), *args], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
-    rows = []
-    for line in r.stdout.splitlines():
+    return r.stdout
+
+
+def rows(out: str) -> list[tuple[int, int, str]]:
+    parsed = []
+    for line in out.splitlines():
         partition, offset, value = line.split(" ", 2)
-        rows.append((int(partition), int(offset), value))
-    return rows
+        parsed.append((int(partition), int(offset), value))
+    return parsed
 
 
 def test_sarama_group_commits_and_resumes_after_restart(tmp_path, sarama_client):
     with BrokerProcess(tmp_path / "data", "--num-partitions", "2") as broker:
         run(sarama_client, "produce", broker.bootstrap, "sarama-topic", "20", "m")
-        first = run(sarama_client, "consume", broker.bootstrap, "sarama-topic", "sarama-group", "12")
+        first = rows(run(sarama_client, "consume", broker.bootstrap, "sarama-topic", "sarama-group", "12"))
         assert len(first) == 12
         broker.restart()
-        second = run(sarama_client, "consume", broker.bootstrap, "sarama-topic", "sarama-group", "8")
+        second = rows(run(sarama_client, "consume", broker.bootstrap, "sarama-topic", "sarama-group", "8"))
         values = [v for _, _, v in first + second]
         # every message once: the second run starts where the first one's commits left off
         assert sorted(values) == sorted(f"m-{i}" for i in range(20))
@@ -59,3 +53,12 @@ def test_sarama_group_commits_and_resumes_after_restart(tmp_path, sarama_client)
             seen_second = [o for p, o, _ in second if p == partition]
             if seen_first and seen_second:
                 assert seen_second[0] == seen_first[-1] + 1
+
+
+def test_sarama_offset_commit_v1_outside_a_generation(tmp_path, sarama_client):
+    with BrokerProcess(tmp_path / "data", "--num-partitions", "1") as broker:
+        run(sarama_client, "produce", broker.bootstrap, "v1-topic", "5", "m")
+        # "v<OffsetFetch version> <offset> <metadata> <error code>"
+        out = run(sarama_client, "commit-v1", broker.bootstrap, "v1-topic", "v1-group", "3")
+        assert out.split() == ["v1", "3", "v1", "0"]
+        assert not broker.events("request_rejected")

@@ -7,6 +7,7 @@ file (names, sizes, contents, modification times) before and after.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -14,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,28 +89,41 @@ def _case(data_dir: Path, run, *needles: str, absent: tuple[str, ...] = ()) -> s
 
 # --- ports and addresses --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fresh", [True, False])
-def test_port_in_use(tmp_path, stored_dir, fresh) -> None:
-    data = tmp_path / "data" if fresh else copy_of(stored_dir, tmp_path)
+@contextlib.contextmanager
+def busy_port() -> Iterator[int]:
+    """A loopback port something else listens on."""
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
-        port = busy.getsockname()[1]
+        yield busy.getsockname()[1]
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_port_in_use(tmp_path, stored_dir, fresh) -> None:
+    data = tmp_path / "data" if fresh else copy_of(stored_dir, tmp_path)
+    with busy_port() as port:
+        # and how to move: the flag, the variable and the make variable
         _case(data, lambda: serve(data, "--listen", f"127.0.0.1:{port}", listen=False),
-              "--listen", f"127.0.0.1:{port}", "already in use")
+              "--listen", f"127.0.0.1:{port}", "already in use", "--listen HOST:PORT", "KBROKER_LISTEN=HOST:PORT",
+              "make run LISTEN=HOST:PORT")
     assert fresh is (not data.exists())
 
 
 def test_second_listener_port_in_use(tmp_path) -> None:
     data = tmp_path / "data"
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
+    with busy_port() as port:
         listeners = f"PLAINTEXT://127.0.0.1:{free_port()},INTERNAL://127.0.0.1:{port}"
         _case(data, lambda: serve(data, "--listeners", listeners, "--listener-security-protocol-map", MAP,
                                   listen=False),
-              "--listeners", f"INTERNAL://127.0.0.1:{port}", "already in use")
+              "--listeners", f"INTERNAL://127.0.0.1:{port}", "already in use", "change the port in --listeners")
+
+
+def test_port_in_use_from_kafkas_variable_names_it(tmp_path) -> None:
+    data = tmp_path / "data"
+    with busy_port() as port:
+        env = {"KAFKA_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}"}
+        _case(data, lambda: serve(data, env=env, listen=False), "KAFKA_LISTENERS", "already in use",
+              "change the port in KAFKA_LISTENERS")
 
 
 @pytest.mark.parametrize("args, needles", [
@@ -246,6 +261,13 @@ def test_damaged_meta_properties_is_named(tmp_path, stored_dir) -> None:
     _case(data, lambda: serve(data), str(meta), "cannot read")
 
 
+def test_data_dir_of_another_cluster(tmp_path, stored_dir) -> None:
+    """The apache/kafka image's CLUSTER_ID must be the one the directory was formatted with."""
+    data = copy_of(stored_dir, tmp_path)
+    _case(data, lambda: serve(data, env={"CLUSTER_ID": "MkU3OEVBNTcwNTJENDM2Qk"}), str(data / "meta.properties"),
+          "MkU3OEVBNTcwNTJENDM2Qk", "CLUSTER_ID", "its own --data-dir")
+
+
 def test_meta_properties_of_another_node(tmp_path, stored_dir) -> None:
     data = copy_of(stored_dir, tmp_path)
     _case(data, lambda: serve(data, "--node-id", "7"), str(data / "meta.properties"), "node.id=1", "--node-id")
@@ -268,7 +290,8 @@ def test_second_broker_on_the_same_data_dir_is_refused(tmp_path, stored_dir) -> 
     with BrokerProcess(data) as first:
         names = sorted(p.name for p in data.rglob("*"))
         result = serve(data)
-        assert_refused(result, "--data-dir", str(data), "in use by another kbroker", ".lock")
+        assert_refused(result, "--data-dir", str(data), "in use by another kbroker", ".lock",
+                       "--data-dir DIR", "KBROKER_DATA_DIR=DIR", "make run DATA_DIR=DIR")
         assert sorted(p.name for p in data.rglob("*")) == names
         assert first.probe()
     # once the first has stopped, the directory is free again

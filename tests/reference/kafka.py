@@ -79,8 +79,12 @@ def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | 
 
 
 def random_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (Uuid.randomUuid())."""
-    return urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, never starting with "-"
+    (as Kafka's Uuid.randomUuid() makes them: kafka-storage's argument parser takes "-..." for an option)."""
+    while True:
+        cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class KafkaProcess:

@@ -136,7 +136,7 @@ def test_kafka_and_short_forms_at_different_levels_the_higher_wins() -> None:
 
 def test_create_topics_spec() -> None:
     assert parse_create_topics("orders:3, payments:6:compact,logs:1:delete", "--create-topics") == [
-        TopicSpec("orders", 3, "delete"), TopicSpec("payments", 6, "compact"), TopicSpec("logs", 1, "delete")]
+        TopicSpec("orders", 3, None), TopicSpec("payments", 6, "compact"), TopicSpec("logs", 1, "delete")]
     assert parse_create_topics("", "--create-topics") == []
     with pytest.raises(ValueError, match="listed twice"):
         parse_create_topics("a:1,a:2", "--create-topics")

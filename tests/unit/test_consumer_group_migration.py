@@ -9,7 +9,7 @@ from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.groups.consumer.consumer_group import ConsumerGroupState
 from kbroker.coordinator.groups.classic.group import GroupState
 from kbroker.coordinator.groups.consumer.downgrade import encode_assignment
-from kbroker.coordinator.groups.consumer.migration import decode_assignment
+from kbroker.protocol.consumer_protocol import decode_assignment
 from kbroker.coordinator.groups.classic.subscription import encode_subscription_topics
 from kbroker.protocol.errors import ErrorCode
 from kbroker.tests.coordinator_harness import Harness, join_request

@@ -1,4 +1,7 @@
-"""Per-topic log configuration with Kafka's names and defaults, plus the broker's flush policy."""
+"""Per-topic log configuration with Kafka's names and defaults, plus the broker's flush policy.
+
+`_SPECS` is the one table of topic-config defaults: LogConfig's fields, DescribeConfigs' values and
+its broker synonyms (broker/apis/describe_configs.py, through `default_of`) all come from it."""
 
 from __future__ import annotations
 
@@ -139,21 +142,32 @@ def _render(value: Any) -> str:
     return str(value)
 
 
+_DEFAULTS: dict[str, Any] = {spec.attr: spec.default for spec in _SPECS if spec.attr is not None}
+# __consumer_offsets and __transaction_state, as Kafka makes them (offsets.topic.segment.bytes and
+# transaction.state.log.segment.bytes are 100 MiB)
+INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
+
+
+def default_of(name: str) -> str:
+    """A topic config's default, rendered as DescribeConfigs reports it."""
+    return _render(_SPECS_BY_NAME[name].default)
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    retention_ms: int = 604800000
-    retention_bytes: int = -1
-    index_interval_bytes: int = 4096
-    max_message_bytes: int = 1048588
-    cleanup_policy: str = "delete"
-    delete_retention_ms: int = 86400000
-    message_timestamp_type: str = "CreateTime"
-    min_compaction_lag_ms: int = 0
+    segment_bytes: int = _DEFAULTS["segment_bytes"]
+    segment_ms: int = _DEFAULTS["segment_ms"]
+    retention_ms: int = _DEFAULTS["retention_ms"]
+    retention_bytes: int = _DEFAULTS["retention_bytes"]
+    index_interval_bytes: int = _DEFAULTS["index_interval_bytes"]
+    max_message_bytes: int = _DEFAULTS["max_message_bytes"]
+    cleanup_policy: str = _DEFAULTS["cleanup_policy"]
+    delete_retention_ms: int = _DEFAULTS["delete_retention_ms"]
+    message_timestamp_type: str = _DEFAULTS["message_timestamp_type"]
+    min_compaction_lag_ms: int = _DEFAULTS["min_compaction_lag_ms"]
     # CreateTime bounds (Kafka 4 defaults, KIP-1030: an hour ahead of the broker's clock, any age)
-    message_timestamp_before_max_ms: int = INT64_MAX
-    message_timestamp_after_max_ms: int = 3600000
+    message_timestamp_before_max_ms: int = _DEFAULTS["message_timestamp_before_max_ms"]
+    message_timestamp_after_max_ms: int = _DEFAULTS["message_timestamp_after_max_ms"]
     # the raw topic-level overrides this config was built from (validated, canonical spelling)
     overrides: tuple[tuple[str, str], ...] = ()
 

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ....protocol import codec
-from ....protocol.messages import consumer_protocol_assignment as cpa
+from ....protocol import consumer_protocol
 from .. import commands as c
 from . import consumer_commands as cc
 from .consumer_group import ConsumerGroup, ConsumerGroupMember, TopicImage
@@ -21,19 +20,13 @@ from ....protocol.records.classic_records import GroupMetadataMember, GroupMetad
 if TYPE_CHECKING:
     from .consumer_heartbeat import CCtx
 
-MAX_CONSUMER_PROTOCOL_VERSION = 3
-
-
 def encode_assignment(assignment, image: Mapping[str, TopicImage], version: int) -> bytes:
     """A member's assigned partitions (by topic id) as ConsumerProtocolAssignment bytes, in the
     version of the member's own subscription (Kafka's prepareAssignment)."""
     by_id = {t.topic_id: t.name for t in image.values()}
-    version = min(max(version, 0), MAX_CONSUMER_PROTOCOL_VERSION)
-    value = cpa.ConsumerProtocolAssignment(assigned_partitions=[
-        cpa.TopicPartition(by_id[t], sorted(ps)) for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
-        if t in by_id and ps
-    ], user_data=None)
-    return version.to_bytes(2, "big", signed=True) + codec.encode(cpa.SPEC, version, value)
+    return consumer_protocol.encode_assignment(
+        ((by_id[t], sorted(ps)) for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))
+         if t in by_id and ps), version)
 
 
 

@@ -19,9 +19,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from ....protocol import codec
+from ....protocol.consumer_protocol import decode_assignment, decode_subscription
 from ....protocol.errors import ErrorCode
-from ....protocol.messages import consumer_protocol_assignment as cpa
 from ....protocol.messages import consumer_protocol_subscription as cps
 
 from .. import commands as c
@@ -42,7 +41,6 @@ from .consumer_heartbeat import (
     update_target_assignment,
 )
 from .downgrade import (
-    MAX_CONSUMER_PROTOCOL_VERSION,
     DowngradedToClassic,
     convert_to_classic_group,
     encode_assignment,
@@ -61,27 +59,6 @@ from ....protocol.records.classic_records import GroupMetadataTombstone
 from ..results import HeartbeatResult, JoinGroupResult, LeaveGroupResult, LeaveMemberResult, SyncGroupResult
 
 E = ErrorCode
-_MAX_CONSUMER_PROTOCOL_VERSION = MAX_CONSUMER_PROTOCOL_VERSION
-
-
-# -- the embedded consumer protocol ---------------------------------------------------------------
-
-
-def decode_subscription(metadata: bytes) -> cps.ConsumerProtocolSubscription:
-    """Parsed at its version; a body too short for it is read as v0, the prefix of every version
-    (some clients write a v1 header over a v0 body)."""
-    version = int.from_bytes(metadata[:2], "big", signed=True)
-    try:
-        return codec.decode(cps.SPEC, min(max(version, 0), _MAX_CONSUMER_PROTOCOL_VERSION), metadata[2:])
-    except Exception:  # noqa: BLE001 - retried as v0; a v0 failure propagates
-        return codec.decode(cps.SPEC, 0, metadata[2:])
-
-
-def decode_assignment(data: bytes) -> cpa.ConsumerProtocolAssignment:
-    if not data:
-        return cpa.ConsumerProtocolAssignment()
-    version = int.from_bytes(data[:2], "big", signed=True)
-    return codec.decode(cpa.SPEC, min(max(version, 0), _MAX_CONSUMER_PROTOCOL_VERSION), data[2:])
 
 
 def _by_name(pairs, image: Mapping[str, TopicImage]) -> dict[uuid.UUID, frozenset[int]]:
