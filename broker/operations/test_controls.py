@@ -113,6 +113,14 @@ async def _apply(broker: Any, path: list[str], body: dict) -> dict:
             detail = f"next {count} {api} request(s) of {topic}-{partition} fail with {error.name}"
             log.info("test_control_applied", control=detail)
             return {"ok": True, "detail": detail}
+        case ["transactions", "hold-markers"]:
+            # Markers of a transaction prepared from now on wait this long (0: not at all), so a test
+            # can stop the broker between PrepareCommit/PrepareAbort and the markers.
+            ms = max(int(body.get("ms", 0)), 0)
+            broker.transactions.marker_hold_ms = ms
+            detail = f"transaction markers held back {ms} ms after their prepare"
+            log.info("test_control_applied", control=detail)
+            return {"ok": True, "detail": detail}
         case ["connections", "drop"]:
             client_id = body.get("client_id")
             from .observe import all_servers

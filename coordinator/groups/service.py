@@ -180,6 +180,10 @@ class GroupCoordinatorService:
     def is_loading(self) -> bool:
         return self.runtime.is_loading
 
+    async def until_loaded(self) -> None:
+        """Return once no partition is loading (the start-up replay of `__consumer_offsets` is done)."""
+        await self.runtime.until_loaded()
+
     def machine(self, partition: int) -> GroupCoordinatorShard | None:
         return self.runtime.shard(partition)
 

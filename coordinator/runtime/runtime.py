@@ -64,6 +64,8 @@ class CoordinatorRuntime:
         self._on_event = on_event
         self._runtimes: dict[int, PartitionRuntime] = {}
         self._loading: set[int] = set()
+        self._all_loaded = asyncio.Event()  # set while no partition is loading (until_loaded)
+        self._all_loaded.set()
         self._offline: set[int] = set()
         self._unloads: set[asyncio.Task] = set()
         self._queues: set[KeyQueue] = set()  # every busy key's queue, of every partition runtime
@@ -113,13 +115,14 @@ class CoordinatorRuntime:
         if partition in self._runtimes:
             await self.unload(partition)
         self._loading.add(partition)
+        self._all_loaded.clear()
         try:
             runtime = self._new_runtime(partition)
             await runtime.replay(records)
             self._runtimes[partition] = runtime
             await runtime.resume()
         finally:
-            self._loading.discard(partition)
+            self._done_loading(partition)
         log.debug("partition_loaded", coordinator=self.name, partition=partition)
 
     def load_empty(self, partitions: Iterable[int]) -> None:
@@ -131,7 +134,12 @@ class CoordinatorRuntime:
             runtime = self._new_runtime(partition)
             runtime.load_empty()
             self._runtimes[partition] = runtime
-            self._loading.discard(partition)
+            self._done_loading(partition)
+
+    def _done_loading(self, partition: int) -> None:
+        self._loading.discard(partition)
+        if not self._loading:
+            self._all_loaded.set()
 
     def _new_runtime(self, partition: int) -> PartitionRuntime:
         return PartitionRuntime(
@@ -152,10 +160,16 @@ class CoordinatorRuntime:
         """Before replay begins: these partitions answer COORDINATOR_LOAD_IN_PROGRESS (not
         NOT_COORDINATOR) until `load` has replayed them."""
         self._loading.update(partitions)
+        if self._loading:
+            self._all_loaded.clear()
 
     @property
     def is_loading(self) -> bool:
         return bool(self._loading)
+
+    async def until_loaded(self) -> None:
+        """Return once no partition is loading (at once if none is)."""
+        await self._all_loaded.wait()
 
     def loading(self, partition: int) -> bool:
         return partition in self._loading
