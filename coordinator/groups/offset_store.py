@@ -108,8 +108,9 @@ class OffsetStore:
         simple consumer group); `committed` is the group type's say once a commit is accepted (a
         classic member's commit keeps it alive)."""
         if cmd.validate_only:
-            # TxnOffsetCommit's group check (KIP-447): nothing written. An unknown group is an empty
-            # one (Kafka creates it), so a member of it is unknown.
+            # TxnOffsetCommit's group check (KIP-447): nothing written. An unknown group named with a
+            # generation is ILLEGAL_GENERATION (Kafka's mapping before TxnOffsetCommit v6); without one
+            # it is an empty group (Kafka creates it), so a member of it is unknown.
             error = group.validate_offset_commit(cmd) if group is not None else _unknown_group_member(cmd)
             ctx.out.reply(cmd.reply_to, OffsetCommitResult.all_failed(cmd, error if error is not None else E.NONE))
             return
@@ -239,7 +240,9 @@ class OffsetStore:
 
 
 def _unknown_group_member(cmd: c.OffsetCommit) -> ErrorCode | None:
-    if cmd.generation_id >= 0 or cmd.member_id != c.UNKNOWN_MEMBER_ID or cmd.group_instance_id is not None:
+    if cmd.generation_id >= 0:
+        return E.ILLEGAL_GENERATION
+    if cmd.member_id != c.UNKNOWN_MEMBER_ID or cmd.group_instance_id is not None:
         return E.UNKNOWN_MEMBER_ID
     return None
 

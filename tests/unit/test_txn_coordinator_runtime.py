@@ -68,7 +68,7 @@ async def test_transits_are_answered_once_durable_and_a_prepared_transaction_ask
         result = await init
         assert (result.error, result.producer_id, result.producer_epoch) == (E.NONE, 100, 0)
         assert (await service.add_partitions("tx", 100, 0, [("t", 0)])).error is E.NONE
-        assert service.verify("tx", 100, 0, [("t", 0), ("t", 1)]) == {("t", 0): E.NONE, ("t", 1): E.INVALID_TXN_STATE}
+        assert service.verify("tx", 100, 0, [("t", 0), ("t", 1)]) == {("t", 0): E.NONE, ("t", 1): E.TRANSACTION_ABORTABLE}
         assert (await service.end_txn("tx", 100, 0, True)).error is E.NONE
         assert service.transaction("tx").state is S.PREPARE_COMMIT and due == [("tx", True)]
         assert (await service.end_txn("tx", 100, 0, True)).error is E.CONCURRENT_TRANSACTIONS  # markers pending

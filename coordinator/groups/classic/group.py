@@ -416,6 +416,8 @@ class ClassicGroup:
         may commit (a producer that is not a member); with them, they must be the group's current ones."""
         if self.is_state(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
+        if cmd.generation_id < 0 and self.is_state(S.EMPTY):
+            return None
         if cmd.generation_id >= 0 or cmd.member_id != c.UNKNOWN_MEMBER_ID or cmd.group_instance_id is not None:
             error = self.validate_member(cmd.member_id, cmd.group_instance_id)
             if error is not None:

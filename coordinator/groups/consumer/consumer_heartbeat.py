@@ -28,6 +28,7 @@ from .consumer_group import (
     ConsumerGroupMember,
     MemberState,
     TopicImage,
+    new_member_id,
 )
 from ....protocol.records.consumer_records import (
     ConsumerGroupMetadataRecord,
@@ -340,7 +341,7 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
                get_or_create: Callable[[CCtx, str, bool], ConsumerGroup]) -> cc.ConsumerGroupHeartbeatResult:
     create = cmd.member_epoch == 0
     group = get_or_create(ctx, cmd.group_id, create)
-    member_id = cmd.member_id or str(uuid.uuid4())
+    member_id = cmd.member_id or new_member_id()
     if len(group.members) >= ctx.config.group_consumer_max_size and member_id not in group.members:
         raise ApiError(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
                        f"{ctx.config.group_consumer_max_size} members.")
@@ -553,6 +554,11 @@ def fence_member(ctx: CCtx, group: ConsumerGroup, member: ConsumerGroupMember, r
         # Compute the survivors' targets now, so they move on at their next heartbeat.
         update_target_assignment(ctx, group, group_epoch, member, None, regexes, names, reason,
                                  removed=member.member_id)
+    else:
+        # The last member gone, the group is empty: its assignment epoch follows the group epoch, with
+        # the timestamp of a new group's, so no assignment interval delays the next member (Kafka 4.4's
+        # fenceMembers)
+        ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, 0))
 
 
 def on_session_expired(ctx: CCtx, group: ConsumerGroup | None, expiry: cc.ConsumerSessionExpired) -> None:
