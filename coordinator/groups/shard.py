@@ -29,7 +29,6 @@ from ..config import GroupConfig, default_max_batch_bytes
 from ..runtime.outcome import Outcome, Reply
 from . import commands as c
 from .classic.classic import random_member_id
-from .consumer.consumer_group import no_topics
 from .context import Ctx
 from .events import GroupRemoved, WriteFailed
 from .group_types import GroupType, GroupTypeFactory, TypeContext
@@ -39,6 +38,11 @@ from .results import ControlResult, DeletedGroup, ListedGroup, error_result_for
 from .store import GroupStore
 
 E = ErrorCode
+
+
+def no_topics() -> Mapping[str, Any]:
+    """The topics image of a shard that has none (unit tests, tools)."""
+    return {}
 
 
 class GroupCoordinatorShard:

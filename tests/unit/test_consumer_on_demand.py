@@ -11,7 +11,7 @@ import sys
 
 # what a classic-only coordinator must not import
 ON_DEMAND = ["kbroker.coordinator.groups.consumer.consumer_machine", "kbroker.coordinator.groups.consumer.consumer_heartbeat",
-             "kbroker.coordinator.groups.consumer.consumer_offsets", "kbroker.coordinator.groups.consumer.migration",
+             "kbroker.coordinator.groups.consumer.consumer_describe", "kbroker.coordinator.groups.consumer.migration",
              "kbroker.coordinator.groups.consumer.assignors", "kbroker.coordinator.groups.consumer.reconcile",
              "kbroker.protocol.records.consumer_codec",
              "kbroker.protocol.messages.consumer_group_metadata_key"]
