@@ -26,6 +26,29 @@ class RebalanceCompleted:
 
 
 @dataclass(frozen=True, slots=True)
+class AssignmentChanged:
+    """One structured event per target assignment change of a consumer group (KIP-848;
+    `consumer_group_assignment_changed`)."""
+
+    log_event: ClassVar[str] = "consumer_group_assignment_changed"
+
+    group_id: str
+    group_epoch: int
+    assignment_epoch: int
+    reason: str
+    trigger_member: str | None
+    assignor: str
+    members_moved: tuple[str, ...]
+    member_count: int
+    # For the group's rebalance history (history.py): the epoch it moved on from, who came and went,
+    # and a fenced member's session timeout (how long its partitions went unserved before the fence).
+    previous_epoch: int = -1
+    members_in: tuple[str, ...] = ()
+    members_out: tuple[str, ...] = ()
+    session_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WriteFailed:
     """A write whose follow-up learnt that it failed (logged at warning level)."""
 

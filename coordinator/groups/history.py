@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .classic.group import ClassicGroup, GroupState
-from .events import RebalanceCompleted
+from .events import AssignmentChanged, RebalanceCompleted
 
 DEFAULT_DEPTH = 50
 # Groups come and go (a test suite makes a new group id per test): past this many, the history of
@@ -46,6 +46,7 @@ class HistoryEntry:
     members_out: tuple[str, ...] = ()
     member_count: int | None = None
     duration_ms: int | None = None
+    session_timeout_ms: int | None = None  # a consumer group's member fenced by session expiry
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -71,6 +72,8 @@ class RebalanceHistory:
         """Keep what an event of the group shard says about a group's rebalances (others: None)."""
         if isinstance(event, RebalanceCompleted):
             return self.record_rebalance(event, now_ms)
+        if isinstance(event, AssignmentChanged):
+            return self.record_epoch(event, now_ms)
         return None
 
     def record_rebalance(self, event: RebalanceCompleted, now_ms: int, group_type: str = "classic") -> HistoryEntry:
@@ -80,6 +83,17 @@ class RebalanceHistory:
             client_reason=event.client_reason, trigger_member=event.trigger_member,
             members_in=event.members_in, members_out=event.members_out, member_count=event.member_count,
             duration_ms=event.duration_ms,
+        ))
+
+    def record_epoch(self, event: AssignmentChanged, now_ms: int) -> HistoryEntry:
+        """A consumer group (KIP-848) moved to a new group epoch: its membership or subscriptions
+        changed. The epoch stands where a classic group's generation stands; there is no group-wide
+        rebalance to time (members reconcile one by one), so there is no duration."""
+        return self._add(HistoryEntry(
+            time_ms=now_ms, group_id=event.group_id, kind="rebalance", reason=event.reason, group_type="consumer",
+            old_generation=event.previous_epoch, new_generation=event.group_epoch,
+            trigger_member=event.trigger_member, members_in=event.members_in, members_out=event.members_out,
+            member_count=event.member_count, session_timeout_ms=event.session_timeout_ms,
         ))
 
     def record_control(self, group_id: str, what: str, now_ms: int) -> HistoryEntry:

@@ -154,7 +154,9 @@ class OffsetStore:
         result = OffsetCommitResult(tuple(topics))
         if records:
             replies = [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else []
-            ctx.out.write(records, replies, durability=Durability.PIPELINED)
+            # A committed transaction's offsets are in the log already (its TxnOffsetCommit batch and
+            # COMMIT marker): applied to memory, written again nowhere (Durability.IN_LOG).
+            ctx.out.write(records, replies, durability=Durability.IN_LOG if cmd.transactional else Durability.PIPELINED)
         else:
             ctx.out.reply(cmd.reply_to, result)
 

@@ -13,7 +13,7 @@ import hashlib
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from ..events import AssignmentChanged  # defined with the group shard's events; re-exported here
 
 from ....protocol.errors import ErrorCode
 
@@ -54,22 +54,6 @@ class ApiError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class AssignmentChanged:
-    """One structured event per target assignment change (`consumer_group_assignment_changed`)."""
-
-    log_event: ClassVar[str] = "consumer_group_assignment_changed"
-
-    group_id: str
-    group_epoch: int
-    assignment_epoch: int
-    reason: str
-    trigger_member: str | None
-    assignor: str
-    members_moved: tuple[str, ...]
-    member_count: int
 
 
 @dataclass(slots=True)
@@ -239,9 +223,11 @@ def update_target_assignment(ctx: CCtx, group: ConsumerGroup, group_epoch: int,
             ctx.records.append(ConsumerGroupTargetAssignmentMemberRecord(group.group_id, member_id, new))
             moved.append(member_id)
     ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, ctx.now_ms))
+    joined = (updated.member_id,) if updated is not None and updated.member_id not in group.members else ()
     ctx.out.events.append(AssignmentChanged(
         group.group_id, group_epoch, group_epoch, reason,
-        updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members)))
+        updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members),
+        group.group_epoch, joined, (removed,) if removed is not None else (), _session_timeout(ctx, reason)))
     return result.get(updated.member_id, {}) if updated is not None else {}
 
 
@@ -557,8 +543,15 @@ def fence_member(ctx: CCtx, group: ConsumerGroup, member: ConsumerGroupMember, r
     else:
         # The last member gone, the group is empty: its assignment epoch follows the group epoch, with
         # the timestamp of a new group's, so no assignment interval delays the next member (Kafka 4.4's
-        # fenceMembers)
+        # fenceMembers); the epoch moved, and the group's history says so
         ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, 0))
+        ctx.out.events.append(AssignmentChanged(
+            group.group_id, group_epoch, group_epoch, reason, member.member_id, "", (), 0,
+            group.group_epoch, (), (member.member_id,), _session_timeout(ctx, reason)))
+
+
+def _session_timeout(ctx: CCtx, reason: str) -> int | None:
+    return ctx.config.group_consumer_session_timeout_ms if reason == "session expired" else None
 
 
 def on_session_expired(ctx: CCtx, group: ConsumerGroup | None, expiry: cc.ConsumerSessionExpired) -> None:
