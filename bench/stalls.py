@@ -136,7 +136,7 @@ async def _replay_only(tmp: Path, commits: int, out: dict) -> None:
     from kbroker.broker.storage.log.manager import LogManager
     from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
     from kbroker.broker.partitions.service import PartitionService
-    from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+    from kbroker.coordinator.groups.service import GroupCoordinatorService
 
     data = tmp / "replay"
     logs, _ = await _write(data, commits)

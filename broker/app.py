@@ -30,7 +30,7 @@ from .startup import Prepared, prepare
 from .partitions.startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
-    from ..coordinator.runtime.actor import GroupCoordinatorService
+    from ..coordinator.groups.service import GroupCoordinatorService
     from .services import BrokerServices
     from .security.service import Security
     from .coordinators.transactions import TransactionService
@@ -230,7 +230,9 @@ class Broker:
     async def start(self) -> None:
         self.producer_states.load_all()
         if self.catalogue.topic(TRANSACTION_STATE_TOPIC) is not None:
-            self._build_transactions()  # replays it before the server listens, as Kafka loads it
+            loading = self._build_transactions().loading
+            if loading is not None:
+                await loading  # replayed before the server listens, as Kafka loads it
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
         if self._security is not None:  # the OAUTHBEARER key set's refresh, when fetched over HTTPS
@@ -242,8 +244,6 @@ class Broker:
         for server in self.servers:
             await server.start()
         self._serving = True
-        if self._transactions is not None:
-            self._transactions.start()
         if self.admin_http is not None:
             self.admin_port = await self.admin_http.start()
             self._background.append(asyncio.create_task(self.observations.watch_event_loop(), name="loop-watch"))
@@ -319,13 +319,12 @@ class Broker:
         return security
 
     def _build_coordinator(self) -> GroupCoordinatorService:
-        from ..coordinator.runtime.actor import GroupCoordinatorService
+        from ..coordinator.groups.service import GroupCoordinatorService
         from ..coordinator.config import GroupConfig
 
         config = self.config
         coordinator = self._coordinator = GroupCoordinatorService(
-            self.offsets_topic.append_records,
-            append_records_nowait=self.offsets_topic.append_records_nowait,
+            writer=self.offsets_topic,
             config=GroupConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(GroupConfig)}),
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,
@@ -373,15 +372,17 @@ class Broker:
         return self._transactions
 
     def _build_transactions(self) -> TransactionService:
+        """The transaction coordinator, serving at once; an existing `__transaction_state` is replayed
+        in a task (`loading`, which start() awaits)."""
         from .coordinators.transactions import TOPIC, TransactionService
 
         assert TOPIC == TRANSACTION_STATE_TOPIC
         service = self._transactions = TransactionService(self, self.config)
-        service.adopt_existing_topic()
-        service.load()
-        if self._serving:  # else start() starts it
-            service.start()
-        if not service.topic_ready.is_set():
+        service.start()
+        if service.topic_ready.is_set():
+            service.loading = service.load()
+        else:
+            service.load_nothing()
             # the first use: made in worker threads; a transit to write waits for it (Kafka creates
             # the topic on the first FindCoordinator of a transactional id and answers
             # COORDINATOR_NOT_AVAILABLE meanwhile)
@@ -430,6 +431,8 @@ class Broker:
             problems.append(f"__consumer_offsets: {loaded} of {total} partitions loaded")
         if self._transactions is not None and not self._transactions.topic_ready.is_set():
             problems.append(f"{TRANSACTION_STATE_TOPIC}: being created")
+        elif self._transactions is not None and self._transactions.coordinator.is_loading:
+            problems.append(f"{TRANSACTION_STATE_TOPIC}: loading")
         topics = self.catalogue.topics()
         problems += [f"topic {spec.name} does not exist" for spec in self.seed_topics if spec.name not in topics]
         return problems

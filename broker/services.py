@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ..coordinator.runtime.actor import GroupCoordinatorService
+    from ..coordinator.groups.service import GroupCoordinatorService
     from ..purgatory.clock import Clock
     from ..purgatory.delayed_fetch import FetchPurgatory
     from .config import BrokerConfig

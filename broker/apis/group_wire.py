@@ -37,7 +37,7 @@ from ..network.server import CloseConnection
 from ...protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 log = structlog.get_logger("kbroker.groups")
 T = TypeVar("T")

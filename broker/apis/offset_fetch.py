@@ -40,7 +40,7 @@ from ...protocol.messages.offset_fetch_response import (
 )
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 9
 VERSIONS = (0, 10)

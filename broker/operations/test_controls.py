@@ -164,6 +164,14 @@ async def _apply(broker: Any, path: list[str], body: dict) -> dict:
             return {"ok": True, "detail": detail, "leader_epoch": epoch}
         case ["storage", "fsync", action]:
             return _fsync_control(broker.fsync_gate, action, body)
+        case ["transactions", "hold-markers"]:
+            # Markers of a transaction prepared from now on wait this long (0: not at all), so a test
+            # can stop the broker between PrepareCommit/PrepareAbort and the markers.
+            ms = max(int(body.get("ms", 0)), 0)
+            broker.transactions.marker_hold_ms = ms
+            detail = f"transaction markers held back {ms} ms after their prepare"
+            log.info("test_control_applied", control=detail)
+            return {"ok": True, "detail": detail}
         case ["connections", "drop"]:
             client_id = body.get("client_id")
             from .observe import all_servers
@@ -224,7 +232,7 @@ async def reset(broker: Any) -> dict:
 
     started = time.monotonic()
     coordinator = broker.coordinator
-    groups = sorted({g.group_id for g in [*coordinator.groups(), *coordinator.consumer_groups()]})
+    groups = sorted({g.group_id for g in coordinator.groups()})
     for group_id in groups:
         status = coordinator.group_status(group_id)
         if status and status["members"]:

@@ -23,7 +23,11 @@ least the last acknowledged one. Faults:
   records it destroys (that batch; for framing damage also the batches up to the next index entry) are
   not counted as lost, but must be answered CORRUPT_MESSAGE, never served, and every other acknowledged
   record must still be read;
-* a burst of malformed frames on side connections while the load runs: the broker must stay up.
+* a burst of malformed frames on side connections while the load runs: the broker must stay up;
+* clean stop or kill -9, then damage to `__transaction_state` (a batch in the middle with its CRC broken,
+  or its segment cut in half): the broker must start, read_committed consumers of the transactional
+  producer's topic must reach its end (no transaction left open for ever) and never see an aborted
+  record (txn_chaos.py).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from kbroker.tests.faults.damage import (
     segments,
     stored_batches,
 )
+from kbroker.tests.faults.txn_chaos import TXN_TOPIC, TxnLedger, TxnLoad, damage_txn_log, verify_txn
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
 
@@ -316,7 +321,8 @@ def verify(broker: BrokerProcess, ledger: Ledger) -> tuple[int, int, int, list[s
 
 
 # A fault may name its kind of file damage: "clean+files:side_dir_deleted".
-FAULTS = ("kill", "clean+benign", "kill+benign", "clean+damage", "clean+files", "kill+files", "frames")
+FAULTS = ("kill", "clean+benign", "kill+benign", "clean+damage", "clean+files", "kill+files", "frames",
+          "clean+txnlog", "kill+txnlog")
 
 
 def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[str] | None = None) -> int:
@@ -325,6 +331,7 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
 
     rnd = random.Random(seed)
     ledger = Ledger()
+    txn_ledger = TxnLedger()
     broker = BrokerProcess(root / "data")
     print(f"chaos: seed {seed}, {rounds} rounds, data in {broker.data_dir}", file=out, flush=True)
     tried: dict[str, int] = {}
@@ -333,34 +340,44 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config={"segment.bytes": str(1024 * 1024)})])[TOPIC].result(30)
         for side in admin.create_topics([NewTopic(FENCED_SIDE, 1, 1), NewTopic(VANISHING_SIDE, 1, 1)]).values():
             side.result(30)
+        admin.create_topics([NewTopic(TXN_TOPIC, 1, 1)])[TXN_TOPIC].result(30)
         del admin  # destroyed now, so it does not reconnect (and log) through every restart
         _fill_side_topics(broker)
         if faults is not None:
             rounds = len(faults)
         for round_no in range(1, rounds + 1):
             load = Load(broker, ledger, rnd, round_no)
+            txn_load = TxnLoad(broker, txn_ledger, round_no)
             time.sleep(rnd.uniform(0.5, 2.5))
             fault = faults[round_no - 1] if faults is not None else rnd.choice(FAULTS)
             tried[fault.partition(":")[0]] = tried.get(fault.partition(":")[0], 0) + 1
             if fault == "frames":
                 what = malformed_frames(broker, rnd)
                 load.stop(drain=True)
+                txn_load.stop()
                 assert broker.running, f"the broker died on malformed frames:\n{broker.dump_log()}"
             elif fault == "kill":
                 broker.kill()
                 load.stop(drain=False)
+                txn_load.stop()
                 what = "kill -9 under load"
                 broker.start()
             else:
                 clean = fault.startswith("clean")
                 if clean:
                     load.stop(drain=True)
+                    txn_load.stop()
                     broker.stop()
                 else:
                     broker.kill()
                     load.stop(drain=False)
+                    txn_load.stop()
                 expected = None
-                if fault.endswith("damage"):
+                if fault.endswith("txnlog"):
+                    what = damage_txn_log(broker.data_dir, rnd, clean=clean)
+                    with txn_ledger.lock:
+                        txn_ledger.exposed |= txn_ledger.committed
+                elif fault.endswith("damage"):
                     what = damage_destructive(broker.data_dir, ledger, rnd)
                 elif "+files" in fault:
                     kind = fault.partition(":")[2] or rnd.choice(FILE_DAMAGE)
@@ -376,8 +393,13 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
                 if expected is not None:
                     what += f" (reported: {expected})"
             checked, lost, corrupt, problems = verify(broker, ledger)
+            txn_read, txn_missing, txn_problems = verify_txn(broker, txn_ledger)
+            problems += txn_problems
+            lost += len(txn_problems)
             print(f"round {round_no:3d}: {what}; {checked:,} acknowledged records and {len(ledger.commits)} "
-                  f"commits checked, {corrupt} destroyed by the test answered CORRUPT_MESSAGE, lost {lost}",
+                  f"commits checked, {corrupt} destroyed by the test answered CORRUPT_MESSAGE, lost {lost}; "
+                  f"{txn_read:,} committed transactional records read"
+                  + (f" ({txn_missing} exposed by the damage missing)" if txn_missing else ""),
                   file=out, flush=True)
             for problem in problems:
                 print(f"    LOST: {problem}", file=out, flush=True)

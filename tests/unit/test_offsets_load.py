@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 from kbroker.broker.storage.log.manager import LogManager
 from kbroker.broker.coordinators.offsets_topic import TOPIC, OffsetsTopic
 from kbroker.broker.partitions.service import PartitionService
-from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+from kbroker.coordinator.groups.service import GroupCoordinatorService
 from kbroker.coordinator.partitioning import partition_for
 from kbroker.protocol.records.classic_records import OffsetCommitRecord
 from kbroker.protocol.record_batch import Record, encode_batch
@@ -56,7 +56,7 @@ async def test_damage_in_one_partition_costs_only_what_it_held(tmp_path) -> None
     with capture_logs() as events:
         await topic.load_all(coordinator)
     assert not coordinator.is_loading
-    offsets = {g: {tp[1]: o.offset for tp, o in coordinator.machine(partition_for(g, 50)).group(g).offsets.items()}
+    offsets = {g: {tp[1]: o.offset for tp, o in coordinator.offsets_of(g).items()}
                for g in (survivor, later)}
     assert offsets == {survivor: {0: 22, 1: 44}, later: {0: 33}}
     assert coordinator.machine(3).group(victim) is None

@@ -136,14 +136,14 @@ def _state(machine) -> dict:
     """What a client can see of the loaded groups: which exist, their protocol, generation, members, offsets."""
     return {gid: (g.protocol_type, g.generation_id, sorted(g.members),
                   {tp: (o.offset, o.leader_epoch, o.metadata, o.commit_timestamp, o.expire_timestamp)
-                   for tp, o in g.offsets.items()})
+                   for tp, o in machine.offsets.of(gid).items()})
             for gid, g in machine.groups.items()}
 
 
 @settings(max_examples=60, deadline=None)
 @given(batches=st.lists(st.lists(_classic_records, min_size=1, max_size=6), min_size=1, max_size=8))
 def test_replaying_the_last_record_per_key_loads_what_replaying_every_record_loads(batches) -> None:
-    from kbroker.coordinator.groups.classic.classic import GroupStateMachine
+    from kbroker.coordinator.groups.shard import GroupCoordinatorShard
 
     with tempfile.TemporaryDirectory() as tmp:
         logs = LogManager(tmp, flush_policy="never")
@@ -159,7 +159,7 @@ def test_replaying_the_last_record_per_key_loads_what_replaying_every_record_loa
         logs.close()
     every = [decode_record(*encode_record(r)) for batch in batches for r in batch]  # as stored
     assert replay.read == len(every)
-    full, latest = GroupStateMachine(0), GroupStateMachine(0)
+    full, latest = GroupCoordinatorShard(0), GroupCoordinatorShard(0)
     full.load_partition(every, 0)
     latest.load_partition(replay.records, 0)
     assert _state(latest) == _state(full)
