@@ -8,8 +8,8 @@ The handlers' shared helpers (HELPERS) live beside them and serve no API.
 """
 
 # what the handlers share: the group APIs' coordinator calls, repeated ids, the fetch sessions' cache,
-# the delegation token APIs' refusal
-HELPERS = ("delegation_tokens", "fetch_sessions", "group_wire", "repeats")
+# the bound on a request's state-file changes, the delegation token APIs' refusal
+HELPERS = ("delegation_tokens", "fetch_sessions", "group_wire", "limits", "repeats")
 
 # api key -> (module in this package, lowest version served, highest version served)
 SERVED: dict[int, tuple[str, int, int]] = {

@@ -62,7 +62,7 @@ async def handle(ctx: RequestContext, request: AlterReplicaLogDirsRequest) -> Al
             results[(topic, partition)] = ErrorCode.INVALID_TOPIC_EXCEPTION
         elif _absolute(path) not in ours:
             results[(topic, partition)] = ErrorCode.LOG_DIR_NOT_FOUND
-        elif not broker.logs.has_partition(topic, partition):
+        elif not broker.catalogue.has_partition(topic, partition):
             results[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             results[(topic, partition)] = ErrorCode.NONE

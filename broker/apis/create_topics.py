@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from .describe_configs import SOURCES
-from ..storage.log.config import ConfigEntry, check_known_in, known_in
-from ..storage.log.manager import validate_topic_name
+from ..partitions.catalogue import ConfigEntry, check_known_in, known_in
+from ...protocol.topic_names import validate_topic_name
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
@@ -117,12 +117,12 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             continue
         try:
             validate_topic_name(topic.name)
-            if topic.name in broker.logs.topics():
+            if topic.name in broker.catalogue.topics():
                 raise KafkaError(f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
             count = _partition_count(broker, topic)
             configs = _configs(topic)
             check_known_in(broker.kafka_release.version, configs)
-            info = await broker.logs.create_topic_async(topic.name, count, configs,
+            info = await broker.catalogue.create_topic_async(topic.name, count, configs,
                                                         validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)

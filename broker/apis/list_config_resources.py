@@ -39,5 +39,5 @@ async def handle(ctx: RequestContext, request: ListConfigResourcesRequest) -> Li
     if BROKER in wanted:
         found.append(ConfigResource(node, BROKER))
     if TOPIC in wanted:
-        found += [ConfigResource(name, TOPIC) for name in sorted(broker.logs.topics())]
+        found += [ConfigResource(name, TOPIC) for name in sorted(broker.catalogue.topics())]
     return ListConfigResourcesResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, config_resources=found)
