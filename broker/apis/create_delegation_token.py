@@ -5,7 +5,7 @@ DELEGATION_TOKEN_AUTHORIZATION_FAILED; a renewer that is not a User, INVALID_PRI
 
 from __future__ import annotations
 
-from .delegation_tokens import ERROR_TIMESTAMP, principal_parts, requester, requests_allowed, tokens_error
+from .delegation_tokens import ERROR_TIMESTAMP, principal_parts, requests_allowed, tokens_error
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.create_delegation_token_request import CreateDelegationTokenRequest
@@ -16,7 +16,7 @@ VERSIONS = (0, 3)
 
 
 def _answer(ctx: RequestContext, request: CreateDelegationTokenRequest, error: int) -> CreateDelegationTokenResponse:
-    by = requester(ctx)
+    by = ctx.principal
     owner = (f"{request.owner_principal_type}:{request.owner_principal_name}"
              if ctx.api_version >= 3 and request.owner_principal_name else by)
     owner_type, owner_name = principal_parts(owner)
@@ -35,9 +35,9 @@ def handle(ctx: RequestContext, request: CreateDelegationTokenRequest) -> Create
     if not requests_allowed(ctx):
         return _answer(ctx, request, ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
     owner_named = ctx.api_version >= 3 and bool(request.owner_principal_name)
-    owner = f"{request.owner_principal_type}:{request.owner_principal_name}" if owner_named else requester(ctx)
+    owner = f"{request.owner_principal_type}:{request.owner_principal_name}" if owner_named else ctx.principal
     security = ctx.broker.security_if_built
-    if owner != requester(ctx) and security is not None:
+    if owner != ctx.principal and security is not None:
         from ..security.acl import Operation, ResourceType
 
         if not security.authorize(ctx, Operation.CREATE_TOKENS, ResourceType.USER, owner):

@@ -9,10 +9,9 @@ DELEGATION_TOKEN_AUTH_DISABLED.
 
 from __future__ import annotations
 
-from ..network.router import RequestContext
+from ..network.router import ANONYMOUS, RequestContext
 from ...protocol.errors import ErrorCode
 
-ANONYMOUS = "User:ANONYMOUS"  # security/session.py's, not imported: a PLAINTEXT broker loads no security
 ERROR_TIMESTAMP = -1  # DelegationTokenManager.ERROR_TIMESTAMP
 
 
@@ -33,7 +32,3 @@ def principal_parts(principal: str) -> tuple[str, str]:
     """`User:alice` -> ("User", "alice"), as KafkaPrincipal's type and name."""
     kind, _, name = principal.partition(":")
     return kind, name
-
-
-def requester(ctx: RequestContext) -> str:
-    return ctx.connection.principal if ctx.connection is not None else ANONYMOUS

@@ -12,7 +12,6 @@ from ...protocol.messages.get_telemetry_subscriptions_response import GetTelemet
 
 API_KEY = 71
 VERSIONS = (0, 0)
-ANONYMOUS = "User:ANONYMOUS"
 
 
 def failed_response(_ctx: RequestContext, _request: GetTelemetrySubscriptionsRequest, error: int
@@ -24,8 +23,7 @@ def handle(ctx: RequestContext, request: GetTelemetrySubscriptionsRequest) -> Ge
     telemetry = ctx.broker.client_telemetry
     if telemetry is None:
         return failed_response(ctx, request, ErrorCode.UNSUPPORTED_VERSION)
-    principal = ctx.connection.principal if ctx.connection is not None else ANONYMOUS
-    found = telemetry.get_subscriptions(request.client_instance_id, ctx.client_id, ctx.peer, principal)
+    found = telemetry.get_subscriptions(request.client_instance_id, ctx.client_id, ctx.peer, ctx.principal)
     if found.error != ErrorCode.NONE:
         return failed_response(ctx, request, found.error)
     return GetTelemetrySubscriptionsResponse(

@@ -10,7 +10,6 @@ from ...protocol.messages.push_telemetry_response import PushTelemetryResponse
 
 API_KEY = 72
 VERSIONS = (0, 0)
-ANONYMOUS = "User:ANONYMOUS"
 
 
 def failed_response(_ctx: RequestContext, _request: PushTelemetryRequest, error: int) -> PushTelemetryResponse:
@@ -21,8 +20,7 @@ def handle(ctx: RequestContext, request: PushTelemetryRequest) -> PushTelemetryR
     telemetry = ctx.broker.client_telemetry
     if telemetry is None:
         return failed_response(ctx, request, ErrorCode.UNSUPPORTED_VERSION)
-    principal = ctx.connection.principal if ctx.connection is not None else ANONYMOUS
     metrics = bytes(request.metrics) if request.metrics is not None else None
     error = telemetry.push(request.client_instance_id, request.subscription_id, request.terminating,
-                           request.compression_type, metrics, ctx.client_id, ctx.peer, principal)
+                           request.compression_type, metrics, ctx.client_id, ctx.peer, ctx.principal)
     return failed_response(ctx, request, error)

@@ -33,6 +33,11 @@ Handler = Callable[["RequestContext", Any], Any]
 FailedResponse = Callable[["RequestContext", Any, ErrorCode], Any]
 
 
+# Kafka's principal of a connection that did not authenticate (security/session.py's, not imported
+# from there: a PLAINTEXT broker loads no security).
+ANONYMOUS = "User:ANONYMOUS"
+
+
 @dataclass(slots=True)
 class RequestContext:
     api_key: int
@@ -47,6 +52,11 @@ class RequestContext:
     # The connection's authentication state (kbroker.broker.security.session.ConnectionAuth): its
     # principal, and the SASL exchange SaslHandshake/SaslAuthenticate drive. None on PLAINTEXT.
     connection: ConnectionAuth | None = None
+
+    @property
+    def principal(self) -> str:
+        """Who sent the request, as Kafka names it: User:ANONYMOUS on PLAINTEXT (no ConnectionAuth)."""
+        return self.connection.principal if self.connection is not None else ANONYMOUS
 
     def log_fields(self) -> dict[str, Any]:
         return {
