@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIBS = ROOT / "build" / "kafka" / "libs"
 START_TIMEOUT_S = 90.0  # a cold JVM on a loaded 2-core machine; about 7 s when quiet
 STOP_TIMEOUT_S = 30.0
+BIND_ATTEMPTS = 4
 
 # Kafka's own defaults, except what one node needs (replication factors of 1) and what kbroker's tests
 # assume of a broker they compare with (no initial rebalance delay). Anything else is set by the test.
@@ -57,6 +58,17 @@ appender.file.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = {level}
 rootLogger.appenderRef.file.ref = file
 """
+# Kafka's config/tools-log4j2.yaml, which bin/kafka-*.sh use: warnings and errors on stderr.
+TOOLS_LOG4J2 = """\
+status = error
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stderr.ref = stderr
+"""
 
 
 def kafka_libs() -> Path | None:
@@ -76,6 +88,24 @@ def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | 
     if log4j is not None:
         opts.append(f"-Dlog4j2.configurationFile={log4j}")
     return [java, *opts, "-cp", f"{libs}/*", main_class, *args]
+
+
+def tools_log4j() -> Path:
+    """The tools' logging configuration (Kafka's tools-log4j2.yaml: WARN and above on stderr)."""
+    path = LIBS.parent / "tools-log4j2.properties"
+    if not path.exists() or path.read_text() != TOOLS_LOG4J2:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(TOOLS_LOG4J2)
+        os.replace(tmp, path)
+    return path
+
+
+def run_tool(main_class: str, *args: str, timeout: float = 120.0, input: str | None = None,
+             heap: str = "256m") -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's command-line tools (by class name, e.g. `org.apache.kafka.tools.TopicCommand`)
+    as its bin/kafka-*.sh script would, against any broker: its exit code, stdout and stderr as text."""
+    return subprocess.run(java_command(main_class, *args, heap=heap, log4j=tools_log4j()), capture_output=True,
+                          text=True, timeout=timeout, input=input)
 
 
 def random_cluster_id() -> str:
@@ -145,11 +175,7 @@ class KafkaProcess:
     def java(self, main_class: str, *args: str, timeout: float = 120.0, input: str | None = None,
              heap: str = "256m") -> subprocess.CompletedProcess[str]:
         """Run one of Kafka's tools (by class name) from the reference jars; its output as text."""
-        log4j = self.base_dir / "log4j2-tools.properties"
-        if not log4j.exists():
-            log4j.write_text(LOG4J2.format(log=self.base_dir / "tools.log", level="WARN"))
-        return subprocess.run(java_command(main_class, *args, heap=heap, log4j=log4j), capture_output=True,
-                              text=True, timeout=timeout, input=input)
+        return run_tool(main_class, *args, timeout=timeout, input=input, heap=heap)
 
     # --- lifecycle --------------------------------------------------------------------------------------
 
@@ -164,19 +190,34 @@ class KafkaProcess:
         self.formatted = True
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start and wait until this node answers. Another test session on the machine may take a port
+        between free_port() and Kafka's bind: then Kafka exits saying so and starts again on new ports,
+        and an answer from a broker that is not this one (another cluster id) does not count."""
+        for attempt in range(BIND_ATTEMPTS):
+            try:
+                return self._start_once(timeout)
+            except _PortTaken:
+                if attempt == BIND_ATTEMPTS - 1:
+                    raise RuntimeError(f"Kafka could not bind its ports {BIND_ATTEMPTS} times:\n{self.dump_log()}")
+                self.port, self.controller_port = free_port(self.host), free_port(self.host)
+
+    def _start_once(self, timeout: float) -> None:
         assert self.proc is None or self.proc.poll() is not None, "Kafka already running"
         if not self.formatted:
             self.format()
         log4j = self._write_files()
         self.starts += 1
-        stdout = open(self.base_dir / f"stdout-{self.starts}.log", "wb")
-        with stdout:
+        stdout_path = self.base_dir / f"stdout-{self.starts}.log"
+        log_start = self.server_log.stat().st_size if self.server_log.exists() else 0
+        with open(stdout_path, "wb") as stdout:
             self.proc = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path), heap=self.heap,
                                                       log4j=log4j),
                                          stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
+                if _bind_failed(stdout_path, 0) or _bind_failed(self.server_log, log_start):
+                    raise _PortTaken()
                 raise RuntimeError(f"Kafka exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
             if self.probe():
                 return
@@ -186,23 +227,20 @@ class KafkaProcess:
             time.sleep(0.1)
 
     def probe(self, timeout: float = 1.0) -> bool:
-        """True when the broker answers Metadata v12 listing itself (ApiVersions alone is answered before the
-        broker has joined the controller's metadata and can serve anything else)."""
+        """True when this node answers Metadata v12 listing itself, with its own cluster id (ApiVersions
+        alone is answered before the broker has joined the controller's metadata and can serve
+        anything else; another session's broker on a port we were given is not us)."""
+        from kbroker.protocol import framing
+        from kbroker.protocol.messages.metadata_request import MetadataRequest
+
         try:
             with socket.create_connection((self.host, self.port), timeout=timeout) as s:
                 s.settimeout(timeout)
-                # Metadata v12 (flexible): header v2, topics null, allow_auto_topic_creation false,
-                # include_topic_authorized_operations false; empty tagged fields.
-                client_id = b"probe"
-                header = struct.pack(">hhih", 3, 12, 1, len(client_id)) + client_id + b"\x00"
-                body = b"\x00" + b"\x00" + b"\x00" + b"\x00"
-                frame = header + body
-                s.sendall(struct.pack(">i", len(frame)) + frame)
+                s.sendall(framing.encode_request(3, 12, 1, "probe", MetadataRequest(None, False, False, False)))
                 size = struct.unpack(">i", _read_exactly(s, 4))[0]
-                answer = _read_exactly(s, size)
-                # correlation id, header tagged fields, throttle, then the brokers array (compact: n+1)
-                return len(answer) > 9 and answer[9] > 1
-        except (OSError, struct.error):
+                _, answer = framing.decode_response(3, 12, _read_exactly(s, size))
+                return bool(answer.brokers) and answer.cluster_id == self.cluster_id
+        except (OSError, struct.error, ValueError):
             return False
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
@@ -246,6 +284,20 @@ class KafkaProcess:
             except FileNotFoundError:
                 pass
         return "\n".join(lines[-tail:])
+
+
+class _PortTaken(Exception):
+    """Kafka exited because a port given to it was bound by someone else meanwhile."""
+
+
+def _bind_failed(log: Path, start: int) -> bool:
+    """Whether the log, from byte `start` (this start's part), says a port was taken."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(start)
+            return b"Address already in use" in fh.read()
+    except FileNotFoundError:
+        return False
 
 
 def _read_exactly(s: socket.socket, n: int) -> bytes:

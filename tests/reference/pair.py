@@ -1,0 +1,113 @@
+"""The two brokers a differential test drives: Apache Kafka 4.4 (tests/reference/kafka.py) and a kbroker
+configured as that Kafka node is (the same listener name, node id and initial rebalance delay), each
+seen through a `Side` that runs Kafka's tools against it and normalises what must differ.
+
+    kafka, kbroker = Side.of_kafka(kafka_reference), Side.of_kbroker(broker)
+    out = kbroker.tool(TOPICS, "--describe", "--topic", "orders")   # --bootstrap-server added
+    out.lines                                                       # stdout, normalised
+
+Normalised: the side's own address (`<bootstrap>`), Kafka's controller address (`<controller>`),
+its log directory (`<log.dirs>`), its cluster id (`<cluster-id>`), log-line timestamps. Anything
+more (topic ids, member ids, epochs in ms) each test replaces where it knows the column.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbroker.tests.integration.broker_process import BrokerProcess, free_port
+from kbroker.tests.reference.kafka import KafkaProcess, run_tool
+
+TOOLS = "org.apache.kafka.tools."
+TOPICS = TOOLS + "TopicCommand"
+CONSUMER_GROUPS = TOOLS + "consumer.group.ConsumerGroupCommand"
+GROUPS = TOOLS + "GroupsCommand"
+CONFIGS = TOOLS + "ConfigCommand"
+ACLS = TOOLS + "AclCommand"
+TRANSACTIONS = TOOLS + "TransactionsCommand"
+DELETE_RECORDS = TOOLS + "DeleteRecordsCommand"
+LOG_DIRS = TOOLS + "LogDirsCommand"
+FEATURES = TOOLS + "FeatureCommand"
+METADATA_QUORUM = TOOLS + "MetadataQuorumCommand"
+CLUSTER = TOOLS + "ClusterTool"
+BROKER_API_VERSIONS = TOOLS + "BrokerApiVersionsCommand"
+GET_OFFSETS = TOOLS + "GetOffsetShell"
+CONSOLE_PRODUCER = TOOLS + "ConsoleProducer"
+CONSOLE_CONSUMER = TOOLS + "consumer.ConsoleConsumer"
+PRODUCER_PERF = TOOLS + "ProducerPerformance"
+CONSUMER_PERF = TOOLS + "ConsumerPerformance"
+
+_LOG_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] ", re.MULTILINE)
+_STACK_FRAME = re.compile(r"^\s+at .*\n|^\s+\.\.\. \d+ more\n", re.MULTILINE)
+
+
+def kbroker_like_kafka(data_dir: Path, *extra: str) -> BrokerProcess:
+    """A kbroker set up as KafkaProcess sets up Kafka: PLAINTEXT listener on a free loopback port,
+    advertised as such, node id 1, no initial rebalance delay (kafka.py SINGLE_NODE)."""
+    port = free_port()
+    listener = f"PLAINTEXT://127.0.0.1:{port}"
+    return BrokerProcess(data_dir, "--listeners", listener, "--advertised-listeners", listener, "--node-id", "1",
+                         "--group-initial-rebalance-delay-ms", "0", *extra, port=port, listen_flag=False)
+
+
+@dataclass
+class ToolRun:
+    """One tool run: exit code, and its stdout and stderr normalised (stack frames dropped from stderr)."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        return [line.rstrip() for line in self.stdout.splitlines()]
+
+    @property
+    def err_lines(self) -> list[str]:
+        return [line.rstrip() for line in self.stderr.splitlines()]
+
+    def check(self) -> ToolRun:
+        assert self.returncode == 0, f"{' '.join(self.args)} exited {self.returncode}:\n{self.stdout}\n{self.stderr}"
+        return self
+
+
+@dataclass
+class Side:
+    name: str  # "kafka" or "kbroker"
+    bootstrap: str
+    replacements: list[tuple[str, str]] = field(default_factory=list)
+
+    @classmethod
+    def of_kafka(cls, kafka: KafkaProcess) -> Side:
+        return cls("kafka", kafka.bootstrap, [(kafka.bootstrap, "<bootstrap>"),
+                                              (f"{kafka.host}:{kafka.controller_port}", "<controller>"),
+                                              (str(kafka.log_dir), "<log.dirs>"),
+                                              (kafka.cluster_id, "<cluster-id>")])
+
+    @classmethod
+    def of_kbroker(cls, broker: BrokerProcess) -> Side:
+        side = cls("kbroker", broker.bootstrap, [(broker.bootstrap, "<bootstrap>"),
+                                                 (str(broker.data_dir), "<log.dirs>")])
+        meta = broker.data_dir / "meta.properties"
+        for line in meta.read_text().splitlines():
+            if line.startswith("cluster.id="):
+                side.replacements.append((line.split("=", 1)[1].strip(), "<cluster-id>"))
+        return side
+
+    def normalise(self, text: str) -> str:
+        for old, new in self.replacements:
+            text = text.replace(old, new)
+        return _LOG_TIME.sub("[<time>] ", text)
+
+    def tool(self, main_class: str, *args: str, bootstrap_flag: str | None = "--bootstrap-server",
+             input: str | None = None, timeout: float = 120.0) -> ToolRun:
+        """Run a Kafka tool against this side (`--bootstrap-server <this side>` first, unless the
+        flag is None or the tool takes it elsewhere)."""
+        full = ([bootstrap_flag, self.bootstrap] if bootstrap_flag else []) + list(args)
+        out: subprocess.CompletedProcess[str] = run_tool(main_class, *full, input=input, timeout=timeout)
+        return ToolRun(tuple(full), out.returncode, self.normalise(out.stdout),
+                       _STACK_FRAME.sub("", self.normalise(out.stderr)))
