@@ -3,10 +3,13 @@
 Topic resources list every topic config LogConfig knows, with its value and source: an override is
 DYNAMIC_TOPIC_CONFIG (1), anything else DEFAULT_CONFIG (5) since the broker has no log.* settings of
 its own. Synonyms (when asked) follow Kafka's order: the topic override first, then the broker-level
-names that would supply the default, each with the value Kafka ships for it. Broker resources (name =
-this node id as a string) list the broker settings that have a Kafka name: STATIC_BROKER_CONFIG (4)
-when set by flag, environment or file, DEFAULT_CONFIG otherwise, and all read-only because dynamic
-broker configs are not supported. The empty broker name (cluster-wide dynamic defaults) is empty.
+name that would supply the default (Kafka names only the first, and only when it has a value: no
+`log.retention.hours` under `retention.ms`). Broker resources (name = this node id as a string) list
+the broker settings that have a Kafka name: STATIC_BROKER_CONFIG (4) when set by flag, environment
+or file, DEFAULT_CONFIG otherwise (a static one names its default as a second synonym, as Kafka's
+does), all read-only because dynamic broker configs are not supported, each documented by its help
+text. Sensitive ones (passwords) are described without their value. The empty broker name
+(cluster-wide dynamic defaults) is empty.
 """
 
 from __future__ import annotations
@@ -47,17 +50,22 @@ SOURCES = {"DYNAMIC_TOPIC_CONFIG": SOURCE_DYNAMIC_TOPIC, "DEFAULT_CONFIG": SOURC
            "STATIC_BROKER_CONFIG": SOURCE_STATIC_BROKER}
 
 # ConfigType
-BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 _LONG_MAX = str(2**63 - 1)
 
 # topic config -> (type, documentation, broker synonyms with the default Kafka gives them, or None
-# when the broker name has no default of its own)
+# when the broker name has no default of its own; the first is the one DescribeConfigs names)
 TOPIC_CONFIGS: dict[str, tuple[int, str, tuple[tuple[str, str | None], ...]]] = {
     "cleanup.policy": (LIST, "Whether old segments are deleted, compacted by key, or both.",
                        (("log.cleanup.policy", "delete"),)),
+    "compression.gzip.level": (INT, "The gzip level for compression.type=gzip (1-9, or -1 for the codec's default).",
+                               (("compression.gzip.level", "-1"),)),
+    "compression.lz4.level": (INT, "The lz4 level for compression.type=lz4 (1-17).", (("compression.lz4.level", "9"),)),
     "compression.type": (STRING, "Compression codec the topic stores batches with; 'producer' keeps the producer's.",
                          (("compression.type", "producer"),)),
+    "compression.zstd.level": (INT, "The zstd level for compression.type=zstd (-131072 to 22).",
+                               (("compression.zstd.level", "3"),)),
     "delete.retention.ms": (LONG, "How long tombstones stay readable in a compacted topic.",
                             (("log.cleaner.delete.retention.ms", "86400000"),)),
     "file.delete.delay.ms": (LONG, "Delay before a deleted segment file is removed from disk.",
@@ -99,6 +107,10 @@ TOPIC_CONFIGS: dict[str, tuple[int, str, tuple[tuple[str, str | None], ...]]] = 
                                        (("unclean.leader.election.enable", "false"),)),
 }
 
+# The broker-level synonyms whose type is not their topic config's (hours where the topic has ms).
+SYNONYM_TYPES = {"log.retention.hours": INT, "log.retention.minutes": INT, "log.roll.hours": INT,
+                 "log.roll.jitter.hours": INT}
+
 # BrokerConfig field -> (Kafka name, type). Only settings Kafka has; kbroker-only ones stay out.
 BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("node_id", "node.id", INT),
@@ -106,7 +118,7 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("listeners", "listeners", LIST),
     ("advertised_listeners", "advertised.listeners", LIST),
     ("listener_security_protocol_map", "listener.security.protocol.map", STRING),
-    ("data_dir", "log.dirs", STRING),
+    ("data_dir", "log.dirs", LIST),
     ("auto_create_topics_enable", "auto.create.topics.enable", BOOLEAN),
     ("num_partitions", "num.partitions", INT),
     ("socket_request_max_bytes", "socket.request.max.bytes", INT),
@@ -119,14 +131,54 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("offsets_retention_check_interval_ms", "offsets.retention.check.interval.ms", LONG),
     ("offset_metadata_max_bytes", "offset.metadata.max.bytes", INT),
     ("log_retention_check_interval_ms", "log.retention.check.interval.ms", LONG),
+    ("connections_max_idle_ms", "connections.max.idle.ms", LONG),
+    ("connections_max_reauth_ms", "connections.max.reauth.ms", LONG),
+    ("max_connections", "max.connections", INT),
+    ("max_connections_per_ip", "max.connections.per.ip", INT),
+    ("fetch_max_bytes", "fetch.max.bytes", INT),
+    ("group_consumer_session_timeout_ms", "group.consumer.session.timeout.ms", INT),
+    ("group_consumer_min_session_timeout_ms", "group.consumer.min.session.timeout.ms", INT),
+    ("group_consumer_max_session_timeout_ms", "group.consumer.max.session.timeout.ms", INT),
+    ("group_consumer_heartbeat_interval_ms", "group.consumer.heartbeat.interval.ms", INT),
+    ("group_consumer_min_heartbeat_interval_ms", "group.consumer.min.heartbeat.interval.ms", INT),
+    ("group_consumer_max_heartbeat_interval_ms", "group.consumer.max.heartbeat.interval.ms", INT),
+    ("group_consumer_max_size", "group.consumer.max.size", INT),
+    ("group_consumer_assignors", "group.consumer.assignors", LIST),
+    ("group_consumer_migration_policy", "group.consumer.migration.policy", STRING),
+    ("transaction_max_timeout_ms", "transaction.max.timeout.ms", INT),
+    ("transaction_state_log_num_partitions", "transaction.state.log.num.partitions", INT),
+    ("transaction_abort_timed_out_transaction_cleanup_interval_ms",
+     "transaction.abort.timed.out.transaction.cleanup.interval.ms", INT),
+    ("transactional_id_expiration_ms", "transactional.id.expiration.ms", INT),
+    ("sasl_enabled_mechanisms", "sasl.enabled.mechanisms", LIST),
+    ("sasl_server_max_receive_size", "sasl.server.max.receive.size", INT),
+    ("ssl_keystore_location", "ssl.keystore.location", STRING),
+    ("ssl_key_password", "ssl.key.password", PASSWORD),
+    ("ssl_truststore_location", "ssl.truststore.location", STRING),
+    ("ssl_client_auth", "ssl.client.auth", STRING),
+    ("ssl_principal_mapping_rules", "ssl.principal.mapping.rules", STRING),
+    ("authorizer_class_name", "authorizer.class.name", STRING),
 )
-# Fixed facts of a single-node broker, reported with Kafka's names.
-BROKER_FIXED: tuple[tuple[str, str, int], ...] = (
-    ("default.replication.factor", "1", INT),
-    ("delete.topic.enable", "true", BOOLEAN),
-    ("offsets.topic.replication.factor", "1", SHORT),
+# Settings Kafka reports as null when unset (no default value); kbroker's empty string stands for that.
+NULL_WHEN_EMPTY = frozenset({"ssl.keystore.location", "ssl.key.password", "ssl.truststore.location"})
+# Fixed facts of a single-node broker, reported with Kafka's names: (name, value, type, documentation).
+BROKER_FIXED: tuple[tuple[str, str, int, str], ...] = (
+    ("default.replication.factor", "1", INT, "Replicas of automatically created topics: one, on this single node."),
+    ("delete.topic.enable", "true", BOOLEAN, "Topics can be deleted (DeleteTopics)."),
+    ("offsets.topic.replication.factor", "1", SHORT, "Replicas of __consumer_offsets: one, on this single node."),
+    ("offsets.topic.segment.bytes", "104857600", INT, "Segment size of __consumer_offsets."),
+    ("offsets.topic.compression.codec", "0", INT, "Compression of the group coordinator's records: none."),
+    ("transaction.state.log.replication.factor", "1", SHORT,
+     "Replicas of __transaction_state: one, on this single node."),
+    ("transaction.state.log.min.isr", "1", INT, "In-sync replicas __transaction_state needs: this node."),
+    ("transaction.state.log.segment.bytes", "104857600", INT, "Segment size of __transaction_state."),
+    ("log.cleaner.enable", "true", BOOLEAN, "Compacted topics are cleaned (at the log retention check)."),
+    ("max.incremental.fetch.session.cache.slots", "1000", INT, "Incremental fetch sessions kept at once (KIP-227)."),
+    ("producer.id.expiration.ms", "86400000", INT,
+     "How long an idle producer id's state is kept when it has no transaction open."),
+    ("group.coordinator.rebalance.protocols", "classic,consumer", LIST,
+     "The group protocols the coordinator serves: classic and KIP-848's consumer protocol."),
 )
-
 
 def _render(value: object) -> str:
     if isinstance(value, bool):
@@ -144,10 +196,10 @@ def _synonyms(entry: ConfigEntry) -> list[DescribeConfigsSynonym]:
     if entry.source == "DYNAMIC_TOPIC_CONFIG":
         out.append(DescribeConfigsSynonym(entry.name, entry.value, SOURCE_DYNAMIC_TOPIC))
     meta = TOPIC_CONFIGS.get(entry.name)
-    if meta is not None:
-        for name, default in meta[2]:
-            if default is not None:
-                out.append(DescribeConfigsSynonym(name, default, SOURCE_DEFAULT))
+    if meta is not None and meta[2]:
+        name, default = meta[2][0]
+        if default is not None:
+            out.append(DescribeConfigsSynonym(name, default, SOURCE_DEFAULT))
     return out
 
 
@@ -165,30 +217,65 @@ def _topic_result(entry: ConfigEntry, synonyms: bool, docs: bool) -> DescribeCon
     )
 
 
-def broker_config_rows(config: BrokerConfig) -> list[tuple[str, str, int, int]]:
-    """(name, value, source, type) of every broker setting with a Kafka name."""
-    defaults = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerRow:
+    """One broker config as DescribeConfigs describes it; `default` is the value of the DEFAULT_CONFIG
+    synonym a static setting also names (None: it has no default)."""
+
+    name: str
+    value: str | None
+    source: int
+    kind: int
+    default: str | None
+    documentation: str
+
+    @property
+    def sensitive(self) -> bool:
+        return self.kind == PASSWORD
+
+
+def broker_config_rows(config: BrokerConfig) -> list[BrokerRow]:
+    """Every broker setting with a Kafka name, sorted by name."""
+    fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
     rows = []
     for attr, name, kind in BROKER_CONFIGS:
-        value = getattr(config, attr)
-        source = SOURCE_DEFAULT if value == defaults.get(attr) else SOURCE_STATIC_BROKER
+        value, default = getattr(config, attr), fields[attr].default
+        source = SOURCE_DEFAULT if value == default else SOURCE_STATIC_BROKER
         if name in ("listeners", "advertised.listeners"):
             listeners = config.listener_set()
             value = listeners.describe("listeners" if name == "listeners" else "advertised")
-            if attr == "listeners" and config.listen != defaults["listen"]:
+            if attr == "listeners" and config.listen != fields["listen"].default:
                 source = SOURCE_STATIC_BROKER
             if attr == "advertised_listeners" and config.advertised_listener:
                 source = SOURCE_STATIC_BROKER
-        rows.append((name, _render(value), source, kind))
-    for name, value, kind in BROKER_FIXED:
-        rows.append((name, value, SOURCE_DEFAULT, kind))
-    seen = {r[0] for r in rows}
-    for topic_name, (kind, _, synonyms) in TOPIC_CONFIGS.items():
+            # advertised.listeners follows listeners when not set: no default of its own
+            default = f"PLAINTEXT://{fields['listen'].default}" if name == "listeners" else None
+        if name in NULL_WHEN_EMPTY and default == "":
+            default = None
+        shown = None if name in NULL_WHEN_EMPTY and value == "" else _render(value)
+        rows.append(BrokerRow(name, shown, source, kind, None if default is None else _render(default),
+                              fields[attr].metadata.get("help", "")))
+    for name, value, kind, doc in BROKER_FIXED:
+        rows.append(BrokerRow(name, value, SOURCE_DEFAULT, kind, value, doc))
+    seen = {r.name for r in rows}
+    for topic_name, (kind, doc, synonyms) in TOPIC_CONFIGS.items():
         for name, default in synonyms:
             if default is not None and name not in seen:
                 seen.add(name)
-                rows.append((name, default, SOURCE_DEFAULT, kind))
-    return sorted(rows)
+                rows.append(BrokerRow(name, default, SOURCE_DEFAULT, SYNONYM_TYPES.get(name, kind), default,
+                                      f"The default of the topic config {topic_name}: {doc}"))
+    return sorted(rows, key=lambda r: r.name)
+
+
+def _broker_synonyms(row: BrokerRow) -> list[DescribeConfigsSynonym]:
+    """The setting where it was set, then its default, most specific first; a setting without a
+    default and not set has none (Kafka's null defaults)."""
+    out = []
+    if row.source != SOURCE_DEFAULT:
+        out.append(DescribeConfigsSynonym(row.name, row.value, row.source))
+    if row.default is not None:
+        out.append(DescribeConfigsSynonym(row.name, row.default, SOURCE_DEFAULT))
+    return out
 
 
 def java_int(text: str) -> int | None:
@@ -206,7 +293,7 @@ def broker_resource_error(broker: BrokerServices, resource_name: str) -> tuple[E
         return None
     node = java_int(resource_name)
     if node is None:
-        return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, not {resource_name!r}"
+        return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {resource_name}"
     if node != broker.node_id:
         return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} or empty string, but received {resource_name}"
     return None
@@ -257,7 +344,7 @@ def _describe(broker: BrokerServices, resource_type: int, resource_name: str, wa
         info = broker.logs.topics().get(resource_name)
         if info is None:
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            result.error_message = f"Topic {resource_name} does not exist"
+            result.error_message = ""  # as Kafka 4.4 answers (clients then show the code's own message)
             return result
         for entry in topic_config_rows(info.config):
             if keys is None or entry.name in keys:
@@ -269,13 +356,15 @@ def _describe(broker: BrokerServices, resource_type: int, resource_name: str, wa
             return result
         if resource_name == "":
             return result  # no dynamic cluster-wide defaults exist
-        for name, value, source, kind in broker_config_rows(broker.config):
-            if keys is not None and name not in keys:
+        for row in broker_config_rows(broker.config):
+            if keys is not None and row.name not in keys:
                 continue
+            if row.sensitive:  # Kafka never shows a password's value, nor its default's
+                row = dataclasses.replace(row, value=None, default=None)
             result.configs.append(DescribeConfigsResourceResult(
-                name=name, value=value, read_only=True, config_source=source, is_sensitive=False,
-                synonyms=[DescribeConfigsSynonym(name, value, source)] if synonyms else [],
-                config_type=kind, documentation=None,
+                name=row.name, value=row.value, read_only=True, config_source=row.source,
+                is_sensitive=row.sensitive, synonyms=_broker_synonyms(row) if synonyms else [],
+                config_type=row.kind, documentation=row.documentation if docs else None,
             ))
     else:
         result.error_code = ErrorCode.INVALID_REQUEST

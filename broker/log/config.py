@@ -61,6 +61,14 @@ def _parse_ratio(raw: str) -> float:
     return value
 
 
+def _parse_gzip_level(raw: str) -> int:
+    # Kafka: 1 (fastest) to 9 (best), or -1 for the codec's default
+    value = int(raw.strip())
+    if value != -1 and not 1 <= value <= 9:
+        raise ValueError("must be -1 or in [1, 9]")
+    return value
+
+
 _MESSAGE_FORMAT_VERSION = __import__("re").compile(r"^0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)(-IV[0-9]+)?$|^[1-3]\.[0-9]+(-IV[0-9]+)?$")
 
 
@@ -100,6 +108,10 @@ _SPECS: tuple[_Spec, ...] = (
         "producer",
         _parse_choice(("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), lambda s: s.strip().lower()),
     ),
+    # KIP-390's levels go with compression.type, which is accepted and reported but not applied either
+    _Spec("compression.gzip.level", None, -1, _parse_gzip_level),
+    _Spec("compression.lz4.level", None, 9, _parse_int(1, 17)),
+    _Spec("compression.zstd.level", None, 3, _parse_int(-131072, 22)),
     _Spec("min.insync.replicas", None, 1, _parse_int(1, _INT32_MAX)),
     _Spec("unclean.leader.election.enable", None, False, _parse_bool),
     _Spec("max.compaction.lag.ms", None, INT64_MAX, _parse_int(1, INT64_MAX)),
