@@ -90,6 +90,9 @@ class ProducerEntry:
     epoch: int = NO_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
     last_timestamp_ms: int = -1  # wall clock of the last append (or the batch timestamp when replayed)
+    # the coordinator epoch of the last transaction marker written for it; -1 before any (Kafka's
+    # ProducerStateEntry.coordinatorEpoch, which kafka-transactions.sh describe-producers shows)
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -186,7 +189,7 @@ class PartitionProducerState:
                 f"marker epoch {epoch} of producer {producer_id} is older than {entry.epoch} "
                 f"on {self.topic}-{self.partition}")
 
-    def update_marker_epoch(self, producer_id: int, epoch: int, now_ms: int) -> None:
+    def update_marker_epoch(self, producer_id: int, epoch: int, now_ms: int, coordinator_epoch: int = -1) -> None:
         """An appended marker carries the producer's (possibly bumped) epoch: older epochs are fenced."""
         entry = self.producers.get(producer_id)
         if entry is None:
@@ -195,6 +198,7 @@ class PartitionProducerState:
             entry.epoch = epoch
             entry.batches.clear()
         entry.last_timestamp_ms = now_ms
+        entry.coordinator_epoch = coordinator_epoch
         self.dirty = True
 
     def marker_appended(self, producer_id: int, marker_offset: int) -> None:
@@ -251,6 +255,7 @@ class PartitionProducerState:
                     "id": e.producer_id,
                     "epoch": e.epoch,
                     "last_timestamp_ms": e.last_timestamp_ms,
+                    "coordinator_epoch": e.coordinator_epoch,
                     "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches],
                 }
                 for e in self.producers.values()
@@ -266,7 +271,8 @@ class PartitionProducerState:
             raise ValueError(f"unknown producer snapshot version {body.get('version')!r}")
         self.producers.clear()
         for p in body["producers"]:
-            entry = ProducerEntry(int(p["id"]), int(p["epoch"]), last_timestamp_ms=int(p["last_timestamp_ms"]))
+            entry = ProducerEntry(int(p["id"]), int(p["epoch"]), last_timestamp_ms=int(p["last_timestamp_ms"]),
+                                  coordinator_epoch=int(p.get("coordinator_epoch", -1)))
             for b in p["batches"]:
                 entry.batches.append(BatchMetadata(*(int(x) for x in b)))
             self.producers[entry.producer_id] = entry
@@ -274,18 +280,20 @@ class PartitionProducerState:
         self.aborted = [(int(a[0]), int(a[1]), int(a[2])) for a in body.get("aborted", [])]
         return int(body["offset"])
 
-    def replay(self, headers: Iterable[BatchHeader], markers: dict[int, bool] | None = None) -> int:
+    def replay(self, headers: Iterable[BatchHeader], markers: dict[int, tuple[bool, int]] | None = None) -> int:
         """Apply stored batches (offsets already assigned) without checks, as Kafka does for recovery.
-        `markers` maps a control batch's offset to commit (True) / abort (False); the caller fills it
-        while `headers` is iterated."""
+        `markers` maps a control batch's offset to (commit (True) or abort (False), coordinator epoch);
+        the caller fills it while `headers` is iterated."""
         count = 0
         for header in headers:
             if header.producer_id < 0:
                 continue
             if header.is_control:
-                commit = None if markers is None else markers.get(header.base_offset)
-                if commit is not None:
-                    self.update_marker_epoch(header.producer_id, header.producer_epoch, header.max_timestamp)
+                marker = None if markers is None else markers.get(header.base_offset)
+                if marker is not None:
+                    commit, coordinator_epoch = marker
+                    self.update_marker_epoch(header.producer_id, header.producer_epoch, header.max_timestamp,
+                                             coordinator_epoch)
                     self.complete_txn(header.producer_id, commit, header.base_offset)
                     count += 1
                 continue
@@ -304,8 +312,9 @@ class PartitionProducerState:
         self.dirty = False
 
 
-def _headers_from(plog: PartitionLog, start_offset: int, markers: dict[int, bool]) -> Iterable[BatchHeader]:
-    """Batch headers from `start_offset`; a control batch's marker type goes into `markers` first."""
+def _headers_from(plog: PartitionLog, start_offset: int, markers: dict[int, tuple[bool, int]]) -> Iterable[BatchHeader]:
+    """Batch headers from `start_offset`; a control batch's marker (commit?, coordinator epoch) goes into
+    `markers` first."""
     for segment in plog.segments:
         if segment.size == 0 or segment.next_offset <= start_offset:
             continue
@@ -317,7 +326,7 @@ def _headers_from(plog: PartitionLog, start_offset: int, markers: dict[int, bool
                     except (KafkaError, ValueError, IndexError):
                         marker = None
                     if marker is not None:
-                        markers[header.base_offset] = marker[0] == control_records.COMMIT
+                        markers[header.base_offset] = (marker[0] == control_records.COMMIT, marker[1])
                 yield header
 
 
@@ -349,7 +358,7 @@ def load_partition_state(plog: PartitionLog) -> PartitionProducerState:
             state.ongoing.clear()
             state.aborted.clear()
             path.unlink(missing_ok=True)
-    markers: dict[int, bool] = {}
+    markers: dict[int, tuple[bool, int]] = {}
     replayed = state.replay(_headers_from(plog, start, markers), markers)
     state.dirty = replayed > 0 or source == "log" and bool(state.producers)
     if replayed or source == "snapshot":

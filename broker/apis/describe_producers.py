@@ -43,7 +43,7 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse
     producers = [
         ProducerState(
             producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
-            last_timestamp=e.last_timestamp_ms, coordinator_epoch=0,
+            last_timestamp=e.last_timestamp_ms, coordinator_epoch=e.coordinator_epoch,
             current_txn_start_offset=state.ongoing.get(e.producer_id, -1),
         )
         for e in state.producers.values()
