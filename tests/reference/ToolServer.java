@@ -1,0 +1,107 @@
+// Kafka's command-line tools run one after another in one JVM, for the reference tests
+// (tests/reference/kafka.py ToolServer): a fresh JVM per command costs about a second on this machine,
+// and the tests run a few hundred. Each request is one JSON line on stdin,
+//     {"main": "org.apache.kafka.tools.TopicCommand", "args": [...], "stdin": "..."}
+// and each answer one JSON line on the original stdout: {"rc": N, "stdout": "...", "stderr": "..."}.
+// The tool's main() runs as bin/kafka-*.sh runs it, with System.out, System.err and System.in replaced
+// for its run (the log4j2 console appender follows System.err). Kafka's Exit.exit ends the run as
+// System.exit ends the JVM: its code is the run's, and nothing the tool prints after it counts (a tool
+// that exits inside its own try/catch, as TopicCommand does, would otherwise print the exception that
+// unwinds it). The tools' shutdown hooks (for Ctrl-C) are not installed.
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.kafka.common.utils.internals.Exit;
+
+import java.io.BufferedReader;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.FileDescriptor;
+import java.io.FileInputStream;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.nio.charset.StandardCharsets;
+
+public final class ToolServer {
+    /** Thrown by Kafka's Exit.exit/halt while a tool runs: the run ends with this code. */
+    static final class ExitCalled extends RuntimeException {
+        final int code;
+
+        ExitCalled(int code) {
+            super("exit " + code, null, false, false);
+            this.code = code;
+        }
+    }
+
+    public static void main(String[] ignored) throws Exception {
+        PrintStream answers = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
+        BufferedReader requests = new BufferedReader(
+            new InputStreamReader(new FileInputStream(FileDescriptor.in), StandardCharsets.UTF_8));
+        ObjectMapper json = new ObjectMapper();
+        Exit.setExitProcedure((code, message) -> exit(code));
+        Exit.setHaltProcedure((code, message) -> exit(code));
+        // a run's shutdown hooks (closing its clients on Ctrl-C) would pile up in a JVM that does not exit
+        Exit.setShutdownHookAdder((name, runnable) -> { });
+        String line;
+        while ((line = requests.readLine()) != null) {
+            JsonNode request = json.readTree(line);
+            String[] args = new String[request.path("args").size()];
+            for (int i = 0; i < args.length; i++) {
+                args[i] = request.path("args").get(i).asText();
+            }
+            ByteArrayOutputStream out = new ByteArrayOutputStream();
+            ByteArrayOutputStream err = new ByteArrayOutputStream();
+            System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+            System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+            System.setIn(new ByteArrayInputStream(request.path("stdin").asText("").getBytes(StandardCharsets.UTF_8)));
+            exitCode = null;
+            int rc = run(request.path("main").asText(), args);
+            if (exitCode != null) {
+                rc = exitCode;
+            }
+            System.out.flush();
+            System.err.flush();
+            ObjectNode answer = json.createObjectNode();
+            answer.put("rc", rc);
+            answer.put("stdout", out.toString(StandardCharsets.UTF_8));
+            answer.put("stderr", err.toString(StandardCharsets.UTF_8));
+            answers.println(json.writeValueAsString(answer));
+        }
+    }
+
+    /** The code of the run's first Exit.exit, or null while it has not exited. */
+    private static volatile Integer exitCode;
+    private static final PrintStream DISCARD = new PrintStream(OutputStream.nullOutputStream());
+
+    private static void exit(int code) {
+        if (exitCode == null) {
+            exitCode = code;
+            System.setOut(DISCARD);
+            System.setErr(DISCARD);
+        }
+        throw new ExitCalled(code);
+    }
+
+    private static int run(String mainClass, String[] args) {
+        try {
+            Class.forName(mainClass).getMethod("main", String[].class).invoke(null, (Object) args);
+            return 0;
+        } catch (InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof ExitCalled) {
+                return ((ExitCalled) cause).code;
+            }
+            // what the JVM prints for an exception that escapes main, and its exit code
+            System.err.print("Exception in thread \"main\" ");
+            cause.printStackTrace();
+            return 1;
+        } catch (ReflectiveOperationException e) {
+            System.err.println("Error: Could not find or load main class " + mainClass);
+            return 1;
+        }
+    }
+}
