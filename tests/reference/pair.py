@@ -17,6 +17,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
 from kbroker.tests.reference.kafka import KafkaProcess, run_tool
@@ -42,6 +43,27 @@ CONSUMER_PERF = TOOLS + "ConsumerPerformance"
 
 _LOG_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] ", re.MULTILINE)
 _STACK_FRAME = re.compile(r"^\s+at .*\n|^\s+\.\.\. \d+ more\n", re.MULTILINE)
+
+
+def await_offsets_topic(bootstrap: str, timeout: float = 60.0) -> None:
+    """Kafka makes __consumer_offsets on the first FindCoordinator (kbroker at start-up): ask until a
+    group coordinator is known, so that both brokers have it."""
+    import time
+
+    from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+    from kbroker.tests.integration.wire import Wire
+
+    wire = Wire(bootstrap, client_id="await-offsets-topic")
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = wire.call(10, 4, FindCoordinatorRequest(coordinator_keys=["reference"]))
+            if answer.coordinators[0].error_code == 0:
+                return
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.2)
+    finally:
+        wire.close()
 
 
 def kbroker_like_kafka(data_dir: Path, *extra: str) -> BrokerProcess:
@@ -111,3 +133,35 @@ class Side:
         out: subprocess.CompletedProcess[str] = run_tool(main_class, *full, input=input, timeout=timeout)
         return ToolRun(tuple(full), out.returncode, self.normalise(out.stdout),
                        _STACK_FRAME.sub("", self.normalise(out.stderr)))
+
+
+def outcome(run: ToolRun, replace: list[tuple[str, str]] = ()) -> list[str]:
+    """What an operator sees of a run, line by line: stdout, then `exit=N`, then stderr prefixed
+    `stderr:`; each `(pattern, replacement)` regex applied to every line."""
+    lines = [*run.lines, f"exit={run.returncode}", *(f"stderr: {line}" for line in run.err_lines if line.strip())]
+    for pattern, replacement in replace:
+        lines = [re.sub(pattern, replacement, line) for line in lines]
+    return lines
+
+
+class ToolPair:
+    """The same command run against both sides, compared as one check of a Level ("tools")."""
+
+    def __init__(self, kafka: Side, kbroker: Side, level: Any, replace: list[tuple[str, str]] = ()) -> None:
+        self.kafka, self.kbroker, self.level = kafka, kbroker, level
+        self.replace = list(replace)
+
+    @property
+    def sides(self) -> tuple[Side, Side]:
+        return self.kafka, self.kbroker
+
+    def run(self, check: str, main_class: str, *args: str, replace: list[tuple[str, str]] = (),
+            **kwargs: Any) -> tuple[ToolRun, ToolRun]:
+        """Run on both (Kafka first), record the check, and return both runs for the test's own asserts."""
+        runs = (self.kafka.tool(main_class, *args, **kwargs), self.kbroker.tool(main_class, *args, **kwargs))
+        self.compare(check, *runs, replace=replace)
+        return runs
+
+    def compare(self, check: str, kafka: ToolRun, kbroker: ToolRun, replace: list[tuple[str, str]] = ()) -> None:
+        rules = [*self.replace, *replace]
+        self.level.compare_lines(check, outcome(kafka, rules), outcome(kbroker, rules))

@@ -9,7 +9,6 @@ differences are tests/reference/differences/config.toml; the figures go to build
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -20,15 +19,14 @@ from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 from kbroker.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from kbroker.protocol.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
-from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from kbroker.protocol.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
 from kbroker.tests.integration.wire import Wire
 from kbroker.tests.reference.differential import Level
-from kbroker.tests.reference.pair import Side, kbroker_like_kafka
+from kbroker.tests.reference.pair import Side, await_offsets_topic, kbroker_like_kafka
 from kbroker.tools.codegen import SCHEMA_DIR, load_json
 
-API_VERSIONS, METADATA, FIND_COORDINATOR, DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 18, 3, 10, 32, 60
+API_VERSIONS, METADATA, DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 18, 3, 32, 60
 DESCRIBE_QUORUM, UPDATE_FEATURES = 55, 57
 TOPIC, BROKER = 2, 4
 SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
@@ -88,25 +86,13 @@ def observers(kafka_reference, tmp_path_factory):
             for future in futures.values():
                 future.result(30)
             observer = Observer(side)
-            _await_offsets_topic(observer)
+            await_offsets_topic(side.bootstrap)
             observed.append(observer)
         yield observed[0], observed[1], topics
     finally:
         for observer in observed:
             observer.close()
         broker.stop()
-
-
-def _await_offsets_topic(observer: Observer) -> None:
-    """Kafka makes __consumer_offsets on the first FindCoordinator (kbroker at start-up): ask until
-    a coordinator is known, so both have it."""
-    deadline = time.monotonic() + 60
-    while True:
-        answer = observer.call(FIND_COORDINATOR, 4, FindCoordinatorRequest(coordinator_keys=["differential"]))
-        if answer.coordinators[0].error_code == 0:
-            return
-        assert time.monotonic() < deadline, answer
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
