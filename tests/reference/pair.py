@@ -17,7 +17,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
 from kbroker.tests.reference.kafka import KafkaProcess, run_tool
@@ -135,19 +135,25 @@ class Side:
                        _STACK_FRAME.sub("", self.normalise(out.stderr)))
 
 
-def outcome(run: ToolRun, replace: list[tuple[str, str]] = ()) -> list[str]:
+Rule = tuple[str, str] | Callable[[str], str]
+
+
+def outcome(run: ToolRun, replace: Iterable[Rule] = ()) -> list[str]:
     """What an operator sees of a run, line by line: stdout, then `exit=N`, then stderr prefixed
-    `stderr:`; each `(pattern, replacement)` regex applied to every line."""
+    `stderr:`; each rule applied to every line: a `(pattern, replacement)` regex, or a function."""
     lines = [*run.lines, f"exit={run.returncode}", *(f"stderr: {line}" for line in run.err_lines if line.strip())]
-    for pattern, replacement in replace:
-        lines = [re.sub(pattern, replacement, line) for line in lines]
+    for rule in replace:
+        if callable(rule):
+            lines = [rule(line) for line in lines]
+        else:
+            lines = [re.sub(rule[0], rule[1], line) for line in lines]
     return lines
 
 
 class ToolPair:
     """The same command run against both sides, compared as one check of a Level ("tools")."""
 
-    def __init__(self, kafka: Side, kbroker: Side, level: Any, replace: list[tuple[str, str]] = ()) -> None:
+    def __init__(self, kafka: Side, kbroker: Side, level: Any, replace: Iterable[Rule] = ()) -> None:
         self.kafka, self.kbroker, self.level = kafka, kbroker, level
         self.replace = list(replace)
 
@@ -155,13 +161,13 @@ class ToolPair:
     def sides(self) -> tuple[Side, Side]:
         return self.kafka, self.kbroker
 
-    def run(self, check: str, main_class: str, *args: str, replace: list[tuple[str, str]] = (),
+    def run(self, check: str, main_class: str, *args: str, replace: Iterable[Rule] = (),
             **kwargs: Any) -> tuple[ToolRun, ToolRun]:
         """Run on both (Kafka first), record the check, and return both runs for the test's own asserts."""
         runs = (self.kafka.tool(main_class, *args, **kwargs), self.kbroker.tool(main_class, *args, **kwargs))
         self.compare(check, *runs, replace=replace)
         return runs
 
-    def compare(self, check: str, kafka: ToolRun, kbroker: ToolRun, replace: list[tuple[str, str]] = ()) -> None:
+    def compare(self, check: str, kafka: ToolRun, kbroker: ToolRun, replace: Iterable[Rule] = ()) -> None:
         rules = [*self.replace, *replace]
         self.level.compare_lines(check, outcome(kafka, rules), outcome(kbroker, rules))
