@@ -66,6 +66,28 @@ def await_offsets_topic(bootstrap: str, timeout: float = 60.0) -> None:
         wire.close()
 
 
+def await_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> None:
+    """Until a Metadata answer lists the topic with leaders for all its partitions: Kafka's CreateTopics
+    answers before its broker's metadata cache has the topic, and a client asking at once is told
+    UNKNOWN_TOPIC_OR_PARTITION (and logs it)."""
+    import time
+
+    from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+    from kbroker.tests.integration.wire import Wire
+
+    wire = Wire(bootstrap, client_id="await-topic")
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            (answer,) = wire.call(3, 12, MetadataRequest([MetadataRequestTopic(name=topic)], False, False, False)).topics
+            if answer.error_code == 0 and answer.partitions and all(p.leader_id >= 0 for p in answer.partitions):
+                return
+            assert time.monotonic() < deadline, answer
+            time.sleep(0.1)
+    finally:
+        wire.close()
+
+
 def kbroker_like_kafka(data_dir: Path, *extra: str) -> BrokerProcess:
     """A kbroker set up as KafkaProcess sets up Kafka: PLAINTEXT listener on a free loopback port,
     advertised as such, node id 1, no initial rebalance delay (kafka.py SINGLE_NODE)."""
@@ -136,6 +158,9 @@ class Side:
 
 
 Rule = tuple[str, str] | Callable[[str], str]
+# Kafka's clients number their default client ids per JVM (adminclient-1, producer-2): in the ToolServer's
+# one JVM they count up over the runs, so the number is masked.
+CLIENT_NUMBER = (r"\b(adminclient|producer|consumer)-\d+\b", r"\1-N")
 
 
 def outcome(run: ToolRun, replace: Iterable[Rule] = ()) -> list[str]:
@@ -155,19 +180,24 @@ class ToolPair:
 
     def __init__(self, kafka: Side, kbroker: Side, level: Any, replace: Iterable[Rule] = ()) -> None:
         self.kafka, self.kbroker, self.level = kafka, kbroker, level
-        self.replace = list(replace)
+        self.replace = [CLIENT_NUMBER, *replace]
 
     @property
     def sides(self) -> tuple[Side, Side]:
         return self.kafka, self.kbroker
 
-    def run(self, check: str, main_class: str, *args: str, replace: Iterable[Rule] = (),
+    def run(self, check: str, main_class: str, *args: str, replace: Iterable[Rule] = (), unordered: bool = False,
             **kwargs: Any) -> tuple[ToolRun, ToolRun]:
-        """Run on both (Kafka first), record the check, and return both runs for the test's own asserts."""
+        """Run on both (Kafka first), record the check, and return both runs for the test's own asserts.
+        `unordered`: stdout's lines are compared sorted (records read from several partitions at once)."""
         runs = (self.kafka.tool(main_class, *args, **kwargs), self.kbroker.tool(main_class, *args, **kwargs))
-        self.compare(check, *runs, replace=replace)
+        self.compare(check, *runs, replace=replace, unordered=unordered)
         return runs
 
-    def compare(self, check: str, kafka: ToolRun, kbroker: ToolRun, replace: Iterable[Rule] = ()) -> None:
+    def compare(self, check: str, kafka: ToolRun, kbroker: ToolRun, replace: Iterable[Rule] = (),
+                unordered: bool = False) -> None:
         rules = [*self.replace, *replace]
+        if unordered:
+            kafka, kbroker = (ToolRun(r.args, r.returncode, "".join(sorted(r.stdout.splitlines(keepends=True))),
+                                      r.stderr) for r in (kafka, kbroker))
         self.level.compare_lines(check, outcome(kafka, rules), outcome(kbroker, rules))
