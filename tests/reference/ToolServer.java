@@ -46,6 +46,27 @@ public final class ToolServer {
         Exit.setHaltProcedure((code, message) -> exit(code));
         // a run's shutdown hooks (closing its clients on Ctrl-C) would pile up in a JVM that does not exit
         Exit.setShutdownHookAdder((name, runnable) -> { });
+        // Some paths call System.exit itself (argparse4j's parseArgsOrFail): the same end of a run. Java 17
+        // still lets a security manager see it (-Djava.security.manager=allow); a JDK without one (24+)
+        // dies there, and the caller starts a new server.
+        try {
+            System.setSecurityManager(new SecurityManager() {
+                @Override
+                public void checkPermission(java.security.Permission permission) {
+                }
+
+                @Override
+                public void checkPermission(java.security.Permission permission, Object context) {
+                }
+
+                @Override
+                public void checkExit(int status) {
+                    exit(status);
+                }
+            });
+        } catch (UnsupportedOperationException noSecurityManager) {
+            // System.exit ends the server
+        }
         String line;
         while ((line = requests.readLine()) != null) {
             JsonNode request = json.readTree(line);
@@ -92,8 +113,8 @@ public final class ToolServer {
             return 0;
         } catch (InvocationTargetException e) {
             Throwable cause = e.getCause();
-            if (cause instanceof ExitCalled) {
-                return ((ExitCalled) cause).code;
+            if (cause instanceof ExitCalled || exitCode != null) {
+                return exitCode;
             }
             // what the JVM prints for an exception that escapes main, and its exit code
             System.err.print("Exception in thread \"main\" ");

@@ -145,7 +145,8 @@ class ToolServer:
             tmp.write_text(TOOLS_SERVER_LOG4J2)
             os.replace(tmp, log4j)
         command = java_command("ToolServer", heap="512m", log4j=log4j, classpath=[classes])
-        stderr = open(LIBS.parent / f"toolserver-{os.getpid()}.log", "ab")
+        command.insert(1, "-Djava.security.manager=allow")  # ToolServer.java: System.exit ends a run, not the JVM
+        stderr = open(LIBS.parent / "toolserver.log", "ab")  # what the JVM itself says (runs have their own)
         with stderr:
             return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                     text=True, encoding="utf-8", bufsize=1, start_new_session=True)

@@ -41,6 +41,7 @@ CONSOLE_CONSUMER = TOOLS + "consumer.ConsoleConsumer"
 PRODUCER_PERF = TOOLS + "ProducerPerformance"
 CONSUMER_PERF = TOOLS + "ConsumerPerformance"
 
+BOOTSTRAP = "<bootstrap>"  # an argument Side.tool replaces by the side's address
 _LOG_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] ", re.MULTILINE)
 _STACK_FRAME = re.compile(r"^\s+at .*\n|^\s+\.\.\. \d+ more\n", re.MULTILINE)
 
@@ -149,9 +150,13 @@ class Side:
 
     def tool(self, main_class: str, *args: str, bootstrap_flag: str | None = "--bootstrap-server",
              input: str | None = None, timeout: float = 120.0) -> ToolRun:
-        """Run a Kafka tool against this side (`--bootstrap-server <this side>` first, unless the
-        flag is None or the tool takes it elsewhere)."""
-        full = ([bootstrap_flag, self.bootstrap] if bootstrap_flag else []) + list(args)
+        """Run a Kafka tool against this side: `--bootstrap-server <this side>` first, unless the flag is
+        None, or an argument is BOOTSTRAP (for tools that take it after a subcommand), which becomes
+        this side's address."""
+        if BOOTSTRAP in args:
+            full = [self.bootstrap if arg == BOOTSTRAP else arg for arg in args]
+        else:
+            full = ([bootstrap_flag, self.bootstrap] if bootstrap_flag else []) + list(args)
         out: subprocess.CompletedProcess[str] = run_tool(main_class, *full, input=input, timeout=timeout)
         return ToolRun(tuple(full), out.returncode, self.normalise(out.stdout),
                        _STACK_FRAME.sub("", self.normalise(out.stderr)))
