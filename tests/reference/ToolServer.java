@@ -7,7 +7,9 @@
 // for its run (the log4j2 console appender follows System.err). Kafka's Exit.exit ends the run as
 // System.exit ends the JVM: its code is the run's, and nothing the tool prints after it counts (a tool
 // that exits inside its own try/catch, as TopicCommand does, would otherwise print the exception that
-// unwinds it). The tools' shutdown hooks (for Ctrl-C) are not installed.
+// unwinds it). The shutdown hooks a run adds through Kafka's Exit (closing its clients) run when it ends,
+// as they would when its JVM exits; without them a ConsoleProducer's client would live on and log into
+// later runs.
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -44,8 +46,7 @@ public final class ToolServer {
         ObjectMapper json = new ObjectMapper();
         Exit.setExitProcedure((code, message) -> exit(code));
         Exit.setHaltProcedure((code, message) -> exit(code));
-        // a run's shutdown hooks (closing its clients on Ctrl-C) would pile up in a JVM that does not exit
-        Exit.setShutdownHookAdder((name, runnable) -> { });
+        Exit.setShutdownHookAdder((name, hook) -> HOOKS.add(new Thread(hook, name == null ? "shutdown-hook" : name)));
         // Some paths call System.exit itself (argparse4j's parseArgsOrFail): the same end of a run. Java 17
         // still lets a security manager see it (-Djava.security.manager=allow); a JDK without one (24+)
         // dies there, and the caller starts a new server.
@@ -80,10 +81,15 @@ public final class ToolServer {
             System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
             System.setIn(new ByteArrayInputStream(request.path("stdin").asText("").getBytes(StandardCharsets.UTF_8)));
             exitCode = null;
+            PrintStream runOut = System.out;
+            PrintStream runErr = System.err;
             int rc = run(request.path("main").asText(), args);
             if (exitCode != null) {
                 rc = exitCode;
             }
+            System.setOut(runOut);  // what the hooks print is the run's, as after a JVM's System.exit
+            System.setErr(runErr);
+            runShutdownHooks();
             System.out.flush();
             System.err.flush();
             ObjectNode answer = json.createObjectNode();
@@ -92,6 +98,19 @@ public final class ToolServer {
             answer.put("stderr", err.toString(StandardCharsets.UTF_8));
             answers.println(json.writeValueAsString(answer));
         }
+    }
+
+    private static final java.util.List<Thread> HOOKS = new java.util.ArrayList<>();
+
+    /** A JVM starts its shutdown hooks together and waits for them; so does the end of a run (a minute at most). */
+    private static void runShutdownHooks() throws InterruptedException {
+        for (Thread hook : HOOKS) {
+            hook.start();
+        }
+        for (Thread hook : HOOKS) {
+            hook.join(60_000);
+        }
+        HOOKS.clear();
     }
 
     /** The code of the run's first Exit.exit, or null while it has not exited. */

@@ -83,6 +83,19 @@ def kafka_libs() -> Path | None:
     return LIBS if (LIBS / ".resolved").exists() else None
 
 
+def require_kafka_libs() -> Path:
+    """The jars, or the test skips, except under `make test` (KBROKER_REQUIRE_KAFKA=1, which resolves them
+    first), where their absence fails it."""
+    import pytest
+
+    libs = kafka_libs()
+    if libs is None:
+        if os.environ.get("KBROKER_REQUIRE_KAFKA") == "1":
+            pytest.fail("Apache Kafka's jars are missing (make kafka-jars)")
+        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    return libs
+
+
 def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None,
                  classpath: list[Path] = ()) -> list[str]:
     """A `java` command line that runs one of Kafka's classes from the reference jars (a tool such as

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from kbroker.tests.reference.differential import Level
-from kbroker.tests.reference.kafka import KafkaProcess, kafka_libs
+from kbroker.tests.reference.kafka import KafkaProcess, require_kafka_libs
 from kbroker.tests.reference.pair import ACLS, Side, ToolPair, kbroker_like_kafka
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -19,8 +19,7 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 @pytest.fixture(scope="module")
 def kafka_with_acls(tmp_path_factory):
-    if kafka_libs() is None:
-        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    require_kafka_libs()
     kafka = KafkaProcess(tmp_path_factory.mktemp("kafka-acls"), {
         "authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS"})
     try:
