@@ -9,6 +9,7 @@ request, even for two mechanisms (DUPLICATE_RESOURCE), deleting what does not ex
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 import structlog
@@ -40,7 +41,7 @@ def failed_response(_ctx: RequestContext, request: AlterUserScramCredentialsRequ
         AlterUserScramCredentialsResult(user=n, error_code=error, error_message=message) for n in _names(request)])
 
 
-def _deletion_problem(d: ScramCredentialDeletion, existing: dict) -> tuple[int, str] | None:
+def _deletion_problem(d: ScramCredentialDeletion, existing: Mapping[str, Mapping]) -> tuple[int, str] | None:
     if not d.name:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
     if d.mechanism not in MECHANISM_NAMES:
