@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
-from kbroker.tests.reference.kafka import KafkaProcess, run_tool
+from kbroker.tests.reference.kafka import KafkaProcess
+from kbroker.tests.reference.tool_runner import run_tool
 
 TOOLS = "org.apache.kafka.tools."
 TOPICS = TOOLS + "TopicCommand"
@@ -135,13 +136,16 @@ class Side:
 
     @classmethod
     def of_kbroker(cls, broker: BrokerProcess) -> Side:
-        side = cls("kbroker", broker.bootstrap, [(broker.bootstrap, "<bootstrap>"),
-                                                 (str(broker.data_dir), "<log.dirs>")])
-        meta = broker.data_dir / "meta.properties"
-        for line in meta.read_text().splitlines():
-            if line.startswith("cluster.id="):
-                side.replacements.append((line.split("=", 1)[1].strip(), "<cluster-id>"))
-        return side
+        from kbroker.protocol.messages.metadata_request import MetadataRequest
+        from kbroker.tests.integration.wire import Wire
+
+        wire = Wire(broker.bootstrap, client_id="side")
+        try:  # the cluster id as clients see it
+            cluster_id = wire.call(3, 12, MetadataRequest([], False, False, False)).cluster_id
+        finally:
+            wire.close()
+        return cls("kbroker", broker.bootstrap, [(broker.bootstrap, "<bootstrap>"),
+                                                 (str(broker.data_dir), "<log.dirs>"), (cluster_id, "<cluster-id>")])
 
     def normalise(self, text: str) -> str:
         for old, new in self.replacements:

@@ -43,7 +43,7 @@ def test_tool_server_answers_as_a_fresh_jvm(kafka_reference):
     the tool, usage errors (one ends in System.exit), and input on stdin."""
     import re
 
-    from kbroker.tests.reference.kafka import run_tool
+    from kbroker.tests.reference.tool_runner import run_tool
 
     topic = f"fidelity-{uuid.uuid4().hex[:8]}"
     bootstrap = ["--bootstrap-server", kafka_reference.bootstrap]
