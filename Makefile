@@ -89,7 +89,7 @@ ROUNDS ?= 25
 chaos: test-venv
 	$(PY) -m kbroker.tests.faults.chaos --seed $(SEED) --rounds $(ROUNDS)
 
-# The PySpark analytics over ./data (see README); ARGS="--master spark://127.0.0.1:7077" etc.
+# The PySpark analytics over ./data (see docs/analytics.md); ARGS="--master spark://127.0.0.1:7077" etc.
 analyze: test-venv
 	$(VENV)/bin/kbroker analyze --data-dir $(DATA_DIR) --out ./report $(ARGS)
 

@@ -20,6 +20,7 @@ from .output import emit, table, utc
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
+TOKEN_FILE = "test-controls.token"  # the broker writes it (broker/security/http_guard.py); the CLI reads it
 
 
 def _common(p: argparse.ArgumentParser, *, kafka: bool = True, http: bool = False,
@@ -119,6 +120,12 @@ def _register_test_controls(sub: Any) -> None:
         for flag, kw in args:
             p.add_argument(flag, **kw)
         _common(p, kafka=False, http=True)
+        p.add_argument("--token", default=os.environ.get("KBROKER_TEST_CONTROLS_TOKEN"),
+                       help="the broker's test-controls token (env KBROKER_TEST_CONTROLS_TOKEN; default: read from "
+                            f"--data-dir's {TOKEN_FILE})")
+        p.add_argument("--data-dir", default=os.environ.get("KBROKER_DATA_DIR", "./data"),
+                       help="the broker's data directory, where it wrote its token (env KBROKER_DATA_DIR; "
+                            "default ./data)")
         p.set_defaults(admin_main=_test_control, path=path, body=body or (lambda a: {}))
 
     control("rebalance", "force a group to rebalance", "groups/{group}/rebalance",
@@ -302,8 +309,21 @@ def _test_control(args) -> None:
     from urllib.parse import quote
 
     path = "/v1/test/" + args.path.format(**{k: quote(str(v), safe="") for k, v in vars(args).items()})
-    result = groups.http_json(args.admin_url, path, method="POST", body=args.body(args), timeout_s=args.timeout)
+    result = groups.http_json(args.admin_url, path, method="POST", body=args.body(args), timeout_s=args.timeout,
+                              token=_test_controls_token(args))
     emit(result, args.json, lambda d: print(d.get("detail") or ", ".join(f"{k}={v}" for k, v in d.items())))
+
+
+def _test_controls_token(args) -> str | None:
+    """--token, else KBROKER_TEST_CONTROLS_TOKEN (argparse's default), else the file the broker wrote in
+    its data directory (readable by the broker's user only)."""
+    if args.token:
+        return args.token
+    try:
+        with open(os.path.join(args.data_dir, TOKEN_FILE), encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None  # the broker says what it needs (401)
 
 
 def probe_ready(admin_url: str, timeout: float) -> int:

@@ -4,12 +4,12 @@ history, which only kbroker keeps and serves on its HTTP endpoint (Kafka has no 
 from __future__ import annotations
 
 import json
-import struct
 import time
 import urllib.error
 import urllib.request
 from datetime import datetime, timezone
 
+from ..protocol.consumer_protocol import assigned_partitions
 from ..protocol.errors import ErrorCode
 from ..protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from ..protocol.messages.delete_groups_request import DeleteGroupsRequest
@@ -86,24 +86,11 @@ def committed_offsets(admin: Admin, group_id: str) -> dict[tuple[str, int], int]
 
 
 def decode_assignment(data: bytes) -> list[tuple[str, int]]:
-    """The consumer protocol's assignment (version, [topic, [partition]], user data)."""
-    out = []
+    """The consumer protocol's assignment as (topic, partition) pairs; [] when undecodable."""
     try:
-        pos = 2
-        (n_topics,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(max(n_topics, 0)):
-            (length,) = struct.unpack_from(">h", data, pos)
-            topic = data[pos + 2:pos + 2 + length].decode()
-            pos += 2 + length
-            (n_parts,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            for _ in range(max(n_parts, 0)):
-                out.append((topic, struct.unpack_from(">i", data, pos)[0]))
-                pos += 4
-    except (struct.error, UnicodeDecodeError):
+        return [(topic, p) for topic, parts in assigned_partitions(data) for p in parts]
+    except ValueError:  # MalformedMessage too
         return []
-    return out
 
 
 def describe_group(admin: Admin, group_id: str) -> dict:
@@ -256,13 +243,17 @@ def wait_for_group(admin: Admin, group_id: str, *, members: int | None, stable: 
 
 
 def http_json(base_url: str, path: str, *, method: str = "GET", body: dict | None = None,
-              timeout_s: float = 10.0) -> dict:
-    """A request to kbroker's HTTP endpoint (--metrics-listen); errors become one AdminError line."""
+              timeout_s: float = 10.0, token: str | None = None) -> dict:
+    """A request to kbroker's HTTP endpoint (--metrics-listen); errors become one AdminError line.
+    `token`: the test controls' bearer token."""
     url = base_url.rstrip("/") + path
     if "://" not in url:
         url = "http://" + url
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             return json.loads(resp.read())

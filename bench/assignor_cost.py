@@ -9,7 +9,7 @@ every topic joined the settled group, and one after half the members left. Two k
 
 - homogeneous: every member subscribes to every topic;
 - heterogeneous: each member to a random subset of the topics (seeded), the case that
-  `coordinator/assignors.py` balances topic by topic.
+  `coordinator/groups/consumer/assignors.py` balances topic by topic.
 
 No peer: Tansu has no server-side assignor. Not part of `make bench`.
 """
@@ -23,7 +23,7 @@ import uuid
 
 
 def _timed(members: dict, topics: dict) -> tuple[float, dict]:
-    from kbroker.coordinator.assignors import uniform_assign
+    from kbroker.coordinator.groups.consumer.assignors import uniform_assign
 
     started = time.perf_counter()
     result = uniform_assign(members, topics)
@@ -31,7 +31,7 @@ def _timed(members: dict, topics: dict) -> tuple[float, dict]:
 
 
 def measure(members: int, topics: int, partitions: int, heterogeneous: bool, seed: int) -> dict[str, float]:
-    from kbroker.coordinator.assignors import MemberSubscription
+    from kbroker.coordinator.groups.consumer.assignors import MemberSubscription
 
     rng = random.Random(seed)
     sizes = {uuid.UUID(int=rng.getrandbits(128)): partitions for _ in range(topics)}

@@ -7,7 +7,7 @@ silence. Connections are added in batches of 200 (the listen backlog) until the 
 the broker's RSS is read after a settle, and every connection is checked to be still open (a broker that
 refused or dropped some would otherwise look cheap). 10,000 connections need 10,000 descriptors on each
 side: the bench raises its soft RLIMIT_NOFILE to the hard limit and starts brokers with the same
-(bench/cores.py), which kbroker's fd budget (broker/fd_budget.py) turns into room for them.
+(bench/cores.py), which kbroker's fd budget (broker/network/fd_budget.py) turns into room for them.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator.actor import GroupCoordinatorService
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.runtime.actor import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.records import Record
+from kbroker.protocol.records.classic_records import Record
 from kbroker.protocol.errors import ErrorCode
 from kbroker.purgatory.clock import SystemClock
 from kbroker.purgatory.timers import KeyedTimers

@@ -31,7 +31,7 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 def raise_fd_limit() -> int:
     """Soft RLIMIT_NOFILE up to the hard limit (10,000 idle connections need 10,000 descriptors on each
     side); returns the new soft limit. Brokers started by the bench inherit it (see `spawning_broker`),
-    so kbroker's fd budget (broker/fd_budget.py: soft limit - segment-file cache - 32) admits them."""
+    so kbroker's fd budget (broker/network/fd_budget.py: soft limit - segment-file cache - 32) admits them."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 65_536)
     if soft != resource.RLIM_INFINITY and soft < target:

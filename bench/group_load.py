@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from kbroker.bench.loadgen import Rate, pipelined_rate
 from kbroker.bench.wire import Connection
+from kbroker.protocol.consumer_protocol import assigned_partitions, encode_assignment
 from kbroker.protocol.errors import ErrorCode as E
 from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from kbroker.protocol.messages.heartbeat_request import HeartbeatRequest
@@ -45,24 +46,11 @@ def subscription(topic: str) -> bytes:
 
 def assignment(topic: str, partitions: list[int]) -> bytes:
     """ConsumerProtocolAssignment v0: one topic with the given partitions, no user data."""
-    raw = topic.encode()
-    return (struct.pack(">hih", 0, 1, len(raw)) + raw + struct.pack(">i", len(partitions))
-            + b"".join(struct.pack(">i", p) for p in partitions) + struct.pack(">i", -1))
+    return encode_assignment([(topic, partitions)], 0)
 
 
 def decode_assignment(data: bytes) -> list[int]:
-    if not data:
-        return []
-    (_v, n_topics) = struct.unpack_from(">hi", data, 0)
-    pos, out = 6, []
-    for _ in range(n_topics):
-        (n,) = struct.unpack_from(">h", data, pos)
-        pos += 2 + n
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        out += list(struct.unpack_from(f">{count}i", data, pos))
-        pos += 4 * count
-    return out
+    return [p for _, parts in assigned_partitions(data) for p in parts]
 
 
 # --- (a) members reach Stable ------------------------------------------------------------------------

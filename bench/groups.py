@@ -106,11 +106,11 @@ def write_offsets_records(data_dir: Path, records: int, *, groups: int = 1000, p
     `groups` groups each commit `partitions_per_group` partitions of one topic, round after round with
     rising offsets, until `records` are written (1,000,000 = 1,000 groups x 10 partitions x 100 rounds)."""
     from kbroker.broker import cluster_meta
-    from kbroker.broker.log.config import LogConfig
-    from kbroker.broker.log.manager import LogManager
-    from kbroker.broker.offsets_topic import OffsetsTopic
+    from kbroker.broker.storage.log.config import LogConfig
+    from kbroker.broker.storage.log.manager import LogManager
+    from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
     from kbroker.coordinator.partitioning import partition_for
-    from kbroker.coordinator.records import OffsetCommitRecord
+    from kbroker.protocol.records.classic_records import OffsetCommitRecord
 
     async def go() -> dict:
         cluster_meta.load_or_create(data_dir, 1, "")

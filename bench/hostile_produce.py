@@ -9,7 +9,7 @@ members (each a step for the decompressor, nothing inflated; refused once read).
 sends ApiVersions every 20 ms; its worst round trip is how long any client waited behind that one
 request. A broker checking every batch on its event loop holds them all for the whole check (2.8,
 3.6 and 1.3 s on the reference host); past a request's inline budget kbroker checks in a worker
-thread (broker/log/validation.py, broker/workers.py). No peer: what Tansu spends is not the
+thread (broker/storage/log/validation.py, broker/workers.py). No peer: what Tansu spends is not the
 question; that the loop is free is.
 """
 

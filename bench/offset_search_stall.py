@@ -7,7 +7,7 @@ the only one at its timestamp, then asks ListOffsets for that timestamp: the sea
 record of the batch. Meanwhile a second client sends ApiVersions every 20 ms; its worst round trip
 is how long any client waited behind the search. On the event loop the search held everyone for
 its whole walk (11.3 s at nine million records on the slow host); past a request's inline budget
-kbroker walks the batch on a worker (broker/log/timestamp_search.py). Not part of `make bench`: no
+kbroker walks the batch on a worker (broker/storage/log/timestamp_search.py). Not part of `make bench`: no
 peer, and what is measured is that the loop is free.
 """
 

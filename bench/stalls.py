@@ -59,7 +59,7 @@ class LoopProbe:
 
 
 def _commits(n: int, groups: int = 1000, partitions: int = 10):
-    from kbroker.coordinator.records import OffsetCommitRecord
+    from kbroker.protocol.records.classic_records import OffsetCommitRecord
 
     now = int(time.time() * 1000)
     for i in range(n):
@@ -70,8 +70,8 @@ def _commits(n: int, groups: int = 1000, partitions: int = 10):
 async def _write(data_dir: Path, commits: int, per_batch: int = 10):
     """`commits` commit records in partition 0 of a one-partition `__consumer_offsets`, then a roll so
     they all sit in an inactive (compactable) segment."""
-    from kbroker.broker.log.manager import LogManager
-    from kbroker.broker.offsets_topic import TOPIC, OffsetsTopic
+    from kbroker.broker.storage.log.manager import LogManager
+    from kbroker.broker.coordinators.offsets_topic import TOPIC, OffsetsTopic
 
     logs = LogManager(data_dir, flush_policy="never")
     topic = OffsetsTopic(logs, 1)
@@ -91,8 +91,8 @@ async def _write(data_dir: Path, commits: int, per_batch: int = 10):
 
 
 async def measure(commits: int) -> dict:
-    from kbroker.broker.log import compaction
-    from kbroker.broker.log.manager import LogManager
+    from kbroker.broker.storage.log import compaction
+    from kbroker.broker.storage.log.manager import LogManager
 
     tmp = Path(tempfile.mkdtemp(prefix="kbroker-stalls-"))
     try:
@@ -132,9 +132,9 @@ async def measure(commits: int) -> dict:
 
 
 async def _replay_only(tmp: Path, commits: int, out: dict) -> None:
-    from kbroker.broker.log.manager import LogManager
-    from kbroker.broker.offsets_topic import OffsetsTopic
-    from kbroker.coordinator.actor import GroupCoordinatorService
+    from kbroker.broker.storage.log.manager import LogManager
+    from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
+    from kbroker.coordinator.runtime.actor import GroupCoordinatorService
 
     data = tmp / "replay"
     logs, _ = await _write(data, commits)

@@ -10,7 +10,7 @@ read the whole file back). Each change is answered once the whole file is durabl
 Meanwhile a second client sends ApiVersions every 20 ms; its worst round trip is how long any
 client waited behind those writes. Rendered and written on the event loop, the file held everyone
 for the whole write (4.9 s at 200,000 quota entities on the slow host); on the state-files worker
-(broker/state_file.py) the loop is free. Not part of `make bench`: no peer, and a minute.
+(broker/storage/state_file.py) the loop is free. Not part of `make bench`: no peer, and a minute.
 """
 
 from __future__ import annotations

@@ -18,22 +18,22 @@ import uvloop
 
 from . import cluster_meta
 from .config import BrokerConfig, parse_host_port
-from .offsets_topic import TOPIC as OFFSETS_TOPIC
-from .offsets_topic import OffsetsTopic
+from .coordinators.offsets_topic import TOPIC as OFFSETS_TOPIC
+from .coordinators.offsets_topic import OffsetsTopic
 from ..protocol import compression
 from ..protocol.errors import ErrorCode, KafkaError
 from .logging import configure_logging
-from .router import Route, Router
+from .network.router import Route, Router
 from ..protocol.framing import API_VERSIONS_KEY
-from .server import KafkaServer
+from .network.server import KafkaServer
 from .startup import Prepared, prepare
-from .startup_topics import ensure_topics, parse_create_topics
+from .partitions.startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
-    from ..coordinator.actor import GroupCoordinatorService
+    from ..coordinator.runtime.actor import GroupCoordinatorService
     from .services import BrokerServices
     from .security.service import Security
-    from .transactions import TransactionService
+    from .coordinators.transactions import TransactionService
 
 log = structlog.get_logger("kbroker.broker")
 
@@ -78,8 +78,8 @@ def _acl_checked(route: Route) -> Route:
 
 class Broker:
     def __init__(self, config: BrokerConfig, prepared: Prepared | None = None) -> None:
-        from .log.config import LogConfig
-        from .log.manager import LogManager
+        from .storage.log.config import LogConfig
+        from .storage.log.manager import LogManager
 
         if config.dev_security:  # its SSL and SASL_SSL listeners (the module only with the flag)
             from .security.dev_security import configure as configure_dev_security
@@ -93,7 +93,7 @@ class Broker:
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
         self.router = build_router(acl_checks=bool(config.authorizer_class_name))
-        from .observe import Observations, all_servers
+        from .operations.observe import Observations, all_servers
 
         self.observations = Observations()
         from ..purgatory.clock import Clock, SystemClock
@@ -120,10 +120,10 @@ class Broker:
                         self.security.for_listener(e.security_protocol, e.name))
             for e in self.listeners.bind
         ]
-        from .fd_budget import ConnectionSlots, connection_limit
-        from .log.files import FILES
+        from .network.fd_budget import ConnectionSlots, connection_limit
+        from .storage.log.files import FILES
 
-        from .unread_answers import UnreadAnswers
+        from .network.unread_answers import UnreadAnswers
 
         self.connection_slots = ConnectionSlots(connection_limit(FILES.capacity))
         self.unread_answers = UnreadAnswers(config.fetch_max_bytes)
@@ -132,21 +132,24 @@ class Broker:
             server.slots = self.connection_slots
             server.unread = self.unread_answers
         self.admin_http = None
-        self.partition_faults = None  # test controls only (broker/test_controls.py)
+        self.partition_faults = None  # test controls only (broker/operations/test_controls.py)
         if config.test_controls:
-            from .test_controls import PartitionFaults
+            from .operations.test_controls import PartitionFaults
 
             self.partition_faults = PartitionFaults()
         if config.metrics_listen:
-            from .admin_http import AdminHttpServer
+            from .operations.admin_http import AdminHttpServer
+            from .security.http_guard import HttpGuard
 
             admin_host, admin_port = parse_host_port(config.metrics_listen)
-            self.admin_http = AdminHttpServer(self, admin_host, admin_port, test_controls=config.test_controls)
+            self.admin_http = AdminHttpServer(self, admin_host, admin_port, test_controls=config.test_controls,
+                                              guard=HttpGuard(admin_host, config.metrics_allowed_hosts,
+                                                              self._test_controls_token()))
         self._background: list[asyncio.Task] = []
         self._topics_image_cache: tuple[int, Any] | None = None  # (topics_version, image): see _topics_image
         # data path: the broker's one timer driver, long-poll fetches, fetch sessions, idempotent producers
-        from .fetch_sessions import FetchSessionManager
-        from .producer_state import ProducerStateManager
+        from .apis.fetch_sessions import FetchSessionManager
+        from .storage.producer_state import ProducerStateManager
         from ..purgatory.delayed_fetch import FetchPurgatory
         from ..purgatory.timers import KeyedTimers
 
@@ -154,7 +157,7 @@ class Broker:
         self.fetch_purgatory = FetchPurgatory(self.timers)
         self.fetch_sessions = FetchSessionManager()
         self.producer_states = ProducerStateManager(self.logs, self.data_dir, clock=self.clock)
-        from .quotas import ClientQuotas
+        from .operations.quotas import ClientQuotas
 
         self.quotas = ClientQuotas(self.data_dir)
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets;
@@ -168,13 +171,26 @@ class Broker:
         # Set when the start-up load found nothing stored in __consumer_offsets: a coordinator built
         # later has nothing to replay and serves at once.
         self._offsets_hold_nothing = False
-        from .history_file import RebalanceHistoryFile
+        from .operations.history_file import RebalanceHistoryFile
 
         self.history_file = RebalanceHistoryFile(self.data_dir)
         # the transaction coordinator, persisted in __transaction_state: built with the first use
         # (the `transactions` property), or at start() when that topic exists
         self._transactions: TransactionService | None = None
         self._serving = False
+
+    def _test_controls_token(self) -> str | None:
+        """The bearer token of the test controls, written to <data-dir>/test-controls.token (0600) for
+        `kbroker test ...`; printed here when the broker made it up."""
+        if not self.config.test_controls:
+            return None
+        from .security.http_guard import test_controls_token
+
+        token, path = test_controls_token(self.data_dir, self.config.test_controls_token)
+        log.warning("test_controls_enabled", token_file=str(path),
+                    token=None if self.config.test_controls_token else token,
+                    detail="POST /v1/test/... can delete every topic; it needs Authorization: Bearer <token>")
+        return token
 
     def advertised(self, listener: str) -> tuple[str, int]:
         """The host and port a client that came in on `listener` is told to use (Kafka answers with
@@ -188,6 +204,8 @@ class Broker:
             self._build_transactions()  # replays it before the server listens, as Kafka loads it
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
+        if self._security is not None:  # the OAUTHBEARER key set's refresh, when fetched over HTTPS
+            self._background += [asyncio.create_task(c, name="security") for c in self._security.background()]
         self._started = True
         if self._coordinator is not None:
             self._coordinator.start_now()
@@ -269,7 +287,7 @@ class Broker:
         return security
 
     def _build_coordinator(self) -> GroupCoordinatorService:
-        from ..coordinator.actor import GroupCoordinatorService
+        from ..coordinator.runtime.actor import GroupCoordinatorService
         from ..coordinator.config import GroupConfig
 
         config = self.config
@@ -307,7 +325,7 @@ class Broker:
         cached = self._topics_image_cache
         if cached is not None and cached[0] == version:
             return cached[1]
-        from ..coordinator.consumer_group import TopicImage
+        from ..coordinator.groups.consumer.consumer_group import TopicImage
 
         image = {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
         self._topics_image_cache = (version, image)
@@ -315,14 +333,14 @@ class Broker:
 
     @property
     def transactions(self) -> TransactionService:
-        """The transaction coordinator (broker/transactions.py), built with its first use: a broker
+        """The transaction coordinator (broker/coordinators/transactions.py), built with its first use: a broker
         nobody sends a transaction to never imports it nor creates `__transaction_state`."""
         if self._transactions is None:
             return self._build_transactions()
         return self._transactions
 
     def _build_transactions(self) -> TransactionService:
-        from .transactions import TOPIC, TransactionService
+        from .coordinators.transactions import TOPIC, TransactionService
 
         assert TOPIC == TRANSACTION_STATE_TOPIC
         service = self._transactions = TransactionService(self, self.config)

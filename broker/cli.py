@@ -151,7 +151,7 @@ def probe(address: str, timeout: float) -> int:
 def user_add(args: argparse.Namespace) -> int:
     import os
 
-    from .log.files import RewriteLockTimeout
+    from .storage.log.files import RewriteLockTimeout
     from .security.credentials import (
         MAX_ITERATIONS, MIN_ITERATIONS, CredentialStore, ScramCredential, add_plain_user,
     )

@@ -155,6 +155,15 @@ class BrokerConfig:
         default=False, metadata={"help": "serve the test controls (POST /v1/test/...) on --metrics-listen "
                                          "(127.0.0.1:9644 when unset); never in production"}
     )
+    test_controls_token: str = field(
+        default="", metadata={"metavar": "TOKEN", "help": "the bearer token test controls require (default: a random "
+                                                        "one, printed at start and written to "
+                                                        "<data-dir>/test-controls.token, owner-readable only)"}
+    )
+    metrics_allowed_hosts: str = field(
+        default="", metadata={"metavar": "NAMES", "help": "host names the HTTP endpoint answers to besides its own "
+                                                        "addresses (its Host check against DNS rebinding); * for any"}
+    )
     test_controls_remote: bool = field(
         default=False, metadata={"help": "allow --test-controls on a non-loopback --metrics-listen address"}
     )
@@ -164,15 +173,56 @@ class BrokerConfig:
     )
     # --- security (issue 14): Kafka's names; see broker/security/ ---
     sasl_enabled_mechanisms: str = field(
-        default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
-        metadata={"help": "SASL mechanisms SASL listeners accept (sasl.enabled.mechanisms)"},
+        default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        metadata={"help": "SASL mechanisms SASL listeners accept (sasl.enabled.mechanisms); each default one checks "
+                          "credentials you created; OAUTHBEARER only when named, with a JWKS to check tokens against"},
     )
+    sasl_oauthbearer_jwks_endpoint_url: str = field(
+        default="", metadata={"metavar": "URL", "help": "https:// or file: URL of the JSON Web Key Set OAUTHBEARER "
+                                                      "tokens are verified with (sasl.oauthbearer.jwks.endpoint.url)"})
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = field(
+        default=3600000, metadata={"help": "how often the JWKS is fetched again "
+                                           "(sasl.oauthbearer.jwks.endpoint.refresh.ms)"})
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_ms: int = field(
+        default=100, metadata={"help": "first wait after a failed JWKS fetch "
+                                       "(sasl.oauthbearer.jwks.endpoint.retry.backoff.ms)"})
+    sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms: int = field(
+        default=10000, metadata={"help": "longest wait between JWKS fetch attempts "
+                                         "(sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms)"})
+    sasl_oauthbearer_expected_audience: str = field(
+        default="", metadata={"metavar": "AUDIENCES", "help": "comma-separated; a token's aud must name one "
+                                                            "(sasl.oauthbearer.expected.audience)"})
+    sasl_oauthbearer_expected_issuer: str = field(
+        default="", metadata={"metavar": "ISSUER", "help": "a token's iss must be this "
+                                                         "(sasl.oauthbearer.expected.issuer)"})
+    sasl_oauthbearer_allow_unverified_audience: bool = field(
+        default=False, metadata={"help": "accept tokens whatever their aud when no audience is expected "
+                                         "(sasl.oauthbearer.allow.unverified.audience)"})
+    sasl_oauthbearer_allow_unverified_issuer: bool = field(
+        default=False, metadata={"help": "accept tokens whatever their iss when no issuer is expected "
+                                         "(sasl.oauthbearer.allow.unverified.issuer)"})
+    sasl_oauthbearer_clock_skew_seconds: int = field(
+        default=30, metadata={"metavar": "SECONDS", "help": "leeway on exp, nbf and iat "
+                                                          "(sasl.oauthbearer.clock.skew.seconds)"})
+    sasl_oauthbearer_sub_claim_name: str = field(
+        default="sub", metadata={"metavar": "CLAIM", "help": "claim naming the principal "
+                                                           "(sasl.oauthbearer.sub.claim.name)"})
+    sasl_oauthbearer_scope_claim_name: str = field(
+        default="scope", metadata={"metavar": "CLAIM", "help": "claim holding the scopes "
+                                                             "(sasl.oauthbearer.scope.claim.name)"})
+    dev_unsecured_oauthbearer: bool = field(
+        default=False, metadata={"help": "FOR TESTS ONLY: OAUTHBEARER accepts unsigned tokens (alg none) naming any "
+                                         "principal, as Kafka's unsecured validator; warns at every start"})
     sasl_plain_users_file: str = field(default="", metadata={"help": "file of NAME=PASSWORD lines for SASL/PLAIN"})
     sasl_server_max_receive_size: int = field(
         default=524288, metadata={"help": "largest frame before authentication (sasl.server.max.receive.size)"}
     )
     connections_max_reauth_ms: int = field(
         default=0, metadata={"help": "SASL session lifetime; clients re-authenticate (connections.max.reauth.ms)"}
+    )
+    connection_failed_authentication_delay_ms: int = field(
+        default=100, metadata={"help": "a failed authentication is answered (and its connection closed) this much "
+                                       "later (connection.failed.authentication.delay.ms)"}
     )
     ssl_keystore_location: str = field(
         default="", metadata={"help": "PEM file: the broker's certificate chain and key (ssl.keystore.location)"}
@@ -372,7 +422,9 @@ _MINIMUM = {
     "group_max_size": 1, "offsets_topic_num_partitions": 1, "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,
     "connections_max_idle_ms": 1, "max_connections": 1, "max_connections_per_ip": 1, "fetch_max_bytes": 1,
-    "max_inflated_batch_bytes": 1,
+    "max_inflated_batch_bytes": 1, "connection_failed_authentication_delay_ms": 0,
+    "sasl_oauthbearer_jwks_endpoint_refresh_ms": 1, "sasl_oauthbearer_jwks_endpoint_retry_backoff_ms": 1,
+    "sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms": 1, "sasl_oauthbearer_clock_skew_seconds": 0,
 }
 _INT32_MAX = 2**31 - 1
 
@@ -430,7 +482,7 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
         except (OSError, ValueError) as e:
             raise ConfigError(f"{src.label('ssl_keystore_location')}: cannot load {cfg.ssl_keystore_location}: "
                               f"{e}") from None
-    from .startup_topics import parse_create_topics
+    from .partitions.startup_topics import parse_create_topics
 
     parse_create_topics(cfg.create_topics, src.label("create_topics"))
     from ..coordinator.config import GroupConfig
@@ -461,8 +513,14 @@ def _check_security_settings(cfg: BrokerConfig, src: Sources) -> None:
     parse (tests/unit/test_config.py holds them to it), and checking them would import the security
     package, which a PLAINTEXT broker without an authorizer loads only with its first use."""
     defaults = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
+    if cfg.connection_failed_authentication_delay_ms >= cfg.connections_max_idle_ms:
+        raise ConfigError(f"{src.label('connection_failed_authentication_delay_ms')}: must be below "
+                          f"{src.label('connections_max_idle_ms')} ({cfg.connections_max_idle_ms}), as in Kafka")
     if (cfg.sasl_enabled_mechanisms == defaults["sasl_enabled_mechanisms"]
             and cfg.ssl_principal_mapping_rules == defaults["ssl_principal_mapping_rules"]):
+        if cfg.dev_unsecured_oauthbearer:
+            raise ConfigError(f"{src.label('dev_unsecured_oauthbearer')} has no effect without OAUTHBEARER in "
+                              f"{src.label('sasl_enabled_mechanisms')}")
         return
     from .security.service import parse_mechanisms
     from .security.tls import PrincipalMapper
@@ -475,3 +533,14 @@ def _check_security_settings(cfg: BrokerConfig, src: Sources) -> None:
         PrincipalMapper(cfg.ssl_principal_mapping_rules)
     except ValueError as e:
         raise ConfigError(f"{src.label('ssl_principal_mapping_rules')}: {e}") from None
+    oauthbearer = "OAUTHBEARER" in parse_mechanisms(cfg.sasl_enabled_mechanisms)
+    if cfg.dev_unsecured_oauthbearer and not oauthbearer:
+        raise ConfigError(f"{src.label('dev_unsecured_oauthbearer')} has no effect without OAUTHBEARER in "
+                          f"{src.label('sasl_enabled_mechanisms')}")
+    if oauthbearer and not cfg.dev_security:
+        from .security.oauth import OAuthSettingsError, check_settings
+
+        try:  # --dev-security supplies its own key set (security/dev_security.py configure)
+            check_settings(cfg)
+        except OAuthSettingsError as e:
+            raise ConfigError(f"{src.label(e.setting)}: {e}") from None

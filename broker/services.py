@@ -15,20 +15,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ..coordinator.actor import GroupCoordinatorService
+    from ..coordinator.runtime.actor import GroupCoordinatorService
     from ..purgatory.clock import Clock
     from ..purgatory.delayed_fetch import FetchPurgatory
     from .config import BrokerConfig
-    from .fetch_sessions import FetchSessionManager
-    from .log.manager import LogManager, TopicInfo
-    from .observe import Observations
-    from .producer_state import ProducerStateManager
-    from .quotas import ClientQuotas
-    from .router import Router
+    from .apis.fetch_sessions import FetchSessionManager
+    from .storage.log.manager import LogManager, TopicInfo
+    from .operations.observe import Observations
+    from .storage.producer_state import ProducerStateManager
+    from .operations.quotas import ClientQuotas
+    from .network.router import Router
     from .security.service import Security
-    from .test_controls import PartitionFaults
-    from .transactions import TransactionService
-    from .unread_answers import UnreadAnswers
+    from .operations.test_controls import PartitionFaults
+    from .coordinators.transactions import TransactionService
+    from .network.unread_answers import UnreadAnswers
 
 
 class BrokerServices(Protocol):

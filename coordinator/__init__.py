@@ -1,5 +1,10 @@
 """Kafka's consumer-group coordinator as pure state machines plus a thin asyncio shell.
 
+Folders: runtime/ (service, runtime, outcome, execute), groups/ (commands, results, group types,
+history), groups/classic/ (the shard and the classic protocol), groups/consumer/ (KIP-848), txn/
+(the transaction coordinator); the record formats are the protocol's (protocol/records/). The
+module names below are unique across the folders.
+
 Layers (as Kafka 4's GroupCoordinatorService / CoordinatorRuntime / GroupCoordinatorShard):
 
 - `service.GroupCoordinatorService` (re-exported by `actor` for older imports): the request
@@ -15,7 +20,8 @@ Layers (as Kafka 4's GroupCoordinatorService / CoordinatorRuntime / GroupCoordin
 - Classic groups: `transitions` (every state change, with the table of which event moves which
   state), `join`, `membership`, `offsets`, `admin`, `controls` (test controls), `rebalance` (shared
   helpers); `group.ClassicGroup` and `member.Member` hold the state.
-- `commands`, `results`, `records` (+ `record_codec`): what goes in, comes out, gets stored.
+- `commands`, `results`, and the protocol's `records` (+ their `codec`): what goes in, comes out,
+  gets stored.
 - `txn/`: the transaction coordinator (`__transaction_state`), separate from groups.
 - `tests/coordinator_harness.Harness`: a manual-clock driver for one shard in tests.
 

@@ -20,7 +20,7 @@ from pyspark.sql.types import (
 
 from .logdir import OFFSETS_TOPIC, SegmentFile
 
-REBALANCE_EVENT = "rebalance_completed"  # coordinator/service.py logs one per completed rebalance
+REBALANCE_EVENT = "rebalance_completed"  # coordinator/runtime/service.py logs one per completed rebalance
 
 BROKER_LOG_SCHEMA = StructType([
     StructField("event", StringType()),

@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..coordinator.record_codec import UnknownRecordType, decode_record
-from ..coordinator.records import (
+from ..protocol.records.codec import UnknownRecordType, decode_record
+from ..protocol.records.classic_records import (
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,
@@ -28,8 +28,7 @@ from ..coordinator.records import (
 )
 from ..protocol import codec
 from ..protocol.errors import KafkaError
-from ..protocol.messages import consumer_protocol_assignment as cpa
-from ..protocol.messages import consumer_protocol_subscription as cps
+from ..protocol import consumer_protocol
 from ..protocol.record_batch import (
     COMPRESSION_NAMES,
     HEADER_SIZE,
@@ -43,7 +42,6 @@ from ..protocol.record_batch import (
 
 from .logdir import SegmentFile
 
-_I16 = struct.Struct(">h")
 ROWS_PER_ARROW_BATCH = 65536
 
 
@@ -288,9 +286,7 @@ def decode_subscription(data: bytes | None) -> tuple[list[str] | None, list[tupl
     if not data or len(data) < 2:
         return None, None
     try:
-        (version,) = _I16.unpack_from(data)
-        # Later versions only append fields, so the newest version we know reads any newer one's prefix.
-        sub = codec.decode(cps.SPEC, max(0, min(version, cps.SPEC.versions[-1])), data[2:])
+        sub = consumer_protocol.decode_subscription(data)
         return list(sub.topics), [(tp.topic, list(tp.partitions)) for tp in sub.owned_partitions]
     except Exception:  # noqa: BLE001 - a foreign protocol's bytes are data, not an error
         return None, None
@@ -300,9 +296,7 @@ def decode_assignment(data: bytes | None) -> list[tuple[str, list[int]]] | None:
     if not data or len(data) < 2:
         return None
     try:
-        (version,) = _I16.unpack_from(data)
-        assignment = codec.decode(cpa.SPEC, max(0, min(version, cpa.SPEC.versions[-1])), data[2:])
-        return [(tp.topic, list(tp.partitions)) for tp in assignment.assigned_partitions]
+        return consumer_protocol.assigned_partitions(data)
     except Exception:  # noqa: BLE001
         return None
 

@@ -1,4 +1,4 @@
-"""Find the segment files of a kbroker data directory (see broker/log/manager.py for the layout).
+"""Find the segment files of a kbroker data directory (see broker/storage/log/manager.py for the layout).
 
 Pure Python and cheap: it lists directories and stats files, it never opens a segment. The data source
 calls it on the driver to plan one input partition per segment file; executors only receive paths, so

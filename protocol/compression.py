@@ -67,7 +67,7 @@ class InflatedTooLarge(KafkaError):
 class TooManyParts(Exception):
     """More gzip members, snappy blocks or zstd frames and blocks than the caller allows: not a fault
     of the batch. Each part costs a step in Python, so a megabyte of empty ones costs a second:
-    Produce checks a batch like that off the event loop (broker/log/validation.py)."""
+    Produce checks a batch like that off the event loop (broker/storage/log/validation.py)."""
 
 
 class PartAllowance:

@@ -46,7 +46,7 @@ def _string(buf: bytes, pos: int, nullable: bool) -> tuple[str | None, int]:
     return buf[pos + 1:end].decode(), end
 
 
-def _request(buf: bytes, pos: int, version: int) -> ConsumerGroupHeartbeatRequest:
+def _request(buf: bytes, pos: int, version: int) -> tuple[ConsumerGroupHeartbeatRequest, int]:
     group_id, pos = _string(buf, pos, False)
     member_id, pos = _string(buf, pos, False)
     (member_epoch,) = _I32.unpack_from(buf, pos)
@@ -64,7 +64,7 @@ def _request(buf: bytes, pos: int, version: int) -> ConsumerGroupHeartbeatReques
     if buf[pos] or buf[pos + 1]:  # owned topic partitions: an array; then tagged fields
         raise _Unusual
     return ConsumerGroupHeartbeatRequest(group_id, member_id, member_epoch, instance_id, rack_id,  # type: ignore[arg-type]
-                                         rebalance_timeout_ms, None, regex, assignor, None)
+                                         rebalance_timeout_ms, None, regex, assignor, None), pos + 2
 
 
 def request_parser(version: int, generic: Callable[[], Parse]) -> Parse:
@@ -75,10 +75,11 @@ def request_parser(version: int, generic: Callable[[], Parse]) -> Parse:
     def parse(io: BytesIO, this: Any) -> Any:
         start = io.tell()
         try:
-            request = _request(io.getvalue(), start, version)
+            request, end = _request(io.getvalue(), start, version)
         except (_Unusual, IndexError, struct.error, UnicodeDecodeError):
             io.seek(start)
             return generic()(io, this)
+        io.seek(end)  # where the body ended, as the generic parse leaves it: bytes after it are seen
         return request
 
     return parse

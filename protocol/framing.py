@@ -20,7 +20,8 @@ from .wire import MalformedMessage
 from .spec import MessageSpec
 
 API_VERSIONS_KEY = 18
-_HEAD = Struct(">hhi")
+_HEAD = Struct(">hhi")  # api key, api version, correlation id: every request header starts so
+_ID_LENGTH = Struct(">h")  # then the client id's length (null: -1)
 _SIZE = Struct(">i")
 
 RequestHeader = _rh.RequestHeader
@@ -93,19 +94,67 @@ def peek_api(frame: bytes) -> tuple[int, int, int]:
     return _HEAD.unpack_from(frame)
 
 
+def request_header_flexible(api_key: int, api_version: int) -> bool:
+    """Whether the request's header is v2 (tagged fields), from its API's flexible versions. Versions
+    beyond the JSON's range follow its "N+" flexible range, like Kafka's extrapolation."""
+    flexible_from = REQUEST_FLEXIBLE_FROM.get(api_key)
+    return flexible_from is not None and api_version >= flexible_from
+
+
+def read_client_id(frame: bytes, flexible: bool) -> tuple[str, int]:
+    """The rest of a request header after `peek_api`'s fixed start: the client id (null reads as "",
+    as in Kafka) and where the body starts. The one header decoder: the server's connection
+    (broker/network/connection.py) reads every request with it, and `decode_request_header` too."""
+    if len(frame) < 10:
+        raise MalformedMessage(f"request of {len(frame)} bytes ends inside its client id")
+    (length,) = _ID_LENGTH.unpack_from(frame, 8)
+    position = 10
+    if length < 0:
+        if length != -1:
+            raise MalformedMessage(f"client id length {length}")
+        client_id = ""
+    else:
+        position += length
+        if position > len(frame):
+            raise MalformedMessage(f"client id of {length} bytes in a {len(frame)}-byte request")
+        try:
+            client_id = frame[10:position].decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise MalformedMessage(f"client id is not UTF-8: {e}") from None
+    if flexible:  # request header v2: tagged fields, none of which we know
+        count, position = _varint(frame, position)
+        for _ in range(count):
+            _, position = _varint(frame, position)
+            size, position = _varint(frame, position)
+            position += size
+        if position > len(frame):
+            raise MalformedMessage("tagged fields past the end of the request")
+    return client_id, position
+
+
+def _varint(frame: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if position >= len(frame) or shift > 28:
+            raise MalformedMessage("truncated or over-long varint in the request header")
+        byte = frame[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
+
+
 def decode_request_header(frame: bytes) -> RequestFrame:
-    """Decode the header; the body is decoded separately once the version is known to be served."""
-    api_key, api_version, _ = peek_api(frame)
+    """Decode the header (with the server's decoder); the body is decoded separately once the
+    version is known to be served."""
+    api_key, api_version, correlation_id = peek_api(frame)
     if api_key not in REQUEST_FLEXIBLE_FROM:
         raise UnknownApiKey(api_key)
-    flexible_from = REQUEST_FLEXIBLE_FROM[api_key]
-    # Versions beyond the JSON's range follow its "N+" flexible range, like Kafka's extrapolation.
-    header_version = 2 if flexible_from is not None and api_version >= flexible_from else 1
+    client_id, position = read_client_id(frame, request_header_flexible(api_key, api_version))
     io = BytesIO(frame)
-    header = codec.decode(_rh.SPEC, header_version, io)
-    if header.client_id is None:
-        header.client_id = ""  # Kafka reads a null client id as the empty string
-    return RequestFrame(header, request_spec(api_key), io)
+    io.seek(position)
+    return RequestFrame(RequestHeader(api_key, api_version, correlation_id, client_id), request_spec(api_key), io)
 
 
 def decode_body(frame: RequestFrame) -> Any:

@@ -58,7 +58,7 @@ def _count(buf: bytes, pos: int) -> int:
     return n
 
 
-def _request(buf: bytes, pos: int) -> OffsetCommitRequest:
+def _request(buf: bytes, pos: int) -> tuple[OffsetCommitRequest, int]:
     group_id, pos = _string(buf, pos, False)
     (generation,) = _I32.unpack_from(buf, pos)
     member_id, pos = _string(buf, pos + 4, False)
@@ -84,7 +84,7 @@ def _request(buf: bytes, pos: int) -> OffsetCommitRequest:
         topics.append(OffsetCommitRequestTopic(name, ZERO_UUID, partitions))  # type: ignore[arg-type]
     if buf[pos]:
         raise _Unusual
-    return OffsetCommitRequest(group_id, generation, member_id, instance_id, -1, topics)  # type: ignore[arg-type]
+    return OffsetCommitRequest(group_id, generation, member_id, instance_id, -1, topics), pos + 1  # type: ignore[arg-type]
 
 
 def request_parser(generic: Callable[[], Parse]) -> Parse:
@@ -94,10 +94,12 @@ def request_parser(generic: Callable[[], Parse]) -> Parse:
     def parse(io: BytesIO, this: Any) -> Any:
         start = io.tell()
         try:
-            return _request(io.getvalue(), start)
+            request, end = _request(io.getvalue(), start)
         except (_Unusual, IndexError, struct.error, UnicodeDecodeError):
             io.seek(start)
             return generic()(io, this)
+        io.seek(end)  # where the body ended, as the generic parse leaves it: bytes after it are seen
+        return request
 
     return parse
 

@@ -11,7 +11,7 @@ building each one costs microseconds: a crafted record whose inner lengths disag
 still passes, and its readers meet it as CORRUPT_MESSAGE.
 
 The checks that read a field of each record walk the same way (`record_heads`, used by
-broker/log/validation.py): a compacted topic's key check and a topic's lower timestamp bound. A batch
+broker/storage/log/validation.py): a compacted topic's key check and a topic's lower timestamp bound. A batch
 within the inflated bound may still hold millions of tiny records, and those checks must not make an
 object per record either. That walk also refuses a key running past its record.
 

@@ -15,12 +15,12 @@ from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.purgatory.clock import ManualClock
 from kbroker.purgatory.timers import KeyedTimers, TimerFired
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator.classic import GroupStateMachine
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.groups.classic.classic import GroupStateMachine
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.execute import execute_outcome, run_now
-from kbroker.coordinator.outcome import CancelTimer, Event, Reply, TimerOp
-from kbroker.coordinator.records import Record
+from kbroker.coordinator.runtime.execute import execute_outcome, run_now
+from kbroker.coordinator.runtime.outcome import CancelTimer, Event, Reply, TimerOp
+from kbroker.protocol.records.classic_records import Record
 
 
 class Harness:

@@ -4,7 +4,11 @@
 API, while ApiVersions advertises every entry from the start (a broker that is only asked
 ApiVersions, Metadata and a few group APIs never imports the rest). tests/unit/test_router_lazy.py
 checks the table against each module's API_KEY and VERSIONS, and that every module is listed.
+The handlers' shared helpers (HELPERS) live beside them and serve no API.
 """
+
+# what the handlers share: the group APIs' coordinator calls, repeated ids, the fetch sessions' cache
+HELPERS = ("fetch_sessions", "group_wire", "repeats")
 
 # api key -> (module in this package, lowest version served, highest version served)
 SERVED: dict[int, tuple[str, int, int]] = {

@@ -3,8 +3,9 @@ that TxnOffsetCommit may follow (Kafka adds exactly that partition)."""
 
 from __future__ import annotations
 
-from ..offsets_topic import TOPIC as OFFSETS_TOPIC
-from ..router import RequestContext
+from ..coordinators.offsets_topic import TOPIC as OFFSETS_TOPIC
+from ..network.router import RequestContext
+from ..network.error_answers import refuse
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from ...protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
@@ -15,7 +16,7 @@ VERSIONS = (0, 4)
 
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     if not request.group_id:
-        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_GROUP_ID)
+        return refuse(ctx, request, ErrorCode.INVALID_GROUP_ID)
     tp = (OFFSETS_TOPIC, ctx.broker.coordinator.partition_for(request.group_id))
     error = await ctx.broker.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch, [tp])
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)

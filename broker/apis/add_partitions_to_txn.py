@@ -9,7 +9,7 @@ INVALID_TXN_STATE otherwise); each transaction is answered on its own.
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from ...protocol.messages.add_partitions_to_txn_response import (

@@ -1,16 +1,16 @@
-"""AlterClientQuotas (49) v0-v1: set or remove quota values per entity (broker/quotas.py).
+"""AlterClientQuotas (49) v0-v1: set or remove quota values per entity (broker/operations/quotas.py).
 
 Each entry is validated on its own (entity shape, key, value) and answered with its own error, as
 Kafka's controller does; the valid ones are applied and persisted together unless ValidateOnly. As in
 Kafka's controller, a request changing more than 10,000 quota values (one record each there)
-changes none: every entry answers POLICY_VIOLATION (broker/state_file.py), ValidateOnly or not.
+changes none: every entry answers POLICY_VIOLATION (broker/storage/state_file.py), ValidateOnly or not.
 """
 
 from __future__ import annotations
 
-from .. import quotas as q
-from ..router import RequestContext
-from ..state_file import MAX_CHANGES_PER_REQUEST, TOO_MANY_CHANGES
+from ..operations import quotas as q
+from ..network.router import RequestContext
+from ..storage.state_file import MAX_CHANGES_PER_REQUEST, TOO_MANY_CHANGES
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from ...protocol.messages.alter_client_quotas_response import (

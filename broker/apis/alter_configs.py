@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
-from ..log.manager import is_internal_topic
-from ..router import RequestContext
+from ..storage.log.manager import is_internal_topic
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
 from ...protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from ...protocol.messages.alter_partition_reassignments_response import (

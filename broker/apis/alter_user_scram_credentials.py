@@ -14,7 +14,7 @@ from functools import partial
 
 import structlog
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ..security.acl import Operation, ResourceType
 from ..security.credentials import MAX_ITERATIONS, MECHANISM_NAMES, MIN_ITERATIONS, ScramCredential
 from ...protocol.errors import ErrorCode

@@ -9,7 +9,7 @@ transaction.version with KIP-890).
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.api_versions_request import ApiVersionsRequest
 from ...protocol.messages.api_versions_response import (

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .. import group_wire
-from ..repeats import distinct, in_request_order
-from ..router import RequestContext
-from ...coordinator import consumer_commands as cc
+from . import group_wire
+from .repeats import distinct, in_request_order
+from ..network.router import RequestContext
+from ...coordinator.groups.consumer import consumer_commands as cc
 from ...protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from ...protocol.messages.consumer_group_describe_response import (
     Assignment,
@@ -19,7 +19,7 @@ from ...protocol.messages.consumer_group_describe_response import (
 )
 
 if TYPE_CHECKING:
-    from ...coordinator.actor import GroupCoordinatorService
+    from ...coordinator.runtime.actor import GroupCoordinatorService
 
 API_KEY = 69
 VERSIONS = (0, 1)

@@ -6,10 +6,10 @@ coordinator validates both. Topic partitions travel by topic id.
 
 from __future__ import annotations
 
-from .. import group_wire
-from ..router import Deferred, RequestContext
-from ...coordinator import consumer_commands as cc
-from ...coordinator.consumer_commands import ConsumerGroupHeartbeatResult
+from . import group_wire
+from ..network.router import Deferred, RequestContext
+from ...coordinator.groups.consumer import consumer_commands as cc
+from ...coordinator.groups.consumer.consumer_commands import ConsumerGroupHeartbeatResult
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from ...protocol.messages.consumer_group_heartbeat_response import (
@@ -44,6 +44,8 @@ def command(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> cc.C
         client_id=ctx.client_id or "",
         client_host=group_wire.client_host(ctx.peer),
         api_version=ctx.api_version,
+        # under an authorizer, a regex resolves only to topics this member may describe
+        topic_filter=None if (security := ctx.broker.security_if_built) is None else security.topic_describer(ctx),
     )
 
 

@@ -1,15 +1,15 @@
 """CreateAcls (30) v1-v3: add ACL bindings (Alter on the cluster); persisted before the answer.
 
 As in Kafka's controller, a request that would add more than 10,000 ACLs adds none: every creation
-answers POLICY_VIOLATION (broker/state_file.py)."""
+answers POLICY_VIOLATION (broker/storage/state_file.py)."""
 
 from __future__ import annotations
 
 from enum import IntEnum
 from typing import TypeVar
 
-from ..router import RequestContext
-from ..state_file import MAX_CHANGES_PER_REQUEST, TOO_MANY_CHANGES
+from ..network.router import RequestContext
+from ..storage.state_file import MAX_CHANGES_PER_REQUEST, TOO_MANY_CHANGES
 from ..security.acl import (
     AclBinding, Operation, PatternType, Permission, ResourceType, invalid_binding_reason,
 )

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..log.manager import is_internal_topic
-from ..router import RequestContext
+from ..storage.log.manager import is_internal_topic
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from ...protocol.messages.create_partitions_response import (

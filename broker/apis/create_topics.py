@@ -17,8 +17,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from .describe_configs import SOURCES
-from ..log.manager import validate_topic_name
-from ..router import RequestContext
+from ..storage.log.manager import validate_topic_name
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from ...protocol.messages.create_topics_response import (

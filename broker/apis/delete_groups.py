@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import group_wire
-from ..router import RequestContext
+from . import group_wire
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.delete_groups_request import DeleteGroupsRequest
 from ...protocol.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
 
 if TYPE_CHECKING:
-    from ...coordinator.actor import GroupCoordinatorService
+    from ...coordinator.runtime.actor import GroupCoordinatorService
 
 API_KEY = 42
 VERSIONS = (0, 2)

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from ..log.manager import is_internal_topic
-from ..log.partition_log import OffsetOutOfRangeError
-from ..router import RequestContext
+from ..storage.log.manager import is_internal_topic
+from ..storage.log.partition_log import OffsetOutOfRangeError
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.delete_records_request import DeleteRecordsRequest
 from ...protocol.messages.delete_records_response import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..log.manager import is_internal_topic
-from ..router import RequestContext
+from ..storage.log.manager import is_internal_topic
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.delete_topics_request import DeleteTopicsRequest
 from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse

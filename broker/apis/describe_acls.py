@@ -5,7 +5,8 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any, TypeVar
 
-from ..router import RequestContext
+from ..network.router import RequestContext
+from ..network.error_answers import refuse
 from ..security.acl import AclFilter, Operation, PatternType, Permission, ResourceType
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_acls_request import DescribeAclsRequest
@@ -34,15 +35,13 @@ def to_filter(r: Any) -> AclFilter:
 async def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
     security = ctx.broker.security
     if security.authorizer is None:
-        return DescribeAclsResponse(error_code=ErrorCode.SECURITY_DISABLED,
-                                    error_message="No Authorizer is configured.", resources=[])
+        return refuse(ctx, request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not security.authorize(ctx, Operation.DESCRIBE, ResourceType.CLUSTER):
-        return DescribeAclsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                    error_message="Cluster authorization failed.", resources=[])
+        return refuse(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     flt = to_filter(request)
     reason = flt.invalid_reason()
     if reason:
-        return DescribeAclsResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=reason, resources=[])
+        return refuse(ctx, request, ErrorCode.INVALID_REQUEST, reason)
     grouped: dict[tuple, list] = {}
     for acl in security.authorizer.matching(flt):
         grouped.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(

@@ -1,11 +1,12 @@
 """DescribeClientQuotas (48) v0-v1: the stored quotas whose entities match the filter
-(broker/quotas.py). A filter naming an unknown entity type, or one type twice, is answered as Kafka
+(broker/operations/quotas.py). A filter naming an unknown entity type, or one type twice, is answered as Kafka
 does: INVALID_REQUEST with a message and no entries."""
 
 from __future__ import annotations
 
-from .. import quotas as q
-from ..router import RequestContext
+from ..operations import quotas as q
+from ..network.router import RequestContext
+from ..network.error_answers import refuse
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from ...protocol.messages.describe_client_quotas_response import (
@@ -18,6 +19,12 @@ from ...protocol.messages.describe_client_quotas_response import (
 API_KEY = 48
 VERSIONS = (0, 1)
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
+
+
+def failed_response(_ctx: RequestContext, _request: DescribeClientQuotasRequest,
+                    error: ErrorCode) -> DescribeClientQuotasResponse:
+    """As Kafka's: no entries (null), not an empty list."""
+    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=error, error_message=None, entries=None)
 
 
 def _filter(request: DescribeClientQuotasRequest) -> list[tuple[str, int, str | None]]:
@@ -44,8 +51,7 @@ async def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> D
     try:
         components = _filter(request)
     except q.QuotaError as e:
-        return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
-                                            error_message=str(e), entries=None)
+        return refuse(ctx, request, ErrorCode.INVALID_REQUEST, str(e))
     entries = [
         EntryData(entity=[EntityData(t, n) for t, n in entity],
                   values=[ValueData(k, v) for k, v in sorted(values.items())])

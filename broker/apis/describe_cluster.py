@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_cluster_request import DescribeClusterRequest
 from ...protocol.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse

@@ -19,9 +19,9 @@ import re
 from typing import TYPE_CHECKING
 
 from ..config import BrokerConfig
-from ..log.config import ConfigEntry, LogConfig
-from ..repeats import charge, distinct, in_request_order
-from ..router import RequestContext
+from ..storage.log.config import ConfigEntry, LogConfig, default_of
+from .repeats import charge, distinct, in_request_order
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_configs_request import DescribeConfigsRequest
 from ...protocol.messages.describe_configs_response import (
@@ -52,60 +52,74 @@ SOURCES = {"DYNAMIC_TOPIC_CONFIG": SOURCE_DYNAMIC_TOPIC, "DEFAULT_CONFIG": SOURC
 # ConfigType
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
-_LONG_MAX = str(2**63 - 1)
+DEFAULT, HOURS = "<default>", "<default in hours>"  # markers, resolved below
 
-# topic config -> (type, documentation, broker synonyms with the default Kafka gives them, or None
-# when the broker name has no default of its own; the first is the one DescribeConfigs names)
-TOPIC_CONFIGS: dict[str, tuple[int, str, tuple[tuple[str, str | None], ...]]] = {
+# topic config -> (type, documentation, broker synonyms with the default Kafka gives them: DEFAULT
+# for the topic config's own (storage/log/config.py owns them), HOURS for it in hours, None when the
+# broker name has no default of its own; the first is the one DescribeConfigs names)
+_TOPIC_CONFIGS: dict[str, tuple[int, str, tuple[tuple[str, str | None], ...]]] = {
     "cleanup.policy": (LIST, "Whether old segments are deleted, compacted by key, or both.",
-                       (("log.cleanup.policy", "delete"),)),
+                       (("log.cleanup.policy", DEFAULT),)),
     "compression.gzip.level": (INT, "The gzip level for compression.type=gzip (1-9, or -1 for the codec's default).",
-                               (("compression.gzip.level", "-1"),)),
-    "compression.lz4.level": (INT, "The lz4 level for compression.type=lz4 (1-17).", (("compression.lz4.level", "9"),)),
+                               (("compression.gzip.level", DEFAULT),)),
+    "compression.lz4.level": (INT, "The lz4 level for compression.type=lz4 (1-17).", (("compression.lz4.level", DEFAULT),)),
     "compression.type": (STRING, "Compression codec the topic stores batches with; 'producer' keeps the producer's.",
-                         (("compression.type", "producer"),)),
+                         (("compression.type", DEFAULT),)),
     "compression.zstd.level": (INT, "The zstd level for compression.type=zstd (-131072 to 22).",
-                               (("compression.zstd.level", "3"),)),
+                               (("compression.zstd.level", DEFAULT),)),
     "delete.retention.ms": (LONG, "How long tombstones stay readable in a compacted topic.",
-                            (("log.cleaner.delete.retention.ms", "86400000"),)),
+                            (("log.cleaner.delete.retention.ms", DEFAULT),)),
     "file.delete.delay.ms": (LONG, "Delay before a deleted segment file is removed from disk.",
-                             (("log.segment.delete.delay.ms", "60000"),)),
+                             (("log.segment.delete.delay.ms", DEFAULT),)),
     "flush.messages": (LONG, "Records appended between forced fsyncs.",
-                       (("log.flush.interval.messages", _LONG_MAX),)),
+                       (("log.flush.interval.messages", DEFAULT),)),
     "flush.ms": (LONG, "Milliseconds between forced fsyncs.",
-                 (("log.flush.interval.ms", None), ("log.flush.scheduler.interval.ms", _LONG_MAX))),
+                 (("log.flush.interval.ms", None), ("log.flush.scheduler.interval.ms", DEFAULT))),
     "index.interval.bytes": (INT, "Bytes of records between two offset-index entries.",
-                             (("log.index.interval.bytes", "4096"),)),
+                             (("log.index.interval.bytes", DEFAULT),)),
     "max.compaction.lag.ms": (LONG, "Longest time a record may stay uncompacted.",
-                              (("log.cleaner.max.compaction.lag.ms", _LONG_MAX),)),
+                              (("log.cleaner.max.compaction.lag.ms", DEFAULT),)),
     "max.message.bytes": (INT, "Largest record batch the topic accepts, in bytes.",
-                          (("message.max.bytes", "1048588"),)),
+                          (("message.max.bytes", DEFAULT),)),
     "message.timestamp.after.max.ms": (LONG, "How far in the future a CreateTime timestamp may be.",
-                                       (("log.message.timestamp.after.max.ms", "3600000"),)),
+                                       (("log.message.timestamp.after.max.ms", DEFAULT),)),
     "message.timestamp.before.max.ms": (LONG, "How far in the past a CreateTime timestamp may be.",
-                                        (("log.message.timestamp.before.max.ms", _LONG_MAX),)),
+                                        (("log.message.timestamp.before.max.ms", DEFAULT),)),
     "message.timestamp.type": (STRING, "CreateTime keeps the producer's timestamps; LogAppendTime uses the broker's.",
-                               (("log.message.timestamp.type", "CreateTime"),)),
+                               (("log.message.timestamp.type", DEFAULT),)),
     "min.cleanable.dirty.ratio": (DOUBLE, "Share of uncompacted log that makes a compacted topic eligible for cleaning.",
-                                  (("log.cleaner.min.cleanable.ratio", "0.5"),)),
+                                  (("log.cleaner.min.cleanable.ratio", DEFAULT),)),
     "min.compaction.lag.ms": (LONG, "Shortest time a record stays uncompacted.",
-                              (("log.cleaner.min.compaction.lag.ms", "0"),)),
+                              (("log.cleaner.min.compaction.lag.ms", DEFAULT),)),
     "min.insync.replicas": (INT, "Replicas that must acknowledge an acks=all write.",
-                            (("min.insync.replicas", "1"),)),
-    "preallocate": (BOOLEAN, "Whether segment files are preallocated.", (("log.preallocate", "false"),)),
+                            (("min.insync.replicas", DEFAULT),)),
+    "preallocate": (BOOLEAN, "Whether segment files are preallocated.", (("log.preallocate", DEFAULT),)),
     "retention.bytes": (LONG, "Size a partition may grow to before old segments are deleted; -1 for no limit.",
-                        (("log.retention.bytes", "-1"),)),
+                        (("log.retention.bytes", DEFAULT),)),
     "retention.ms": (LONG, "Age after which segments are deleted; -1 for no limit.",
-                     (("log.retention.ms", None), ("log.retention.minutes", None), ("log.retention.hours", "168"))),
-    "segment.bytes": (INT, "Size at which the active segment is rolled.", (("log.segment.bytes", "1073741824"),)),
-    "segment.index.bytes": (INT, "Size of a segment's offset index.", (("log.index.size.max.bytes", "10485760"),)),
+                     (("log.retention.ms", None), ("log.retention.minutes", None), ("log.retention.hours", HOURS))),
+    "segment.bytes": (INT, "Size at which the active segment is rolled.", (("log.segment.bytes", DEFAULT),)),
+    "segment.index.bytes": (INT, "Size of a segment's offset index.", (("log.index.size.max.bytes", DEFAULT),)),
     "segment.jitter.ms": (LONG, "Random jitter subtracted from segment.ms.",
-                          (("log.roll.jitter.ms", None), ("log.roll.jitter.hours", "0"))),
+                          (("log.roll.jitter.ms", None), ("log.roll.jitter.hours", HOURS))),
     "segment.ms": (LONG, "Age at which the active segment is rolled.",
-                   (("log.roll.ms", None), ("log.roll.hours", "168"))),
+                   (("log.roll.ms", None), ("log.roll.hours", HOURS))),
     "unclean.leader.election.enable": (BOOLEAN, "Whether an out-of-sync replica may become leader.",
-                                       (("unclean.leader.election.enable", "false"),)),
+                                       (("unclean.leader.election.enable", DEFAULT),)),
 }
+
+
+
+def _resolved(topic: str, value: str | None) -> str | None:
+    if value == DEFAULT:
+        return default_of(topic)
+    if value == HOURS:
+        return str(int(default_of(topic)) // 3_600_000)
+    return value
+
+
+TOPIC_CONFIGS = {topic: (kind, doc, tuple((name, _resolved(topic, value)) for name, value in synonyms))
+                 for topic, (kind, doc, synonyms) in _TOPIC_CONFIGS.items()}
 
 # The broker-level synonyms whose type is not their topic config's (hours where the topic has ms).
 SYNONYM_TYPES = {"log.retention.hours": INT, "log.retention.minutes": INT, "log.roll.hours": INT,
@@ -152,6 +166,19 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("transactional_id_expiration_ms", "transactional.id.expiration.ms", INT),
     ("sasl_enabled_mechanisms", "sasl.enabled.mechanisms", LIST),
     ("sasl_server_max_receive_size", "sasl.server.max.receive.size", INT),
+    ("sasl_oauthbearer_jwks_endpoint_url", "sasl.oauthbearer.jwks.endpoint.url", STRING),
+    ("sasl_oauthbearer_jwks_endpoint_refresh_ms", "sasl.oauthbearer.jwks.endpoint.refresh.ms", LONG),
+    ("sasl_oauthbearer_jwks_endpoint_retry_backoff_ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", LONG),
+    ("sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+     LONG),
+    ("sasl_oauthbearer_expected_audience", "sasl.oauthbearer.expected.audience", LIST),
+    ("sasl_oauthbearer_expected_issuer", "sasl.oauthbearer.expected.issuer", STRING),
+    ("sasl_oauthbearer_allow_unverified_audience", "sasl.oauthbearer.allow.unverified.audience", BOOLEAN),
+    ("sasl_oauthbearer_allow_unverified_issuer", "sasl.oauthbearer.allow.unverified.issuer", BOOLEAN),
+    ("sasl_oauthbearer_clock_skew_seconds", "sasl.oauthbearer.clock.skew.seconds", INT),
+    ("sasl_oauthbearer_sub_claim_name", "sasl.oauthbearer.sub.claim.name", STRING),
+    ("sasl_oauthbearer_scope_claim_name", "sasl.oauthbearer.scope.claim.name", STRING),
+    ("connection_failed_authentication_delay_ms", "connection.failed.authentication.delay.ms", INT),
     ("ssl_keystore_location", "ssl.keystore.location", STRING),
     ("ssl_key_password", "ssl.key.password", PASSWORD),
     ("ssl_truststore_location", "ssl.truststore.location", STRING),
@@ -160,7 +187,8 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("authorizer_class_name", "authorizer.class.name", STRING),
 )
 # Settings Kafka reports as null when unset (no default value); kbroker's empty string stands for that.
-NULL_WHEN_EMPTY = frozenset({"ssl.keystore.location", "ssl.key.password", "ssl.truststore.location"})
+NULL_WHEN_EMPTY = frozenset({"ssl.keystore.location", "ssl.key.password", "ssl.truststore.location",
+                             "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.issuer"})
 # Fixed facts of a single-node broker, reported with Kafka's names: (name, value, type, documentation).
 BROKER_FIXED: tuple[tuple[str, str, int, str], ...] = (
     ("default.replication.factor", "1", INT, "Replicas of automatically created topics: one, on this single node."),
@@ -179,6 +207,7 @@ BROKER_FIXED: tuple[tuple[str, str, int, str], ...] = (
     ("group.coordinator.rebalance.protocols", "classic,consumer", LIST,
      "The group protocols the coordinator serves: classic and KIP-848's consumer protocol."),
 )
+
 
 def _render(value: object) -> str:
     if isinstance(value, bool):

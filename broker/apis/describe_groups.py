@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import group_wire
-from ..repeats import distinct, in_request_order
-from ..router import RequestContext
+from . import group_wire
+from .repeats import distinct, in_request_order
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_groups_request import DescribeGroupsRequest
 from ...protocol.messages.describe_groups_response import (
@@ -25,7 +25,7 @@ from ...protocol.messages.describe_groups_response import (
 )
 
 if TYPE_CHECKING:
-    from ...coordinator.actor import GroupCoordinatorService
+    from ...coordinator.runtime.actor import GroupCoordinatorService
 
 API_KEY = 15
 VERSIONS = (0, 6)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from ...protocol.messages.describe_log_dirs_response import (

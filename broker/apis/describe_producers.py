@@ -3,8 +3,8 @@ describe-producers): epoch, last sequence, last timestamp and the first offset o
 
 from __future__ import annotations
 
-from ..repeats import distinct, in_request_order
-from ..router import RequestContext
+from .repeats import distinct, in_request_order
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_producers_request import DescribeProducersRequest
 from ...protocol.messages.describe_producers_response import (

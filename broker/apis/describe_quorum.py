@@ -14,7 +14,7 @@ as KafkaRaftClient answers it (its messages are empty strings, not null).
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_quorum_request import DescribeQuorumRequest
 from ...protocol.messages.describe_quorum_response import (

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..log.manager import is_internal_topic
-from ..router import RequestContext
+from ..storage.log.manager import is_internal_topic
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_topic_partitions_request import Cursor as RequestCursor
 from ...protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
@@ -83,7 +83,7 @@ def describe_page(broker: BrokerServices, names: list[str], cursor: Cursor | Req
 
 
 async def handle(ctx: RequestContext, request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
-    from ..server import CloseConnection
+    from ..network.server import CloseConnection
 
     try:
         topics, cursor = describe_page(ctx.broker, [t.name for t in request.topics], request.cursor,

@@ -3,8 +3,8 @@ describe). An unknown id is TRANSACTIONAL_ID_NOT_FOUND."""
 
 from __future__ import annotations
 
-from ..repeats import distinct, in_request_order
-from ..router import RequestContext
+from .repeats import distinct, in_request_order
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_transactions_request import DescribeTransactionsRequest
 from ...protocol.messages.describe_transactions_response import (

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..router import RequestContext
+from ..network.router import RequestContext
+from ..network.error_answers import refuse
 from ..security.acl import Operation, ResourceType
 from ..security.credentials import MECHANISM_CODES
 from ...protocol.errors import ErrorCode
@@ -23,8 +24,7 @@ async def handle(ctx: RequestContext,
                  request: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
     security = ctx.broker.security
     if not security.authorize(ctx, Operation.DESCRIBE, ResourceType.CLUSTER):
-        return DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                                    error_message="Cluster authorization failed.", results=[])
+        return refuse(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     users = security.credentials.scram_users()
     wanted = [u.name for u in request.users] if request.users else sorted(users)
     counts = Counter(wanted)

@@ -8,7 +8,7 @@ or failed to elect, which here is none.
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.elect_leaders_request import ElectLeadersRequest
 from ...protocol.messages.elect_leaders_response import (

@@ -1,10 +1,10 @@
 """EndTxn (26) v0-v4: commit or abort. Answered once PrepareCommit/PrepareAbort is durable; the
-markers follow in the background (broker/transactions.py). v5 (KIP-890 part 2, an epoch bump on every
+markers follow in the background (broker/coordinators/transactions.py). v5 (KIP-890 part 2, an epoch bump on every
 end) is not advertised, so clients keep the classic protocol."""
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.end_txn_request import EndTxnRequest
 from ...protocol.messages.end_txn_response import EndTxnResponse

@@ -22,7 +22,7 @@ partition, offset out of range) answer at once, as in Kafka.
 
 With isolation_level read_committed a partition is read only up to its last stable offset (batches
 from the LSO on are cut off) and the answer lists the aborted transactions that overlap the data
-returned, so the client drops their records (broker/txn_read.py).
+returned, so the client drops their records (broker/partitions/txn_read.py).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Callable, cast
 
-from ..fetch_sessions import FetchTarget, PartitionKey, PartitionResult
-from ..log.partition_log import OffsetOutOfRangeError
-from ..quotas import CONSUMER_BYTE_RATE, hold_back_for_old_clients
-from ..router import RequestContext
-from ..txn_read import committed_view
+from .fetch_sessions import FetchTarget, PartitionKey, PartitionResult
+from ..storage.log.partition_log import OffsetOutOfRangeError
+from ..operations.quotas import CONSUMER_BYTE_RATE, hold_back_for_old_clients
+from ..network.router import RequestContext
+from ..partitions.txn_read import committed_view
 from ..workers import DOWN_CONVERT, run_in_worker
 from ...protocol import legacy_records
 from ...protocol.errors import ErrorCode, KafkaError
@@ -207,7 +207,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     to_read = context.targets
     isolation = request.isolation_level
-    # Answers clients have not taken yet are bounded broker-wide (broker/unread_answers.py): this one
+    # Answers clients have not taken yet are bounded broker-wide (broker/network/unread_answers.py): this one
     # reads what is left of that allowance (its first batch at least), its long poll unchanged.
     unread = broker.unread_answers
     read_bytes = unread.fetch_bytes(request.max_bytes)
@@ -232,7 +232,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         return await hold_back_for_old_clients(
             FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=context.session_id,
                           responses=[]), version, KIP_219_FROM)
-    unread.read(ctx.peer, total)  # taken once the connection has written it (broker/server.py)
+    unread.read(ctx.peer, total)  # taken once the connection has written it (broker/network/server.py)
     chosen = context.respond(results)
     responses: list[FetchableTopicResponse] = []
     current_ref: object = object()

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import base64
 
-from .. import group_wire
-from ..router import RequestContext
+from . import group_wire
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from ...protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse

@@ -7,10 +7,10 @@ on meanwhile.
 
 from __future__ import annotations
 
-from .. import group_wire
-from ..router import Deferred, RequestContext
-from ...coordinator import commands as c
-from ...coordinator.results import HeartbeatResult
+from . import group_wire
+from ..network.router import Deferred, RequestContext
+from ...coordinator.groups import commands as c
+from ...coordinator.groups.results import HeartbeatResult
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.heartbeat_request import HeartbeatRequest
 from ...protocol.messages.heartbeat_response import HeartbeatResponse

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from .alter_configs import alter_resources
 from .describe_configs import LIST, TOPIC_CONFIGS
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.incremental_alter_configs_request import AlterableConfig, IncrementalAlterConfigsRequest
 from ...protocol.messages.incremental_alter_configs_response import (

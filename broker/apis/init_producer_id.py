@@ -1,7 +1,7 @@
 """InitProducerId (22): producer ids for idempotent and transactional producers.
 
 Without a transactional id Kafka always hands out a fresh producer id with epoch 0, whatever id and
-epoch (v3+) the request carries. With one, the transaction coordinator (broker/transactions.py)
+epoch (v3+) the request carries. With one, the transaction coordinator (broker/coordinators/transactions.py)
 answers: a new id gets a producer id at epoch 0; an existing one has its epoch bumped, which fences
 the previous instance; an Ongoing transaction of that id is aborted first (CONCURRENT_TRANSACTIONS,
 the client retries). From v3 a client recovering from an abortable error sends its current producer
@@ -10,7 +10,7 @@ id and epoch to have the epoch bumped (KIP-360); a stale pair is PRODUCER_FENCED
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.init_producer_id_request import InitProducerIdRequest
 from ...protocol.messages.init_producer_id_response import InitProducerIdResponse

@@ -18,15 +18,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .. import group_wire
-from ..router import RequestContext
-from ...coordinator import commands as c
+from . import group_wire
+from ..network.router import RequestContext
+from ...coordinator.groups import commands as c
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.join_group_request import JoinGroupRequest
 from ...protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 
 if TYPE_CHECKING:
-    from ...coordinator.actor import GroupCoordinatorService
+    from ...coordinator.runtime.actor import GroupCoordinatorService
 
 API_KEY = 11
 VERSIONS = (0, 9)

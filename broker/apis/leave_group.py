@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import group_wire
-from ..router import RequestContext
-from ...coordinator import commands as c
+from . import group_wire
+from ..network.router import RequestContext
+from ...coordinator.groups import commands as c
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.leave_group_request import LeaveGroupRequest
 from ...protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
 
 if TYPE_CHECKING:
-    from ...coordinator.actor import GroupCoordinatorService
+    from ...coordinator.runtime.actor import GroupCoordinatorService
 
 API_KEY = 13
 VERSIONS = (0, 5)

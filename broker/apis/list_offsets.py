@@ -8,7 +8,7 @@ tiered storage Kafka answers offset -1 and timestamp -1, and so it does for -6 e
 (v11+). Any other value is a timestamp looked up
 through the time index: the first record whose timestamp is at least that, or -1/-1 when none is.
 A batch with more records than a request may walk on the event loop is searched on a worker thread
-(broker/log/timestamp_search.py), so one search through millions of records holds no other client.
+(broker/storage/log/timestamp_search.py), so one search through millions of records holds no other client.
 
 v0 (Kafka 3.9; removed in 4.0) answers a list of up to MaxNumOffsets offsets, newest first, as
 Kafka's legacyFetchOffsetsBefore: the segments' base offsets (each at least the log start) paired
@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections import Counter
 
 
-from ..log.partition_log import PartitionLog
-from ..log.timestamp_search import BatchToWalk
-from ..log.validation import InlineBudget
+from ..storage.log.partition_log import PartitionLog
+from ..storage.log.timestamp_search import BatchToWalk
+from ..storage.log.validation import InlineBudget
 from ..workers import OFFSET_SEARCH, run_in_worker
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.list_offsets_request import ListOffsetsRequest
 from ...protocol.messages.list_offsets_response import (

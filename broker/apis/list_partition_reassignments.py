@@ -4,7 +4,7 @@ only ongoing reassignments)."""
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from ...protocol.messages.list_partition_reassignments_response import ListPartitionReassignmentsResponse

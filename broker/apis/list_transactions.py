@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ..router import RequestContext
+from ..network.router import RequestContext
+from ..network.error_answers import refuse
 from ...coordinator.txn.metadata import TxnState
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.list_transactions_request import ListTransactionsRequest
@@ -32,7 +33,7 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
         try:
             pattern = re.compile(request.transactional_id_pattern)
         except re.error:
-            return ListTransactionsResponse(throttle_time_ms=0, error_code=E.INVALID_REQUEST)
+            return refuse(ctx, request, E.INVALID_REQUEST)
     now = service.machine.clock.wall_ms()
     min_duration = request.duration_filter if ctx.api_version >= 1 else -1
     out = []

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..log.manager import is_internal_topic
-from ..router import RequestContext
+from ..storage.log.manager import is_internal_topic
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.metadata_request import MetadataRequest
 from ...protocol.messages.metadata_response import (
@@ -22,7 +22,7 @@ from ...protocol.messages.metadata_response import (
 from ...protocol.wire import ZERO_UUID
 
 if TYPE_CHECKING:
-    from ..log.manager import TopicInfo
+    from ..storage.log.manager import TopicInfo
     from ..services import BrokerServices
 
 API_KEY = 3

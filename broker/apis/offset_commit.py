@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from .. import group_wire
-from ..router import Deferred, RequestContext
-from ...coordinator import commands as c
-from ...coordinator.results import OffsetCommitResult
+from . import group_wire
+from ..network.router import Deferred, RequestContext
+from ...coordinator.groups import commands as c
+from ...coordinator.groups.results import OffsetCommitResult
 from ...protocol.errors import ErrorCode
 from ...protocol.wire import ZERO_UUID
 from ...protocol.messages.offset_commit_request import OffsetCommitRequest
@@ -31,7 +31,7 @@ from ...protocol.messages.offset_commit_response import (
 )
 
 if TYPE_CHECKING:
-    from ..log.manager import TopicInfo
+    from ..storage.log.manager import TopicInfo
 
 API_KEY = 8
 VERSIONS = (0, 10)

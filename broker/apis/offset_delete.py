@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import group_wire
-from ..router import RequestContext
-from ...coordinator import commands as c
+from . import group_wire
+from ..network.router import RequestContext
+from ...coordinator.groups import commands as c
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.offset_delete_request import OffsetDeleteRequest
 from ...protocol.messages.offset_delete_response import (
@@ -22,7 +22,7 @@ from ...protocol.messages.offset_delete_response import (
 )
 
 if TYPE_CHECKING:
-    from ...coordinator.actor import GroupCoordinatorService
+    from ...coordinator.runtime.actor import GroupCoordinatorService
 
 API_KEY = 47
 VERSIONS = (0, 0)

@@ -18,11 +18,11 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import group_wire
-from ..repeats import charge, in_request_order
-from ..router import RequestContext
-from ...coordinator import commands as c
-from ...coordinator.results import OffsetFetchResult
+from . import group_wire
+from .repeats import charge, in_request_order
+from ..network.router import RequestContext
+from ...coordinator.groups import commands as c
+from ...coordinator.groups.results import OffsetFetchResult
 from ...protocol.errors import ErrorCode
 from ...protocol.wire import ZERO_UUID
 from ...protocol.messages.offset_fetch_request import (
@@ -40,7 +40,7 @@ from ...protocol.messages.offset_fetch_response import (
 )
 
 if TYPE_CHECKING:
-    from ...coordinator.actor import GroupCoordinatorService
+    from ...coordinator.runtime.actor import GroupCoordinatorService
 
 API_KEY = 9
 VERSIONS = (0, 10)
@@ -72,7 +72,7 @@ async def _fetch(ctx: RequestContext, cmd: c.OffsetFetch) -> OffsetFetchResult:
 
 
 def _mark_unstable(ctx: RequestContext, cmd: c.OffsetFetch, result: OffsetFetchResult) -> OffsetFetchResult:
-    from ...coordinator.results import OffsetFetchPartition, OffsetFetchTopic
+    from ...coordinator.groups.results import OffsetFetchPartition, OffsetFetchTopic
 
     if result.error != E.NONE:
         return result
@@ -142,7 +142,7 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
 
 async def _groups(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     """v8+: each group asked for is answered in its place; a group asked for twice the same way is
-    fetched once and answered by the same entry (broker/repeats.py)."""
+    fetched once and answered by the same entry (broker/apis/repeats.py)."""
     v = ctx.api_version
     ids_by_name = {name: info.topic_id for name, info in ctx.broker.logs.topics().items()}
     names_by_id = {topic_id: name for name, topic_id in ids_by_name.items()} if v >= TOPIC_IDS_FROM else {}

@@ -10,8 +10,8 @@ we have is answered with epoch -1 and offset -1.
 
 from __future__ import annotations
 
-from ..log.partition_log import PartitionLog
-from ..router import RequestContext
+from ..storage.log.partition_log import PartitionLog
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
 from ...protocol.messages.offset_for_leader_epoch_response import (

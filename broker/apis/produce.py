@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from ..log.manager import is_internal_topic
-from ..log.partition_log import PartitionLog
-from ..log.config import LogConfig
-from ..log.validation import CheckedBatch, InlineBudget, check_produced_batch
-from ..quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
-from ..router import Deferred, RequestContext
-from ..server import CloseConnection
+from ..storage.log.manager import is_internal_topic
+from ..storage.log.partition_log import PartitionLog
+from ..storage.log.config import LogConfig
+from ..storage.log.validation import CheckedBatch, InlineBudget, check_produced_batch
+from ..operations.quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
+from ..network.router import Deferred, RequestContext
+from ..network.server import CloseConnection
 from ..workers import PRODUCE_CHECK, run_in_worker
 from ...protocol import legacy_records
 from ...protocol import record_batch as rb

@@ -6,7 +6,8 @@ closes; v1+ carries the session lifetime for re-authentication (KIP-368).
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
+from ..network.error_answers import refuse
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from ...protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
@@ -18,8 +19,7 @@ VERSIONS = (0, 2)
 async def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     conn = ctx.connection
     if conn is None:
-        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
-                                        error_message="SASL is not enabled on this listener", auth_bytes=b"")
+        return refuse(ctx, request, ErrorCode.ILLEGAL_SASL_STATE, "SASL is not enabled on this listener")
     result = conn.authenticate(request.auth_bytes)
     return SaslAuthenticateResponse(error_code=result.error_code, error_message=result.error_message,
                                     auth_bytes=result.auth_bytes, session_lifetime_ms=result.session_lifetime_ms)

@@ -6,7 +6,7 @@ closes, as in Kafka; on a listener without SASL the answer is ILLEGAL_SASL_STATE
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.sasl_handshake_request import SaslHandshakeRequest
 from ...protocol.messages.sasl_handshake_response import SaslHandshakeResponse

@@ -10,8 +10,8 @@ its partitions; without them (generation -1, empty member id) any producer may c
 
 from __future__ import annotations
 
-from ..router import RequestContext
-from ..transactions import PendingOffset
+from ..network.router import RequestContext
+from ..coordinators.transactions import PendingOffset
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
 from ...protocol.messages.txn_offset_commit_response import (

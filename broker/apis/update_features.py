@@ -11,7 +11,7 @@ INVALID_UPDATE_VERSION at the top level (every version); v0-v1 list each feature
 
 from __future__ import annotations
 
-from ..router import RequestContext
+from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.update_features_request import UpdateFeaturesRequest
 from ...protocol.messages.update_features_response import UpdatableFeatureResult, UpdateFeaturesResponse

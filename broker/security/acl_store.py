@@ -1,6 +1,6 @@
 """The ACLs, persisted in `<data-dir>/security/acls.json` and read back at start-up.
 
-Every CreateAcls/DeleteAcls rewrites the file durably before it is answered (broker/state_file.py:
+Every CreateAcls/DeleteAcls rewrites the file durably before it is answered (broker/storage/state_file.py:
 rendered and written off the event loop, changes made meanwhile sharing one write), so an
 acknowledged change survives a crash.
 """
@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..state_file import StateFile, json_rows
+from ..storage.state_file import StateFile, json_rows
 from .acl import AclBinding
 
 

@@ -18,7 +18,8 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..router import RequestContext, Route, Router, then
+from ..network.error_answers import refuse
+from ..network.router import RequestContext, Route, Router, then
 from . import txn_group_admin_checks as more
 from .acl import Operation as Op, ResourceType as RT
 from .authorized_operations import with_operations
@@ -50,11 +51,7 @@ offset_delete = LazyModule("offset_delete_response")
 offset_fetch = LazyModule("offset_fetch_response")
 produce = LazyModule("produce_response")
 describe_cluster = LazyModule("describe_cluster_response")
-heartbeat = LazyModule("heartbeat_response")
 init_producer_id = LazyModule("init_producer_id_response")
-join_group = LazyModule("join_group_response")
-leave_group = LazyModule("leave_group_response")
-sync_group = LazyModule("sync_group_response")
 
 CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # ConfigResource types
 
@@ -89,7 +86,7 @@ def _fail_closed(route: Route) -> Callable:
         sec.authorize(ctx, Op.ALL, RT.CLUSTER)  # not allowed here: the audit event says who and which api
         answer = route.failed_response(ctx, request, CLUSTER_DENIED)
         if answer is None:
-            from ..server import CloseConnection
+            from ..network.server import CloseConnection
 
             raise CloseConnection(f"api {ctx.api_key} is open to super users only while its ACL check is missing")
         return answer
@@ -257,20 +254,19 @@ async def check_metadata(ctx: RequestContext, request: Any, call: Call, sec: Sec
     return then(result, by_id)
 
 
-def _group_check(operation: Op, answer: Callable[[Any, Any], Any]):
+def _group_check(operation: Op):
+    """The whole request needs `operation` on its group; refused, it gets the API's own error answer."""
     async def check(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
         if not sec.authorize(ctx, operation, RT.GROUP, request.group_id):
-            return answer(ctx, request)
+            return refuse(ctx, request, GROUP_DENIED)
         return await call(request)
     return check
 
 
-check_join_group = _group_check(Op.READ, lambda ctx, r: join_group.JoinGroupResponse(
-    error_code=GROUP_DENIED, generation_id=-1, protocol_name="" if ctx.api_version < 7 else None, leader="",
-    member_id="", members=[]))
-check_sync_group = _group_check(Op.READ, lambda ctx, r: sync_group.SyncGroupResponse(error_code=GROUP_DENIED, assignment=b""))
-check_heartbeat = _group_check(Op.READ, lambda ctx, r: heartbeat.HeartbeatResponse(error_code=GROUP_DENIED))
-check_leave_group = _group_check(Op.READ, lambda ctx, r: leave_group.LeaveGroupResponse(error_code=GROUP_DENIED, members=[]))
+check_join_group = _group_check(Op.READ)
+check_sync_group = _group_check(Op.READ)
+check_heartbeat = _group_check(Op.READ)
+check_leave_group = _group_check(Op.READ)
 
 
 async def check_offset_commit(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
@@ -325,7 +321,7 @@ async def check_offset_fetch(ctx: RequestContext, request: Any, call: Call, sec:
 
 async def check_offset_delete(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     if not sec.authorize(ctx, Op.DELETE, RT.GROUP, request.group_id):
-        return offset_delete.OffsetDeleteResponse(error_code=GROUP_DENIED)
+        return refuse(ctx, request, GROUP_DENIED)
     return await split(
         ctx, request, call, sec, items="topics", answer_list="topics",
         allowed=lambda t: sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),

@@ -14,7 +14,7 @@ import functools
 import inspect
 from typing import Any, Callable
 
-from ..router import RequestContext, Route, then
+from ..network.router import RequestContext, Route, then
 from ...protocol.errors import ErrorCode
 
 

@@ -8,7 +8,7 @@ import importlib
 import uuid
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ..router import RequestContext, then
+from ..network.router import RequestContext, then
 from ...protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

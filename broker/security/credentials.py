@@ -7,7 +7,7 @@ running broker. PLAIN users come from a file of `name=password` lines (`#` comme
 them from its JAAS `user_NAME="password"` options; it is re-read when it changes too.
 
 AlterUserScramCredentials changes the credentials in memory and has the file rewritten on the
-`state-files` worker (broker/state_file.py), answering once it is durable; the file the broker wrote
+`state-files` worker (broker/storage/state_file.py), answering once it is durable; the file the broker wrote
 itself is not read back. Rendered and written on the loop, with parsing it back at the next login,
 one change among 100,000 users held every client for seconds.
 
@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..log.files import held_for_rewrite, write_file_durably
-from ..state_file import StateFile
+from ..storage.log.files import held_for_rewrite, write_file_durably
+from ..storage.state_file import StateFile
 
 SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 # AlterUserScramCredentials' mechanism codes (Kafka's ScramMechanism.type)
@@ -49,10 +49,12 @@ class ScramCredential:
     iterations: int
 
     @classmethod
-    def from_password(cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS) -> "ScramCredential":
+    def from_password(cls, mechanism: str, password: str, iterations: int = MIN_ITERATIONS,
+                      salt: bytes | None = None) -> "ScramCredential":
         import scramp  # only where a password is salted here (`kbroker user add`, --dev-security users)
 
-        salt, stored_key, server_key, i = scramp.ScramMechanism(mechanism).make_auth_info(password, iterations)
+        salt, stored_key, server_key, i = scramp.ScramMechanism(mechanism).make_auth_info(password, iterations,
+                                                                                          salt)
         return cls(salt, stored_key, server_key, i)
 
     @classmethod

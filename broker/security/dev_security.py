@@ -31,6 +31,9 @@ from .credentials import CredentialStore, ScramCredential
 log = structlog.get_logger("kbroker.security")
 USERS = ("admin", "app")
 CLIENT_SUBJECT = "dev-client"
+OAUTH_ISSUER = "kbroker-dev-security"
+OAUTH_AUDIENCE = "kbroker"
+TOKEN_LIFETIME_S = 24 * 3600
 
 
 def _key():
@@ -158,6 +161,14 @@ def configure(config: Any) -> Any:
         "listener_security_protocol_map": ",".join(f"{k}:{v}" for k, v in protocols.items()),
         "advertised_listener": "",
     }
+    if not config.sasl_oauthbearer_jwks_endpoint_url and not config.dev_unsecured_oauthbearer:
+        # OAUTHBEARER with tokens signed by DIR's own key (`DevSecurity.create` writes it and the tokens)
+        changes["sasl_oauthbearer_jwks_endpoint_url"] = (d / "jwks.json").as_uri()
+        changes["sasl_oauthbearer_expected_issuer"] = config.sasl_oauthbearer_expected_issuer or OAUTH_ISSUER
+        changes["sasl_oauthbearer_expected_audience"] = config.sasl_oauthbearer_expected_audience or OAUTH_AUDIENCE
+        default_mechanisms = str({f.name: f.default for f in dataclasses.fields(config)}["sasl_enabled_mechanisms"])
+        if config.sasl_enabled_mechanisms == default_mechanisms:
+            changes["sasl_enabled_mechanisms"] = default_mechanisms + ",OAUTHBEARER"
     if not config.ssl_keystore_location:
         changes["ssl_keystore_location"] = str(d / "broker.pem")
         changes["ssl_truststore_location"] = str(d / "ca.pem")
@@ -192,14 +203,28 @@ class DevSecurity:
         for user in USERS:
             passwords.setdefault(user, secrets.token_urlsafe(18))
         _write(users_file, json.dumps(passwords, indent=1).encode(), private=True)
+        tokens = _oauth_tokens(d) if config.sasl_oauthbearer_jwks_endpoint_url == (d / "jwks.json").as_uri() else []
         log.info("dev_security_created", directory=str(d), users=list(USERS),
-                 client_principal="User:CN=" + CLIENT_SUBJECT)
+                 client_principal="User:CN=" + CLIENT_SUBJECT, oauthbearer_tokens=tokens or None)
         return cls(d, config, passwords)
 
     def add_users(self, credentials: CredentialStore) -> None:
-        upserts = [(user, mech, ScramCredential.from_password(mech, password))
-                   for user, password in self.passwords.items() for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")]
-        credentials.apply_scram(upserts, [])
+        """SCRAM users `admin` and `app` with DIR/users.json's passwords, unless the data directory has
+        credentials of theirs already: those are kept (the operator's, or ours from an earlier start),
+        and a start says which ones DIR/users.json's password does not open."""
+        upserts = []
+        for user, password in self.passwords.items():
+            for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                existing = credentials.scram(user, mech)
+                if existing is None:
+                    upserts.append((user, mech, ScramCredential.from_password(mech, password)))
+                elif not _opens(existing, mech, password):
+                    log.warning("dev_security_user_kept", user=user, mechanism=mech,
+                                detail=f"the data directory's {mech} credential of {user} is kept; the password "
+                                       f"in {self.directory / 'users.json'} (and the client configs) does not "
+                                       f"match it")
+        if upserts:
+            credentials.apply_scram(upserts, [])
 
     def write_client_configs(self, endpoints: list[tuple[str, str]]) -> None:
         d, user, password = self.directory, "app", self.passwords["app"]
@@ -223,3 +248,49 @@ class DevSecurity:
             python[protocol] = kw
         _write(d / "kafka-python.json", json.dumps(python, indent=1).encode(), private=True)
         log.info("dev_security_client_configs", directory=str(d), protocols=[p for p, _ in endpoints])
+
+
+def _opens(cred: ScramCredential, mechanism: str, password: str) -> bool:
+    """Whether `password` is the one the stored credential was made from."""
+    import hmac
+
+    again = ScramCredential.from_password(mechanism, password, cred.iterations, salt=cred.salt)
+    return hmac.compare_digest(again.stored_key, cred.stored_key)
+
+
+def _oauth_tokens(d: Path) -> list[str]:
+    """DIR's OAUTHBEARER signing key (`oauth.key`, kept across starts), its key set (`jwks.json`, which
+    the broker verifies tokens with) and a token per user (`admin.jwt`, `app.jwt`, issued anew at each
+    start for TOKEN_LIFETIME_S). The files written, by name."""
+    import hashlib
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives import serialization
+
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key_file = d / "oauth.key"
+    if key_file.exists():
+        loaded = serialization.load_pem_private_key(key_file.read_bytes(), None)
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{key_file} is not the EC key --dev-security made")
+        key = loaded
+    else:
+        key = _key()
+        _write(key_file, _pem_key(key), private=True)
+    public_der = key.public_key().public_bytes(serialization.Encoding.DER,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo)
+    kid = hashlib.sha256(public_der).hexdigest()[:16]
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    jwk.update({"kid": kid, "alg": "ES256", "use": "sig"})
+    _write(d / "jwks.json", json.dumps({"keys": [jwk]}, indent=1).encode())
+    now = int(time.time())
+    written = []
+    for user in USERS:
+        claims = {"sub": user, "iss": OAUTH_ISSUER, "aud": OAUTH_AUDIENCE, "iat": now, "nbf": now,
+                  "exp": now + TOKEN_LIFETIME_S}
+        _write(d / f"{user}.jwt", jwt.encode(claims, key, algorithm="ES256", headers={"kid": kid}).encode(),
+               private=True)
+        written.append(f"{user}.jwt")
+    return written

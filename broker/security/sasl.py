@@ -1,4 +1,4 @@
-"""SASL mechanisms as sans-IO server state machines: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER (unsecured JWS).
+"""SASL mechanisms as sans-IO server state machines: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER.
 
 Each exchange takes client tokens and returns server tokens (`evaluate`); it ends `complete` with a
 `principal`, or raises `AuthenticationFailed` carrying Kafka's message and the principal the client
@@ -8,16 +8,18 @@ around it: saslname unescaping, the minimum iteration count, and Kafka's error m
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import secrets
-import time
-from typing import Callable, Protocol
+from typing import Protocol
 
 from .credentials import CredentialStore, ScramCredential
+from .oauth import InvalidToken, TokenValidator
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+# kbroker's own bound on one SCRAM message (Kafka has only sasl.server.max.receive.size, 512 KiB): a
+# real client-first is a name, a nonce and perhaps `tokenauth=true`, some hundred bytes
+MAX_SCRAM_MESSAGE_BYTES = 16384
 ALL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
 
 
@@ -102,6 +104,9 @@ class ScramExchange:
     def evaluate(self, token: bytes) -> bytes:
         import scramp
 
+        if len(token) > MAX_SCRAM_MESSAGE_BYTES:
+            raise AuthenticationFailed(f"Authentication failed: SCRAM message of {len(token)} bytes "
+                                       f"(at most {MAX_SCRAM_MESSAGE_BYTES})")
         try:
             text = token.decode("utf-8")
         except UnicodeDecodeError:
@@ -109,6 +114,7 @@ class ScramExchange:
         try:
             if self._step == 0:
                 self._step = 1
+                self._refuse_unknown_user(text)
                 self._server.set_client_first(text)
                 return self._server.get_server_first().encode()
             if self._step == 1:
@@ -128,6 +134,22 @@ class ScramExchange:
                                        f"with SASL mechanism {self.mechanism}", self._user, reason) from None
         raise AuthenticationFailed("Authentication failed: SCRAM exchange already complete", self._user)
 
+
+    def _refuse_unknown_user(self, client_first: str) -> None:
+        """The user is looked up as Kafka's ScramSaslServer looks it up (the saslname unescaped, no
+        SASLprep) before scramp SASLpreps it, character by character: a name no credential has costs a
+        dict lookup, and SASLprep only ever runs on names an operator created."""
+        _gs2, _, rest = client_first.partition(",")
+        _authzid, _, bare = rest.partition(",")
+        if bare.startswith("m="):  # a reserved extension RFC 5802 says to refuse; scramp says so
+            return
+        if not bare.startswith("n="):
+            return
+        name = bare[2:].partition(",")[0]
+        user = _unescape_saslname(name)
+        if self.store.scram(user, self.mechanism) is None:
+            self._user, self._unknown = user, True
+            raise KeyError(user)
 
     def _accept_librdkafka_nonce(self, client_final: str) -> None:
         # librdkafka before 2.6.1 (kcat 1.7 in Debian and Ubuntu) answers with its own nonce prepended
@@ -149,8 +171,8 @@ def _unescape_saslname(name: str) -> str:
 
 
 class OAuthBearerExchange:
-    """RFC 7628 with Kafka's default (unsecured) validator: a JWS with `alg: none`, a `sub` claim, an
-    `exp` in the future (`iat` not in the future), allowing `clock_skew_s` either way.
+    """RFC 7628: the client's bearer token, checked by the listener's validator (security/oauth.py:
+    signed JWTs against a JWKS; unsecured ones only under --dev-unsecured-oauthbearer).
 
     An invalid token is answered as Kafka answers it: first an error JSON as the server's challenge,
     then, once the client acknowledges with %x01, the failure.
@@ -158,11 +180,8 @@ class OAuthBearerExchange:
 
     mechanism = "OAUTHBEARER"
 
-    def __init__(self, clock_ms: Callable[[], int] | None = None, clock_skew_s: int = 0,
-                 principal_claim: str = "sub") -> None:
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
-        self.clock_skew_ms = clock_skew_s * 1000
-        self.principal_claim = principal_claim
+    def __init__(self, validator: TokenValidator | None) -> None:
+        self.validator = validator
         self.complete = False
         self.principal: str | None = None
         self.credential_expiry_ms: int | None = None
@@ -179,43 +198,17 @@ class OAuthBearerExchange:
         if self.complete:
             raise AuthenticationFailed("Authentication failed: OAUTHBEARER exchange already complete")
         try:
-            jwt = _bearer_token(token)
-            header, claims = _decode_unsecured_jws(jwt)
-            self._validate(header, claims)
-        except _InvalidToken as e:
+            if self.validator is None:
+                raise InvalidToken("OAUTHBEARER has no validator configured")
+            valid = self.validator.validate(_bearer_token(token))
+        except InvalidToken as e:
             self._error = json.dumps({"status": "invalid_token"}, separators=(",", ":"))
-            self._reason = str(e)
+            self._reason, self._attempted = str(e), e.attempted
             return self._error.encode()
         self.complete = True
-        self.principal = "User:" + claims[self.principal_claim]
-        self.credential_expiry_ms = int(claims["exp"] * 1000)
+        self.principal = "User:" + valid.principal
+        self.credential_expiry_ms = valid.expiry_ms
         return b""
-
-    def _validate(self, header: dict, claims: dict) -> None:
-        if header.get("alg") != "none":
-            raise _InvalidToken("the token is not an unsecured JWS (alg must be none)")
-        sub = claims.get(self.principal_claim)
-        if not isinstance(sub, str) or not sub.strip():
-            raise _InvalidToken(f"the required claim {self.principal_claim!r} is missing")
-        self._attempted = sub
-        exp = claims.get("exp")
-        if not isinstance(exp, (int, float)):
-            raise _InvalidToken("the required claim 'exp' is missing")
-        if not abs(exp) * 1000 < _INT64_LIMIT:  # JSON takes NaN, Infinity, 1e306 and 400-digit integers
-            raise _InvalidToken("the claim 'exp' is not a time in seconds")
-        now = self.clock_ms()
-        if now - self.clock_skew_ms >= exp * 1000:
-            raise _InvalidToken("the token has expired")
-        iat = claims.get("iat")
-        if isinstance(iat, (int, float)) and iat * 1000 > now + self.clock_skew_ms:
-            raise _InvalidToken("the token was issued in the future")
-
-
-class _InvalidToken(Exception):
-    pass
-
-
-_INT64_LIMIT = 2**63  # the session lifetime is milliseconds in an int64, as in Kafka
 
 
 def _bearer_token(message: bytes) -> str:
@@ -223,49 +216,24 @@ def _bearer_token(message: bytes) -> str:
     try:
         text = message.decode("utf-8")
     except UnicodeDecodeError:
-        raise _InvalidToken("the client message is not UTF-8") from None
+        raise InvalidToken("the client message is not UTF-8") from None
     gs2, sep, rest = text.partition("\x01")
     if not sep or not gs2.startswith(("n,", "y,")) or not rest.endswith("\x01\x01"):
-        raise _InvalidToken("the client message is not an OAUTHBEARER initial response")
+        raise InvalidToken("the client message is not an OAUTHBEARER initial response")
     for pair in rest[:-2].split("\x01"):
         key, _, value = pair.partition("=")
         if key == "auth":
             scheme, _, jwt = value.partition(" ")
             if scheme.lower() == "bearer" and jwt:
                 return jwt.strip()
-    raise _InvalidToken("the client message carries no bearer token")
+    raise InvalidToken("the client message carries no bearer token")
 
 
-def _decode_unsecured_jws(jwt: str) -> tuple[dict, dict]:
-    parts = jwt.split(".")
-    if len(parts) != 3 or parts[2] != "":
-        raise _InvalidToken("the token is not an unsecured JWS (three parts, empty signature)")
-    try:
-        header, claims = (json.loads(_b64url(p)) for p in parts[:2])
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested 100,000 deep
-        raise _InvalidToken("the token's header or claims are not base64url JSON") from None
-    if not isinstance(header, dict) or not isinstance(claims, dict):
-        raise _InvalidToken("the token's header and claims must be JSON objects")
-    return header, claims
-
-
-def _b64url(part: str) -> bytes:
-    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-
-
-def unsecured_token(sub: str, lifetime_s: int = 3600, now_s: float | None = None, **claims) -> str:
-    """A token Kafka's default validator accepts (what librdkafka's built-in unsecured JWT builds)."""
-    now_s = time.time() if now_s is None else now_s
-    body = {"sub": sub, "iat": int(now_s), "exp": int(now_s) + lifetime_s, **claims}
-    enc = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()  # noqa: E731
-    return enc({"alg": "none"}) + "." + enc(body) + "."
-
-
-def new_exchange(mechanism: str, store: CredentialStore, clock_ms: Callable[[], int] | None = None) -> SaslExchange:
+def new_exchange(mechanism: str, store: CredentialStore, oauth: TokenValidator | None = None) -> SaslExchange:
     if mechanism == "PLAIN":
         return PlainExchange(store)
     if mechanism in SCRAM_MECHANISMS:
         return ScramExchange(mechanism, store)
     if mechanism == "OAUTHBEARER":
-        return OAuthBearerExchange(clock_ms)
+        return OAuthBearerExchange(oauth)
     raise ValueError(f"unsupported SASL mechanism {mechanism}")

@@ -13,7 +13,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 import structlog
 
@@ -23,11 +23,12 @@ from .acl import (
 )
 from .acl_store import AclStore
 from .credentials import CredentialStore
+from .oauth import HttpsKeySet, TokenValidator
 from .sasl import ALL_MECHANISMS
 from .session import ANONYMOUS, ConnectionAuth
 
 if TYPE_CHECKING:
-    from ..router import RequestContext
+    from ..network.router import RequestContext
 
 log = structlog.get_logger("kbroker.security")
 audit = structlog.get_logger("kbroker.audit")
@@ -103,7 +104,8 @@ class ListenerSecurity:
         cfg = self.security.config
         return ConnectionAuth(sasl=self.sasl, mechanisms=self.security.mechanisms,
                               credentials=self.security.credentials, peer=peer, listener=self.listener,
-                              reauth_ms=cfg.connections_max_reauth_ms, principal=principal)
+                              reauth_ms=cfg.connections_max_reauth_ms, principal=principal,
+                              oauth=self.security.oauth)
 
 
 class TlsAcceptor:
@@ -157,6 +159,17 @@ class Security:
         self.config = config
         self.mechanisms = parse_mechanisms(config.sasl_enabled_mechanisms)
         self.credentials = CredentialStore(data_dir, config.sasl_plain_users_file or None)
+        # OAUTHBEARER's validator, and the HTTPS key set whose refresh the broker runs (`background`)
+        self.oauth: TokenValidator | None = None
+        self._jwks: HttpsKeySet | None = None
+        if "OAUTHBEARER" in self.mechanisms:
+            from .oauth import validator_for
+
+            self.oauth, self._jwks = validator_for(config)
+            if config.dev_unsecured_oauthbearer:
+                log.warning("oauthbearer_unsecured_tokens_accepted", setting="--dev-unsecured-oauthbearer",
+                            detail="OAUTHBEARER accepts unsigned tokens (alg none): anyone can name any principal, "
+                                   "super users included. For tests only")
         self.principal_mapper = tls.PrincipalMapper(config.ssl_principal_mapping_rules)
         self.acl_store = AclStore(data_dir, self._acls_in_force)
         # Held by CreateAcls and DeleteAcls while they decide and apply: a DeleteAcls gives the loop
@@ -170,6 +183,10 @@ class Security:
             self.authorizer = Authorizer(self.acl_store.load(), parse_super_users(config.super_users),
                                          config.allow_everyone_if_no_acl_found)
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
+
+    def background(self) -> list[Coroutine[Any, Any, None]]:
+        """What the broker runs beside the listeners for security: the JWKS refresh, if any."""
+        return [self._jwks.run()] if self._jwks is not None else []
 
     def ssl_context(self, client_auth: str) -> ssl.SSLContext:
         if client_auth not in self._ssl_contexts:
@@ -222,6 +239,13 @@ class Security:
         allowed = ops if self.authorizer is None else [
             op for op in ops if self.authorize(ctx, op, resource_type, name, audit_denial=False)]
         return sum(1 << op for op in allowed)
+
+    def topic_describer(self, ctx: RequestContext) -> Callable[[str], bool] | None:
+        """Whether the request's principal may DESCRIBE a topic, for filters that ask name by name
+        (a KIP-848 regex subscription); None without an authorizer: everything is visible."""
+        if self.authorizer is None:
+            return None
+        return lambda name: self.authorize(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name, audit_denial=False)
 
     def is_super_user(self, ctx: RequestContext) -> bool:
         return self.authorizer is None or principal_of(ctx) in self.authorizer.super_users

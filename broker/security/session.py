@@ -18,6 +18,7 @@ from typing import Callable
 import structlog
 
 from .credentials import CredentialStore
+from .oauth import TokenValidator
 from .sasl import AuthenticationFailed, SaslExchange, new_exchange
 from ...protocol.errors import ErrorCode
 
@@ -25,6 +26,7 @@ log = structlog.get_logger("kbroker.security")
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 ANONYMOUS = "User:ANONYMOUS"
+MAX_LOGGED_NAME = 256
 
 
 @dataclass(slots=True)
@@ -38,10 +40,11 @@ class AuthResult:
 class ConnectionAuth:
     def __init__(self, *, sasl: bool, mechanisms: tuple[str, ...], credentials: CredentialStore | None,
                  peer: str, listener: str, reauth_ms: int = 0, principal: str = ANONYMOUS,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+                 clock_ms: Callable[[], int] | None = None, oauth: TokenValidator | None = None) -> None:
         self.sasl = sasl
         self.mechanisms = mechanisms
         self.credentials = credentials
+        self.oauth = oauth  # OAUTHBEARER's token validator (security/oauth.py)
         self.peer, self.listener = peer, listener
         self.reauth_ms = reauth_ms
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
@@ -89,7 +92,7 @@ class ConnectionAuth:
             self._log_failure(mechanism, None, "unsupported SASL mechanism")
             return ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled
         assert self.credentials is not None
-        self._exchange = new_exchange(mechanism, self.credentials, self.clock_ms)
+        self._exchange = new_exchange(mechanism, self.credentials, self.oauth)
         self.raw_tokens = version == 0
         return ErrorCode.NONE, enabled
 
@@ -140,5 +143,7 @@ class ConnectionAuth:
                                             reauthentication=reauth, session_ms=self.reauth_ms or None)
 
     def _log_failure(self, mechanism: str, attempted: str | None, error: str) -> None:
+        if attempted is not None and len(attempted) > MAX_LOGGED_NAME:  # a 512 KiB name is one line, not 512 KiB
+            attempted = f"{attempted[:MAX_LOGGED_NAME]}... ({len(attempted)} characters)"
         log.warning("authentication_failed", peer=self.peer, listener=self.listener, mechanism=mechanism,
-                    principal=attempted, error=error)
+                    principal=attempted, error=error[:1000])

@@ -9,7 +9,8 @@ from .acl import Operation as Op, ResourceType as RT
 from .check_helpers import (
     CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, split,
 )
-from ..router import RequestContext, then
+from ..network.error_answers import refuse
+from ..network.router import RequestContext, then
 from ...protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -120,10 +121,8 @@ async def check_describe_producers(ctx: RequestContext, request: Any, call: Call
 # --- KIP-848 consumer groups (issue 12) ---
 
 async def check_consumer_group_heartbeat(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
-    from ...protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
-
-    def refused(error):
-        return ConsumerGroupHeartbeatResponse(error_code=error, error_message=DENIED_MESSAGE[error])
+    def refused(error: ErrorCode) -> Any:
+        return refuse(ctx, request, error, DENIED_MESSAGE[error])
 
     if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
         return refused(GROUP_DENIED)
@@ -138,11 +137,25 @@ async def check_consumer_group_heartbeat(ctx: RequestContext, request: Any, call
 async def check_consumer_group_describe(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     from ...protocol.messages.consumer_group_describe_response import DescribedGroup
 
-    return await split(
+    result = await split(
         ctx, request, call, sec, items="group_ids", answer_list="groups",
         allowed=lambda g: sec.authorize(ctx, Op.DESCRIBE, RT.GROUP, g),
         denied_entry=lambda g: DescribedGroup(error_code=GROUP_DENIED, error_message=DENIED_MESSAGE[GROUP_DENIED],
                                               group_id=g))
+
+    def hide_topics(body):
+        """As KafkaApis does: a group whose members' assignments (current or target) name a topic the
+        caller may not describe is answered TOPIC_AUTHORIZATION_FAILED, with no members."""
+        names = {tp.topic_name for g in body.groups for m in g.members for a in (m.assignment, m.target_assignment)
+                 if a is not None for tp in a.topic_partitions}
+        hidden = {n for n in names if not sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, n, audit_denial=False)}
+        if hidden:
+            body.groups = [DescribedGroup(group_id=g.group_id, error_code=TOPIC_DENIED, error_message=(
+                "The group has described topic(s) that the client is not authorized to describe."))
+                if any(tp.topic_name in hidden for m in g.members for a in (m.assignment, m.target_assignment)
+                       if a is not None for tp in a.topic_partitions) else g for g in body.groups]
+        return body
+    return then(result, hide_topics)
 
 
 # --- admin APIs (issue 15) ---
@@ -153,7 +166,7 @@ def cluster_check(operation: Op):
     async def check(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
         if sec.authorize(ctx, operation, RT.CLUSTER):
             return await call(request)
-        return ctx.broker.router.routes[ctx.api_key].failed_response(ctx, request, CLUSTER_DENIED)
+        return refuse(ctx, request, CLUSTER_DENIED)
     return check
 
 

@@ -3,7 +3,7 @@ transactions' metadata, the request and an injected clock.
 
 Each `handle_*` method answers with a `Decision`: an error to reply with, or a transit whose record
 must become durable in `__transaction_state` before it is applied (`complete`) and the reply sent.
-The service (broker/transactions.py) does the writing, the commit/abort markers and the timers.
+The service (broker/coordinators/transactions.py) does the writing, the commit/abort markers and the timers.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Callable, Iterable
 
 from ..partitioning import partition_for
 from ...purgatory.clock import Clock
-from .log_format import TxnLogValue
+from ...protocol.records.transaction_log import TxnLogValue
 from .metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,

@@ -14,3 +14,21 @@ def plain_login(address: str, user: str, password: str, client_id: str = "sasl-w
     auth = wire.call(36, 2, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
     assert auth.error_code == 0, auth
     return wire
+
+
+def oauth_attempt(address: str, token: str, client_id: str = "sasl-wire-test") -> tuple[str, Wire]:
+    """An OAUTHBEARER login (SaslHandshake v1, SaslAuthenticate v2) with `token`: "authenticated",
+    "unsupported mechanism" or "refused", and the connection (closed by the broker unless authenticated)."""
+    wire = Wire(address, client_id=client_id)
+    hs = wire.call(17, 1, SaslHandshakeRequest(mechanism="OAUTHBEARER"))
+    if hs.error_code == 33:  # UNSUPPORTED_SASL_MECHANISM
+        return "unsupported mechanism", wire
+    assert hs.error_code == 0, hs
+    auth = wire.call(36, 2, SaslAuthenticateRequest(auth_bytes=f"n,,\x01auth=Bearer {token}\x01\x01".encode()))
+    if auth.error_code == 0 and not auth.auth_bytes:
+        return "authenticated", wire
+    # an invalid token: Kafka's error challenge first, then the failure once the client says %x01
+    assert auth.error_code == 0 and b"invalid_token" in auth.auth_bytes, auth
+    final = wire.call(36, 2, SaslAuthenticateRequest(auth_bytes=b"\x01"))
+    assert final.error_code == 58, final  # SASL_AUTHENTICATION_FAILED
+    return "refused", wire

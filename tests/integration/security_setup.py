@@ -1,11 +1,15 @@
 """A broker with TLS and SASL listeners for the security tests: certificates made here with
-`cryptography` (never committed), SCRAM users added with `kbroker user add`, PLAIN users in a file."""
+`cryptography` (never committed), SCRAM users added with `kbroker user add`, PLAIN users in a file,
+OAUTHBEARER tokens signed with a key whose JWKS file the broker reads."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from kbroker.broker.security.dev_security import _pem_cert, _pem_key, issue, make_ca
@@ -53,11 +57,63 @@ def add_user(data_dir: Path, name: str, *mechanisms: str, plain_file: Path | Non
     subprocess.run(args, check=True, capture_output=True)
 
 
+ISSUER, AUDIENCE = "https://issuer.test", "kbroker-tests"
+
+
+@dataclass
+class OAuthKeys:
+    """Signing keys of a test identity provider and their JWKS (`write_jwks`)."""
+
+    keys: dict[str, Any] = field(default_factory=dict)  # kid -> private key
+
+    def add(self, kid: str, kind: str = "EC") -> str:
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+        self.keys[kid] = ec.generate_private_key(ec.SECP256R1()) if kind == "EC" else \
+            rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        return kid
+
+    def jwks(self, kids: list[str] | None = None) -> dict:
+        import jwt
+
+        out = []
+        for kid in kids or list(self.keys):
+            key = self.keys[kid]
+            algo = jwt.algorithms.ECAlgorithm if hasattr(key, "curve") else jwt.algorithms.RSAAlgorithm
+            jwk = json.loads(algo.to_jwk(key.public_key()))
+            jwk["kid"] = kid
+            out.append(jwk)
+        return {"keys": out}
+
+    def write_jwks(self, path: Path, kids: list[str] | None = None) -> Path:
+        path.write_text(json.dumps(self.jwks(kids)))
+        return path
+
+    def token(self, sub: str, kid: str | None = None, *, lifetime_s: int = 3600, now_s: float | None = None,
+              **claims: Any) -> str:
+        import jwt
+
+        kid = kid or next(iter(self.keys))
+        key = self.keys[kid]
+        now = int(time.time() if now_s is None else now_s)
+        body = {"sub": sub, "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + lifetime_s, **claims}
+        return jwt.encode(body, key, algorithm="ES256" if hasattr(key, "curve") else "RS256",
+                          headers={"kid": kid})
+
+
+def oauth_flags(jwks_file: Path) -> list[str]:
+    """Settings of a broker that takes OAUTHBEARER tokens of `OAuthKeys` (beside PLAIN and SCRAM)."""
+    return ["--sasl-enabled-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+            "--sasl-oauthbearer-jwks-endpoint-url", jwks_file.as_uri(),
+            "--sasl-oauthbearer-expected-issuer", ISSUER, "--sasl-oauthbearer-expected-audience", AUDIENCE]
+
+
 @dataclass
 class SecureBroker:
     broker: BrokerProcess
     pki: Pki
     ports: dict[str, int]  # protocol -> port
+    oauth: OAuthKeys
 
     def address(self, protocol: str) -> str:
         return f"127.0.0.1:{self.ports[protocol]}"
@@ -70,11 +126,14 @@ def start_secure_broker(tmp: Path, *extra: str) -> SecureBroker:
     add_user(data, "bob", "SCRAM-SHA-512", "SCRAM-SHA-256")
     for name in ("alice", "admin", "reader"):
         add_user(data, name, "PLAIN", plain_file=plain)
+    oauth = OAuthKeys()
+    oauth.add("key-1")
+    jwks = oauth.write_jwks(tmp / "pki" / "jwks.json")
     ports = {p: free_port() for p in ("PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT", "SSL")}
     listeners = ",".join(f"{p}://127.0.0.1:{port}" for p, port in ports.items())
     broker = BrokerProcess(
         data, "--listeners", listeners, "--ssl-keystore-location", str(pki.broker),
         "--ssl-truststore-location", str(pki.ca), "--ssl-client-auth", "required",
         "--sasl-plain-users-file", str(plain), "--group-initial-rebalance-delay-ms", "0",
-        "--ssl-handshake-timeout-ms", "2000", *extra, port=ports["PLAINTEXT"], listen_flag=False)
-    return SecureBroker(broker, pki, ports)
+        "--ssl-handshake-timeout-ms", "2000", *oauth_flags(jwks), *extra, port=ports["PLAINTEXT"], listen_flag=False)
+    return SecureBroker(broker, pki, ports, oauth)

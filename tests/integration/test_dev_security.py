@@ -82,3 +82,28 @@ def test_kcat_with_the_written_properties(dev):
     out = subprocess.run(["kcat", "-F", str(d / "sasl_ssl.properties"), "-C", "-t", "dev-kcat", "-e", "-f", "%s\n"],
                          check=True, timeout=60, capture_output=True)
     assert out.stdout.decode().split() == ["a", "b"]
+
+
+def test_existing_scram_users_keep_their_passwords_and_a_start_says_so(tmp_path):
+    """An operator's `admin` made before --dev-security keeps its password (the flag used to give it
+    users.json's random one without a word); `app`, new, gets users.json's."""
+    import sys
+
+    from kbroker.tests.integration.test_security_oauthbearer import librdkafka_outcome
+
+    data, d = tmp_path / "data", tmp_path / "dev"
+    subprocess.run([sys.executable, "-m", "kbroker", "user", "add", "admin", "--password", "operators-own",
+                    "--data-dir", str(data)], check=True, capture_output=True)
+    broker = BrokerProcess(data, "--dev-security", str(d))
+    try:
+        conf = {k: v for k, v in properties(d / "sasl_ssl.properties").items()}
+        users = json.loads((d / "users.json").read_text())
+        assert librdkafka_outcome({**conf, "sasl.username": "admin", "sasl.password": "operators-own"}) \
+            == "authenticated"
+        assert librdkafka_outcome({**conf, "sasl.username": "app", "sasl.password": users["app"]}) == "authenticated"
+        kept = broker.events("dev_security_user_kept")
+        assert {(e["user"], e["mechanism"]) for e in kept} == {("admin", "SCRAM-SHA-256"), ("admin", "SCRAM-SHA-512")}
+        broker.restart()  # app's credential from the first start matches users.json: only admin is named again
+        assert {e["user"] for e in broker.events("dev_security_user_kept", start=2)} == {"admin"}
+    finally:
+        broker.stop()

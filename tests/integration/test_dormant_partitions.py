@@ -1,4 +1,4 @@
-"""A real broker keeps the partitions of a new topic dormant (no log object, broker/log/dormant.py)
+"""A real broker keeps the partitions of a new topic dormant (no log object, broker/storage/log/dormant.py)
 through Metadata, and builds one's log with its first produce or fetch; restarts, clean or not,
 keep what was written and leave the untouched ones dormant. Seen from outside: the
 `kbroker_partitions` gauge, the per-partition log end offsets in /metrics and the `logs_loaded` log line."""

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from kbroker.coordinator.subscription import encode_subscription_topics
+from kbroker.coordinator.groups.classic.subscription import encode_subscription_topics
 from kbroker.protocol.errors import ErrorCode as E
 from kbroker.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from kbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
@@ -537,7 +537,7 @@ def test_empty_and_invalid_group_ids_and_empty_batches_are_answered(wire):
 
 
 def test_client_host_is_printed_as_kafka_does():
-    from kbroker.broker.group_wire import client_host
+    from kbroker.broker.apis.group_wire import client_host
 
     assert client_host("127.0.0.1:50123") == "/127.0.0.1"
     assert client_host("::1:50123") == "/0:0:0:0:0:0:0:1"

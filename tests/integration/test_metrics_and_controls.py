@@ -9,6 +9,7 @@ fixture resets it after each test, the way a user's suite would.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import urllib.error
@@ -30,7 +31,17 @@ def broker(tmp_path_factory):
     with BrokerProcess(tmp_path_factory.mktemp("metrics") / "data", "--metrics-listen", f"127.0.0.1:{admin_port}",
                        "--test-controls", "--profile", "test", "--create-topics", "base:2") as b:
         b.admin_url = f"http://127.0.0.1:{admin_port}"
-        yield b
+        b.token = (b.data_dir / "test-controls.token").read_text().strip()
+        # `kbroker test ...` finds the token where the broker wrote it: KBROKER_DATA_DIR names the directory
+        before = os.environ.get("KBROKER_DATA_DIR")
+        os.environ["KBROKER_DATA_DIR"] = str(b.data_dir)
+        try:
+            yield b
+        finally:
+            if before is None:
+                os.environ.pop("KBROKER_DATA_DIR", None)
+            else:
+                os.environ["KBROKER_DATA_DIR"] = before
 
 
 @pytest.fixture
@@ -50,7 +61,8 @@ def kb(capsys, *argv: str):
 
 def http(broker, path: str, method: str = "GET", body: dict | None = None) -> tuple[int, bytes]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(broker.admin_url + path, data=data, method=method)
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {getattr(broker, 'token', '')}"}
+    request = urllib.request.Request(broker.admin_url + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=10) as resp:
             return resp.status, resp.read()
@@ -147,7 +159,8 @@ def test_ready_waits_for_seed_topics_and_controls_are_refused_without_the_flag(t
         before = metric(scrape(b), "kbroker_fsync_seconds_count")
         produce(b, "a", 3)
         assert metric(scrape(b), "kbroker_fsync_seconds_count") > before
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/test/reset", data=b"{}", method="POST")
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/test/reset", data=b"{}", method="POST",
+                                         headers={"Content-Type": "application/json"})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 403

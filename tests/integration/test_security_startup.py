@@ -22,6 +22,13 @@ def serve(tmp_path, *args: str) -> subprocess.CompletedProcess:
     (["--ssl-client-auth", "sometimes", "SASL"], ["--ssl-client-auth", "sometimes"]),
     (["--sasl-enabled-mechanisms", "GSSAPI", "SASL"], ["--sasl-enabled-mechanisms", "GSSAPI"]),
     (["--ssl-principal-mapping-rules", "RULE:oops", "SASL"], ["--ssl-principal-mapping-rules"]),
+    # OAUTHBEARER needs a key set to check tokens against, the audience and the issuer (Kafka 4.4)
+    (["--sasl-enabled-mechanisms", "OAUTHBEARER", "SASL"], ["--sasl-oauthbearer-jwks-endpoint-url", "key set"]),
+    (["--sasl-enabled-mechanisms", "OAUTHBEARER", "--sasl-oauthbearer-jwks-endpoint-url", "http://idp/jwks",
+      "SASL"], ["--sasl-oauthbearer-jwks-endpoint-url", "https://"]),
+    (["--sasl-enabled-mechanisms", "OAUTHBEARER", "--sasl-oauthbearer-jwks-endpoint-url", "https://idp/jwks",
+      "--sasl-oauthbearer-expected-issuer", "i", "SASL"], ["--sasl-oauthbearer-expected-audience"]),
+    (["--dev-unsecured-oauthbearer", "SASL"], ["--dev-unsecured-oauthbearer", "no effect"]),
 ])
 def test_one_line_and_nothing_written(tmp_path, args, needles):
     protocol = "SSL"

@@ -319,7 +319,7 @@ def _known_but_unserved_versions(broker) -> list[tuple[int, int]]:
 
 
 def test_unsupported_version_with_a_top_level_error_is_answered_and_the_connection_stays(broker) -> None:
-    from kbroker.broker.server import _unsupported_version_answer
+    from kbroker.broker.network.server import _unsupported_version_answer
 
     pairs = [(k, v) for k, v in _known_but_unserved_versions(broker) if _unsupported_version_answer(k, v, 0)]
     if not pairs:
@@ -336,7 +336,7 @@ def test_unsupported_version_with_a_top_level_error_is_answered_and_the_connecti
 
 
 def test_unsupported_version_answer_needs_a_top_level_error_code() -> None:
-    from kbroker.broker.server import _unsupported_version_answer
+    from kbroker.broker.network.server import _unsupported_version_answer
 
     assert _unsupported_version_answer(22, 99, 1) is None  # newer than our definitions: close
     assert _unsupported_version_answer(15, 6, 1) is None  # DescribeGroups: errors only per group

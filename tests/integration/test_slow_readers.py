@@ -1,5 +1,5 @@
 """Clients that send a Fetch and never take the answer, against a real broker process: the answers
-they leave unread are bounded broker-wide (broker/unread_answers.py), every answer still makes
+they leave unread are bounded broker-wide (broker/network/unread_answers.py), every answer still makes
 progress, the allowance comes back once they read, and a connection that takes nothing for
 connections.max.idle.ms is aborted, not left closing forever."""
 
@@ -159,7 +159,7 @@ def test_unread_fetch_answers_on_tls_are_counted_too(tmp_path_factory, read_late
     connection, so the bound counted every silent TLS client's answer as taken: the gauge read about
     0 while 16 of them held 16 MiB each. And once a client read a little, the layer handed on all it
     had kept back at once and resumed the connection: the same answer counted taken. The answers
-    now wait in the connection until the layer takes them (broker/server.py `_write_tls`)."""
+    now wait in the connection until the layer takes them (broker/network/server.py `_write_tls`)."""
     admin = f"127.0.0.1:{free_port()}"
     sb = start_secure_broker(tmp_path_factory.mktemp("slow-tls"), "--offsets-topic-num-partitions", "1",
                              "--fetch-max-bytes", str(FETCH_MAX), "--flush", "never", "--metrics-listen", admin)

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from kbroker.broker.apis import HELPERS
 from kbroker.protocol.messages import MODULES
 from kbroker.tests.integration.broker_process import BrokerProcess
 
@@ -34,16 +35,16 @@ NOT_FOR_SERVING = ("construct",  # the codec is compiled ahead of time (protocol
                    "cramjam", "lz4", "zstandard", "re2")
 
 # The consumer-group (KIP-848) half of the coordinator: imported with the first command or record of
-# the consumer protocol (coordinator/consumer_on_demand.py), so a broker with nothing stored has none.
+# the consumer protocol (coordinator/groups/consumer/consumer_on_demand.py), so a broker with nothing stored has none.
 ON_FIRST_USE = (# the group coordinator: built with the first group request or stored group (broker/app.py)
-                "kbroker.coordinator.service", "kbroker.coordinator.classic", "kbroker.coordinator.runtime",
-                "kbroker.coordinator.record_codec", "kbroker.coordinator.records", "kbroker.coordinator.commands",
-                "kbroker.coordinator.consumer_machine", "kbroker.coordinator.consumer_heartbeat",
-                "kbroker.coordinator.consumer_offsets", "kbroker.coordinator.migration",
-                "kbroker.coordinator.assignors", "kbroker.coordinator.reconcile",
-                "kbroker.coordinator.consumer_record_codec",
+                "kbroker.coordinator.runtime.service", "kbroker.coordinator.groups.classic.classic", "kbroker.coordinator.runtime.runtime",
+                "kbroker.protocol.records.codec", "kbroker.protocol.records.classic_records", "kbroker.coordinator.groups.commands",
+                "kbroker.coordinator.groups.consumer.consumer_machine", "kbroker.coordinator.groups.consumer.consumer_heartbeat",
+                "kbroker.coordinator.groups.consumer.consumer_offsets", "kbroker.coordinator.groups.consumer.migration",
+                "kbroker.coordinator.groups.consumer.assignors", "kbroker.coordinator.groups.consumer.reconcile",
+                "kbroker.protocol.records.consumer_codec",
                 # the transaction coordinator: built with the first transactional request (broker/app.py)
-                "kbroker.broker.transactions", "kbroker.coordinator.txn.coordinator",
+                "kbroker.broker.coordinators.transactions", "kbroker.coordinator.txn.coordinator",
                 # credentials, ACLs, TLS and SASL: a broker with only PLAINTEXT listeners and no
                 # authorizer builds them with their first use (Broker.security)
                 "kbroker.broker.security.service", "kbroker.broker.security.credentials",
@@ -59,13 +60,13 @@ def test_answering_api_versions_imports_only_what_serving_needs(tmp_path):
                            env={"KBROKER_TEST_MODULES_OUT": str(dump)})  # answers ApiVersions (probe)
     broker.stop()
     modules = set(json.loads(dump.read_text()))
-    assert "kbroker.broker.server" in modules  # the dump is of a serving broker
+    assert "kbroker.broker.network.server" in modules  # the dump is of a serving broker
     ours = {m for m in modules if m.startswith("kbroker.")}
     assert not {m for m in ours if m.split(".")[1] in ("pipeline", "admin", "tools", "bench", "tests")}
     assert not {m for m in modules for lib in NOT_FOR_SERVING if m == lib or m.startswith(lib + ".")}
     assert not modules & set(ON_FIRST_USE)
     assert not {m for m in ours if m.startswith("kbroker.protocol.messages.consumer_group_")}
-    handlers = {m for m in ours if m.startswith("kbroker.broker.apis.")}
+    handlers = {m for m in ours if m.startswith("kbroker.broker.apis.") and m.rsplit(".", 1)[1] not in HELPERS}
     assert handlers == {"kbroker.broker.apis.api_versions"}
     api_messages = {f"kbroker.protocol.messages.{name}" for name, _, kind, _ in MODULES
                     if kind in ("request", "response")}

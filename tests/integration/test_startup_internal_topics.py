@@ -124,7 +124,7 @@ async def test_an_internal_topic_that_cannot_be_made_is_retried_and_answered_ret
     """--max-partitions below what the internal topics need (a full disk would do the same): the broker
     keeps serving, the groups stay loading (/ready says so), a transit is answered NOT_COORDINATOR
     after a bounded wait, and both creations go on being retried (with a logged error each time)."""
-    from kbroker.broker import transactions
+    from kbroker.broker.coordinators import transactions
 
     monkeypatch.setattr(transactions, "TOPIC_WAIT_S", 0.2)
     config = load_config({"data_dir": str(tmp_path / "data"), "listen": f"127.0.0.1:{free_port()}",

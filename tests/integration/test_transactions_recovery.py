@@ -16,7 +16,7 @@ from kbroker.tests.integration.test_transactions_confluent import consume_all, c
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
-from kbroker.broker.transactions import MARKER_DELAY_ENV  # noqa: E402
+from kbroker.broker.coordinators.transactions import MARKER_DELAY_ENV  # noqa: E402
 
 PARTITIONS = 3
 

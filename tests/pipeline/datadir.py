@@ -9,16 +9,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbroker.broker.log.manager import LogManager
-from kbroker.broker.offsets_topic import OffsetsTopic
-from kbroker.coordinator.records import (
+from kbroker.broker.storage.log.manager import LogManager
+from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
+from kbroker.protocol.records.classic_records import (
     GroupMetadataMember,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,
     OffsetCommitTombstone,
 )
-from kbroker.coordinator.subscription import encode_subscription_topics
+from kbroker.coordinator.groups.classic.subscription import encode_subscription_topics
 from kbroker.protocol import codec
 from kbroker.protocol.messages import consumer_protocol_assignment as cpa
 from kbroker.protocol.record_batch import Record, encode_batch

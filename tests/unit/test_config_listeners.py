@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kbroker.broker.config import ConfigError, load_config, load_config_with_sources
-from kbroker.broker.startup_topics import TopicSpec, parse_create_topics
+from kbroker.broker.partitions.startup_topics import TopicSpec, parse_create_topics
 
 MAP = "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"
 

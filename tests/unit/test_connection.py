@@ -1,4 +1,4 @@
-"""The connection as a protocol object (broker/connection.py) and its asyncio shell (broker/server.py),
+"""The connection as a protocol object (broker/network/connection.py) and its asyncio shell (broker/network/server.py),
 driven through in-memory transports: no sockets, so ordering, back-pressure and shutdown are exact.
 
 The integration tests (tests/integration/test_server.py and the security/limit tests) drive the same
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from kbroker.broker.answers import CLOSE, ApiTable, encode
-from kbroker.broker.connection import Connection
-from kbroker.broker.router import Deferred, Router
-from kbroker.broker.server import KafkaProtocol, KafkaServer
+from kbroker.broker.network.answers import CLOSE, ApiTable, encode
+from kbroker.broker.network.connection import Connection
+from kbroker.broker.network.router import Deferred, Router
+from kbroker.broker.network.server import KafkaProtocol, KafkaServer
 from kbroker.protocol import framing
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.heartbeat_request import HeartbeatRequest
@@ -415,7 +415,7 @@ async def test_idle_connection_is_closed_unless_an_answer_is_owed() -> None:
 
 
 async def test_a_raising_handler_gets_its_error_answer_and_a_close_request_closes() -> None:
-    from kbroker.broker.server import CloseConnection
+    from kbroker.broker.network.server import CloseConnection
 
     def failing(ctx, request):
         if request.generation_id == 2:
@@ -432,7 +432,7 @@ async def test_a_raising_handler_gets_its_error_answer_and_a_close_request_close
 
 
 async def test_the_observer_counts_every_request_without_a_log_event() -> None:
-    from kbroker.broker.observe import Observations
+    from kbroker.broker.operations.observe import Observations
 
     server = _server(_router())
     server.observer = Observations()
@@ -502,10 +502,10 @@ class LayerTransport(MemoryTransport):
 async def test_tls_answers_wait_in_the_connection_until_the_layer_takes_them() -> None:
     """uvloop's TLS layer hands on all it is given unless its socket paused it, and on a resume all
     it kept back: answers wait in the connection, counted by the unread-answers bound, and go to
-    the layer a piece at a time (broker/server.py `_write_tls`)."""
+    the layer a piece at a time (broker/network/server.py `_write_tls`)."""
     from kbroker.broker.security.session import ConnectionAuth
-    from kbroker.broker.server import TLS_WRITE_PIECE
-    from kbroker.broker.unread_answers import UnreadAnswers
+    from kbroker.broker.network.server import TLS_WRITE_PIECE
+    from kbroker.broker.network.unread_answers import UnreadAnswers
 
     server = _server(_router())
     server.unread = UnreadAnswers(1 << 30)

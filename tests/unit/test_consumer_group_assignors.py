@@ -7,10 +7,10 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbroker.coordinator import consumer_records as r
-from kbroker.coordinator.assignors import MemberSubscription, range_assign, uniform_assign
-from kbroker.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember
-from kbroker.coordinator.record_codec import decode_record, encode_record
+from kbroker.coordinator.groups.consumer import consumer_records as r
+from kbroker.coordinator.groups.consumer.assignors import MemberSubscription, range_assign, uniform_assign
+from kbroker.coordinator.groups.consumer.consumer_group import ConsumerGroup, ConsumerGroupMember
+from kbroker.protocol.records.codec import decode_record, encode_record
 
 T = [uuid.UUID(int=i + 1) for i in range(4)]
 

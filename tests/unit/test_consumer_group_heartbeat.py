@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator import consumer_commands as cc
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.groups.consumer import consumer_commands as cc
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.consumer_group import ConsumerGroupState, MemberState, TopicImage
-from kbroker.coordinator.consumer_heartbeat import AssignmentChanged
+from kbroker.coordinator.groups.consumer.consumer_group import ConsumerGroupState, MemberState, TopicImage
+from kbroker.coordinator.groups.consumer.consumer_heartbeat import AssignmentChanged
 from kbroker.protocol.errors import ErrorCode
 from kbroker.tests.coordinator_harness import Harness
 
@@ -354,6 +354,30 @@ def test_regex_subscription_picks_up_new_topics() -> None:
     assert group(h).resolved_regexes == {"^fo.*": frozenset({"foo", "food"})}
 
 
+def test_regex_resolves_to_what_the_member_may_describe_and_members_do_not_take_turns() -> None:
+    """Under an authorizer a regex resolves to the topics the heartbeat's member may DESCRIBE (Kafka's
+    TopicRegexResolver); a member with fewer rights does not narrow a resolution another made, so two
+    principals sharing the regex never resolve it in turn, a new group epoch each time."""
+    h, topics = make(foo=(FOO, 2), food=(BAR, 2))
+    narrow = lambda name: name == "foo"  # noqa: E731
+    r = h.call(cc.ConsumerGroupHeartbeat("g", "a", 0, rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_regex="^fo.*",
+                                         owned_topic_partitions=(), topic_filter=narrow))
+    assert parts(r, BAR) == set() and group(h).resolved_regexes == {"^fo.*": frozenset({"foo"})}
+    wide = h.call(cc.ConsumerGroupHeartbeat("g", "b", 0, rebalance_timeout_ms=REBALANCE_MS,
+                                            subscribed_topic_regex="^fo.*", owned_topic_partitions=(),
+                                            topic_filter=lambda name: True))
+    assert group(h).resolved_regexes == {"^fo.*": frozenset({"foo", "food"})}
+    epoch = group(h).group_epoch
+    for _ in range(3):  # both keep heartbeating: the resolution and the epoch stay
+        beat(h, "a", group(h).members["a"].member_epoch, topic_filter=narrow)
+        beat(h, "b", group(h).members["b"].member_epoch, topic_filter=lambda name: True)
+    assert group(h).group_epoch == epoch and group(h).resolved_regexes["^fo.*"] == {"foo", "food"}
+    topics.set("fog", uuid.UUID(int=9), 1)  # a new topic only the wide member may describe
+    beat(h, "a", group(h).members["a"].member_epoch, topic_filter=narrow)
+    assert group(h).resolved_regexes["^fo.*"] == {"foo", "food"}
+    assert wide.error is E.NONE
+
+
 def test_invalid_regular_expression() -> None:
     h, _ = make()
     r = join(h, "a", topics=None, regex="(unclosed")
@@ -361,7 +385,7 @@ def test_invalid_regular_expression() -> None:
 
 
 def test_a_regular_expression_longer_than_a_group_can_store_is_refused_and_big_ones_are_not_kept() -> None:
-    from kbroker.coordinator import regex as topic_regex
+    from kbroker.coordinator.groups.consumer import regex as topic_regex
 
     h, _ = make()
     longest = "(" + "|".join(f"t{i}" for i in range(6000)) + ")"  # valid, about 41 KB
@@ -442,7 +466,7 @@ def test_test_controls_on_a_consumer_group() -> None:
     control's own turn (a heartbeat sent right after is UNKNOWN_MEMBER_ID); a coordinator move stops
     and re-arms the session timers; there is no group-wide rebalance to force, and ending every
     session is one ExpireMember per member (the service's expire_sessions)."""
-    from kbroker.coordinator.controls import CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
+    from kbroker.coordinator.groups.classic.controls import CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
 
     h, _ = make()
     join(h, "a")
@@ -538,7 +562,7 @@ def test_replay_of_group_tombstones_forgets_the_group() -> None:
 def _compacted(records, drop_tombstones: bool):
     """What log compaction leaves: the last record of each key, in log order (and, once the delete
     retention has passed, no tombstones)."""
-    from kbroker.coordinator.record_codec import encode_record
+    from kbroker.protocol.records.codec import encode_record
 
     last = {}
     for i, record in enumerate(records):

@@ -3,14 +3,14 @@ convertToConsumerGroup, classicGroupJoin/Sync/Heartbeat/LeaveToConsumerGroup, co
 
 from __future__ import annotations
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator import consumer_commands as cc
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.groups.consumer import consumer_commands as cc
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.consumer_group import ConsumerGroupState
-from kbroker.coordinator.group import GroupState
-from kbroker.coordinator.downgrade import encode_assignment
-from kbroker.coordinator.migration import decode_assignment
-from kbroker.coordinator.subscription import encode_subscription_topics
+from kbroker.coordinator.groups.consumer.consumer_group import ConsumerGroupState
+from kbroker.coordinator.groups.classic.group import GroupState
+from kbroker.coordinator.groups.consumer.downgrade import encode_assignment
+from kbroker.protocol.consumer_protocol import decode_assignment
+from kbroker.coordinator.groups.classic.subscription import encode_subscription_topics
 from kbroker.protocol.errors import ErrorCode
 from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.tests.unit.test_consumer_group_heartbeat import FOO, Topics, assert_no_partition_owned_twice, settle

@@ -102,10 +102,10 @@ def test_a_heartbeat_response_encodes_as_the_generated_codec_encodes_it(response
 
 
 def test_the_broker_serves_consumer_group_heartbeat_through_the_fast_path() -> None:
-    from kbroker.broker import answers
-    from kbroker.broker.answers import ApiEntry
+    from kbroker.broker.network import answers
+    from kbroker.broker.network.answers import ApiEntry
     from kbroker.broker.apis import consumer_group_heartbeat
-    from kbroker.broker.router import Router
+    from kbroker.broker.network.router import Router
 
     assert answers._CONSUMER_HEARTBEAT_FAST_VERSIONS == fast_codec.VERSIONS == consumer_group_heartbeat.VERSIONS
     router = Router()

@@ -1,5 +1,5 @@
 """The consumer-group (KIP-848) machine of a partition is imported with its first command or record
-(coordinator/consumer_on_demand.py): a shard of classic groups and offsets never loads it, and the
+(coordinator/groups/consumer/consumer_on_demand.py): a shard of classic groups and offsets never loads it, and the
 first consumer-protocol command or record loads it and is handled as before. Each case runs in a
 fresh interpreter, since this one has imported everything already."""
 
@@ -10,18 +10,18 @@ import subprocess
 import sys
 
 # what a classic-only coordinator must not import
-ON_DEMAND = ["kbroker.coordinator.consumer_machine", "kbroker.coordinator.consumer_heartbeat",
-             "kbroker.coordinator.consumer_offsets", "kbroker.coordinator.migration",
-             "kbroker.coordinator.assignors", "kbroker.coordinator.reconcile",
-             "kbroker.coordinator.consumer_record_codec",
+ON_DEMAND = ["kbroker.coordinator.groups.consumer.consumer_machine", "kbroker.coordinator.groups.consumer.consumer_heartbeat",
+             "kbroker.coordinator.groups.consumer.consumer_offsets", "kbroker.coordinator.groups.consumer.migration",
+             "kbroker.coordinator.groups.consumer.assignors", "kbroker.coordinator.groups.consumer.reconcile",
+             "kbroker.protocol.records.consumer_codec",
              "kbroker.protocol.messages.consumer_group_metadata_key"]
 
 PRELUDE = """
 import json, sys
-from kbroker.coordinator import commands as c
-from kbroker.coordinator.classic import GroupStateMachine
-from kbroker.coordinator.record_codec import decode_record, encode_record
-from kbroker.coordinator.records import OffsetCommitRecord
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.groups.classic.classic import GroupStateMachine
+from kbroker.protocol.records.codec import decode_record, encode_record
+from kbroker.protocol.records.classic_records import OffsetCommitRecord
 m = GroupStateMachine(0)
 m.begin_load()
 m.replay(decode_record(*encode_record(OffsetCommitRecord("g", "t", 0, 5, -1, "", 1))))
@@ -46,12 +46,12 @@ def test_classic_groups_and_offsets_never_import_the_consumer_machine() -> None:
 
 def test_a_consumer_record_loads_the_machine_and_is_replayed() -> None:
     found = _run("""
-from kbroker.coordinator.consumer_records import ConsumerGroupMetadataRecord
+from kbroker.protocol.records.consumer_records import ConsumerGroupMetadataRecord
 record = decode_record(*encode_record(ConsumerGroupMetadataRecord("cg", 3)))
 m.begin_load()
 m.replay(record)
 m.finish_load(4)
-loaded = "kbroker.coordinator.consumer_machine" in sys.modules
+loaded = "kbroker.coordinator.groups.consumer.consumer_machine" in sys.modules
 print(json.dumps({"loaded": loaded, "epoch": m.consumer.groups["cg"].group_epoch,
                   "listed": sorted((g.group_id, g.group_type) for g in m.list_groups())}))
 """)
@@ -60,10 +60,10 @@ print(json.dumps({"loaded": loaded, "epoch": m.consumer.groups["cg"].group_epoch
 
 def test_a_consumer_request_loads_the_machine_and_is_answered() -> None:
     found = _run("""
-from kbroker.coordinator import consumer_commands as cc
+from kbroker.coordinator.groups.consumer import consumer_commands as cc
 out = m.handle(cc.ConsumerGroupDescribe("nobody", reply_to=object()), 4)
 [reply] = out.replies
-print(json.dumps({"loaded": "kbroker.coordinator.consumer_machine" in sys.modules,
+print(json.dumps({"loaded": "kbroker.coordinator.groups.consumer.consumer_machine" in sys.modules,
                   "error": int(reply.result.error), "classic_still_there": m.group("g") is not None}))
 """)
     assert found == {"loaded": True, "error": 69, "classic_still_there": True}  # GROUP_ID_NOT_FOUND

@@ -14,10 +14,10 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbroker.coordinator import consumer_commands as cc
-from kbroker.coordinator.consumer_group import TopicImage
-from kbroker.coordinator.consumer_heartbeat import CCtx, consumer_group_heartbeat, steady_heartbeat
-from kbroker.coordinator.outcome import Outcome
+from kbroker.coordinator.groups.consumer import consumer_commands as cc
+from kbroker.coordinator.groups.consumer.consumer_group import TopicImage
+from kbroker.coordinator.groups.consumer.consumer_heartbeat import CCtx, consumer_group_heartbeat, steady_heartbeat
+from kbroker.coordinator.runtime.outcome import Outcome
 from kbroker.tests.coordinator_harness import Harness
 
 FOO, BAR, BAZ = uuid.UUID(int=0xF00), uuid.UUID(int=0xBA2), uuid.UUID(int=0xBA7)

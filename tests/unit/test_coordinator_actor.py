@@ -7,16 +7,16 @@ import asyncio
 
 import pytest
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator.actor import GroupCoordinatorService
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.runtime.actor import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.records import (
+from kbroker.protocol.records.classic_records import (
     GroupMetadataRecord,
     OffsetCommitRecord,
     OffsetCommitTombstone,
     Record,
 )
-from kbroker.coordinator.results import DeletedGroup, HeartbeatResult, SyncGroupResult
+from kbroker.coordinator.groups.results import DeletedGroup, HeartbeatResult, SyncGroupResult
 from kbroker.tests.coordinator_harness import join_request
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.purgatory.clock import ManualClock

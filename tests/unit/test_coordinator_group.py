@@ -7,14 +7,14 @@ import itertools
 
 import pytest
 
-from kbroker.coordinator.group import (
+from kbroker.coordinator.groups.classic.group import (
     VALID_PREVIOUS_STATES,
     ClassicGroup,
     GroupState,
     IllegalStateTransition,
 )
-from kbroker.coordinator.member import Member
-from kbroker.coordinator.subscription import (
+from kbroker.coordinator.groups.classic.member import Member
+from kbroker.coordinator.groups.classic.subscription import (
     SubscriptionDecodeError,
     decode_subscription_topics,
     encode_subscription_topics,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import tracemalloc
 
-from kbroker.coordinator import commands as c
+from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.group import ClassicGroup, GroupState
-from kbroker.coordinator.records import OffsetCommitRecord
+from kbroker.coordinator.groups.classic.group import ClassicGroup, GroupState
+from kbroker.protocol.records.classic_records import OffsetCommitRecord
 from kbroker.tests.coordinator_harness import Harness
 from kbroker.protocol.errors import ErrorCode
 
@@ -70,7 +70,7 @@ async def test_a_group_holds_no_queue_once_its_commands_are_done_and_keeps_comma
     committed once hold nothing but their state."""
     import asyncio
 
-    from kbroker.coordinator.actor import GroupCoordinatorService
+    from kbroker.coordinator.runtime.actor import GroupCoordinatorService
 
     appended = []
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator.controls import ExpireMember, ExpireSessions, ForceRebalance
-from kbroker.coordinator.history import RebalanceHistory
-from kbroker.coordinator.outcome import RebalanceCompleted
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.groups.classic.controls import ExpireMember, ExpireSessions, ForceRebalance
+from kbroker.coordinator.groups.history import RebalanceHistory
+from kbroker.coordinator.runtime.outcome import RebalanceCompleted
 from kbroker.protocol.errors import ErrorCode
 from kbroker.tests.coordinator_harness import join_request
 from kbroker.tests.unit.test_coordinator_actor import advance, make_service, stable_group
@@ -124,7 +124,7 @@ async def test_not_coordinator_window_and_failing_the_next_requests() -> None:
 
 
 def test_reasons_fold_into_a_few_kinds_for_metrics() -> None:
-    from kbroker.coordinator.history import reason_kind
+    from kbroker.coordinator.groups.history import reason_kind
 
     assert reason_kind("member c-1 joined") == "member_joined"
     assert reason_kind("member c-1 left") == "member_left"
@@ -137,7 +137,7 @@ def test_reasons_fold_into_a_few_kinds_for_metrics() -> None:
 
 
 async def test_a_coordinator_move_stops_session_timers_and_rearms_them_at_load() -> None:
-    from kbroker.coordinator.controls import CoordinatorMove
+    from kbroker.coordinator.groups.classic.controls import CoordinatorMove
 
     service, clock, _ = await make_service()
     try:

@@ -13,9 +13,9 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbroker.coordinator import commands as c
+from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.group import ClassicGroup, GroupState
+from kbroker.coordinator.groups.classic.group import ClassicGroup, GroupState
 from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.protocol.errors import ErrorCode
 

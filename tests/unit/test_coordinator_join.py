@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from kbroker.coordinator import commands as c
+from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.group import GroupState
-from kbroker.coordinator.outcome import RebalanceCompleted
-from kbroker.coordinator.records import GroupMetadataRecord
-from kbroker.coordinator.results import JoinGroupResult, SyncGroupResult
+from kbroker.coordinator.groups.classic.group import GroupState
+from kbroker.coordinator.runtime.outcome import RebalanceCompleted
+from kbroker.protocol.records.classic_records import GroupMetadataRecord
+from kbroker.coordinator.groups.results import JoinGroupResult, SyncGroupResult
 from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.protocol.errors import ErrorCode
 
@@ -513,7 +513,7 @@ def test_onCompleteJoin_keeps_static_members_that_did_not_rejoin(h: Harness) -> 
     assert h.group("g").has(other)  # a dynamic member would have been dropped
 
 
-# -- the initial delay on every path (coordinator/transitions.py: maybe_complete_join_phase) ------
+# -- the initial delay on every path (coordinator/groups/classic/transitions.py: maybe_complete_join_phase) ------
 
 
 def test_members_arriving_during_the_initial_delay_wait_for_it() -> None:

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from kbroker.coordinator import commands as c
+from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.group import GroupState
-from kbroker.coordinator.records import (
+from kbroker.coordinator.groups.classic.group import GroupState
+from kbroker.protocol.records.classic_records import (
     GroupMetadataMember,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,
     OffsetCommitTombstone,
 )
-from kbroker.coordinator.results import (
+from kbroker.coordinator.groups.results import (
     DescribedGroup,
     DescribedMember,
     JoinGroupResult,
@@ -23,7 +23,7 @@ from kbroker.coordinator.results import (
     OffsetFetchPartition,
     SyncGroupResult,
 )
-from kbroker.coordinator.subscription import encode_subscription_topics
+from kbroker.coordinator.groups.classic.subscription import encode_subscription_topics
 from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.protocol.errors import ErrorCode
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator.group import GroupState
-from kbroker.coordinator.outcome import RebalanceCompleted
-from kbroker.coordinator.records import GroupMetadataRecord
-from kbroker.coordinator.results import (
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.groups.classic.group import GroupState
+from kbroker.coordinator.runtime.outcome import RebalanceCompleted
+from kbroker.protocol.records.classic_records import GroupMetadataRecord
+from kbroker.coordinator.groups.results import (
     HeartbeatResult,
     JoinGroupResult,
     LeaveGroupResult,

@@ -7,17 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbroker.coordinator import commands as c
+from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.group import GroupState
-from kbroker.coordinator.offsets import cannot_fit, commit_floor_bytes
-from kbroker.coordinator.record_codec import encode_record
-from kbroker.coordinator.records import (
+from kbroker.coordinator.groups.classic.group import GroupState
+from kbroker.coordinator.groups.classic.offsets import cannot_fit, commit_floor_bytes
+from kbroker.protocol.records.codec import encode_record
+from kbroker.protocol.records.classic_records import (
     GroupMetadataTombstone,
     OffsetCommitRecord,
     OffsetCommitTombstone,
 )
-from kbroker.coordinator.results import (
+from kbroker.coordinator.groups.results import (
     DeletedGroup,
     OffsetCommitResult,
     OffsetDeleteResult,
@@ -27,7 +27,7 @@ from kbroker.coordinator.results import (
     PartitionError,
     TopicErrors,
 )
-from kbroker.coordinator.subscription import encode_subscription_topics
+from kbroker.coordinator.groups.classic.subscription import encode_subscription_topics
 from kbroker.tests.coordinator_harness import Harness, join_request
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.record_batch import encode_keyed_batch
@@ -170,7 +170,7 @@ def test_handleCommitOffsets_with_retention_time_sets_expire_timestamp(h: Harnes
 def test_a_retention_of_long_max_is_capped_not_overflowed(h: Harness) -> None:
     """OffsetCommit v2 with retention_time_ms Long.MAX ("never"): the expiry stays an int64 the
     record can hold (its encoding once failed with struct.error and the commit with UNKNOWN)."""
-    from kbroker.coordinator.record_codec import encode_record
+    from kbroker.protocol.records.codec import encode_record
 
     assert errors(h.call(commit(retention_time_ms=2**63 - 1))) == [E.NONE]
     assert h.log[-1].expire_timestamp == 2**63 - 1

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator.actor import GroupCoordinatorService
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.runtime.actor import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.records import GroupMetadataRecord, OffsetCommitRecord, Record
+from kbroker.protocol.records.classic_records import GroupMetadataRecord, OffsetCommitRecord, Record
 from kbroker.tests.coordinator_harness import join_request
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.purgatory.clock import ManualClock

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.coordinator import commands as c
+from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.records import OffsetCommitRecord, Record
-from kbroker.coordinator.results import HeartbeatResult
-from kbroker.coordinator.service import GroupCoordinatorService
+from kbroker.protocol.records.classic_records import OffsetCommitRecord, Record
+from kbroker.coordinator.groups.results import HeartbeatResult
+from kbroker.coordinator.runtime.service import GroupCoordinatorService
 from kbroker.protocol.errors import ErrorCode
 from kbroker.purgatory.clock import ManualClock
 from kbroker.purgatory.timers import KeyedTimers

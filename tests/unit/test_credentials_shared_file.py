@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from kbroker.broker.log.files import RewriteLockTimeout, held_for_rewrite, write_file_durably
+from kbroker.broker.storage.log.files import RewriteLockTimeout, held_for_rewrite, write_file_durably
 from kbroker.broker.security.credentials import (
     CredentialStore, ScramCredential, _render, add_plain_user, parse_plain_users, scram_path,
 )
@@ -80,7 +80,7 @@ def second_writer_is_kept_out(data) -> None:
 def test_no_file_deleted_while_the_lock_is_held_lets_a_second_writer_in(tmp_path, monkeypatch):
     """The lock was a `scram-credentials.json.lock` beside the file: deleted while held (a clean-up of
     stray files), the next writer made a new one, locked it and rewrote the file beside the holder."""
-    from kbroker.broker.log import files
+    from kbroker.broker.storage.log import files
 
     monkeypatch.setattr(files, "REWRITE_LOCK_WAIT_S", 0.2)
     data = tmp_path / "data"
@@ -103,7 +103,7 @@ def test_where_a_directory_cannot_be_locked_a_lock_file_beside_the_file_is(tmp_p
     import fcntl
     import stat
 
-    from kbroker.broker.log import files
+    from kbroker.broker.storage.log import files
 
     real_flock = fcntl.flock
 
@@ -148,7 +148,7 @@ async def test_the_brokers_own_writes_are_still_not_read_back(tmp_path, monkeypa
 async def test_a_failed_write_does_not_override_a_later_cli_change(tmp_path, monkeypatch):
     """An alter whose write failed (its client was told so) is not written later over what `kbroker
     user add` wrote since: the CLI's bob and alice are served and stay on disk."""
-    from kbroker.broker import state_file
+    from kbroker.broker.storage import state_file
 
     data = tmp_path / "data"
     broker = CredentialStore(data)
@@ -180,7 +180,7 @@ async def test_a_failed_write_does_not_override_a_later_cli_change(tmp_path, mon
 async def test_a_holder_that_does_not_let_go_fails_the_write_and_holds_nothing_else(tmp_path, monkeypatch):
     """Past the wait, the broker's write fails (its client learns it) instead of holding the shared
     state-file worker; once the holder is gone, the next write goes through."""
-    from kbroker.broker.log import files
+    from kbroker.broker.storage.log import files
 
     monkeypatch.setattr(files, "REWRITE_LOCK_WAIT_S", 0.2)
     data = tmp_path / "data"
@@ -244,7 +244,7 @@ def test_user_add_says_so_when_the_file_stays_held(tmp_path, monkeypatch, capsys
     """`kbroker user add` against a file another process keeps held: exit 1 and a line saying what
     was written, not a traceback; once it is free the same command works."""
     from kbroker.broker import cli
-    from kbroker.broker.log import files
+    from kbroker.broker.storage.log import files
 
     monkeypatch.setattr(files, "REWRITE_LOCK_WAIT_S", 0.2)
     data, plain = tmp_path / "data", tmp_path / "plain-users"

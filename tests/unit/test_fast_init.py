@@ -1,4 +1,4 @@
-"""coordinator/fast_init.py: the replaced `__init__` builds what the dataclass-generated one builds
+"""protocol/fast_init.py: the replaced `__init__` builds what the dataclass-generated one builds
 (positional and keyword arguments, defaults, missing and unknown arguments refused), and the class
 stays frozen, hashable and compared by its fields."""
 
@@ -9,9 +9,11 @@ import dataclasses
 import pytest
 from hypothesis import given, strategies as st
 
-from kbroker.coordinator import commands as c
-from kbroker.coordinator import outcome, records, results
-from kbroker.coordinator.fast_init import fast_init
+from kbroker.coordinator.groups import commands as c
+from kbroker.coordinator.runtime import outcome
+from kbroker.coordinator.groups import results
+from kbroker.protocol.records import classic_records as records
+from kbroker.protocol.fast_init import fast_init
 
 FAST = [c.OffsetCommitPartition, c.OffsetCommitTopic, c.HeartbeatExpired, records.OffsetCommitRecord,
         results.PartitionError, results.TopicErrors, results.OffsetCommitResult, results.HeartbeatResult,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from kbroker.broker.fetch_sessions import (
+from kbroker.broker.apis.fetch_sessions import (
     INT32_MAX,
     FetchSessionCache,
     FetchSessionManager,

@@ -1,5 +1,5 @@
 """Request frames captured from real clients (tests/golden/capture.py) decode to what those clients
-meant and re-encode to the very same bytes."""
+meant and re-encode to the very same bytes, with the header decoder the server reads every request with."""
 
 from __future__ import annotations
 
@@ -95,3 +95,34 @@ def test_a_cut_golden_body_is_malformed_at_every_length(path: Path) -> None:
     for cut in range(len(body)):
         with pytest.raises(MalformedMessage):
             codec.decode(req.spec, req.api_version, body[:cut])
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_the_server_reads_each_golden_frame_with_the_decoder_tested_here(path: Path, monkeypatch) -> None:
+    """The connection (broker/network/connection.py) has no header decoder of its own: it reads the
+    golden frame's header through protocol/framing.py's, to the header decode_request_header gives."""
+    import types
+
+    from kbroker.broker.network import connection as connection_module
+    from kbroker.broker.network.answers import ApiTable
+    from kbroker.broker.network.router import Router
+
+    frame = _load(path.name)
+    req = framing.decode_request_header(frame)
+    seen = []
+
+    def spy(data: bytes, flexible: bool) -> tuple[str, int]:
+        seen.append(flexible)
+        return framing.read_client_id(data, flexible)
+
+    monkeypatch.setattr(connection_module, "read_client_id", spy)
+    router = Router()
+    router.register(types.SimpleNamespace(API_KEY=req.api_key, VERSIONS=(req.api_version, req.api_version),
+                                          handle=lambda ctx, request: None))
+    conn = connection_module.Connection(ApiTable(router), "127.0.0.1:5000", 1 << 20)
+    conn.receive(len(frame).to_bytes(4, "big") + frame)
+    request = conn.next_request()
+    assert request is not None and seen == [framing.request_header_flexible(req.api_key, req.api_version)]
+    assert (request.api_key, request.api_version, request.correlation_id, request.client_id) == (
+        req.header.request_api_key, req.header.request_api_version, req.header.correlation_id, req.header.client_id)
+    assert request.body == framing.decode_body(req)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.broker import group_wire
-from kbroker.broker.router import Deferred, RequestContext
+from kbroker.broker.apis import group_wire
+from kbroker.broker.network.router import Deferred, RequestContext
 from kbroker.protocol.errors import ErrorCode
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbroker.broker.log import LogConfig, PartitionLog
-from kbroker.broker.log.compaction import compact
-from kbroker.broker.log.retention import apply_retention
+from kbroker.broker.storage.log import LogConfig, PartitionLog
+from kbroker.broker.storage.log.compaction import compact
+from kbroker.broker.storage.log.retention import apply_retention
 from kbroker.protocol.record_batch import COMPRESSION_GZIP, Record, decode_batches, encode_batch
 
 DAY = 86_400_000

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from kbroker.broker.log import LogConfig, LogManager, PartitionLog
-from kbroker.broker.log.files import FILES, FileHandleCache
+from kbroker.broker.storage.log import LogConfig, LogManager, PartitionLog
+from kbroker.broker.storage.log.files import FILES, FileHandleCache
 from kbroker.protocol.errors import CorruptRecordError
 from kbroker.protocol.record_batch import Record, decode_batches, encode_batch, iter_batches
 
@@ -174,7 +174,7 @@ def test_a_leased_descriptor_survives_eviction_and_forget(tmp_path: Path) -> Non
 
 
 def test_compaction_keeps_a_rotten_batch_as_it_is_and_still_answers_corrupt(tmp_path: Path) -> None:
-    from kbroker.broker.log.compaction import compact
+    from kbroker.broker.storage.log.compaction import compact
 
     config = LogConfig(segment_bytes=3000, index_interval_bytes=200, cleanup_policy="compact")
     plog = PartitionLog(tmp_path / "t-0", "t", 0, config, flush_policy="never")
@@ -242,7 +242,7 @@ def test_damaged_framing_in_the_active_segment_keeps_the_batches_behind_it(tmp_p
 
 
 def test_compaction_leaves_a_segment_it_cannot_walk_alone(tmp_path: Path) -> None:
-    from kbroker.broker.log.compaction import compact
+    from kbroker.broker.storage.log.compaction import compact
 
     config = LogConfig(segment_bytes=3000, index_interval_bytes=200, cleanup_policy="compact")
     plog = PartitionLog(tmp_path / "t-0", "t", 0, config, flush_policy="never")

@@ -1,4 +1,4 @@
-"""Dormant partitions (broker/log/dormant.py): an empty, unused partition keeps no log object until its
+"""Dormant partitions (broker/storage/log/dormant.py): an empty, unused partition keeps no log object until its
 first use, and the log built then is the one a load of its files builds."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.broker.log import LogConfig, LogManager, PartitionLog
-from kbroker.broker.log.dormant import DormantPartitions, sole_empty_segment
+from kbroker.broker.storage.log import LogConfig, LogManager, PartitionLog
+from kbroker.broker.storage.log.dormant import DormantPartitions, sole_empty_segment
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_batch import Record, encode_batch
 

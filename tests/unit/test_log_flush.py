@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.broker.log import LogConfig, LogManager, PartitionLog
+from kbroker.broker.storage.log import LogConfig, LogManager, PartitionLog
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_batch import Record, encode_batch
 

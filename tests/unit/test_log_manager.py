@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.broker.log import FlushPolicy, LogConfig, LogManager, validate_topic_name
+from kbroker.broker.storage.log import FlushPolicy, LogConfig, LogManager, validate_topic_name
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_batch import Record, decode_batches, encode_batch
 
@@ -239,7 +239,7 @@ def _disk_full_at(monkeypatch: pytest.MonkeyPatch, partition: int) -> None:
     """The directory of `partition` cannot be made, as on a full disk; the others can."""
     import errno
 
-    from kbroker.broker.log.partition_log import PartitionLog
+    from kbroker.broker.storage.log.partition_log import PartitionLog
 
     real = PartitionLog.create_empty
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kbroker.broker.log import LogManager
+from kbroker.broker.storage.log import LogManager
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.broker.log import LogConfig, PartitionLog
-from kbroker.broker.log.index import OffsetIndex
+from kbroker.broker.storage.log import LogConfig, PartitionLog
+from kbroker.broker.storage.log.index import OffsetIndex
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.purgatory.clock import ManualClock
 from kbroker.protocol.record_batch import (
@@ -143,8 +143,8 @@ def test_a_search_with_a_budget_hands_back_a_batch_past_it_to_walk_elsewhere(tmp
     """A batch of more records than a request may still walk on the loop comes back as a BatchToWalk:
     its walk finds what the search without a budget finds, and a search resumed past it goes on in
     later batches. The budget is the request's: what one search walks, the next may not."""
-    from kbroker.broker.log.timestamp_search import BatchToWalk
-    from kbroker.broker.log.validation import InlineBudget
+    from kbroker.broker.storage.log.timestamp_search import BatchToWalk
+    from kbroker.broker.storage.log.validation import InlineBudget
 
     plog = open_log(tmp_path, LogConfig())
     big = 70_000

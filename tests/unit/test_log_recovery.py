@@ -14,7 +14,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from kbroker.broker.log import LogConfig, PartitionLog
+from kbroker.broker.storage.log import LogConfig, PartitionLog
 from kbroker.protocol.errors import CorruptRecordError
 from kbroker.protocol.record_batch import Record, decode_batches, encode_batch, iter_batches
 
@@ -279,7 +279,7 @@ def test_structlog_is_configured_for_capture() -> None:
 
 _WRITER = r"""
 import asyncio, sys
-from kbroker.broker.log import LogConfig, LogManager
+from kbroker.broker.storage.log import LogConfig, LogManager
 from kbroker.protocol.record_batch import Record, encode_batch
 
 async def main() -> None:
@@ -304,7 +304,7 @@ def test_kill_9_during_appends_keeps_every_acknowledged_record(tmp_path: Path) -
     import subprocess
     import sys
 
-    from kbroker.broker.log import LogManager
+    from kbroker.broker.storage.log import LogManager
 
     proc = subprocess.Popen(
         [sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True

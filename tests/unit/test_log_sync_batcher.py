@@ -1,4 +1,4 @@
-"""Group commit across partitions (broker/log/sync_batcher.py): the flush rounds that start together
+"""Group commit across partitions (broker/storage/log/sync_batcher.py): the flush rounds that start together
 share a bounded number of worker-thread jobs, and a failed fsync fails only its own log."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.broker.log import LogConfig, LogManager
-from kbroker.broker.log.sync_batcher import MAX_JOBS
+from kbroker.broker.storage.log import LogConfig, LogManager
+from kbroker.broker.storage.log.sync_batcher import MAX_JOBS
 from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.protocol.record_batch import Record, encode_batch
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbroker.broker.log import LogConfig, PartitionLog
-from kbroker.broker.log.compaction import compact
-from kbroker.broker.log.txn_cleaning import TxnCleaning
-from kbroker.broker.producer_state import load_partition_state
+from kbroker.broker.storage.log import LogConfig, PartitionLog
+from kbroker.broker.storage.log.compaction import compact
+from kbroker.broker.storage.log.txn_cleaning import TxnCleaning
+from kbroker.broker.storage.producer_state import load_partition_state
 from kbroker.protocol.control_records import encode_marker
 from kbroker.protocol.record_batch import Record, encode_batch, read_header
 from kbroker.tests.unit.test_log_cleanup import records

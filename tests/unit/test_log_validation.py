@@ -1,4 +1,4 @@
-"""broker/log/validation.py: Kafka's LogValidator rules for a client's batches, on real encoded
+"""broker/storage/log/validation.py: Kafka's LogValidator rules for a client's batches, on real encoded
 batches (CreateTime bounds, the LogAppendTime attribute, sizes, compacted keys)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kbroker.bench.hostile_produce import raw_batch, tiny_records
-from kbroker.broker.log.config import LogConfig
-from kbroker.broker.log.validation import (
+from kbroker.broker.storage.log.config import LogConfig
+from kbroker.broker.storage.log.validation import (
     INLINE_RECORDS,
     CheckedBatch,
     InlineBudget,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbroker.broker.observe import Observations
+from kbroker.broker.operations.observe import Observations
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.heartbeat_response import HeartbeatResponse
 from kbroker.protocol.messages.offset_commit_response import (

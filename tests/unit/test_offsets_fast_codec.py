@@ -1,6 +1,6 @@
 """The hand-written fast paths for OffsetCommit write exactly what the generated codec writes.
 
-coordinator/record_codec.py packs the common OffsetCommit record (key v0, value v4) at fixed offsets;
+protocol/records/codec.py packs the common OffsetCommit record (key v0, value v4) at fixed offsets;
 the generated codec stays the owner of the format, so every record hypothesis makes must come out
 byte for byte as the generic encoder writes it (or be left to it), and read back as itself.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbroker.coordinator.record_codec import decode_record, encode_offset_commit_generic, encode_record
-from kbroker.coordinator.records import OffsetCommitRecord
+from kbroker.protocol.records.codec import decode_record, encode_offset_commit_generic, encode_record
+from kbroker.protocol.records.classic_records import OffsetCommitRecord
 
 I32 = st.integers(-(2**31), 2**31 - 1)
 I64 = st.integers(-(2**63), 2**63 - 1)
@@ -46,7 +46,7 @@ def test_a_commit_record_reads_back_as_itself(record: OffsetCommitRecord) -> Non
 def test_the_common_commit_takes_the_fast_path() -> None:
     # What a consumer commits: no expiry, short metadata. The generic codec is not asked.
     record = OffsetCommitRecord("g", "t", 3, 42, 7, "meta", 1_700_000_000_000, None)
-    from kbroker.coordinator import record_codec
+    from kbroker.protocol.records import codec as record_codec
 
     assert record_codec._encode_offset_commit(record) == encode_offset_commit_generic(record)
     assert record_codec._encode_offset_commit(OffsetCommitRecord("g", "t", 3, 42, 7, "m" * 127, 0, None)) is None
@@ -145,10 +145,10 @@ def test_an_offset_commit_response_encodes_as_the_generated_codec_encodes_it(res
 
 
 def test_the_broker_serves_offset_commit_v8_and_v9_through_the_fast_path() -> None:
-    from kbroker.broker.answers import ApiEntry
-    from kbroker.broker.router import Router
+    from kbroker.broker.network.answers import ApiEntry
+    from kbroker.broker.network.router import Router
 
-    from kbroker.broker import answers
+    from kbroker.broker.network import answers
     from kbroker.broker.apis import offset_commit
 
     assert answers._OFFSET_COMMIT_FAST_VERSIONS == offset_commit_fast.VERSIONS

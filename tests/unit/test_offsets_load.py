@@ -7,11 +7,11 @@ from __future__ import annotations
 import structlog
 from structlog.testing import capture_logs
 
-from kbroker.broker.log.manager import LogManager
-from kbroker.broker.offsets_topic import TOPIC, OffsetsTopic
-from kbroker.coordinator.actor import GroupCoordinatorService
+from kbroker.broker.storage.log.manager import LogManager
+from kbroker.broker.coordinators.offsets_topic import TOPIC, OffsetsTopic
+from kbroker.coordinator.runtime.actor import GroupCoordinatorService
 from kbroker.coordinator.partitioning import partition_for
-from kbroker.coordinator.records import OffsetCommitRecord
+from kbroker.protocol.records.classic_records import OffsetCommitRecord
 from kbroker.protocol.record_batch import Record, encode_batch
 from kbroker.tests.faults.damage import rot, segments, stored_batches
 

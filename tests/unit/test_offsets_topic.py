@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbroker.broker.log.manager import LogManager
-from kbroker.broker.offsets_topic import TOPIC, TOPIC_CONFIGS, OffsetsTopic
-from kbroker.coordinator.record_codec import decode_record, encode_record
-from kbroker.coordinator.records import (
+from kbroker.broker.storage.log.manager import LogManager
+from kbroker.broker.coordinators.offsets_topic import TOPIC, TOPIC_CONFIGS, OffsetsTopic
+from kbroker.protocol.records.codec import decode_record, encode_record
+from kbroker.protocol.records.classic_records import (
     GroupMetadataMember,
     GroupMetadataRecord,
     GroupMetadataTombstone,
@@ -142,7 +142,7 @@ def _state(machine) -> dict:
 @settings(max_examples=60, deadline=None)
 @given(batches=st.lists(st.lists(_classic_records, min_size=1, max_size=6), min_size=1, max_size=8))
 def test_replaying_the_last_record_per_key_loads_what_replaying_every_record_loads(batches) -> None:
-    from kbroker.coordinator.classic import GroupStateMachine
+    from kbroker.coordinator.groups.classic.classic import GroupStateMachine
 
     with tempfile.TemporaryDirectory() as tmp:
         logs = LogManager(tmp, flush_policy="never")
@@ -177,7 +177,7 @@ _text = st.text(max_size=140)  # metadata past 126 characters takes the generic 
 def test_the_offset_commit_fast_path_decodes_what_the_generic_codec_decodes(record) -> None:
     from unittest import mock
 
-    from kbroker.coordinator import record_codec
+    from kbroker.protocol.records import codec as record_codec
 
     key, value = encode_record(record)
     with mock.patch.object(record_codec, "_decode_offset_commit", lambda *_: None):
@@ -192,7 +192,7 @@ def test_the_offset_commit_fast_path_decodes_what_the_generic_codec_decodes(reco
 def test_the_offset_commit_fast_path_fails_or_falls_back_on_garbage(key: bytes, value: bytes | None) -> None:
     from unittest import mock
 
-    from kbroker.coordinator import record_codec
+    from kbroker.protocol.records import codec as record_codec
 
     key = b"\x00\x01" + key
     with mock.patch.object(record_codec, "_decode_offset_commit", lambda *_: None):

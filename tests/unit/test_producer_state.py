@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kbroker.broker.log import LogConfig, PartitionLog
-from kbroker.broker.producer_state import (
+from kbroker.broker.storage.log import LogConfig, PartitionLog
+from kbroker.broker.storage.producer_state import (
     INT32_MAX,
     SNAPSHOT_FILE,
     InvalidProducerEpochError,

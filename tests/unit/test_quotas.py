@@ -1,11 +1,11 @@
-"""Client quotas (broker/quotas.py): Kafka's entity rules, the precedence of quotas and its sampled
+"""Client quotas (broker/operations/quotas.py): Kafka's entity rules, the precedence of quotas and its sampled
 byte rate with a manual clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from kbroker.broker import quotas as q
+from kbroker.broker.operations import quotas as q
 
 
 class Clock:

@@ -1,11 +1,11 @@
-"""broker/repeats.py: answers to ids named more than once."""
+"""broker/apis/repeats.py: answers to ids named more than once."""
 
 from __future__ import annotations
 
 import pytest
 
-from kbroker.broker.repeats import REPEATS_BYTES, approximate_size, distinct, in_request_order
-from kbroker.broker.server import CloseConnection
+from kbroker.broker.apis.repeats import REPEATS_BYTES, approximate_size, distinct, in_request_order
+from kbroker.broker.network.server import CloseConnection
 from kbroker.protocol.messages.describe_groups_response import DescribedGroup, DescribedGroupMember
 
 

@@ -9,7 +9,7 @@ import asyncio
 from types import SimpleNamespace
 
 from kbroker.broker.app import build_router
-from kbroker.broker.router import RequestContext, Router
+from kbroker.broker.network.router import RequestContext, Router
 from kbroker.broker.security import api_checks
 from kbroker.broker.security.acl import Authorizer
 from kbroker.broker.security.session import ConnectionAuth
@@ -59,10 +59,10 @@ def _security(super_users=()):
     return sec
 
 
-def _ctx(principal: str, broker) -> RequestContext:
+def _ctx(principal: str, broker, api_key: int = 60) -> RequestContext:
     conn = ConnectionAuth(sasl=False, mechanisms=(), credentials=None, peer="127.0.0.1:1", listener="L",
                           principal=principal)
-    return RequestContext(60, 0, 1, "c", "127.0.0.1:1", broker, connection=conn)
+    return RequestContext(api_key, 0, 1, "c", "127.0.0.1:1", broker, connection=conn)
 
 
 def test_an_api_without_a_written_check_fails_closed():
@@ -119,24 +119,24 @@ def test_a_plain_handler_stays_plain_under_its_check():
     handler = router.routes[12].handler
     assert not inspect.iscoroutinefunction(handler)
     security = _security({"User:admin"})
-    broker = SimpleNamespace(security=security, security_if_built=security)
+    broker = SimpleNamespace(security=security, security_if_built=security, router=router)
     request = HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
 
     def answer(principal):  # with an authorizer the check may wait, so the server runs it as a task
-        result = handler(_ctx(principal, broker), request)
+        result = handler(_ctx(principal, broker, 12), request)
         return asyncio.run(result) if inspect.iscoroutine(result) else result
 
     assert answer("User:admin").error_code == 0
     assert answer("User:alice").error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
     broker.security.authorizer = None
-    assert not inspect.iscoroutine(handler(_ctx("User:alice", broker), request))  # plain: run inline
+    assert not inspect.iscoroutine(handler(_ctx("User:alice", broker, 12), request))  # plain: run inline
     assert calls == ["User:admin", "User:alice"]
 
 
 def test_then_reaches_the_answer_through_a_deferred_or_a_coroutine():
     """then() applies its function to a handler's answer however it comes: at once, Deferred, or as
     the coroutine a plain handler's ACL wrapper returns while its check waits."""
-    from kbroker.broker.router import Deferred, then
+    from kbroker.broker.network.router import Deferred, then
 
     async def answer(value):
         return value

@@ -12,9 +12,8 @@ import pytest
 import scramp
 
 from kbroker.broker.security.credentials import CredentialStore, ScramCredential, add_plain_user
-from kbroker.broker.security.sasl import (
-    AuthenticationFailed, OAuthBearerExchange, PlainExchange, ScramExchange, unsecured_token,
-)
+from kbroker.broker.security.oauth import UnsecuredValidator, unsecured_token
+from kbroker.broker.security.sasl import AuthenticationFailed, OAuthBearerExchange, PlainExchange, ScramExchange
 from kbroker.broker.security.session import ConnectionAuth
 from kbroker.protocol.errors import ErrorCode
 
@@ -104,7 +103,7 @@ def oauth_message(token: str) -> bytes:
 
 def test_oauthbearer_unsecured_token_accepted_with_its_expiry():
     now = 1_700_000_000
-    ex = OAuthBearerExchange(clock_ms=lambda: now * 1000)
+    ex = OAuthBearerExchange(UnsecuredValidator(clock_ms=lambda: now * 1000))
     assert ex.evaluate(oauth_message(unsecured_token("carol", 60, now_s=now))) == b""
     assert ex.principal == "User:carol" and ex.credential_expiry_ms == (now + 60) * 1000
 
@@ -124,7 +123,7 @@ def unsecured_jws(claims: bytes) -> str:
     *(unsecured_jws(b'{"sub":"carol","exp":%s}' % exp) for exp in (b"1e306", b"NaN", b"Infinity", b"-1e306", b"1" + b"0" * 400)),
 ])
 def test_oauthbearer_bad_token_gets_an_error_challenge_then_fails(token):
-    ex = OAuthBearerExchange(clock_ms=lambda: 1_700_000_000 * 1000)
+    ex = OAuthBearerExchange(UnsecuredValidator(clock_ms=lambda: 1_700_000_000 * 1000))
     challenge = ex.evaluate(oauth_message(token))
     assert json.loads(challenge) == {"status": "invalid_token"}
     with pytest.raises(AuthenticationFailed) as e:
@@ -199,7 +198,8 @@ def test_reauthentication_cannot_change_principal(store, tmp_path):
 
 def test_oauth_session_ends_with_the_token(store):
     now = 1_700_000_000
-    c = conn(store, reauth_ms=3_600_000, clock_ms=lambda: now * 1000)
+    c = conn(store, reauth_ms=3_600_000, clock_ms=lambda: now * 1000,
+             oauth=UnsecuredValidator(clock_ms=lambda: now * 1000))
     c.handshake("OAUTHBEARER", 1)
     r = c.authenticate(oauth_message(unsecured_token("carol", 30, now_s=now)))
     assert r.session_lifetime_ms == 30_000
@@ -238,3 +238,20 @@ async def test_alter_scram_answers_once_durable_and_never_reads_its_own_file_bac
     dave = ScramCredential.from_password("SCRAM-SHA-512", "dave-secret")
     fresh.apply_scram([("dave", "SCRAM-SHA-512", dave)], [])  # another process, as `kbroker user add`
     assert store.scram("dave", "SCRAM-SHA-512") == dave and parsed
+
+
+def test_scram_unknown_user_and_oversized_messages_are_refused_before_saslprep(store, monkeypatch):
+    """Kafka looks a SCRAM user up by its unescaped saslname; SASLprep (scramp's, character by
+    character) runs only for names that have credentials, and no SCRAM message is over 16 KiB."""
+    import scramp.core
+
+    prepped: list[int] = []
+    real = scramp.core.saslprep
+    monkeypatch.setattr(scramp.core, "saslprep", lambda s: prepped.append(len(s)) or real(s))
+    for message in (b"n,,n=" + b"x" * 16_000 + b",r=abc", b"n,,n=" + b"x" * 600_000 + b",r=abc"):
+        ex = ScramExchange("SCRAM-SHA-512", store)
+        with pytest.raises(AuthenticationFailed):
+            ex.evaluate(message)
+    assert prepped == []
+    scram_login(ScramExchange("SCRAM-SHA-512", store), "SCRAM-SHA-512", "bob", "bob-secret")
+    assert prepped  # a known user still goes through scramp whole

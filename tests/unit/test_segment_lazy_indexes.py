@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kbroker.broker.log import LogConfig, PartitionLog
-from kbroker.broker.log.segment import LogSegment
+from kbroker.broker.storage.log import LogConfig, PartitionLog
+from kbroker.broker.storage.log.segment import LogSegment
 from kbroker.protocol.record_batch import Record, decode_batches, encode_batch
 
 CONFIG = LogConfig(segment_bytes=3000, index_interval_bytes=200)

@@ -14,8 +14,8 @@ import asyncio
 import types
 
 from kbroker.broker.apis import offset_commit
-from kbroker.broker.router import Deferred, Router
-from kbroker.broker.server import KafkaServer
+from kbroker.broker.network.router import Deferred, Router
+from kbroker.broker.network.server import KafkaServer
 from kbroker.protocol import framing
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.create_topics_request import CreateTopicsRequest
@@ -122,7 +122,7 @@ async def test_an_api_with_no_error_shape_closes_only_that_connection() -> None:
 def test_every_served_api_has_an_encodable_error_answer_at_every_version() -> None:
     """So no handler failure of ours closes a connection: each API, each version, has an error shape."""
     from kbroker.broker.app import build_router
-    from kbroker.broker.router import RequestContext
+    from kbroker.broker.network.router import RequestContext
 
     router = build_router()
     missing = []

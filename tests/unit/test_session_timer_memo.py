@@ -4,12 +4,12 @@ replaced in place)."""
 
 from __future__ import annotations
 
-from kbroker.coordinator import commands as c
+from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
-from kbroker.coordinator.group import ClassicGroup
-from kbroker.coordinator.member import Member
-from kbroker.coordinator.outcome import Outcome, ScheduleTimer
-from kbroker.coordinator.rebalance import Ctx, schedule_heartbeat
+from kbroker.coordinator.groups.classic.group import ClassicGroup
+from kbroker.coordinator.groups.classic.member import Member
+from kbroker.coordinator.runtime.outcome import Outcome, ScheduleTimer
+from kbroker.coordinator.groups.classic.rebalance import Ctx, schedule_heartbeat
 
 
 def armed(group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> ScheduleTimer:

@@ -10,7 +10,7 @@ import os
 import threading
 from pathlib import Path
 
-from kbroker.broker.state_file import StateFile
+from kbroker.broker.storage.state_file import StateFile
 
 
 class Counter:
@@ -104,7 +104,7 @@ async def test_caught_up_waits_for_the_writes_under_way_and_only_those(tmp_path:
 def test_a_private_file_stays_private_over_a_temporary_file_left_by_a_crash(tmp_path: Path) -> None:
     """The SCRAM and PLAIN user files are written 0600; a temporary file a crash left behind, with a
     wider mode, is not reused with its mode."""
-    from kbroker.broker.log.files import write_file_durably
+    from kbroker.broker.storage.log.files import write_file_durably
 
     path = tmp_path / "scram-credentials.json"
     stale = tmp_path / "scram-credentials.json.tmp"

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from kbroker.coordinator.txn.coordinator import Decision, TxnConfig, TxnCoordinator, log_value
-from kbroker.coordinator.txn.log_format import decode_value, encode_value
+from kbroker.protocol.records.transaction_log import decode_value, encode_value
 from kbroker.coordinator.txn.metadata import IllegalTransition, TransactionMetadata, TxnState
 from kbroker.protocol.errors import ErrorCode
 from kbroker.purgatory.clock import ManualClock
@@ -251,7 +251,7 @@ def test_expired_transactional_ids():
 
 
 def test_load_skips_dead_and_refuses_unknown_status():
-    from kbroker.coordinator.txn.log_format import TxnLogValue
+    from kbroker.protocol.records.transaction_log import TxnLogValue
 
     coord, _ = make()
     coord.load("a", TxnLogValue(1, 0, 1000, int(S.EMPTY), None, 5, -1))

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from kbroker.coordinator.txn.log_format import (
+from kbroker.protocol.records.transaction_log import (
     TxnLogFormatError,
     TxnLogValue,
     decode_key,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from kbroker.broker.txn_read import trim_to_offset
+from kbroker.broker.partitions.txn_read import trim_to_offset
 from kbroker.protocol import record_batch as rb
 from kbroker.protocol.control_records import ABORT, COMMIT, encode_marker, marker_of
 

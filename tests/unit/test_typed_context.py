@@ -20,7 +20,7 @@ import kbroker
 ROOT = Path(kbroker.__file__).resolve().parent
 
 HANDLER = '''
-from kbroker.broker.router import RequestContext
+from kbroker.broker.network.router import RequestContext
 
 
 async def handle(ctx: RequestContext, request: object) -> object:

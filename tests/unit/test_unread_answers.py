@@ -1,8 +1,8 @@
-"""broker/unread_answers.py: what a Fetch may read while other clients' answers wait untaken."""
+"""broker/network/unread_answers.py: what a Fetch may read while other clients' answers wait untaken."""
 
 from __future__ import annotations
 
-from kbroker.broker.unread_answers import UnreadAnswers
+from kbroker.broker.network.unread_answers import UnreadAnswers
 
 
 def test_fetches_shrink_past_the_limit_and_grow_back_as_answers_are_taken() -> None:

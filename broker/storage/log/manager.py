@@ -1,0 +1,583 @@
+"""All partition logs of the broker, plus durable topic metadata.
+
+Layout of the data directory:
+* `topics/<name>.json`: name, topic id, partition count, config overrides (write-temp, fsync, rename).
+* `<topic>-<partition>/`: one PartitionLog each (segments, indexes, checkpoint.json).
+* `.kbroker_clean_shutdown`: written by `close()`, removed at start-up; when present at start-up the
+  logs skip the recovery scan (Kafka's `.kafka_cleanshutdown`).
+
+The topic file is the source of truth: it is written before partition directories are created and
+removed before they are deleted, so a crash leaves at worst a directory the next start sweeps.
+
+A partition that holds nothing and is unused since creation or load keeps no PartitionLog, only a
+base offset (dormant.py); `get_log` builds its log with the first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import structlog
+
+from ....protocol.errors import ErrorCode, KafkaError
+
+from . import retention
+from ....protocol.data_dir import TOPICS_DIR
+from .config import FlushPolicy, LogConfig
+from .dormant import DormantPartitions, sole_empty_segment
+from .files import FILES, fsync_dir, write_file_durably
+from .flusher import sync_segments
+from .partition_log import PartitionLog
+from .sync_batcher import SyncBatcher
+from ....purgatory.clock import Clock, SystemClock
+
+log = structlog.get_logger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kbroker_clean_shutdown"
+MAX_TOPIC_NAME_LENGTH = 249
+# Kafka has no such cap; ours bounds what one request can make the broker build (directories, files,
+# per-partition state). File descriptors are bounded separately by the shared cache (files.py).
+DEFAULT_MAX_PARTITIONS = 10_000
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+_PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)")
+
+
+class InvalidTopicError(KafkaError):
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+# Kafka's internal topics (Topic.INTERNAL_TOPICS): clients may not produce to or delete them, and
+# Metadata flags them. Other names starting with "__" are ordinary user topics, as in Kafka.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: 1..249 characters from [a-zA-Z0-9._-], and not "." or ".."."""
+    if not name:
+        raise InvalidTopicError("topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(f"topic name is {len(name)} characters, the limit is {MAX_TOPIC_NAME_LENGTH}")
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        raise InvalidTopicError(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
+
+
+def _collision_key(name: str) -> str:
+    # Kafka refuses topics whose names differ only by '.' vs '_' (they collide in metric names).
+    return name.replace(".", "_")
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    config: LogConfig
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        body = {
+            "name": self.name,
+            "topic_id": str(self.topic_id),
+            "partitions": self.num_partitions,
+            "configs": self.overrides,
+        }
+        return json.dumps(body, indent=1, sort_keys=True).encode()
+
+
+class LogManager:
+    def __init__(
+        self,
+        data_dir: str | Path,
+        default_config: LogConfig | None = None,
+        flush_policy: FlushPolicy | str = "always",
+        *,
+        fsync: Callable[[int], None] = os.fsync,
+        max_partitions: int = DEFAULT_MAX_PARTITIONS,
+        max_open_files: int | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.max_partitions = max_partitions
+        if max_open_files:
+            FILES.capacity = max(8, max_open_files)
+        self._reserved_partitions = 0  # being created off the loop, counted against max_partitions
+        self.default_config = default_config if default_config is not None else LogConfig()
+        self.flush_policy = FlushPolicy.parse(flush_policy)
+        self._fsync = fsync
+        self._sync_batcher = SyncBatcher()  # one for every log: see sync_batcher.py
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._topics: dict[str, TopicInfo] = {}
+        # Bumped by every change of the topics table (a topic added or deleted, partitions added), so a
+        # reader can keep what it derived from `topics()` until the table changes.
+        self.topics_version = 0
+        self._creating: set[str] = set()
+        self._logs: dict[tuple[str, int], PartitionLog] = {}  # the partitions in use
+        self._dormant = DormantPartitions()  # and those kept as a base offset until first use
+        self._interval_task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / TOPICS_DIR).mkdir(exist_ok=True)
+        self._load()
+        self._start_interval_flusher()
+
+    # --- start-up -------------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        started = time.monotonic()
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        had_marker = marker.exists()
+        # A directory with no topics yet is a first start, not a crash: there is nothing to recover.
+        first_start = not any((self.data_dir / TOPICS_DIR).glob("*.json"))
+        clean = had_marker or first_start
+        for doomed in self.data_dir.glob("*-delete"):
+            if doomed.is_dir():
+                import shutil  # only here: shutil imports bz2 and lzma, ~2 ms of every start
+
+                shutil.rmtree(doomed, ignore_errors=True)
+        for meta_path in sorted((self.data_dir / TOPICS_DIR).glob("*.json")):
+            raw = json.loads(meta_path.read_text())
+            overrides = {str(k): str(v) for k, v in raw.get("configs", {}).items()}
+            info = TopicInfo(
+                raw["name"],
+                uuid.UUID(raw["topic_id"]),
+                int(raw["partitions"]),
+                LogConfig.from_topic_configs(overrides, self.default_config, allow_internal=True),
+                overrides,
+            )
+            self._topics[info.name] = info
+            self.topics_version += 1
+            for partition in range(info.num_partitions):
+                self._open_log(info, partition, clean)
+        with os.scandir(self.data_dir) as children:  # one entry per partition: no Path or stat each
+            for child in children:
+                match = _PARTITION_DIR.fullmatch(child.name)
+                if match and child.is_dir() and not self.has_partition(match["topic"], int(match["partition"])):
+                    log.warning("orphan_partition_dir", dir=child.path)
+        if had_marker:
+            marker.unlink()  # from here on, a crash must be treated as unclean
+            fsync_dir(self.data_dir)
+        log.info(
+            "logs_loaded",
+            data_dir=str(self.data_dir),
+            topics=len(self._topics),
+            partitions=self.partition_count,
+            dormant=len(self._dormant),
+            clean_shutdown=clean,
+            first_start=first_start,
+            load_ms=round(1000 * (time.monotonic() - started), 1),
+        )
+
+    def _partition_dir(self, topic: str, partition: int) -> str:
+        return os.path.join(self.data_dir, f"{topic}-{partition}")
+
+    def _open_log(self, info: TopicInfo, partition: int, clean: bool) -> None:
+        # A directory holding one empty segment and nothing else loads as exactly that: dormant at its
+        # base, with no log object built and dropped (a restart among thousands of empty partitions).
+        base = sole_empty_segment(self._partition_dir(info.name, partition))
+        if base is not None:
+            self._dormant.add(info.name, partition, base)
+            return
+        self._keep(self._make_log(info, partition, clean))
+
+    def _keep(self, plog: PartitionLog) -> None:
+        """A loaded or new log joins the table; one that holds nothing is kept dormant (dormant.py)."""
+        if plog.untouched_empty:
+            self._dormant.add(plog.topic, plog.partition, plog.log_start_offset)
+        else:
+            self._logs[(plog.topic, plog.partition)] = plog
+
+    def _wake(self, info: TopicInfo, partition: int) -> PartitionLog | None:
+        """The log of a dormant partition, built from the base offset its load found (no file is read)."""
+        base = self._dormant.take(info.name, partition)
+        if base is None:
+            return None
+        return self._make_log(info, partition, clean=True, empty_at=base)
+
+    def _make_log(self, info: TopicInfo, partition: int, clean: bool, empty_at: int | None = None) -> PartitionLog:
+        return PartitionLog(
+            self._partition_dir(info.name, partition),
+            info.name,
+            partition,
+            info.config,
+            flush_policy=self.flush_policy,
+            clean_shutdown=clean,
+            fsync=self._fsync,
+            batcher=self._sync_batcher,
+            clock=self.clock,
+            empty_at=empty_at,
+        )
+
+    def _start_interval_flusher(self) -> None:
+        if self.flush_policy.kind != "interval" or self._interval_task is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop yet: call start() from inside one
+        self._interval_task = loop.create_task(self._interval_flush_loop(), name="log-interval-flush")
+
+    async def start(self) -> None:
+        self._start_interval_flusher()
+
+    async def _interval_flush_loop(self) -> None:
+        # One shared task for every log (see flusher.py): each tick snapshots all dirty segments on the
+        # loop, fsyncs them in one worker-thread call, then advances each log's durable offset.
+        interval = self.flush_policy.interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            await self.flush_dirty_logs()
+
+    async def flush_dirty_logs(self) -> None:
+        """One `interval:MS` tick: every log's dirty segments in one worker-thread call."""
+        # A log whose flusher was never made was never appended to since load: it needs a round only
+        # for what load left unsynced (an inactive segment's indexes), and only then gets a flusher.
+        rounds = [(plog, *plog.flusher.snapshot()) for plog in list(self._logs.values())
+                  if plog.has_flusher or plog.segments_to_sync()]
+        work = [item for _, _, segments in rounds for item in segments]
+        if work:
+            try:
+                await asyncio.to_thread(sync_segments, work, self._fsync)
+            except OSError as exc:
+                log.error("interval_flush_failed", error=repr(exc))
+                for plog, _, segments in rounds:
+                    if segments:  # which file failed is unknown: none of them may count as durable
+                        plog.flusher.fence(exc)
+                return
+        for plog, target, _ in rounds:
+            plog.flusher.complete(target)
+
+    # --- topics ---------------------------------------------------------------------------------------
+
+    def _meta_path(self, name: str) -> Path:
+        return self.data_dir / TOPICS_DIR / f"{name}.json"
+
+    def _require(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise KafkaError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return info
+
+    def _check_partition_budget(self, adding: int) -> None:
+        total = self.partition_count + self._reserved_partitions + adding
+        if total > self.max_partitions:
+            log.warning("partition_limit_refused", requested=adding, existing=self.partition_count,
+                        max_partitions=self.max_partitions)
+            raise KafkaError(
+                f"{adding} more partition(s) would make {total} on this broker; its limit (max.partitions) "
+                f"is {self.max_partitions}",
+                ErrorCode.POLICY_VIOLATION,
+            )
+
+    def _new_topic(self, name: str, num_partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None,
+                   allow_internal_configs: bool) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self._topics or name in self._creating:
+            raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
+        clash = next((t for t in (*self._topics, *self._creating) if _collision_key(t) == _collision_key(name)), None)
+        if clash is not None:
+            raise InvalidTopicError(f"topic {name!r} collides with existing topic {clash!r} ('.' vs '_')")
+        if num_partitions < 1:
+            raise KafkaError(f"number of partitions must be at least 1, not {num_partitions}", ErrorCode.INVALID_PARTITIONS)
+        config = LogConfig.from_topic_configs(configs, self.default_config, allow_internal=allow_internal_configs)
+        self._check_partition_budget(num_partitions)
+        if topic_id is None or topic_id.int == 0:
+            topic_id = uuid.uuid4()
+        return TopicInfo(name, topic_id, num_partitions, config, config.override_dict())
+
+    def _build_logs(self, info: TopicInfo, partitions: range) -> list[PartitionLog | int]:
+        """The file work of a creation: the topic file first, then the partition directories. A new
+        partition gets its files and no log object (it is dormant: its number stands for it); one whose
+        directory an earlier topic of that name left behind is loaded.
+
+        A storage failure (a full disk) is KAFKA_STORAGE_ERROR, with the topic file put back as it was
+        (none for a new topic), so a restart finds the topic as the failed request left it. The
+        directories already made stay, empty, as a deleted topic's leftovers would."""
+        made: list[PartitionLog | int] = []
+        try:
+            write_file_durably(self._meta_path(info.name), info.to_json())
+            for partition in partitions:
+                if PartitionLog.create_empty(self._partition_dir(info.name, partition)):
+                    made.append(partition)
+                else:
+                    made.append(self._make_log(info, partition, clean=True))
+            fsync_dir(self.data_dir)
+        except OSError as exc:
+            for plog in made:
+                if isinstance(plog, PartitionLog):
+                    plog.close()
+            self._restore_meta(info, partitions.start)
+            log.error("topic_files_failed", topic=info.name, partitions=f"{partitions.start}-{partitions.stop - 1}",
+                      error=repr(exc))
+            raise KafkaError(f"storage failure making the files of topic {info.name!r}: {exc}",
+                             ErrorCode.KAFKA_STORAGE_ERROR) from exc
+        return made
+
+    def _restore_meta(self, info: TopicInfo, old_total: int) -> None:
+        """The topic file as it was with `old_total` partitions; with 0, no file (no topic)."""
+        try:
+            if old_total == 0:
+                self._meta_path(info.name).unlink(missing_ok=True)
+                fsync_dir(self._meta_path(info.name).parent)
+            else:
+                write_file_durably(self._meta_path(info.name), self._grown(info, old_total).to_json())
+        except OSError as exc:  # the disk refuses even that: start-up will say what it finds
+            log.error("topic_file_restore_failed", topic=info.name, error=repr(exc))
+
+    def _register(self, info: TopicInfo, logs: list[PartitionLog | int]) -> None:
+        self._topics[info.name] = info
+        self.topics_version += 1
+        for plog in logs:
+            if isinstance(plog, int):
+                self._dormant.add(info.name, plog, 0)
+            else:
+                self._keep(plog)
+
+    def _delete_built(self, info: TopicInfo, logs: list[PartitionLog | int]) -> None:
+        """Remove what `_build_logs` made, for a topic deleted while its partitions were being made."""
+        for plog in logs:
+            if isinstance(plog, int):
+                plog = self._make_log(info, plog, clean=True, empty_at=0)
+            plog.delete()
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str],
+        topic_id: uuid.UUID | None = None,
+        *,
+        validate_only: bool = False,
+        allow_internal_configs: bool = False,
+    ) -> TopicInfo:
+        """Create a topic synchronously (start-up, auto-creation, tools). Requests use create_topic_async."""
+        info = self._new_topic(name, num_partitions, configs, topic_id, allow_internal_configs)
+        if validate_only:
+            return info
+        self._register(info, self._build_logs(info, range(num_partitions)))
+        log.info("topic_created", topic=name, topic_id=str(info.topic_id), partitions=num_partitions,
+                 configs=info.overrides)
+        return info
+
+    async def create_topic_async(
+        self, name: str, num_partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None, *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """CreateTopics: thousands of partitions mean thousands of directories and fsyncs, so the files
+        are made in a worker thread while the loop keeps serving; the name is reserved meanwhile."""
+        info = self._new_topic(name, num_partitions, configs, topic_id, False)
+        if validate_only:
+            return info
+        self._creating.add(name)
+        self._reserved_partitions += num_partitions
+        try:
+            logs = await asyncio.to_thread(self._build_logs, info, range(num_partitions))
+        finally:
+            self._creating.discard(name)
+            self._reserved_partitions -= num_partitions
+        self._register(info, logs)
+        log.info("topic_created", topic=name, topic_id=str(info.topic_id), partitions=num_partitions,
+                 configs=info.overrides)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        info = self._require(name)
+        meta = self._meta_path(name)
+        meta.unlink()
+        fsync_dir(meta.parent)
+        del self._topics[name]
+        self.topics_version += 1
+        # Out of the tables first, every partition: a failure in the file work below leaves none behind.
+        doomed = [self._logs.pop((name, partition), None) or self._wake(info, partition)
+                  for partition in range(info.num_partitions)]
+        for plog in doomed:
+            if plog is not None:
+                plog.delete()
+        log.info("topic_deleted", topic=name, topic_id=str(info.topic_id))
+
+    def _check_new_partitions(self, name: str, new_total: int) -> TopicInfo:
+        info = self._require(name)
+        if name in self._creating:
+            raise KafkaError(f"partitions of topic {name!r} are being created", ErrorCode.REASSIGNMENT_IN_PROGRESS)
+        if new_total <= info.num_partitions:
+            raise KafkaError(
+                f"topic {name!r} has {info.num_partitions} partitions; the new count must be larger, not {new_total}",
+                ErrorCode.INVALID_PARTITIONS,
+            )
+        self._check_partition_budget(new_total - info.num_partitions)
+        return info
+
+    def _grown(self, info: TopicInfo, new_total: int) -> TopicInfo:
+        return TopicInfo(info.name, info.topic_id, new_total, info.config, info.overrides)
+
+    def add_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+        info = self._check_new_partitions(name, new_total)
+        if validate_only:
+            return info
+        old_total = info.num_partitions
+        grown = self._grown(info, new_total)
+        logs = self._build_logs(grown, range(old_total, new_total))
+        info.num_partitions = new_total
+        self._register(info, logs)
+        log.info("partitions_added", topic=name, partitions=new_total)
+        return info
+
+    async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+        """CreatePartitions, with the file work in a worker thread (see create_topic_async)."""
+        info = self._check_new_partitions(name, new_total)
+        if validate_only:
+            return info
+        old_total = info.num_partitions
+        added = new_total - old_total
+        self._creating.add(name)
+        self._reserved_partitions += added
+        try:
+            logs = await asyncio.to_thread(self._build_logs, self._grown(info, new_total), range(old_total, new_total))
+        except KafkaError:
+            if self._topics.get(name) is not info:  # deleted meanwhile: the failure put its file back
+                self._restore_meta(info, 0)
+            raise
+        finally:
+            self._creating.discard(name)
+            self._reserved_partitions -= added
+        if self._topics.get(name) is not info:  # deleted meanwhile (and not re-created: _creating holds the name)
+            self._delete_built(info, logs)
+            self._meta_path(name).unlink(missing_ok=True)  # the worker wrote it back after the deletion
+            fsync_dir(self._meta_path(name).parent)
+            raise KafkaError(f"topic {name!r} was deleted", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        info.num_partitions = new_total
+        self._register(info, logs)
+        log.info("partitions_added", topic=name, partitions=new_total)
+        return info
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo:
+        """Replace the topic's overrides with `configs` (AlterConfigs semantics; callers doing incremental
+        changes pass the merged dict)."""
+        info = self._require(name)
+        config = LogConfig.from_topic_configs(configs, self.default_config,
+                                              allow_internal="internal.segment.bytes" in info.overrides)
+        if validate_only:
+            return info
+        info.config = config
+        info.overrides = config.override_dict()
+        write_file_durably(self._meta_path(name), info.to_json())
+        for partition in range(info.num_partitions):
+            plog = self._logs.get((name, partition))
+            if plog is not None:
+                plog.config = config
+        log.info("topic_configs_altered", topic=name, configs=info.overrides)
+        return info
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def topic(self, name: str) -> TopicInfo | None:
+        """One topic's info, without copying the table (every OffsetCommit looks its topics up)."""
+        return self._topics.get(name)
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log, built now if it was dormant (and the same object from then on). On the
+        event loop only: waking changes the tables (worker threads use `loaded_log`)."""
+        plog = self._logs.get((topic, partition))
+        if plog is None and self._dormant and not self._closed:
+            info = self._topics.get(topic)
+            plog = self._wake(info, partition) if info is not None else None
+            if plog is not None:
+                self._logs[(topic, partition)] = plog
+        return plog
+
+    def loaded_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log if it is in use; None for a dormant or unknown one (nothing is built)."""
+        return self._logs.get((topic, partition))
+
+    def has_partition(self, topic: str, partition: int) -> bool:
+        """Whether the partition exists, without building a dormant one's log."""
+        key = (topic, partition)
+        return key in self._logs or key in self._dormant
+
+    def partition_size(self, topic: str, partition: int) -> int | None:
+        """Bytes on disk of the partition's segments (None: no such partition), without building a log."""
+        plog = self._logs.get((topic, partition))
+        if plog is not None:
+            return plog.size_bytes
+        return 0 if (topic, partition) in self._dormant else None
+
+    @property
+    def partition_count(self) -> int:
+        return len(self._logs) + len(self._dormant)
+
+    def logs(self) -> list[PartitionLog]:
+        """The partitions in use: what background work and shutdown visit (a dormant one needs neither)."""
+        return list(self._logs.values())
+
+    def dormant_partitions(self) -> list[tuple[str, int, int]]:
+        """(topic, partition, log end offset) of each dormant partition: empty, so its end is its start."""
+        return list(self._dormant.items())
+
+    # --- background maintenance -----------------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Retention then compaction, synchronously (tests, tools). Returns the segments retention deleted."""
+        from . import compaction  # imported with the first clean-up, not at start-up
+
+        deleted = 0
+        for plog in list(self._logs.values()):
+            deleted += retention.apply_retention(plog, now_ms)
+            if plog.config.compact:
+                compaction.compact(plog, now_ms)
+        return deleted
+
+    async def run_maintenance(self, now_ms: int) -> int:
+        """The broker's periodic clean-up: retention (cheap: unlinks) on the loop, compaction's cleaning
+        in a worker thread per partition so the loop never stalls on it."""
+        from . import compaction  # imported with the first clean-up, not at start-up
+
+        deleted = 0
+        for plog in list(self._logs.values()):
+            if plog.closed:
+                continue
+            deleted += retention.apply_retention(plog, now_ms)
+            if plog.config.compact:
+                try:
+                    await compaction.compact_async(plog, now_ms)
+                except Exception:
+                    log.exception("compaction_failed", topic=plog.topic, partition=plog.partition)
+        return deleted
+
+    # --- shutdown -------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close every log, then leave the clean-shutdown marker for the next start."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._interval_task is not None:
+            self._interval_task.cancel()
+        offline = []
+        for plog in self._logs.values():
+            try:
+                plog.close()
+            except OSError as exc:  # a full disk at shutdown: that log is not cleanly closed
+                log.error("log_close_failed", topic=plog.topic, partition=plog.partition, error=repr(exc))
+                plog.flusher.fence(exc)
+            if plog.fenced is not None:
+                offline.append(f"{plog.topic}-{plog.partition}")
+        if offline:
+            # A fenced log was not flushed: the next start must recover rather than trust it.
+            log.error("unclean_shutdown", offline_logs=offline)
+            return
+        write_file_durably(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
+        log.info("logs_closed", partitions=len(self._logs), dormant=len(self._dormant))

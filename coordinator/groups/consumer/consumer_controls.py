@@ -1,0 +1,72 @@
+"""The test controls (controls.py) for a consumer group of the new protocol (KIP-848).
+
+A member's session ends as its session timer would end it: the member is fenced in the control's
+own turn (a zero-delay timer instead could be re-armed by a heartbeat handled first, and the member
+would survive). Each fence starts from the group the one before left, so ending every session is one
+ExpireMember per member, sent in turn by the service (CoordinatorService.expire_sessions).
+
+There is no group-wide rebalance in this protocol (each member reconciles at its own pace), so a
+forced rebalance is refused with a pointer to what moves partitions: expiring a member.
+"""
+
+from __future__ import annotations
+
+from ....protocol.errors import ErrorCode
+
+from . import consumer_commands as cc
+from ...config import GroupConfig
+from .consumer_group import ConsumerGroup, MemberState
+from .consumer_heartbeat import CCtx, fence_member, finish
+from ..classic.controls import Control, ControlResult, CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
+from ...runtime.outcome import Outcome
+
+E = ErrorCode
+
+
+def handle_consumer_control(ctx: CCtx, group: ConsumerGroup, cmd: Control) -> None:
+    """The answer follows the fence's records, once they are durable (`finish`)."""
+    finish(ctx, cmd.reply_to, _apply(ctx, group, cmd))
+
+
+def _apply(ctx: CCtx, group: ConsumerGroup, cmd: Control) -> ControlResult:
+    match cmd:
+        case ForceRebalance():
+            return ControlResult(E.INVALID_REQUEST, f"group {group.group_id} is a consumer group (KIP-848): its "
+                                                    "members reconcile one by one, there is no group-wide rebalance "
+                                                    "to force; expire a member to move its partitions")
+        case ExpireMember():
+            member = group.members.get(cmd.member_id)
+            if member is None:
+                return ControlResult(E.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no member {cmd.member_id}")
+            fence_member(ctx, group, member, f"session expired for member {cmd.member_id} (test control)")
+            return ControlResult(E.NONE, f"member {cmd.member_id} expired")
+        case ExpireSessions():  # the service sends one ExpireMember per member instead (see above)
+            return ControlResult(E.INVALID_REQUEST, f"group {group.group_id} is a consumer group: its sessions "
+                                                    "end one ExpireMember at a time")
+        case CoordinatorMove():
+            if cmd.phase == "unload":
+                cancel_member_timers(ctx.out, group)
+            else:
+                arm_member_timers(ctx.out, ctx.config, group)
+            return ControlResult(E.NONE, f"coordinator {cmd.phase}ed group {group.group_id}")
+    raise TypeError(f"unknown control {type(cmd).__name__}")
+
+
+def arm_member_timers(out: Outcome, config: GroupConfig, group: ConsumerGroup) -> None:
+    """Kafka's onLoaded for one group: every member gets a fresh session timeout, and a member
+    still revoking gets its rebalance timeout again."""
+    for member in group.members.values():
+        out.schedule(cc.session_key(group.group_id, member.member_id),
+                     member.classic.session_timeout_ms if member.classic is not None
+                     else config.group_consumer_session_timeout_ms,
+                     cc.ConsumerSessionExpired(group.group_id, member.member_id))
+        if member.state is MemberState.UNREVOKED_PARTITIONS and member.classic is None:
+            out.schedule(cc.rebalance_key(group.group_id, member.member_id), max(member.rebalance_timeout_ms, 0),
+                         cc.ConsumerRebalanceExpired(group.group_id, member.member_id, member.member_epoch))
+
+
+def cancel_member_timers(out: Outcome, group: ConsumerGroup) -> None:
+    """What an unloading coordinator forgets: every timer of the group's members."""
+    for member_id in group.members:
+        for key in (cc.session_key, cc.rebalance_key, cc.join_key, cc.sync_key):
+            out.cancel(key(group.group_id, member_id))
