@@ -259,10 +259,13 @@ def quorum_answer(o: Observer, answer: Any) -> dict[str, Any]:
         stamps = "unknown" if r.last_fetch_timestamp == -1 else "now" if r.last_fetch_timestamp > 0 else r.last_fetch_timestamp
         return f"{r.replica_id} dir={r.replica_directory_id} leo={'set' if r.log_end_offset >= 0 else r.log_end_offset} " \
                f"fetch={stamps} caught_up={'same' if r.last_caught_up_timestamp == r.last_fetch_timestamp else 'other'}"
+    # so does the leader epoch: Kafka's counts its node's elections, one each start (a start retried on
+    # new ports too), kbroker's static quorum has one
     return {
         "error_code": answer.error_code, "error_message": answer.error_message,
         "topics": [f"{t.topic_name}[{p.partition_index}] error={p.error_code} message={p.error_message!r} "
-                   f"leader={p.leader_id} epoch={p.leader_epoch} hw={'set' if p.high_watermark > 0 else p.high_watermark} "
+                   f"leader={p.leader_id} epoch={'set' if p.leader_epoch > 0 else p.leader_epoch} "
+                   f"hw={'set' if p.high_watermark > 0 else p.high_watermark} "
                    f"voters={[replica(r) for r in p.current_voters]} observers={[replica(r) for r in p.observers]}"
                    for t in answer.topics for p in t.partitions],
         "nodes": [f"{n.node_id}: " + ",".join(f"{x.name}://{o.n(f'{x.host}:{x.port}')}" for x in n.listeners)
