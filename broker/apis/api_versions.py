@@ -29,11 +29,12 @@ _VALID_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 # feature name -> the highest level whose behaviour kbroker implements. A release's feature is advertised
 # only when it is here, its levels capped to this one; add an entry when a feature is built
 # (transaction.version 2 with KIP-890 part 2, share.version with share groups, streams.version with
-# streams groups). metadata.version and kraft.version describe the controller's metadata log and quorum,
-# which a single kbroker node does not keep: the release's levels are claimed as they are.
+# streams groups). metadata.version describes the controller's metadata log, which a single kbroker
+# node does not keep: the release's levels are claimed as they are.
 IMPLEMENTED_FEATURES: dict[str, int] = {
     "metadata.version": 33,  # 4.4-IV0, the newest level of the newest release
-    "kraft.version": 1,
+    # 0: a static quorum of one voter, this node (DescribeQuorum); 1 (KIP-853's voters that change) is not
+    "kraft.version": 0,
     "eligible.leader.replicas.version": 1,  # KIP-966: a single replica's set of eligible leaders is empty
     "group.version": 1,  # 1: the consumer group protocol (KIP-848)
 }
@@ -42,22 +43,28 @@ IMPLEMENTED_FEATURES: dict[str, int] = {
 FINALIZED_FEATURES_EPOCH = 1
 
 
-def supported_features(release: KafkaRelease, version: int) -> list[SupportedFeatureKey]:
-    keys = []
+def features(release: KafkaRelease) -> dict[str, tuple[int, int, int]]:
+    """feature -> (lowest supported level, highest supported level, finalized level, 0 when off): the
+    release's, as far as kbroker has built them. UpdateFeatures checks its requests against it."""
+    out = {}
     for name, (low, high) in sorted(release.supported_features.items()):
         top = IMPLEMENTED_FEATURES.get(name, -1)
-        # KAFKA-17011/17492: clients parsing v3 cannot take a minimum of 0, so Kafka leaves such a
-        # feature out below v4
-        if top >= low and not (low == 0 and version < 4):
-            keys.append(SupportedFeatureKey(name, low, min(high, top)))
-    return keys
+        if top >= low:
+            out[name] = (low, min(high, top), min(release.finalized_features.get(name, 0), top))
+    return out
+
+
+def supported_features(release: KafkaRelease, version: int) -> list[SupportedFeatureKey]:
+    # KAFKA-17011/17492: clients parsing v3 cannot take a minimum of 0, so Kafka leaves such a feature
+    # out below v4
+    return [SupportedFeatureKey(name, low, high) for name, (low, high, _) in features(release).items()
+            if not (low == 0 and version < 4)]
 
 
 def finalized_features(release: KafkaRelease) -> list[FinalizedFeatureKey]:
     # Level 0 means "off" and Kafka does not list it as finalized.
-    levels = {name: min(level, IMPLEMENTED_FEATURES.get(name, 0)) for name, level in release.finalized_features.items()}
     return [FinalizedFeatureKey(name, max_version_level=level, min_version_level=level)
-            for name, level in sorted(levels.items()) if level > 0]
+            for name, (_, _, level) in features(release).items() if level > 0]
 
 
 def error_answer(error: ErrorCode) -> ApiVersionsResponse:

@@ -468,5 +468,6 @@ CHECKS: dict[int, Callable] = {
     34: more.cluster_check(Op.ALTER), 64: more.cluster_check(Op.ALTER), 74: more.cluster_check(Op.DESCRIBE_CONFIGS),
     43: more.cluster_check(Op.ALTER), 45: more.cluster_check(Op.ALTER), 46: more.cluster_check(Op.DESCRIBE),
     48: more.cluster_check(Op.DESCRIBE_CONFIGS), 49: more.cluster_check(Op.ALTER_CONFIGS),
+    55: more.cluster_check(Op.DESCRIBE), 57: more.cluster_check(Op.ALTER),
     75: more.check_describe_topic_partitions,
 }

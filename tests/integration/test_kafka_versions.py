@@ -25,11 +25,9 @@ from kbroker.tests.integration.wire import Wire
 # APIs of Kafka's broker listener that kbroker does not serve (yet), and why.
 NOT_SERVED = {
     27: "WriteTxnMarkers: sent only by a transaction coordinator to other brokers (several brokers)",
-    55: "DescribeQuorum: issue 43, being built with the reference work",
-    57: "UpdateFeatures: issue 43, being built with the reference work",
-    80: "AddRaftVoter: the controller quorum, with DescribeQuorum",
-    81: "RemoveRaftVoter: the controller quorum, with DescribeQuorum",
-    94: "UnregisterController: the controller quorum, with DescribeQuorum",
+    80: "AddRaftVoter: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
+    81: "RemoveRaftVoter: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
+    94: "UnregisterController: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
     **{key: "share groups (KIP-932)" for key in (76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92)},
     **{key: "streams groups (KIP-1071)" for key in (88, 89, 93)},
 }
@@ -45,6 +43,9 @@ NOT_CLAIMED = {
     "streams.version": "streams groups (KIP-1071)",
 }
 
+# Features claimed below a release's highest level: feature -> (highest level claimed, why).
+CAPPED = {"kraft.version": (0, "KIP-853's quorum whose voters change (1); kbroker's is itself alone")}
+
 
 def expected_apis(release: KafkaRelease) -> dict[int, tuple[int, int]]:
     out = {}
@@ -57,8 +58,14 @@ def expected_apis(release: KafkaRelease) -> dict[int, tuple[int, int]]:
 
 
 def expected_features(release: KafkaRelease) -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
-    return ({name: versions for name, versions in release.supported_features.items() if name not in NOT_CLAIMED},
-            {name: level for name, level in release.finalized_features.items() if name not in NOT_CLAIMED})
+    def cap(name: str, level: int) -> int:
+        return min(level, CAPPED.get(name, (level, ""))[0])
+
+    supported = {name: (low, cap(name, high)) for name, (low, high) in release.supported_features.items()
+                 if name not in NOT_CLAIMED}
+    finalized = {name: cap(name, level) for name, level in release.finalized_features.items()
+                 if name not in NOT_CLAIMED}
+    return supported, {name: level for name, level in finalized.items() if level > 0}
 
 
 def api_versions(bootstrap: str, version: int):

@@ -137,7 +137,8 @@ def test_api_versions_v3_reports_features_as_kafka_4(broker) -> None:
     assert served[68] == (0, 1) and served[69] == (0, 1)
     sock.sendall(framing.encode_request(18, 4, 8, "tags", ApiVersionsRequest("tags", "1")))
     correlation, body = framing.decode_response(18, 4, _read_frame(sock))
-    assert {f.name: (f.min_version, f.max_version) for f in body.supported_features}["group.version"] == (0, 1)
+    supported = {f.name: (f.min_version, f.max_version) for f in body.supported_features}
+    assert supported["group.version"] == (0, 1) and supported["kraft.version"] == (0, 0)
     sock.sendall(framing.encode_request(18, 2, 9, "tags", ApiVersionsRequest()))
     correlation, body = framing.decode_response(18, 2, _read_frame(sock))
     assert correlation == 9 and body.supported_features == [] and body.finalized_features_epoch == -1
