@@ -5,7 +5,7 @@ DELEGATION_TOKEN_AUTHORIZATION_FAILED; a renewer that is not a User, INVALID_PRI
 
 from __future__ import annotations
 
-from .delegation_tokens import ERROR_TIMESTAMP, principal_parts, requests_allowed, tokens_error
+from .delegation_tokens import error_timestamp, principal_parts, requests_allowed, tokens_error
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.create_delegation_token_request import CreateDelegationTokenRequest
@@ -21,10 +21,11 @@ def _answer(ctx: RequestContext, request: CreateDelegationTokenRequest, error: i
              if ctx.api_version >= 3 and request.owner_principal_name else by)
     owner_type, owner_name = principal_parts(owner)
     by_type, by_name = principal_parts(by)
+    at = error_timestamp(error)
     return CreateDelegationTokenResponse(
         error_code=error, principal_type=owner_type, principal_name=owner_name,
         token_requester_principal_type=by_type, token_requester_principal_name=by_name,
-        issue_timestamp_ms=ERROR_TIMESTAMP, expiry_timestamp_ms=ERROR_TIMESTAMP, max_timestamp_ms=ERROR_TIMESTAMP,
+        issue_timestamp_ms=at, expiry_timestamp_ms=at, max_timestamp_ms=at,
         token_id="", hmac=b"", throttle_time_ms=0)
 
 

@@ -15,6 +15,14 @@ from ...protocol.errors import ErrorCode
 ERROR_TIMESTAMP = -1  # DelegationTokenManager.ERROR_TIMESTAMP
 
 
+def error_timestamp(error: int) -> int:
+    """The times an answer carries with `error`. The broker's own refusals carry ERROR_TIMESTAMP (-1);
+    DELEGATION_TOKEN_AUTH_DISABLED comes from Kafka's controller (DelegationTokenControlManager), whose
+    answer sets only its error code, so its times are the schema's default, 0 (asked of Kafka 4.4:
+    tests/reference/test_delegation_tokens_sasl.py)."""
+    return 0 if error == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED else ERROR_TIMESTAMP
+
+
 def requests_allowed(ctx: RequestContext) -> bool:
     connection = ctx.connection
     if connection is None:  # PLAINTEXT
