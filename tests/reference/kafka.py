@@ -122,6 +122,7 @@ class KafkaProcess:
         self.heap = heap
         self.log_level = log_level
         self.config = {**SINGLE_NODE, **(config or {})}
+        self.extra_listeners: dict[str, int] = {}  # listener (named as its security protocol) -> port
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.formatted = False
@@ -146,16 +147,26 @@ class KafkaProcess:
     def server_log(self) -> Path:
         return self.base_dir / "server.log"
 
+    def add_listener(self, protocol: str, **config: str) -> int:
+        """Another listener beside PLAINTEXT (SSL, SASL_PLAINTEXT, ...), named as its security protocol, on
+        a free port, with the settings it needs (keys with dots as `**{"ssl.client.auth": ...}`); its port.
+        Call before start()."""
+        port = self.extra_listeners[protocol] = free_port(self.host)
+        self.config.update(config)
+        return port
+
     def properties(self) -> dict[str, str]:
+        extra = "".join(f",{name}://{self.host}:{port}" for name, port in self.extra_listeners.items())
         return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": f"{self.node_id}@{self.host}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}{extra},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}{extra}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+                                              + "".join(f",{name}:{name}" for name in self.extra_listeners),
             "log.dirs": str(self.log_dir),
             **self.config,
         }

@@ -54,17 +54,11 @@ def _answers(address: str) -> list[dict]:
 def test_token_requests_on_sasl_are_answered_as_kafka_answers_them(tmp_path):
     if kafka_libs() is None:
         pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
-    kafka_sasl = free_port()
     kafka = KafkaProcess(tmp_path / "kafka", start=False)
-    kafka.config.update({
-        "listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},SASL_PLAINTEXT://127.0.0.1:{kafka_sasl},"
-                     f"CONTROLLER://127.0.0.1:{kafka.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},SASL_PLAINTEXT://127.0.0.1:{kafka_sasl}",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+    kafka_sasl = kafka.add_listener("SASL_PLAINTEXT", **{
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-            "org.apache.kafka.common.security.plain.PlainLoginModule required "
-            f'user_alice="{PASSWORDS["alice"]}";',
+            f'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{PASSWORDS["alice"]}";',
     })
     kafka.start()
     try:

@@ -45,13 +45,8 @@ def test_requested_client_auth_refuses_an_unknown_ca_as_kafka_does(tmp_path):
     if kafka_libs() is None:
         pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
     pki = make_pki(tmp_path / "pki")
-    kafka_ssl = free_port()
     kafka = KafkaProcess(tmp_path / "kafka", start=False)
-    kafka.config.update({
-        "listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},SSL://127.0.0.1:{kafka_ssl},"
-                     f"CONTROLLER://127.0.0.1:{kafka.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},SSL://127.0.0.1:{kafka_ssl}",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
+    kafka_ssl = kafka.add_listener("SSL", **{
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.broker),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca),
         "ssl.client.auth": "requested",
