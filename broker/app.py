@@ -27,6 +27,7 @@ from .network.router import Route, Router
 from ..protocol.framing import API_VERSIONS_KEY
 from .network.server import KafkaServer
 from .startup import Prepared, prepare
+from .partitions.internal_topics import CLUSTER_METADATA, repair_configs
 from .partitions.startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class Broker:
         self.logs = LogManager(self.data_dir, log_config(config), config.flush, max_partitions=config.max_partitions,
                                max_open_files=config.log_max_open_files or None,
                                fsync=self.observations.timed_fsync, clock=self.clock)
+        repair_configs(self.logs)  # before retention first runs: an older kbroker let them lose their policy
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/); see `security`
         self._security: Security | None = None
         self.dev_security = None
@@ -397,6 +399,8 @@ class Broker:
             if name == TRANSACTION_STATE_TOPIC:
                 self.transactions  # noqa: B018 - builds the coordinator, which creates its topic
             raise KafkaError(f"{name} is being created", ErrorCode.LEADER_NOT_AVAILABLE)
+        if name == CLUSTER_METADATA:  # Kafka's auto-creation asks its controller, which refuses the name
+            raise KafkaError(f"{name} cannot be created", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         self.logs.create_topic(name, self.config.num_partitions, {})
         log.info("topic_auto_created", topic=name, partitions=self.config.num_partitions)
         return self.logs.topics()[name]

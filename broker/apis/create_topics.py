@@ -8,6 +8,11 @@ the configs (INVALID_CONFIG). A manual assignment needs num_partitions and repli
 (INVALID_REQUEST otherwise); each partition 0..n-1 must be placed on this node alone
 (INVALID_REPLICA_ASSIGNMENT otherwise). v5+ answers with the partition count, replication factor and
 every config; v7 with the topic id.
+
+An internal topic (`__consumer_offsets`, `__transaction_state`) that does not exist yet is refused
+with INVALID_REQUEST, Kafka's answer for `__cluster_metadata`: the broker creates these itself, with
+the partition count and configs their coordinators need (broker/partitions/internal_topics.py).
+Kafka 4.4 creates one a client asks for, with the client's count and configs.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import TYPE_CHECKING
 from .. import topic_defaults
 from .describe_configs import SOURCES
 from ..storage.log.config import ConfigEntry
+from ..partitions import internal_topics
 from ..storage.log.manager import validate_topic_name
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -85,6 +91,15 @@ def _configs(topic: CreatableTopic) -> dict[str, str]:
     return out
 
 
+def _check_internal(ctx: RequestContext, topic: CreatableTopic, validate_only: bool) -> None:
+    try:
+        internal_topics.check_creation(topic.name)
+    except KafkaError as e:
+        internal_topics.refused(ctx, topic.name, "create_topics", e, partitions=topic.num_partitions,
+                                configs={c.name: c.value for c in topic.configs}, validate_only=validate_only)
+        raise
+
+
 def failed_response(_ctx: RequestContext, request: CreateTopicsRequest, error: int) -> CreateTopicsResponse:
     return CreateTopicsResponse(throttle_time_ms=0, topics=[
         CreatableTopicResult(name=t.name, error_code=error, error_message=None, configs=None) for t in request.topics])
@@ -118,6 +133,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             validate_topic_name(topic.name)
             if topic.name in broker.logs.topics():
                 raise KafkaError(f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
+            _check_internal(ctx, topic, request.validate_only)
             count = _partition_count(broker, topic)
             info = await broker.logs.create_topic_async(topic.name, count, _configs(topic),
                                                         validate_only=request.validate_only)

@@ -4,7 +4,8 @@ As Kafka's ReplicaManager.deleteRecords on a one-replica partition: offset -1 me
 watermark; an offset below 0 or past the high watermark is OFFSET_OUT_OF_RANGE; the answer is the
 new low watermark (log start offset), which never moves backwards. The new log start offset is
 written to the partition's checkpoint before the answer leaves, so it survives a restart; segments
-wholly below it are deleted. Internal topics are refused with INVALID_TOPIC_EXCEPTION.
+wholly below it are deleted. Internal topics are refused with INVALID_TOPIC_EXCEPTION, as Kafka
+refuses them, with one `internal_topic_change_refused` event per topic and request.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from ..partitions import internal_topics
 from ..storage.log.manager import is_internal_topic
 from ..storage.log.partition_log import OffsetOutOfRangeError
 from ..network.router import RequestContext
@@ -69,6 +71,9 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
             offsets[p.partition_index] = p.offset
     results = []
     for name, offsets in wanted.items():
+        if is_internal_topic(name):
+            refusal = internal_topics.records_deletion_refused(name)
+            internal_topics.refused(ctx, name, "delete_records", refusal, partitions=len(offsets))
         parts = []
         for partition, offset in offsets.items():
             error, low = delete_before(ctx.broker, name, partition, offset)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from ..storage.log.manager import InvalidTopicError, is_internal_topic, validate_topic_name
+from .internal_topics import made_by_the_broker_only
+from ..storage.log.manager import InvalidTopicError, validate_topic_name
 
 log = structlog.get_logger("kbroker.broker")
 POLICIES = ("delete", "compact")
@@ -39,7 +40,7 @@ def parse_create_topics(text: str, option: str) -> list[TopicSpec]:
             validate_topic_name(name)
         except InvalidTopicError as e:
             raise ValueError(f"{option}: {item!r}: {e}") from None
-        if is_internal_topic(name):
+        if made_by_the_broker_only(name):
             raise ValueError(f"{option}: {name} is an internal topic the broker creates itself")
         if not count.isdigit() or int(count) < 1:
             raise ValueError(f"{option}: {item!r}: partitions must be a positive integer, not {count!r}")
