@@ -17,7 +17,15 @@ least the last acknowledged one. Faults:
   records it destroys (that batch; for framing damage also the batches up to the next index entry) are
   not counted as lost, but must be answered CORRUPT_MESSAGE, never served, and every other acknowledged
   record must still be read;
+* clean stop or kill -9, then damage to a state file beside the logs (issue 38; tests/faults/
+  state_damage.py): one bit of a SCRAM, PLAIN, ACL or quota entry flipped, or the file cut short; the
+  next start must report it with its error event and contain it (that user refused, every other
+  served; only super users authorized while the ACLs are damaged; that quota dropped), the load
+  (a super user) untouched; the files are then put back for the rounds after;
 * a burst of malformed frames on side connections while the load runs: the broker must stay up.
+
+The broker serves a SASL listener and an authorizer for the state files' sake; the load runs on the
+PLAINTEXT listener as User:ANONYMOUS, a super user.
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ from kbroker.tests.faults.damage import (
     segments,
     stored_batches,
 )
+from kbroker.tests.faults.state_damage import KINDS as STATE_DAMAGE
+from kbroker.tests.faults.state_damage import StateFiles
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
 
@@ -262,7 +272,8 @@ def verify(broker: BrokerProcess, ledger: Ledger) -> tuple[int, int, int, list[s
     return checked, lost, corrupt_answered, problems
 
 
-FAULTS = ("kill", "clean+benign", "kill+benign", "clean+damage", "frames")
+# A fault may name its kind of state-file damage: "clean+state:acls_flipped".
+FAULTS = ("kill", "clean+benign", "kill+benign", "clean+damage", "clean+state", "kill+state", "frames")
 
 
 def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[str] | None = None) -> int:
@@ -271,20 +282,24 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
 
     rnd = random.Random(seed)
     ledger = Ledger()
-    broker = BrokerProcess(root / "data")
+    state = StateFiles(root, TOPIC)
+    broker = BrokerProcess(root / "data", *state.broker_args(), port=state.port, listen_flag=False, start=False)
+    state.add_users()
+    broker.start()
     print(f"chaos: seed {seed}, {rounds} rounds, data in {broker.data_dir}", file=out, flush=True)
     tried: dict[str, int] = {}
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config={"segment.bytes": str(1024 * 1024)})])[TOPIC].result(30)
         del admin  # destroyed now, so it does not reconnect (and log) through every restart
+        state.fill(broker)
         if faults is not None:
             rounds = len(faults)
         for round_no in range(1, rounds + 1):
             load = Load(broker, ledger, rnd, round_no)
             time.sleep(rnd.uniform(0.5, 2.5))
             fault = faults[round_no - 1] if faults is not None else rnd.choice(FAULTS)
-            tried[fault] = tried.get(fault, 0) + 1
+            tried[fault.partition(":")[0]] = tried.get(fault.partition(":")[0], 0) + 1
             if fault == "frames":
                 what = malformed_frames(broker, rnd)
                 load.stop(drain=True)
@@ -302,12 +317,27 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
                 else:
                     broker.kill()
                     load.stop(drain=False)
+                expected = state_kind = None
                 if fault.endswith("damage"):
                     what = damage_destructive(broker.data_dir, ledger, rnd)
+                elif "+state" in fault:
+                    state_kind = fault.partition(":")[2] or rnd.choice(STATE_DAMAGE)
+                    what, expected = state.damage(state_kind, rnd)
                 else:
                     what = damage_benign(broker.data_dir, rnd.choice(BENIGN), rnd)
                 what = f"{'clean stop' if clean else 'kill -9'}, then {what}"
                 broker.start()
+                if expected is not None and not broker.events(expected, start=broker.starts):
+                    print(f"round {round_no:3d}: {what}; NOT REPORTED: no {expected} event", file=out, flush=True)
+                    print(f"chaos: FAILED in round {round_no} (seed {seed})", file=out)
+                    return 1
+                if expected is not None:
+                    what += f" (reported: {expected})"
+                if state_kind is not None:
+                    for problem in state.problems(broker, state_kind):
+                        print(f"round {round_no:3d}: {what}; NOT CONTAINED: {problem}", file=out, flush=True)
+                        print(f"chaos: FAILED in round {round_no} (seed {seed})", file=out)
+                        return 1
             checked, lost, corrupt, problems = verify(broker, ledger)
             print(f"round {round_no:3d}: {what}; {checked:,} acknowledged records and {len(ledger.commits)} "
                   f"commits checked, {corrupt} destroyed by the test answered CORRUPT_MESSAGE, lost {lost}",
@@ -317,6 +347,10 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
             if lost or problems:
                 print(f"chaos: FAILED in round {round_no} (seed {seed})", file=out)
                 return 1
+            if fault.partition(":")[0].endswith("+state"):  # the files back as they were, for later rounds
+                broker.stop()
+                state.restore()
+                broker.start()
         total = sum(len(v) for v in ledger.acked.values())
         print(f"chaos: {rounds} rounds ({', '.join(f'{k} x{v}' for k, v in sorted(tried.items()))}); "
               f"{total:,} acknowledged records and {len(ledger.commits)} groups' commits: nothing acknowledged lost",
