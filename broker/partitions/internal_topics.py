@@ -84,8 +84,11 @@ def check_configs(name: str, overrides: dict[str, str], defaults: LogConfig) -> 
     or break its policy (POLICY_VIOLATION); nothing for any other topic."""
     if not is_internal_topic(name):
         return
-    config = LogConfig.from_topic_configs(overrides, defaults)  # INVALID_CONFIG before the policy, as in Kafka
-    wrong = _what_is_wrong(name, config.override_dict(), config)
+    # INVALID_CONFIG before the policy, as in Kafka (internal.segment.bytes: a tool's topic; the write refuses
+    # it unless the topic has it already)
+    config = LogConfig.from_topic_configs(overrides, defaults, allow_internal="internal.segment.bytes" in overrides)
+    canonical = {k: v for k, v in config.override_dict().items() if k in overrides}  # "delete,compact" and all
+    wrong = _what_is_wrong(name, canonical, config)
     if wrong is not None:
         raise PolicyViolation(f"Internal topic {name} must keep its records until its coordinator removes them: "
                               f"{wrong}.")
@@ -131,7 +134,8 @@ def refused(ctx: Any, topic: str, operation: str, error: KafkaError, **fields: A
 
 def _repaired(name: str, overrides: dict[str, str], defaults: LogConfig) -> dict[str, str]:
     fixed = {**overrides, **REQUIRED_CONFIGS[name]}
-    if _deletes_by_retention(LogConfig.from_topic_configs(fixed, defaults)):  # a broker-wide retention limit
+    # a broker-wide retention limit (allow_internal: what the topic was loaded with, as the log manager loads it)
+    if _deletes_by_retention(LogConfig.from_topic_configs(fixed, defaults, allow_internal=True)):
         fixed.update({"retention.ms": "-1", "retention.bytes": "-1"})
     return fixed
 
@@ -147,7 +151,13 @@ def repair_configs(logs: Any) -> None:
         if not changed:
             continue
         effective = {e.name: e.value for e in info.config.describe()}
-        logs.alter_topic_configs(name, fixed)
+        try:
+            logs.alter_topic_configs(name, fixed)
+        except Exception as exc:  # noqa: BLE001 - a full disk: say so and serve (a crash loop helps nobody)
+            log.error("internal_topic_config_repair_failed", topic=name, was={k: effective.get(k) for k in changed},
+                      error=repr(exc), detail=f"{name} still lacks the configs that keep its records; retention "
+                                              f"may delete them: free the disk and restart")
+            continue
         log.error("internal_topic_config_repaired", topic=name, was={k: effective.get(k) for k in changed},
                   now={k: fixed[k] for k in changed},
                   detail=f"{name} lacked the configs that keep its records until its coordinator removes them "

@@ -176,8 +176,7 @@ def read_rows(raw: bytes, key: str, legacy: Callable[[Any], list[dict[str, Any]]
         header = None
     ended = False
     for number, line in enumerate(lines[1:], start=2):
-        line = line.strip()
-        if not line:
+        if not line:  # taken as written: a byte turned into white space is damage too
             continue
         if line == "]}":
             ended = True
