@@ -1,4 +1,10 @@
-"""The data directory's identity: cluster id and node id, created once and kept (Kafka's meta.properties)."""
+"""The data directory's identity: cluster id and node id, created once and kept (Kafka's meta.properties).
+
+The file ends with a checksum line over the properties (issue 38; broker/storage/state_file.py
+seal_text), a comment to any properties reader: a flipped bit in the cluster id or the node id would
+otherwise be read as another identity. A file that fails it is damaged, and the start is refused
+with what to do (as for one that does not parse): which identity is right cannot be told. A file
+without the line (an older kbroker's) is read as it is."""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import base64
 import os
 import uuid
 from pathlib import Path
+
+from .storage.state_file import seal_text, unseal_text
 
 FILE = "meta.properties"
 
@@ -21,6 +29,10 @@ def read(path: Path) -> dict:
         text = path.read_text()
     except UnicodeDecodeError:
         raise ValueError("not a text file") from None
+    text, damage = unseal_text(text)
+    if damage is not None:
+        raise ValueError(f"{damage}: restore it from a backup; if you changed it on purpose, delete its "
+                         f"'# kbroker crc32c' line")
     props: dict[str, str | int] = {}
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
@@ -53,7 +65,8 @@ def load_or_create(data_dir: Path, node_id: int, cluster_id: str = "") -> tuple[
         return props["cluster.id"], stored_node
     cid = cluster_id or new_cluster_id()
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"#kbroker data directory\nversion=1\ncluster.id={cid}\nnode.id={node_id}\n")
+    tmp.write_bytes(seal_text(f"#kbroker data directory\nversion=1\ncluster.id={cid}\nnode.id={node_id}\n",
+                              "of the lines above"))
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, path)

@@ -35,7 +35,6 @@ import base64
 import hashlib
 import hmac
 import os
-import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,9 +43,8 @@ from typing import Any
 
 import structlog
 
-from ...protocol.crc import crc32c
 from ..storage.log.files import held_for_rewrite, write_file_durably
-from ..storage.state_file import StateFile, read_rows, render_rows
+from ..storage.state_file import StateFile, read_rows, render_rows, seal_text, unseal_text
 
 log = structlog.get_logger("kbroker.credentials")
 
@@ -193,27 +191,8 @@ def _parse_scram(raw: bytes | None, path: Path | None = None) -> ScramUsers:
     return users
 
 
-# A PLAIN users file that `kbroker user add` wrote ends with this line: the CRC32C of every line above it.
-_PLAIN_SEAL = re.compile(r"^# kbroker crc32c=([0-9a-f]{8})\b.*$", re.MULTILINE)
+# A PLAIN users file that `kbroker user add` wrote ends with a checksum line (state_file.seal_text).
 _PLAIN_SEAL_NOTE = "of the lines above; after editing this file by hand, delete this line"
-
-
-def _seal_plain(lines: list[str]) -> bytes:
-    body = "".join(line + "\n" for line in lines)
-    return (body + f"# kbroker crc32c={crc32c(body.encode()):08x} {_PLAIN_SEAL_NOTE}\n").encode()
-
-
-def _unsealed(text: str) -> tuple[str, str | None]:
-    """The file's lines without its seal, and why they cannot be trusted (None: they can, or no seal)."""
-    seal = _PLAIN_SEAL.search(text)
-    if seal is None:
-        return text, None
-    body, rest = text[:seal.start()], text[seal.end():]
-    if rest.strip():
-        return body + rest, "lines follow its checksum line"
-    if f"{crc32c(body.encode()):08x}" != seal.group(1):
-        return body, f"checksum mismatch: the file says {seal.group(1)}, its lines give {crc32c(body.encode()):08x}"
-    return body, None
 
 
 class PlainUsers(dict[str, str]):
@@ -223,7 +202,7 @@ class PlainUsers(dict[str, str]):
 def _parse_plain_file(raw: bytes | None, path: Path | None = None) -> PlainUsers:
     if not raw:
         return PlainUsers()
-    text, damage = _unsealed(raw.decode("utf-8", "replace"))
+    text, damage = unseal_text(raw.decode("utf-8", "replace"))
     if damage is None:
         return PlainUsers(parse_plain_users(text))
     log.error("plain_users_file_damaged", file=str(path) if path else None, damage=damage,
@@ -396,10 +375,10 @@ def add_plain_user(path: str | Path, user: str, password: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with held_for_rewrite(path):
-        text, damage = _unsealed(path.read_text(encoding="utf-8", errors="replace") if path.exists() else "")
+        text, damage = unseal_text(path.read_text(encoding="utf-8", errors="replace") if path.exists() else "")
         if damage is not None:  # sealing it again would bless whatever changed
             raise PlainUsersFileDamaged(f"{path}: {damage}. If you edited it by hand, delete its last line "
                                         f"('# kbroker crc32c=...') and run this again; otherwise restore it")
         lines = [ln for ln in text.splitlines() if ln.partition("=")[0].strip() != user]
         lines.append(f"{user}={password}")
-        write_file_durably(path, _seal_plain(lines), 0o600)
+        write_file_durably(path, seal_text("".join(line + "\n" for line in lines), _PLAIN_SEAL_NOTE), 0o600)

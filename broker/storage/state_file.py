@@ -22,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import checksummed
+from ...protocol.crc import crc32c
 from .log.files import held_for_rewrite, write_file_durably
 from ..workers import STATE_FILES, run_in_worker
 
@@ -219,4 +221,33 @@ def _legacy(text: str, legacy: Callable[[Any], list[dict[str, Any]]]) -> RowsRea
     except Exception as exc:  # noqa: BLE001 - whatever a damaged file makes the parse raise
         return RowsRead(damage=[Damaged(1, f"the file (written before checksums) does not parse: {exc!r}")],
                         legacy=True)
+
+
+# --- sealed text files ----------------------------------------------------------------------------------
+# A line-oriented text file that people write too (the PLAIN users file, meta.properties) keeps its
+# format: the checksum is a comment line of its own, last, over every line above it, so readers that
+# skip `#` lines read it as before, and a file without it (written by hand, or before checksums) is
+# read as it is.
+
+_SEAL = re.compile(r"^# kbroker crc32c=([0-9a-f]{8})\b.*$", re.MULTILINE)
+
+
+def seal_text(body: str, note: str) -> bytes:
+    """`body` (whole lines) followed by its checksum line, which says `note` after the checksum."""
+    return (body + f"# kbroker crc32c={crc32c(body.encode()):08x} {note}\n").encode()
+
+
+def unseal_text(text: str) -> tuple[str, str | None]:
+    """The file's lines without its checksum line, and why they cannot be trusted (None: they can, or
+    the file has no checksum line)."""
+    seal = _SEAL.search(text)
+    if seal is None:
+        return text, None
+    body, rest = text[:seal.start()], text[seal.end():]
+    if rest.strip():
+        return body + rest, "lines follow its checksum line"
+    computed = f"{crc32c(body.encode()):08x}"
+    if computed != seal.group(1):
+        return body, f"checksum mismatch: the file says {seal.group(1)}, its lines give {computed}"
+    return body, None
 

@@ -274,3 +274,21 @@ def test_files_written_before_checksums_still_load_and_gain_them_with_their_next
     assert before == {"slow": 1024.0}
     assert damage == []
     assert json.loads((data / "client-quotas.json").read_text())["version"] == 2
+
+
+# --- the data directory's identity ----------------------------------------------------------------------
+
+def test_a_flipped_bit_in_meta_properties_is_not_taken_for_another_identity(tmp_path):
+    """Before its checksum line, a cluster.id one bit off started the broker as another cluster (what
+    clients and the data directory's logs belong to); now the start is refused, saying what to do."""
+    import pytest
+
+    broker = BrokerProcess(tmp_path / "data")
+    broker.stop()
+    meta = tmp_path / "data" / "meta.properties"
+    cluster_id = meta.read_text().split("cluster.id=")[1].split()[0]
+    flip(meta, "cluster.id=", "cluster.id=" + cluster_id[0], "cluster.id=" + chr(ord(cluster_id[0]) ^ 1))
+    with pytest.raises(RuntimeError) as refused:
+        broker.start(timeout=20)
+    assert str(meta) in str(refused.value) and "checksum mismatch" in str(refused.value)
+    assert "crc32c' line" in str(refused.value)
