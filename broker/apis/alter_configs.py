@@ -49,16 +49,12 @@ def alter_resource(ctx: RequestContext, resource_type: int, resource_name: str, 
     broker = ctx.broker
     if resource_type == RESOURCE_TOPIC:
         check_duplicate_keys(names)
-        info = broker.logs.topics().get(resource_name)
+        info = broker.catalogue.topics().get(resource_name)
         if info is None:
             raise KafkaError(f"Topic {resource_name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         new = topic_change(dict(info.overrides))
-        try:
-            internal_topics.check_configs(resource_name, new, broker.logs.default_config)
-        except internal_topics.PolicyViolation as e:
-            internal_topics.refused(ctx, resource_name, "alter_configs", e, configs=names, validate_only=validate_only)
-            raise
-        broker.logs.alter_topic_configs(resource_name, new, validate_only=validate_only)
+        with internal_topics.reported(ctx, resource_name, "alter_configs", configs=names, validate_only=validate_only):
+            broker.catalogue.alter_topic_configs(resource_name, new, validate_only=validate_only)
         return
     if resource_type == RESOURCE_BROKER:
         error = broker_resource_error(broker, resource_name)

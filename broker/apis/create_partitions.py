@@ -28,7 +28,7 @@ VERSIONS = (0, 3)
 
 
 def _check(broker: BrokerServices, topic: CreatePartitionsTopic) -> None:
-    info = broker.logs.topics().get(topic.name)
+    info = broker.catalogue.topics().get(topic.name)
     if info is None:
         raise KafkaError(f"Topic '{topic.name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     internal_topics.check_new_partitions(topic.name)
@@ -73,13 +73,11 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
             result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
             continue
         try:
-            try:
+            with internal_topics.reported(ctx, topic.name, "create_partitions", count=topic.count,
+                                          validate_only=request.validate_only):
                 _check(broker, topic)
-            except internal_topics.PolicyViolation as e:
-                internal_topics.refused(ctx, topic.name, "create_partitions", e, count=topic.count,
-                                        validate_only=request.validate_only)
-                raise
-            await broker.logs.add_partitions_async(topic.name, topic.count, validate_only=request.validate_only)
+                await broker.catalogue.add_partitions_async(topic.name, topic.count,
+                                                            validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from .describe_configs import SOURCES
-from ..storage.log.config import ConfigEntry
 from ..partitions import internal_topics
-from ..storage.log.manager import validate_topic_name
+from ..partitions.catalogue import ConfigEntry
+from ...protocol.topic_names import validate_topic_name
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
@@ -91,15 +91,6 @@ def _configs(topic: CreatableTopic) -> dict[str, str]:
     return out
 
 
-def _check_internal(ctx: RequestContext, topic: CreatableTopic, validate_only: bool) -> None:
-    try:
-        internal_topics.check_creation(topic.name)
-    except KafkaError as e:
-        internal_topics.refused(ctx, topic.name, "create_topics", e, partitions=topic.num_partitions,
-                                configs={c.name: c.value for c in topic.configs}, validate_only=validate_only)
-        raise
-
-
 def failed_response(_ctx: RequestContext, request: CreateTopicsRequest, error: int) -> CreateTopicsResponse:
     return CreateTopicsResponse(throttle_time_ms=0, topics=[
         CreatableTopicResult(name=t.name, error_code=error, error_message=None, configs=[]) for t in request.topics])
@@ -132,12 +123,15 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             continue
         try:
             validate_topic_name(topic.name)
-            if topic.name in broker.logs.topics():
+            if topic.name in broker.catalogue.topics():
                 raise KafkaError(f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
-            _check_internal(ctx, topic, request.validate_only)
-            count = _partition_count(broker, topic)
-            info = await broker.logs.create_topic_async(topic.name, count, _configs(topic),
-                                                        validate_only=request.validate_only)
+            with internal_topics.reported(ctx, topic.name, "create_topics", partitions=topic.num_partitions,
+                                          configs={c.name: c.value for c in topic.configs},
+                                          validate_only=request.validate_only):
+                internal_topics.check_creation(topic.name)  # before the count's checks, which Kafka's policy precedes
+                count = _partition_count(broker, topic)
+                info = await broker.catalogue.create_topic_async(topic.name, count, _configs(topic),
+                                                                 validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
             continue

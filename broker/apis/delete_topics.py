@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import Counter
 
 from ..partitions import internal_topics
-from ..storage.log.manager import is_internal_topic
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.delete_topics_request import DeleteTopicsRequest
@@ -36,7 +35,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
-    topics = broker.logs.topics()
+    topics = broker.catalogue.topics()
     by_id = {info.topic_id: name for name, info in topics.items()}
     seen_names = Counter(n for n, _ in wanted if n is not None)  # one pass each: a request may name 100,000
     seen_ids = Counter(i for n, i in wanted if n is None and i != ZERO_UUID)
@@ -68,11 +67,9 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             result.error_message = "This server does not host this topic-partition."
             continue
         result.topic_id = info.topic_id
-        if is_internal_topic(name):
-            refusal = internal_topics.deletion_refused(name)
-            internal_topics.refused(ctx, name, "delete_topics", refusal)
+        try:
+            with internal_topics.reported(ctx, name, "delete_topics"):
+                broker.catalogue.delete_topic(name)
+        except internal_topics.Refused as refusal:
             result.error_code, result.error_message = refusal.code, str(refusal)
-            continue
-        broker.logs.delete_topic(name)
-        broker.producer_states.drop_topic(name)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -26,20 +26,29 @@ coordinator remove these records or re-shape the topic under it, whichever API a
   itself is refused as Kafka refuses it, and never auto-created;
 - DeleteTopics and DeleteRecords: INVALID_TOPIC_EXCEPTION, Kafka's answer to DeleteRecords.
 
-Each refusal is a `internal_topic_change_refused` warning naming the client. A data directory where
-an internal topic lacks its required configs (left so by a kbroker before this policy) has them put
-back at start-up, before retention first runs, with an `internal_topic_config_repaired` error event.
+The checks sit in the topic catalogue (catalogue.py), the one place topics change: whatever asks it
+(a handler, a test control, a start-up step) gets the same refusal, and the internal topics' own
+coordinators make them through `create_internal_topic`, with configs that keep this policy. A
+handler wraps its call in `reported`, so each refusal is an `internal_topic_change_refused` warning
+naming the client and principal. A data directory where an internal topic lacks its required
+configs (left so by a kbroker before this policy) has them put back at start-up, before retention
+first runs, with an `internal_topic_config_repaired` error event.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from ..storage.log.config import LogConfig
-from ..storage.log.manager import INTERNAL_TOPICS, is_internal_topic
 from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.topic_names import INTERNAL_TOPICS, is_internal_topic
+
+if TYPE_CHECKING:
+    from .catalogue import TopicCatalogue
 
 log = structlog.get_logger("kbroker.internal_topics")
 
@@ -56,7 +65,11 @@ assert set(REQUIRED_CONFIGS) == INTERNAL_TOPICS
 CLUSTER_METADATA = "__cluster_metadata"
 
 
-class PolicyViolation(KafkaError):
+class Refused(KafkaError):
+    """A change of an internal topic this policy refuses (its code: the answer the client gets)."""
+
+
+class PolicyViolation(Refused):
     code = ErrorCode.POLICY_VIOLATION
 
 
@@ -107,21 +120,32 @@ def made_by_the_broker_only(name: str) -> bool:
 
 
 def check_creation(name: str) -> None:
-    """CreateTopics of an internal topic that does not exist (the caller answers TOPIC_ALREADY_EXISTS
-    for one that does, as Kafka does), or of `__cluster_metadata`, in Kafka's words."""
+    """Creation of an internal topic by anyone but its coordinator (CreateTopics, auto-creation, the
+    start-up topics), or of `__cluster_metadata`, refused in Kafka's words (CreateTopics answers
+    TOPIC_ALREADY_EXISTS for one that exists before it asks, as Kafka does)."""
     if name == CLUSTER_METADATA:
-        raise KafkaError(f"Creation of internal topic {name} is prohibited.", ErrorCode.INVALID_REQUEST)
+        raise Refused(f"Creation of internal topic {name} is prohibited.", ErrorCode.INVALID_REQUEST)
     if is_internal_topic(name):
-        raise KafkaError(f"Creation of internal topic {name} is prohibited. The broker creates it itself, "
-                         f"with the partition count and configs its coordinator needs.", ErrorCode.INVALID_REQUEST)
+        raise Refused(f"Creation of internal topic {name} is prohibited. The broker creates it itself, "
+                      f"with the partition count and configs its coordinator needs.", ErrorCode.INVALID_REQUEST)
 
 
-def deletion_refused(name: str) -> KafkaError:
-    return KafkaError(f"Internal topic {name} cannot be deleted.", ErrorCode.INVALID_TOPIC_EXCEPTION)
+def check_own_creation(name: str, configs: dict[str, str], defaults: LogConfig) -> None:
+    """A coordinator making its own internal topic: only those names, and only with configs that keep
+    the policy (a coordinator's constant changed by mistake would otherwise go unseen until records went)."""
+    if not is_internal_topic(name):
+        raise ValueError(f"{name} is not an internal topic")
+    check_configs(name, configs, defaults)
 
 
-def records_deletion_refused(name: str) -> KafkaError:
-    return KafkaError(f"Cannot delete records of internal topic {name}", ErrorCode.INVALID_TOPIC_EXCEPTION)
+def check_deletion(name: str) -> None:
+    if is_internal_topic(name):
+        raise Refused(f"Internal topic {name} cannot be deleted.", ErrorCode.INVALID_TOPIC_EXCEPTION)
+
+
+def check_records_deletion(name: str) -> None:
+    if is_internal_topic(name):
+        raise Refused(f"Cannot delete records of internal topic {name}", ErrorCode.INVALID_TOPIC_EXCEPTION)
 
 
 def refused(ctx: Any, topic: str, operation: str, error: KafkaError, **fields: Any) -> None:
@@ -132,27 +156,37 @@ def refused(ctx: Any, topic: str, operation: str, error: KafkaError, **fields: A
                 reason=str(error), principal=getattr(connection, "principal", None), **ctx.log_fields(), **fields)
 
 
+@contextmanager
+def reported(ctx: Any, topic: str, operation: str, **fields: Any) -> Iterator[None]:
+    """Around a handler's call of the catalogue: a refusal of this policy leaves its event, then goes on."""
+    try:
+        yield
+    except Refused as e:
+        refused(ctx, topic, operation, e, **fields)
+        raise
+
+
 def _repaired(name: str, overrides: dict[str, str], defaults: LogConfig) -> dict[str, str]:
     fixed = {**overrides, **REQUIRED_CONFIGS[name]}
-    # a broker-wide retention limit (allow_internal: what the topic was loaded with, as the log manager loads it)
+    # a broker-wide retention limit (allow_internal: what the topic was loaded with, as the engine loads it)
     if _deletes_by_retention(LogConfig.from_topic_configs(fixed, defaults, allow_internal=True)):
         fixed.update({"retention.ms": "-1", "retention.bytes": "-1"})
     return fixed
 
 
-def repair_configs(logs: Any) -> None:
+def repair_configs(catalogue: TopicCatalogue) -> None:
     """At start-up, before retention first runs: put back the required configs an internal topic lacks."""
     for name in REQUIRED_CONFIGS:
-        info = logs.topic(name)
-        if info is None:
+        info = catalogue.topic(name)
+        if info is None or info.damaged is not None:  # a fenced topic serves nothing until an operator acts
             continue
-        fixed = _repaired(name, dict(info.overrides), logs.default_config)
+        fixed = _repaired(name, dict(info.overrides), catalogue.default_config)
         changed = [key for key, value in fixed.items() if info.overrides.get(key) != value]
         if not changed:
             continue
         effective = {e.name: e.value for e in info.config.describe()}
         try:
-            logs.alter_topic_configs(name, fixed)
+            catalogue.alter_topic_configs(name, fixed)
         except Exception as exc:  # noqa: BLE001 - a full disk: say so and serve (a crash loop helps nobody)
             log.error("internal_topic_config_repair_failed", topic=name, was={k: effective.get(k) for k in changed},
                       error=repr(exc), detail=f"{name} still lacks the configs that keep its records; retention "

@@ -23,11 +23,12 @@ from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest, O
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.topic_admin_wire import (
     APPEND, DELETE, OFFSETS, SET, SUBTRACT, TXN, alter, configs_of, create, delete_records, delete_topic, grow,
-    incremental,
+    incremental, metadata,
 )
 from kbroker.tests.integration.wire import Wire
 
 GROUPS = [f"policy-group-{i}" for i in range(20)]
+SHARE = "__share_group_state"
 
 
 def commit(wire: Wire, group: str, offset: int) -> int:
@@ -174,6 +175,28 @@ def test_creating_an_internal_topic_by_hand_is_refused_and_the_broker_makes_its_
     assert events == [(TXN, "create_topics"), (TXN, "create_topics")]
     assert [e["partitions"] for e in created] == [4]
     assert configs["cleanup.policy"] == "compact"
+
+
+def test_metadata_auto_creation_never_makes_an_internal_topic_the_broker_does_not_own(tmp_path):
+    """A Metadata request allowed to create topics made `__share_group_state` with the broker defaults
+    (cleanup.policy=delete, retention.ms a week: the share coordinator's records would age out) and
+    `__cluster_metadata` as an ordinary topic. Kafka 4.4 answers UNKNOWN_TOPIC_OR_PARTITION for both
+    (and makes the first with its share coordinator's settings, which kbroker does not run yet); kbroker
+    answers the same and makes neither, each refusal an event. `__transaction_state` is still made, by
+    its coordinator, with its own settings."""
+    with BrokerProcess(tmp_path / "data", "--transaction-state-log-num-partitions", "3") as broker:
+        wire = Wire(broker.bootstrap)
+        asked = {name: metadata(wire, name, auto_create=True)[0] for name in (SHARE, "__cluster_metadata")}
+        deadline = time.monotonic() + 30
+        while (txn := metadata(wire, TXN, auto_create=True))[0] != 0:
+            assert time.monotonic() < deadline, txn
+            time.sleep(0.1)
+        after = {name: metadata(wire, name)[0] for name in (SHARE, "__cluster_metadata")}
+        wire.close()
+        events = refusals(broker)
+    assert asked == after == dict.fromkeys(asked, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    assert txn == (0, 3)
+    assert events == [(SHARE, "metadata_auto_create"), ("__cluster_metadata", "metadata_auto_create")]
 
 
 # --- a data directory an older broker left exposed ---------------------------------------------------
