@@ -151,9 +151,10 @@ def check_records_deletion(name: str) -> None:
 def refused(ctx: Any, topic: str, operation: str, error: KafkaError, **fields: Any) -> None:
     """The event every refusal leaves: `ctx` is the handler's RequestContext (who asked, from where),
     `operation` names the handler."""
-    connection = getattr(ctx, "connection", None)
+    connection = getattr(ctx, "connection", None)  # None on a PLAINTEXT listener: Kafka's User:ANONYMOUS
     log.warning("internal_topic_change_refused", topic=topic, operation=operation, error=ErrorCode(error.code).name,
-                reason=str(error), principal=getattr(connection, "principal", None), **ctx.log_fields(), **fields)
+                reason=str(error), principal=getattr(connection, "principal", "User:ANONYMOUS"), **ctx.log_fields(),
+                **fields)
 
 
 @contextmanager

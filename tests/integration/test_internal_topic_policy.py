@@ -20,7 +20,8 @@ from kbroker.protocol.messages.offset_commit_request import (
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 )
 from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestTopic
-from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.broker_process import BrokerProcess, free_port
+from kbroker.tests.integration.sasl_wire import plain_login
 from kbroker.tests.integration.topic_admin_wire import (
     APPEND, DELETE, OFFSETS, SET, SUBTRACT, TXN, alter, configs_of, create, delete_records, delete_topic, grow,
     incremental, metadata,
@@ -29,6 +30,7 @@ from kbroker.tests.integration.wire import Wire
 
 GROUPS = [f"policy-group-{i}" for i in range(20)]
 SHARE = "__share_group_state"
+ANONYMOUS = "User:ANONYMOUS"
 
 
 def commit(wire: Wire, group: str, offset: int) -> int:
@@ -132,6 +134,29 @@ def test_no_config_change_by_any_api_lets_an_internal_topic_delete_its_records(t
     assert {k: v[0] for k, v in accepted.items()} == dict.fromkeys(accepted, 0)
     assert policy == "compact"
     assert len(events) == len(refused) and events[-1] == (TXN, "alter_configs")
+
+
+def test_a_super_user_is_refused_too_and_the_event_names_who_asked(tmp_path):
+    """The policy is no authorization: a super user on a SASL listener (with an authorizer) is refused as
+    an anonymous client on PLAINTEXT is, and each event names the principal that asked."""
+    plaintext, sasl = free_port(), free_port()
+    users = tmp_path / "plain-users"
+    users.write_text("admin=admin-secret-pw\n")  # by hand, as Kafka's JAAS users are
+    with BrokerProcess(tmp_path / "data", "--listeners",
+                       f"PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+                       "--sasl-enabled-mechanisms", "PLAIN", "--sasl-plain-users-file", str(users),
+                       "--authorizer-class-name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                       "--super-users", "User:admin;User:ANONYMOUS", port=plaintext, listen_flag=False) as broker:
+        admin = plain_login(f"127.0.0.1:{sasl}", "admin", "admin-secret-pw")
+        by_admin = incremental(admin, OFFSETS, [("cleanup.policy", DELETE, None)])
+        admin.close()
+        anonymous = Wire(broker.bootstrap)
+        by_anonymous = delete_topic(anonymous, OFFSETS)
+        anonymous.close()
+        events = broker.events("internal_topic_change_refused")
+    assert by_admin[0] == ErrorCode.POLICY_VIOLATION and by_anonymous[0] == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert [(e["operation"], e["principal"], e["api"]) for e in events] == [
+        ("alter_configs", "User:admin", 44), ("delete_topics", ANONYMOUS, 20)]
 
 
 def test_internal_topics_keep_their_partitions_their_records_and_their_existence(tmp_path):

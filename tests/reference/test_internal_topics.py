@@ -3,8 +3,8 @@ the same requests, in the same order, to a Kafka node of this test's own (it del
 topics: the shared reference node must not lose them) and to kbroker.
 
 Kafka refuses DeleteRecords on them (INVALID_TOPIC_EXCEPTION), CreateTopics of one that exists
-(TOPIC_ALREADY_EXISTS) and of `__cluster_metadata` (INVALID_REQUEST), and kbroker answers those the
-same. Kafka accepts the rest: the issue's two config requests (after which `__consumer_offsets` is on
+(TOPIC_ALREADY_EXISTS) and of `__cluster_metadata` (INVALID_REQUEST), and Metadata's auto-creation of
+`__cluster_metadata` (UNKNOWN_TOPIC_OR_PARTITION); kbroker answers those the same. Kafka accepts the rest: the issue's two config requests (after which `__consumer_offsets` is on
 `cleanup.policy=delete`), every other config change, CreatePartitions, DeleteTopics of both topics, and
 CreateTopics of `__transaction_state` before it exists with 3 partitions and `cleanup.policy=delete`.
 kbroker refuses each of those (broker/partitions/internal_topics.py), deliberately: each would let
@@ -30,6 +30,7 @@ from kbroker.tests.integration.wire import Wire
 KAFKA = {
     "create __transaction_state (absent, 3 partitions, delete)": E.NONE,
     "create __cluster_metadata": E.INVALID_REQUEST,
+    "metadata auto-create __cluster_metadata": E.UNKNOWN_TOPIC_OR_PARTITION,
     "create __consumer_offsets (exists)": E.TOPIC_ALREADY_EXISTS,
     "alter: compact, retention.ms=1000, segment.ms=100": E.NONE,
     "incremental: DELETE cleanup.policy": E.NONE,
@@ -79,6 +80,7 @@ def answers(bootstrap: str) -> tuple[dict[str, int], dict[str, str]]:
     got: dict[str, int] = {}
     got["create __transaction_state (absent, 3 partitions, delete)"] = create(wire, TXN, 3, {"cleanup.policy": "delete"})[0]
     got["create __cluster_metadata"] = create(wire, "__cluster_metadata", 1, {})[0]
+    got["metadata auto-create __cluster_metadata"] = metadata(wire, "__cluster_metadata", auto_create=True)[0]
     until_present(wire, OFFSETS)
     got["create __consumer_offsets (exists)"] = create(wire, OFFSETS, 3, {})[0]
     got["alter: compact, retention.ms=1000, segment.ms=100"] = alter(
