@@ -231,6 +231,11 @@ def seal_text(body: str, note: str) -> bytes:
     return (body + f"# kbroker crc32c={crc32c(body.encode()):08x} {note}\n").encode()
 
 
+def is_sealed(text: str) -> bool:
+    """Whether the file has a checksum line (whether it matches is unseal_text's to say)."""
+    return _SEAL.search(text) is not None
+
+
 def unseal_text(text: str) -> tuple[str, str | None]:
     """The file's lines without its checksum line, and why they cannot be trusted (None: they can, or
     the file has no checksum line)."""

@@ -292,3 +292,38 @@ def test_a_flipped_bit_in_meta_properties_is_not_taken_for_another_identity(tmp_
         broker.start(timeout=20)
     assert str(meta) in str(refused.value) and "checksum mismatch" in str(refused.value)
     assert "crc32c' line" in str(refused.value)
+
+
+def test_a_meta_properties_without_its_checksum_line_is_sealed_by_the_next_start(tmp_path):
+    """A meta.properties a kbroker before issue 38 wrote (or one an operator edited and took the line out
+    of, as the refusal above says to) was read as it was and never gained the line: its identity stayed
+    unchecked for ever. The next start seals it, keeping its identity; a bit flipped after that is
+    refused like any other."""
+    import pytest
+
+    data = tmp_path / "data"
+    data.mkdir()
+    meta = data / "meta.properties"
+    meta.write_text("#kbroker data directory\nversion=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\nnode.id=1\n")
+    broker = BrokerProcess(data)
+    try:
+        wire = Wire(broker.bootstrap)
+        from kbroker.protocol.messages.describe_cluster_request import DescribeClusterRequest
+
+        cluster_id = wire.call(60, 0, DescribeClusterRequest(include_cluster_authorized_operations=False)).cluster_id
+        wire.close()
+        sealed = broker.events("meta_properties_sealed")
+    finally:
+        broker.stop()
+    assert cluster_id == "MkU3OEVBNTcwNTJENDM2Qk"
+    assert [e["cluster_id"] for e in sealed] == ["MkU3OEVBNTcwNTJENDM2Qk"]
+    lines = meta.read_text().splitlines()
+    assert lines[:4] == ["#kbroker data directory", "version=1", "cluster.id=MkU3OEVBNTcwNTJENDM2Qk", "node.id=1"]
+    assert lines[4].startswith("# kbroker crc32c=") and len(lines) == 5
+    broker.start()  # sealed once: the next start has nothing to seal
+    broker.stop()
+    assert broker.events("meta_properties_sealed", start=2) == []
+    flip(meta, "cluster.id=", "cluster.id=M", "cluster.id=L")
+    with pytest.raises(RuntimeError) as refused:
+        broker.start(timeout=20)
+    assert "checksum mismatch" in str(refused.value)
