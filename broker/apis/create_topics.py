@@ -3,10 +3,11 @@
 Checks follow Kafka's controller (ReplicationControlManager), in its order: a name listed twice is
 INVALID_REQUEST; then the name (INVALID_TOPIC_EXCEPTION), existence (TOPIC_ALREADY_EXISTS), the
 partition count (-1 = num.partitions, otherwise at least 1: INVALID_PARTITIONS), the replication
-factor (-1 = default 1; anything but 1 cannot be met by one broker: INVALID_REPLICATION_FACTOR), and
-the configs (INVALID_CONFIG). A manual assignment needs num_partitions and replication_factor -1
-(INVALID_REQUEST otherwise); each partition 0..n-1 must be placed on this node alone
-(INVALID_REPLICA_ASSIGNMENT otherwise). v5+ answers with the partition count, replication factor and
+factor (-1 = default.replication.factor; more than the brokers that are up: INVALID_REPLICATION_FACTOR),
+and the configs (INVALID_CONFIG). A manual assignment needs num_partitions and replication_factor -1
+(INVALID_REQUEST otherwise); each partition 0..n-1 must be placed on brokers that are up, each once,
+all with as many replicas (INVALID_REPLICA_ASSIGNMENT otherwise). Placement is the catalogue's
+(broker/partitions/placement.py: Kafka's round robin). v5+ answers with the partition count, replication factor and
 every config; v7 with the topic id.
 """
 
@@ -36,7 +37,9 @@ API_KEY = 19
 VERSIONS = (0, 7)
 
 
-def _partition_count(broker: BrokerServices, topic: CreatableTopic) -> int:
+def _placement(broker: BrokerServices, topic: CreatableTopic) -> tuple[int, int, dict[int, list[int]] | None]:
+    """(partition count, replication factor, explicit assignment or None); the catalogue checks
+    the placement itself (broker/partitions/placement.py) against the nodes that are up."""
     if topic.assignments:
         if topic.num_partitions != -1:
             raise KafkaError("A manual partition assignment was specified, but numPartitions was not set to -1.",
@@ -48,18 +51,8 @@ def _partition_count(broker: BrokerServices, topic: CreatableTopic) -> int:
         if indexes != list(range(len(indexes))):
             raise KafkaError("partitions should be a consecutive 0-based integer sequence",
                              ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-        for a in topic.assignments:
-            if not a.broker_ids:
-                raise KafkaError(f"The manual partition assignment includes an empty replica list for partition "
-                                 f"{a.partition_index}.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-            stray = [b for b in a.broker_ids if b != broker.node_id]
-            if stray:
-                raise KafkaError(f"The manual partition assignment includes broker {stray[0]}, but no such broker "
-                                 f"is registered.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-            if len(a.broker_ids) != 1:
-                raise KafkaError(f"The manual partition assignment includes the broker {broker.node_id} more than "
-                                 f"once for partition {a.partition_index}.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-        return len(indexes)
+        assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        return len(indexes), len(assignments[0]), assignments
     count = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
     if count <= 0:
         raise KafkaError("Number of partitions was set to an invalid non-positive value.", ErrorCode.INVALID_PARTITIONS)
@@ -67,11 +60,7 @@ def _partition_count(broker: BrokerServices, topic: CreatableTopic) -> int:
     if rf == 0 or rf < -1:
         raise KafkaError("Replication factor must be larger than 0, or -1 to use the default value.",
                          ErrorCode.INVALID_REPLICATION_FACTOR)
-    if rf > 1:
-        raise KafkaError(f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
-                         f"cannot be reached because only 1 broker(s) are registered.",
-                         ErrorCode.INVALID_REPLICATION_FACTOR)
-    return count
+    return count, broker.config.default_replication_factor if rf == -1 else rf, None
 
 
 def _configs(topic: CreatableTopic) -> dict[str, str]:
@@ -119,15 +108,16 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             validate_topic_name(topic.name)
             if topic.name in broker.catalogue.topics():
                 raise KafkaError(f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
-            count = _partition_count(broker, topic)
+            count, rf, assignments = _placement(broker, topic)
             info = await broker.catalogue.create_topic_async(topic.name, count, _configs(topic),
-                                                        validate_only=request.validate_only)
+                                                             validate_only=request.validate_only,
+                                                             replication_factor=rf, assignments=assignments)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
             continue
         result.topic_id = info.topic_id
         result.num_partitions = count
-        result.replication_factor = 1
+        result.replication_factor = rf
         result.configs = [
             CreatableTopicConfigs(name=e.name, value=value, read_only=False,
                                   config_source=SOURCES.get(source, 0), is_sensitive=False)

@@ -41,7 +41,7 @@ from ..workers import DOWN_CONVERT, run_in_worker
 from ...protocol import legacy_records
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.fetch_request import FetchRequest
-from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
+from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, NodeEndpoint, PartitionData
 
 if TYPE_CHECKING:
     from ..services import BrokerServices
@@ -53,6 +53,7 @@ ZSTD_FROM = 10
 KIP_219_FROM = 8  # from here clients back off on throttle_time_ms themselves
 TOPIC_IDS_FROM = 13
 SESSIONS_FROM = 7
+LEADER_HINTS_FROM = 16  # KIP-951: a partition's new leader in a NOT_LEADER_OR_FOLLOWER answer
 READ_COMMITTED = 1
 NOT_HOSTED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
@@ -231,6 +232,22 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             preferred_read_replica=-1,
             records=cast(bytes | None, records),  # the encoder writes any buffer: views go out uncopied
         ))
+    endpoints: list[NodeEndpoint] = []
+    if has_error and version >= LEADER_HINTS_FROM and broker.catalogue.clustered:
+        endpoints = _leader_hints(ctx, responses, names_by_id if uses_ids else None)
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=context.session_id,
-                         responses=responses)
+                         responses=responses, node_endpoints=endpoints)
+
+
+def _leader_hints(ctx: RequestContext, responses: list[FetchableTopicResponse],
+                  names_by_id: dict | None) -> list[NodeEndpoint]:
+    from .leader_hints import HINTED_FETCH, hint
+
+    endpoints: dict[int, tuple[str, int]] = {}
+    for topic in responses:
+        name = names_by_id.get(topic.topic_id) if names_by_id is not None else topic.topic
+        for p in topic.partitions:
+            if p.error_code in HINTED_FETCH and name is not None:
+                hint(ctx.broker, ctx.listener, name, p.partition_index, p.current_leader, endpoints)
+    return [NodeEndpoint(node_id=node, host=host, port=port, rack=None) for node, (host, port) in sorted(endpoints.items())]
 

@@ -94,6 +94,14 @@ class KafkaServer:
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
+    async def restart(self) -> int:
+        """Listen again on the same address after a shutdown (a stopped node of several started
+        again, broker/cluster.py)."""
+        self._closing = False
+        self._sock = None  # closed with the server
+        self._server = None
+        return await self.start()
+
     async def shutdown(self, timeout: float) -> None:
         """Stop accepting, let in-flight requests finish (up to `timeout`), then close connections."""
         self._closing = True
