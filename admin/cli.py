@@ -4,6 +4,8 @@
     kbroker group list|describe|reset-offsets|delete|delete-offsets|history|wait
     kbroker test rebalance|expire-member|expire-sessions|not-coordinator|join-delay|fail|drop-connections|
                  run-retention|reset          (kbroker only, with --test-controls)
+    kbroker test cluster|node-stop|node-start|move-leader|shuffle-leaders|elect-preferred|move-coordinator
+                                              (kbroker --nodes N, with --test-controls)
 
 As Kafka's tools where they overlap: `reset-offsets` shows its plan unless `--execute` is given
 (kafka-consumer-groups.sh), an unknown group or topic exits 1, and a command on several topics or
@@ -181,6 +183,21 @@ def _register_test_controls(sub: Any) -> None:
     control("run-retention", "run offsets retention, log retention or compaction now", "retention/run",
             ("what", {"choices": ["offsets", "logs", "compaction"]}), body=lambda a: {"what": a.what})
     control("reset", "empty the broker: every non-internal topic, group and offset", "reset")
+    # several nodes in one process (kbroker serve --nodes N): docs/cluster.md
+    control("cluster", "the nodes of a --nodes N broker: up or down, listeners, leaderships", "cluster/describe")
+    control("node-stop", "stop a node: its listeners close, its leaderships move to an in-sync replica",
+            "cluster/nodes/{node}/stop", ("node", {"type": int}))
+    control("node-start", "start a stopped node again on the same ports", "cluster/nodes/{node}/start",
+            ("node", {"type": int}))
+    control("move-leader", "move a partition's leader (default: to the next in-sync replica)",
+            "cluster/partitions/{topic}/{partition}/leader", ("topic", {}), ("partition", {"type": int}),
+            ("--node", {"type": int, "default": None}), body=lambda a: {"node": a.node})
+    control("shuffle-leaders", "move every partition's leader to another in-sync replica at random",
+            "cluster/shuffle", ("--seed", {"type": int, "default": None}), body=lambda a: {"seed": a.seed})
+    control("elect-preferred", "move every partition's leader back to its first replica", "cluster/elect-preferred")
+    control("move-coordinator", "move a group's coordinator (its __consumer_offsets partition's leader)",
+            "cluster/groups/{group}/coordinator", ("group", {}), ("--node", {"type": int, "default": None}),
+            body=lambda a: {"node": a.node})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -239,8 +239,9 @@ class Cluster:
             for node in self.nodes]}
 
 
-class ClusterControlError(Exception):
-    pass
+class ClusterControlError(ValueError):
+    """A control that cannot apply (no such node, the last node up, no other in-sync replica): the
+    HTTP controls answer it 400 (operations/test_controls.py takes any ValueError so)."""
 
 
 def _event(control: str, **fields: Any) -> dict:

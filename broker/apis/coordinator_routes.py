@@ -137,7 +137,8 @@ def _split(ctx: RequestContext, request: Any, handler: Any, failed: Any,
     """This node's keys to the handler, the others NOT_COORDINATOR, in one answer."""
     topic, in_list, out_list, key_of = spec
     entries = getattr(request, in_list) or []
-    mine, elsewhere = [], []
+    mine: list[Any] = []
+    elsewhere: list[Any] = []
     for entry in entries:
         key = key_of(entry) if key_of is not None else entry
         (mine if _coordinates(ctx.broker, topic, key) else elsewhere).append(entry)
