@@ -232,13 +232,16 @@ def _topic_describe(args) -> None:
     from . import topics
 
     def render(d: dict) -> None:
-        print(f"Topic {d['topic']}  id {d['topic_id']}  partitions {len(d['partitions'])}")
+        rf = len(d["partitions"][0]["replicas"]) if d["partitions"] else 0
+        print(f"Topic {d['topic']}  id {d['topic_id']}  partitions {len(d['partitions'])}  replication factor {rf}")
         # kafka-topics.sh --describe lists the configs not at Kafka's default; `*` marks those set on
         # the topic itself (kafka-configs.sh's dynamic configs), the rest come from the broker's settings
         print("Configs: " + (",".join(f"{k}={d['configs'][k]}" + ("*" if k in d["overrides"] else "")
                                       for k in d["configs"] if d["config_sources"][k] != "DEFAULT_CONFIG") or "-")
               + ("   (* set on this topic)" if d["overrides"] else ""))
-        table(d["partitions"])
+        # leader, replicas and ISR as kafka-topics.sh --describe prints them (node ids, comma-separated)
+        table([{**p, "replicas": ",".join(map(str, p["replicas"])), "isr": ",".join(map(str, p["isr"])),
+                "offline": ",".join(map(str, p["offline"])) or "-"} for p in d["partitions"]])
         print()
         table([{"config": k + ("*" if k in d["overrides"] else ""), "value": v, "source": d["config_sources"][k]}
                for k, v in d["configs"].items()])

@@ -247,3 +247,38 @@ def _read_all(bootstrap: str, topic: str) -> list[bytes]:
         return out
     finally:
         reader.close()
+
+
+def test_the_cli_describes_and_drives_the_cluster(cluster) -> None:
+    """`kbroker topic describe` shows leaders, replicas and ISR as kafka-topics.sh --describe does, and
+    `kbroker test node-stop|node-start|cluster` drive the same controls."""
+    import json
+    import subprocess
+    import sys
+
+    broker, controls, bootstrap, port = cluster
+    topic = f"cli-{uuid.uuid4().hex[:6]}"
+    _create(bootstrap, topic, 2)
+    admin_url = controls.admin_url
+    token = controls.token or ""
+
+    def kbroker(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "kbroker", *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    described = kbroker("topic", "describe", topic, "--bootstrap-server", f"127.0.0.1:{port}")
+    assert "replication factor 3" in described
+    assert all(sorted(map(int, row.split()[2].split(","))) == [1, 2, 3]
+               for row in described.splitlines() if row.split()[:1] in (["0"], ["1"])), described
+    leader = _leaders(port, topic)[0][0]
+    kbroker("test", "node-stop", str(leader), "--admin-url", admin_url, "--token", token)
+    state = json.loads(kbroker("test", "cluster", "--admin-url", admin_url, "--token", token, "--json"))
+    assert [n["up"] for n in state["nodes"]] == [n != leader for n in (1, 2, 3)]
+    on_other = next(p for p in range(NODES) if p + 1 != leader)
+    moved = _leaders(port + on_other, topic)[0]
+    assert moved[0] != leader and leader not in moved[1]
+    described = kbroker("topic", "describe", topic, "--bootstrap-server", f"127.0.0.1:{port + on_other}", "--json")
+    assert json.loads(described)["partitions"][0]["offline"] == [leader]
+    kbroker("test", "node-start", str(leader), "--admin-url", admin_url, "--token", token)
+    assert _leaders(port, topic)[0][1] == [1, 2, 3]
