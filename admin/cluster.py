@@ -1,9 +1,7 @@
 """The cluster controls of a `kbroker serve --nodes N --test-controls` broker, as a Python API for
 tests (the same HTTP test controls `kbroker test node-stop ...` calls; docs/cluster.md):
 
-    from kbroker.admin.cluster import ClusterControls
-
-    cluster = ClusterControls("http://127.0.0.1:9644", token=open("data/test-controls.token").read().strip())
+    cluster = ClusterControls(  # kbroker.admin.cluster"http://127.0.0.1:9644", token=open("data/test-controls.token").read().strip())
     cluster.stop_node(2)          # node 2's listeners close; its leaderships move (epoch + 1)
     cluster.start_node(2)         # back on the same ports, back in every ISR
     cluster.move_leader("orders", 0, node=3)
