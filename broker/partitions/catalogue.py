@@ -151,9 +151,12 @@ class TopicCatalogue:
         from .placement import assign, check_assignment
 
         if assignments:
+            # CreateTopics: the first partition's count is the one the others must have (Kafka's
+            # createTopic); CreatePartitions: the topic's.
             rf = None if first_partition == 0 else replication_factor
             for partition, replicas in sorted(assignments.items()):
                 check_assignment(partition, replicas, self.live_nodes, rf)
+                rf = len(replicas)
             return {} if len(self.nodes) == 1 else dict(assignments)
         rf = self.default_replication_factor(topic) if replication_factor == -1 else replication_factor
         placed = assign(sorted(self.live_nodes), num_partitions, rf, first_partition=first_partition)

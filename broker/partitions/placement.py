@@ -18,7 +18,8 @@ from ...protocol.errors import ErrorCode, KafkaError
 
 def replication_error(rf: int, usable: int) -> KafkaError:
     return KafkaError(f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
-                      f"cannot be reached because only {usable} broker(s) are registered.",
+                      f"cannot be reached because only {usable} broker(s) are registered or some brokers have all "
+                      f"their log directories cordoned.",
                       ErrorCode.INVALID_REPLICATION_FACTOR)
 
 
@@ -49,20 +50,21 @@ def assign(nodes: Sequence[int], num_partitions: int, rf: int, *, first_partitio
 
 
 def check_assignment(partition: int, replicas: Sequence[int], usable: Sequence[int], expected_rf: int | None) -> None:
-    """One partition of an explicit assignment, as Kafka's controller checks it (raises KafkaError)."""
+    """One partition of an explicit assignment, as Kafka's controller checks it (raises KafkaError):
+    ReplicationControlManager.validateManualPartitionAssignment, which walks the broker ids sorted
+    (the smallest unknown or repeated id is the one named) and names no partition."""
     if not replicas:
-        raise KafkaError(f"The manual partition assignment includes an empty replica list for partition "
-                         f"{partition}.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-    for node in replicas:
+        raise KafkaError("The manual partition assignment includes an empty replica list.",
+                         ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    previous = None
+    for node in sorted(replicas):
         if node not in usable:
             raise KafkaError(f"The manual partition assignment includes broker {node}, but no such broker "
                              f"is registered.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-    seen: set[int] = set()
-    for node in replicas:
-        if node in seen:
-            raise KafkaError(f"The manual partition assignment includes the broker {node} more than once for "
-                             f"partition {partition}.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-        seen.add(node)
+        if node == previous:
+            raise KafkaError(f"The manual partition assignment includes the broker {node} more than once.",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        previous = node
     if expected_rf is not None and len(replicas) != expected_rf:
         raise KafkaError(f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
                          f"but this is not consistent with previous partitions, which have {expected_rf} replica(s).",

@@ -101,6 +101,20 @@ class PartitionService:
         """The same service answering the clients of `node_id` (several nodes in one process)."""
         view = copy.copy(self)
         view.node_id = node_id
+        view.__dict__.pop("_replica_reader", None)
+        return view
+
+    replica_reads = False  # reads served on a follower too (replica_reader)
+
+    def replica_reader(self) -> PartitionService:
+        """This node's service that also reads the partitions it follows: Kafka serves a consumer's
+        Fetch v11+ (which carries client metadata, KIP-392) on a follower, from its own replica
+        (ReplicaManager: fetchOnlyLeader is false then). Every replica here is the one log."""
+        view = self.__dict__.get("_replica_reader")
+        if view is None:
+            view = copy.copy(self)
+            view.replica_reads = True
+            self.__dict__["_replica_reader"] = view
         return view
 
     # --- who leads ----------------------------------------------------------------------------------
@@ -112,12 +126,17 @@ class PartitionService:
             return None, E.UNKNOWN_TOPIC_OR_PARTITION, NO_EPOCH
         if info.damaged is not None:
             return None, E.KAFKA_STORAGE_ERROR, NO_EPOCH
-        if not self.catalogue.leads(info, partition, self.node_id):
+        if not self.catalogue.leads(info, partition, self.node_id) and not (
+                self.replica_reads and self._follows(topic, partition)):
             return None, E.NOT_LEADER_OR_FOLLOWER, NO_EPOCH
         store = self._engine.store(topic, partition)
         if store is None:  # deleted meanwhile
             return None, E.UNKNOWN_TOPIC_OR_PARTITION, NO_EPOCH
         return store, E.NONE, info.leader_epochs.get(partition, 0) if info.leader_epochs else 0
+
+    def _follows(self, topic: str, partition: int) -> bool:
+        led = self.catalogue.leadership(topic, partition)
+        return led is not None and self.node_id in led.replicas
 
     def leader_store(self, topic: str, partition: int) -> PartitionStore:
         """The store of a partition this node leads, for a coordinator that holds its records back to

@@ -141,7 +141,7 @@ def test_produce_and_fetch_on_a_follower_get_the_leader_hint(cluster) -> None:
     parts = _by_id(_metadata(wires[0], "hint"))
     for partition, p in parts.items():
         leader = p.leader_id
-        follower = next(n for n in (1, 2, 3) if n != leader)
+        follower = next(n for n in p.replica_nodes if n != leader)
         ok = _produce(wires[leader - FIRST_ID], "hint", partition).responses[0].partition_responses[0]
         assert ok.error_code == 0
         answer = _produce(wires[follower - FIRST_ID], "hint", partition)
@@ -150,7 +150,13 @@ def test_produce_and_fetch_on_a_follower_get_the_leader_hint(cluster) -> None:
         assert (refused.current_leader.leader_id, refused.current_leader.leader_epoch) == (leader, p.leader_epoch)
         assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [
             (leader, "127.0.0.1", port + leader - FIRST_ID)]
-        fetched = _fetch(wires[follower - FIRST_ID], "hint", partition)
+        # a follower serves a consumer's Fetch v11+ (KIP-392, as Kafka 4.4: test_cluster_vs_kafka.py),
+        # a node with no replica refuses it with the hint, v10 is refused on the follower too
+        assert _fetch(wires[follower - FIRST_ID], "hint", partition).responses[0].partitions[0].error_code == 0
+        assert _fetch(wires[follower - FIRST_ID], "hint", partition, version=10).responses[0].partitions[0] \
+            .error_code == NOT_LEADER
+        outside = next(n for n in (1, 2, 3) if n not in p.replica_nodes)
+        fetched = _fetch(wires[outside - FIRST_ID], "hint", partition)
         data = fetched.responses[0].partitions[0]
         assert data.error_code == NOT_LEADER and data.current_leader.leader_id == leader
         assert [e.node_id for e in fetched.node_endpoints] == [leader]
@@ -179,11 +185,11 @@ def test_a_groups_coordinator_is_the_leader_of_its_offsets_partition(cluster) ->
 def test_describe_log_dirs_lists_each_nodes_replicas(cluster) -> None:
     _, _, wires = cluster
     _create(wires[0], CreatableTopic(name="dirs", num_partitions=-1, replication_factor=-1,
-                                     assignments=[CreatableReplicaAssignment(0, [1]),
+                                     assignments=[CreatableReplicaAssignment(0, [1, 2]),
                                                   CreatableReplicaAssignment(1, [2, 3])]))
     held = {}
     for node, wire in enumerate(wires, FIRST_ID):
         answer = wire.call(35, 4, DescribeLogDirsRequest(topics=None))
         held[node] = sorted(p.partition_index for t in answer.results[0].topics if t.name == "dirs"
                             for p in t.partitions)
-    assert held == {1: [0], 2: [1], 3: [1]}
+    assert held == {1: [0], 2: [0, 1], 3: [1]}
