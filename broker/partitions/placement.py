@@ -1,11 +1,14 @@
 """Where a topic's partitions live on several nodes (issue 41): Kafka's placement and its checks.
 
-`assign` is Kafka's rack-unaware round robin (AdminUtils.assignReplicasToBrokersRackUnaware): the
-first replica of partition p is node (p + start) mod n, the others follow it at a shift that grows
-by one every n partitions, so leaders and followers both spread evenly; `start` and `shift` are
-random per topic, as in Kafka. `check_assignment` is the controller's check of an explicit
-assignment (CreateTopics, CreatePartitions), with its messages. Pure functions: the catalogue
-(cluster_catalogue.py) calls them with the nodes that are up.
+`assign` is what Kafka 4.4's KRaft controller does without racks (metadata/placement/
+StripedReplicaPlacer: one rack, every broker unfenced): the nodes sorted, a random offset; each
+partition's replicas are rf consecutive nodes from the offset, the offset moving on by one per
+partition, and the list shuffled after every n partitions, so each run of n partitions has every
+node lead once and followers spread. (Kafka 4.x no longer uses the old AdminUtils round robin.)
+`check_assignment` is the controller's check of an explicit assignment (CreateTopics,
+CreatePartitions), with its messages. Pure functions: the catalogue (catalogue.py) calls them with
+the nodes that are up (Kafka also places followers on fenced brokers that are still registered:
+a deliberate difference, docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ def replication_error(rf: int, usable: int) -> KafkaError:
 
 
 def assign(nodes: Sequence[int], num_partitions: int, rf: int, *, first_partition: int = 0,
-           start: int | None = None, shift: int | None = None,
-           rng: random.Random | None = None) -> dict[int, list[int]]:
+           start: int | None = None, rng: random.Random | None = None) -> dict[int, list[int]]:
     """partition -> replicas (the first the preferred leader) for partitions first_partition.. of a
-    topic, over `nodes` (sorted ids of the nodes that are up)."""
+    topic, over `nodes` (the ids of the nodes that are up); `start`: the offset into the sorted
+    nodes of the first partition's leader (random, as Kafka's)."""
     n = len(nodes)
     if rf < 1:
         raise KafkaError("Replication factor must be larger than 0, or -1 to use the default value.",
@@ -35,17 +38,18 @@ def assign(nodes: Sequence[int], num_partitions: int, rf: int, *, first_partitio
     if rf > n:
         raise replication_error(rf, n)
     pick = rng or random
-    start = pick.randrange(n) if start is None else start
-    shift = pick.randrange(n) if shift is None else shift
+    brokers = sorted(nodes)
+    offset = pick.randrange(n) if start is None else start
     out: dict[int, list[int]] = {}
+    placed_in_round = 0
     for partition in range(first_partition, first_partition + num_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start) % n
-        replicas = [nodes[first]]
-        for j in range(rf - 1):
-            replicas.append(nodes[(first + 1 + (shift + j) % (n - 1)) % n])
-        out[partition] = replicas
+        if placed_in_round == n and n > 1:  # RackList.place: a new round over a shuffled list
+            pick.shuffle(brokers)
+            placed_in_round = 0
+        if partition > first_partition:  # BrokerList.next: each partition starts one further on
+            offset = (offset + 1) % n
+        out[partition] = [brokers[(offset + j) % n] for j in range(rf)]
+        placed_in_round += 1
     return out
 
 
