@@ -402,6 +402,10 @@ class Broker:
         return image
 
     @property
+    def transactions_if_built(self) -> TransactionService | None:
+        return self._transactions
+
+    @property
     def transactions(self) -> TransactionService:
         """The transaction coordinator (broker/coordinators/transactions.py), built with its first use: a broker
         nobody sends a transaction to never imports it nor creates `__transaction_state`."""

@@ -14,7 +14,9 @@ ports; ISRs grow back; leaderless partitions get their leader back), move a part
 shuffle every leader, move a group's coordinator. Each is one `cluster_control` event. When a
 `__consumer_offsets` partition changes leader its groups move as in a coordinator failover: the
 partition is unloaded (parked requests answer NOT_COORDINATOR, timers stop) and loaded again by
-replaying its log, which re-arms the members' session timers, before the new node serves it.
+replaying its log, which re-arms the members' session timers, before the new node serves it. A
+`__transaction_state` partition's transactional ids move the same way (unloaded, replayed; the
+markers of a transaction left prepared are sent again by the new shard).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from .partitions.cluster_catalogue import ClusterCatalogue
 
 log = structlog.get_logger("kbroker.cluster")
+TRANSACTION_STATE_TOPIC = "__transaction_state"  # coordinators/transactions.TOPIC, not imported before its first use
 
 
 class Node:
@@ -108,7 +111,8 @@ class Cluster:
         self.catalogue: ClusterCatalogue = broker.catalogue  # type: ignore[assignment]
         self.nodes = [Node(broker, k) for k in range(broker.config.nodes)]
         self._by_id = {node.node_id: node for node in self.nodes}
-        self._moves: dict[int, asyncio.Task[None]] = {}  # __consumer_offsets partition -> its reload
+        # (coordinator topic, partition) -> the task moving its coordinator (unload, then reload)
+        self._moves: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.catalogue.leader_listeners.append(self._on_leader_change)
 
     def node(self, node_id: int) -> Node:
@@ -134,24 +138,43 @@ class Cluster:
     def _on_leader_change(self, topic: str, partition: int, old: int, new: int, epoch: int) -> None:
         # a parked fetch of the partition answers now (NOT_LEADER_OR_FOLLOWER on the old leader)
         self.broker.fetch_purgatory.notify(topic, partition)
-        if topic == OFFSETS_TOPIC and old != new and self.broker.coordinator_if_built is not None:
-            previous = self._moves.get(partition)
-            self._moves[partition] = asyncio.get_running_loop().create_task(
-                self._move_groups(partition, new, previous), name=f"coordinator-move-{partition}")
+        if old == new:
+            return
+        if topic == OFFSETS_TOPIC and self.broker.coordinator_if_built is not None:
+            move = self._move_groups
+        elif topic == TRANSACTION_STATE_TOPIC and self.broker.transactions_if_built is not None:
+            move = self._move_transactions
+        else:
+            return
+        previous = self._moves.get((topic, partition))
+        self._moves[(topic, partition)] = asyncio.get_running_loop().create_task(
+            self._after(previous, move(partition, new), topic, partition, new),
+            name=f"coordinator-move-{topic}-{partition}")
 
-    async def _move_groups(self, partition: int, new: int, previous: asyncio.Task[None] | None) -> None:
-        """The coordinator failover of one __consumer_offsets partition: unloaded, then (if some node
-        leads it) replayed from its log, as the new leader's coordinator loads it."""
+    async def _after(self, previous: asyncio.Task[None] | None, move: Any, topic: str, partition: int,
+                     new: int) -> None:
+        """One coordinator move, after the partition's previous one."""
         if previous is not None:
             await asyncio.gather(previous, return_exceptions=True)
-        coordinator = self.broker.coordinator
         started = time.monotonic()
+        await move
+        log.info("coordinator_moved", topic=topic, partition=partition, node=new,
+                 took_ms=round(1000 * (time.monotonic() - started), 1))
+
+    async def _move_groups(self, partition: int, new: int) -> None:
+        """The coordinator failover of one __consumer_offsets partition: unloaded, then (if some node
+        leads it) replayed from its log, as the new leader's coordinator loads it."""
+        coordinator = self.broker.coordinator
         await coordinator.unload(partition)
         if new != NO_LEADER:
             coordinator.mark_loading([partition])
             await self.broker.offsets_topic.load_partition(coordinator, partition)
-        log.info("coordinator_moved", partition=partition, node=new,
-                 took_ms=round(1000 * (time.monotonic() - started), 1))
+
+    async def _move_transactions(self, partition: int, new: int) -> None:
+        """The same for a __transaction_state partition (broker/coordinators/transactions.py)."""
+        transactions = self.broker.transactions_if_built
+        if transactions is not None:
+            await transactions.move_partition(partition, led=new != NO_LEADER)
 
     async def settled(self) -> None:
         """Return once every coordinator move under way has loaded."""

@@ -124,7 +124,8 @@ def checked(route: Route) -> Route:
         return Route(api_key, route.min_version, route.max_version, listed, failed)
     if api_key == ADD_PARTITIONS_TO_TXN:
         def add_partitions(ctx: RequestContext, request: Any) -> Any:
-            if ctx.api_version < BATCHED_FROM and not _coordinates(ctx.broker, TXN_TOPIC, request.transactional_id):
+            if ctx.api_version < BATCHED_FROM and not _coordinates(ctx.broker, TXN_TOPIC,
+                                                                 request.v3_and_below_transactional_id):
                 return failed(ctx, request, E.NOT_COORDINATOR)
             return handler(ctx, request)
 

@@ -133,3 +133,57 @@ def test_the_cli_describes_and_drives_the_cluster(cluster) -> None:
     assert json.loads(described)["partitions"][0]["offline"] == [leader]
     kbroker("test", "node-start", str(leader), "--admin-url", admin_url, "--token", token)
     assert _leaders(port, topic)[0][1] == [1, 2, 3]
+
+
+def test_a_transactional_producer_rides_through_its_coordinator_moving(cluster) -> None:
+    """The __transaction_state partition of a transactional id changes leader while a transaction is
+    open, twice: the partition is unloaded and replayed on the new leader (a coordinator_moved event),
+    the producer finds its new coordinator and commits (then aborts) as Kafka's clients do after a
+    coordinator failover, and a read_committed consumer sees exactly the committed records."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from kbroker.coordinator.partitioning import partition_for
+
+    broker, controls, bootstrap, port = cluster
+    topic, txn_id = f"txn-{uuid.uuid4().hex[:6]}", f"tx-{uuid.uuid4().hex[:6]}"
+    _create(bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "log_level": 0,
+                         "transaction.timeout.ms": 60000})
+    producer.init_transactions(30)
+    state_partition = partition_for(txn_id, 50)
+
+    def moves() -> list[dict]:
+        return [e for e in broker.events("coordinator_moved") if e.get("topic") == "__transaction_state"
+                and e.get("partition") == state_partition]
+
+    moved_before = len(moves())  # the module's other scenarios move leaders too
+
+    def transaction(first: int, commit: bool) -> None:
+        producer.begin_transaction()
+        for i in range(first, first + 10):
+            producer.produce(topic, value=b"v%03d" % i)
+        producer.flush(30)
+        moved = controls.move_leader("__transaction_state", state_partition)  # open transaction, new coordinator
+        assert moved["leader"] == _leaders(port, "__transaction_state")[state_partition][0]
+        (producer.commit_transaction if commit else producer.abort_transaction)(60)
+
+    producer.begin_transaction()
+    producer.produce(topic, value=b"v000")
+    producer.commit_transaction(30)
+    transaction(1, commit=True)
+    transaction(11, commit=False)
+    transaction(21, commit=True)
+    assert len(moves()) - moved_before == 3, moves()
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}", "log_level": 0,
+                       "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        reader.assign([TopicPartition(topic, 0, 0)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 21 and time.monotonic() < deadline:
+            msg = reader.poll(0.5)
+            if msg is not None and not msg.error():
+                seen.append(msg.value())
+    finally:
+        reader.close()
+    assert seen == [b"v%03d" % i for i in (0, *range(1, 11), *range(21, 31))]
