@@ -4,7 +4,8 @@
     kbroker group list|describe|reset-offsets|delete|delete-offsets|history|wait
     kbroker test rebalance|expire-member|expire-sessions|not-coordinator|join-delay|fail|drop-connections|
                  run-retention|reset          (kbroker only, with --test-controls)
-    kbroker test cluster|node-stop|node-start|move-leader|shuffle-leaders|elect-preferred|move-coordinator
+    kbroker test cluster|node-stop|node-start|node-add|move-leader|shuffle-leaders|elect-preferred|move-coordinator
+                 |cut-off|requests
                                               (kbroker --nodes N, with --test-controls)
 
 As Kafka's tools where they overlap: `reset-offsets` shows its plan unless `--execute` is given
@@ -198,6 +199,11 @@ def _register_test_controls(sub: Any) -> None:
     control("move-coordinator", "move a group's coordinator (its __consumer_offsets partition's leader)",
             "cluster/groups/{group}/coordinator", ("group", {}), ("--node", {"type": int, "default": None}),
             body=lambda a: {"node": a.node})
+    control("node-add", "add a node (the next id, on the next ports)", "cluster/nodes/add")
+    control("cut-off", "cut one client (by client id) off from one node; --mend reconnects it",
+            "cluster/nodes/{node}/cut-off", ("node", {"type": int}), ("client_id", {}),
+            ("--mend", {"action": "store_true"}), body=lambda a: {"client_id": a.client_id, "cut": not a.mend})
+    control("requests", "the requests each node was sent, by API", "cluster/requests")
 
 
 def run(args: argparse.Namespace) -> int:

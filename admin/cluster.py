@@ -7,6 +7,9 @@ tests (the same HTTP test controls `kbroker test node-stop ...` calls; docs/clus
     cluster.move_leader("orders", 0, node=3)
     cluster.shuffle_leaders(seed=7)
     cluster.move_coordinator("my-group", node=1)
+    cluster.add_node()            # node 4 on the next ports, placed on from now on
+    cluster.cut_off(2, "my-app")  # client id "my-app" cannot reach node 2 (cut=False mends it)
+    cluster.request_counts()      # {"nodes": [{"node_id": 1, "total": 812, "requests": {"Produce": 700, ...}}]}
     cluster.describe()            # {"controller": 1, "nodes": [{"node_id": 1, "up": True, ...}, ...]}
 
 Each call returns the control's event ({"ok": True, "control": ..., "detail": ...}) once it has
@@ -50,3 +53,12 @@ class ClusterControls:
 
     def move_coordinator(self, group: str, node: int | None = None) -> dict:
         return self._post(f"groups/{quote(group, safe='')}/coordinator", {"node": node})
+
+    def add_node(self) -> dict:
+        return self._post("nodes/add")
+
+    def cut_off(self, node: int, client_id: str, cut: bool = True) -> dict:
+        return self._post(f"nodes/{int(node)}/cut-off", {"client_id": client_id, "cut": cut})
+
+    def request_counts(self) -> dict:
+        return self._post("requests")

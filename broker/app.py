@@ -222,9 +222,16 @@ class Broker:
 
         cluster = self.cluster = Cluster(self)
         for node in cluster.nodes:
-            node.servers = self._servers(node, node.listeners, f"@{node.index}" if node.index else "")
+            node.servers = self.node_servers(node)
             self.servers += node.servers
         self.router.wrap_routes(coordinator_routes.checked)
+
+    def node_servers(self, node: Any) -> list[KafkaServer]:
+        """The servers of one node of several: each request counted, cut-off clients closed (node.watch)."""
+        servers = self._servers(node, node.listeners, f"@{node.index}" if node.index else "")
+        for server in servers:
+            server.node_watch = node.watch
+        return servers
 
     def brokers(self, listener: str) -> list[tuple[int, str, int]]:
         if self.cluster is not None:

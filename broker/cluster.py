@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -65,6 +66,13 @@ class Node:
         # this node's own
         self.partitions = broker.partitions.for_node(self.node_id)
         self.servers: list[KafkaServer] = []
+        self.requests: Counter[int] = Counter()  # API key -> requests this node was sent
+        self.cut_off: set[str] = set()  # client ids whose connections to this node close
+
+    def watch(self, api_key: int, client_id: str | None) -> bool:
+        """Each request of this node's servers: counted; True when its client is cut off from this node."""
+        self.requests[api_key] += 1
+        return bool(self.cut_off) and (client_id or "") in self.cut_off
 
     @property
     def coordinator(self) -> Any:
@@ -252,10 +260,60 @@ class Cluster:
                       leader_epoch=result["leader_epoch"],
                       detail=f"group {group_id} coordinated by node {result['leader']}")
 
+    async def add_node(self) -> dict:
+        """A new node, id and ports one past the last (Kafka's new broker joining): up at once, in
+        Metadata and placements from now on, holding no replica until a topic is placed on it. Not
+        remembered across a restart (`--nodes` says how many there are)."""
+        index = len(self.nodes)
+        node = Node(self.broker, index)
+        node.servers = self.broker.node_servers(node)
+        template = self.nodes[0].servers
+        started: list[KafkaServer] = []
+        try:
+            for server, like in zip(node.servers, template):
+                server.observer, server.slots, server.unread = like.observer, like.slots, like.unread
+                await server.start()
+                started.append(server)
+        except OSError as e:
+            for server in started:
+                await server.shutdown(0.0)
+            raise ClusterControlError(f"node {node.node_id} cannot listen: {e}") from None
+        self.nodes.append(node)
+        self._by_id[node.node_id] = node
+        self.broker.servers += node.servers
+        self.catalogue.add_node(node.node_id)
+        listeners = {e.name: f"{e.host}:{e.port}" for e in node.listeners.bind}
+        return _event("add_node", node=node.node_id, listeners=listeners,
+                      detail=f"node {node.node_id} added on {', '.join(listeners.values())}")
+
+    def cut_off(self, node_id: int, client_id: str, cut: bool = True) -> dict:
+        """Cut one client (by client id) off from one node, as a network partition between them: its
+        connections to the node close now and every request it sends there closes the connection;
+        `cut=False` mends it. Other clients and other nodes are untouched."""
+        node = self.node(node_id)
+        if not cut:
+            node.cut_off.discard(client_id)
+            return _event("restore_client", node=node_id, client_id=client_id,
+                          detail=f"client {client_id!r} reaches node {node_id} again")
+        node.cut_off.add(client_id)
+        dropped = sum(server.drop_connections(client_id) for server in node.servers)
+        return _event("cut_off_client", node=node_id, client_id=client_id, connections_closed=dropped,
+                      detail=f"client {client_id!r} cut off from node {node_id}")
+
+    def request_counts(self) -> dict:
+        """Per node, the requests it was sent by API (as kfake's ObserveRequests would see them)."""
+        from ..protocol.messages import MODULES
+
+        names = {key: name.removesuffix("Request") for _, name, kind, key in MODULES if kind == "request"}
+        return {"nodes": [{"node_id": node.node_id, "total": sum(node.requests.values()),
+                           "requests": {names.get(k, str(k)): n for k, n in sorted(node.requests.items())}}
+                          for node in self.nodes]}
+
     def describe(self) -> dict:
         live = self.catalogue.live_nodes
         return {"controller": self.catalogue.controller, "nodes": [
-            {"node_id": node.node_id, "up": node.node_id in live,
+            {"node_id": node.node_id, "up": node.node_id in live, "requests": sum(node.requests.values()),
+             "cut_off_clients": sorted(node.cut_off),
              "listeners": {e.name: f"{e.host}:{e.port}" for e in node.listeners.bind},
              "leaders": sum(1 for info, p in self.catalogue.partitions()
                             if self.catalogue.leader(info, p) == node.node_id)}

@@ -211,6 +211,14 @@ async def _cluster_control(broker: Any, path: list[str], body: dict) -> dict:
                 return await cluster.shuffle(None if seed is None else int(seed))
             case ["elect-preferred"]:
                 return await cluster.elect_preferred()
+            case ["nodes", "add"]:
+                return await cluster.add_node()
+            case ["nodes", node_id, "cut-off"]:
+                return cluster.cut_off(int(node_id), str(body["client_id"]), cut=bool(body.get("cut", True)))
+            case ["requests"]:
+                return {"ok": True, **cluster.request_counts()}
+    except KeyError as e:
+        raise ControlError(f"missing {e.args[0]!r} in the request body") from None
     except (ValueError, KafkaError) as e:  # broker/cluster.py's ClusterControlError is a ValueError
         raise ControlError(str(e)) from None
     raise ControlError(f"no such cluster control: {'/'.join(path)}")

@@ -147,6 +147,14 @@ class ClusterCatalogue(TopicCatalogue):
 
     # --- nodes going and coming ---------------------------------------------------------------------
 
+    def add_node(self, node: int) -> None:
+        """A node joins (up): new placements may use it; no partition moves to it (as in Kafka, a new
+        broker holds nothing until a topic is created or reassigned)."""
+        if node in self._nodes:
+            raise KafkaError(f"node {node} exists already (nodes {self._nodes})", ErrorCode.INVALID_REQUEST)
+        self._nodes = [*self._nodes, node]
+        self._live = [n for n in self._nodes if n in self._live or n == node]
+
     def stop_node(self, node: int) -> list[tuple[str, int, int]]:
         """The node is down: out of every ISR, and each partition it led elects the first in-sync
         replica left (none: no leader until one comes back). Returns (topic, partition, new leader)."""
