@@ -29,6 +29,22 @@ PARTITIONS = 3
 SCENARIOS = ("move-leader", "stop-start", "shuffle")
 
 
+def start_cluster(base: Path, nodes: int = 3, spare_ports: int = 0):
+    """`kbroker serve --nodes N --test-controls` on N consecutive free ports (and `spare_ports` more after
+    them, for nodes added later), its HTTP endpoint elsewhere: (broker, ClusterControls, first port)."""
+    from kbroker.tests.integration.broker_process import BrokerProcess, free_port, free_ports
+
+    port = free_ports(nodes + spare_ports)
+    admin_port = free_port()
+    while port <= admin_port < port + nodes + spare_ports:  # the nodes' ports are not handed out one by one
+        admin_port = free_port()
+    data = base / "data"
+    broker = BrokerProcess(data, "--nodes", str(nodes), "--profile", "test", "--test-controls",
+                           "--metrics-listen", f"127.0.0.1:{admin_port}", port=port)
+    token = (data / "test-controls.token").read_text().strip()
+    return broker, ClusterControls(f"http://127.0.0.1:{admin_port}", token), port
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int, configs: dict | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 

@@ -14,9 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.admin.cluster import ClusterControls
-from kbroker.tests.integration.broker_process import BrokerProcess, free_port, free_ports
-from kbroker.tests.integration.cluster_scenarios import SCENARIOS, KbrokerTarget, ProgramWorkload, run
+from kbroker.tests.integration.cluster_scenarios import (
+    SCENARIOS,
+    KbrokerTarget,
+    ProgramWorkload,
+    run,
+    start_cluster,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = ("java", "franz-go", "kafka-python")
@@ -24,16 +28,9 @@ CLIENTS = ("java", "franz-go", "kafka-python")
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
-    port = free_ports(3)
-    admin_port = free_port()
-    while port <= admin_port < port + 3:
-        admin_port = free_port()
-    data = tmp_path_factory.mktemp("cluster-clients") / "data"
-    broker = BrokerProcess(data, "--nodes", "3", "--profile", "test", "--test-controls",
-                           "--metrics-listen", f"127.0.0.1:{admin_port}", port=port)
+    broker, controls, port = start_cluster(tmp_path_factory.mktemp("cluster-clients"))
     try:
-        yield KbrokerTarget(ClusterControls(f"http://127.0.0.1:{admin_port}",
-                                            (data / "test-controls.token").read_text().strip()), port)
+        yield KbrokerTarget(controls, port)
     finally:
         broker.stop()
 
@@ -42,11 +39,9 @@ def workload_factory(client: str, logs: Path):
     """A function (bootstrap, topic, group) -> ProgramWorkload for `client`; skips when it cannot run here."""
     if client == "java":
         from kbroker.tests.reference.client_matrix import java_classes
-        from kbroker.tests.reference.kafka import java_command, kafka_libs
+        from kbroker.tests.reference.kafka import java_command, require_kafka
 
-        libs = kafka_libs()
-        if libs is None:
-            pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+        libs = require_kafka()
         classes = java_classes(libs)
         log4j = logs / "log4j2-java-client.properties"
         log4j.write_text("status = error\nappender.err.type = Console\nappender.err.name = err\n"

@@ -12,23 +12,16 @@ from collections import Counter
 
 import pytest
 
-from kbroker.admin.cluster import ClusterControls
 from kbroker.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
-from kbroker.tests.integration.broker_process import BrokerProcess, free_port, free_ports
+from kbroker.tests.integration.cluster_scenarios import start_cluster
 from kbroker.tests.integration.wire import Wire
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    port = free_ports(4)  # the fourth port for the node added at run time
-    admin_port = free_port()
-    while port <= admin_port < port + 4:
-        admin_port = free_port()
-    data = tmp_path_factory.mktemp("controls") / "data"
-    broker = BrokerProcess(data, "--nodes", "3", "--profile", "test", "--test-controls",
-                           "--metrics-listen", f"127.0.0.1:{admin_port}", port=port)
-    controls = ClusterControls(f"http://127.0.0.1:{admin_port}", (data / "test-controls.token").read_text().strip())
+    # a spare port after the three for the node added at run time
+    broker, controls, port = start_cluster(tmp_path_factory.mktemp("controls"), spare_ports=1)
     yield broker, controls, port
     broker.stop()
 

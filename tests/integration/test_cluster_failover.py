@@ -17,10 +17,8 @@ import uuid
 
 import pytest
 
-from kbroker.admin.cluster import ClusterControls
 from kbroker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kbroker.protocol.record_batch import Record, encode_batch
-from kbroker.tests.integration.broker_process import BrokerProcess, free_port, free_ports
 from kbroker.tests.integration.cluster_scenarios import (
     SCENARIOS,
     ConfluentWorkload,
@@ -28,6 +26,7 @@ from kbroker.tests.integration.cluster_scenarios import (
     create_topic,
     leaders,
     run,
+    start_cluster,
 )
 from kbroker.tests.integration.wire import Wire
 
@@ -37,15 +36,7 @@ NOT_ENOUGH_REPLICAS = 19
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    port = free_ports(NODES)
-    admin_port = free_port()
-    while port <= admin_port < port + NODES:  # the nodes' ports are not handed out one by one
-        admin_port = free_port()
-    data = tmp_path_factory.mktemp("failover") / "data"
-    broker = BrokerProcess(data, "--nodes", str(NODES), "--profile", "test", "--test-controls",
-                           "--metrics-listen", f"127.0.0.1:{admin_port}", port=port)
-    token = (data / "test-controls.token").read_text().strip()
-    controls = ClusterControls(f"http://127.0.0.1:{admin_port}", token)
+    broker, controls, port = start_cluster(tmp_path_factory.mktemp("failover"))
     bootstrap = ",".join(f"127.0.0.1:{port + k}" for k in range(NODES))
     yield broker, controls, bootstrap, port
     broker.stop()

@@ -64,6 +64,19 @@ def kafka_libs() -> Path | None:
     return LIBS if (LIBS / ".resolved").exists() else None
 
 
+def require_kafka() -> Path:
+    """The jars' directory; a test that needs Kafka skips without them, except under `make test`, which
+    resolves them and sets KBROKER_REQUIRE_KAFKA=1 so that a missing reference fails instead."""
+    import pytest
+
+    libs = kafka_libs()
+    if libs is None:
+        if os.environ.get("KBROKER_REQUIRE_KAFKA") == "1":
+            pytest.fail("Apache Kafka's jars are missing (make kafka-jars)")
+        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    return libs
+
+
 def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None) -> list[str]:
     """A `java` command line that runs one of Kafka's classes from the reference jars (a tool such as
     `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself)."""

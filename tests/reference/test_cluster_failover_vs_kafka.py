@@ -16,10 +16,9 @@ from kbroker.tests.integration.test_cluster_clients import CLIENTS, workload_fac
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    from kbroker.tests.reference.kafka import KafkaCluster, kafka_libs
+    from kbroker.tests.reference.kafka import KafkaCluster, require_kafka
 
-    if kafka_libs() is None:
-        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    require_kafka()
     cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-failover"))
     try:
         yield cluster

@@ -86,25 +86,16 @@ class Side:
 
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory):
-    from kbroker.admin.cluster import ClusterControls
-    from kbroker.tests.integration.broker_process import BrokerProcess, free_port, free_ports
-    from kbroker.tests.reference.kafka import KafkaCluster, kafka_libs
+    from kbroker.tests.integration.cluster_scenarios import start_cluster
+    from kbroker.tests.reference.kafka import KafkaCluster, require_kafka
 
-    if kafka_libs() is None:
-        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    require_kafka()
     kafka = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"))
-    port = free_ports(len(NODES))
-    admin_port = free_port()
-    while port <= admin_port < port + len(NODES):
-        admin_port = free_port()
-    data = tmp_path_factory.mktemp("kbroker-cluster") / "data"
     try:
-        broker = BrokerProcess(data, "--nodes", str(len(NODES)), "--profile", "test", "--test-controls",
-                               "--metrics-listen", f"127.0.0.1:{admin_port}", port=port)
+        broker, controls, port = start_cluster(tmp_path_factory.mktemp("kbroker-cluster"), len(NODES))
     except BaseException:
         kafka.stop()
         raise
-    controls = ClusterControls(f"http://127.0.0.1:{admin_port}", (data / "test-controls.token").read_text().strip())
     sides = [
         Side("kafka", {n: kafka.node(n).bootstrap for n in NODES}, kafka.stop_node, kafka.start_node),
         Side("kbroker", {n: f"127.0.0.1:{port + n - 1}" for n in NODES}, controls.stop_node, controls.start_node),
