@@ -16,9 +16,9 @@ def kafka_reference(tmp_path_factory):
     """Apache Kafka 4.4.0, one KRaft node started once per test worker and stopped at its end
     (tests/reference/kafka.py). Skipped when its jars are missing, except under `make test`, which
     resolves them and sets KBROKER_REQUIRE_KAFKA=1 so that a missing reference fails instead."""
-    from kbroker.tests.reference.kafka import KafkaProcess, require_kafka
+    from kbroker.tests.reference.kafka import KafkaProcess, require_kafka_libs
 
-    require_kafka()
+    require_kafka_libs()
     kafka = KafkaProcess(tmp_path_factory.mktemp("kafka-reference"))
     try:
         yield kafka

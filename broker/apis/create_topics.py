@@ -9,6 +9,11 @@ and the configs (INVALID_CONFIG). A manual assignment needs num_partitions and r
 all with as many replicas (INVALID_REPLICA_ASSIGNMENT otherwise). Placement is the catalogue's
 (broker/partitions/placement.py: Kafka's round robin). v5+ answers with the partition count, replication factor and
 every config; v7 with the topic id.
+
+An internal topic (`__consumer_offsets`, `__transaction_state`) that does not exist yet is refused
+with INVALID_REQUEST, Kafka's answer for `__cluster_metadata`: the broker creates these itself, with
+the partition count and configs their coordinators need (broker/partitions/internal_topics.py).
+Kafka 4.4 creates one a client asks for, with the client's count and configs.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from .describe_configs import SOURCES
+from ..partitions import internal_topics
 from ..partitions.catalogue import ConfigEntry
+from ..partitions.placement import replication_error
 from ...protocol.topic_names import validate_topic_name
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -60,7 +67,11 @@ def _placement(broker: BrokerServices, topic: CreatableTopic) -> tuple[int, int,
     if rf == 0 or rf < -1:
         raise KafkaError("Replication factor must be larger than 0, or -1 to use the default value.",
                          ErrorCode.INVALID_REPLICATION_FACTOR)
-    return count, broker.config.default_replication_factor if rf == -1 else rf, None
+    rf = broker.config.default_replication_factor if rf == -1 else rf
+    live = len(broker.catalogue.live_nodes)
+    if rf > live:  # before the configs' checks, as Kafka's
+        raise replication_error(rf, live)
+    return count, rf, None
 
 
 def _configs(topic: CreatableTopic) -> dict[str, str]:
@@ -108,10 +119,14 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             validate_topic_name(topic.name)
             if topic.name in broker.catalogue.topics():
                 raise KafkaError(f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
-            count, rf, assignments = _placement(broker, topic)
-            info = await broker.catalogue.create_topic_async(topic.name, count, _configs(topic),
-                                                             validate_only=request.validate_only,
-                                                             replication_factor=rf, assignments=assignments)
+            with internal_topics.reported(ctx, topic.name, "create_topics", partitions=topic.num_partitions,
+                                          configs={c.name: c.value for c in topic.configs},
+                                          validate_only=request.validate_only):
+                internal_topics.check_creation(topic.name)  # before the count's checks, which Kafka's policy precedes
+                count, rf, assignments = _placement(broker, topic)
+                info = await broker.catalogue.create_topic_async(topic.name, count, _configs(topic),
+                                                                 validate_only=request.validate_only,
+                                                                 replication_factor=rf, assignments=assignments)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
             continue

@@ -39,9 +39,9 @@ def workload_factory(client: str, logs: Path):
     """A function (bootstrap, topic, group) -> ProgramWorkload for `client`; skips when it cannot run here."""
     if client == "java":
         from kbroker.tests.reference.client_matrix import java_classes
-        from kbroker.tests.reference.kafka import java_command, require_kafka
+        from kbroker.tests.reference.kafka import java_command, require_kafka_libs
 
-        libs = require_kafka()
+        libs = require_kafka_libs()
         classes = java_classes(libs)
         log4j = logs / "log4j2-java-client.properties"
         log4j.write_text("status = error\nappender.err.type = Console\nappender.err.name = err\n"

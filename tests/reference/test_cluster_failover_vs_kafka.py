@@ -16,9 +16,9 @@ from kbroker.tests.integration.test_cluster_clients import CLIENTS, workload_fac
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
-    from kbroker.tests.reference.kafka import KafkaCluster, require_kafka
+    from kbroker.tests.reference.kafka import KafkaCluster, require_kafka_libs
 
-    require_kafka()
+    require_kafka_libs()
     cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-failover"))
     try:
         yield cluster

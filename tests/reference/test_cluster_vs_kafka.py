@@ -87,9 +87,9 @@ class Side:
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory):
     from kbroker.tests.integration.cluster_scenarios import start_cluster
-    from kbroker.tests.reference.kafka import KafkaCluster, require_kafka
+    from kbroker.tests.reference.kafka import KafkaCluster, require_kafka_libs
 
-    require_kafka()
+    require_kafka_libs()
     kafka = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"))
     try:
         broker, controls, port = start_cluster(tmp_path_factory.mktemp("kbroker-cluster"), len(NODES))
