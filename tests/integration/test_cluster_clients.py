@@ -1,6 +1,6 @@
 """The cluster failover scenarios (issue 41) with more clients than confluent-kafka (test_cluster_failover.py):
-the Java client 4.4 (tests/clients/java/Failover.java), franz-go (tests/clients/franz/failover.go) and
-kafka-python (tests/clients/failover/kafka_python.py), each an idempotent producer and a committing consumer
+the Java client 4.4 (tests/clients/java/Failover.java), franz-go (tests/clients/franz/failover.go),
+kafka-python and aiokafka (tests/clients/failover/), each an idempotent producer and a committing consumer
 group on an RF=3 topic of `kbroker serve --nodes 3` while a leader moves, the node leading a partition and
 coordinating the group stops and starts, and every leader shuffles (tests/integration/cluster_scenarios.py):
 no acknowledged record lost or duplicated, every record consumed, committed offsets kept; the recovery time
@@ -23,7 +23,7 @@ from kbroker.tests.integration.cluster_scenarios import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-CLIENTS = ("java", "franz-go", "kafka-python")
+CLIENTS = ("java", "franz-go", "kafka-python", "aiokafka")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,8 @@ def workload_factory(client: str, logs: Path):
         def command(*args: str) -> list[str]:
             return [str(binary), "failover", *args]
     else:
-        script = ROOT / "tests" / "clients" / "failover" / "kafka_python.py"
+        script = ROOT / "tests" / "clients" / "failover" / ("kafka_python.py" if client == "kafka-python"
+                                                            else "aiokafka_client.py")
 
         def command(*args: str) -> list[str]:
             return [sys.executable, str(script), *args]
