@@ -1,6 +1,6 @@
 """The cluster failover scenarios (issue 41) with more clients than confluent-kafka (test_cluster_failover.py):
-the Java client 4.4 (tests/clients/java/Failover.java), franz-go (tests/clients/franz/failover.go),
-kafka-python and aiokafka (tests/clients/failover/), each an idempotent producer and a committing consumer
+the Java client 4.4 (tests/clients/java/Failover.java), franz-go and sarama (failover.go in
+tests/clients/franz and tests/clients/sarama), kafka-python and aiokafka (tests/clients/failover/), each an idempotent producer and a committing consumer
 group on an RF=3 topic of `kbroker serve --nodes 3` while a leader moves, the node leading a partition and
 coordinating the group stops and starts, and every leader shuffles (tests/integration/cluster_scenarios.py):
 no acknowledged record lost or duplicated, every record consumed, committed offsets kept; the recovery time
@@ -23,7 +23,7 @@ from kbroker.tests.integration.cluster_scenarios import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-CLIENTS = ("java", "franz-go", "kafka-python", "aiokafka")
+CLIENTS = ("java", "franz-go", "sarama", "kafka-python", "aiokafka")
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +54,11 @@ def workload_factory(client: str, logs: Path):
 
         def command(*args: str) -> list[str]:
             return [*base, *args]
-    elif client == "franz-go":
+    elif client in ("franz-go", "sarama"):
         from kbroker.tests.reference.client_matrix import go_binary, require_go
 
         require_go()
-        binary = go_binary("franz")
+        binary = go_binary("franz" if client == "franz-go" else "sarama")
 
         def command(*args: str) -> list[str]:
             return [str(binary), "failover", *args]
