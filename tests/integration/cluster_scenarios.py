@@ -308,7 +308,8 @@ def verify(bootstrap: str, topic: str, group: str, clients: Workload) -> None:
     log = read_all(bootstrap, topic)
     assert clients.acked, "nothing was acknowledged"
     assert len(log) == len(set(log)), "a record is in the log twice (the idempotent producer's retry)"
-    assert clients.acked <= set(log), f"{len(clients.acked - set(log))} acknowledged record(s) lost"
+    lost = sorted(clients.acked - set(log))
+    assert not lost, f"{len(lost)} acknowledged record(s) lost: {lost[:10]} (log holds {len(log)})"
     assert set(clients.consumed) == set(log), (
         f"the group did not consume every record ({len(set(log) - set(clients.consumed))} missing)")
     # the committed offsets survive: the group, asked again, has nothing left to read

