@@ -84,13 +84,12 @@ def workload_factory(client: str, logs: Path):
     return make
 
 
-# An open finding, not understood yet (docs/cluster.md): kafkajs 2.2.4's idempotent producer, whose batch for a
-# partition gets NOT_LEADER_OR_FOLLOWER when its leader moves, resolved send() while that batch was never
-# written, and gave its sequence to the next batch (the log: seq 75-78, then 79 for records sent after the
-# lost ones). Whether Kafka's answers lead kafkajs to do the same is not shown yet (Kafka cannot move one
-# leader at will; its stop-start scenario passes with kafkajs, as kbroker's does).
+# kafkajs 2.2.4's defect (docs/cluster.md): a send() retried after NOT_LEADER_OR_FOLLOWER re-sends only to the
+# brokers without a response yet (producer/sendMessages.js, responsePerBroker keyed by broker), so when the moved
+# partition's new leader already answered for another partition of that send, its messages are never sent again
+# and send() resolves: acknowledged records lost, their sequence numbers reused by the next batch.
 KAFKAJS_LOSES_ON_MOVES = pytest.mark.xfail(
-    reason="kafkajs resolved a send whose batch got NOT_LEADER_OR_FOLLOWER on a leader move (open finding)",
+    reason="kafkajs 2.2.4 does not re-send a moved partition's batch to a broker that already answered the send",
     strict=False)
 
 
