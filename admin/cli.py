@@ -4,6 +4,9 @@
     kbroker group list|describe|reset-offsets|delete|delete-offsets|history|wait
     kbroker test rebalance|expire-member|expire-sessions|not-coordinator|join-delay|fail|drop-connections|
                  run-retention|reset          (kbroker only, with --test-controls)
+    kbroker test cluster|node-stop|node-start|node-add|move-leader|shuffle-leaders|elect-preferred|move-coordinator
+                 |cut-off|requests
+                                              (kbroker --nodes N, with --test-controls)
 
 As Kafka's tools where they overlap: `reset-offsets` shows its plan unless `--execute` is given
 (kafka-consumer-groups.sh), an unknown group or topic exits 1, and a command on several topics or
@@ -181,6 +184,26 @@ def _register_test_controls(sub: Any) -> None:
     control("run-retention", "run offsets retention, log retention or compaction now", "retention/run",
             ("what", {"choices": ["offsets", "logs", "compaction"]}), body=lambda a: {"what": a.what})
     control("reset", "empty the broker: every non-internal topic, group and offset", "reset")
+    # several nodes in one process (kbroker serve --nodes N): docs/cluster.md
+    control("cluster", "the nodes of a --nodes N broker: up or down, listeners, leaderships", "cluster/describe")
+    control("node-stop", "stop a node: its listeners close, its leaderships move to an in-sync replica",
+            "cluster/nodes/{node}/stop", ("node", {"type": int}))
+    control("node-start", "start a stopped node again on the same ports", "cluster/nodes/{node}/start",
+            ("node", {"type": int}))
+    control("move-leader", "move a partition's leader (default: to the next in-sync replica)",
+            "cluster/partitions/{topic}/{partition}/leader", ("topic", {}), ("partition", {"type": int}),
+            ("--node", {"type": int, "default": None}), body=lambda a: {"node": a.node})
+    control("shuffle-leaders", "move every partition's leader to another in-sync replica at random",
+            "cluster/shuffle", ("--seed", {"type": int, "default": None}), body=lambda a: {"seed": a.seed})
+    control("elect-preferred", "move every partition's leader back to its first replica", "cluster/elect-preferred")
+    control("move-coordinator", "move a group's coordinator (its __consumer_offsets partition's leader)",
+            "cluster/groups/{group}/coordinator", ("group", {}), ("--node", {"type": int, "default": None}),
+            body=lambda a: {"node": a.node})
+    control("node-add", "add a node (the next id, on the next ports)", "cluster/nodes/add")
+    control("cut-off", "cut one client (by client id) off from one node; --mend reconnects it",
+            "cluster/nodes/{node}/cut-off", ("node", {"type": int}), ("client_id", {}),
+            ("--mend", {"action": "store_true"}), body=lambda a: {"client_id": a.client_id, "cut": not a.mend})
+    control("requests", "the requests each node was sent, by API", "cluster/requests")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -215,13 +238,16 @@ def _topic_describe(args) -> None:
     from . import topics
 
     def render(d: dict) -> None:
-        print(f"Topic {d['topic']}  id {d['topic_id']}  partitions {len(d['partitions'])}")
+        rf = len(d["partitions"][0]["replicas"]) if d["partitions"] else 0
+        print(f"Topic {d['topic']}  id {d['topic_id']}  partitions {len(d['partitions'])}  replication factor {rf}")
         # kafka-topics.sh --describe lists the configs not at Kafka's default; `*` marks those set on
         # the topic itself (kafka-configs.sh's dynamic configs), the rest come from the broker's settings
         print("Configs: " + (",".join(f"{k}={d['configs'][k]}" + ("*" if k in d["overrides"] else "")
                                       for k in d["configs"] if d["config_sources"][k] != "DEFAULT_CONFIG") or "-")
               + ("   (* set on this topic)" if d["overrides"] else ""))
-        table(d["partitions"])
+        # leader, replicas and ISR as kafka-topics.sh --describe prints them (node ids, comma-separated)
+        table([{**p, "replicas": ",".join(map(str, p["replicas"])), "isr": ",".join(map(str, p["isr"])),
+                "offline": ",".join(map(str, p["offline"])) or "-"} for p in d["partitions"]])
         print()
         table([{"config": k + ("*" if k in d["overrides"] else ""), "value": v, "source": d["config_sources"][k]}
                for k, v in d["configs"].items()])

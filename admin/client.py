@@ -144,6 +144,15 @@ class Admin:
                 self._coordinators[address] = conn
         return conn
 
+    def connection_to(self, address: str) -> Connection:
+        """A connection to another broker of the cluster (HOST:PORT as Metadata names it), kept."""
+        conn = self._coordinators.get(address)
+        if conn is None:
+            conn = self.conn if address == self.bootstrap else Connection(address, self.timeout)
+            if conn is not self.conn:
+                self._coordinators[address] = conn
+        return conn
+
     def group_request(self, group_id: str, api_key: int, body: Any, error_of) -> Any:
         """Send to the group's coordinator, retrying while it loads or moves."""
         deadline = time.monotonic() + self.timeout

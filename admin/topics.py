@@ -15,6 +15,8 @@ from ..protocol.messages.incremental_alter_configs_request import (
 from ..protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from ..protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 
+from typing import Any
+
 from .client import Admin, AdminError, error_name
 
 TOPIC_RESOURCE = 2
@@ -86,7 +88,7 @@ def describe_topic(admin: Admin, name: str) -> dict:
     starts = log_offsets(admin, {name: [p.partition_index for p in topic.partitions]}, EARLIEST)
     partitions = [
         {"partition": p.partition_index, "leader": p.leader_id, "replicas": list(p.replica_nodes),
-         "isr": list(p.isr_nodes), "log_start": starts.get((name, p.partition_index)),
+         "isr": list(p.isr_nodes), "offline": list(p.offline_replicas), "log_start": starts.get((name, p.partition_index)),
          "log_end": ends.get((name, p.partition_index))}
         for p in sorted(topic.partitions, key=lambda p: p.partition_index)
     ]
@@ -142,12 +144,31 @@ def log_offsets(admin: Admin, partitions: dict[str, list[int]], timestamp: int) 
     """ListOffsets for every partition: LATEST (-1), EARLIEST (-2) or a timestamp in ms."""
     if not partitions:
         return {}
+    md = metadata(admin, list(partitions))
+    if len(md.brokers) <= 1:  # one broker: it leads everything
+        return _log_offsets(admin.conn, partitions, timestamp)
+    # several brokers: each partition's offsets come from its leader, as Kafka's admin client asks
+    address = {b.node_id: f"{b.host}:{b.port}" for b in md.brokers}
+    leaders = {(t.name, p.partition_index): p.leader_id for t in md.topics for p in t.partitions}
+    by_leader: dict[int, dict[str, list[int]]] = {}
+    for t, ps in partitions.items():
+        for p in ps:
+            by_leader.setdefault(leaders.get((t, p), -1), {}).setdefault(t, []).append(p)
+    out: dict[tuple[str, int], int] = {}
+    for leader, wanted in by_leader.items():
+        if leader not in address:
+            raise AdminError(f"{wanted}: no leader available")
+        out.update(_log_offsets(admin.connection_to(address[leader]), wanted, timestamp))
+    return out
+
+
+def _log_offsets(conn: Any, partitions: dict[str, list[int]], timestamp: int) -> dict[tuple[str, int], int]:
     request = ListOffsetsRequest(replica_id=-1, topics=[
         ListOffsetsTopic(name=t, partitions=[ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p in ps])
         for t, ps in partitions.items()
     ])
     out = {}
-    for topic in admin.conn.request(2, request).topics:
+    for topic in conn.request(2, request).topics:
         for p in topic.partitions:
             if p.error_code:
                 raise AdminError(f"topic {topic.name} partition {p.partition_index}: {error_name(p.error_code)}")

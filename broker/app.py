@@ -32,6 +32,7 @@ from .partitions.internal_topics import Refused, repair_configs
 from .partitions.startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
+    from .cluster import Cluster
     from ..coordinator.groups.service import GroupCoordinatorService
     from .operations.client_telemetry import ClientTelemetry
     from .services import BrokerServices
@@ -143,13 +144,8 @@ class Broker:
         if self.dev_security is not None or config.authorizer_class_name or any(
                 e.security_protocol != "PLAINTEXT" for e in self.listeners.bind):
             self._build_security()
-        self.servers = [
-            KafkaServer(self, self.router, e.host, e.port, config.socket_request_max_bytes, listener=e.name,
-                        sock=self.prepared.sockets.get(e.name),
-                        security=None if e.security_protocol == "PLAINTEXT" else
-                        self.security.for_listener(e.security_protocol, e.name))
-            for e in self.listeners.bind
-        ]
+        self.cluster: Cluster | None = None  # several nodes (--nodes N): built below with the catalogue
+        self.servers = self._servers(self, self.listeners, "") if config.nodes == 1 else []
         from .network.fd_budget import ConnectionSlots, connection_limit
         from .storage.log.files import FILES
 
@@ -157,10 +153,6 @@ class Broker:
 
         self.connection_slots = ConnectionSlots(connection_limit(FILES.capacity))
         self.unread_answers = UnreadAnswers(config.fetch_max_bytes)
-        for server in all_servers(self):
-            server.observer = self.observations
-            server.slots = self.connection_slots
-            server.unread = self.unread_answers
         self.admin_http = None
         self.admin_port: int | None = None
         self.partition_faults = None  # test controls only (broker/operations/test_controls.py)
@@ -194,14 +186,28 @@ class Broker:
         from .partitions.catalogue import TopicCatalogue
         from .partitions.service import PartitionService
 
-        self.catalogue = TopicCatalogue(self.logs, self.node_id, self.producer_states.ids)
+        if config.nodes == 1:
+            self.catalogue = TopicCatalogue(self.logs, self.node_id, self.producer_states.ids)
+        else:
+            from .partitions.cluster_catalogue import ClusterCatalogue
+
+            self.catalogue = ClusterCatalogue(self.logs, [self.node_id + k for k in range(config.nodes)],
+                                              self.producer_states.ids,
+                                              default_replication_factor=config.default_replication_factor)
         repair_configs(self.catalogue)  # before retention first runs: an older kbroker let them lose their policy
+        # the coordinators' path (node None: they write as whichever node leads their partition)
         self.partitions = PartitionService(self.logs, self.catalogue, purgatory=self.fetch_purgatory,
                                            observations=self.observations, clock=self.clock,
                                            faults=self.partition_faults)
         from .operations.quotas import ClientQuotas
 
         self.quotas = ClientQuotas(self.data_dir)
+        if config.nodes > 1:
+            self._build_cluster()
+        for server in all_servers(self):
+            server.observer = self.observations
+            server.slots = self.connection_slots
+            server.unread = self.unread_answers
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets;
         # built with its first use (the `coordinator` property)
         self.offsets_topic = OffsetsTopic(self.partitions, config.offsets_topic_num_partitions)
@@ -220,6 +226,45 @@ class Broker:
         # (the `transactions` property), or at start() when that topic exists
         self._transactions: TransactionService | None = None
         self._serving = False
+
+    def _servers(self, node: Any, listeners: Any, suffix: str) -> list[KafkaServer]:
+        """One server per listener of `node` (the broker itself, or a node of several)."""
+        config = self.config
+        return [
+            KafkaServer(node, self.router, e.host, e.port, config.socket_request_max_bytes, listener=e.name,
+                        sock=self.prepared.sockets.get(e.name + suffix),
+                        security=None if e.security_protocol == "PLAINTEXT" else
+                        self.security.for_listener(e.security_protocol, e.name))
+            for e in listeners.bind
+        ]
+
+    def _build_cluster(self) -> None:
+        """--nodes N: the nodes, each with its servers, and the coordinator check on the routes."""
+        from .apis import coordinator_routes
+        from .cluster import Cluster
+
+        cluster = self.cluster = Cluster(self)
+        for node in cluster.nodes:
+            node.servers = self.node_servers(node)
+            self.servers += node.servers
+        self.router.wrap_routes(coordinator_routes.checked)
+
+    def node_servers(self, node: Any) -> list[KafkaServer]:
+        """The servers of one node of several: each request counted, cut-off clients closed (node.watch)."""
+        servers = self._servers(node, node.listeners, f"@{node.index}" if node.index else "")
+        for server in servers:
+            server.node_watch = node.watch
+        return servers
+
+    def brokers(self, listener: str) -> list[tuple[int, str, int]]:
+        if self.cluster is not None:
+            return self.cluster.brokers(listener)
+        return [(self.node_id, *self.advertised(listener))]
+
+    def node_endpoint(self, node: int, listener: str) -> tuple[str, int] | None:
+        if self.cluster is not None:
+            return self.cluster.node_endpoint(node, listener)
+        return self.advertised(listener) if node == self.node_id else None
 
     def _test_controls_token(self) -> str | None:
         """The bearer token of the test controls, written to <data-dir>/test-controls.token (0600) for
@@ -385,6 +430,10 @@ class Broker:
                  for name, info in self.catalogue.topics().items()}
         self._topics_image_cache = (version, image)
         return image
+
+    @property
+    def transactions_if_built(self) -> TransactionService | None:
+        return self._transactions
 
     @property
     def transactions(self) -> TransactionService:

@@ -65,7 +65,11 @@ class BrokerConfig:
         default="", metadata={"help": "HOST:PORT clients of --listen are told (default: the listen address)"}
     )
     data_dir: str = field(default="./data", metadata={"help": "directory holding the logs and cluster metadata"})
-    node_id: int = field(default=1, metadata={"help": "this broker's node id (Kafka node.id)"})
+    node_id: int = field(default=1, metadata={"help": "this broker's node id (Kafka node.id); with --nodes N the "
+                                                      "first of N ids"})
+    nodes: int = field(default=1, metadata={"metavar": "N", "help": "serve a cluster of N brokers in this one process "
+                                                               "(node k: id --node-id + k, each listener's port + k); "
+                                                               "see docs/cluster.md"})
     log_format: str = field(
         default="auto", metadata={"help": "console, json, or auto (console on a terminal, json otherwise)"}
     )
@@ -400,7 +404,7 @@ def _pick(values: dict[str, Any], sources: Sources, new: str, old: str, fields: 
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 # (field, lowest value): counts and sizes must be positive, times and delays may be zero.
 _MINIMUM = {
-    "node_id": 0, "socket_request_max_bytes": 1, "num_partitions": 1, "shutdown_timeout_s": 0,
+    "node_id": 0, "nodes": 1, "socket_request_max_bytes": 1, "num_partitions": 1, "shutdown_timeout_s": 0,
     "group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 0, "group_max_session_timeout_ms": 0,
     "group_max_size": 1, "offsets_topic_num_partitions": 1, "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,
@@ -414,6 +418,7 @@ _INT32_MAX = 2**31 - 1
 
 
 DEFAULT_ADMIN_LISTEN = "127.0.0.1:9644"
+MAX_NODES = 64
 # `--profile test`: what every test set-up copies by hand. Explicit settings win.
 TEST_PROFILE: dict[str, Any] = {
     "group_initial_rebalance_delay_ms": 0,
@@ -466,9 +471,18 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
         except (OSError, ValueError) as e:
             raise ConfigError(f"{src.label('ssl_keystore_location')}: cannot load {cfg.ssl_keystore_location}: "
                               f"{e}") from None
-    if cfg.default_replication_factor > 1:
+    if cfg.default_replication_factor > cfg.nodes:
         raise ConfigError(f"{src.label('default_replication_factor')}: {cfg.default_replication_factor} replicas "
-                          f"need as many brokers; kbroker is one node, so a topic has one: set 1 or leave it unset")
+                          f"need as many brokers; this broker serves "
+                          f"{'one node' if cfg.nodes == 1 else f'{cfg.nodes} nodes'}, so a topic has at most "
+                          f"{cfg.nodes}: set 1{'' if cfg.nodes == 1 else f' to {cfg.nodes}'}, or serve more nodes "
+                          f"with {src.label('nodes')}")
+    if cfg.nodes > MAX_NODES:
+        raise ConfigError(f"{src.label('nodes')}: {cfg.nodes} is above the maximum {MAX_NODES}")
+    for endpoint in listeners.bind:
+        if endpoint.port + cfg.nodes - 1 > 65535:
+            raise ConfigError(f"{src.label('nodes')}: {cfg.nodes} nodes need ports {endpoint.port}.."
+                              f"{endpoint.port + cfg.nodes - 1} for listener {endpoint.name}, past 65535")
     _check_topic_defaults(cfg, src)
     from .partitions.startup_topics import parse_create_topics
 

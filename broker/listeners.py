@@ -15,6 +15,7 @@ listeners authenticate with `sasl.enabled.mechanisms` (broker/security/).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import socket
 from dataclasses import dataclass
@@ -51,6 +52,13 @@ class Listeners:
 
     def advertised_for(self, name: str) -> Endpoint:
         return self.advertised.get(name) or self.advertised[self.bind[0].name]
+
+    def for_node(self, k: int) -> Listeners:
+        """Node k of several in one process: every port, bound and advertised, k higher."""
+        if k == 0:
+            return self
+        return Listeners(tuple(dataclasses.replace(e, port=e.port + k) for e in self.bind),
+                         {name: dataclasses.replace(e, port=e.port + k) for name, e in self.advertised.items()})
 
     def describe(self, which: str) -> str:
         items = self.bind if which == "listeners" else [self.advertised[e.name] for e in self.bind]

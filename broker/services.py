@@ -69,6 +69,11 @@ class BrokerServices(Protocol):
 
     def advertised(self, listener: str) -> tuple[str, int]: ...
 
+    # the brokers a client on `listener` is told of: (node id, host, port) of each node that is up
+    def brokers(self, listener: str) -> list[tuple[int, str, int]]: ...
+
+    def node_endpoint(self, node: int, listener: str) -> tuple[str, int] | None: ...  # None: no such node up
+
     def http_endpoint(self, listener: str) -> str | None: ...  # --metrics-listen as `listener`'s clients reach it
 
     async def auto_create_topic(self, name: str) -> TopicInfo: ...

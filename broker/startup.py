@@ -59,8 +59,9 @@ def prepare(config: BrokerConfig, sources: Sources | None = None) -> Prepared:
     try:
         listeners = config.listener_set(src)
         option = src.label("listeners") if config.listeners.strip() else src.label("listen")
-        for endpoint in listeners.bind:
-            prepared.sockets[endpoint.name] = bind(endpoint, option)
+        for k in range(config.nodes):  # node k of --nodes N: each port k higher
+            for endpoint in listeners.for_node(k).bind:
+                prepared.sockets[endpoint.name if k == 0 else f"{endpoint.name}@{k}"] = bind(endpoint, option)
         prepared.lock_fd = lock_data_dir(data_dir, label)
     except BaseException:
         prepared.close()

@@ -43,14 +43,7 @@ def _check(broker: BrokerServices, topic: CreatePartitionsTopic) -> None:
         if len(topic.assignments) != added:
             raise KafkaError(f"Attempted to add {added} additional partition(s), but only "
                              f"{len(topic.assignments)} assignment(s) were specified.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-        for a in topic.assignments:
-            stray = [b for b in a.broker_ids if b != broker.node_id]
-            if stray:
-                raise KafkaError(f"The manual partition assignment includes broker {stray[0]}, but no such broker is "
-                                 f"registered.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-            if len(a.broker_ids) != 1:
-                raise KafkaError("The manual partition assignment includes a partition with 1 replica(s) expected, "
-                                 f"but {len(a.broker_ids)} given.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        # each assignment's brokers and replica count: the catalogue's placement check
 
 
 def failed_response(_ctx: RequestContext, request: CreatePartitionsRequest, error: int) -> CreatePartitionsResponse:
@@ -76,8 +69,13 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
             with internal_topics.reported(ctx, topic.name, "create_partitions", count=topic.count,
                                           validate_only=request.validate_only):
                 _check(broker, topic)
+                info = broker.catalogue.topic(topic.name)
+                assert info is not None  # _check found it
+                assignments = None if topic.assignments is None else {
+                    info.num_partitions + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
                 await broker.catalogue.add_partitions_async(topic.name, topic.count,
-                                                            validate_only=request.validate_only)
+                                                            validate_only=request.validate_only,
+                                                            assignments=assignments)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -3,10 +3,11 @@
 Checks follow Kafka's controller (ReplicationControlManager), in its order: a name listed twice is
 INVALID_REQUEST; then the name (INVALID_TOPIC_EXCEPTION), existence (TOPIC_ALREADY_EXISTS), the
 partition count (-1 = num.partitions, otherwise at least 1: INVALID_PARTITIONS), the replication
-factor (-1 = default 1; anything but 1 cannot be met by one broker: INVALID_REPLICATION_FACTOR), and
-the configs (INVALID_CONFIG). A manual assignment needs num_partitions and replication_factor -1
-(INVALID_REQUEST otherwise); each partition 0..n-1 must be placed on this node alone
-(INVALID_REPLICA_ASSIGNMENT otherwise). v5+ answers with the partition count, replication factor and
+factor (-1 = default.replication.factor; more than the brokers that are up: INVALID_REPLICATION_FACTOR),
+and the configs (INVALID_CONFIG). A manual assignment needs num_partitions and replication_factor -1
+(INVALID_REQUEST otherwise); each partition 0..n-1 must be placed on brokers that are up, each once,
+all with as many replicas (INVALID_REPLICA_ASSIGNMENT otherwise). Placement is the catalogue's
+(broker/partitions/placement.py: Kafka's round robin). v5+ answers with the partition count, replication factor and
 every config; v7 with the topic id.
 
 An internal topic (`__consumer_offsets`, `__transaction_state`) that does not exist yet is refused
@@ -25,6 +26,7 @@ from .. import topic_defaults
 from .describe_configs import SOURCES
 from ..partitions import internal_topics
 from ..partitions.catalogue import ConfigEntry, check_known_in, known_in
+from ..partitions.placement import replication_error
 from ...protocol.topic_names import validate_topic_name
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -42,7 +44,9 @@ API_KEY = 19
 VERSIONS = (0, 7)
 
 
-def _partition_count(broker: BrokerServices, topic: CreatableTopic) -> int:
+def _placement(broker: BrokerServices, topic: CreatableTopic) -> tuple[int, int, dict[int, list[int]] | None]:
+    """(partition count, replication factor, explicit assignment or None); the catalogue checks
+    the placement itself (broker/partitions/placement.py) against the nodes that are up."""
     if topic.assignments:
         if topic.num_partitions != -1:
             raise KafkaError("A manual partition assignment was specified, but numPartitions was not set to -1.",
@@ -54,18 +58,8 @@ def _partition_count(broker: BrokerServices, topic: CreatableTopic) -> int:
         if indexes != list(range(len(indexes))):
             raise KafkaError("partitions should be a consecutive 0-based integer sequence",
                              ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-        for a in topic.assignments:
-            if not a.broker_ids:
-                raise KafkaError(f"The manual partition assignment includes an empty replica list for partition "
-                                 f"{a.partition_index}.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-            stray = [b for b in a.broker_ids if b != broker.node_id]
-            if stray:
-                raise KafkaError(f"The manual partition assignment includes broker {stray[0]}, but no such broker "
-                                 f"is registered.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-            if len(a.broker_ids) != 1:
-                raise KafkaError(f"The manual partition assignment includes the broker {broker.node_id} more than "
-                                 f"once for partition {a.partition_index}.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-        return len(indexes)
+        assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        return len(indexes), len(assignments[0]), assignments
     count = broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
     if count <= 0:
         raise KafkaError("Number of partitions was set to an invalid non-positive value.", ErrorCode.INVALID_PARTITIONS)
@@ -73,12 +67,11 @@ def _partition_count(broker: BrokerServices, topic: CreatableTopic) -> int:
     if rf == 0 or rf < -1:
         raise KafkaError("Replication factor must be larger than 0, or -1 to use the default value.",
                          ErrorCode.INVALID_REPLICATION_FACTOR)
-    if rf > 1:
-        raise KafkaError(f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
-                         f"cannot be reached because only 1 broker(s) are registered or some brokers have all their log "
-                         f"directories cordoned.",  # Kafka 4.4's words
-                         ErrorCode.INVALID_REPLICATION_FACTOR)
-    return count
+    rf = broker.config.default_replication_factor if rf == -1 else rf
+    live = len(broker.catalogue.live_nodes)
+    if rf > live:  # before the configs' checks, as Kafka's
+        raise replication_error(rf, live)
+    return count, rf, None
 
 
 def _configs(topic: CreatableTopic) -> dict[str, str]:
@@ -130,17 +123,18 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
                                           configs={c.name: c.value for c in topic.configs},
                                           validate_only=request.validate_only):
                 internal_topics.check_creation(topic.name)  # before the count's checks, which Kafka's policy precedes
-                count = _partition_count(broker, topic)
+                count, rf, assignments = _placement(broker, topic)
                 configs = _configs(topic)
                 check_known_in(broker.kafka_release.version, configs)
                 info = await broker.catalogue.create_topic_async(topic.name, count, configs,
-                                                                 validate_only=request.validate_only)
+                                                                 validate_only=request.validate_only,
+                                                                 replication_factor=rf, assignments=assignments)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
             continue
         result.topic_id = info.topic_id
         result.num_partitions = count
-        result.replication_factor = 1
+        result.replication_factor = rf
         result.configs = [
             CreatableTopicConfigs(name=e.name, value=value, read_only=False,
                                   config_source=SOURCES.get(source, 0), is_sensitive=False)

@@ -1,4 +1,6 @@
-"""DescribeCluster (60), v0-v2 (no broker is ever fenced): this node is the whole cluster and its controller."""
+"""DescribeCluster (60), v0-v2: the brokers that are up (this node, or the nodes of `--nodes N`) and
+the controller (with several nodes the first one up); a stopped node is not listed (Kafka lists
+fenced brokers only from v2 with include_fenced_brokers: kbroker's are gone, not fenced)."""
 
 from __future__ import annotations
 
@@ -21,13 +23,13 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         return DescribeClusterResponse(error_code=code, endpoint_type=ENDPOINT_BROKERS,
                                        error_message="this listener serves broker endpoints only",
                                        cluster_id=broker.cluster_id, controller_id=-1)
-    host, port = broker.advertised(ctx.listener)
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
         error_message=None,
         endpoint_type=ENDPOINT_BROKERS,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)],
+        controller_id=broker.catalogue.controller,
+        brokers=[DescribeClusterBroker(broker_id=node, host=host, port=port, rack=None)
+                 for node, host, port in broker.brokers(ctx.listener)],
     )

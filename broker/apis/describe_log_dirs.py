@@ -1,4 +1,5 @@
-"""DescribeLogDirs (35): the one log directory (the data dir), its partitions' sizes and disk space.
+"""DescribeLogDirs (35): the one log directory (the data dir), its partitions' sizes and disk space
+(with several nodes, each node lists the partitions it holds a replica of).
 
 As Kafka's ReplicaManager.describeLogDirs: a null topic list means every partition; partitions
 asked for that do not exist are left out. OffsetLag is how far a future (being-moved) replica
@@ -12,6 +13,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from ..network.router import RequestContext
+from ..partitions.catalogue import Leadership
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from ...protocol.messages.describe_log_dirs_response import (
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 
 API_KEY = 35
 VERSIONS = (0, 5)
+_NONE = Leadership(-1, 0, [], [], [])
 
 
 def failed_response(_ctx: RequestContext, request: DescribeLogDirsRequest, error: int) -> DescribeLogDirsResponse:
@@ -48,9 +51,12 @@ def _wanted(broker: BrokerServices, request: DescribeLogDirsRequest) -> dict[str
 async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     broker = ctx.broker
     topics = []
+    leadership = broker.catalogue.leadership if broker.catalogue.clustered else None
     for name, partitions in _wanted(broker, request).items():
         parts = []
         for p in sorted(set(partitions)):
+            if leadership is not None and broker.node_id not in (leadership(name, p) or _NONE).replicas:
+                continue  # several nodes: each lists the replicas it holds (a view of the one log)
             size = broker.partitions.size(name, p)  # a dormant partition stays so (log/dormant.py)
             if size is not None:
                 parts.append(DescribeLogDirsPartition(partition_index=p, partition_size=size,

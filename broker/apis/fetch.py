@@ -41,7 +41,7 @@ from ..workers import DOWN_CONVERT, run_in_worker
 from ...protocol import legacy_records
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.fetch_request import FetchRequest
-from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
+from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, NodeEndpoint, PartitionData
 
 if TYPE_CHECKING:
     from ..services import BrokerServices
@@ -53,6 +53,8 @@ ZSTD_FROM = 10
 KIP_219_FROM = 8  # from here clients back off on throttle_time_ms themselves
 TOPIC_IDS_FROM = 13
 SESSIONS_FROM = 7
+LEADER_HINTS_FROM = 16  # KIP-951: a partition's new leader in a NOT_LEADER_OR_FOLLOWER answer
+FOLLOWER_READS_FROM = 11  # KIP-392: a consumer's fetch carries client metadata; a follower serves it
 READ_COMMITTED = 1
 NOT_HOSTED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
@@ -71,7 +73,8 @@ def _error_result(code: int) -> PartitionResult:
 
 
 def read_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, FetchTarget]], max_bytes: int, uses_ids: bool,
-                    names_by_id: dict, isolation: int = 0) -> tuple[list[tuple[PartitionKey, PartitionResult]], int, bool]:
+                    names_by_id: dict, isolation: int = 0,
+                    replica_reads: bool = False) -> tuple[list[tuple[PartitionKey, PartitionResult]], int, bool]:
     """(results in order, bytes read, whether some partition has an error).
 
     Runs for every partition of every fetch (1,000 of them for a consumer of 1,000 partitions, most
@@ -81,7 +84,7 @@ def read_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, Fe
     total = 0
     min_one = True
     has_error = False
-    read = broker.partitions.read
+    read = (broker.partitions.replica_reader() if replica_reads else broker.partitions).read
     read_committed = isolation == READ_COMMITTED
     for key, target in targets:
         name: str | None = names_by_id.get(key[0]) if uses_ids else cast(str, key[0])
@@ -102,10 +105,10 @@ def read_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, Fe
 
 
 def _ready_check(broker: BrokerServices, targets: list[tuple[PartitionKey, FetchTarget]], min_bytes: int,
-                 uses_ids: bool, names_by_id: dict, isolation: int = 0) -> Callable[[], bool]:
+                 uses_ids: bool, names_by_id: dict, isolation: int = 0, replica_reads: bool = False) -> Callable[[], bool]:
     """The delayed fetch's condition: enough new bytes below the high watermark (or the last stable
     offset), or something to report."""
-    fetchable = broker.partitions.fetchable
+    fetchable = (broker.partitions.replica_reader() if replica_reads else broker.partitions).fetchable
     read_committed = isolation == READ_COMMITTED
 
     def ready() -> bool:
@@ -167,22 +170,25 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
     to_read = context.targets
     isolation = request.isolation_level
+    replica_reads = version >= FOLLOWER_READS_FROM and broker.catalogue.clustered and request.replica_id < 0
     # Answers clients have not taken yet are bounded broker-wide (broker/network/unread_answers.py): this one
     # reads what is left of that allowance (its first batch at least), its long poll unchanged.
     unread = broker.unread_answers
     read_bytes = unread.fetch_bytes(request.max_bytes)
-    results, total, has_error = read_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, isolation)
+    results, total, has_error = read_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, isolation,
+                                                replica_reads)
     if request.max_wait_ms > 0 and to_read and total < request.min_bytes and not has_error:
         keys = []
         for key, _ in to_read:
             name = _topic_name(key, uses_ids, names_by_id)
             if name is not None:
                 keys.append((name, key[1]))
-        ready = _ready_check(broker, to_read, request.min_bytes, uses_ids, names_by_id, isolation)
+        ready = _ready_check(broker, to_read, request.min_bytes, uses_ids, names_by_id, isolation, replica_reads)
         # Completed or expired, the answer is what the logs hold now.
         await broker.fetch_purgatory.wait(request.max_wait_ms, ready, keys)
         read_bytes = unread.fetch_bytes(request.max_bytes)
-        results, total, has_error = read_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, isolation)
+        results, total, has_error = read_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, isolation,
+                                                    replica_reads)
     if read_bytes < request.max_bytes and total >= read_bytes:
         unread.shrunk(request.max_bytes, read_bytes, **ctx.log_fields())
     throttle_ms = broker.quotas.record(CONSUMER_BYTE_RATE, ctx.client_id, total)
@@ -231,6 +237,22 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             preferred_read_replica=-1,
             records=cast(bytes | None, records),  # the encoder writes any buffer: views go out uncopied
         ))
+    endpoints: list[NodeEndpoint] = []
+    if has_error and version >= LEADER_HINTS_FROM and broker.catalogue.clustered:
+        endpoints = _leader_hints(ctx, responses, names_by_id if uses_ids else None)
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=context.session_id,
-                         responses=responses)
+                         responses=responses, node_endpoints=endpoints)
+
+
+def _leader_hints(ctx: RequestContext, responses: list[FetchableTopicResponse],
+                  names_by_id: dict | None) -> list[NodeEndpoint]:
+    from .leader_hints import HINTED_FETCH, hint
+
+    endpoints: dict[int, tuple[str, int]] = {}
+    for topic in responses:
+        name = names_by_id.get(topic.topic_id) if names_by_id is not None else topic.topic
+        for p in topic.partitions:
+            if p.error_code in HINTED_FETCH and name is not None:
+                hint(ctx.broker, ctx.listener, name, p.partition_index, p.current_leader, endpoints)
+    return [NodeEndpoint(node_id=node, host=host, port=port, rack=None) for node, (host, port) in sorted(endpoints.items())]
 

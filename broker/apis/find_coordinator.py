@@ -1,4 +1,6 @@
-"""FindCoordinator (10) v0-v6: this single node coordinates every group.
+"""FindCoordinator (10) v0-v6: this single node coordinates every group; with several nodes
+(`--nodes N`) the leader of the key's `__consumer_offsets` or `__transaction_state` partition does
+(broker/apis/coordinator_routes.py), COORDINATOR_NOT_AVAILABLE while it has none.
 
 Key types (Kafka's `CoordinatorType`):
 - 0 group: this node, once the broker has a group coordinator (before that
@@ -19,6 +21,7 @@ from __future__ import annotations
 import base64
 
 from . import group_wire
+from .coordinator_routes import OFFSETS_TOPIC, TXN_TOPIC, coordinator_node
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.find_coordinator_request import FindCoordinatorRequest
@@ -56,9 +59,14 @@ def lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int
         coordinator = group_wire.service(ctx)
         if coordinator is None:
             return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        if ctx.broker.catalogue.clustered:
+            return _leader_of(ctx, OFFSETS_TOPIC, key)
         host, port = ctx.broker.advertised(ctx.listener)
         return E.NONE, ctx.broker.node_id, host, port
     if key_type == TRANSACTION:
+        if ctx.broker.catalogue.clustered:
+            ctx.broker.transactions  # noqa: B018 - builds the coordinator, which creates its topic
+            return _leader_of(ctx, TXN_TOPIC, key)
         host, port = ctx.broker.advertised(ctx.listener)
         return E.NONE, ctx.broker.node_id, host, port
     if key_type == SHARE:
@@ -66,6 +74,15 @@ def lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int
             return E.INVALID_REQUEST, -1, "", -1
         return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return E.INVALID_REQUEST, -1, "", -1
+
+
+def _leader_of(ctx: RequestContext, topic: str, key: str) -> tuple[ErrorCode, int, str, int]:
+    """Several nodes: the leader of the key's partition of `topic`, on the request's listener."""
+    node = coordinator_node(ctx.broker, topic, key)
+    endpoint = ctx.broker.node_endpoint(node, ctx.listener) if node >= 0 else None
+    if endpoint is None:
+        return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return E.NONE, node, endpoint[0], endpoint[1]
 
 
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:

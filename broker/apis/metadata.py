@@ -1,6 +1,8 @@
-"""Metadata (3): this node is the only broker and the controller; each partition as the catalogue
-places it (broker/partitions/catalogue.py): on one node led here in its leader epoch, or leaderless
-(LEADER_NOT_AVAILABLE, this node offline) when its topic is fenced.
+"""Metadata (3): the brokers that are up (one node, or the nodes of `--nodes N`, each on the
+request's listener) and the controller; each partition as the catalogue places it
+(broker/partitions/catalogue.py): its leader in its leader epoch, replicas, ISR and the replicas
+of nodes that are down; leaderless (LEADER_NOT_AVAILABLE) when its topic is fenced or every
+replica's node is down.
 
 Below v12 a topic must be named and may not be asked for by id (v10-11 carry the fields but Kafka
 refuses them): such a request gets Kafka's whole-request INVALID_REQUEST answer, each requested
@@ -70,7 +72,6 @@ def failed_response(_ctx: RequestContext, request: MetadataRequest, error: Error
 
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
-    host, port = broker.advertised(ctx.listener)
     topics = broker.catalogue.topics()
     out: list[MetadataResponseTopic] = []
     if ctx.api_version < 12 and request.topics:
@@ -111,8 +112,9 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                 out.append(describe_topic(broker, info))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
+        brokers=[MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)
+                 for node, host, port in broker.brokers(ctx.listener)],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.catalogue.controller,
         topics=out,
     )

@@ -34,6 +34,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.produce_request import ProduceRequest
 from ...protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
+    NodeEndpoint,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
@@ -50,6 +51,7 @@ TOPIC_IDS_FROM = 13
 FIRST_BATCH_VERSION = 3  # before it, message sets of format v0/v1
 ZSTD_FROM = 7
 KIP_219_FROM = 6  # from here clients back off on throttle_time_ms themselves
+LEADER_HINTS_FROM = 10  # KIP-951: a partition's new leader in a NOT_LEADER_OR_FOLLOWER answer
 
 log = structlog.get_logger("kbroker.produce")
 
@@ -138,16 +140,21 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         if any_error:
             raise CloseConnection("acks=0 produce failed on at least one partition")
         return None
+    endpoints: list[NodeEndpoint] = []
+    if any_error and version >= LEADER_HINTS_FROM and ctx.broker.catalogue.clustered:
+        endpoints = _leader_hints(ctx, responses)
     if not durable_waits:
         return await hold_back_for_old_clients(
-            ProduceResponse(responses=responses, throttle_time_ms=throttle_ms), ctx.api_version, KIP_219_FROM)
+            ProduceResponse(responses=responses, throttle_time_ms=throttle_ms, node_endpoints=endpoints),
+            ctx.api_version, KIP_219_FROM)
     # The batches are appended; only their fsync remains. Deferring lets this connection's next
     # Produce append meanwhile, so pipelined requests share one fsync (group commit).
-    return Deferred(_after_durable(ctx, responses, durable_waits, throttle_ms))
+    return Deferred(_after_durable(ctx, responses, durable_waits, throttle_ms, acks, endpoints))
 
 
 async def _after_durable(ctx: RequestContext, responses: list[TopicProduceResponse],
-                         durable_waits: list[AppendResult], throttle_ms: int = 0) -> ProduceResponse:
+                         durable_waits: list[AppendResult], throttle_ms: int = 0, acks: int = 1,
+                         endpoints: list[NodeEndpoint] | None = None) -> ProduceResponse:
     # Plain futures, not a task per partition: a request naming 1,000 partitions waits on 1,000 logs.
     failed: list[BaseException] = []
     waiting: list[asyncio.Future[None]] = []
@@ -162,6 +169,8 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
     if waiting:
         results = await asyncio.gather(*waiting, return_exceptions=True)
         failed += [r for r in results if isinstance(r, BaseException)]
+    if acks == -1 and not failed and ctx.broker.catalogue.clustered:
+        _isr_after_append(ctx, responses, durable_waits)
     if failed:
         # The records are in the log but not known to be on disk: report a storage error everywhere
         # rather than a success we cannot stand behind.
@@ -171,7 +180,41 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
                 if p.error_code == ErrorCode.NONE:
                     out.partition_responses[i] = _error(p.index, ErrorCode.KAFKA_STORAGE_ERROR, str(failed[0]))
     return await hold_back_for_old_clients(
-        ProduceResponse(responses=responses, throttle_time_ms=throttle_ms), ctx.api_version, KIP_219_FROM)
+        ProduceResponse(responses=responses, throttle_time_ms=throttle_ms, node_endpoints=endpoints or []),
+        ctx.api_version, KIP_219_FROM)
+
+
+def _leader_hints(ctx: RequestContext, responses: list[TopicProduceResponse]) -> list[NodeEndpoint]:
+    from .leader_hints import HINTED_PRODUCE, hint
+
+    endpoints: dict[int, tuple[str, int]] = {}
+    for out in responses:
+        for p in out.partition_responses:
+            if p.error_code in HINTED_PRODUCE:
+                hint(ctx.broker, ctx.listener, out.name, p.index, p.current_leader, endpoints)
+    return [NodeEndpoint(node_id=node, host=host, port=port, rack=None) for node, (host, port) in sorted(endpoints.items())]
+
+
+def _isr_after_append(ctx: RequestContext, responses: list[TopicProduceResponse],
+                      durable_waits: list[AppendResult]) -> None:
+    """acks=all, several nodes: a partition whose ISR fell below min.insync.replicas while its
+    records became durable answers NOT_ENOUGH_REPLICAS_AFTER_APPEND (Kafka's DelayedProduce)."""
+    broker = ctx.broker
+    short: set[tuple[str, int]] = set()
+    for appended in durable_waits:
+        store = appended.store
+        info = broker.catalogue.topic(store.topic)
+        if info is None:
+            continue
+        try:
+            broker.partitions.check_min_isr(info, store.partition, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+        except KafkaError:
+            short.add((store.topic, store.partition))
+    if short:
+        for out in responses:
+            for i, p in enumerate(out.partition_responses):
+                if p.error_code == ErrorCode.NONE and (out.name, p.index) in short:
+                    out.partition_responses[i] = _error(p.index, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
 
 def _verify_transactional(broker: BrokerServices, transactional_id: str, topic: str, index: int,

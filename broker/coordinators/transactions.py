@@ -159,6 +159,19 @@ class TransactionService:
                  load_ms=round(1000 * (time.monotonic() - started), 1))
         await contain_losses(self)
 
+    async def move_partition(self, partition: int, led: bool) -> None:
+        """A `__transaction_state` partition's leader moved (several nodes, broker/cluster.py): the
+        transaction coordinator's failover, as Kafka's TransactionStateManager resigns and loads a
+        partition. Unloaded (its transactional ids answer NOT_COORDINATOR, its timers stop), then, when
+        some node leads it, replayed from its log (COORDINATOR_LOAD_IN_PROGRESS meanwhile): the new
+        shard holds every transaction's state and sends the markers of those left in a prepare state."""
+        if self.loading is not None and not self.loading.done():
+            await asyncio.gather(self.loading, return_exceptions=True)
+        await self.coordinator.unload(partition)
+        if led:
+            self.coordinator.mark_loading([partition])
+            await self.coordinator.load(partition, list(self._read_partition(partition)))
+
     async def stop(self) -> None:
         self._running = False
         tasks = list(self._tasks) + ([self.loading] if self.loading is not None else [])

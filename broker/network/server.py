@@ -80,6 +80,9 @@ class KafkaServer:
         # The broker-wide connection count against the file-descriptor budget (broker/network/fd_budget.py).
         self.slots: Any = None
         self.unread: Any = None  # broker/network/unread_answers.py, shared by every listener
+        # A node of several (broker/cluster.py): counts its requests and says whether a client is cut off
+        # from it (then the connection closes, as a network partition would). None on one node.
+        self.node_watch: Any = None
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
@@ -93,6 +96,14 @@ class KafkaServer:
             self._server = await loop.create_server(lambda: KafkaProtocol(self), self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
+
+    async def restart(self) -> int:
+        """Listen again on the same address after a shutdown (a stopped node of several started
+        again, broker/cluster.py)."""
+        self._closing = False
+        self._sock = None  # closed with the server
+        self._server = None
+        return await self.start()
 
     async def shutdown(self, timeout: float) -> None:
         """Stop accepting, let in-flight requests finish (up to `timeout`), then close connections."""
@@ -497,6 +508,10 @@ class KafkaProtocol(asyncio.Protocol):
         ctx = RequestContext(request.api_key, request.api_version, request.correlation_id, request.client_id,
                              self.peer, self.server.broker, self.server.listener, connection=conn.auth)
         started = time.perf_counter()
+        if (watch := self.server.node_watch) is not None and watch(request.api_key, request.client_id):
+            log.info("client_cut_off", **request_fields(ctx))
+            self._answer(conn, request, CLOSE, started)
+            return
         try:
             result = entry.route.handler(ctx, request.body)
         except CloseConnection as e:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import structlog
 
 from ...coordinator.groups.classic import controls
-from ...protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode, KafkaError
 
 log = structlog.get_logger("kbroker.test_controls")
 E = ErrorCode
@@ -183,7 +183,45 @@ async def _apply(broker: Any, path: list[str], body: dict) -> dict:
             return await _run_now(broker, str(body.get("what", "offsets")))
         case ["reset"]:
             return await reset(broker)
+        case ["cluster", *rest]:
+            return await _cluster_control(broker, rest, body)
     raise ControlError(f"no such test control: {'/'.join(path)}")
+
+
+async def _cluster_control(broker: Any, path: list[str], body: dict) -> dict:
+    """Several nodes (`--nodes N`): broker/cluster.py's controls, each one `cluster_control` event."""
+    cluster = broker.cluster
+    if cluster is None:
+        raise ControlError("this broker is one node: start it with --nodes N for the cluster controls")
+    node = body.get("node")
+    try:
+        match path:
+            case ["describe"]:
+                return {"ok": True, **cluster.describe()}
+            case ["nodes", node_id, "stop"]:
+                return await cluster.stop_node(int(node_id))
+            case ["nodes", node_id, "start"]:
+                return await cluster.start_node(int(node_id))
+            case ["partitions", topic, partition, "leader"]:
+                return await cluster.move_leader(topic, int(partition), None if node is None else int(node))
+            case ["groups", group_id, "coordinator"]:
+                return await cluster.move_coordinator(group_id, None if node is None else int(node))
+            case ["shuffle"]:
+                seed = body.get("seed")
+                return await cluster.shuffle(None if seed is None else int(seed))
+            case ["elect-preferred"]:
+                return await cluster.elect_preferred()
+            case ["nodes", "add"]:
+                return await cluster.add_node()
+            case ["nodes", node_id, "cut-off"]:
+                return cluster.cut_off(int(node_id), str(body["client_id"]), cut=bool(body.get("cut", True)))
+            case ["requests"]:
+                return {"ok": True, **cluster.request_counts()}
+    except KeyError as e:
+        raise ControlError(f"missing {e.args[0]!r} in the request body") from None
+    except (ValueError, KafkaError) as e:  # broker/cluster.py's ClusterControlError is a ValueError
+        raise ControlError(str(e)) from None
+    raise ControlError(f"no such cluster control: {'/'.join(path)}")
 
 
 def _fsync_control(gate: FsyncGate, action: str, body: dict) -> dict:

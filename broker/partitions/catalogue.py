@@ -60,6 +60,8 @@ class Leadership:
 
 
 class TopicCatalogue:
+    clustered = False  # several nodes in this process (cluster_catalogue.py): handlers add what a cluster answers
+
     def __init__(self, engine: LogEngine, node_id: int, producer_ids: ProducerIdAllocator | None) -> None:
         self._engine = engine
         self.node_id = node_id
@@ -101,32 +103,85 @@ class TopicCatalogue:
     # Every change of a topic passes the internal topics' policy (internal_topics.py) here, whoever asks.
 
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str], *,
-                     allow_internal_configs: bool = False) -> TopicInfo:
+                     allow_internal_configs: bool = False, replication_factor: int = -1) -> TopicInfo:
         """Synchronously (start-up, auto-creation): the files are the engine's. Never an internal topic:
         its coordinator makes it (create_internal_topic)."""
         internal_topics.check_creation(name)
-        return self._engine.create_topic(name, num_partitions, configs, allow_internal_configs=allow_internal_configs)
+        replicas = self.place(name, num_partitions, replication_factor)
+        return self._engine.create_topic(name, num_partitions, configs, allow_internal_configs=allow_internal_configs,
+                                         replicas=replicas)
 
     async def create_topic_async(self, name: str, num_partitions: int, configs: dict[str, str],
-                                 topic_id: uuid.UUID | None = None, *, validate_only: bool = False) -> TopicInfo:
+                                 topic_id: uuid.UUID | None = None, *, validate_only: bool = False,
+                                 replication_factor: int = -1,
+                                 assignments: dict[int, list[int]] | None = None) -> TopicInfo:
         """CreateTopics: never an internal topic (create_internal_topic_async)."""
         internal_topics.check_creation(name)
+        replicas = self.place(name, num_partitions, replication_factor, assignments)
         return await self._engine.create_topic_async(name, num_partitions, configs, topic_id,
-                                                     validate_only=validate_only)
+                                                     validate_only=validate_only, replicas=replicas)
 
     def create_internal_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
         """An internal topic, made by its own coordinator, with configs that keep its policy."""
         internal_topics.check_own_creation(name, configs, self.default_config)
-        return self._engine.create_topic(name, num_partitions, configs)
+        return self._engine.create_topic(name, num_partitions, configs,
+                                         replicas=self.place(name, num_partitions, -1))
 
     async def create_internal_topic_async(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
         """create_internal_topic with the files made in a worker thread, while the broker serves."""
         internal_topics.check_own_creation(name, configs, self.default_config)
-        return await self._engine.create_topic_async(name, num_partitions, configs)
+        return await self._engine.create_topic_async(name, num_partitions, configs,
+                                                     replicas=self.place(name, num_partitions, -1))
 
-    async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+    async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False,
+                                   assignments: dict[int, list[int]] | None = None) -> TopicInfo:
         internal_topics.check_new_partitions(name)
-        return await self._engine.add_partitions_async(name, new_total, validate_only=validate_only)
+        info = self._engine.topic(name)
+        replicas = None
+        if info is not None and new_total > info.num_partitions:
+            rf = len(self.leadership(name, 0).replicas) if info.num_partitions else 1  # type: ignore[union-attr]
+            replicas = self.place(name, new_total - info.num_partitions, rf, assignments,
+                                  first_partition=info.num_partitions)
+        return await self._engine.add_partitions_async(name, new_total, validate_only=validate_only,
+                                                       replicas=replicas)
+
+    # --- nodes and placement ------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[int]:
+        """Every node id of the cluster (one here; cluster_catalogue.py for several)."""
+        return self._this_node
+
+    @property
+    def live_nodes(self) -> list[int]:
+        """The nodes that are up (serving their listeners)."""
+        return self._this_node
+
+    @property
+    def controller(self) -> int:
+        return self.node_id
+
+    def default_replication_factor(self, topic: str) -> int:
+        return 1
+
+    def place(self, topic: str, num_partitions: int, replication_factor: int,
+              assignments: dict[int, list[int]] | None = None, *, first_partition: int = 0) -> dict[int, list[int]]:
+        """The replicas of new partitions (first_partition..), checked as Kafka's controller checks
+        them (raises KafkaError): on one node each partition is this node's alone, which its record
+        does not spell out (an empty map)."""
+        from .placement import assign, check_assignment
+
+        if assignments:
+            # CreateTopics: the first partition's count is the one the others must have (Kafka's
+            # createTopic); CreatePartitions: the topic's.
+            rf = None if first_partition == 0 else replication_factor
+            for partition, replicas in sorted(assignments.items()):
+                check_assignment(partition, replicas, self.live_nodes, rf)
+                rf = len(replicas)
+            return {} if len(self.nodes) == 1 else dict(assignments)
+        rf = self.default_replication_factor(topic) if replication_factor == -1 else replication_factor
+        placed = assign(sorted(self.live_nodes), num_partitions, rf, first_partition=first_partition)
+        return {} if len(self.nodes) == 1 else placed
 
     def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo:
         """Replace the topic's overrides with `configs`, the result of the whole change."""
@@ -158,12 +213,16 @@ class TopicCatalogue:
     def leader_epoch(self, info: TopicInfo, partition: int) -> int:
         return info.leader_epochs.get(partition, 0) if info.leader_epochs else 0
 
-    def leads(self, info: TopicInfo, partition: int) -> bool:
-        """Whether this node leads the partition (the caller knows it exists). One node leads all of
+    def leads(self, info: TopicInfo, partition: int, node: int | None) -> bool:
+        """Whether `node` leads the partition (the caller knows it exists; None: whichever node leads
+        it, for the coordinators, which this process runs for every node). One node leads all of
         its intact topics; a fenced topic has no leader."""
         return info.damaged is None
 
-    def elect(self, topic: str, partition: int) -> int:
+    def isr_size(self, info: TopicInfo, partition: int) -> int:
+        return 1
+
+    def elect(self, topic: str, partition: int, leader: int | None = None) -> int:
         """A new leadership term for the partition, led by this node (on one node, the same leader: a
         re-election, as after a controller fenced and unfenced it). Persists the new epoch in the topic's
         record and opens the term in the partition's epoch history; returns the new epoch."""

@@ -22,6 +22,7 @@ transaction's markers are durable (`write_markers`).
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import TYPE_CHECKING, Iterable, Protocol
 
 import structlog
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from collections import defaultdict
     from ..storage.log.config import LogConfig
     from ..storage.api import LogEngine
-    from .catalogue import TopicCatalogue
+    from .catalogue import TopicCatalogue, TopicInfo
 
 log = structlog.get_logger("kbroker.partitions")
 
@@ -72,8 +73,15 @@ class Faults(Protocol):
 
 class PartitionService:
     def __init__(self, engine: LogEngine, catalogue: TopicCatalogue, *, purgatory: FetchPurgatory | None,
-                 observations: Traffic | None, clock: Clock, faults: Faults | None = None) -> None:
+                 observations: Traffic | None, clock: Clock, faults: Faults | None = None,
+                 node_id: int | None = None) -> None:
         self._engine = engine
+        # The node whose clients this service answers (NOT_LEADER_OR_FOLLOWER for a partition another
+        # node leads); None for the coordinators, which write as whichever node leads their partition.
+        self.node_id = node_id
+        # Several nodes: acks=all needs min.insync.replicas in-sync replicas (one node has one, and
+        # pays nothing for the check)
+        self.checks_isr = len(catalogue.nodes) > 1
         self.catalogue = catalogue
         self.purgatory = purgatory  # None offline (tools, tests): no long polls to wake
         self.observations = observations
@@ -90,6 +98,26 @@ class PartitionService:
 
         return cls(engine, TopicCatalogue(engine, 0, None), purgatory=None, observations=None, clock=engine.clock)
 
+    def for_node(self, node_id: int) -> PartitionService:
+        """The same service answering the clients of `node_id` (several nodes in one process)."""
+        view = copy.copy(self)
+        view.node_id = node_id
+        view.__dict__.pop("_replica_reader", None)
+        return view
+
+    replica_reads = False  # reads served on a follower too (replica_reader)
+
+    def replica_reader(self) -> PartitionService:
+        """This node's service that also reads the partitions it follows: Kafka serves a consumer's
+        Fetch v11+ (which carries client metadata, KIP-392) on a follower, from its own replica
+        (ReplicaManager: fetchOnlyLeader is false then). Every replica here is the one log."""
+        view = self.__dict__.get("_replica_reader")
+        if view is None:
+            view = copy.copy(self)
+            view.replica_reads = True
+            self.__dict__["_replica_reader"] = view
+        return view
+
     # --- who leads ----------------------------------------------------------------------------------
 
     def _store(self, topic: str, partition: int) -> tuple[PartitionStore | None, int, int]:
@@ -99,12 +127,17 @@ class PartitionService:
             return None, E.UNKNOWN_TOPIC_OR_PARTITION, NO_EPOCH
         if info.damaged is not None:
             return None, E.KAFKA_STORAGE_ERROR, NO_EPOCH
-        if not self.catalogue.leads(info, partition):
+        if not self.catalogue.leads(info, partition, self.node_id) and not (
+                self.replica_reads and self._follows(topic, partition)):
             return None, E.NOT_LEADER_OR_FOLLOWER, NO_EPOCH
         store = self._engine.store(topic, partition)
         if store is None:  # deleted meanwhile
             return None, E.UNKNOWN_TOPIC_OR_PARTITION, NO_EPOCH
         return store, E.NONE, info.leader_epochs.get(partition, 0) if info.leader_epochs else 0
+
+    def _follows(self, topic: str, partition: int) -> bool:
+        led = self.catalogue.leadership(topic, partition)
+        return led is not None and self.node_id in led.replicas
 
     def leader_store(self, topic: str, partition: int) -> PartitionStore:
         """The store of a partition this node leads, for a coordinator that holds its records back to
@@ -144,6 +177,8 @@ class PartitionService:
         if (faults := self.faults) and (injected := faults.take("Produce", topic, partition)):
             raise KafkaError("injected by a test control", injected)
         info = self.catalogue.topic(topic)
+        if acks == -1 and self.checks_isr and info is not None:
+            self.check_min_isr(info, partition, E.NOT_ENOUGH_REPLICAS)
         epoch = info.leader_epochs.get(partition, 0) if info is not None and info.leader_epochs else 0
         result = store.append(records, origin=AppendOrigin.CLIENT, now_ms=now_ms, leader_epoch=epoch, headers=headers)
         if not result.duplicate:
@@ -152,6 +187,15 @@ class PartitionService:
             if acks == 0:
                 store.request_durability()  # nobody waits, but consumers read only what is durable
         return result
+
+    def check_min_isr(self, info: TopicInfo, partition: int, error: int) -> None:
+        """Kafka's acks=all check (Partition.appendRecordsToLeader before the append, NOT_ENOUGH_REPLICAS;
+        DelayedProduce after it, NOT_ENOUGH_REPLICAS_AFTER_APPEND): raises KafkaError(error)."""
+        isr = self.catalogue.isr_size(info, partition)
+        if isr < info.config.min_insync_replicas:
+            raise KafkaError(f"The size of the current ISR {isr} is insufficient to satisfy the min.isr "
+                             f"requirement of {info.config.min_insync_replicas} for partition "
+                             f"{info.name}-{partition}", ErrorCode(error))
 
     def append(self, topic: str, partition: int, batch: bytes | bytearray, *, now_ms: int,
                headers: list[rb.BatchHeader] | None = None) -> AppendResult:

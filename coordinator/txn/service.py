@@ -106,6 +106,10 @@ class TransactionCoordinatorService:
     def load_empty(self, partitions: Iterable[int]) -> None:
         self.runtime.load_empty(partitions)
 
+    async def unload(self, partition: int) -> None:
+        """Resign a partition (its leader moved away): its transactional ids answer NOT_COORDINATOR."""
+        await self.runtime.unload(partition)
+
     @property
     def is_loading(self) -> bool:
         return self.runtime.is_loading

@@ -61,6 +61,27 @@ def free_port(host: str = "127.0.0.1") -> int:
     raise RuntimeError(f"no free port in {_block_start}-{_block_start + _PORT_BLOCK - 1}")
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> int:
+    """The first of `count` consecutive free ports (`kbroker serve --nodes N`: node k on port P+k)."""
+    for _ in range(_PORT_BLOCK):
+        first = free_port(host)
+        if first + count - 1 >= _block_start + _PORT_BLOCK:
+            continue
+        held = []
+        try:
+            for port in range(first, first + count):
+                s = socket.socket()
+                held.append(s)
+                s.bind((host, port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
 class BrokerProcess:
     def __init__(self, data_dir: str | Path, *extra_args: str, port: int | None = None, host: str = "127.0.0.1",
                  env: dict[str, str] | None = None, start: bool = True, listen_flag: bool = True,

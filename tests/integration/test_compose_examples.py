@@ -6,6 +6,7 @@ on the compose network (tests/integration/compose_netns.py: network namespaces s
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 
@@ -78,4 +79,32 @@ def test_compose_example_serves_both_listeners_unchanged(netns, tmp_path, exampl
         health = svc.exec([sys.executable, "-m", "kbroker", *healthcheck_command()[1:]])
         assert health.returncode == 0 and "answered ApiVersions" in health.stdout, health.stderr
         assert svc.events("config_file_read") == []  # the image's default file: not with KAFKA_* settings
+    assert svc.proc is not None and svc.proc.returncode == 0
+
+
+def test_the_cluster_example_advertises_three_brokers_to_host_and_containers(netns, tmp_path) -> None:
+    """docker/examples/kbroker-cluster: `KBROKER_NODES: 3` with Kafka's listener settings; the host is told
+    localhost:9092-9094 (each through its `ports:` mapping), the other containers broker:19092-19094, and
+    records written from the host with acks=all (3 replicas, min.insync.replicas 2) are read in a container."""
+    service = yaml.safe_load((DOCKER / "examples" / "kbroker-cluster" / "docker-compose.yml").read_text())[
+        "services"]["broker"]
+    assert [str(p) for p in service["ports"]] == ["9092:9092", "9093:9093", "9094:9094"]
+    topic, group = f"cluster-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with compose_netns.ComposeService(tmp_path, service, image_env(), image_files()) as svc:
+        produced = svc.client("host", "localhost:9092", topic, group, "produce", "5")
+        assert produced["brokers"] == [["localhost", 9092], ["localhost", 9093], ["localhost", 9094]]
+        for port in (9093, 9094):  # every node is reachable from the host through its own mapping
+            assert svc.client("host", f"localhost:{port}", topic, group + "-h", "produce", "1")["produced"] == 1
+        consumed = svc.client("app", "broker:19093", topic, group, "consume", "7")
+        assert consumed["brokers"] == [["broker", 19092], ["broker", 19093], ["broker", 19094]]
+        assert sorted(consumed["consumed"]) == sorted(
+            [f"localhost:9092 {i}" for i in range(5)] + ["localhost:9093 0", "localhost:9094 0"])
+        (started,) = svc.events("broker_started")
+        assert started["node_id"] == 1
+        assert svc.events("config_unknown") == []
+        described = svc.run("host", [sys.executable, "-m", "kbroker", "topic", "describe", topic,
+                                     "--bootstrap-server", "localhost:9092", "--json"])
+        assert described.returncode == 0, described.stderr
+        partitions = json.loads(described.stdout)["partitions"]
+        assert partitions and all(sorted(p["replicas"]) == [1, 2, 3] for p in partitions)
     assert svc.proc is not None and svc.proc.returncode == 0

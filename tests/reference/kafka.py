@@ -1,6 +1,6 @@
 """Apache Kafka 4.4.0 itself, the reference broker: one KRaft node (broker and controller in one JVM) in
 a subprocess on free loopback ports, formatted into a scratch log directory, for the tests that compare
-kbroker with Kafka and for `make kafka`.
+kbroker with Kafka and for `make kafka`; KafkaCluster runs several such nodes as one cluster.
 
     from kbroker.tests.reference.kafka import KafkaProcess, kafka_libs
 
@@ -107,21 +107,24 @@ class KafkaProcess:
     """One Apache Kafka node, combined broker and controller, on free loopback ports."""
 
     def __init__(self, base_dir: str | Path, config: dict[str, str] | None = None, *, start: bool = True,
-                 host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN",
+                 host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN", node_id: int = 1,
+                 cluster_id: str | None = None, controller: KafkaProcess | None = None,
                  libs: Path | None = None) -> None:
-        """`libs`: the jars of another Kafka release than the reference's (tools/kafka_releases.py runs
-        each release this way to ask it for its ApiVersions)."""
+        """`controller`: this node is a broker only, of that node's cluster (KafkaCluster); without it the
+        node is a cluster of its own, broker and controller. `libs`: the jars of another Kafka release than
+        the reference's (tools/kafka_releases.py runs each release this way to ask it for its ApiVersions)."""
         self.libs = libs
         self.base_dir = Path(base_dir)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.host = host
         self.port = free_port(host)
-        self.controller_port = free_port(host)
-        self.node_id = 1
-        self.cluster_id = random_cluster_id()
+        self.controller = controller
+        self.controller_port = free_port(host) if controller is None else controller.controller_port
+        self.node_id = node_id
+        self.cluster_id = cluster_id or (controller.cluster_id if controller else random_cluster_id())
         self.heap = heap
         self.log_level = log_level
-        self.config = {**SINGLE_NODE, **(config or {})}
+        self.config = {**(SINGLE_NODE if controller is None and cluster_id is None else {}), **(config or {})}
         self.extra_listeners: dict[str, int] = {}  # listener (named as its security protocol) -> port
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -157,11 +160,14 @@ class KafkaProcess:
 
     def properties(self) -> dict[str, str]:
         extra = "".join(f",{name}://{self.host}:{port}" for name, port in self.extra_listeners.items())
+        voter = self.controller or self
+        broker_only = self.controller is not None
         return {
-            "process.roles": "broker,controller",
+            "process.roles": "broker" if broker_only else "broker,controller",
             "node.id": str(self.node_id),
-            "controller.quorum.voters": f"{self.node_id}@{self.host}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{self.host}:{self.port}{extra},CONTROLLER://{self.host}:{self.controller_port}",
+            "controller.quorum.voters": f"{voter.node_id}@{self.host}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}{extra}" + (
+                "" if broker_only else f",CONTROLLER://{self.host}:{self.controller_port}"),
             "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}{extra}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -211,36 +217,45 @@ class KafkaProcess:
             try:
                 return self._start_once(timeout)
             except _PortTaken:
-                if attempt == BIND_ATTEMPTS - 1:
+                if attempt == BIND_ATTEMPTS - 1 or self.controller is not None:
                     raise RuntimeError(f"Kafka could not bind its ports {BIND_ATTEMPTS} times:\n{self.dump_log()}")
                 self.port, self.controller_port = free_port(self.host), free_port(self.host)
 
     def _start_once(self, timeout: float) -> None:
+        self.launch()
+        self.wait_serving(timeout)
+
+    def launch(self) -> None:
+        """Format (the first time) and start the JVM without waiting for it to serve (see wait_serving)."""
         assert self.proc is None or self.proc.poll() is not None, "Kafka already running"
         if not self.formatted:
             self.format()
         log4j = self._write_files()
         self.starts += 1
-        stdout_path = self.base_dir / f"stdout-{self.starts}.log"
-        log_start = self.server_log.stat().st_size if self.server_log.exists() else 0
-        with open(stdout_path, "wb") as stdout:
+        self._stdout_path = self.base_dir / f"stdout-{self.starts}.log"
+        self._log_start = self.server_log.stat().st_size if self.server_log.exists() else 0
+        with open(self._stdout_path, "wb") as stdout:
             self.proc = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path), heap=self.heap,
                                                       log4j=log4j, libs=self.libs),
                                          stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_serving(self, timeout: float = START_TIMEOUT_S, brokers: int = 1) -> None:
+        """Until this node answers Metadata listing at least `brokers` brokers."""
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                if _bind_failed(stdout_path, 0) or _bind_failed(self.server_log, log_start):
+                if _bind_failed(self._stdout_path, 0) or _bind_failed(self.server_log, self._log_start):
                     raise _PortTaken()
                 raise RuntimeError(f"Kafka exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
-            if self.probe():
+            if self.probe(brokers=brokers):
                 return
             if time.monotonic() > deadline:
                 self.kill()
                 raise TimeoutError(f"Kafka did not answer within {timeout}s:\n{self.dump_log()}")
             time.sleep(0.1)
 
-    def probe(self, timeout: float = 1.0) -> bool:
+    def probe(self, timeout: float = 1.0, brokers: int = 1) -> bool:
         """True when this node answers Metadata v12 listing itself, with its own cluster id (ApiVersions
         alone is answered before the broker has joined the controller's metadata and can serve
         anything else; another session's broker on a port we were given is not us)."""
@@ -254,7 +269,7 @@ class KafkaProcess:
                 s.sendall(framing.encode_request(3, 12, 1, "probe", request))
                 size = struct.unpack(">i", _read_exactly(s, 4))[0]
                 _, answer = framing.decode_response(3, 12, _read_exactly(s, size))
-                return bool(answer.brokers) and answer.cluster_id == self.cluster_id
+                return len(answer.brokers) >= brokers and answer.cluster_id == self.cluster_id
         except (OSError, struct.error, ValueError, EOFError):
             return False
 
@@ -313,6 +328,83 @@ def _bind_failed(log: Path, start: int) -> bool:
             return b"Address already in use" in fh.read()
     except FileNotFoundError:
         return False
+
+
+# A cluster's nodes keep Kafka's defaults (replication factors of 3, transaction.state.log.min.isr 2).
+CLUSTER = {"group.initial.rebalance.delay.ms": "0"}
+
+
+class KafkaCluster:
+    """Several Apache Kafka brokers (ids 1..n, as `kbroker serve --nodes n` numbers them), one KRaft
+    cluster on free loopback ports: node 1 is broker and the quorum's one controller, the others are
+    brokers only, so that stopping any node but 1 keeps the quorum and its controller fences the node
+    and shrinks the ISRs as Kafka does. Each node is a KafkaProcess (its own directory under base_dir).
+
+        with KafkaCluster(tmp_path / "kafka") as kafka:
+            kafka.stop_node(3)
+            ...
+            kafka.start_node(3)
+    """
+
+    def __init__(self, base_dir: str | Path, nodes: int = 3, config: dict[str, str] | None = None, *,
+                 start: bool = True, heap: str = "512m", log_level: str = "WARN") -> None:
+        base = Path(base_dir)
+        settings = {**CLUSTER, **(config or {})}
+        first = KafkaProcess(base / "node-1", settings, start=False, node_id=1, cluster_id=random_cluster_id(),
+                             heap=heap, log_level=log_level)
+        self.nodes = [first, *(KafkaProcess(base / f"node-{k}", settings, start=False, node_id=k, controller=first,
+                                            heap=heap, log_level=log_level) for k in range(2, nodes + 1))]
+        if start:
+            self.start()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes if node.running) or self.nodes[0].bootstrap
+
+    @property
+    def cluster_id(self) -> str:
+        return self.nodes[0].cluster_id
+
+    def node(self, node_id: int) -> KafkaProcess:
+        return self.nodes[node_id - 1]
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Every node not running, started together; returns when each serves and sees all that run."""
+        try:
+            for node in self.nodes:
+                if not node.running:
+                    node.launch()
+            self.wait_serving(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_serving(self, timeout: float = START_TIMEOUT_S) -> None:
+        running = [node for node in self.nodes if node.running]
+        for node in running:
+            node.wait_serving(timeout, brokers=len(running))
+
+    def stop_node(self, node_id: int) -> int:
+        """Kafka's controlled shutdown of one node (its leaderships move, the ISRs lose it)."""
+        return self.node(node_id).stop()
+
+    def start_node(self, node_id: int, timeout: float = START_TIMEOUT_S) -> None:
+        self.node(node_id).launch()
+        self.wait_serving(timeout)
+
+    def stop(self) -> None:
+        """The brokers first, the controller last (a broker's controlled shutdown needs it)."""
+        for node in reversed(self.nodes):
+            node.stop()
+
+    def __enter__(self) -> KafkaCluster:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop()
+
+    def dump_log(self, tail: int = 40) -> str:
+        return "\n".join(f"--- node {node.node_id}\n{node.dump_log(tail)}" for node in self.nodes)
 
 
 def _read_exactly(s: socket.socket, n: int) -> bytes:

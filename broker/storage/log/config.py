@@ -155,7 +155,7 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("compression.gzip.level", None, -1, _parse_gzip_level),
     _Spec("compression.lz4.level", None, 9, _parse_int(1, 17, "INT")),
     _Spec("compression.zstd.level", None, 3, _parse_int(-131072, 22, "INT")),
-    _Spec("min.insync.replicas", None, 1, _parse_int(1, _INT32_MAX, "INT")),
+    _Spec("min.insync.replicas", "min_insync_replicas", 1, _parse_int(1, _INT32_MAX, "INT")),
     _Spec("unclean.leader.election.enable", None, False, _parse_bool),
     _Spec("max.compaction.lag.ms", None, INT64_MAX, _parse_int(1, INT64_MAX)),
     _Spec("min.cleanable.dirty.ratio", None, 0.5, _parse_ratio),
@@ -220,6 +220,8 @@ class LogConfig:
     # CreateTime bounds (Kafka 4 defaults, KIP-1030: an hour ahead of the broker's clock, any age)
     message_timestamp_before_max_ms: int = _DEFAULTS["message_timestamp_before_max_ms"]
     message_timestamp_after_max_ms: int = _DEFAULTS["message_timestamp_after_max_ms"]
+    # acks=all needs this many in-sync replicas (enforced with several nodes; one node has one)
+    min_insync_replicas: int = _DEFAULTS["min_insync_replicas"]
     # the raw topic-level overrides this config was built from (validated, canonical spelling)
     overrides: tuple[tuple[str, str], ...] = ()
 

@@ -255,7 +255,7 @@ class LogManager:
             )
 
     def _new_topic(self, name: str, num_partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None,
-                   allow_internal_configs: bool) -> TopicInfo:
+                   allow_internal_configs: bool, replicas: dict[int, list[int]] | None = None) -> TopicInfo:
         validate_topic_name(name)
         if name in self._topics or name in self._creating:
             raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
@@ -268,7 +268,7 @@ class LogManager:
         self._check_partition_budget(num_partitions)
         if topic_id is None or topic_id.int == 0:
             topic_id = uuid.uuid4()
-        return TopicInfo(name, topic_id, num_partitions, config, config.override_dict())
+        return TopicInfo(name, topic_id, num_partitions, config, config.override_dict(), replicas=dict(replicas or {}))
 
     def _build_logs(self, info: TopicInfo, partitions: range) -> list[PartitionLog | int]:
         """The file work of a creation: the topic file first, then the partition directories. A new
@@ -334,9 +334,11 @@ class LogManager:
         *,
         validate_only: bool = False,
         allow_internal_configs: bool = False,
+        replicas: dict[int, list[int]] | None = None,
     ) -> TopicInfo:
-        """Create a topic synchronously (start-up, auto-creation, tools). Requests use create_topic_async."""
-        info = self._new_topic(name, num_partitions, configs, topic_id, allow_internal_configs)
+        """Create a topic synchronously (start-up, auto-creation, tools). Requests use create_topic_async.
+        `replicas`: the catalogue's placement of its partitions (several nodes), kept in its record."""
+        info = self._new_topic(name, num_partitions, configs, topic_id, allow_internal_configs, replicas)
         if validate_only:
             return info
         self._register(info, self._build_logs(info, range(num_partitions)))
@@ -346,11 +348,11 @@ class LogManager:
 
     async def create_topic_async(
         self, name: str, num_partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None, *,
-        validate_only: bool = False,
+        validate_only: bool = False, replicas: dict[int, list[int]] | None = None,
     ) -> TopicInfo:
         """CreateTopics: thousands of partitions mean thousands of directories and fsyncs, so the files
         are made in a worker thread while the loop keeps serving; the name is reserved meanwhile."""
-        info = self._new_topic(name, num_partitions, configs, topic_id, False)
+        info = self._new_topic(name, num_partitions, configs, topic_id, False, replicas)
         if validate_only:
             return info
         self._creating.add(name)
@@ -397,9 +399,9 @@ class LogManager:
         self._check_partition_budget(new_total - info.num_partitions)
         return info
 
-    def _grown(self, info: TopicInfo, new_total: int) -> TopicInfo:
+    def _grown(self, info: TopicInfo, new_total: int, replicas: dict[int, list[int]] | None = None) -> TopicInfo:
         return TopicInfo(info.name, info.topic_id, new_total, info.config, info.overrides, info.leader_epochs,
-                         info.log_ends)
+                         info.log_ends, replicas={**info.replicas, **(replicas or {})}, leaders=info.leaders)
 
     def add_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
         info = self._check_new_partitions(name, new_total)
@@ -413,8 +415,10 @@ class LogManager:
         log.info("partitions_added", topic=name, partitions=new_total)
         return info
 
-    async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
-        """CreatePartitions, with the file work in a worker thread (see create_topic_async)."""
+    async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False,
+                                   replicas: dict[int, list[int]] | None = None) -> TopicInfo:
+        """CreatePartitions, with the file work in a worker thread (see create_topic_async);
+        `replicas`: the new partitions' placement (several nodes)."""
         info = self._check_new_partitions(name, new_total)
         if validate_only:
             return info
@@ -423,7 +427,8 @@ class LogManager:
         self._creating.add(name)
         self._reserved_partitions += added
         try:
-            logs = await asyncio.to_thread(self._build_logs, self._grown(info, new_total), range(old_total, new_total))
+            logs = await asyncio.to_thread(self._build_logs, self._grown(info, new_total, replicas),
+                                           range(old_total, new_total))
         except KafkaError:
             if self._topics.get(name) is not info:  # deleted meanwhile: the failure put its file back
                 self._restore_meta(info, 0)
@@ -437,6 +442,8 @@ class LogManager:
             fsync_dir(self._meta_path(name).parent)
             raise KafkaError(f"topic {name!r} was deleted", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         info.num_partitions = new_total
+        if replicas:
+            info.replicas.update(replicas)
         self._register(info, logs)
         log.info("partitions_added", topic=name, partitions=new_total)
         return info

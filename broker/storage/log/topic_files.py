@@ -40,6 +40,11 @@ class TopicInfo:
     leader_epochs: dict[int, int] = field(default_factory=dict)  # partition -> epoch, where not 0
     log_ends: dict[int, int] = field(default_factory=dict)  # partition -> last log end seen, where not 0
     damaged: str | None = None  # why its record cannot be trusted: the topic is fenced
+    # Several nodes in one process (issue 41): partition -> its replicas' node ids, the first the
+    # preferred leader; and partition -> leader where that is not the first replica. Both empty on
+    # one node, whose record is as it always was.
+    replicas: dict[int, list[int]] = field(default_factory=dict)
+    leaders: dict[int, int] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         body: dict[str, object] = {
@@ -52,6 +57,10 @@ class TopicInfo:
             body["leader_epochs"] = {str(p): e for p, e in sorted(self.leader_epochs.items())}
         if self.log_ends:
             body["log_ends"] = {str(p): e for p, e in sorted(self.log_ends.items())}
+        if self.replicas:
+            body["replicas"] = {str(p): r for p, r in sorted(self.replicas.items())}
+        if self.leaders:
+            body["leaders"] = {str(p): n for p, n in sorted(self.leaders.items())}
         return checksummed.dumps(body, indent=1)
 
 
@@ -59,6 +68,12 @@ def _int_map(raw: object) -> dict[int, int]:
     if not isinstance(raw, dict):
         raise ValueError("expected an object of partition -> number")
     return {int(k): int(v) for k, v in raw.items()}
+
+
+def _list_map(raw: object) -> dict[int, list[int]]:
+    if not isinstance(raw, dict):
+        raise ValueError("expected an object of partition -> node ids")
+    return {int(k): [int(n) for n in v] for k, v in raw.items()}
 
 
 def read_topic_record(path: Path, default_config: LogConfig, partition_dirs: int) -> TopicInfo:
@@ -72,7 +87,8 @@ def read_topic_record(path: Path, default_config: LogConfig, partition_dirs: int
         info = TopicInfo(
             str(body["name"]), uuid.UUID(str(body["topic_id"])), int(body["partitions"]),  # type: ignore[call-overload]
             LogConfig.from_topic_configs(overrides, default_config, allow_internal=True), overrides,
-            _int_map(body.get("leader_epochs", {})), _int_map(body.get("log_ends", {})))
+            _int_map(body.get("leader_epochs", {})), _int_map(body.get("log_ends", {})),
+            replicas=_list_map(body.get("replicas", {})), leaders=_int_map(body.get("leaders", {})))
         validate_topic_name(info.name)
         if info.name != name or info.num_partitions < 1:
             raise ValueError(f"the record names topic {info.name!r} with {info.num_partitions} partitions")

@@ -2,6 +2,7 @@
 // tests/clients/java/Matrix.java as franz-go runs them, against one broker, one JSON line per scenario:
 //
 //	franz-client matrix BOOTSTRAP RUN_PREFIX SCENARIO...
+//	franz-client failover BOOTSTRAP TOPIC GROUP   (failover.go)
 //
 // Scenarios: producer-idempotent, producer-transactional, classic-{range,roundrobin,sticky,cooperative-sticky},
 // consumer-{uniform,range} (KIP-848, kgo.ServerSideBalancer), regex-classic, admin.
@@ -35,6 +36,10 @@ type matrix struct {
 const wait = 60 * time.Second
 
 func main() {
+	if len(os.Args) == 5 && os.Args[1] == "failover" {
+		failover(os.Args[2], os.Args[3], os.Args[4])
+		return
+	}
 	if len(os.Args) < 5 || os.Args[1] != "matrix" {
 		fmt.Fprintln(os.Stderr, "usage: franz-client matrix BOOTSTRAP RUN_PREFIX SCENARIO...")
 		os.Exit(2)

@@ -4,6 +4,7 @@
 //	sarama-client consume BOOTSTRAP TOPIC GROUP COUNT
 //	sarama-client commit-v1 BOOTSTRAP TOPIC GROUP OFFSET
 //	sarama-client matrix BOOTSTRAP RUN_PREFIX SCENARIO...
+//	sarama-client failover BOOTSTRAP TOPIC GROUP   (failover.go)
 //
 // produce and consume speak the protocol versions of SARAMA_VERSION (a Kafka version, default 0.10.2.0:
 // the oldest sarama lets a consumer group use, so Produce v2 with message format v1, Fetch v3 (v4 with
@@ -102,6 +103,8 @@ func main() {
 		consume(addrs, os.Args[3], os.Args[4], os.Args[5])
 	case "commit-v1":
 		commitV1(addrs, os.Args[3], os.Args[4], os.Args[5])
+	case "failover":
+		failover(os.Args[2], os.Args[3], os.Args[4])
 	default:
 		fail(fmt.Errorf("unknown command %q", os.Args[1]))
 	}

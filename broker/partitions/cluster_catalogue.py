@@ -1,0 +1,223 @@
+"""The topic catalogue of several nodes in one process (issue 41, `kbroker serve --nodes N`).
+
+The storage stays the one local log: a partition's replicas are a view over it (nothing is copied),
+so every replica is always caught up, and the in-sync replicas (ISR) are exactly the replicas whose
+node is up. What the catalogue keeps per partition, in its topic's record: the replicas (placed by
+placement.py as Kafka places them, or as an explicit assignment says), the leader where it is not
+the first replica (-1: none, every replica's node down), and the leader epoch.
+
+A leader changes only by an election here (`elect`, `stop_node`, `start_node`, `shuffle`), which
+bumps the partition's leader epoch in its record and epoch history, as Kafka's controller does; an
+ISR change alone bumps nothing (KRaft keeps the leader epoch for an ISR change too). Whoever must
+act on a new leader (the coordinators move their partitions, parked fetches answer) subscribes to
+`leader_listeners`; the catalogue itself knows no coordinator.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import structlog
+
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.topic_names import INTERNAL_TOPICS
+from .catalogue import NO_LEADER, Leadership, TopicCatalogue, TopicInfo
+
+if TYPE_CHECKING:
+    from ..storage.api import LogEngine
+    from ..storage.producer_state import ProducerIdAllocator
+
+log = structlog.get_logger("kbroker.catalogue")
+
+INTERNAL_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor, transaction.state.log.replication.factor
+
+# (topic, partition, old leader, new leader, new epoch)
+LeaderListener = Callable[[str, int, int, int, int], None]
+
+
+class ClusterCatalogue(TopicCatalogue):
+    clustered = True
+
+    def __init__(self, engine: LogEngine, node_ids: list[int], producer_ids: ProducerIdAllocator | None, *,
+                 default_replication_factor: int = 1) -> None:
+        super().__init__(engine, node_ids[0], producer_ids)
+        self._nodes = list(node_ids)
+        self._live = list(node_ids)
+        self._default_rf = default_replication_factor
+        self.leader_listeners: list[LeaderListener] = []
+        self._adopt_topics()
+
+    # --- nodes --------------------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[int]:
+        return self._nodes
+
+    @property
+    def live_nodes(self) -> list[int]:
+        return self._live
+
+    @property
+    def controller(self) -> int:
+        """The node answering as the controller: the first node that is up (-1 when none is)."""
+        return self._live[0] if self._live else NO_LEADER
+
+    def default_replication_factor(self, topic: str) -> int:
+        if topic in INTERNAL_TOPICS:  # Kafka's default 3, as far as the nodes that are up allow
+            return max(1, min(INTERNAL_REPLICATION_FACTOR, len(self._live)))
+        return self._default_rf
+
+    def place(self, topic: str, num_partitions: int, replication_factor: int,
+              assignments: dict[int, list[int]] | None = None, *, first_partition: int = 0) -> dict[int, list[int]]:
+        if not self._live:
+            raise KafkaError("no broker is up", ErrorCode.INVALID_REPLICATION_FACTOR)
+        return super().place(topic, num_partitions, replication_factor, assignments, first_partition=first_partition)
+
+    # --- leadership ---------------------------------------------------------------------------------
+
+    def replicas(self, info: TopicInfo, partition: int) -> list[int]:
+        # a topic made on one node (no replicas recorded) lives on the first node
+        return info.replicas.get(partition) or self._nodes[:1]
+
+    def leader(self, info: TopicInfo, partition: int) -> int:
+        leaders = info.leaders
+        if leaders and partition in leaders:
+            return leaders[partition]
+        return self.replicas(info, partition)[0]
+
+    def leadership(self, topic: str, partition: int) -> Leadership | None:
+        info = self._engine.topic(topic)
+        if info is None or not 0 <= partition < info.num_partitions:
+            return None
+        replicas = self.replicas(info, partition)
+        live = self._live
+        epoch = info.leader_epochs.get(partition, 0)
+        offline = [r for r in replicas if r not in live]
+        if info.damaged is not None:
+            return Leadership(NO_LEADER, epoch, replicas, [], replicas)
+        return Leadership(self.leader(info, partition), epoch, replicas, [r for r in replicas if r in live], offline)
+
+    def leads(self, info: TopicInfo, partition: int, node: int | None) -> bool:
+        if info.damaged is not None:
+            return False
+        leader = self.leader(info, partition)
+        return leader != NO_LEADER if node is None else leader == node
+
+    def isr_size(self, info: TopicInfo, partition: int) -> int:
+        live = self._live
+        return sum(1 for r in self.replicas(info, partition) if r in live)
+
+    def elect(self, topic: str, partition: int, leader: int | None = None) -> int:
+        """A new leadership term for the partition, led by `leader` (None: the same leader again);
+        returns the new epoch. The leader must be a replica whose node is up, or NO_LEADER."""
+        info = self._engine.topic(topic)
+        if info is None or not 0 <= partition < info.num_partitions:
+            raise KafkaError(f"unknown partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if info.damaged is not None:
+            raise KafkaError(f"topic {topic!r} is fenced: {info.damaged}", ErrorCode.KAFKA_STORAGE_ERROR)
+        old = self.leader(info, partition)
+        new = old if leader is None else leader
+        replicas = self.replicas(info, partition)
+        if new != NO_LEADER and (new not in replicas or new not in self._live):
+            raise KafkaError(f"node {new} is not an in-sync replica of {topic}-{partition} (replicas {replicas}, "
+                             f"up {self._live})", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        epoch = info.leader_epochs.get(partition, 0) + 1
+        store = self._engine.store(topic, partition)
+        if store is not None:
+            store.assign_leader_epoch(epoch)  # the history first: a crash then leaves the old epoch current
+        info.leader_epochs[partition] = epoch
+        if new == replicas[0]:
+            info.leaders.pop(partition, None)
+        else:
+            info.leaders[partition] = new
+        self._engine.write_topic_record(info)
+        log.info("leader_elected", topic=topic, partition=partition, leader=new, previous_leader=old,
+                 leader_epoch=epoch, isr=[r for r in replicas if r in self._live])
+        for listener in list(self.leader_listeners):
+            listener(topic, partition, old, new, epoch)
+        return epoch
+
+    def partitions(self) -> Iterator[tuple[TopicInfo, int]]:
+        for info in list(self.topics().values()):
+            if info.damaged is None:
+                for partition in range(info.num_partitions):
+                    yield info, partition
+
+    # --- nodes going and coming ---------------------------------------------------------------------
+
+    def add_node(self, node: int) -> None:
+        """A node joins (up): new placements may use it; no partition moves to it (as in Kafka, a new
+        broker holds nothing until a topic is created or reassigned)."""
+        if node in self._nodes:
+            raise KafkaError(f"node {node} exists already (nodes {self._nodes})", ErrorCode.INVALID_REQUEST)
+        self._nodes = [*self._nodes, node]
+        self._live = [n for n in self._nodes if n in self._live or n == node]
+
+    def stop_node(self, node: int) -> list[tuple[str, int, int]]:
+        """The node is down: out of every ISR, and each partition it led elects the first in-sync
+        replica left (none: no leader until one comes back). Returns (topic, partition, new leader)."""
+        if node not in self._nodes:
+            raise KafkaError(f"no node {node} (nodes {self._nodes})", ErrorCode.INVALID_REQUEST)
+        if node not in self._live:
+            return []
+        self._live = [n for n in self._live if n != node]
+        moved = []
+        for info, partition in self.partitions():
+            if self.leader(info, partition) == node:
+                left = [r for r in self.replicas(info, partition) if r in self._live]
+                new = left[0] if left else NO_LEADER
+                self.elect(info.name, partition, new)
+                moved.append((info.name, partition, new))
+        return moved
+
+    def start_node(self, node: int) -> list[tuple[str, int, int]]:
+        """The node is up again: back in the ISR of its partitions, and leader of those that had none.
+        Leaders elsewhere stay where they are (`elect_preferred` moves them back)."""
+        if node not in self._nodes:
+            raise KafkaError(f"no node {node} (nodes {self._nodes})", ErrorCode.INVALID_REQUEST)
+        if node in self._live:
+            return []
+        self._live = [n for n in self._nodes if n in self._live or n == node]
+        moved = []
+        for info, partition in self.partitions():
+            if self.leader(info, partition) == NO_LEADER and node in self.replicas(info, partition):
+                self.elect(info.name, partition, node)
+                moved.append((info.name, partition, node))
+        return moved
+
+    def shuffle(self, rng: random.Random | None = None) -> list[tuple[str, int, int]]:
+        """Every partition with another in-sync replica elects one of them at random."""
+        pick = rng or random.Random()
+        moved = []
+        for info, partition in self.partitions():
+            old = self.leader(info, partition)
+            others = [r for r in self.replicas(info, partition) if r in self._live and r != old]
+            if others:
+                new = pick.choice(others)
+                self.elect(info.name, partition, new)
+                moved.append((info.name, partition, new))
+        return moved
+
+    def elect_preferred(self) -> list[tuple[str, int, int]]:
+        """Kafka's preferred leader election: each partition back to its first replica, if up."""
+        moved = []
+        for info, partition in self.partitions():
+            preferred = self.replicas(info, partition)[0]
+            if self.leader(info, partition) != preferred and preferred in self._live:
+                self.elect(info.name, partition, preferred)
+                moved.append((info.name, partition, preferred))
+        return moved
+
+    # --- start-up -----------------------------------------------------------------------------------
+
+    def _adopt_topics(self) -> None:
+        """At start every node is up: a partition left leaderless, or led by a node this run does not
+        have, elects its first replica that is up (an epoch bump, as any new leader)."""
+        for info, partition in self.partitions():
+            leader = self.leader(info, partition)
+            if leader == NO_LEADER or leader not in self._nodes:
+                left = [r for r in self.replicas(info, partition) if r in self._live]
+                if left:
+                    self.elect(info.name, partition, left[0])
