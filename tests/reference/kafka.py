@@ -119,9 +119,9 @@ class KafkaProcess:
         self.host = host
         self.port = free_port(host)
         self.controller = controller
-        self.controller_port = free_port(host) if controller is None else controller.controller_port
+        self.controller_port: int = free_port(host) if controller is None else controller.controller_port
         self.node_id = node_id
-        self.cluster_id = cluster_id or (controller.cluster_id if controller else random_cluster_id())
+        self.cluster_id: str = cluster_id or (controller.cluster_id if controller else random_cluster_id())
         self.heap = heap
         self.log_level = log_level
         self.config = {**(SINGLE_NODE if controller is None and cluster_id is None else {}), **(config or {})}
