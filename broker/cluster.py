@@ -69,6 +69,12 @@ class Node:
         self.requests: Counter[int] = Counter()  # API key -> requests this node was sent
         self.cut_off: set[str] = set()  # client ids whose connections to this node close
 
+    def __getattr__(self, name: str) -> Any:
+        # Everything not named above is the process's, shared by every node (the Kafka release a
+        # --kafka-version answers as, client telemetry, and what later services add): a service added
+        # to BrokerServices reaches every node without an edit here; what is a node's own is set above.
+        return getattr(self._broker, name)
+
     def watch(self, api_key: int, client_id: str | None) -> bool:
         """Each request of this node's servers: counted; True when its client is cut off from this node."""
         self.requests[api_key] += 1
