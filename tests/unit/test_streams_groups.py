@@ -273,3 +273,12 @@ def test_delete_group_tombstones_every_record() -> None:
     assert {t.record_type for t in tombstones} == {sr.GROUP_METADATA, sr.TOPOLOGY, sr.TARGET_ASSIGNMENT_METADATA}
     assert all(t.value is None for t in tombstones)
     assert group.listed().group_type == "streams"
+
+
+def test_a_third_member_gets_its_share_though_the_first_two_held_every_task() -> None:
+    four = frozenset((s, p) for s in "01" for p in range(2))
+    two = assign({"a": AssignmentMember("a", "pa"), "b": AssignmentMember("b", "pb")}, four, 0)
+    three = assign({"a": AssignmentMember("a", "pa", two["a"].active), "b": AssignmentMember("b", "pb", two["b"].active),
+                    "c": AssignmentMember("c", "pc")}, four, 0)
+    assert sorted(len(t.active) for t in three.values()) == [1, 1, 2]
+    assert three["a"].active <= two["a"].active and three["b"].active <= two["b"].active

@@ -32,30 +32,41 @@ class MemberTarget:
     warmup: Tasks = frozenset()
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def assign(members: Mapping[str, AssignmentMember], tasks: Tasks, num_standby: int) -> dict[str, MemberTarget]:
     if not members:
         return {}
     ids = sorted(members)
     processes = sorted({m.process_id for m in members.values()})
     active: dict[str, set[tuple[str, int]]] = {m: set() for m in ids}
-    per_member_cap = _ceil_div(len(tasks), len(ids))
+    # Balanced quotas: every member floor(tasks / members), the first `extra` to fill one more.
+    floor, extra = divmod(len(tasks), len(ids))
     process_load = {p: 0 for p in processes}
 
-    # 1. Active tasks stay with their previous owner, up to its fair share.
+    # 1. Active tasks stay with their previous owner up to its quota (a member past it gives tasks up).
     owner_of: dict[tuple[str, int], str] = {}
-    for m in ids:
+
+    def keep(m: str, limit: int) -> None:
         for t in sorted(members[m].active):
-            if t in tasks and t not in owner_of and len(active[m]) < per_member_cap:
+            if len(active[m]) >= limit:
+                return
+            if t in tasks and t not in owner_of:
                 owner_of[t] = m
                 active[m].add(t)
                 process_load[members[m].process_id] += 1
+
+    for m in ids:
+        keep(m, floor)
+    for m in ids:
+        if extra and len(active[m]) == floor:
+            keep(m, floor + 1)
+            extra -= len(active[m]) - floor
     # 2. The rest to the least loaded process, then its least loaded member.
     for t in sorted(tasks - owner_of.keys()):
-        m = min(ids, key=lambda i: (process_load[members[i].process_id], len(active[i]), i))
+        room = ([i for i in ids if len(active[i]) < floor]
+                or [i for i in ids if len(active[i]) == floor and extra] or ids)
+        m = min(room, key=lambda i: (process_load[members[i].process_id], len(active[i]), i))
+        if len(active[m]) == floor:
+            extra -= 1
         owner_of[t] = m
         active[m].add(t)
         process_load[members[m].process_id] += 1
