@@ -282,3 +282,12 @@ def test_a_third_member_gets_its_share_though_the_first_two_held_every_task() ->
                     "c": AssignmentMember("c", "pc")}, four, 0)
     assert sorted(len(t.active) for t in three.values()) == [1, 1, 2]
     assert three["a"].active <= two["a"].active and three["b"].active <= two["b"].active
+
+
+def test_a_shutdown_request_reaches_every_member() -> None:
+    h, a_tasks = ready_group()
+    beat(h, "b", 0)
+    asked = h.call(sc.StreamsGroupHeartbeat(APP, "a", 1, active_tasks=(("0", (0, 1)), ("1", (0, 1))),
+                                            shutdown_application=True))
+    assert [code for code, _ in asked.statuses] == [sc.SHUTDOWN_APPLICATION]
+    assert [code for code, _ in beat(h, "b", 2, owned=frozenset()).statuses] == [sc.SHUTDOWN_APPLICATION]

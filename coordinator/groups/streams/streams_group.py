@@ -77,6 +77,8 @@ class StreamsGroup:
     deleted: bool = False
     # Kafka's endpointInformationEpoch: in memory only, moved on whenever a member's tasks change.
     endpoint_epoch: int = 0
+    # The member that asked the application to shut down (SHUTDOWN_APPLICATION), in memory as in Kafka.
+    shutdown_requested_by: str | None = None
 
     @property
     def state(self) -> str:

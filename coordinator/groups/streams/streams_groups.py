@@ -258,6 +258,9 @@ class StreamsGroups:
         out.schedule(sc.session_key(gid, member_id), self.config.group_streams_session_timeout_ms,
                      sc.StreamsSessionExpired(gid, member_id))
         if cmd.shutdown_application:
+            # In memory, as Kafka keeps it: every member is told until the group is empty again.
+            group.shutdown_requested_by = member_id
+        if cmd.shutdown_application or group.shutdown_requested_by is not None:
             statuses.append((sc.SHUTDOWN_APPLICATION, "A KafkaStreams instance encountered a fatal error and "
                                                       "requested a shutdown for the entire application."))
         send_tasks = joining or reconciled.assigned != member.assigned or cmd.active_tasks is None and is_new
@@ -325,6 +328,8 @@ class StreamsGroups:
         if member is None:
             raise ApiError(E.UNKNOWN_MEMBER_ID, f"Member {cmd.member_id} is not a member of group {group.group_id}.")
         self._fence(out, records, group, member)
+        if len(group.members) == 1:
+            group.shutdown_requested_by = None
         return sc.StreamsGroupHeartbeatResult(E.NONE, None, cmd.member_id, cmd.member_epoch)
 
     def _fence(self, out: Outcome, records: list[Any], group: StreamsGroup, member: StreamsGroupMember) -> None:
