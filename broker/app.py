@@ -27,6 +27,7 @@ from .network.router import Route, Router
 from ..protocol.framing import API_VERSIONS_KEY
 from .network.server import KafkaServer
 from .startup import Prepared, prepare
+from .partitions.internal_topics import Refused, repair_configs
 from .partitions.startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
@@ -173,6 +174,7 @@ class Broker:
         from .partitions.service import PartitionService
 
         self.catalogue = TopicCatalogue(self.logs, self.node_id, self.producer_states.ids)
+        repair_configs(self.catalogue)  # before retention first runs: an older kbroker let them lose their policy
         self.partitions = PartitionService(self.logs, self.catalogue, purgatory=self.fetch_purgatory,
                                            observations=self.observations, clock=self.clock,
                                            faults=self.partition_faults)
@@ -416,7 +418,13 @@ class Broker:
             if name == TRANSACTION_STATE_TOPIC:
                 self.transactions  # noqa: B018 - builds the coordinator, which creates its topic
             raise KafkaError(f"{name} is being created", ErrorCode.LEADER_NOT_AVAILABLE)
-        info = self.catalogue.create_topic(name, self.config.num_partitions, {})
+        try:
+            info = self.catalogue.create_topic(name, self.config.num_partitions, {})
+        except Refused as e:
+            # __cluster_metadata: Kafka 4.4 answers UNKNOWN_TOPIC_OR_PARTITION and never makes it.
+            # __share_group_state: Kafka makes it with its share coordinator's settings; this broker
+            # runs no share coordinator yet, and the broker defaults would let retention delete it.
+            raise Refused(f"{name} cannot be created: {e}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
         log.info("topic_auto_created", topic=name, partitions=self.config.num_partitions)
         return info
 
