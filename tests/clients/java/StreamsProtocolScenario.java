@@ -5,7 +5,6 @@
 import java.nio.file.Files;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -24,27 +23,11 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.LongDeserializer;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
-import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.ThreadMetadata;
-import org.apache.kafka.streams.Topology;
-import org.apache.kafka.streams.kstream.Consumed;
-import org.apache.kafka.streams.kstream.Materialized;
-import org.apache.kafka.streams.kstream.Produced;
 
 final class StreamsProtocolScenario {
     private StreamsProtocolScenario() {}
-
-    static Topology topology(Matrix m) {
-        StreamsBuilder builder = new StreamsBuilder();
-        builder.stream(m.name("sp-in"), Consumed.with(Serdes.String(), Serdes.String()))
-                .flatMapValues(v -> Arrays.asList(v.toLowerCase().split("\\W+")))
-                .groupBy((k, word) -> word)
-                .count(Materialized.as("counts"))
-                .toStream()
-                .to(m.name("sp-out"), Produced.with(Serdes.String(), Serdes.Long()));
-        return builder.build();
-    }
 
     static KafkaStreams instance(Matrix m) throws Exception {
         Properties p = new Properties();
@@ -56,7 +39,7 @@ final class StreamsProtocolScenario {
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class.getName());
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class.getName());
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
-        KafkaStreams streams = new KafkaStreams(topology(m), p);
+        KafkaStreams streams = new KafkaStreams(StreamsScenario.wordCountTopology(m.name("sp-in"), m.name("sp-out")), p);
         streams.start();
         return streams;
     }
