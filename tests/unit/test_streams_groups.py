@@ -291,3 +291,15 @@ def test_a_shutdown_request_reaches_every_member() -> None:
                                             shutdown_application=True))
     assert [code for code, _ in asked.statuses] == [sc.SHUTDOWN_APPLICATION]
     assert [code for code, _ in beat(h, "b", 2, owned=frozenset()).statuses] == [sc.SHUTDOWN_APPLICATION]
+
+
+def test_an_empty_classic_group_gives_way_to_a_streams_group_and_keeps_its_offsets() -> None:
+    from kbroker.coordinator.groups import commands as c
+
+    h, _ = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    h.call(c.OffsetCommit(APP, -1, "", (c.OffsetCommitTopic("words", (c.OffsetCommitPartition(0, 7),)),)))
+    assert h.group(APP).__class__.__name__ == "ClassicGroup"
+    a = beat(h, "a", 0)
+    assert (a.error, a.member_epoch) == (E.NONE, 1)
+    assert isinstance(h.group(APP), StreamsGroup)
+    assert h.offsets(APP)[("words", 0)].offset == 7

@@ -25,8 +25,10 @@ from ....protocol.messages import streams_group_metadata_value as gmv
 from ....protocol.messages import streams_group_target_assignment_member_value as tamv
 from ....protocol.messages import streams_group_target_assignment_metadata_value as tav
 from ....protocol.records import streams_records as sr
+from ....protocol.records.classic_records import GroupMetadataTombstone
 from ...runtime.outcome import Outcome, Reply
 from .. import commands as c
+from ..classic.group import ClassicGroup, GroupState
 from ..context import Ctx
 from ..group_types import TypeContext
 from . import streams_commands as sc
@@ -165,11 +167,16 @@ class StreamsGroups:
                     out.write(records)
         return out
 
-    def _group(self, group: Any, group_id: str, create: bool) -> StreamsGroup:
-        """Kafka's getOrCreateStreamsGroup: a group of another type is not taken over."""
+    def _group(self, group: Any, group_id: str, create: bool, records: list[Any] | None = None) -> StreamsGroup:
+        """Kafka's getOrCreateStreamsGroup: a group of another type is not taken over, except an empty
+        classic group (offline migration, maybeDeleteEmptyClassicGroup): it gives way, its offsets stay."""
         if group is None:
             if not create:
                 raise ApiError(E.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
+            return StreamsGroup(group_id)
+        if (create and records is not None and group.__class__ is ClassicGroup
+                and group.is_state(GroupState.EMPTY)):
+            records.append(GroupMetadataTombstone(group_id))
             return StreamsGroup(group_id)
         if group.__class__ is not StreamsGroup:
             raise ApiError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
@@ -178,7 +185,7 @@ class StreamsGroups:
     def _heartbeat(self, out: Outcome, records: list[Any], existing: Any, cmd: sc.StreamsGroupHeartbeat,
                    now_ms: int) -> sc.StreamsGroupHeartbeatResult:
         joining = cmd.member_epoch == 0
-        group = self._group(existing, cmd.group_id, joining)
+        group = self._group(existing, cmd.group_id, joining, records)
         gid, member_id = group.group_id, cmd.member_id
         member = group.members.get(member_id)
         if member is None:
