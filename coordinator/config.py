@@ -43,6 +43,7 @@ class GroupConfig:
     group_streams_heartbeat_interval_ms: int = 5_000
     group_streams_max_size: int = 2_147_483_647
     group_streams_num_standby_replicas: int = 0
+    group_streams_initial_rebalance_delay_ms: int = 3_000
 
     @property
     def offsets_retention_ms(self) -> int:

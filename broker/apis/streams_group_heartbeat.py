@@ -65,9 +65,10 @@ def _response(r: sc.StreamsGroupHeartbeatResult) -> StreamsGroupHeartbeatRespons
     return StreamsGroupHeartbeatResponse(
         throttle_time_ms=0, error_code=0, error_message=None, member_id=r.member_id or "",
         member_epoch=r.member_epoch, heartbeat_interval_ms=r.heartbeat_interval_ms,
-        acceptable_recovery_lag_legacy=r.acceptable_recovery_lag, acceptable_recovery_lag=r.acceptable_recovery_lag,
+        acceptable_recovery_lag_legacy=0, acceptable_recovery_lag=r.acceptable_recovery_lag,  # v0's: 0, as Kafka 4.4
         task_offset_interval_ms=r.task_offset_interval_ms,
-        status=[Status(status_code=code, status_detail=detail) for code, detail in r.statuses] or None,
+        status=None if r.statuses is None else [Status(status_code=code, status_detail=detail)
+                                                for code, detail in r.statuses],
         active_tasks=_out(r.active_tasks), standby_tasks=_out(r.standby_tasks), warmup_tasks=_out(r.warmup_tasks),
         endpoint_information_epoch=r.endpoint_information_epoch,
         partitions_by_user_endpoint=None if r.partitions_by_endpoint is None else [

@@ -33,7 +33,8 @@ SOURCE = "streams-words"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    proc = BrokerProcess(tmp_path_factory.mktemp("streams-wire") / "data", "--num-partitions", "2")
+    proc = BrokerProcess(tmp_path_factory.mktemp("streams-wire") / "data", "--num-partitions", "2",
+                         "--group-streams-initial-rebalance-delay-ms", "0")
     yield proc
     proc.stop()
 
@@ -71,7 +72,7 @@ def test_a_word_count_gets_its_internal_topics_and_tasks_and_survives_a_restart(
     wire = connect(broker)
     app, a = f"wc-{uuid.uuid4().hex[:6]}", str(uuid.uuid4())
     first = hb(wire, app, a, 0, top=topology(app))
-    assert (first.error_code, first.member_id, first.member_epoch) == (0, a, 1)
+    assert (first.error_code, first.member_id, first.member_epoch) == (0, a, 2)  # a new group starts at 1
     assert [s.status_code for s in first.status] == [3]  # MISSING_INTERNAL_TOPICS
     assert tasks(first) == []
     # the broker created them, with the partitions the topology implies
@@ -79,14 +80,14 @@ def test_a_word_count_gets_its_internal_topics_and_tasks_and_survives_a_restart(
                                                     MetadataRequestTopic(name=f"{app}-counts-changelog")],
                                             allow_auto_topic_creation=False))
     assert [(t.error_code, len(t.partitions)) for t in meta.topics] == [(0, 2), (0, 2)]
-    second = hb(wire, app, a, 1, owned=[])
-    assert second.status is None and second.member_epoch == 2
+    second = hb(wire, app, a, 2, owned=[])
+    assert second.status == [] and second.member_epoch == 3
     assert tasks(second) == [("0", [0, 1]), ("1", [0, 1])]
     described = wire.call(SGD, 1, StreamsGroupDescribeRequest(group_ids=[app], include_authorized_operations=False))
     g = described.groups[0]
-    assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch) == (0, "Stable", 2, 2)
+    assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch) == (0, "Stable", 3, 3)
     assert [s.subtopology_id for s in g.topology.subtopologies] == ["0", "1"]
-    assert [(m.member_id, m.member_epoch) for m in g.members] == [(a, 2)]
+    assert [(m.member_id, m.member_epoch) for m in g.members] == [(a, 3)]
     listed = wire.call(16, 5, ListGroupsRequest(states_filter=[], types_filter=["streams"])).groups
     assert [(x.group_id, x.group_state, x.group_type) for x in listed if x.group_id == app] == [
         (app, "Stable", "streams")]
@@ -100,10 +101,10 @@ def test_a_word_count_gets_its_internal_topics_and_tasks_and_survives_a_restart(
     try:
         again = wire.call(SGD, 0, StreamsGroupDescribeRequest(group_ids=[app], include_authorized_operations=False))
         (member,) = again.groups[0].members
-        assert (member.member_id, member.member_epoch) == (a, 2)
+        assert (member.member_id, member.member_epoch) == (a, 3)
         assert [(t.subtopology_id, sorted(t.partitions)) for t in member.assignment.active_tasks] == [
             ("0", [0, 1]), ("1", [0, 1])]
-        assert hb(wire, app, a, 2, owned=[("0", [0, 1]), ("1", [0, 1])], version=0).error_code == 0
+        assert hb(wire, app, a, 3, owned=[("0", [0, 1]), ("1", [0, 1])], version=0).error_code == 0
         assert hb(wire, app, a, -1).error_code == 0
         assert wire.call(42, 2, DeleteGroupsRequest(groups_names=[app])).results[0].error_code == 0
         gone = wire.call(SGD, 1, StreamsGroupDescribeRequest(group_ids=[app], include_authorized_operations=False))

@@ -101,7 +101,10 @@ class Topics:
             self.image[t.name] = TopicImage(t.name, uuid.uuid4(), t.partitions)
 
 
-def make(config: GroupConfig | None = None, **partitions: int) -> tuple[Harness, Topics]:
+NO_DELAY = GroupConfig(group_streams_initial_rebalance_delay_ms=0)
+
+
+def make(config: GroupConfig = NO_DELAY, **partitions: int) -> tuple[Harness, Topics]:
     topics = Topics(**partitions)
     return Harness(config, topics=lambda: dict(topics.image)), topics
 
@@ -126,13 +129,13 @@ def active(result: sc.StreamsGroupHeartbeatResult) -> frozenset:
 def test_the_first_member_is_told_of_missing_internal_topics_then_gets_every_task_once_they_exist() -> None:
     h, topics = make(words=2)
     a = beat(h, "a", 0)
-    assert (a.error, a.member_epoch, a.heartbeat_interval_ms) == (E.NONE, 1, 5_000)
+    assert (a.error, a.member_epoch, a.heartbeat_interval_ms) == (E.NONE, 2, 5_000)  # a new group starts at 1
     assert [code for code, _ in a.statuses] == [sc.MISSING_INTERNAL_TOPICS]
     assert sorted(t.name for t in a.creatable_topics) == [CHANGELOG, REPARTITION]
     assert active(a) == frozenset() and h.group(APP).state == "NotReady"
     topics.create(a)  # the broker creates them (broker/apis/streams_group_heartbeat.py)
-    a2 = beat(h, "a", 1, owned=frozenset())
-    assert a2.statuses == () and a2.member_epoch == 2
+    a2 = beat(h, "a", 2, owned=frozenset())
+    assert a2.statuses == () and a2.member_epoch == 3
     assert active(a2) == frozenset((s, p) for s in "01" for p in range(2))
     assert h.group(APP).state == "Stable"
     assert h.deadline(sc.session_key(APP, "a")) == h.clock.now_ms() + SESSION_MS
@@ -149,20 +152,20 @@ def test_a_second_member_gets_tasks_only_once_the_first_has_revoked_them() -> No
     h, a_tasks = ready_group()
     assert len(a_tasks) == 4
     b = beat(h, "b", 0)
-    assert b.member_epoch == 2 and active(b) == frozenset()  # a still owns every task
+    assert b.member_epoch == 3 and active(b) == frozenset()  # a still owns every task
     assert h.group(APP).state == "Reconciling"
     # a is told to give up two tasks, keeping its epoch until it has
-    a2 = beat(h, "a", 1, owned=a_tasks)
+    a2 = beat(h, "a", 2, owned=a_tasks)
     kept = active(a2)
-    assert a2.member_epoch == 1 and len(kept) == 2
+    assert a2.member_epoch == 2 and len(kept) == 2
     revoked = a_tasks - kept
-    still = beat(h, "a", 1, owned=a_tasks)  # not yet given up
-    assert still.member_epoch == 1 and still.active_tasks is None
-    b2 = beat(h, "b", 2, owned=frozenset())
+    still = beat(h, "a", 2, owned=a_tasks)  # not yet given up
+    assert still.member_epoch == 2 and still.active_tasks is None
+    b2 = beat(h, "b", 3, owned=frozenset())
     assert b2.active_tasks is None  # the tasks are still a's
-    a3 = beat(h, "a", 1, owned=kept)
-    assert a3.member_epoch == 2
-    b3 = beat(h, "b", 2, owned=frozenset())
+    a3 = beat(h, "a", 2, owned=kept)
+    assert a3.member_epoch == 3
+    b3 = beat(h, "b", 3, owned=frozenset())
     assert active(b3) == revoked and h.group(APP).state == "Stable"
     # the endpoints for interactive queries map each member's tasks to its source topic partitions
     endpoints = {ep: dict(act) for ep, act, _ in b3.partitions_by_endpoint or ()}
@@ -170,7 +173,7 @@ def test_a_second_member_gets_tasks_only_once_the_first_has_revoked_them() -> No
 
 
 def test_standby_replicas_when_configured() -> None:
-    config = dataclasses.replace(GroupConfig(), group_streams_num_standby_replicas=1)
+    config = dataclasses.replace(NO_DELAY, group_streams_num_standby_replicas=1)
     h, _ = make(config, words=2, **{REPARTITION: 2, CHANGELOG: 2})
     beat(h, "a", 0)
     beat(h, "b", 0)
@@ -184,11 +187,11 @@ def test_session_timeout_fences_the_member_and_its_tasks_go_to_the_others() -> N
     h, a_tasks = ready_group()
     beat(h, "b", 0)
     h.advance(SESSION_MS - 1)
-    beat(h, "b", 2, owned=frozenset())
+    beat(h, "b", 3, owned=frozenset())
     h.advance(1)  # a's session ends
     assert set(h.group(APP).members) == {"b"}
-    b = beat(h, "b", 2, owned=frozenset())
-    assert b.member_epoch == 3 and active(b) == a_tasks  # the fence moved the group epoch from 2 to 3
+    b = beat(h, "b", 3, owned=frozenset())
+    assert b.member_epoch == 4 and active(b) == a_tasks  # the fence moved the group epoch from 3 to 4
 
 
 def test_leave_removes_the_member_and_an_unknown_member_is_refused() -> None:
@@ -196,7 +199,7 @@ def test_leave_removes_the_member_and_an_unknown_member_is_refused() -> None:
     left = beat(h, "a", -1)
     assert (left.error, left.member_epoch) == (E.NONE, -1)
     assert h.group(APP).state == "Empty"
-    assert beat(h, "a", 1).error == E.UNKNOWN_MEMBER_ID
+    assert beat(h, "a", 2).error == E.UNKNOWN_MEMBER_ID
     assert beat(h, "zz", 3).error == E.UNKNOWN_MEMBER_ID
 
 
@@ -237,7 +240,7 @@ def test_another_types_group_id_is_refused_and_a_streams_id_refused_to_consumers
 def test_describe_shows_members_topology_and_assignments() -> None:
     h, a_tasks = ready_group()
     d = h.call(sc.StreamsGroupDescribe(APP))
-    assert (d.error, d.state, d.group_epoch, d.assignment_epoch) == (E.NONE, "Stable", 1, 1)
+    assert (d.error, d.state, d.group_epoch, d.assignment_epoch) == (E.NONE, "Stable", 2, 2)
     assert d.topology == WORDCOUNT
     (m,) = d.members
     assert (m.member_id, m.process_id, m.user_endpoint) == ("a", "process-a", ("a.local", 8080))
@@ -287,10 +290,10 @@ def test_a_third_member_gets_its_share_though_the_first_two_held_every_task() ->
 def test_a_shutdown_request_reaches_every_member() -> None:
     h, a_tasks = ready_group()
     beat(h, "b", 0)
-    asked = h.call(sc.StreamsGroupHeartbeat(APP, "a", 1, active_tasks=(("0", (0, 1)), ("1", (0, 1))),
+    asked = h.call(sc.StreamsGroupHeartbeat(APP, "a", 2, active_tasks=(("0", (0, 1)), ("1", (0, 1))),
                                             shutdown_application=True))
     assert [code for code, _ in asked.statuses] == [sc.SHUTDOWN_APPLICATION]
-    assert [code for code, _ in beat(h, "b", 2, owned=frozenset()).statuses] == [sc.SHUTDOWN_APPLICATION]
+    assert [code for code, _ in beat(h, "b", 3, owned=frozenset()).statuses or ()] == [sc.SHUTDOWN_APPLICATION]
 
 
 def test_an_empty_classic_group_gives_way_to_a_streams_group_and_keeps_its_offsets() -> None:
@@ -300,6 +303,20 @@ def test_an_empty_classic_group_gives_way_to_a_streams_group_and_keeps_its_offse
     h.call(c.OffsetCommit(APP, -1, "", (c.OffsetCommitTopic("words", (c.OffsetCommitPartition(0, 7),)),)))
     assert h.group(APP).__class__.__name__ == "ClassicGroup"
     a = beat(h, "a", 0)
-    assert (a.error, a.member_epoch) == (E.NONE, 1)
+    assert (a.error, a.member_epoch) == (E.NONE, 2)
     assert isinstance(h.group(APP), StreamsGroup)
     assert h.offsets(APP)[("words", 0)].offset == 7
+
+
+def test_a_new_groups_first_assignment_waits_for_the_initial_rebalance_delay() -> None:
+    h, _ = make(GroupConfig(), words=2, **{REPARTITION: 2, CHANGELOG: 2})  # the default delay, 3 s
+    a = beat(h, "a", 0)
+    assert (a.member_epoch, a.statuses) == (1, ((sc.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured "
+                                                "initial rebalance delay."),))
+    assert active(a) == frozenset() and h.group(APP).state == "Assigning" and h.group(APP).group_epoch == 2
+    assert h.deadline(sc.initial_delay_key(APP)) == h.clock.now_ms() + 3_000
+    b = beat(h, "b", 0)
+    assert b.member_epoch == 1 and [code for code, _ in b.statuses or ()] == [sc.ASSIGNMENT_DELAYED]
+    h.advance(3_000)
+    a2 = beat(h, "a", 1, owned=frozenset())
+    assert a2.statuses == () and a2.member_epoch == 3 and len(active(a2)) == 2

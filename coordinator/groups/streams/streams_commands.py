@@ -19,6 +19,7 @@ MISSING_SOURCE_TOPICS = 1
 INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
+ASSIGNMENT_DELAYED = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +71,20 @@ class StreamsSessionExpired:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class StreamsInitialDelayExpired:
+    group_id: str
+
+    def error_result(self, code: ErrorCode) -> None:
+        return None
+
+
 def session_key(group_id: str, member_id: str) -> str:
     return f"streams-session-{group_id}-{member_id}"
+
+
+def initial_delay_key(group_id: str) -> str:
+    return f"streams-initial-rebalance-{group_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +94,9 @@ class StreamsGroupHeartbeatResult:
     member_id: str | None = None
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
-    acceptable_recovery_lag: int = 10_000
-    task_offset_interval_ms: int = 60_000
-    statuses: tuple[tuple[int, str], ...] = ()
+    acceptable_recovery_lag: int = -1  # -1, 0 and None: the defaults of Kafka's answer to a leave
+    task_offset_interval_ms: int = 0
+    statuses: tuple[tuple[int, str], ...] | None = None
     active_tasks: TaskSet | None = None  # None: unchanged since the member's last answer
     standby_tasks: TaskSet | None = None
     warmup_tasks: TaskSet | None = None
@@ -130,4 +143,4 @@ class DescribedStreamsGroup:
 
 
 STREAMS_REQUESTS = (StreamsGroupHeartbeat, StreamsGroupDescribe)
-STREAMS_EXPIRIES = (StreamsSessionExpired,)
+STREAMS_EXPIRIES = (StreamsSessionExpired, StreamsInitialDelayExpired)

@@ -133,6 +133,9 @@ class StreamsGroups:
         self.groups = ctx.groups.of_type(StreamsGroup)
         self.config = ctx.config
         self.topics = ctx.topics
+        # Groups whose first assignment waits for group.streams.initial.rebalance.delay.ms (in memory,
+        # as Kafka's timer is).
+        self.delayed: set[str] = set()
 
     def _partitions(self) -> dict[str, int]:
         return {name: t.num_partitions for name, t in self.topics().items()}
@@ -160,6 +163,9 @@ class StreamsGroups:
                     out.reply(cmd.reply_to, result)
             case sc.StreamsGroupDescribe():
                 out.reply(cmd.reply_to, self._describe(group, cmd.group_id))
+            case sc.StreamsInitialDelayExpired():
+                # The next heartbeat computes the target assignment (the group epoch is past it).
+                self.delayed.discard(cmd.group_id)
             case sc.StreamsSessionExpired():
                 if group.__class__ is StreamsGroup and cmd.member_id in group.members:
                     records = []
@@ -173,11 +179,11 @@ class StreamsGroups:
         if group is None:
             if not create:
                 raise ApiError(E.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
-            return StreamsGroup(group_id)
+            return StreamsGroup(group_id, group_epoch=1)  # Kafka 4.3+: a new group starts at epoch 1
         if (create and records is not None and group.__class__ is ClassicGroup
                 and group.is_state(GroupState.EMPTY)):
             records.append(GroupMetadataTombstone(group_id))
-            return StreamsGroup(group_id)
+            return StreamsGroup(group_id, group_epoch=1)
         if group.__class__ is not StreamsGroup:
             raise ApiError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
         return group
@@ -246,8 +252,17 @@ class StreamsGroups:
             records.append(sr.StreamsRecord(sr.GROUP_METADATA, gid, None, gmv.StreamsGroupMetadataValue(
                 epoch=group_epoch, metadata_hash=new_hash, validated_topology_epoch=validated)))
 
-        # 4. The target assignment, for the whole group, when the group epoch moved on.
-        if group_epoch > group.assignment_epoch:
+        # 4. The target assignment, for the whole group, when the group epoch moved on; a new group's
+        #    first one waits for the initial rebalance delay (members reconcile to nothing meanwhile).
+        if gid not in self.groups and self.config.group_streams_initial_rebalance_delay_ms > 0:
+            self.delayed.add(gid)
+            out.schedule(sc.initial_delay_key(gid), self.config.group_streams_initial_rebalance_delay_ms,
+                         sc.StreamsInitialDelayExpired(gid))
+        if group_epoch > group.assignment_epoch and gid in self.delayed:
+            target, target_epoch = EMPTY, max(1, group.assignment_epoch)
+            statuses.append((sc.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance "
+                                                    "delay."))
+        elif group_epoch > group.assignment_epoch:
             targets = self._update_target(records, group, group_epoch, updated, configured, now_ms)
             target, target_epoch = targets.get(member_id, EMPTY), group_epoch
         else:
@@ -275,7 +290,7 @@ class StreamsGroups:
         endpoint_epoch = group.endpoint_epoch + (1 if reconciled.assigned != member.assigned else 0)
         return sc.StreamsGroupHeartbeatResult(
             E.NONE, None, member_id, reconciled.member_epoch, self.config.group_streams_heartbeat_interval_ms,
-            statuses=tuple(statuses),
+            acceptable_recovery_lag=10_000, task_offset_interval_ms=60_000, statuses=tuple(statuses),
             active_tasks=active if send_tasks else None, standby_tasks=standby if send_tasks else None,
             warmup_tasks=warmup if send_tasks else None,
             endpoint_information_epoch=endpoint_epoch,
@@ -337,7 +352,7 @@ class StreamsGroups:
         self._fence(out, records, group, member)
         if len(group.members) == 1:
             group.shutdown_requested_by = None
-        return sc.StreamsGroupHeartbeatResult(E.NONE, None, cmd.member_id, cmd.member_epoch)
+        return sc.StreamsGroupHeartbeatResult(E.NONE, None, cmd.member_id, cmd.member_epoch, statuses=())
 
     def _fence(self, out: Outcome, records: list[Any], group: StreamsGroup, member: StreamsGroupMember) -> None:
         """Kafka's streamsGroupFenceMember: the member's records go and the group epoch moves on; the
@@ -412,6 +427,9 @@ class StreamsGroups:
 
     def unload(self, now_ms: int) -> Outcome:
         out = Outcome()
+        for group_id in self.delayed:
+            out.cancel(sc.initial_delay_key(group_id))
+        self.delayed.clear()
         for group in self.groups.values():
             for member_id in group.members:
                 out.cancel(sc.session_key(group.group_id, member_id))
