@@ -179,11 +179,11 @@ class StreamsGroups:
         if group is None:
             if not create:
                 raise ApiError(E.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
-            return StreamsGroup(group_id, group_epoch=1)  # Kafka 4.3+: a new group starts at epoch 1
+            return StreamsGroup(group_id, group_epoch=1, assignment_epoch=1)  # Kafka 4.3+: a new group's epochs start at 1
         if (create and records is not None and group.__class__ is ClassicGroup
                 and group.is_state(GroupState.EMPTY)):
             records.append(GroupMetadataTombstone(group_id))
-            return StreamsGroup(group_id, group_epoch=1)
+            return StreamsGroup(group_id, group_epoch=1, assignment_epoch=1)
         if group.__class__ is not StreamsGroup:
             raise ApiError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
         return group
@@ -384,7 +384,7 @@ class StreamsGroups:
         replay(self.groups, record, self._create)
 
     def _create(self, group_id: str) -> StreamsGroup:
-        group = StreamsGroup(group_id)
+        group = StreamsGroup(group_id, assignment_epoch=1)  # Kafka 4.3+: epochs start at 1
         self.store.put(group)
         return group
 
