@@ -6,10 +6,12 @@ group from `__consumer_offsets`."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
 
+from kbroker.broker.cli import main as cli_main
 from kbroker.protocol.errors import ErrorCode as E
 from kbroker.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from kbroker.protocol.messages.describe_groups_request import DescribeGroupsRequest
@@ -68,7 +70,7 @@ def tasks(answer) -> list[tuple[str, list[int]]]:
     return [(t.subtopology_id, sorted(t.partitions)) for t in answer.active_tasks or []]
 
 
-def test_a_word_count_gets_its_internal_topics_and_tasks_and_survives_a_restart(broker):
+def test_a_word_count_gets_its_internal_topics_and_tasks_and_survives_a_restart(broker, capsys):
     wire = connect(broker)
     app, a = f"wc-{uuid.uuid4().hex[:6]}", str(uuid.uuid4())
     first = hb(wire, app, a, 0, top=topology(app))
@@ -91,6 +93,13 @@ def test_a_word_count_gets_its_internal_topics_and_tasks_and_survives_a_restart(
     listed = wire.call(16, 5, ListGroupsRequest(states_filter=[], types_filter=["streams"])).groups
     assert [(x.group_id, x.group_state, x.group_type) for x in listed if x.group_id == app] == [
         (app, "Stable", "streams")]
+    # the admin CLI finds it by StreamsGroupDescribe and shows the partitions its tasks read
+    capsys.readouterr()
+    assert cli_main(["group", "describe", app, "--bootstrap-server", broker.bootstrap, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["state"], shown["protocol_type"], shown["protocol"]) == ("Stable", "streams", "sticky")
+    assert sorted(shown["members"][0]["assignment"]) == sorted([f"{app}-counts-repartition-0",
+                                                                f"{app}-counts-repartition-1", f"{SOURCE}-0", f"{SOURCE}-1"])
     old = wire.call(15, 6, DescribeGroupsRequest(groups=[app])).groups[0]
     assert old.error_code == E.GROUP_ID_NOT_FOUND
     assert wire.call(42, 2, DeleteGroupsRequest(groups_names=[app])).results[0].error_code == E.NON_EMPTY_GROUP
