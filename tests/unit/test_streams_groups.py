@@ -321,3 +321,26 @@ def test_a_new_groups_first_assignment_waits_for_the_initial_rebalance_delay() -
     h.advance(3_000)
     a2 = beat(h, "a", 1, owned=frozenset())
     assert a2.statuses == () and a2.member_epoch == 3 and len(active(a2)) == 2
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() -> None:
+    h, _ = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    a_tasks = active(h.call(sc.StreamsGroupHeartbeat(APP, "a", 0, rebalance_timeout_ms=30_000, topology=WORDCOUNT,
+                                                     process_id="pa")))
+    beat(h, "b", 0)
+    told = beat(h, "a", 2, owned=a_tasks)  # a must give up two tasks
+    assert h.group(APP).members["a"].state == 2  # UNREVOKED_TASKS
+    assert h.deadline(sc.rebalance_key(APP, "a")) == h.clock.now_ms() + 30_000
+    h.advance(29_999)
+    beat(h, "a", 2, owned=a_tasks)  # still holding them: the timer keeps running
+    assert "a" in h.group(APP).members
+    h.advance(1)
+    assert "a" not in h.group(APP).members and len(active(told)) == 2
+
+
+def test_a_member_that_revokes_in_time_is_not_fenced() -> None:
+    h, a_tasks = ready_group()
+    beat(h, "b", 0)
+    kept = active(beat(h, "a", 2, owned=a_tasks))
+    beat(h, "a", 2, owned=kept)
+    assert not h.armed(sc.rebalance_key(APP, "a"))

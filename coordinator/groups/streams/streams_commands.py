@@ -79,6 +79,22 @@ class StreamsInitialDelayExpired:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class StreamsRevocationExpired:
+    """A member told to give up tasks at `member_epoch` did not within its rebalance timeout."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+
+    def error_result(self, code: ErrorCode) -> None:
+        return None
+
+
+def rebalance_key(group_id: str, member_id: str) -> str:
+    return f"streams-rebalance-{group_id}-{member_id}"
+
+
 def session_key(group_id: str, member_id: str) -> str:
     return f"streams-session-{group_id}-{member_id}"
 
@@ -143,4 +159,4 @@ class DescribedStreamsGroup:
 
 
 STREAMS_REQUESTS = (StreamsGroupHeartbeat, StreamsGroupDescribe)
-STREAMS_EXPIRIES = (StreamsSessionExpired, StreamsInitialDelayExpired)
+STREAMS_EXPIRIES = (StreamsSessionExpired, StreamsInitialDelayExpired, StreamsRevocationExpired)

@@ -166,6 +166,13 @@ class StreamsGroups:
             case sc.StreamsInitialDelayExpired():
                 # The next heartbeat computes the target assignment (the group epoch is past it).
                 self.delayed.discard(cmd.group_id)
+            case sc.StreamsRevocationExpired():
+                # Kafka's rebalance timeout: a member that has not given up its tasks in time is fenced.
+                member = group.members.get(cmd.member_id) if group.__class__ is StreamsGroup else None
+                if member is not None and member.state == UNREVOKED_TASKS and member.member_epoch == cmd.member_epoch:
+                    records = []
+                    self._fence(out, records, group, member)
+                    out.write(records)
             case sc.StreamsSessionExpired():
                 if group.__class__ is StreamsGroup and cmd.member_id in group.members:
                     records = []
@@ -279,6 +286,11 @@ class StreamsGroups:
                                             current_assignment_value(reconciled)))
         out.schedule(sc.session_key(gid, member_id), self.config.group_streams_session_timeout_ms,
                      sc.StreamsSessionExpired(gid, member_id))
+        if reconciled.state == UNREVOKED_TASKS and member.state != UNREVOKED_TASKS:
+            out.schedule(sc.rebalance_key(gid, member_id), max(0, reconciled.rebalance_timeout_ms),
+                         sc.StreamsRevocationExpired(gid, member_id, reconciled.member_epoch))
+        elif reconciled.state != UNREVOKED_TASKS and member.state == UNREVOKED_TASKS:
+            out.cancel(sc.rebalance_key(gid, member_id))
         if cmd.shutdown_application:
             # In memory, as Kafka keeps it: every member is told until the group is empty again.
             group.shutdown_requested_by = member_id
@@ -365,6 +377,7 @@ class StreamsGroups:
             epoch=group.group_epoch + 1, metadata_hash=group.metadata_hash,
             validated_topology_epoch=group.validated_topology_epoch)))
         out.cancel(sc.session_key(gid, member_id))
+        out.cancel(sc.rebalance_key(gid, member_id))
 
     def _describe(self, group: Any, group_id: str) -> sc.DescribedStreamsGroup:
         try:
@@ -420,9 +433,12 @@ class StreamsGroups:
         """As Kafka's onLoaded: every member gets a fresh session timeout."""
         out = Outcome()
         for group in self.groups.values():
-            for member_id in group.members:
+            for member_id, member in group.members.items():
                 out.schedule(sc.session_key(group.group_id, member_id), self.config.group_streams_session_timeout_ms,
                              sc.StreamsSessionExpired(group.group_id, member_id))
+                if member.state == UNREVOKED_TASKS:
+                    out.schedule(sc.rebalance_key(group.group_id, member_id), max(0, member.rebalance_timeout_ms),
+                                 sc.StreamsRevocationExpired(group.group_id, member_id, member.member_epoch))
         return out
 
     def unload(self, now_ms: int) -> Outcome:
@@ -433,6 +449,7 @@ class StreamsGroups:
         for group in self.groups.values():
             for member_id in group.members:
                 out.cancel(sc.session_key(group.group_id, member_id))
+                out.cancel(sc.rebalance_key(group.group_id, member_id))
         return out
 
 
