@@ -20,6 +20,7 @@ from typing import Any
 
 from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
 from ..partitions import internal_topics
+from ..partitions.catalogue import check_known_in
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
@@ -49,6 +50,7 @@ def alter_resource(ctx: RequestContext, resource_type: int, resource_name: str, 
     broker = ctx.broker
     if resource_type == RESOURCE_TOPIC:
         check_duplicate_keys(names)
+        check_known_in(broker.kafka_release.version, names)
         info = broker.catalogue.topics().get(resource_name)
         if info is None:
             raise KafkaError(f"Topic {resource_name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

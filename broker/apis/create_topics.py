@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .. import topic_defaults
 from .describe_configs import SOURCES
 from ..partitions import internal_topics
-from ..partitions.catalogue import ConfigEntry
+from ..partitions.catalogue import ConfigEntry, check_known_in, known_in
 from ...protocol.topic_names import validate_topic_name
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -131,7 +131,9 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
                                           validate_only=request.validate_only):
                 internal_topics.check_creation(topic.name)  # before the count's checks, which Kafka's policy precedes
                 count = _partition_count(broker, topic)
-                info = await broker.catalogue.create_topic_async(topic.name, count, _configs(topic),
+                configs = _configs(topic)
+                check_known_in(broker.kafka_release.version, configs)
+                info = await broker.catalogue.create_topic_async(topic.name, count, configs,
                                                                  validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
@@ -142,7 +144,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         result.configs = [
             CreatableTopicConfigs(name=e.name, value=value, read_only=False,
                                   config_source=SOURCES.get(source, 0), is_sensitive=False)
-            for e in sorted(info.config.describe(), key=lambda e: e.name)
+            for e in sorted(known_in(broker.kafka_release.version, info.config.describe()), key=lambda e: e.name)
             for value, source in [_with_broker_default(e, broker_defaults)]
         ]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

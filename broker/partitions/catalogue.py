@@ -30,7 +30,8 @@ import structlog
 from . import internal_topics
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.topic_names import INTERNAL_TOPICS, InvalidTopicError, is_internal_topic, validate_topic_name
-from ..storage.log.config import INTERNAL_TOPIC_CONFIGS, ConfigEntry, InvalidConfigError, LogConfig, default_of
+from ..storage.log.config import (INTERNAL_TOPIC_CONFIGS, ConfigEntry, InvalidConfigError, LogConfig, check_known_in,
+                                  default_of, known_in)
 from ..storage.log.topic_files import TopicInfo
 
 if TYPE_CHECKING:
@@ -43,8 +44,8 @@ NO_LEADER = -1
 
 # What the handlers use of the topics' model, from here rather than from the engine.
 __all__ = ["ConfigEntry", "INTERNAL_TOPICS", "INTERNAL_TOPIC_CONFIGS", "InvalidConfigError", "InvalidTopicError",
-           "Leadership", "LogConfig", "NO_LEADER", "TopicCatalogue", "TopicInfo", "default_of", "is_internal_topic",
-           "validate_topic_name"]
+           "Leadership", "LogConfig", "NO_LEADER", "TopicCatalogue", "TopicInfo", "check_known_in", "default_of",
+           "is_internal_topic", "known_in", "validate_topic_name"]
 
 
 @dataclass(frozen=True, slots=True)
