@@ -8,6 +8,8 @@ finds them and the group gets its tasks.
 
 from __future__ import annotations
 
+import dataclasses
+
 import structlog
 
 from . import group_wire
@@ -79,17 +81,49 @@ def _response(r: sc.StreamsGroupHeartbeatResult) -> StreamsGroupHeartbeatRespons
             for (host, port), active, standby in r.partitions_by_endpoint])
 
 
-async def _create_internal_topics(ctx: RequestContext, result: sc.StreamsGroupHeartbeatResult) -> None:
-    """Kafka creates a streams group's missing internal topics on the heartbeat that found them."""
+def _create_refused(ctx: RequestContext, names: list[str]) -> list[str]:
+    """The topics the principal may not create: Kafka asks CREATE on the cluster once, else CREATE on
+    each topic (KafkaApis.handleStreamsGroupHeartbeat); with any refused, it creates none of them."""
+    security = ctx.broker.security_if_built
+    if security is None:
+        return []
+    from ..security.acl import Operation, ResourceType
+
+    if security.authorize(ctx, Operation.CREATE, ResourceType.CLUSTER, audit_denial=False):
+        return []
+    return [n for n in names if not security.authorize(ctx, Operation.CREATE, ResourceType.TOPIC, n)]
+
+
+def _with_status(result: sc.StreamsGroupHeartbeatResult, detail: str) -> sc.StreamsGroupHeartbeatResult:
+    """The refusal told in the MISSING_INTERNAL_TOPICS status, as Kafka appends it to that status' detail."""
+    statuses = list(result.statuses or ())
+    for i, (code, text) in enumerate(statuses):
+        if code == sc.MISSING_INTERNAL_TOPICS:
+            statuses[i] = (code, f"{text} {detail}" if text else detail)
+            break
+    else:
+        statuses.append((sc.MISSING_INTERNAL_TOPICS, detail))
+    return dataclasses.replace(result, statuses=tuple(statuses))
+
+
+async def _create_internal_topics(ctx: RequestContext, group_id: str, result: sc.StreamsGroupHeartbeatResult
+                                  ) -> sc.StreamsGroupHeartbeatResult:
+    """Kafka creates a streams group's missing internal topics on the heartbeat that found them, if the
+    principal may create them."""
     catalogue = ctx.broker.catalogue
-    for topic in result.creatable_topics:
-        if topic.name in catalogue.topics():
-            continue
+    wanted = [t for t in result.creatable_topics if t.name not in catalogue.topics()]
+    refused = _create_refused(ctx, sorted(t.name for t in wanted))
+    if refused:
+        log.warning("streams_internal_topics_refused", group=group_id, topics=refused,
+                    principal=ctx.principal)
+        return _with_status(result, f"Unauthorized to CREATE on topics {', '.join(refused)}.")
+    for topic in wanted:
         try:
             await catalogue.create_topic_async(topic.name, topic.partitions, dict(topic.configs))
             log.info("streams_internal_topic_created", topic=topic.name, partitions=topic.partitions)
         except Exception as exc:  # noqa: BLE001 - reported, and the next heartbeat reports it missing again
             log.warning("streams_internal_topic_not_created", topic=topic.name, error=str(exc))
+    return result
 
 
 async def handle(ctx: RequestContext, request: StreamsGroupHeartbeatRequest) -> StreamsGroupHeartbeatResponse:
@@ -100,5 +134,5 @@ async def handle(ctx: RequestContext, request: StreamsGroupHeartbeatRequest) -> 
     result = await group_wire.answer(ctx, lambda coordinator: coordinator.submit(cmd),
                                      lambda e: sc.StreamsGroupHeartbeatResult(e))
     if result.creatable_topics:
-        await _create_internal_topics(ctx, result)
+        result = await _create_internal_topics(ctx, request.group_id, result)
     return _response(result)
