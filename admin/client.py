@@ -34,6 +34,7 @@ PREFERRED = {
     44: 1,   # IncrementalAlterConfigs
     47: 0,   # OffsetDelete
     69: 1,   # ConsumerGroupDescribe (KIP-848 groups)
+    89: 1,   # StreamsGroupDescribe (KIP-1071 groups)
 }
 
 

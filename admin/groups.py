@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from ..protocol.consumer_protocol import assigned_partitions
 from ..protocol.errors import ErrorCode
 from ..protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from ..protocol.messages.streams_group_describe_request import StreamsGroupDescribeRequest
 from ..protocol.messages.delete_groups_request import DeleteGroupsRequest
 from ..protocol.messages.describe_groups_request import DescribeGroupsRequest
 from ..protocol.messages.list_groups_request import ListGroupsRequest
@@ -40,12 +41,35 @@ def list_groups(admin: Admin) -> list[dict]:
 
 
 CONSUMER_GROUP_DESCRIBE = 69
+STREAMS_GROUP_DESCRIBE = 89
+
+
+def _describe_streams(admin: Admin, group_id: str) -> dict | None:
+    """A streams group (KIP-1071) as StreamsGroupDescribe shows it, its members' active tasks as the
+    partitions they read (the source and repartition topics of each task's subtopology); None when
+    there is no such streams group."""
+    described = admin.group_request(group_id, STREAMS_GROUP_DESCRIBE, StreamsGroupDescribeRequest(group_ids=[group_id]),
+                                    lambda r: r.groups[0].error_code).groups[0]
+    if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    if described.error_code:
+        raise AdminError(f"group {group_id}: {error_name(described.error_code)}")
+    subtopologies = described.topology.subtopologies if described.topology is not None else None
+    reads = {s.subtopology_id: [*s.source_topics, *(t.name for t in s.repartition_source_topics)]
+             for s in subtopologies or ()}
+    return {"state": described.group_state, "protocol_type": "streams", "protocol": described.assignor_name or "",
+            "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                         "host": m.client_host,
+                         "assignment": sorted((topic, p) for task in m.assignment.active_tasks
+                                              for topic in reads.get(task.subtopology_id, ()) for p in task.partitions)}
+                        for m in described.members]}
 
 
 def _describe(admin: Admin, group_id: str) -> dict:
     """A group's state, protocol and members, whichever protocol it runs. DescribeGroups describes
     classic groups; a consumer group (KIP-848) is GROUP_ID_NOT_FOUND there (Dead before v6), so it
-    is asked again with ConsumerGroupDescribe when the broker serves it, as Kafka's own tool does.
+    is asked again with ConsumerGroupDescribe when the broker serves it, as Kafka's own tool does, then
+    with StreamsGroupDescribe (a streams group is not found by the other two).
     A group that exists in neither is Dead with no members."""
     resp = admin.group_request(group_id, 15, DescribeGroupsRequest(groups=[group_id]),
                                lambda r: r.groups[0].error_code)
@@ -64,6 +88,10 @@ def _describe(admin: Admin, group_id: str) -> dict:
                                 for m in described.members]}
         if described.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
             raise AdminError(f"group {group_id}: {error_name(described.error_code)}")
+    if missing and STREAMS_GROUP_DESCRIBE in admin.conn.versions:
+        streams = _describe_streams(admin, group_id)
+        if streams is not None:
+            return streams
     if missing:
         return {"state": "Dead", "protocol_type": "", "protocol": "", "members": []}
     if group.error_code:

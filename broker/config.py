@@ -165,6 +165,14 @@ class BrokerConfig:
         default="uniform,range", metadata={"help": "group.consumer.assignors (the first is the default)"})
     group_consumer_migration_policy: str = field(
         default="bidirectional", metadata={"help": "group.consumer.migration.policy"})
+    group_streams_session_timeout_ms: int = field(default=45000, metadata={"help": "group.streams.session.timeout.ms"})
+    group_streams_heartbeat_interval_ms: int = field(
+        default=5000, metadata={"help": "group.streams.heartbeat.interval.ms"})
+    group_streams_max_size: int = field(default=2147483647, metadata={"help": "group.streams.max.size"})
+    group_streams_num_standby_replicas: int = field(
+        default=0, metadata={"help": "group.streams.num.standby.replicas"})
+    group_streams_initial_rebalance_delay_ms: int = field(
+        default=3000, metadata={"help": "group.streams.initial.rebalance.delay.ms"})
     offsets_topic_num_partitions: int = field(default=50, metadata={"help": "offsets.topic.num.partitions"})
     offsets_retention_minutes: int = field(default=10080, metadata={"help": "offsets.retention.minutes"})
     offsets_retention_check_interval_ms: int = field(

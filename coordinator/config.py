@@ -38,6 +38,12 @@ class GroupConfig:
     group_consumer_max_size: int = 2_147_483_647
     group_consumer_assignors: str = "uniform,range"  # the first is the default
     group_consumer_migration_policy: str = "bidirectional"
+    # Streams groups (KIP-1071), Kafka's names and defaults.
+    group_streams_session_timeout_ms: int = 45_000
+    group_streams_heartbeat_interval_ms: int = 5_000
+    group_streams_max_size: int = 2_147_483_647
+    group_streams_num_standby_replicas: int = 0
+    group_streams_initial_rebalance_delay_ms: int = 3_000
 
     @property
     def offsets_retention_ms(self) -> int:

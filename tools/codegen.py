@@ -21,8 +21,8 @@ SOURCE_DIRS = ("clients", "group-coordinator")
 # Kafka 3.9's versions that Kafka 4 removed, written by us (see protocol/schema/legacy/NOTES.md).
 LEGACY_DIR = SCHEMA_DIR / "legacy"
 APIS_DIR = PROTOCOL_DIR.parent / "broker" / "apis"
-# Record schemas of __consumer_offsets that we write or read; share and streams groups are not served.
-_UNSERVED_RECORD_PREFIXES = ("ShareGroup", "StreamsGroup")
+# Record schemas of __consumer_offsets that we write or read; share groups are not served.
+_UNSERVED_RECORD_PREFIXES = ("ShareGroup",)
 _API_KEY_LINE = re.compile(r"^API_KEY = (\d+)\b", re.MULTILINE)
 
 # Types that stay Python primitives, with their zero default.

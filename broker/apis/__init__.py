@@ -75,4 +75,6 @@ SERVED: dict[int, tuple[str, int, int]] = {
     72: ('push_telemetry', 0, 0),
     74: ('list_config_resources', 0, 1),
     75: ('describe_topic_partitions', 0, 0),
+    88: ('streams_group_heartbeat', 0, 1),
+    89: ('streams_group_describe', 0, 1),
 }

@@ -28,8 +28,8 @@ _VALID_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 # feature name -> the highest level whose behaviour kbroker implements. A release's feature is advertised
 # only when it is here, its levels capped to this one; add an entry when a feature is built
-# (transaction.version 2 with KIP-890 part 2, share.version with share groups, streams.version with
-# streams groups). metadata.version describes the controller's metadata log, which a single kbroker
+# (transaction.version 2 with KIP-890 part 2, share.version with share groups). metadata.version
+# describes the controller's metadata log, which a single kbroker
 # node does not keep: the release's levels are claimed as they are.
 IMPLEMENTED_FEATURES: dict[str, int] = {
     "metadata.version": 33,  # 4.4-IV0, the newest level of the newest release
@@ -37,6 +37,7 @@ IMPLEMENTED_FEATURES: dict[str, int] = {
     "kraft.version": 0,
     "eligible.leader.replicas.version": 1,  # KIP-966: a single replica's set of eligible leaders is empty
     "group.version": 1,  # 1: the consumer group protocol (KIP-848)
+    "streams.version": 1,  # 1: the streams group protocol (KIP-1071)
 }
 # Kafka reports the metadata log offset at which the features were finalized; ours never change
 # while the broker runs, so any fixed non-negative epoch says "known" to clients.

@@ -158,6 +158,31 @@ async def check_consumer_group_describe(ctx: RequestContext, request: Any, call:
     return then(result, hide_topics)
 
 
+async def check_streams_group_heartbeat(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
+    """KIP-1071: Read on the group; the topology's source topics must be ones the member may Describe."""
+    def refused(error: ErrorCode) -> Any:
+        return refuse(ctx, request, error, DENIED_MESSAGE[error])
+
+    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return refused(GROUP_DENIED)
+    sources = [t for s in (request.topology.subtopologies if request.topology is not None else ())
+               for t in s.source_topics]
+    if sources and not all(sec.authorize(ctx, Op.DESCRIBE, RT.TOPIC, name) for name in sources):
+        return refused(TOPIC_DENIED)
+    return await call(request)
+
+
+async def check_streams_group_describe(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
+    """KIP-1071: each group answered GROUP_AUTHORIZATION_FAILED unless the caller may Describe it."""
+    from ...protocol.messages.streams_group_describe_response import DescribedGroup
+
+    return await split(
+        ctx, request, call, sec, items="group_ids", answer_list="groups",
+        allowed=lambda g: sec.authorize(ctx, Op.DESCRIBE, RT.GROUP, g),
+        denied_entry=lambda g: DescribedGroup(error_code=GROUP_DENIED, error_message=DENIED_MESSAGE[GROUP_DENIED],
+                                              group_id=g))
+
+
 # --- admin APIs (issue 15) ---
 
 def cluster_check(operation: Op):

@@ -11,8 +11,10 @@ from __future__ import annotations
 from .classic.classic import ClassicGroups
 from .consumer.consumer_on_demand import ConsumerGroupsOnDemand
 from .group_types import GroupTypeFactory
+from .streams.streams_groups import StreamsGroups
 
 GROUP_TYPES: tuple[GroupTypeFactory, ...] = (
     ClassicGroups,  # the classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
     ConsumerGroupsOnDemand,  # KIP-848 consumer groups (ConsumerGroupHeartbeat), imported with their first use
+    StreamsGroups,  # KIP-1071 streams groups (StreamsGroupHeartbeat): Kafka Streams' own protocol
 )

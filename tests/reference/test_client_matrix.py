@@ -18,6 +18,7 @@ JAVA_SCENARIOS = [
     "producer-idempotent", "producer-transactional",
     "classic-range", "classic-roundrobin", "classic-sticky", "classic-cooperative-sticky",
     "consumer-uniform", "consumer-range", "regex-classic", "regex-consumer", "admin", "streams-wordcount",
+    "streams-protocol",
 ]
 FRANZ_SCENARIOS = [
     "producer-idempotent", "producer-transactional",
@@ -33,6 +34,8 @@ PROMISES = {
     "read_committed_is_exactly_the_committed": True, "read_uncommitted_aborted": 5, "group_lag": 0,
     "records_consumed": 60, "duplicates": 0, "lag": 0, "described_members": 2,
     "output_is_the_counts": True, "store_is_the_counts": True, "group_lag_on_input": 0,
+    "one_instance_output_is_the_counts": True, "three_instances_output_is_the_counts": True,
+    "one_instance_tasks": 4, "three_instances_tasks": [1, 1, 2],
 }
 
 LOG4J_STDERR = """\

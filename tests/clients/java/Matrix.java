@@ -90,6 +90,7 @@ public final class Matrix {
             case "regex-consumer": return ConsumerScenarios.regexConsumer(this);
             case "admin": return AdminScenario.run(this);
             case "streams-wordcount": return StreamsScenario.wordCount(this);
+            case "streams-protocol": return StreamsProtocolScenario.run(this);
             default:
                 if (name.startsWith("classic-")) return ConsumerScenarios.group(this, "classic", name.substring(8));
                 if (name.startsWith("consumer-")) return ConsumerScenarios.group(this, "consumer", name.substring(9));

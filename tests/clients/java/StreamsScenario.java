@@ -27,6 +27,7 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StoreQueryParameters;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
@@ -41,6 +42,18 @@ final class StreamsScenario {
         "over and over again", "the end",
     };
 
+    /** The word count: lines split into words, grouped by word (a repartition), counted into the store "counts". */
+    static Topology wordCountTopology(String in, String out) {
+        StreamsBuilder builder = new StreamsBuilder();
+        builder.stream(in, Consumed.with(Serdes.String(), Serdes.String()))
+                .flatMapValues(v -> Arrays.asList(v.toLowerCase().split("\\W+")))
+                .groupBy((k, word) -> word)
+                .count(Materialized.as("counts"))
+                .toStream()
+                .to(out, Produced.with(Serdes.String(), Serdes.Long()));
+        return builder.build();
+    }
+
     static Map<String, Object> wordCount(Matrix m) throws Exception {
         m.createTopics(2, "wc-in", "wc-out");
         Map<String, Long> expected = new TreeMap<>();
@@ -52,13 +65,6 @@ final class StreamsScenario {
             for (String line : lines) producer.send(new ProducerRecord<>(m.name("wc-in"), "line" + (i++ % 5), line));
         }
 
-        StreamsBuilder builder = new StreamsBuilder();
-        builder.stream(m.name("wc-in"), Consumed.with(Serdes.String(), Serdes.String()))
-                .flatMapValues(v -> Arrays.asList(v.toLowerCase().split("\\W+")))
-                .groupBy((k, word) -> word)
-                .count(Materialized.as("counts"))
-                .toStream()
-                .to(m.name("wc-out"), Produced.with(Serdes.String(), Serdes.Long()));
         Properties p = new Properties();
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, m.name("wc"));
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, m.bootstrap);
@@ -71,7 +77,7 @@ final class StreamsScenario {
 
         Map<String, Object> obs = new LinkedHashMap<>();
         Map<String, Long> output = new TreeMap<>();
-        try (KafkaStreams streams = new KafkaStreams(builder.build(), p)) {
+        try (KafkaStreams streams = new KafkaStreams(wordCountTopology(m.name("wc-in"), m.name("wc-out")), p)) {
             streams.start();
             Properties cp = m.consumerProps(null);
             cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");

@@ -1,0 +1,479 @@
+"""The streams group type as the shard registers it (group_types.GroupType): StreamsGroupHeartbeat
+(join with a topology, heartbeat, leave), the session timeout, StreamsGroupDescribe (Kafka's
+GroupMetadataManager for streams groups: streamsGroupHeartbeat, streamsGroupLeave, streamsGroupDescribe).
+
+Handlers never change a group: they compute the records describing the change and the answer that
+follows from it; the runtime appends the records, replays them (streams_group.replay), then answers.
+The heartbeat, in Kafka's order: the topology (recorded by the first member, or replaced by a
+member bringing a newer epoch), the member's metadata, the topology validated against the topics
+that exist (missing source topics, internal topics to create, co-partitioning), the group epoch
+bumped when any of these changed, the target assignment (sticky task assignor) computed when the
+group epoch moved past the assignment epoch, then the member's reconciliation: tasks it must give
+up are revoked first (its epoch stays until it reports them gone); tasks another member still holds
+are held back until released.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from ....protocol.errors import ErrorCode
+from ....protocol.messages import streams_group_member_metadata_value as mmv
+from ....protocol.messages import streams_group_metadata_value as gmv
+from ....protocol.messages import streams_group_target_assignment_member_value as tamv
+from ....protocol.messages import streams_group_target_assignment_metadata_value as tav
+from ....protocol.records import streams_records as sr
+from ....protocol.records.classic_records import GroupMetadataTombstone
+from ...runtime.outcome import Outcome, Reply
+from .. import commands as c
+from ..classic.group import ClassicGroup, GroupState
+from ..context import Ctx
+from ..group_types import TypeContext
+from . import streams_commands as sc
+from .assignor import ASSIGNOR_NAME, AssignmentMember, assign
+from .streams_group import (
+    EMPTY, STABLE, UNRELEASED_TASKS, UNREVOKED_TASKS, Assignment, StreamsGroup, StreamsGroupMember,
+    current_assignment_value, replay, topology_value, wire_tasks,
+)
+from .topology import ConfiguredTopology, configure, tasks_of
+
+E = ErrorCode
+
+
+class ApiError(Exception):
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+def validate(cmd: sc.StreamsGroupHeartbeat) -> None:
+    """Kafka's throwIfStreamsGroupHeartbeatRequestIsInvalid."""
+    if cmd.member_id == "":
+        raise ApiError(E.INVALID_REQUEST, "MemberId can't be empty.")
+    if cmd.instance_id == "":
+        raise ApiError(E.INVALID_REQUEST, "InstanceId can't be empty.")
+    if cmd.rack_id == "":
+        raise ApiError(E.INVALID_REQUEST, "RackId can't be empty.")
+    if cmd.member_epoch == 0:
+        if cmd.rebalance_timeout_ms == -1:
+            raise ApiError(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+        if cmd.topology is None:
+            raise ApiError(E.INVALID_REQUEST, "Topology must be non-empty when (re-)joining.")
+        if not cmd.process_id:
+            raise ApiError(E.INVALID_REQUEST, "ProcessId can't be empty.")
+        if cmd.active_tasks or cmd.standby_tasks or cmd.warmup_tasks:
+            raise ApiError(E.INVALID_REQUEST, "ActiveTasks, StandbyTasks and WarmupTasks must be empty when "
+                           "(re-)joining.")
+    elif cmd.member_epoch == sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if cmd.instance_id is None:
+            raise ApiError(E.INVALID_REQUEST, "InstanceId can't be null.")
+    elif cmd.member_epoch < sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        raise ApiError(E.INVALID_REQUEST, f"MemberEpoch is {cmd.member_epoch}, but must be greater than or equal "
+                       "to -2.")
+
+
+def topics_hash(names: set[str], partitions: Mapping[str, int]) -> int:
+    """A stable 64-bit digest of the topology's topics as they exist: it moves when one appears,
+    goes or grows (Kafka's metadata hash)."""
+    h = hashlib.blake2b(digest_size=8)
+    for name in sorted(n for n in names if n in partitions):
+        h.update(f"{name}|{partitions[name]};".encode())
+    return int.from_bytes(h.digest(), "big", signed=True)
+
+
+def topology_topics(group_topology: sc.Topology | None) -> set[str]:
+    if group_topology is None:
+        return set()
+    out: set[str] = set()
+    for s in group_topology.subtopologies:
+        out.update(s.source_topics)
+        out.update(t.name for t in s.repartition_source_topics)
+        out.update(t.name for t in s.state_changelog_topics)
+    return out
+
+
+def reconcile(member: StreamsGroupMember, target: Assignment, target_epoch: int,
+              held_elsewhere: frozenset[tuple[str, int]], owned_active: frozenset[tuple[str, int]] | None
+              ) -> StreamsGroupMember:
+    """Kafka's streams CurrentAssignmentBuilder: revocation before reassignment. `owned_active` is
+    what the member reports it still owns (None: not reported with this heartbeat)."""
+    if member.state == UNREVOKED_TASKS:
+        still = member.pending_revocation.active
+        if owned_active is None or owned_active & still:
+            return member  # it has not given them up yet
+        member = member.with_(pending_revocation=EMPTY, state=STABLE)
+    if member.member_epoch == target_epoch and member.state == STABLE and member.assigned == target:
+        return member
+    kept = Assignment(member.assigned.active & target.active, member.assigned.standby & target.standby,
+                      member.assigned.warmup & target.warmup)
+    revoke = Assignment(member.assigned.active - target.active, member.assigned.standby - target.standby,
+                        member.assigned.warmup - target.warmup)
+    if revoke.all():
+        return member.with_(state=UNREVOKED_TASKS, assigned=kept, pending_revocation=revoke)
+    new_active = target.active - kept.active
+    assignable = new_active - held_elsewhere
+    assigned = Assignment(kept.active | assignable, target.standby, target.warmup)
+    state = UNRELEASED_TASKS if assignable != new_active else STABLE
+    return member.with_(member_epoch=target_epoch, previous_member_epoch=member.member_epoch, state=state,
+                        assigned=assigned, pending_revocation=EMPTY)
+
+
+class StreamsGroups:
+    name = sc.STREAMS_GROUP_TYPE
+    commands: tuple[type, ...] = sc.STREAMS_REQUESTS + sc.STREAMS_EXPIRIES
+    also_handles: tuple[type, ...] = ()
+    records: tuple[type, ...] = sr.STREAMS_RECORD_CLASSES
+    follow_ups: tuple[type, ...] = ()
+
+    def __init__(self, ctx: TypeContext) -> None:
+        self.store = ctx.groups
+        self.groups = ctx.groups.of_type(StreamsGroup)
+        self.config = ctx.config
+        self.topics = ctx.topics
+        # Groups whose first assignment waits for group.streams.initial.rebalance.delay.ms (in memory,
+        # as Kafka's timer is).
+        self.delayed: set[str] = set()
+
+    def _partitions(self) -> dict[str, int]:
+        return {name: t.num_partitions for name, t in self.topics().items()}
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def handle(self, cmd: Any, group: Any, now_ms: int) -> Outcome:
+        out = Outcome()
+        match cmd:
+            case sc.StreamsGroupHeartbeat():
+                records: list[Any] = []
+                try:
+                    validate(cmd)
+                    if cmd.member_epoch in (sc.LEAVE_GROUP_MEMBER_EPOCH, sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                        result = self._leave(out, records, group, cmd)
+                    else:
+                        result = self._heartbeat(out, records, group, cmd, now_ms)
+                except ApiError as exc:
+                    out = Outcome()
+                    out.reply(cmd.reply_to, sc.StreamsGroupHeartbeatResult(exc.code, exc.message))
+                    return out
+                if records:
+                    out.write(records, [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [])
+                else:
+                    out.reply(cmd.reply_to, result)
+            case sc.StreamsGroupDescribe():
+                out.reply(cmd.reply_to, self._describe(group, cmd.group_id))
+            case sc.StreamsInitialDelayExpired():
+                # The next heartbeat computes the target assignment (the group epoch is past it).
+                self.delayed.discard(cmd.group_id)
+            case sc.StreamsRevocationExpired():
+                # Kafka's rebalance timeout: a member that has not given up its tasks in time is fenced.
+                member = group.members.get(cmd.member_id) if group.__class__ is StreamsGroup else None
+                if member is not None and member.state == UNREVOKED_TASKS and member.member_epoch == cmd.member_epoch:
+                    records = []
+                    self._fence(out, records, group, member)
+                    out.write(records)
+            case sc.StreamsSessionExpired():
+                if group.__class__ is StreamsGroup and cmd.member_id in group.members:
+                    records = []
+                    self._fence(out, records, group, group.members[cmd.member_id])
+                    out.write(records)
+        return out
+
+    def _group(self, group: Any, group_id: str, create: bool, records: list[Any] | None = None) -> StreamsGroup:
+        """Kafka's getOrCreateStreamsGroup: a group of another type is not taken over, except an empty
+        classic group (offline migration, maybeDeleteEmptyClassicGroup): it gives way, its offsets stay."""
+        if group is None:
+            if not create:
+                raise ApiError(E.GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
+            return StreamsGroup(group_id, group_epoch=1, assignment_epoch=1)  # Kafka 4.3+: a new group's epochs start at 1
+        if (create and records is not None and group.__class__ is ClassicGroup
+                and group.is_state(GroupState.EMPTY)):
+            records.append(GroupMetadataTombstone(group_id))
+            return StreamsGroup(group_id, group_epoch=1, assignment_epoch=1)
+        if group.__class__ is not StreamsGroup:
+            raise ApiError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
+        return group
+
+    def _heartbeat(self, out: Outcome, records: list[Any], existing: Any, cmd: sc.StreamsGroupHeartbeat,
+                   now_ms: int) -> sc.StreamsGroupHeartbeatResult:
+        joining = cmd.member_epoch == 0
+        group = self._group(existing, cmd.group_id, joining, records)
+        gid, member_id = group.group_id, cmd.member_id
+        member = group.members.get(member_id)
+        if member is None:
+            if not joining:
+                raise ApiError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {gid}.")
+            if len(group.members) >= self.config.group_streams_max_size:
+                raise ApiError(E.GROUP_MAX_SIZE_REACHED, f"The streams group has reached its maximum capacity of "
+                               f"{self.config.group_streams_max_size} members.")
+            member = StreamsGroupMember(member_id)
+        elif not joining:
+            _check_epoch(member, cmd.member_epoch)
+        is_new = member_id not in group.members
+        statuses: list[tuple[int, str]] = []
+        bump = False
+
+        # 1. The topology: the first one, or a newer one; an older one is stale.
+        topology = group.topology
+        if cmd.topology is not None:
+            if topology is None or cmd.topology.epoch > topology.epoch:
+                topology = cmd.topology
+                records.append(sr.StreamsRecord(sr.TOPOLOGY, gid, None, topology_value(topology)))
+                bump = True
+            elif cmd.topology.epoch < topology.epoch:
+                statuses.append((sc.STALE_TOPOLOGY, f"The member's topology epoch {cmd.topology.epoch} is behind "
+                                 f"the group's topology epoch {topology.epoch}."))
+        assert topology is not None
+
+        # 2. The member's metadata.
+        updated = member.with_(
+            instance_id=cmd.instance_id if cmd.instance_id is not None else member.instance_id,
+            rack_id=cmd.rack_id if cmd.rack_id is not None else member.rack_id,
+            client_id=cmd.client_id, client_host=cmd.client_host,
+            rebalance_timeout_ms=cmd.rebalance_timeout_ms if cmd.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            topology_epoch=cmd.topology.epoch if cmd.topology is not None else member.topology_epoch,
+            process_id=cmd.process_id or member.process_id,
+            user_endpoint=cmd.user_endpoint if cmd.user_endpoint is not None else member.user_endpoint,
+            client_tags=cmd.client_tags if cmd.client_tags is not None else member.client_tags)
+        if is_new or not updated.metadata_equals(member):
+            records.append(sr.StreamsRecord(sr.MEMBER_METADATA, gid, member_id, mmv.StreamsGroupMemberMetadataValue(
+                instance_id=updated.instance_id, rack_id=updated.rack_id, client_id=updated.client_id,
+                client_host=updated.client_host, rebalance_timeout_ms=updated.rebalance_timeout_ms,
+                topology_epoch=updated.topology_epoch, process_id=updated.process_id,
+                user_endpoint=None if updated.user_endpoint is None else mmv.Endpoint(*updated.user_endpoint),
+                client_tags=[mmv.KeyValue(k, v) for k, v in updated.client_tags])))
+            bump = bump or is_new
+
+        # 3. The topology validated against the topics as they are.
+        partitions = self._partitions()
+        configured = configure(topology.subtopologies, partitions)
+        creatable = configured.missing_internal_topics
+        statuses += _statuses(configured)
+        new_hash = topics_hash(topology_topics(topology), partitions)
+        validated = topology.epoch if configured.ready else -1
+        group_epoch = group.group_epoch
+        if bump or new_hash != group.metadata_hash or validated != group.validated_topology_epoch:
+            group_epoch += 1
+            records.append(sr.StreamsRecord(sr.GROUP_METADATA, gid, None, gmv.StreamsGroupMetadataValue(
+                epoch=group_epoch, metadata_hash=new_hash, validated_topology_epoch=validated)))
+
+        # 4. The target assignment, for the whole group, when the group epoch moved on; a new group's
+        #    first one waits for the initial rebalance delay (members reconcile to nothing meanwhile).
+        if gid not in self.groups and self.config.group_streams_initial_rebalance_delay_ms > 0:
+            self.delayed.add(gid)
+            out.schedule(sc.initial_delay_key(gid), self.config.group_streams_initial_rebalance_delay_ms,
+                         sc.StreamsInitialDelayExpired(gid))
+        if group_epoch > group.assignment_epoch and gid in self.delayed:
+            target, target_epoch = EMPTY, max(1, group.assignment_epoch)
+            statuses.append((sc.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance "
+                                                    "delay."))
+        elif group_epoch > group.assignment_epoch:
+            targets = self._update_target(records, group, group_epoch, updated, configured, now_ms)
+            target, target_epoch = targets.get(member_id, EMPTY), group_epoch
+        else:
+            target, target_epoch = group.target(member_id), group.assignment_epoch
+
+        # 5. Reconciliation: revocation before reassignment.
+        owned = None if cmd.active_tasks is None else tasks_of(cmd.active_tasks)
+        held = frozenset(t for m in group.members.values() if m.member_id != member_id
+                         for t in m.assigned.active | m.pending_revocation.active)
+        reconciled = reconcile(updated, target, target_epoch, held, owned)
+        if is_new or reconciled.member_epoch != member.member_epoch or reconciled.state != member.state \
+                or reconciled.assigned != member.assigned or reconciled.pending_revocation != member.pending_revocation:
+            records.append(sr.StreamsRecord(sr.CURRENT_MEMBER_ASSIGNMENT, gid, member_id,
+                                            current_assignment_value(reconciled)))
+        out.schedule(sc.session_key(gid, member_id), self.config.group_streams_session_timeout_ms,
+                     sc.StreamsSessionExpired(gid, member_id))
+        if reconciled.state == UNREVOKED_TASKS and member.state != UNREVOKED_TASKS:
+            out.schedule(sc.rebalance_key(gid, member_id), max(0, reconciled.rebalance_timeout_ms),
+                         sc.StreamsRevocationExpired(gid, member_id, reconciled.member_epoch))
+        elif reconciled.state != UNREVOKED_TASKS and member.state == UNREVOKED_TASKS:
+            out.cancel(sc.rebalance_key(gid, member_id))
+        if cmd.shutdown_application:
+            # In memory, as Kafka keeps it: every member is told until the group is empty again.
+            group.shutdown_requested_by = member_id
+        if cmd.shutdown_application or group.shutdown_requested_by is not None:
+            statuses.append((sc.SHUTDOWN_APPLICATION, "A KafkaStreams instance encountered a fatal error and "
+                                                      "requested a shutdown for the entire application."))
+        send_tasks = joining or reconciled.assigned != member.assigned or cmd.active_tasks is None and is_new
+        active, standby, warmup = reconciled.assigned.wire()
+        endpoint_epoch = group.endpoint_epoch + (1 if reconciled.assigned != member.assigned else 0)
+        return sc.StreamsGroupHeartbeatResult(
+            E.NONE, None, member_id, reconciled.member_epoch, self.config.group_streams_heartbeat_interval_ms,
+            acceptable_recovery_lag=10_000, task_offset_interval_ms=60_000, statuses=tuple(statuses),
+            active_tasks=active if send_tasks else None, standby_tasks=standby if send_tasks else None,
+            warmup_tasks=warmup if send_tasks else None,
+            endpoint_information_epoch=endpoint_epoch,
+            partitions_by_endpoint=(self._endpoints(group, reconciled, topology)
+                                    if cmd.endpoint_information_epoch != endpoint_epoch else None),
+            creatable_topics=creatable)
+
+    def _update_target(self, records: list[Any], group: StreamsGroup, group_epoch: int,
+                       updated: StreamsGroupMember | None, configured: ConfiguredTopology,
+                       now_ms: int, removed: str | None = None) -> dict[str, Assignment]:
+        members = dict(group.members)
+        if removed is not None:
+            members.pop(removed, None)
+        if updated is not None:
+            members[updated.member_id] = updated
+        tasks = configured.all_tasks() if configured.ready else frozenset()
+        result = assign({m: AssignmentMember(m, member.process_id or m, group.target(m).active,
+                                             group.target(m).standby) for m, member in members.items()},
+                        tasks, self.config.group_streams_num_standby_replicas)
+        targets = {m: Assignment(t.active, t.standby, t.warmup) for m, t in result.items()}
+        for m in sorted(members):
+            new = targets.get(m, EMPTY)
+            if new != group.target(m) or m not in group.target_assignment:
+                records.append(sr.StreamsRecord(sr.TARGET_ASSIGNMENT_MEMBER, group.group_id, m,
+                                                tamv.StreamsGroupTargetAssignmentMemberValue(
+                                                    active_tasks=wire_tasks(new.active, tamv.TaskIds),
+                                                    standby_tasks=wire_tasks(new.standby, tamv.TaskIds),
+                                                    warmup_tasks=wire_tasks(new.warmup, tamv.TaskIds))))
+        records.append(sr.StreamsRecord(sr.TARGET_ASSIGNMENT_METADATA, group.group_id, None,
+                                        tav.StreamsGroupTargetAssignmentMetadataValue(
+                                            assignment_epoch=group_epoch, assignment_timestamp=now_ms)))
+        return targets
+
+    def _endpoints(self, group: StreamsGroup, updated: StreamsGroupMember, topology: sc.Topology) -> Any:
+        """Each member's endpoint and the partitions of its tasks (for interactive queries)."""
+        members = dict(group.members)
+        members[updated.member_id] = updated
+        by_id = {s.subtopology_id: s for s in topology.subtopologies}
+
+        def parts(tasks: frozenset[tuple[str, int]]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+            out: dict[str, set[int]] = {}
+            for sid, p in tasks:
+                s = by_id.get(sid)
+                if s is None:
+                    continue
+                for t in list(s.source_topics) + [r.name for r in s.repartition_source_topics]:
+                    out.setdefault(t, set()).add(p)
+            return tuple((t, tuple(sorted(ps))) for t, ps in sorted(out.items()))
+
+        return tuple((m.user_endpoint, parts(m.assigned.active), parts(m.assigned.standby))
+                     for _, m in sorted(members.items()) if m.user_endpoint is not None)
+
+    def _leave(self, out: Outcome, records: list[Any], existing: Any,
+               cmd: sc.StreamsGroupHeartbeat) -> sc.StreamsGroupHeartbeatResult:
+        group = self._group(existing, cmd.group_id, False)
+        member = group.members.get(cmd.member_id)
+        if member is None:
+            raise ApiError(E.UNKNOWN_MEMBER_ID, f"Member {cmd.member_id} is not a member of group {group.group_id}.")
+        self._fence(out, records, group, member)
+        if len(group.members) == 1:
+            group.shutdown_requested_by = None
+        return sc.StreamsGroupHeartbeatResult(E.NONE, None, cmd.member_id, cmd.member_epoch, statuses=())
+
+    def _fence(self, out: Outcome, records: list[Any], group: StreamsGroup, member: StreamsGroupMember) -> None:
+        """Kafka's streamsGroupFenceMember: the member's records go and the group epoch moves on; the
+        others get their new targets with their next heartbeat."""
+        gid, member_id = group.group_id, member.member_id
+        records.append(sr.StreamsRecord(sr.CURRENT_MEMBER_ASSIGNMENT, gid, member_id, None))
+        records.append(sr.StreamsRecord(sr.TARGET_ASSIGNMENT_MEMBER, gid, member_id, None))
+        records.append(sr.StreamsRecord(sr.MEMBER_METADATA, gid, member_id, None))
+        records.append(sr.StreamsRecord(sr.GROUP_METADATA, gid, None, gmv.StreamsGroupMetadataValue(
+            epoch=group.group_epoch + 1, metadata_hash=group.metadata_hash,
+            validated_topology_epoch=group.validated_topology_epoch)))
+        out.cancel(sc.session_key(gid, member_id))
+        out.cancel(sc.rebalance_key(gid, member_id))
+
+    def _describe(self, group: Any, group_id: str) -> sc.DescribedStreamsGroup:
+        try:
+            streams = self._group(group, group_id, False)
+        except ApiError as exc:
+            return sc.DescribedStreamsGroup(group_id, exc.code, exc.message)
+        return sc.DescribedStreamsGroup(
+            group_id, E.NONE, None, streams.state, streams.group_epoch, streams.assignment_epoch, streams.topology,
+            tuple(sc.DescribedStreamsMember(
+                m.member_id, m.member_epoch, m.instance_id, m.rack_id, m.client_id, m.client_host, m.topology_epoch,
+                m.process_id, m.user_endpoint, m.client_tags, m.assigned.wire(), streams.target(m.member_id).wire())
+                for m in streams.members.values()))
+
+    # -- the GroupType protocol's other duties -------------------------------------------------
+
+    def replay(self, record: Any) -> None:
+        replay(self.groups, record, self._create)
+
+    def _create(self, group_id: str) -> StreamsGroup:
+        group = StreamsGroup(group_id, assignment_epoch=1)  # Kafka 4.3+: epochs start at 1
+        self.store.put(group)
+        return group
+
+    def on_write_done(self, follow_up: Any, error: ErrorCode | None, now_ms: int) -> Outcome:
+        return Outcome()
+
+    def offset_committed(self, ctx: Ctx, group: Any, cmd: c.OffsetCommit) -> None:
+        return None
+
+    def offsets_gone_while_loading(self, group: Any) -> None:
+        return None
+
+    def drop(self, group: StreamsGroup) -> None:
+        group.deleted = True
+        if self.store.get(group.group_id) is group:
+            self.store.remove(group.group_id)
+
+    def status(self, group: StreamsGroup, wall_ms: int) -> dict[str, Any]:
+        return {
+            "group_id": group.group_id, "group_type": sc.STREAMS_GROUP_TYPE, "state": group.state,
+            "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "topology_epoch": None if group.topology is None else group.topology.epoch,
+            "members": [{"member_id": m.member_id, "client_id": m.client_id, "process_id": m.process_id,
+                         "member_epoch": m.member_epoch, "active": [list(t) for t in sorted(m.assigned.active)],
+                         "standby": [list(t) for t in sorted(m.assigned.standby)]}
+                        for m in group.members.values()],
+        }
+
+    def begin_load(self) -> None:
+        return None
+
+    def finish_load(self, now_ms: int) -> Outcome:
+        """As Kafka's onLoaded: every member gets a fresh session timeout."""
+        out = Outcome()
+        for group in self.groups.values():
+            for member_id, member in group.members.items():
+                out.schedule(sc.session_key(group.group_id, member_id), self.config.group_streams_session_timeout_ms,
+                             sc.StreamsSessionExpired(group.group_id, member_id))
+                if member.state == UNREVOKED_TASKS:
+                    out.schedule(sc.rebalance_key(group.group_id, member_id), max(0, member.rebalance_timeout_ms),
+                                 sc.StreamsRevocationExpired(group.group_id, member_id, member.member_epoch))
+        return out
+
+    def unload(self, now_ms: int) -> Outcome:
+        out = Outcome()
+        for group_id in self.delayed:
+            out.cancel(sc.initial_delay_key(group_id))
+        self.delayed.clear()
+        for group in self.groups.values():
+            for member_id in group.members:
+                out.cancel(sc.session_key(group.group_id, member_id))
+                out.cancel(sc.rebalance_key(group.group_id, member_id))
+        return out
+
+
+def _statuses(configured: ConfiguredTopology) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    if configured.missing_source_topics:
+        out.append((sc.MISSING_SOURCE_TOPICS, "Source topics " + ", ".join(configured.missing_source_topics)
+                    + " are missing."))
+    if configured.missing_internal_topics:
+        out.append((sc.MISSING_INTERNAL_TOPICS, "Internal topics are missing: "
+                    + str([t.name for t in configured.missing_internal_topics])))
+    if configured.incorrectly_partitioned:
+        out.append((sc.INCORRECTLY_PARTITIONED_TOPICS, "Following topics do not have the same number of partitions: "
+                    + str(list(configured.incorrectly_partitioned))))
+    return out
+
+
+def _check_epoch(member: StreamsGroupMember, received: int) -> None:
+    """Kafka's throwIfStreamsGroupMemberEpochIsInvalid."""
+    if received > member.member_epoch:
+        raise ApiError(E.FENCED_MEMBER_EPOCH, f"The streams group member has a greater member epoch ({received}) "
+                       f"than the one known by the group coordinator ({member.member_epoch}). "
+                       "The member must abandon all its tasks and rejoin.")
+    if received < member.member_epoch and received != member.previous_member_epoch:
+        raise ApiError(E.FENCED_MEMBER_EPOCH, f"The streams group member has a smaller member epoch ({received}) "
+                       f"than the one known by the group coordinator ({member.member_epoch}). "
+                       "The member must abandon all its tasks and rejoin.")

@@ -1,0 +1,346 @@
+"""Streams groups (KIP-1071): topology validation, the sticky task assignor and the streams group
+type driven by hand with a manual clock (join with a topology, internal topics reported missing,
+tasks assigned, revocation before reassignment, session timeout, leave, describe, another type's id,
+records through the `__consumer_offsets` codec and replayed on load)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from kbroker.coordinator.config import GroupConfig
+from kbroker.coordinator.groups.consumer import consumer_commands as cc
+from kbroker.coordinator.groups.consumer.consumer_group import TopicImage
+from kbroker.coordinator.groups.streams import streams_commands as sc
+from kbroker.coordinator.groups.streams.assignor import AssignmentMember, assign
+from kbroker.coordinator.groups.streams.streams_group import StreamsGroup
+from kbroker.coordinator.groups.streams.topology import Subtopology, TopicInfo, configure, tasks_of
+from kbroker.protocol.errors import ErrorCode
+from kbroker.protocol.records import streams_records as sr
+from kbroker.protocol.records.codec import decode_record, encode_record
+from kbroker.tests.coordinator_harness import Harness
+
+E = ErrorCode
+SESSION_MS = 45_000
+APP = "wordcount"
+REPARTITION = f"{APP}-counts-repartition"
+CHANGELOG = f"{APP}-counts-changelog"
+# A word count: subtopology 0 reads `words` and writes the repartition topic; subtopology 1 reads
+# it and counts into a state store with a changelog.
+WORDCOUNT = sc.Topology(1, (
+    Subtopology("0", source_topics=("words",), repartition_sink_topics=(REPARTITION,)),
+    Subtopology("1", repartition_source_topics=(TopicInfo(REPARTITION),),
+                state_changelog_topics=(TopicInfo(CHANGELOG, configs=(("cleanup.policy", "compact"),)),)),
+))
+
+
+# -- topology validation ----------------------------------------------------------------------------
+
+
+def test_missing_source_topics_are_reported_and_nothing_is_to_be_created() -> None:
+    configured = configure(WORDCOUNT.subtopologies, {})
+    assert configured.missing_source_topics == ("words",) and not configured.ready
+    assert configured.missing_internal_topics == () and configured.all_tasks() == frozenset()
+
+
+def test_internal_topics_take_their_partitions_from_the_topology() -> None:
+    configured = configure(WORDCOUNT.subtopologies, {"words": 3})
+    assert [(t.name, t.partitions) for t in configured.missing_internal_topics] == [(CHANGELOG, 3), (REPARTITION, 3)]
+    assert dict(configured.missing_internal_topics[0].configs) == {"cleanup.policy": "compact"}
+    ready = configure(WORDCOUNT.subtopologies, {"words": 3, REPARTITION: 3, CHANGELOG: 3})
+    assert ready.ready and len(ready.all_tasks()) == 6
+
+
+def test_a_changelog_with_the_wrong_partition_count_is_incorrectly_partitioned() -> None:
+    configured = configure(WORDCOUNT.subtopologies, {"words": 3, REPARTITION: 3, CHANGELOG: 2})
+    assert configured.incorrectly_partitioned == (CHANGELOG,) and not configured.ready
+
+
+def test_copartitioned_source_topics_must_agree() -> None:
+    join = Subtopology("0", source_topics=("left", "right"), copartition_groups=(((0, 1), (), ()),))
+    assert configure((join,), {"left": 2, "right": 3}).incorrectly_partitioned == ("left", "right")
+    assert configure((join,), {"left": 2, "right": 2}).ready
+
+
+# -- the sticky task assignor ---------------------------------------------------------------------
+
+
+TASKS = frozenset((s, p) for s in "01" for p in range(3))
+
+
+def test_active_tasks_are_balanced_over_processes_and_stay_where_they_were() -> None:
+    first = assign({"a": AssignmentMember("a", "pa")}, TASKS, 0)
+    assert first["a"].active == TASKS
+    second = assign({"a": AssignmentMember("a", "pa", first["a"].active),
+                     "b": AssignmentMember("b", "pb")}, TASKS, 0)
+    assert len(second["a"].active) == len(second["b"].active) == 3
+    assert second["a"].active | second["b"].active == TASKS and second["a"].active <= first["a"].active
+
+
+def test_standby_replicas_never_share_a_process_with_the_active_task() -> None:
+    members = {m: AssignmentMember(m, f"p{m}") for m in "abc"}
+    result = assign(members, TASKS, 1)
+    for task in TASKS:
+        active = [m for m in members if task in result[m].active]
+        standby = [m for m in members if task in result[m].standby]
+        assert len(active) == 1 and len(standby) == 1 and active != standby
+    # two stream threads of one process: no standby, as there is no other process to hold it
+    same = assign({"a": AssignmentMember("a", "p"), "b": AssignmentMember("b", "p")}, TASKS, 1)
+    assert all(not t.standby for t in same.values())
+
+
+# -- the group type -------------------------------------------------------------------------------
+
+
+class Topics:
+    def __init__(self, **partitions: int) -> None:
+        self.image = {name: TopicImage(name, uuid.uuid4(), n) for name, n in partitions.items()}
+
+    def create(self, result: sc.StreamsGroupHeartbeatResult) -> None:
+        for t in result.creatable_topics:
+            self.image[t.name] = TopicImage(t.name, uuid.uuid4(), t.partitions)
+
+
+NO_DELAY = GroupConfig(group_streams_initial_rebalance_delay_ms=0)
+
+
+def make(config: GroupConfig = NO_DELAY, **partitions: int) -> tuple[Harness, Topics]:
+    topics = Topics(**partitions)
+    return Harness(config, topics=lambda: dict(topics.image)), topics
+
+
+def beat(h: Harness, member: str, epoch: int, *, owned: frozenset | None = None, process: str | None = None,
+         topology: sc.Topology | None = None, endpoint_epoch: int = 0) -> sc.StreamsGroupHeartbeatResult:
+    return h.call(sc.StreamsGroupHeartbeat(
+        APP, member, epoch, endpoint_information_epoch=endpoint_epoch,
+        rebalance_timeout_ms=300_000 if epoch == 0 else -1,
+        topology=topology or (WORDCOUNT if epoch == 0 else None),
+        process_id=process or (f"process-{member}" if epoch == 0 else None),
+        user_endpoint=(f"{member}.local", 8080) if epoch == 0 else None,
+        active_tasks=None if owned is None else tuple(
+            (s, tuple(sorted(p for t, p in owned if t == s))) for s in sorted({s for s, _ in owned}))))
+
+
+def active(result: sc.StreamsGroupHeartbeatResult) -> frozenset:
+    assert result.active_tasks is not None
+    return tasks_of(result.active_tasks)
+
+
+def test_the_first_member_is_told_of_missing_internal_topics_then_gets_every_task_once_they_exist() -> None:
+    h, topics = make(words=2)
+    a = beat(h, "a", 0)
+    assert (a.error, a.member_epoch, a.heartbeat_interval_ms) == (E.NONE, 2, 5_000)  # a new group starts at 1
+    assert [code for code, _ in a.statuses] == [sc.MISSING_INTERNAL_TOPICS]
+    assert sorted(t.name for t in a.creatable_topics) == [CHANGELOG, REPARTITION]
+    assert active(a) == frozenset() and h.group(APP).state == "NotReady"
+    topics.create(a)  # the broker creates them (broker/apis/streams_group_heartbeat.py)
+    a2 = beat(h, "a", 2, owned=frozenset())
+    assert a2.statuses == () and a2.member_epoch == 3
+    assert active(a2) == frozenset((s, p) for s in "01" for p in range(2))
+    assert h.group(APP).state == "Stable"
+    assert h.deadline(sc.session_key(APP, "a")) == h.clock.now_ms() + SESSION_MS
+
+
+def ready_group() -> tuple[Harness, frozenset]:
+    h, topics = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    a = beat(h, "a", 0)
+    assert a.statuses == ()
+    return h, active(a)
+
+
+def test_a_second_member_gets_tasks_only_once_the_first_has_revoked_them() -> None:
+    h, a_tasks = ready_group()
+    assert len(a_tasks) == 4
+    b = beat(h, "b", 0)
+    assert b.member_epoch == 3 and active(b) == frozenset()  # a still owns every task
+    assert h.group(APP).state == "Reconciling"
+    # a is told to give up two tasks, keeping its epoch until it has
+    a2 = beat(h, "a", 2, owned=a_tasks)
+    kept = active(a2)
+    assert a2.member_epoch == 2 and len(kept) == 2
+    revoked = a_tasks - kept
+    still = beat(h, "a", 2, owned=a_tasks)  # not yet given up
+    assert still.member_epoch == 2 and still.active_tasks is None
+    b2 = beat(h, "b", 3, owned=frozenset())
+    assert b2.active_tasks is None  # the tasks are still a's
+    a3 = beat(h, "a", 2, owned=kept)
+    assert a3.member_epoch == 3
+    b3 = beat(h, "b", 3, owned=frozenset())
+    assert active(b3) == revoked and h.group(APP).state == "Stable"
+    # the endpoints for interactive queries map each member's tasks to its source topic partitions
+    endpoints = {ep: dict(act) for ep, act, _ in b3.partitions_by_endpoint or ()}
+    assert set(endpoints) == {("a.local", 8080), ("b.local", 8080)}
+
+
+def test_standby_replicas_when_configured() -> None:
+    config = dataclasses.replace(NO_DELAY, group_streams_num_standby_replicas=1)
+    h, _ = make(config, words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    beat(h, "a", 0)
+    beat(h, "b", 0)
+    group = h.group(APP)
+    a_target, b_target = group.target("a"), group.target("b")
+    assert a_target.active | b_target.active == a_target.standby | b_target.standby
+    assert not a_target.active & a_target.standby and not b_target.active & b_target.standby
+
+
+def test_session_timeout_fences_the_member_and_its_tasks_go_to_the_others() -> None:
+    h, a_tasks = ready_group()
+    beat(h, "b", 0)
+    h.advance(SESSION_MS - 1)
+    beat(h, "b", 3, owned=frozenset())
+    h.advance(1)  # a's session ends
+    assert set(h.group(APP).members) == {"b"}
+    b = beat(h, "b", 3, owned=frozenset())
+    assert b.member_epoch == 4 and active(b) == a_tasks  # the fence moved the group epoch from 3 to 4
+
+
+def test_leave_removes_the_member_and_an_unknown_member_is_refused() -> None:
+    h, _ = ready_group()
+    left = beat(h, "a", -1)
+    assert (left.error, left.member_epoch) == (E.NONE, -1)
+    assert h.group(APP).state == "Empty"
+    assert beat(h, "a", 2).error == E.UNKNOWN_MEMBER_ID
+    assert beat(h, "zz", 3).error == E.UNKNOWN_MEMBER_ID
+
+
+def test_fenced_epochs_and_invalid_requests() -> None:
+    h, _ = ready_group()
+    assert beat(h, "a", 7).error == E.FENCED_MEMBER_EPOCH
+    no_topology = h.call(sc.StreamsGroupHeartbeat(APP, "c", 0, rebalance_timeout_ms=1, process_id="p"))
+    assert (no_topology.error, no_topology.error_message) == (E.INVALID_REQUEST,
+                                                              "Topology must be non-empty when (re-)joining.")
+    assert h.call(sc.StreamsGroupHeartbeat(APP, "", 0)).error == E.INVALID_REQUEST
+
+
+def test_a_stale_topology_is_reported_and_a_newer_one_replaces_it() -> None:
+    h, _ = ready_group()
+    newer = dataclasses.replace(WORDCOUNT, epoch=2)
+    b = beat(h, "b", 0, topology=newer)
+    assert b.statuses == () and h.group(APP).topology.epoch == 2
+    c = beat(h, "c", 0, topology=WORDCOUNT)
+    assert [code for code, _ in c.statuses] == [sc.STALE_TOPOLOGY]
+
+
+def test_another_types_group_id_is_refused_and_a_streams_id_refused_to_consumers() -> None:
+    h, _ = ready_group()
+    consumer = h.call(cc.ConsumerGroupHeartbeat("cg", "m1", 0, rebalance_timeout_ms=1000,
+                                                subscribed_topic_names=("words",), owned_topic_partitions=()))
+    assert consumer.error == E.NONE
+    refused = h.call(sc.StreamsGroupHeartbeat("cg", "x", 0, rebalance_timeout_ms=1, topology=WORDCOUNT,
+                                              process_id="p"))
+    assert (refused.error, refused.error_message) == (E.GROUP_ID_NOT_FOUND, "Group cg is not a streams group.")
+    other = h.call(cc.ConsumerGroupHeartbeat(APP, "m2", 0, rebalance_timeout_ms=1000,
+                                             subscribed_topic_names=("words",), owned_topic_partitions=()))
+    assert other.error == E.GROUP_ID_NOT_FOUND
+    described = h.call(sc.StreamsGroupDescribe("cg"))
+    assert described.error == E.GROUP_ID_NOT_FOUND
+    assert h.call(sc.StreamsGroupDescribe("nope")).error == E.GROUP_ID_NOT_FOUND
+
+
+def test_describe_shows_members_topology_and_assignments() -> None:
+    h, a_tasks = ready_group()
+    d = h.call(sc.StreamsGroupDescribe(APP))
+    assert (d.error, d.state, d.group_epoch, d.assignment_epoch) == (E.NONE, "Stable", 2, 2)
+    assert d.topology == WORDCOUNT
+    (m,) = d.members
+    assert (m.member_id, m.process_id, m.user_endpoint) == ("a", "process-a", ("a.local", 8080))
+    assert tasks_of(m.assignment[0]) == a_tasks == tasks_of(m.target_assignment[0])
+
+
+def test_records_are_kafkas_formats_and_replay_rebuilds_the_group() -> None:
+    h, _ = ready_group()
+    beat(h, "b", 0)
+    kinds = {r.record_type for r in h.log if isinstance(r, sr.StreamsRecord)}
+    assert kinds == {sr.GROUP_METADATA, sr.TOPOLOGY, sr.MEMBER_METADATA, sr.TARGET_ASSIGNMENT_MEMBER,
+                     sr.TARGET_ASSIGNMENT_METADATA, sr.CURRENT_MEMBER_ASSIGNMENT}
+    encoded = [encode_record(r) for r in h.log]
+    assert all(key[:2] in {bytes([0, t]) for t in (17, 19, 20, 21, 22, 23)} for key, _ in encoded)
+    decoded = [decode_record(k, v) for k, v in encoded]
+    assert decoded == h.log
+    before = h.group(APP)
+    fresh, _ = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    fresh.load(decoded)
+    after = fresh.group(APP)
+    assert isinstance(after, StreamsGroup)
+    assert (after.group_epoch, after.assignment_epoch, after.topology, after.members, after.target_assignment) == (
+        before.group_epoch, before.assignment_epoch, before.topology, before.members, before.target_assignment)
+    assert fresh.armed(sc.session_key(APP, "a")) and fresh.armed(sc.session_key(APP, "b"))
+
+
+def test_delete_group_tombstones_every_record() -> None:
+    h, _ = ready_group()
+    beat(h, "a", -1)
+    group = h.group(APP)
+    assert group.validate_delete_group() is None
+    tombstones = group.tombstones()
+    assert {t.record_type for t in tombstones} == {sr.GROUP_METADATA, sr.TOPOLOGY, sr.TARGET_ASSIGNMENT_METADATA}
+    assert all(t.value is None for t in tombstones)
+    assert group.listed().group_type == "streams"
+
+
+def test_a_third_member_gets_its_share_though_the_first_two_held_every_task() -> None:
+    four = frozenset((s, p) for s in "01" for p in range(2))
+    two = assign({"a": AssignmentMember("a", "pa"), "b": AssignmentMember("b", "pb")}, four, 0)
+    three = assign({"a": AssignmentMember("a", "pa", two["a"].active), "b": AssignmentMember("b", "pb", two["b"].active),
+                    "c": AssignmentMember("c", "pc")}, four, 0)
+    assert sorted(len(t.active) for t in three.values()) == [1, 1, 2]
+    assert three["a"].active <= two["a"].active and three["b"].active <= two["b"].active
+
+
+def test_a_shutdown_request_reaches_every_member() -> None:
+    h, a_tasks = ready_group()
+    beat(h, "b", 0)
+    asked = h.call(sc.StreamsGroupHeartbeat(APP, "a", 2, active_tasks=(("0", (0, 1)), ("1", (0, 1))),
+                                            shutdown_application=True))
+    assert [code for code, _ in asked.statuses] == [sc.SHUTDOWN_APPLICATION]
+    assert [code for code, _ in beat(h, "b", 3, owned=frozenset()).statuses or ()] == [sc.SHUTDOWN_APPLICATION]
+
+
+def test_an_empty_classic_group_gives_way_to_a_streams_group_and_keeps_its_offsets() -> None:
+    from kbroker.coordinator.groups import commands as c
+
+    h, _ = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    h.call(c.OffsetCommit(APP, -1, "", (c.OffsetCommitTopic("words", (c.OffsetCommitPartition(0, 7),)),)))
+    assert h.group(APP).__class__.__name__ == "ClassicGroup"
+    a = beat(h, "a", 0)
+    assert (a.error, a.member_epoch) == (E.NONE, 2)
+    assert isinstance(h.group(APP), StreamsGroup)
+    assert h.offsets(APP)[("words", 0)].offset == 7
+
+
+def test_a_new_groups_first_assignment_waits_for_the_initial_rebalance_delay() -> None:
+    h, _ = make(GroupConfig(), words=2, **{REPARTITION: 2, CHANGELOG: 2})  # the default delay, 3 s
+    a = beat(h, "a", 0)
+    assert (a.member_epoch, a.statuses) == (1, ((sc.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured "
+                                                "initial rebalance delay."),))
+    assert active(a) == frozenset() and h.group(APP).state == "Assigning"
+    assert (h.group(APP).group_epoch, h.group(APP).assignment_epoch) == (2, 1)
+    assert h.deadline(sc.initial_delay_key(APP)) == h.clock.now_ms() + 3_000
+    b = beat(h, "b", 0)
+    assert b.member_epoch == 1 and [code for code, _ in b.statuses or ()] == [sc.ASSIGNMENT_DELAYED]
+    h.advance(3_000)
+    a2 = beat(h, "a", 1, owned=frozenset())
+    assert a2.statuses == () and a2.member_epoch == 3 and len(active(a2)) == 2
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() -> None:
+    h, _ = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    a_tasks = active(h.call(sc.StreamsGroupHeartbeat(APP, "a", 0, rebalance_timeout_ms=30_000, topology=WORDCOUNT,
+                                                     process_id="pa")))
+    beat(h, "b", 0)
+    told = beat(h, "a", 2, owned=a_tasks)  # a must give up two tasks
+    assert h.group(APP).members["a"].state == 2  # UNREVOKED_TASKS
+    assert h.deadline(sc.rebalance_key(APP, "a")) == h.clock.now_ms() + 30_000
+    h.advance(29_999)
+    beat(h, "a", 2, owned=a_tasks)  # still holding them: the timer keeps running
+    assert "a" in h.group(APP).members
+    h.advance(1)
+    assert "a" not in h.group(APP).members and len(active(told)) == 2
+
+
+def test_a_member_that_revokes_in_time_is_not_fenced() -> None:
+    h, a_tasks = ready_group()
+    beat(h, "b", 0)
+    kept = active(beat(h, "a", 2, owned=a_tasks))
+    beat(h, "a", 2, owned=kept)
+    assert not h.armed(sc.rebalance_key(APP, "a"))
