@@ -158,6 +158,15 @@ class BrokerConfig:
         default="uniform,range", metadata={"help": "group.consumer.assignors (the first is the default)"})
     group_consumer_migration_policy: str = field(
         default="bidirectional", metadata={"help": "group.consumer.migration.policy"})
+    group_share_session_timeout_ms: int = field(default=45000, metadata={"help": "group.share.session.timeout.ms"})
+    group_share_heartbeat_interval_ms: int = field(
+        default=5000, metadata={"help": "group.share.heartbeat.interval.ms"})
+    group_share_max_size: int = field(default=200, metadata={"help": "group.share.max.size"})
+    group_share_record_lock_duration_ms: int = field(
+        default=30000, metadata={"help": "group.share.record.lock.duration.ms"})
+    group_share_delivery_count_limit: int = field(default=5, metadata={"help": "group.share.delivery.count.limit"})
+    group_share_partition_max_record_locks: int = field(
+        default=2000, metadata={"help": "group.share.partition.max.record.locks"})
     offsets_topic_num_partitions: int = field(default=50, metadata={"help": "offsets.topic.num.partitions"})
     offsets_retention_minutes: int = field(default=10080, metadata={"help": "offsets.retention.minutes"})
     offsets_retention_check_interval_ms: int = field(

@@ -62,4 +62,6 @@ SERVED: dict[int, tuple[str, int, int]] = {
     68: ('consumer_group_heartbeat', 0, 1),
     69: ('consumer_group_describe', 0, 1),
     75: ('describe_topic_partitions', 0, 0),
+    76: ('share_group_heartbeat', 1, 1),
+    77: ('share_group_describe', 1, 1),
 }
