@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .services import BrokerServices
     from .security.service import Security
     from .coordinators.transactions import TransactionService
+    from .coordinators.share_partitions import SharePartitionManager
 
 log = structlog.get_logger("kbroker.broker")
 
@@ -196,6 +197,7 @@ class Broker:
         # the transaction coordinator, persisted in __transaction_state: built with the first use
         # (the `transactions` property), or at start() when that topic exists
         self._transactions: TransactionService | None = None
+        self._share_partitions: SharePartitionManager | None = None
         self._serving = False
 
     def _test_controls_token(self) -> str | None:
@@ -362,6 +364,16 @@ class Broker:
                  for name, info in self.catalogue.topics().items()}
         self._topics_image_cache = (version, image)
         return image
+
+    @property
+    def share_partitions(self) -> SharePartitionManager:
+        """Share groups' share-partitions and share sessions (broker/coordinators/share_partitions.py),
+        built with the first ShareFetch or ShareAcknowledge."""
+        if self._share_partitions is None:
+            from .coordinators.share_partitions import SharePartitionManager
+
+            self._share_partitions = SharePartitionManager(self)
+        return self._share_partitions
 
     @property
     def transactions(self) -> TransactionService:

@@ -64,4 +64,6 @@ SERVED: dict[int, tuple[str, int, int]] = {
     75: ('describe_topic_partitions', 0, 0),
     76: ('share_group_heartbeat', 1, 1),
     77: ('share_group_describe', 1, 1),
+    78: ('share_fetch', 1, 2),
+    79: ('share_acknowledge', 1, 2),
 }

@@ -28,6 +28,9 @@ _VALID_SOFTWARE = __import__("re").compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA
 FEATURES: dict[str, tuple[int, int, int]] = {
     "metadata.version": (7, 25, 25),
     "group.version": (0, 1, 1),  # 1: the consumer group protocol (KIP-848)
+    # 1: share groups (KIP-932). Kafka 4.4 finalizes 2 on a fresh node, which adds share groups' dead
+    # letter queues (KIP-1191), not served here (docs/share-groups.md).
+    "share.version": (0, 1, 1),
 }
 # Kafka reports the metadata log offset at which the features were finalized; ours never change
 # while the broker runs, so any fixed non-negative epoch says "known" to clients.

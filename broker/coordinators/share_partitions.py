@@ -1,0 +1,198 @@
+"""The share-partitions of share groups on this broker and their members' share sessions (KIP-932;
+Kafka's SharePartitionManager and ShareSessionCache), behind ShareFetch and ShareAcknowledge.
+
+A share-partition (coordinator/share/share_partition.py) is one group's delivery state of one topic
+partition; it starts with its first fetch, at the start offset `share.auto.offset.reset` gives
+(latest: the high watermark, as Kafka's default). Its acquisition locks expire on the broker's timers
+(one timer per share-partition, at its earliest lock); an expiry wakes the long polls watching the
+partition, as new records do.
+
+A share session is a member's (group id, member id): epoch 0 opens it (replacing the member's older
+one), each later request carries the next epoch, -1 closes it and releases what the member holds
+(Kafka's releaseSession); a fetch reads every partition the session holds, which each request adds
+to and forgets from.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ...coordinator.share.share_partition import Acquired, Batch, SharePartition
+from ...protocol import record_batch as rb
+from ...protocol.errors import ErrorCode
+from ...purgatory.timers import TimerFired
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
+
+E = ErrorCode
+Key = tuple[str, str, int]  # (group id, topic, partition)
+MAX_SESSIONS = 2_000  # Kafka's group.share.max.share.sessions
+
+
+@dataclass(slots=True)
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int = 1  # the epoch the next request must carry
+    partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # in the order added
+
+
+@dataclass(slots=True)
+class PartitionAnswer:
+    records: bytes = b""
+    acquired: list[Acquired] = field(default_factory=list)
+    error: ErrorCode = E.NONE
+
+
+class SharePartitionManager:
+    def __init__(self, broker: BrokerServices) -> None:
+        self.broker = broker
+        config = broker.config
+        self.lock_ms = config.group_share_record_lock_duration_ms
+        self.delivery_limit = config.group_share_delivery_count_limit
+        self.max_locks = config.group_share_partition_max_record_locks
+        self.partitions: dict[Key, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.timers = broker.fetch_purgatory.timers
+        # what the metrics show: acquisitions, redeliveries, expired locks, archived by the limit
+        self.acquired_total = 0
+        self.redelivered_total = 0
+        self.lock_expiries_total = 0
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def session(self, group_id: str, member_id: str, epoch: int) -> tuple[ShareSession | None, ErrorCode]:
+        """The member's session for a request at `epoch` (0 opens one, -1 is the last); the error
+        Kafka answers otherwise."""
+        key = (group_id, member_id)
+        if epoch == 0:
+            old = self.sessions.pop(key, None)
+            if old is not None:
+                self.release(group_id, member_id)
+            if len(self.sessions) >= MAX_SESSIONS:
+                return None, E.SHARE_SESSION_LIMIT_REACHED
+            opened = self.sessions[key] = ShareSession(group_id, member_id)
+            return opened, E.NONE
+        session = self.sessions.get(key)
+        if session is None:
+            return None, E.SHARE_SESSION_NOT_FOUND
+        if epoch != -1 and epoch != session.epoch:
+            return None, E.INVALID_SHARE_SESSION_EPOCH
+        session.epoch += 1
+        return session, E.NONE
+
+    def close(self, session: ShareSession) -> None:
+        """The last request of a session (-1): it goes, and what its member holds goes back."""
+        self.sessions.pop((session.group_id, session.member_id), None)
+        self.release(session.group_id, session.member_id)
+
+    def release(self, group_id: str, member_id: str) -> None:
+        for (group, topic, partition), sp in self.partitions.items():
+            if group == group_id and sp.release_member(member_id):
+                self.broker.fetch_purgatory.notify(topic, partition)
+
+    # -- share-partitions ----------------------------------------------------------------------
+
+    def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if sp is None:
+            sp = self.partitions[key] = SharePartition(self.lock_ms, self.delivery_limit, self.max_locks)
+        return sp
+
+    def _initialized(self, sp: SharePartition, topic: str, partition: int, high_watermark: int,
+                     log_start: int) -> None:
+        if not sp.initialized:
+            sp.initialize(high_watermark)  # share.auto.offset.reset=latest, Kafka's default
+        elif sp.start < log_start:
+            sp.truncate_below(log_start)
+
+    def fetch(self, group_id: str, member_id: str, topic: str, partition: int, max_bytes: int,
+              max_records: int) -> PartitionAnswer:
+        """Acquire what this share-partition can give `member_id` now, with the log's bytes for it."""
+        read = self.broker.partitions.read
+        error, log_start, high_watermark = self.broker.partitions.bounds(topic, partition)
+        if error != E.NONE:
+            return PartitionAnswer(error=ErrorCode(error))
+        sp = self.share_partition(group_id, topic, partition)
+        self._initialized(sp, topic, partition, high_watermark, log_start)
+        offset = sp.next_fetch_offset(high_watermark)
+        if offset is None or max_records <= 0:
+            return PartitionAnswer()
+        result = read(topic, partition, offset, max(1, max_bytes), min_one_batch=True, read_committed=False)
+        if result.error_code != E.NONE:
+            return PartitionAnswer(error=ErrorCode(result.error_code))
+        data = result.records
+        batches: list[tuple[int, int, Batch]] = []  # (position, size, batch)
+        for pos, header in rb.iter_batches(data):
+            batches.append((pos, header.batch_length + rb.LOG_OVERHEAD,
+                            Batch(header.base_offset, header.base_offset + header.last_offset_delta, header.is_control)))
+        acquired = sp.acquire(member_id, [b for _, _, b in batches], high_watermark, max_records,
+                              self.broker.clock.now_ms())
+        if not acquired:
+            return PartitionAnswer()
+        self.acquired_total += sum(a.last - a.first + 1 for a in acquired)
+        self.redelivered_total += sum(a.last - a.first + 1 for a in acquired if a.delivery_count > 1)
+        self._arm(group_id, topic, partition, sp)
+        # Only the batches that hold an acquired record go out.
+        wanted = [(pos, size) for pos, size, b in batches
+                  if not b.control and any(a.first <= b.last and b.base <= a.last for a in acquired)]
+        view = memoryview(data)
+        return PartitionAnswer(b"".join(view[pos:pos + size] for pos, size in wanted), acquired)
+
+    def acknowledge(self, group_id: str, member_id: str, topic: str, partition: int,
+                    batches: Iterable[tuple[int, int, list[int]]]) -> ErrorCode:
+        sp = self.partitions.get((group_id, topic, partition))
+        if sp is None or not sp.initialized:
+            return E.INVALID_RECORD_STATE
+        now_ms = self.broker.clock.now_ms()
+        error = E.NONE
+        for first, last, types in batches:
+            code = sp.acknowledge(member_id, first, last, types, now_ms)
+            if code is not E.NONE:
+                error = code
+        self.broker.fetch_purgatory.notify(topic, partition)  # released records are available again
+        return error
+
+    def can_acquire(self, group_id: str, topic: str, partition: int) -> bool:
+        """A long poll's condition: this share-partition has something to give."""
+        sp = self.partitions.get((group_id, topic, partition))
+        if sp is None:
+            return False
+        error, _, high_watermark = self.broker.partitions.bounds(topic, partition)
+        return error != E.NONE or sp.has_available(high_watermark)
+
+    # -- locks ---------------------------------------------------------------------------------
+
+    def _timer_key(self, group_id: str, topic: str, partition: int) -> str:
+        return f"share-locks\x00{group_id}\x00{topic}\x00{partition}"
+
+    def _arm(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
+        deadline = sp.next_deadline()
+        key = self._timer_key(group_id, topic, partition)
+        if deadline is None:
+            self.timers.cancel(key)
+            return
+        current = self.timers.deadline_ms(key)
+        if current is not None and current <= deadline:
+            return
+        now_ms = self.broker.clock.now_ms()
+
+        def expired(fired: TimerFired) -> None:
+            if not self.timers.claim(fired.key, fired.token):
+                return
+            count = sp.expire_locks(self.broker.clock.now_ms())
+            self.lock_expiries_total += count
+            self._arm(group_id, topic, partition, sp)
+            if count:
+                self.broker.fetch_purgatory.notify(topic, partition)
+
+        self.timers.schedule(key, max(0, deadline - now_ms), expired)
+
+    def status(self) -> list[dict[str, object]]:
+        return [{"group_id": g, "topic": t, "partition": p, **sp.counts()}
+                for (g, t, p), sp in sorted(self.partitions.items())]
