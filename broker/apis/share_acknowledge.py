@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> Share
     for topic in request.topics:
         name = names.get(topic.topic_id)
         for p in topic.partitions:
-            code = E.UNKNOWN_TOPIC_ID if name is None else manager.acknowledge(
+            code = E.UNKNOWN_TOPIC_ID if name is None else await manager.acknowledge(
                 request.group_id, request.member_id, name, p.partition_index,
                 [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches])
             responses.setdefault(topic.topic_id, ShareAcknowledgeTopicResponse(topic_id=topic.topic_id, partitions=[])

@@ -74,7 +74,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
             if epoch != -1:
                 session.partitions.setdefault(key, None)
             if p.acknowledgement_batches:
-                ack_errors[key] = (E.UNKNOWN_TOPIC_ID if name is None else manager.acknowledge(
+                ack_errors[key] = (E.UNKNOWN_TOPIC_ID if name is None else await manager.acknowledge(
                     request.group_id, request.member_id, name, p.partition_index,
                     [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]))
     for forgotten in request.forgotten_topics_data:

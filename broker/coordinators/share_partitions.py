@@ -11,22 +11,33 @@ A share session is a member's (group id, member id): epoch 0 opens it (replacing
 one), each later request carries the next epoch, -1 closes it and releases what the member holds
 (Kafka's releaseSession); a fetch reads every partition the session holds, which each request adds
 to and forgets from.
+
+Durability (share_state.py): a share-partition's state is written to `__share_group_state` when it
+starts, when acknowledgements change it (answered only once durable), and when records go back (a
+session closed, locks expired); the manager replays that topic when it is built, and a share-partition
+starts from its persisted state when it has one (what was acquired is available again).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import structlog
+
 from ...coordinator.share.share_partition import Acquired, Batch, SharePartition
 from ...protocol import record_batch as rb
-from ...protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode, KafkaError
 from ...purgatory.timers import TimerFired
+from .share_state import ShareStateLog
 
 if TYPE_CHECKING:
     from ..services import BrokerServices
+
+log = structlog.get_logger("kbroker.share")
 
 E = ErrorCode
 Key = tuple[str, str, int]  # (group id, topic, partition)
@@ -62,6 +73,10 @@ class SharePartitionManager:
         self.acquired_total = 0
         self.redelivered_total = 0
         self.lock_expiries_total = 0
+        self.state_log = ShareStateLog(broker.partitions, config.share_coordinator_state_topic_num_partitions)
+        self.state_log.ensure()
+        self.state_log.load()
+        self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -93,6 +108,7 @@ class SharePartitionManager:
     def release(self, group_id: str, member_id: str) -> None:
         for (group, topic, partition), sp in self.partitions.items():
             if group == group_id and sp.release_member(member_id):
+                self._persist_later(group, topic, partition, sp)
                 self.broker.fetch_purgatory.notify(topic, partition)
 
     # -- share-partitions ----------------------------------------------------------------------
@@ -102,14 +118,24 @@ class SharePartitionManager:
         sp = self.partitions.get(key)
         if sp is None:
             sp = self.partitions[key] = SharePartition(self.lock_ms, self.delivery_limit, self.max_locks)
+            topic_id = self._topic_id(topic)
+            persisted = None if topic_id is None else self.state_log.states.states.get((group_id, topic_id, partition))
+            if persisted is not None:
+                sp.restore(persisted.start, persisted.batches)
         return sp
 
-    def _initialized(self, sp: SharePartition, topic: str, partition: int, high_watermark: int,
+    def _topic_id(self, topic: str) -> uuid.UUID | None:
+        info = self.broker.catalogue.topic(topic)
+        return None if info is None else info.topic_id
+
+    def _initialized(self, group_id: str, sp: SharePartition, topic: str, partition: int, high_watermark: int,
                      log_start: int) -> None:
         if not sp.initialized:
             sp.initialize(high_watermark)  # share.auto.offset.reset=latest, Kafka's default
+            self._persist_later(group_id, topic, partition, sp)
         elif sp.start < log_start:
             sp.truncate_below(log_start)
+            self._persist_later(group_id, topic, partition, sp)
 
     def fetch(self, group_id: str, member_id: str, topic: str, partition: int, max_bytes: int,
               max_records: int) -> PartitionAnswer:
@@ -119,7 +145,7 @@ class SharePartitionManager:
         if error != E.NONE:
             return PartitionAnswer(error=ErrorCode(error))
         sp = self.share_partition(group_id, topic, partition)
-        self._initialized(sp, topic, partition, high_watermark, log_start)
+        self._initialized(group_id, sp, topic, partition, high_watermark, log_start)
         offset = sp.next_fetch_offset(high_watermark)
         if offset is None or max_records <= 0:
             return PartitionAnswer()
@@ -144,19 +170,56 @@ class SharePartitionManager:
         view = memoryview(data)
         return PartitionAnswer(b"".join(view[pos:pos + size] for pos, size in wanted), acquired)
 
-    def acknowledge(self, group_id: str, member_id: str, topic: str, partition: int,
-                    batches: Iterable[tuple[int, int, list[int]]]) -> ErrorCode:
+    async def acknowledge(self, group_id: str, member_id: str, topic: str, partition: int,
+                          batches: Iterable[tuple[int, int, list[int]]]) -> ErrorCode:
+        """Apply the member's acknowledgements, then answer once the state they made is durable in
+        `__share_group_state` (Kafka's SharePartition answers after the persister's write)."""
         sp = self.partitions.get((group_id, topic, partition))
         if sp is None or not sp.initialized:
             return E.INVALID_RECORD_STATE
         now_ms = self.broker.clock.now_ms()
         error = E.NONE
+        changed = False
         for first, last, types in batches:
             code = sp.acknowledge(member_id, first, last, types, now_ms)
             if code is not E.NONE:
                 error = code
+            else:
+                changed = True
         self.broker.fetch_purgatory.notify(topic, partition)  # released records are available again
+        if changed:
+            try:
+                await self._persist(group_id, topic, partition, sp)
+            except Exception as exc:  # noqa: BLE001 - the member learns its acknowledgement is not durable
+                log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition,
+                          error=repr(exc))
+                return getattr(exc, "code", None) or E.UNKNOWN_SERVER_ERROR
         return error
+
+    # -- durability ----------------------------------------------------------------------------
+
+    def _persist(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> Awaitable[None]:
+        """Write the share-partition's state now; the wait for its durability. Raises KafkaError."""
+        topic_id = self._topic_id(topic)
+        if topic_id is None:
+            raise KafkaError(f"topic {topic} is gone", E.UNKNOWN_TOPIC_OR_PARTITION)
+        return self.state_log.write(group_id, topic_id, partition, sp.start, sp.state_batches())
+
+    def _persist_later(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
+        """Write a state change nobody waits to answer (a start, records given back): appended now, in
+        order with the others; a failure is logged (the next write carries the whole state again)."""
+        try:
+            future = asyncio.ensure_future(self._persist(group_id, topic, partition, sp))
+        except Exception as exc:  # noqa: BLE001 - logged; the state stays in memory
+            log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition, error=repr(exc))
+            return
+        self._writes.add(future)
+        future.add_done_callback(self._write_done)
+
+    def _write_done(self, future: asyncio.Future[None]) -> None:
+        self._writes.discard(future)
+        if not future.cancelled() and (exc := future.exception()) is not None:
+            log.error("share_state_write_failed", error=repr(exc))
 
     def can_acquire(self, group_id: str, topic: str, partition: int) -> bool:
         """A long poll's condition: this share-partition has something to give."""
@@ -189,6 +252,7 @@ class SharePartitionManager:
             self.lock_expiries_total += count
             self._arm(group_id, topic, partition, sp)
             if count:
+                self._persist_later(group_id, topic, partition, sp)
                 self.broker.fetch_purgatory.notify(topic, partition)
 
         self.timers.schedule(key, max(0, deadline - now_ms), expired)

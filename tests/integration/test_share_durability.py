@@ -1,0 +1,72 @@
+"""Share-partition state survives the broker (KIP-932's share coordinator, `__share_group_state`):
+after a clean restart and after a kill -9, every acknowledged record stays acknowledged (never
+delivered again) and every record that was acquired but not acknowledged is delivered again, against
+a real broker process on the same data directory."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.test_share_fetch_wire import Member, acquired, produce, setup
+from kbroker.tests.integration.wire import Wire
+
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+def joined(broker, group, topic, topic_id) -> Member:
+    """A member, once the restarted broker has loaded the group's coordinator partition (until then
+    the heartbeat is answered COORDINATOR_LOAD_IN_PROGRESS, which clients retry)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return Member(broker, group, topic, topic_id)
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["restart", "kill-9"])
+def test_acknowledgements_survive_and_acquired_records_come_back(tmp_path, clean):
+    broker = BrokerProcess(tmp_path / "data", "--num-partitions", "1")
+    try:
+        topic, topic_id, group = setup(broker, 0)
+        a = Member(broker, group, topic, topic_id)
+        assert acquired(a.fetch()) == []  # the share-partition starts at the (empty) log's end
+        produce(broker, topic, 12)
+        assert acquired(a.fetch(max_records=8, max_wait_ms=5_000)) == [(0, 7, 1)]
+        # accept 0-2, reject 3, release 4: answered, so durable; 5-7 stay acquired, 8-11 never delivered
+        ack = a.acknowledge([(0, 4, [ACCEPT, ACCEPT, ACCEPT, REJECT, RELEASE])])
+        assert [p.error_code for t in ack.responses for p in t.partitions] == [0]
+        broker.restart(clean=clean)
+        b = joined(broker, group, topic, topic_id)
+        got = acquired(b.fetch(max_records=100, max_wait_ms=5_000))
+        offsets = sorted(o for first, last, _ in got for o in range(first, last + 1))
+        assert offsets == list(range(4, 12)), got  # nothing acknowledged or rejected comes back
+        counts = {o: count for first, last, count in got for o in range(first, last + 1)}
+        assert counts[4] == 2  # released once, delivered again
+        assert all(counts[o] == 1 for o in range(8, 12))
+        # ...and the acknowledgements made after the restart survive the next one too
+        assert [p.error_code for t in b.acknowledge([(4, 11, [ACCEPT])]).responses for p in t.partitions] == [0]
+        broker.restart(clean=clean)
+        c = joined(broker, group, topic, topic_id)
+        assert acquired(c.fetch(max_records=100, max_wait_ms=500)) == []
+        produce(broker, topic, 1)
+        assert acquired(c.fetch(max_records=100, max_wait_ms=5_000)) == [(12, 12, 1)]
+    finally:
+        broker.kill()
+
+
+def test_share_group_state_topic_is_internal_with_kafkas_partitions(tmp_path):
+    with BrokerProcess(tmp_path / "data", "--num-partitions", "1") as broker:
+        topic, topic_id, group = setup(broker, 0)
+        Member(broker, group, topic, topic_id).fetch()
+        w = Wire(broker.bootstrap)
+        meta = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="__share_group_state")],
+                                             allow_auto_topic_creation=False)).topics[0]
+        w.close()
+        assert meta.error_code == 0 and meta.is_internal and len(meta.partitions) == 50
