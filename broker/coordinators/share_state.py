@@ -9,7 +9,7 @@ it is durable. At the share-partition manager's start every partition of the top
 (coordinator/share/persisted.py, which also applies Kafka's ShareUpdate records).
 
 The topic has Kafka's settings (ShareCoordinatorService.shareGroupStateTopicConfigs): cleanup.policy
-delete with retention.ms -1, compression.type producer, segment.bytes 100 MiB; 50 partitions
+delete with retention.ms -1, compression.type producer, segment.bytes 100 MiB, min.insync.replicas; 50 partitions
 (share.coordinator.state.topic.num.partitions). Kafka prunes the log below the oldest snapshot still
 needed (DeleteRecords); kbroker does not yet, so the topic grows with every acknowledgement.
 """
@@ -36,8 +36,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kbroker.share_state")
 
 TOPIC = "__share_group_state"
+# As Kafka 4.4 makes it (asked of the reference broker: its DescribeConfigs of the topic). Its
+# min.insync.replicas is share.coordinator.state.topic.min.isr, 2 by default, which refuses every
+# write on one node: 1 here, as the reference broker is configured.
 TOPIC_CONFIGS = {"cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
-                 "segment.bytes": "104857600"}
+                 "segment.bytes": "104857600", "min.insync.replicas": "1"}
 _READ_CHUNK = 5 * 1024 * 1024
 
 

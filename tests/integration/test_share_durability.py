@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.test_share_fetch_wire import Member, acquired, produce, setup
@@ -68,5 +69,12 @@ def test_share_group_state_topic_is_internal_with_kafkas_partitions(tmp_path):
         w = Wire(broker.bootstrap)
         meta = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="__share_group_state")],
                                              allow_auto_topic_creation=False)).topics[0]
+        configs = w.call(32, 4, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=2, resource_name="__share_group_state", configuration_keys=None)],
+            include_synonyms=False, include_documentation=False)).results[0].configs
         w.close()
         assert meta.error_code == 0 and meta.is_internal and len(meta.partitions) == 50
+        # what Kafka 4.4's DescribeConfigs of its __share_group_state says it was created with
+        assert {c.name: c.value for c in configs if c.config_source == 1} == {
+            "cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
+            "segment.bytes": "104857600", "min.insync.replicas": "1"}
