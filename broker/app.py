@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .security.service import Security
     from .coordinators.transactions import TransactionService
     from .coordinators.share_partitions import SharePartitionManager
+    from .group_configs import GroupConfigStore
 
 log = structlog.get_logger("kbroker.broker")
 
@@ -198,6 +199,7 @@ class Broker:
         # (the `transactions` property), or at start() when that topic exists
         self._transactions: TransactionService | None = None
         self._share_partitions: SharePartitionManager | None = None
+        self._group_configs: GroupConfigStore | None = None
         self._serving = False
 
     def _test_controls_token(self) -> str | None:
@@ -374,6 +376,15 @@ class Broker:
 
             self._share_partitions = SharePartitionManager(self)
         return self._share_partitions
+
+    @property
+    def group_configs(self) -> GroupConfigStore:
+        """Groups' dynamic config overrides (broker/group_configs.py), read with their first use."""
+        if self._group_configs is None:
+            from .group_configs import GroupConfigStore
+
+            self._group_configs = GroupConfigStore(self.data_dir, self.config)
+        return self._group_configs
 
     @property
     def transactions(self) -> TransactionService:

@@ -18,7 +18,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
+from .describe_configs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, broker_resource_error
+from ...coordinator.groups.group_configs import GroupConfigError
 from ...protocol.topic_names import is_internal_topic
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -74,6 +75,15 @@ def alter_resource(broker: BrokerServices, resource_type: int, resource_name: st
         check_duplicate_keys(names)
         if names:
             raise KafkaError(f"Cannot update these configs dynamically: {sorted(set(names))}", ErrorCode.INVALID_REQUEST)
+        return
+    if resource_type == RESOURCE_GROUP:
+        if resource_name == "":
+            raise KafkaError("Default group resources are not allowed.", ErrorCode.INVALID_REQUEST)
+        check_duplicate_keys(names)
+        try:
+            broker.group_configs.alter(resource_name, topic_change, validate_only)
+        except GroupConfigError as exc:
+            raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
         return
     raise KafkaError(f"Unsupported resource type: {resource_type}", ErrorCode.INVALID_REQUEST)
 

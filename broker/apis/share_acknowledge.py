@@ -54,5 +54,5 @@ async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> Share
     if epoch == -1:
         manager.close(session)
     return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
-                                    acquisition_lock_timeout_ms=manager.lock_ms, responses=list(responses.values()),
+                                    acquisition_lock_timeout_ms=manager.lock_ms_of(request.group_id), responses=list(responses.values()),
                                     node_endpoints=[])

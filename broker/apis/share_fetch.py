@@ -84,6 +84,9 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     if epoch == -1:
         manager.close(session)  # the last request: acknowledgements only, then what it holds goes back
     else:
+        for topic_id, index in session.partitions:  # a share-partition with no state starts per the group's config
+            if topic_id in names:
+                await manager.start_offset(request.group_id, names[topic_id], index)
         answers = _fetch_all(ctx, request, list(session.partitions), names)
         if request.max_wait_ms > 0 and not any(a.acquired or a.error != E.NONE for a in answers.values()):
             keys = [(names[t], p) for t, p in session.partitions if t in names]
@@ -100,7 +103,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
         responses.setdefault(topic_id, ShareFetchableTopicResponse(topic_id=topic_id, partitions=[])).partitions.append(
             _partition(ctx, index, answer, ack_errors.get(key)))
     return ShareFetchResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
-                              acquisition_lock_timeout_ms=manager.lock_ms, responses=list(responses.values()),
+                              acquisition_lock_timeout_ms=manager.lock_ms_of(request.group_id), responses=list(responses.values()),
                               node_endpoints=[])
 
 

@@ -113,11 +113,49 @@ class SharePartitionManager:
 
     # -- share-partitions ----------------------------------------------------------------------
 
+    def lock_ms_of(self, group_id: str) -> int:
+        return self.broker.group_configs.int_value(group_id, "share.record.lock.duration.ms")
+
+    def _configured(self, group_id: str, sp: SharePartition) -> SharePartition:
+        """The group's configs (share.record.lock.duration.ms, share.delivery.count.limit,
+        share.partition.max.record.locks), which IncrementalAlterConfigs may have changed."""
+        configs = self.broker.group_configs
+        sp.lock_ms = configs.int_value(group_id, "share.record.lock.duration.ms")
+        sp.delivery_limit = configs.int_value(group_id, "share.delivery.count.limit")
+        sp.max_locks = configs.int_value(group_id, "share.partition.max.record.locks")
+        return sp
+
+    async def start_offset(self, group_id: str, topic: str, partition: int) -> None:
+        """Start a share-partition that has no state yet where the group's share.auto.offset.reset says:
+        earliest (the log start), latest (the high watermark, Kafka's default) or by_duration (the
+        first record at or after now minus the duration, else the high watermark)."""
+        sp = self.share_partition(group_id, topic, partition)
+        if sp.initialized:
+            return
+        reset = self.broker.group_configs.value(group_id, "share.auto.offset.reset")
+        error, log_start, high_watermark = self.broker.partitions.bounds(topic, partition)
+        if error != E.NONE:
+            return
+        start = log_start if reset == "earliest" else high_watermark
+        if reset.startswith("by_duration:"):
+            from ...coordinator.groups.group_configs import parse_duration_ms
+            from ..partitions.service import InlineBudget
+
+            since = self.broker.clock.wall_ms() - (parse_duration_ms(reset[len("by_duration:"):]) or 0)
+            found_error, offset, _, _ = await self.broker.partitions.list_offset(
+                topic, partition, since, 9, False, InlineBudget())
+            if found_error == E.NONE and offset >= 0:
+                start = offset
+        if not sp.initialized:  # nobody started it while the search ran
+            sp.initialize(max(start, log_start))
+            self._persist_later(group_id, topic, partition, sp)
+
     def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
         key = (group_id, topic, partition)
         sp = self.partitions.get(key)
         if sp is None:
             sp = self.partitions[key] = SharePartition(self.lock_ms, self.delivery_limit, self.max_locks)
+            self._configured(group_id, sp)
             topic_id = self._topic_id(topic)
             persisted = None if topic_id is None else self.state_log.states.states.get((group_id, topic_id, partition))
             if persisted is not None:
@@ -144,19 +182,19 @@ class SharePartitionManager:
         error, log_start, high_watermark = self.broker.partitions.bounds(topic, partition)
         if error != E.NONE:
             return PartitionAnswer(error=ErrorCode(error))
-        sp = self.share_partition(group_id, topic, partition)
+        sp = self._configured(group_id, self.share_partition(group_id, topic, partition))
         self._initialized(group_id, sp, topic, partition, high_watermark, log_start)
+        committed = self.broker.group_configs.value(group_id, "share.isolation.level") == "read_committed"
         offset = sp.next_fetch_offset(high_watermark)
         if offset is None or max_records <= 0:
             return PartitionAnswer()
-        result = read(topic, partition, offset, max(1, max_bytes), min_one_batch=True, read_committed=False)
+        result = read(topic, partition, offset, max(1, max_bytes), min_one_batch=True, read_committed=committed)
         if result.error_code != E.NONE:
             return PartitionAnswer(error=ErrorCode(result.error_code))
+        if committed and result.last_stable_offset >= 0:  # nothing at or past it is delivered yet
+            high_watermark = min(high_watermark, result.last_stable_offset)
         data = result.records
-        batches: list[tuple[int, int, Batch]] = []  # (position, size, batch)
-        for pos, header in rb.iter_batches(data):
-            batches.append((pos, header.batch_length + rb.LOG_OVERHEAD,
-                            Batch(header.base_offset, header.base_offset + header.last_offset_delta, header.is_control)))
+        batches = _batches(data, result.aborted if committed else None)
         acquired = sp.acquire(member_id, [b for _, _, b in batches], high_watermark, max_records,
                               self.broker.clock.now_ms())
         if not acquired:
@@ -260,3 +298,29 @@ class SharePartitionManager:
     def status(self) -> list[dict[str, object]]:
         return [{"group_id": g, "topic": t, "partition": p, **sp.counts()}
                 for (g, t, p), sp in sorted(self.partitions.items())]
+
+
+def _batches(data: bytes | memoryview, aborted: list | None) -> list[tuple[int, int, Batch]]:
+    """(position, size, batch) of each batch read; under read_committed a batch of an aborted
+    transaction holds nothing to deliver, as a control batch does (Kafka's SharePartition archives
+    them): a producer's batches from its aborted transaction's first offset until its ABORT marker."""
+    out: list[tuple[int, int, Batch]] = []
+    starts: dict[int, list[int]] = {}  # producer id -> first offsets of its aborted transactions, latest first
+    for a in sorted(aborted or (), key=lambda a: -a.first_offset):
+        starts.setdefault(a.producer_id, []).append(a.first_offset)
+    open_aborts: set[int] = set()
+    for pos, header in rb.iter_batches(data):
+        pid = header.producer_id
+        skip = header.is_control
+        if aborted and header.is_transactional:
+            pending = starts.get(pid)
+            while pending and pending[-1] <= header.base_offset:
+                pending.pop()
+                open_aborts.add(pid)
+            if header.is_control:
+                open_aborts.discard(pid)  # the marker closes the transaction
+            elif pid in open_aborts:
+                skip = True
+        out.append((pos, header.batch_length + rb.LOG_OVERHEAD,
+                    Batch(header.base_offset, header.base_offset + header.last_offset_delta, skip)))
+    return out

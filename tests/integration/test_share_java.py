@@ -14,9 +14,8 @@ import pytest
 from confluent_kafka import Producer
 
 from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
-from kbroker.protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
-from kbroker.protocol.messages.share_fetch_request import FetchPartition, FetchTopic, ShareFetchRequest
-from kbroker.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from kbroker.protocol.messages.incremental_alter_configs_request import (AlterableConfig, AlterConfigsResource,
+                                                                         IncrementalAlterConfigsRequest)
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
 from kbroker.tests.reference.client_matrix import java_classes
@@ -35,25 +34,17 @@ def broker(tmp_path_factory):
     proc.stop()
 
 
-def start_share_partitions(broker, group: str, topic: str) -> None:
-    """share.auto.offset.reset is latest (Kafka's default): one member joins, fetches once so the
-    share-partitions start at the empty topic's end (0), and leaves, before anything is produced."""
+def start_at_earliest(broker, group: str, topic: str) -> None:
+    """The group reads from the log's start (share.auto.offset.reset=earliest, set as librdkafka's and
+    Kafka's share tests do, through the GROUP config resource), so records produced before the
+    consumers join are delivered."""
     w = Wire(broker.bootstrap)
-    topic_id = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
-                                             allow_auto_topic_creation=True)).topics[0].topic_id
-    member = str(uuid.uuid4())
-    assert w.call(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=0, rack_id=None,
-                                                    subscribed_topic_names=[topic])).error_code == 0
-    fetched = w.call(78, 1, ShareFetchRequest(
-        group_id=group, member_id=member, share_session_epoch=0, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
-        max_records=10, batch_size=10, topics=[FetchTopic(topic_id=topic_id, partitions=[
-            FetchPartition(partition_index=p, acknowledgement_batches=[]) for p in range(3)])],
-        forgotten_topics_data=[]))
-    assert fetched.error_code == 0
-    assert w.call(79, 1, ShareAcknowledgeRequest(group_id=group, member_id=member, share_session_epoch=-1,
-                                                 topics=[])).error_code == 0
-    assert w.call(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=-1, rack_id=None,
-                                                    subscribed_topic_names=None)).error_code == 0
+    assert w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                         allow_auto_topic_creation=True)).topics[0].error_code == 0
+    answer = w.call(44, 1, IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+        resource_type=32, resource_name=group, configs=[AlterableConfig(
+            name="share.auto.offset.reset", config_operation=0, value="earliest")])], validate_only=False))
+    assert answer.responses[0].error_code == 0
     w.close()
 
 
@@ -63,7 +54,7 @@ def test_kafka_share_consumers_deliver_every_record_once_and_redeliver_a_quitter
         pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
     classes = java_classes(libs)
     topic, group = f"sj-{uuid.uuid4().hex[:6]}", f"sjg-{uuid.uuid4().hex[:6]}"
-    start_share_partitions(broker, group, topic)
+    start_at_earliest(broker, group, topic)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     for i in range(RECORDS):
         producer.produce(topic, f"v{i}".encode(), partition=i % 3)
