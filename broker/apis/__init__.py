@@ -9,7 +9,7 @@ The handlers' shared helpers (HELPERS) live beside them and serve no API.
 
 # what the handlers share: the group APIs' coordinator calls, repeated ids, the fetch sessions' cache,
 # the bound on a request's state-file changes
-HELPERS = ("fetch_sessions", "group_wire", "limits", "repeats")
+HELPERS = ("fetch_sessions", "group_wire", "limits", "repeats", "share_group_offsets")
 
 # api key -> (module in this package, lowest version served, highest version served)
 SERVED: dict[int, tuple[str, int, int]] = {
@@ -66,4 +66,7 @@ SERVED: dict[int, tuple[str, int, int]] = {
     77: ('share_group_describe', 1, 1),
     78: ('share_fetch', 1, 2),
     79: ('share_acknowledge', 1, 2),
+    90: ('describe_share_group_offsets', 0, 1),
+    91: ('alter_share_group_offsets', 0, 0),
+    92: ('delete_share_group_offsets', 0, 0),
 }

@@ -158,7 +158,7 @@ class SharePartitionManager:
             self._configured(group_id, sp)
             topic_id = self._topic_id(topic)
             persisted = None if topic_id is None else self.state_log.states.states.get((group_id, topic_id, partition))
-            if persisted is not None:
+            if persisted is not None and persisted.start >= 0:
                 sp.restore(persisted.start, persisted.batches)
         return sp
 
@@ -233,6 +233,41 @@ class SharePartitionManager:
                           error=repr(exc))
                 return getattr(exc, "code", None) or E.UNKNOWN_SERVER_ERROR
         return error
+
+    # -- the offsets admin APIs (90-92) ---------------------------------------------------------
+
+    def started(self, group_id: str) -> dict[tuple[uuid.UUID, int], tuple[int, int]]:
+        """(topic id, partition) -> (start offset, offsets at or past it whose delivery is complete) of
+        every share-partition of the group with a state (persisted, or started in memory)."""
+        out: dict[tuple[uuid.UUID, int], tuple[int, int]] = {}
+        for (group, topic_id, partition), state in self.state_log.states.states.items():
+            if group == group_id:
+                done = sum(last - first + 1 for first, last, st, _ in state.batches if st in (2, 4))
+                out[(topic_id, partition)] = (state.start, done)
+        return out
+
+    async def set_start(self, group_id: str, topic: str, topic_id: uuid.UUID, partition: int, offset: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts again at `offset` with nothing in flight
+        (the group is empty), durable before this returns."""
+        sp = self.share_partition(group_id, topic, partition)
+        if offset >= 0:
+            sp.initialize(offset)
+        else:  # a negative start is kept (Kafka keeps it) but means none here: share.auto.offset.reset decides
+            del self.partitions[(group_id, topic, partition)]
+        await self.state_log.write(group_id, topic_id, partition, offset, [])
+
+    async def delete_state(self, group_id: str, topic: str, topic_id: uuid.UUID) -> None:
+        """DeleteShareGroupOffsets: every share-partition of the topic forgets its state (the group is
+        empty); the next one to fetch starts from share.auto.offset.reset."""
+        waits = []
+        for (group, tid, partition) in list(self.state_log.states.states):
+            if group == group_id and tid == topic_id:
+                waits.append(self.state_log.delete(group_id, topic_id, partition))
+        for key in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
+            del self.partitions[key]
+            self.timers.cancel(self._timer_key(*key))
+        for wait in waits:
+            await wait
 
     # -- durability ----------------------------------------------------------------------------
 

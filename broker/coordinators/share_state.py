@@ -114,11 +114,20 @@ class ShareStateLog:
                     except Exception as exc:  # noqa: BLE001 - one unreadable record, not the partition
                         log.error("share_state_record_skipped", partition=partition, offset=r.offset, error=repr(exc))
                         continue
-                    if decoded is not None:
-                        yield decoded
+                    yield decoded
             if next_offset <= offset:
                 break
             offset = next_offset
+
+    def delete(self, group: str, topic_id: uuid.UUID, partition: int) -> Awaitable[None]:
+        """Forget a share-partition's state (a tombstone of its key); the wait for its durability."""
+        now = self._wall_ms()
+        record = ShareStateRecord(SNAPSHOT, group, topic_id, partition, -1, -1, (), tombstone=True)
+        batch = encode_keyed_batch([encode_share_state(record)], now)
+        result = self.partitions.append(TOPIC, partition_for(group, topic_id, partition, self.num_partitions),
+                                        batch, now_ms=now, headers=[read_header(batch)])
+        self.states.replay(record)
+        return result.wait_durable()
 
     def write(self, group: str, topic_id: uuid.UUID, partition: int, start: int,
               batches: list[tuple[int, int, int, int]]) -> Awaitable[None]:

@@ -49,6 +49,9 @@ class PersistedStates:
 
     def replay(self, record: ShareStateRecord) -> None:
         key = record.key
+        if record.tombstone:
+            self.states.pop(key, None)
+            return
         if record.record_type == SNAPSHOT:
             self.states[key] = PersistedState(record.snapshot_epoch, record.start_offset, list(record.batches),
                                               record.create_timestamp)

@@ -40,16 +40,19 @@ class ShareStateRecord:
     leader_epoch: int = 0
     create_timestamp: int = 0
     write_timestamp: int = 0
+    tombstone: bool = False  # the share-partition's state deleted (DeleteShareGroupState)
 
     @property
     def key(self) -> tuple[str, uuid.UUID, int]:
         return self.group, self.topic_id, self.partition
 
 
-def encode_share_state(r: ShareStateRecord) -> tuple[bytes, bytes]:
+def encode_share_state(r: ShareStateRecord) -> tuple[bytes, bytes | None]:
     if r.record_type == SNAPSHOT:
         key = _I16.pack(SNAPSHOT) + codec.encode(snk.SPEC, 0, snk.ShareSnapshotKey(
             group_id=r.group, topic_id=r.topic_id, partition=r.partition))
+        if r.tombstone:
+            return key, None
         value = snv.ShareSnapshotValue(
             snapshot_epoch=r.snapshot_epoch, state_epoch=r.state_epoch, leader_epoch=r.leader_epoch,
             start_offset=r.start_offset, create_timestamp=r.create_timestamp, write_timestamp=r.write_timestamp,
@@ -65,9 +68,9 @@ def encode_share_state(r: ShareStateRecord) -> tuple[bytes, bytes]:
     return key, _I16.pack(0) + codec.encode(upv.SPEC, 0, update)
 
 
-def decode_share_state(key: bytes, value: bytes | None) -> ShareStateRecord | None:
-    """The record, or None for a tombstone (Kafka writes none; a deleted state is a snapshot of nothing).
-    Raises ValueError for a record type this topic does not hold."""
+def decode_share_state(key: bytes, value: bytes | None) -> ShareStateRecord:
+    """The record (a tombstone: the share-partition's state deleted). Raises ValueError for a record
+    type this topic does not hold."""
     (record_type,) = _I16.unpack_from(key)
     if record_type not in (SNAPSHOT, UPDATE):
         raise ValueError(f"not a __share_group_state record type: {record_type}")
@@ -75,7 +78,7 @@ def decode_share_state(key: bytes, value: bytes | None) -> ShareStateRecord | No
     key_io.seek(2)
     k = codec.decode(snk.SPEC if record_type == SNAPSHOT else upk.SPEC, 0, key_io)
     if value is None:
-        return None
+        return ShareStateRecord(record_type, k.group_id, k.topic_id, k.partition, -1, -1, (), tombstone=True)
     (version,) = _I16.unpack_from(value)
     v = codec.decode(snv.SPEC if record_type == SNAPSHOT else upv.SPEC, version, value[2:])
     batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches)
