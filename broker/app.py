@@ -336,6 +336,7 @@ class Broker:
             max_batch_bytes=self.offsets_topic.max_batch_bytes,
         )
         coordinator.history.subscribe(self.observations.rebalance)
+        coordinator.event_listeners.append(self._share_member_gone)
         coordinator.history.subscribe(self.history_file)
         if self._started:
             coordinator.start_now()  # else start() starts it
@@ -376,6 +377,13 @@ class Broker:
 
             self._share_partitions = SharePartitionManager(self)
         return self._share_partitions
+
+    def _share_member_gone(self, event: object) -> None:
+        """A share group member left or was fenced: what it holds is released at once (Kafka does)."""
+        from ..coordinator.groups.events import ShareMemberGone
+
+        if isinstance(event, ShareMemberGone) and self._share_partitions is not None:
+            self._share_partitions.member_gone(event.group_id, event.member_id)
 
     @property
     def group_configs(self) -> GroupConfigStore:

@@ -105,6 +105,12 @@ class SharePartitionManager:
         self.sessions.pop((session.group_id, session.member_id), None)
         self.release(session.group_id, session.member_id)
 
+    def member_gone(self, group_id: str, member_id: str) -> None:
+        """The member left its group or was fenced (session timeout): its share session goes and
+        what it holds is available again at once, not when the locks expire."""
+        self.sessions.pop((group_id, member_id), None)
+        self.release(group_id, member_id)
+
     def release(self, group_id: str, member_id: str) -> None:
         for (group, topic, partition), sp in self.partitions.items():
             if group == group_id and sp.release_member(member_id):

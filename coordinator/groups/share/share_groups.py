@@ -26,6 +26,7 @@ from ....protocol.records import share_records as sr
 from ...runtime.outcome import Outcome, Reply
 from .. import commands as c
 from ..context import Ctx
+from ..events import ShareMemberGone
 from ..group_types import TypeContext
 from . import share_commands as sc
 from .assignor import assign
@@ -238,6 +239,7 @@ class ShareGroups:
         if len(group.members) == 1:
             records.append(sr.ShareGroupTargetAssignmentMetadataRecord(gid, group_epoch, 0))
         out.cancel(sc.session_key(gid, member_id))
+        out.events.append(ShareMemberGone(gid, member_id, len(group.members) - 1))
 
     def _describe(self, group: Any, group_id: str) -> sc.DescribedShareGroup:
         try:
