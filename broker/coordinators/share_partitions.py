@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -69,10 +70,10 @@ class SharePartitionManager:
         self.partitions: dict[Key, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.timers = broker.fetch_purgatory.timers
-        # what the metrics show: acquisitions, redeliveries, expired locks, archived by the limit
-        self.acquired_total = 0
-        self.redelivered_total = 0
-        self.lock_expiries_total = 0
+        # what the metrics show, per group: records acquired, acquired again, locks expired
+        self.acquired_total: Counter[str] = Counter()
+        self.redelivered_total: Counter[str] = Counter()
+        self.lock_expiries_total: Counter[str] = Counter()
         self.state_log = ShareStateLog(broker.partitions, config.share_coordinator_state_topic_num_partitions)
         self.state_log.ensure()
         self.state_log.load()
@@ -205,8 +206,8 @@ class SharePartitionManager:
                               self.broker.clock.now_ms())
         if not acquired:
             return PartitionAnswer()
-        self.acquired_total += sum(a.last - a.first + 1 for a in acquired)
-        self.redelivered_total += sum(a.last - a.first + 1 for a in acquired if a.delivery_count > 1)
+        self.acquired_total[group_id] += sum(a.last - a.first + 1 for a in acquired)
+        self.redelivered_total[group_id] += sum(a.last - a.first + 1 for a in acquired if a.delivery_count > 1)
         self._arm(group_id, topic, partition, sp)
         # Only the batches that hold an acquired record go out.
         wanted = [(pos, size) for pos, size, b in batches
@@ -328,13 +329,30 @@ class SharePartitionManager:
             if not self.timers.claim(fired.key, fired.token):
                 return
             count = sp.expire_locks(self.broker.clock.now_ms())
-            self.lock_expiries_total += count
+            self.lock_expiries_total[group_id] += count
             self._arm(group_id, topic, partition, sp)
             if count:
                 self._persist_later(group_id, topic, partition, sp)
                 self.broker.fetch_purgatory.notify(topic, partition)
 
         self.timers.schedule(key, max(0, deadline - now_ms), expired)
+
+    def group_stats(self) -> dict[str, dict[str, int]]:
+        """Per group: records in flight by state, and the totals (acquired, redelivered, archived by a
+        reject or the delivery count limit, expired locks): what /metrics shows."""
+        out: dict[str, dict[str, int]] = {}
+        for (group, _, _), sp in self.partitions.items():
+            row = out.setdefault(group, {"available": 0, "acquired": 0, "acknowledged": 0, "archived": 0,
+                                         "archived_total": 0})
+            counts = sp.counts()
+            for state in ("available", "acquired", "acknowledged", "archived"):
+                row[state] += counts[state]
+            row["archived_total"] += sp.archived_total
+        for group, row in out.items():
+            row["acquired_total"] = self.acquired_total[group]
+            row["redelivered_total"] = self.redelivered_total[group]
+            row["lock_expiries_total"] = self.lock_expiries_total[group]
+        return out
 
     def status(self) -> list[dict[str, object]]:
         return [{"group_id": g, "topic": t, "partition": p, **sp.counts()}

@@ -69,6 +69,7 @@ class SharePartition:
         self.end = -1
         self.records: dict[int, InFlight] = {}
         self.acquired = 0  # how many offsets are ACQUIRED (bounded by max_locks)
+        self.archived_total = 0  # records archived by a reject or the delivery count limit (metrics)
 
     # -- life ----------------------------------------------------------------------------------
 
@@ -182,6 +183,7 @@ class SharePartition:
             else:
                 entry.state, entry.member = (ACKNOWLEDGED if kind == ACCEPT else ARCHIVED), None
                 self.acquired -= 1
+                self.archived_total += kind != ACCEPT
         self._advance()
         return E.NONE
 
@@ -240,6 +242,7 @@ class SharePartition:
 
     def _give_back(self, entry: InFlight) -> None:
         entry.state = ARCHIVED if entry.count >= self.delivery_limit else AVAILABLE
+        self.archived_total += entry.state == ARCHIVED
         entry.member = None
         self.acquired -= 1
 

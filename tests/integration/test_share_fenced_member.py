@@ -49,3 +49,4 @@ def test_a_gone_members_records_come_back_before_their_locks_expire(broker, how)
         b_epoch = heartbeat(b, b_epoch)  # b stays; a sends nothing and is fenced after 1.5 s
         got = acquired(b.fetch(max_wait_ms=300))
     assert got == [(0, 4, 2)]
+
