@@ -97,7 +97,7 @@ codegen: venv
 bench: test-venv
 	$(PY) -m bench
 
-# Seeded fault campaign (kill -9, disk damage, malformed frames under load); SEED=, ROUNDS= to vary.
+# Seeded fault campaign (kill -9, disk damage, state-file damage, malformed frames under load); SEED=, ROUNDS= to vary.
 SEED ?= 1
 ROUNDS ?= 25
 chaos: test-venv

@@ -90,6 +90,6 @@ async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -
             return lambda current: apply_ops(current, res.configs, group_defaults, group=True)
         return lambda current: apply_ops(current, res.configs, defaults)
 
-    responses = alter_resources(ctx.broker, request.resources, AlterConfigsResourceResponse, change_for,
+    responses = alter_resources(ctx, request.resources, AlterConfigsResourceResponse, change_for,
                                 request.validate_only)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -27,7 +27,7 @@ import time
 import uuid
 from base64 import urlsafe_b64encode
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from kbroker.tests.integration.broker_process import free_port
 
@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIBS = ROOT / "build" / "kafka" / "libs"
 START_TIMEOUT_S = 90.0  # a cold JVM on a loaded 2-core machine; about 7 s when quiet
 STOP_TIMEOUT_S = 30.0
+BIND_ATTEMPTS = 4
 
 # Kafka's own defaults, except what one node needs (replication factors of 1) and what kbroker's tests
 # assume of a broker they compare with (no initial rebalance delay). Anything else is set by the test.
@@ -64,10 +65,25 @@ def kafka_libs() -> Path | None:
     return LIBS if (LIBS / ".resolved").exists() else None
 
 
-def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None) -> list[str]:
-    """A `java` command line that runs one of Kafka's classes from the reference jars (a tool such as
-    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself)."""
+def require_kafka_libs() -> Path:
+    """The jars, or the test skips, except under `make test` (KBROKER_REQUIRE_KAFKA=1, which resolves them
+    first), where their absence fails it."""
+    import pytest
+
     libs = kafka_libs()
+    if libs is None:
+        if os.environ.get("KBROKER_REQUIRE_KAFKA") == "1":
+            pytest.fail("Apache Kafka's jars are missing (make kafka-jars)")
+        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    return libs
+
+
+def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None,
+                 classpath: Sequence[Path] = (), libs: Path | None = None) -> list[str]:
+    """A `java` command line that runs one of Kafka's classes from the reference jars (a tool such as
+    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself); `classpath` adds directories;
+    `libs`, another release's jars."""
+    libs = libs or kafka_libs()
     if libs is None:
         raise RuntimeError("Apache Kafka's jars are missing: run `make kafka-jars`")
     java = shutil.which("java") or "java"
@@ -75,7 +91,7 @@ def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | 
             "-Djava.awt.headless=true"]
     if log4j is not None:
         opts.append(f"-Dlog4j2.configurationFile={log4j}")
-    return [java, *opts, "-cp", f"{libs}/*", main_class, *args]
+    return [java, *opts, "-cp", os.pathsep.join([f"{libs}/*", *map(str, classpath)]), main_class, *args]
 
 
 def random_cluster_id() -> str:
@@ -91,7 +107,11 @@ class KafkaProcess:
     """One Apache Kafka node, combined broker and controller, on free loopback ports."""
 
     def __init__(self, base_dir: str | Path, config: dict[str, str] | None = None, *, start: bool = True,
-                 host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN") -> None:
+                 host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN",
+                 libs: Path | None = None) -> None:
+        """`libs`: the jars of another Kafka release than the reference's (tools/kafka_releases.py runs
+        each release this way to ask it for its ApiVersions)."""
+        self.libs = libs
         self.base_dir = Path(base_dir)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.host = host
@@ -102,6 +122,7 @@ class KafkaProcess:
         self.heap = heap
         self.log_level = log_level
         self.config = {**SINGLE_NODE, **(config or {})}
+        self.extra_listeners: dict[str, int] = {}  # listener (named as its security protocol) -> port
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.formatted = False
@@ -126,16 +147,26 @@ class KafkaProcess:
     def server_log(self) -> Path:
         return self.base_dir / "server.log"
 
+    def add_listener(self, protocol: str, **config: str) -> int:
+        """Another listener beside PLAINTEXT (SSL, SASL_PLAINTEXT, ...), named as its security protocol, on
+        a free port, with the settings it needs (keys with dots as `**{"ssl.client.auth": ...}`); its port.
+        Call before start()."""
+        port = self.extra_listeners[protocol] = free_port(self.host)
+        self.config.update(config)
+        return port
+
     def properties(self) -> dict[str, str]:
+        extra = "".join(f",{name}://{self.host}:{port}" for name, port in self.extra_listeners.items())
         return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": f"{self.node_id}@{self.host}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}{extra},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}{extra}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+                                              + "".join(f",{name}:{name}" for name in self.extra_listeners),
             "log.dirs": str(self.log_dir),
             **self.config,
         }
@@ -149,11 +180,15 @@ class KafkaProcess:
     def java(self, main_class: str, *args: str, timeout: float = 120.0, input: str | None = None,
              heap: str = "256m") -> subprocess.CompletedProcess[str]:
         """Run one of Kafka's tools (by class name) from the reference jars; its output as text."""
-        log4j = self.base_dir / "log4j2-tools.properties"
-        if not log4j.exists():
-            log4j.write_text(LOG4J2.format(log=self.base_dir / "tools.log", level="WARN"))
-        return subprocess.run(java_command(main_class, *args, heap=heap, log4j=log4j), capture_output=True,
-                              text=True, timeout=timeout, input=input)
+        if self.libs is not None:  # another release's tools (tools/kafka_releases.py): a JVM of their own
+            log4j = self.base_dir / "log4j2-tools.properties"
+            if not log4j.exists():
+                log4j.write_text(LOG4J2.format(log=self.base_dir / "tools.log", level="WARN"))
+            return subprocess.run(java_command(main_class, *args, heap=heap, log4j=log4j, libs=self.libs),
+                                  capture_output=True, text=True, timeout=timeout, input=input)
+        from kbroker.tests.reference.tool_runner import run_tool
+
+        return run_tool(main_class, *args, timeout=timeout, input=input, heap=heap)
 
     # --- lifecycle --------------------------------------------------------------------------------------
 
@@ -161,38 +196,42 @@ class KafkaProcess:
         """`kafka-storage.sh format`: the log directory gets its meta.properties and bootstrap checkpoint."""
         log4j = self._write_files()
         out = subprocess.run(java_command("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
-                                          "-c", str(self.properties_path), heap="256m", log4j=log4j),
+                                          "-c", str(self.properties_path), heap="256m", log4j=log4j,
+                                          libs=self.libs),
                              capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
         self.formatted = True
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
-        """Start and wait until it serves. A first start that finds one of its ports taken (by another
-        process between free_port and Kafka's bind) tries again on new ports, twice at most."""
-        for attempt in range(3):
+        """Start and wait until this node answers. Another test session on the machine may take a port
+        between free_port() and Kafka's bind: then Kafka exits saying so and starts again on new ports,
+        and an answer from a broker that is not this one (another cluster id) does not count."""
+        for attempt in range(BIND_ATTEMPTS):
             try:
-                self._start(timeout)
-                return
-            except RuntimeError:
-                if self.starts > 1 + attempt or "Address already in use" not in self.dump_log(400) or attempt == 2:
-                    raise
+                return self._start_once(timeout)
+            except _PortTaken:
+                if attempt == BIND_ATTEMPTS - 1:
+                    raise RuntimeError(f"Kafka could not bind its ports {BIND_ATTEMPTS} times:\n{self.dump_log()}")
                 self.port, self.controller_port = free_port(self.host), free_port(self.host)
 
-    def _start(self, timeout: float) -> None:
+    def _start_once(self, timeout: float) -> None:
         assert self.proc is None or self.proc.poll() is not None, "Kafka already running"
         if not self.formatted:
             self.format()
         log4j = self._write_files()
         self.starts += 1
-        stdout = open(self.base_dir / f"stdout-{self.starts}.log", "wb")
-        with stdout:
+        stdout_path = self.base_dir / f"stdout-{self.starts}.log"
+        log_start = self.server_log.stat().st_size if self.server_log.exists() else 0
+        with open(stdout_path, "wb") as stdout:
             self.proc = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path), heap=self.heap,
-                                                      log4j=log4j),
+                                                      log4j=log4j, libs=self.libs),
                                          stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
+                if _bind_failed(stdout_path, 0) or _bind_failed(self.server_log, log_start):
+                    raise _PortTaken()
                 raise RuntimeError(f"Kafka exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
             if self.probe():
                 return
@@ -202,10 +241,9 @@ class KafkaProcess:
             time.sleep(0.1)
 
     def probe(self, timeout: float = 1.0) -> bool:
-        """True when this broker answers Metadata v12 listing itself (ApiVersions alone is answered before the
-        broker has joined the controller's metadata and can serve anything else) with this node's cluster id:
-        another process that took the port between free_port and Kafka's bind (other test sessions draw
-        ports from the same block) answers too, with its own."""
+        """True when this node answers Metadata v12 listing itself, with its own cluster id (ApiVersions
+        alone is answered before the broker has joined the controller's metadata and can serve
+        anything else; another session's broker on a port we were given is not us)."""
         from kbroker.protocol import framing
         from kbroker.protocol.messages.metadata_request import MetadataRequest
 
@@ -261,6 +299,20 @@ class KafkaProcess:
             except FileNotFoundError:
                 pass
         return "\n".join(lines[-tail:])
+
+
+class _PortTaken(Exception):
+    """Kafka exited because a port given to it was bound by someone else meanwhile."""
+
+
+def _bind_failed(log: Path, start: int) -> bool:
+    """Whether the log, from byte `start` (this start's part), says a port was taken."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(start)
+            return b"Address already in use" in fh.read()
+    except FileNotFoundError:
+        return False
 
 
 def _read_exactly(s: socket.socket, n: int) -> bytes:

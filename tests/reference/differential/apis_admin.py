@@ -1,6 +1,6 @@
 """Checks of the admin and connection APIs, every common version: ApiVersions, SASL on a plaintext
 listener, topics (create, delete, partitions), configs, ACLs, quotas, SCRAM credentials, leader
-elections, reassignments, DescribeCluster. A check that changes a topic makes its own
+elections, reassignments, DescribeCluster, DescribeQuorum, UpdateFeatures. A check that changes a topic makes its own
 (`dw-<api>-v<version>`), so versions never see each other's changes.
 """
 
@@ -11,10 +11,18 @@ from typing import Any
 from .apis_data import DATA
 from .craft import (
     ALTER_CLIENT_QUOTAS,
+    ALTER_REPLICA_LOG_DIRS,
+    CREATE_DELEGATION_TOKEN,
+    DESCRIBE_DELEGATION_TOKEN,
+    EXPIRE_DELEGATION_TOKEN,
+    LIST_CONFIG_RESOURCES,
+    RENEW_DELEGATION_TOKEN,
+    UNREGISTER_BROKER,
     ALTER_CONFIGS,
     ALTER_PARTITION_REASSIGNMENTS,
     ALTER_USER_SCRAM_CREDENTIALS,
     API_VERSIONS,
+    CONFIG_LEVEL,
     CREATE_ACLS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -24,6 +32,7 @@ from .craft import (
     DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
+    DESCRIBE_QUORUM,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
     ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
@@ -31,6 +40,7 @@ from .craft import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     UNKNOWN_TOPIC_ID,
+    UPDATE_FEATURES,
     ZERO_UUID,
     create_topic,
     created_configs_elsewhere,
@@ -383,11 +393,86 @@ def cluster_checks() -> list[Check]:
     ]
 
 
+def kafka_44_surface_checks() -> list[Check]:
+    """Issue 43's APIs: config resources, replica log dirs, delegation tokens (off, as Kafka's defaults
+    leave them), unregistering a broker."""
+    def own_topics_only(plain: dict[str, Any]) -> dict[str, Any]:
+        # each broker lists its own internal topics and every check's topics: only DATA compares
+        plain["config_resources"] = [r for r in plain.get("config_resources", [])
+                                     if r.get("resource_type", 16) != TOPIC or r.get("resource_name") == DATA]
+        return plain
+
+    def resources(*types: int):
+        return lambda s, v: make(LIST_CONFIG_RESOURCES, resource_types=list(types))
+
+    return [
+        *sweep(LIST_CONFIG_RESOURCES, "every type", resources(), project=own_topics_only),
+        *sweep(LIST_CONFIG_RESOURCES, "topics", resources(TOPIC), versions=[1], project=own_topics_only),
+        *sweep(LIST_CONFIG_RESOURCES, "brokers and their loggers", resources(BROKER, BROKER_LOGGER), versions=[1]),
+        *sweep(LIST_CONFIG_RESOURCES, "groups", resources(GROUP), versions=[1]),
+        *sweep(LIST_CONFIG_RESOURCES, "an unknown type", resources(64), versions=[1]),
+        *sweep(ALTER_REPLICA_LOG_DIRS, "a directory the broker does not have", lambda s, v: make(
+            ALTER_REPLICA_LOG_DIRS, dirs=[{"path": "/no/such/dir", "topics": [
+                {"name": DATA, "partitions": [0]}, {"name": "dw-nope-arld", "partitions": [0]}]}])),
+        *sweep(CREATE_DELEGATION_TOKEN, "on a plaintext listener", lambda s, v: make(
+            CREATE_DELEGATION_TOKEN, renewers=[], max_lifetime_ms=-1)),
+        *sweep(RENEW_DELEGATION_TOKEN, "on a plaintext listener", lambda s, v: make(
+            RENEW_DELEGATION_TOKEN, hmac=b"hmac", renew_period_ms=1000)),
+        *sweep(EXPIRE_DELEGATION_TOKEN, "on a plaintext listener", lambda s, v: make(
+            EXPIRE_DELEGATION_TOKEN, hmac=b"hmac", expiry_time_period_ms=1000)),
+        *sweep(DESCRIBE_DELEGATION_TOKEN, "on a plaintext listener", lambda s, v: make(
+            DESCRIBE_DELEGATION_TOKEN, owners=None)),
+        *sweep(UNREGISTER_BROKER, "another broker", lambda s, v: make(UNREGISTER_BROKER, broker_id=7)),
+    ]
+
+
+def quorum_elsewhere(plain: dict[str, Any]) -> dict[str, Any]:
+    """DescribeQuorum: the metadata log's offsets, the voters' clocks and the leader epoch are each
+    broker's own (Kafka's log has records, and its epoch counts the node's elections, one a start, a
+    start retried on new ports too; kbroker's static quorum has no records and one epoch), and the
+    voter's listener name is a listed difference of the configuration level, which compares offsets,
+    clocks and the epoch as known or not: left to it."""
+    for topic in plain.get("topics", []):
+        for partition in topic["partitions"]:
+            for name in ("high_watermark", "leader_epoch"):
+                if partition[name] > 0:
+                    partition[name] = CONFIG_LEVEL
+            for replica in partition["current_voters"] + partition["observers"]:
+                for name in ("log_end_offset", "last_fetch_timestamp", "last_caught_up_timestamp"):
+                    if replica.get(name, -1) >= 0:  # the clocks from v1
+                        replica[name] = CONFIG_LEVEL
+    for node in plain.get("nodes", []):
+        for listener in node["listeners"]:
+            listener["name"] = CONFIG_LEVEL
+    return plain
+
+
+def quorum_and_features_checks() -> list[Check]:
+    def quorum(topic: str, partitions: list[int]):
+        return lambda s, v: make(DESCRIBE_QUORUM, topics=[
+            {"topic_name": topic, "partitions": [{"partition_index": p} for p in partitions]}])
+
+    def update(*updates: tuple[str, int, int]):
+        # validate only where the version can say so: the reference broker is the whole session's
+        return lambda s, v: make(UPDATE_FEATURES, timeout_ms=30000, validate_only=v >= 1, feature_updates=[
+            {"feature": f, "max_version_level": level, "allow_downgrade": False, "upgrade_type": kind}
+            for f, level, kind in updates])
+
+    return [
+        *sweep(DESCRIBE_QUORUM, "the metadata partition", quorum("__cluster_metadata", [0]), project=quorum_elsewhere),
+        *sweep(DESCRIBE_QUORUM, "a partition that is not the quorum's", quorum("dw-nope-quorum", [0, 1])),
+        *sweep(UPDATE_FEATURES, "a feature at its finalized level", update(("group.version", 1, 1))),
+        *sweep(UPDATE_FEATURES, "a level beyond the supported range", update(("group.version", 5, 1))),
+        *sweep(UPDATE_FEATURES, "an unknown feature", update(("no.such.version", 1, 1))),
+        *sweep(UPDATE_FEATURES, "a downgrade sent as an upgrade", update(("group.version", 0, 1))),
+    ]
+
+
 def checks() -> list[Check]:
     return [*api_versions_checks(), *sasl_checks(), *create_topics_checks(), *delete_topics_checks(),
             *create_partitions_checks(), *describe_configs_checks(), *alter_configs_checks(),
             *incremental_alter_configs_checks(), *acl_checks(), *quota_checks(), *scram_checks(), *cluster_checks(),
-            *unsupported_version_checks()]
+            *kafka_44_surface_checks(), *quorum_and_features_checks(), *unsupported_version_checks()]
 
 
 UNSERVED = "(every API past its newest version, an unknown API)"
