@@ -67,7 +67,7 @@ class ShareStateLog:
         """The topic, made now if it does not exist; an existing one keeps its partition count."""
         info = self.catalogue.topic(TOPIC)
         if info is None:
-            self.catalogue.create_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS), allow_internal_configs=True)
+            self.catalogue.create_internal_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
             log.info("share_state_topic_created", partitions=self.num_partitions)
         else:
             self.num_partitions = info.num_partitions
