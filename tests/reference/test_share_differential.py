@@ -54,7 +54,8 @@ def scenario(bootstrap: str, suffix: str) -> list[tuple[str, object]]:
     w = Wire(bootstrap)
     w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True))
     deadline = time.monotonic() + 60
-    while w.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[g2])).coordinators[0].error_code != 0:
+    while any(c.error_code != 0 for c in w.call(10, 4, FindCoordinatorRequest(
+            key_type=0, coordinator_keys=[g2, ag, nog])).coordinators):  # every group's coordinator loaded
         assert time.monotonic() < deadline, "no group coordinator"
         time.sleep(0.5)
     tid = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
@@ -65,8 +66,13 @@ def scenario(bootstrap: str, suffix: str) -> list[tuple[str, object]]:
     assert producer.flush(10) == 0
 
     def describe(group, topics=None, version=1):
-        answer = w.call(90, version, DescribeShareGroupOffsetsRequest(groups=[DescribeShareGroupOffsetsRequestGroup(
-            group_id=group, topics=topics)]))
+        until = time.monotonic() + 60
+        while True:  # retried while the coordinator loads (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), as clients do
+            answer = w.call(90, version, DescribeShareGroupOffsetsRequest(groups=[
+                DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=topics)]))
+            if answer.groups[0].error_code not in (14, 15, 16) or time.monotonic() > until:
+                break
+            time.sleep(0.5)
         return [(plain.get(g.group_id, g.group_id), g.error_code, g.error_message,
                  [(plain.get(t.topic_name, t.topic_name), t.topic_id == tid,
                    [(p.partition_index, p.start_offset, p.leader_epoch, p.lag, p.error_code, p.error_message)
