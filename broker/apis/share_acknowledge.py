@@ -1,13 +1,15 @@
 """ShareAcknowledge (79) v1-v2 (KIP-932): a share group member acknowledges records it acquired
 (accept, release, reject; v2 renew) through its share session, without fetching (the share-partition
 manager: broker/coordinators/share_partitions.py). Epoch -1 closes the session after the
-acknowledgements, and what the member still holds goes back."""
+acknowledgements, and what the member still holds goes back. A topic the principal may not READ is
+answered TOPIC_AUTHORIZATION_FAILED per partition (KafkaApis.handleShareAcknowledgeRequest)."""
 
 from __future__ import annotations
 
 import uuid
 
 from ..network.router import RequestContext
+from .share_fetch import may_read
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
 from ...protocol.messages.share_acknowledge_response import (
@@ -40,13 +42,15 @@ async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> Share
     if session is None:
         return failed_response(ctx, request, error)
     names = broker.catalogue.names_by_id()
+    readable = may_read(ctx)
     responses: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
     for topic in request.topics:
         name = names.get(topic.topic_id)
         for p in topic.partitions:
-            code = E.UNKNOWN_TOPIC_ID if name is None else await manager.acknowledge(
+            code = E.UNKNOWN_TOPIC_ID if name is None else E.TOPIC_AUTHORIZATION_FAILED if not readable(name) else (
+                await manager.acknowledge(
                 request.group_id, request.member_id, name, p.partition_index,
-                [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches])
+                    [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]))
             responses.setdefault(topic.topic_id, ShareAcknowledgeTopicResponse(topic_id=topic.topic_id, partitions=[])
                                  ).partitions.append(PartitionData(
                                      partition_index=p.partition_index, error_code=code,

@@ -6,7 +6,9 @@ Each partition of the session is read for what its share-partition can give the 
 acquired under a lock (`AcquisitionLockTimeoutMs`) and the batches holding them; the client keeps
 only the acquired offsets. When nothing is acquired and `max_wait_ms` > 0 the request waits in the
 fetch purgatory, woken by new records or by records given back (a lock expiring, a release), as
-Fetch's long poll. v2's ShareAcquireMode is read but records are acquired up to MaxRecords either way
+Fetch's long poll. A partition of a topic the principal may not READ is answered
+TOPIC_AUTHORIZATION_FAILED (its fetch and its acknowledgements) and stays in the session, as Kafka's
+KafkaApis does: every request checks what the session holds, so a revoked ACL refuses the next fetch. v2's ShareAcquireMode is read but records are acquired up to MaxRecords either way
 (record-limit mode's strict bound), and its Renew acknowledgements are served.
 """
 
@@ -27,6 +29,8 @@ from ...protocol.messages.share_fetch_response import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..coordinators.share_partitions import PartitionAnswer
 
 API_KEY = 78
@@ -38,6 +42,13 @@ def failed_response(_ctx: RequestContext, _request: ShareFetchRequest, error: Er
                     message: str | None = None) -> ShareFetchResponse:
     return ShareFetchResponse(throttle_time_ms=0, error_code=error, error_message=message,
                               acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
+
+
+def may_read(ctx: RequestContext) -> Callable[[str], bool]:
+    """READ on a topic for the request's principal (everything without an authorizer)."""
+    security = ctx.broker.security_if_built
+    reader = None if security is None else security.topic_reader(ctx)
+    return reader if reader is not None else (lambda _name: True)
 
 
 def _partition(ctx: RequestContext, index: int, answer: PartitionAnswer | None, ack_error: ErrorCode | None
@@ -66,6 +77,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     if session is None:
         return failed_response(ctx, request, error)
     names = broker.catalogue.names_by_id()
+    readable = may_read(ctx)
     ack_errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
     for topic in request.topics:
         name = names.get(topic.topic_id)
@@ -74,7 +86,8 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
             if epoch != -1:
                 session.partitions.setdefault(key, None)
             if p.acknowledgement_batches:
-                ack_errors[key] = (E.UNKNOWN_TOPIC_ID if name is None else await manager.acknowledge(
+                ack_errors[key] = (E.UNKNOWN_TOPIC_ID if name is None else E.TOPIC_AUTHORIZATION_FAILED
+                                   if not readable(name) else await manager.acknowledge(
                     request.group_id, request.member_id, name, p.partition_index,
                     [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]))
     for forgotten in request.forgotten_topics_data:
@@ -85,15 +98,15 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
         manager.close(session)  # the last request: acknowledgements only, then what it holds goes back
     else:
         for topic_id, index in session.partitions:  # a share-partition with no state starts per the group's config
-            if topic_id in names:
+            if topic_id in names and readable(names[topic_id]):
                 await manager.start_offset(request.group_id, names[topic_id], index)
-        answers = _fetch_all(ctx, request, list(session.partitions), names)
+        answers = _fetch_all(ctx, request, list(session.partitions), names, readable)
         if request.max_wait_ms > 0 and not any(a.acquired or a.error != E.NONE for a in answers.values()):
-            keys = [(names[t], p) for t, p in session.partitions if t in names]
+            keys = [(names[t], p) for t, p in session.partitions if t in names and readable(names[t])]
             group_id = request.group_id
             await broker.fetch_purgatory.wait(
                 request.max_wait_ms, lambda: any(manager.can_acquire(group_id, t, p) for t, p in keys), keys)
-            answers = _fetch_all(ctx, request, list(session.partitions), names)
+            answers = _fetch_all(ctx, request, list(session.partitions), names, readable)
     responses: dict[uuid.UUID, ShareFetchableTopicResponse] = {}
     for key in dict.fromkeys([*answers, *ack_errors]):
         answer = answers.get(key)
@@ -108,7 +121,8 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
 
 
 def _fetch_all(ctx: RequestContext, request: ShareFetchRequest, keys: list[tuple[uuid.UUID, int]],
-               names: dict[uuid.UUID, str]) -> dict[tuple[uuid.UUID, int], PartitionAnswer]:
+               names: dict[uuid.UUID, str], readable: Callable[[str], bool]
+               ) -> dict[tuple[uuid.UUID, int], PartitionAnswer]:
     from ..coordinators.share_partitions import PartitionAnswer
 
     manager = ctx.broker.share_partitions
@@ -119,6 +133,9 @@ def _fetch_all(ctx: RequestContext, request: ShareFetchRequest, keys: list[tuple
         name = names.get(topic_id)
         if name is None:
             answers[(topic_id, index)] = PartitionAnswer(error=E.UNKNOWN_TOPIC_ID)
+            continue
+        if not readable(name):
+            answers[(topic_id, index)] = PartitionAnswer(error=E.TOPIC_AUTHORIZATION_FAILED)
             continue
         if records_left <= 0 or budget <= 0:
             break
