@@ -10,8 +10,13 @@ it is durable. At the share-partition manager's start every partition of the top
 
 The topic has Kafka's settings (ShareCoordinatorService.shareGroupStateTopicConfigs): cleanup.policy
 delete with retention.ms -1, compression.type producer, segment.bytes 100 MiB, min.insync.replicas; 50 partitions
-(share.coordinator.state.topic.num.partitions). Kafka prunes the log below the oldest snapshot still
-needed (DeleteRecords); kbroker does not yet, so the topic grows with every acknowledgement.
+(share.coordinator.state.topic.num.partitions).
+
+Pruning (Kafka's share coordinator's "last redundant offset"): every record is a whole snapshot of its
+key, so once a write is durable, each partition's records below the oldest still-current record of
+its keys are redundant, and the partition's log start moves there (a key whose latest record is a
+tombstone needs nothing kept). The log start never passes a record that is not yet durable: the
+prune point is at most the durable write's own offset.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ class ShareStateLog:
         self._wall_ms = partitions.clock.wall_ms
         self.states = PersistedStates()
         self.writes = 0
+        # per partition of the topic: each key's latest record's offset (tombstoned keys dropped)
+        self._latest: dict[int, dict[tuple[str, uuid.UUID, int], int]] = {}
 
     def ensure(self) -> None:
         """The topic, made now if it does not exist; an existing one keeps its partition count."""
@@ -76,14 +83,15 @@ class ShareStateLog:
         """Replay every partition into `states`; how many records were read."""
         count = 0
         for partition in range(self.num_partitions):
-            for record in self._read_partition(partition):
+            for offset, record in self._read_partition(partition):
                 self.states.replay(record)
+                self._note(partition, record, offset)
                 count += 1
         if count:
             log.info("share_state_loaded", records=count, share_partitions=len(self.states.states))
         return count
 
-    def _read_partition(self, partition: int) -> Iterable[ShareStateRecord]:
+    def _read_partition(self, partition: int) -> Iterable[tuple[int, ShareStateRecord]]:
         store = self.partitions.replay_store(TOPIC, partition)
         if store is None:
             return
@@ -114,20 +122,15 @@ class ShareStateLog:
                     except Exception as exc:  # noqa: BLE001 - one unreadable record, not the partition
                         log.error("share_state_record_skipped", partition=partition, offset=r.offset, error=repr(exc))
                         continue
-                    yield decoded
+                    yield r.offset, decoded
             if next_offset <= offset:
                 break
             offset = next_offset
 
     def delete(self, group: str, topic_id: uuid.UUID, partition: int) -> Awaitable[None]:
         """Forget a share-partition's state (a tombstone of its key); the wait for its durability."""
-        now = self._wall_ms()
         record = ShareStateRecord(SNAPSHOT, group, topic_id, partition, -1, -1, (), tombstone=True)
-        batch = encode_keyed_batch([encode_share_state(record)], now)
-        result = self.partitions.append(TOPIC, partition_for(group, topic_id, partition, self.num_partitions),
-                                        batch, now_ms=now, headers=[read_header(batch)])
-        self.states.replay(record)
-        return result.wait_durable()
+        return self._append(record)
 
     def write(self, group: str, topic_id: uuid.UUID, partition: int, start: int,
               batches: list[tuple[int, int, int, int]]) -> Awaitable[None]:
@@ -142,9 +145,38 @@ class ShareStateLog:
                                   start_offset=start, batches=tuple(batches),
                                   create_timestamp=now if previous is None else previous.create_timestamp,
                                   write_timestamp=now)
-        batch = encode_keyed_batch([encode_share_state(record)], now)
-        result = self.partitions.append(TOPIC, partition_for(group, topic_id, partition, self.num_partitions),
-                                        batch, now_ms=now, headers=[read_header(batch)])
-        self.states.replay(record)
         self.writes += 1
-        return result.wait_durable()
+        return self._append(record)
+
+    def _append(self, record: ShareStateRecord) -> Awaitable[None]:
+        now = self._wall_ms()
+        batch = encode_keyed_batch([encode_share_state(record)], now)
+        state_partition = partition_for(record.group, record.topic_id, record.partition, self.num_partitions)
+        result = self.partitions.append(TOPIC, state_partition, batch, now_ms=now, headers=[read_header(batch)])
+        self.states.replay(record)
+        self._note(state_partition, record, result.base_offset)
+        return self._durable_then_prune(result.wait_durable(), state_partition, result.base_offset)
+
+    async def _durable_then_prune(self, durable: Awaitable[None], state_partition: int, offset: int) -> None:
+        await durable
+        self.prune(state_partition, offset + 1)
+
+    def _note(self, state_partition: int, record: ShareStateRecord, offset: int) -> None:
+        latest = self._latest.setdefault(state_partition, {})
+        key = (record.group, record.topic_id, record.partition)
+        if record.tombstone:
+            latest.pop(key, None)
+        elif record.record_type == SNAPSHOT:  # a ShareUpdate (Kafka's) needs its snapshot kept
+            latest[key] = offset
+
+    def prune(self, state_partition: int, durable_end: int) -> None:
+        """Move the partition's log start to its last redundant offset + 1, no further than
+        `durable_end` (every record below it is durable)."""
+        latest = self._latest.get(state_partition, {})
+        target = min(min(latest.values(), default=durable_end), durable_end)
+        store = self.partitions.replay_store(TOPIC, state_partition)
+        if store is None or target <= store.log_start_offset:
+            return
+        error, _ = self.partitions.prune(TOPIC, state_partition, target)
+        if error:
+            log.warning("share_state_prune_failed", partition=state_partition, offset=target, error=error)

@@ -338,6 +338,11 @@ class PartitionService:
             internal_topics.check_records_deletion(topic)
         except internal_topics.Refused as refusal:
             return refusal.code, -1
+        return self.prune(topic, partition, offset)
+
+    def prune(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
+        """The log start moved to `offset` (-1: the high watermark), for any topic: DeleteRecords after
+        its check, and the coordinators that prune their own internal topic (__share_group_state)."""
         store, error, _ = self._store(topic, partition)
         if store is None:
             return error, -1

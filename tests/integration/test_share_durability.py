@@ -78,3 +78,48 @@ def test_share_group_state_topic_is_internal_with_kafkas_partitions(tmp_path):
         assert {c.name: c.value for c in configs if c.config_source == 1} == {
             "cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
             "segment.bytes": "104857600", "min.insync.replicas": "1"}
+
+
+def state_log_bounds(broker, partition: int) -> tuple[int, int]:
+    """(log start, log end) of one partition of __share_group_state, as ListOffsets answers them."""
+    from kbroker.protocol.messages.list_offsets_request import (
+        ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
+    )
+
+    w = Wire(broker.bootstrap)
+    try:
+        def at(timestamp: int) -> int:
+            answer = w.call(2, 7, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[ListOffsetsTopic(
+                name="__share_group_state", partitions=[ListOffsetsPartition(
+                    partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])]))
+            p = answer.topics[0].partitions[0]
+            assert p.error_code == 0, p
+            return p.offset
+        return at(-2), at(-1)
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["restart", "kill-9"])
+def test_share_group_state_is_pruned_below_the_oldest_current_snapshot(tmp_path, clean):
+    from kbroker.broker.coordinators.share_state import partition_for
+
+    broker = BrokerProcess(tmp_path / "data", "--num-partitions", "1")
+    try:
+        topic, topic_id, group = setup(broker, 0)
+        a = Member(broker, group, topic, topic_id)
+        assert acquired(a.fetch()) == []
+        produce(broker, topic, 40)
+        assert acquired(a.fetch(max_records=40, max_wait_ms=5_000)) == [(0, 39, 1)]
+        for offset in range(30):  # one acknowledgement at a time: a whole snapshot each
+            ack = a.acknowledge([(offset, offset, [ACCEPT])])
+            assert [p.error_code for t in ack.responses for p in t.partitions] == [0]
+        start, end = state_log_bounds(broker, partition_for(group, topic_id, 0, 50))
+        assert end >= 31 and start == end - 1, (start, end)  # only the latest snapshot of the one key is kept
+        broker.restart(clean=clean)
+        b = joined(broker, group, topic, topic_id)
+        got = acquired(b.fetch(max_records=100, max_wait_ms=5_000))
+        assert sorted(o for first, last, _ in got for o in range(first, last + 1)) == list(range(30, 40)), got
+        assert state_log_bounds(broker, partition_for(group, topic_id, 0, 50))[0] >= start  # the start stayed moved
+    finally:
+        broker.kill()
