@@ -15,8 +15,8 @@ delete with retention.ms -1, compression.type producer, segment.bytes 100 MiB, m
 Pruning (Kafka's share coordinator's "last redundant offset"): every record is a whole snapshot of its
 key, so once a write is durable, each partition's records below the oldest still-current record of
 its keys are redundant, and the partition's log start moves there (a key whose latest record is a
-tombstone needs nothing kept). The log start never passes a record that is not yet durable: the
-prune point is at most the durable write's own offset.
+tombstone needs nothing kept). Only durable records count: the log start stays below every record
+still in flight, and a key's last durable snapshot is kept until its newer one is durable.
 """
 
 from __future__ import annotations
@@ -67,8 +67,12 @@ class ShareStateLog:
         self._wall_ms = partitions.clock.wall_ms
         self.states = PersistedStates()
         self.writes = 0
-        # per partition of the topic: each key's latest record's offset (tombstoned keys dropped)
-        self._latest: dict[int, dict[tuple[str, uuid.UUID, int], int]] = {}
+        # per partition of the topic: each key's latest durable snapshot or tombstone (offset, is a
+        # snapshot); only durable records count, so a prune never removes the last durable state of a
+        # key whose newer snapshot is still in flight
+        self._latest: dict[int, dict[tuple[str, uuid.UUID, int], tuple[int, bool]]] = {}
+        # per partition: offsets of records appended and not yet noted durable (a prune stays below them)
+        self._in_flight: dict[int, set[int]] = {}
 
     def ensure(self) -> None:
         """The topic, made now if it does not exist; an existing one keeps its partition count."""
@@ -154,26 +158,34 @@ class ShareStateLog:
         state_partition = partition_for(record.group, record.topic_id, record.partition, self.num_partitions)
         result = self.partitions.append(TOPIC, state_partition, batch, now_ms=now, headers=[read_header(batch)])
         self.states.replay(record)
-        self._note(state_partition, record, result.base_offset)
-        return self._durable_then_prune(result.wait_durable(), state_partition, result.base_offset)
+        self._in_flight.setdefault(state_partition, set()).add(result.base_offset)
+        return self._durable_then_prune(result.wait_durable(), state_partition, record, result.base_offset)
 
-    async def _durable_then_prune(self, durable: Awaitable[None], state_partition: int, offset: int) -> None:
-        await durable
+    async def _durable_then_prune(self, durable: Awaitable[None], state_partition: int, record: ShareStateRecord,
+                                  offset: int) -> None:
+        try:
+            await durable
+        finally:
+            self._in_flight[state_partition].discard(offset)
+        self._note(state_partition, record, offset)
         self.prune(state_partition, offset + 1)
 
     def _note(self, state_partition: int, record: ShareStateRecord, offset: int) -> None:
+        """A durable record of a key: its latest unless a later one was noted first."""
+        if not record.tombstone and record.record_type != SNAPSHOT:
+            return  # a ShareUpdate (Kafka's) needs its snapshot kept
         latest = self._latest.setdefault(state_partition, {})
         key = (record.group, record.topic_id, record.partition)
-        if record.tombstone:
-            latest.pop(key, None)
-        elif record.record_type == SNAPSHOT:  # a ShareUpdate (Kafka's) needs its snapshot kept
-            latest[key] = offset
+        known = latest.get(key)
+        if known is None or known[0] < offset:
+            latest[key] = (offset, not record.tombstone)
 
     def prune(self, state_partition: int, durable_end: int) -> None:
         """Move the partition's log start to its last redundant offset + 1, no further than
         `durable_end` (every record below it is durable)."""
         latest = self._latest.get(state_partition, {})
-        target = min(min(latest.values(), default=durable_end), durable_end)
+        target = min((offset for offset, alive in latest.values() if alive), default=durable_end)
+        target = min(target, durable_end, *self._in_flight.get(state_partition, ()))
         store = self.partitions.replay_store(TOPIC, state_partition)
         if store is None or target <= store.log_start_offset:
             return

@@ -123,3 +123,35 @@ def test_share_group_state_is_pruned_below_the_oldest_current_snapshot(tmp_path,
         assert state_log_bounds(broker, partition_for(group, topic_id, 0, 50))[0] >= start  # the start stayed moved
     finally:
         broker.kill()
+
+
+def test_share_group_state_pruning_keeps_the_oldest_current_snapshot_of_a_partition(tmp_path):
+    """Two share-partitions whose states share a partition of __share_group_state: one busy, one
+    idle. The idle one's snapshot is still current, so the log start stays at or below it and a
+    restart restores both."""
+    from kbroker.broker.coordinators.share_state import partition_for
+
+    broker = BrokerProcess(tmp_path / "data", "--num-partitions", "1")
+    try:
+        topic, topic_id, busy_group = setup(broker, 0)
+        state_partition = partition_for(busy_group, topic_id, 0, 50)
+        idle_group = next(g for g in (f"idle-{i}" for i in range(10_000))
+                          if partition_for(g, topic_id, 0, 50) == state_partition)
+        busy, idle = Member(broker, busy_group, topic, topic_id), Member(broker, idle_group, topic, topic_id)
+        assert acquired(busy.fetch()) == [] and acquired(idle.fetch()) == []
+        produce(broker, topic, 40)
+        assert acquired(idle.fetch(max_records=40, max_wait_ms=5_000)) == [(0, 39, 1)]
+        assert [p.error_code for t in idle.acknowledge([(0, 4, [ACCEPT])]).responses for p in t.partitions] == [0]
+        _, idle_end = state_log_bounds(broker, state_partition)  # the idle group's last snapshot: idle_end - 1
+        assert acquired(busy.fetch(max_records=40, max_wait_ms=5_000)) == [(0, 39, 1)]
+        for offset in range(30):
+            assert [p.error_code for t in busy.acknowledge([(offset, offset, [ACCEPT])]).responses
+                    for p in t.partitions] == [0]
+        start, end = state_log_bounds(broker, state_partition)
+        assert end >= idle_end + 30 and start == idle_end - 1, (start, idle_end, end)
+        broker.restart(clean=True)
+        for group, first in ((idle_group, 5), (busy_group, 30)):
+            got = acquired(joined(broker, group, topic, topic_id).fetch(max_records=100, max_wait_ms=5_000))
+            assert sorted(o for f, last, _ in got for o in range(f, last + 1)) == list(range(first, 40)), (group, got)
+    finally:
+        broker.kill()
