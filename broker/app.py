@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from .services import BrokerServices
     from .security.service import Security
     from .coordinators.transactions import TransactionService
+    from .coordinators.share_partitions import SharePartitionManager
+    from .group_configs import GroupConfigStore
 
 log = structlog.get_logger("kbroker.broker")
 
@@ -225,6 +227,8 @@ class Broker:
         # the transaction coordinator, persisted in __transaction_state: built with the first use
         # (the `transactions` property), or at start() when that topic exists
         self._transactions: TransactionService | None = None
+        self._share_partitions: SharePartitionManager | None = None
+        self._group_configs: GroupConfigStore | None = None
         self._serving = False
 
     def _servers(self, node: Any, listeners: Any, suffix: str) -> list[KafkaServer]:
@@ -400,6 +404,7 @@ class Broker:
             max_batch_bytes=self.offsets_topic.max_batch_bytes,
         )
         coordinator.history.subscribe(self.observations.rebalance)
+        coordinator.event_listeners.append(self._share_member_gone)
         coordinator.history.subscribe(self.history_file)
         if self._started:
             coordinator.start_now()  # else start() starts it
@@ -434,6 +439,32 @@ class Broker:
     @property
     def transactions_if_built(self) -> TransactionService | None:
         return self._transactions
+
+    @property
+    def share_partitions(self) -> SharePartitionManager:
+        """Share groups' share-partitions and share sessions (broker/coordinators/share_partitions.py),
+        built with the first ShareFetch or ShareAcknowledge."""
+        if self._share_partitions is None:
+            from .coordinators.share_partitions import SharePartitionManager
+
+            self._share_partitions = SharePartitionManager(self)
+        return self._share_partitions
+
+    def _share_member_gone(self, event: object) -> None:
+        """A share group member left or was fenced: what it holds is released at once (Kafka does)."""
+        from ..coordinator.groups.events import ShareMemberGone
+
+        if isinstance(event, ShareMemberGone) and self._share_partitions is not None:
+            self._share_partitions.member_gone(event.group_id, event.member_id)
+
+    @property
+    def group_configs(self) -> GroupConfigStore:
+        """Groups' dynamic config overrides (broker/group_configs.py), read with their first use."""
+        if self._group_configs is None:
+            from .group_configs import GroupConfigStore
+
+            self._group_configs = GroupConfigStore(self.data_dir, self.config)
+        return self._group_configs
 
     @property
     def transactions(self) -> TransactionService:

@@ -173,7 +173,18 @@ class BrokerConfig:
         default=0, metadata={"help": "group.streams.num.standby.replicas"})
     group_streams_initial_rebalance_delay_ms: int = field(
         default=3000, metadata={"help": "group.streams.initial.rebalance.delay.ms"})
+    group_share_session_timeout_ms: int = field(default=45000, metadata={"help": "group.share.session.timeout.ms"})
+    group_share_heartbeat_interval_ms: int = field(
+        default=5000, metadata={"help": "group.share.heartbeat.interval.ms"})
+    group_share_max_size: int = field(default=200, metadata={"help": "group.share.max.size"})
+    group_share_record_lock_duration_ms: int = field(
+        default=30000, metadata={"help": "group.share.record.lock.duration.ms"})
+    group_share_delivery_count_limit: int = field(default=5, metadata={"help": "group.share.delivery.count.limit"})
+    group_share_partition_max_record_locks: int = field(
+        default=2000, metadata={"help": "group.share.partition.max.record.locks"})
     offsets_topic_num_partitions: int = field(default=50, metadata={"help": "offsets.topic.num.partitions"})
+    share_coordinator_state_topic_num_partitions: int = field(
+        default=50, metadata={"help": "share.coordinator.state.topic.num.partitions"})
     offsets_retention_minutes: int = field(default=10080, metadata={"help": "offsets.retention.minutes"})
     offsets_retention_check_interval_ms: int = field(
         default=600000, metadata={"help": "offsets.retention.check.interval.ms"}
@@ -414,7 +425,7 @@ _LOG_LEVELS = ("debug", "info", "warning", "error")
 _MINIMUM = {
     "node_id": 0, "nodes": 1, "socket_request_max_bytes": 1, "num_partitions": 1, "shutdown_timeout_s": 0,
     "group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 0, "group_max_session_timeout_ms": 0,
-    "group_max_size": 1, "offsets_topic_num_partitions": 1, "offsets_retention_minutes": 1,
+    "group_max_size": 1, "offsets_topic_num_partitions": 1, "share_coordinator_state_topic_num_partitions": 1, "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,
     "connections_max_idle_ms": 1, "max_connections": 1, "max_connections_per_ip": 1, "fetch_max_bytes": 1,
     "max_inflated_batch_bytes": 1, "default_replication_factor": 1, "connection_failed_authentication_delay_ms": 0,

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from .security.service import Security
     from .operations.test_controls import PartitionFaults
     from .coordinators.transactions import TransactionService
+    from .coordinators.share_partitions import SharePartitionManager
+    from .group_configs import GroupConfigStore
     from .network.unread_answers import UnreadAnswers
 
 
@@ -54,6 +56,10 @@ class BrokerServices(Protocol):
     def coordinator(self) -> GroupCoordinatorService: ...  # built with its first use
     @property
     def transactions(self) -> TransactionService: ...  # built with its first use
+    @property
+    def group_configs(self) -> GroupConfigStore: ...  # groups' dynamic config overrides
+    @property
+    def share_partitions(self) -> SharePartitionManager: ...  # share groups' delivery state, built with its first use
     # credentials, ACLs and TLS/SASL per listener: built at start with a TLS or SASL listener or an
     # authorizer, otherwise with its first use; `security_if_built` is None until then (no authorizer)
     @property

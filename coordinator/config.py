@@ -44,6 +44,13 @@ class GroupConfig:
     group_streams_max_size: int = 2_147_483_647
     group_streams_num_standby_replicas: int = 0
     group_streams_initial_rebalance_delay_ms: int = 3_000
+    # Share groups (KIP-932), Kafka's names and defaults.
+    group_share_session_timeout_ms: int = 45_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_max_size: int = 200
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2_000
 
     @property
     def offsets_retention_ms(self) -> int:

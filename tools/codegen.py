@@ -17,12 +17,12 @@ from pathlib import Path
 PROTOCOL_DIR = Path(__file__).resolve().parent.parent / "protocol"
 SCHEMA_DIR = PROTOCOL_DIR / "schema"
 OUT_DIR = PROTOCOL_DIR / "messages"
-SOURCE_DIRS = ("clients", "group-coordinator")
+SOURCE_DIRS = ("clients", "group-coordinator", "share-coordinator")
 # Kafka 3.9's versions that Kafka 4 removed, written by us (see protocol/schema/legacy/NOTES.md).
 LEGACY_DIR = SCHEMA_DIR / "legacy"
 APIS_DIR = PROTOCOL_DIR.parent / "broker" / "apis"
-# Record schemas of __consumer_offsets that we write or read; share groups are not served.
-_UNSERVED_RECORD_PREFIXES = ("ShareGroup",)
+# Record schemas of __consumer_offsets (and __share_group_state) that we write or read: every group type's.
+_UNSERVED_RECORD_PREFIXES: tuple[str, ...] = ()
 _API_KEY_LINE = re.compile(r"^API_KEY = (\d+)\b", re.MULTILINE)
 
 # Types that stay Python primitives, with their zero default.

@@ -8,10 +8,10 @@ The handlers' shared helpers (HELPERS) live beside them and serve no API.
 """
 
 # what the handlers share: the group APIs' coordinator calls, repeated ids, the fetch sessions' cache,
-# the bound on a request's state-file changes, the delegation token APIs' refusal; with several nodes,
-# the coordinator check and KIP-951's leader hints
+# the bound on a request's state-file changes, the delegation token APIs' refusal, the share group offsets
+# APIs' group check; with several nodes, the coordinator check and KIP-951's leader hints
 HELPERS = ("coordinator_routes", "delegation_tokens", "fetch_sessions", "group_wire", "leader_hints", "limits",
-           "repeats")
+           "repeats", "share_group_offsets")
 
 # api key -> (module in this package, lowest version served, highest version served)
 SERVED: dict[int, tuple[str, int, int]] = {
@@ -75,6 +75,13 @@ SERVED: dict[int, tuple[str, int, int]] = {
     72: ('push_telemetry', 0, 0),
     74: ('list_config_resources', 0, 1),
     75: ('describe_topic_partitions', 0, 0),
+    76: ('share_group_heartbeat', 1, 1),
+    77: ('share_group_describe', 1, 1),
+    78: ('share_fetch', 1, 2),
+    79: ('share_acknowledge', 1, 2),
+    90: ('describe_share_group_offsets', 0, 1),
+    91: ('alter_share_group_offsets', 0, 0),
+    92: ('delete_share_group_offsets', 0, 0),
     88: ('streams_group_heartbeat', 0, 1),
     89: ('streams_group_describe', 0, 1),
 }

@@ -18,9 +18,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
+from .describe_configs import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC, broker_resource_error
 from ..partitions import internal_topics
 from ..partitions.catalogue import check_known_in
+from ...coordinator.groups.group_configs import GroupConfigError
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
@@ -67,6 +68,15 @@ def alter_resource(ctx: RequestContext, resource_type: int, resource_name: str, 
             # Kafka prints the names as a Java set does: [a, b]
             raise KafkaError(f"Cannot update these configs dynamically: [{', '.join(sorted(set(names)))}]",
                              ErrorCode.INVALID_REQUEST)
+        return
+    if resource_type == RESOURCE_GROUP:
+        if resource_name == "":
+            raise KafkaError("Default group resources are not allowed.", ErrorCode.INVALID_REQUEST)
+        check_duplicate_keys(names)
+        try:
+            broker.group_configs.alter(resource_name, topic_change, validate_only)
+        except GroupConfigError as exc:
+            raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
         return
     raise KafkaError(f"Unsupported resource type: {resource_type}", ErrorCode.INVALID_REQUEST)
 

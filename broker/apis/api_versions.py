@@ -37,6 +37,9 @@ IMPLEMENTED_FEATURES: dict[str, int] = {
     "kraft.version": 0,
     "eligible.leader.replicas.version": 1,  # KIP-966: a single replica's set of eligible leaders is empty
     "group.version": 1,  # 1: the consumer group protocol (KIP-848)
+    # 1: share groups (KIP-932). Kafka 4.4 finalizes 2 on a fresh node, which adds share groups' dead
+    # letter queues (KIP-1191), not served here (docs/share-groups.md).
+    "share.version": 1,
     "streams.version": 1,  # 1: the streams group protocol (KIP-1071)
 }
 # Kafka reports the metadata log offset at which the features were finalized; ours never change

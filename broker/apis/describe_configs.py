@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from .. import topic_defaults
 from ..config import BrokerConfig
 from ..partitions.catalogue import ConfigEntry, LogConfig, known_in
+from ...coordinator.groups.group_configs import GROUP_CONFIGS, validate_group_name
 from .repeats import charge, distinct, in_request_order
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
@@ -45,6 +46,8 @@ VERSIONS = (0, 4)
 # ConfigResource.Type
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
+SOURCE_GROUP = 8  # GROUP_CONFIG
 
 # ConfigSource
 SOURCE_DYNAMIC_TOPIC = 1
@@ -386,7 +389,33 @@ def _describe(broker: BrokerServices, listener: str, resource_type: int, resourc
                 synonyms=[DescribeConfigsSynonym(*synonym) for synonym in row.synonyms] if synonyms else [],
                 config_type=row.kind, documentation=row.documentation if docs else None,
             ))
+    elif resource_type == RESOURCE_GROUP:
+        _describe_group(broker, resource_name, keys, synonyms, result)
     else:
         result.error_code = ErrorCode.INVALID_REQUEST
         result.error_message = f"Unsupported resource type: {resource_type}"
     return result
+
+
+def _describe_group(broker: BrokerServices, name: str, keys: set[str] | None, synonyms: bool,
+                    result: DescribeConfigsResult) -> None:
+    """A group's configs, described for any group id (Kafka does not ask whether the group exists):
+    its override (GROUP_CONFIG) over the broker's default (DEFAULT_CONFIG), as Kafka 4.4 lists them."""
+    message = validate_group_name(name)
+    if message is not None:
+        result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, message
+        return
+    store = broker.group_configs
+    overrides = store.overrides.get(name, {})
+    for definition in GROUP_CONFIGS:
+        if keys is not None and definition.name not in keys:
+            continue
+        default = store.defaults[definition.name]
+        found = [DescribeConfigsSynonym(definition.synonym, default, SOURCE_DEFAULT)]
+        value, source = default, SOURCE_DEFAULT
+        if definition.name in overrides:
+            value, source = overrides[definition.name], SOURCE_GROUP
+            found.insert(0, DescribeConfigsSynonym(definition.name, value, SOURCE_GROUP))
+        result.configs.append(DescribeConfigsResourceResult(
+            name=definition.name, value=value, read_only=False, config_source=source, is_sensitive=False,
+            synonyms=found if synonyms else [], config_type=definition.kind, documentation=None))

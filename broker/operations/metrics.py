@@ -125,6 +125,7 @@ class BrokerCollector:
         yield fsync
 
         yield from self._groups(b, ends)
+        yield from self._share_groups(b)
 
         rebalances = CounterMetricFamily("kbroker_rebalances", "Completed rebalances by reason",
                                          labels=["group_type", "reason"])
@@ -168,6 +169,28 @@ class BrokerCollector:
         for code, n in sorted(telemetry.rejected_pushes.items()):
             rejected.add_metric([_error_name(code)], n)
         yield rejected
+
+    @staticmethod
+    def _share_groups(b: Any):
+        """Share groups' delivery (KIP-932), per group; absent until a share group has fetched."""
+        in_flight = GaugeMetricFamily("kbroker_share_in_flight_records",
+                                      "Records of share-partitions in flight (from the start offset), by state",
+                                      labels=["group", "state"])
+        totals = {name: CounterMetricFamily(f"kbroker_share_{name}", doc, labels=["group"]) for name, doc in (
+            ("acquired_records", "Records acquired by share group members"),
+            ("redelivered_records", "Records acquired again (delivery count above 1)"),
+            ("archived_records", "Records archived by a reject or the delivery count limit"),
+            ("lock_expiries", "Acquisition locks that expired"))}
+        manager = getattr(b, "_share_partitions", None)  # a scrape does not build it
+        for group, row in sorted((manager.group_stats() if manager is not None else {}).items()):
+            for state in ("available", "acquired", "acknowledged", "archived"):
+                in_flight.add_metric([group, state], row[state])
+            totals["acquired_records"].add_metric([group], row["acquired_total"])
+            totals["redelivered_records"].add_metric([group], row["redelivered_total"])
+            totals["archived_records"].add_metric([group], row["archived_total"])
+            totals["lock_expiries"].add_metric([group], row["lock_expiries_total"])
+        yield in_flight
+        yield from totals.values()
 
     @staticmethod
     def _groups(b: Any, ends: dict[tuple[str, int], int]):

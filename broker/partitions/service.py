@@ -147,6 +147,16 @@ class PartitionService:
             raise KafkaError(f"{topic}-{partition}: {ErrorCode(error).name}", ErrorCode(error))
         return store
 
+    def bounds(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """(error, log start offset, high watermark) of a partition this node leads: where a share
+        group's share-partition starts and how far it may deliver."""
+        store, error, _ = self._store(topic, partition)
+        if store is None:
+            return error, -1, -1
+        if store.offline is not None:
+            return E.KAFKA_STORAGE_ERROR, -1, -1
+        return E.NONE, store.log_start_offset, store.high_watermark
+
     @staticmethod
     def _fenced_epoch(current: int, epoch: int) -> int:
         """Kafka's check of a client's CurrentLeaderEpoch (-1: not checked)."""
@@ -372,6 +382,11 @@ class PartitionService:
             internal_topics.check_records_deletion(topic)
         except internal_topics.Refused as refusal:
             return refusal.code, -1
+        return self.prune(topic, partition, offset)
+
+    def prune(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
+        """The log start moved to `offset` (-1: the high watermark), for any topic: DeleteRecords after
+        its check, and the coordinators that prune their own internal topic (__share_group_state)."""
         store, error, _ = self._store(topic, partition)
         if store is None:
             return error, -1

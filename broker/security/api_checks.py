@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..network.error_answers import refuse
 from ..network.router import RequestContext, Route, Router, then
 from . import txn_group_admin_checks as more
+from . import share_checks
 from .acl import Operation as Op, ResourceType as RT
 from .authorized_operations import with_operations
 from .check_helpers import (
@@ -471,4 +472,5 @@ CHECKS: dict[int, Callable] = {
     48: more.cluster_check(Op.DESCRIBE_CONFIGS), 49: more.cluster_check(Op.ALTER_CONFIGS),
     55: more.cluster_check(Op.DESCRIBE), 57: more.cluster_check(Op.ALTER),
     75: more.check_describe_topic_partitions,
+    **share_checks.CHECKS,  # share groups (issue 42): broker/security/share_checks.py
 }

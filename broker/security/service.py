@@ -250,6 +250,14 @@ class Security:
             return None
         return lambda name: self.authorize(ctx, Operation.DESCRIBE, ResourceType.TOPIC, name, audit_denial=False)
 
+    def topic_reader(self, ctx: RequestContext) -> Callable[[str], bool] | None:
+        """Whether the request's principal may READ a topic, for handlers that check topic by topic what
+        a session holds (ShareFetch, ShareAcknowledge: Kafka checks every partition of the share session
+        at each request, so a revoked ACL refuses the next fetch); None without an authorizer."""
+        if self.authorizer is None:
+            return None
+        return lambda name: self.authorize(ctx, Operation.READ, ResourceType.TOPIC, name)
+
     def is_super_user(self, ctx: RequestContext) -> bool:
         return self.authorizer is None or principal_of(ctx) in self.authorizer.super_users
 

@@ -66,3 +66,16 @@ class GroupRemoved:
     store's own follow-up, whatever the group's type)."""
 
     group_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberGone:
+    """A share group member left or was fenced (its session timed out): the broker's share-partitions
+    give back at once what it holds, as Kafka's group coordinator has the share-partitions release a
+    fenced member's records (KIP-932)."""
+
+    log_event: ClassVar[str] = "share_member_gone"
+
+    group_id: str
+    member_id: str
+    member_count: int

@@ -11,10 +11,12 @@ from __future__ import annotations
 from .classic.classic import ClassicGroups
 from .consumer.consumer_on_demand import ConsumerGroupsOnDemand
 from .group_types import GroupTypeFactory
+from .share.share_groups import ShareGroups
 from .streams.streams_groups import StreamsGroups
 
 GROUP_TYPES: tuple[GroupTypeFactory, ...] = (
     ClassicGroups,  # the classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
     ConsumerGroupsOnDemand,  # KIP-848 consumer groups (ConsumerGroupHeartbeat), imported with their first use
+    ShareGroups,  # KIP-932 share groups (ShareGroupHeartbeat); their share-partitions are coordinator/share/'s
     StreamsGroups,  # KIP-1071 streams groups (StreamsGroupHeartbeat): Kafka Streams' own protocol
 )

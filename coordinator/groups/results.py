@@ -244,7 +244,7 @@ def error_result_for(cmd: object, code: ErrorCode) -> Result:
     result = consumer_error_result(cmd, code)
     if result is not None:
         return result
-    own = getattr(cmd, "error_result", None)  # a group type's command brings its own (streams groups)
+    own = getattr(cmd, "error_result", None)  # a group type's command brings its own (share, streams)
     if own is not None:
         return own(code)
     raise TypeError(f"no result type for {type(cmd).__name__}")

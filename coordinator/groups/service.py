@@ -120,6 +120,8 @@ class GroupCoordinatorService:
         self.timers = self.runtime.timers
         # Seeing into it: each group's recent rebalances, and the faults test controls inject.
         self.history = RebalanceHistory()
+        # Whoever acts on the shards' events beside the log and the history (the broker's share-partitions).
+        self.event_listeners: list[Callable[[Any], None]] = []
         self.faults = GroupFaults()
 
     @property
@@ -292,6 +294,8 @@ class GroupCoordinatorService:
         self._schedule_retention_check()
 
     def _on_event(self, event: Any) -> None:
+        for listener in self.event_listeners:
+            listener(event)
         fields = dataclasses.asdict(event)
         if getattr(event, "log_level", "info") == "warning":
             log.warning(event.log_event, **{k: v.name if isinstance(v, ErrorCode) else str(v)

@@ -9,7 +9,6 @@ GroupMetadataValue v3. Every version Kafka ever wrote is read back.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from io import BytesIO
 from typing import Any
 
@@ -22,6 +21,7 @@ from .classic_records import (
     Record,
 )
 from .consumer_records import is_consumer_record
+from .registered import _DECODERS, _ENCODERS, register_record_codec  # noqa: F401 (re-exported)
 from .. import codec
 from ..messages import group_metadata_key as gmk
 from ..messages import group_metadata_value as gmv
@@ -35,30 +35,11 @@ OFFSET_COMMIT_VALUE_VERSION = 4
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 _I16 = struct.Struct(">h")
+_SHARE_RECORD_TYPES = frozenset(range(10, 16))  # share_records.SHARE_RECORD_TYPES, without importing it
 
 
 class UnknownRecordType(ValueError):
     """A record type this coordinator does not manage (KIP-848, share or streams groups)."""
-
-
-# The record types of group types beyond classic and consumer (share, streams, a test's own): each
-# registers its codec here with its group type, and the writer and the loader of `__consumer_offsets`
-# carry its records like any other (a record type nobody registered is skipped at load, as Kafka's
-# loader skips what it does not know).
-_ENCODERS: dict[type, Callable[[Any], tuple[bytes, bytes | None]]] = {}
-_DECODERS: dict[int, Callable[[bytes, bytes | None], Any]] = {}
-
-
-def register_record_codec(record_type: int, classes: tuple[type, ...],
-                          encode: Callable[[Any], tuple[bytes, bytes | None]],
-                          decode: Callable[[bytes, bytes | None], Any]) -> None:
-    """Records of `classes` are written with `encode` (a key starting with the int16 `record_type`)
-    and keys of that type are read with `decode`."""
-    if record_type in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT, GROUP_METADATA):
-        raise ValueError(f"record type {record_type} is the classic group's")
-    for cls in classes:
-        _ENCODERS[cls] = encode
-    _DECODERS[record_type] = decode
 
 
 def _encode(spec, version: int, obj) -> bytes:
@@ -231,6 +212,11 @@ def decode_record(key: bytes | None, value: bytes | None) -> Record:
             ),
         )
     decode = _DECODERS.get(record_type)
+    if decode is None and record_type in _SHARE_RECORD_TYPES:
+        # share group records (KIP-932): their codec registers itself with its first import
+        from . import share_records  # noqa: F401
+
+        decode = _DECODERS.get(record_type)
     if decode is not None:
         return decode(key, value)
     from .consumer_codec import CONSUMER_RECORD_TYPES, IgnoredRecord, decode_consumer_record

@@ -1,0 +1,62 @@
+"""ShareAcknowledge (79) v1-v2 (KIP-932): a share group member acknowledges records it acquired
+(accept, release, reject; v2 renew) through its share session, without fetching (the share-partition
+manager: broker/coordinators/share_partitions.py). Epoch -1 closes the session after the
+acknowledgements, and what the member still holds goes back. A topic the principal may not READ is
+answered TOPIC_AUTHORIZATION_FAILED per partition (KafkaApis.handleShareAcknowledgeRequest)."""
+
+from __future__ import annotations
+
+import uuid
+
+from ..network.router import RequestContext
+from .share_fetch import may_read
+from ...protocol.errors import ErrorCode
+from ...protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
+from ...protocol.messages.share_acknowledge_response import (
+    LeaderIdAndEpoch,
+    PartitionData,
+    ShareAcknowledgeResponse,
+    ShareAcknowledgeTopicResponse,
+)
+
+API_KEY = 79
+VERSIONS = (1, 2)
+E = ErrorCode
+
+
+def failed_response(_ctx: RequestContext, _request: ShareAcknowledgeRequest, error: ErrorCode,
+                    message: str | None = None) -> ShareAcknowledgeResponse:
+    return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=error, error_message=message,
+                                    acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[])
+
+
+async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+    broker = ctx.broker
+    if not request.group_id or not request.member_id:
+        return failed_response(ctx, request, E.INVALID_REQUEST, "GroupId and MemberId are required.")
+    epoch = request.share_session_epoch
+    if epoch == 0:
+        return failed_response(ctx, request, E.INVALID_SHARE_SESSION_EPOCH)
+    manager = broker.share_partitions
+    session, error = manager.session(request.group_id, request.member_id, epoch)
+    if session is None:
+        return failed_response(ctx, request, error)
+    names = broker.catalogue.names_by_id()
+    readable = may_read(ctx)
+    responses: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
+    for topic in request.topics:
+        name = names.get(topic.topic_id)
+        for p in topic.partitions:
+            code = E.UNKNOWN_TOPIC_ID if name is None else E.TOPIC_AUTHORIZATION_FAILED if not readable(name) else (
+                await manager.acknowledge(
+                request.group_id, request.member_id, name, p.partition_index,
+                    [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]))
+            responses.setdefault(topic.topic_id, ShareAcknowledgeTopicResponse(topic_id=topic.topic_id, partitions=[])
+                                 ).partitions.append(PartitionData(
+                                     partition_index=p.partition_index, error_code=code,
+                                     current_leader=LeaderIdAndEpoch(leader_id=broker.node_id, leader_epoch=0)))
+    if epoch == -1:
+        manager.close(session)
+    return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
+                                    acquisition_lock_timeout_ms=manager.lock_ms_of(request.group_id), responses=list(responses.values()),
+                                    node_endpoints=[])

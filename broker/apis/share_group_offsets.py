@@ -1,0 +1,31 @@
+"""What the three share group offsets APIs (90-92) share: whether a group may have its share-partitions
+changed (it exists and has no member), asked of the group coordinator."""
+
+from __future__ import annotations
+
+from . import group_wire
+from ..network.router import RequestContext
+from ...coordinator.groups.share import share_commands as sc
+from ...protocol.errors import ErrorCode
+
+E = ErrorCode
+
+
+async def describe_group(ctx: RequestContext, group_id: str) -> sc.DescribedShareGroup:
+    async def call(coordinator) -> sc.DescribedShareGroup:  # type: ignore[no-untyped-def]
+        return await coordinator.submit(sc.ShareGroupDescribe(group_id))
+
+    return await group_wire.answer(ctx, call, lambda e: sc.DescribedShareGroup(group_id, e))
+
+
+async def refusal_to_change(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, str | None] | None:
+    """None when the group's share-partitions may change; else the group-level error Kafka answers.
+    A group that does not exist has nothing in flight either: its state may be set (Kafka 4.4 does)."""
+    described = await describe_group(ctx, group_id)
+    if described.error == E.GROUP_ID_NOT_FOUND:
+        return None
+    if described.error != E.NONE:
+        return ErrorCode(described.error), described.error_message
+    if described.members:
+        return E.NON_EMPTY_GROUP, "The group is not empty."
+    return None

@@ -1,0 +1,385 @@
+"""The share-partitions of share groups on this broker and their members' share sessions (KIP-932;
+Kafka's SharePartitionManager and ShareSessionCache), behind ShareFetch and ShareAcknowledge.
+
+A share-partition (coordinator/share/share_partition.py) is one group's delivery state of one topic
+partition; it starts with its first fetch, at the start offset `share.auto.offset.reset` gives
+(latest: the high watermark, as Kafka's default). Its acquisition locks expire on the broker's timers
+(one timer per share-partition, at its earliest lock); an expiry wakes the long polls watching the
+partition, as new records do.
+
+A share session is a member's (group id, member id): epoch 0 opens it (replacing the member's older
+one), each later request carries the next epoch, -1 closes it and releases what the member holds
+(Kafka's releaseSession); a fetch reads every partition the session holds, which each request adds
+to and forgets from.
+
+Durability (share_state.py): a share-partition's state is written to `__share_group_state` when it
+starts, when acknowledgements change it (answered only once durable), and when records go back (a
+session closed, locks expired); the manager replays that topic when it is built, and a share-partition
+starts from its persisted state when it has one (what was acquired is available again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import structlog
+
+from ...coordinator.share.share_partition import Acquired, Batch, SharePartition
+from ...protocol import record_batch as rb
+from ...protocol.errors import ErrorCode, KafkaError
+from ...purgatory.timers import TimerFired
+from .share_state import ShareStateLog
+
+if TYPE_CHECKING:
+    from ..services import BrokerServices
+
+log = structlog.get_logger("kbroker.share")
+
+E = ErrorCode
+Key = tuple[str, str, int]  # (group id, topic, partition)
+MAX_SESSIONS = 2_000  # Kafka's group.share.max.share.sessions
+
+
+@dataclass(slots=True)
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int = 1  # the epoch the next request must carry
+    partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # in the order added
+
+
+@dataclass(slots=True)
+class PartitionAnswer:
+    records: bytes = b""
+    acquired: list[Acquired] = field(default_factory=list)
+    error: ErrorCode = E.NONE
+
+
+class SharePartitionManager:
+    def __init__(self, broker: BrokerServices) -> None:
+        self.broker = broker
+        config = broker.config
+        self.lock_ms = config.group_share_record_lock_duration_ms
+        self.delivery_limit = config.group_share_delivery_count_limit
+        self.max_locks = config.group_share_partition_max_record_locks
+        self.partitions: dict[Key, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.timers = broker.fetch_purgatory.timers
+        # what the metrics show, per group: records acquired, acquired again, locks expired
+        self.acquired_total: Counter[str] = Counter()
+        self.redelivered_total: Counter[str] = Counter()
+        self.lock_expiries_total: Counter[str] = Counter()
+        self.state_log = ShareStateLog(broker.partitions, config.share_coordinator_state_topic_num_partitions)
+        self.state_log.ensure()
+        self.state_log.load()
+        self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def session(self, group_id: str, member_id: str, epoch: int) -> tuple[ShareSession | None, ErrorCode]:
+        """The member's session for a request at `epoch` (0 opens one, -1 is the last); the error
+        Kafka answers otherwise."""
+        key = (group_id, member_id)
+        if epoch == 0:
+            old = self.sessions.pop(key, None)
+            if old is not None:
+                self.release(group_id, member_id)
+            if len(self.sessions) >= MAX_SESSIONS:
+                return None, E.SHARE_SESSION_LIMIT_REACHED
+            opened = self.sessions[key] = ShareSession(group_id, member_id)
+            return opened, E.NONE
+        session = self.sessions.get(key)
+        if session is None:
+            return None, E.SHARE_SESSION_NOT_FOUND
+        if epoch != -1 and epoch != session.epoch:
+            return None, E.INVALID_SHARE_SESSION_EPOCH
+        session.epoch += 1
+        return session, E.NONE
+
+    def close(self, session: ShareSession) -> None:
+        """The last request of a session (-1): it goes, and what its member holds goes back."""
+        self.sessions.pop((session.group_id, session.member_id), None)
+        self.release(session.group_id, session.member_id)
+
+    def member_gone(self, group_id: str, member_id: str) -> None:
+        """The member left its group or was fenced (session timeout): its share session goes and
+        what it holds is available again at once, not when the locks expire."""
+        self.sessions.pop((group_id, member_id), None)
+        self.release(group_id, member_id)
+
+    def release(self, group_id: str, member_id: str) -> None:
+        for (group, topic, partition), sp in self.partitions.items():
+            if group == group_id and sp.release_member(member_id):
+                self._persist_later(group, topic, partition, sp)
+                self.broker.fetch_purgatory.notify(topic, partition)
+
+    # -- share-partitions ----------------------------------------------------------------------
+
+    def lock_ms_of(self, group_id: str) -> int:
+        return self.broker.group_configs.int_value(group_id, "share.record.lock.duration.ms")
+
+    def _configured(self, group_id: str, sp: SharePartition) -> SharePartition:
+        """The group's configs (share.record.lock.duration.ms, share.delivery.count.limit,
+        share.partition.max.record.locks), which IncrementalAlterConfigs may have changed."""
+        configs = self.broker.group_configs
+        sp.lock_ms = configs.int_value(group_id, "share.record.lock.duration.ms")
+        sp.delivery_limit = configs.int_value(group_id, "share.delivery.count.limit")
+        sp.max_locks = configs.int_value(group_id, "share.partition.max.record.locks")
+        return sp
+
+    async def start_offset(self, group_id: str, topic: str, partition: int) -> None:
+        """Start a share-partition that has no state yet where the group's share.auto.offset.reset says:
+        earliest (the log start), latest (the high watermark, Kafka's default) or by_duration (the
+        first record at or after now minus the duration, else the high watermark)."""
+        sp = self.share_partition(group_id, topic, partition)
+        if sp.initialized:
+            return
+        reset = self.broker.group_configs.value(group_id, "share.auto.offset.reset")
+        error, log_start, high_watermark = self.broker.partitions.bounds(topic, partition)
+        if error != E.NONE:
+            return
+        start = log_start if reset == "earliest" else high_watermark
+        if reset.startswith("by_duration:"):
+            from ...coordinator.groups.group_configs import parse_duration_ms
+            from ..partitions.service import InlineBudget
+
+            since = self.broker.clock.wall_ms() - (parse_duration_ms(reset[len("by_duration:"):]) or 0)
+            found_error, offset, _, _ = await self.broker.partitions.list_offset(
+                topic, partition, since, 9, False, InlineBudget())
+            if found_error == E.NONE and offset >= 0:
+                start = offset
+        if not sp.initialized:  # nobody started it while the search ran
+            sp.initialize(max(start, log_start))
+            self._persist_later(group_id, topic, partition, sp)
+
+    def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if sp is None:
+            sp = self.partitions[key] = SharePartition(self.lock_ms, self.delivery_limit, self.max_locks)
+            self._configured(group_id, sp)
+            topic_id = self._topic_id(topic)
+            persisted = None if topic_id is None else self.state_log.states.states.get((group_id, topic_id, partition))
+            if persisted is not None and persisted.start >= 0:
+                sp.restore(persisted.start, persisted.batches)
+        return sp
+
+    def _topic_id(self, topic: str) -> uuid.UUID | None:
+        info = self.broker.catalogue.topic(topic)
+        return None if info is None else info.topic_id
+
+    def _initialized(self, group_id: str, sp: SharePartition, topic: str, partition: int, high_watermark: int,
+                     log_start: int) -> None:
+        if not sp.initialized:
+            sp.initialize(high_watermark)  # share.auto.offset.reset=latest, Kafka's default
+            self._persist_later(group_id, topic, partition, sp)
+        elif sp.start < log_start:
+            sp.truncate_below(log_start)
+            self._persist_later(group_id, topic, partition, sp)
+
+    def fetch(self, group_id: str, member_id: str, topic: str, partition: int, max_bytes: int,
+              max_records: int) -> PartitionAnswer:
+        """Acquire what this share-partition can give `member_id` now, with the log's bytes for it."""
+        read = self.broker.partitions.read
+        error, log_start, high_watermark = self.broker.partitions.bounds(topic, partition)
+        if error != E.NONE:
+            return PartitionAnswer(error=ErrorCode(error))
+        sp = self._configured(group_id, self.share_partition(group_id, topic, partition))
+        self._initialized(group_id, sp, topic, partition, high_watermark, log_start)
+        committed = self.broker.group_configs.value(group_id, "share.isolation.level") == "read_committed"
+        offset = sp.next_fetch_offset(high_watermark)
+        if offset is None or max_records <= 0:
+            return PartitionAnswer()
+        result = read(topic, partition, offset, max(1, max_bytes), min_one_batch=True, read_committed=committed)
+        if result.error_code != E.NONE:
+            return PartitionAnswer(error=ErrorCode(result.error_code))
+        if committed and result.last_stable_offset >= 0:  # nothing at or past it is delivered yet
+            high_watermark = min(high_watermark, result.last_stable_offset)
+        data = result.records
+        batches = _batches(data, result.aborted if committed else None)
+        acquired = sp.acquire(member_id, [b for _, _, b in batches], high_watermark, max_records,
+                              self.broker.clock.now_ms())
+        if not acquired:
+            return PartitionAnswer()
+        self.acquired_total[group_id] += sum(a.last - a.first + 1 for a in acquired)
+        self.redelivered_total[group_id] += sum(a.last - a.first + 1 for a in acquired if a.delivery_count > 1)
+        self._arm(group_id, topic, partition, sp)
+        # Only the batches that hold an acquired record go out.
+        wanted = [(pos, size) for pos, size, b in batches
+                  if not b.control and any(a.first <= b.last and b.base <= a.last for a in acquired)]
+        view = memoryview(data)
+        return PartitionAnswer(b"".join(view[pos:pos + size] for pos, size in wanted), acquired)
+
+    async def acknowledge(self, group_id: str, member_id: str, topic: str, partition: int,
+                          batches: Iterable[tuple[int, int, list[int]]]) -> ErrorCode:
+        """Apply the member's acknowledgements, then answer once the state they made is durable in
+        `__share_group_state` (Kafka's SharePartition answers after the persister's write)."""
+        sp = self.partitions.get((group_id, topic, partition))
+        if sp is None or not sp.initialized:
+            return E.INVALID_RECORD_STATE
+        now_ms = self.broker.clock.now_ms()
+        error = E.NONE
+        changed = False
+        for first, last, types in batches:
+            code = sp.acknowledge(member_id, first, last, types, now_ms)
+            if code is not E.NONE:
+                error = code
+            else:
+                changed = True
+        self.broker.fetch_purgatory.notify(topic, partition)  # released records are available again
+        if changed:
+            try:
+                await self._persist(group_id, topic, partition, sp)
+            except Exception as exc:  # noqa: BLE001 - the member learns its acknowledgement is not durable
+                log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition,
+                          error=repr(exc))
+                return getattr(exc, "code", None) or E.UNKNOWN_SERVER_ERROR
+        return error
+
+    # -- the offsets admin APIs (90-92) ---------------------------------------------------------
+
+    def started(self, group_id: str) -> dict[tuple[uuid.UUID, int], tuple[int, int]]:
+        """(topic id, partition) -> (start offset, offsets at or past it whose delivery is complete) of
+        every share-partition of the group with a state (persisted, or started in memory)."""
+        out: dict[tuple[uuid.UUID, int], tuple[int, int]] = {}
+        for (group, topic_id, partition), state in self.state_log.states.states.items():
+            if group == group_id:
+                done = sum(last - first + 1 for first, last, st, _ in state.batches if st in (2, 4))
+                out[(topic_id, partition)] = (state.start, done)
+        return out
+
+    async def set_start(self, group_id: str, topic: str, topic_id: uuid.UUID, partition: int, offset: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts again at `offset` with nothing in flight
+        (the group is empty), durable before this returns."""
+        sp = self.share_partition(group_id, topic, partition)
+        if offset >= 0:
+            sp.initialize(offset)
+        else:  # a negative start is kept (Kafka keeps it) but means none here: share.auto.offset.reset decides
+            del self.partitions[(group_id, topic, partition)]
+        await self.state_log.write(group_id, topic_id, partition, offset, [])
+
+    async def delete_state(self, group_id: str, topic: str, topic_id: uuid.UUID) -> None:
+        """DeleteShareGroupOffsets: every share-partition of the topic forgets its state (the group is
+        empty); the next one to fetch starts from share.auto.offset.reset."""
+        waits = []
+        for (group, tid, partition) in list(self.state_log.states.states):
+            if group == group_id and tid == topic_id:
+                waits.append(self.state_log.delete(group_id, topic_id, partition))
+        for key in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
+            del self.partitions[key]
+            self.timers.cancel(self._timer_key(*key))
+        for wait in waits:
+            await wait
+
+    # -- durability ----------------------------------------------------------------------------
+
+    def _persist(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> Awaitable[None]:
+        """Write the share-partition's state now; the wait for its durability. Raises KafkaError."""
+        topic_id = self._topic_id(topic)
+        if topic_id is None:
+            raise KafkaError(f"topic {topic} is gone", E.UNKNOWN_TOPIC_OR_PARTITION)
+        return self.state_log.write(group_id, topic_id, partition, sp.start, sp.state_batches())
+
+    def _persist_later(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
+        """Write a state change nobody waits to answer (a start, records given back): appended now, in
+        order with the others; a failure is logged (the next write carries the whole state again)."""
+        try:
+            future = asyncio.ensure_future(self._persist(group_id, topic, partition, sp))
+        except Exception as exc:  # noqa: BLE001 - logged; the state stays in memory
+            log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition, error=repr(exc))
+            return
+        self._writes.add(future)
+        future.add_done_callback(self._write_done)
+
+    def _write_done(self, future: asyncio.Future[None]) -> None:
+        self._writes.discard(future)
+        if not future.cancelled() and (exc := future.exception()) is not None:
+            log.error("share_state_write_failed", error=repr(exc))
+
+    def can_acquire(self, group_id: str, topic: str, partition: int) -> bool:
+        """A long poll's condition: this share-partition has something to give."""
+        sp = self.partitions.get((group_id, topic, partition))
+        if sp is None:
+            return False
+        error, _, high_watermark = self.broker.partitions.bounds(topic, partition)
+        return error != E.NONE or sp.has_available(high_watermark)
+
+    # -- locks ---------------------------------------------------------------------------------
+
+    def _timer_key(self, group_id: str, topic: str, partition: int) -> str:
+        return f"share-locks\x00{group_id}\x00{topic}\x00{partition}"
+
+    def _arm(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
+        deadline = sp.next_deadline()
+        key = self._timer_key(group_id, topic, partition)
+        if deadline is None:
+            self.timers.cancel(key)
+            return
+        current = self.timers.deadline_ms(key)
+        if current is not None and current <= deadline:
+            return
+        now_ms = self.broker.clock.now_ms()
+
+        def expired(fired: TimerFired) -> None:
+            if not self.timers.claim(fired.key, fired.token):
+                return
+            count = sp.expire_locks(self.broker.clock.now_ms())
+            self.lock_expiries_total[group_id] += count
+            self._arm(group_id, topic, partition, sp)
+            if count:
+                self._persist_later(group_id, topic, partition, sp)
+                self.broker.fetch_purgatory.notify(topic, partition)
+
+        self.timers.schedule(key, max(0, deadline - now_ms), expired)
+
+    def group_stats(self) -> dict[str, dict[str, int]]:
+        """Per group: records in flight by state, and the totals (acquired, redelivered, archived by a
+        reject or the delivery count limit, expired locks): what /metrics shows."""
+        out: dict[str, dict[str, int]] = {}
+        for (group, _, _), sp in self.partitions.items():
+            row = out.setdefault(group, {"available": 0, "acquired": 0, "acknowledged": 0, "archived": 0,
+                                         "archived_total": 0})
+            counts = sp.counts()
+            for state in ("available", "acquired", "acknowledged", "archived"):
+                row[state] += counts[state]
+            row["archived_total"] += sp.archived_total
+        for group, row in out.items():
+            row["acquired_total"] = self.acquired_total[group]
+            row["redelivered_total"] = self.redelivered_total[group]
+            row["lock_expiries_total"] = self.lock_expiries_total[group]
+        return out
+
+    def status(self) -> list[dict[str, object]]:
+        return [{"group_id": g, "topic": t, "partition": p, **sp.counts()}
+                for (g, t, p), sp in sorted(self.partitions.items())]
+
+
+def _batches(data: bytes | memoryview, aborted: list | None) -> list[tuple[int, int, Batch]]:
+    """(position, size, batch) of each batch read; under read_committed a batch of an aborted
+    transaction holds nothing to deliver, as a control batch does (Kafka's SharePartition archives
+    them): a producer's batches from its aborted transaction's first offset until its ABORT marker."""
+    out: list[tuple[int, int, Batch]] = []
+    starts: dict[int, list[int]] = {}  # producer id -> first offsets of its aborted transactions, latest first
+    for a in sorted(aborted or (), key=lambda a: -a.first_offset):
+        starts.setdefault(a.producer_id, []).append(a.first_offset)
+    open_aborts: set[int] = set()
+    for pos, header in rb.iter_batches(data):
+        pid = header.producer_id
+        skip = header.is_control
+        if aborted and header.is_transactional:
+            pending = starts.get(pid)
+            while pending and pending[-1] <= header.base_offset:
+                pending.pop()
+                open_aborts.add(pid)
+            if header.is_control:
+                open_aborts.discard(pid)  # the marker closes the transaction
+            elif pid in open_aborts:
+                skip = True
+        out.append((pos, header.batch_length + rb.LOG_OVERHEAD,
+                    Batch(header.base_offset, header.base_offset + header.last_offset_delta, skip)))
+    return out

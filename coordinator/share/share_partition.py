@@ -1,0 +1,268 @@
+"""One share-partition's delivery state (KIP-932; Kafka's SharePartition): which records of a topic
+partition a share group has delivered, to whom, how often, and with what outcome.
+
+    start (SPSO)                                     end                    high watermark
+    |  in flight: AVAILABLE / ACQUIRED / ACKNOWLEDGED / ARCHIVED  |  never delivered yet  |
+
+Every offset in [start, end) has a state; offsets from `end` on were never acquired. A fetch acquires
+records for one member: first the AVAILABLE ones in flight (redeliveries), then new ones from `end`,
+each under an acquisition lock until `now + lock_ms` and with its delivery count bumped. The member
+acknowledges each record it holds: accept (ACKNOWLEDGED), release (AVAILABLE again), reject
+(ARCHIVED), renew (the lock starts again). A lock that expires, or a member that goes, returns the
+records to AVAILABLE; a record delivered `delivery_limit` times is ARCHIVED instead (a poison
+record stops coming back). The start moves past every leading ACKNOWLEDGED or ARCHIVED offset.
+Offsets that hold no record the client can take (control batches, compacted gaps) are ARCHIVED when
+`end` passes them, so they never hold the start back.
+
+Pure: no clock (`now_ms` is given), no I/O; the broker's share-partition manager reads the log, arms
+the timers and persists the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ...protocol.errors import ErrorCode
+
+E = ErrorCode
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4  # Kafka's RecordState ids (2 and 4 are persisted)
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4  # the acknowledge types on the wire
+_DONE = (ACKNOWLEDGED, ARCHIVED)
+
+
+class InFlight:
+    __slots__ = ("state", "count", "member", "deadline")
+
+    def __init__(self, state: int = AVAILABLE, count: int = 0, member: str | None = None, deadline: int = 0) -> None:
+        self.state = state
+        self.count = count
+        self.member = member
+        self.deadline = deadline
+
+
+@dataclass(frozen=True, slots=True)
+class Acquired:
+    """A run of acquired offsets with one delivery count (the wire's AcquiredRecords)."""
+
+    first: int
+    last: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What the log holds at [base, last]: a control batch holds nothing to deliver."""
+
+    base: int
+    last: int
+    control: bool = False
+
+
+class SharePartition:
+    def __init__(self, lock_ms: int, delivery_limit: int, max_locks: int) -> None:
+        self.lock_ms = lock_ms
+        self.delivery_limit = delivery_limit
+        self.max_locks = max_locks
+        self.start = -1  # -1: not initialized (its first fetch sets it from share.auto.offset.reset)
+        self.end = -1
+        self.records: dict[int, InFlight] = {}
+        self.acquired = 0  # how many offsets are ACQUIRED (bounded by max_locks)
+        self.archived_total = 0  # records archived by a reject or the delivery count limit (metrics)
+
+    # -- life ----------------------------------------------------------------------------------
+
+    @property
+    def initialized(self) -> bool:
+        return self.start >= 0
+
+    def initialize(self, start: int) -> None:
+        self.start = self.end = start
+        self.records.clear()
+        self.acquired = 0
+
+    def restore(self, start: int, states: Iterable[tuple[int, int, int, int]]) -> None:
+        """Back from the persisted state (first, last, state, delivery count): ACKNOWLEDGED and
+        ARCHIVED ranges stay; every other in-flight offset is AVAILABLE again with its count, as
+        Kafka's share coordinator gives back what a restart leaves acquired."""
+        self.initialize(start)
+        for first, last, state, count in states:
+            for offset in range(max(first, start), last + 1):
+                self.records[offset] = InFlight(state if state in _DONE else AVAILABLE, count)
+                self.end = max(self.end, offset + 1)
+        for offset in range(start, self.end):
+            self.records.setdefault(offset, InFlight(ARCHIVED))
+        self._advance()
+
+    def truncate_below(self, log_start: int) -> None:
+        """Records below the log's start are gone (retention, DeleteRecords): the start follows."""
+        if log_start <= self.start:
+            return
+        for offset in range(self.start, min(log_start, self.end)):
+            entry = self.records.pop(offset, None)
+            if entry is not None and entry.state == ACQUIRED:
+                self.acquired -= 1
+        self.start = log_start
+        self.end = max(self.end, log_start)
+        self._advance()
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    def next_fetch_offset(self, high_watermark: int) -> int | None:
+        """Where a fetch reads the log from: the first AVAILABLE record in flight, else `end`; None
+        when nothing can be acquired (nothing available, or the lock limit reached)."""
+        if self.acquired >= self.max_locks:
+            return None
+        for offset in range(self.start, self.end):
+            if self.records[offset].state == AVAILABLE:
+                return offset
+        return self.end if self.end < high_watermark else None
+
+    def acquire(self, member: str, batches: Iterable[Batch], high_watermark: int, max_records: int,
+                now_ms: int) -> list[Acquired]:
+        """Acquire for `member` what the log read holds (`batches`, in offset order): AVAILABLE records
+        in flight, then new ones below the high watermark, `max_records` at most."""
+        taken: list[tuple[int, int]] = []  # (offset, delivery count)
+        room = min(max_records, self.max_locks - self.acquired)
+        deadline = now_ms + self.lock_ms
+        for batch in batches:
+            if room <= 0:
+                break
+            if batch.base > self.end and batch.base < high_watermark:
+                self._archive_new(self.end, batch.base)  # a gap in the log (compaction): nothing to deliver
+            if batch.control:
+                if batch.base <= self.end <= batch.last:
+                    self._archive_new(self.end, min(batch.last + 1, high_watermark))
+                continue
+            for offset in range(max(batch.base, self.start), min(batch.last + 1, high_watermark)):
+                if room <= 0:
+                    break
+                entry = self.records.get(offset)
+                if entry is None:
+                    if offset != self.end:
+                        continue  # beyond a part of the log this read did not cover
+                    entry = self.records[offset] = InFlight()
+                    self.end = offset + 1
+                if entry.state != AVAILABLE:
+                    continue
+                entry.state, entry.member, entry.deadline = ACQUIRED, member, deadline
+                entry.count += 1
+                self.acquired += 1
+                room -= 1
+                taken.append((offset, entry.count))
+        return _runs(taken)
+
+    def has_available(self, high_watermark: int) -> bool:
+        return self.initialized and self.next_fetch_offset(high_watermark) is not None
+
+    # -- acknowledging -------------------------------------------------------------------------
+
+    def acknowledge(self, member: str, first: int, last: int, types: list[int], now_ms: int) -> ErrorCode:
+        """One acknowledgement batch; all or nothing. INVALID_RECORD_STATE when an offset is not
+        acquired by `member`; INVALID_REQUEST for a malformed batch."""
+        if last < first or not types or (len(types) != 1 and len(types) != last - first + 1) or any(
+                t not in (GAP, ACCEPT, RELEASE, REJECT, RENEW) for t in types):
+            return E.INVALID_REQUEST
+        for i, offset in enumerate(range(first, last + 1)):
+            kind = types[0] if len(types) == 1 else types[i]
+            entry = self.records.get(offset)
+            if kind == GAP and (entry is None or entry.state != ACQUIRED):
+                continue
+            if entry is None or entry.state != ACQUIRED or entry.member != member:
+                return E.INVALID_RECORD_STATE
+        for i, offset in enumerate(range(first, last + 1)):
+            kind = types[0] if len(types) == 1 else types[i]
+            entry = self.records.get(offset)
+            if entry is None or entry.state != ACQUIRED:
+                continue
+            if kind == RENEW:
+                entry.deadline = now_ms + self.lock_ms
+            elif kind == RELEASE:
+                self._give_back(entry)
+            else:
+                entry.state, entry.member = (ACKNOWLEDGED if kind == ACCEPT else ARCHIVED), None
+                self.acquired -= 1
+                self.archived_total += kind != ACCEPT
+        self._advance()
+        return E.NONE
+
+    # -- locks ---------------------------------------------------------------------------------
+
+    def expire_locks(self, now_ms: int) -> int:
+        """Acquisition locks past their deadline give their records back; how many did."""
+        expired = 0
+        for entry in self.records.values():
+            if entry.state == ACQUIRED and entry.deadline <= now_ms:
+                self._give_back(entry)
+                expired += 1
+        if expired:
+            self._advance()
+        return expired
+
+    def next_deadline(self) -> int | None:
+        deadlines = [e.deadline for e in self.records.values() if e.state == ACQUIRED]
+        return min(deadlines) if deadlines else None
+
+    def release_member(self, member: str) -> int:
+        """The member's session closed, or it left: what it holds goes back (Kafka's releaseSession)."""
+        released = 0
+        for entry in self.records.values():
+            if entry.state == ACQUIRED and entry.member == member:
+                self._give_back(entry)
+                released += 1
+        if released:
+            self._advance()
+        return released
+
+    # -- what is persisted ---------------------------------------------------------------------
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """The in-flight state as Kafka's share coordinator stores it: runs of (first, last, state,
+        delivery count), with ACQUIRED written as AVAILABLE (a lock does not survive a restart)."""
+        runs: list[tuple[int, int, int, int]] = []
+        for offset in range(self.start, self.end):
+            entry = self.records[offset]
+            state = entry.state if entry.state in _DONE else AVAILABLE
+            if runs and runs[-1][1] == offset - 1 and runs[-1][2:] == (state, entry.count):
+                runs[-1] = (runs[-1][0], offset, state, entry.count)
+            else:
+                runs.append((offset, offset, state, entry.count))
+        return runs
+
+    def counts(self) -> dict[str, int]:
+        by_state = {AVAILABLE: 0, ACQUIRED: 0, ACKNOWLEDGED: 0, ARCHIVED: 0}
+        for entry in self.records.values():
+            by_state[entry.state] += 1
+        return {"start": self.start, "end": self.end, "available": by_state[AVAILABLE],
+                "acquired": by_state[ACQUIRED], "acknowledged": by_state[ACKNOWLEDGED],
+                "archived": by_state[ARCHIVED]}
+
+    # -- inside --------------------------------------------------------------------------------
+
+    def _give_back(self, entry: InFlight) -> None:
+        entry.state = ARCHIVED if entry.count >= self.delivery_limit else AVAILABLE
+        self.archived_total += entry.state == ARCHIVED
+        entry.member = None
+        self.acquired -= 1
+
+    def _archive_new(self, first: int, stop: int) -> None:
+        for offset in range(max(first, self.end), stop):
+            self.records[offset] = InFlight(ARCHIVED)
+            self.end = offset + 1
+
+    def _advance(self) -> None:
+        records = self.records
+        while self.start < self.end and records[self.start].state in _DONE:
+            del records[self.start]
+            self.start += 1
+
+
+def _runs(taken: list[tuple[int, int]]) -> list[Acquired]:
+    runs: list[Acquired] = []
+    for offset, count in taken:
+        if runs and runs[-1].last == offset - 1 and runs[-1].delivery_count == count:
+            runs[-1] = Acquired(runs[-1].first, offset, count)
+        else:
+            runs.append(Acquired(offset, offset, count))
+    return runs

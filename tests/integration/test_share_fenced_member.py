@@ -1,0 +1,52 @@
+"""A share group member that goes (fenced when its session times out, or leaving) gives back what it
+acquired at once, as Kafka's coordinator has the share-partitions release it, not when its locks
+expire: here the locks last a minute and the records come back to another member within seconds."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kbroker.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.test_share_fetch_wire import Member, acquired, produce, setup
+
+LOCK_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = BrokerProcess(tmp_path_factory.mktemp("share-fenced") / "data", "--num-partitions", "1",
+                         "--group-share-record-lock-duration-ms", str(LOCK_MS),
+                         "--group-share-session-timeout-ms", "1500", "--group-share-heartbeat-interval-ms", "300")
+    yield proc
+    proc.stop()
+
+
+def heartbeat(member: Member, epoch: int, topic: str | None = None) -> int:
+    answer = member.wire.call(76, 1, ShareGroupHeartbeatRequest(
+        group_id=member.group, member_id=member.id, member_epoch=epoch, rack_id=None,
+        subscribed_topic_names=[topic] if topic else None))
+    assert answer.error_code == 0, answer
+    return answer.member_epoch
+
+
+@pytest.mark.parametrize("how", ["fenced", "leaves"])
+def test_a_gone_members_records_come_back_before_their_locks_expire(broker, how):
+    topic, topic_id, group = setup(broker, 0)
+    a = Member(broker, group, topic, topic_id)
+    assert acquired(a.fetch()) == []
+    produce(broker, topic, 5)
+    assert acquired(a.fetch(max_wait_ms=5_000)) == [(0, 4, 1)]
+    b = Member(broker, group, topic, topic_id)
+    b_epoch = heartbeat(b, 0, topic)  # joined again with the same id: its epoch, to keep heartbeating with
+    if how == "leaves":
+        heartbeat(a, -1)
+    started = time.monotonic()
+    got: list = []
+    while not got and time.monotonic() - started < 20:  # well under the minute the locks last
+        b_epoch = heartbeat(b, b_epoch)  # b stays; a sends nothing and is fenced after 1.5 s
+        got = acquired(b.fetch(max_wait_ms=300))
+    assert got == [(0, 4, 2)]
+

@@ -1,0 +1,145 @@
+"""ShareFetch and ShareAcknowledge (KIP-932) on the wire against a real broker process: share
+sessions and their epochs, records acquired by two members of one group without overlap, each
+acknowledged once, a release redelivered with its delivery count, an expired lock redelivering,
+reject archiving, the delivery count limit, a closed session giving back what its member held."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from kbroker.protocol import record_batch as rb
+from kbroker.protocol.errors import ErrorCode as E
+from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from kbroker.protocol.messages.share_acknowledge_request import (
+    AcknowledgementBatch as AckBatch,
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    ShareAcknowledgeRequest,
+)
+from kbroker.protocol.messages.share_fetch_request import (
+    AcknowledgementBatch,
+    FetchPartition,
+    FetchTopic,
+    ShareFetchRequest,
+)
+from kbroker.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.wire import Wire
+
+LOCK_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc = BrokerProcess(tmp_path_factory.mktemp("share-fetch") / "data", "--num-partitions", "1",
+                         "--group-share-record-lock-duration-ms", str(LOCK_MS), "--group-share-delivery-count-limit", "3")
+    yield proc
+    proc.stop()
+
+
+class Member:
+    def __init__(self, broker, group: str, topic: str, topic_id: uuid.UUID) -> None:
+        self.wire = Wire(broker.bootstrap, client_id="share-fetch")
+        self.group, self.topic_id, self.id, self.epoch = group, topic_id, str(uuid.uuid4()), 0
+        joined = self.wire.call(76, 1, ShareGroupHeartbeatRequest(group_id=group, member_id=self.id, member_epoch=0,
+                                                                  rack_id=None, subscribed_topic_names=[topic]))
+        assert joined.error_code == 0
+
+    def fetch(self, acks=(), max_wait_ms=0, max_records=100, version=1):
+        batches = [AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=list(t)) for f, l, t in acks]
+        response = self.wire.call(78, version, ShareFetchRequest(
+            group_id=self.group, member_id=self.id, share_session_epoch=self.epoch, max_wait_ms=max_wait_ms,
+            min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=max_records,
+            topics=[FetchTopic(topic_id=self.topic_id, partitions=[FetchPartition(
+                partition_index=0, acknowledgement_batches=batches)])], forgotten_topics_data=[]))
+        if response.error_code == 0:
+            self.epoch = self.epoch + 1 if self.epoch >= 0 else self.epoch
+        return response
+
+    def acknowledge(self, acks, epoch=None):
+        request = ShareAcknowledgeRequest(
+            group_id=self.group, member_id=self.id, share_session_epoch=self.epoch if epoch is None else epoch,
+            topics=[AcknowledgeTopic(topic_id=self.topic_id, partitions=[AcknowledgePartition(
+                partition_index=0, acknowledgement_batches=[
+                    AckBatch(first_offset=f, last_offset=l, acknowledge_types=list(t)) for f, l, t in acks])])])
+        response = self.wire.call(79, 1, request)
+        if response.error_code == 0 and epoch is None:
+            self.epoch += 1
+        return response
+
+
+def acquired(response) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in response.responses for p in t.partitions for a in p.acquired_records]
+
+
+def offsets_in(response) -> list[int]:
+    out = []
+    for t in response.responses:
+        for p in t.partitions:
+            for _, header in rb.iter_batches(p.records or b""):
+                out.extend(range(header.base_offset, header.base_offset + header.last_offset_delta + 1))
+    return out
+
+
+def setup(broker, records: int) -> tuple[str, uuid.UUID, str]:
+    topic, group = f"sf-{uuid.uuid4().hex[:6]}", f"sfg-{uuid.uuid4().hex[:6]}"
+    w = Wire(broker.bootstrap)
+    topic_id = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                             allow_auto_topic_creation=True)).topics[0].topic_id
+    w.close()
+    return topic, topic_id, group
+
+
+def produce(broker, topic: str, n: int) -> None:
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+    for i in range(n):
+        p.produce(topic, f"v{i}".encode())
+        p.flush(10)
+
+
+def test_two_members_share_a_partition_with_locks_releases_and_rejects(broker):
+    topic, topic_id, group = setup(broker, 0)
+    a = Member(broker, group, topic, topic_id)
+    assert acquired(a.fetch()) == []  # the share-partition starts at the (empty) log's end
+    produce(broker, topic, 10)
+    first = a.fetch(max_records=4, max_wait_ms=5_000)
+    assert first.acquisition_lock_timeout_ms == LOCK_MS
+    assert acquired(first) == [(0, 3, 1)]
+    assert set(range(4)) <= set(offsets_in(first))
+    b = Member(broker, group, topic, topic_id)
+    got = b.fetch()
+    assert acquired(got) == [(4, 9, 1)]
+    # a's acknowledgements piggybacked on its next fetch: accept 0-1, release 2, reject 3
+    again = a.fetch(acks=[(0, 1, [1]), (2, 3, [2, 3])])
+    assert [p.acknowledge_error_code for t in again.responses for p in t.partitions] == [0]
+    assert acquired(again) == [(2, 2, 2)]  # the released record, delivered a second time
+    # acknowledging what is not yours, or twice, is INVALID_RECORD_STATE
+    wrong = a.acknowledge([(4, 4, [1])])
+    assert wrong.responses[0].partitions[0].error_code == E.INVALID_RECORD_STATE
+    assert b.acknowledge([(4, 9, [1])]).responses[0].partitions[0].error_code == 0
+    # a's lock on 2 expires: b gets it at its third delivery; then the limit (3) archives it on release
+    time.sleep(LOCK_MS / 1000 + 0.5)
+    third = b.fetch(max_wait_ms=3_000)
+    assert acquired(third) == [(2, 2, 3)]
+    b.acknowledge([(2, 2, [2])])
+    assert acquired(b.fetch()) == [] and acquired(a.fetch()) == []
+    # sessions: a wrong epoch, an unknown session, and the close that gives records back
+    assert a.wire.call(78, 1, ShareFetchRequest(
+        group_id=group, member_id=a.id, share_session_epoch=a.epoch + 5, max_wait_ms=0, min_bytes=1, max_bytes=1,
+        max_records=1, batch_size=1, topics=[], forgotten_topics_data=[])).error_code == E.INVALID_SHARE_SESSION_EPOCH
+    assert a.acknowledge([], epoch=0).error_code == E.INVALID_SHARE_SESSION_EPOCH
+    stranger = Member(broker, group, topic, topic_id)
+    stranger.epoch = 3
+    assert stranger.fetch().error_code == E.SHARE_SESSION_NOT_FOUND
+    produce(broker, topic, 2)
+    held = a.fetch(max_wait_ms=3_000)
+    assert acquired(held) == [(10, 11, 1)]
+    assert a.acknowledge([], epoch=-1).error_code == 0  # closes a's session: 10-11 go back
+    assert acquired(b.fetch(max_wait_ms=3_000)) == [(10, 11, 2)]
+    for m in (a, b, stranger):
+        m.wire.close()

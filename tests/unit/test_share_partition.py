@@ -1,0 +1,104 @@
+"""A share-partition's delivery state (KIP-932) driven by hand with a manual clock: acquisition,
+acknowledgement (accept, release, reject, renew), lock expiry, the delivery count limit, members
+leaving, control batches and the state persisted and restored."""
+
+from __future__ import annotations
+
+from kbroker.coordinator.share.share_partition import (
+    ACCEPT, ACKNOWLEDGED, ARCHIVED, AVAILABLE, GAP, RELEASE, REJECT, RENEW, Acquired, Batch, SharePartition,
+)
+from kbroker.protocol.errors import ErrorCode
+
+E = ErrorCode
+LOCK_MS = 30_000
+
+
+def make(limit: int = 5, max_locks: int = 2000) -> SharePartition:
+    sp = SharePartition(LOCK_MS, limit, max_locks)
+    sp.initialize(0)
+    return sp
+
+
+def test_two_members_split_the_records_and_each_is_acknowledged_once() -> None:
+    sp = make()
+    log = [Batch(0, 9)]
+    assert sp.next_fetch_offset(10) == 0
+    a = sp.acquire("a", log, 10, 4, 0)
+    assert a == [Acquired(0, 3, 1)]
+    b = sp.acquire("b", log, 10, 100, 0)
+    assert b == [Acquired(4, 9, 1)]
+    assert sp.next_fetch_offset(10) is None  # everything acquired
+    assert sp.acknowledge("b", 0, 3, [ACCEPT], 0) is E.INVALID_RECORD_STATE  # not b's
+    assert sp.acknowledge("a", 0, 3, [ACCEPT], 0) is E.NONE
+    assert sp.start == 4
+    assert sp.acknowledge("a", 0, 3, [ACCEPT], 0) is E.INVALID_RECORD_STATE  # twice: refused
+    assert sp.acknowledge("b", 4, 9, [ACCEPT, ACCEPT, REJECT, ACCEPT, ACCEPT, ACCEPT], 0) is E.NONE
+    assert (sp.start, sp.end, sp.records) == (10, 10, {})
+
+
+def test_an_expired_lock_redelivers_with_a_higher_count_and_the_limit_archives() -> None:
+    sp = make(limit=2)
+    sp.acquire("a", [Batch(0, 1)], 2, 10, 0)
+    assert sp.expire_locks(LOCK_MS - 1) == 0
+    assert sp.next_deadline() == LOCK_MS
+    assert sp.expire_locks(LOCK_MS) == 2
+    assert sp.acquire("b", [Batch(0, 1)], 2, 10, LOCK_MS) == [Acquired(0, 1, 2)]
+    assert sp.acknowledge("a", 0, 1, [ACCEPT], LOCK_MS) is E.INVALID_RECORD_STATE  # a's lock is gone
+    # released at the limit: archived, the start moves past them
+    assert sp.acknowledge("b", 0, 1, [RELEASE], LOCK_MS) is E.NONE
+    assert (sp.start, sp.records) == (2, {})
+
+
+def test_release_and_a_leaving_member_give_records_back_renew_keeps_them() -> None:
+    sp = make()
+    sp.acquire("a", [Batch(0, 3)], 4, 10, 0)
+    assert sp.acknowledge("a", 0, 0, [RELEASE], 0) is E.NONE
+    assert sp.records[0].state == AVAILABLE and sp.next_fetch_offset(4) == 0
+    assert sp.acknowledge("a", 1, 1, [RENEW], 20_000) is E.NONE
+    assert sp.expire_locks(LOCK_MS) == 2  # 2 and 3; 1 was renewed until 50 000
+    assert sp.records[1].deadline == 20_000 + LOCK_MS
+    assert sp.release_member("a") == 1
+    assert [sp.records[o].state for o in range(4)] == [AVAILABLE] * 4
+    assert sp.acquire("b", [Batch(0, 3)], 4, 10, 0) == [Acquired(0, 3, 2)]
+
+
+def test_malformed_acknowledgements_and_gaps() -> None:
+    sp = make()
+    sp.acquire("a", [Batch(0, 2)], 3, 10, 0)
+    assert sp.acknowledge("a", 0, 2, [ACCEPT, ACCEPT], 0) is E.INVALID_REQUEST
+    assert sp.acknowledge("a", 2, 0, [ACCEPT], 0) is E.INVALID_REQUEST
+    assert sp.acknowledge("a", 0, 0, [9], 0) is E.INVALID_REQUEST
+    assert sp.acknowledge("a", 0, 5, [ACCEPT, GAP, ACCEPT, GAP, GAP, GAP], 0) is E.NONE
+    assert sp.start == 3
+
+
+def test_control_batches_and_log_gaps_are_never_delivered() -> None:
+    sp = make()
+    got = sp.acquire("a", [Batch(0, 1), Batch(2, 2, control=True), Batch(5, 6)], 7, 10, 0)
+    assert got == [Acquired(0, 1, 1), Acquired(5, 6, 1)]
+    assert sp.records[2].state == ARCHIVED and sp.records[3].state == ARCHIVED
+    sp.acknowledge("a", 0, 1, [ACCEPT], 0)
+    assert sp.start == 5
+
+
+def test_the_lock_limit_caps_acquisition() -> None:
+    sp = make(max_locks=3)
+    assert sp.acquire("a", [Batch(0, 9)], 10, 100, 0) == [Acquired(0, 2, 1)]
+    assert sp.next_fetch_offset(10) is None
+
+
+def test_the_persisted_state_comes_back_with_acquired_records_available() -> None:
+    sp = make()
+    sp.acquire("a", [Batch(0, 5)], 6, 10, 0)
+    sp.acknowledge("a", 1, 1, [ACCEPT], 0)
+    sp.acknowledge("a", 2, 2, [REJECT], 0)
+    batches = sp.state_batches()
+    assert batches == [(0, 0, AVAILABLE, 1), (1, 1, ACKNOWLEDGED, 1), (2, 2, ARCHIVED, 1), (3, 5, AVAILABLE, 1)]
+    again = SharePartition(LOCK_MS, 5, 2000)
+    again.restore(sp.start, batches)
+    assert (again.start, again.end) == (0, 6)
+    assert again.acquire("b", [Batch(0, 5)], 6, 10, 0) == [Acquired(0, 0, 2), Acquired(3, 5, 2)]
+    assert again.acknowledge("b", 0, 0, [ACCEPT], 0) is E.NONE
+    assert again.start == 3
+    again.truncate_below(4)
+    assert again.start == 4 and again.acquired == 2
