@@ -66,7 +66,7 @@ def _primitive(type_name: str, nullable: bool) -> st.SearchStrategy:
     elif type_name == "bytes":
         s = st.binary(max_size=12)
     elif type_name == "records":
-        return st.none() | st.binary(max_size=12)
+        s = st.binary(max_size=12)  # nullable as its version says (ShareFetch v1+'s are not)
     elif type_name == "uuid":
         return st.just(ZERO_UUID) | st.uuids()
     else:
@@ -181,7 +181,8 @@ def _spec(api_key: int, kind: str) -> MessageSpec:
 
 
 @pytest.mark.parametrize(("api_key", "version", "kind"), _cases())
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# data_too_large: StreamsGroupDescribe's answer nests five levels of lists; hypothesis gives up drawing it whole
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_round_trip_against_kio(api_key: int, version: int, kind: str, data) -> None:
     kio_cls = _kio_class(api_key, version, kind)
@@ -242,7 +243,8 @@ _KIO_GAPS = [c for c in _cases() if _kio_class(*c) is None and c in _OLD and c n
 
 
 @pytest.mark.parametrize(("api_key", "version", "kind"), _KIO_GAPS)
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# data_too_large: StreamsGroupDescribe's answer nests five levels of lists; hypothesis gives up drawing it whole
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_versions_kio_lacks_against_kafka_python(api_key: int, version: int, kind: str, data) -> None:
     """Where kio has no schema (mostly Kafka 3.9's versions that Kafka 4 removed, which our legacy
@@ -268,7 +270,8 @@ _V0_IS_V1 = [(k, kind) for k in (34, 38, 39, 40, 41) for kind in ("request", "re
 
 
 @pytest.mark.parametrize(("api_key", "kind"), _V0_IS_V1)
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# data_too_large: StreamsGroupDescribe's answer nests five levels of lists; hypothesis gives up drawing it whole
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_v0_is_v1_where_kafka_says_so(api_key: int, kind: str, data) -> None:
     spec = _spec(api_key, kind)
