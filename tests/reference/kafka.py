@@ -26,6 +26,7 @@ import subprocess
 import time
 import uuid
 from base64 import urlsafe_b64encode
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +65,20 @@ def kafka_libs() -> Path | None:
     return LIBS if (LIBS / ".resolved").exists() else None
 
 
-def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None) -> list[str]:
+# The tests' JVM: quick to start and small (the serial collector, C1 only, class data sharing), since a
+# test times nothing. The benchmarks start Kafka with its own scripts' options instead (bench/brokers.py).
+TEST_JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
+
+
+def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None,
+                 jvm_options: Sequence[str] = TEST_JVM_OPTIONS) -> list[str]:
     """A `java` command line that runs one of Kafka's classes from the reference jars (a tool such as
-    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself)."""
+    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself); `heap` is its -Xmx."""
     libs = kafka_libs()
     if libs is None:
         raise RuntimeError("Apache Kafka's jars are missing: run `make kafka-jars`")
     java = shutil.which("java") or "java"
-    opts = [f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-            "-Djava.awt.headless=true"]
+    opts = [f"-Xmx{heap}", *jvm_options, "-Djava.awt.headless=true"]
     if log4j is not None:
         opts.append(f"-Dlog4j2.configurationFile={log4j}")
     return [java, *opts, "-cp", f"{libs}/*", main_class, *args]
@@ -91,7 +97,8 @@ class KafkaProcess:
     """One Apache Kafka node, combined broker and controller, on free loopback ports."""
 
     def __init__(self, base_dir: str | Path, config: dict[str, str] | None = None, *, start: bool = True,
-                 host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN") -> None:
+                 host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN",
+                 jvm_options: Sequence[str] = TEST_JVM_OPTIONS) -> None:
         self.base_dir = Path(base_dir)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.host = host
@@ -100,6 +107,7 @@ class KafkaProcess:
         self.node_id = 1
         self.cluster_id = random_cluster_id()
         self.heap = heap
+        self.jvm_options = tuple(jvm_options)
         self.log_level = log_level
         self.config = {**SINGLE_NODE, **(config or {})}
         self.proc: subprocess.Popen | None = None
@@ -167,7 +175,9 @@ class KafkaProcess:
             raise RuntimeError(f"kafka-storage format failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
         self.formatted = True
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+    def launch(self) -> None:
+        """Format the log directory if it is new, then start the JVM without waiting for it to serve
+        (`start` waits; the benchmarks time that wait themselves, and spawn it on the broker's core)."""
         assert self.proc is None or self.proc.poll() is not None, "Kafka already running"
         if not self.formatted:
             self.format()
@@ -176,8 +186,12 @@ class KafkaProcess:
         stdout = open(self.base_dir / f"stdout-{self.starts}.log", "wb")
         with stdout:
             self.proc = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path), heap=self.heap,
-                                                      log4j=log4j),
+                                                      log4j=log4j, jvm_options=self.jvm_options),
                                          stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        self.launch()
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
