@@ -22,6 +22,11 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(PIP) install --quiet -e '.[test,pipeline,bench]'
 	touch $@
 
+# The analytics job needs the pipeline extra only (PySpark, pyarrow, pandas), not the test environment.
+$(VENV)/.installed-pipeline: pyproject.toml $(VENV)/.installed
+	$(PIP) install --quiet -e '.[pipeline]'
+	touch $@
+
 venv: $(VENV)/.installed
 
 test-venv: $(VENV)/.installed-test
@@ -30,8 +35,10 @@ run: venv
 	@echo "kbroker is $(VENV)/bin/kbroker (or run '. $(VENV)/bin/activate' to have it on PATH); Ctrl-C stops it"
 	$(VENV)/bin/kbroker serve --listen $(LISTEN) --data-dir $(DATA_DIR) $(SERVE_ARGS)
 
-# Debian packages the tests use: kcat. Installed only when missing; needs root, as in CI.
-SYSTEM_PACKAGES := kcat
+# Debian packages the tests use: kcat; chromium, which renders the analytics report headless
+# (tests/pipeline/test_report_browser.py); iproute2 for the network namespaces of the Spark cluster and
+# compose tests. Installed only when missing; needs root, as in CI.
+SYSTEM_PACKAGES := kcat chromium iproute2
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -98,8 +105,8 @@ ROUNDS ?= 25
 chaos: test-venv
 	$(PY) -m kbroker.tests.faults.chaos --seed $(SEED) --rounds $(ROUNDS)
 
-# The PySpark analytics over ./data (see docs/analytics.md); ARGS="--master spark://127.0.0.1:7077" etc.
-analyze: test-venv
+# The PySpark analytics over ./data (see docs/analytics.md; Java 17 or newer); ARGS="--master spark://HOST:7077" etc.
+analyze: $(VENV)/.installed-pipeline
 	$(VENV)/bin/kbroker analyze --data-dir $(DATA_DIR) --out ./report $(ARGS)
 
 clean:

@@ -388,7 +388,7 @@ class Broker:
         await self.offsets_topic.load_all(self.coordinator)
 
     async def auto_create_topic(self, name: str):
-        """Create a topic with the broker defaults (Metadata and Produce auto-creation)."""
+        """Create a topic with the broker defaults (Metadata auto-creation)."""
         if name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
             # Made with its own settings, never the defaults: __consumer_offsets by a first start(),
             # __transaction_state with the transaction coordinator (asked for it here, as Kafka's

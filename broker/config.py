@@ -97,7 +97,7 @@ class BrokerConfig:
         metadata={"help": "always (group commit: ack after fsync), interval:MS, or never"},
     )
     auto_create_topics_enable: bool = field(
-        default=True, metadata={"help": "create unknown topics on Metadata and Produce (auto.create.topics.enable)"}
+        default=True, metadata={"help": "create unknown topics a Metadata request names (auto.create.topics.enable)"}
     )
     num_partitions: int = field(default=1, metadata={"help": "partitions of auto-created topics (num.partitions)"})
     default_replication_factor: int = field(

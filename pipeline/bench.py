@@ -80,7 +80,7 @@ def decode_in_process(root: Path) -> tuple[int, float]:
     from . import decode, schemas
     from .logdir import list_segments
 
-    segment = max(list_segments(root), key=lambda s: s.size)
+    segment = max(list_segments(str(root)), key=lambda s: s.size)
     schema = schemas.arrow_schema(schemas.RECORDS)
     started = time.perf_counter()
     rows = sum(b.num_rows for b in decode.record_batches(segment, schema))

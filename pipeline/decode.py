@@ -1,5 +1,9 @@
 """Segment files -> Arrow record batches, for the `kbroker-log` data source (no Spark imports here).
 
+A task reads slices of segments (logdir.plan_slices) and hands rows on in Arrow batches of at most
+ROWS_PER_ARROW_BATCH rows as it goes, so what it holds is bounded by that record budget (and one
+decoded batch), whatever the size of the segments.
+
 Record batches are decoded by `kbroker.protocol.record_batch.decode_batch` (every codec, CRC checked),
 the same code the broker uses; this module only walks a segment defensively and lays the records out
 in columns. Damage never stops a read: every problem becomes a `ScanIssue` naming the file, the byte
@@ -9,8 +13,6 @@ the rest of the segment is abandoned when it cannot (there is no way to find the
 
 from __future__ import annotations
 
-import mmap
-import os
 import re
 import struct
 from dataclasses import dataclass
@@ -19,6 +21,13 @@ from typing import Any, Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..protocol.records.consumer_records import (
+    ConsumerGroupCurrentMemberAssignmentRecord,
+    ConsumerGroupMemberMetadataRecord,
+    ConsumerGroupMetadataRecord,
+    ConsumerGroupTargetAssignmentMemberRecord,
+    ConsumerGroupTargetAssignmentMetadataRecord,
+)
 from ..protocol.records.codec import UnknownRecordType, decode_record
 from ..protocol.records.classic_records import (
     GroupMetadataRecord,
@@ -27,6 +36,7 @@ from ..protocol.records.classic_records import (
     OffsetCommitTombstone,
 )
 from ..protocol import codec
+from ..protocol.control_records import COMMIT, control_type
 from ..protocol.errors import KafkaError
 from ..protocol import consumer_protocol
 from ..protocol.record_batch import (
@@ -40,7 +50,8 @@ from ..protocol.record_batch import (
     decode_batch,
 )
 
-from .logdir import SegmentFile
+from . import storage
+from .logdir import SegmentFile, SegmentSlice
 
 ROWS_PER_ARROW_BATCH = 65536
 
@@ -60,73 +71,79 @@ class ScanIssue:
         return f"{self.path}: {self.kind} at {where}: {self.message}"
 
 
-class SegmentBuffer:
-    """A read-only view of one segment file (mmap; empty files have no mapping)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fd = os.open(path, os.O_RDONLY)
-        size = os.fstat(self._fd).st_size
-        self.buf: Any = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) if size else b""
-
-    def close(self) -> None:
-        if isinstance(self.buf, mmap.mmap):
-            self.buf.close()
-        os.close(self._fd)
-
-    def __enter__(self) -> SegmentBuffer:
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.close()
+def _slice(part: SegmentFile | SegmentSlice) -> SegmentSlice:
+    return part if isinstance(part, SegmentSlice) else SegmentSlice(part, 0, part.size)
 
 
 def walk_segment(
-    buf: Any, segment: SegmentFile, report: Callable[[ScanIssue], None], *, check_crc: bool = True
-) -> Iterator[tuple[int, BatchHeader]]:
-    """(position, header) of every sound batch of a segment; problems go to `report`."""
-    n = len(buf)
+    reader: storage.RandomAccess, part: SegmentFile | SegmentSlice, report: Callable[[ScanIssue], None], *,
+    check_crc: bool = True
+) -> Iterator[tuple[int, Any, int, BatchHeader]]:
+    """(position in the file, buffer, offset in the buffer, header) of every sound batch that starts
+    in the slice; problems found there go to `report`. Batches before the slice are stepped over by
+    their headers alone."""
+    sl = _slice(part)
+    segment = sl.segment
+    n = reader.size
     pos = 0
-    while pos < n:
+    while pos < min(n, sl.end):
+        mine = pos >= sl.start
         if n - pos < HEADER_SIZE:
-            kind = "truncated"
-            message = f"{n - pos} trailing bytes cannot hold a batch header"
-            if segment.last_in_partition:
-                message += " (an append in flight or a torn write)"
-            report(ScanIssue(segment.path, pos, None, kind, message))
+            if mine:
+                message = f"{n - pos} trailing bytes cannot hold a batch header"
+                if segment.last_in_partition:
+                    message += " (an append in flight or a torn write)"
+                report(ScanIssue(segment.path, pos, None, "truncated", message))
             return
-        header = BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
+        hbuf, hoff = reader.read(pos, HEADER_SIZE)
+        header = BatchHeader(*HEADER_STRUCT.unpack_from(hbuf, hoff))
         if header.batch_length < MIN_BATCH_LENGTH:
-            report(ScanIssue(segment.path, pos, header.base_offset, "bad_length",
-                             f"batchLength {header.batch_length} is impossible; the rest of the file "
-                             f"({n - pos} bytes) is skipped"))
+            if mine:
+                report(ScanIssue(segment.path, pos, header.base_offset, "bad_length",
+                                 f"batchLength {header.batch_length} is impossible; the rest of the file "
+                                 f"({n - pos} bytes) is skipped"))
             return
         if pos + header.size > n:
-            report(ScanIssue(segment.path, pos, header.base_offset, "truncated",
-                             f"batch of {header.size} bytes runs {pos + header.size - n} bytes past the end "
-                             f"of the file"))
+            if mine:
+                report(ScanIssue(segment.path, pos, header.base_offset, "truncated",
+                                 f"batch of {header.size} bytes runs {pos + header.size - n} bytes past the end "
+                                 f"of the file"))
             return
-        if header.magic != 2:
-            report(ScanIssue(segment.path, pos, header.base_offset, "bad_magic",
-                             f"magic {header.magic}, expected 2; batch of {header.size} bytes skipped"))
-        elif check_crc and compute_crc(buf, pos, header.size) != header.crc:
-            report(ScanIssue(segment.path, pos, header.base_offset, "bad_crc",
-                             f"CRC mismatch; batch of {header.size} bytes "
-                             f"({header.records_count} records) skipped"))
-        else:
-            yield pos, header
+        if mine:
+            if header.magic != 2:
+                report(ScanIssue(segment.path, pos, header.base_offset, "bad_magic",
+                                 f"magic {header.magic}, expected 2; batch of {header.size} bytes skipped"))
+            else:
+                buf, off = reader.read(pos, header.size)
+                if check_crc and compute_crc(buf, off, header.size) != header.crc:
+                    report(ScanIssue(segment.path, pos, header.base_offset, "bad_crc",
+                                     f"CRC mismatch; batch of {header.size} bytes "
+                                     f"({header.records_count} records) skipped"))
+                else:
+                    yield pos, buf, off, header
         pos += header.size
 
 
-def _decoded_batches(buf: Any, segment: SegmentFile, report: Callable[[ScanIssue], None], since_ms: int | None):
-    for pos, header in walk_segment(buf, segment, report, check_crc=False):
+def _decoded_batches(reader: storage.RandomAccess, part: SegmentFile | SegmentSlice,
+                     report: Callable[[ScanIssue], None], since_ms: int | None):
+    sl = _slice(part)
+    for pos, buf, off, header in walk_segment(reader, sl, report, check_crc=False):
         if since_ms is not None and header.max_timestamp < since_ms:
             continue
         try:
-            yield decode_batch(buf, pos)  # checks the CRC
+            yield decode_batch(buf, off)  # checks the CRC
         except KafkaError as exc:
             kind = "bad_crc" if "CRC" in str(exc) else "bad_records"
-            report(ScanIssue(segment.path, pos, header.base_offset, kind, f"{exc}; batch skipped"))
+            report(ScanIssue(sl.segment.path, pos, header.base_offset, kind, f"{exc}; batch skipped"))
+
+
+def _open(part: SegmentFile | SegmentSlice, report: Callable[[ScanIssue], None]) -> storage.RandomAccess | None:
+    path = _slice(part).segment.path
+    try:
+        return storage.RandomAccess(path)
+    except OSError as exc:
+        report(ScanIssue(path, 0, None, "unreadable", str(exc)))
+        return None
 
 
 def print_issue(issue: ScanIssue) -> None:
@@ -218,55 +235,61 @@ def records_to_arrow(
 
 
 def record_batches(
-    segment: SegmentFile,
+    part: SegmentFile | SegmentSlice,
     schema: pa.Schema,
     *,
     since_ms: int | None = None,
     report: Callable[[ScanIssue], None] = print_issue,
     rows_per_batch: int = ROWS_PER_ARROW_BATCH,
 ) -> Iterator[pa.RecordBatch]:
-    """The records of one segment file as Arrow batches of the records view's schema."""
-    try:
-        seg = SegmentBuffer(segment.path)
-    except OSError as exc:
-        report(ScanIssue(segment.path, 0, None, "unreadable", str(exc)))
+    """The records of one segment file (or slice of one) as Arrow batches of the records view's schema."""
+    reader = _open(part, report)
+    if reader is None:
         return
-    with seg:
-        decoded = _decoded_batches(seg.buf, segment, report, since_ms)
-        yield from records_to_arrow(segment, schema, decoded, since_ms=since_ms, rows_per_batch=rows_per_batch)
+    with reader:
+        decoded = _decoded_batches(reader, part, report, since_ms)
+        yield from records_to_arrow(_slice(part).segment, schema, decoded, since_ms=since_ms,
+                                    rows_per_batch=rows_per_batch)
 
 
 # --- batches view -------------------------------------------------------------------------------------
 
 
-def batch_rows(segment: SegmentFile, *, report: Callable[[ScanIssue], None] | None = None) -> list[dict[str, Any]]:
-    """One row per batch of a segment (headers only, CRC checked), plus one row per problem found."""
-    rows: list[dict[str, Any]] = []
+def batch_rows(part: SegmentFile | SegmentSlice, *,
+               report: Callable[[ScanIssue], None] | None = None) -> Iterator[dict[str, Any]]:
+    """One row per batch of a segment or slice (headers only, CRC checked), plus one per problem found."""
+    segment = _slice(part).segment
     base = {"topic": segment.topic, "partition": segment.partition, "segment": segment.path,
             "segment_base_offset": segment.base_offset}
+    issues: list[ScanIssue] = []
 
     def on_issue(issue: ScanIssue) -> None:
-        rows.append({**base, "position": issue.position, "base_offset": issue.base_offset,
-                     "error_kind": issue.kind, "error": issue.describe()})
+        issues.append(issue)
         if report is not None:
             report(issue)
 
-    try:
-        seg = SegmentBuffer(segment.path)
-    except OSError as exc:
-        on_issue(ScanIssue(segment.path, 0, None, "unreadable", str(exc)))
-        return rows
-    with seg:
-        for pos, h in walk_segment(seg.buf, segment, on_issue):
-            rows.append({
+    def issue_rows() -> Iterator[dict[str, Any]]:
+        for issue in issues:
+            yield {**base, "position": issue.position, "base_offset": issue.base_offset,
+                   "error_kind": issue.kind, "error": issue.describe()}
+        issues.clear()
+
+    reader = _open(part, on_issue)
+    if reader is None:
+        yield from issue_rows()
+        return
+    with reader:
+        for pos, _, _, h in walk_segment(reader, part, on_issue):
+            yield from issue_rows()
+            yield {
                 **base, "position": pos, "base_offset": h.base_offset, "last_offset": h.last_offset,
                 "records": h.records_count, "size_bytes": h.size,
                 "compression": COMPRESSION_NAMES.get(h.compression, str(h.compression)),
                 "log_append_time": bool(h.timestamp_type), "base_timestamp": _ms(h.base_timestamp),
                 "max_timestamp": _ms(h.max_timestamp), "producer_id": h.producer_id,
                 "transactional": h.is_transactional, "control": h.is_control,
-            })
-    return rows
+            }
+    yield from issue_rows()
 
 
 def _ms(value: int | None):
@@ -316,11 +339,24 @@ def _members(record: GroupMetadataRecord) -> list[dict[str, Any]]:
     return out
 
 
-def consumer_offsets_row(log_partition: int, r: LogRecord, batch_offset: int | None = None) -> dict[str, Any]:
-    """One `__consumer_offsets` record, decoded with the coordinator's own record codec. `batch_offset`
-    (the base offset of its batch) tells one OffsetCommit request from another: each is one batch."""
+_CONSUMER_RECORD_NAME = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def _topic_partitions(assignment: Any, topic_names: dict[str, str]) -> list[dict[str, Any]]:
+    """A KIP-848 assignment ({topic id: partitions}) with topic names where the data directory has them."""
+    return [{"topic": topic_names.get(str(tid), str(tid)), "partitions": sorted(ps)}
+            for tid, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))]
+
+
+def consumer_offsets_row(log_partition: int, r: LogRecord, header: BatchHeader | None = None,
+                         topic_names: dict[str, str] | None = None) -> dict[str, Any]:
+    """One `__consumer_offsets` record, decoded with the coordinator's own record codec. The batch
+    header says which request wrote it (`batch_offset`) and whether a transaction did (`producer_id`,
+    `transactional`: such a record counts only once its producer's COMMIT marker follows)."""
     row: dict[str, Any] = {"log_partition": log_partition, "offset": r.offset, "timestamp": _ms(r.timestamp),
-                           "batch_offset": batch_offset}
+                           "batch_offset": None if header is None else header.base_offset,
+                           "producer_id": None if header is None else header.producer_id,
+                           "transactional": None if header is None else header.is_transactional}
     try:
         rec = decode_record(r.key, r.value)
     except UnknownRecordType as exc:
@@ -343,35 +379,76 @@ def consumer_offsets_row(log_partition: int, r: LogRecord, batch_offset: int | N
     elif isinstance(rec, GroupMetadataTombstone):
         row.update(record_type="group_tombstone")
     else:  # a consumer group (KIP-848) record: consumer_group_metadata_record, ..._tombstone, ...
-        row.update(record_type=re.sub(r"(?<!^)(?=[A-Z])", "_", type(rec).__name__).lower())
+        row["record_type"] = _CONSUMER_RECORD_NAME.sub("_", type(rec).__name__).lower()
+        names = topic_names or {}
+        if isinstance(rec, ConsumerGroupMetadataRecord):
+            row.update(generation=rec.epoch, protocol_type="consumer")
+        elif isinstance(rec, ConsumerGroupMemberMetadataRecord):
+            row.update(member_id=rec.member_id, members=[{
+                "member_id": rec.member_id, "group_instance_id": rec.instance_id, "client_id": rec.client_id,
+                "client_host": rec.client_host, "rebalance_timeout_ms": rec.rebalance_timeout_ms,
+                "session_timeout_ms": None, "subscription": list(rec.subscribed_topic_names), "assignment": None}])
+        elif isinstance(rec, ConsumerGroupCurrentMemberAssignmentRecord):
+            row.update(member_id=rec.member_id, generation=rec.member_epoch,
+                       assignment=_topic_partitions(rec.assigned_partitions, names))
+        elif isinstance(rec, ConsumerGroupTargetAssignmentMemberRecord):
+            row.update(member_id=rec.member_id, assignment=_topic_partitions(rec.partitions, names))
+        elif isinstance(rec, ConsumerGroupTargetAssignmentMetadataRecord):
+            row.update(generation=rec.assignment_epoch)
+        else:
+            row["member_id"] = getattr(rec, "member_id", None)
     return row
 
 
 def consumer_offsets_rows(
-    segment: SegmentFile, *, report: Callable[[ScanIssue], None] = print_issue
-) -> list[dict[str, Any]]:
-    """One row per `__consumer_offsets` record of a segment file."""
-    rows: list[dict[str, Any]] = []
-    try:
-        seg = SegmentBuffer(segment.path)
-    except OSError as exc:
-        report(ScanIssue(segment.path, 0, None, "unreadable", str(exc)))
-        return rows
-    with seg:
-        for header, records in _decoded_batches(seg.buf, segment, report, None):
-            if header.is_control:
-                continue
-            for r in records:
-                row = consumer_offsets_row(segment.partition, r, header.base_offset)
-                if row["record_type"] == "undecodable":
-                    report(ScanIssue(segment.path, -1, header.base_offset, "bad_records",
-                                     f"record at offset {r.offset} does not decode: {row['detail']}"))
-                rows.append(row)
-    return rows
+    part: SegmentFile | SegmentSlice, *, report: Callable[[ScanIssue], None] = print_issue,
+    topic_names: dict[str, str] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """One row per `__consumer_offsets` record of a segment file or slice, and one per transaction
+    marker (record_type txn_commit or txn_abort, with the producer id)."""
+    sl = _slice(part)
+    reader = _open(sl, report)
+    if reader is None:
+        return
+    with reader:
+        def undecodable(header: BatchHeader, r: LogRecord, detail: str) -> None:
+            report(ScanIssue(sl.segment.path, -1, header.base_offset, "bad_records",
+                             f"record at offset {r.offset} does not decode: {detail}"))
+
+        yield from consumer_offsets_from_batches(sl.segment.partition, _decoded_batches(reader, sl, report, None),
+                                                 topic_names, undecodable)
 
 
-def rows_to_batches(rows: list[dict[str, Any]], schema: pa.Schema,
+def consumer_offsets_from_batches(
+    log_partition: int, decoded: Iterable[tuple[BatchHeader, list[LogRecord]]],
+    topic_names: dict[str, str] | None = None,
+    undecodable: Callable[[BatchHeader, LogRecord, str], None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Rows of decoded `__consumer_offsets` batches (from a file or a fetch), markers included."""
+    for header, records in decoded:
+        if header.is_control:
+            kind = control_type(records[0].key) if records else None
+            if kind is not None:
+                yield {"log_partition": log_partition, "offset": header.base_offset,
+                       "timestamp": _ms(header.max_timestamp), "batch_offset": header.base_offset,
+                       "producer_id": header.producer_id, "transactional": True,
+                       "record_type": "txn_commit" if kind == COMMIT else "txn_abort"}
+            continue
+        for r in records:
+            row = consumer_offsets_row(log_partition, r, header, topic_names)
+            if row["record_type"] == "undecodable" and undecodable is not None:
+                undecodable(header, r, row["detail"])
+            yield row
+
+
+def rows_to_batches(rows: Iterable[dict[str, Any]], schema: pa.Schema,
                     rows_per_batch: int = ROWS_PER_ARROW_BATCH) -> Iterator[pa.RecordBatch]:
-    for start in range(0, len(rows), rows_per_batch):
-        yield pa.RecordBatch.from_pylist(rows[start : start + rows_per_batch], schema=schema)
-
+    """Rows as Arrow batches of at most `rows_per_batch` rows, taken from `rows` as they come."""
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= rows_per_batch:
+            yield pa.RecordBatch.from_pylist(chunk, schema=schema)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk, schema=schema)

@@ -5,20 +5,26 @@
 
 The master is only set when --master is given; otherwise whatever Spark is configured with (spark-submit,
 spark-defaults.conf, PYSPARK_SUBMIT_ARGS) wins, and with nothing configured the job runs on local[*].
-`run()` is the job on an existing session (tests share one); `main()` owns its session.
+On a cluster the job ships itself (shipping.py) and bakes nothing of the driver's machine into the
+executors. `run()` is the job on an existing session (tests share one); `main()` owns its session.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import os
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-TABLES = ("offsets_latest", "lag", "commit_rate", "rebalances", "group_summary", "topics", "errors")
+from . import preflight, storage
+
+TABLES = ("offsets_latest", "lag", "commit_rate", "rebalances", "group_summary", "group_status", "partition_status",
+          "lag_history", "partition_lag_history", "ownership", "outages", "topics", "errors")
+BUCKETS = 120  # points of the lag-over-time series
+_NICE_BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 
 
 class JobError(Exception):
@@ -44,41 +50,55 @@ class Progress:
 
 @dataclass
 class JobResult:
-    out: Path
+    out: str
     rows: dict[str, int]
     problems: list[str]
-    report: Path
+    report: str
 
 
 def make_session(master: str | None, app_name: str = "kbroker-analyze", extra: dict[str, str] | None = None):
-    """A SparkSession that honours --master, else the configured master, else local[*]."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    """A SparkSession that honours --master, else the configured master, else local[*].
+
+    On a local master the executors are this process's machine: they run this interpreter. On a
+    cluster nothing of the driver's machine is set: the executors use the Python their workers are
+    configured with (PYSPARK_PYTHON there, or spark.pyspark.python given by the user), the driver
+    binds and advertises what Spark resolves (SPARK_LOCAL_IP, spark.driver.host, or the host name),
+    and the package reaches them as a zip (shipping.py)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
+    chosen = master
     if master:
         builder = builder.master(master)
     else:
         # Launch the JVM first: spark-submit, spark-defaults.conf and PYSPARK_SUBMIT_ARGS all land in its
         # system properties, which a JVM-backed SparkConf reads.
         SparkContext._ensure_initialized()
-        if not SparkConf().contains("spark.master"):
+        conf = SparkConf()
+        chosen = conf.get("spark.master") if conf.contains("spark.master") else "local[*]"
+        if not conf.contains("spark.master"):
             builder = builder.config("spark.master", "local[*]")
+    local = preflight.is_local_master(chosen or "local[*]")
     settings = {
-        "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "8",
         "spark.ui.showConsoleProgress": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
     }
+    if local:
+        settings["spark.pyspark.python"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     settings.update(extra or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if not local:
+        from .shipping import ship
+
+        ship(spark)
     return spark
 
 
@@ -90,42 +110,64 @@ def _since_column(since_ms: int | None):
     return F.lit(dt.datetime.fromtimestamp(since_ms / 1000, tz=dt.timezone.utc)).cast("timestamp")
 
 
-def read_broker_log(spark, path: str | os.PathLike[str]):
-    from . import analytics
+def read_broker_log(spark, path: str):
+    from . import groups
 
-    if not Path(path).is_file():
+    if storage.kind(str(path)) != "file":
         raise JobError(f"broker log {str(path)!r} does not exist or is not a file")
     # Lines that are not JSON (a text-format log, a stack trace) become rows of nulls and drop out.
-    return spark.read.schema(analytics.BROKER_LOG_SCHEMA).option("mode", "PERMISSIVE").json(str(path))
+    return spark.read.schema(groups.BROKER_LOG_SCHEMA).option("mode", "PERMISSIVE").json(storage.for_spark(str(path)))
+
+
+def bucket_seconds(span_s: float, buckets: int = BUCKETS) -> int:
+    """A round bucket size giving at most `buckets` points over `span_s` seconds."""
+    want = max(span_s, 1) / buckets
+    return next((b for b in _NICE_BUCKETS_S if b >= want), int(math.ceil(want)))
+
+
+def _time_window(spark, batches, commit_rows, since_ms: int | None) -> tuple[float | None, float | None]:
+    """(start, end) in epoch seconds of what the data covers (the end is the report's "now")."""
+    from pyspark.sql import functions as F
+
+    # __consumer_offsets' own batches are left out: they carry the time they were appended, which is
+    # the commit time for commits but may be a rewrite's (compaction) or a tool's for others
+    b = (batches.where(F.col("error").isNull() & ~F.col("topic").startswith("__"))
+         .agg(F.min("base_timestamp"), F.max("max_timestamp")).first())
+    c = commit_rows.agg(F.min("commit_timestamp"), F.max("commit_timestamp")).first()
+    starts = [x.timestamp() for x in (b[0], c[0]) if x is not None]
+    ends = [x.timestamp() for x in (b[1], c[1]) if x is not None]
+    start = min(starts) if starts else None
+    if since_ms is not None:
+        start = since_ms / 1000
+    return start, (max(ends) if ends else None)
 
 
 def run(spark, data_dir: str | os.PathLike[str], out: str | os.PathLike[str], *, since_ms: int | None = None,
-        broker_log: str | os.PathLike[str] | None = None, progress: Progress | None = None) -> JobResult:
+        broker_log: str | os.PathLike[str] | None = None, progress: Progress | None = None,
+        top_groups: int = 10) -> JobResult:
     from pyspark.sql import functions as F
 
-    from . import analytics, report, source
+    from . import analytics, groups, report, source
     from .logdir import DataDirError, check_data_dir, list_segments
 
     progress = progress or Progress()
-    progress.total = 11
+    progress.total = 8 + len(TABLES)
+    data_dir, out = str(data_dir), str(out)
     try:
-        root = check_data_dir(data_dir).resolve()
+        preflight.check_data_dir(data_dir)
+        root = check_data_dir(os.path.abspath(storage.local_path(data_dir)) if storage.is_local(data_dir) else data_dir)
         segments = list_segments(root)
-    except DataDirError as exc:
+    except (DataDirError, preflight.PreflightError) as exc:
         raise JobError(str(exc)) from exc
-    if not (root / "topics").is_dir() and not segments:
-        raise JobError(f"{str(root)!r} is not a kbroker data directory (no topics/ folder, no segment files)")
-    out_dir = Path(out).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_location = storage.for_spark(out)
     source.register(spark)
     since = _since_column(since_ms)
     total_bytes = sum(s.size for s in segments)
     progress(f"{len(segments)} segment files, {total_bytes / 1e6:.1f} MB in {root}")
 
-    reader = spark.read.format("kbroker-log").option("path", str(root))
+    reader = spark.read.format("kbroker-log").option("path", root)
     batches = reader.option("view", "batches").load().cache()
-    offsets = spark.read.format("kbroker-log").option("path", str(root)).option("view", "consumer_offsets").load()
-    offsets = offsets.cache()
+    offsets = spark.read.format("kbroker-log").option("path", root).option("view", "consumer_offsets").load().cache()
     seg_frame = analytics.segments_frame(spark, segments)
 
     progress("scanning batch headers (CRC checked) of every segment")
@@ -134,71 +176,81 @@ def run(spark, data_dir: str | os.PathLike[str], out: str | os.PathLike[str], *,
     for problem in problems:
         progress.warn(problem)
     progress(f"decoding __consumer_offsets: {offsets.count()} records")
-    # Reasons: the log file when given, else the broker's own rebalance history file in the data dir.
-    history_file = root / "rebalances.jsonl"
+    history_file = storage.join(root, "rebalances.jsonl")
     events_source = "broker log"
     if broker_log:
-        events = read_broker_log(spark, broker_log)
-    elif history_file.is_file():
+        events = read_broker_log(spark, str(broker_log))
+    elif storage.kind(history_file) == "file":
         events, events_source = read_broker_log(spark, history_file), "broker history"
     else:
         events = None
 
-    ends = analytics.log_end_offsets(batches, seg_frame).cache()
-    latest = analytics.offsets_latest(offsets).cache()
-    tables = {
-        "offsets_latest": latest.orderBy("group_id", "topic", "partition"),
-        "lag": analytics.lag(latest, ends),
-        "commit_rate": analytics.commit_rate(offsets, since),
-        "rebalances": analytics.rebalances(offsets, events, since, events_source),
-        "topics": analytics.topics(batches, seg_frame, ends, since),
-        "errors": errors_df,
-    }
-    rows: dict[str, int] = {}
-    # the summary reads the three tables it sums up once they are written
-    for name in ("lag", "commit_rate", "rebalances"):
-        tables[name].write.mode("overwrite").parquet(str(out_dir / name))
-    written = {name: spark.read.parquet(str(out_dir / name)) for name in ("lag", "commit_rate", "rebalances")}
-    tables["group_summary"] = analytics.group_summary(written["rebalances"], written["lag"], written["commit_rate"])
-    for name, frame in tables.items():
-        if name in written:
-            rows[name] = written[name].count()
-            progress(f"{name}: {rows[name]} rows -> {out_dir / name}")
-            continue
-        target = out_dir / name
-        frame.write.mode("overwrite").parquet(str(target))
-        rows[name] = spark.read.parquet(str(target)).count()
-        progress(f"{name}: {rows[name]} rows -> {target}")
+    resolved = analytics.resolve_transactions(offsets).cache()
+    commit_rows = analytics.commits(resolved).cache()
+    start_s, end_s = _time_window(spark, batches, commit_rows, since_ms)
+    window_s = (end_s - start_s) if start_s is not None and end_s is not None else None
+    bucket_s = bucket_seconds(window_s or 1)
+    buckets = max(1, math.ceil((window_s or 1) / bucket_s))
+    now = F.lit(dt.datetime.fromtimestamp(end_s or 0, tz=dt.timezone.utc)).cast("timestamp")
+    progress(f"window: {_fmt(start_s)} to {_fmt(end_s)} ({(window_s or 0):,.0f} s), lag every {bucket_s} s")
 
-    small = {name: spark.read.parquet(str(out_dir / name))
-             for name in ("lag", "commit_rate", "rebalances", "topics", "group_summary")}
-    pandas_tables = {
-        "group_summary": small["group_summary"].limit(100_000).toPandas(),
-        "lag": small["lag"].limit(100_000).toPandas(),
-        "commit_rate": small["commit_rate"].limit(100_000).toPandas(),
-        "rebalances": small["rebalances"].drop("members").limit(100_000)
-        .withColumn("members_joined", F.array_join("members_joined", " "))
-        .withColumn("members_left", F.array_join("members_left", " ")).toPandas(),
-        # the HTML leaves out idle internal partitions (49 of 50 __consumer_offsets partitions are often empty)
-        "topics": small["topics"].where(~F.col("topic").startswith("__") | (F.col("messages") > 0))
-        .withColumn("compression", F.array_join("compression", ",")).limit(100_000).toPandas(),
-    }
-    meta = {"data directory": str(root), "segments": f"{len(segments)} ({total_bytes:,} bytes)",
-            "since": "everything" if since_ms is None else
-            f"{dt.datetime.fromtimestamp(since_ms / 1000, tz=dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC",
+    ends = analytics.log_end_offsets(batches, seg_frame).cache()
+    latest = analytics.offsets_latest(resolved).cache()
+    intervals = groups.member_intervals(offsets)
+    rows: dict[str, int] = {}
+
+    def write(name: str, frame):
+        target = storage.join(out_location, name)
+        frame.write.mode("overwrite").parquet(target)
+        written = spark.read.parquet(target)
+        rows[name] = written.count()
+        progress(f"{name}: {rows[name]:,} rows -> {target}")
+        return written
+
+    t: dict = {}
+    t["offsets_latest"] = write("offsets_latest", latest.orderBy("group_id", "topic", "partition"))
+    t["lag"] = write("lag", analytics.lag(latest, ends))
+    t["commit_rate"] = write("commit_rate", analytics.commit_rate(commit_rows, since))
+    t["rebalances"] = write("rebalances", groups.rebalances(offsets, intervals, events, since, events_source))
+    t["ownership"] = write("ownership", groups.ownership(offsets, t["rebalances"], intervals))
+    t["outages"] = write("outages", groups.outages(offsets, t["rebalances"]))
+    history = analytics.lag_history(commit_rows, batches, start_s or 0, bucket_s, buckets) if start_s is not None \
+        else spark.createDataFrame([], "group_id string, topic string, partition int, time timestamp, "
+                                       "committed_offset long, log_end_offset long, lag long")
+    t["partition_lag_history"] = write("partition_lag_history", history)
+    t["lag_history"] = write("lag_history", analytics.group_lag_history(t["partition_lag_history"]))
+    t["partition_status"] = write("partition_status", groups.partition_status(
+        analytics.commit_lag(commit_rows, batches), t["lag"], now))
+    summary = groups.group_summary(t["rebalances"], t["lag"], t["commit_rate"], t["partition_status"],
+                                   analytics.transactions(resolved), t["outages"], groups.deletions(offsets))
+    t["group_summary"] = write("group_summary", summary)
+    t["group_status"] = write("group_status", t["group_summary"].select("group_id", "status", "status_reason"))
+    t["topics"] = write("topics", analytics.topics(batches, seg_frame, ends, since, window_s))
+    t["errors"] = write("errors", errors_df)
+
+    meta = {"data directory": root, "segments": f"{len(segments):,} ({total_bytes:,} bytes)",
+            "window": f"{_fmt(start_s)} to {_fmt(end_s)} UTC" + ("" if since_ms is None else " (--since)"),
             "rebalance reasons": str(broker_log) if broker_log else
-            f"{history_file} (the broker's history)" if history_file.is_file() else
+            f"{history_file} (the broker's history)" if events is not None else
             "derived from member lists (no --broker-log, no rebalances.jsonl)",
             "spark master": spark.sparkContext.master}
-    html_path = report.write_report(out_dir, pandas_tables, problems, meta)
+    data = report.collect(t, top_groups=top_groups, bucket_s=bucket_s, window=(start_s, end_s))
+    html_path = report.write_report(out, data, problems, meta)
     progress(f"report: {html_path}")
-    for frame in (batches, offsets, ends, latest):
+    for frame in (batches, offsets, ends, latest, resolved, commit_rows):
         frame.unpersist()
-    return JobResult(out_dir, rows, problems, html_path)
+    return JobResult(out, rows, problems, html_path)
+
+
+def _fmt(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def main(args: argparse.Namespace) -> int:
-    """Entry point of `kbroker analyze`; returns the process exit code."""
+    """Entry point of `kbroker analyze`; returns the process exit code. Every bad argument is one line
+    and exit code 2, found before Spark starts."""
     from .source import parse_time
 
     data_dir = getattr(args, "data_dir", None) or "./data"
@@ -209,35 +261,40 @@ def main(args: argparse.Namespace) -> int:
     try:
         since_ms = parse_time(getattr(args, "since", None))
     except ValueError as exc:
-        print(f"kbroker analyze: --since: {exc}", file=sys.stderr)
-        return 2
-    if not Path(data_dir).is_dir():
-        print(f"kbroker analyze: data directory {data_dir!r} does not exist or is not a directory", file=sys.stderr)
-        return 2
-    if broker_log and not Path(broker_log).is_file():
-        print(f"kbroker analyze: broker log {broker_log!r} does not exist or is not a file", file=sys.stderr)
-        return 2
+        return _refuse(f"--since: {exc}")
+    try:
+        preflight.check_master(master)
+        preflight.check_data_dir(data_dir)
+        if broker_log and storage.kind(broker_log) != "file":
+            raise preflight.PreflightError(f"broker log {broker_log!r} does not exist or is not a file")
+        preflight.check_output(out)
+        preflight.check_java()
+        preflight.check_spark_python(master)
+    except (preflight.PreflightError, OSError) as exc:
+        return _refuse(str(exc))
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        print("kbroker analyze: pyspark is not installed: pip install 'kbroker[pipeline]'", file=sys.stderr)
-        return 2
+        return _refuse("pyspark is not installed: pip install 'kbroker[pipeline]'")
     progress = Progress(enabled=not quiet)
-    progress.total = 11
     spark = make_session(master)
     try:
         result = run(spark, data_dir, out, since_ms=since_ms, broker_log=broker_log, progress=progress)
     except JobError as exc:
-        print(f"kbroker analyze: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(str(exc))
     finally:
         spark.stop()
     summary = ", ".join(f"{name} {count}" for name, count in result.rows.items())
     print(f"wrote {result.out} ({summary}); open {result.report}")
     if result.problems:
         print(f"kbroker analyze: {len(result.problems)} problem(s) in the input were skipped (listed above and "
-              f"in {result.out / 'errors'})", file=sys.stderr)
+              f"in {storage.join(result.out, 'errors')})", file=sys.stderr)
     return 0
+
+
+def _refuse(message: str) -> int:
+    print(f"kbroker analyze: {message}", file=sys.stderr)
+    return 2
 
 
 def _argparser() -> argparse.ArgumentParser:
@@ -253,4 +310,3 @@ def _argparser() -> argparse.ArgumentParser:
 
 if __name__ == "__main__":
     raise SystemExit(main(_argparser().parse_args()))
-

@@ -68,8 +68,13 @@ MEMBER = _struct(
 )
 
 # view=consumer_offsets: `__consumer_offsets` decoded with the coordinator's record codec.
-# record_type is offset_commit | offset_tombstone | group_metadata | group_tombstone | unknown
-# (KIP-848 and other record types the classic coordinator does not manage) | undecodable.
+# record_type is offset_commit | offset_tombstone | group_metadata | group_tombstone, a consumer
+# group's (KIP-848) record named after its class (consumer_group_metadata_record: generation is the
+# group epoch; consumer_group_member_metadata_record: members holds the member;
+# consumer_group_current_member_assignment_record: generation is the member epoch, assignment what it
+# owns; ..._tombstone), txn_commit | txn_abort (a transaction marker: producer_id says whose),
+# unknown (share and other record types) | undecodable. `transactional` records count only once a
+# txn_commit of their producer follows them in the same log partition.
 CONSUMER_OFFSETS = _struct(
     ("log_partition", IntegerType()),
     ("offset", LongType()),
@@ -91,6 +96,10 @@ CONSUMER_OFFSETS = _struct(
     ("members", ArrayType(MEMBER, True)),
     ("detail", StringType()),
     ("batch_offset", LongType()),
+    ("producer_id", LongType()),
+    ("transactional", BooleanType()),
+    ("member_id", StringType()),
+    ("assignment", ArrayType(TOPIC_PARTITIONS, True)),
 )
 
 VIEWS = {"records": RECORDS, "batches": BATCHES, "consumer_offsets": CONSUMER_OFFSETS}

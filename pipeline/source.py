@@ -3,11 +3,13 @@
     spark.dataSource.register(KbrokerLogDataSource)
     spark.read.format("kbroker-log").option("view", "records").load("./data")
 
-`kbroker-log` plans one input partition per segment file and decodes it on an executor into Arrow
-record batches. Options:
+`kbroker-log` plans its input partitions on the driver (logdir.plan_slices: big segments cut into
+slices, small ones packed together, about 64 MiB each) and decodes them on the executors into Arrow
+record batches. The location is a path or any URI storage.py reads. Options:
   view     records (default) | batches | consumer_offsets  (schemas in schemas.py)
   topics   comma-separated topic names to read (default: all; consumer_offsets reads only its topic)
   since    epoch ms or ISO 8601: skip batches whose max timestamp is older, and older records (records view)
+  task_bytes  the bytes of segment a task reads (default 64 MiB)
 
 `kbroker-wire` reads a topic from a live broker over the Kafka protocol (see wire.py), one input
 partition per log partition, between the earliest and the latest offset at planning time. As a stream
@@ -26,7 +28,16 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from . import decode, schemas, wire
-from .logdir import OFFSETS_TOPIC, SegmentFile, list_segments, parse_topics_option
+from .logdir import (
+    OFFSETS_TOPIC,
+    TARGET_TASK_BYTES,
+    SegmentFile,
+    SegmentSlice,
+    list_segments,
+    parse_topics_option,
+    plan_slices,
+    topic_names_by_id,
+)
 
 
 def parse_time(value: str | int | None) -> int | None:
@@ -79,23 +90,26 @@ class KbrokerLogReader(DataSourceReader):
         self.view = _view(options, "records")
         self.topics = {OFFSETS_TOPIC} if self.view == "consumer_offsets" else parse_topics_option(options.get("topics"))
         self.since_ms = parse_time(options.get("since"))
+        self.task_bytes = int(options.get("task_bytes") or TARGET_TASK_BYTES)
         self.schema = schema
+        # KIP-848 records name topics by id: the names, read once on the driver, travel with the reader
+        self.topic_names = topic_names_by_id(path) if self.view == "consumer_offsets" else {}
 
     def partitions(self) -> list[InputPartition]:
-        # One task per segment file, largest first so a big segment does not start last. Empty files (the
-        # fresh active segment of an idle partition) hold no rows and would only cost a task each.
-        segments = sorted((s for s in list_segments(self.path, self.topics) if s.size), key=lambda s: -s.size)
-        return [InputPartition(segment) for segment in segments]
+        segments = list_segments(self.path, self.topics)
+        return [InputPartition(task) for task in plan_slices(segments, self.task_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        segment: SegmentFile = partition.value
+        task: list[SegmentSlice] = partition.value
         arrow_schema = schemas.arrow_schema(self.schema)
-        if self.view == "records":
-            yield from decode.record_batches(segment, arrow_schema, since_ms=self.since_ms)
-        elif self.view == "batches":
-            yield from decode.rows_to_batches(decode.batch_rows(segment), arrow_schema)
-        else:
-            yield from decode.rows_to_batches(decode.consumer_offsets_rows(segment), arrow_schema)
+        for part in task:
+            if self.view == "records":
+                yield from decode.record_batches(part, arrow_schema, since_ms=self.since_ms)
+            elif self.view == "batches":
+                yield from decode.rows_to_batches(decode.batch_rows(part), arrow_schema)
+            else:
+                yield from decode.rows_to_batches(
+                    decode.consumer_offsets_rows(part, topic_names=self.topic_names), arrow_schema)
 
 
 # --- kbroker-wire -------------------------------------------------------------------------------------
@@ -127,24 +141,27 @@ class KbrokerWireDataSource(DataSource):
 
 
 def _wire_partitions(bootstrap: str, topic: str, start: dict[int, int] | None, end: dict[int, int]):
+    """Planned on the driver: which partition, from which leader, between which offsets (read on the
+    executors); for __consumer_offsets, the topic names by id too (KIP-848 records carry ids)."""
     with wire.connect_any(bootstrap) as conn:
         leaders = wire.partition_leaders(conn, topic)
+        names = wire.topic_names(conn) if topic == OFFSETS_TOPIC else {}
     first = start if start is not None else wire.offsets_by_leader(bootstrap, topic, wire.EARLIEST)
     out = []
     for leader in leaders:
         lo, hi = first.get(leader.partition, 0), end.get(leader.partition, 0)
         if hi > lo:
-            out.append(InputPartition((leader, lo, hi)))
+            out.append(InputPartition((leader, lo, hi, names)))
     return out
 
 
-def _read_wire(view: str, schema: StructType, value: tuple[wire.PartitionLeader, int, int]) -> Iterator[pa.RecordBatch]:
-    leader, start, end = value
+def _read_wire(view: str, schema: StructType,
+               value: tuple[wire.PartitionLeader, int, int, dict[str, str]]) -> Iterator[pa.RecordBatch]:
+    leader, start, end, names = value
     arrow_schema = schemas.arrow_schema(schema)
     batches = wire.fetch_range(leader.host, leader.port, leader.topic, leader.partition, start, end)
     if view == "consumer_offsets":
-        rows = [decode.consumer_offsets_row(leader.partition, r, header.base_offset)
-                for header, records in batches if not header.is_control for r in records]
+        rows = decode.consumer_offsets_from_batches(leader.partition, batches, names)
         yield from decode.rows_to_batches(rows, arrow_schema)
         return
     segment = SegmentFile(leader.topic, leader.partition, start, f"{leader.host}:{leader.port}", 0, True)

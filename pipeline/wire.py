@@ -4,6 +4,11 @@ Spark's own Kafka source needs the Java kafka-clients jar, which this project ca
 `kbroker-wire` data source reads over kbroker's protocol codec instead. Requests use versions Apache
 Kafka 4 also serves (Metadata v12, ListOffsets v7, Fetch v12 - the last version that names topics),
 so the same reader follows a live Kafka cluster: each partition is fetched from its leader.
+
+It reads as a read_committed consumer does: up to the last stable offset (ListOffsets and Fetch with
+isolation level 1), and a transactional batch is dropped when the Fetch answer lists its producer's
+transaction as aborted (until that transaction's abort marker). Markers are handed on (control batches):
+the `__consumer_offsets` view needs them to place a committed transaction's offsets.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from ..protocol.record_batch import BatchHeader, Record, decode_batch, iter_batc
 METADATA, LIST_OFFSETS, FETCH = 3, 2, 1
 METADATA_VERSION, LIST_OFFSETS_VERSION, FETCH_VERSION = 12, 7, 12
 EARLIEST, LATEST = -2, -1
+READ_COMMITTED = 1
 
 
 class WireError(Exception):
@@ -118,8 +124,15 @@ def partition_leaders(conn: Connection, topic: str) -> list[PartitionLeader]:
     raise WireError(f"topic {topic!r} not in the Metadata response")
 
 
+def topic_names(conn: Connection) -> dict[str, str]:
+    """topic id -> name of every topic (KIP-848 records name partitions by topic id)."""
+    response = conn.request(METADATA, METADATA_VERSION, mreq.MetadataRequest(topics=None,
+                                                                             allow_auto_topic_creation=False))
+    return {str(t.topic_id): t.name for t in response.topics if t.name and not t.error_code}
+
+
 def list_offsets(conn: Connection, topic: str, partitions: list[int], timestamp: int) -> dict[int, int]:
-    body = loreq.ListOffsetsRequest(replica_id=-1, topics=[loreq.ListOffsetsTopic(
+    body = loreq.ListOffsetsRequest(replica_id=-1, isolation_level=READ_COMMITTED, topics=[loreq.ListOffsetsTopic(
         topic, [loreq.ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p in partitions])])
     response = conn.request(LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
     out = {}
@@ -150,10 +163,12 @@ def fetch_range(
 ) -> Iterator[tuple[BatchHeader, list[Record]]]:
     """Every batch covering [start, end) of one partition, records outside the range dropped."""
     offset = start
+    aborted: dict[int, list[int]] = {}  # producer id -> first offsets of its aborted transactions
+    open_aborted: set[int] = set()  # producers inside an aborted transaction at this point of the read
     with Connection(host, port) as conn:
         while offset < end:
             body = freq.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
-                                     isolation_level=0, session_epoch=-1, topics=[freq.FetchTopic(
+                                     isolation_level=READ_COMMITTED, session_epoch=-1, topics=[freq.FetchTopic(
                                          topic=topic, partitions=[freq.FetchPartition(
                                              partition=partition, fetch_offset=offset,
                                              partition_max_bytes=max_bytes)])])
@@ -165,6 +180,8 @@ def fetch_range(
                 raise WireError(f"Fetch {topic}-{partition} at offset {offset} failed with error code "
                                 f"{data.error_code}")
             records = data.records or b""
+            for aborted_txn in data.aborted_transactions or ():
+                aborted.setdefault(aborted_txn.producer_id, []).append(aborted_txn.first_offset)
             progressed = False
             for pos, header in iter_batches(records):
                 if header.next_offset <= offset:
@@ -172,8 +189,25 @@ def fetch_range(
                 header, batch = decode_batch(records, pos)
                 progressed = True
                 offset = header.next_offset
+                if header.is_transactional and _in_aborted(aborted, open_aborted, header, batch):
+                    continue
                 yield header, [r for r in batch if start <= r.offset < end]
                 if offset >= end:
                     break
             if not progressed:
                 break  # nothing more below the high watermark (or the range ends in a compacted gap)
+
+
+def _in_aborted(aborted: dict[int, list[int]], open_aborted: set[int], header: BatchHeader,
+                batch: list[Record]) -> bool:
+    """The read_committed consumer's rule: a producer's batches from the first offset of an aborted
+    transaction on are dropped, until its abort marker (which is handed on, and closes it)."""
+    pid = header.producer_id
+    firsts = aborted.get(pid)
+    if firsts and min(firsts) <= header.base_offset:
+        firsts.remove(min(firsts))
+        open_aborted.add(pid)
+    if header.is_control:
+        open_aborted.discard(pid)
+        return False
+    return pid in open_aborted

@@ -19,4 +19,6 @@ async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOff
         return refuse(ctx, request, ErrorCode.INVALID_GROUP_ID)
     tp = (OFFSETS_TOPIC, ctx.broker.coordinator.partition_for(request.group_id))
     error = await ctx.broker.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch, [tp])
+    if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH  # what clients before KIP-588 understand (Kafka's KafkaApis)
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)

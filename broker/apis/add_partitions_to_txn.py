@@ -59,6 +59,8 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Add
     if ctx.api_version < 4:
         errors = await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                             request.v3_and_below_producer_epoch, request.v3_and_below_topics, False)
+        if ctx.api_version < 2:  # what clients before KIP-588 understand (Kafka's KafkaApis)
+            errors = {tp: E.INVALID_PRODUCER_EPOCH if e == E.PRODUCER_FENCED else e for tp, e in errors.items()}
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=_results(errors))
     results = []
     for txn in request.transactions:

@@ -47,7 +47,7 @@ def _group(g: cc.DescribedConsumerGroup) -> DescribedGroup:
             Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                    client_id=m.client_id, client_host=m.client_host,
                    subscribed_topic_names=list(m.subscribed_topic_names),
-                   subscribed_topic_regex=m.subscribed_topic_regex, assignment=_assignment(m.assignment),
+                   subscribed_topic_regex=m.subscribed_topic_regex or "", assignment=_assignment(m.assignment),
                    target_assignment=_assignment(m.target_assignment), member_type=m.member_type)
             for m in g.members
         ],

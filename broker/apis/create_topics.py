@@ -87,7 +87,7 @@ def _configs(topic: CreatableTopic) -> dict[str, str]:
 
 def failed_response(_ctx: RequestContext, request: CreateTopicsRequest, error: int) -> CreateTopicsResponse:
     return CreateTopicsResponse(throttle_time_ms=0, topics=[
-        CreatableTopicResult(name=t.name, error_code=error, error_message=None, configs=None) for t in request.topics])
+        CreatableTopicResult(name=t.name, error_code=error, error_message=None, configs=[]) for t in request.topics])
 
 
 # Each topic costs ~0.2 ms here (checks, its config entries in the answer): a turn of the event loop
@@ -108,8 +108,9 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         if topic.name in done:
             continue
         done.add(topic.name)
+        # A topic that fails keeps an empty config list, as Kafka's answer does (v5+)
         result = CreatableTopicResult(name=topic.name, error_code=ErrorCode.NONE, error_message=None,
-                                      num_partitions=-1, replication_factor=-1, configs=None)
+                                      num_partitions=-1, replication_factor=-1, configs=[])
         results.append(result)
         if topic.name in duplicates:
             result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."

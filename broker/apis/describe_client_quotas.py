@@ -1,6 +1,7 @@
 """DescribeClientQuotas (48) v0-v1: the stored quotas whose entities match the filter
-(broker/operations/quotas.py). A filter naming an unknown entity type, or one type twice, is answered as Kafka
-does: INVALID_REQUEST with a message and no entries."""
+(broker/operations/quotas.py). A filter naming one type twice, or a bad match, is answered as Kafka
+does: INVALID_REQUEST with a message and no entries; an unknown entity type is UNSUPPORTED_VERSION
+(Kafka's ClientQuotasImage throws UnsupportedVersionException for it)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,16 @@ def failed_response(_ctx: RequestContext, _request: DescribeClientQuotasRequest,
     return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=error, error_message=None, entries=None)
 
 
+class UnknownEntityType(q.QuotaError):
+    pass
+
+
 def _filter(request: DescribeClientQuotasRequest) -> list[tuple[str, int, str | None]]:
     seen = set()
     out = []
     for c in request.components:
         if c.entity_type not in (q.USER, q.CLIENT_ID, q.IP):
-            raise q.QuotaError(f"Custom entity type {c.entity_type!r} not supported")
+            raise UnknownEntityType(f"Unsupported entity type {c.entity_type}")
         if c.entity_type in seen:
             raise q.QuotaError(f"Duplicate {c.entity_type} filter component entity type")
         if c.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY):
@@ -51,11 +56,12 @@ async def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> D
     try:
         components = _filter(request)
     except q.QuotaError as e:
-        return refuse(ctx, request, ErrorCode.INVALID_REQUEST, str(e))
+        code = ErrorCode.UNSUPPORTED_VERSION if isinstance(e, UnknownEntityType) else ErrorCode.INVALID_REQUEST
+        return refuse(ctx, request, code, str(e))
     entries = [
         EntryData(entity=[EntityData(t, n) for t, n in entity],
                   values=[ValueData(k, v) for k, v in sorted(values.items())])
         for entity, values in ctx.broker.quotas.matching(components, request.strict).items()
     ]
-    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="",
                                         entries=entries)

@@ -241,13 +241,13 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
 def _describe(broker: BrokerServices, listener: str, resource_type: int, resource_name: str,
               wanted: tuple[str, ...] | None, synonyms: bool, docs: bool) -> DescribeConfigsResult:
     keys = None if wanted is None else set(wanted)
-    result = DescribeConfigsResult(error_code=ErrorCode.NONE, error_message=None, resource_type=resource_type,
+    # Kafka answers "" as the message of a resource described (and of a topic it does not know)
+    result = DescribeConfigsResult(error_code=ErrorCode.NONE, error_message="", resource_type=resource_type,
                                    resource_name=resource_name, configs=[])
     if resource_type == RESOURCE_TOPIC:
         info = broker.logs.topics().get(resource_name)
         if info is None:
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            result.error_message = f"Topic {resource_name} does not exist"
             return result
         broker_values = topic_defaults.topic_values(broker.config)
         for entry in topic_config_rows(info.config):

@@ -32,8 +32,9 @@ VERSIONS = (0, 6)
 
 E = ErrorCode
 NOT_REQUESTED = -(2**31)
-# AclOperation codes READ=3, DELETE=6, DESCRIBE=8 as a bit field (Kafka's Utils.to32BitField).
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# AclOperation codes READ=3, DELETE=6, DESCRIBE=8, DESCRIBE_CONFIGS=10, ALTER_CONFIGS=11 as a bit field
+# (Kafka's Utils.to32BitField of AclEntry.supportedOperations(GROUP)).
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
 def failed_response(_ctx: RequestContext, request: DescribeGroupsRequest, error: ErrorCode) -> DescribeGroupsResponse:

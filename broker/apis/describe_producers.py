@@ -37,13 +37,15 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
 def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse:
     broker = ctx.broker
     plog = broker.logs.get_log(topic, index)
-    if plog is None:
-        return PartitionResponse(index, E.UNKNOWN_TOPIC_OR_PARTITION, None, [])
+    if plog is None:  # Kafka names the reason for a topic it does not know, not for a partition past the last
+        unknown = topic not in broker.logs.topics()
+        return PartitionResponse(index, E.UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition." if unknown else None, [])
     state = broker.producer_states.for_log(plog)
     producers = [
         ProducerState(
             producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
-            last_timestamp=e.last_timestamp_ms, coordinator_epoch=0,
+            last_timestamp=e.last_timestamp_ms, coordinator_epoch=e.coordinator_epoch,
             current_txn_start_offset=state.ongoing.get(e.producer_id, -1),
         )
         for e in state.producers.values()

@@ -32,9 +32,8 @@ async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> D
     for txn_id in distinct(request.transactional_ids):
         txn = txns.get(txn_id)
         if txn is None:
-            out[txn_id] = (TransactionState(error_code=E.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=txn_id, transaction_state="",
-                                        transaction_timeout_ms=0, transaction_start_time_ms=-1,
-                                        producer_id=-1, producer_epoch=-1, topics=[]))
+            # the other fields keep their defaults, 0, as in Kafka's answer
+            out[txn_id] = TransactionState(error_code=E.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=txn_id)
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, partition in sorted(txn.partitions):

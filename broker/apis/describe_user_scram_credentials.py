@@ -43,4 +43,4 @@ async def handle(ctx: RequestContext,
             results.append(DescribeUserScramCredentialsResult(user=name, error_code=ErrorCode.NONE, credential_infos=[
                 CredentialInfo(mechanism=MECHANISM_CODES[mech], iterations=cred.iterations)
                 for mech, cred in sorted(users[name].items())]))
-    return DescribeUserScramCredentialsResponse(error_code=ErrorCode.NONE, error_message=None, results=results)
+    return DescribeUserScramCredentialsResponse(error_code=ErrorCode.NONE, error_message="", results=results)

@@ -16,4 +16,6 @@ VERSIONS = (0, 4)
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     error = await ctx.broker.transactions.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                   request.committed)
+    if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH  # what clients before KIP-588 understand (Kafka's KafkaApis)
     return EndTxnResponse(throttle_time_ms=0, error_code=error)

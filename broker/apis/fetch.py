@@ -52,6 +52,7 @@ KIP_219_FROM = 8  # from here clients back off on throttle_time_ms themselves
 TOPIC_IDS_FROM = 13
 SESSIONS_FROM = 7
 READ_COMMITTED = 1
+NOT_HOSTED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 def _resolve(broker: BrokerServices, uses_ids: bool) -> dict:
@@ -174,7 +175,7 @@ def failed_response(ctx: RequestContext, request: FetchRequest, error: ErrorCode
     return FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[
         FetchableTopicResponse(topic=t.topic, partitions=[
             PartitionData(partition_index=p.partition, error_code=error, high_watermark=-1, last_stable_offset=-1,
-                          log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None)
+                          log_start_offset=-1, aborted_transactions=[], preferred_read_replica=-1, records=None)
             for p in t.partitions])
         for t in request.topics
     ])
@@ -265,7 +266,9 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             high_watermark=result.high_watermark,
             last_stable_offset=result.extra.last_stable_offset if ok else -1,
             log_start_offset=result.log_start_offset,
-            aborted_transactions=result.extra.aborted if ok else ([] if isolation == READ_COMMITTED else None),
+            # Kafka: a partition it does not host keeps the field's default, an empty list
+            # (FetchResponse.partitionResponse); a read that failed (offset out of range) has none: null
+            aborted_transactions=result.extra.aborted if ok else ([] if result.error_code in NOT_HOSTED else None),
             preferred_read_replica=-1,
             records=cast(bytes | None, records),  # the encoder writes any buffer: views go out uncopied
         ))

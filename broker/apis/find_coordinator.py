@@ -72,10 +72,13 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     key_type = request.key_type if ctx.api_version >= 1 else GROUP
     if ctx.api_version >= 4:
         entries = []
+        # Kafka fails the whole request on an unknown key type, each key then carrying the exception's
+        # message; a key it looked up carries "" (a share key below v6 too)
+        unknown_type = key_type not in (GROUP, TRANSACTION, SHARE)
         for key in request.coordinator_keys:
             error, node, host, port = lookup(ctx, key_type, key)
             entries.append(Coordinator(key=key, node_id=node, host=host, port=port, error_code=error,
-                                       error_message=""))
+                                       error_message=f"Unknown coordinator type: {key_type}" if unknown_type else ""))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=entries)
     error, node, host, port = lookup(ctx, key_type, request.key)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=_MESSAGES.get(error, error.name),

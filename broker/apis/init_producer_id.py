@@ -29,4 +29,6 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
         expected = (request.producer_id, request.producer_epoch)
     error, producer_id, epoch = await ctx.broker.transactions.init_producer_id(
         request.transactional_id, request.transaction_timeout_ms, expected)
+    if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH  # what clients before KIP-588 understand (Kafka's KafkaApis)
     return InitProducerIdResponse(error_code=error, producer_id=producer_id, producer_epoch=epoch)

@@ -125,6 +125,12 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
             if plog is None:
                 parts.append(ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+            current = p.current_leader_epoch if ctx.api_version >= 4 else -1
+            if current != -1 and current != LEADER_EPOCH:
+                # Kafka's Partition.fetchOffsetForTimestamp checks the client's idea of the leader epoch
+                parts.append(ListOffsetsPartitionResponse(p.partition_index, ErrorCode.UNKNOWN_LEADER_EPOCH
+                                                          if current > LEADER_EPOCH else ErrorCode.FENCED_LEADER_EPOCH))
+                continue
             if ctx.api_version == 0:
                 offsets = legacy_offsets_before(plog, p.timestamp, p.max_num_offsets, broker.clock.wall_ms())
                 parts.append(ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=ErrorCode.NONE,

@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
         try:
             pattern = re.compile(request.transactional_id_pattern)
         except re.error:
-            return refuse(ctx, request, E.INVALID_REQUEST)
+            return refuse(ctx, request, E.INVALID_REGULAR_EXPRESSION)
     now = service.machine.clock.wall_ms()
     min_duration = request.duration_filter if ctx.api_version >= 1 else -1
     out = []

@@ -38,7 +38,9 @@ def end_offset(plog: PartitionLog, partition: int, current_leader_epoch: int, le
     if current_leader_epoch != NO_EPOCH and current_leader_epoch != LEADER_EPOCH:
         error = ErrorCode.UNKNOWN_LEADER_EPOCH if current_leader_epoch > LEADER_EPOCH else ErrorCode.FENCED_LEADER_EPOCH
         return EpochEndOffset(error_code=error, partition=partition)
-    if leader_epoch < LEADER_EPOCH:
+    if leader_epoch != LEADER_EPOCH:
+        # Kafka's LeaderEpochFileCache.endOffsetFor: an epoch past the latest one (as one before the
+        # first) has no end offset here
         return EpochEndOffset(error_code=ErrorCode.NONE, partition=partition, leader_epoch=NO_EPOCH, end_offset=-1)
     return EpochEndOffset(error_code=ErrorCode.NONE, partition=partition, leader_epoch=LEADER_EPOCH,
                           end_offset=plog.log_end_offset)

@@ -57,11 +57,24 @@ log = structlog.get_logger("kbroker.produce")
 
 
 def _error(index: int, code: int, message: str | None = None,
-           record_errors: list[BatchIndexAndErrorMessage] | None = None) -> PartitionProduceResponse:
+           record_errors: list[BatchIndexAndErrorMessage] | None = None, log_start_offset: int = -1
+           ) -> PartitionProduceResponse:
     return PartitionProduceResponse(
-        index=index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+        index=index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=log_start_offset,
         record_errors=record_errors or [], error_message=message,
     )
+
+
+# Kafka's ReplicaManager answers these with no log start offset (UNKNOWN_LOG_APPEND_INFO); any other failure
+# of a partition it hosts carries the partition's log start offset.
+_NO_LOG_START = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+                           ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+
+
+def _failed(plog: PartitionLog, index: int, code: int, message: str | None = None,
+            record_errors: list[BatchIndexAndErrorMessage] | None = None) -> PartitionProduceResponse:
+    """_error for a batch refused by a partition that exists."""
+    return _error(index, code, message, record_errors, -1 if code in _NO_LOG_START else plog.log_start_offset)
 
 
 def failed_response(_ctx: RequestContext, request: ProduceRequest, error: ErrorCode) -> ProduceResponse | None:
@@ -105,11 +118,6 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         for part in topic.partition_data:
             result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
                                         transactional_records, durable_waits, budget)
-            if result is _NEEDS_TOPIC:
-                result = await _auto_create(ctx, name, part.index)
-                if result is None:
-                    result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
-                                                transactional_records, durable_waits, budget, created=True)
             while isinstance(result, _CheckInWorker):
                 # Past the request's inline budget: checked on the worker thread, then everything
                 # before the check is asked again (the topic, its config or the transaction may have
@@ -122,7 +130,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     result = _error(part.index, ErrorCode.UNKNOWN_TOPIC_ID)
                     break
                 result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
-                                            transactional_records, durable_waits, budget, created=True, checked=result)
+                                            transactional_records, durable_waits, budget, checked=result)
             assert isinstance(result, PartitionProduceResponse)
             if result.error_code != ErrorCode.NONE:
                 any_error = True
@@ -169,32 +177,22 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
 
 
 def _verify_transactional(broker: BrokerServices, transactional_id: str, topic: str, index: int,
-                          records: bytes | memoryview | None) -> PartitionProduceResponse | None:
+                          records: bytes | memoryview | None, version: int) -> PartitionProduceResponse | None:
     """KIP-890's defence: a transactional batch goes only into a partition of its producer's ongoing
-    transaction (a late batch of an aborted or timed-out transaction would otherwise hang the LSO)."""
+    transaction (a late batch of an aborted or timed-out transaction would otherwise hang the LSO).
+    Not in it: TRANSACTION_ABORTABLE from v11, INVALID_TXN_STATE before (Kafka's DEFAULT_ERROR clients)."""
     if not records or len(records) < rb.HEADER_SIZE or records[rb.MAGIC_OFFSET] != 2:
         return None  # malformed: the batch validation below answers it
     header = rb.read_header(records)
     if not header.is_transactional:
         return None
     error = broker.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, (topic, index))
+    if error == ErrorCode.TRANSACTION_ABORTABLE and version <= 10:
+        error = ErrorCode.INVALID_TXN_STATE
     if error != ErrorCode.NONE:
         return _error(index, error, f"{topic}-{index} is not in an ongoing transaction of producer "
                                     f"{header.producer_id} epoch {header.producer_epoch}")
     return None
-
-
-async def _auto_create(ctx: RequestContext, topic: str, index: int) -> PartitionProduceResponse | None:
-    """Create `topic` for a Produce naming it (auto.create.topics.enable): None once it exists."""
-    try:
-        await ctx.broker.auto_create_topic(topic)
-    except KafkaError as e:
-        if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-            return _error(index, e.code, str(e))
-    return None
-
-
-_NEEDS_TOPIC = object()  # _produce_partition's answer when the topic must be auto-created first
 
 
 class _CheckInWorker:
@@ -224,12 +222,12 @@ def _produce_partition(
     transactional_records: bool,
     durable_waits: list[tuple[PartitionLog, int]],
     budget: InlineBudget,
-    created: bool = False,
     checked: _CheckInWorker | None = None,
-) -> PartitionProduceResponse | _CheckInWorker | object:
+) -> PartitionProduceResponse | _CheckInWorker:
     """Validate and append one partition's batch (plain code: no await, so 1,000 partitions cost no
-    coroutine each); `_NEEDS_TOPIC` when the topic must be auto-created before anything else,
-    `_CheckInWorker` when the batch's check is for the worker (`checked`: that, with its verdict)."""
+    coroutine each); `_CheckInWorker` when the batch's check is for the worker (`checked`: that, with
+    its verdict). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION: as in Kafka, Produce never creates
+    one (a client's Metadata request does, under auto.create.topics.enable)."""
     broker = ctx.broker
     if request.acks not in (-1, 0, 1):
         return _error(index, ErrorCode.INVALID_REQUIRED_ACKS)
@@ -237,14 +235,12 @@ def _produce_partition(
         if request.transactional_id is None:
             # KafkaApis: transactional records without a transactional id fail authorization.
             return _error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        refused = _verify_transactional(broker, request.transactional_id, topic, index, records)
+        refused = _verify_transactional(broker, request.transactional_id, topic, index, records, ctx.api_version)
         if refused is not None:
             return refused
     if is_internal_topic(topic):
         return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
     plog = broker.logs.get_log(topic, index)
-    if plog is None and not created and broker.config.auto_create_topics_enable and topic not in broker.logs.topics():
-        return _NEEDS_TOPIC
     if plog is None:
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                       f"This server does not host this topic-partition: {topic}-{index}")
@@ -267,34 +263,35 @@ def _produce_partition(
     if verdict.error is not None:
         log.warning("produce_batch_refused", topic=topic, partition=index, error=str(verdict.error),
                     **ctx.log_fields())
-        return _error(index, verdict.error.code, str(verdict.error))
+        return _failed(plog, index, verdict.error.code, str(verdict.error))
     headers = verdict.headers
     assert headers is not None
     header = headers[0]
     keyless = verdict.keyless
     if keyless:
-        return _error(index, ErrorCode.INVALID_RECORD, "One or more records have been rejected due to missing keys",
-                      [BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key")
-                       for i in keyless])
+        return _failed(plog, index, ErrorCode.INVALID_RECORD, "One or more records have been rejected due to missing "
+                       "keys", [BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key")
+                                for i in keyless])
     state = None
     if header.producer_id >= 0:
         state = broker.producer_states.for_log(plog)
         try:
             duplicate = state.check(header)
         except KafkaError as e:
-            return _error(index, e.code, str(e))
+            return _failed(plog, index, e.code, str(e))
         if duplicate is not None:
-            # A retry of a batch already in the log: answer with where it went, append nothing.
+            # A retry of a batch already in the log: answer with where it went, append nothing. Kafka
+            # answers the stored batch's timestamp as its append time (UnifiedLog.append's duplicate).
             durable_waits.append((plog, duplicate.last_offset))
             return PartitionProduceResponse(index=index, error_code=ErrorCode.NONE,
-                                            base_offset=duplicate.first_offset, log_append_time_ms=-1,
+                                            base_offset=duplicate.first_offset, log_append_time_ms=duplicate.timestamp,
                                             log_start_offset=plog.log_start_offset)
     if (faults := broker.partition_faults) and (injected := faults.take("Produce", topic, index)):
-        return _error(index, injected, "injected by a test control")
+        return _failed(plog, index, injected, "injected by a test control")
     try:
         appended = plog.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms, single_batch=True, validated=headers)
     except KafkaError as e:
-        return _error(index, e.code, str(e))
+        return _failed(plog, index, e.code, str(e))
     except OSError as e:  # the log fenced itself (PartitionLog.append); answer like Kafka's offline dir
         return _error(index, ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write to {topic}-{index}: {e}")
     if state is not None:

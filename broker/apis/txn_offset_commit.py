@@ -61,6 +61,8 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
                 generation_id=request.generation_id_or_member_epoch if v3 else -1,
                 member_id=request.member_id if v3 else "",
                 group_instance_id=request.group_instance_id if v3 else None)
+            if error == E.TRANSACTION_ABORTABLE and ctx.api_version <= 3:
+                error = E.INVALID_TXN_STATE  # what clients before KIP-890 understand (Kafka's DEFAULT_ERROR)
         errors.update({tp: error for tp in offsets})
     by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
     for (name, partition), code in errors.items():

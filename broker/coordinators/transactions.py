@@ -13,8 +13,9 @@ completed in the background, Ongoing ones are aborted by the timeout pass once t
 Transactional offsets (TxnOffsetCommit) are appended at once to the group's `__consumer_offsets`
 partition as a transactional batch of OffsetCommit records (Kafka's format, the producer's id and
 epoch) and held here as pending. When the transaction commits, the markers are written first (the
-`__consumer_offsets` partition is one of the transaction's), then the offsets are materialised in the
-group through its ordinary commit path; on abort they are dropped. After a crash the replay of
+`__consumer_offsets` partition is one of the transaction's), then the offsets are applied to the
+group's memory through its commit path, which writes nothing for them (Durability.IN_LOG): as in
+Kafka, the transactional batch and its marker are the only records of them; on abort they are dropped. After a crash the replay of
 `__consumer_offsets` applies committed ones at their marker and hands back those with no marker yet
 (`OffsetsTopic.open_txn_offsets`), which the completion of a prepared transaction adopts.
 """

@@ -35,6 +35,7 @@ class RebalanceHistoryFile:
             "reason": entry.reason, "client_reason": entry.client_reason, "trigger_member": entry.trigger_member,
             "members_in": list(entry.members_in), "members_out": list(entry.members_out),
             "member_count": entry.member_count, "duration_ms": entry.duration_ms,
+            "session_timeout_ms": entry.session_timeout_ms,
         }) + "\n"
         try:
             if self._out is None:

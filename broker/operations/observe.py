@@ -97,7 +97,8 @@ class Observations:
         if entry.kind != "rebalance":
             return
         self.rebalances[(entry.group_type, reason_kind(entry.reason))] += 1
-        self.rebalance_duration.observe((entry.duration_ms or 0) / 1000)
+        if entry.duration_ms is not None:  # a consumer group's epoch has no group-wide rebalance to time
+            self.rebalance_duration.observe(entry.duration_ms / 1000)
 
     async def watch_event_loop(self, interval_s: float = 0.1) -> None:
         """Sleep `interval_s` again and again; oversleeping is the time the loop was blocked."""

@@ -46,7 +46,7 @@ async def write_markers(broker: BrokerServices, producer_id: int, producer_epoch
             continue
         batch = encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
         info = plog.append(batch, leader_epoch=LEADER_EPOCH, now_ms=now_ms, single_batch=True, control=True)
-        state.update_marker_epoch(producer_id, producer_epoch, now_ms)
+        state.update_marker_epoch(producer_id, producer_epoch, now_ms, coordinator_epoch)
         state.marker_appended(producer_id, info.last_offset)
         appended.append((topic, partition, plog, state, info.last_offset))
     await asyncio.gather(*(plog.wait_durable(offset) for _, _, plog, _, offset in appended))

@@ -27,7 +27,6 @@ from .check_helpers import (
     CLUSTER_DENIED, DENIED_MESSAGE, GROUP_DENIED, TOPIC_DENIED, TXN_DENIED, Call, LazyModule, split,
     topic_names_by_id,
 )
-from ...protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from .service import Security
@@ -134,19 +133,12 @@ async def check_produce(ctx: RequestContext, request: Any, call: Call, sec: Secu
                 produce.PartitionProduceResponse(index=p.index, error_code=TXN_DENIED) for p in t.partition_data])
             for t in request.topic_data])
     names = topic_names_by_id(ctx) if any(not t.name for t in request.topic_data) else {}
-    existing = ctx.broker.logs.topics()
     errors: dict[int, int] = {}
 
     def allowed(t) -> bool:
         name = t.name or names.get(t.topic_id, "")
         if not sec.authorize(ctx, Op.WRITE, RT.TOPIC, name):
             errors[id(t)] = TOPIC_DENIED
-        elif name not in existing and ctx.broker.config.auto_create_topics_enable and not (
-                sec.authorize(ctx, Op.CREATE, RT.CLUSTER, audit_denial=False)
-                or sec.authorize(ctx, Op.CREATE, RT.TOPIC, name)):
-            # our Produce auto-creates (Kafka 4's does not): never for a principal without Create, who gets
-            # what Kafka answers for a topic that does not exist
-            errors[id(t)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return id(t) not in errors
 
     return await split(

@@ -1,5 +1,5 @@
 """KIP-430: the operations a principal may perform, filled into the answers that ask for them
-(Metadata, DescribeCluster, DescribeGroups, ConsumerGroupDescribe).
+(Metadata, DescribeCluster, DescribeGroups, ConsumerGroupDescribe, DescribeTopicPartitions).
 
 Every broker needs this, with or without an authorizer: without one, Kafka answers every operation
 the resource supports. So it lives apart from the ACL checks (api_checks.py), which a broker with no
@@ -57,9 +57,17 @@ def _consumer_group_describe(ctx: RequestContext, request: Any, body: Any) -> An
     return body
 
 
+def _describe_topic_partitions(ctx: RequestContext, request: Any, body: Any) -> Any:
+    # Not asked for: Kafka fills them in for every topic of the answer, an unknown one's too.
+    for t in body.topics:
+        t.topic_authorized_operations = _allowed(ctx, "TOPIC", t.name)
+    return body
+
+
 # api key -> what fills in the operations of that API's answer
 OPERATIONS: dict[int, Callable[[RequestContext, Any, Any], Any]] = {
-    3: _metadata, 60: _describe_cluster, 15: _describe_groups, 69: _consumer_group_describe}
+    3: _metadata, 60: _describe_cluster, 15: _describe_groups, 69: _consumer_group_describe,
+    75: _describe_topic_partitions}
 
 
 def with_operations(route: Route) -> Route:

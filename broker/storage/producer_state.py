@@ -90,6 +90,7 @@ class ProducerEntry:
     epoch: int = NO_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
     last_timestamp_ms: int = -1  # wall clock of the last append (or the batch timestamp when replayed)
+    coordinator_epoch: int = -1  # of the last transaction marker (Kafka's ProducerStateEntry); none yet: -1
 
     @property
     def last_seq(self) -> int:
@@ -186,8 +187,10 @@ class PartitionProducerState:
                 f"marker epoch {epoch} of producer {producer_id} is older than {entry.epoch} "
                 f"on {self.topic}-{self.partition}")
 
-    def update_marker_epoch(self, producer_id: int, epoch: int, now_ms: int) -> None:
-        """An appended marker carries the producer's (possibly bumped) epoch: older epochs are fenced."""
+    def update_marker_epoch(self, producer_id: int, epoch: int, now_ms: int, coordinator_epoch: int = 0) -> None:
+        """An appended marker carries the producer's (possibly bumped) epoch: older epochs are fenced.
+        (`coordinator_epoch` is the marker's; kbroker's one transaction coordinator is at epoch 0, which a
+        replay of the log, reading headers only, assumes.)"""
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id)
@@ -195,6 +198,7 @@ class PartitionProducerState:
             entry.epoch = epoch
             entry.batches.clear()
         entry.last_timestamp_ms = now_ms
+        entry.coordinator_epoch = coordinator_epoch
         self.dirty = True
 
     def marker_appended(self, producer_id: int, marker_offset: int) -> None:
@@ -251,6 +255,7 @@ class PartitionProducerState:
                     "id": e.producer_id,
                     "epoch": e.epoch,
                     "last_timestamp_ms": e.last_timestamp_ms,
+                    "coordinator_epoch": e.coordinator_epoch,
                     "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches],
                 }
                 for e in self.producers.values()
@@ -266,7 +271,8 @@ class PartitionProducerState:
             raise ValueError(f"unknown producer snapshot version {body.get('version')!r}")
         self.producers.clear()
         for p in body["producers"]:
-            entry = ProducerEntry(int(p["id"]), int(p["epoch"]), last_timestamp_ms=int(p["last_timestamp_ms"]))
+            entry = ProducerEntry(int(p["id"]), int(p["epoch"]), last_timestamp_ms=int(p["last_timestamp_ms"]),
+                                  coordinator_epoch=int(p.get("coordinator_epoch", -1)))
             for b in p["batches"]:
                 entry.batches.append(BatchMetadata(*(int(x) for x in b)))
             self.producers[entry.producer_id] = entry

@@ -120,7 +120,8 @@ class OffsetCommit:
     api_version: int = 9  # from v9 an unknown group is GROUP_ID_NOT_FOUND, not ILLEGAL_GENERATION
     reply_to: Handle | None = None
     # A committed transaction's offsets (TxnOffsetCommit): checked when they were sent, materialised
-    # now whatever the group's state, as Kafka does on the commit marker.
+    # now whatever the group's state, as Kafka does on the commit marker: applied to memory only,
+    # since their records are in the log already (Durability.IN_LOG).
     transactional: bool = False
     # TxnOffsetCommit's group check (KIP-447) before the offsets join the transaction: validate the
     # member and generation only, write nothing.

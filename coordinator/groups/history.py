@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .consumer.consumer_heartbeat import AssignmentChanged
 from .classic.group import ClassicGroup, GroupState
 from ..runtime.outcome import RebalanceCompleted
 
@@ -46,6 +47,7 @@ class HistoryEntry:
     members_out: tuple[str, ...] = ()
     member_count: int | None = None
     duration_ms: int | None = None
+    session_timeout_ms: int | None = None  # a consumer group's member fenced by session expiry
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -74,6 +76,17 @@ class RebalanceHistory:
             client_reason=event.client_reason, trigger_member=event.trigger_member,
             members_in=event.members_in, members_out=event.members_out, member_count=event.member_count,
             duration_ms=event.duration_ms,
+        ))
+
+    def record_epoch(self, event: AssignmentChanged, now_ms: int) -> HistoryEntry:
+        """A consumer group (KIP-848) moved to a new group epoch: its membership or subscriptions
+        changed. The epoch stands where a classic group's generation stands; there is no group-wide
+        rebalance to time (members reconcile one by one), so there is no duration."""
+        return self._add(HistoryEntry(
+            time_ms=now_ms, group_id=event.group_id, kind="rebalance", reason=event.reason, group_type="consumer",
+            old_generation=event.previous_epoch, new_generation=event.group_epoch,
+            trigger_member=event.trigger_member, members_in=event.members_in, members_out=event.members_out,
+            member_count=event.member_count, session_timeout_ms=event.session_timeout_ms,
         ))
 
     def record_control(self, group_id: str, what: str, now_ms: int) -> HistoryEntry:

@@ -51,6 +51,9 @@ async def execute_outcome(
             continue
 
         records = [record for write in out.writes for record in write.records]
+        if _all_in_log(out):
+            _replay_in_log(machine, out, records, deliver, queue, now_ms)
+            continue
         if append_nowait is not None and pipelined is not None and _all_pipelined(out):
             pipelined.add(machine, out, records, append_nowait, deliver, on_storage_failure)
             continue
@@ -110,6 +113,22 @@ def execute_pipelined(machine: GroupStateMachine, out: Outcome, *, append_nowait
     apply_unwritten(out, deliver, apply_timer, on_event)
     records = [record for write in out.writes for record in write.records]
     pipelined.add(machine, out, records, append_nowait, deliver, on_storage_failure)
+
+
+def _all_in_log(out: Outcome) -> bool:
+    return all(write.durability is Durability.IN_LOG for write in out.writes)
+
+
+def _replay_in_log(machine: GroupStateMachine, out: Outcome, records: list[Record], deliver: Callable[[Reply], None],
+                   queue: deque[Outcome], now_ms: Callable[[], int]) -> None:
+    """Writes whose records the log holds already (Durability.IN_LOG): apply them, reply, follow up."""
+    for record in records:
+        machine.replay(record)
+    for write in out.writes:
+        for reply in write.replies:
+            deliver(reply)
+        if write.then is not None:
+            queue.append(machine.on_write_done(write.then, None, now_ms()))
 
 
 def _all_pipelined(out: Outcome) -> bool:

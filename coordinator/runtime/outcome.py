@@ -113,6 +113,10 @@ class Durability(enum.Enum):
 
     STRICT = "strict"
     PIPELINED = "pipelined"
+    # The records are in the log already: a committed transaction's offsets, appended by
+    # TxnOffsetCommit and made visible by the COMMIT marker. Kafka replays them into memory at the
+    # marker (OffsetMetadataManager.replayEndTransactionMarker) and writes nothing more; so do we.
+    IN_LOG = "in_log"
 
 
 @dataclass(slots=True)

@@ -40,6 +40,7 @@ from ...purgatory.timers import KeyedTimers, TimerFired
 from ..groups import commands as c
 from ..groups.classic.classic import GroupStateMachine, random_member_id
 from ..config import GroupConfig
+from ..groups.consumer.consumer_heartbeat import AssignmentChanged
 from ..groups.classic.controls import ControlResult, ExpireMember, ExpireSessions, GroupFaults
 from ..groups.classic.controls import describe as describe_control
 from .execute import AppendNowait, AppendRecords
@@ -369,6 +370,8 @@ class GroupCoordinatorService:
         log.info(event.log_event, **fields)
         if isinstance(event, RebalanceCompleted):
             self.history.record_rebalance(event, self.clock.wall_ms())
+        elif isinstance(event, AssignmentChanged):
+            self.history.record_epoch(event, self.clock.wall_ms())
 
     # -- seeing into groups (the admin endpoint, metrics, test controls) ------------------------
 

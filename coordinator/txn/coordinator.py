@@ -142,14 +142,18 @@ class TxnCoordinator:
 
     def handle_verify_partitions_in_transaction(self, transactional_id: str, producer_id: int, epoch: int,
                                                 partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """AddPartitionsToTxn v4+ with verifyOnly (KIP-890): is each partition in the ongoing transaction?"""
+        """AddPartitionsToTxn v4+ with verifyOnly (KIP-890): is each partition in the ongoing transaction?
+        One that is not is TRANSACTION_ABORTABLE, as Kafka's coordinator answers; the APIs tell clients
+        too old for it INVALID_TXN_STATE (Produce up to v10, TxnOffsetCommit up to v3)."""
         wanted = list(partitions)
         error, txn = self._check_producer(transactional_id, producer_id, epoch)
         if txn is None:
             return {tp: error for tp in wanted}
-        if txn.state != S.ONGOING:
-            return {tp: E.INVALID_TXN_STATE for tp in wanted}
-        return {tp: E.NONE if tp in txn.partitions else E.INVALID_TXN_STATE for tp in wanted}
+        if txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return {tp: E.CONCURRENT_TRANSACTIONS for tp in wanted}
+        if txn.state != S.ONGOING:  # Kafka's partitions of a transaction not ongoing are none
+            return {tp: E.TRANSACTION_ABORTABLE for tp in wanted}
+        return {tp: E.NONE if tp in txn.partitions else E.TRANSACTION_ABORTABLE for tp in wanted}
 
     # --- EndTxn ------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -42,7 +43,9 @@ _FIRST_PORT = 20000
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 _worker_index = int(_worker[2:]) if _worker.startswith("gw") and _worker[2:].isdigit() else 0
 _block_start = _FIRST_PORT + (_worker_index % 8) * _PORT_BLOCK
-_next_port = itertools.count()
+# Each process starts at its own place in the block: test sessions running side by side (each a "gw0")
+# all walked the block from its first port and kept taking the ports the others had just found free.
+_next_port = itertools.count(random.randrange(_PORT_BLOCK))
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -229,8 +229,8 @@ def test_client_quotas_stored_described_and_enforced(broker, admin):
     assert describe(dq.ComponentData("client-id", 0, "slow-producer")) == {
         (("client-id", "slow-producer"),): {"producer_byte_rate": 1024.0}}
     assert describe(dq.ComponentData("client-id", 1, None)) == {(("client-id", None),): {"consumer_byte_rate": 2048.0}}
-    assert wire.call(48, 1, dq.DescribeClientQuotasRequest(
-        components=[dq.ComponentData("nobody", 2, None)])).error_code == ErrorCode.INVALID_REQUEST
+    assert wire.call(48, 1, dq.DescribeClientQuotasRequest(  # Kafka's answer to an unknown entity type
+        components=[dq.ComponentData("nobody", 2, None)])).error_code == ErrorCode.UNSUPPORTED_VERSION
 
     # Stored across a restart.
     broker.restart()

@@ -59,12 +59,13 @@ def hb(wire, group, member, epoch, version=1, **kw):
 def test_join_heartbeat_leave_and_the_errors_on_the_way(wire):
     group, member = f"cgw-{uuid.uuid4().hex[:6]}", str(uuid.uuid4())
     r = hb(wire, group, member, 0)
-    assert (r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (0, member, 1, 5000)
+    # a new group starts at epoch 1 (KAFKA-20268): the first assignment is epoch 2
+    assert (r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (0, member, 2, 5000)
     assert sorted(r.assignment.topic_partitions[0].partitions) == [0, 1, 2, 3]
-    steady = hb(wire, group, member, 1)
+    steady = hb(wire, group, member, 2)
     assert steady.error_code == 0 and steady.assignment is None  # nothing changed: no assignment
     assert hb(wire, group, member, 7).error_code == E.FENCED_MEMBER_EPOCH
-    assert hb(wire, group, str(uuid.uuid4()), 1).error_code == E.UNKNOWN_MEMBER_ID
+    assert hb(wire, group, str(uuid.uuid4()), 2).error_code == E.UNKNOWN_MEMBER_ID
     assert hb(wire, "", member, 0).error_code == E.INVALID_REQUEST
     bad = hb(wire, group, "", 0)
     assert bad.error_code == E.INVALID_REQUEST and "MemberId" in bad.error_message  # v1: the client's own id

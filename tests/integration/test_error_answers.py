@@ -219,7 +219,8 @@ def fill(path) -> None:
 
 def test_a_full_disk_is_answered_not_a_dropped_connection(tiny_disk):
     # The data dir is the mount itself, so the broker's own log (written beside it) is not on it.
-    broker = BrokerProcess(tiny_disk, "--offsets-topic-num-partitions", "1", "--num-partitions", "1")
+    broker = BrokerProcess(tiny_disk, "--offsets-topic-num-partitions", "1", "--num-partitions", "1",
+                           "--create-topics", "data:1")
     try:
         wire = Wire(broker.bootstrap)
         assert produce(wire, "data", 100) == ErrorCode.NONE

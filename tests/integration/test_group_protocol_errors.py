@@ -397,7 +397,9 @@ def test_describe_and_list_groups_report_real_states(broker, wire):
     assert (by_id["never-seen"].error_code, by_id["never-seen"].group_state) == (E.NONE, "Dead")
     assert (by_id[""].error_code, by_id[""].group_state) == (E.NONE, "Dead")  # "" is allowed, as in Kafka
     # Asked for, the authorized operations are READ, DELETE and DESCRIBE (no authorizer).
-    assert describe(wire, stable, include_ops=True)[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: Kafka 4's operations on a group
+    assert describe(wire, stable, include_ops=True)[0].authorized_operations == \
+        (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
     # v0 has the same content.
     v0 = describe(wire, stable, version=0)[0]
     assert (v0.group_state, v0.members[0].member_assignment) == ("Stable", b"\x00\x00stable-assignment")

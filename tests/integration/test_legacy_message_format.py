@@ -19,7 +19,8 @@ TIMEOUT = 15
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    proc = BrokerProcess(tmp_path_factory.mktemp("legacy-format") / "data", "--num-partitions", "1")
+    proc = BrokerProcess(tmp_path_factory.mktemp("legacy-format") / "data", "--num-partitions", "1",
+                         "--create-topics", "corrupt-v1:1")  # raw Produce names it (Produce creates no topic)
     yield proc
     proc.stop()
 

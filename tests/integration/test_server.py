@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("server") / "data") as b:
+    with BrokerProcess(tmp_path_factory.mktemp("server") / "data", "--create-topics", "pipelined:1") as b:
         yield b
 
 

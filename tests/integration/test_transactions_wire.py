@@ -125,7 +125,7 @@ def test_add_partitions_errors_and_produce_verification(wire):
         "w-verify", pid, epoch, True, [AddPartitionsToTxnTopic(TOPIC, [0, 1])])]))
     [result] = r.results_by_transaction
     assert {p.partition_index: p.partition_error_code for p in result.topic_results[0].results_by_partition} == {
-        0: E.NONE, 1: E.INVALID_TXN_STATE}
+        0: E.NONE, 1: E.TRANSACTION_ABORTABLE}
     # a wrong epoch is fenced, a wrong producer id is not this transaction's
     assert add(wire, "w-verify", pid, epoch + 1, [1]) == {(TOPIC, 1): E.PRODUCER_FENCED}
     assert add(wire, "w-verify", pid + 1000, epoch, [1]) == {(TOPIC, 1): E.INVALID_PRODUCER_ID_MAPPING}

@@ -11,7 +11,7 @@ pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from kbroker.pipeline import decode, schemas  # noqa: E402
-from kbroker.pipeline.logdir import DataDirError, list_segments, partition_dirs  # noqa: E402
+from kbroker.pipeline.logdir import DataDirError, SegmentSlice, list_segments, partition_dirs, plan_slices  # noqa: E402
 from kbroker.pipeline.source import parse_time  # noqa: E402
 from kbroker.protocol.record_batch import HEADER_SIZE, iter_batches  # noqa: E402
 from kbroker.tests.pipeline import datadir  # noqa: E402
@@ -89,7 +89,7 @@ def test_an_impossible_length_abandons_the_rest_of_that_file(tmp_path, scenario)
     path.write_bytes(bytes(data))
     issues: list[decode.ScanIssue] = []
     seg = next(s for s in list_segments(root, {datadir.ORDERS}) if s.path == str(path))
-    rows = decode.batch_rows(seg, report=issues.append)
+    rows = list(decode.batch_rows(seg, report=issues.append))
     assert [(i.kind, i.position) for i in issues] == [("bad_length", positions[1])]
     assert [r["position"] for r in rows if r.get("error") is None] == [positions[0]]
     assert rows[-1]["error_kind"] == "bad_length"
@@ -121,6 +121,37 @@ def test_consumer_offsets_rows_use_the_coordinator_codec(scenario) -> None:
     # Arrow accepts the rows as the view's schema
     batch = next(decode.rows_to_batches(rows, schemas.arrow_schema(schemas.CONSUMER_OFFSETS)))
     assert batch.num_rows == len(rows)
+
+
+def test_slices_of_a_segment_read_each_batch_once_and_tasks_pack_small_segments(scenario) -> None:
+    """A task reads the batches that start in its byte range (a big segment is several tasks), and small
+    segments share tasks up to the byte budget: every record once, whatever the cut."""
+    segments = list_segments(scenario.root, {datadir.ORDERS})
+    for seg in segments:
+        whole = [r for b in decode.record_batches(seg, RECORDS) for r in b.to_pylist()]
+        for size in (1, 100, 333, seg.size):
+            cuts = [SegmentSlice(seg, a, min(a + size, seg.size)) for a in range(0, seg.size, size)]
+            pieces = [r for sl in cuts for b in decode.record_batches(sl, RECORDS) for r in b.to_pylist()]
+            assert pieces == whole, (seg.path, size)
+    total = sum(s.size for s in segments)
+    tasks = plan_slices(segments, target_bytes=total // 3 + 1)
+    assert len(tasks) <= 4 < len(segments)  # packed: fewer tasks than segments
+    assert sorted((sl.segment.path, sl.start) for task in tasks for sl in task) == sorted(
+        (s.path, 0) for s in segments if s.size)
+    big = max(segments, key=lambda s: s.size)
+    assert len(plan_slices([big], target_bytes=big.size // 4 + 1)) == 4  # cut: one big segment, four tasks
+
+
+def test_transaction_markers_are_rows_and_records_carry_their_producer(tmp_path) -> None:
+    from kbroker.coordinator.partitioning import partition_for
+
+    built = datadir.build_groups(tmp_path / "data")
+    seg = next(s for s in list_segments(built.root, {"__consumer_offsets"})
+               if s.partition == partition_for(datadir.ETL, 50) and s.size)
+    rows = list(decode.consumer_offsets_rows(seg))
+    kinds = [(r["record_type"], r["transactional"], r["producer_id"] >= 0) for r in rows]
+    assert ("txn_commit", True, True) in kinds and ("txn_abort", True, True) in kinds
+    assert ("offset_commit", False, False) in kinds and ("offset_commit", True, True) in kinds
 
 
 def test_foreign_member_metadata_is_left_undecoded() -> None:

@@ -152,14 +152,14 @@ def test_pipeline_matches_what_the_live_broker_answered(spark, tmp_path) -> None
     assert result.problems == []
 
     latest = {(r.group_id, r.topic, r.partition): r.committed_offset
-              for r in spark.read.parquet(str(result.out / "offsets_latest")).collect()}
+              for r in spark.read.parquet(f"{result.out}/offsets_latest").collect()}
     assert latest == fetched
 
     lag = {(r.group_id, r.topic, r.partition): (r.log_end_offset, r.lag)
-           for r in spark.read.parquet(str(result.out / "lag")).collect()}
+           for r in spark.read.parquet(f"{result.out}/lag").collect()}
     assert lag == {key: (ends[key[1:]], ends[key[1:]] - offset) for key, offset in fetched.items()}
 
-    rebalances = spark.read.parquet(str(result.out / "rebalances")).collect()
+    rebalances = spark.read.parquet(f"{result.out}/rebalances").collect()
     by_group: dict[str, dict[int, object]] = {}
     for r in rebalances:
         by_group.setdefault(r.group_id, {})[r.generation] = r
@@ -176,8 +176,8 @@ def test_pipeline_matches_what_the_live_broker_answered(spark, tmp_path) -> None
     orders_gens = [by_group["g-orders"][g] for g in sorted(seen["g-orders"])]
     assert {m.client_id for row in orders_gens for m in row.members} == {"a", "b"}
 
-    commits = spark.read.parquet(str(result.out / "commit_rate")).groupBy("group_id").sum("commits").collect()
+    commits = spark.read.parquet(f"{result.out}/commit_rate").groupBy("group_id").sum("commits").collect()
     assert {r.group_id for r in commits} == set(groups)
-    topics = {(r.topic, r.partition): r for r in spark.read.parquet(str(result.out / "topics")).collect()}
+    topics = {(r.topic, r.partition): r for r in spark.read.parquet(f"{result.out}/topics").collect()}
     assert sum(topics[("orders", p)].messages for p in range(3)) == 360
     assert {tuple(topics[("orders", p)].compression) for p in range(3)} == {("lz4",)}

@@ -11,7 +11,7 @@ import pytest
 
 from kbroker.pipeline import job
 from kbroker.pipeline.logdir import list_segments
-from kbroker.tests.pipeline import datadir
+from kbroker.tests.pipeline import browser, datadir
 
 
 @pytest.fixture(scope="module")
@@ -20,16 +20,15 @@ def result(spark, scenario, tmp_path_factory):
 
 
 def _table(spark, result, name):
-    return spark.read.parquet(str(result.out / name))
+    return spark.read.parquet(f"{result.out}/{name}")
 
 
-def test_every_table_is_a_parquet_folder_and_the_report_links_its_charts(result) -> None:
+def test_every_table_is_a_parquet_folder_and_the_report_has_its_charts(result) -> None:
     for name in job.TABLES:
-        assert (result.out / name / "_SUCCESS").exists(), name
-    html = result.report.read_text()
-    for png in ("lag_by_group.png", "commit_rate.png", "rebalances.png"):
-        assert f"charts/{png}" in html
-        assert (result.out / "charts" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (Path(result.out) / name / "_SUCCESS").exists(), name
+    html = Path(result.report).read_text()
+    for chart in ("lag", "commits", "partition-lag:billing", "ownership:billing"):
+        assert f"data-chart='{chart}'" in html
     assert result.problems == []
 
 
@@ -69,8 +68,8 @@ def test_rebalances_say_how_they_ended_and_groups_are_summed_up(spark, scenario,
 def test_report_tables_show_no_none_no_float_counts_and_utc_times(result) -> None:
     import re
 
-    html = result.report.read_text()
-    cells = re.findall(r"<td>(.*?)</td>", html)
+    html = Path(result.report).read_text()
+    cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", html)]
     assert cells and "None" not in cells and "NaN" not in cells and "nan" not in cells
     assert not [c for c in cells if re.fullmatch(r"-?\d+\.0", c)]
     times = [c for c in cells if re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d.*", c)]
@@ -161,7 +160,7 @@ def test_a_damaged_segment_is_reported_and_the_job_goes_on(spark, scenario, tmp_
     errors = _table(spark, res, "errors").collect()
     assert [(e.segment, e.position, e.error_kind) for e in errors] == [(seg.path, 0, "bad_crc")]
     assert res.rows["lag"] == len(scenario.latest)
-    assert "Problems in the input" in res.report.read_text()
+    assert "Problems in the input" in Path(res.report).read_text()
 
 
 def _args(**kw) -> argparse.Namespace:
@@ -181,7 +180,15 @@ def test_main_refuses_a_bad_since(tmp_path, capsys) -> None:
     assert "--since" in capsys.readouterr().err
 
 
-def test_a_directory_that_is_not_a_data_dir_is_named(spark, tmp_path) -> None:
+def test_an_empty_or_foreign_directory_is_named(spark, tmp_path) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(job.JobError, match="not a kbroker data directory"):
+    with pytest.raises(job.JobError, match="is empty"):
         job.run(spark, tmp_path / "empty", tmp_path / "r")
+    (tmp_path / "foreign" / "photos").mkdir(parents=True)
+    with pytest.raises(job.JobError, match="not a kbroker data directory"):
+        job.run(spark, tmp_path / "foreign", tmp_path / "r")
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="needs Debian's chromium (make system-deps)")
+def test_the_report_renders_sound_in_a_browser(spark, result) -> None:
+    browser.assert_sound(Path(result.report), spark, result.out)

@@ -10,12 +10,21 @@ from kbroker.pipeline.logdir import list_segments
 from kbroker.tests.pipeline import datadir
 
 
-def test_one_input_partition_per_nonempty_segment_file(spark, scenario) -> None:
-    df = spark.read.format("kbroker-log").load(str(scenario.root))
+def test_segments_are_read_in_packed_tasks_and_small_budgets_cut_them(spark, scenario) -> None:
     nonempty = [s for s in list_segments(scenario.root) if s.size]
-    assert df.rdd.getNumPartitions() == len(nonempty)
-    orders = spark.read.format("kbroker-log").option("topics", "orders").load(str(scenario.root))
-    assert orders.rdd.getNumPartitions() == len([s for s in nonempty if s.topic == "orders"])
+    df = spark.read.format("kbroker-log").load(str(scenario.root))
+    assert df.rdd.getNumPartitions() == 1 < len(nonempty)  # a few KiB of segments: one task
+    cut = spark.read.format("kbroker-log").option("task_bytes", "300").load(str(scenario.root))
+    assert cut.rdd.getNumPartitions() > len(nonempty)  # 300-byte slices: more tasks than files
+    key = ["topic", "partition", "offset"]
+    assert cut.select(*key).orderBy(*key).collect() == df.select(*key).orderBy(*key).collect()
+
+
+def test_a_file_uri_reads_as_the_path_does(spark, scenario) -> None:
+    uri = scenario.root.resolve().as_uri()
+    assert uri.startswith("file:///")
+    assert spark.read.format("kbroker-log").load(uri).count() == \
+        spark.read.format("kbroker-log").load(str(scenario.root)).count() > 0
 
 
 def test_records_view_returns_every_record_in_every_codec(spark, scenario) -> None:
@@ -41,6 +50,7 @@ def test_consumer_offsets_view(spark, scenario) -> None:
     df = spark.read.format("kbroker-log").option("view", "consumer_offsets").load(str(scenario.root))
     counts = {r.record_type: r["count"] for r in df.groupBy("record_type").count().collect()}
     assert counts == {"offset_commit": 17, "offset_tombstone": 2, "group_metadata": 6, "group_tombstone": 1}
+    assert df.where("producer_id >= 0 or transactional").count() == 0  # plain commits, no transaction
     member = df.where("group_id = 'billing' and generation = 3").select("members").first().members[0]
     assert (member.member_id, member.assignment[0].partitions) == ("b-2", [0, 1, 2])
 

@@ -175,6 +175,18 @@ class KafkaProcess:
             raise RuntimeError(f"kafka-storage format failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
         self.formatted = True
 
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start and wait until it serves. A first start that finds one of its ports taken (by another
+        process between free_port and Kafka's bind) tries again on new ports, twice at most."""
+        for attempt in range(3):
+            try:
+                self._start(timeout)
+                return
+            except RuntimeError:
+                if self.starts > 1 + attempt or "Address already in use" not in self.dump_log(400) or attempt == 2:
+                    raise
+                self.port, self.controller_port = free_port(self.host), free_port(self.host)
+
     def launch(self) -> None:
         """Format the log directory if it is new, then start the JVM without waiting for it to serve
         (`start` waits; the benchmarks time that wait themselves, and spawn it on the broker's core)."""
@@ -189,7 +201,7 @@ class KafkaProcess:
                                                       log4j=log4j, jvm_options=self.jvm_options),
                                          stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+    def _start(self, timeout: float) -> None:
         self.launch()
         assert self.proc is not None
         deadline = time.monotonic() + timeout
@@ -204,23 +216,22 @@ class KafkaProcess:
             time.sleep(0.1)
 
     def probe(self, timeout: float = 1.0) -> bool:
-        """True when the broker answers Metadata v12 listing itself (ApiVersions alone is answered before the
-        broker has joined the controller's metadata and can serve anything else)."""
+        """True when this broker answers Metadata v12 listing itself (ApiVersions alone is answered before the
+        broker has joined the controller's metadata and can serve anything else) with this node's cluster id:
+        another process that took the port between free_port and Kafka's bind (other test sessions draw
+        ports from the same block) answers too, with its own."""
+        from kbroker.protocol import framing
+        from kbroker.protocol.messages.metadata_request import MetadataRequest
+
         try:
             with socket.create_connection((self.host, self.port), timeout=timeout) as s:
                 s.settimeout(timeout)
-                # Metadata v12 (flexible): header v2, topics null, allow_auto_topic_creation false,
-                # include_topic_authorized_operations false; empty tagged fields.
-                client_id = b"probe"
-                header = struct.pack(">hhih", 3, 12, 1, len(client_id)) + client_id + b"\x00"
-                body = b"\x00" + b"\x00" + b"\x00" + b"\x00"
-                frame = header + body
-                s.sendall(struct.pack(">i", len(frame)) + frame)
+                request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+                s.sendall(framing.encode_request(3, 12, 1, "probe", request))
                 size = struct.unpack(">i", _read_exactly(s, 4))[0]
-                answer = _read_exactly(s, size)
-                # correlation id, header tagged fields, throttle, then the brokers array (compact: n+1)
-                return len(answer) > 9 and answer[9] > 1
-        except (OSError, struct.error):
+                _, answer = framing.decode_response(3, 12, _read_exactly(s, size))
+                return bool(answer.brokers) and answer.cluster_id == self.cluster_id
+        except (OSError, struct.error, ValueError, EOFError):
             return False
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:

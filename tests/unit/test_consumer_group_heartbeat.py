@@ -98,13 +98,15 @@ def settle(h: Harness, members: dict[str, int], rounds: int = 6) -> dict[str, cc
 # -- consumerGroupHeartbeat: joining and reconciling ---------------------------------------------
 
 
-def test_consumer_group_heartbeat_first_member_gets_everything_at_epoch_one() -> None:
+def test_consumer_group_heartbeat_first_member_gets_everything_at_epoch_two() -> None:
+    """A new group starts at epoch 1 with an empty assignment (KAFKA-20268, Kafka 4.3+): the first
+    member's subscription bumps it to 2, the first computed assignment's epoch."""
     h, _ = make()
     r = join(h, "a")
-    assert (r.error, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (E.NONE, "a", 1, 5_000)
+    assert (r.error, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (E.NONE, "a", 2, 5_000)
     assert parts(r) == set(range(6))
     g = group(h)
-    assert (g.group_epoch, g.assignment_epoch, g.state) == (1, 1, ConsumerGroupState.STABLE)
+    assert (g.group_epoch, g.assignment_epoch, g.state) == (2, 2, ConsumerGroupState.STABLE)
     assert h.armed(cc.session_key("g", "a"))
     assert [type(e) for e in h.events] == [AssignmentChanged]
     assert h.events[0].reason == "member joined" and h.events[0].members_moved == ("a",)
@@ -114,25 +116,25 @@ def test_maybe_reconcile_revokes_before_assigning() -> None:
     h, _ = make()
     a = join(h, "a")
     b = join(h, "b")
-    # b's target is half the partitions, but a still owns them: nothing yet, epoch 2.
-    assert (b.member_epoch, parts(b)) == (2, set())
+    # b's target is half the partitions, but a still owns them: nothing yet, epoch 3.
+    assert (b.member_epoch, parts(b)) == (3, set())
     assert group(h).members["b"].state is MemberState.UNRELEASED_PARTITIONS
-    # a keeps epoch 1 and is told to give up half (its assignment shrinks first).
-    r = beat(h, "a", 1, owned(a))
-    assert r.member_epoch == 1 and len(parts(r)) == 3
+    # a keeps epoch 2 and is told to give up half (its assignment shrinks first).
+    r = beat(h, "a", 2, owned(a))
+    assert r.member_epoch == 2 and len(parts(r)) == 3
     assert group(h).members["a"].state is MemberState.UNREVOKED_PARTITIONS
     assert h.armed(cc.rebalance_key("g", "a"))
     assert group(h).state is ConsumerGroupState.RECONCILING
     # b asks again: the partitions are still owned by a.
-    assert parts(beat(h, "b", 2, ())) == set()
-    # a acknowledges the revocation: epoch 2, rebalance timer cancelled.
-    r2 = beat(h, "a", 1, owned(r))
-    assert r2.member_epoch == 2 and not h.armed(cc.rebalance_key("g", "a"))
+    assert parts(beat(h, "b", 3, ())) == set()
+    # a acknowledges the revocation: epoch 3, rebalance timer cancelled.
+    r2 = beat(h, "a", 2, owned(r))
+    assert r2.member_epoch == 3 and not h.armed(cc.rebalance_key("g", "a"))
     # now b gets the released partitions.
-    rb = beat(h, "b", 2, ())
+    rb = beat(h, "b", 3, ())
     assert parts(rb) == set(range(6)) - parts(r)
     assert_no_partition_owned_twice(h)
-    beat(h, "b", 2, owned(rb))
+    beat(h, "b", 3, owned(rb))
     assert group(h).state is ConsumerGroupState.STABLE
 
 
@@ -158,14 +160,14 @@ def test_throw_if_member_epoch_is_invalid() -> None:
     a = join(h, "a")
     assert beat(h, "a", 5, owned(a)).error is E.FENCED_MEMBER_EPOCH  # ahead of the coordinator
     join(h, "b")
-    kept = owned(beat(h, "a", 1, owned(a)))  # revoke half
-    r = beat(h, "a", 1, kept)  # now epoch 2
-    assert r.member_epoch == 2
-    # the epoch-2 answer was lost: epoch 1 with a subset of the assignment is accepted...
-    again = beat(h, "a", 1, kept)
-    assert again.error is E.NONE and again.member_epoch == 2
+    kept = owned(beat(h, "a", 2, owned(a)))  # revoke half
+    r = beat(h, "a", 2, kept)  # now epoch 3
+    assert r.member_epoch == 3
+    # the epoch-3 answer was lost: epoch 2 with a subset of the assignment is accepted...
+    again = beat(h, "a", 2, kept)
+    assert again.error is E.NONE and again.member_epoch == 3
     # ...but not with partitions it must not own.
-    assert beat(h, "a", 1, owned(a)).error is E.FENCED_MEMBER_EPOCH
+    assert beat(h, "a", 2, owned(a)).error is E.FENCED_MEMBER_EPOCH
     assert beat(h, "a", 0, None).error is E.INVALID_REQUEST  # epoch 0 needs a full request
 
 
@@ -266,11 +268,11 @@ def test_rebalance_timeout_fences_a_member_that_does_not_revoke() -> None:
     h, _ = make()
     a = join(h, "a")
     join(h, "b")
-    beat(h, "a", 1, owned(a))  # told to revoke, never confirms
+    beat(h, "a", 2, owned(a))  # told to revoke, never confirms
     assert group(h).members["a"].state is MemberState.UNREVOKED_PARTITIONS
     h.advance(REBALANCE_MS - 1)
     assert "a" in group(h).members
-    beat(h, "b", 2, ())  # b stays alive
+    beat(h, "b", 3, ())  # b stays alive
     h.advance(1)
     assert "a" not in group(h).members
     assert any(isinstance(e, AssignmentChanged) and e.reason == "revocation timed out" for e in h.events)
@@ -327,8 +329,8 @@ def test_new_partitions_bump_the_group_epoch() -> None:
     h, topics = make()
     r = join(h, "a")
     topics.set("foo", FOO, 8)
-    r2 = beat(h, "a", 1, owned(r))
-    assert r2.member_epoch == 2 and parts(r2) == set(range(8))
+    r2 = beat(h, "a", 2, owned(r))
+    assert r2.member_epoch == 3 and parts(r2) == set(range(8))
     assert h.events[-1].reason == "metadata changed"
 
 
@@ -337,7 +339,7 @@ def test_deleted_topic_leaves_the_assignment() -> None:
     r = join(h, "a", topics=("foo", "bar"))
     assert parts(r, BAR) == {0, 1}
     topics.delete("bar")
-    r2 = beat(h, "a", 1, owned(r))  # revoke bar first
+    r2 = beat(h, "a", 2, owned(r))  # revoke bar first
     r3 = beat(h, "a", r2.member_epoch, owned(r2))
     assert parts(r3 if r3.assignment is not None else r2, BAR) == set()
     assert group(h).members["a"].assigned_partitions == {FOO: frozenset({0, 1})}
@@ -349,7 +351,7 @@ def test_regex_subscription_picks_up_new_topics() -> None:
     assert parts(r) == {0, 1}
     topics.set("food", BAR, 3)
     topics.set("bar", uuid.UUID(int=7), 3)
-    r2 = beat(h, "a", 1, owned(r))
+    r2 = beat(h, "a", 2, owned(r))
     assert parts(r2, BAR) == {0, 1, 2} and parts(r2, uuid.UUID(int=7)) == set()
     assert group(h).resolved_regexes == {"^fo.*": frozenset({"foo", "food"})}
 
@@ -409,12 +411,12 @@ def commit(h: Harness, member: str, epoch: int, offset: int = 10, version: int =
 def test_offset_commit_uses_the_member_epoch() -> None:
     h, _ = make()
     join(h, "a")
-    assert commit(h, "a", 1).topics[0].partitions[0].error is E.NONE
+    assert commit(h, "a", 2).topics[0].partitions[0].error is E.NONE
     assert commit(h, "a", 7).topics[0].partitions[0].error is E.STALE_MEMBER_EPOCH
-    assert commit(h, "zz", 1).topics[0].partitions[0].error is E.UNKNOWN_MEMBER_ID
-    assert commit(h, "a", 1, version=8).topics[0].partitions[0].error is E.UNSUPPORTED_VERSION
+    assert commit(h, "zz", 2).topics[0].partitions[0].error is E.UNKNOWN_MEMBER_ID
+    assert commit(h, "a", 2, version=8).topics[0].partitions[0].error is E.UNSUPPORTED_VERSION
     assert commit(h, "", -1).topics[0].partitions[0].error is E.UNKNOWN_MEMBER_ID  # not empty
-    fetched = h.call(c.OffsetFetch("g", (c.TopicPartitions("foo", (0,)),), member_id="a", member_epoch=1))
+    fetched = h.call(c.OffsetFetch("g", (c.TopicPartitions("foo", (0,)),), member_id="a", member_epoch=2))
     assert fetched.error is E.NONE and fetched.topics[0].partitions[0].offset == 10
     stale = h.call(c.OffsetFetch("g", None, member_id="a", member_epoch=3))
     assert stale.error is E.STALE_MEMBER_EPOCH
@@ -427,10 +429,10 @@ def test_a_member_commit_too_large_for_one_batch_is_refused_without_a_record() -
     join(h, "a")
     written = len(h.log)
     parts = tuple(c.OffsetCommitPartition(i, 5) for i in range(6))
-    r = h.call(c.OffsetCommit("g", 1, "a", (c.OffsetCommitTopic("foo", parts),), api_version=9))
+    r = h.call(c.OffsetCommit("g", 2, "a", (c.OffsetCommitTopic("foo", parts),), api_version=9))
     assert [p.error for p in r.topics[0].partitions] == [E.UNKNOWN_SERVER_ERROR] * 6
     assert len(h.log) == written
-    r = h.call(c.OffsetCommit("g", 1, "a", (c.OffsetCommitTopic("foo", parts[:5]),), api_version=9))
+    r = h.call(c.OffsetCommit("g", 2, "a", (c.OffsetCommitTopic("foo", parts[:5]),), api_version=9))
     assert [p.error for p in r.topics[0].partitions] == [E.NONE] * 5
 
 
@@ -450,10 +452,10 @@ def test_transactional_offset_commit_check_and_materialisation() -> None:
                              api_version=version, validate_only=True)
         return h.call(cmd).topics[0].partitions[0].error
 
-    assert check("a", 1) is E.NONE
-    assert check("a", 1, version=3) is E.NONE  # TxnOffsetCommit v3 carries the member epoch
+    assert check("a", 2) is E.NONE
+    assert check("a", 2, version=3) is E.NONE  # TxnOffsetCommit v3 carries the member epoch
     assert check("a", 7) is E.ILLEGAL_GENERATION
-    assert check("zz", 1) is E.UNKNOWN_MEMBER_ID
+    assert check("zz", 2) is E.UNKNOWN_MEMBER_ID
     assert _committed(h) == -1  # a check is not a commit (it wrote offset 0 once)
     done = h.call(c.OffsetCommit("g", -1, "", (c.OffsetCommitTopic("foo", (c.OffsetCommitPartition(0, 42),)),),
                                  api_version=8, transactional=True))
@@ -474,7 +476,7 @@ def test_test_controls_on_a_consumer_group() -> None:
     assert h.call(ForceRebalance("g")).error is E.INVALID_REQUEST
     assert h.call(ExpireMember("g", "zz")).error is E.UNKNOWN_MEMBER_ID
     assert h.call(ExpireMember("g", "a")).error is E.NONE
-    assert set(group(h).members) == {"b"} and group(h).group_epoch == 3
+    assert set(group(h).members) == {"b"} and group(h).group_epoch == 4
     assert beat(h, "a", 1).error is E.UNKNOWN_MEMBER_ID
     assert h.call(CoordinatorMove("g", "unload")).error is E.NONE
     h.advance(SESSION_MS + 1000)  # past the session timeout: b stays, its coordinator forgot its timer
@@ -496,12 +498,12 @@ def test_list_describe_delete_for_consumer_groups() -> None:
     assert h.machine.list_groups(("empty",), ()) == []
     assert h.call(c.DescribeGroup("g", 6)).error is E.GROUP_ID_NOT_FOUND
     d = h.call(cc.ConsumerGroupDescribe("g"))
-    assert (d.error, d.state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (E.NONE, "Stable", 1, 1,
+    assert (d.error, d.state, d.group_epoch, d.assignment_epoch, d.assignor_name) == (E.NONE, "Stable", 2, 2,
                                                                                         "uniform")
     assert d.members[0].assignment[0].topic_name == "foo"
     assert h.call(cc.ConsumerGroupDescribe("none")).error is E.GROUP_ID_NOT_FOUND
     assert h.call(c.DeleteGroup("g")).error is E.NON_EMPTY_GROUP
-    commit(h, "a", 1)
+    commit(h, "a", 2)
     assert h.call(c.OffsetDelete("g", (c.TopicPartitions("foo", (0,)),))).topics[0].partitions[0].error \
         is E.GROUP_SUBSCRIBED_TO_TOPIC
     h.call(cc.ConsumerGroupHeartbeat("g", "a", -1))

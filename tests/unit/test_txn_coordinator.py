@@ -153,10 +153,11 @@ def test_pending_transition_answers_concurrent_transactions():
 def test_handle_verify_partitions_in_transaction():
     coord, _ = make()
     txn = init(coord)
-    assert coord.handle_verify_partitions_in_transaction("tx", txn.producer_id, 0, [TP0]) == {TP0: E.INVALID_TXN_STATE}
+    assert coord.handle_verify_partitions_in_transaction("tx", txn.producer_id, 0, [TP0]) == {
+        TP0: E.TRANSACTION_ABORTABLE}
     begin(coord, txn, TP0)
     assert coord.handle_verify_partitions_in_transaction("tx", txn.producer_id, 0, [TP0, TP1]) == {
-        TP0: E.NONE, TP1: E.INVALID_TXN_STATE}
+        TP0: E.NONE, TP1: E.TRANSACTION_ABORTABLE}
     assert coord.handle_verify_partitions_in_transaction("tx", txn.producer_id, 1, [TP0]) == {TP0: E.PRODUCER_FENCED}
 
 

@@ -42,12 +42,12 @@ def _parse_choice(choices: tuple[str, ...], normalise: Callable[[str], str] = st
 
 
 def _parse_cleanup_policy(raw: str) -> str:
-    # Kafka takes a list in any order ("delete,compact"); we keep one canonical spelling.
-    parts = sorted({p.strip() for p in raw.split(",") if p.strip()})
-    value = ",".join(parts)
-    if value not in CLEANUP_POLICIES:
+    # Kafka takes a list in any order ("delete,compact") and describes it as it was given (an
+    # IncrementalAlterConfigs APPEND of compact to delete reads back "delete,compact").
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if ",".join(sorted(set(parts))) not in CLEANUP_POLICIES:
         raise ValueError("must be delete, compact or compact,delete")
-    return value
+    return ",".join(dict.fromkeys(parts))
 
 
 def _parse_bool(raw: str) -> bool:

@@ -151,7 +151,7 @@ def handle_offset_commit(
     result = OffsetCommitResult(tuple(topics))
     if records:
         replies = [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else []
-        ctx.out.write(records, replies, durability=Durability.PIPELINED)
+        ctx.out.write(records, replies, durability=Durability.IN_LOG if cmd.transactional else Durability.PIPELINED)
     else:
         ctx.out.reply(cmd.reply_to, result)
 
@@ -159,12 +159,15 @@ def handle_offset_commit(
 def validate_txn_offset_commit(group: ClassicGroup | None, cmd: c.OffsetCommit) -> ErrorCode | None:
     """Kafka's validateOffsetCommit with isTransactional: without member id and generation anyone may
     commit (a producer that is not a member); with them, they must be the group's current ones.
-    An unknown group is an empty one (Kafka creates it), so a member of it is unknown."""
+    An unknown group named with a generation is ILLEGAL_GENERATION (Kafka's mapping before TxnOffsetCommit
+    v6); without one it is an empty group (Kafka creates it), so a member of it is unknown."""
     if group is not None and group.is_state(S.DEAD):
         return E.COORDINATOR_NOT_AVAILABLE
+    if group is not None and cmd.generation_id < 0 and group.is_state(S.EMPTY):
+        return None
     if cmd.generation_id >= 0 or cmd.member_id != c.UNKNOWN_MEMBER_ID or cmd.group_instance_id is not None:
         if group is None:
-            return E.UNKNOWN_MEMBER_ID
+            return E.ILLEGAL_GENERATION if cmd.generation_id >= 0 else E.UNKNOWN_MEMBER_ID
         error = validate_current_member(group, cmd.member_id, cmd.group_instance_id)
         if error is not None:
             return error

@@ -9,6 +9,7 @@ Assignments are keyed by topic id, as on the wire and in the records: {topic_id:
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
 import uuid
@@ -125,6 +126,15 @@ def no_topics() -> Mapping[str, TopicImage]:
     return {}
 
 
+def new_member_id() -> str:
+    """A member id the coordinator makes up: Kafka's Uuid.randomUuid().toString(), 16 random bytes in
+    URL-safe base64 without padding (22 characters), never starting with "-"."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
+
+
 class ConsumerGroup:
     __slots__ = (
         "group_id", "group_epoch", "metadata_hash", "assignment_epoch", "members", "target_assignment",
@@ -134,9 +144,11 @@ class ConsumerGroup:
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
+        # A new group starts at epoch 1 with an empty assignment of epoch 1, so the first member joining
+        # reconciles to epoch 1 until the first computed assignment, epoch 2 (KAFKA-20268, Kafka 4.3+)
+        self.group_epoch = 1
         self.metadata_hash = 0
-        self.assignment_epoch = 0
+        self.assignment_epoch = 1
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target_assignment: dict[str, Assignment] = {}
         # (topic id, partition) -> epoch of the member that holds it (assigned or pending revocation)

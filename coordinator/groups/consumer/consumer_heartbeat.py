@@ -28,6 +28,7 @@ from .consumer_group import (
     ConsumerGroupMember,
     MemberState,
     TopicImage,
+    new_member_id,
 )
 from ....protocol.records.consumer_records import (
     ConsumerGroupMetadataRecord,
@@ -69,6 +70,12 @@ class AssignmentChanged:
     assignor: str
     members_moved: tuple[str, ...]
     member_count: int
+    # For the group's rebalance history (history.py): the epoch it moved on from, who came and went,
+    # and a fenced member's session timeout (how long its partitions went unserved before the fence).
+    previous_epoch: int = -1
+    members_in: tuple[str, ...] = ()
+    members_out: tuple[str, ...] = ()
+    session_timeout_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -238,9 +245,11 @@ def update_target_assignment(ctx: CCtx, group: ConsumerGroup, group_epoch: int,
             ctx.records.append(ConsumerGroupTargetAssignmentMemberRecord(group.group_id, member_id, new))
             moved.append(member_id)
     ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, ctx.now_ms))
+    joined = (updated.member_id,) if updated is not None and updated.member_id not in group.members else ()
     ctx.out.events.append(AssignmentChanged(  # type: ignore[arg-type]
         group.group_id, group_epoch, group_epoch, reason,
-        updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members)))
+        updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members),
+        group.group_epoch, joined, (removed,) if removed is not None else (), _session_timeout(ctx, reason)))
     return result.get(updated.member_id, {}) if updated is not None else {}
 
 
@@ -341,7 +350,7 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
                get_or_create: Callable[[CCtx, str, bool], ConsumerGroup]) -> cc.ConsumerGroupHeartbeatResult:
     create = cmd.member_epoch == 0
     group = get_or_create(ctx, cmd.group_id, create)
-    member_id = cmd.member_id or str(uuid.uuid4())
+    member_id = cmd.member_id or new_member_id()
     if len(group.members) >= ctx.config.group_consumer_max_size and member_id not in group.members:
         raise ApiError(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
                        f"{ctx.config.group_consumer_max_size} members.")
@@ -554,6 +563,18 @@ def fence_member(ctx: CCtx, group: ConsumerGroup, member: ConsumerGroupMember, r
         # Compute the survivors' targets now, so they move on at their next heartbeat.
         update_target_assignment(ctx, group, group_epoch, member, None, regexes, names, reason,
                                  removed=member.member_id)
+    else:
+        # The last member gone, the group is empty: its assignment epoch follows the group epoch, with
+        # the timestamp of a new group's, so no assignment interval delays the next member (Kafka 4.4's
+        # fenceMembers); the epoch moved, and the group's history says so
+        ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, 0))
+        ctx.out.events.append(AssignmentChanged(  # type: ignore[arg-type]
+            group.group_id, group_epoch, group_epoch, reason, member.member_id, "", (), 0,
+            group.group_epoch, (), (member.member_id,), _session_timeout(ctx, reason)))
+
+
+def _session_timeout(ctx: CCtx, reason: str) -> int | None:
+    return ctx.config.group_consumer_session_timeout_ms if reason == "session expired" else None
 
 
 def on_session_expired(ctx: CCtx, group: ConsumerGroup | None, expiry: cc.ConsumerSessionExpired) -> None:

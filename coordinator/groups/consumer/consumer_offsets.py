@@ -83,7 +83,7 @@ def handle_consumer_offset_commit(ctx: CCtx, group: ConsumerGroup | None, cmd: c
     result = OffsetCommitResult(tuple(topics))
     if records:
         ctx.out.write(records, [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [],
-                      durability=Durability.PIPELINED)
+                      durability=Durability.IN_LOG if cmd.transactional else Durability.PIPELINED)
     else:
         ctx.out.reply(cmd.reply_to, result)
 

@@ -32,6 +32,7 @@ from .consumer_group import (
     MemberState,
     TopicImage,
     assignment_of,
+    new_member_id,
 )
 from .consumer_heartbeat import (
     ApiError,
@@ -155,7 +156,7 @@ def _member_for(group: ConsumerGroup, member_id: str, instance_id: str | None) -
 
 def classic_group_join_to_consumer_group(ctx: CCtx, group: ConsumerGroup, cmd: c.JoinGroup) -> None:
     gid = group.group_id
-    member_id = cmd.member_id or f"{cmd.client_id}-{uuid.uuid4()}"
+    member_id = cmd.member_id or new_member_id()  # a Kafka Uuid, as for any member of a consumer group
     try:
         if len(group.members) >= ctx.config.group_consumer_max_size and member_id not in group.members:
             raise ApiError(E.GROUP_MAX_SIZE_REACHED)
