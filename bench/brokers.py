@@ -359,6 +359,8 @@ class KafkaHandle(BrokerHandle):
         super().__init__("kafka", label, process.proc, process.bootstrap, process.server_log, process.base_dir)
         self.process = process
         self.launched_at = 0.0  # perf_counter() just before the JVM was spawned
+        self.answered_at = 0.0  # ... when it first answered ApiVersions (`start_kafka`)
+        self.serving_at = 0.0   # ... when its Metadata first listed itself
 
     def serves_metadata(self) -> bool:
         """Metadata lists this node: a KRaft broker answers ApiVersions before it has caught up with
@@ -383,15 +385,41 @@ def kafka_process(workdir: Path, *, flush_every_message: bool = False) -> Any:
                                           start=False, heap=KAFKA_HEAP, jvm_options=KAFKA_JVM_OPTIONS)
 
 
-def start_kafka(*, flush_every_message: bool = False, wait: bool = True,
+def start_kafka(*, flush_every_message: bool = False, wait: bool = True, groups: bool = True,
                 timeout: float = KAFKA_START_TIMEOUT_S, poll_s: float = 0.01) -> KafkaHandle:
     """Apache Kafka 4.4, one KRaft node on free loopback ports with a scratch log directory (formatted
-    first, untimed), its JVM spawned on the broker core. Unless wait=False, waits until it answers
-    ApiVersions, lists itself in Metadata and serves groups (`wait_groups`). Raises Unavailable if it
-    cannot start."""
+    first, untimed), its JVM spawned on the broker core (`launched_at`). Unless wait=False, waits until
+    it answers ApiVersions (polled every `poll_s`; the moment kept as `answered_at`), lists itself in
+    Metadata (`serving_at`) and, with `groups`, serves groups (`wait_groups`). A start whose port another
+    process took between free_port and the JVM's bind (other sessions draw ports from the same block)
+    is made again on new ports, twice at most. Raises Unavailable if it cannot start."""
+    kafka_reference()  # its jars: Unavailable before anything is made
+    for attempt in range(3):
+        handle = _launch_kafka(flush_every_message)
+        if not wait:
+            return handle
+        handle.keep_workdir = True  # until it serves: its log says why it did not
+        try:
+            wait_answering(handle, timeout, poll_s)
+            handle.answered_at = time.perf_counter()
+            wait_serving(handle, timeout)
+            handle.serving_at = time.perf_counter()
+            if groups:
+                wait_groups(handle, timeout)
+        except Unavailable:
+            taken = "Address already in use" in handle.process.dump_log(400)
+            shutil.rmtree(handle.workdir, ignore_errors=True)
+            if taken and attempt < 2:
+                continue
+            raise
+        handle.keep_workdir = False
+        return handle
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _launch_kafka(flush_every_message: bool) -> KafkaHandle:
     from kbroker.bench.report import KAFKA, KAFKA_FSYNC
 
-    kafka_reference()  # its jars: Unavailable before anything is made
     workdir = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
     try:
         process = kafka_process(workdir, flush_every_message=flush_every_message)
@@ -408,10 +436,6 @@ def start_kafka(*, flush_every_message: bool = False, wait: bool = True,
         raise Unavailable(f"Kafka would not start: {e}")
     handle = KafkaHandle(process, KAFKA_FSYNC if flush_every_message else KAFKA)
     handle.launched_at = launched_at
-    if wait:
-        wait_answering(handle, timeout, poll_s)
-        wait_serving(handle, timeout)
-        wait_groups(handle, timeout)
     return handle
 
 

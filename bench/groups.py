@@ -181,12 +181,9 @@ def kafka_startup(timeout: float = brokers.KAFKA_START_TIMEOUT_S) -> tuple[float
     that lists itself), from the spawn of its JVM; its log directory is formatted before, untimed, as
     a KRaft node's is once before its first start. ApiVersions polled as the others' are; Metadata
     every 10 ms, each poll a new connection that the JVM answers on the broker core."""
-    handle = brokers.start_kafka(wait=False, timeout=timeout)
+    handle = brokers.start_kafka(groups=False, timeout=timeout, poll_s=STARTUP_POLL_S)
     try:
-        brokers.wait_answering(handle, timeout, STARTUP_POLL_S)
-        answered = time.perf_counter() - handle.launched_at
-        brokers.wait_serving(handle, timeout, 0.01)
-        return answered, time.perf_counter() - handle.launched_at
+        return handle.answered_at - handle.launched_at, handle.serving_at - handle.launched_at
     finally:
         handle.stop()
 
