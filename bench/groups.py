@@ -445,7 +445,8 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             except KeyError:
                 continue
             f.values[label] = v
-        out.append(f)
+        if f.values:  # a figure of a column not in this run (Kafka's Metadata start-up) is left out
+            out.append(f)
 
     def stable_get(n: int, attr: str):
         def get(r: dict):
