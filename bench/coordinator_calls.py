@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kbroker.coordinator.groups import commands as c
-from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+from kbroker.coordinator.groups.service import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
 from kbroker.protocol.records.classic_records import Record
 from kbroker.protocol.errors import ErrorCode

@@ -113,13 +113,14 @@ def write_offsets_records(data_dir: Path, records: int, *, groups: int = 1000, p
     from kbroker.broker.storage.log.config import LogConfig
     from kbroker.broker.storage.log.manager import LogManager
     from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
+    from kbroker.broker.partitions.service import PartitionService
     from kbroker.coordinator.partitioning import partition_for
     from kbroker.protocol.records.classic_records import OffsetCommitRecord
 
     async def go() -> dict:
         cluster_meta.load_or_create(data_dir, 1, "")
         logs = LogManager(data_dir, LogConfig(), "never")
-        topic = OffsetsTopic(logs, 50)
+        topic = OffsetsTopic(PartitionService.offline(logs), 50)
         n_parts = topic.ensure()
         names = [f"bench-replay-{g}" for g in range(groups)]
         owner = [partition_for(g, n_parts) for g in names]

@@ -72,9 +72,10 @@ async def _write(data_dir: Path, commits: int, per_batch: int = 10):
     they all sit in an inactive (compactable) segment."""
     from kbroker.broker.storage.log.manager import LogManager
     from kbroker.broker.coordinators.offsets_topic import TOPIC, OffsetsTopic
+    from kbroker.broker.partitions.service import PartitionService
 
     logs = LogManager(data_dir, flush_policy="never")
-    topic = OffsetsTopic(logs, 1)
+    topic = OffsetsTopic(PartitionService.offline(logs), 1)
     topic.ensure()
     batch: list = []
     for record in _commits(commits):
@@ -134,13 +135,14 @@ async def measure(commits: int) -> dict:
 async def _replay_only(tmp: Path, commits: int, out: dict) -> None:
     from kbroker.broker.storage.log.manager import LogManager
     from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
-    from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+    from kbroker.broker.partitions.service import PartitionService
+    from kbroker.coordinator.groups.service import GroupCoordinatorService
 
     data = tmp / "replay"
     logs, _ = await _write(data, commits)
     logs.close()
     logs = LogManager(data, flush_policy="never")
-    topic = OffsetsTopic(logs, 1)
+    topic = OffsetsTopic(PartitionService.offline(logs), 1)
     topic.ensure()
 
     async def no_append(*_: object) -> None:

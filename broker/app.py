@@ -10,7 +10,7 @@ import importlib
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from pathlib import Path
 
 import structlog
@@ -30,7 +30,7 @@ from .startup import Prepared, prepare
 from .partitions.startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
-    from ..coordinator.runtime.actor import GroupCoordinatorService
+    from ..coordinator.groups.service import GroupCoordinatorService
     from .services import BrokerServices
     from .security.service import Security
     from .coordinators.transactions import TransactionService
@@ -103,9 +103,14 @@ class Broker:
 
         # The broker's one time source: the logs (segment times), the timers and the data-path handlers.
         self.clock: Clock = SystemClock()
+        fsync: Callable[[int], None] = self.observations.timed_fsync
+        self.fsync_gate = None  # --test-controls can hold the segments' fsyncs (operations/test_controls.py)
+        if config.test_controls:
+            from .operations.test_controls import FsyncGate
+
+            fsync = self.fsync_gate = FsyncGate(fsync)
         self.logs = LogManager(self.data_dir, log_config(config), config.flush, max_partitions=config.max_partitions,
-                               max_open_files=config.log_max_open_files or None,
-                               fsync=self.observations.timed_fsync, clock=self.clock)
+                               max_open_files=config.log_max_open_files or None, fsync=fsync, clock=self.clock)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/); see `security`
         self._security: Security | None = None
         self.dev_security = None
@@ -160,16 +165,26 @@ class Broker:
         self.timers = KeyedTimers(self.clock)
         self.fetch_purgatory = FetchPurgatory(self.timers)
         self.fetch_sessions = FetchSessionManager()
+        # the storage engine's producer snapshots and producer-id blocks (its files; handlers see neither)
         self.producer_states = ProducerStateManager(self.logs, self.data_dir, clock=self.clock)
+        # what handlers and coordinators see of the data: the topics, and the partitions' one append
+        # and read path (broker/partitions/)
+        from .partitions.catalogue import TopicCatalogue
+        from .partitions.service import PartitionService
+
+        self.catalogue = TopicCatalogue(self.logs, self.node_id, self.producer_states.ids)
+        self.partitions = PartitionService(self.logs, self.catalogue, purgatory=self.fetch_purgatory,
+                                           observations=self.observations, clock=self.clock,
+                                           faults=self.partition_faults)
         from .operations.quotas import ClientQuotas
 
         self.quotas = ClientQuotas(self.data_dir)
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets;
         # built with its first use (the `coordinator` property)
-        self.offsets_topic = OffsetsTopic(self.logs, config.offsets_topic_num_partitions)
+        self.offsets_topic = OffsetsTopic(self.partitions, config.offsets_topic_num_partitions)
         self.offsets_topic.adopt_existing()  # a first start creates it in start(), while serving
         self.seed_topics = parse_create_topics(config.create_topics, "--create-topics")
-        ensure_topics(self.logs, self.seed_topics)
+        ensure_topics(self.catalogue, self.seed_topics)
         self._coordinator: GroupCoordinatorService | None = None
         self._started = False
         # Set when the start-up load found nothing stored in __consumer_offsets: a coordinator built
@@ -214,8 +229,10 @@ class Broker:
 
     async def start(self) -> None:
         self.producer_states.load_all()
-        if TRANSACTION_STATE_TOPIC in self.logs.topics():
-            self._build_transactions()  # replays it before the server listens, as Kafka loads it
+        if self.catalogue.topic(TRANSACTION_STATE_TOPIC) is not None:
+            loading = self._build_transactions().loading
+            if loading is not None:
+                await loading  # replayed before the server listens, as Kafka loads it
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
         self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
         if self._security is not None:  # the OAUTHBEARER key set's refresh, when fetched over HTTPS
@@ -227,8 +244,6 @@ class Broker:
         for server in self.servers:
             await server.start()
         self._serving = True
-        if self._transactions is not None:
-            self._transactions.start()
         if self.admin_http is not None:
             self.admin_port = await self.admin_http.start()
             self._background.append(asyncio.create_task(self.observations.watch_event_loop(), name="loop-watch"))
@@ -243,6 +258,8 @@ class Broker:
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
 
     async def stop(self) -> None:
+        if self.fsync_gate is not None:
+            self.fsync_gate.release()  # the final flushes must not wait for a test's hold
         self.fetch_purgatory.shutdown()
         if self.admin_http is not None:
             await self.admin_http.stop()
@@ -302,13 +319,12 @@ class Broker:
         return security
 
     def _build_coordinator(self) -> GroupCoordinatorService:
-        from ..coordinator.runtime.actor import GroupCoordinatorService
+        from ..coordinator.groups.service import GroupCoordinatorService
         from ..coordinator.config import GroupConfig
 
         config = self.config
         coordinator = self._coordinator = GroupCoordinatorService(
-            self.offsets_topic.append_records,
-            append_records_nowait=self.offsets_topic.append_records_nowait,
+            writer=self.offsets_topic,
             config=GroupConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(GroupConfig)}),
             timers=self.timers,
             num_partitions=self.offsets_topic.num_partitions,
@@ -336,13 +352,14 @@ class Broker:
         """name -> TopicImage, what consumer groups (KIP-848) assign from. Every ConsumerGroupHeartbeat
         reads it, so it is built once per change of the topics table: the same object until then
         (the coordinator's steady-heartbeat memo keys on that identity)."""
-        version = self.logs.topics_version
+        version = self.catalogue.version
         cached = self._topics_image_cache
         if cached is not None and cached[0] == version:
             return cached[1]
         from ..coordinator.groups.consumer.consumer_group import TopicImage
 
-        image = {name: TopicImage(name, info.topic_id, info.num_partitions) for name, info in self.logs.topics().items()}
+        image = {name: TopicImage(name, info.topic_id, info.num_partitions)
+                 for name, info in self.catalogue.topics().items()}
         self._topics_image_cache = (version, image)
         return image
 
@@ -355,15 +372,17 @@ class Broker:
         return self._transactions
 
     def _build_transactions(self) -> TransactionService:
+        """The transaction coordinator, serving at once; an existing `__transaction_state` is replayed
+        in a task (`loading`, which start() awaits)."""
         from .coordinators.transactions import TOPIC, TransactionService
 
         assert TOPIC == TRANSACTION_STATE_TOPIC
         service = self._transactions = TransactionService(self, self.config)
-        service.adopt_existing_topic()
-        service.load()
-        if self._serving:  # else start() starts it
-            service.start()
-        if not service.topic_ready.is_set():
+        service.start()
+        if service.topic_ready.is_set():
+            service.loading = service.load()
+        else:
+            service.load_nothing()
             # the first use: made in worker threads; a transit to write waits for it (Kafka creates
             # the topic on the first FindCoordinator of a transactional id and answers
             # COORDINATOR_NOT_AVAILABLE meanwhile)
@@ -397,9 +416,9 @@ class Broker:
             if name == TRANSACTION_STATE_TOPIC:
                 self.transactions  # noqa: B018 - builds the coordinator, which creates its topic
             raise KafkaError(f"{name} is being created", ErrorCode.LEADER_NOT_AVAILABLE)
-        self.logs.create_topic(name, self.config.num_partitions, {})
+        info = self.catalogue.create_topic(name, self.config.num_partitions, {})
         log.info("topic_auto_created", topic=name, partitions=self.config.num_partitions)
-        return self.logs.topics()[name]
+        return info
 
     def readiness_problems(self) -> list[str]:
         """What `/ready` waits for; empty once every __consumer_offsets partition is loaded and every
@@ -412,7 +431,9 @@ class Broker:
             problems.append(f"__consumer_offsets: {loaded} of {total} partitions loaded")
         if self._transactions is not None and not self._transactions.topic_ready.is_set():
             problems.append(f"{TRANSACTION_STATE_TOPIC}: being created")
-        topics = self.logs.topics()
+        elif self._transactions is not None and self._transactions.coordinator.is_loading:
+            problems.append(f"{TRANSACTION_STATE_TOPIC}: loading")
+        topics = self.catalogue.topics()
         problems += [f"topic {spec.name} does not exist" for spec in self.seed_topics if spec.name not in topics]
         return problems
 

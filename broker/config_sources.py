@@ -26,9 +26,9 @@ from . import kafka_names as kafka
 ENV_PREFIX = "KBROKER_"
 FILE, KAFKA_ENV, ENV, FLAG = 1, 2, 3, 4  # where a value came from, in rising priority
 # KBROKER_* variables that are not settings: the admin CLI's, `kbroker user add`'s, the suite's.
-OTHER_VARIABLES = frozenset({"KBROKER_CONFIG", "KBROKER_BOOTSTRAP", "KBROKER_ADMIN_URL", "KBROKER_USER_PASSWORD",
-                             "KBROKER_REQUIRE_KAFKA"})
-OTHER_PREFIXES = ("KBROKER_TEST_", "KBROKER_BENCH_")
+OTHER_VARIABLES = frozenset({"KBROKER_CONFIG", "KBROKER_BOOTSTRAP", "KBROKER_ADMIN_URL", "KBROKER_USER_PASSWORD"})
+# the suite's (KBROKER_REQUIRE_KAFKA, KBROKER_REQUIRE_GO: make test fails rather than skips without them)
+OTHER_PREFIXES = ("KBROKER_TEST_", "KBROKER_BENCH_", "KBROKER_REQUIRE_", "KBROKER_TOOLS_")
 
 
 class ConfigError(ValueError):

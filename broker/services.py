@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ..coordinator.runtime.actor import GroupCoordinatorService
+    from ..coordinator.groups.service import GroupCoordinatorService
     from ..purgatory.clock import Clock
     from ..purgatory.delayed_fetch import FetchPurgatory
     from .config import BrokerConfig
     from .apis.fetch_sessions import FetchSessionManager
-    from .storage.log.manager import LogManager, TopicInfo
+    from .partitions.catalogue import TopicCatalogue, TopicInfo
+    from .partitions.service import PartitionService
     from .operations.observe import Observations
-    from .storage.producer_state import ProducerStateManager
     from .operations.quotas import ClientQuotas
     from .network.router import Router
     from .security.service import Security
@@ -39,9 +39,9 @@ class BrokerServices(Protocol):
     data_dir: Path
     clock: Clock  # the broker's time: timers, produce timestamps, segment ages, fetch sessions
     router: Router  # ApiVersions lists what it serves; the ACL checks wrap its handlers
-    # the data path
-    logs: LogManager
-    producer_states: ProducerStateManager
+    # the data path: handlers see the topics and the partitions, never a storage engine
+    catalogue: TopicCatalogue  # topics, configs, leaders and leader epochs; producer ids
+    partitions: PartitionService  # the one append path and the one read path
     fetch_sessions: FetchSessionManager
     fetch_purgatory: FetchPurgatory
     unread_answers: UnreadAnswers  # Fetch answers not yet taken by their clients, bounded in all

@@ -4,8 +4,9 @@ A broker that cannot start should say why in one line and leave the data directo
 So, in this order, before any log event and before the first byte is written:
 
 1. the data directory: not a file, writable by this user, not on a read-only filesystem;
-2. what is stored there: `meta.properties` and every `topics/<name>.json` parse (a damaged one is
-   named, never silently replaced);
+2. what is stored there: `meta.properties` parses and names this node (a damaged one is named, never
+   silently replaced). A damaged topic record does not stop the start: that topic alone is fenced,
+   with an error event naming the file (broker/storage/log/topic_files.py), and the others serve;
 3. every listener's socket is bound (a port in use or a host that is not ours is named);
 4. only then is the directory created and `.lock` taken with an OS lock (flock), as Kafka does, so
    a second broker on the same directory is refused while the first runs.
@@ -17,10 +18,8 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import socket
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,33 +116,6 @@ def check_stored_files(path: Path, config: BrokerConfig, src: Sources) -> None:
             raise StartupError(f"{meta}: this data directory belongs to cluster {props['cluster.id']}, not "
                                f"{config.cluster_id} ({src.label('cluster_id')}): give a new cluster its own "
                                f"--data-dir, or set the cluster id back")
-    topics = path / "topics"
-    if topics.is_dir():
-        for topic_file in sorted(topics.glob("*.json")):
-            problem = _topic_file_problem(topic_file)
-            if problem:
-                raise StartupError(f"{topic_file}: damaged topic file: {problem}")
-
-
-def _topic_file_problem(path: Path) -> str | None:
-    try:
-        raw = json.loads(path.read_bytes())
-    except (OSError, ValueError) as e:
-        return str(e)
-    if not isinstance(raw, dict):
-        return "not a JSON object"
-    if raw.get("name") != path.stem:
-        return f"name {raw.get('name')!r} does not match the file name"
-    try:
-        uuid.UUID(str(raw["topic_id"]))
-    except (KeyError, ValueError):
-        return f"topic_id {raw.get('topic_id')!r} is not a UUID"
-    partitions = raw.get("partitions")
-    if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
-        return f"partitions {partitions!r} is not a positive integer"
-    if not isinstance(raw.get("configs", {}), dict):
-        return "configs is not an object"
-    return None
 
 
 # --- 3. the sockets -------------------------------------------------------------------------------------

@@ -1,29 +1,36 @@
-"""Kafka's consumer-group coordinator as pure state machines plus a thin asyncio shell.
+"""Kafka's consumer-group and transaction coordinators as pure state machines on one runtime.
 
-Folders: runtime/ (service, runtime, outcome, execute), groups/ (commands, results, group types,
-history), groups/classic/ (the shard and the classic protocol), groups/consumer/ (KIP-848), txn/
-(the transaction coordinator); the record formats are the protocol's (protocol/records/). The
-module names below are unique across the folders.
+Folders: runtime/ (the coordinator runtime: shard, runtime, partition, outcome, execute), groups/ (the
+group coordinator: service, shard, store, offset_store, group_types, registry, commands, results,
+events, history), groups/classic/ and groups/consumer/ (the two group types), txn/ (the transaction
+coordinator: coordinator, shard, service, commands); the record formats are the protocol's
+(protocol/records/). A name below is the module of the folder it is listed under.
 
 Layers (as Kafka 4's GroupCoordinatorService / CoordinatorRuntime / GroupCoordinatorShard):
 
-- `service.GroupCoordinatorService` (re-exported by `actor` for older imports): the request
-  front. Prechecks once per request, routes by `__consumer_offsets` partition (Java's
-  String.hashCode, cached per group id), `submit` / `submit_now`, life cycle, retention check.
-- `runtime.PartitionRuntime`: one per loaded partition. Per-group order without locks (an idle
-  group's command runs inline; a group waiting for a write queues what follows), write-then-
-  respond through `execute.execute_outcome`, timers bridged to the group, load / unload.
-- `classic.GroupStateMachine`: the shard, every group of one partition. `handle(command, now_ms)`
-  returns an `outcome.Outcome` (replies, records to persist, timers, events); `replay(record)`.
-  Consumer groups (KIP-848: consumer_*.py, migration.py, downgrade.py) plug in behind it as
-  `consumer_machine.ConsumerGroups`, which takes every command about its groups.
+- `runtime/`: one runtime for every coordinator, knowing a shard only by `shard.Shard` (handle,
+  replay, on_write_done, begin_load / finish_load / unload, key_of, error_result) and writing only
+  through `shard.PartitionWriter`. `runtime.CoordinatorRuntime`: loaded partitions, prechecks,
+  routing, life cycle; `partition.PartitionRuntime`: per-key order without locks (an idle key's
+  command runs inline; a key waiting for a write queues what follows), write-then-respond through
+  `execute.execute_outcome`, keyed timers bridged to the shard.
+- `groups/service.GroupCoordinatorService`: the group front. Prechecks once per request, routes by
+  `__consumer_offsets` partition (Java's String.hashCode, cached per group id), `submit` /
+  `submit_now`, life cycle, retention check, test controls.
+- `groups/shard.GroupCoordinatorShard`: the shard of one partition. One map of groups of every type
+  (`store.GroupStore`), one offset store (`offset_store.OffsetStore`: commit, fetch, delete, retention,
+  once for every type, each group answering the `group_types.Group` protocol), and the registered
+  group types (`registry.GROUP_TYPES`: `classic.ClassicGroups`, and the KIP-848 consumer groups,
+  `consumer_machine.ConsumerGroups`, imported with their first use). A type gets its own commands,
+  records and follow-ups; a group of another type is refused as Kafka refuses it.
 - Classic groups: `transitions` (every state change, with the table of which event moves which
-  state), `join`, `membership`, `offsets`, `admin`, `controls` (test controls), `rebalance` (shared
-  helpers); `group.ClassicGroup` and `member.Member` hold the state.
-- `commands`, `results`, and the protocol's `records` (+ their `codec`): what goes in, comes out,
-  gets stored.
-- `txn/`: the transaction coordinator (`__transaction_state`), separate from groups.
-- `tests/coordinator_harness.Harness`: a manual-clock driver for one shard in tests.
+  state), `join`, `membership`, `admin`, `controls` (test controls), `rebalance` (shared helpers);
+  `group.ClassicGroup` and `member.Member` hold the state.
+- `commands`, `results`, `events` and the protocol's `records` (+ their `codec`): what goes in,
+  comes out, is reported, gets stored.
+- `txn/`: the transaction coordinator on the same runtime (`coordinator.TxnCoordinator` decides,
+  `shard.TransactionShard` per `__transaction_state` partition, `service.TransactionCoordinatorService`).
+- `tests/coordinator_harness.Harness`: a manual-clock driver for one group shard in tests.
 
 Seed-to-code index: the classic protocol as the seeds (/work/shared/seeds/, Kafka's Scala
 GroupCoordinator and GroupMetadata) name it -> where it lives here -> the unit tests that follow
@@ -51,17 +58,20 @@ that method branch by branch (tests/unit/, named `test_<seedMethod>_...`).
     removePendingMember             transitions.remove_pending_member_and_update_group
                                                                            test_coordinator_membership
     onExpirePendingSync             membership.on_sync_expired             test_coordinator_membership
-    handleCommitOffsets             offsets.handle_offset_commit           test_coordinator_offsets
-    handleFetchOffsets              offsets.handle_offset_fetch            test_coordinator_offsets
-    handleDeleteOffsets             offsets.handle_offset_delete           test_coordinator_offsets
-    cleanupGroupMetadata,           offsets.handle_offset_expiry_check     test_coordinator_offsets
-      removeExpiredOffsets, getExpiredOffsets
-    handleDeleteGroups              admin.handle_delete_group              test_coordinator_offsets
+    handleCommitOffsets             offset_store.OffsetStore.commit,       test_coordinator_offsets
+                                      group.ClassicGroup.validate_offset_commit
+    handleFetchOffsets              offset_store.OffsetStore.fetch         test_coordinator_offsets
+    handleDeleteOffsets             offset_store.OffsetStore.delete        test_coordinator_offsets
+    cleanupGroupMetadata,           shard.GroupCoordinatorShard._expire_offsets,
+      removeExpiredOffsets,           offset_store.OffsetStore.expired,    test_coordinator_offsets
+      getExpiredOffsets               group.ClassicGroup.offset_expiration
+    handleDeleteGroups              shard.GroupCoordinatorShard._delete_group test_coordinator_offsets
     handleDescribeGroup             admin.handle_describe_group            test_coordinator_load
-    handleListGroups                admin.list_groups                      test_coordinator_load
-    loadGroupsAndOffsets            classic.GroupStateMachine.replay       test_coordinator_load
-    onGroupLoaded                   classic.GroupStateMachine.finish_load  test_coordinator_load
-    onGroupUnloaded                 classic.GroupStateMachine.unload       test_coordinator_load
+    handleListGroups                shard.GroupCoordinatorShard.list_groups test_coordinator_load
+    loadGroupsAndOffsets            shard.GroupCoordinatorShard.replay,    test_coordinator_load
+                                      classic.ClassicGroups.replay
+    onGroupLoaded                   classic.ClassicGroups.finish_load      test_coordinator_load
+    onGroupUnloaded                 classic.ClassicGroups.unload           test_coordinator_load
     transitionTo, canRebalance      group.ClassicGroup.transition_to,      test_coordinator_group
                                       can_rebalance (VALID_PREVIOUS_STATES)
     initNextGeneration              group.ClassicGroup.init_next_generation test_coordinator_group
@@ -69,7 +79,8 @@ that method branch by branch (tests/unit/, named `test_<seedMethod>_...`).
                                     group.ClassicGroup.select_protocol, ..., member.Member.vote
                                                                            test_coordinator_group
     partitionFor                    partitioning.partition_for             test_coordinator_partitioning
-    isCoordinatorForGroup,          service.GroupCoordinatorService._route test_coordinator_actor,
+    isCoordinatorForGroup,          service.GroupCoordinatorService._route, test_coordinator_actor,
+                                      runtime.CoordinatorRuntime.precheck
       isCoordinatorLoadingInProgress  (the prechecks)                      test_coordinator_runtime
 
 Where we differ from the seeds on purpose, the code says so at the spot (e.g. the initial delay

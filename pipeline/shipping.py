@@ -18,9 +18,8 @@ _LEAVE_OUT = {"tests", "bench", "tools", "docs", "docker", "build", "data", "rep
 
 
 def package_root() -> Path:
-    import kbroker
-
-    return Path(kbroker.__file__).resolve().parent
+    """The installed `kbroker` package's folder (this module's parent's parent)."""
+    return Path(__file__).resolve().parent.parent
 
 
 def build_zip(target_dir: str | None = None) -> str:

@@ -16,26 +16,27 @@ from kbroker.purgatory.clock import ManualClock
 from kbroker.purgatory.timers import KeyedTimers, TimerFired
 
 from kbroker.coordinator.groups import commands as c
-from kbroker.coordinator.groups.classic.classic import GroupStateMachine
+from kbroker.coordinator.groups.shard import GroupCoordinatorShard
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.runtime.execute import execute_outcome, run_now
-from kbroker.coordinator.runtime.outcome import CancelTimer, Event, Reply, TimerOp
+from kbroker.coordinator.runtime.outcome import CancelTimer, Reply, TimerOp
 from kbroker.protocol.records.classic_records import Record
 
 
 class Harness:
     def __init__(self, config: GroupConfig | None = None, *, start_ms: int = 1_000_000, partition: int = 0,
-                 topics: Any = None, max_batch_bytes: int | None = None) -> None:
+                 topics: Any = None, max_batch_bytes: int | None = None, group_types: Any = None) -> None:
         self.clock = ManualClock(start_ms)
         self.timers = KeyedTimers(self.clock)
         self._ids = itertools.count(1)
-        self.machine = GroupStateMachine(
+        self.machine = GroupCoordinatorShard(
             partition, config, new_member_id=lambda prefix: f"{prefix}-{next(self._ids)}",
             **({"topics": topics} if topics is not None else {}),
             **({"max_batch_bytes": lambda: max_batch_bytes} if max_batch_bytes is not None else {}),
+            **({"group_types": group_types} if group_types is not None else {}),
         )
         self.log: list[Record] = []
-        self.events: list[Event] = []
+        self.events: list[Any] = []
         self.replies: dict[Any, list[Any]] = {}
         self.fail_next_append: ErrorCode | None = None
         self.stale_expiries = 0
@@ -46,8 +47,18 @@ class Harness:
     def config(self) -> GroupConfig:
         return self.machine.config
 
-    def group(self, group_id: str):  # noqa: ANN201 - ClassicGroup | None
+    def set_config(self, config: GroupConfig) -> None:
+        """The settings changed under a live shard (an operator's new limits): the shard and its types."""
+        self.machine.config = config
+        for group_type in self.machine.types:
+            group_type.config = config  # type: ignore[misc]
+
+    def group(self, group_id: str):  # noqa: ANN201 - the group, of whatever type, or None
         return self.machine.group(group_id)
+
+    def offsets(self, group_id: str = "g") -> dict:
+        """The group's committed offsets: (topic, partition) -> OffsetAndMetadata."""
+        return dict(self.machine.offsets.of(group_id))
 
     # -- driving -------------------------------------------------------------------------------
 

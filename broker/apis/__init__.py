@@ -7,8 +7,9 @@ checks the table against each module's API_KEY and VERSIONS, and that every modu
 The handlers' shared helpers (HELPERS) live beside them and serve no API.
 """
 
-# what the handlers share: the group APIs' coordinator calls, repeated ids, the fetch sessions' cache
-HELPERS = ("fetch_sessions", "group_wire", "repeats")
+# what the handlers share: the group APIs' coordinator calls, repeated ids, the fetch sessions' cache,
+# the bound on a request's state-file changes
+HELPERS = ("fetch_sessions", "group_wire", "limits", "repeats")
 
 # api key -> (module in this package, lowest version served, highest version served)
 SERVED: dict[int, tuple[str, int, int]] = {

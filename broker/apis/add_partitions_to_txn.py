@@ -46,7 +46,7 @@ async def _one(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, t
                verify_only: bool) -> dict[tuple[str, int], int]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     service = ctx.broker.transactions
-    unknown = {tp for tp in wanted if not ctx.broker.logs.has_partition(*tp)}
+    unknown = {tp for tp in wanted if not ctx.broker.catalogue.has_partition(*tp)}
     if unknown:
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED for tp in wanted}
     if verify_only:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..operations import quotas as q
 from ..network.router import RequestContext
-from ..storage.state_file import MAX_CHANGES_PER_REQUEST, TOO_MANY_CHANGES
+from .limits import MAX_CHANGES_PER_REQUEST, TOO_MANY_CHANGES
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from ...protocol.messages.alter_client_quotas_response import (

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
-from ..storage.log.manager import is_internal_topic
+from ...protocol.topic_names import is_internal_topic
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
@@ -59,13 +59,13 @@ def alter_resource(broker: BrokerServices, resource_type: int, resource_name: st
     """Apply one resource's change. `topic_change(current_overrides) -> new_overrides` for topics."""
     if resource_type == RESOURCE_TOPIC:
         check_duplicate_keys(names)
-        info = broker.logs.topics().get(resource_name)
+        info = broker.catalogue.topics().get(resource_name)
         if info is None:
             raise KafkaError(f"Topic {resource_name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         new = topic_change(dict(info.overrides))
         if is_internal_topic(resource_name):
             check_internal_topic_configs(resource_name, new)
-        broker.logs.alter_topic_configs(resource_name, new, validate_only=validate_only)
+        broker.catalogue.alter_topic_configs(resource_name, new, validate_only=validate_only)
         return
     if resource_type == RESOURCE_BROKER:
         error = broker_resource_error(broker, resource_name)

@@ -29,7 +29,7 @@ VERSIONS = (0, 1)
 
 def _check(broker: BrokerServices, topic: str, partition: int, replicas: list[int] | None,
            allow_rf_change: bool) -> tuple[ErrorCode, str | None]:
-    if not broker.logs.has_partition(topic, partition):
+    if not broker.catalogue.has_partition(topic, partition):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
     if replicas is None:
         return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None

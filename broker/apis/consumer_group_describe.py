@@ -19,7 +19,7 @@ from ...protocol.messages.consumer_group_describe_response import (
 )
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 69
 VERSIONS = (0, 1)

@@ -9,7 +9,7 @@ from enum import IntEnum
 from typing import TypeVar
 
 from ..network.router import RequestContext
-from ..storage.state_file import MAX_CHANGES_PER_REQUEST, TOO_MANY_CHANGES
+from .limits import MAX_CHANGES_PER_REQUEST, TOO_MANY_CHANGES
 from ..security.acl import (
     AclBinding, Operation, PatternType, Permission, ResourceType, invalid_binding_reason,
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..storage.log.manager import is_internal_topic
+from ...protocol.topic_names import is_internal_topic
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
@@ -28,7 +28,7 @@ VERSIONS = (0, 3)
 
 
 def _check(broker: BrokerServices, topic: CreatePartitionsTopic) -> None:
-    info = broker.logs.topics().get(topic.name)
+    info = broker.catalogue.topics().get(topic.name)
     if info is None:
         raise KafkaError(f"Topic '{topic.name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if is_internal_topic(topic.name):
@@ -76,7 +76,7 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
             continue
         try:
             _check(broker, topic)
-            await broker.logs.add_partitions_async(topic.name, topic.count, validate_only=request.validate_only)
+            await broker.catalogue.add_partitions_async(topic.name, topic.count, validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

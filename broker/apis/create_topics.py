@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from .describe_configs import SOURCES
-from ..storage.log.config import ConfigEntry
-from ..storage.log.manager import validate_topic_name
+from ..partitions.catalogue import ConfigEntry
+from ...protocol.topic_names import validate_topic_name
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
@@ -117,10 +117,10 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             continue
         try:
             validate_topic_name(topic.name)
-            if topic.name in broker.logs.topics():
+            if topic.name in broker.catalogue.topics():
                 raise KafkaError(f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
             count = _partition_count(broker, topic)
-            info = await broker.logs.create_topic_async(topic.name, count, _configs(topic),
+            info = await broker.catalogue.create_topic_async(topic.name, count, _configs(topic),
                                                         validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .describe_acls import to_filter
 from .repeats import in_request_order
 from ..network.router import RequestContext
-from ..storage.state_file import MAX_CHANGES_PER_REQUEST
+from .limits import MAX_CHANGES_PER_REQUEST
 from ..security.acl import AclBinding, AclFilter, Operation, ResourceType
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.delete_acls_response import (

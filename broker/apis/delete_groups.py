@@ -12,7 +12,7 @@ from ...protocol.messages.delete_groups_request import DeleteGroupsRequest
 from ...protocol.messages.delete_groups_response import DeletableGroupResult, DeleteGroupsResponse
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 42
 VERSIONS = (0, 2)

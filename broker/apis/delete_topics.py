@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..storage.log.manager import is_internal_topic
+from ...protocol.topic_names import is_internal_topic
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.delete_topics_request import DeleteTopicsRequest
@@ -35,7 +35,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
-    topics = broker.logs.topics()
+    topics = broker.catalogue.topics()
     by_id = {info.topic_id: name for name, info in topics.items()}
     seen_names = Counter(n for n, _ in wanted if n is not None)  # one pass each: a request may name 100,000
     seen_ids = Counter(i for n, i in wanted if n is None and i != ZERO_UUID)
@@ -71,6 +71,5 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
             result.error_message = f"Internal topic {name} cannot be deleted."
             continue
-        broker.logs.delete_topic(name)
-        broker.producer_states.drop_topic(name)
+        broker.catalogue.delete_topic(name)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

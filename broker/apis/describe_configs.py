@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from ..config import BrokerConfig
-from ..storage.log.config import ConfigEntry, LogConfig
+from ..partitions.catalogue import ConfigEntry, LogConfig, default_of
 from .repeats import charge, distinct, in_request_order
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
@@ -245,7 +245,7 @@ def _describe(broker: BrokerServices, listener: str, resource_type: int, resourc
     result = DescribeConfigsResult(error_code=ErrorCode.NONE, error_message="", resource_type=resource_type,
                                    resource_name=resource_name, configs=[])
     if resource_type == RESOURCE_TOPIC:
-        info = broker.logs.topics().get(resource_name)
+        info = broker.catalogue.topics().get(resource_name)
         if info is None:
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return result

@@ -25,7 +25,7 @@ from ...protocol.messages.describe_groups_response import (
 )
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 15
 VERSIONS = (0, 6)

@@ -34,7 +34,7 @@ def failed_response(_ctx: RequestContext, request: DescribeLogDirsRequest, error
 
 
 def _wanted(broker: BrokerServices, request: DescribeLogDirsRequest) -> dict[str, list[int]]:
-    topics = broker.logs.topics()
+    topics = broker.catalogue.topics()
     if request.topics is None:
         return {name: list(range(info.num_partitions)) for name, info in sorted(topics.items())}
     out: dict[str, list[int]] = {}
@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> Descri
     for name, partitions in _wanted(broker, request).items():
         parts = []
         for p in sorted(set(partitions)):
-            size = broker.logs.partition_size(name, p)  # a dormant partition stays so (log/dormant.py)
+            size = broker.partitions.size(name, p)  # a dormant partition stays so (log/dormant.py)
             if size is not None:
                 parts.append(DescribeLogDirsPartition(partition_index=p, partition_size=size,
                                                       offset_lag=0, is_future_key=False))

@@ -35,19 +35,16 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> Desc
 
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse:
-    broker = ctx.broker
-    plog = broker.logs.get_log(topic, index)
-    if plog is None:  # Kafka names the reason for a topic it does not know, not for a partition past the last
-        unknown = topic not in broker.logs.topics()
-        return PartitionResponse(index, E.UNKNOWN_TOPIC_OR_PARTITION,
-                                 "This server does not host this topic-partition." if unknown else None, [])
-    state = broker.producer_states.for_log(plog)
-    producers = [
+    error, producers = ctx.broker.partitions.producers(topic, index)
+    if error != E.NONE:  # Kafka names the reason for a topic it does not know, not for a partition past the last
+        unknown = error == E.UNKNOWN_TOPIC_OR_PARTITION and ctx.broker.catalogue.topic(topic) is None
+        return PartitionResponse(index, error, "This server does not host this topic-partition." if unknown else None,
+                                 [])
+    return PartitionResponse(index, E.NONE, None, [
         ProducerState(
-            producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
-            last_timestamp=e.last_timestamp_ms, coordinator_epoch=e.coordinator_epoch,
-            current_txn_start_offset=state.ongoing.get(e.producer_id, -1),
+            producer_id=entry.producer_id, producer_epoch=entry.epoch, last_sequence=entry.last_seq,
+            last_timestamp=entry.last_timestamp_ms, coordinator_epoch=entry.coordinator_epoch,
+            current_txn_start_offset=txn_start,
         )
-        for e in state.producers.values()
-    ]
-    return PartitionResponse(index, E.NONE, None, producers)
+        for entry, txn_start in producers
+    ])

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..storage.log.manager import is_internal_topic
+from ...protocol.topic_names import is_internal_topic
+from ..partitions.catalogue import NO_LEADER
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.describe_topic_partitions_request import Cursor as RequestCursor
@@ -42,18 +43,21 @@ class InvalidCursor(Exception):
     pass
 
 
-def _partition(node: int, index: int) -> DescribeTopicPartitionsResponsePartition:
+def _partition(broker: BrokerServices, topic: str, index: int) -> DescribeTopicPartitionsResponsePartition:
+    led = broker.catalogue.leadership(topic, index)
+    assert led is not None
     return DescribeTopicPartitionsResponsePartition(
-        error_code=ErrorCode.NONE, partition_index=index, leader_id=node, leader_epoch=0,
-        replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[],
-        offline_replicas=[],
+        error_code=ErrorCode.NONE if led.leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE,
+        partition_index=index, leader_id=led.leader, leader_epoch=led.epoch,
+        replica_nodes=led.replicas, isr_nodes=led.isr, eligible_leader_replicas=[], last_known_elr=[],
+        offline_replicas=led.offline,
     )
 
 
 def describe_page(broker: BrokerServices, names: list[str], cursor: Cursor | RequestCursor | None,
                   limit: int) -> tuple[list[DescribeTopicPartitionsResponseTopic], Cursor | None]:
     """(topics, next cursor) for one page; `names` empty means every topic."""
-    topics = broker.logs.topics()
+    topics = broker.catalogue.topics()
     wanted = sorted(set(names)) if names else sorted(topics)
     if cursor is not None and names and cursor.topic_name not in wanted:
         raise InvalidCursor(f"the cursor's topic {cursor.topic_name!r} is not in the topic list")
@@ -74,7 +78,7 @@ def describe_page(broker: BrokerServices, names: list[str], cursor: Cursor | Req
         last = min(info.num_partitions, first + room)
         out.append(DescribeTopicPartitionsResponseTopic(
             error_code=ErrorCode.NONE, name=name, topic_id=info.topic_id, is_internal=is_internal_topic(name),
-            partitions=[_partition(broker.node_id, p) for p in range(first, last)],
+            partitions=[_partition(broker, name, p) for p in range(first, last)],
         ))
         room -= last - first
         if last < info.num_partitions:

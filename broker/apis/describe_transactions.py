@@ -27,10 +27,10 @@ def failed_response(_ctx: RequestContext, request: DescribeTransactionsRequest,
 
 
 async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    txns = ctx.broker.transactions.machine.txns
+    service = ctx.broker.transactions
     out: dict[str, TransactionState] = {}
     for txn_id in distinct(request.transactional_ids):
-        txn = txns.get(txn_id)
+        txn = service.transaction(txn_id)
         if txn is None:
             # the other fields keep their defaults, 0, as in Kafka's answer
             out[txn_id] = TransactionState(error_code=E.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=txn_id)

@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLead
     for tp in request.topic_partitions or []:
         parts = []
         for p in tp.partitions:
-            if not ctx.broker.logs.has_partition(tp.topic, p):
+            if not ctx.broker.catalogue.has_partition(tp.topic, p):
                 parts.append(PartitionResult(p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                              "The partition does not exist."))
             else:

@@ -15,10 +15,14 @@ Reading follows Kafka's ReplicaManager.readFromLog: partitions are read in order
 data, a read may exceed both limits to return one whole batch (Kafka's minOneMessage), so a batch
 bigger than the limits never blocks a consumer. Record bytes go out exactly as stored.
 
-When fewer than `min_bytes` are available and `max_wait_ms` > 0, the request parks in the fetch
-purgatory (purgatory/delayed_fetch.py) watching its partitions; Produce wakes it after each append,
-and the timing wheel answers it at `max_wait_ms` with whatever is there then. Errors (unknown
-partition, offset out of range) answer at once, as in Kafka.
+A fetch never returns a record at or past the partition's high watermark: with `--flush always`
+that is the durable end, so a consumer cannot process (and commit past) a record a crash would take
+back. When fewer than `min_bytes` are available and `max_wait_ms` > 0, the request parks in the fetch
+purgatory (purgatory/delayed_fetch.py) watching its partitions; the partition service wakes it when
+a partition's high watermark (or last stable offset) moves, not its log end, and the timing wheel
+answers it at `max_wait_ms` with whatever is there then. Errors (unknown partition, offset out of
+range, not the leader, a fenced leader epoch from v9) answer at once, as in Kafka. Reads are the
+partition service's (broker/partitions/service.py).
 
 With isolation_level read_committed a partition is read only up to its last stable offset (batches
 from the LSO on are cut off) and the answer lists the aborted transactions that overlap the data
@@ -31,13 +35,11 @@ import uuid
 from typing import TYPE_CHECKING, Callable, cast
 
 from .fetch_sessions import FetchTarget, PartitionKey, PartitionResult
-from ..storage.log.partition_log import OffsetOutOfRangeError
 from ..operations.quotas import CONSUMER_BYTE_RATE, hold_back_for_old_clients
 from ..network.router import RequestContext
-from ..partitions.txn_read import committed_view
 from ..workers import DOWN_CONVERT, run_in_worker
 from ...protocol import legacy_records
-from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.errors import ErrorCode
 from ...protocol.messages.fetch_request import FetchRequest
 from ...protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 
@@ -56,9 +58,7 @@ NOT_HOSTED = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_
 
 
 def _resolve(broker: BrokerServices, uses_ids: bool) -> dict:
-    if not uses_ids:
-        return {}
-    return {info.topic_id: name for name, info in broker.logs.topics().items()}
+    return broker.catalogue.names_by_id() if uses_ids else {}
 
 
 def _topic_name(key: PartitionKey, uses_ids: bool, names_by_id: dict) -> str | None:
@@ -75,16 +75,13 @@ def read_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, Fe
     """(results in order, bytes read, whether some partition has an error).
 
     Runs for every partition of every fetch (1,000 of them for a consumer of 1,000 partitions, most
-    with nothing new): what does not depend on the partition is looked up once, and a partition
-    read at its log end is answered without a read."""
+    with nothing new): what does not depend on the partition is looked up once."""
     results = []
     budget = max(0, max_bytes)
     total = 0
     min_one = True
     has_error = False
-    get_log = broker.logs.get_log
-    faults = broker.partition_faults
-    observations = broker.observations
+    read = broker.partitions.read
     read_committed = isolation == READ_COMMITTED
     for key, target in targets:
         name: str | None = names_by_id.get(key[0]) if uses_ids else cast(str, key[0])
@@ -92,77 +89,38 @@ def read_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, Fe
             results.append((key, _error_result(ErrorCode.UNKNOWN_TOPIC_ID)))
             has_error = True
             continue
-        plog = get_log(name, key[1])
-        if plog is None:
-            results.append((key, _error_result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+        result = read(name, key[1], target.fetch_offset, min(max(0, target.max_bytes), budget), min_one_batch=min_one,
+                      read_committed=read_committed, current_leader_epoch=target.current_leader_epoch)
+        if result.error_code != ErrorCode.NONE:
             has_error = True
-            continue
-        if plog.fenced is not None:
-            # Offline after a storage error (see flusher.py): its tail may never reach the disk, so
-            # serve nothing from it, as Kafka's offline log directory answers.
-            results.append((key, _error_result(ErrorCode.KAFKA_STORAGE_ERROR)))
-            has_error = True
-            continue
-        if faults and (injected := faults.take("Fetch", name, key[1])):
-            results.append((key, _error_result(injected)))
-            has_error = True
-            continue
-        offset = target.fetch_offset
-        try:
-            if offset == plog.log_end_offset and offset >= plog.log_start_offset:
-                records: bytes | memoryview = b""  # caught up: the usual long poll, nothing to read
-            else:
-                records = plog.read(offset, min(max(0, target.max_bytes), budget), min_one_batch=min_one,
-                                    view=True).records
-            records, txn_extra = committed_view(broker, plog, offset, records, read_committed)
-        except OffsetOutOfRangeError:
-            results.append((key, _error_result(ErrorCode.OFFSET_OUT_OF_RANGE)))
-            has_error = True
-            continue
-        except KafkaError as e:
-            results.append((key, _error_result(e.code)))
-            has_error = True
-            continue
-        size = len(records)
-        if size:
-            if observations is not None:
-                observations.bytes_out[name] += size
+        elif size := len(result.records):
             min_one = False
             budget = max(0, budget - size)
             total += size
-        results.append((key, PartitionResult(ErrorCode.NONE, plog.high_watermark, plog.log_start_offset,
-                                             records, txn_extra)))
+        results.append((key, result))
     return results, total, has_error
 
 
 def _ready_check(broker: BrokerServices, targets: list[tuple[PartitionKey, FetchTarget]], min_bytes: int,
                  uses_ids: bool, names_by_id: dict, isolation: int = 0) -> Callable[[], bool]:
-    """The delayed fetch's condition: enough new bytes, or something to report."""
+    """The delayed fetch's condition: enough new bytes below the high watermark (or the last stable
+    offset), or something to report."""
+    fetchable = broker.partitions.fetchable
+    read_committed = isolation == READ_COMMITTED
 
     def ready() -> bool:
         accumulated = 0
         for key, target in targets:
             name = _topic_name(key, uses_ids, names_by_id)
-            plog = broker.logs.get_log(name, key[1]) if name is not None else None
-            if plog is None:
+            if name is None:
                 return True
-            end = plog.log_end_offset
-            offset = target.fetch_offset
-            if offset > end or offset < plog.log_start_offset:
+            available = fetchable(name, key[1], target.fetch_offset, max(1, min(target.max_bytes, min_bytes))
+                                  if min_bytes > 1 else 1, read_committed)
+            if available < 0:
                 return True
-            if isolation == READ_COMMITTED:
-                # nothing from the LSO on can be returned: wait for the markers (or new stable data)
-                end = broker.producer_states.last_stable_offset(plog)
-            if end > offset:
-                if min_bytes <= 1:
-                    return True
-                try:
-                    accumulated += len(plog.read(offset, max(1, min(target.max_bytes, min_bytes)),
-                                                   min_one_batch=True).records)
-                except KafkaError:
-                    return True
-                if accumulated >= min_bytes:
-                    return True
+            accumulated += available
+            if accumulated >= max(min_bytes, 1):
+                return True
         return False
 
     return ready
@@ -190,7 +148,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     for topic in request.topics:
         ref = topic.topic_id if uses_ids else topic.topic
         for p in topic.partitions:
-            wanted[(ref, p.partition)] = FetchTarget(p.fetch_offset, p.partition_max_bytes, p.log_start_offset)
+            wanted[(ref, p.partition)] = FetchTarget(p.fetch_offset, p.partition_max_bytes, p.log_start_offset,
+                                                     p.current_leader_epoch)
     targets: list[tuple[PartitionKey, FetchTarget]] = list(wanted.items())
     request.max_bytes = min(request.max_bytes, broker.config.fetch_max_bytes)
     request.min_bytes = min(request.min_bytes, request.max_bytes)
@@ -264,11 +223,11 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
             partition_index=partition,
             error_code=result.error_code,
             high_watermark=result.high_watermark,
-            last_stable_offset=result.extra.last_stable_offset if ok else -1,
+            last_stable_offset=result.last_stable_offset if ok else -1,
             log_start_offset=result.log_start_offset,
             # Kafka: a partition it does not host keeps the field's default, an empty list
             # (FetchResponse.partitionResponse); a read that failed (offset out of range) has none: null
-            aborted_transactions=result.extra.aborted if ok else ([] if result.error_code in NOT_HOSTED else None),
+            aborted_transactions=result.aborted if ok else ([] if result.error_code in NOT_HOSTED else None),
             preferred_read_replica=-1,
             records=cast(bytes | None, records),  # the encoder writes any buffer: views go out uncopied
         ))

@@ -24,8 +24,8 @@ from __future__ import annotations
 import random
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..partitions.txn_read import PartitionRead as PartitionResult  # one partition's read
 from ...protocol.errors import ErrorCode
 
 INITIAL_EPOCH = 0
@@ -51,17 +51,7 @@ class FetchTarget:
     fetch_offset: int
     max_bytes: int
     log_start_offset: int = -1
-
-
-@dataclass(slots=True)
-class PartitionResult:
-    """What a read produced for one partition (the handler turns it into PartitionData)."""
-
-    error_code: int
-    high_watermark: int
-    log_start_offset: int
-    records: bytes | memoryview = b""  # a view of the segment bytes read (PartitionLog.read(view=True))
-    extra: Any = None
+    current_leader_epoch: int = -1  # v9+: the leader epoch the client knows (-1: not checked)
 
 
 @dataclass(slots=True)

@@ -37,7 +37,7 @@ from ..network.server import CloseConnection
 from ...protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 log = structlog.get_logger("kbroker.groups")
 T = TypeVar("T")
@@ -156,7 +156,7 @@ def client_host(peer: str) -> str:
 def partition_exists(ctx: RequestContext) -> Callable[[str, int], bool | None]:
     """Returns check(topic, partition): True if it exists, False if the topic exists but not the
     partition, None if the topic does not exist."""
-    topics = ctx.broker.logs.topics()
+    topics = ctx.broker.catalogue.topics()
 
     def check(topic: str, partition: int) -> bool | None:
         info = topics.get(topic)

@@ -69,7 +69,7 @@ def failed_response(_ctx: RequestContext, request: IncrementalAlterConfigsReques
 
 
 async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    defaults = {e.name: e.value for e in ctx.broker.logs.default_config.describe()}
+    defaults = {e.name: e.value for e in ctx.broker.catalogue.default_config.describe()}
     responses = alter_resources(ctx.broker, request.resources, AlterConfigsResourceResponse,
                                 lambda res: lambda current: apply_ops(current, res.configs, defaults),
                                 request.validate_only)

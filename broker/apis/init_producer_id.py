@@ -22,7 +22,7 @@ NO_PRODUCER_ID = -1
 
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is None:
-        producer_id = ctx.broker.producer_states.ids.allocate()
+        producer_id = ctx.broker.catalogue.allocate_producer_id()
         return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0)
     expected = None
     if ctx.api_version >= 3 and request.producer_id != NO_PRODUCER_ID:

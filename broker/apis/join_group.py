@@ -26,7 +26,7 @@ from ...protocol.messages.join_group_request import JoinGroupRequest
 from ...protocol.messages.join_group_response import JoinGroupResponse, JoinGroupResponseMember
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 11
 VERSIONS = (0, 9)

@@ -17,7 +17,7 @@ from ...protocol.messages.leave_group_request import LeaveGroupRequest
 from ...protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 13
 VERSIONS = (0, 5)

@@ -17,7 +17,7 @@ from ...protocol.messages.list_groups_request import ListGroupsRequest
 from ...protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 16
 VERSIONS = (0, 5)

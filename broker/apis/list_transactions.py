@@ -34,10 +34,10 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
             pattern = re.compile(request.transactional_id_pattern)
         except re.error:
             return refuse(ctx, request, E.INVALID_REGULAR_EXPRESSION)
-    now = service.machine.clock.wall_ms()
+    now = ctx.broker.clock.wall_ms()
     min_duration = request.duration_filter if ctx.api_version >= 1 else -1
     out = []
-    for txn in service.machine.txns.values():
+    for txn in service.transactions():
         if (request.state_filters and txn.state not in states) or (pids and txn.producer_id not in pids):
             continue
         if pattern is not None and not pattern.fullmatch(txn.transactional_id):

@@ -1,4 +1,6 @@
-"""Metadata (3): this node is the only broker and the controller; every partition is led here.
+"""Metadata (3): this node is the only broker and the controller; each partition as the catalogue
+places it (broker/partitions/catalogue.py): on one node led here in its leader epoch, or leaderless
+(LEADER_NOT_AVAILABLE, this node offline) when its topic is fenced.
 
 Below v12 a topic must be named and may not be asked for by id (v10-11 carry the fields but Kafka
 refuses them): such a request gets Kafka's whole-request INVALID_REQUEST answer, each requested
@@ -9,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..storage.log.manager import is_internal_topic
+from ...protocol.topic_names import is_internal_topic
+from ..partitions.catalogue import NO_LEADER
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.metadata_request import MetadataRequest
@@ -22,7 +25,7 @@ from ...protocol.messages.metadata_response import (
 from ...protocol.wire import ZERO_UUID
 
 if TYPE_CHECKING:
-    from ..storage.log.manager import TopicInfo
+    from ..partitions.catalogue import TopicInfo
     from ..services import BrokerServices
 
 API_KEY = 3
@@ -30,23 +33,24 @@ VERSIONS = (0, 13)
 
 
 def describe_topic(broker: BrokerServices, info: TopicInfo) -> MetadataResponseTopic:
-    node = broker.node_id
-    # Every partition names the same one node, so all share these lists (only the encoder reads
-    # them): an answer for a topic of thousands of partitions makes no three lists per partition.
-    this_node = [node]
-    none: list[int] = []
+    leadership = broker.catalogue.leadership
+    partitions = []
+    for p in range(info.num_partitions):
+        # On one node every partition shares its epoch's one Leadership and its lists (only the
+        # encoder reads them): an answer for thousands of partitions makes no three lists each.
+        led = leadership(info.name, p)
+        assert led is not None
+        partitions.append(MetadataResponsePartition(
+            error_code=ErrorCode.NONE if led.leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p, leader_id=led.leader, leader_epoch=led.epoch,
+            replica_nodes=led.replicas, isr_nodes=led.isr, offline_replicas=led.offline,
+        ))
     return MetadataResponseTopic(
         error_code=ErrorCode.NONE,
         name=info.name,
         topic_id=info.topic_id,
         is_internal=is_internal_topic(info.name),
-        partitions=[
-            MetadataResponsePartition(
-                error_code=ErrorCode.NONE, partition_index=p, leader_id=node, leader_epoch=0,
-                replica_nodes=this_node, isr_nodes=this_node, offline_replicas=none,
-            )
-            for p in range(info.num_partitions)
-        ],
+        partitions=partitions,
     )
 
 
@@ -61,7 +65,7 @@ def failed_response(_ctx: RequestContext, request: MetadataRequest, error: Error
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     host, port = broker.advertised(ctx.listener)
-    topics = broker.logs.topics()
+    topics = broker.catalogue.topics()
     out: list[MetadataResponseTopic] = []
     if ctx.api_version < 12 and request.topics:
         for t in request.topics:

@@ -31,7 +31,7 @@ from ...protocol.messages.offset_commit_response import (
 )
 
 if TYPE_CHECKING:
-    from ..storage.log.manager import TopicInfo
+    from ..partitions.catalogue import TopicInfo
 
 API_KEY = 8
 VERSIONS = (0, 10)
@@ -52,10 +52,10 @@ def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitRes
     v = ctx.api_version
     out: dict[str, list[OffsetCommitResponsePartition]] = {}
     valid: list[c.OffsetCommitTopic] = []
-    logs = ctx.broker.logs
-    topic_info: Callable[[str], TopicInfo | None] = logs.topic
+    catalogue = ctx.broker.catalogue
+    topic_info: Callable[[str], TopicInfo | None] = catalogue.topic
     if v >= TOPIC_IDS_FROM:  # the answer names topic ids as they were when the request came
-        snapshot = logs.topics()
+        snapshot = catalogue.topics()
         topic_info = snapshot.get
         names_by_id = {info.topic_id: name for name, info in snapshot.items()}
     unknown_ids: list[OffsetCommitResponseTopic] = []

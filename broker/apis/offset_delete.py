@@ -22,7 +22,7 @@ from ...protocol.messages.offset_delete_response import (
 )
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 47
 VERSIONS = (0, 0)

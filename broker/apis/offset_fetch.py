@@ -40,7 +40,7 @@ from ...protocol.messages.offset_fetch_response import (
 )
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 9
 VERSIONS = (0, 10)
@@ -144,7 +144,7 @@ async def _groups(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFet
     """v8+: each group asked for is answered in its place; a group asked for twice the same way is
     fetched once and answered by the same entry (broker/apis/repeats.py)."""
     v = ctx.api_version
-    ids_by_name = {name: info.topic_id for name, info in ctx.broker.logs.topics().items()}
+    ids_by_name = {name: info.topic_id for name, info in ctx.broker.catalogue.topics().items()}
     names_by_id = {topic_id: name for name, topic_id in ids_by_name.items()} if v >= TOPIC_IDS_FROM else {}
     keys: list[tuple] = []
     asked: dict[tuple, tuple[c.OffsetFetch, tuple]] = {}

@@ -23,13 +23,10 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from ..storage.log.manager import is_internal_topic
-from ..storage.log.partition_log import PartitionLog
-from ..storage.log.config import LogConfig
-from ..storage.log.validation import CheckedBatch, InlineBudget, check_produced_batch
 from ..operations.quotas import PRODUCER_BYTE_RATE, hold_back_for_old_clients
 from ..network.router import Deferred, RequestContext
 from ..network.server import CloseConnection
+from ..partitions.service import AppendResult, CheckedBatch, InlineBudget
 from ..workers import PRODUCE_CHECK, run_in_worker
 from ...protocol import legacy_records
 from ...protocol import record_batch as rb
@@ -43,7 +40,9 @@ from ...protocol.messages.produce_response import (
 )
 
 if TYPE_CHECKING:
+    from ..partitions.catalogue import LogConfig
     from ..services import BrokerServices
+    from ..partitions.service import PartitionStore
 
 API_KEY = 0
 VERSIONS = (0, 13)
@@ -51,7 +50,6 @@ TOPIC_IDS_FROM = 13
 FIRST_BATCH_VERSION = 3  # before it, message sets of format v0/v1
 ZSTD_FROM = 7
 KIP_219_FROM = 6  # from here clients back off on throttle_time_ms themselves
-LEADER_EPOCH = 0
 
 log = structlog.get_logger("kbroker.produce")
 
@@ -71,10 +69,10 @@ _NO_LOG_START = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TO
                            ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 
 
-def _failed(plog: PartitionLog, index: int, code: int, message: str | None = None,
+def _failed(store: PartitionStore, index: int, code: int, message: str | None = None,
             record_errors: list[BatchIndexAndErrorMessage] | None = None) -> PartitionProduceResponse:
     """_error for a batch refused by a partition that exists."""
-    return _error(index, code, message, record_errors, -1 if code in _NO_LOG_START else plog.log_start_offset)
+    return _error(index, code, message, record_errors, -1 if code in _NO_LOG_START else store.log_start_offset)
 
 
 def failed_response(_ctx: RequestContext, request: ProduceRequest, error: ErrorCode) -> ProduceResponse | None:
@@ -95,7 +93,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     throttle_ms = ctx.broker.quotas.record(PRODUCER_BYTE_RATE, ctx.client_id, sum(
         len(p.records or b"") for t in request.topic_data for p in t.partition_data))
     responses: list[TopicProduceResponse] = []
-    durable_waits: list[tuple[PartitionLog, int]] = []
+    durable_waits: list[AppendResult] = []
     any_error = False
     # Kafka refuses the whole request when any batch is transactional; malformed batches are left
     # to the per-partition validation below.
@@ -106,7 +104,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     )
 
     budget = InlineBudget()  # what checking this request's batches may spend on the loop
-    names_by_id = {info.topic_id: n for n, info in ctx.broker.logs.topics().items()} if version >= TOPIC_IDS_FROM else {}
+    names_by_id = ctx.broker.catalogue.names_by_id() if version >= TOPIC_IDS_FROM else {}
     for topic in request.topic_data:
         name = topic.name if version < TOPIC_IDS_FROM else names_by_id.get(topic.topic_id)
         out = TopicProduceResponse(name=name or "", topic_id=topic.topic_id, partition_responses=[])
@@ -123,8 +121,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 # before the check is asked again (the topic, its config or the transaction may have
                 # moved on; a verdict for another log or config is not used).
                 result.verdict = await run_in_worker(
-                    PRODUCE_CHECK, check_produced_batch, part.records, result.config, now_ms,
-                    allow_zstd=version >= ZSTD_FROM, max_inflated=rb.inflated_bound(), budget=None)
+                    PRODUCE_CHECK, ctx.broker.partitions.check_batch, part.records, result.config, now_ms,
+                    allow_zstd=version >= ZSTD_FROM, budget=None)
                 now_ms = ctx.broker.clock.wall_ms()
                 if version >= TOPIC_IDS_FROM and _topic_id(ctx, name) != topic.topic_id:
                     result = _error(part.index, ErrorCode.UNKNOWN_TOPIC_ID)
@@ -149,13 +147,13 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
 
 
 async def _after_durable(ctx: RequestContext, responses: list[TopicProduceResponse],
-                         durable_waits: list[tuple[PartitionLog, int]], throttle_ms: int = 0) -> ProduceResponse:
+                         durable_waits: list[AppendResult], throttle_ms: int = 0) -> ProduceResponse:
     # Plain futures, not a task per partition: a request naming 1,000 partitions waits on 1,000 logs.
     failed: list[BaseException] = []
     waiting: list[asyncio.Future[None]] = []
-    for plog, offset in durable_waits:
+    for appended in durable_waits:
         try:
-            future = plog.flusher.durable_future(offset)
+            future = appended.durable()
         except Exception as e:  # noqa: BLE001 - a fenced or closed log: reported below like a failed fsync
             failed.append(e)
             continue
@@ -199,16 +197,16 @@ class _CheckInWorker:
     """_produce_partition's answer when checking the batch would pass the request's inline budget:
     the log and config to check it for, and the worker's `verdict` once it has one."""
 
-    __slots__ = ("plog", "config", "verdict")
+    __slots__ = ("store", "config", "verdict")
 
-    def __init__(self, plog: PartitionLog, config: LogConfig) -> None:
-        self.plog = plog
+    def __init__(self, store: PartitionStore, config: LogConfig) -> None:
+        self.store = store
         self.config = config
         self.verdict: CheckedBatch | None = None
 
 
 def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID | None:
-    info = ctx.broker.logs.topics().get(name)
+    info = ctx.broker.catalogue.topic(name)
     return info.topic_id if info is not None else None
 
 
@@ -220,7 +218,7 @@ def _produce_partition(
     records: bytes | memoryview | None,  # a view of the request frame when big (wire.FrameIO)
     now_ms: int,
     transactional_records: bool,
-    durable_waits: list[tuple[PartitionLog, int]],
+    durable_waits: list[AppendResult],
     budget: InlineBudget,
     checked: _CheckInWorker | None = None,
 ) -> PartitionProduceResponse | _CheckInWorker:
@@ -238,12 +236,13 @@ def _produce_partition(
         refused = _verify_transactional(broker, request.transactional_id, topic, index, records, ctx.api_version)
         if refused is not None:
             return refused
-    if is_internal_topic(topic):
-        return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-    plog = broker.logs.get_log(topic, index)
-    if plog is None:
-        return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                      f"This server does not host this topic-partition: {topic}-{index}")
+    store, error = broker.partitions.for_produce(topic, index)
+    if error == ErrorCode.INVALID_TOPIC_EXCEPTION:
+        return _error(index, error, f"Cannot append to internal topic {topic}")
+    if store is None:
+        if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return _error(index, error, f"This server does not host this topic-partition: {topic}-{index}")
+        return _error(index, error)
     if not records:
         return _error(index, ErrorCode.INVALID_RECORD, "produce request carries no record batch")
     if ctx.api_version < FIRST_BATCH_VERSION:
@@ -251,55 +250,32 @@ def _produce_partition(
             records = legacy_records.to_batch(bytes(records))  # bounded as a whole (legacy_records)
         except KafkaError as e:
             return _error(index, e.code, str(e))
-    config = plog.config
-    if checked is not None and checked.plog is plog and checked.config is config:
+    config = store.config
+    if checked is not None and checked.store is store and checked.config is config:
         verdict = checked.verdict
     else:
-        verdict = check_produced_batch(records, config, now_ms, allow_zstd=ctx.api_version >= ZSTD_FROM,
-                                       max_inflated=rb.inflated_bound(),
-                                       budget=budget if ctx.api_version >= FIRST_BATCH_VERSION else None)
+        verdict = broker.partitions.check_batch(records, config, now_ms, allow_zstd=ctx.api_version >= ZSTD_FROM,
+                                                budget=budget if ctx.api_version >= FIRST_BATCH_VERSION else None)
     if verdict is None:
-        return _CheckInWorker(plog, config)
+        return _CheckInWorker(store, config)
     if verdict.error is not None:
         log.warning("produce_batch_refused", topic=topic, partition=index, error=str(verdict.error),
                     **ctx.log_fields())
-        return _failed(plog, index, verdict.error.code, str(verdict.error))
+        return _failed(store, index, verdict.error.code, str(verdict.error))
     headers = verdict.headers
     assert headers is not None
-    header = headers[0]
     keyless = verdict.keyless
     if keyless:
-        return _failed(plog, index, ErrorCode.INVALID_RECORD, "One or more records have been rejected due to missing "
-                       "keys", [BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key")
-                                for i in keyless])
-    state = None
-    if header.producer_id >= 0:
-        state = broker.producer_states.for_log(plog)
-        try:
-            duplicate = state.check(header)
-        except KafkaError as e:
-            return _failed(plog, index, e.code, str(e))
-        if duplicate is not None:
-            # A retry of a batch already in the log: answer with where it went, append nothing. Kafka
-            # answers the stored batch's timestamp as its append time (UnifiedLog.append's duplicate).
-            durable_waits.append((plog, duplicate.last_offset))
-            return PartitionProduceResponse(index=index, error_code=ErrorCode.NONE,
-                                            base_offset=duplicate.first_offset, log_append_time_ms=duplicate.timestamp,
-                                            log_start_offset=plog.log_start_offset)
-    if (faults := broker.partition_faults) and (injected := faults.take("Produce", topic, index)):
-        return _failed(plog, index, injected, "injected by a test control")
+        return _failed(store, index, ErrorCode.INVALID_RECORD, "One or more records have been rejected due to "
+                       "missing keys", [BatchIndexAndErrorMessage(i, "Compacted topic cannot accept message without key")
+                                        for i in keyless])
     try:
-        appended = plog.append(records, leader_epoch=LEADER_EPOCH, now_ms=now_ms, single_batch=True, validated=headers)
+        # The idempotence check, the append and the producer state's update are one step of the store.
+        appended = broker.partitions.append_client(store, records, headers, now_ms, request.acks)
     except KafkaError as e:
-        return _failed(plog, index, e.code, str(e))
-    except OSError as e:  # the log fenced itself (PartitionLog.append); answer like Kafka's offline dir
-        return _error(index, ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write to {topic}-{index}: {e}")
-    if state is not None:
-        state.update(header, appended.base_offset, appended.last_offset, now_ms)
-    broker.observations.bytes_in[topic] += len(records)
-    broker.fetch_purgatory.notify(topic, index)
+        return _failed(store, index, e.code, str(e))
     if request.acks != 0:
-        durable_waits.append((plog, appended.last_offset))
+        durable_waits.append(appended)
     return PartitionProduceResponse(
         index=index, error_code=ErrorCode.NONE, base_offset=appended.base_offset,
         log_append_time_ms=appended.log_append_time_ms, log_start_offset=appended.log_start_offset,

@@ -17,7 +17,7 @@ from ...protocol.messages.sync_group_request import SyncGroupRequest
 from ...protocol.messages.sync_group_response import SyncGroupResponse
 
 if TYPE_CHECKING:
-    from ...coordinator.runtime.actor import GroupCoordinatorService
+    from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 14
 VERSIONS = (0, 5)

@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             metadata = p.committed_metadata or ""
-            if not broker.logs.has_partition(*tp):
+            if not broker.catalogue.has_partition(*tp):
                 errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif len(metadata) > max_bytes:
                 errors[tp] = E.OFFSET_METADATA_TOO_LARGE

@@ -29,10 +29,13 @@ from ...protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ...protocol.latest_records import in_write_order, latest_per_key
 from ...protocol.record_batch import (CRC_OFFSET, HEADER_SIZE, compute_crc, decode_batch, encode_keyed_batch,
                                      iter_batches, read_header)
-from ..storage.log.config import INTERNAL_TOPIC_CONFIGS, LogConfig
+from ..partitions.catalogue import INTERNAL_TOPIC_CONFIGS, LogConfig
+from ..partitions.service import Isolation
 
 if TYPE_CHECKING:
     from ...protocol.records.classic_records import Record
+    from ..partitions.service import PartitionService
+    from ..partitions.service import PartitionStore
 
 log = structlog.get_logger("kbroker.offsets_topic")
 
@@ -53,10 +56,10 @@ _YOUNG_GC_THRESHOLD = 20_000  # net allocations of tracked objects between young
 class _Held:
     """Records taken in this turn of the loop for one partition, and the wait they share."""
 
-    __slots__ = ("plog", "durable", "records", "size")
+    __slots__ = ("store", "durable", "records", "size")
 
-    def __init__(self, plog: Any, durable: asyncio.Future[None]) -> None:
-        self.plog = plog
+    def __init__(self, store: PartitionStore, durable: asyncio.Future[None]) -> None:
+        self.store = store
         self.durable = durable
         self.records: list[tuple[bytes, bytes | None]] = []
         self.size = 0
@@ -93,8 +96,9 @@ class _PartitionFold:
 
 
 class OffsetsTopic:
-    def __init__(self, logs: Any, num_partitions: int) -> None:
-        self.logs = logs
+    def __init__(self, partitions: PartitionService, num_partitions: int) -> None:
+        self.partitions = partitions  # the one append and read path (broker/partitions/service.py)
+        self.catalogue = partitions.catalogue
         self.num_partitions = num_partitions
         # partition -> producer id -> records of a transaction with no marker yet (filled by the replay)
         self.open_txn_offsets: dict[int, dict[int, list[Record]]] = {}
@@ -108,14 +112,14 @@ class OffsetsTopic:
         """Create the topic at once if it does not exist (offline writers: tools, tests); an existing
         topic keeps its partition count (Kafka does too)."""
         if not self.adopt_existing():
-            self.logs.create_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+            self.catalogue.create_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
             log.info("offsets_topic_created", partitions=self.num_partitions)
         return self.num_partitions
 
     def adopt_existing(self) -> bool:
         """Take an existing topic's partition count (which wins over the setting, as in Kafka); False
         when the topic does not exist yet (a first start), for create() to make while the broker serves."""
-        info = self.logs.topic(TOPIC)
+        info = self.catalogue.topic(TOPIC)
         if info is not None:
             self.num_partitions = info.num_partitions
         return info is not None
@@ -124,15 +128,15 @@ class OffsetsTopic:
         """Create the topic on a first start with its files made in a worker thread while the broker
         already serves (its 50 partition directories were most of an empty broker's start-up); until
         then, and until each partition is replayed, the groups answer COORDINATOR_LOAD_IN_PROGRESS."""
-        if self.logs.topic(TOPIC) is None:
-            await self.logs.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+        if self.catalogue.topic(TOPIC) is None:
+            await self.catalogue.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
             log.info("offsets_topic_created", partitions=self.num_partitions)
 
     def max_batch_bytes(self, partition: int) -> int:
         """The largest batch the partition takes: its max.message.bytes, read live (AlterConfigs may
         change it). The coordinator refuses a commit it proves larger without building its records."""
-        plog = self.logs.get_log(TOPIC, partition)
-        return _DEFAULT_MAX_MESSAGE_BYTES if plog is None else plog.config.max_message_bytes
+        info = self.catalogue.topic(TOPIC)
+        return _DEFAULT_MAX_MESSAGE_BYTES if info is None else info.config.max_message_bytes
 
     async def append_records(self, partition: int, records: list[Record]) -> None:
         """Append and wait until durable; failures become Kafka errors the coordinator translates."""
@@ -148,13 +152,15 @@ class OffsetsTopic:
         covers them; while an fsync of the log is in progress, until its end (_write_held_when_idle). A write that fails then fails the wait with KAFKA_STORAGE_ERROR, which unloads
         the coordinator partition exactly like a failed fsync: the records are applied in memory
         but never served. Any other append to the same log writes the held batch first
-        (`PartitionLog.before_append`), so the log keeps the order in which records were taken.
+        (the store's `before_append`), so the log keeps the order in which records were taken.
         """
-        plog = self.logs.get_log(TOPIC, partition)
-        if plog is None:
-            raise KafkaError(f"{TOPIC}-{partition} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if plog.fenced is not None:
-            raise plog.fenced
+        held = self._held.get(partition)
+        # The partition service asks the catalogue who leads once per batch written (`_write_held`); a
+        # commit joining a batch held in this turn needs no second answer.
+        store = held.store if held is not None and not held.store.closed else \
+            self.partitions.leader_store(TOPIC, partition)  # raises when there is none, or not here
+        if store.offline is not None:
+            raise store.offline
         encode = self._encode_record
         if encode is None:
             from ...protocol.records.codec import encode_record
@@ -164,22 +170,20 @@ class OffsetsTopic:
         size = sum(_RECORD_OVERHEAD + len(k) + (0 if v is None else len(v)) for k, v in encoded)
         # A held batch stays within the partition's max.message.bytes too, should that be set lower:
         # else commits that each fit would fail together, and take the coordinator partition offline.
-        cap = min(_HELD_MAX_BYTES, plog.config.max_message_bytes - HEADER_SIZE)
-        held = self._held.get(partition)
-        if held is not None and (held.plog is not plog or held.size + size > cap):
+        cap = min(_HELD_MAX_BYTES, store.config.max_message_bytes - HEADER_SIZE)
+        if held is not None and (held.store is not store or held.size + size > cap):
             self._write_held(partition)
             held = None
         if size > cap:
             # Larger than a held batch may grow: written alone and at once, so an oversized request
             # is refused (MESSAGE_TOO_LARGE) before anything is applied.
-            now = self.logs.clock.wall_ms()
+            now = self.partitions.clock.wall_ms()
             batch = encode_keyed_batch(encoded, now)
-            info = plog.append(batch, leader_epoch=0, now_ms=now, validated=[read_header(batch)])
-            return plog.wait_durable(info.last_offset)
+            return self.partitions.append(TOPIC, partition, batch, now_ms=now, headers=[read_header(batch)]).wait_durable()
         if held is None:
             loop = asyncio.get_running_loop()
-            held = self._held[partition] = _Held(plog, loop.create_future())
-            plog.before_append = partial(self._write_held, partition)
+            held = self._held[partition] = _Held(store, loop.create_future())
+            store.before_append = partial(self._write_held, partition)
             loop.call_soon(self._write_held_when_idle, partition)
         held.records.extend(encoded)
         held.size += size
@@ -192,23 +196,23 @@ class OffsetsTopic:
         held = self._held.get(partition)
         if held is None:
             return
-        if not held.plog.flusher.after_round(partial(self._write_held, partition)):
+        if not held.store.after_durability_round(partial(self._write_held, partition)):
             self._write_held(partition)
 
     def _write_held(self, partition: int) -> None:
         held = self._held.pop(partition, None)
         if held is None:
             return
-        plog = held.plog
-        plog.before_append = None
-        if plog.closed:  # deleted, or closed without writing them (fenced): nothing covers them now
+        store = held.store
+        store.before_append = None
+        if store.closed:  # deleted, or closed without writing them (fenced): nothing covers them now
             held.durable.set_exception(KafkaError(f"{TOPIC}-{partition} is closed", ErrorCode.KAFKA_STORAGE_ERROR))
             return
         try:
-            now = self.logs.clock.wall_ms()
+            now = self.partitions.clock.wall_ms()
             # Built here, every record keyed: the Produce checks (and a second CRC pass) have nothing to find.
             batch = encode_keyed_batch(held.records, now)
-            info = plog.append(batch, leader_epoch=0, now_ms=now, validated=[read_header(batch)])
+            result = self.partitions.append(TOPIC, partition, batch, now_ms=now, headers=[read_header(batch)])
         except Exception as exc:  # noqa: BLE001 - the waiters learn it; the partition unloads
             log.error("offsets_append_failed", partition=partition, records=len(held.records), error=repr(exc))
             held.durable.set_exception(exc if getattr(exc, "code", None) is ErrorCode.KAFKA_STORAGE_ERROR
@@ -217,7 +221,7 @@ class OffsetsTopic:
         # The flusher's own future (no task per batch); none when the policy does not wait (never,
         # interval), and then the waiters are released in this turn.
         try:
-            wait = plog.flusher.durable_future(info.last_offset)
+            wait = result.durable()
         except Exception as exc:  # noqa: BLE001 - fenced or closed: the waiters learn it
             held.durable.set_exception(exc)
             return
@@ -247,14 +251,14 @@ class OffsetsTopic:
     def _chunks(self, partition: int) -> Iterator[tuple[int, bytes]]:
         """(offset it was read from, whole batches) of the partition, oldest first; each step reads
         from disk. A damaged batch is logged with what it held and skipped."""
-        plog = self.logs.get_log(TOPIC, partition)
-        if plog is None:
+        store = self.partitions.replay_store(TOPIC, partition)
+        if store is None:
             return
-        offset, end = plog.log_start_offset, plog.log_end_offset
+        offset, end = store.log_start_offset, store.log_end_offset
         while offset < end:
             self._load_offset[partition] = offset
             try:
-                chunk = bytes(plog.read(offset, _READ_CHUNK, min_one_batch=True).records)  # CRC-checked by the log
+                chunk = bytes(store.read(offset, _READ_CHUNK, Isolation.LOG_END))  # CRC-checked by the log
             except CorruptRecordError as exc:
                 resume = getattr(exc, "resume_offset", end)
                 log.error("offsets_batch_skipped", partition=partition, offset=offset, resume_offset=resume,
@@ -281,7 +285,7 @@ class OffsetsTopic:
 
     async def load_partition(self, coordinator: Any, partition: int) -> int:
         """Replay one partition: read its chunks in a worker thread and fold them on the loop in slices
-        of _SLICE_S (under the log's maintenance lock, so compaction does not swap segments under it),
+        of _SLICE_S (with the store held stable for reading: compaction swaps no segment under it),
         decode the live keys in a worker thread, then replay them into the coordinator. Returns how
         many records the partition held.
 
@@ -289,10 +293,10 @@ class OffsetsTopic:
         add GIL hand-offs (1 ms switch interval) to it, with two partitions' threads and the loop taking
         turns, while a slice lets clients in at a bounded pause."""
         # A partition with records is never dormant: one that is (empty) has nothing to replay, unbuilt.
-        plog = self.logs.loaded_log(TOPIC, partition)
+        store = self.partitions.replay_store(TOPIC, partition)
         fold = _PartitionFold()
-        if plog is not None:
-            async with plog.maintenance_lock:
+        if store is not None:
+            async with store.stable_for_reading():
                 chunks = self._chunks(partition)
                 clock = time.perf_counter
                 while (step := await asyncio.to_thread(next, chunks, None)) is not None:  # disk reads off the loop
@@ -330,7 +334,7 @@ class OffsetsTopic:
 
     def holds_nothing(self) -> bool:
         """No partition holds a byte: nothing to replay (a first start, or every record gone)."""
-        return not any(self.logs.partition_size(TOPIC, partition) for partition in range(self.num_partitions))
+        return not any(self.partitions.size(TOPIC, partition) for partition in range(self.num_partitions))
 
     def loaded_nothing(self) -> None:
         """What `load_all` ends with, when `holds_nothing` spared the replay (and the coordinator)."""

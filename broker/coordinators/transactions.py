@@ -1,14 +1,15 @@
-"""The transaction coordinator service: persistence in `__transaction_state`, markers, timeouts.
+"""The transaction coordinator in the broker: `__transaction_state` written and read, markers, offsets.
 
-The decisions are `coordinator/txn/coordinator.py`'s; this module carries them out, in Kafka's order:
-a transit's record is appended to the transactional id's `__transaction_state` partition and made
-durable before it is applied and answered. EndTxn answers once PrepareCommit/PrepareAbort is
-durable; then, in the background, the transaction's offsets are materialised in their groups (commit)
-or dropped (abort), the markers are appended to every partition and made durable, and only then is
-CompleteCommit/CompleteAbort written. Until then the transactional id answers CONCURRENT_TRANSACTIONS.
-
-At start-up every partition is replayed (before the server listens); transactions found prepared are
-completed in the background, Ongoing ones are aborted by the timeout pass once they expire.
+The coordinator itself is coordinator/txn/: one TransactionShard per `__transaction_state` partition
+on the coordinator runtime, as the group coordinator's partitions are (coordinator/txn/service.py).
+This adapter is what it needs of the broker, in Kafka's order: the writer it appends transits
+through (`append_records`: a transit's record is durable before it is applied and answered); the
+replay of every partition at start-up (before the server listens), a damaged batch skipped and
+named and what the log lost contained (txn_recovery.py); and, once a transaction is prepared
+(PrepareCommit/PrepareAbort durable, EndTxn answered), in the background, its offsets materialised in
+their groups (commit) or dropped (abort), its markers appended to every partition and made durable,
+and only then CompleteCommit/CompleteAbort written. Until then the transactional id answers
+CONCURRENT_TRANSACTIONS.
 
 Transactional offsets (TxnOffsetCommit) are appended at once to the group's `__consumer_offsets`
 partition as a transactional batch of OffsetCommit records (Kafka's format, the producer's id and
@@ -23,25 +24,26 @@ Kafka, the transactional batch and its marker are the only records of them; on a
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import structlog
 
-from ..partitions.txn_markers import write_markers
-from ..storage.log.config import INTERNAL_TOPIC_CONFIGS
+from ..partitions.catalogue import INTERNAL_TOPIC_CONFIGS
 from ...coordinator.groups import commands as c
 from ...protocol.records.codec import encode_record
 from ...protocol.records.classic_records import OffsetCommitRecord
-from ...coordinator.txn.coordinator import COORDINATOR_EPOCH, Decision, TxnConfig, TxnCoordinator, log_value
-from ...protocol.records.transaction_log import TxnLogFormatError, decode_key, decode_value, encode_key, encode_value
-from ...coordinator.txn.metadata import TopicPartition, TxnState
-from ...protocol.errors import ErrorCode
+from ...coordinator.txn.coordinator import COORDINATOR_EPOCH, TxnConfig
+from ...coordinator.txn.service import TransactionCoordinatorService
+from ...protocol.records.transaction_log import (TransactionLogRecord, TxnLogFormatError, decode_key, decode_value,
+                                                 encode_key, encode_value)
+from ...coordinator.txn.metadata import TopicPartition, TransactionMetadata, TxnState
+from ...protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ...protocol.record_batch import Record as LogRecord
-from ...protocol.record_batch import decode_batches, encode_batch, read_header
-from ...purgatory.clock import SystemClock
+from ...protocol.record_batch import decode_batches, encode_batch
+from ..partitions.service import Isolation
+from .txn_recovery import DamagedBatch, contain_losses
 
 log = structlog.get_logger("kbroker.transactions")
 
@@ -60,9 +62,6 @@ SETTLE_WAIT_S = 0.1
 # How long a transit waits for `__transaction_state` being created before it is answered
 # NOT_COORDINATOR (retriable); the creation goes on retrying (create_topic).
 TOPIC_WAIT_S = 5.0
-# Fault injection for tests only: hold the markers back this long after Prepare* is durable, so a test
-# can kill the broker between the prepare and the markers.
-MARKER_DELAY_ENV = "KBROKER_TEST_TXN_MARKER_DELAY_MS"
 
 
 @dataclass(slots=True, frozen=True)
@@ -75,36 +74,51 @@ class PendingOffset:
 class TransactionService:
     def __init__(self, broker: Any, config: Any) -> None:
         self.broker = broker
-        self.num_partitions = config.transaction_state_log_num_partitions
-        self.cleanup_interval_s = config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
-        self.machine = TxnCoordinator(SystemClock(), broker.producer_states.ids.allocate, TxnConfig(
-            max_timeout_ms=config.transaction_max_timeout_ms, num_partitions=self.num_partitions,
-            id_expiration_ms=config.transactional_id_expiration_ms))
+        self.topic_ready = asyncio.Event()  # set once __transaction_state exists
+        self.txn_config = TxnConfig(
+            max_timeout_ms=config.transaction_max_timeout_ms,
+            num_partitions=config.transaction_state_log_num_partitions,
+            id_expiration_ms=config.transactional_id_expiration_ms)
+        self.adopt_existing_topic()
+        # The coordinator (coordinator/txn/service.py): routing, shards, the timeout check, on the
+        # broker's clock and timers; it writes through append_records below.
+        self.coordinator = TransactionCoordinatorService(
+            self.append_records, clock=broker.clock, timers=broker.timers,
+            allocate_producer_id=broker.catalogue.allocate_producer_id, config=self.txn_config,
+            check_interval_ms=config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            on_markers_due=self._on_markers_due)
         # transactional id -> group -> partition -> offset: TxnOffsetCommit's offsets until the end
         self.pending_offsets: dict[str, dict[str, dict[TopicPartition, PendingOffset]]] = {}
-        self.marker_delay_s = int(os.environ.get(MARKER_DELAY_ENV, "0") or 0) / 1000
+        # A test control (POST /v1/test/transactions/hold-markers): markers wait this long after a
+        # Prepare* is durable, so a test can stop the broker between the prepare and the markers.
+        self.marker_hold_ms = 0
+        self.damaged: list[DamagedBatch] = []  # what the start-up replay had to skip (txn_recovery.py)
+        self.loading: asyncio.Task[None] | None = None  # the replay of an existing topic (load)
         self._tasks: set[asyncio.Task] = set()
         self._completing: dict[str, asyncio.Event] = {}  # transactional id -> set when its markers are done
         self._running = False
-        self.topic_ready = asyncio.Event()  # set once __transaction_state exists
+
+    @property
+    def num_partitions(self) -> int:
+        return self.txn_config.num_partitions
 
     # --- life cycle ----------------------------------------------------------------------------------
 
     def adopt_existing_topic(self) -> None:
         """An existing topic's partition count wins over the setting (as in Kafka). A first start has
         none: create_topic() makes it while the broker already serves."""
-        info = self.broker.logs.topics().get(TOPIC)
+        info = self.broker.catalogue.topic(TOPIC)
         if info is not None:
-            self.num_partitions = self.machine.config.num_partitions = info.num_partitions
+            self.txn_config.num_partitions = info.num_partitions
             self.topic_ready.set()
 
     async def create_topic(self) -> None:
         """Create the topic on a first start, its files made in a worker thread while the broker serves;
         a transit to write meanwhile waits for it (_append)."""
         delay = 1.0
-        while self.broker.logs.topics().get(TOPIC) is None:
+        while self.broker.catalogue.topic(TOPIC) is None:
             try:
-                await self.broker.logs.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+                await self.broker.catalogue.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
                 log.info("transaction_state_topic_created", partitions=self.num_partitions)
             except Exception as exc:  # noqa: BLE001 - a full disk, --max-partitions: transits fail meanwhile
                 log.error("transaction_state_topic_create_failed", error=repr(exc), retry_in_s=delay)
@@ -112,46 +126,69 @@ class TransactionService:
                 delay = min(delay * 2, 30.0)
         self.topic_ready.set()
 
-    def load(self) -> None:
-        """Replay every `__transaction_state` partition (synchronously: it is small and compacted)."""
+    def start(self) -> None:
+        """Serve: requests are decided from here on (a partition still loading answers
+        COORDINATOR_LOAD_IN_PROGRESS); the timeout check runs on the broker's timers."""
+        self._running = True
+        self.coordinator.start()
+
+    def load_nothing(self) -> None:
+        """No `__transaction_state` yet (the first use): every partition is loaded empty."""
+        self.coordinator.load_empty(range(self.num_partitions))
+
+    def load(self) -> asyncio.Task[None]:
+        """Replay every `__transaction_state` partition (the task of `load_all`); until each is
+        replayed its transactional ids answer COORDINATOR_LOAD_IN_PROGRESS."""
+        self.coordinator.mark_loading(range(self.num_partitions))
+        return asyncio.get_running_loop().create_task(self.load_all(), name="txn-load")
+
+    async def load_all(self) -> None:
+        """Replay every `__transaction_state` partition into its shard (at start-up, before the server
+        listens, as Kafka loads it), each on its own: a damaged batch is skipped and named. Then what
+        the log lost is said and contained (txn_recovery.contain_losses)."""
         started = time.monotonic()
+        self.coordinator.mark_loading(range(self.num_partitions))
         count = 0
         for partition in range(self.num_partitions):
-            for txn_id, value in self._read_partition(partition):
-                try:
-                    self.machine.load(txn_id, value)
-                except ValueError as exc:
-                    log.warning("transaction_record_unreadable", partition=partition, error=str(exc))
-                    continue
-                count += 1
-        log.info("transactions_loaded", records=count, transactions=len(self.machine.txns),
-                 prepared=len(self.machine.in_prepare()), load_ms=round(1000 * (time.monotonic() - started), 1))
-
-    def start(self) -> None:
-        self._running = True
-        for txn_id in self.machine.in_prepare():
-            self._spawn(self._complete(txn_id), f"txn-complete-{txn_id}")
-        self._spawn(self._timeout_loop(), "txn-timeouts")
+            records = list(self._read_partition(partition))
+            count += len(records)
+            await self.coordinator.load(partition, records)
+        txns = list(self.coordinator.transactions())
+        log.info("transactions_loaded", records=count, transactions=len(txns),
+                 prepared=sum(t.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) for t in txns),
+                 load_ms=round(1000 * (time.monotonic() - started), 1))
+        await contain_losses(self)
 
     async def stop(self) -> None:
         self._running = False
-        tasks = list(self._tasks)
+        tasks = list(self._tasks) + ([self.loading] if self.loading is not None else [])
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.coordinator.stop()
 
     def _spawn(self, coro, name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _read_partition(self, partition: int):
-        plog = self.broker.logs.loaded_log(TOPIC, partition)  # one with records is never dormant
-        if plog is None:
+    def _read_partition(self, partition: int) -> Iterator[TransactionLogRecord]:
+        store = self.broker.partitions.replay_store(TOPIC, partition)  # one with records is never dormant
+        if store is None:
             return
-        offset, end = plog.log_start_offset, plog.log_end_offset
+        offset, end = store.log_start_offset, store.log_end_offset
         while offset < end:
-            chunk = plog.read(offset, _READ_CHUNK, min_one_batch=True).records
+            try:
+                chunk = store.read(offset, _READ_CHUNK, Isolation.LOG_END)  # CRC-checked by the log
+            except CorruptRecordError as exc:
+                # One damaged batch costs what it held, not the partition (nor the broker's start).
+                damaged = DamagedBatch.of(partition, offset, end, exc)
+                self.damaged.append(damaged)
+                damaged.report()
+                if damaged.resume_offset <= offset:
+                    break
+                offset = damaged.resume_offset
+                continue
             if not chunk:
                 break
             next_offset = offset
@@ -163,7 +200,7 @@ class TransactionService:
                     if r.offset < offset or r.key is None:
                         continue
                     try:
-                        yield decode_key(r.key), decode_value(r.value)
+                        yield TransactionLogRecord(decode_key(r.key), decode_value(r.value))
                     except (TxnLogFormatError, UnicodeDecodeError) as exc:
                         log.warning("transaction_record_unreadable", partition=partition, offset=r.offset,
                                     error=str(exc))
@@ -171,68 +208,48 @@ class TransactionService:
                 break
             offset = next_offset
 
-    # --- writing transits ----------------------------------------------------------------------------
+    # --- the coordinator's writer ----------------------------------------------------------------------
+
+    async def append_records(self, partition: int, records: list[TransactionLogRecord]) -> None:
+        """The PartitionWriter of the transaction shards: each record made durable in its partition;
+        a failure is a KafkaError (NOT_COORDINATOR unless the log says otherwise), which the runtime
+        answers the client with, keeping the old metadata."""
+        for record in records:
+            value = None if record.value is None else encode_value(record.value)
+            try:
+                await self._append(record.transactional_id, value)
+            except KafkaError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - storage errors become a retriable answer
+                raise KafkaError(f"{TOPIC}-{partition}: {exc!r}", ErrorCode.NOT_COORDINATOR) from exc
 
     async def _append(self, txn_id: str, value: bytes | None) -> None:
-        partition = self.machine.partition_for(txn_id)
+        partition = self.coordinator.partition_for(txn_id)
         if not self.topic_ready.is_set():  # the topic, still being created (create_topic)
             try:
                 await asyncio.wait_for(self.topic_ready.wait(), TOPIC_WAIT_S)
             except asyncio.TimeoutError:
-                raise RuntimeError(f"{TOPIC} is not created yet") from None  # _write: NOT_COORDINATOR
-        plog = self.broker.logs.get_log(TOPIC, partition)
-        if plog is None:
-            raise RuntimeError(f"{TOPIC}-{partition} does not exist")
+                raise RuntimeError(f"{TOPIC} is not created yet") from None  # answered NOT_COORDINATOR
         now = self.broker.clock.wall_ms()
         batch = encode_batch([LogRecord(offset=0, timestamp=now, key=encode_key(txn_id), value=value)])
-        info = plog.append(batch, leader_epoch=0, now_ms=now)
-        await plog.wait_durable(info.last_offset)
-
-    async def _write(self, decision: Decision) -> ErrorCode:
-        """Make the transit durable and apply it; a failed write leaves the old metadata (Kafka answers
-        the client with a retriable error and keeps the transaction as it was)."""
-        assert decision.txn is not None and decision.transit is not None
-        try:
-            await self._append(decision.txn.transactional_id, encode_value(log_value(decision.transit)))
-        except Exception as exc:  # noqa: BLE001 - storage errors become a retriable answer
-            self.machine.fail(decision)
-            log.error("transaction_state_write_failed", transactional_id=decision.txn.transactional_id,
-                      state=decision.transit.state.kafka_name, error=repr(exc))
-            return E.NOT_COORDINATOR
-        self.machine.complete(decision)
-        return E.NONE
+        await self.broker.partitions.append(TOPIC, partition, batch, now_ms=now).wait_durable()
 
     # --- the client APIs -----------------------------------------------------------------------------
 
     async def init_producer_id(self, txn_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None) -> tuple[ErrorCode, int, int]:
         await self._settle(txn_id)
-        d = self.machine.handle_init_producer_id(txn_id, timeout_ms, expected)
-        if d.transit is None:
-            return d.error, -1, -1
-        written = await self._write(d)
-        if written != E.NONE:
-            return written, -1, -1
-        if d.abort_after:  # the Ongoing transaction of a fenced producer: abort it, let the client retry
-            self._after_prepare(txn_id, commit=False)
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
-        txn = d.txn
-        assert txn is not None  # a decision without an error names its transaction
-        log.info("producer_id_initialised", transactional_id=txn_id, producer_id=txn.producer_id,
-                 producer_epoch=txn.producer_epoch)
-        return E.NONE, txn.producer_id, txn.producer_epoch
+        result = await self.coordinator.init_producer_id(txn_id, timeout_ms, expected)
+        return result.error, result.producer_id, result.producer_epoch
 
     async def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
                              partitions: list[TopicPartition]) -> ErrorCode:
         await self._settle(txn_id)
-        d = self.machine.handle_add_partitions_to_transaction(txn_id, producer_id, epoch, partitions)
-        if d.transit is None:
-            return d.error
-        return await self._write(d)
+        return (await self.coordinator.add_partitions(txn_id, producer_id, epoch, partitions)).error
 
     def verify(self, txn_id: str, producer_id: int, epoch: int,
                partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        return self.machine.handle_verify_partitions_in_transaction(txn_id, producer_id, epoch, partitions)
+        return self.coordinator.verify(txn_id, producer_id, epoch, partitions)
 
     def verify_produce(self, txn_id: str, producer_id: int, epoch: int, tp: TopicPartition) -> ErrorCode:
         """KIP-890's server-side defence: a transactional batch is appended only to a partition of the
@@ -243,13 +260,13 @@ class TransactionService:
         return error
 
     async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
-        d = self.machine.handle_end_transaction(txn_id, producer_id, epoch, commit)
-        if d.transit is None:
-            return d.error
-        written = await self._write(d)
-        if written == E.NONE:
-            self._after_prepare(txn_id, commit)
-        return written
+        return (await self.coordinator.end_txn(txn_id, producer_id, epoch, commit)).error
+
+    def transaction(self, txn_id: str) -> TransactionMetadata | None:
+        return self.coordinator.transaction(txn_id)
+
+    def transactions(self) -> Iterator[TransactionMetadata]:
+        return self.coordinator.transactions()
 
     async def txn_offset_commit(self, txn_id: str, producer_id: int, epoch: int, group_id: str,
                                 offsets: dict[TopicPartition, PendingOffset], generation_id: int = -1,
@@ -278,8 +295,7 @@ class TransactionService:
             errors = {p.error for t in result.topics for p in t.partitions} - {E.NONE}
             if errors:
                 return min(errors)
-        plog = self.broker.logs.get_log(OFFSETS_TOPIC, partition)
-        if plog is None:
+        if not self.broker.catalogue.has_partition(OFFSETS_TOPIC, partition):
             return E.COORDINATOR_NOT_AVAILABLE
         now = self.broker.clock.wall_ms()
         records = [OffsetCommitRecord(group_id, topic, p, o.offset, o.leader_epoch, o.metadata, now)
@@ -288,10 +304,8 @@ class TransactionService:
                               for i, (key, value) in enumerate(encode_record(r) for r in records)],
                              producer_id=producer_id, producer_epoch=epoch, base_sequence=0, is_transactional=True)
         try:
-            info = plog.append(batch, leader_epoch=0, now_ms=now)
-            self.broker.producer_states.for_log(plog).update(read_header(batch), info.base_offset,
-                                                             info.last_offset, now)
-            await plog.wait_durable(info.last_offset)
+            # a transactional batch: the store records it in the producer state, opening the transaction there
+            await self.broker.partitions.append(OFFSETS_TOPIC, partition, batch, now_ms=now).wait_durable()
         except Exception as exc:  # noqa: BLE001 - a storage failure is a retriable answer
             log.error("txn_offset_commit_failed", transactional_id=txn_id, group=group_id, error=repr(exc))
             return E.NOT_COORDINATOR
@@ -316,8 +330,10 @@ class TransactionService:
 
     # --- ending transactions -------------------------------------------------------------------------
 
-    def _after_prepare(self, txn_id: str, commit: bool) -> None:
-        self._spawn(self._complete(txn_id), f"txn-complete-{txn_id}")
+    def _on_markers_due(self, txn_id: str, commit: bool) -> None:
+        """A transaction is prepared (its shard says so once Prepare* is durable, or at load)."""
+        done = self._completing[txn_id] = asyncio.Event()
+        self._spawn(self._complete(txn_id, done), f"txn-complete-{txn_id}")
 
     async def _settle(self, txn_id: str) -> None:
         """Wait (bounded) for a transaction whose markers are being written to complete."""
@@ -328,8 +344,7 @@ class TransactionService:
             except asyncio.TimeoutError:
                 pass
 
-    async def _complete(self, txn_id: str) -> None:
-        done = self._completing[txn_id] = asyncio.Event()
+    async def _complete(self, txn_id: str, done: asyncio.Event) -> None:
         try:
             await self._complete_markers(txn_id)
         finally:
@@ -339,32 +354,27 @@ class TransactionService:
 
     async def _complete_markers(self, txn_id: str) -> None:
         """Offsets, markers, then Complete*: retried until it succeeds (markers are idempotent)."""
-        if self.marker_delay_s:
-            await asyncio.sleep(self.marker_delay_s)
+        if self.marker_hold_ms:
+            await asyncio.sleep(self.marker_hold_ms / 1000)
         while True:
-            txn = self.machine.txns.get(txn_id)
+            txn = self.coordinator.transaction(txn_id)
             if txn is None or txn.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 return
             commit = txn.state == S.PREPARE_COMMIT
             try:
                 await self._adopt_replayed_offsets(txn_id, txn.producer_id, txn.partitions)
-                await write_markers(self.broker, txn.producer_id, txn.producer_epoch, commit, txn.partitions,
-                                    COORDINATOR_EPOCH)
+                await self.broker.partitions.write_markers(txn.producer_id, txn.producer_epoch, commit,
+                                                           txn.partitions, COORDINATOR_EPOCH)
                 if commit:
                     await self._materialise_offsets(txn_id)
                 self.pending_offsets.pop(txn_id, None)
-                partitions = len(txn.partitions)
-                d = self.machine.prepare_complete(txn_id)
-                if await self._write(d) == E.NONE:
-                    log.info("transaction_completed", transactional_id=txn_id, producer_id=txn.producer_id,
-                             producer_epoch=txn.producer_epoch, result="commit" if commit else "abort",
-                             partitions=partitions)
-                    return
+                if (await self.coordinator.complete(txn_id)).error == E.NONE:
+                    return  # its shard logged transaction_completed
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - keep trying: the transaction must end
                 log.error("transaction_completion_failed", transactional_id=txn_id, error=repr(exc))
-            await asyncio.sleep(_RETRY_BACKOFF_S)
+            await asyncio.sleep(_RETRY_BACKOFF_S)  # a storage failure's backoff, not a clock
 
     async def _adopt_replayed_offsets(self, txn_id: str, producer_id: int, partitions) -> None:
         """After a restart: the transaction's offsets come back from the `__consumer_offsets` replay,
@@ -376,8 +386,7 @@ class TransactionService:
         mine = [p for t, p in partitions if t == OFFSETS_TOPIC]
         if not mine or offsets_topic is None or coordinator is None:
             return
-        while coordinator.is_loading:
-            await asyncio.sleep(0.05)
+        await coordinator.until_loaded()
         for partition in mine:
             for r in offsets_topic.open_txn_offsets.get(partition, {}).pop(producer_id, []):
                 if isinstance(r, OffsetCommitRecord):
@@ -417,45 +426,3 @@ class TransactionService:
                 for key, _ in chunk:
                     del offsets[key]
             del groups[group_id]
-
-    # --- timeouts and expiry -------------------------------------------------------------------------
-
-    async def _timeout_loop(self) -> None:
-        while self._running:
-            await asyncio.sleep(self.cleanup_interval_s)
-            try:
-                await self.abort_timed_out_transactions()
-                await self.expire_transactional_ids()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001
-                log.exception("transaction_timeout_pass_failed")
-
-    async def abort_timed_out_transactions(self) -> int:
-        aborted = 0
-        for d in self.machine.abort_timed_out_transactions():
-            txn, transit = d.txn, d.transit
-            assert txn is not None and transit is not None  # a timed-out abort names both
-            txn_id = txn.transactional_id
-            if await self._write(d) == E.NONE:
-                log.info("transaction_timed_out", transactional_id=txn_id, producer_id=transit.producer_id,
-                         bumped_epoch=transit.producer_epoch)
-                self._after_prepare(txn_id, commit=False)
-                aborted += 1
-        return aborted
-
-    async def expire_transactional_ids(self) -> int:
-        expired = 0
-        for txn_id in self.machine.expired_transactional_ids():
-            txn = self.machine.txns[txn_id]
-            txn.pending_state = S.DEAD
-            try:
-                await self._append(txn_id, None)
-            except Exception as exc:  # noqa: BLE001
-                txn.pending_state = None
-                log.error("transactional_id_expiry_failed", transactional_id=txn_id, error=repr(exc))
-                continue
-            self.machine.remove(txn_id)
-            expired += 1
-            log.info("transactional_id_expired", transactional_id=txn_id)
-        return expired

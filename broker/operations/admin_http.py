@@ -121,7 +121,7 @@ class AdminHttpServer:
     async def _groups(self, rest: list[str], query: dict[str, str]) -> Any:
         coordinator = self.broker.coordinator
         if not rest:
-            return {"groups": sorted(g.group_id for g in [*coordinator.groups(), *coordinator.consumer_groups()])}
+            return {"groups": sorted(g.group_id for g in coordinator.groups())}
         group_id = rest[0]
         if rest[1:] == ["history"]:
             entries = coordinator.history.entries(group_id)

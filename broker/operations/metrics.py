@@ -15,7 +15,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from ..storage.log.manager import is_internal_topic
+from ...protocol.topic_names import is_internal_topic
 from .observe import Histogram, all_servers
 from ...protocol.errors import ErrorCode
 
@@ -157,15 +157,14 @@ class BrokerCollector:
                                         labels=["group"])
         coordinator = b.coordinator_if_built  # a scrape does not build it: no coordinator, no group
         now_ms = coordinator.clock.wall_ms() if coordinator is not None else 0
-        classic = coordinator.groups() if coordinator is not None else ()
-        consumer = coordinator.consumer_groups() if coordinator is not None else ()
-        for group_type, group in [*(("classic", g) for g in classic), *(("consumer", g) for g in consumer)]:
-            by_state[(group_type, str(group.state))] += 1
-            started = group.rebalance.started_ms if group_type == "classic" and group.rebalance is not None else None
-            if started is not None:  # a consumer group reconciles member by member: no group-wide rebalance
-                rebalancing.add_metric([group.group_id], max(now_ms - started, 0) / 1000)
+        for group in (coordinator.groups() if coordinator is not None else ()):
+            by_state[(group.group_type, str(group.state))] += 1
+            # A consumer group reconciles member by member: no group-wide rebalance (no `rebalance`).
+            rebalance = getattr(group, "rebalance", None)
+            if rebalance is not None:
+                rebalancing.add_metric([group.group_id], max(now_ms - rebalance.started_ms, 0) / 1000)
             members.add_metric([group.group_id], len(group.members))
-            for (topic, partition), offset in sorted(group.offsets.items()):
+            for (topic, partition), offset in sorted(coordinator.offsets_of(group.group_id).items()):
                 end = ends.get((topic, partition))
                 labels = [group.group_id, topic, str(partition)]
                 committed.add_metric(labels, offset.offset)

@@ -9,8 +9,9 @@ client sees exactly what a real session expiry or rebalance shows it.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 
@@ -44,6 +45,49 @@ class PartitionFaults:
         if entry[0] <= 0:
             del self.pending[(api, topic, partition)]
         return entry[1]
+
+
+class FsyncGate:
+    """Holds every fsync of the log segments while `held` (`POST /v1/test/storage/fsync/hold`): the
+    records are written and the fsync called, for real, but it does not return, so nothing becomes
+    durable, no acknowledgement under `--flush always` leaves, and the high watermark stays where it
+    was, as on a disk that is slow to flush. A hold ends at `release` or after its `seconds` (60 by
+    default), whichever comes first, so a forgotten hold cannot wedge the broker; a stop releases it."""
+
+    def __init__(self, fsync: Callable[[int], None]) -> None:
+        self._fsync = fsync
+        self._open = threading.Event()
+        self._open.set()
+        self._lock = threading.Lock()
+        self.waiting = 0  # fsyncs held at the gate now
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __call__(self, fd: int) -> None:  # on the flusher's worker threads
+        if not self._open.is_set():
+            with self._lock:
+                self.waiting += 1
+            try:
+                self._open.wait()
+            finally:
+                with self._lock:
+                    self.waiting -= 1
+        self._fsync(fd)
+
+    @property
+    def held(self) -> bool:
+        return not self._open.is_set()
+
+    def hold(self, seconds: float) -> None:
+        self._open.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(seconds, self.release)
+
+    def release(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._open.set()
 
 
 def _error_code(value: Any) -> ErrorCode:
@@ -113,6 +157,21 @@ async def _apply(broker: Any, path: list[str], body: dict) -> dict:
             detail = f"next {count} {api} request(s) of {topic}-{partition} fail with {error.name}"
             log.info("test_control_applied", control=detail)
             return {"ok": True, "detail": detail}
+        case ["topics", topic, "partitions", partition, "elect"]:
+            epoch = broker.catalogue.elect(topic, int(partition))
+            detail = f"{topic}-{partition} re-elected its leader in epoch {epoch}"
+            log.info("test_control_applied", control=detail)
+            return {"ok": True, "detail": detail, "leader_epoch": epoch}
+        case ["storage", "fsync", action]:
+            return _fsync_control(broker.fsync_gate, action, body)
+        case ["transactions", "hold-markers"]:
+            # Markers of a transaction prepared from now on wait this long (0: not at all), so a test
+            # can stop the broker between PrepareCommit/PrepareAbort and the markers.
+            ms = max(int(body.get("ms", 0)), 0)
+            broker.transactions.marker_hold_ms = ms
+            detail = f"transaction markers held back {ms} ms after their prepare"
+            log.info("test_control_applied", control=detail)
+            return {"ok": True, "detail": detail}
         case ["connections", "drop"]:
             client_id = body.get("client_id")
             from .observe import all_servers
@@ -125,6 +184,23 @@ async def _apply(broker: Any, path: list[str], body: dict) -> dict:
         case ["reset"]:
             return await reset(broker)
     raise ControlError(f"no such test control: {'/'.join(path)}")
+
+
+def _fsync_control(gate: FsyncGate, action: str, body: dict) -> dict:
+    if action == "hold":
+        seconds = float(body.get("seconds", 60))
+        gate.hold(seconds)
+        detail = f"fsyncs of the log segments held for up to {seconds:g} s"
+    elif action == "release":
+        gate.release()
+        detail = "fsyncs of the log segments released"
+    elif action == "status":
+        detail = f"fsyncs {'held' if gate.held else 'running'}"
+    else:
+        raise ControlError(f"fsync control must be hold, release or status, not {action!r}")
+    if action != "status":
+        log.info("test_control_applied", control=detail)
+    return {"ok": True, "detail": detail, "held": gate.held, "waiting": gate.waiting}
 
 
 def _result(result: controls.ControlResult) -> dict:
@@ -151,22 +227,22 @@ async def _run_now(broker: Any, what: str) -> dict:
 async def reset(broker: Any) -> dict:
     """Back to an empty broker: every non-internal topic, group and committed offset goes; the
     internal state stays consistent (groups leave through tombstones, like DeleteGroups)."""
-    from ..storage.log.manager import is_internal_topic
+    from ...protocol.topic_names import is_internal_topic
     from ..partitions.startup_topics import ensure_topics
 
     started = time.monotonic()
     coordinator = broker.coordinator
-    groups = sorted({g.group_id for g in [*coordinator.groups(), *coordinator.consumer_groups()]})
+    groups = sorted({g.group_id for g in coordinator.groups()})
     for group_id in groups:
         status = coordinator.group_status(group_id)
         if status and status["members"]:
             await coordinator.expire_sessions(group_id)
     deleted = await coordinator.delete_groups(groups)
     left = [d.group_id for d in deleted if d.error not in (E.NONE, E.GROUP_ID_NOT_FOUND)]
-    topics = [name for name in broker.logs.topics() if not is_internal_topic(name)]
+    topics = [name for name in broker.catalogue.topics() if not is_internal_topic(name)]
     for name in topics:
-        broker.logs.delete_topic(name)
-    ensure_topics(broker.logs, broker.seed_topics)  # --create-topics are the suite's base: back, empty
+        broker.catalogue.delete_topic(name)
+    ensure_topics(broker.catalogue, broker.seed_topics)  # --create-topics are the suite's base: back, empty
     coordinator.history.forget()
     coordinator.faults.clear()
     broker.partition_faults.pending.clear()

@@ -9,10 +9,14 @@ warning. A topic listed without a policy gets the broker's (log.cleanup.policy, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
-from ..storage.log.manager import InvalidTopicError, is_internal_topic, validate_topic_name
+from ...protocol.topic_names import InvalidTopicError, is_internal_topic, validate_topic_name
+
+if TYPE_CHECKING:
+    from .catalogue import TopicCatalogue
 
 log = structlog.get_logger("kbroker.broker")
 POLICIES = ("delete", "compact")
@@ -52,13 +56,13 @@ def parse_create_topics(text: str, option: str) -> list[TopicSpec]:
     return out
 
 
-def ensure_topics(logs, specs: list[TopicSpec]) -> None:
-    existing = logs.topics()
+def ensure_topics(catalogue: TopicCatalogue, specs: list[TopicSpec]) -> None:
+    existing = catalogue.topics()
     for spec in specs:
         info = existing.get(spec.name)
         if info is None:
             configs = {"cleanup.policy": spec.cleanup_policy} if spec.cleanup_policy else {}
-            logs.create_topic(spec.name, spec.partitions, configs)
+            catalogue.create_topic(spec.name, spec.partitions, configs)
             continue
         policy = info.config.cleanup_policy
         policy_differs = spec.cleanup_policy is not None and policy != spec.cleanup_policy

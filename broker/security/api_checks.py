@@ -195,7 +195,7 @@ async def check_list_offsets(ctx: RequestContext, request: Any, call: Call, sec:
 
 
 async def check_metadata(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
-    topics = ctx.broker.logs.topics()
+    topics = ctx.broker.catalogue.topics()
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
         result = await call(request)

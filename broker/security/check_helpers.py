@@ -24,7 +24,7 @@ DENIED_MESSAGE = {GROUP_DENIED: "Group authorization failed.", TOPIC_DENIED: "To
 
 
 def topic_names_by_id(ctx: RequestContext) -> dict[uuid.UUID, str]:
-    return {info.topic_id: name for name, info in ctx.broker.logs.topics().items()}
+    return {info.topic_id: name for name, info in ctx.broker.catalogue.topics().items()}
 
 
 async def split(ctx: RequestContext, request: Any, call: Call, sec: Security, *, items: str, allowed: Callable[[Any], bool],

@@ -11,7 +11,10 @@ Kafka's rules (ProducerStateManager / ProducerAppendInfo), per (producer id, par
   otherwise OUT_OF_ORDER_SEQUENCE_NUMBER.
 
 Persistence, the same shape as Kafka's producer snapshots: each partition directory may hold
-`producer_state.json`, the state as of some log offset. Start-up loads it and replays batch *headers*
+`producer_state.json`, the state as of some log offset, with a CRC32C of its content
+(broker/storage/checksummed.py; one without, an older kbroker's, is read as before). A snapshot whose
+checksum fails or that does not parse is never trusted: an error event names it, it is deleted and
+the state is rebuilt from the log, as Kafka rebuilds it from a corrupt snapshot. Start-up loads it and replays batch *headers*
 (never record bodies) from that offset to the log end; with no usable snapshot it replays the whole
 log. Snapshots are written on a timer for partitions that changed, and at shutdown, so after a clean
 stop nothing is replayed and after a kill -9 only what was appended since the last snapshot. A
@@ -26,21 +29,26 @@ first offset; the last stable offset is that or the high watermark. Both lists a
 and are rebuilt by the replay (which reads each control batch's marker type).
 
 Producer ids are never reused across restarts: ids are handed out from blocks whose upper bound is
-written durably to `<data dir>/producer_ids.json` before the first id of the block is used.
+written durably (with its checksum) to `<data dir>/producer_ids.json` before the first id of the
+block is used. A damaged file cannot say where the next block starts: the allocator then starts past
+every producer id the partitions' states know, plus a wide margin (an error event says so).
+
+The state is the log's own: a partition's is loaded with its first use and kept on its log
+(`PartitionLog.txn_state`), so it goes with the log when the topic is deleted or re-created.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import structlog
 
+from . import checksummed
 from .log.partition_log import write_file_durably
 from ...protocol import control_records
 from ...purgatory.clock import Clock, SystemClock
@@ -61,6 +69,9 @@ SNAPSHOT_FILE = "producer_state.json"
 PRODUCER_IDS_FILE = "producer_ids.json"
 PRODUCER_ID_BLOCK = 1000
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+# How far past the highest producer id it can find a damaged producer_ids.json makes the allocator
+# start: ids a transaction coordinator handed out but no partition has seen yet stay unused.
+DAMAGED_IDS_MARGIN = 1_000_000
 _SNAPSHOT_VERSION = 2  # 2 adds the open and aborted transactions; 1 is still read
 
 
@@ -122,7 +133,6 @@ class PartitionProducerState:
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
         self.dirty = False
-        self.owner: PartitionLog | None = None  # the PartitionLog this state was built from
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction here
         self.aborted: list[tuple[int, int, int]] = []  # (producer id, first offset, marker offset)
         self.unresolved_markers: dict[int, int] = {}  # producer id -> offset of a marker not yet durable
@@ -247,7 +257,7 @@ class PartitionProducerState:
     # --- snapshots and replay -------------------------------------------------------------------------
 
     def to_json(self, offset: int) -> bytes:
-        body = {
+        body: dict[str, object] = {
             "version": _SNAPSHOT_VERSION,
             "offset": offset,
             "producers": [
@@ -263,10 +273,12 @@ class PartitionProducerState:
             "ongoing": [[pid, first] for pid, first in self.ongoing.items()],
             "aborted": [list(a) for a in self.aborted],
         }
-        return json.dumps(body, separators=(",", ":")).encode()
+        return checksummed.dumps(body)
 
     def load_json(self, raw: bytes) -> int:
-        body = json.loads(raw)
+        """Load a snapshot; ValueError (checksummed.ChecksumMismatch for a failed checksum) when it
+        cannot be trusted."""
+        body = checksummed.loads(raw).body
         if body.get("version") not in (1, _SNAPSHOT_VERSION):
             raise ValueError(f"unknown producer snapshot version {body.get('version')!r}")
         self.producers.clear()
@@ -332,7 +344,6 @@ def load_partition_state(plog: PartitionLog) -> PartitionProducerState:
     started = time.monotonic()
     directory = plog.directory  # a new Path per call: every partition is loaded at start
     state = PartitionProducerState(plog.topic, plog.partition, directory)
-    state.owner = plog
     path = directory / SNAPSHOT_FILE
     start = 0
     source = "log"
@@ -344,7 +355,8 @@ def load_partition_state(plog: PartitionLog) -> PartitionProducerState:
         try:
             offset = state.load_json(raw)
         except (ValueError, KeyError, TypeError) as exc:
-            log.warning("producer_snapshot_unreadable", topic=plog.topic, partition=plog.partition, error=str(exc))
+            log.error("producer_snapshot_damaged", topic=plog.topic, partition=plog.partition, file=str(path),
+                      error=str(exc), action="deleted; the state is rebuilt from the whole log")
             offset = -1
         if 0 <= offset <= plog.log_end_offset:
             start = offset
@@ -366,21 +378,46 @@ def load_partition_state(plog: PartitionLog) -> PartitionProducerState:
 
 
 class ProducerIdAllocator:
-    """Producer ids in durable blocks: the bound is fsynced before any id below it is handed out."""
+    """Producer ids in durable blocks: the bound is fsynced before any id below it is handed out.
 
-    def __init__(self, data_dir: Path, block: int = PRODUCER_ID_BLOCK) -> None:
+    `highest_known`: the highest producer id the partitions' states hold, asked only when the file
+    is damaged (see the module docstring)."""
+
+    def __init__(self, data_dir: Path, block: int = PRODUCER_ID_BLOCK,
+                 highest_known: Callable[[], int] | None = None) -> None:
         self.path = Path(data_dir) / PRODUCER_IDS_FILE
         self.block = block
+        self._highest_known = highest_known
+        self._damaged: str | None = None
         try:
-            self._next = int(json.loads(self.path.read_text())["next_block_start"])
+            self._next = int(checksummed.loads(self.path.read_bytes()).body["next_block_start"])
         except FileNotFoundError:
             self._next = 0
+        except (ValueError, KeyError, TypeError) as exc:
+            self._next = 0
+            self._damaged = str(exc)  # resolved once the states are loaded (or with the first allocation)
         self._limit = self._next  # nothing reserved yet in this run
 
+    def past_damage(self) -> None:
+        """Where a damaged file left the next id unknown: past every id the loaded states know."""
+        if self._damaged is not None:
+            self._past_damage()
+
+    def _past_damage(self) -> None:
+        highest = self._highest_known() if self._highest_known is not None else -1
+        self._next = max(self._next, highest + 1) + DAMAGED_IDS_MARGIN
+        self._limit = self._next
+        log.error("producer_ids_file_damaged", file=str(self.path), error=self._damaged,
+                  highest_known_producer_id=highest, next_producer_id=self._next,
+                  action="ids continue past every producer id the partitions know, plus a margin")
+        self._damaged = None
+
     def allocate(self) -> int:
+        if self._damaged is not None:
+            self._past_damage()
         if self._next >= self._limit:
             limit = self._next + self.block
-            write_file_durably(self.path, json.dumps({"next_block_start": limit}).encode())
+            write_file_durably(self.path, checksummed.dumps({"next_block_start": limit}))
             self._limit = limit
         pid = self._next
         self._next += 1
@@ -388,57 +425,54 @@ class ProducerIdAllocator:
 
 
 class ProducerStateManager:
-    """Every partition's producer state, the producer-id allocator and the snapshot schedule."""
+    """The producer-id allocator and the snapshot schedule of every partition's producer state (each
+    state lives on its log: `for_log`)."""
 
     def __init__(self, logs: LogManager, data_dir: Path, *, snapshot_interval_s: float = 30.0, clock: Clock | None = None) -> None:
         self.logs = logs
         self.clock: Clock = clock if clock is not None else SystemClock()  # producer expiry (wall clock)
-        self.ids = ProducerIdAllocator(Path(data_dir))
+        self.ids = ProducerIdAllocator(Path(data_dir), highest_known=self.highest_producer_id)
         self.snapshot_interval_s = snapshot_interval_s
-        self._states: dict[tuple[str, int], PartitionProducerState] = {}
 
     def load_all(self) -> None:
         for plog in self.logs.logs():
             self.for_log(plog)
+        self.ids.past_damage()
 
-    def for_log(self, plog: PartitionLog) -> PartitionProducerState:
-        key = (plog.topic, plog.partition)
-        state = self._states.get(key)
-        if state is None or state.owner is not plog:  # first use, or the topic was deleted and re-created
-            state = self._states[key] = load_partition_state(plog)
-            plog.txn_state = state  # compaction respects open and aborted transactions (log/txn_cleaning.py)
+    @staticmethod
+    def for_log(plog: PartitionLog) -> PartitionProducerState:
+        state = plog.txn_state
+        if state is None:
+            # compaction reads it there too (log/txn_cleaning.py)
+            state = plog.txn_state = load_partition_state(plog)
         return state
 
-    def last_stable_offset(self, plog: PartitionLog) -> int:
-        return self.for_log(plog).last_stable_offset(plog.high_watermark)
+    def highest_producer_id(self) -> int:
+        return max((pid for plog in self.logs.logs() if plog.txn_state is not None
+                    for pid in plog.txn_state.producers), default=-1)
 
-    def drop_topic(self, topic: str) -> None:
-        for key in [k for k in self._states if k[0] == topic]:
-            del self._states[key]
-
-    def _collect(self, force: bool) -> list[tuple[PartitionProducerState, Path, bytes]]:
+    def _collect(self, force: bool) -> list[tuple[PartitionLog, PartitionProducerState, Path, bytes]]:
         """Serialise every changed state on the loop (consistent with the log end offset it names)."""
         out = []
         now_ms = self.clock.wall_ms()
-        for key, state in list(self._states.items()):
-            plog = self.logs.loaded_log(*key)  # a state's owner is in use, never dormant
-            if plog is None or plog is not state.owner:
-                del self._states[key]
+        for plog in self.logs.logs():
+            state = plog.txn_state
+            if state is None or plog.closed:
                 continue
             state.expire(now_ms)
             state.prune_aborted(plog.log_start_offset)
             path = state.snapshot_path()
             if path is not None and (state.dirty or (force and state.producers)):
-                out.append((state, path, state.to_json(state.snapshot_offset(plog.log_end_offset))))
+                out.append((plog, state, path, state.to_json(state.snapshot_offset(plog.log_end_offset))))
                 state.dirty = False
         return out
 
-    def _write(self, items: list[tuple[PartitionProducerState, Path, bytes]]) -> int:
+    def _write(self, items: list[tuple[PartitionLog, PartitionProducerState, Path, bytes]]) -> int:
         written = 0
-        for state, path, data in items:
+        for plog, state, path, data in items:
             try:
                 # Skip a partition whose topic was deleted (or deleted and re-created) meanwhile.
-                if self.logs.loaded_log(state.topic, state.partition) is state.owner and path.parent.exists():
+                if not plog.closed and path.parent.exists():
                     write_file_durably(path, data)
                     written += 1
             except OSError as exc:

@@ -24,12 +24,6 @@ from typing import Any, Callable, Iterable
 from .log.files import held_for_rewrite, write_file_durably
 from ..workers import STATE_FILES, run_in_worker
 
-# Kafka's controller refuses an operation that would write more records than this to its metadata
-# log (QuorumController.MAX_RECORDS_PER_USER_OP; AclControlManager, ClientQuotaControlManager), with
-# POLICY_VIOLATION and this message: a state file is held to the same bound per request.
-MAX_CHANGES_PER_REQUEST = 10_000
-TOO_MANY_CHANGES = "Unable to perform excessively large batch operation."
-
 # Called on the loop: the state as it is now, as a function the worker renders to the file's bytes.
 Capture = Callable[[], Callable[[], bytes]]
 

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .consumer.consumer_heartbeat import AssignmentChanged
 from .classic.group import ClassicGroup, GroupState
-from ..runtime.outcome import RebalanceCompleted
+from .events import AssignmentChanged, RebalanceCompleted
 
 DEFAULT_DEPTH = 50
 # Groups come and go (a test suite makes a new group id per test): past this many, the history of
@@ -68,6 +67,14 @@ class RebalanceHistory:
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
+
+    def record_event(self, event: object, now_ms: int) -> HistoryEntry | None:
+        """Keep what an event of the group shard says about a group's rebalances (others: None)."""
+        if isinstance(event, RebalanceCompleted):
+            return self.record_rebalance(event, now_ms)
+        if isinstance(event, AssignmentChanged):
+            return self.record_epoch(event, now_ms)
+        return None
 
     def record_rebalance(self, event: RebalanceCompleted, now_ms: int, group_type: str = "classic") -> HistoryEntry:
         return self._add(HistoryEntry(

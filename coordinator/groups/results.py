@@ -245,16 +245,3 @@ def error_result_for(cmd: object, code: ErrorCode) -> Result:
     if result is not None:
         return result
     raise TypeError(f"no result type for {type(cmd).__name__}")
-
-
-def append_error_to_response(code: ErrorCode) -> ErrorCode:
-    """How a failed `__consumer_offsets` append is reported to group clients (NOTES.md §5)."""
-    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.REQUEST_TIMED_OUT):
-        return E.COORDINATOR_NOT_AVAILABLE
-    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-        return E.NOT_COORDINATOR
-    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-        return E.UNKNOWN_SERVER_ERROR
-    if code is E.NETWORK_EXCEPTION:
-        return E.COORDINATOR_LOAD_IN_PROGRESS
-    return code

@@ -1,7 +1,8 @@
 """Carry out an Outcome: send replies, apply timers, append records, replay, follow up.
 
-One implementation for the asyncio actor and the synchronous test harness, so tests exercise the
-same append-then-apply-then-reply path as production.
+One implementation for the runtime (partition.py) and the synchronous test harness, so tests
+exercise the same append-then-apply-then-reply path as production; it knows the shard only by the
+`Shard` protocol (shard.py).
 """
 
 from __future__ import annotations
@@ -9,32 +10,33 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
 from ...protocol.errors import ErrorCode, KafkaError
 
-from ..groups.classic.classic import GroupStateMachine
-from .outcome import Durability, Event, Outcome, Reply, TimerOp
-from ...protocol.records.classic_records import Record
-from ..groups.results import append_error_to_response
+from .outcome import Durability, Outcome, Reply, TimerOp
+from .shard import Shard, append_error_to_response
 
+Record = Any  # whatever records the shard writes; the writer encodes them
 AppendRecords = Callable[[int, list[Record]], Awaitable[None]]
 # Appends synchronously (raising at once if it cannot) and returns the wait for durability.
 AppendNowait = Callable[[int, list[Record]], Awaitable[None]]
+OnEvent = Callable[[Any], None]
 
 log = structlog.get_logger("kbroker.coordinator")
 
 
 async def execute_outcome(
-    machine: GroupStateMachine,
+    shard: Shard,
     outcome: Outcome,
     *,
     now_ms: Callable[[], int],
     append: AppendRecords,
     deliver: Callable[[Reply], None],
     apply_timer: Callable[[TimerOp], None],
-    on_event: Callable[[Event], None],
+    on_event: OnEvent,
     append_nowait: AppendNowait | None = None,
     pipelined: PipelinedWrites | None = None,
     on_storage_failure: Callable[[int, ErrorCode], None] | None = None,
@@ -52,14 +54,14 @@ async def execute_outcome(
 
         records = [record for write in out.writes for record in write.records]
         if _all_in_log(out):
-            _replay_in_log(machine, out, records, deliver, queue, now_ms)
+            _replay_in_log(shard, out, records, deliver, queue, now_ms)
             continue
         if append_nowait is not None and pipelined is not None and _all_pipelined(out):
-            pipelined.add(machine, out, records, append_nowait, deliver, on_storage_failure)
+            pipelined.add(shard, out, records, append_nowait, deliver, on_storage_failure)
             continue
         error: ErrorCode | None = None
         try:
-            await append(machine.partition, records)
+            await append(shard.partition, records)
         except asyncio.CancelledError:
             # Shutting down mid-append: whether the records made it is unknown; tell the waiters
             # to find the coordinator again rather than leave them hanging.
@@ -70,24 +72,24 @@ async def execute_outcome(
         except KafkaError as exc:
             error = append_error_to_response(exc.code)
             if on_storage_failure is not None:
-                on_storage_failure(machine.partition, exc.code)
+                on_storage_failure(shard.partition, exc.code)
         except Exception:  # noqa: BLE001 - any storage failure becomes a Kafka error code
-            log.exception("append_failed", partition=machine.partition, records=len(records))
+            log.exception("append_failed", partition=shard.partition, records=len(records))
             error = ErrorCode.UNKNOWN_SERVER_ERROR
 
         if error is None:
             # Append, then apply, then reply.
             for record in records:
-                machine.replay(record)
+                shard.replay(record)
         for write in out.writes:
             for reply in write.replies:
                 deliver(reply if error is None else Reply(reply.to, reply.result.failed(error)))
             if write.then is not None:
-                queue.append(machine.on_write_done(write.then, error, now_ms()))
+                queue.append(shard.on_write_done(write.then, error, now_ms()))
 
 
 def apply_unwritten(out: Outcome, deliver: Callable[[Reply], None], apply_timer: Callable[[TimerOp], None],
-                    on_event: Callable[[Event], None]) -> None:
+                    on_event: OnEvent) -> None:
     """Steps 1-2 of the contract (outcome.py), what depends on no write: replies, timers, events.
     All of an Outcome without writes; the shell calls it directly for those (a Heartbeat)."""
     for reply in out.replies:
@@ -104,31 +106,31 @@ def runs_without_waiting(out: Outcome, pipelines: bool) -> bool:
     return not out.writes or (pipelines and _all_pipelined(out))
 
 
-def execute_pipelined(machine: GroupStateMachine, out: Outcome, *, append_nowait: AppendNowait,
+def execute_pipelined(shard: Shard, out: Outcome, *, append_nowait: AppendNowait,
                       pipelined: PipelinedWrites, deliver: Callable[[Reply], None],
-                      apply_timer: Callable[[TimerOp], None], on_event: Callable[[Event], None],
+                      apply_timer: Callable[[TimerOp], None], on_event: OnEvent,
                       on_storage_failure: Callable[[int, ErrorCode], None] | None) -> None:
     """`execute_outcome` of an Outcome whose writes are all PIPELINED (runs_without_waiting said so),
     called directly: the same steps, without a coroutine per command (every commit passes here)."""
     apply_unwritten(out, deliver, apply_timer, on_event)
     records = [record for write in out.writes for record in write.records]
-    pipelined.add(machine, out, records, append_nowait, deliver, on_storage_failure)
+    pipelined.add(shard, out, records, append_nowait, deliver, on_storage_failure)
 
 
 def _all_in_log(out: Outcome) -> bool:
     return all(write.durability is Durability.IN_LOG for write in out.writes)
 
 
-def _replay_in_log(machine: GroupStateMachine, out: Outcome, records: list[Record], deliver: Callable[[Reply], None],
+def _replay_in_log(shard: Shard, out: Outcome, records: list[Record], deliver: Callable[[Reply], None],
                    queue: deque[Outcome], now_ms: Callable[[], int]) -> None:
     """Writes whose records the log holds already (Durability.IN_LOG): apply them, reply, follow up."""
     for record in records:
-        machine.replay(record)
+        shard.replay(record)
     for write in out.writes:
         for reply in write.replies:
             deliver(reply)
         if write.then is not None:
-            queue.append(machine.on_write_done(write.then, None, now_ms()))
+            queue.append(shard.on_write_done(write.then, None, now_ms()))
 
 
 def _all_pipelined(out: Outcome) -> bool:
@@ -155,7 +157,7 @@ class PipelinedWrites:
         self._durable: object = None  # the wait `pending` was made for, while it may still be joined
         self._replies: list[Reply] = []
 
-    def add(self, machine: GroupStateMachine, out: Outcome, records: list[Record], append_nowait: AppendNowait,
+    def add(self, shard: Shard, out: Outcome, records: list[Record], append_nowait: AppendNowait,
             deliver: Callable[[Reply], None],
             on_storage_failure: Callable[[int, ErrorCode], None] | None) -> None:
         """PIPELINED writes: append and apply now, reply once durable.
@@ -168,7 +170,7 @@ class PipelinedWrites:
         records are never served; the log itself is fenced until restart.
         """
         replies = [reply for write in out.writes for reply in write.replies]
-        partition = machine.partition
+        partition = shard.partition
         try:
             durable = append_nowait(partition, records)
         except KafkaError as exc:
@@ -181,7 +183,7 @@ class PipelinedWrites:
             _fail(replies, ErrorCode.UNKNOWN_SERVER_ERROR, deliver)
             return
         for record in records:
-            machine.replay(record)
+            shard.replay(record)
         if durable is self._durable and not durable.done():  # type: ignore[attr-defined]  # the same held batch as the last write: its replies go with those
             self._replies.extend(replies)
             return

@@ -1,43 +1,48 @@
-"""What a handler decides: replies, records to persist, timers, events. The shell executes it.
+"""What a shard decides: replies, records to persist, timers, events. The runtime carries it out.
 
-Ordering contract for the shell (runtime.py, through execute.py), per Outcome:
+Ordering contract for the runtime (partition.py, through execute.py), per Outcome:
 1. send `replies` (they do not depend on any write);
 2. apply `timers` in order;
 3. append the records of all `writes` in one call; when durable, `replay` them, release each
-   write's `replies`, then hand each write's `then` back to the machine (`on_write_done`);
+   write's `replies`, then hand each write's `then` back to the shard (`on_write_done`);
    when the append fails, release `result.failed(translated code)` instead and still hand
    `then` back, with the error.
+
+Nothing here names a group or a transaction: a timer's expiry, a write's follow-up (`then`) and an
+event are whatever the shard made them, and the shard gets them back (the expiry as a command in
+its key's turn, the follow-up through `on_write_done`); events go to the runtime's `on_event`,
+which logs each under its `log_event`. So a new kind of shard, or a new group type inside the
+group shard, brings its own expiries, follow-ups and events without an edit here.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Union
+from typing import Any, ClassVar, Protocol
 
-from ...protocol.fast_init import fast_init
 from ...protocol.errors import ErrorCode
+from ...protocol.fast_init import fast_init
 
-from ..groups.commands import TimerExpiry
-from ..groups.consumer.consumer_commands import ConsumerExpiry
-from ..groups.classic.member import Handle, Protocols
-from ...protocol.records.classic_records import Record
-from ..groups.results import Result
 
-if TYPE_CHECKING:
-    from ..groups.consumer.downgrade import DowngradedToClassic, JoinAfterConsumerGroupDeleted
+class Result(Protocol):
+    """An answer the runtime may have to downgrade when the write it waited for failed."""
 
-# What a group's timers deliver, classic and consumer groups alike.
-GroupExpiry = TimerExpiry | ConsumerExpiry
+    def failed(self, code: ErrorCode) -> Any: ...
+
+
+class Event(Protocol):
+    """Something a shard reports: logged by the runtime's owner under `log_event`, with its fields."""
+
+    log_event: ClassVar[str]
 
 
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Reply:
-    to: Handle
-    result: Result
+    to: Any  # the opaque handle the command came with (its `reply_to`: a future in the broker)
+    result: Any
 
 
 @fast_init
@@ -45,7 +50,7 @@ class Reply:
 class ScheduleTimer:
     key: str
     delay_ms: int
-    expiry: GroupExpiry  # handed to the group (in its turn) when the timer fires
+    expiry: Any  # a command, handed back to the shard in its key's turn when the timer fires
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,59 +61,14 @@ class CancelTimer:
 TimerOp = ScheduleTimer | CancelTimer
 
 
-# -- follow-ups: in-memory changes that must wait for (or undo after) a write --------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AssignmentWritten:
-    """Leader's SyncGroup: on success install the assignment and go Stable."""
-
-    group_id: str
-    generation_id: int
-    assignment: tuple[tuple[str, bytes], ...]
-    leader_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class EmptyGroupWritten:
-    group_id: str
-    generation_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class StaticMemberReplaced:
-    """A static member rejoined a Stable group under a new id without a rebalance."""
-
-    group_id: str
-    instance_id: str
-    old_member_id: str
-    new_member_id: str
-    old_protocols: Protocols
-    old_rebalance_timeout_ms: int
-    old_session_timeout_ms: int
-    previous_leader_id: str
-    supports_skip_assignment: bool
-
-
-@dataclass(frozen=True, slots=True)
-class GroupRemoved:
-    """DeleteGroups or offset expiry: once the tombstones are durable the group is Dead."""
-
-    group_id: str
-
-
-# The consumer group's follow-ups live with the downgrade (which imports this module).
-FollowUp = Union[AssignmentWritten, EmptyGroupWritten, StaticMemberReplaced, GroupRemoved,
-                 "DowngradedToClassic", "JoinAfterConsumerGroupDeleted"]
-
-
 class Durability(enum.Enum):
     """How a pending write reaches durability; chosen by the code that creates the write.
 
     STRICT: append, wait for the fsync, then apply to memory and reply (group membership: a
     generation must never be visible before it is on disk). PIPELINED: append and apply at once,
     reply once the fsync lands, so a group's commits share fsyncs; readers of what it changed
-    (OffsetFetch) answer only after that fsync, and a failed fsync unloads the partition.
+    (an Outcome with `after_pipelined`) answer only after that fsync, and a failed fsync unloads
+    the partition.
     """
 
     STRICT = "strict"
@@ -121,43 +81,10 @@ class Durability(enum.Enum):
 
 @dataclass(slots=True)
 class PendingWrite:
-    records: Sequence[Record]
+    records: Sequence[Any]
     replies: list[Reply] = field(default_factory=list)  # released only once durable
-    then: FollowUp | None = None
+    then: Any = None  # a follow-up, handed back to the shard's on_write_done once the write is done
     durability: Durability = Durability.STRICT
-
-
-# -- events (logged by the shell) -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RebalanceCompleted:
-    log_event: ClassVar[str] = "rebalance_completed"
-
-    group_id: str
-    old_generation: int
-    new_generation: int
-    reason: str
-    client_reason: str | None
-    trigger_member: str | None
-    members_in: tuple[str, ...]
-    members_out: tuple[str, ...]
-    member_count: int
-    duration_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class WriteFailed:
-    log_event: ClassVar[str] = "coordinator_write_failed"
-
-    group_id: str
-    what: str
-    error: ErrorCode
-
-
-# Every event names its log event (`log_event`); the service logs it with its fields, whatever
-# the group type that emitted it.
-Event = RebalanceCompleted | WriteFailed
 
 
 @dataclass(slots=True)
@@ -165,20 +92,23 @@ class Outcome:
     replies: list[Reply] = field(default_factory=list)
     writes: list[PendingWrite] = field(default_factory=list)
     timers: list[TimerOp] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)
+    # The replies read state that pipelined writes may have changed (OffsetFetch): the runtime
+    # releases them only once every pipelined write of the partition before them is durable.
+    after_pipelined: bool = False
 
-    def reply(self, to: Handle | None, result: Result) -> None:
+    def reply(self, to: Any, result: Any) -> None:
         if to is not None:
             self.replies.append(Reply(to, result))
 
-    def schedule(self, key: str, delay_ms: int, expiry: GroupExpiry) -> None:
+    def schedule(self, key: str, delay_ms: int, expiry: Any) -> None:
         self.timers.append(ScheduleTimer(key, delay_ms, expiry))
 
     def cancel(self, key: str) -> None:
         self.timers.append(CancelTimer(key))
 
-    def write(self, records: Sequence[Record], replies: list[Reply] | None = None,
-              then: FollowUp | None = None, durability: Durability = Durability.STRICT) -> None:
+    def write(self, records: Sequence[Any], replies: list[Reply] | None = None,
+              then: Any = None, durability: Durability = Durability.STRICT) -> None:
         self.writes.append(PendingWrite(records, replies or [], then, durability))
 
     def merge(self, other: Outcome) -> None:
@@ -186,3 +116,4 @@ class Outcome:
         self.writes.extend(other.writes)
         self.timers.extend(other.timers)
         self.events.extend(other.events)
+        self.after_pipelined = self.after_pipelined or other.after_pipelined

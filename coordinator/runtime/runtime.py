@@ -1,287 +1,279 @@
-"""The runtime of one `__consumer_offsets` partition: its shard, its groups' queues, write-then-respond.
+"""The coordinator runtime (Kafka's CoordinatorRuntime): the shards of the partitions of one
+coordinator log that this node leads, and the routing of each command to its partition's runtime.
 
-Kafka's CoordinatorRuntime keeps one CoordinatorContext per partition (the shard, the timers, the
-pending writes); this is ours. The service (service.py) routes a request to the runtime of its
-group's partition once the prechecks passed; the runtime runs it against the shard
-(classic.GroupStateMachine, which holds every group type of the partition) and carries out the
-Outcome (execute.py): replies, timers, records appended before the replies that depend on them.
+    front (GroupCoordinatorService, TransactionCoordinatorService)   what a request means
+      -> CoordinatorRuntime   (this module)   loaded partitions, prechecks, routing by key, life cycle
+        -> PartitionRuntime   (partition.py)  per-key order, write-then-respond, timers
+          -> Shard            (shard.py)      the partition's state machine: handle, replay, follow-ups
 
-Per-group order without locks. A group is *idle* when it has no queue here. A command for an idle
-group runs at once, inside the caller (`dispatch`): if its Outcome needs no wait (no write, or only
-PIPELINED writes the log takes synchronously) it is carried out on the spot, so a Heartbeat costs
-no task and no loop turn. Otherwise the group gets a queue and one task that carries the Outcome
-out (awaiting the append), then drains whatever arrived meanwhile, in arrival order, and ends; the
-queue goes with it. So there is no idle actor to retire and no real-time wait: a group costs a task
-only while it waits for a write.
+A partition is *loading* (its commands answered COORDINATOR_LOAD_IN_PROGRESS) from `mark_loading`
+until `load` has replayed its records into a fresh shard; *loaded* until `unload` (resignation) or
+a storage failure takes it offline; otherwise its commands are answered NOT_COORDINATOR. Every
+answer the runtime makes itself (a refusal, an unload's leftovers) comes from the front's `refusal`,
+so the runtime never needs to know what a command is.
 
-A runtime that is unloaded (coordinator move, storage failure, stop) turns `active` off: the
-command being carried out finishes, queued requests go back to the service (which refuses them or,
-if the partition was loaded again meanwhile, hands them to the new runtime), queued expiries are
-dropped (the unload cancelled their timers).
+Persistence goes through a `PartitionWriter` (shard.py) only; time comes from the injected clock and
+one keyed timer driver (the broker's, or the runtime's own when it is used alone).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Iterable
-from functools import partial
 from typing import Any
 
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...purgatory.clock import Clock
-from ...purgatory.timers import KeyedTimers, TimerFired
-
-from ..groups import commands as c
-from ..groups.classic.classic import GroupStateMachine
-from .execute import (
-    AppendNowait,
-    AppendRecords,
-    PipelinedWrites,
-    apply_unwritten,
-    execute_outcome,
-    execute_pipelined,
-    runs_without_waiting,
-)
-from .outcome import CancelTimer, Event, GroupExpiry, Outcome, Reply, TimerOp
-from ...protocol.records.classic_records import Record
-from ..groups.results import error_result_for
+from ...purgatory.clock import Clock, SystemClock
+from ...purgatory.timers import KeyedTimers
+from .execute import AppendNowait, AppendRecords
+from .partition import Expiry, Internal, Item, KeyQueue, PartitionRuntime
+from .shard import PartitionWriter, Shard
 
 E = ErrorCode
 log = structlog.get_logger("kbroker.coordinator")
 
-
-class Expiry:
-    """A timer's expiry on its way to the group; handled only if `claim` says it is still live."""
-
-    __slots__ = ("cmd", "key", "token")
-
-    def __init__(self, cmd: GroupExpiry, key: str, token: int) -> None:
-        self.cmd = cmd
-        self.key = key
-        self.token = token
+Refusal = Callable[[Any, ErrorCode], Any]
 
 
-class Internal:
-    """Periodic work with no timer key of its own (the offsets retention check)."""
-
-    __slots__ = ("cmd",)
-
-    def __init__(self, cmd: c.TimerExpiry) -> None:
-        self.cmd = cmd
-
-
-# Requests are queued as themselves (they carry their reply handle).
-Item = Any  # c.Request | Control | Expiry | Internal
-
-
-class GroupQueue:
-    """A busy group's commands, carried out one at a time by `task`."""
-
-    __slots__ = ("group_id", "items", "task")
-
-    def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.items: deque[Item] = deque()
-        self.task: asyncio.Task[None] | None = None
-
-
-def deliver(reply: Reply) -> None:
-    future = reply.to
-    if isinstance(future, asyncio.Future) and not future.done():
-        future.set_result(reply.result)
-
-
-class PartitionRuntime:
+class CoordinatorRuntime:
     def __init__(
         self,
-        shard: GroupStateMachine,
+        new_shard: Callable[[int], Shard],
         *,
-        clock: Clock,
-        timers: KeyedTimers,
         append: AppendRecords,
-        append_nowait: AppendNowait | None,
-        queues: set[GroupQueue],
-        on_event: Callable[[Event], None],
-        on_storage_failure: Callable[[int, ErrorCode], None],
-        requeue: Callable[[Item], None],
+        append_nowait: AppendNowait | None = None,
+        partition_of: Callable[[str], int],
+        refusal: Refusal,
+        on_event: Callable[[Any], None],
+        clock: Clock | None = None,
+        timers: KeyedTimers | None = None,
+        name: str = "coordinator",
     ) -> None:
-        self.partition = shard.partition
-        self.shard = shard
-        self.active = True
-        self._clock = clock
-        self._timers = timers
+        self.clock: Clock = clock or (timers.clock if timers is not None else SystemClock())
+        # Without injected timers the runtime runs its own driver; a broker passes its shared one.
+        self.timers = timers or KeyedTimers(self.clock)
+        self._runs_timer_driver = timers is None
+        self.name = name
+        self._new_shard = new_shard
         self._append = append
         self._append_nowait = append_nowait
-        self._queues: dict[str, GroupQueue] = {}
-        self._all_queues = queues  # the service's view of every busy group (stop, quiesce)
+        self.partition_of = partition_of
+        self._refusal = refusal
         self._on_event = on_event
-        self._on_storage_failure = on_storage_failure
-        self._requeue = requeue
-        self._pipelined = PipelinedWrites()  # pipelined writes (and their replies) waiting for their fsync
+        self._runtimes: dict[int, PartitionRuntime] = {}
+        self._loading: set[int] = set()
+        self._all_loaded = asyncio.Event()  # set while no partition is loading (until_loaded)
+        self._all_loaded.set()
+        self._offline: set[int] = set()
+        self._unloads: set[asyncio.Task] = set()
+        self._queues: set[KeyQueue] = set()  # every busy key's queue, of every partition runtime
+        self.running = False
+        # The loop serving it, kept at start: asking asyncio for the running loop costs a system call
+        # (getpid, Python 3.11's check for a fork) on every request that makes a future.
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._driver: asyncio.Task[None] | None = None
 
-    # -- load / unload -------------------------------------------------------------------------
+    @classmethod
+    def writing_to(cls, writer: PartitionWriter, new_shard: Callable[[int], Shard], **kw: Any) -> CoordinatorRuntime:
+        """A runtime whose records go through `writer` (pipelined too)."""
+        return cls(new_shard, append=writer.append_records, append_nowait=writer.append_records_nowait, **kw)
 
-    async def replay(self, records: Iterable[Record]) -> None:
-        """Rebuild the shard from the partition's log (tombstones included)."""
-        shard = self.shard
-        shard.begin_load()
-        for i, record in enumerate(records, 1):
-            shard.replay(record)
-            if i % 1024 == 0:
-                await asyncio.sleep(0)  # a long log must not starve other partitions
+    # -- life cycle ----------------------------------------------------------------------------
 
-    def load_empty(self) -> None:
-        """`replay([])` and `resume()` at once, for a partition that holds no record: an empty shard's
-        resume has nothing to write, so it needs no turn of the event loop."""
-        self.shard.begin_load()
-        outcome = self.shard.finish_load(self._clock.wall_ms())
-        if outcome.writes:
-            raise RuntimeError(f"loading the empty partition {self.partition} wrote records")
-        apply_unwritten(outcome, deliver, self._apply_timer, self._on_event)
+    def start_now(self) -> None:
+        self.running = True
+        self.loop = asyncio.get_running_loop()
+        if self._runs_timer_driver and self._driver is None:
+            self._driver = self.loop.create_task(self.timers.run(), name=f"{self.name}-timers")
 
-    async def resume(self) -> None:
-        """After the replay: members get fresh session deadlines, loaded groups carry on."""
-        await self.execute(self.shard.finish_load(self._clock.wall_ms()))
+    async def stop(self) -> None:
+        self.running = False
+        for partition in list(self._runtimes):
+            await self.unload(partition)
+        queues, tasks = list(self._queues), []
+        self._queues.clear()
+        for queue in queues:
+            if queue.task is not None:
+                queue.task.cancel()
+                tasks.append(queue.task)
+            for item in queue.items:
+                if not isinstance(item, (Expiry, Internal)):
+                    self.refuse(item, E.COORDINATOR_NOT_AVAILABLE)
+            queue.items.clear()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._driver is not None:
+            self._driver.cancel()
+            await asyncio.gather(self._driver, return_exceptions=True)
+            self._driver = None
+        self.loop = None  # a request after the stop gets its future on the loop it comes from
 
-    async def unload(self) -> None:
-        """Stop serving: parked answers get NOT_COORDINATOR, timers stop, queued requests go back."""
-        self.active = False
-        await self.execute(self.shard.unload(self._clock.wall_ms()))
-
-    # -- commands ------------------------------------------------------------------------------
-
-    def dispatch(self, item: Item, group_id: str) -> None:
-        """Run `item` now if its group is idle, else queue it behind the group's commands."""
-        queue = self._queues.get(group_id)
-        if queue is not None:
-            queue.items.append(item)
-            return
-        outcome = self._handle(item)
-        if outcome is None:
-            return
-        if not outcome.writes:
-            apply_unwritten(outcome, deliver, self._apply_timer, self._on_event)
-        elif self._append_nowait is not None and runs_without_waiting(outcome, True):
-            execute_pipelined(self.shard, outcome, append_nowait=self._append_nowait, pipelined=self._pipelined,
-                              deliver=deliver, apply_timer=self._apply_timer, on_event=self._on_event,
-                              on_storage_failure=self._on_storage_failure)
-        else:
-            self._start(group_id, outcome)
-
-    def enqueue(self, item: Item, group_id: str) -> None:
-        """Queue `item` for a later loop turn even if the group is idle (timer expiries: they fire
-        inside the timer driver, which must not run group handlers)."""
-        queue = self._queues.get(group_id)
-        if queue is None:
-            self._start(group_id, None).items.append(item)
-        else:
-            queue.items.append(item)
-
-    def _start(self, group_id: str, first: Outcome | None) -> GroupQueue:
-        queue = self._queues[group_id] = GroupQueue(group_id)
-        self._all_queues.add(queue)
-        queue.task = asyncio.get_running_loop().create_task(self._drain(queue, first),
-                                                            name=f"group:{group_id}")
-        return queue
-
-    async def _drain(self, queue: GroupQueue, first: Outcome | None) -> None:
+    async def load(self, partition: int, records: Iterable[Any]) -> None:
+        """Become coordinator for `partition`: replay its records (tombstones included) into a new
+        shard, then serve it. Its commands meanwhile get COORDINATOR_LOAD_IN_PROGRESS."""
+        if partition in self._runtimes:
+            await self.unload(partition)
+        self._loading.add(partition)
+        self._all_loaded.clear()
         try:
-            if first is not None:
-                await self._execute_guarded(first)
-            items = queue.items
-            while items:
-                item = items.popleft()
-                if not self.active:
-                    if not isinstance(item, (Expiry, Internal)):
-                        self._requeue(item)
-                    continue
-                outcome = self._handle(item)
-                if outcome is not None:
-                    await self._execute_guarded(outcome)
+            runtime = self._new_runtime(partition)
+            await runtime.replay(records)
+            self._runtimes[partition] = runtime
+            await runtime.resume()
         finally:
-            # No await since the last check of `items`: nothing can have slipped in.
-            if self._queues.get(queue.group_id) is queue:
-                del self._queues[queue.group_id]
-            self._all_queues.discard(queue)
+            self._done_loading(partition)
+        log.debug("partition_loaded", coordinator=self.name, partition=partition)
 
-    def _handle(self, item: Item) -> Outcome | None:
-        if isinstance(item, Expiry):
-            if not self._timers.claim(item.key, item.token):
-                return None  # stale: the key was re-armed or cancelled after this expiry fired
-            cmd = item.cmd
-        elif isinstance(item, Internal):
-            cmd = item.cmd
-        else:
-            cmd = item
-        try:
-            outcome = self.shard.handle(cmd, self._clock.wall_ms())
-            if isinstance(cmd, c.OffsetFetch):
-                self._hold_until_durable(cmd, outcome)
-            return outcome
-        except Exception:  # noqa: BLE001 - one bad command must not take the group down
-            log.exception(
-                "coordinator_error", group=getattr(cmd, "group_id", None), api=type(cmd).__name__,
-                member=getattr(cmd, "member_id", None),
-            )
-            if not isinstance(item, (Expiry, Internal)):
-                deliver(Reply(item.reply_to, error_result_for(item, E.UNKNOWN_SERVER_ERROR)))
-            return None
+    def load_empty(self, partitions: Iterable[int]) -> None:
+        """Become coordinator at once for partitions that hold no record (`load` with nothing to
+        replay): a coordinator built with its first request serves that request."""
+        for partition in partitions:
+            if partition in self._runtimes:
+                raise RuntimeError(f"partition {partition} is already loaded")
+            runtime = self._new_runtime(partition)
+            runtime.load_empty()
+            self._runtimes[partition] = runtime
+            self._done_loading(partition)
 
-    # -- carrying out an Outcome ---------------------------------------------------------------
+    def _done_loading(self, partition: int) -> None:
+        self._loading.discard(partition)
+        if not self._loading:
+            self._all_loaded.set()
 
-    async def execute(self, outcome: Outcome) -> None:
-        await execute_outcome(
-            self.shard, outcome,
-            now_ms=self._clock.wall_ms,
-            append=self._append,
-            append_nowait=self._append_nowait,
-            deliver=deliver,
-            apply_timer=self._apply_timer,
-            on_event=self._on_event,
-            pipelined=self._pipelined,
-            on_storage_failure=self._on_storage_failure,
+    def _new_runtime(self, partition: int) -> PartitionRuntime:
+        return PartitionRuntime(
+            self._new_shard(partition), clock=self.clock, timers=self.timers, append=self._append,
+            append_nowait=self._append_nowait, queues=self._queues, on_event=self._on_event,
+            on_storage_failure=self._on_storage_failure, requeue=self._requeue,
         )
 
-    async def _execute_guarded(self, outcome: Outcome) -> None:
-        """A bug while carrying one Outcome out must not strand the commands queued behind it."""
-        try:
-            await self.execute(outcome)
-        except Exception:  # noqa: BLE001
-            log.exception("coordinator_error", partition=self.partition)
+    async def unload(self, partition: int) -> None:
+        """Resign `partition`: parked answers get NOT_COORDINATOR, its timers stop, its queued
+        requests are refused (or handed to the partition's next runtime)."""
+        runtime = self._runtimes.pop(partition, None)
+        if runtime is not None:
+            await runtime.unload()
+            log.debug("partition_unloaded", coordinator=self.name, partition=partition)
 
-    def _hold_until_durable(self, cmd: c.OffsetFetch, outcome: Outcome) -> None:
-        """Answer an OffsetFetch only once every pipelined write it could see is on disk."""
-        pending = self._pipelined.pending
-        if pending is None or pending.done():
-            if pending is not None and not pending.cancelled() and pending.exception() is not None:
-                outcome.replies = [Reply(r.to, error_result_for(cmd, E.NOT_COORDINATOR)) for r in outcome.replies]
+    def mark_loading(self, partitions: Iterable[int]) -> None:
+        """Before replay begins: these partitions answer COORDINATOR_LOAD_IN_PROGRESS (not
+        NOT_COORDINATOR) until `load` has replayed them."""
+        self._loading.update(partitions)
+        if self._loading:
+            self._all_loaded.clear()
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self._loading)
+
+    async def until_loaded(self) -> None:
+        """Return once no partition is loading (at once if none is)."""
+        await self._all_loaded.wait()
+
+    def loading(self, partition: int) -> bool:
+        return partition in self._loading
+
+    def shard(self, partition: int) -> Any:
+        """The loaded shard of `partition`, or None (read it only between two of its commands)."""
+        runtime = self._runtimes.get(partition)
+        return runtime.shard if runtime is not None else None
+
+    def shards(self) -> Iterable[Any]:
+        """Every loaded shard (those still loading excepted)."""
+        return [r.shard for p, r in self._runtimes.items() if p not in self._loading]
+
+    @property
+    def loaded_partitions(self) -> int:
+        return len(self._runtimes)
+
+    def loaded(self) -> list[int]:
+        return sorted(self._runtimes)
+
+    # -- routing -------------------------------------------------------------------------------
+
+    def precheck(self, partition: int) -> ErrorCode | None:
+        """Whether this node may serve `partition` now (None), else the error to answer."""
+        if not self.running:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if partition in self._loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if partition not in self._runtimes:
+            return E.NOT_COORDINATOR
+        return None
+
+    def new_future(self) -> asyncio.Future[Any]:
+        return (self.loop or asyncio.get_running_loop()).create_future()
+
+    def dispatch(self, cmd: Any, key: Any, future: asyncio.Future[Any], partition: int | None = None) -> None:
+        """Hand a command that passed its prechecks to its partition's runtime (its key's turn, or
+        at once for the key UNORDERED); `future` gets its result. The command belongs to the runtime
+        from here on (its `reply_to` is set)."""
+        cmd.reply_to = future
+        self._runtimes[self.partition_of(key) if partition is None else partition].dispatch(cmd, key)
+
+    def dispatch_internal(self, partition: int, cmd: Any, key: Any, *, now: bool = False) -> None:
+        """Periodic work for `key` (no answer): queued for a later loop turn, or run `now`."""
+        runtime = self._runtimes.get(partition)
+        if runtime is None:
             return
-        replies, outcome.replies = outcome.replies, []
-
-        def release(done: asyncio.Future) -> None:
-            failed = done.cancelled() or done.exception() is not None
-            for reply in replies:
-                deliver(Reply(reply.to, error_result_for(cmd, E.NOT_COORDINATOR)) if failed else reply)
-
-        pending.add_done_callback(release)
-
-    # -- timers --------------------------------------------------------------------------------
-
-    def _apply_timer(self, op: TimerOp) -> None:
-        if isinstance(op, CancelTimer):
-            self._timers.cancel(op.key)
+        if now:
+            runtime.dispatch(Internal(cmd), key)
         else:
-            self._timers.schedule(op.key, op.delay_ms, partial(self._on_timer, op.expiry))
+            runtime.enqueue(Internal(cmd), key)
 
-    def _on_timer(self, expiry: GroupExpiry, fired: TimerFired) -> None:
-        if self.active:
-            self.enqueue(Expiry(expiry, fired.key, fired.token), expiry.group_id)
+    def refuse(self, cmd: Any, error: ErrorCode) -> None:
+        deliver_to = getattr(cmd, "reply_to", None)
+        if isinstance(deliver_to, asyncio.Future) and not deliver_to.done():
+            deliver_to.set_result(self._refusal(cmd, error))
 
-    # -- seeing into it ------------------------------------------------------------------------
+    def _requeue(self, cmd: Item, key: Any, partition: int) -> None:
+        """A request queued in a runtime that was unloaded before its turn: refused as if it came
+        now, or handed to the partition's new runtime (after its queued commands)."""
+        error = self.precheck(partition)
+        if error is not None:
+            self.refuse(cmd, error)
+        else:
+            self._runtimes[partition].dispatch(cmd, key)
 
-    def queued(self, group_id: str) -> int:
-        queue = self._queues.get(group_id)
-        return len(queue.items) if queue is not None else 0
+    def _on_storage_failure(self, partition: int, code: ErrorCode) -> None:
+        """The partition's log is fenced: stop serving it until a restart reloads it."""
+        if code is not E.KAFKA_STORAGE_ERROR or partition in self._offline:
+            return
+        self._offline.add(partition)
+        log.error("coordinator_partition_offline", coordinator=self.name, partition=partition, error=code.name)
+        runtime = self._runtimes.pop(partition, None)
+        if runtime is not None:
+            task = asyncio.ensure_future(runtime.unload())
+            self._unloads.add(task)
+            task.add_done_callback(self._unloads.discard)
+
+    # -- tests and tools -----------------------------------------------------------------------
+
+    async def quiesce(self, max_rounds: int = 1000) -> None:
+        """Wait until no key has work queued or in progress (for tests driving a manual clock)."""
+        await self.quiesce_until(lambda: not self._queues, max_rounds)
+
+    @staticmethod
+    async def quiesce_until(done: Callable[[], bool], max_rounds: int = 1000) -> None:
+        """Let the loop run, one turn at a time, until `done()` holds (no real time involved)."""
+        for _ in range(max_rounds):
+            await asyncio.sleep(0)
+            if done():
+                return
+        raise TimeoutError("the coordinator did not reach the expected state")
+
+    def queued(self, key: Any) -> int:
+        """How many commands of `key` wait behind the one in progress (0 when idle)."""
+        runtime = self._runtimes.get(self.partition_of(key))
+        return runtime.queued(key) if runtime is not None else 0
+
+    async def advance_timers(self, now_ms: int | None = None) -> None:
+        """Fire due timers at `now_ms` (default: the clock) and let the shards handle them."""
+        self.timers.advance_to(self.clock.now_ms() if now_ms is None else now_ms)
+        await self.quiesce()
+
+    @property
+    def busy_keys(self) -> int:
+        """Keys with commands queued or in progress (an idle key has nothing here)."""
+        return len(self._queues)

@@ -85,7 +85,7 @@ class TxnCoordinator:
         if txn.state in (S.PREPARE_ABORT, S.PREPARE_COMMIT):
             return Decision.fail(E.CONCURRENT_TRANSACTIONS)
         if txn.state in (S.COMPLETE_ABORT, S.COMPLETE_COMMIT, S.EMPTY):
-            if txn.epoch_exhausted and (expected is None or expected[1] == txn.producer_epoch):
+            if txn.state_lost or (txn.epoch_exhausted and (expected is None or expected[1] == txn.producer_epoch)):
                 transit = txn.prepare_producer_id_rotation(self.allocate_producer_id(), timeout_ms, now,
                                                            expected is not None)
             else:
@@ -206,15 +206,33 @@ class TxnCoordinator:
     def abort_timed_out_transactions(self) -> list[Decision]:
         """Kafka's abortTimedOutTransactions: each expired Ongoing transaction is fenced (epoch bumped)
         and moved to PrepareAbort; the service writes each transit, then the abort markers."""
-        now = self._now()
         out = []
         for txn_id in self.timed_out_transactions():
-            txn = self.txns[txn_id]
-            try:
-                out.append(Decision(transit=self._fence_and_prepare_abort(txn, now), txn=txn))
-            except IllegalTransition:
-                continue
+            decision = self.handle_timeout(txn_id)
+            if decision is not None:
+                out.append(decision)
         return out
+
+    def handle_timeout(self, transactional_id: str) -> Decision | None:
+        """Fence and prepare to abort one transaction if it is (still) past its timeout, else None."""
+        txn = self.txns.get(transactional_id)
+        now = self._now()
+        if (txn is None or txn.state != S.ONGOING or txn.pending_transition
+                or txn.start_ms + txn.timeout_ms >= now):
+            return None
+        try:
+            return Decision(transit=self._fence_and_prepare_abort(txn, now), txn=txn)
+        except IllegalTransition:
+            return None
+
+    def handle_expire(self, transactional_id: str) -> TransactionMetadata | None:
+        """Mark one idle transactional id as going (its tombstone to be written), if it (still) is."""
+        txn = self.txns.get(transactional_id)
+        if (txn is None or txn.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) or txn.pending_transition
+                or txn.last_update_ms + self.config.id_expiration_ms > self._now()):
+            return None
+        txn.pending_state = S.DEAD
+        return txn
 
     def expired_transactional_ids(self) -> list[str]:
         """Completed or empty transactional ids idle for transactional.id.expiration.ms."""

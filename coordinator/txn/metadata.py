@@ -93,6 +93,10 @@ class TransactionMetadata:
     last_update_ms: int = -1
     pending_state: TxnState | None = None
     has_failed_epoch_fence: bool = False
+    # The transaction log lost this id's newer records (its partitions show its producer at a newer
+    # epoch than the log): its next InitProducerId gets a new producer id, as on epoch exhaustion, so
+    # its producer does not reuse epochs its partitions have seen (broker/coordinators/txn_recovery.py).
+    state_lost: bool = False
 
     @property
     def pending_transition(self) -> bool:
@@ -131,6 +135,8 @@ class TransactionMetadata:
         if self.pending_state != transit.state:
             raise IllegalTransition(f"{self.transactional_id}: completing {transit.state.kafka_name} "
                                     f"but pending is {self.pending_state}")
+        if transit.producer_id != self.producer_id:
+            self.state_lost = False  # a new producer id: nothing its partitions have seen
         self.producer_id = transit.producer_id
         self.last_producer_id = transit.last_producer_id
         self.producer_epoch = transit.producer_epoch

@@ -9,7 +9,9 @@ GroupMetadataValue v3. Every version Kafka ever wrote is read back.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from io import BytesIO
+from typing import Any
 
 from .classic_records import (
     GroupMetadataMember,
@@ -37,6 +39,26 @@ _I16 = struct.Struct(">h")
 
 class UnknownRecordType(ValueError):
     """A record type this coordinator does not manage (KIP-848, share or streams groups)."""
+
+
+# The record types of group types beyond classic and consumer (share, streams, a test's own): each
+# registers its codec here with its group type, and the writer and the loader of `__consumer_offsets`
+# carry its records like any other (a record type nobody registered is skipped at load, as Kafka's
+# loader skips what it does not know).
+_ENCODERS: dict[type, Callable[[Any], tuple[bytes, bytes | None]]] = {}
+_DECODERS: dict[int, Callable[[bytes, bytes | None], Any]] = {}
+
+
+def register_record_codec(record_type: int, classes: tuple[type, ...],
+                          encode: Callable[[Any], tuple[bytes, bytes | None]],
+                          decode: Callable[[bytes, bytes | None], Any]) -> None:
+    """Records of `classes` are written with `encode` (a key starting with the int16 `record_type`)
+    and keys of that type are read with `decode`."""
+    if record_type in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT, GROUP_METADATA):
+        raise ValueError(f"record type {record_type} is the classic group's")
+    for cls in classes:
+        _ENCODERS[cls] = encode
+    _DECODERS[record_type] = decode
 
 
 def _encode(spec, version: int, obj) -> bytes:
@@ -114,6 +136,9 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
         from .consumer_codec import encode_consumer_record
 
         return encode_consumer_record(record)
+    encode = _ENCODERS.get(type(record))
+    if encode is not None:
+        return encode(record)
     raise TypeError(f"not a coordinator record: {record!r}")
 
 
@@ -205,6 +230,9 @@ def decode_record(key: bytes | None, value: bytes | None) -> Record:
                 for m in v.members
             ),
         )
+    decode = _DECODERS.get(record_type)
+    if decode is not None:
+        return decode(key, value)
     from .consumer_codec import CONSUMER_RECORD_TYPES, IgnoredRecord, decode_consumer_record
 
     if record_type in CONSUMER_RECORD_TYPES:

@@ -48,6 +48,14 @@ class TxnLogValue:
     next_producer_id: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class TransactionLogRecord:
+    """One `__transaction_state` record: a transactional id's metadata, or None (a tombstone)."""
+
+    transactional_id: str
+    value: TxnLogValue | None
+
+
 def _string(text: str) -> bytes:
     raw = text.encode()
     return _I16.pack(len(raw)) + raw

@@ -11,13 +11,23 @@ least the last acknowledged one. Faults:
 
 * kill -9 under load;
 * clean stop or kill -9, then damage that must cost nothing acknowledged (in the data topic or in
-  `__consumer_offsets`): garbage or zeros or half a batch after the end of a segment, deleted or truncated or garbage indexes, a damaged checkpoint, a
-  stale compaction output, a clean-shutdown marker that lies;
+  `__consumer_offsets`): garbage or zeros or half a batch after the end of a segment, deleted or
+  truncated or garbage indexes, a garbage checkpoint, a stale compaction output, a clean-shutdown
+  marker that lies; and damage to the small files beside the segments (issue 38), each of which must
+  also be reported by its error event in the next start's log: a checkpoint or a producer snapshot
+  whose content no longer matches its checksum (treated as missing; the snapshot rebuilt from the
+  log), a producer-id block that says 0 (ids go on past every known one), a side topic's record cut
+  short (that topic fenced, the others serving), a side topic's partition directory deleted (its lost
+  offsets named, the partition going on from its old end);
 * clean stop, then damage to a stored batch (a flipped byte, a damaged length or magic byte): the
   records it destroys (that batch; for framing damage also the batches up to the next index entry) are
   not counted as lost, but must be answered CORRUPT_MESSAGE, never served, and every other acknowledged
   record must still be read;
-* a burst of malformed frames on side connections while the load runs: the broker must stay up.
+* a burst of malformed frames on side connections while the load runs: the broker must stay up;
+* clean stop or kill -9, then damage to `__transaction_state` (a batch in the middle with its CRC broken,
+  or its segment cut in half): the broker must start, read_committed consumers of the transactional
+  producer's topic must reach its end (no transaction left open for ever) and never see an aborted
+  record (txn_chaos.py).
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from kbroker.tests.faults.damage import (
     segments,
     stored_batches,
 )
+from kbroker.tests.faults.txn_chaos import TXN_TOPIC, TxnLedger, TxnLoad, damage_txn_log, verify_txn
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
 
@@ -55,6 +66,14 @@ PARTITIONS = 3
 GROUPS = 20
 BENIGN = ("tail_garbage", "tail_zeros", "tail_half_batch", "index_deleted", "index_truncated", "index_garbage",
           "timeindex_garbage", "checkpoint_garbage", "stale_cleaned", "lying_marker")
+FILE_DAMAGE = ("checkpoint_flipped", "snapshot_flipped", "producer_ids_flipped", "side_record_cut", "side_dir_deleted")
+# Side topics the storage-file damage goes to: one whose record is cut (fenced from then on), one whose
+# partition directory is deleted; the ledger's topic is never among them.
+FENCED_SIDE, VANISHING_SIDE = "chaos-fenced", "chaos-vanish"
+# What each kind of damage to a file beside the segments must say in the next start's log.
+REPORTED_BY = {"checkpoint_flipped": "checkpoint_damaged", "snapshot_flipped": "producer_snapshot_damaged",
+               "producer_ids_flipped": "producer_ids_file_damaged", "side_record_cut": "topic_record_damaged",
+               "side_dir_deleted": "partition_directory_missing"}
 
 
 _QUIET = logging.getLogger("kbroker.chaos.librdkafka")
@@ -79,6 +98,7 @@ class Load:
         self.broker, self.ledger, self.round_no = broker, ledger, round_no
         self.stopping = threading.Event()
         self.producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 2,
+                                  "enable.idempotence": True,  # producer state, its snapshots, producer ids
                                   "batch.num.messages": rnd.choice([1, 10, 100]), "message.timeout.ms": 10000,
                                   "logger": _QUIET})
         self.threads = [threading.Thread(target=self._produce, daemon=True),
@@ -133,6 +153,44 @@ class Load:
             self.producer.purge()
             self.producer.flush(0)
         self.producer = None  # destroyed now, so it stops reconnecting (and logging) in later rounds
+
+
+def _flip_json(path: Path, change) -> None:
+    """What a flipped bit does to a small JSON file: its content changes, its checksum stays."""
+    import json
+
+    body = json.loads(path.read_text())
+    change(body)
+    path.write_text(json.dumps(body))
+
+
+def damage_files(data_dir: Path, kind: str, rnd: random.Random, clean: bool) -> tuple[str, str | None]:
+    """Damage a file beside the segments: (what was done, the event the next start must log, if any)."""
+    import shutil
+
+    partition = rnd.randrange(PARTITIONS)
+    if kind == "checkpoint_flipped":
+        path = data_dir / f"{TOPIC}-{partition}" / "checkpoint.json"
+        if not path.exists():
+            return f"{kind}: {TOPIC}-{partition} has no checkpoint yet", None
+        _flip_json(path, lambda body: body.update(recovery_point=body["recovery_point"] + 1))
+    elif kind == "snapshot_flipped":
+        path = data_dir / f"{TOPIC}-{partition}" / "producer_state.json"
+        if not path.exists():
+            return f"{kind}: {TOPIC}-{partition} has no producer snapshot yet", None
+        _flip_json(path, lambda body: body.update(offset=body["offset"] ^ 1))
+    elif kind == "producer_ids_flipped":
+        path = data_dir / "producer_ids.json"
+        _flip_json(path, lambda body: body.update(next_block_start=0))
+    elif kind == "side_record_cut":
+        path = data_dir / "topics" / f"{FENCED_SIDE}.json"
+        path.write_bytes(path.read_bytes()[: rnd.randint(0, 40)])
+    else:  # side_dir_deleted: only a clean stop records the log end the deleted directory had reached
+        path = data_dir / f"{VANISHING_SIDE}-0"
+        shutil.rmtree(path)
+        if not clean:
+            return f"{kind}: {path.name} (after a kill -9: its old end may be unknown)", None
+    return f"{kind}: {path.relative_to(data_dir)}", REPORTED_BY[kind]
 
 
 def damage_benign(data_dir: Path, kind: str, rnd: random.Random) -> str:
@@ -262,7 +320,9 @@ def verify(broker: BrokerProcess, ledger: Ledger) -> tuple[int, int, int, list[s
     return checked, lost, corrupt_answered, problems
 
 
-FAULTS = ("kill", "clean+benign", "kill+benign", "clean+damage", "frames")
+# A fault may name its kind of file damage: "clean+files:side_dir_deleted".
+FAULTS = ("kill", "clean+benign", "kill+benign", "clean+damage", "clean+files", "kill+files", "frames",
+          "clean+txnlog", "kill+txnlog")
 
 
 def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[str] | None = None) -> int:
@@ -271,46 +331,75 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
 
     rnd = random.Random(seed)
     ledger = Ledger()
+    txn_ledger = TxnLedger()
     broker = BrokerProcess(root / "data")
     print(f"chaos: seed {seed}, {rounds} rounds, data in {broker.data_dir}", file=out, flush=True)
     tried: dict[str, int] = {}
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config={"segment.bytes": str(1024 * 1024)})])[TOPIC].result(30)
+        for side in admin.create_topics([NewTopic(FENCED_SIDE, 1, 1), NewTopic(VANISHING_SIDE, 1, 1)]).values():
+            side.result(30)
+        admin.create_topics([NewTopic(TXN_TOPIC, 1, 1)])[TXN_TOPIC].result(30)
         del admin  # destroyed now, so it does not reconnect (and log) through every restart
+        _fill_side_topics(broker)
         if faults is not None:
             rounds = len(faults)
         for round_no in range(1, rounds + 1):
             load = Load(broker, ledger, rnd, round_no)
+            txn_load = TxnLoad(broker, txn_ledger, round_no)
             time.sleep(rnd.uniform(0.5, 2.5))
             fault = faults[round_no - 1] if faults is not None else rnd.choice(FAULTS)
-            tried[fault] = tried.get(fault, 0) + 1
+            tried[fault.partition(":")[0]] = tried.get(fault.partition(":")[0], 0) + 1
             if fault == "frames":
                 what = malformed_frames(broker, rnd)
                 load.stop(drain=True)
+                txn_load.stop()
                 assert broker.running, f"the broker died on malformed frames:\n{broker.dump_log()}"
             elif fault == "kill":
                 broker.kill()
                 load.stop(drain=False)
+                txn_load.stop()
                 what = "kill -9 under load"
                 broker.start()
             else:
                 clean = fault.startswith("clean")
                 if clean:
                     load.stop(drain=True)
+                    txn_load.stop()
                     broker.stop()
                 else:
                     broker.kill()
                     load.stop(drain=False)
-                if fault.endswith("damage"):
+                    txn_load.stop()
+                expected = None
+                if fault.endswith("txnlog"):
+                    what = damage_txn_log(broker.data_dir, rnd, clean=clean)
+                    with txn_ledger.lock:
+                        txn_ledger.exposed |= txn_ledger.committed
+                elif fault.endswith("damage"):
                     what = damage_destructive(broker.data_dir, ledger, rnd)
+                elif "+files" in fault:
+                    kind = fault.partition(":")[2] or rnd.choice(FILE_DAMAGE)
+                    what, expected = damage_files(broker.data_dir, kind, rnd, clean)
                 else:
                     what = damage_benign(broker.data_dir, rnd.choice(BENIGN), rnd)
                 what = f"{'clean stop' if clean else 'kill -9'}, then {what}"
                 broker.start()
+                if expected is not None and not broker.events(expected, start=broker.starts):
+                    print(f"round {round_no:3d}: {what}; NOT REPORTED: no {expected} event", file=out, flush=True)
+                    print(f"chaos: FAILED in round {round_no} (seed {seed})", file=out)
+                    return 1
+                if expected is not None:
+                    what += f" (reported: {expected})"
             checked, lost, corrupt, problems = verify(broker, ledger)
+            txn_read, txn_missing, txn_problems = verify_txn(broker, txn_ledger)
+            problems += txn_problems
+            lost += len(txn_problems)
             print(f"round {round_no:3d}: {what}; {checked:,} acknowledged records and {len(ledger.commits)} "
-                  f"commits checked, {corrupt} destroyed by the test answered CORRUPT_MESSAGE, lost {lost}",
+                  f"commits checked, {corrupt} destroyed by the test answered CORRUPT_MESSAGE, lost {lost}; "
+                  f"{txn_read:,} committed transactional records read"
+                  + (f" ({txn_missing} exposed by the damage missing)" if txn_missing else ""),
                   file=out, flush=True)
             for problem in problems:
                 print(f"    LOST: {problem}", file=out, flush=True)
@@ -324,6 +413,16 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
         return 0
     finally:
         broker.kill()
+
+
+def _fill_side_topics(broker: BrokerProcess) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "logger": _QUIET})
+    for side in (FENCED_SIDE, VANISHING_SIDE):
+        for i in range(20):
+            producer.produce(side, b"side-%d" % i, partition=0)
+    producer.flush(30)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -97,7 +97,9 @@ def test_the_cli_finds_the_token_in_the_data_dir_or_takes_it(broker, capsys, mon
     assert main(["test", "run-retention", "offsets", "--admin-url", url, "--data-dir", "/nonexistent"]) == 1
     assert "Authorization: Bearer" in capsys.readouterr().err
     # reads need no token: history, and probe --ready
-    assert main(["group", "history", "nobody", "--admin-url", url, "--json"]) == 0
+    capsys.readouterr()
+    assert main(["group", "history", "nobody", "--admin-url", url, "--json"]) == 1  # unknown, not refused
+    assert "does not exist" in capsys.readouterr().err
     assert main(["probe", broker.bootstrap, "--ready", "--admin-url", url]) == 0
 
 

@@ -22,3 +22,13 @@ def test_one_round_of_each_fault_loses_nothing_acknowledged(tmp_path) -> None:
     assert "nothing acknowledged lost" in report
     damage_line = next(line for line in report.splitlines() if "clean stop, then" in line and "destroyed)" in line)
     assert " 0 destroyed by the test answered" not in damage_line, report
+
+
+def test_damage_to_the_files_beside_the_segments_is_reported_and_loses_nothing(tmp_path) -> None:
+    """Each kind of issue 38's file damage once, after a clean stop: its error event in the next start's
+    log, and nothing acknowledged lost."""
+    out = io.StringIO()
+    code = chaos.campaign(11, 0, tmp_path, out=out, faults=[f"clean+files:{kind}" for kind in chaos.FILE_DAMAGE])
+    report = out.getvalue()
+    assert code == 0, report
+    assert report.count("(reported: ") == len(chaos.FILE_DAMAGE), report

@@ -273,18 +273,6 @@ def test_meta_properties_of_another_node(tmp_path, stored_dir) -> None:
     _case(data, lambda: serve(data, "--node-id", "7"), str(data / "meta.properties"), "node.id=1", "--node-id")
 
 
-@pytest.mark.parametrize("content", [b'{"name": "orders", "topic_id": ', b"", b'{"name": "other", "topic_id": '
-                                     b'"6c2d3f0e-3d7c-4d1b-8f1e-5b0f4b9d8a11", "partitions": 2, "configs": {}}',
-                                     b'{"name": "orders", "topic_id": "6c2d3f0e-3d7c-4d1b-8f1e-5b0f4b9d8a11", '
-                                     b'"partitions": -1}'],
-                         ids=["truncated", "empty", "wrong-name", "bad-partitions"])
-def test_damaged_topic_file_is_named(tmp_path, stored_dir, content) -> None:
-    data = copy_of(stored_dir, tmp_path)
-    topic_file = data / "topics" / "orders.json"
-    topic_file.write_bytes(content)
-    _case(data, lambda: serve(data), str(topic_file), "damaged")
-
-
 def test_second_broker_on_the_same_data_dir_is_refused(tmp_path, stored_dir) -> None:
     data = copy_of(stored_dir, tmp_path)
     with BrokerProcess(data) as first:

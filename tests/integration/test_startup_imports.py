@@ -37,14 +37,17 @@ NOT_FOR_SERVING = ("construct",  # the codec is compiled ahead of time (protocol
 # The consumer-group (KIP-848) half of the coordinator: imported with the first command or record of
 # the consumer protocol (coordinator/groups/consumer/consumer_on_demand.py), so a broker with nothing stored has none.
 ON_FIRST_USE = (# the group coordinator: built with the first group request or stored group (broker/app.py)
-                "kbroker.coordinator.runtime.service", "kbroker.coordinator.groups.classic.classic", "kbroker.coordinator.runtime.runtime",
+                "kbroker.coordinator.groups.service", "kbroker.coordinator.groups.classic.classic", "kbroker.coordinator.runtime.runtime",
                 "kbroker.protocol.records.codec", "kbroker.protocol.records.classic_records", "kbroker.coordinator.groups.commands",
                 "kbroker.coordinator.groups.consumer.consumer_machine", "kbroker.coordinator.groups.consumer.consumer_heartbeat",
-                "kbroker.coordinator.groups.consumer.consumer_offsets", "kbroker.coordinator.groups.consumer.migration",
+                "kbroker.coordinator.groups.consumer.consumer_describe", "kbroker.coordinator.groups.consumer.migration",
                 "kbroker.coordinator.groups.consumer.assignors", "kbroker.coordinator.groups.consumer.reconcile",
                 "kbroker.protocol.records.consumer_codec",
                 # the transaction coordinator: built with the first transactional request (broker/app.py)
                 "kbroker.broker.coordinators.transactions", "kbroker.coordinator.txn.coordinator",
+                "kbroker.coordinator.txn.service", "kbroker.coordinator.txn.shard",
+                "kbroker.broker.coordinators.txn_recovery", "kbroker.coordinator.groups.shard",
+                "kbroker.coordinator.groups.offset_store", "kbroker.coordinator.runtime.partition",
                 # credentials, ACLs, TLS and SASL: a broker with only PLAINTEXT listeners and no
                 # authorizer builds them with their first use (Broker.security)
                 "kbroker.broker.security.service", "kbroker.broker.security.credentials",

@@ -76,7 +76,7 @@ async def test_first_start_creates_offsets_topic_while_serving_and_txn_topic_on_
         assert again.offsets_topic.num_partitions == 5
         await again.start()
         assert again._transactions is not None and again.transactions.num_partitions == 4
-        assert again.transactions.machine.txns["txn-at-start"].producer_id == producer_id  # replayed
+        assert again.transactions.transaction("txn-at-start").producer_id == producer_id  # replayed
         await _until(lambda: not again.readiness_problems())
     finally:
         await again.stop()

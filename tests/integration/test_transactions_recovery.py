@@ -4,19 +4,20 @@ restarted, after which the transaction completes; an open transaction at a crash
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
-from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.broker_process import BrokerProcess, free_port
 from kbroker.tests.integration.test_transactions_confluent import consume_all, create_topic, txn_producer
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
-from kbroker.broker.coordinators.transactions import MARKER_DELAY_ENV  # noqa: E402
 
 PARTITIONS = 3
 
@@ -49,9 +50,21 @@ def test_consume_transform_produce_survives_sigkill_with_exactly_once_output(tmp
         assert dict(pairs) == {k: v.upper() for k, v in inputs.items()}
 
 
+def hold_markers(broker: BrokerProcess, admin_port: int, ms: int) -> None:
+    """The test control that holds a prepared transaction's markers back (POST /v1/test/...)."""
+    token = (broker.data_dir / "test-controls.token").read_text().strip()
+    request = urllib.request.Request(f"http://127.0.0.1:{admin_port}/v1/test/transactions/hold-markers",
+                                     data=json.dumps({"ms": ms}).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert json.loads(answer.read())["ok"]
+
+
 def test_broker_killed_between_prepare_and_markers_completes_after_restart(tmp_path):
-    broker = BrokerProcess(tmp_path / "data", env={MARKER_DELAY_ENV: "60000"})
+    admin_port = free_port()
+    broker = BrokerProcess(tmp_path / "data", "--metrics-listen", f"127.0.0.1:{admin_port}", "--test-controls")
     try:
+        hold_markers(broker, admin_port, 60_000)
         create_topic(broker, "crash-commit")
         create_topic(broker, "crash-src")
         group = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "crash-group"})
@@ -65,8 +78,7 @@ def test_broker_killed_between_prepare_and_markers_completes_after_restart(tmp_p
         assert consume_all(broker, "crash-commit", "read_committed", idle_s=1.5) == []
         group.close()
         broker.kill()
-        broker.env = None
-        broker.start()
+        broker.start()  # the hold was the killed process's: the restarted one writes the markers at once
         out = consume_all(broker, "crash-commit", "read_committed", expected=30)
         assert sorted(m.value() for m in out) == sorted(f"c-{i}".encode() for i in range(30))
         assert broker.events("transaction_completed")

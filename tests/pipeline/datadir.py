@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kbroker.broker.storage.log.manager import LogManager
 from kbroker.broker.coordinators.offsets_topic import OffsetsTopic
+from kbroker.broker.partitions.service import PartitionService
 from kbroker.protocol.records.classic_records import (
     GroupMetadataMember,
     GroupMetadataRecord,
@@ -80,7 +81,7 @@ def build(root: Path, *, batches_per_partition: int = 12, segment_bytes: int = 2
         sc.end_offsets[(ORDERS, p)] = plog.log_end_offset
     sc.end_offsets[(EMPTY, 0)] = 0
 
-    offsets_topic = OffsetsTopic(logs, 50)
+    offsets_topic = OffsetsTopic(PartitionService.offline(logs), 50)
     offsets_topic.ensure()
     from kbroker.coordinator.partitioning import partition_for
 

@@ -66,7 +66,7 @@ def parts(result: cc.ConsumerGroupHeartbeatResult, topic_id: uuid.UUID = FOO) ->
 
 
 def group(h: Harness, gid: str = "g"):
-    return h.machine.consumer.groups.get(gid)
+    return h.machine.group_type("consumer").groups.get(gid)
 
 
 def assert_no_partition_owned_twice(h: Harness) -> None:
@@ -467,7 +467,7 @@ def test_test_controls_on_a_consumer_group() -> None:
     """kbroker's test controls (controls.py) reach a consumer group: expiring a member fences it in the
     control's own turn (a heartbeat sent right after is UNKNOWN_MEMBER_ID); a coordinator move stops
     and re-arms the session timers; there is no group-wide rebalance to force, and ending every
-    session is one ExpireMember per member (the service's expire_sessions)."""
+    session fences one member after another, each from the group the one before left."""
     from kbroker.coordinator.groups.classic.controls import CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
 
     h, _ = make()
@@ -483,8 +483,9 @@ def test_test_controls_on_a_consumer_group() -> None:
     assert set(group(h).members) == {"b"}
     assert h.call(CoordinatorMove("g", "load")).error is E.NONE
     assert h.armed(cc.session_key("g", "b"))
-    assert h.call(ExpireSessions("g")).error is E.INVALID_REQUEST  # one member at a time
-    assert h.call(ExpireMember("g", "b")).error is E.NONE
+    join(h, "c")
+    ended = h.call(ExpireSessions("g"))  # every member, one fence after another in the group's turn
+    assert (ended.error, ended.detail) == (E.NONE, "2 member(s) expired")
     assert group(h).members == {} and group(h).state is ConsumerGroupState.EMPTY
     assert h.call(c.DeleteGroup("g")).error is E.NONE
 
@@ -515,10 +516,10 @@ def test_list_describe_delete_for_consumer_groups() -> None:
 def test_empty_classic_group_becomes_a_consumer_group_with_its_offsets() -> None:
     h, _ = make()
     h.call(c.OffsetCommit("g", -1, "", (c.OffsetCommitTopic("foo", (c.OffsetCommitPartition(0, 42),)),)))
-    assert h.machine.group("g") is not None
+    assert h.machine.group("g").group_type == "classic"
     assert join(h, "a").error is E.NONE
-    assert h.machine.group("g") is None
-    assert group(h).offsets[("foo", 0)].offset == 42
+    assert h.machine.group("g") is group(h)  # one id, one group: the classic one gave way
+    assert h.offsets("g")[("foo", 0)].offset == 42
 
 
 def test_classic_join_to_a_consumer_group_needs_the_consumer_protocol() -> None:
@@ -542,10 +543,10 @@ def test_replay_rebuilds_epochs_assignments_and_offsets() -> None:
     old = group(h)
     h2 = Harness(topics=topics)
     h2.load(list(h.log))
-    new = h2.machine.consumer.groups["g"]
+    new = h2.machine.group_type("consumer").groups["g"]
     assert (new.group_epoch, new.assignment_epoch, new.state) == (old.group_epoch, old.assignment_epoch, old.state)
     assert new.members == old.members and new.target_assignment == old.target_assignment
-    assert new.offsets == old.offsets and new.static_members == {"i-b": "b"}
+    assert h2.offsets("g") == h.offsets("g") and new.static_members == {"i-b": "b"}
     assert h2.armed(cc.session_key("g", "a")) and h2.armed(cc.session_key("g", "b"))
     # the loaded group goes on: a heartbeat with the current epoch is accepted
     assert beat(h2, "a", new.members["a"].member_epoch, None).error is E.NONE
@@ -558,7 +559,7 @@ def test_replay_of_group_tombstones_forgets_the_group() -> None:
     h.call(c.DeleteGroup("g"))
     h2 = Harness(topics=Topics(foo=(FOO, 6)))
     h2.load(list(h.log))
-    assert h2.machine.consumer.groups == {} and h2.machine.groups == {}
+    assert h2.machine.group_type("consumer").groups == {} and h2.machine.groups == {}
 
 
 def _compacted(records, drop_tombstones: bool):
@@ -593,10 +594,10 @@ def test_replay_of_a_compacted_log_gives_the_same_groups(drop_tombstones) -> Non
     old = group(h)
     h2 = Harness(topics=topics)
     h2.load(_compacted(h.log, drop_tombstones))
-    new = h2.machine.consumer.groups["g"]
+    new = h2.machine.group_type("consumer").groups["g"]
     assert (new.group_epoch, new.assignment_epoch, new.metadata_hash) == (
         old.group_epoch, old.assignment_epoch, old.metadata_hash)
     assert new.members == old.members and new.target_assignment == old.target_assignment
     assert new.partition_epochs == old.partition_epochs and new.static_members == {"i-s": "s2"}
-    assert new.offsets == old.offsets
-    assert "gone" not in h2.machine.consumer.groups and "gone" not in h2.machine.groups
+    assert h2.offsets("g") == h.offsets("g")
+    assert "gone" not in h2.machine.group_type("consumer").groups and "gone" not in h2.machine.groups

@@ -44,7 +44,7 @@ def make():
 
 
 def cgroup(h):
-    return h.machine.consumer.groups.get("g")
+    return h.machine.group_type("consumer").groups.get("g")
 
 
 def test_convert_to_consumer_group_keeps_members_partitions_and_offsets() -> None:
@@ -54,9 +54,9 @@ def test_convert_to_consumer_group_keeps_members_partitions_and_offsets() -> Non
     r = h.call(cc.ConsumerGroupHeartbeat("g", "n1", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=("foo",),
                                          owned_topic_partitions=()))
     assert r.error is E.NONE
-    assert h.machine.group("g") is None
     g = cgroup(h)
-    assert g.group_epoch == generation + 1 and g.offsets[("foo", 0)].offset == 7
+    assert h.machine.group("g") is g  # one id, one group: the classic one became this consumer group
+    assert g.group_epoch == generation + 1 and h.offsets("g")[("foo", 0)].offset == 7
     assert g.members[c1].classic is not None and g.members[c1].member_epoch == generation
     assert g.members[c1].assigned_partitions[FOO] == frozenset({0, 1, 2})
     assert r.assignment == ()  # the classic members still own everything
@@ -114,7 +114,7 @@ def test_convert_to_classic_group_when_the_last_new_protocol_member_leaves() -> 
     # and replay agrees: the log tells the same story
     h2_ = Harness(topics=topics)
     h2_.load(list(h.log))
-    assert h2_.machine.consumer.groups == {} and set(h2_.machine.group("g").members) == {c1, c2}
+    assert h2_.machine.group_type("consumer").groups == {} and set(h2_.machine.group("g").members) == {c1, c2}
     assert r.member_epoch > 0
 
 
@@ -142,7 +142,8 @@ def test_classic_join_to_an_empty_consumer_group_makes_it_classic_with_its_offse
     assert cgroup(h).state is ConsumerGroupState.EMPTY
     first = h.call(join_request("g", protocols=PROTOCOLS))
     assert first.error is E.MEMBER_ID_REQUIRED
-    assert cgroup(h) is None and h.machine.group("g").offsets[("foo", 0)].offset == 3
+    assert cgroup(h) is None and h.offsets("g")[("foo", 0)].offset == 3
+    assert h.machine.group("g").group_type == "classic"  # the offsets' simple group, about to be joined
     handle = h.send(join_request("g", first.member_id, protocols=PROTOCOLS))
     h.advance(1)
     joined = h.take(handle)
@@ -198,4 +199,4 @@ def test_downgrade_when_a_classic_static_member_replaces_the_last_new_protocol_m
     # the log tells the same story
     h2 = Harness(topics=topics)
     h2.load(list(h.log))
-    assert h2.machine.consumer.groups == {} and set(h2.machine.group("g").members) == {c1, c2, joined.member_id}
+    assert h2.machine.group_type("consumer").groups == {} and set(h2.machine.group("g").members) == {c1, c2, joined.member_id}

@@ -11,7 +11,7 @@ import sys
 
 # what a classic-only coordinator must not import
 ON_DEMAND = ["kbroker.coordinator.groups.consumer.consumer_machine", "kbroker.coordinator.groups.consumer.consumer_heartbeat",
-             "kbroker.coordinator.groups.consumer.consumer_offsets", "kbroker.coordinator.groups.consumer.migration",
+             "kbroker.coordinator.groups.consumer.consumer_describe", "kbroker.coordinator.groups.consumer.migration",
              "kbroker.coordinator.groups.consumer.assignors", "kbroker.coordinator.groups.consumer.reconcile",
              "kbroker.protocol.records.consumer_codec",
              "kbroker.protocol.messages.consumer_group_metadata_key"]
@@ -19,15 +19,15 @@ ON_DEMAND = ["kbroker.coordinator.groups.consumer.consumer_machine", "kbroker.co
 PRELUDE = """
 import json, sys
 from kbroker.coordinator.groups import commands as c
-from kbroker.coordinator.groups.classic.classic import GroupStateMachine
+from kbroker.coordinator.groups.shard import GroupCoordinatorShard
 from kbroker.protocol.records.codec import decode_record, encode_record
 from kbroker.protocol.records.classic_records import OffsetCommitRecord
-m = GroupStateMachine(0)
+m = GroupCoordinatorShard(0)
 m.begin_load()
 m.replay(decode_record(*encode_record(OffsetCommitRecord("g", "t", 0, 5, -1, "", 1))))
 m.finish_load(1)
 out = m.handle(c.OffsetFetch("g"), 2)
-assert m.group("g").offsets[("t", 0)].offset == 5
+assert m.offsets.of("g")[("t", 0)].offset == 5
 assert [g.group_id for g in m.list_groups()] == ["g"]
 m.handle(c.DescribeGroup("g"), 3)
 """
@@ -52,7 +52,7 @@ m.begin_load()
 m.replay(record)
 m.finish_load(4)
 loaded = "kbroker.coordinator.groups.consumer.consumer_machine" in sys.modules
-print(json.dumps({"loaded": loaded, "epoch": m.consumer.groups["cg"].group_epoch,
+print(json.dumps({"loaded": loaded, "epoch": m.group("cg").group_epoch,
                   "listed": sorted((g.group_id, g.group_type) for g in m.list_groups())}))
 """)
     assert found == {"loaded": True, "epoch": 3, "listed": [["cg", "consumer"]]}

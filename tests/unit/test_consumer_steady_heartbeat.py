@@ -42,7 +42,7 @@ class Topics:
 
 
 def consumer(h: Harness):  # noqa: ANN201 - the ConsumerGroups machine
-    return h.machine.consumer.machine()
+    return h.machine.group_type("consumer").machine()
 
 
 def both_paths(h: Harness, topics: Topics, cmd: cc.ConsumerGroupHeartbeat) -> bool:
@@ -105,7 +105,7 @@ def test_fast_path_answers_as_the_full_path(ops: list[tuple]) -> None:
     owned: dict[str, cc.OwnedTopicPartitions | None] = {}
 
     def send(cmd: cc.ConsumerGroupHeartbeat) -> None:
-        if h.machine.consumer.machine().groups.get("g") is not None:
+        if h.machine.group_type("consumer").machine().groups.get("g") is not None:
             both_paths(h, topics, cmd)
         result = h.call(cmd)
         if result is not None and result.error.value == 0 and cmd.member_epoch >= 0:

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from kbroker.coordinator.groups import commands as c
-from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+from kbroker.coordinator.groups.service import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
 from kbroker.protocol.records.classic_records import (
     GroupMetadataRecord,

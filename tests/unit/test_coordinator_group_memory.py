@@ -27,7 +27,7 @@ def test_a_group_with_only_committed_offsets_allocates_no_member_containers():
     assert h.call(_commit("simple", "orders", 5)).topics[0].partitions[0].error is ErrorCode.NONE
     h.call(c.OffsetFetch("simple", (c.TopicPartitions("orders", (0,)),)))
     group = h.group("simple")
-    assert group.is_state(GroupState.EMPTY) and group.offsets
+    assert group.is_state(GroupState.EMPTY) and h.offsets("simple")
     assert (group._pending_members, group._pending_sync_members, group._static_members,
             group._supported_protocols) == (None, None, None, None)
 
@@ -45,7 +45,7 @@ def test_offsets_of_many_groups_share_one_topic_name():
     h.load([OffsetCommitRecord(f"r{g}", _fresh("orders"), 0, g, -1, "", 999_000) for g in range(3)])
     for g in range(3):
         h.call(_commit(f"g{g}", _fresh("orders"), g))
-    names = [topic for g in ("g0", "g1", "g2", "r0", "r1", "r2") for topic, _ in h.group(g).offsets]
+    names = [topic for g in ("g0", "g1", "g2", "r0", "r1", "r2") for topic, _ in h.offsets(g)]
     assert names == ["orders"] * 6 and len({id(n) for n in names}) == 1
 
 
@@ -70,7 +70,7 @@ async def test_a_group_holds_no_queue_once_its_commands_are_done_and_keeps_comma
     committed once hold nothing but their state."""
     import asyncio
 
-    from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+    from kbroker.coordinator.groups.service import GroupCoordinatorService
 
     appended = []
 

@@ -8,7 +8,7 @@ import asyncio
 from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.groups.classic.controls import ExpireMember, ExpireSessions, ForceRebalance
 from kbroker.coordinator.groups.history import RebalanceHistory
-from kbroker.coordinator.runtime.outcome import RebalanceCompleted
+from kbroker.coordinator.groups.events import RebalanceCompleted
 from kbroker.protocol.errors import ErrorCode
 from kbroker.tests.coordinator_harness import join_request
 from kbroker.tests.unit.test_coordinator_actor import advance, make_service, stable_group

@@ -11,7 +11,7 @@ import pytest
 from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.groups.classic.group import GroupState
-from kbroker.coordinator.runtime.outcome import RebalanceCompleted
+from kbroker.coordinator.groups.events import RebalanceCompleted
 from kbroker.protocol.records.classic_records import GroupMetadataRecord
 from kbroker.coordinator.groups.results import JoinGroupResult, SyncGroupResult
 from kbroker.tests.coordinator_harness import Harness, join_request
@@ -84,7 +84,7 @@ def test_acceptJoiningMember_preparing_rebalance_full() -> None:
 def test_acceptJoiningMember_preparing_rebalance_counts_waiting_members_not_size() -> None:
     h = Harness()
     leader, m2, m3 = h.stable_group(members=3)
-    h.machine.config = replace(h.config, group_max_size=2)  # an operator lowered the limit
+    h.set_config(replace(h.config, group_max_size=2))  # an operator lowered the limit
     h.send(J(member_id=leader, client_id="client0"))  # leader rejoin: PreparingRebalance
     h2 = h.send(J(member_id=m2, client_id="client1"))
     assert h.take(h2) is None  # accepted: one member was waiting

@@ -162,7 +162,7 @@ def test_loadGroupsAndOffsets_reads_back_what_run_time_wrote(h: Harness) -> None
     assert {m.member_id: m.assignment for m in group.members.values()} == {
         m: f"assignment-{m}".encode() for m in (leader, follower)
     }
-    assert group.offsets == h.group("g").offsets
+    assert reloaded.offsets("g") == h.offsets("g")
     assert reloaded.group("solo") is None
 
 

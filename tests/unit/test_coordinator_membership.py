@@ -7,7 +7,7 @@ import pytest
 
 from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.groups.classic.group import GroupState
-from kbroker.coordinator.runtime.outcome import RebalanceCompleted
+from kbroker.coordinator.groups.events import RebalanceCompleted
 from kbroker.protocol.records.classic_records import GroupMetadataRecord
 from kbroker.coordinator.groups.results import (
     HeartbeatResult,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
 from kbroker.coordinator.groups.classic.group import GroupState
-from kbroker.coordinator.groups.classic.offsets import cannot_fit, commit_floor_bytes
+from kbroker.coordinator.groups.offset_store import cannot_fit, commit_floor_bytes
 from kbroker.protocol.records.codec import encode_record
 from kbroker.protocol.records.classic_records import (
     GroupMetadataTombstone,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from kbroker.coordinator.groups import commands as c
-from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+from kbroker.coordinator.groups.service import GroupCoordinatorService
 from kbroker.coordinator.config import GroupConfig
 from kbroker.protocol.records.classic_records import GroupMetadataRecord, OffsetCommitRecord, Record
 from kbroker.tests.coordinator_harness import join_request

@@ -11,7 +11,7 @@ from kbroker.coordinator.groups import commands as c
 from kbroker.coordinator.config import GroupConfig
 from kbroker.protocol.records.classic_records import OffsetCommitRecord, Record
 from kbroker.coordinator.groups.results import HeartbeatResult
-from kbroker.coordinator.runtime.service import GroupCoordinatorService
+from kbroker.coordinator.groups.service import GroupCoordinatorService
 from kbroker.protocol.errors import ErrorCode
 from kbroker.purgatory.clock import ManualClock
 from kbroker.purgatory.timers import KeyedTimers
@@ -92,7 +92,7 @@ async def test_a_busy_groups_commands_wait_their_turn_in_order() -> None:
         await service.quiesce_until(lambda: log.held == 1)
         assert service.queued("g") == 3 and not any(f.done() for f in [first, *later])
         # Write-then-respond: nothing is answered or applied before its append is durable.
-        assert service.machine(service.partition_for("g")).group("g").offsets == {}
+        assert not service.offsets_of("g")
         log.gate.set()
         answers = await asyncio.gather(first, *later)
         assert [r.topics[0].partitions[0].error for r in (answers[0], answers[1], answers[3])] == [E.NONE] * 3

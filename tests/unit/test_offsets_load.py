@@ -9,7 +9,8 @@ from structlog.testing import capture_logs
 
 from kbroker.broker.storage.log.manager import LogManager
 from kbroker.broker.coordinators.offsets_topic import TOPIC, OffsetsTopic
-from kbroker.coordinator.runtime.actor import GroupCoordinatorService
+from kbroker.broker.partitions.service import PartitionService
+from kbroker.coordinator.groups.service import GroupCoordinatorService
 from kbroker.coordinator.partitioning import partition_for
 from kbroker.protocol.records.classic_records import OffsetCommitRecord
 from kbroker.protocol.record_batch import Record, encode_batch
@@ -28,7 +29,7 @@ def groups_on(partition: int, count: int) -> list[str]:
 
 async def test_damage_in_one_partition_costs_only_what_it_held(tmp_path) -> None:
     logs = LogManager(tmp_path, flush_policy="always")
-    topic = OffsetsTopic(logs, 50)
+    topic = OffsetsTopic(PartitionService.offline(logs), 50)
     topic.ensure()
     victim, survivor = groups_on(3, 2)
     [later] = groups_on(40, 1)
@@ -43,7 +44,7 @@ async def test_damage_in_one_partition_costs_only_what_it_held(tmp_path) -> None
     rot(file, stored_batches(file)[0])  # the victim's commit
 
     logs = LogManager(tmp_path, flush_policy="always")
-    topic = OffsetsTopic(logs, 50)
+    topic = OffsetsTopic(PartitionService.offline(logs), 50)
     topic.ensure()
 
     async def no_writes(*_):
@@ -55,7 +56,7 @@ async def test_damage_in_one_partition_costs_only_what_it_held(tmp_path) -> None
     with capture_logs() as events:
         await topic.load_all(coordinator)
     assert not coordinator.is_loading
-    offsets = {g: {tp[1]: o.offset for tp, o in coordinator.machine(partition_for(g, 50)).group(g).offsets.items()}
+    offsets = {g: {tp[1]: o.offset for tp, o in coordinator.offsets_of(g).items()}
                for g in (survivor, later)}
     assert offsets == {survivor: {0: 22, 1: 44}, later: {0: 33}}
     assert coordinator.machine(3).group(victim) is None

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from kbroker.broker.storage.log.manager import LogManager
 from kbroker.broker.coordinators.offsets_topic import TOPIC, TOPIC_CONFIGS, OffsetsTopic
+from kbroker.broker.partitions.service import PartitionService
 from kbroker.protocol.records.codec import decode_record, encode_record
 from kbroker.protocol.records.classic_records import (
     GroupMetadataMember,
@@ -57,7 +58,7 @@ def test_offset_commit_bytes_follow_kafkas_layout() -> None:
 
 async def test_append_then_replay_from_the_log(tmp_path) -> None:
     logs = LogManager(tmp_path, flush_policy="always")
-    topic = OffsetsTopic(logs, 50)
+    topic = OffsetsTopic(PartitionService.offline(logs), 50)
     assert topic.ensure() == 50
     assert logs.topics()[TOPIC].config.compact
     await topic.append_records(12, [GROUP, COMMIT])
@@ -66,7 +67,7 @@ async def test_append_then_replay_from_the_log(tmp_path) -> None:
     logs.close()
 
     reopened = LogManager(tmp_path, flush_policy="always")
-    again = OffsetsTopic(reopened, 50)
+    again = OffsetsTopic(PartitionService.offline(reopened), 50)
     assert again.ensure() == 50
     # the replay gets the last record per key (what compaction keeps): the tombstone replaces the commit
     replay = again.read_partition(12)
@@ -83,7 +84,7 @@ def test_replay_applies_transactional_offsets_at_their_commit_marker(tmp_path) -
     from kbroker.protocol.record_batch import encode_batch
 
     logs = LogManager(tmp_path, flush_policy="never")
-    topic = OffsetsTopic(logs, 50)
+    topic = OffsetsTopic(PartitionService.offline(logs), 50)
     topic.ensure()
     plog = logs.get_log(TOPIC, 7)
 
@@ -135,18 +136,18 @@ def _state(machine) -> dict:
     """What a client can see of the loaded groups: which exist, their protocol, generation, members, offsets."""
     return {gid: (g.protocol_type, g.generation_id, sorted(g.members),
                   {tp: (o.offset, o.leader_epoch, o.metadata, o.commit_timestamp, o.expire_timestamp)
-                   for tp, o in g.offsets.items()})
+                   for tp, o in machine.offsets.of(gid).items()})
             for gid, g in machine.groups.items()}
 
 
 @settings(max_examples=60, deadline=None)
 @given(batches=st.lists(st.lists(_classic_records, min_size=1, max_size=6), min_size=1, max_size=8))
 def test_replaying_the_last_record_per_key_loads_what_replaying_every_record_loads(batches) -> None:
-    from kbroker.coordinator.groups.classic.classic import GroupStateMachine
+    from kbroker.coordinator.groups.shard import GroupCoordinatorShard
 
     with tempfile.TemporaryDirectory() as tmp:
         logs = LogManager(tmp, flush_policy="never")
-        topic = OffsetsTopic(logs, 1)
+        topic = OffsetsTopic(PartitionService.offline(logs), 1)
         topic.ensure()
 
         async def write() -> None:
@@ -158,7 +159,7 @@ def test_replaying_the_last_record_per_key_loads_what_replaying_every_record_loa
         logs.close()
     every = [decode_record(*encode_record(r)) for batch in batches for r in batch]  # as stored
     assert replay.read == len(every)
-    full, latest = GroupStateMachine(0), GroupStateMachine(0)
+    full, latest = GroupCoordinatorShard(0), GroupCoordinatorShard(0)
     full.load_partition(every, 0)
     latest.load_partition(replay.records, 0)
     assert _state(latest) == _state(full)
@@ -226,7 +227,7 @@ async def test_appends_in_one_turn_of_the_loop_share_one_batch_and_one_wait(tmp_
 
     fsyncs: list[int] = []
     logs = LogManager(tmp_path, flush_policy="always", fsync=fsyncs.append)
-    topic = OffsetsTopic(logs, 4)
+    topic = OffsetsTopic(PartitionService.offline(logs), 4)
     topic.ensure()
     plog = logs.get_log(TOPIC, 1)
     waits = [topic.append_records_nowait(1, [_commit(i)]) for i in range(5)]
@@ -244,7 +245,7 @@ async def test_another_append_to_the_log_writes_the_held_records_first(tmp_path)
     from kbroker.protocol.record_batch import Record as LogRecord, encode_batch
 
     logs = LogManager(tmp_path, flush_policy="always")
-    topic = OffsetsTopic(logs, 4)
+    topic = OffsetsTopic(PartitionService.offline(logs), 4)
     topic.ensure()
     plog = logs.get_log(TOPIC, 2)
     held = topic.append_records_nowait(2, [_commit(1)])
@@ -259,7 +260,7 @@ async def test_a_failed_held_write_fails_its_waits_with_a_storage_error(tmp_path
     from kbroker.protocol.errors import ErrorCode, KafkaError
 
     logs = LogManager(tmp_path, flush_policy="always")
-    topic = OffsetsTopic(logs, 4)
+    topic = OffsetsTopic(PartitionService.offline(logs), 4)
     topic.ensure()
     plog = logs.get_log(TOPIC, 3)
 
@@ -280,7 +281,7 @@ async def test_a_failed_held_write_fails_its_waits_with_a_storage_error(tmp_path
 
 async def test_records_larger_than_a_held_batch_are_written_at_once(tmp_path) -> None:
     logs = LogManager(tmp_path, flush_policy="never")
-    topic = OffsetsTopic(logs, 4)
+    topic = OffsetsTopic(PartitionService.offline(logs), 4)
     topic.ensure()
     plog = logs.get_log(TOPIC, 0)
     small = topic.append_records_nowait(0, [_commit(0)])
@@ -298,7 +299,7 @@ async def test_a_held_batch_stays_within_a_lowered_max_message_bytes(tmp_path) -
     one 2.4 kB batch, which the log refuses, failing all three (and unloading the partition)."""
     logs = LogManager(tmp_path, flush_policy="never")
     logs.create_topic(TOPIC, 4, {**TOPIC_CONFIGS, "max.message.bytes": "2000"})
-    topic = OffsetsTopic(logs, 4)
+    topic = OffsetsTopic(PartitionService.offline(logs), 4)
     plog = logs.get_log(TOPIC, 0)
     commits = [OffsetCommitRecord("g", "t", p, 1, -1, "m" * 700, 1) for p in range(3)]
     waits = [topic.append_records_nowait(0, [c]) for c in commits]
@@ -324,7 +325,7 @@ async def test_records_taken_during_an_fsync_are_written_after_it_in_one_batch(t
         release.wait(10)
 
     logs = LogManager(tmp_path, flush_policy="always", fsync=slow_fsync)
-    topic = OffsetsTopic(logs, 4)
+    topic = OffsetsTopic(PartitionService.offline(logs), 4)
     topic.ensure()
     plog = logs.get_log(TOPIC, 1)
     first = asyncio.ensure_future(topic.append_records(1, [_commit(0)]))
@@ -343,13 +344,13 @@ async def test_records_taken_during_an_fsync_are_written_after_it_in_one_batch(t
 
 async def test_records_held_at_close_go_out_with_the_final_flush(tmp_path) -> None:
     logs = LogManager(tmp_path, flush_policy="always")
-    topic = OffsetsTopic(logs, 4)
+    topic = OffsetsTopic(PartitionService.offline(logs), 4)
     topic.ensure()
     wait = topic.append_records_nowait(2, [_commit(7)])
     logs.close()  # before the end of this turn of the loop: the final flush covers the held record
     await wait
     reopened = LogManager(tmp_path, flush_policy="always")
-    again = OffsetsTopic(reopened, 4)
+    again = OffsetsTopic(PartitionService.offline(reopened), 4)
     again.ensure()
     assert again.read_partition(2).records == [_commit(7)]
     reopened.close()

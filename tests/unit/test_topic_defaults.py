@@ -39,7 +39,7 @@ def test_the_first_set_setting_of_a_chain_wins_in_the_topics_unit() -> None:
     assert td.topic_values(cfg(log_retention_ms="-1", log_retention_minutes="30")) == {"retention.ms": "-1"}
     assert td.topic_values(cfg(log_retention_hours="-5")) == {"retention.ms": "-1"}  # any negative: no limit
     assert td.topic_values(cfg(log_roll_hours="2", log_cleanup_policy="delete,compact")) == {
-        "segment.ms": "7200000", "cleanup.policy": "compact,delete"}
+        "segment.ms": "7200000", "cleanup.policy": "delete,compact"}  # as given, as Kafka describes it
     base = td.log_config(cfg(log_segment_bytes="2097152", message_max_bytes="2000000", log_retention_hours="1"))
     assert (base.segment_bytes, base.max_message_bytes, base.retention_ms, base.overrides) == (
         2097152, 2000000, 3600000, ())

@@ -1,10 +1,10 @@
-"""Control records' exact bytes, and what a read_committed fetch may return (trimmed at the LSO)."""
+"""Control records' exact bytes, and what a read may return (cut at the high watermark or the LSO)."""
 
 from __future__ import annotations
 
 import struct
 
-from kbroker.broker.partitions.txn_read import trim_to_offset
+from kbroker.broker.storage.log.partition_log import cut_before_offset
 from kbroker.protocol import record_batch as rb
 from kbroker.protocol.control_records import ABORT, COMMIT, encode_marker, marker_of
 
@@ -22,7 +22,7 @@ def test_marker_is_a_control_batch_in_kafkas_format():
     rb.check_batch(raw, 0, header)  # the CRC is right
 
 
-def test_trim_to_offset_keeps_whole_batches_below_the_limit():
+def test_cut_before_offset_keeps_whole_batches_below_the_limit():
     batches = []
     offset = 0
     for n in (3, 2, 4):
@@ -31,7 +31,7 @@ def test_trim_to_offset_keeps_whole_batches_below_the_limit():
         batches.append(bytes(b))
         offset += n
     data = b"".join(batches)
-    assert trim_to_offset(data, 9) == data
-    assert trim_to_offset(data, 5) == batches[0] + batches[1]
-    assert trim_to_offset(data, 3) == batches[0]
-    assert trim_to_offset(data, 0) == b""
+    assert cut_before_offset(data, 9) == data
+    assert cut_before_offset(data, 5) == batches[0] + batches[1]
+    assert cut_before_offset(data, 3) == batches[0]
+    assert cut_before_offset(data, 0) == b""

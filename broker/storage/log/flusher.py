@@ -32,6 +32,7 @@ from ....protocol.errors import ErrorCode, KafkaError
 from .config import FlushPolicy
 
 if TYPE_CHECKING:
+    from .partition_log import PartitionLog
     from .segment import LogSegment
     from .sync_batcher import SyncBatcher
 
@@ -46,6 +47,32 @@ def sync_segments(segments: list[tuple[LogSegment, bool]], fsync: Callable[[int]
     """fsync each (segment, with_indexes); runs in a worker thread."""
     for segment, with_indexes in segments:
         segment.sync(fsync, with_indexes=with_indexes)
+
+
+async def flush_dirty(logs: list[PartitionLog], fsync: Callable[[int], None]) -> None:
+    """One tick of the `interval:MS` policy (LogManager's one task for every log): each log's dirty
+    segments snapshotted on the loop, fsynced in one worker-thread call, then each log's durable
+    offset advanced. A log whose flusher was never made was never appended to since load: it needs a
+    round only for what load left unsynced (an inactive segment's indexes), and only then gets one."""
+    rounds = [(plog, *plog.flusher.snapshot()) for plog in logs if plog.has_flusher or plog.segments_to_sync()]
+    work = [item for _, _, segments in rounds for item in segments]
+    if work:
+        try:
+            await asyncio.to_thread(sync_segments, work, fsync)
+        except OSError as exc:
+            log.error("interval_flush_failed", error=repr(exc))
+            for plog, _, segments in rounds:
+                if segments:  # which file failed is unknown: none of them may count as durable
+                    plog.flusher.fence(exc)
+            return
+    for plog, target, _ in rounds:
+        plog.flusher.complete(target)
+
+
+def _consume_outcome(future: asyncio.Future[None]) -> None:
+    """A flush nobody awaits: its failure has fenced the log and been logged (log_fenced)."""
+    if not future.cancelled():
+        future.exception()
 
 
 # Heap tie-breaks of every Flusher (only their order within one heap matters): one counter, not one
@@ -64,6 +91,8 @@ class FlushedLog(Protocol):
     def segments_to_sync(self) -> list[tuple[LogSegment, bool]]: ...  # (segment, with its indexes)
 
     def after_sync(self) -> None: ...  # run on the loop after a sync covered what segments_to_sync gave
+
+    def durable_moved(self) -> None: ...  # run on the loop when the durable offset moved forward
 
 
 class Flusher:
@@ -134,6 +163,17 @@ class Flusher:
             self._task = loop.create_task(self._run(), name="log-flush")
         return future
 
+    def request(self) -> None:
+        """Make what is appended durable though nobody waits for it (acks=0 under `always`: the high
+        watermark is the durable end, so records nobody flushed would never be read)."""
+        if self.fenced is not None or self._closed or self._policy.kind != "always":
+            return
+        end = self._log.end_to_sync()
+        if end > self.durable_offset:
+            future = self.durable_future(end - 1)
+            if future is not None:
+                future.add_done_callback(_consume_outcome)
+
     def after_round(self, callback: Callable[[], None]) -> bool:
         """Run `callback` on the loop once the flush round in progress has ended (and no waiter is
         left for it); False, and nothing registered, when no round is in progress."""
@@ -183,6 +223,7 @@ class Flusher:
     def _mark_durable(self, target: int) -> None:
         if target > self.durable_offset:
             self.durable_offset = target
+            self._log.durable_moved()
         waiters = self._waiters
         while waiters and waiters[0][0] < self.durable_offset:
             future = heapq.heappop(waiters)[2]

@@ -1,101 +1,58 @@
-"""All partition logs of the broker, plus durable topic metadata.
+"""The segment engine (broker/storage/api.py's LogEngine): every partition log of the broker, and the
+topic records it keeps for the catalogue (broker/partitions/catalogue.py, the only caller for topics).
 
 Layout of the data directory:
-* `topics/<name>.json`: name, topic id, partition count, config overrides (write-temp, fsync, rename).
-* `<topic>-<partition>/`: one PartitionLog each (segments, indexes, checkpoint.json).
+* `topics/<name>.json`: name, topic id, partition count, config overrides, leader epochs, the log
+  ends seen at the last clean close; checksummed (topic_files.py; write-temp, fsync, rename).
+* `<topic>-<partition>/`: one PartitionLog each (segments, indexes, checkpoint.json, producer snapshot).
 * `.kbroker_clean_shutdown`: written by `close()`, removed at start-up; when present at start-up the
   logs skip the recovery scan (Kafka's `.kafka_cleanshutdown`).
 
 The topic file is the source of truth: it is written before partition directories are created and
-removed before they are deleted, so a crash leaves at worst a directory the next start sweeps.
+removed before they are deleted, so a crash leaves at worst a directory the next start sweeps. A
+damaged one fences its topic (topic_files.py); a partition directory gone while its topic's record
+says it held data is an error event naming the offsets lost, and the partition goes on from its old
+end (`_missing_directory`).
 
 A partition that holds nothing and is unused since creation or load keeps no PartitionLog, only a
-base offset (dormant.py); `get_log` builds its log with the first use.
+base offset (dormant.py); `get_log` (and `store`) builds its log with the first use. Each log in use
+hands out its PartitionStore (store.py), made with its first use.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import structlog
 
 from ....protocol.errors import ErrorCode, KafkaError
+from ....protocol.topic_names import InvalidTopicError, collision_key, validate_topic_name
 
 from . import retention
 from ....protocol.data_dir import TOPICS_DIR
 from .config import FlushPolicy, LogConfig
 from .dormant import DormantPartitions, sole_empty_segment
 from .files import FILES, fsync_dir, write_file_durably
-from .flusher import sync_segments
+from .flusher import flush_dirty
 from .partition_log import PartitionLog
+from .store import FilePartitionStore
 from .sync_batcher import SyncBatcher
+from .topic_files import TopicInfo, read_topic_record
 from ....purgatory.clock import Clock, SystemClock
 
 log = structlog.get_logger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kbroker_clean_shutdown"
-MAX_TOPIC_NAME_LENGTH = 249
 # Kafka has no such cap; ours bounds what one request can make the broker build (directories, files,
 # per-partition state). File descriptors are bounded separately by the shared cache (files.py).
 DEFAULT_MAX_PARTITIONS = 10_000
-_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)")
-
-
-class InvalidTopicError(KafkaError):
-    code = ErrorCode.INVALID_TOPIC_EXCEPTION
-
-
-# Kafka's internal topics (Topic.INTERNAL_TOPICS): clients may not produce to or delete them, and
-# Metadata flags them. Other names starting with "__" are ordinary user topics, as in Kafka.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-
-
-def is_internal_topic(name: str) -> bool:
-    return name in INTERNAL_TOPICS
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's Topic.validate: 1..249 characters from [a-zA-Z0-9._-], and not "." or ".."."""
-    if not name:
-        raise InvalidTopicError("topic name is empty")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"topic name cannot be {name!r}")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(f"topic name is {len(name)} characters, the limit is {MAX_TOPIC_NAME_LENGTH}")
-    if not _LEGAL_TOPIC_NAME.fullmatch(name):
-        raise InvalidTopicError(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
-
-
-def _collision_key(name: str) -> str:
-    # Kafka refuses topics whose names differ only by '.' vs '_' (they collide in metric names).
-    return name.replace(".", "_")
-
-
-@dataclass(slots=True)
-class TopicInfo:
-    name: str
-    topic_id: uuid.UUID
-    num_partitions: int
-    config: LogConfig
-    overrides: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> bytes:
-        body = {
-            "name": self.name,
-            "topic_id": str(self.topic_id),
-            "partitions": self.num_partitions,
-            "configs": self.overrides,
-        }
-        return json.dumps(body, indent=1, sort_keys=True).encode()
 
 
 class LogManager:
@@ -129,6 +86,10 @@ class LogManager:
         self._dormant = DormantPartitions()  # and those kept as a base offset until first use
         self._interval_task: asyncio.Task[None] | None = None
         self._closed = False
+        # Told (topic, partition) when a partition's high watermark moves (the partition service
+        # wakes the fetches waiting on it); every log holds this one bound method.
+        self.high_watermark_listener: Callable[[str, int], object] | None = None
+        self._hw_moved = self._high_watermark_moved
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / TOPICS_DIR).mkdir(exist_ok=True)
         self._load()
@@ -148,25 +109,26 @@ class LogManager:
                 import shutil  # only here: shutil imports bz2 and lzma, ~2 ms of every start
 
                 shutil.rmtree(doomed, ignore_errors=True)
-        for meta_path in sorted((self.data_dir / TOPICS_DIR).glob("*.json")):
-            raw = json.loads(meta_path.read_text())
-            overrides = {str(k): str(v) for k, v in raw.get("configs", {}).items()}
-            info = TopicInfo(
-                raw["name"],
-                uuid.UUID(raw["topic_id"]),
-                int(raw["partitions"]),
-                LogConfig.from_topic_configs(overrides, self.default_config, allow_internal=True),
-                overrides,
-            )
-            self._topics[info.name] = info
-            self.topics_version += 1
-            for partition in range(info.num_partitions):
-                self._open_log(info, partition, clean)
+        found: dict[str, set[int]] = {}  # the partition directories there are, by topic
         with os.scandir(self.data_dir) as children:  # one entry per partition: no Path or stat each
             for child in children:
                 match = _PARTITION_DIR.fullmatch(child.name)
-                if match and child.is_dir() and not self.has_partition(match["topic"], int(match["partition"])):
-                    log.warning("orphan_partition_dir", dir=child.path)
+                if match and child.is_dir():
+                    found.setdefault(match["topic"], set()).add(int(match["partition"]))
+        for meta_path in sorted((self.data_dir / TOPICS_DIR).glob("*.json")):
+            info = read_topic_record(meta_path, self.default_config, len(found.get(meta_path.stem, ())))
+            self._topics[info.name] = info
+            self.topics_version += 1
+            if info.damaged is not None:
+                continue  # fenced (topic_files.py): its partitions stay as they are on disk, unopened
+            dirs = found.get(info.name, set())
+            for partition in range(info.num_partitions):
+                self._open_log(info, partition, clean, partition in dirs)
+        for topic, partitions in found.items():
+            owner = self._topics.get(topic)
+            for partition in partitions:
+                if owner is None or partition >= owner.num_partitions:
+                    log.warning("orphan_partition_dir", dir=self._partition_dir(topic, partition))
         if had_marker:
             marker.unlink()  # from here on, a crash must be treated as unclean
             fsync_dir(self.data_dir)
@@ -184,7 +146,10 @@ class LogManager:
     def _partition_dir(self, topic: str, partition: int) -> str:
         return os.path.join(self.data_dir, f"{topic}-{partition}")
 
-    def _open_log(self, info: TopicInfo, partition: int, clean: bool) -> None:
+    def _open_log(self, info: TopicInfo, partition: int, clean: bool, exists: bool) -> None:
+        if not exists:
+            self._missing_directory(info, partition)
+            return
         # A directory holding one empty segment and nothing else loads as exactly that: dormant at its
         # base, with no log object built and dropped (a restart among thousands of empty partitions).
         base = sole_empty_segment(self._partition_dir(info.name, partition))
@@ -192,6 +157,19 @@ class LogManager:
             self._dormant.add(info.name, partition, base)
             return
         self._keep(self._make_log(info, partition, clean))
+
+    def _missing_directory(self, info: TopicInfo, partition: int) -> None:
+        """A partition whose directory is gone. If its topic's record says it held data, that data is
+        lost: an error event names the offsets, and the partition starts again, empty, at the old
+        log end, so that no offset a consumer has seen is handed out again. Otherwise (created
+        while the broker was stopped, say) it is made empty, as a new partition is."""
+        base = info.log_ends.get(partition, 0)
+        if base > 0:
+            log.error("partition_directory_missing", topic=info.name, partition=partition,
+                      directory=self._partition_dir(info.name, partition), lost_offsets_below=base,
+                      action=f"the partition starts again, empty, at offset {base}")
+        PartitionLog.create_empty(self._partition_dir(info.name, partition), base)
+        self._dormant.add(info.name, partition, base)
 
     def _keep(self, plog: PartitionLog) -> None:
         """A loaded or new log joins the table; one that holds nothing is kept dormant (dormant.py)."""
@@ -219,7 +197,13 @@ class LogManager:
             batcher=self._sync_batcher,
             clock=self.clock,
             empty_at=empty_at,
+            hw_listener=self._hw_moved,
         )
+
+    def _high_watermark_moved(self, topic: str, partition: int) -> None:
+        listener = self.high_watermark_listener
+        if listener is not None:
+            listener(topic, partition)
 
     def _start_interval_flusher(self) -> None:
         if self.flush_policy.kind != "interval" or self._interval_task is not None:
@@ -243,32 +227,20 @@ class LogManager:
 
     async def flush_dirty_logs(self) -> None:
         """One `interval:MS` tick: every log's dirty segments in one worker-thread call."""
-        # A log whose flusher was never made was never appended to since load: it needs a round only
-        # for what load left unsynced (an inactive segment's indexes), and only then gets a flusher.
-        rounds = [(plog, *plog.flusher.snapshot()) for plog in list(self._logs.values())
-                  if plog.has_flusher or plog.segments_to_sync()]
-        work = [item for _, _, segments in rounds for item in segments]
-        if work:
-            try:
-                await asyncio.to_thread(sync_segments, work, self._fsync)
-            except OSError as exc:
-                log.error("interval_flush_failed", error=repr(exc))
-                for plog, _, segments in rounds:
-                    if segments:  # which file failed is unknown: none of them may count as durable
-                        plog.flusher.fence(exc)
-                return
-        for plog, target, _ in rounds:
-            plog.flusher.complete(target)
+        await flush_dirty(list(self._logs.values()), self._fsync)
 
     # --- topics ---------------------------------------------------------------------------------------
 
     def _meta_path(self, name: str) -> Path:
         return self.data_dir / TOPICS_DIR / f"{name}.json"
 
-    def _require(self, name: str) -> TopicInfo:
+    def _require(self, name: str, *, intact: bool = False) -> TopicInfo:
         info = self._topics.get(name)
         if info is None:
             raise KafkaError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if intact and info.damaged is not None:
+            raise KafkaError(f"topic {name!r} is fenced: its record is damaged ({info.damaged})",
+                             ErrorCode.KAFKA_STORAGE_ERROR)
         return info
 
     def _check_partition_budget(self, adding: int) -> None:
@@ -287,7 +259,7 @@ class LogManager:
         validate_topic_name(name)
         if name in self._topics or name in self._creating:
             raise KafkaError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
-        clash = next((t for t in (*self._topics, *self._creating) if _collision_key(t) == _collision_key(name)), None)
+        clash = next((t for t in (*self._topics, *self._creating) if collision_key(t) == collision_key(name)), None)
         if clash is not None:
             raise InvalidTopicError(f"topic {name!r} collides with existing topic {clash!r} ('.' vs '_')")
         if num_partitions < 1:
@@ -406,10 +378,15 @@ class LogManager:
         for plog in doomed:
             if plog is not None:
                 plog.delete()
+        if info.damaged is not None:  # a fenced topic's partitions were never opened
+            for partition in range(info.num_partitions):
+                directory = self._partition_dir(name, partition)
+                if os.path.isdir(directory):
+                    PartitionLog.remove_directory(Path(directory))
         log.info("topic_deleted", topic=name, topic_id=str(info.topic_id))
 
     def _check_new_partitions(self, name: str, new_total: int) -> TopicInfo:
-        info = self._require(name)
+        info = self._require(name, intact=True)
         if name in self._creating:
             raise KafkaError(f"partitions of topic {name!r} are being created", ErrorCode.REASSIGNMENT_IN_PROGRESS)
         if new_total <= info.num_partitions:
@@ -421,7 +398,8 @@ class LogManager:
         return info
 
     def _grown(self, info: TopicInfo, new_total: int) -> TopicInfo:
-        return TopicInfo(info.name, info.topic_id, new_total, info.config, info.overrides)
+        return TopicInfo(info.name, info.topic_id, new_total, info.config, info.overrides, info.leader_epochs,
+                         info.log_ends)
 
     def add_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
         info = self._check_new_partitions(name, new_total)
@@ -466,20 +444,24 @@ class LogManager:
     def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo:
         """Replace the topic's overrides with `configs` (AlterConfigs semantics; callers doing incremental
         changes pass the merged dict)."""
-        info = self._require(name)
+        info = self._require(name, intact=True)
         config = LogConfig.from_topic_configs(configs, self.default_config,
                                               allow_internal="internal.segment.bytes" in info.overrides)
         if validate_only:
             return info
         info.config = config
         info.overrides = config.override_dict()
-        write_file_durably(self._meta_path(name), info.to_json())
+        self.write_topic_record(info)
         for partition in range(info.num_partitions):
             plog = self._logs.get((name, partition))
             if plog is not None:
                 plog.config = config
         log.info("topic_configs_altered", topic=name, configs=info.overrides)
         return info
+
+    def write_topic_record(self, info: TopicInfo) -> None:
+        """Persist what the catalogue changed of a topic (its configs, a partition's leader epoch)."""
+        write_file_durably(self._meta_path(info.name), info.to_json())
 
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self._topics)
@@ -498,6 +480,23 @@ class LogManager:
             if plog is not None:
                 self._logs[(topic, partition)] = plog
         return plog
+
+    def store(self, topic: str, partition: int) -> FilePartitionStore | None:
+        """The partition's PartitionStore (broker/storage/api.py), built with its log's first use."""
+        plog = self._logs.get((topic, partition))
+        if plog is None:
+            plog = self.get_log(topic, partition)
+            if plog is None:
+                return None
+        store = plog.store
+        if store is None:
+            store = plog.store = FilePartitionStore(plog)
+        return store  # type: ignore[return-value]
+
+    def loaded_store(self, topic: str, partition: int) -> FilePartitionStore | None:
+        """The store of a partition in use; None for a dormant or unknown one (nothing is built)."""
+        plog = self._logs.get((topic, partition))
+        return None if plog is None else self.store(topic, partition)
 
     def loaded_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The partition's log if it is in use; None for a dormant or unknown one (nothing is built)."""
@@ -559,6 +558,25 @@ class LogManager:
 
     # --- shutdown -------------------------------------------------------------------------------------
 
+    def _note_log_ends(self) -> None:
+        """Each topic's record learns the log ends its partitions closed at (topic_files.py), so a
+        partition directory that is gone at the next start is known to have held data."""
+        ends: dict[str, dict[int, int]] = {}
+        for (topic, partition), plog in self._logs.items():
+            if plog.log_end_offset > 0:
+                ends.setdefault(topic, {})[partition] = plog.log_end_offset
+        for topic, partition, end in self._dormant.items():
+            if end > 0:
+                ends.setdefault(topic, {})[partition] = end
+        for name, info in self._topics.items():
+            new = ends.get(name, {})
+            if info.damaged is None and new != info.log_ends:
+                info.log_ends = new
+                try:
+                    write_file_durably(self._meta_path(name), info.to_json())
+                except OSError as exc:
+                    log.error("topic_record_write_failed", topic=name, error=repr(exc))
+
     def close(self) -> None:
         """Flush and close every log, then leave the clean-shutdown marker for the next start."""
         if self._closed:
@@ -579,5 +597,6 @@ class LogManager:
             # A fenced log was not flushed: the next start must recover rather than trust it.
             log.error("unclean_shutdown", offline_logs=offline)
             return
+        self._note_log_ends()
         write_file_durably(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
         log.info("logs_closed", partitions=len(self._logs), dormant=len(self._dormant))

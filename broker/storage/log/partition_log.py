@@ -7,8 +7,8 @@ interleave; only fsyncs leave the loop (see flusher.py).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
+import struct
 import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -20,9 +20,12 @@ import structlog
 from ....protocol import record_batch as rb
 from ....protocol.errors import ErrorCode, KafkaError
 
+from .checkpoint import CHECKPOINT_FILE, write_checkpoint
 from .config import FlushPolicy, LogConfig
+from .epochs import LeaderEpochs
 from .files import bounded_name, fsync_dir, write_file_durably
 from .flusher import Flusher, StorageError
+from .partition_load import load_partition_files
 from ....purgatory.clock import Clock, SystemClock
 from .segment import LogSegment
 from .sync_batcher import SyncBatcher
@@ -34,7 +37,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-CHECKPOINT_FILE = "checkpoint.json"
+_BASE_OFFSET_AND_LENGTH = struct.Struct(">qi")  # a stored batch's first 12 bytes
+_LOG_OVERHEAD = 12
 
 
 class OffsetOutOfRangeError(KafkaError):
@@ -57,7 +61,22 @@ class ReadResult:
     last_stable_offset: int
 
 
-__all__ = ["AppendInfo", "OffsetOutOfRangeError", "PartitionLog", "ReadResult", "fsync_dir", "write_file_durably"]
+__all__ = ["AppendInfo", "CHECKPOINT_FILE", "OffsetOutOfRangeError", "PartitionLog", "ReadResult", "fsync_dir",
+           "write_file_durably"]
+
+
+def cut_before_offset(records: bytes | memoryview, limit: int) -> bytes | memoryview:
+    """The leading whole batches of stored `records` whose first offset is below `limit` (a read
+    never goes past the high watermark or the last stable offset: batches are never split)."""
+    end = 0
+    size = len(records)
+    unpack = _BASE_OFFSET_AND_LENGTH.unpack_from
+    while size - end >= _LOG_OVERHEAD:
+        base, length = unpack(records, end)
+        if base >= limit:
+            break
+        end += length + _LOG_OVERHEAD
+    return records if end >= size else records[:end]
 
 
 # Shared by every partition with no background task (see _flush_after_roll): never added to.
@@ -70,7 +89,7 @@ class PartitionLog:
     __slots__ = ("_dir", "clock", "topic", "partition", "config", "segments", "_segment_bases",
                  "_recovery_point", "log_start_offset", "_background", "last_compaction", "txn_state",
                  "_maintenance_lock", "closed", "before_append", "_flusher", "_flush_policy", "_fsync",
-                 "_batcher", "__dict__")
+                 "_batcher", "epochs", "hw_listener", "store", "__dict__")
 
     def __init__(
         self,
@@ -85,6 +104,7 @@ class PartitionLog:
         batcher: SyncBatcher | None = None,
         clock: Clock | None = None,
         empty_at: int | None = None,
+        hw_listener: Callable[[str, int], None] | None = None,
     ) -> None:
         """Load the partition's files (making the directory and a first segment when there are none).
         `empty_at`: do not read them; the log is one empty segment at that base offset, as a load
@@ -110,6 +130,12 @@ class PartitionLog:
         # Set by a writer that holds records back to write them in one batch (the offsets topic, see
         # OffsetsTopic.append_records_nowait): any other append writes those first, keeping log order.
         self.before_append: Callable[[], None] | None = None
+        # The leader-epoch history (epochs.py), from the checkpoint; empty: epoch 0 from the log start.
+        self.epochs = LeaderEpochs()
+        # Told (topic, partition) whenever the high watermark moves: the partition service's, which
+        # wakes the fetches waiting on it (broker/partitions/service.py).
+        self.hw_listener = hw_listener
+        self.store: object | None = None  # this log's PartitionStore (store.py), made with its first use
         if empty_at is None:
             os.makedirs(self._dir, exist_ok=True)
             self._load(clean_shutdown)
@@ -127,7 +153,7 @@ class PartitionLog:
         self._batcher = batcher
 
     @staticmethod
-    def create_empty(directory: str) -> bool:
+    def create_empty(directory: str, base_offset: int = 0) -> bool:
         """Make a new partition's directory and first segment's files, with no log object: what
         `PartitionLog(directory, ...)` would leave on disk for a new partition. False, and nothing
         made, when the directory exists already (what it holds must be loaded, not assumed)."""
@@ -135,7 +161,7 @@ class PartitionLog:
             os.mkdir(directory)
         except FileExistsError:
             return False
-        LogSegment.create_files(directory, 0)
+        LogSegment.create_files(directory, base_offset)
         return True
 
     @property
@@ -170,7 +196,8 @@ class PartitionLog:
         return (segment.size == 0 and segment.next_offset == segment.base_offset == self.log_start_offset
                 and self._flusher is None and not self._background and self._maintenance_lock is None
                 and self.txn_state is None and self.before_append is None and not self.closed
-                and self.last_compaction is None and segment.untouched)
+                and self.last_compaction is None and segment.untouched and not self.epochs.entries
+                and self.store is None)
 
     @property
     def maintenance_lock(self) -> asyncio.Lock:
@@ -181,82 +208,17 @@ class PartitionLog:
 
     # --- loading and recovery -------------------------------------------------------------------------
 
-    def _read_checkpoint(self) -> tuple[int | None, int, int | None]:
-        """(log start, recovery point, log end offset at the last clean close or None)."""
-        try:
-            with open(os.path.join(self._dir, CHECKPOINT_FILE), encoding="utf-8") as f:
-                data = json.loads(f.read())
-            end = data.get("log_end_offset")
-            return int(data["log_start_offset"]), int(data["recovery_point"]), None if end is None else int(end)
-        except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):
-            return None, 0, None  # no trustworthy checkpoint: recover every segment
-
     def persist_checkpoint(self, *, closing: bool = False) -> None:
-        body = {"log_start_offset": self.log_start_offset, "recovery_point": self._recovery_point}
-        if closing:
-            # Only a clean close knows the final log end; any later checkpoint drops it again, so a
-            # start that finds less than this knows the tail was lost while the broker was stopped.
-            body["log_end_offset"] = self.log_end_offset
-        write_file_durably(self.directory / CHECKPOINT_FILE, json.dumps(body).encode())
+        # Only a clean close knows the final log end; any later checkpoint drops it again, so a
+        # start that finds less than this knows the tail was lost while the broker was stopped.
+        write_checkpoint(self._dir, self.log_start_offset, self._recovery_point, self.epochs,
+                         self.log_end_offset if closing else None)
 
     def _load(self, clean_shutdown: bool) -> None:
-        # One listing of plain names: a start loads every partition, and three pathlib globs each were
-        # most of the time to open 2,000 of them.
-        names = os.listdir(self._dir)
-        for name in names:
-            # compaction output that never got swapped in, and half-written checkpoints
-            if name.endswith(".cleaned") or name.endswith(".tmp"):
-                os.unlink(os.path.join(self._dir, name))
-        checkpoint_start, recovery_point, checkpoint_end = self._read_checkpoint()
-        bases = sorted(int(name[:-4]) for name in names if name.endswith(".log") and name[:-4].isdigit())
-        interval = self.config.index_interval_bytes
-        damaged = False
-        for i, base in enumerate(bases):
-            last = i == len(bases) - 1
-            # The active segment is always validated, clean shutdown or not: appends must never land
-            # behind a batch that does not validate. Older ones are when the stop was unclean and they
-            # are past the recovery point, when their index fails its sanity check, or when an
-            # earlier segment was damaged.
-            recover = last or damaged or (not clean_shutdown and base >= recovery_point)
-            segment, result = LogSegment.open(self._dir, base, interval, recover=recover,
-                                              created_ms=self.clock.wall_ms())
-            if segment.next_offset > base and self.segments and self.segments[-1].next_offset > base:
-                # Overlaps the segment before it (which must have been damaged into nonsense): keep the
-                # earlier data, never serve two batches for one offset.
-                log.warning("segment_deleted_overlapping", file=str(segment.log_path), base_offset=base)
-                segment.delete()
-                continue
-            self.segments.append(segment)
-            if result is not None and result.truncated_bytes and not last:
-                # Unlike Kafka (which refetches from replicas) we have no other copy: later segments
-                # are kept, each validated, and the offsets lost in between become a gap readers skip.
-                damaged = True
-                log.warning("segment_truncated_in_middle_of_log", file=str(segment.log_path),
-                            lost_from_offset=segment.next_offset, next_segment_base=bases[i + 1],
-                            bytes=result.truncated_bytes)
-        if not self.segments:
-            self.segments.append(LogSegment(self._dir, checkpoint_start or 0, interval,
-                                            created_ms=self.clock.wall_ms()))
-        self._segment_bases = [s.base_offset for s in self.segments]
-        if not self.config.compact:  # compaction leaves gaps on purpose; elsewhere a gap is lost data
-            for before, after in zip(self.segments, self.segments[1:]):
-                if before.next_offset < after.base_offset:
-                    log.warning("log_gap_between_segments", file=str(before.log_path),
-                                lost_from_offset=before.next_offset, lost_to_offset=after.base_offset - 1)
-        if checkpoint_end is not None and self.log_end_offset < checkpoint_end:
-            # The log was cut (on a batch boundary, or recovery just truncated it) while the broker was
-            # stopped after a clean close. The records are gone; their offsets must not be reused, or
-            # consumers positioned past them would silently skip new records: restart at the old end.
-            log.warning("log_end_behind_checkpoint", topic=self.topic, partition=self.partition,
-                        log_end_offset=self.log_end_offset, checkpointed_log_end_offset=checkpoint_end,
-                        offsets_lost=checkpoint_end - self.log_end_offset)
-            self._start_segment_at(checkpoint_end)
-        first = self.segments[0].base_offset
-        start = first if checkpoint_start is None else max(checkpoint_start, first)
-        self.log_start_offset = min(start, self.log_end_offset)
-        self._recovery_point = self.active.base_offset
+        load_partition_files(self, clean_shutdown)
 
-    def _start_segment_at(self, offset: int) -> None:
+    def start_segment_at(self, offset: int) -> None:
+        """A new empty active segment at `offset`, past a gap (a tail lost while the broker was stopped)."""
         interval = self.config.index_interval_bytes
         if self.active.size == 0:
             self.segments.pop().delete()
@@ -281,11 +243,25 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self.log_end_offset  # one node: every appended record is "replicated"
+        """What consumers may read (broker/storage/api.py): with the `always` flush policy the durable
+        end, since an acknowledgement promises that much; under the others, which acknowledge
+        without the disk, the log end. A log never flushed since load is durable to its end."""
+        flusher = self._flusher
+        end = self.segments[-1].next_offset
+        if flusher is None or self._flush_policy.kind != "always":
+            return end
+        durable = flusher.durable_offset
+        return durable if durable < end else end
 
-    @property
-    def last_stable_offset(self) -> int:
-        return self.high_watermark  # no transactions are tracked yet
+    def durable_moved(self) -> None:  # (Flusher)
+        if self.hw_listener is not None and self._flush_policy.kind == "always":
+            self.hw_listener(self.topic, self.partition)
+
+    def appended(self) -> None:
+        """After an append: under a policy that does not wait for the disk, the high watermark is the
+        log end, so it moved now."""
+        if self.hw_listener is not None and self._flush_policy.kind != "always":
+            self.hw_listener(self.topic, self.partition)
 
     @property
     def size_bytes(self) -> int:
@@ -341,6 +317,9 @@ class PartitionLog:
                 pos += header.size
             data = [buf]
         last_offset = offset - 1
+        epochs = self.epochs.entries
+        if leader_epoch > (epochs[-1][0] if epochs else 0):
+            self.assign_leader_epoch(leader_epoch, base_offset)  # a term the catalogue opened
         try:
             self._maybe_roll(len(records), headers[0].max_timestamp, last_offset, now_ms)
             self.active.append(data, positions)
@@ -440,20 +419,26 @@ class PartitionLog:
                 f"of {self.topic}-{self.partition}"
             )
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, view: bool = False) -> ReadResult:
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, view: bool = False,
+             upto: int | None = None) -> ReadResult:
         """Whole batches from the one holding `offset` (it may start earlier), within one segment.
 
-        `view=True` (Fetch) may return a memoryview of the bytes read instead of a copy of them."""
+        `upto`: no batch starting at or past this offset (the high watermark, the last stable
+        offset); None: up to the log end. `view=True` (Fetch) may return a memoryview of the bytes
+        read instead of a copy of them."""
         self._check_range(offset)
         data: bytes | memoryview = b""
-        i = max(bisect_right(self._segment_bases, offset) - 1, 0)
-        for segment in self.segments[i:]:
-            if segment.size and segment.next_offset > offset:  # skips segments emptied by compaction
-                data = segment.read(offset, max_bytes, min_one_batch)
-                break
+        if upto is None or offset < upto:
+            i = max(bisect_right(self._segment_bases, offset) - 1, 0)
+            for segment in self.segments[i:]:
+                if segment.size and segment.next_offset > offset:  # skips segments emptied by compaction
+                    data = segment.read(offset, max_bytes, min_one_batch)
+                    if upto is not None and segment.next_offset > upto and data:
+                        data = cut_before_offset(data, upto)
+                    break
         if not view and type(data) is memoryview:
             data = data.tobytes()
-        return ReadResult(data, self.high_watermark, self.log_start_offset, self.last_stable_offset)
+        return ReadResult(data, self.high_watermark, self.log_start_offset, self.high_watermark)
 
     def offset_for_timestamp(self, timestamp: int, from_offset: int = 0, budget: InlineBudget | None = None
                              ) -> tuple[int, int] | BatchToWalk | None:
@@ -483,6 +468,17 @@ class PartitionLog:
             return -1, -1
         return best.record_with_max_timestamp(budget) or (-1, -1)
 
+    # --- leader epochs --------------------------------------------------------------------------------
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int | None = None) -> None:
+        """A leadership term starts (at the log end unless told): persisted at once, as Kafka flushes
+        its epoch cache, so that OffsetForLeaderEpoch answers the same after a restart."""
+        if self.epochs.assign(epoch, self.log_end_offset if start_offset is None else start_offset):
+            self.persist_checkpoint()
+
+    def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch, self.log_start_offset, self.log_end_offset)
+
     # --- truncation and deletion ----------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
@@ -498,6 +494,7 @@ class PartitionLog:
             removed = self.active.truncate_to(offset)
             log.info("log_truncated", topic=self.topic, partition=self.partition, offset=offset, bytes=removed)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
         self.flusher.durable_offset = min(self.flusher.durable_offset, self.log_end_offset)
         self._recovery_point = min(self._recovery_point, self.active.base_offset)
         self.persist_checkpoint()
@@ -579,9 +576,12 @@ class PartitionLog:
         self.flusher.abandon()
         for segment in self.segments:
             segment._close_files(write_indexes=False)
+        self.remove_directory(self.directory)
+
+    @staticmethod
+    def remove_directory(directory: Path) -> None:
         # Rename first so a crash mid-delete leaves a "-delete" directory the manager sweeps at start-up,
         # never a half-deleted partition that looks live.
-        directory = self.directory
         doomed = directory.with_name(bounded_name(directory.name, f".{uuid.uuid4().hex}-delete"))
         os.replace(directory, doomed)
         import shutil  # here only: shutil imports bz2 and lzma, ~2 ms of every start

@@ -1,17 +1,13 @@
-"""DescribeGroups, ListGroups, DeleteGroups."""
+"""DescribeGroups (ListGroups and DeleteGroups are the group shard's, for every type)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from ....protocol.errors import ErrorCode
 
 from .. import commands as c
 from .group import ClassicGroup, GroupState
-from ...runtime.outcome import GroupRemoved, Reply
 from .rebalance import Ctx
-from ....protocol.records.classic_records import GroupMetadataTombstone, OffsetCommitTombstone, Record
-from ..results import DeletedGroup, DescribedGroup, DescribedMember, ListedGroup
+from ..results import DescribedGroup, DescribedMember
 
 E = ErrorCode
 S = GroupState
@@ -49,36 +45,3 @@ def describe_group(group: ClassicGroup | None, cmd: c.DescribeGroup) -> Describe
 
 def handle_describe_group(ctx: Ctx, group: ClassicGroup | None, cmd: c.DescribeGroup) -> None:
     ctx.out.reply(cmd.reply_to, describe_group(group, cmd))
-
-
-def list_groups(groups: Iterable[ClassicGroup], states_filter: Iterable[str],
-                types_filter: Iterable[str]) -> list[ListedGroup]:
-    """States and types filters are case-insensitive; every group here is of type "classic"."""
-    states = {s.lower() for s in states_filter}
-    types = {t.lower() for t in types_filter}
-    if types and "classic" not in types:
-        return []
-    listed: list[ListedGroup] = []
-    for group in groups:
-        if group.is_state(S.DEAD):
-            continue
-        if states and str(group.state).lower() not in states:
-            continue
-        listed.append(ListedGroup(group.group_id, group.protocol_type or "", str(group.state)))
-    return listed
-
-
-def handle_delete_group(ctx: Ctx, group: ClassicGroup | None, cmd: c.DeleteGroup) -> None:
-    if group is None or group.is_state(S.DEAD):
-        ctx.out.reply(cmd.reply_to, DeletedGroup(cmd.group_id, E.GROUP_ID_NOT_FOUND))
-        return
-    if not group.is_state(S.EMPTY):
-        ctx.out.reply(cmd.reply_to, DeletedGroup(cmd.group_id, E.NON_EMPTY_GROUP))
-        return
-    records: list[Record] = [
-        OffsetCommitTombstone(group.group_id, topic, partition) for topic, partition in group.offsets
-    ]
-    records.append(GroupMetadataTombstone(group.group_id))
-    # The group stays as it is until the tombstones are durable, so a failed write changes nothing.
-    replies = [Reply(cmd.reply_to, DeletedGroup(cmd.group_id, E.NONE))] if cmd.reply_to is not None else []
-    ctx.out.write(records, replies, then=GroupRemoved(group.group_id))

@@ -1,36 +1,38 @@
-"""The classic group coordinator for one `__consumer_offsets` partition, as a state machine.
+"""The classic group type (Kafka's GroupMetadataManager, classic half): its commands, its records,
+its follow-ups, for one `__consumer_offsets` partition. The group shard (groups/shard.py) hands it
+every command of the classic protocol and its timers, the GroupMetadata records, and the
+follow-ups it made; offsets, DeleteGroups, ListGroups and retention are the shard's, for every
+type (groups/offset_store.py).
 
-    machine.handle(command, now_ms) -> Outcome        decide (requests and timer expiries)
-    machine.replay(record)                            apply a durable record to memory
-    machine.on_write_done(follow_up, error, now_ms)   finish what waited on a write
-    machine.begin_load(); replay...; finish_load()    rebuild from the log
+    classic.handle(command, group, now_ms) -> Outcome        decide (requests and timer expiries)
+    classic.replay(record)                                   apply a durable GroupMetadata record
+    classic.on_write_done(follow_up, error, now_ms)          finish what waited on a write
+    classic.begin_load(); replay...; finish_load()           rebuild from the log
 
-What is persisted: committed offsets and each group's GroupMetadata at generation boundaries.
-Offsets change *only* through `replay`. Membership and parked JoinGroup/SyncGroup answers live in
-memory, as in Kafka: handlers change them directly, and a GroupMetadata record written at run
-time is a snapshot of what memory already holds, so replaying it then is a no-op (Kafka appends
-classic-group records with `replayRecords=false` for the same reason). While loading, the same
-records rebuild the groups.
+What is persisted: each group's GroupMetadata at generation boundaries (and, by the shard, its
+offsets). Membership and parked JoinGroup/SyncGroup answers live in memory, as in Kafka: handlers
+change them directly, and a GroupMetadata record written at run time is a snapshot of what memory
+already holds, so replaying it then is a no-op (Kafka appends classic-group records with
+`replayRecords=false` for the same reason). While loading, the same records rebuild the groups.
 """
 
 from __future__ import annotations
 
 import uuid
-from sys import intern
-from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from ....protocol.errors import ErrorCode
-
+from ....protocol.records.classic_records import GroupMetadataRecord, GroupMetadataTombstone
+from ...runtime.outcome import Outcome
 from .. import commands as c
-from ..consumer.consumer_commands import ConsumerExpiry, ConsumerRequest
-from .admin import handle_delete_group, handle_describe_group, list_groups
-from ...config import GroupConfig, default_max_batch_bytes
-from ..consumer.consumer_group import TopicImage, no_topics
-from ..consumer.consumer_on_demand import ConsumerGroupsOnDemand
-from ..consumer.downgrade import DowngradedToClassic, JoinAfterConsumerGroupDeleted
-from .controls import Control, CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance, handle_control
-from .group import ClassicGroup, GroupState, OffsetAndMetadata
-from ..group_types import GroupType
+from ..context import Ctx
+from ..group_types import TypeContext
+from ..history import in_progress
+from ..results import HeartbeatResult, JoinGroupResult, LeaveGroupResult, SyncGroupResult
+from .admin import handle_describe_group
+from .controls import CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance, handle_control
+from .follow_ups import CLASSIC_FOLLOW_UPS, AssignmentWritten, EmptyGroupWritten, StaticMemberReplaced
+from .group import CLASSIC_GROUP_TYPE, ClassicGroup, GroupState
 from .join import handle_join_group, on_static_member_replaced
 from .member import Member
 from .membership import (
@@ -43,32 +45,8 @@ from .membership import (
     on_pending_member_expired,
     on_sync_expired,
 )
-from .offsets import (
-    handle_offset_commit,
-    handle_offset_delete,
-    handle_offset_expiry_check,
-    handle_offset_fetch,
-    on_group_removed,
-)
-from ...runtime.outcome import (
-    AssignmentWritten,
-    EmptyGroupWritten,
-    FollowUp,
-    GroupRemoved,
-    Outcome,
-    StaticMemberReplaced,
-    WriteFailed,
-)
-from .rebalance import Ctx, schedule_heartbeat
+from .rebalance import schedule_heartbeat
 from .transitions import mark_dead, prepare_rebalance
-from ....protocol.records.classic_records import (
-    GroupMetadataRecord,
-    GroupMetadataTombstone,
-    OffsetCommitRecord,
-    OffsetCommitTombstone,
-    Record,
-)
-from ..results import JoinGroupResult, ListedGroup, SyncGroupResult
 
 E = ErrorCode
 S = GroupState
@@ -79,51 +57,40 @@ def random_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-class GroupStateMachine:
-    def __init__(
-        self,
-        partition: int,
-        config: GroupConfig | None = None,
-        *,
-        new_member_id: Callable[[str], str] = random_member_id,
-        topics: Callable[[], Mapping[str, TopicImage]] = no_topics,
-        max_batch_bytes: Callable[[], int] = default_max_batch_bytes,
-    ) -> None:
-        self.partition = partition
-        self.config = config or GroupConfig()
-        self.max_batch_bytes = max_batch_bytes  # the partition's largest batch (see offsets.cannot_fit)
-        self.groups: dict[str, ClassicGroup] = {}
+class ClassicGroups:
+    name = CLASSIC_GROUP_TYPE
+    commands: tuple[type, ...] = (
+        c.Heartbeat, c.JoinGroup, c.SyncGroup, c.LeaveGroup, c.DescribeGroup,
+        c.HeartbeatExpired, c.PendingMemberExpired, c.JoinExpired, c.InitialJoinExpired, c.SyncExpired,
+    )
+    also_handles: tuple[type, ...] = ()
+    records: tuple[type, ...] = (GroupMetadataRecord, GroupMetadataTombstone)
+    follow_ups: tuple[type, ...] = CLASSIC_FOLLOW_UPS
+
+    def __init__(self, ctx: TypeContext) -> None:
+        self.partition = ctx.partition
+        self.config = ctx.config
+        self.store = ctx.groups
+        self.groups = ctx.groups.of_type(ClassicGroup)  # this type's groups (a view of the one map)
+        self._new_member_id = ctx.new_member_id
         self.loading = False
         # While loading: the groups whose metadata record is live so far. Kafka's load keeps such a
         # group (its generation, its protocol) whatever happens to its offsets; only a group known from
         # offsets alone ends with its last offset.
         self._with_metadata: set[str] = set()
-        self._new_member_id = new_member_id
-        # Consumer groups (KIP-848) of this partition; they take every command about them (their
-        # machine is imported with the first command or record of the consumer protocol).
-        self.consumer = ConsumerGroupsOnDemand(partition, self.config, self.groups, topics, max_batch_bytes)
-        # The other group types of this partition (group_types.py), asked in this order.
-        self.group_types: tuple[GroupType, ...] = (self.consumer,)
 
-    def group(self, group_id: str) -> ClassicGroup | None:
-        return self.groups.get(group_id)
-
-    def group_ids(self) -> list[str]:
-        """Every group of the partition, whatever its type."""
-        return [*self.groups, *(g for t in self.group_types for g in t.groups)]
+    def simple_group(self, group_id: str, now_ms: int = 0) -> ClassicGroup:
+        """Kafka's simple consumer group: an empty classic group without a protocol, holding offsets."""
+        return ClassicGroup(group_id, now_ms)
 
     # -- commands ------------------------------------------------------------------------------
 
-    def handle(self, cmd: c.Command | Control | ConsumerRequest | ConsumerExpiry, now_ms: int) -> Outcome:
-        for group_type in self.group_types:  # a test control too: a consumer group has its own
-            if group_type.owns(cmd):
-                return group_type.handle(cmd, now_ms)
+    def handle(self, cmd: Any, group: Any, now_ms: int) -> Outcome:
         ctx = Ctx(self.config, now_ms, Outcome())
-        group = self.groups.get(cmd.group_id)
-        match cmd:  # the commonest first: every consumer commits and heartbeats
-            case c.OffsetCommit():
-                handle_offset_commit(ctx, cmd, self.groups.get, lambda gid: self._create(gid, now_ms),
-                                     self.max_batch_bytes)
+        if group is not None and group.__class__ is not ClassicGroup:
+            _refuse_other_type(ctx, cmd)
+            return ctx.out
+        match cmd:  # the commonest first: every classic member heartbeats
             case c.Heartbeat():
                 handle_heartbeat(ctx, group, cmd)
             case c.JoinGroup():
@@ -133,14 +100,8 @@ class GroupStateMachine:
                 handle_sync_group(ctx, group, cmd)
             case c.LeaveGroup():
                 handle_leave_group(ctx, group, cmd)
-            case c.OffsetFetch():
-                handle_offset_fetch(ctx, group, cmd)
-            case c.OffsetDelete():
-                handle_offset_delete(ctx, group, cmd)
             case c.DescribeGroup():
                 handle_describe_group(ctx, group, cmd)
-            case c.DeleteGroup():
-                handle_delete_group(ctx, group, cmd)
             case c.HeartbeatExpired():
                 on_heartbeat_expired(ctx, group, cmd)
             case c.PendingMemberExpired():
@@ -149,15 +110,18 @@ class GroupStateMachine:
                 on_join_expired(ctx, group, cmd)
             case c.SyncExpired():
                 on_sync_expired(ctx, group, cmd)
-            case c.OffsetExpiryCheck():
-                handle_offset_expiry_check(ctx, group, cmd, self._drop)
             case ForceRebalance() | ExpireMember() | ExpireSessions() | CoordinatorMove():
                 handle_control(ctx, group, cmd)
             case _:
                 raise TypeError(f"unknown command {type(cmd).__name__}")
         return ctx.out
 
-    def on_write_done(self, follow_up: FollowUp, error: ErrorCode | None, now_ms: int) -> Outcome:
+    def offset_committed(self, ctx: Ctx, group: ClassicGroup, cmd: c.OffsetCommit) -> None:
+        if group.state in (S.STABLE, S.PREPARING_REBALANCE) and not cmd.transactional:
+            # Committing keeps a classic member alive, like a heartbeat.
+            schedule_heartbeat(ctx, group, group.get(cmd.member_id))
+
+    def on_write_done(self, follow_up: Any, error: ErrorCode | None, now_ms: int) -> Outcome:
         """Continue after the append that carried `follow_up`: `error` is None when it is durable,
         else the error already translated for clients."""
         ctx = Ctx(self.config, now_ms, Outcome())
@@ -167,71 +131,45 @@ class GroupStateMachine:
                 on_assignment_written(ctx, group, follow_up, error)
             case StaticMemberReplaced():
                 on_static_member_replaced(ctx, group, follow_up, error)
-            case GroupRemoved():
-                on_group_removed(ctx, group, follow_up, error, self._drop)
-            case JoinAfterConsumerGroupDeleted():
-                if error is None:
-                    handle_join_group(ctx, follow_up.join, self.groups.get,
-                                      lambda gid: self._create(gid, now_ms), self._new_member_id)
-                else:
-                    ctx.out.reply(follow_up.join.reply_to, JoinGroupResult(error, follow_up.join.member_id))
-            case DowngradedToClassic():
-                # The consumer group became this classic group (online downgrade): its members
-                # heartbeat again and rejoin.
-                if error is None and group is not None:
-                    for member in group.members.values():
-                        schedule_heartbeat(ctx, group, member)
-                    if follow_up.rebalance:
-                        prepare_rebalance(ctx, group, f"downgrade from consumer group: {follow_up.reason}", None)
             case EmptyGroupWritten():
                 # Safe to ignore: with no members, the previous generation coming back after a
                 # restart would just time out.
                 pass
-        if error is not None:
-            ctx.out.events.append(WriteFailed(follow_up.group_id, type(follow_up).__name__, error))
         return ctx.out
-
-    def list_groups(self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()) -> list[ListedGroup]:
-        return (list_groups(self.groups.values(), states_filter, types_filter)
-                + [g for t in self.group_types for g in t.list_groups(states_filter, types_filter)])
 
     def _create(self, group_id: str, now_ms: int) -> ClassicGroup:
         group = ClassicGroup(group_id, now_ms)
-        self.groups[group_id] = group
+        self.store.put(group)
         return group
 
-    def _drop(self, group: ClassicGroup) -> None:
+    def drop(self, group: ClassicGroup) -> None:
+        """The group is deleted: Dead, and out of the store (its offsets, if any remain, stay)."""
         if not group.is_state(S.DEAD):
             mark_dead(group, group.current_state_timestamp or 0)
-        if self.groups.get(group.group_id) is group:
-            del self.groups[group.group_id]
+        if self.store.get(group.group_id) is group:
+            self.store.remove(group.group_id)
+
+    def status(self, group: ClassicGroup, wall_ms: int) -> dict[str, Any]:
+        return {
+            "group_id": group.group_id,
+            "group_type": CLASSIC_GROUP_TYPE,
+            "state": str(group.state),
+            "generation": group.generation_id,
+            "protocol_type": group.protocol_type or "",
+            "protocol": group.protocol_name or "",
+            "leader": group.leader_id,
+            "members": [
+                {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                 "client_host": m.client_host}
+                for m in group.members.values()
+            ],
+            "rebalance_in_progress": in_progress(group, wall_ms),
+        }
 
     # -- records -------------------------------------------------------------------------------
 
-    def replay(self, record: Record) -> None:
-        for group_type in self.group_types:
-            if group_type.replays(record):
-                group_type.replay(record)
-                return
+    def replay(self, record: Any) -> None:
         match record:
-            case OffsetCommitRecord():
-                group = self.groups.get(record.group)
-                if group is None:
-                    # Offsets without group metadata: a simple (offsets-only) group.
-                    group = self._create(record.group, record.commit_timestamp)
-                # Interned: every group committing on a topic would otherwise keep its own copy of
-                # the name, as decoded from its request or its record.
-                group.offsets[(intern(record.topic), record.partition)] = OffsetAndMetadata(
-                    record.offset, record.leader_epoch, record.metadata, record.commit_timestamp,
-                    record.expire_timestamp,
-                )
-            case OffsetCommitTombstone():
-                group = self.groups.get(record.group)
-                if group is not None:
-                    group.offsets.pop((record.topic, record.partition), None)
-                    if (self.loading and not group.offsets and not group.members
-                            and record.group not in self._with_metadata):
-                        del self.groups[record.group]
             case GroupMetadataRecord():
                 if self.loading:
                     self._with_metadata.add(record.group)
@@ -245,25 +183,18 @@ class GroupStateMachine:
                     return
                 if self.loading:
                     self._with_metadata.discard(record.group)
-                    if group.offsets:
-                        # Offsets outlive the metadata: keep them in a simple group.
-                        self.groups[record.group] = self._simple_group_with(group)
-                    else:
-                        del self.groups[record.group]
+                    self.store.remove(record.group)  # offsets outlive the metadata: kept in a simple group
                 elif group.state in (S.EMPTY, S.DEAD):
-                    self._drop(group)
-                    if group.offsets:
-                        # An empty group giving way to a consumer group of the same id: the
-                        # offsets stay (deletion and expiry tombstone them first).
-                        self.groups[record.group] = self._simple_group_with(group)
+                    # An empty group giving way to a consumer group of the same id, or deleted: its
+                    # offsets stay (deletion and expiry tombstone them first).
+                    self.drop(group)
 
-    def _simple_group_with(self, old: ClassicGroup) -> ClassicGroup:
-        group = ClassicGroup(old.group_id, old.current_state_timestamp or 0)
-        group.offsets = old.offsets
-        return group
+    def offsets_gone_while_loading(self, group: Any) -> None:
+        if (group.__class__ is ClassicGroup and not group.members
+                and group.group_id not in self._with_metadata):
+            self.store.remove(group.group_id)  # a group known from offsets alone ends with its last one
 
     def _load_group_metadata(self, record: GroupMetadataRecord) -> None:
-        previous = self.groups.get(record.group)
         state = S.STABLE if record.members else S.EMPTY
         timestamp = None if record.current_state_timestamp < 0 else record.current_state_timestamp
         group = ClassicGroup(record.group, 0, state)
@@ -286,26 +217,15 @@ class GroupStateMachine:
         if record.leader is not None and group.has(record.leader):
             group.leader_id = record.leader
         group.protocol_type = record.protocol_type or None
-        if previous is not None:
-            group.offsets = previous.offsets
         group.subscribed_topics = group.compute_subscribed_topics()
         group.generation_members = tuple(group.members)
-        self.groups[record.group] = group
+        self.store.put(group)
 
     # -- loading and unloading -----------------------------------------------------------------
 
-    def load_partition(self, records: Iterable[Record], now_ms: int) -> Outcome:
-        """Replay a whole partition (tombstones respected) and resume its groups."""
-        self.begin_load()
-        for record in records:
-            self.replay(record)
-        return self.finish_load(now_ms)
-
     def begin_load(self) -> None:
         self.loading = True
-        self.groups.clear()
-        for group_type in self.group_types:
-            group_type.begin_load()
+        self._with_metadata.clear()
 
     def finish_load(self, now_ms: int) -> Outcome:
         """Every loaded group is Stable or Empty; members get fresh heartbeat deadlines
@@ -318,13 +238,11 @@ class GroupStateMachine:
                 schedule_heartbeat(ctx, group, member)
             if group.size > self.config.group_max_size:
                 prepare_rebalance(ctx, group, f"loaded group is over capacity ({self.config.group_max_size})", None)
-        for group_type in self.group_types:
-            ctx.out.merge(group_type.finish_load(now_ms))
         return ctx.out
 
     def unload(self, now_ms: int) -> Outcome:
         """This broker no longer owns the partition: answer whoever waits with NOT_COORDINATOR,
-        stop every timer, forget the groups."""
+        stop every timer (the shard then forgets the groups)."""
         ctx = Ctx(self.config, now_ms, Outcome())
         for group in self.groups.values():
             for member in group.members.values():
@@ -336,7 +254,21 @@ class GroupStateMachine:
             ctx.out.cancel(c.join_key(group.group_id))
             ctx.out.cancel(c.sync_key(group.group_id))
             mark_dead(group, now_ms)
-        self.groups.clear()
-        for group_type in self.group_types:
-            ctx.out.merge(group_type.unload(now_ms))
         return ctx.out
+
+
+def _refuse_other_type(ctx: Ctx, cmd: Any) -> None:
+    """A classic protocol command for a group of another type that does not take it: refused as
+    Kafka refuses it (classicGroupJoin, classicGroupSync, classicGroupHeartbeat, classicGroupLeave,
+    describeGroups); a classic timer of a group that changed type is stale."""
+    match cmd:
+        case c.JoinGroup():
+            ctx.out.reply(cmd.reply_to, JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, c.UNKNOWN_MEMBER_ID))
+        case c.SyncGroup():
+            ctx.out.reply(cmd.reply_to, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
+        case c.Heartbeat():
+            ctx.out.reply(cmd.reply_to, HeartbeatResult(E.UNKNOWN_MEMBER_ID))
+        case c.LeaveGroup():
+            ctx.out.reply(cmd.reply_to, LeaveGroupResult(E.UNKNOWN_MEMBER_ID))
+        case c.DescribeGroup():
+            handle_describe_group(ctx, None, cmd)  # "not a classic group": Dead, as an unknown one

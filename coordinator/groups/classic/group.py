@@ -1,4 +1,6 @@
-"""Classic group state (Kafka's GroupMetadata / ClassicGroup): states, members, votes, offsets.
+"""Classic group state (Kafka's GroupMetadata / ClassicGroup): states, members, votes, and the
+answers every group type gives the group shard (group_types.Group: who may commit, fetch and delete
+offsets, when offsets expire, how the group is listed and deleted).
 
 Nothing here does I/O or reads a clock; times come in as arguments.
 """
@@ -7,11 +9,16 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import cast
+from typing import ClassVar, cast
 
-from ....protocol.fast_init import fast_init
+from ....protocol.errors import ErrorCode
+from ....protocol.records.classic_records import GroupMetadataTombstone
+from .. import commands as c
+from ..offset_store import OffsetAndMetadata
+from ..results import ListedGroup
 from .member import Handle, Member, Protocols
 from .subscription import SubscriptionDecodeError, decode_subscription_topics
 
@@ -44,16 +51,6 @@ class IllegalStateTransition(RuntimeError):
     pass
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int | None = None
-
-
 TopicPartition = tuple[str, int]
 # Every group's members until its first member joins (read-only: a write to it fails loudly).
 _NO_MEMBERS: dict[str, Member] = cast("dict[str, Member]", MappingProxyType({}))
@@ -69,12 +66,17 @@ class RebalanceInProgress:
     client_reason: str | None
 
 
+E = ErrorCode
+CLASSIC_GROUP_TYPE = "classic"
+
+
 class ClassicGroup:
+    group_type: ClassVar[str] = CLASSIC_GROUP_TYPE
     __slots__ = (
         "group_id", "state", "previous_state", "current_state_timestamp", "generation_id",
         "protocol_type", "protocol_name", "leader_id", "members", "_pending_members",
         "_pending_sync_members", "_static_members", "_supported_protocols",
-        "num_members_awaiting_join", "new_member_added", "offsets", "subscribed_topics",
+        "num_members_awaiting_join", "new_member_added", "subscribed_topics",
         "rebalance", "generation_members",
     )
 
@@ -108,7 +110,6 @@ class ClassicGroup:
         self.num_members_awaiting_join = 0
         # Set when a member joins a brand-new group during its initial delay, which extends it.
         self.new_member_added = False
-        self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         # For "consumer" groups: topics the members subscribe to; None when unknown.
         self.subscribed_topics: frozenset[str] | None = None
         self.rebalance: RebalanceInProgress | None = None
@@ -373,13 +374,112 @@ class ClassicGroup:
             return topic in self.subscribed_topics
         return self.uses_consumer_protocol()
 
-    # -- offsets -----------------------------------------------------------------------------
+    def validate_member(self, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        """A static member's instance id must map to this member id; the member must exist."""
+        if instance_id is not None:
+            current = self.static_member_id(instance_id)
+            if current is None:
+                return E.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return E.FENCED_INSTANCE_ID
+        if not self.has(member_id):
+            return E.UNKNOWN_MEMBER_ID
+        return None
 
-    def has_offsets(self) -> bool:
-        return bool(self.offsets)
+    # -- what every group answers (group_types.Group) ----------------------------------------
+
+    def validate_offset_commit(self, cmd: c.OffsetCommit) -> ErrorCode | None:
+        if cmd.validate_only:
+            return self._validate_txn_offset_commit(cmd)
+        if self.is_state(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if cmd.transactional:
+            return None
+        if cmd.generation_id < 0 and self.is_state(S.EMPTY):
+            return None  # simple commit into an empty group
+        if cmd.generation_id >= 0 or cmd.member_id != c.UNKNOWN_MEMBER_ID or cmd.group_instance_id is not None:
+            error = self.validate_member(cmd.member_id, cmd.group_instance_id)
+            if error is not None:
+                return error
+            if cmd.generation_id != self.generation_id:
+                return E.ILLEGAL_GENERATION
+        elif not self.is_state(S.EMPTY):
+            # Without member id and generation only an empty group takes commits.
+            return E.UNKNOWN_MEMBER_ID
+        if self.is_state(S.COMPLETING_REBALANCE):
+            # The member has its new generation but not its assignment yet; let it retry after sync.
+            return E.REBALANCE_IN_PROGRESS
+        return None
+
+    def _validate_txn_offset_commit(self, cmd: c.OffsetCommit) -> ErrorCode | None:
+        """Kafka's validateOffsetCommit with isTransactional: without member id and generation anyone
+        may commit (a producer that is not a member); with them, they must be the group's current ones."""
+        if self.is_state(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if cmd.generation_id < 0 and self.is_state(S.EMPTY):
+            return None
+        if cmd.generation_id >= 0 or cmd.member_id != c.UNKNOWN_MEMBER_ID or cmd.group_instance_id is not None:
+            error = self.validate_member(cmd.member_id, cmd.group_instance_id)
+            if error is not None:
+                return error
+            if cmd.generation_id != self.generation_id:
+                return E.ILLEGAL_GENERATION
+        return None
+
+    def validate_offset_fetch(self, cmd: c.OffsetFetch) -> ErrorCode | None:
+        return None  # anyone may read a classic group's offsets
+
+    def validate_offset_delete(self) -> ErrorCode | None:
+        if self.is_state(S.DEAD):
+            return E.GROUP_ID_NOT_FOUND
+        if not self.is_state(S.EMPTY) and not self.uses_consumer_protocol():
+            # Only the "consumer" protocol tells us which topics are in use.
+            return E.NON_EMPTY_GROUP
+        return None
+
+    def validate_delete_group(self) -> ErrorCode | None:
+        if self.is_state(S.DEAD):
+            return E.GROUP_ID_NOT_FOUND
+        if not self.is_state(S.EMPTY):
+            return E.NON_EMPTY_GROUP
+        return None
+
+    def offset_expiration(self) -> Callable[[OffsetAndMetadata], int] | None:
+        """removeExpiredOffsets / getExpiredOffsets:
+        - a group with a protocol type that is Empty: from when it became Empty (or from the commit
+          if that time is unknown);
+        - a Stable "consumer" group whose subscriptions are known: commit time (for the topics nobody
+          subscribes to: the store skips the others);
+        - a simple group (no protocol type): commit time;
+        - any other group keeps its offsets."""
+        if self.protocol_type is None:
+            return _commit_time
+        if self.is_state(S.EMPTY):
+            state_ts = self.current_state_timestamp
+            return _commit_time if state_ts is None else (lambda o: state_ts)
+        if self.uses_consumer_protocol() and self.subscribed_topics is not None and self.is_state(S.STABLE):
+            return _commit_time
+        return None
+
+    def is_empty(self) -> bool:
+        # Not while a member holds an id from MEMBER_ID_REQUIRED: it is about to join.
+        return self.is_state(S.EMPTY) and not self.pending_members
+
+    def tombstones(self) -> list[GroupMetadataTombstone]:
+        # A group that never had a generation never wrote a GroupMetadata record: nothing to tombstone.
+        return [GroupMetadataTombstone(self.group_id)] if self.generation_id > 0 else []
+
+    def listed(self) -> ListedGroup | None:
+        if self.is_state(S.DEAD):
+            return None
+        return ListedGroup(self.group_id, self.protocol_type or "", str(self.state))
 
     def __repr__(self) -> str:
         return (
             f"ClassicGroup({self.group_id!r}, {self.state}, generation={self.generation_id}, "
             f"members={list(self.members)})"
         )
+
+
+def _commit_time(o: OffsetAndMetadata) -> int:
+    return o.commit_timestamp

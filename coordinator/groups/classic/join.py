@@ -9,7 +9,7 @@ from ....protocol.errors import ErrorCode
 from .. import commands as c
 from .group import ClassicGroup, GroupState
 from .member import Member
-from ...runtime.outcome import StaticMemberReplaced
+from .follow_ups import StaticMemberReplaced
 from .rebalance import Ctx, cancel_heartbeat, group_metadata_record, join_result, schedule_heartbeat
 from .transitions import maybe_complete_join_phase, maybe_prepare_rebalance_or_complete_join, prepare_rebalance
 from ..results import JoinGroupResult, SyncGroupResult
@@ -101,19 +101,6 @@ def do_unknown_join_group(ctx: Ctx, group: ClassicGroup, cmd: c.JoinGroup, new_m
         add_member_and_rebalance(ctx, group, cmd, member_id)
 
 
-def validate_current_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> ErrorCode | None:
-    """A static member's instance id must map to this member id; the member must exist."""
-    if instance_id is not None:
-        current = group.static_member_id(instance_id)
-        if current is None:
-            return E.UNKNOWN_MEMBER_ID
-        if current != member_id:
-            return E.FENCED_INSTANCE_ID
-    if not group.has(member_id):
-        return E.UNKNOWN_MEMBER_ID
-    return None
-
-
 def do_join_group(ctx: Ctx, group: ClassicGroup, cmd: c.JoinGroup) -> None:
     member_id = cmd.member_id
     if group.is_state(S.DEAD):
@@ -131,7 +118,7 @@ def do_join_group(ctx: Ctx, group: ClassicGroup, cmd: c.JoinGroup) -> None:
         add_member_and_rebalance(ctx, group, cmd, member_id)
         return
 
-    error = validate_current_member(group, member_id, cmd.group_instance_id)
+    error = group.validate_member(member_id, cmd.group_instance_id)
     if error is not None:
         ctx.out.reply(cmd.reply_to, _error(cmd, error))
         return

@@ -7,8 +7,7 @@ from ....protocol.errors import ErrorCode
 
 from .. import commands as c
 from .group import ClassicGroup, GroupState
-from .join import validate_current_member
-from ...runtime.outcome import AssignmentWritten
+from .follow_ups import AssignmentWritten
 from .rebalance import (
     Ctx,
     group_metadata_record,
@@ -76,7 +75,7 @@ def handle_sync_group(ctx: Ctx, group: ClassicGroup | None, cmd: c.SyncGroup) ->
 def _validate_sync(group: ClassicGroup, cmd: c.SyncGroup) -> ErrorCode | None:
     if group.is_state(S.DEAD):
         return E.COORDINATOR_NOT_AVAILABLE
-    error = validate_current_member(group, cmd.member_id, cmd.group_instance_id)
+    error = group.validate_member(cmd.member_id, cmd.group_instance_id)
     if error is not None:
         return error
     if cmd.generation_id != group.generation_id:
@@ -116,7 +115,7 @@ def _heartbeat(ctx: Ctx, group: ClassicGroup | None, cmd: c.Heartbeat) -> ErrorC
         return E.UNKNOWN_MEMBER_ID
     if group.is_state(S.DEAD):
         return E.COORDINATOR_NOT_AVAILABLE
-    error = validate_current_member(group, cmd.member_id, cmd.group_instance_id)
+    error = group.validate_member(cmd.member_id, cmd.group_instance_id)
     if error is not None:
         return error
     if cmd.generation_id != group.generation_id:
@@ -163,7 +162,7 @@ def _leave_one(ctx: Ctx, group: ClassicGroup, leaving: c.LeavingMember) -> Error
     if group.is_pending_member(leaving.member_id):
         remove_pending_member_and_update_group(ctx, group, leaving.member_id)
         return E.NONE
-    error = validate_current_member(group, leaving.member_id, leaving.group_instance_id)
+    error = group.validate_member(leaving.member_id, leaving.group_instance_id)
     if error is not None:
         return error
     _remove_leaving_member(ctx, group, leaving.member_id, leaving.reason)

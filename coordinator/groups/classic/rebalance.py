@@ -1,5 +1,5 @@
 """What the classic group's handlers share besides its state changes (those live in
-transitions.py): the handler context, liveness timers, the GroupMetadata record, JoinGroup answers,
+transitions.py): liveness timers, the GroupMetadata record, JoinGroup answers,
 assignment propagation to parked SyncGroups.
 
 Every function mutates the in-memory group and appends its decisions to `ctx.out`.
@@ -8,29 +8,19 @@ Every function mutates the in-memory group and appends its decisions to `ctx.out
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from ....protocol.errors import ErrorCode
 
 from .. import commands as c
-from ...config import GroupConfig
 from .group import ClassicGroup, GroupState
 from .member import Member
-from ...runtime.outcome import Outcome, ScheduleTimer
+from ...runtime.outcome import ScheduleTimer
+from ..context import Ctx
 from ....protocol.records.classic_records import GroupMetadataMember, GroupMetadataRecord
 from ..results import JoinGroupMember, JoinGroupResult, SyncGroupResult
 
 E = ErrorCode
 S = GroupState
-
-
-@dataclass(slots=True)
-class Ctx:
-    """What a handler needs besides the group: settings, the time, where decisions go."""
-
-    config: GroupConfig
-    now_ms: int
-    out: Outcome
 
 
 # -- timers ---------------------------------------------------------------------------------------

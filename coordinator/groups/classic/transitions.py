@@ -33,7 +33,8 @@ from ....protocol.errors import ErrorCode
 from .. import commands as c
 from .group import ClassicGroup, GroupState, RebalanceInProgress
 from .member import Member
-from ...runtime.outcome import EmptyGroupWritten, RebalanceCompleted
+from ..events import RebalanceCompleted
+from .follow_ups import EmptyGroupWritten
 from .rebalance import (
     Ctx,
     cancel_heartbeat,

@@ -88,6 +88,20 @@ def rebalance_key(group_id: str, member_id: str) -> str:
     return f"consumer-rebalance-{group_id}-{member_id}"
 
 
+@dataclass(frozen=True, slots=True)
+class ExpireSessionsNext:
+    """A follow-up: the ExpireSessions test control goes on once the previous fence is durable, with
+    the members still to fence (consumer_controls.py)."""
+
+    group_id: str
+    remaining: tuple[str, ...]
+    expired: int
+    reply_to: object
+    # The fence made the group a classic group (its last member of the new protocol went): the
+    # downgrade's own follow-up, and the rest are the classic group's members to expire.
+    downgraded: object = None
+
+
 # -- results --------------------------------------------------------------------------------------
 
 

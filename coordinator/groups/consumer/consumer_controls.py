@@ -2,8 +2,9 @@
 
 A member's session ends as its session timer would end it: the member is fenced in the control's
 own turn (a zero-delay timer instead could be re-armed by a heartbeat handled first, and the member
-would survive). Each fence starts from the group the one before left, so ending every session is one
-ExpireMember per member, sent in turn by the service (CoordinatorService.expire_sessions).
+would survive). Each fence starts from the group the one before left, so ending every session fences
+one member, and once its records are durable the next (the follow-up ExpireSessionsNext), all in the
+group's turn; the answer follows the last fence.
 
 There is no group-wide rebalance in this protocol (each member reconciles at its own pace), so a
 forced rebalance is refused with a pointer to what moves partitions: expiring a member.
@@ -11,9 +12,12 @@ forced rebalance is refused with a pointer to what moves partitions: expiring a 
 
 from __future__ import annotations
 
+from typing import Any
+
 from ....protocol.errors import ErrorCode
 
 from . import consumer_commands as cc
+from .consumer_commands import ExpireSessionsNext
 from ...config import GroupConfig
 from .consumer_group import ConsumerGroup, MemberState
 from .consumer_heartbeat import CCtx, fence_member, finish
@@ -25,7 +29,40 @@ E = ErrorCode
 
 def handle_consumer_control(ctx: CCtx, group: ConsumerGroup, cmd: Control) -> None:
     """The answer follows the fence's records, once they are durable (`finish`)."""
+    if isinstance(cmd, ExpireSessions):
+        _expire_next(ctx, group, tuple(group.members), 0, cmd.reply_to)
+        return
     finish(ctx, cmd.reply_to, _apply(ctx, group, cmd))
+
+
+def on_expire_sessions_next(ctx: CCtx, group: ConsumerGroup | None, step: ExpireSessionsNext,
+                            error: ErrorCode | None) -> Outcome:
+    if error is not None:
+        ctx.out.reply(step.reply_to, ControlResult(error, f"{step.expired - 1} member(s) expired"))
+    elif group is None:
+        ctx.out.reply(step.reply_to, ControlResult(E.NONE, f"{step.expired} member(s) expired"))
+    else:
+        _expire_next(ctx, group, step.remaining, step.expired, step.reply_to)
+    return ctx.out
+
+
+def _expire_next(ctx: CCtx, group: ConsumerGroup, remaining: tuple[str, ...], expired: int, reply_to: Any) -> None:
+    """Fence the first of `remaining` still in the group (a member that left meanwhile is already
+    gone); its records carry the rest on (ExpireSessionsNext); with none left, answer."""
+    while remaining:
+        member_id, remaining = remaining[0], remaining[1:]
+        member = group.members.get(member_id)
+        if member is None:
+            continue
+        fence_member(ctx, group, member, f"session expired for member {member_id} (test control)")
+        if ctx.records:
+            ctx.out.write(list(ctx.records), then=ExpireSessionsNext(group.group_id, remaining, expired + 1, reply_to,
+                                                                      ctx.then))
+            ctx.records.clear()
+            ctx.then = None
+            return
+        expired += 1
+    ctx.out.reply(reply_to, ControlResult(E.NONE, f"{expired} member(s) expired"))
 
 
 def _apply(ctx: CCtx, group: ConsumerGroup, cmd: Control) -> ControlResult:
@@ -40,9 +77,8 @@ def _apply(ctx: CCtx, group: ConsumerGroup, cmd: Control) -> ControlResult:
                 return ControlResult(E.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no member {cmd.member_id}")
             fence_member(ctx, group, member, f"session expired for member {cmd.member_id} (test control)")
             return ControlResult(E.NONE, f"member {cmd.member_id} expired")
-        case ExpireSessions():  # the service sends one ExpireMember per member instead (see above)
-            return ControlResult(E.INVALID_REQUEST, f"group {group.group_id} is a consumer group: its sessions "
-                                                    "end one ExpireMember at a time")
+        case ExpireSessions():
+            raise AssertionError("handle_consumer_control answers ExpireSessions itself")
         case CoordinatorMove():
             if cmd.phase == "unload":
                 cancel_member_timers(ctx.out, group)

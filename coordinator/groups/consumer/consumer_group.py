@@ -13,12 +13,27 @@ import base64
 import dataclasses
 import enum
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from ..classic.group import OffsetAndMetadata, TopicPartition
-from ....protocol.records.consumer_records import Assignment, ClassicMemberMetadata
+from ....protocol.errors import ErrorCode
+from ....protocol.records.consumer_records import (
+    Assignment,
+    ClassicMemberMetadata,
+    ConsumerGroupCurrentMemberAssignmentTombstone,
+    ConsumerGroupMemberMetadataTombstone,
+    ConsumerGroupMetadataTombstone,
+    ConsumerGroupRegularExpressionTombstone,
+    ConsumerGroupTargetAssignmentMemberTombstone,
+    ConsumerGroupTargetAssignmentMetadataTombstone,
+)
+from .. import commands as c
+from ..offset_store import OffsetAndMetadata
+from ..results import ListedGroup
+
+E = ErrorCode
+CONSUMER_GROUP_TYPE = "consumer"
 
 EMPTY_ASSIGNMENT: Assignment = {}
 
@@ -136,9 +151,10 @@ def new_member_id() -> str:
 
 
 class ConsumerGroup:
+    group_type: ClassVar[str] = CONSUMER_GROUP_TYPE
     __slots__ = (
         "group_id", "group_epoch", "metadata_hash", "assignment_epoch", "members", "target_assignment",
-        "partition_epochs", "static_members", "resolved_regexes", "offsets", "deleted", "classic_join_timers",
+        "partition_epochs", "static_members", "resolved_regexes", "deleted", "classic_join_timers",
         "revision", "steady_memo", "name_counts", "regex_counts", "assignor_counts",
     )
 
@@ -155,7 +171,6 @@ class ConsumerGroup:
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
         self.static_members: dict[str, str] = {}  # instance id -> member id
         self.resolved_regexes: dict[str, frozenset[str]] = {}
-        self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self.deleted = False
         # Soft state: classic members whose join timeout is armed (Kafka's scheduleIfAbsent).
         self.classic_join_timers: set[str] = set()
@@ -193,7 +208,7 @@ class ConsumerGroup:
         return ConsumerGroupState.STABLE
 
     def is_empty(self) -> bool:
-        return not self.members
+        return self.state is ConsumerGroupState.EMPTY
 
     def static_member(self, instance_id: str | None) -> ConsumerGroupMember | None:
         if instance_id is None:
@@ -227,6 +242,77 @@ class ConsumerGroup:
             if joining.subscribed_topic_regex:
                 wanted.add(joining.subscribed_topic_regex)
         return subscribed, wanted
+
+    def subscribed_topic_names(self) -> set[str]:
+        """Every topic the group subscribes to, by name or through a regex as last resolved."""
+        names, wanted = self.subscriptions()
+        for regex in wanted:
+            names.update(self.resolved_regexes.get(regex, ()))
+        return names
+
+    # -- what every group answers (group_types.Group; Kafka's ConsumerGroup.validateOffset*) --
+    # The member epoch stands where the classic generation stood: a commit or fetch from a member
+    # must carry its current epoch, else STALE_MEMBER_EPOCH; without a member (epoch -1) only an empty
+    # group takes commits, and anyone may fetch.
+
+    def validate_offset_commit(self, cmd: c.OffsetCommit) -> ErrorCode | None:
+        if cmd.transactional:
+            return None  # a committed transaction's offsets: checked when TxnOffsetCommit sent them
+        if cmd.generation_id < 0 and not self.members:
+            return None  # admin tools and consumers without group management
+        member = self.members.get(cmd.member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if member.classic is not None:
+            # A classic member inside the group (migration): its generation is its member epoch.
+            return None if cmd.generation_id == member.member_epoch else E.ILLEGAL_GENERATION
+        if cmd.validate_only:
+            # TxnOffsetCommit's check (KIP-447): any version, and a stale epoch is ILLEGAL_GENERATION,
+            # the error a transactional producer knows (Kafka's validateTransactionalOffsetCommit).
+            return None if cmd.generation_id == member.member_epoch else E.ILLEGAL_GENERATION
+        if cmd.api_version < 9:
+            return E.UNSUPPORTED_VERSION  # members of the new protocol commit with v9+
+        if cmd.generation_id != member.member_epoch:
+            return E.STALE_MEMBER_EPOCH
+        return None
+
+    def validate_offset_fetch(self, cmd: c.OffsetFetch) -> ErrorCode | None:
+        member_id, member_epoch = cmd.member_id, cmd.member_epoch
+        if member_id is None and member_epoch < 0:
+            return None
+        member = self.members.get(member_id or "")
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return E.ILLEGAL_GENERATION if member.classic is not None else E.STALE_MEMBER_EPOCH
+        return None
+
+    def validate_offset_delete(self) -> ErrorCode | None:
+        return None
+
+    def validate_delete_group(self) -> ErrorCode | None:
+        return None if self.state is ConsumerGroupState.EMPTY else E.NON_EMPTY_GROUP
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return topic in self.subscribed_topic_names()
+
+    def offset_expiration(self) -> Callable[[OffsetAndMetadata], int] | None:
+        return _commit_time  # offsets of topics nobody subscribes to expire after their commit
+
+    def tombstones(self) -> list[Any]:
+        """Kafka's createGroupTombstoneRecords: every member's records, then the group's."""
+        gid = self.group_id
+        records: list[Any] = []
+        records += [ConsumerGroupCurrentMemberAssignmentTombstone(gid, m) for m in self.members]
+        records += [ConsumerGroupTargetAssignmentMemberTombstone(gid, m) for m in self.members]
+        records += [ConsumerGroupMemberMetadataTombstone(gid, m) for m in self.members]
+        records += [ConsumerGroupRegularExpressionTombstone(gid, r) for r in self.resolved_regexes]
+        records.append(ConsumerGroupTargetAssignmentMetadataTombstone(gid))
+        records.append(ConsumerGroupMetadataTombstone(gid))
+        return records
+
+    def listed(self) -> ListedGroup | None:
+        return ListedGroup(self.group_id, CONSUMER_GROUP_TYPE, str(self.state), CONSUMER_GROUP_TYPE)
 
     def preferred_server_assignor(self, old: ConsumerGroupMember | None = None,
                                   new: ConsumerGroupMember | None = None) -> str | None:
@@ -297,3 +383,7 @@ def _bump(counts: dict[str, int], key: str, step: int) -> None:
         counts[key] = n
     else:
         del counts[key]
+
+
+def _commit_time(o: OffsetAndMetadata) -> int:
+    return o.commit_timestamp

@@ -13,7 +13,7 @@ import hashlib
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from ..events import AssignmentChanged  # defined with the group shard's events; re-exported here
 
 from ....protocol.errors import ErrorCode
 
@@ -54,28 +54,6 @@ class ApiError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class AssignmentChanged:
-    """One structured event per target assignment change (`consumer_group_assignment_changed`)."""
-
-    log_event: ClassVar[str] = "consumer_group_assignment_changed"
-
-    group_id: str
-    group_epoch: int
-    assignment_epoch: int
-    reason: str
-    trigger_member: str | None
-    assignor: str
-    members_moved: tuple[str, ...]
-    member_count: int
-    # For the group's rebalance history (history.py): the epoch it moved on from, who came and went,
-    # and a fenced member's session timeout (how long its partitions went unserved before the fence).
-    previous_epoch: int = -1
-    members_in: tuple[str, ...] = ()
-    members_out: tuple[str, ...] = ()
-    session_timeout_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -246,7 +224,7 @@ def update_target_assignment(ctx: CCtx, group: ConsumerGroup, group_epoch: int,
             moved.append(member_id)
     ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, ctx.now_ms))
     joined = (updated.member_id,) if updated is not None and updated.member_id not in group.members else ()
-    ctx.out.events.append(AssignmentChanged(  # type: ignore[arg-type]
+    ctx.out.events.append(AssignmentChanged(
         group.group_id, group_epoch, group_epoch, reason,
         updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members),
         group.group_epoch, joined, (removed,) if removed is not None else (), _session_timeout(ctx, reason)))
@@ -280,11 +258,10 @@ def consumer_group_heartbeat(ctx: CCtx, groups: Mapping[str, ConsumerGroup], cmd
 def finish(ctx: CCtx, reply_to: object, result: object) -> None:
     """Records first, then the reply once they are durable (or at once when there are none)."""
     if ctx.records:
-        ctx.out.write(list(ctx.records), [Reply(reply_to, result)] if reply_to is not None else [],  # type: ignore[arg-type]
-                      then=ctx.then)  # type: ignore[arg-type]
+        ctx.out.write(list(ctx.records), [Reply(reply_to, result)] if reply_to is not None else [], then=ctx.then)
         ctx.records.clear()
     else:
-        ctx.out.reply(reply_to, result)  # type: ignore[arg-type]
+        ctx.out.reply(reply_to, result)
 
 
 def steady_heartbeat(config: GroupConfig, topics: TopicsImage, groups: Mapping[str, ConsumerGroup],
@@ -568,7 +545,7 @@ def fence_member(ctx: CCtx, group: ConsumerGroup, member: ConsumerGroupMember, r
         # the timestamp of a new group's, so no assignment interval delays the next member (Kafka 4.4's
         # fenceMembers); the epoch moved, and the group's history says so
         ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, 0))
-        ctx.out.events.append(AssignmentChanged(  # type: ignore[arg-type]
+        ctx.out.events.append(AssignmentChanged(
             group.group_id, group_epoch, group_epoch, reason, member.member_id, "", (), 0,
             group.group_epoch, (), (member.member_id,), _session_timeout(ctx, reason)))
 

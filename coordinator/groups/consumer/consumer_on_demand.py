@@ -1,43 +1,42 @@
-"""A partition's consumer groups (KIP-848), whose machine is imported with their first command or record.
+"""The consumer group type (KIP-848) as the shard registers it, its machine imported with first use.
 
 consumer_machine.ConsumerGroups and what it imports (heartbeat, reconciliation, assignors, migration,
 the consumer records' codec) are a fifth of the coordinator's code and import time, and a broker that
-serves only classic groups never runs them. This stands in the shard's `group_types` (group_types.py)
-and imports the machine when a command of the consumer protocol or a consumer-group record arrives;
-until then it has no groups, so it owns no shared command (offsets, DescribeGroups, ...), replays no
-offsets, and lists nothing. Every other attribute is the machine's (loaded on first access).
+serves only classic groups never runs them. This stands in the registry (registry.py) with the
+type's static parts (its commands, records and follow-ups, all from light modules) and imports the
+machine when the shard first hands it something: a command of the consumer protocol, a consumer
+group record. Until then there is no consumer group in the store, so nothing else comes its way.
+Every other attribute is the machine's (loaded on first access).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from . import consumer_commands as cc
-from ...config import GroupConfig, default_max_batch_bytes
-from .consumer_group import no_topics
-from ....protocol.records.consumer_records import is_consumer_record
-
-_CONSUMER_COMMANDS = cc.CONSUMER_REQUESTS + cc.CONSUMER_EXPIRIES  # asked of every command: made once
+from ....protocol.errors import ErrorCode
+from ....protocol.records.consumer_records import CONSUMER_RECORD_TYPES
 from ...runtime.outcome import Outcome
-from ..results import ListedGroup
+from .. import commands as c
+from ..context import Ctx
+from ..group_types import TypeContext
+from . import consumer_commands as cc
+from .consumer_group import CONSUMER_GROUP_TYPE
+from .downgrade import DowngradedToClassic, JoinAfterConsumerGroupDeleted
 
 if TYPE_CHECKING:
-    from .consumer_group import ConsumerGroup, TopicImage
     from .consumer_machine import ConsumerGroups
-    from ..classic.group import ClassicGroup
-
-_NO_GROUPS: Mapping[str, ConsumerGroup] = MappingProxyType({})
 
 
 class ConsumerGroupsOnDemand:
-    def __init__(self, partition: int, config: GroupConfig, classic_groups: dict[str, ClassicGroup],
-                 topics: Callable[[], Mapping[str, TopicImage]] = no_topics,
-                 max_batch_bytes: Callable[[], int] = default_max_batch_bytes) -> None:
-        self._args = (partition, config, classic_groups, topics, max_batch_bytes)
+    name = CONSUMER_GROUP_TYPE
+    commands: tuple[type, ...] = cc.CONSUMER_REQUESTS + cc.CONSUMER_EXPIRIES
+    also_handles: tuple[type, ...] = (c.JoinGroup, c.SyncGroup, c.Heartbeat, c.LeaveGroup)
+    records: tuple[type, ...] = CONSUMER_RECORD_TYPES
+    follow_ups: tuple[type, ...] = (DowngradedToClassic, JoinAfterConsumerGroupDeleted, cc.ExpireSessionsNext)
+
+    def __init__(self, ctx: TypeContext) -> None:
+        self._ctx = ctx
         self._machine: ConsumerGroups | None = None
-        self.groups: Mapping[str, ConsumerGroup] = _NO_GROUPS  # the machine's dict once loaded
 
     @property
     def loaded(self) -> bool:
@@ -47,46 +46,42 @@ class ConsumerGroupsOnDemand:
         if self._machine is None:
             from .consumer_machine import ConsumerGroups
 
-            self._machine = ConsumerGroups(*self._args)
-            self.groups = self._machine.groups
+            self._machine = ConsumerGroups(self._ctx)
         return self._machine
 
     def __getattr__(self, name: str) -> Any:  # anything else a caller (or a test) reads of the machine
-        if name.startswith("__") or name in ("_args", "_machine"):
+        if name.startswith("__") or name in ("_ctx", "_machine"):
             raise AttributeError(name)
         return getattr(self.machine(), name)
 
     # -- the GroupType protocol ----------------------------------------------------------------
 
-    def owns(self, cmd: object) -> bool:
-        if self._machine is not None:
-            return self._machine.owns(cmd)
-        if isinstance(cmd, _CONSUMER_COMMANDS):
-            return self.machine().owns(cmd)
-        return False  # no consumer group yet: every group id is a classic one's
+    def handle(self, cmd: Any, group: Any, now_ms: int) -> Outcome:
+        return self.machine().handle(cmd, group, now_ms)
 
-    def handle(self, cmd: object, now_ms: int) -> Outcome:
-        return self.machine().handle(cmd, now_ms)
-
-    def replays(self, record: object) -> bool:
-        if self._machine is not None:
-            return self._machine.replays(record)
-        if is_consumer_record(record):
-            return self.machine().replays(record)
-        return False  # offsets of a group that is no consumer group
-
-    def replay(self, record: object) -> None:
+    def replay(self, record: Any) -> None:
         self.machine().replay(record)
 
+    def on_write_done(self, follow_up: Any, error: ErrorCode | None, now_ms: int) -> Outcome:
+        return self.machine().on_write_done(follow_up, error, now_ms)
+
+    def offset_committed(self, ctx: Ctx, group: Any, cmd: c.OffsetCommit) -> None:
+        return None
+
+    def offsets_gone_while_loading(self, group: Any) -> None:
+        return None
+
+    def drop(self, group: Any) -> None:
+        self.machine().drop(group)
+
+    def status(self, group: Any, wall_ms: int) -> dict[str, Any]:
+        return self.machine().status(group, wall_ms)
+
     def begin_load(self) -> None:
-        if self._machine is not None:
-            self._machine.begin_load()
+        return None  # the shard empties the store
 
     def finish_load(self, now_ms: int) -> Outcome:
         return self._machine.finish_load(now_ms) if self._machine is not None else Outcome()
 
     def unload(self, now_ms: int) -> Outcome:
         return self._machine.unload(now_ms) if self._machine is not None else Outcome()
-
-    def list_groups(self, states_filter: Iterable[str], types_filter: Iterable[str]) -> list[ListedGroup]:
-        return self._machine.list_groups(states_filter, types_filter) if self._machine is not None else []

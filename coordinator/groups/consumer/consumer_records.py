@@ -55,14 +55,7 @@ def member_tombstones(group_id: str, member_id: str) -> list[ConsumerRecord]:
 
 def group_tombstones(group: ConsumerGroup) -> list[ConsumerRecord]:
     """Kafka's createGroupTombstoneRecords: every member's records, then the group's."""
-    records: list[ConsumerRecord] = []
-    records += [ConsumerGroupCurrentMemberAssignmentTombstone(group.group_id, m) for m in group.members]
-    records += [ConsumerGroupTargetAssignmentMemberTombstone(group.group_id, m) for m in group.members]
-    records += [ConsumerGroupMemberMetadataTombstone(group.group_id, m) for m in group.members]
-    records += [ConsumerGroupRegularExpressionTombstone(group.group_id, r) for r in group.resolved_regexes]
-    records.append(ConsumerGroupTargetAssignmentMetadataTombstone(group.group_id))
-    records.append(ConsumerGroupMetadataTombstone(group.group_id))
-    return records
+    return group.tombstones()
 
 
 # -- replay ---------------------------------------------------------------------------------------

@@ -1,0 +1,169 @@
+"""The topic catalogue: the one owner of what topics there are (names, ids, partition counts, configs)
+and, per partition, who leads it (leader, replicas, ISR) in which leader epoch (Kafka: the metadata
+image its controller publishes, `MetadataCache` on every broker).
+
+Handlers and coordinators ask it, never the storage engine; the engine keeps its records for it
+(broker/storage/log/topic_files.py on the segment engine), and the partition service
+(service.py) asks it who leads a partition before it appends or reads.
+
+On one node it says what kbroker always said: this node leads every partition, alone in its
+replicas and ISR, in epoch 0. An election (`elect`: on one node the same leader in a new term; with
+several nodes, issue 41, another one) bumps the partition's epoch, persisted in its topic's record,
+and opens the new term in the partition's epoch history (broker/storage/log/epochs.py), so
+OffsetForLeaderEpoch, Metadata, DescribeTopicPartitions, ListOffsets and Fetch all answer with the
+catalogue's epoch and fence clients that name an old one. "Who leads" is always a question to the
+catalogue (`leads`), never an assumption, so several nodes in one process can share it.
+
+A topic whose record the engine could not trust is listed fenced (`damaged`): its partitions have
+no leader (Metadata answers LEADER_NOT_AVAILABLE, the data path KAFKA_STORAGE_ERROR) until an
+operator deletes it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import structlog
+
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.topic_names import INTERNAL_TOPICS, InvalidTopicError, is_internal_topic, validate_topic_name
+from ..storage.log.config import INTERNAL_TOPIC_CONFIGS, ConfigEntry, InvalidConfigError, LogConfig, default_of
+from ..storage.log.topic_files import TopicInfo
+
+if TYPE_CHECKING:
+    from ..storage.api import LogEngine
+    from ..storage.producer_state import ProducerIdAllocator
+
+log = structlog.get_logger("kbroker.catalogue")
+
+NO_LEADER = -1
+
+# What the handlers use of the topics' model, from here rather than from the engine.
+__all__ = ["ConfigEntry", "INTERNAL_TOPICS", "INTERNAL_TOPIC_CONFIGS", "InvalidConfigError", "InvalidTopicError",
+           "Leadership", "LogConfig", "NO_LEADER", "TopicCatalogue", "TopicInfo", "default_of", "is_internal_topic",
+           "validate_topic_name"]
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """A partition's placement as Metadata reports it (the lists are shared: read, never changed)."""
+
+    leader: int  # NO_LEADER when none
+    epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
+class TopicCatalogue:
+    def __init__(self, engine: LogEngine, node_id: int, producer_ids: ProducerIdAllocator | None) -> None:
+        self._engine = engine
+        self.node_id = node_id
+        self._producer_ids = producer_ids
+        self._this_node = [node_id]
+        self._none: list[int] = []
+        self._led = {0: Leadership(node_id, 0, self._this_node, self._this_node, self._none)}  # epoch -> shared
+        self._names_by_id: tuple[int, dict[uuid.UUID, str]] | None = None
+        # One topic's info (every request asks it): the engine's own lookup, with no call of ours around it.
+        self.topic: Callable[[str], TopicInfo | None] = engine.topic
+
+    # --- topics -------------------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """Bumped by every change of the topics table, so a reader may keep what it derived from it."""
+        return self._engine.topics_version
+
+    @property
+    def default_config(self) -> LogConfig:
+        return self._engine.default_config
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return self._engine.topics()
+
+
+    def names_by_id(self) -> dict[uuid.UUID, str]:
+        """topic id -> name (Produce and Fetch v13+ name topics by id), built once per change."""
+        cached = self._names_by_id
+        version = self._engine.topics_version
+        if cached is None or cached[0] != version:
+            cached = self._names_by_id = (version, {info.topic_id: name for name, info in self.topics().items()})
+        return cached[1]
+
+    def has_partition(self, topic: str, partition: int) -> bool:
+        info = self._engine.topic(topic)
+        return info is not None and 0 <= partition < info.num_partitions
+
+    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str], *,
+                     allow_internal_configs: bool = False) -> TopicInfo:
+        """Synchronously (start-up, auto-creation): the files are the engine's."""
+        return self._engine.create_topic(name, num_partitions, configs, allow_internal_configs=allow_internal_configs)
+
+    async def create_topic_async(self, name: str, num_partitions: int, configs: dict[str, str],
+                                 topic_id: uuid.UUID | None = None, *, validate_only: bool = False) -> TopicInfo:
+        return await self._engine.create_topic_async(name, num_partitions, configs, topic_id,
+                                                     validate_only=validate_only)
+
+    async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+        return await self._engine.add_partitions_async(name, new_total, validate_only=validate_only)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo:
+        return self._engine.alter_topic_configs(name, configs, validate_only=validate_only)
+
+    def delete_topic(self, name: str) -> None:
+        self._engine.delete_topic(name)
+
+    # --- leadership ---------------------------------------------------------------------------------
+
+    def leadership(self, topic: str, partition: int) -> Leadership | None:
+        """None: no such partition."""
+        info = self._engine.topic(topic)
+        if info is None or not 0 <= partition < info.num_partitions:
+            return None
+        if info.damaged is not None:
+            return Leadership(NO_LEADER, info.leader_epochs.get(partition, 0), self._this_node, self._none,
+                              self._this_node)
+        return self._led_in(info.leader_epochs.get(partition, 0))
+
+    def _led_in(self, epoch: int) -> Leadership:
+        led = self._led.get(epoch)
+        if led is None:
+            led = self._led[epoch] = Leadership(self.node_id, epoch, self._this_node, self._this_node, self._none)
+        return led
+
+    def leader_epoch(self, info: TopicInfo, partition: int) -> int:
+        return info.leader_epochs.get(partition, 0) if info.leader_epochs else 0
+
+    def leads(self, info: TopicInfo, partition: int) -> bool:
+        """Whether this node leads the partition (the caller knows it exists). One node leads all of
+        its intact topics; a fenced topic has no leader."""
+        return info.damaged is None
+
+    def elect(self, topic: str, partition: int) -> int:
+        """A new leadership term for the partition, led by this node (on one node, the same leader: a
+        re-election, as after a controller fenced and unfenced it). Persists the new epoch in the topic's
+        record and opens the term in the partition's epoch history; returns the new epoch."""
+        info = self._engine.topic(topic)
+        if info is None or not 0 <= partition < info.num_partitions:
+            raise KafkaError(f"unknown partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if info.damaged is not None:
+            raise KafkaError(f"topic {topic!r} is fenced: {info.damaged}", ErrorCode.KAFKA_STORAGE_ERROR)
+        epoch = info.leader_epochs.get(partition, 0) + 1
+        store = self._engine.store(topic, partition)
+        if store is not None:
+            store.assign_leader_epoch(epoch)  # the history first: a crash then leaves the old epoch current
+        info.leader_epochs[partition] = epoch
+        self._engine.write_topic_record(info)
+        log.info("leader_elected", topic=topic, partition=partition, leader=self.node_id, leader_epoch=epoch)
+        return epoch
+
+    # --- producer ids -------------------------------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before, on this cluster (Kafka: a block from the controller)."""
+        if self._producer_ids is None:
+            raise KafkaError("no producer ids offline", ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return self._producer_ids.allocate()
+
