@@ -457,21 +457,9 @@ def wait_groups(handle: BrokerHandle, timeout: float) -> None:
     _wait_ready(handle, timeout, lambda: asyncio.run(_serves_groups(handle.bootstrap)), 0.2)
 
 
-def _probe_groups(partitions: int = 50) -> list[str]:
-    """A group id on each partition of __consumer_offsets."""
-    from kbroker.coordinator.partitioning import partition_for
-
-    found: dict[int, str] = {}
-    i = 0
-    while len(found) < partitions:
-        name = f"{GROUPS_PROBE}-{i}"
-        found.setdefault(partition_for(name, partitions), name)
-        i += 1
-    return [found[p] for p in range(partitions)]
-
-
 async def _serves_groups(bootstrap: str) -> bool:
     from kbroker.bench.wire import Connection
+    from kbroker.coordinator.partitioning import one_per_partition
     from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
     from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestGroup
 
@@ -484,7 +472,7 @@ async def _serves_groups(bootstrap: str) -> bool:
         if found.error_code:
             return False
         fetched = await conn.call(9, 8, OffsetFetchRequest(
-            groups=[OffsetFetchRequestGroup(group_id=g, topics=None) for g in _probe_groups()]))
+            groups=[OffsetFetchRequestGroup(group_id=g, topics=None) for g in one_per_partition(GROUPS_PROBE)]))
         return len(fetched.groups) == 50 and all(g.error_code == 0 for g in fetched.groups)
     except (OSError, ConnectionError):
         return False
