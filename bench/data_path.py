@@ -262,7 +262,10 @@ def warm_up(bootstrap: str, topic: str, size: int, messages: int = WARM_UP_MESSA
 
 
 def _median_run(runs: list[dict]) -> dict:
-    return sorted(runs, key=lambda r: r["msgs_per_s"])[len(runs) // 2]
+    """The run with the median rate, carrying every run's MB/s in run order (`runs_mb_per_s`), so that
+    the figure prints its spread."""
+    median = sorted(runs, key=lambda r: r["msgs_per_s"])[len(runs) // 2]
+    return {**median, "runs_mb_per_s": [r["mb_per_s"] for r in runs]} if len(runs) > 1 else median
 
 
 def _run_one(handle: brokers.BrokerHandle, sizes: Sizes) -> dict:
@@ -408,8 +411,14 @@ def figures(results: dict[str, dict | NA], s: Sizes) -> list[Figure]:
                 f.values[label] = v / 2 ** 20
             else:
                 f.values[label] = v[sub]
+                notes = []
                 if "cpu" in v:
-                    f.notes[label] = f"{v['cpu']} (the generator here: librdkafka's threads and this process)"
+                    notes.append(f"{v['cpu']} (the generator here: librdkafka's threads and this process)")
+                if sub == "mb_per_s" and "runs_mb_per_s" in v:
+                    notes.append(f"median of {len(v['runs_mb_per_s'])} runs: "
+                                 + " / ".join(f"{x:,.1f}" for x in v["runs_mb_per_s"]) + " MB/s")
+                if notes:
+                    f.notes[label] = "; ".join(notes)
         out.append(f)
     for i, what in enumerate(("produce", "consume")):
         for p in s.partition_counts:

@@ -269,6 +269,18 @@ def test_figures_print_with_ratios_and_na():
     assert "a/b" in table.splitlines()[0] and "a/d" not in table  # a ratio to a column not shown is left out
 
 
+def test_the_data_path_throughputs_print_every_run_beside_the_median(capsys):
+    runs = [{"msgs_per_s": m, "mb_per_s": m / 1000} for m in (300_000, 100_000, 200_000)]
+    results = {report.KB_ALWAYS: {"produce": data_path._median_run(runs), "consume": data_path._median_run(runs[:1])}}
+    figs = {f.name + f.unit: f for f in data_path.figures(results, data_path.Sizes())}
+    produce = figs["produce throughputMB/s, 10^6 bytes of values"]
+    assert produce.values[report.KB_ALWAYS] == 200.0
+    assert "median of 3 runs: 300.0 / 100.0 / 200.0 MB/s" in produce.notes[report.KB_ALWAYS]
+    assert report.KB_ALWAYS not in figs["consume throughputMB/s, 10^6 bytes of values"].notes  # one run: no spread
+    report.print_figures([produce], [report.KB_ALWAYS])
+    assert "300.0 / 100.0 / 200.0" in capsys.readouterr().out
+
+
 def test_every_benchmark_has_help_with_size_flags():
     for name, flag in (("data_path", "--messages"), ("groups", "--members"), ("codec", "--seconds"),
                        ("transactions", "--transactions"), ("connections", "--counts")):
