@@ -407,7 +407,7 @@ def start_kafka(*, flush_every_message: bool = False, wait: bool = True, groups:
             if groups:
                 wait_groups(handle, timeout)
         except Unavailable:
-            taken = "Address already in use" in handle.process.dump_log(400)
+            taken = handle.process.port_taken()
             shutil.rmtree(handle.workdir, ignore_errors=True)
             if taken and attempt < 2:
                 continue

@@ -19,7 +19,8 @@ import re
 import socket
 from dataclasses import dataclass
 
-DEFAULT_SECURITY_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+# Kafka's default, in the order Kafka spells it (DescribeConfigs shows it as written)
+DEFAULT_SECURITY_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SERVED_PROTOCOLS = SECURITY_PROTOCOLS  # TLS and SASL: broker/security/ (issue 14)
 # Kafka's EndPoint regex: NAME://HOST:PORT, the host optionally in brackets (IPv6) or empty.

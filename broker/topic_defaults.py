@@ -32,7 +32,10 @@ STATIC, DEFAULT = "STATIC_BROKER_CONFIG", "DEFAULT_CONFIG"
 OWN, HOURS = "<the topic config's default>", "<the topic config's default in hours>"
 _SYNONYMS: dict[str, tuple[tuple[str, str | None], ...]] = {
     "cleanup.policy": (("log.cleanup.policy", OWN),),
+    "compression.gzip.level": (("compression.gzip.level", OWN),),
+    "compression.lz4.level": (("compression.lz4.level", OWN),),
     "compression.type": (("compression.type", OWN),),
+    "compression.zstd.level": (("compression.zstd.level", OWN),),
     "delete.retention.ms": (("log.cleaner.delete.retention.ms", OWN),),
     "file.delete.delay.ms": (("log.segment.delete.delay.ms", OWN),),
     "flush.messages": (("log.flush.interval.messages", OWN),),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from hypothesis import settings
 
@@ -18,12 +16,9 @@ def kafka_reference(tmp_path_factory):
     """Apache Kafka 4.4.0, one KRaft node started once per test worker and stopped at its end
     (tests/reference/kafka.py). Skipped when its jars are missing, except under `make test`, which
     resolves them and sets KBROKER_REQUIRE_KAFKA=1 so that a missing reference fails instead."""
-    from kbroker.tests.reference.kafka import KafkaProcess, kafka_libs
+    from kbroker.tests.reference.kafka import KafkaProcess, require_kafka_libs
 
-    if kafka_libs() is None:
-        if os.environ.get("KBROKER_REQUIRE_KAFKA") == "1":
-            pytest.fail("Apache Kafka's jars are missing (make kafka-jars)")
-        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    require_kafka_libs()
     kafka = KafkaProcess(tmp_path_factory.mktemp("kafka-reference"))
     try:
         yield kafka

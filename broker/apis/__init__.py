@@ -55,6 +55,8 @@ SERVED: dict[int, tuple[str, int, int]] = {
     49: ('alter_client_quotas', 0, 1),
     50: ('describe_user_scram_credentials', 0, 0),
     51: ('alter_user_scram_credentials', 0, 0),
+    55: ('describe_quorum', 0, 2),
+    57: ('update_features', 0, 2),
     60: ('describe_cluster', 0, 2),
     61: ('describe_producers', 0, 0),
     65: ('describe_transactions', 0, 0),

@@ -73,7 +73,9 @@ def alter_resource(broker: BrokerServices, resource_type: int, resource_name: st
             raise KafkaError(error[1], error[0])
         check_duplicate_keys(names)
         if names:
-            raise KafkaError(f"Cannot update these configs dynamically: {sorted(set(names))}", ErrorCode.INVALID_REQUEST)
+            # Kafka prints the names as a Java set does: [a, b]
+            raise KafkaError(f"Cannot update these configs dynamically: [{', '.join(sorted(set(names)))}]",
+                             ErrorCode.INVALID_REQUEST)
         return
     raise KafkaError(f"Unsupported resource type: {resource_type}", ErrorCode.INVALID_REQUEST)
 

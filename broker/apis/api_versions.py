@@ -28,6 +28,8 @@ _VALID_SOFTWARE = __import__("re").compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA
 FEATURES: dict[str, tuple[int, int, int]] = {
     "metadata.version": (7, 25, 25),
     "group.version": (0, 1, 1),  # 1: the consumer group protocol (KIP-848)
+    # 0: a static quorum of one voter, this node (DescribeQuorum); 1 (KIP-853's voters that change) is not
+    "kraft.version": (0, 0, 0),
 }
 # Kafka reports the metadata log offset at which the features were finalized; ours never change
 # while the broker runs, so any fixed non-negative epoch says "known" to clients.
@@ -35,9 +37,9 @@ FINALIZED_FEATURES_EPOCH = 1
 
 
 def supported_features(version: int) -> list[SupportedFeatureKey]:
-    # KAFKA-17011: clients parsing v3 cannot take a minimum of 0, so Kafka reports it as 1 there.
-    return [SupportedFeatureKey(name, 1 if low == 0 and version < 4 else low, high)
-            for name, (low, high, _) in sorted(FEATURES.items())]
+    # KAFKA-17011: clients parsing v3 cannot take a minimum of 0, so Kafka leaves those features out there.
+    return [SupportedFeatureKey(name, low, high)
+            for name, (low, high, _) in sorted(FEATURES.items()) if low > 0 or version >= 4]
 
 
 def finalized_features() -> list[FinalizedFeatureKey]:
@@ -52,8 +54,8 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
         _VALID_SOFTWARE.match(request.client_software_name or "")
         and _VALID_SOFTWARE.match(request.client_software_version or "")
     ):
-        # Kafka validates KIP-511's software name and version and answers INVALID_REQUEST.
-        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=keys)
+        # Kafka validates KIP-511's software name and version and answers INVALID_REQUEST, without the APIs.
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
     return ApiVersionsResponse(
         error_code=ErrorCode.NONE, api_keys=keys, throttle_time_ms=0,
         supported_features=supported_features(ctx.api_version),

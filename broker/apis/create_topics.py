@@ -69,7 +69,8 @@ def _partition_count(broker: BrokerServices, topic: CreatableTopic) -> int:
                          ErrorCode.INVALID_REPLICATION_FACTOR)
     if rf > 1:
         raise KafkaError(f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
-                         f"cannot be reached because only 1 broker(s) are registered.",
+                         f"cannot be reached because only 1 broker(s) are registered or some brokers have all their log "
+                         f"directories cordoned.",  # Kafka 4.4's words
                          ErrorCode.INVALID_REPLICATION_FACTOR)
     return count
 

@@ -1,13 +1,18 @@
-"""DescribeConfigs (32), v1-v4: topic and broker resources.
+"""DescribeConfigs (32), v1-v4: topic and broker resources, answered as Kafka 4.4 answers them.
 
 Topic resources list every topic config LogConfig knows, with its value and source: an override is
 DYNAMIC_TOPIC_CONFIG (1); otherwise the broker-wide default (broker/topic_defaults.py) is
 STATIC_BROKER_CONFIG (4) when a broker setting of the config's synonym chain gives it, DEFAULT_CONFIG
-(5) when Kafka's default does, with the synonyms (when asked) in Kafka 4.4's order and quirks. Broker
-resources (name = this node id as a string) list the broker settings that have a Kafka name:
-STATIC_BROKER_CONFIG when set by flag, environment or file, DEFAULT_CONFIG otherwise, and all
-read-only because dynamic broker configs are not supported; kbroker adds its HTTP endpoint
-(`kbroker.http.endpoint`) for the admin CLI. The empty broker name (cluster-wide dynamic defaults) is empty.
+(5) when Kafka's default does, with the synonyms (when asked) in Kafka 4.4's order and quirks (a
+topic config names its chain from the first broker name on, so `retention.ms` at its default names no
+`log.retention.hours`). Broker resources (name = this node id as a string) list the broker settings
+that have a Kafka name, kbroker's own under Kafka's where Kafka has one (`connections.max.reauth.ms`,
+`group.consumer.*`, `transaction.*`, `sasl.*`, `ssl.*`, ...), and a few fixed facts of a single node:
+STATIC_BROKER_CONFIG when set by flag, environment or file, DEFAULT_CONFIG otherwise (a static one
+names its default as a second synonym, as Kafka's does), all read-only because dynamic broker
+configs are not supported, each documented by its help text. Sensitive ones (passwords) are
+described without their value. kbroker adds its HTTP endpoint (`kbroker.http.endpoint`) for the
+admin CLI. The empty broker name (cluster-wide dynamic defaults) is empty.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from ..config import BrokerConfig
-from ..partitions.catalogue import ConfigEntry, LogConfig, default_of
+from ..partitions.catalogue import ConfigEntry, LogConfig
 from .repeats import charge, distinct, in_request_order
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
@@ -49,12 +54,15 @@ SOURCES = {"DYNAMIC_TOPIC_CONFIG": SOURCE_DYNAMIC_TOPIC, "DEFAULT_CONFIG": SOURC
            "STATIC_BROKER_CONFIG": SOURCE_STATIC_BROKER}
 
 # ConfigType
-BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 # topic config -> (type, documentation); its broker synonyms are broker/topic_defaults.py's
 TOPIC_CONFIGS: dict[str, tuple[int, str]] = {
     "cleanup.policy": (LIST, "Whether old segments are deleted, compacted by key, or both."),
+    "compression.gzip.level": (INT, "The gzip level for compression.type=gzip (1-9, or -1 for the codec's default)."),
+    "compression.lz4.level": (INT, "The lz4 level for compression.type=lz4 (1-17)."),
     "compression.type": (STRING, "Compression codec the topic stores batches with; 'producer' keeps the producer's."),
+    "compression.zstd.level": (INT, "The zstd level for compression.type=zstd (-131072 to 22)."),
     "delete.retention.ms": (LONG, "How long tombstones stay readable in a compacted topic."),
     "file.delete.delay.ms": (LONG, "Delay before a deleted segment file is removed from disk."),
     "flush.messages": (LONG, "Records appended between forced fsyncs."),
@@ -79,6 +87,10 @@ TOPIC_CONFIGS: dict[str, tuple[int, str]] = {
     "unclean.leader.election.enable": (BOOLEAN, "Whether an out-of-sync replica may become leader."),
 }
 
+# The broker-level synonyms whose type is not their topic config's (hours where the topic has ms).
+SYNONYM_TYPES = {"log.retention.hours": INT, "log.retention.minutes": INT, "log.roll.hours": INT,
+                 "log.roll.jitter.hours": INT}
+
 
 # BrokerConfig field -> (Kafka name, type). Only settings Kafka has; kbroker-only ones stay out.
 BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
@@ -88,7 +100,7 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("advertised_listeners", "advertised.listeners", LIST),
     ("listener_security_protocol_map", "listener.security.protocol.map", STRING),
     ("controller_listener_names", "controller.listener.names", LIST),
-    ("data_dir", "log.dirs", STRING),
+    ("data_dir", "log.dirs", LIST),
     ("auto_create_topics_enable", "auto.create.topics.enable", BOOLEAN),
     ("num_partitions", "num.partitions", INT),
     ("default_replication_factor", "default.replication.factor", INT),
@@ -102,14 +114,74 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("offsets_retention_check_interval_ms", "offsets.retention.check.interval.ms", LONG),
     ("offset_metadata_max_bytes", "offset.metadata.max.bytes", INT),
     ("log_retention_check_interval_ms", "log.retention.check.interval.ms", LONG),
+    ("connections_max_idle_ms", "connections.max.idle.ms", LONG),
+    ("connections_max_reauth_ms", "connections.max.reauth.ms", LONG),
+    ("max_connections", "max.connections", INT),
+    ("max_connections_per_ip", "max.connections.per.ip", INT),
+    ("fetch_max_bytes", "fetch.max.bytes", INT),
+    ("group_consumer_session_timeout_ms", "group.consumer.session.timeout.ms", INT),
+    ("group_consumer_min_session_timeout_ms", "group.consumer.min.session.timeout.ms", INT),
+    ("group_consumer_max_session_timeout_ms", "group.consumer.max.session.timeout.ms", INT),
+    ("group_consumer_heartbeat_interval_ms", "group.consumer.heartbeat.interval.ms", INT),
+    ("group_consumer_min_heartbeat_interval_ms", "group.consumer.min.heartbeat.interval.ms", INT),
+    ("group_consumer_max_heartbeat_interval_ms", "group.consumer.max.heartbeat.interval.ms", INT),
+    ("group_consumer_max_size", "group.consumer.max.size", INT),
+    ("group_consumer_assignors", "group.consumer.assignors", LIST),
+    ("group_consumer_migration_policy", "group.consumer.migration.policy", STRING),
+    ("transaction_max_timeout_ms", "transaction.max.timeout.ms", INT),
+    ("transaction_state_log_num_partitions", "transaction.state.log.num.partitions", INT),
+    ("transaction_abort_timed_out_transaction_cleanup_interval_ms",
+     "transaction.abort.timed.out.transaction.cleanup.interval.ms", INT),
+    ("transactional_id_expiration_ms", "transactional.id.expiration.ms", INT),
+    ("sasl_enabled_mechanisms", "sasl.enabled.mechanisms", LIST),
+    ("sasl_server_max_receive_size", "sasl.server.max.receive.size", INT),
+    ("sasl_oauthbearer_jwks_endpoint_url", "sasl.oauthbearer.jwks.endpoint.url", STRING),
+    ("sasl_oauthbearer_jwks_endpoint_refresh_ms", "sasl.oauthbearer.jwks.endpoint.refresh.ms", LONG),
+    ("sasl_oauthbearer_jwks_endpoint_retry_backoff_ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", LONG),
+    ("sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+     LONG),
+    ("sasl_oauthbearer_expected_audience", "sasl.oauthbearer.expected.audience", LIST),
+    ("sasl_oauthbearer_expected_issuer", "sasl.oauthbearer.expected.issuer", STRING),
+    ("sasl_oauthbearer_allow_unverified_audience", "sasl.oauthbearer.allow.unverified.audience", BOOLEAN),
+    ("sasl_oauthbearer_allow_unverified_issuer", "sasl.oauthbearer.allow.unverified.issuer", BOOLEAN),
+    ("sasl_oauthbearer_clock_skew_seconds", "sasl.oauthbearer.clock.skew.seconds", INT),
+    ("sasl_oauthbearer_sub_claim_name", "sasl.oauthbearer.sub.claim.name", STRING),
+    ("sasl_oauthbearer_scope_claim_name", "sasl.oauthbearer.scope.claim.name", STRING),
+    ("connection_failed_authentication_delay_ms", "connection.failed.authentication.delay.ms", INT),
+    ("ssl_keystore_location", "ssl.keystore.location", STRING),
+    ("ssl_key_password", "ssl.key.password", PASSWORD),
+    ("ssl_truststore_location", "ssl.truststore.location", STRING),
+    ("ssl_client_auth", "ssl.client.auth", STRING),
+    ("ssl_principal_mapping_rules", "ssl.principal.mapping.rules", STRING),
+    ("authorizer_class_name", "authorizer.class.name", STRING),
 )
-# Fixed facts of a single-node broker, reported with Kafka's names.
-BROKER_FIXED: tuple[tuple[str, str, int], ...] = (
-    ("delete.topic.enable", "true", BOOLEAN),
-    ("offsets.topic.replication.factor", "1", SHORT),
+# Settings Kafka reports as null when unset (no default value); kbroker's empty string stands for that.
+NULL_WHEN_EMPTY = frozenset({"ssl.keystore.location", "ssl.key.password", "ssl.truststore.location",
+                             "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.issuer",
+                             "controller.listener.names"})
+# Fixed facts of a single-node broker, reported with Kafka's names: (name, value, type, documentation).
+BROKER_FIXED: tuple[tuple[str, str, int, str], ...] = (
+    ("delete.topic.enable", "true", BOOLEAN, "Topics can be deleted (DeleteTopics)."),
+    ("offsets.topic.replication.factor", "1", SHORT, "Replicas of __consumer_offsets: one, on this single node."),
+    ("offsets.topic.segment.bytes", "104857600", INT, "Segment size of __consumer_offsets."),
+    ("offsets.topic.compression.codec", "0", INT, "Compression of the group coordinator's records: none."),
+    ("transaction.state.log.replication.factor", "1", SHORT,
+     "Replicas of __transaction_state: one, on this single node."),
+    ("transaction.state.log.min.isr", "1", INT, "In-sync replicas __transaction_state needs: this node."),
+    ("transaction.state.log.segment.bytes", "104857600", INT, "Segment size of __transaction_state."),
+    ("log.cleaner.enable", "true", BOOLEAN, "Compacted topics are cleaned (at the log retention check)."),
+    ("max.incremental.fetch.session.cache.slots", "1000", INT, "Incremental fetch sessions kept at once (KIP-227)."),
+    ("producer.id.expiration.ms", "86400000", INT,
+     "How long an idle producer id's state is kept when it has no transaction open."),
+    ("group.coordinator.rebalance.protocols", "classic,consumer", LIST,
+     "The group protocols the coordinator serves: classic and KIP-848's consumer protocol."),
 )
+
+
 # kbroker's own row: where its HTTP endpoint (--metrics-listen) answers, for the admin CLI.
 HTTP_ENDPOINT = "kbroker.http.endpoint"
+_HTTP_ENDPOINT_DOC = ("kbroker's HTTP endpoint (--metrics-listen: metrics, health, the admin API) as this "
+                      "listener's clients reach it")
 
 
 def _render(value: object) -> str:
@@ -150,35 +222,78 @@ def _topic_result(entry: ConfigEntry, broker_values: dict[str, str], config: Bro
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerRow:
+    """One broker config as DescribeConfigs describes it, with its synonyms (name, value, source)."""
+
+    name: str
+    value: str | None
+    source: int
+    kind: int
+    synonyms: tuple[tuple[str, str | None, int], ...]
+    documentation: str
+
+    @property
+    def sensitive(self) -> bool:
+        return self.kind == PASSWORD
+
+    def hidden(self) -> BrokerRow:
+        """Kafka never shows a password's value, nor its synonyms'."""
+        return dataclasses.replace(self, value=None, synonyms=tuple((n, None, s) for n, _, s in self.synonyms))
+
+
+def _setting_synonyms(name: str, value: str | None, source: int,
+                      default: str | None) -> tuple[tuple[str, str | None, int], ...]:
+    """The setting where it was set, then its default (a setting without a default has none, as
+    Kafka's null defaults)."""
+    out = []
+    if source != SOURCE_DEFAULT:
+        out.append((name, value, source))
+    if default is not None:
+        out.append((name, default, SOURCE_DEFAULT))
+    return tuple(out)
+
+
 def broker_config_rows(config: BrokerConfig, explicit: frozenset[str] = frozenset(),
-                       http_endpoint: str | None = None) -> list[tuple[str, str | None, int, int, list]]:
-    """(name, value, source, type, synonyms) of every broker setting with a Kafka name. A setting is
-    STATIC_BROKER_CONFIG when set by flag, variable or file (`explicit`) or away from its default."""
-    defaults = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
-    rows: list[tuple[str, str | None, int, int, list]] = []
+                       http_endpoint: str | None = None) -> list[BrokerRow]:
+    """Every broker setting with a Kafka name, sorted by name. A setting is STATIC_BROKER_CONFIG when
+    set by flag, variable or file (`explicit`) or away from its default."""
+    fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+    rows = []
     for attr, name, kind in BROKER_CONFIGS:
-        value = getattr(config, attr)
-        static = attr in explicit or value != defaults.get(attr)
+        value, default = getattr(config, attr), fields[attr].default
+        static = attr in explicit or value != default
         if name in ("listeners", "advertised.listeners"):
             value = config.listener_set().describe("listeners" if name == "listeners" else "advertised")
-            static = static or config.listen != defaults["listen"] or bool(config.advertised_listener)
+            if name == "listeners":
+                static = static or config.listen != fields["listen"].default
+                default = f"PLAINTEXT://{fields['listen'].default}"
+            else:  # advertised.listeners follows listeners when not set: no default of its own
+                static = static or bool(config.advertised_listener)
+                default = None
+        if name in NULL_WHEN_EMPTY and default == "":
+            default = None
+        shown = None if name in NULL_WHEN_EMPTY and value == "" else _render(value)
         source = SOURCE_STATIC_BROKER if static else SOURCE_DEFAULT
-        rows.append((name, _render(value), source, kind, [(name, _render(value), source)]))
-    for name, value, kind in BROKER_FIXED:
-        rows.append((name, value, SOURCE_DEFAULT, kind, [(name, value, SOURCE_DEFAULT)]))
+        rows.append(BrokerRow(name, shown, source, kind,
+                              _setting_synonyms(name, shown, source, None if default is None else _render(default)),
+                              fields[attr].metadata.get("help", "")))
+    for name, value, kind, doc in BROKER_FIXED:
+        rows.append(BrokerRow(name, value, SOURCE_DEFAULT, kind, ((name, value, SOURCE_DEFAULT),), doc))
     for topic, chain in topic_defaults.BROKER_SYNONYMS.items():
         for name, _ in chain:
             found = topic_defaults.synonyms(config, name)
             value = topic_defaults.configured(config, name)
             if value is None:
                 value = topic_defaults.kafka_default(name)
-            kind = INT if name.endswith((".hours", ".minutes")) else TOPIC_CONFIGS[topic][0]
-            rows.append((name, value, SOURCES[found[0][2]] if found else SOURCE_DEFAULT, kind,
-                         [(n, v, SOURCES[s]) for n, v, s in found]))
+            rows.append(BrokerRow(name, value, SOURCES[found[0][2]] if found else SOURCE_DEFAULT,
+                                  SYNONYM_TYPES.get(name, TOPIC_CONFIGS[topic][0]),
+                                  tuple((n, v, SOURCES[s]) for n, v, s in found),
+                                  fields[topic_defaults.field_of(name)].metadata.get("help", "")))
     if http_endpoint is not None:
-        rows.append((HTTP_ENDPOINT, http_endpoint, SOURCE_STATIC_BROKER, STRING,
-                     [(HTTP_ENDPOINT, http_endpoint, SOURCE_STATIC_BROKER)]))
-    return sorted(rows, key=lambda r: r[0])
+        rows.append(BrokerRow(HTTP_ENDPOINT, http_endpoint, SOURCE_STATIC_BROKER, STRING,
+                              ((HTTP_ENDPOINT, http_endpoint, SOURCE_STATIC_BROKER),), _HTTP_ENDPOINT_DOC))
+    return sorted(rows, key=lambda r: r.name)
 
 
 def java_int(text: str) -> int | None:
@@ -196,7 +311,7 @@ def broker_resource_error(broker: BrokerServices, resource_name: str) -> tuple[E
         return None
     node = java_int(resource_name)
     if node is None:
-        return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, not {resource_name!r}"
+        return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {resource_name}"
     if node != broker.node_id:
         return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} or empty string, but received {resource_name}"
     return None
@@ -260,14 +375,16 @@ def _describe(broker: BrokerServices, listener: str, resource_type: int, resourc
             return result
         if resource_name == "":
             return result  # no dynamic cluster-wide defaults exist
-        for name, value, source, kind, found in broker_config_rows(broker.config, broker.explicit_settings,
-                                                                   broker.http_endpoint(listener)):
-            if keys is not None and name not in keys:
+        for row in broker_config_rows(broker.config, broker.explicit_settings, broker.http_endpoint(listener)):
+            if keys is not None and row.name not in keys:
                 continue
+            if row.sensitive:
+                row = row.hidden()
             result.configs.append(DescribeConfigsResourceResult(
-                name=name, value=value, read_only=True, config_source=source, is_sensitive=False,
-                synonyms=[DescribeConfigsSynonym(*row) for row in found] if synonyms else [],
-                config_type=kind, documentation=None,
+                name=row.name, value=row.value, read_only=True, config_source=row.source,
+                is_sensitive=row.sensitive,
+                synonyms=[DescribeConfigsSynonym(*synonym) for synonym in row.synonyms] if synonyms else [],
+                config_type=row.kind, documentation=row.documentation if docs else None,
             ))
     else:
         result.error_code = ErrorCode.INVALID_REQUEST

@@ -466,5 +466,6 @@ CHECKS: dict[int, Callable] = {
     21: more.check_delete_records, 23: more.check_offset_for_leader_epoch, 35: more.check_describe_log_dirs,
     43: more.cluster_check(Op.ALTER), 45: more.cluster_check(Op.ALTER), 46: more.cluster_check(Op.DESCRIBE),
     48: more.cluster_check(Op.DESCRIBE_CONFIGS), 49: more.cluster_check(Op.ALTER_CONFIGS),
+    55: more.cluster_check(Op.DESCRIBE), 57: more.cluster_check(Op.ALTER),
     75: more.check_describe_topic_partitions,
 }

@@ -15,6 +15,7 @@ import inspect
 from typing import Any, Callable
 
 from ..network.router import RequestContext, Route, then
+from ...protocol.errors import ErrorCode
 
 
 def _allowed(ctx: RequestContext, resource_type: str, name: str | None = None) -> int:
@@ -30,7 +31,9 @@ def _metadata(ctx: RequestContext, request: Any, body: Any) -> Any:
         body.cluster_authorized_operations = _allowed(ctx, "CLUSTER")
     if request.include_topic_authorized_operations and ctx.api_version >= 8:
         for t in body.topics:
-            if t.error_code == 0 and t.name:
+            # Kafka fills them in for every topic the principal may describe, an unknown one too
+            # (UNKNOWN_TOPIC_OR_PARTITION); only a topic it may not describe keeps the "not asked" value
+            if t.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED and t.name:
                 t.topic_authorized_operations = _allowed(ctx, "TOPIC", t.name)
     return body
 

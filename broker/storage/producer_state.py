@@ -199,8 +199,8 @@ class PartitionProducerState:
 
     def update_marker_epoch(self, producer_id: int, epoch: int, now_ms: int, coordinator_epoch: int = 0) -> None:
         """An appended marker carries the producer's (possibly bumped) epoch: older epochs are fenced.
-        (`coordinator_epoch` is the marker's; kbroker's one transaction coordinator is at epoch 0, which a
-        replay of the log, reading headers only, assumes.)"""
+        (`coordinator_epoch` is the marker's: kbroker's one transaction coordinator writes epoch 0, and a
+        replay of the log reads it from the marker's value.)"""
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id)
@@ -292,18 +292,20 @@ class PartitionProducerState:
         self.aborted = [(int(a[0]), int(a[1]), int(a[2])) for a in body.get("aborted", [])]
         return int(body["offset"])
 
-    def replay(self, headers: Iterable[BatchHeader], markers: dict[int, bool] | None = None) -> int:
+    def replay(self, headers: Iterable[BatchHeader], markers: dict[int, tuple[bool, int]] | None = None) -> int:
         """Apply stored batches (offsets already assigned) without checks, as Kafka does for recovery.
-        `markers` maps a control batch's offset to commit (True) / abort (False); the caller fills it
-        while `headers` is iterated."""
+        `markers` maps a control batch's offset to (commit (True) or abort (False), coordinator epoch);
+        the caller fills it while `headers` is iterated."""
         count = 0
         for header in headers:
             if header.producer_id < 0:
                 continue
             if header.is_control:
-                commit = None if markers is None else markers.get(header.base_offset)
-                if commit is not None:
-                    self.update_marker_epoch(header.producer_id, header.producer_epoch, header.max_timestamp)
+                marker = None if markers is None else markers.get(header.base_offset)
+                if marker is not None:
+                    commit, coordinator_epoch = marker
+                    self.update_marker_epoch(header.producer_id, header.producer_epoch, header.max_timestamp,
+                                             coordinator_epoch)
                     self.complete_txn(header.producer_id, commit, header.base_offset)
                     count += 1
                 continue
@@ -322,8 +324,9 @@ class PartitionProducerState:
         self.dirty = False
 
 
-def _headers_from(plog: PartitionLog, start_offset: int, markers: dict[int, bool]) -> Iterable[BatchHeader]:
-    """Batch headers from `start_offset`; a control batch's marker type goes into `markers` first."""
+def _headers_from(plog: PartitionLog, start_offset: int, markers: dict[int, tuple[bool, int]]) -> Iterable[BatchHeader]:
+    """Batch headers from `start_offset`; a control batch's marker (commit?, coordinator epoch) goes into
+    `markers` first."""
     for segment in plog.segments:
         if segment.size == 0 or segment.next_offset <= start_offset:
             continue
@@ -335,7 +338,7 @@ def _headers_from(plog: PartitionLog, start_offset: int, markers: dict[int, bool
                     except (KafkaError, ValueError, IndexError):
                         marker = None
                     if marker is not None:
-                        markers[header.base_offset] = marker[0] == control_records.COMMIT
+                        markers[header.base_offset] = (marker[0] == control_records.COMMIT, marker[1])
                 yield header
 
 
@@ -367,7 +370,7 @@ def load_partition_state(plog: PartitionLog) -> PartitionProducerState:
             state.ongoing.clear()
             state.aborted.clear()
             path.unlink(missing_ok=True)
-    markers: dict[int, bool] = {}
+    markers: dict[int, tuple[bool, int]] = {}
     replayed = state.replay(_headers_from(plog, start, markers), markers)
     state.dirty = replayed > 0 or source == "log" and bool(state.producers)
     if replayed or source == "snapshot":

@@ -110,13 +110,26 @@ class BrokerProcess:
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
-            if self.probe():
+            if self.probe() and self._serving_here(deadline):
                 self._await_internal_topics(deadline)
                 return
             if time.monotonic() > deadline:
                 self.kill()
                 raise TimeoutError(f"broker did not answer within {timeout}s:\n{self.dump_log()}")
             time.sleep(0.05)
+
+    def _serving_here(self, deadline: float) -> bool:
+        """Whether the broker that answered the probe is this one: its log says `broker_started`. Other
+        test sessions on the machine take ports from the same blocks; when one holds our port, the
+        probe is answered by its broker while ours fails to bind and exits (then start() raises).
+        Nothing to check when the log is not JSON (a --log-format given in extra_args)."""
+        if "--log-format" in self.extra_args:
+            return True
+        while time.monotonic() < deadline and self.proc is not None and self.proc.poll() is None:
+            if self.events("broker_started", self.starts):
+                return True
+            time.sleep(0.02)
+        return False
 
     def _await_internal_topics(self, deadline: float) -> None:
         """A first start creates `__consumer_offsets` while it already answers (Kafka too creates it after

@@ -157,3 +157,5 @@ def test_describe_configs_reports_the_listener_settings(two_listeners) -> None:
     assert configs["advertised.listeners"] == ",".join(
         f"{name}://{host}:{port}" for name, (host, port) in advertised.items())
     assert configs["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"
+    # Kafka's controller.listener.names has no default: unset, it is null, not ""
+    assert configs["controller.listener.names"] is None

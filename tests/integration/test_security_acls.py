@@ -323,6 +323,37 @@ def test_admin_apis_of_issue_15_under_acls(cluster):
     assert [(t.name, t.error_code) for t in named.topics] == [(T2, ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
 
 
+def test_metadata_quorum_and_feature_updates_need_the_cluster(cluster):
+    """DescribeQuorum needs Describe on the cluster, UpdateFeatures Alter (as in Kafka's ControllerApis):
+    refused, the whole request gets CLUSTER_AUTHORIZATION_FAILED."""
+    from kbroker.protocol.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
+    from kbroker.protocol.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
+
+    from confluent_kafka.admin import (
+        AclBinding, AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType,
+    )
+
+    metadata = DescribeQuorumRequest([TopicData("__cluster_metadata", [PartitionData(0)])])
+    no_op = UpdateFeaturesRequest(30000, [FeatureUpdateKey("group.version", 1, False, 1)], True)
+    wire = reader()(cluster)
+    quorum = wire.call(55, 2, metadata)
+    assert quorum.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and quorum.topics == []
+    assert wire.call(57, 2, no_op).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    admin = admin_client(cluster)
+    describe = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:reader", "*",
+                          AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    for f in admin.create_acls([describe]).values():
+        f.result(30)
+    try:  # Describe on the cluster is enough for DescribeQuorum, not for UpdateFeatures (Alter)
+        quorum = wire.call(55, 2, metadata)
+        assert quorum.error_code == ErrorCode.NONE and quorum.topics[0].partitions[0].leader_id == 1
+        assert wire.call(57, 2, no_op).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    finally:
+        flt = AclBindingFilter(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:reader", "*",
+                               AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+        admin.delete_acls([flt])[flt].result(30)
+
+
 def test_metadata_v0_naming_only_refused_topics_lists_no_others(cluster):
     wire = reader()(cluster)
     answer = wire.call(3, 0, md.MetadataRequest(topics=[md.MetadataRequestTopic(name=T2)]))

@@ -129,14 +129,16 @@ def test_api_versions_v3_reports_features_as_kafka_4(broker) -> None:
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in body.finalized_features}
     assert supported["metadata.version"] == (7, 25)  # 3.3-IV3 .. 4.0-IV3
     assert finalized["metadata.version"] == (25, 25) and body.finalized_features_epoch >= 0
-    assert supported["group.version"] == (1, 1) and finalized["group.version"] == (1, 1)
-    assert all(low >= 1 for low, _ in supported.values())  # KAFKA-17011: no 0 minimum below v4
+    # KAFKA-17011: below v4 a feature whose minimum is 0 is left out, as Kafka 4.4 does (group.version 0-1)
+    assert "group.version" not in supported and finalized["group.version"] == (1, 1)
+    assert all(low >= 1 for low, _ in supported.values())
     assert not body.zk_migration_ready
     served = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
     assert served[68] == (0, 1) and served[69] == (0, 1)
     sock.sendall(framing.encode_request(18, 4, 8, "tags", ApiVersionsRequest("tags", "1")))
     correlation, body = framing.decode_response(18, 4, _read_frame(sock))
-    assert {f.name: (f.min_version, f.max_version) for f in body.supported_features}["group.version"] == (0, 1)
+    supported = {f.name: (f.min_version, f.max_version) for f in body.supported_features}
+    assert supported["group.version"] == (0, 1) and supported["kraft.version"] == (0, 0)
     sock.sendall(framing.encode_request(18, 2, 9, "tags", ApiVersionsRequest()))
     correlation, body = framing.decode_response(18, 2, _read_frame(sock))
     assert correlation == 9 and body.supported_features == [] and body.finalized_features_epoch == -1

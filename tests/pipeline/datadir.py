@@ -197,7 +197,7 @@ def build_groups(root: Path) -> GroupsScenario:
             plog.append(encode_batch([Record(0, T0 + i * 1000, None, b"x")]), leader_epoch=0, now_ms=T0 + i * 1000)
         sc.end_offsets[(ORDERS, p)] = plog.log_end_offset
     topic_id = json.loads((root / "topics" / f"{ORDERS}.json").read_text())["topic_id"]
-    offsets_topic = OffsetsTopic(logs, 50)
+    offsets_topic = OffsetsTopic(PartitionService.offline(logs), 50)
     offsets_topic.ensure()
     plog = logs.get_log("__consumer_offsets", partition_for(ETL, 50))
     cg_log = logs.get_log("__consumer_offsets", partition_for(CG, 50))

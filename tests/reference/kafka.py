@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIBS = ROOT / "build" / "kafka" / "libs"
 START_TIMEOUT_S = 90.0  # a cold JVM on a loaded 2-core machine; about 7 s when quiet
 STOP_TIMEOUT_S = 30.0
+BIND_ATTEMPTS = 4
 
 # Kafka's own defaults, except what one node needs (replication factors of 1) and what kbroker's tests
 # assume of a broker they compare with (no initial rebalance delay). Anything else is set by the test.
@@ -70,10 +71,24 @@ def kafka_libs() -> Path | None:
 TEST_JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
 
 
+def require_kafka_libs() -> Path:
+    """The jars, or the test skips, except under `make test` (KBROKER_REQUIRE_KAFKA=1, which resolves them
+    first), where their absence fails it."""
+    import pytest
+
+    libs = kafka_libs()
+    if libs is None:
+        if os.environ.get("KBROKER_REQUIRE_KAFKA") == "1":
+            pytest.fail("Apache Kafka's jars are missing (make kafka-jars)")
+        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    return libs
+
+
 def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None,
-                 jvm_options: Sequence[str] = TEST_JVM_OPTIONS) -> list[str]:
+                 classpath: Sequence[Path] = (), jvm_options: Sequence[str] = TEST_JVM_OPTIONS) -> list[str]:
     """A `java` command line that runs one of Kafka's classes from the reference jars (a tool such as
-    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself); `heap` is its -Xmx."""
+    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself); `heap` is its -Xmx, `classpath`
+    adds directories."""
     libs = kafka_libs()
     if libs is None:
         raise RuntimeError("Apache Kafka's jars are missing: run `make kafka-jars`")
@@ -81,7 +96,7 @@ def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | 
     opts = [f"-Xmx{heap}", *jvm_options, "-Djava.awt.headless=true"]
     if log4j is not None:
         opts.append(f"-Dlog4j2.configurationFile={log4j}")
-    return [java, *opts, "-cp", f"{libs}/*", main_class, *args]
+    return [java, *opts, "-cp", os.pathsep.join([f"{libs}/*", *map(str, classpath)]), main_class, *args]
 
 
 def random_cluster_id() -> str:
@@ -112,6 +127,8 @@ class KafkaProcess:
         self.config = {**SINGLE_NODE, **(config or {})}
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self._stdout_path = self.base_dir / "stdout-0.log"  # the last start's (`launch`), and where its
+        self._log_start = 0                                   # part of server.log begins
         self.formatted = False
         if start:
             self.start()
@@ -157,11 +174,9 @@ class KafkaProcess:
     def java(self, main_class: str, *args: str, timeout: float = 120.0, input: str | None = None,
              heap: str = "256m") -> subprocess.CompletedProcess[str]:
         """Run one of Kafka's tools (by class name) from the reference jars; its output as text."""
-        log4j = self.base_dir / "log4j2-tools.properties"
-        if not log4j.exists():
-            log4j.write_text(LOG4J2.format(log=self.base_dir / "tools.log", level="WARN"))
-        return subprocess.run(java_command(main_class, *args, heap=heap, log4j=log4j), capture_output=True,
-                              text=True, timeout=timeout, input=input)
+        from kbroker.tests.reference.tool_runner import run_tool
+
+        return run_tool(main_class, *args, timeout=timeout, input=input, heap=heap)
 
     # --- lifecycle --------------------------------------------------------------------------------------
 
@@ -176,15 +191,15 @@ class KafkaProcess:
         self.formatted = True
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
-        """Start and wait until it serves. A first start that finds one of its ports taken (by another
-        process between free_port and Kafka's bind) tries again on new ports, twice at most."""
-        for attempt in range(3):
+        """Start and wait until this node answers. Another test session on the machine may take a port
+        between free_port() and Kafka's bind: then Kafka exits saying so and starts again on new ports,
+        and an answer from a broker that is not this one (another cluster id) does not count."""
+        for attempt in range(BIND_ATTEMPTS):
             try:
-                self._start(timeout)
-                return
-            except RuntimeError:
-                if self.starts > 1 + attempt or "Address already in use" not in self.dump_log(400) or attempt == 2:
-                    raise
+                return self._start_once(timeout)
+            except _PortTaken:
+                if attempt == BIND_ATTEMPTS - 1:
+                    raise RuntimeError(f"Kafka could not bind its ports {BIND_ATTEMPTS} times:\n{self.dump_log()}")
                 self.port, self.controller_port = free_port(self.host), free_port(self.host)
 
     def launch(self) -> None:
@@ -195,18 +210,25 @@ class KafkaProcess:
             self.format()
         log4j = self._write_files()
         self.starts += 1
-        stdout = open(self.base_dir / f"stdout-{self.starts}.log", "wb")
-        with stdout:
+        self._stdout_path = self.base_dir / f"stdout-{self.starts}.log"
+        self._log_start = self.server_log.stat().st_size if self.server_log.exists() else 0
+        with open(self._stdout_path, "wb") as stdout:
             self.proc = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path), heap=self.heap,
                                                       log4j=log4j, jvm_options=self.jvm_options),
                                          stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
 
-    def _start(self, timeout: float) -> None:
+    def port_taken(self) -> bool:
+        """Whether the last start's logs say a port given to it was bound by someone else meanwhile."""
+        return _bind_failed(self._stdout_path, 0) or _bind_failed(self.server_log, self._log_start)
+
+    def _start_once(self, timeout: float) -> None:
         self.launch()
         assert self.proc is not None
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
+                if self.port_taken():
+                    raise _PortTaken()
                 raise RuntimeError(f"Kafka exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
             if self.probe():
                 return
@@ -216,10 +238,9 @@ class KafkaProcess:
             time.sleep(0.1)
 
     def probe(self, timeout: float = 1.0) -> bool:
-        """True when this broker answers Metadata v12 listing itself (ApiVersions alone is answered before the
-        broker has joined the controller's metadata and can serve anything else) with this node's cluster id:
-        another process that took the port between free_port and Kafka's bind (other test sessions draw
-        ports from the same block) answers too, with its own."""
+        """True when this node answers Metadata v12 listing itself, with its own cluster id (ApiVersions
+        alone is answered before the broker has joined the controller's metadata and can serve
+        anything else; another session's broker on a port we were given is not us)."""
         from kbroker.protocol import framing
         from kbroker.protocol.messages.metadata_request import MetadataRequest
 
@@ -275,6 +296,20 @@ class KafkaProcess:
             except FileNotFoundError:
                 pass
         return "\n".join(lines[-tail:])
+
+
+class _PortTaken(Exception):
+    """Kafka exited because a port given to it was bound by someone else meanwhile."""
+
+
+def _bind_failed(log: Path, start: int) -> bool:
+    """Whether the log, from byte `start` (this start's part), says a port was taken."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(start)
+            return b"Address already in use" in fh.read()
+    except FileNotFoundError:
+        return False
 
 
 def _read_exactly(s: socket.socket, n: int) -> bytes:

@@ -35,3 +35,39 @@ def test_kafka_reference_produces_and_consumes(kafka_reference):
     assert list(metadata.brokers) == [1]
     assert kafka_reference.java("org.apache.kafka.tools.TopicCommand", "--bootstrap-server",
                                 kafka_reference.bootstrap, "--list").stdout.split().count(topic) == 1
+
+
+def test_tool_server_answers_as_a_fresh_jvm(kafka_reference):
+    """The reference tests run Kafka's tools in one JVM (kafka.py ToolServer): what a tool prints and its
+    exit code are those of a fresh JVM, as bin/kafka-*.sh starts one, for a success, a failure caught by
+    the tool, usage errors (one ends in System.exit), and input on stdin."""
+    import re
+
+    from kbroker.tests.reference.tool_runner import run_tool
+
+    topic = f"fidelity-{uuid.uuid4().hex[:8]}"
+    bootstrap = ["--bootstrap-server", kafka_reference.bootstrap]
+    assert run_tool("org.apache.kafka.tools.TopicCommand", *bootstrap, "--create", "--topic", topic).returncode == 0
+    runs = [  # (tool, arguments, stdin); {new} is a topic of its own for each of the two runs
+        ("org.apache.kafka.tools.TopicCommand", [*bootstrap, "--create", "--topic", "{new}"], None),
+        ("org.apache.kafka.tools.TopicCommand", [*bootstrap, "--create", "--topic", topic], None),
+        ("org.apache.kafka.tools.TopicCommand", [*bootstrap, "--describe", "--topic", f"{topic}-missing"], None),
+        ("org.apache.kafka.tools.TopicCommand", [*bootstrap, "--no-such-option"], None),
+        ("org.apache.kafka.tools.ClusterTool", ["cluster-id", *bootstrap, "--no-such-option"], None),
+        ("org.apache.kafka.tools.ConsoleProducer", [*bootstrap, "--topic", topic], "a\nb\n"),
+    ]
+
+    def seen(out, new: str):  # log times, the stack frames below a tool's main() and the new topic's name
+        err = re.sub(r"^\[[^\]]+\] ", "", out.stderr, flags=re.MULTILINE)
+        err = re.sub(r"^\s+at (?!org\.apache\.kafka|joptsimple|net\.sourceforge).*\n", "", err, flags=re.MULTILINE)
+        return out.returncode, out.stdout.replace(new, "{new}"), err.replace(new, "{new}")
+
+    for main, args, stdin in runs:
+        outcomes = []
+        for fresh_jvm in (False, True):
+            new = f"{topic}-{'fresh' if fresh_jvm else 'server'}"
+            out = run_tool(main, *(arg.replace("{new}", new) for arg in args), input=stdin, fresh_jvm=fresh_jvm)
+            outcomes.append(seen(out, new))
+        assert outcomes[0] == outcomes[1], (main, args)
+    # each producer run wrote its two records
+    assert run_tool("org.apache.kafka.tools.GetOffsetShell", *bootstrap, "--topic", topic).stdout == f"{topic}:0:4\n"

@@ -491,6 +491,29 @@ def test_the_fsync_column_is_kafka_flushing_every_message(tmp_path):
     assert durable["group.initial.rebalance.delay.ms"] == default["group.initial.rebalance.delay.ms"] == "0"
 
 
+def test_a_kafka_start_whose_port_another_process_took_is_made_again_on_new_ports(monkeypatch):
+    import socket
+
+    from kbroker.tests.reference import kafka as reference
+
+    reference.require_kafka_libs()
+    taken = socket.create_server(("127.0.0.1", 0))  # another session's listener on the port Kafka is given
+    real, given = reference.free_port, []
+
+    def first_taken(host: str = "127.0.0.1") -> int:
+        given.append(real(host) if given else taken.getsockname()[1])
+        return given[-1]
+
+    monkeypatch.setattr(reference, "free_port", first_taken)
+    with taken:
+        handle = brokers.start_kafka(groups=False)
+        try:
+            assert handle.process.port != taken.getsockname()[1] and handle.process.starts == 1
+            assert handle.serves_metadata()
+        finally:
+            handle.stop()
+
+
 def test_a_run_without_kafka_jars_prints_its_column_na(monkeypatch):
     monkeypatch.setattr(brokers, "kafka_reference", lambda: (_ for _ in ()).throw(
         brokers.Unavailable("Apache Kafka's jars are missing: run `make kafka-jars`")))

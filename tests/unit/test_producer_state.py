@@ -299,3 +299,27 @@ def test_snapshot_never_claims_past_an_unapplied_marker(tmp_path, plog):
     rebuilt = load_partition_state(plog)  # the replay from the marker closes the transaction
     assert rebuilt.ongoing == {} and rebuilt.first_unstable_offset() is None
     plog.close()
+
+
+def test_coordinator_epoch_is_the_last_markers(tmp_path, plog):
+    """describe-producers' LatestCoordinatorEpoch: -1 until a transaction marker is written for the
+    producer, then the marker's coordinator epoch, also after a replay of the log and from a snapshot
+    (Kafka's ProducerStateEntry.coordinatorEpoch)."""
+    from kbroker.protocol.control_records import encode_marker
+
+    state = load_partition_state(plog)
+    append(plog, state, batch(0, pid=1))  # idempotent, never in a transaction
+    append(plog, state, txn_batch(0, pid=2))
+    assert state.producers[1].coordinator_epoch == state.producers[2].coordinator_epoch == -1
+    info = plog.append(encode_marker(2, 0, True, 4, 2000), leader_epoch=0, now_ms=0, single_batch=True, control=True)
+    state.update_marker_epoch(2, 0, 0, coordinator_epoch=4)
+    state.complete_txn(2, True, info.last_offset)
+    assert state.producers[2].coordinator_epoch == 4 and state.producers[1].coordinator_epoch == -1
+    plog = reopen(tmp_path, plog)
+    rebuilt = load_partition_state(plog)  # from the log: the marker's value holds the epoch
+    assert rebuilt.producers[2].coordinator_epoch == 4 and rebuilt.producers[1].coordinator_epoch == -1
+    rebuilt.write_snapshot(plog.log_end_offset)
+    plog = reopen(tmp_path, plog)
+    again = load_partition_state(plog)
+    assert again.producers[2].coordinator_epoch == 4 and again.producers[1].coordinator_epoch == -1
+    plog.close()

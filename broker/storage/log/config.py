@@ -21,11 +21,18 @@ class InvalidConfigError(KafkaError):
     code = ErrorCode.INVALID_CONFIG
 
 
-def _parse_int(lo: int, hi: int) -> Callable[[str], int]:
+# The reasons in Kafka's ConfigDef words: a refused value is answered "Invalid value V for configuration
+# N: <reason>" (ConfigException), as Kafka answers CreateTopics and AlterConfigs.
+def _parse_int(lo: int, hi: int, kind: str = "LONG") -> Callable[[str], int]:
     def parse(raw: str) -> int:
-        value = int(raw.strip())
-        if not lo <= value <= hi:
-            raise ValueError(f"must be in [{lo}, {hi}]")
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"Not a number of type {kind}") from None
+        if value < lo:
+            raise ValueError(f"Value must be at least {lo}")
+        if value > hi:
+            raise ValueError(f"Value must be no more than {hi}")
         return value
 
     return parse
@@ -35,7 +42,7 @@ def _parse_choice(choices: tuple[str, ...], normalise: Callable[[str], str] = st
     def parse(raw: str) -> str:
         value = normalise(raw)
         if value not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}")
+            raise ValueError(f"String must be one of: {', '.join(choices)}")
         return value
 
     return parse
@@ -53,14 +60,27 @@ def _parse_cleanup_policy(raw: str) -> str:
 def _parse_bool(raw: str) -> bool:
     lowered = raw.strip().lower()
     if lowered not in ("true", "false"):
-        raise ValueError("must be true or false")
+        raise ValueError("Expected value to be either true or false")
     return lowered == "true"
 
 
 def _parse_ratio(raw: str) -> float:
-    value = float(raw)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError("must be in [0, 1]")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError("Not a number of type DOUBLE") from None
+    if value < 0:
+        raise ValueError("Value must be at least 0")
+    if value > 1:
+        raise ValueError("Value must be no more than 1")
+    return value
+
+
+def _parse_gzip_level(raw: str) -> int:
+    # Kafka: 1 (fastest) to 9 (best), or -1 for the codec's default
+    value = _parse_int(-1, 9, "INT")(raw)
+    if value == 0:
+        raise ValueError("Value must be -1 or between 1 and 9")
     return value
 
 
@@ -87,12 +107,12 @@ class _Spec:
 # admin tools) and that a single-node broker accepts and reports without acting on.
 _SPECS: tuple[_Spec, ...] = (
     # Kafka 4 (KIP-1030) refuses segments under 1 MiB: tiny segments mean a file triple per few records.
-    _Spec("segment.bytes", "segment_bytes", 1073741824, _parse_int(MIN_SEGMENT_BYTES, _INT32_MAX)),
+    _Spec("segment.bytes", "segment_bytes", 1073741824, _parse_int(MIN_SEGMENT_BYTES, _INT32_MAX, "INT")),
     _Spec("segment.ms", "segment_ms", 604800000, _parse_int(1, INT64_MAX)),
     _Spec("retention.ms", "retention_ms", 604800000, _parse_int(-1, INT64_MAX)),
     _Spec("retention.bytes", "retention_bytes", -1, _parse_int(-1, INT64_MAX)),
-    _Spec("index.interval.bytes", "index_interval_bytes", 4096, _parse_int(0, _INT32_MAX)),
-    _Spec("max.message.bytes", "max_message_bytes", 1048588, _parse_int(0, _INT32_MAX)),
+    _Spec("index.interval.bytes", "index_interval_bytes", 4096, _parse_int(0, _INT32_MAX, "INT")),
+    _Spec("max.message.bytes", "max_message_bytes", 1048588, _parse_int(0, _INT32_MAX, "INT")),
     _Spec("cleanup.policy", "cleanup_policy", "delete", _parse_cleanup_policy),
     _Spec("delete.retention.ms", "delete_retention_ms", 86400000, _parse_int(0, INT64_MAX)),
     _Spec("message.timestamp.type", "message_timestamp_type", "CreateTime", _parse_choice(TIMESTAMP_TYPES)),
@@ -103,12 +123,16 @@ _SPECS: tuple[_Spec, ...] = (
         "producer",
         _parse_choice(("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), lambda s: s.strip().lower()),
     ),
-    _Spec("min.insync.replicas", None, 1, _parse_int(1, _INT32_MAX)),
+    # KIP-390's levels go with compression.type, which is accepted and reported but not applied either
+    _Spec("compression.gzip.level", None, -1, _parse_gzip_level),
+    _Spec("compression.lz4.level", None, 9, _parse_int(1, 17, "INT")),
+    _Spec("compression.zstd.level", None, 3, _parse_int(-131072, 22, "INT")),
+    _Spec("min.insync.replicas", None, 1, _parse_int(1, _INT32_MAX, "INT")),
     _Spec("unclean.leader.election.enable", None, False, _parse_bool),
     _Spec("max.compaction.lag.ms", None, INT64_MAX, _parse_int(1, INT64_MAX)),
     _Spec("min.cleanable.dirty.ratio", None, 0.5, _parse_ratio),
     _Spec("segment.jitter.ms", None, 0, _parse_int(0, INT64_MAX)),
-    _Spec("segment.index.bytes", None, 10485760, _parse_int(4, _INT32_MAX)),
+    _Spec("segment.index.bytes", None, 10485760, _parse_int(4, _INT32_MAX, "INT")),
     _Spec("file.delete.delay.ms", None, 60000, _parse_int(0, INT64_MAX)),
     _Spec("flush.messages", None, INT64_MAX, _parse_int(1, INT64_MAX)),
     _Spec("flush.ms", None, INT64_MAX, _parse_int(0, INT64_MAX)),
@@ -197,13 +221,13 @@ class LogConfig:
                 # stored by a broker from before the 1 MiB floor: it must still load what it wrote
                 spec = _Spec(name, "segment_bytes", None, _INTERNAL_SPECS["internal.segment.bytes"].parse)
             if spec is None:
-                raise InvalidConfigError(f"unknown topic config {name!r}")
+                raise InvalidConfigError(f"Unknown topic config name: {name}")
             if raw is None:
                 raise InvalidConfigError(f"topic config {name!r} needs a value")
             try:
                 value = spec.parse(str(raw))
             except ValueError as exc:
-                raise InvalidConfigError(f"invalid value {raw!r} for topic config {name!r}: {exc}") from exc
+                raise InvalidConfigError(f"Invalid value {raw} for configuration {name}: {exc}") from exc
             if spec.attr is not None:
                 changes[spec.attr] = value
             canonical[name] = _render(value)

@@ -41,7 +41,12 @@ final class ConsumerScenarios {
             this.consumed = consumed;
         }
 
-        @Override public void onPartitionsAssigned(Collection<TopicPartition> partitions) { assignedCalls++; }
+        // Only calls that hand partitions over: under the cooperative protocol a round that adds nothing
+        // still calls back (empty), and how many such rounds a join takes depends on timing (a SyncGroup
+        // overtaken by the next rebalance is no round), on Kafka and on kbroker alike.
+        @Override public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+            if (!partitions.isEmpty()) assignedCalls++;
+        }
         @Override public void onPartitionsLost(Collection<TopicPartition> partitions) { lostCalls++; }
         @Override public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
             revokedCalls++;
@@ -143,7 +148,7 @@ final class ConsumerScenarios {
             Matrix.waitFor("a owns all six again", () -> { a.poll(); return a.assignment().size() == 6; });
             obs.put("after_leave_a", m.tps(a.assignment()));
             if (protocol.equals("classic")) {
-                // a JoinGroup round is one onPartitionsAssigned call (eager: each revocation too)
+                // a JoinGroup round that hands partitions over is one onPartitionsAssigned call (eager: each revocation too)
                 obs.put("rebalance_callbacks_a", List.of(a.assignedCalls, a.revokedCalls, a.lostCalls));
                 obs.put("rebalance_callbacks_b", List.of(b.assignedCalls, b.revokedCalls, b.lostCalls));
             } else {

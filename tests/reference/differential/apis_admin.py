@@ -1,6 +1,6 @@
 """Checks of the admin and connection APIs, every common version: ApiVersions, SASL on a plaintext
 listener, topics (create, delete, partitions), configs, ACLs, quotas, SCRAM credentials, leader
-elections, reassignments, DescribeCluster. A check that changes a topic makes its own
+elections, reassignments, DescribeCluster, DescribeQuorum, UpdateFeatures. A check that changes a topic makes its own
 (`dw-<api>-v<version>`), so versions never see each other's changes.
 """
 
@@ -15,6 +15,7 @@ from .craft import (
     ALTER_PARTITION_REASSIGNMENTS,
     ALTER_USER_SCRAM_CREDENTIALS,
     API_VERSIONS,
+    CONFIG_LEVEL,
     CREATE_ACLS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -24,6 +25,7 @@ from .craft import (
     DESCRIBE_CLIENT_QUOTAS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
+    DESCRIBE_QUORUM,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
     ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
@@ -31,6 +33,7 @@ from .craft import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     UNKNOWN_TOPIC_ID,
+    UPDATE_FEATURES,
     ZERO_UUID,
     create_topic,
     created_configs_elsewhere,
@@ -383,11 +386,53 @@ def cluster_checks() -> list[Check]:
     ]
 
 
+def quorum_elsewhere(plain: dict[str, Any]) -> dict[str, Any]:
+    """DescribeQuorum: the metadata log's offsets, the voters' clocks and the leader epoch are each
+    broker's own (Kafka's log has records, and its epoch counts the node's elections, one a start, a
+    start retried on new ports too; kbroker's static quorum has no records and one epoch), and the
+    voter's listener name is a listed difference of the configuration level, which compares offsets,
+    clocks and the epoch as known or not: left to it."""
+    for topic in plain.get("topics", []):
+        for partition in topic["partitions"]:
+            for name in ("high_watermark", "leader_epoch"):
+                if partition[name] > 0:
+                    partition[name] = CONFIG_LEVEL
+            for replica in partition["current_voters"] + partition["observers"]:
+                for name in ("log_end_offset", "last_fetch_timestamp", "last_caught_up_timestamp"):
+                    if replica.get(name, -1) >= 0:  # the clocks from v1
+                        replica[name] = CONFIG_LEVEL
+    for node in plain.get("nodes", []):
+        for listener in node["listeners"]:
+            listener["name"] = CONFIG_LEVEL
+    return plain
+
+
+def quorum_and_features_checks() -> list[Check]:
+    def quorum(topic: str, partitions: list[int]):
+        return lambda s, v: make(DESCRIBE_QUORUM, topics=[
+            {"topic_name": topic, "partitions": [{"partition_index": p} for p in partitions]}])
+
+    def update(*updates: tuple[str, int, int]):
+        # validate only where the version can say so: the reference broker is the whole session's
+        return lambda s, v: make(UPDATE_FEATURES, timeout_ms=30000, validate_only=v >= 1, feature_updates=[
+            {"feature": f, "max_version_level": level, "allow_downgrade": False, "upgrade_type": kind}
+            for f, level, kind in updates])
+
+    return [
+        *sweep(DESCRIBE_QUORUM, "the metadata partition", quorum("__cluster_metadata", [0]), project=quorum_elsewhere),
+        *sweep(DESCRIBE_QUORUM, "a partition that is not the quorum's", quorum("dw-nope-quorum", [0, 1])),
+        *sweep(UPDATE_FEATURES, "a feature at its finalized level", update(("group.version", 1, 1))),
+        *sweep(UPDATE_FEATURES, "a level beyond the supported range", update(("group.version", 5, 1))),
+        *sweep(UPDATE_FEATURES, "an unknown feature", update(("no.such.version", 1, 1))),
+        *sweep(UPDATE_FEATURES, "a downgrade sent as an upgrade", update(("group.version", 0, 1))),
+    ]
+
+
 def checks() -> list[Check]:
     return [*api_versions_checks(), *sasl_checks(), *create_topics_checks(), *delete_topics_checks(),
             *create_partitions_checks(), *describe_configs_checks(), *alter_configs_checks(),
             *incremental_alter_configs_checks(), *acl_checks(), *quota_checks(), *scram_checks(), *cluster_checks(),
-            *unsupported_version_checks()]
+            *quorum_and_features_checks(), *unsupported_version_checks()]
 
 
 UNSERVED = "(every API past its newest version, an unknown API)"

@@ -1,0 +1,106 @@
+"""kafka-configs.sh (ConfigCommand) against kbroker as an operator uses it: topic configs (describe the
+overrides and --all, add and delete, mistakes), the broker's (describe, the cluster-wide default, a
+dynamic change), client quotas and SCRAM users. Each command runs against Apache Kafka 4.4 too and the
+outputs are compared (level "tools"); the entry-by-entry comparison of DescribeConfigs is the config
+level's (test_differential_config.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbroker.tests.reference.differential.levels import Level
+from kbroker.tests.reference.pair import CONFIGS, TOPICS, Side, ToolPair
+
+
+def scram_in_order(line: str) -> str:
+    """A user's SCRAM credentials sorted: Kafka lists them in hash order, which varies with their iterations."""
+    head, sep, tail = line.partition(" are ")
+    return head + sep + ", ".join(sorted(tail.split(", "))) if sep and "SCRAM credential configs" in head else line
+
+
+@pytest.fixture(scope="module")
+def pair(kafka_reference, kbroker, run_id):
+    level = Level("tools", part="kafka-configs", prefixes=["kafka-configs"])
+    yield ToolPair(Side.of_kafka(kafka_reference), Side.of_kbroker(kbroker), level, replace=[(run_id, "RUN"), scram_in_order])
+    level.settle()
+
+
+def test_topic_configs(pair, run_id):
+    topic = f"configs-{run_id}"
+    for side in pair.sides:
+        side.tool(TOPICS, "--create", "--topic", topic, "--partitions", "1", "--config", "retention.ms=3600000").check()
+    entity = ["--entity-type", "topics", "--entity-name", topic]
+    _, kbroker = pair.run("kafka-configs --describe (topic)", CONFIGS, "--describe", *entity)
+    assert kbroker.lines[1].strip().startswith("retention.ms=3600000 sensitive=false")
+    pair.run("kafka-configs --describe --all (topic)", CONFIGS, "--describe", *entity, "--all")
+    pair.run("kafka-configs --alter --add-config (topic)", CONFIGS, "--alter", *entity, "--add-config",
+             "max.message.bytes=2000000,cleanup.policy=[compact,delete],retention.ms=7200000")
+    _, kbroker = pair.run("kafka-configs --describe (topic, after add)", CONFIGS, "--describe", *entity)
+    assert any(line.strip().startswith("cleanup.policy=compact,delete") for line in kbroker.lines)
+    pair.run("kafka-configs --alter --delete-config (topic)", CONFIGS, "--alter", *entity, "--delete-config",
+             "retention.ms,cleanup.policy")
+    pair.run("kafka-configs --describe (topic, after delete)", CONFIGS, "--describe", *entity)
+    pair.run("kafka-configs --alter --add-config (unknown config)", CONFIGS, "--alter", *entity, "--add-config",
+             "no.such.config=1")
+    pair.run("kafka-configs --alter --add-config (bad value)", CONFIGS, "--alter", *entity, "--add-config",
+             "retention.ms=soon")
+    pair.run("kafka-configs --alter --delete-config (not set)", CONFIGS, "--alter", *entity, "--delete-config",
+             "segment.ms")
+    pair.run("kafka-configs --describe (unknown topic)", CONFIGS, "--describe", "--entity-type", "topics",
+             "--entity-name", f"nosuch-{run_id}")
+    pair.run("kafka-configs --describe (topics, by --topic)", CONFIGS, "--describe", "--topic", topic)
+
+
+def test_broker_configs(pair):
+    pair.run("kafka-configs --describe (broker)", CONFIGS, "--describe", "--entity-type", "brokers",
+             "--entity-name", "1")
+    pair.run("kafka-configs --describe (broker default)", CONFIGS, "--describe", "--entity-type", "brokers",
+             "--entity-default")
+    pair.run("kafka-configs --describe (unknown broker)", CONFIGS, "--describe", "--entity-type", "brokers",
+             "--entity-name", "7")
+    kbroker = pair.kbroker.tool(CONFIGS, "--describe", "--entity-type", "brokers", "--entity-name", "1", "--all")
+    # every broker config kbroker has a Kafka name for, with its synonyms (the values are the config level's)
+    assert kbroker.returncode == 0 and kbroker.lines[0] == "All configs for broker 1 are:"
+    shown = {line.split("=", 1)[0].strip() for line in kbroker.lines[1:]}
+    assert {"connections.max.reauth.ms", "group.consumer.session.timeout.ms", "log.retention.hours",
+            "num.partitions", "offsets.retention.minutes", "transaction.max.timeout.ms"} <= shown
+    try:
+        pair.run("kafka-configs --alter --add-config (broker)", CONFIGS, "--alter", "--entity-type", "brokers",
+                 "--entity-name", "1", "--add-config", "log.cleaner.threads=2")
+    finally:  # the reference broker is the whole session's: put it back
+        pair.kafka.tool(CONFIGS, "--alter", "--entity-type", "brokers", "--entity-name", "1", "--delete-config",
+                        "log.cleaner.threads")
+    pair.run("kafka-configs --alter --add-config (read-only broker config)", CONFIGS, "--alter", "--entity-type",
+             "brokers", "--entity-name", "1", "--add-config", "node.id=2")
+
+
+def test_client_quotas_and_scram_users(pair, run_id):
+    client, user = f"client-{run_id}", f"user-{run_id}"
+    clients = ["--entity-type", "clients", "--entity-name", client]
+    users = ["--entity-type", "users", "--entity-name", user]
+    pair.run("kafka-configs --alter --add-config (client quota)", CONFIGS, "--alter", *clients, "--add-config",
+             "producer_byte_rate=1048576,consumer_byte_rate=2097152")
+    _, kbroker = pair.run("kafka-configs --describe (client quota)", CONFIGS, "--describe", *clients)
+    assert "producer_byte_rate=1048576.0" in kbroker.stdout
+    pair.run("kafka-configs --alter --add-config (user and client quota)", CONFIGS, "--alter", *users, *clients,
+             "--add-config", "request_percentage=50")
+    pair.run("kafka-configs --describe (user and client quota)", CONFIGS, "--describe", *users, *clients)
+    pair.run("kafka-configs --alter --delete-config (client quota)", CONFIGS, "--alter", *clients, "--delete-config",
+             "consumer_byte_rate")
+    pair.run("kafka-configs --describe (client quota, after delete)", CONFIGS, "--describe", *clients)
+    pair.run("kafka-configs --alter --add-config (unknown quota)", CONFIGS, "--alter", *clients, "--add-config",
+             "no_such_rate=5")
+    # one request may not name a user twice, even for two mechanisms (DUPLICATE_RESOURCE)
+    pair.run("kafka-configs --alter --add-config (SCRAM user, two mechanisms)", CONFIGS, "--alter", *users,
+             "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]")
+    pair.run("kafka-configs --alter --add-config (SCRAM user)", CONFIGS, "--alter", *users, "--add-config",
+             "SCRAM-SHA-256=[iterations=8192,password=alice-secret]")
+    pair.run("kafka-configs --alter --add-config (SCRAM user, second mechanism)", CONFIGS, "--alter", *users,
+             "--add-config", "SCRAM-SHA-512=[password=alice-secret]")
+    _, kbroker = pair.run("kafka-configs --describe (SCRAM user)", CONFIGS, "--describe", *users)
+    assert "SCRAM-SHA-256=iterations=8192" in kbroker.stdout
+    pair.run("kafka-configs --alter --delete-config (SCRAM user)", CONFIGS, "--alter", *users, "--delete-config",
+             "SCRAM-SHA-512")
+    pair.run("kafka-configs --describe (SCRAM user, after delete)", CONFIGS, "--describe", *users)
+    pair.run("kafka-configs --alter --add-config (SCRAM, too few iterations)", CONFIGS, "--alter", *users,
+             "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
