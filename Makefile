@@ -99,7 +99,7 @@ BENCH_ARGS ?=
 bench: test-venv kafka-jars
 	$(PY) -m bench $(BENCH_ARGS)
 
-# Seeded fault campaign (kill -9, disk damage, malformed frames under load); SEED=, ROUNDS= to vary.
+# Seeded fault campaign (kill -9, disk damage, state-file damage, malformed frames under load); SEED=, ROUNDS= to vary.
 SEED ?= 1
 ROUNDS ?= 25
 chaos: test-venv

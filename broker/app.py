@@ -21,16 +21,19 @@ from .config import BrokerConfig, Sources, parse_host_port
 from .coordinators.offsets_topic import TOPIC as OFFSETS_TOPIC
 from .coordinators.offsets_topic import OffsetsTopic
 from ..protocol import compression
+from ..protocol.kafka_releases import LATEST, kafka_release
 from ..protocol.errors import ErrorCode, KafkaError
 from .logging import configure_logging
 from .network.router import Route, Router
 from ..protocol.framing import API_VERSIONS_KEY
 from .network.server import KafkaServer
 from .startup import Prepared, prepare
+from .partitions.internal_topics import Refused, repair_configs
 from .partitions.startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
     from ..coordinator.groups.service import GroupCoordinatorService
+    from .operations.client_telemetry import ClientTelemetry
     from .services import BrokerServices
     from .security.service import Security
     from .coordinators.transactions import TransactionService
@@ -41,17 +44,24 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"  # transactions.TOPIC, without i
 CONNECTIONS_SUMMARY_S = 60.0
 
 
-def build_router(*, acl_checks: bool = True) -> Router:
+# KIP-714's APIs (Kafka 3.7+), which Kafka serves only with a metrics reporter that takes client
+# telemetry, and kbroker only with --client-metrics: not in any release's default table.
+CLIENT_TELEMETRY_APIS = {71: (0, 0), 72: (0, 0)}
+
+
+def build_router(*, acl_checks: bool = True, without: frozenset[int] = frozenset()) -> Router:
     """Every API in broker/apis/ SERVED, each module imported on the first request of its API.
 
     acl_checks: wrap the handlers in their ACL checks (broker/security/api_checks.py). A broker with no
     authorizer configured can never refuse a request (an authorizer exists only by configuration),
     so it serves the handlers bare, with only KIP-430's operations filled in where asked: no wrapper
-    per request, and neither the checks nor the ACL model imported."""
+    per request, and neither the checks nor the ACL model imported. `without`: APIs not served."""
     from .apis import SERVED
 
     router = Router()
     for api_key, (module, low, high) in SERVED.items():
+        if api_key in without:
+            continue
         router.register_lazy(api_key, low, high,
                              functools.partial(importlib.import_module, f"{__package__}.apis.{module}"))
     router.wrap_routes(_acl_checked if acl_checks else _with_operations)
@@ -95,7 +105,19 @@ class Broker:
         self.data_dir = Path(config.data_dir)
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
         compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
-        self.router = build_router(acl_checks=bool(config.authorizer_class_name))
+        # the Kafka release this broker answers as (--kafka-version; else 4.4's table, older versions served)
+        self.kafka_release = kafka_release(config.kafka_version or LATEST)
+        # client telemetry (KIP-714, Kafka 3.7+): with --client-metrics only (broker/operations/client_telemetry.py)
+        self.client_telemetry: ClientTelemetry | None = None
+        advertised = dict(self.kafka_release.apis)
+        if config.client_metrics and self.kafka_release.version >= (3, 7):
+            from .operations.client_telemetry import ClientTelemetry
+
+            self.client_telemetry = ClientTelemetry(config.client_metrics_interval_ms, config.telemetry_max_bytes)
+            advertised.update(CLIENT_TELEMETRY_APIS)
+        self.router = build_router(acl_checks=bool(config.authorizer_class_name),
+                                   without=frozenset() if self.client_telemetry else frozenset(CLIENT_TELEMETRY_APIS))
+        self.router.limit_to(advertised, strict=bool(config.kafka_version))
         from .operations.observe import Observations, all_servers
 
         self.observations = Observations()
@@ -173,6 +195,7 @@ class Broker:
         from .partitions.service import PartitionService
 
         self.catalogue = TopicCatalogue(self.logs, self.node_id, self.producer_states.ids)
+        repair_configs(self.catalogue)  # before retention first runs: an older kbroker let them lose their policy
         self.partitions = PartitionService(self.logs, self.catalogue, purgatory=self.fetch_purgatory,
                                            observations=self.observations, clock=self.clock,
                                            faults=self.partition_faults)
@@ -416,7 +439,13 @@ class Broker:
             if name == TRANSACTION_STATE_TOPIC:
                 self.transactions  # noqa: B018 - builds the coordinator, which creates its topic
             raise KafkaError(f"{name} is being created", ErrorCode.LEADER_NOT_AVAILABLE)
-        info = self.catalogue.create_topic(name, self.config.num_partitions, {})
+        try:
+            info = self.catalogue.create_topic(name, self.config.num_partitions, {})
+        except Refused as e:
+            # __cluster_metadata: Kafka 4.4 answers UNKNOWN_TOPIC_OR_PARTITION and never makes it.
+            # __share_group_state: Kafka makes it with its share coordinator's settings; this broker
+            # runs no share coordinator yet, and the broker defaults would let retention delete it.
+            raise Refused(f"{name} cannot be created: {e}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
         log.info("topic_auto_created", topic=name, partitions=self.config.num_partitions)
         return info
 

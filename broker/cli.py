@@ -164,7 +164,7 @@ def user_add(args: argparse.Namespace) -> int:
 
     from .storage.log.files import RewriteLockTimeout
     from .security.credentials import (
-        MAX_ITERATIONS, MIN_ITERATIONS, CredentialStore, ScramCredential, add_plain_user,
+        MAX_ITERATIONS, MIN_ITERATIONS, CredentialStore, PlainUsersFileDamaged, ScramCredential, add_plain_user,
     )
 
     password = args.password or os.environ.get("KBROKER_USER_PASSWORD") or sys.stdin.readline().rstrip("\n")
@@ -190,6 +190,9 @@ def user_add(args: argparse.Namespace) -> int:
     except RewriteLockTimeout as e:  # a broker or another `user add` is rewriting the file and did not let go
         done = f" ({', '.join(written)} written)" if written else ""
         print(f"kbroker user add: {e}{done}; try again", file=sys.stderr)
+        return 1
+    except PlainUsersFileDamaged as e:
+        print(f"kbroker user add: {e}", file=sys.stderr)
         return 1
     print(f"user {args.name}: {', '.join(mechanisms)}")
     return 0

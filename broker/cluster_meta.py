@@ -1,11 +1,25 @@
-"""The data directory's identity: cluster id and node id, created once and kept (Kafka's meta.properties)."""
+"""The data directory's identity: cluster id and node id, created once and kept (Kafka's meta.properties).
+
+The file ends with a checksum line over the properties (issue 38; broker/storage/state_file.py
+seal_text), a comment to any properties reader: a flipped bit in the cluster id or the node id would
+otherwise be read as another identity. A file that fails it is damaged, and the start is refused
+with what to do (as for one that does not parse): which identity is right cannot be told. A file
+without the line (an older kbroker's, or one an operator edited and took the line out of, as the
+refusal tells them to) is read as it is and sealed by that start, with a `meta_properties_sealed`
+event: from then on its identity is checked too."""
 
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from pathlib import Path
+
+import structlog
+
+from .storage.log.files import write_file_durably
+from .storage.state_file import is_sealed, seal_text, unseal_text
+
+log = structlog.get_logger("kbroker.cluster_meta")
 
 FILE = "meta.properties"
 
@@ -21,6 +35,10 @@ def read(path: Path) -> dict:
         text = path.read_text()
     except UnicodeDecodeError:
         raise ValueError("not a text file") from None
+    text, damage = unseal_text(text)
+    if damage is not None:
+        raise ValueError(f"{damage}: restore it from a backup; if you changed it on purpose, delete its "
+                         f"'# kbroker crc32c' line")
     props: dict[str, str | int] = {}
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
@@ -50,11 +68,18 @@ def load_or_create(data_dir: Path, node_id: int, cluster_id: str = "") -> tuple[
         stored_node = props["node.id"]
         if stored_node != node_id:
             raise ValueError(f"{path} belongs to node.id={stored_node}, not {node_id}")
+        text = path.read_text()
+        if not is_sealed(text):
+            _write(path, text if text.endswith("\n") else text + "\n")
+            log.info("meta_properties_sealed", file=str(path), cluster_id=props["cluster.id"], node_id=stored_node,
+                     detail="the file had no checksum line (written by a kbroker before issue 38, or edited by "
+                            "hand with the line taken out): it has one now, over the lines as they were read")
         return props["cluster.id"], stored_node
     cid = cluster_id or new_cluster_id()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"#kbroker data directory\nversion=1\ncluster.id={cid}\nnode.id={node_id}\n")
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    _write(path, f"#kbroker data directory\nversion=1\ncluster.id={cid}\nnode.id={node_id}\n")
     return cid, node_id
+
+
+def _write(path: Path, body: str) -> None:
+    """`body` and its checksum line, replacing the file whole (a crash leaves the old one or the new)."""
+    write_file_durably(path, seal_text(body, "of the lines above"))

@@ -217,6 +217,20 @@ class BrokerConfig:
         default="", metadata={"help": "'test': the settings test suites copy by hand (no initial rebalance "
                                       "delay, 1 s minimum session timeout, --flush never)"}
     )
+    kafka_version: str = field(
+        default="", metadata={"metavar": "X.Y", "help": "answer as this Apache Kafka release does (3.6 ... 4.4): "
+                                                      "its APIs, versions and features, and its refusals "
+                                                      "(default: advertise 4.4.0's table and still serve the "
+                                                      "older versions clients send without asking)"})
+    client_metrics: bool = field(
+        default=False, metadata={"help": "client telemetry (KIP-714): advertise GetTelemetrySubscriptions and "
+                                         "PushTelemetry, subscribe every client to all its metrics and show them "
+                                         "on /metrics per client instance (off, as in Kafka without a plugin)"})
+    client_metrics_interval_ms: int = field(
+        default=30000, metadata={"metavar": "MS", "help": "how often clients push their metrics with "
+                                                        "--client-metrics (a subscription's interval.ms)"})
+    telemetry_max_bytes: int = field(
+        default=1048576, metadata={"help": "largest PushTelemetry payload, as sent (telemetry.max.bytes)"})
     # --- security (issue 14): Kafka's names; see broker/security/ ---
     sasl_enabled_mechanisms: str = field(
         default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
@@ -394,6 +408,7 @@ _MINIMUM = {
     "max_inflated_batch_bytes": 1, "default_replication_factor": 1, "connection_failed_authentication_delay_ms": 0,
     "sasl_oauthbearer_jwks_endpoint_refresh_ms": 1, "sasl_oauthbearer_jwks_endpoint_retry_backoff_ms": 1,
     "sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms": 1, "sasl_oauthbearer_clock_skew_seconds": 0,
+    "client_metrics_interval_ms": 1, "telemetry_max_bytes": 1,
 }
 _INT32_MAX = 2**31 - 1
 
@@ -475,6 +490,13 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
             raise ConfigError(f"{src.label('test_controls')} on {cfg.metrics_listen} would let anyone who reaches "
                               f"it delete every topic; bind {src.label('metrics_listen')} to loopback or add "
                               f"--test-controls-remote")
+    if cfg.kafka_version:
+        from ..protocol.kafka_releases import kafka_release
+
+        try:
+            kafka_release(cfg.kafka_version)
+        except ValueError as e:
+            raise ConfigError(f"{src.label('kafka_version')}: {e}") from None
     if cfg.ssl_client_auth not in ("required", "requested", "none"):
         raise ConfigError(f"{src.label('ssl_client_auth')}: must be required, requested or none, "
                           f"not {cfg.ssl_client_auth!r}")

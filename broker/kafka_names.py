@@ -40,7 +40,8 @@ KBROKER_ONLY = frozenset({
     "listen", "advertised_listener", "data_dir", "log_format", "log_level", "max_inflated_batch_bytes", "flush",
     "shutdown_timeout_s", "cluster_id", "create_topics", "max_partitions", "log_max_open_files", "metrics_listen",
     "test_controls", "test_controls_remote", "test_controls_token", "metrics_allowed_hosts", "profile",
-    "sasl_plain_users_file", "dev_security", "dev_unsecured_oauthbearer", "ssl_handshake_timeout_ms",
+    "sasl_plain_users_file", "dev_security", "dev_unsecured_oauthbearer", "ssl_handshake_timeout_ms", "kafka_version",
+    "client_metrics", "client_metrics_interval_ms",
 })
 
 # Kafka settings of its StandardAuthorizer, not of KafkaConfig (which passes them on to it).

@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from ..purgatory.clock import Clock
     from ..purgatory.delayed_fetch import FetchPurgatory
     from .config import BrokerConfig
+    from ..protocol.kafka_releases import KafkaRelease
     from .apis.fetch_sessions import FetchSessionManager
     from .partitions.catalogue import TopicCatalogue, TopicInfo
     from .partitions.service import PartitionService
+    from .operations.client_telemetry import ClientTelemetry
     from .operations.observe import Observations
     from .operations.quotas import ClientQuotas
     from .network.router import Router
@@ -39,6 +41,7 @@ class BrokerServices(Protocol):
     data_dir: Path
     clock: Clock  # the broker's time: timers, produce timestamps, segment ages, fetch sessions
     router: Router  # ApiVersions lists what it serves; the ACL checks wrap its handlers
+    kafka_release: KafkaRelease  # the Kafka release it answers as (--kafka-version; else the newest)
     # the data path: handlers see the topics and the partitions, never a storage engine
     catalogue: TopicCatalogue  # topics, configs, leaders and leader epochs; producer ids
     partitions: PartitionService  # the one append path and the one read path
@@ -59,6 +62,7 @@ class BrokerServices(Protocol):
     def security_if_built(self) -> Security | None: ...
     # metrics and test controls
     observations: Observations
+    client_telemetry: ClientTelemetry | None  # the clients' pushed metrics (KIP-714), with --client-metrics
     partition_faults: PartitionFaults | None  # only with --test-controls
 
     explicit_settings: frozenset[str]  # the settings a flag, variable or file set (not defaults)

@@ -8,8 +8,8 @@ The handlers' shared helpers (HELPERS) live beside them and serve no API.
 """
 
 # what the handlers share: the group APIs' coordinator calls, repeated ids, the fetch sessions' cache,
-# the bound on a request's state-file changes
-HELPERS = ("fetch_sessions", "group_wire", "limits", "repeats")
+# the bound on a request's state-file changes, the delegation token APIs' refusal
+HELPERS = ("delegation_tokens", "fetch_sessions", "group_wire", "limits", "repeats")
 
 # api key -> (module in this package, lowest version served, highest version served)
 SERVED: dict[int, tuple[str, int, int]] = {
@@ -27,7 +27,7 @@ SERVED: dict[int, tuple[str, int, int]] = {
     15: ('describe_groups', 0, 6),
     16: ('list_groups', 0, 5),
     17: ('sasl_handshake', 0, 1),
-    18: ('api_versions', 0, 4),
+    18: ('api_versions', 0, 5),
     19: ('create_topics', 0, 7),
     20: ('delete_topics', 0, 6),
     21: ('delete_records', 0, 2),
@@ -42,10 +42,15 @@ SERVED: dict[int, tuple[str, int, int]] = {
     31: ('delete_acls', 0, 3),
     32: ('describe_configs', 0, 4),
     33: ('alter_configs', 0, 2),
+    34: ('alter_replica_log_dirs', 0, 2),
     35: ('describe_log_dirs', 0, 5),
     36: ('sasl_authenticate', 0, 2),
     37: ('create_partitions', 0, 3),
-    42: ('delete_groups', 0, 2),
+    38: ('create_delegation_token', 0, 3),
+    39: ('renew_delegation_token', 0, 2),
+    40: ('expire_delegation_token', 0, 2),
+    41: ('describe_delegation_token', 0, 3),
+    42: ('delete_groups', 0, 3),
     43: ('elect_leaders', 0, 2),
     44: ('incremental_alter_configs', 0, 1),
     45: ('alter_partition_reassignments', 0, 1),
@@ -59,9 +64,13 @@ SERVED: dict[int, tuple[str, int, int]] = {
     57: ('update_features', 0, 2),
     60: ('describe_cluster', 0, 2),
     61: ('describe_producers', 0, 0),
+    64: ('unregister_broker', 0, 0),
     65: ('describe_transactions', 0, 0),
     66: ('list_transactions', 0, 2),
     68: ('consumer_group_heartbeat', 0, 1),
     69: ('consumer_group_describe', 0, 1),
+    71: ('get_telemetry_subscriptions', 0, 0),
+    72: ('push_telemetry', 0, 0),
+    74: ('list_config_resources', 0, 1),
     75: ('describe_topic_partitions', 0, 0),
 }

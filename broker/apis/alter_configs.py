@@ -6,27 +6,25 @@ ConfigAdminManager.preprocess). Broker resources are checked like DescribeConfig
 ""); since no broker config can be changed at run time here, any change to one is INVALID_REQUEST
 "Cannot update these configs dynamically", which is how Kafka answers for its read-only settings.
 
-Internal topics keep `cleanup.policy=compact`: any change that would let the log delete records
-(`delete`, `compact,delete`) is INVALID_REQUEST, the error Kafka gives for operations it prohibits on
-an internal topic. Kafka itself accepts such a change and then loses every committed offset to
-retention; a client cannot tell the refusal from an ACL-less cluster's admin error, so we are stricter.
+An internal topic's new overrides, the result of the whole change, must keep its policy
+(broker/partitions/internal_topics.py): one that would let retention delete its records, by
+replacing, setting, appending, subtracting or deleting a config, is POLICY_VIOLATION. Kafka accepts
+such a change and then loses every committed offset to retention.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .describe_configs import RESOURCE_BROKER, RESOURCE_TOPIC, broker_resource_error
-from ...protocol.topic_names import is_internal_topic
+from ..partitions import internal_topics
+from ..partitions.catalogue import check_known_in
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.alter_configs_request import AlterConfigsRequest, AlterConfigsResource
 from ...protocol.messages.alter_configs_response import AlterConfigsResourceResponse, AlterConfigsResponse
-
-if TYPE_CHECKING:
-    from ..services import BrokerServices
 
 API_KEY = 33
 VERSIONS = (0, 2)
@@ -46,26 +44,19 @@ def check_duplicate_keys(names: list[str]) -> None:
         raise KafkaError("Error due to duplicate config keys", ErrorCode.INVALID_REQUEST)
 
 
-def check_internal_topic_configs(name: str, new_overrides: dict[str, str]) -> None:
-    """An internal topic's records may only ever be compacted away, never deleted by retention."""
-    policy = [p.strip() for p in new_overrides.get("cleanup.policy", "compact").split(",") if p.strip()]
-    if policy != ["compact"]:
-        raise KafkaError(f"Internal topic {name} must keep cleanup.policy=compact; changing it is prohibited.",
-                         ErrorCode.INVALID_REQUEST)
-
-
-def alter_resource(broker: BrokerServices, resource_type: int, resource_name: str, names: list[str],
+def alter_resource(ctx: RequestContext, resource_type: int, resource_name: str, names: list[str],
                    topic_change: TopicChange, validate_only: bool) -> None:
     """Apply one resource's change. `topic_change(current_overrides) -> new_overrides` for topics."""
+    broker = ctx.broker
     if resource_type == RESOURCE_TOPIC:
         check_duplicate_keys(names)
+        check_known_in(broker.kafka_release.version, names)
         info = broker.catalogue.topics().get(resource_name)
         if info is None:
             raise KafkaError(f"Topic {resource_name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         new = topic_change(dict(info.overrides))
-        if is_internal_topic(resource_name):
-            check_internal_topic_configs(resource_name, new)
-        broker.catalogue.alter_topic_configs(resource_name, new, validate_only=validate_only)
+        with internal_topics.reported(ctx, resource_name, "alter_configs", configs=names, validate_only=validate_only):
+            broker.catalogue.alter_topic_configs(resource_name, new, validate_only=validate_only)
         return
     if resource_type == RESOURCE_BROKER:
         error = broker_resource_error(broker, resource_name)
@@ -80,7 +71,7 @@ def alter_resource(broker: BrokerServices, resource_type: int, resource_name: st
     raise KafkaError(f"Unsupported resource type: {resource_type}", ErrorCode.INVALID_REQUEST)
 
 
-def alter_resources(broker: BrokerServices, resources: Sequence[Any], response_cls: type,
+def alter_resources(ctx: RequestContext, resources: Sequence[Any], response_cls: type,
                     topic_change_for: Callable[[Any], TopicChange], validate_only: bool) -> list:
     """One response per resource (AlterConfigs' or IncrementalAlterConfigs'), each altered on its
     own; a resource listed twice is refused.
@@ -95,7 +86,7 @@ def alter_resources(broker: BrokerServices, resources: Sequence[Any], response_c
             response.error_code, response.error_message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
             continue
         try:
-            alter_resource(broker, res.resource_type, res.resource_name, [c.name for c in res.configs],
+            alter_resource(ctx, res.resource_type, res.resource_name, [c.name for c in res.configs],
                            topic_change_for(res), validate_only)
         except KafkaError as e:
             response.error_code, response.error_message = e.code, str(e)
@@ -123,6 +114,6 @@ def failed_response(_ctx: RequestContext, request: AlterConfigsRequest, error: i
 
 
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    responses = alter_resources(ctx.broker, request.resources, AlterConfigsResourceResponse, _replace_all,
+    responses = alter_resources(ctx, request.resources, AlterConfigsResourceResponse, _replace_all,
                                 request.validate_only)
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -9,6 +9,7 @@ from . import group_wire
 from .repeats import distinct, in_request_order
 from ..network.router import RequestContext
 from ...coordinator.groups.consumer import consumer_commands as cc
+from ...protocol.errors import ErrorCode
 from ...protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from ...protocol.messages.consumer_group_describe_response import (
     Assignment,
@@ -55,6 +56,8 @@ def _group(g: cc.DescribedConsumerGroup) -> DescribedGroup:
 
 
 async def handle(ctx: RequestContext, request: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
+    if "group.version" not in ctx.broker.kafka_release.finalized_features:
+        return failed_response(ctx, request, ErrorCode.UNSUPPORTED_VERSION)  # Kafka 3.x's default: see the heartbeat
     async def one(group_id: str) -> cc.DescribedConsumerGroup:
         async def call(coordinator: GroupCoordinatorService) -> cc.DescribedConsumerGroup:
             return await coordinator.submit(cc.ConsumerGroupDescribe(group_id))

@@ -63,6 +63,10 @@ def _response(r: ConsumerGroupHeartbeatResult) -> ConsumerGroupHeartbeatResponse
 def handle(ctx: RequestContext, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse | Deferred:
     """A plain handler: an idle group answers at once; a busy one queues the command and the
     answer comes from a callback on its future (see group_wire.reply)."""
+    if "group.version" not in ctx.broker.kafka_release.finalized_features:
+        # Kafka 3.7-3.9 advertise the API but serve it only with the consumer protocol switched on, which
+        # their defaults leave off (--kafka-version 3.x answers as they do)
+        return failed_response(ctx, request, ErrorCode.UNSUPPORTED_VERSION)
     if not request.group_id:
         # Kafka validates the request before routing it to a group: INVALID_REQUEST, not INVALID_GROUP_ID.
         return failed_response(ctx, request, ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")

@@ -1,7 +1,10 @@
 """CreateAcls (30) v1-v3: add ACL bindings (Alter on the cluster); persisted before the answer.
 
 As in Kafka's controller, a request that would add more than 10,000 ACLs adds none: every creation
-answers POLICY_VIOLATION (broker/storage/state_file.py)."""
+answers POLICY_VIOLATION (broker/storage/state_file.py).
+
+While the ACL file is damaged (broker/security/acl_store.py) changes answer POLICY_VIOLATION, so the
+file stays as the operator must see it."""
 
 from __future__ import annotations
 
@@ -43,6 +46,9 @@ async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsR
         return failed_response(ctx, request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not security.authorize(ctx, Operation.ALTER, ResourceType.CLUSTER):
         return failed_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    if security.authorizer.locked:  # the damaged file stays as it is for the operator (security/acl_store.py)
+        return failed_response(ctx, request, ErrorCode.POLICY_VIOLATION,
+                               f"ACLs cannot be changed while {security.authorizer.locked}")
     results, valid = [], []
     for c in request.creations:
         acl = AclBinding(_enum(ResourceType, c.resource_type), c.resource_name,

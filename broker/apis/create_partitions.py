@@ -1,9 +1,9 @@
 """CreatePartitions (37), v0-v3: grow a topic's partition count (never shrink it).
 
-Internal topics are refused with INVALID_REQUEST (Kafka's answer for operations it prohibits on an
-internal topic): a group's coordinator partition is its id's hash modulo the partition count, so
-growing `__consumer_offsets` would orphan every committed offset at the next restart. Kafka accepts
-it (KAFKA-14418 was not merged); its count is `offsets.topic.num.partitions`, fixed at creation.
+Internal topics are refused with POLICY_VIOLATION (broker/partitions/internal_topics.py): a group's
+coordinator partition is its id's hash modulo the partition count, so growing `__consumer_offsets`
+would orphan every committed offset at the next restart. Kafka 4.4 accepts it (KAFKA-14418 was not
+merged); its count is `offsets.topic.num.partitions`, fixed at creation.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ...protocol.topic_names import is_internal_topic
+from ..partitions import internal_topics
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
@@ -31,9 +31,7 @@ def _check(broker: BrokerServices, topic: CreatePartitionsTopic) -> None:
     info = broker.catalogue.topics().get(topic.name)
     if info is None:
         raise KafkaError(f"Topic '{topic.name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if is_internal_topic(topic.name):
-        raise KafkaError(f"Changing the partition count of internal topic {topic.name} is prohibited.",
-                         ErrorCode.INVALID_REQUEST)
+    internal_topics.check_new_partitions(topic.name)
     current = info.num_partitions
     if topic.count == current:
         raise KafkaError(f"Topic already has {current} partition(s).", ErrorCode.INVALID_PARTITIONS)
@@ -75,8 +73,11 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
             result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
             continue
         try:
-            _check(broker, topic)
-            await broker.catalogue.add_partitions_async(topic.name, topic.count, validate_only=request.validate_only)
+            with internal_topics.reported(ctx, topic.name, "create_partitions", count=topic.count,
+                                          validate_only=request.validate_only):
+                _check(broker, topic)
+                await broker.catalogue.add_partitions_async(topic.name, topic.count,
+                                                            validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

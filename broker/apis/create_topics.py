@@ -8,6 +8,11 @@ the configs (INVALID_CONFIG). A manual assignment needs num_partitions and repli
 (INVALID_REQUEST otherwise); each partition 0..n-1 must be placed on this node alone
 (INVALID_REPLICA_ASSIGNMENT otherwise). v5+ answers with the partition count, replication factor and
 every config; v7 with the topic id.
+
+An internal topic (`__consumer_offsets`, `__transaction_state`) that does not exist yet is refused
+with INVALID_REQUEST, Kafka's answer for `__cluster_metadata`: the broker creates these itself, with
+the partition count and configs their coordinators need (broker/partitions/internal_topics.py).
+Kafka 4.4 creates one a client asks for, with the client's count and configs.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from .describe_configs import SOURCES
-from ..partitions.catalogue import ConfigEntry
+from ..partitions import internal_topics
+from ..partitions.catalogue import ConfigEntry, check_known_in, known_in
 from ...protocol.topic_names import validate_topic_name
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -120,9 +126,15 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             validate_topic_name(topic.name)
             if topic.name in broker.catalogue.topics():
                 raise KafkaError(f"Topic '{topic.name}' already exists.", ErrorCode.TOPIC_ALREADY_EXISTS)
-            count = _partition_count(broker, topic)
-            info = await broker.catalogue.create_topic_async(topic.name, count, _configs(topic),
-                                                        validate_only=request.validate_only)
+            with internal_topics.reported(ctx, topic.name, "create_topics", partitions=topic.num_partitions,
+                                          configs={c.name: c.value for c in topic.configs},
+                                          validate_only=request.validate_only):
+                internal_topics.check_creation(topic.name)  # before the count's checks, which Kafka's policy precedes
+                count = _partition_count(broker, topic)
+                configs = _configs(topic)
+                check_known_in(broker.kafka_release.version, configs)
+                info = await broker.catalogue.create_topic_async(topic.name, count, configs,
+                                                                 validate_only=request.validate_only)
         except KafkaError as e:
             result.error_code, result.error_message = e.code, str(e)
             continue
@@ -132,7 +144,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         result.configs = [
             CreatableTopicConfigs(name=e.name, value=value, read_only=False,
                                   config_source=SOURCES.get(source, 0), is_sensitive=False)
-            for e in sorted(info.config.describe(), key=lambda e: e.name)
+            for e in sorted(known_in(broker.kafka_release.version, info.config.describe()), key=lambda e: e.name)
             for value, source in [_with_broker_default(e, broker_defaults)]
         ]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

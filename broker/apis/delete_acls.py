@@ -5,7 +5,10 @@ As in Kafka's controller, one request removes at most 10,000 ACLs: a filter whos
 it past that answers UNKNOWN_SERVER_ERROR ("Cannot remove more than 10000 acls in a single delete
 operation.") and removes none of its own (Kafka's controller removes the matches it had counted
 before it noticed; a client cannot rely on which those are), while the filters within the bound
-are applied."""
+are applied.
+
+While the ACL file is damaged (broker/security/acl_store.py) changes answer POLICY_VIOLATION, so the
+file stays as the operator must see it."""
 
 from __future__ import annotations
 
@@ -46,6 +49,9 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
         return failed_response(ctx, request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not security.authorize(ctx, Operation.ALTER, ResourceType.CLUSTER):
         return failed_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    if security.authorizer.locked:  # the damaged file stays as it is for the operator (security/acl_store.py)
+        return failed_response(ctx, request, ErrorCode.POLICY_VIOLATION,
+                               f"ACLs cannot be changed while {security.authorizer.locked}")
     # The filters are matched in slices that give the loop back (below); meanwhile no other request
     # changes the ACLs, so every filter sees the same ones, as in Kafka's controller.
     async with security.acl_changes:

@@ -1,4 +1,4 @@
-"""DeleteGroups (42) v0-v2 onto `GroupCoordinatorService.delete_groups`: a result per group
+"""DeleteGroups (42) v0-v3 onto `GroupCoordinatorService.delete_groups`: a result per group
 (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, INVALID_GROUP_ID, or NONE once the tombstones are durable)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ...coordinator.groups.service import GroupCoordinatorService
 
 API_KEY = 42
-VERSIONS = (0, 2)
+VERSIONS = (0, 3)
 
 
 def failed_response(_ctx: RequestContext, request: DeleteGroupsRequest, error: int) -> DeleteGroupsResponse:

@@ -4,12 +4,16 @@ As Kafka's ReplicaManager.deleteRecords on a one-replica partition: offset -1 me
 watermark; an offset below 0 or past the high watermark is OFFSET_OUT_OF_RANGE; the answer is the
 new low watermark (log start offset), which never moves backwards. The new log start offset is
 written to the partition's checkpoint before the answer leaves, so it survives a restart; segments
-wholly below it are deleted. Internal topics are refused with INVALID_TOPIC_EXCEPTION. The
-deletion is the partition service's (broker/partitions/service.py).
+wholly below it are deleted. Internal topics are refused with INVALID_TOPIC_EXCEPTION, as Kafka
+refuses them (broker/partitions/internal_topics.py), with one `internal_topic_change_refused` event
+per topic and request. The deletion is the partition service's (broker/partitions/service.py).
 """
 
 from __future__ import annotations
 
+from contextlib import suppress
+
+from ..partitions import internal_topics
 from ..network.router import RequestContext
 from ...protocol.messages.delete_records_request import DeleteRecordsRequest
 from ...protocol.messages.delete_records_response import (
@@ -40,6 +44,10 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
             offsets[p.partition_index] = p.offset
     results = []
     for name, offsets in wanted.items():
+        # the service refuses each partition of an internal topic; the refusal's event is the topic's
+        with suppress(internal_topics.Refused), internal_topics.reported(ctx, name, "delete_records",
+                                                                          partitions=len(offsets)):
+            internal_topics.check_records_deletion(name)
         parts = []
         for partition, offset in offsets.items():
             error, low = ctx.broker.partitions.delete_records(name, partition, offset)

@@ -2,15 +2,15 @@
 
 Unknown names are UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID; a topic named twice in
 one request, or an entry with both (or neither) a name and an id, is INVALID_REQUEST. Internal topics
-(names starting with "__", e.g. __consumer_offsets) are refused with INVALID_TOPIC_EXCEPTION, the
-error Kafka gives clients that try to write to them.
+(`__consumer_offsets`, `__transaction_state`) are refused with INVALID_TOPIC_EXCEPTION, Kafka's answer
+to DeleteRecords on them (broker/partitions/internal_topics.py); Kafka 4.4 deletes them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from ...protocol.topic_names import is_internal_topic
+from ..partitions import internal_topics
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.delete_topics_request import DeleteTopicsRequest
@@ -67,9 +67,9 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             result.error_message = "This server does not host this topic-partition."
             continue
         result.topic_id = info.topic_id
-        if is_internal_topic(name):
-            result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
-            result.error_message = f"Internal topic {name} cannot be deleted."
-            continue
-        broker.catalogue.delete_topic(name)
+        try:
+            with internal_topics.reported(ctx, name, "delete_topics"):
+                broker.catalogue.delete_topic(name)
+        except internal_topics.Refused as refusal:
+            result.error_code, result.error_message = refusal.code, str(refusal)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from ..config import BrokerConfig
-from ..partitions.catalogue import ConfigEntry, LogConfig
+from ..partitions.catalogue import ConfigEntry, LogConfig, known_in
 from .repeats import charge, distinct, in_request_order
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode
@@ -365,7 +365,7 @@ def _describe(broker: BrokerServices, listener: str, resource_type: int, resourc
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return result
         broker_values = topic_defaults.topic_values(broker.config)
-        for entry in topic_config_rows(info.config):
+        for entry in known_in(broker.kafka_release.version, topic_config_rows(info.config)):
             if keys is None or entry.name in keys:
                 result.configs.append(_topic_result(entry, broker_values, broker.config, synonyms, docs))
     elif resource_type == RESOURCE_BROKER:

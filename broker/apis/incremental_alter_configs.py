@@ -70,7 +70,7 @@ def failed_response(_ctx: RequestContext, request: IncrementalAlterConfigsReques
 
 async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     defaults = {e.name: e.value for e in ctx.broker.catalogue.default_config.describe()}
-    responses = alter_resources(ctx.broker, request.resources, AlterConfigsResourceResponse,
+    responses = alter_resources(ctx, request.resources, AlterConfigsResourceResponse,
                                 lambda res: lambda current: apply_ops(current, res.configs, defaults),
                                 request.validate_only)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

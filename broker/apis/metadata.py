@@ -5,6 +5,11 @@ places it (broker/partitions/catalogue.py): on one node led here in its leader e
 Below v12 a topic must be named and may not be asked for by id (v10-11 carry the fields but Kafka
 refuses them): such a request gets Kafka's whole-request INVALID_REQUEST answer, each requested
 topic echoed with the error (a null name as ""), as in MetadataRequest.getErrorResponse.
+
+Auto-creation makes `__consumer_offsets` and `__transaction_state` with their coordinators' own
+settings (LEADER_NOT_AVAILABLE meanwhile); `__cluster_metadata` and `__share_group_state` are never
+made by it (UNKNOWN_TOPIC_OR_PARTITION and an `internal_topic_change_refused` event;
+broker/partitions/internal_topics.py).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...protocol.topic_names import is_internal_topic
+from ..partitions import internal_topics
 from ..partitions.catalogue import NO_LEADER
 from ..network.router import RequestContext
 from ...protocol.errors import ErrorCode, KafkaError
@@ -94,7 +100,8 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
             info = topics.get(name)
             if info is None and auto and broker.config.auto_create_topics_enable:
                 try:
-                    info = await broker.auto_create_topic(name)
+                    with internal_topics.reported(ctx, name, "metadata_auto_create"):
+                        info = await broker.auto_create_topic(name)
                 except KafkaError as e:
                     out.append(MetadataResponseTopic(error_code=e.code, name=name))
                     continue

@@ -112,7 +112,7 @@ class OffsetsTopic:
         """Create the topic at once if it does not exist (offline writers: tools, tests); an existing
         topic keeps its partition count (Kafka does too)."""
         if not self.adopt_existing():
-            self.catalogue.create_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+            self.catalogue.create_internal_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
             log.info("offsets_topic_created", partitions=self.num_partitions)
         return self.num_partitions
 
@@ -129,7 +129,7 @@ class OffsetsTopic:
         already serves (its 50 partition directories were most of an empty broker's start-up); until
         then, and until each partition is replayed, the groups answer COORDINATOR_LOAD_IN_PROGRESS."""
         if self.catalogue.topic(TOPIC) is None:
-            await self.catalogue.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+            await self.catalogue.create_internal_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
             log.info("offsets_topic_created", partitions=self.num_partitions)
 
     def max_batch_bytes(self, partition: int) -> int:

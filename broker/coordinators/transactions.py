@@ -118,7 +118,7 @@ class TransactionService:
         delay = 1.0
         while self.broker.catalogue.topic(TOPIC) is None:
             try:
-                await self.broker.catalogue.create_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+                await self.broker.catalogue.create_internal_topic_async(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
                 log.info("transaction_state_topic_created", partitions=self.num_partitions)
             except Exception as exc:  # noqa: BLE001 - a full disk, --max-partitions: transits fail meanwhile
                 log.error("transaction_state_topic_create_failed", error=repr(exc), retry_in_s=delay)

@@ -173,8 +173,10 @@ class Connection:
             served = (route.min_version, route.max_version) if route else (0, 0)
             self._answered(error_answers.unsupported_api_versions(served, correlation_id))
             return
-        answer = None if entry.route is None else error_answers.unsupported_version_answer(api_key, api_version,
-                                                                                           correlation_id)
+        # Kafka closes the connection; kbroker answers the versions whose error it can shape, unless it
+        # answers as one Kafka release (--kafka-version: that release's refusal, a close).
+        answer = None if entry.route is None or self.table.router.strict else \
+            error_answers.unsupported_version_answer(api_key, api_version, correlation_id)
         log.warning("request_rejected", error="unsupported api" if entry.route is None else "unsupported version",
                     answered=answer is not None, **self._fields(api_key, api_version, correlation_id, client_id))
         if answer is None:

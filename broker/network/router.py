@@ -3,7 +3,8 @@
 A handler module exposes `API_KEY`, `VERSIONS = (min, max)` and `handle(ctx, request)` (a plain
 function or a coroutine function) returning the response body (or None when the request gets no
 response, as Produce with acks=0), or a `Deferred` whose awaitable gives the body once only waiting
-remains. ApiVersions advertises exactly what is registered here.
+remains. ApiVersions advertises exactly what is registered here, within the Kafka release's table
+(`limit_to`).
 
 Error answers have one shape per API, its `failed_response(ctx, request, error_code)` (Kafka's
 `AbstractRequest.getErrorResponse`): the whole request answered with one error code, shaped as
@@ -15,9 +16,9 @@ others: the server then closes the connection). `Route.failed_response` is that 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 from .error_answers import top_level_error
 from ...protocol.errors import ErrorCode
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
 Handler = Callable[["RequestContext", Any], Any]
 # The whole-request error answer: (ctx, request, error code) -> response body, or None for none.
 FailedResponse = Callable[["RequestContext", Any, ErrorCode], Any]
+
+
+# Kafka's principal of a connection that did not authenticate (security/session.py's, not imported
+# from there: a PLAINTEXT broker loads no security).
+ANONYMOUS = "User:ANONYMOUS"
 
 
 @dataclass(slots=True)
@@ -46,6 +52,11 @@ class RequestContext:
     # The connection's authentication state (kbroker.broker.security.session.ConnectionAuth): its
     # principal, and the SASL exchange SaslHandshake/SaslAuthenticate drive. None on PLAINTEXT.
     connection: ConnectionAuth | None = None
+
+    @property
+    def principal(self) -> str:
+        """Who sent the request, as Kafka names it: User:ANONYMOUS on PLAINTEXT (no ConnectionAuth)."""
+        return self.connection.principal if self.connection is not None else ANONYMOUS
 
     def log_fields(self) -> dict[str, Any]:
         return {
@@ -122,9 +133,50 @@ class Router:
         self.routes: dict[int, Route] = {}  # the loaded routes
         self._unloaded: dict[int, tuple[int, int, Callable[[], HandlerModule | ModuleType]]] = {}
         self._wrappers: list[Callable[[Route], Route]] = []
+        # A Kafka release's ApiVersions table (protocol/kafka_releases.py): what is advertised, and with
+        # `_strict` all that is served (see limit_to).
+        self._release: Mapping[int, tuple[int, int]] | None = None
+        self._strict = False
+
+    def limit_to(self, release: Mapping[int, tuple[int, int]], *, strict: bool) -> None:
+        """Advertise only the APIs of `release` (api key -> versions, a Kafka release's ApiVersions), each
+        in the versions both it and this router serve. `strict`: serve nothing else either, so that a
+        request outside it is refused as that release refuses it; otherwise clients that send an older
+        version without asking (sarama, kafka-python with api_version set) are still served.
+        Call it before the first request."""
+        self._release, self._strict = dict(release), strict
+        if strict:
+            for api_key in [k for k in self._unloaded if k not in release]:
+                del self._unloaded[api_key]
+            for api_key, route in list(self.routes.items()):
+                capped = self._capped(api_key, route.min_version, route.max_version)
+                if capped is None:
+                    del self.routes[api_key]
+                else:
+                    self.routes[api_key] = replace(route, min_version=capped[0], max_version=capped[1])
+
+    @property
+    def strict(self) -> bool:
+        """True when serving exactly one Kafka release's table (limit_to(strict=True)): a version
+        outside it is refused as that release refuses it, by closing the connection."""
+        return self._strict
+
+    def _capped(self, api_key: int, low: int, high: int) -> tuple[int, int] | None:
+        if self._release is None:
+            return low, high
+        if api_key not in self._release:
+            return None
+        release_low, release_high = self._release[api_key]
+        low, high = max(low, release_low), min(high, release_high)
+        return (low, high) if low <= high else None
 
     def register(self, module: HandlerModule | ModuleType) -> None:
         low, high = module.VERSIONS
+        if self._strict:
+            capped = self._capped(module.API_KEY, low, high)
+            if capped is None:
+                return
+            low, high = capped
         failed = getattr(module, "failed_response", None) or top_level_failed_response(module.API_KEY)
         route = Route(module.API_KEY, low, high, module.handle, failed)
         for wrap in self._wrappers:
@@ -166,4 +218,5 @@ class Router:
         served = {r.api_key: (r.min_version, r.max_version) for r in self.routes.values()}
         for api_key, (low, high, _) in self._unloaded.items():
             served.setdefault(api_key, (low, high))
-        return [(key, low, high) for key, (low, high) in sorted(served.items())]
+        capped = {key: self._capped(key, low, high) for key, (low, high) in served.items()}
+        return [(key, *versions) for key, versions in sorted(capped.items()) if versions is not None]

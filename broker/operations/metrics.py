@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from ...protocol.topic_names import is_internal_topic
 from .observe import Histogram, all_servers
@@ -143,6 +143,31 @@ class BrokerCollector:
                                 value=obs.loop_stall_max_s)
         yield GaugeMetricFamily("kbroker_offsets_partitions_loaded", "__consumer_offsets partitions loaded",
                                 value=b.offsets_partitions_loaded())
+        if b.client_telemetry is not None:
+            yield from self._client_telemetry(b.client_telemetry)
+
+    @staticmethod
+    def _client_telemetry(telemetry: Any):
+        """The clients' own metrics (KIP-714, --client-metrics), one series per client instance and point;
+        their points carry different labels, so each family is built sample by sample."""
+        for name, kind, text, samples in telemetry.families():
+            family = Metric(name, text, kind)  # a counter's family drops a `_total` its name ends in
+            sample_name = f"{family.name}_total" if kind == "counter" else name
+            for labels, value in samples:
+                family.add_sample(sample_name, dict(labels), value)
+            yield family
+        yield GaugeMetricFamily("kbroker_client_telemetry_instances", "Client instances kbroker holds telemetry of",
+                                value=len(telemetry.instances))
+        yield GaugeMetricFamily("kbroker_client_telemetry_series", "Client metric series held (bounded)",
+                                value=telemetry.series_count)
+        yield CounterMetricFamily("kbroker_client_telemetry_dropped_series",
+                                  "Client metric series not kept, for the bounds on instances and series",
+                                  value=telemetry.dropped_series)
+        rejected = CounterMetricFamily("kbroker_client_telemetry_rejected_pushes", "PushTelemetry answered an error",
+                                       labels=["error"])
+        for code, n in sorted(telemetry.rejected_pushes.items()):
+            rejected.add_metric([_error_name(code)], n)
+        yield rejected
 
     @staticmethod
     def _groups(b: Any, ends: dict[tuple[str, int], int]):

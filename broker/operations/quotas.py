@@ -3,7 +3,10 @@ and Kafka's produce and fetch byte-rate enforcement.
 
 Storage: `<data-dir>/client-quotas.json`, rewritten durably on every change (broker/storage/state_file.py:
 off the event loop, changes made meanwhile sharing one write), so quotas survive a restart as they
-do in Kafka's metadata log.
+do in Kafka's metadata log. One entity per line, each with its CRC32C: an entity whose entry is
+damaged is not loaded (its quotas are not enforced until set again) and `client_quotas_file_damaged`
+(error) names it as far as it still reads; the others load, and the broker always starts. A file
+from before checksums loads as it did.
 
 Enforcement follows Kafka's ClientQuotaManager: a client's bytes are recorded in a rate over
 `quota.window.num` (11) samples of `quota.window.size.seconds` (1 s); when the rate exceeds the
@@ -16,7 +19,6 @@ authentication the user is ANONYMOUS, as Kafka's principal on a PLAINTEXT listen
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from collections import deque
@@ -24,7 +26,9 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..storage.state_file import StateFile, json_rows
+import structlog
+
+from ..storage.state_file import StateFile, read_rows, render_rows
 
 FILE_NAME = "client-quotas.json"
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -113,9 +117,41 @@ class _Rate:
         return sum(b for _, b in self.samples) * 1000.0 / self.window_ms(now_ms)
 
 
+log = structlog.get_logger("kbroker.quotas")
+
+
 def _render(quotas: list[tuple[Entity, dict[str, float]]]) -> bytes:
-    return (json_rows({"entity": [list(p) for p in entity], "values": values}
-                      for entity, values in quotas) + "\n").encode()
+    return render_rows("quotas", ({"entity": [list(p) for p in entity], "values": values} for entity, values in quotas))
+
+
+def _load(path: Path) -> dict[Entity, dict[str, float]]:
+    """The entities whose entries verify; damage is reported, never raised (the broker must start)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        _report(path, [f"the file cannot be read: {exc!r}"], [])
+        return {}
+    read = read_rows(raw, "quotas", list)  # before checksums: a JSON array of the same entries
+    quotas: dict[Entity, dict[str, float]] = {}
+    reasons = read.reasons()
+    for row in read.rows:
+        try:
+            quotas[tuple((t, n) for t, n in row["entity"])] = dict(row["values"])
+        except Exception as exc:  # noqa: BLE001 - an entry whose checksum holds but whose content is not ours
+            reasons.append(f"entry {row!r}: {exc!r}")
+    if reasons:
+        _report(path, reasons, [d.body.get("entity") for d in read.damage if d.body is not None])
+    return quotas
+
+
+def _report(path: Path, reasons: list[str], entities: list) -> None:
+    log.error("client_quotas_file_damaged", file=str(path), damage=reasons[:20], damaged_places=len(reasons),
+              entities=entities[:20],
+              detail="the damaged entries' quotas are not enforced until they are set again (kafka-configs --alter "
+                     "--entity-type users|clients|ips, or AlterClientQuotas); every other quota is. The next quota "
+                     "change rewrites the file without the damaged entries")
 
 
 class ClientQuotas:
@@ -125,9 +161,7 @@ class ClientQuotas:
         self.quotas: dict[Entity, dict[str, float]] = {}
         self._rates: dict[tuple[str, Entity], _Rate] = {}
         self._file = StateFile(self.path, self._capture)
-        if self.path.exists():
-            for row in json.loads(self.path.read_text()):
-                self.quotas[tuple((t, n) for t, n in row["entity"])] = dict(row["values"])
+        self.quotas.update(_load(self.path))
 
     def _capture(self) -> Callable[[], bytes]:
         # Each entity's values are replaced, never changed in place (alter): the items are a snapshot.

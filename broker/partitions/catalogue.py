@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING, Callable
 
 import structlog
 
+from . import internal_topics
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.topic_names import INTERNAL_TOPICS, InvalidTopicError, is_internal_topic, validate_topic_name
-from ..storage.log.config import INTERNAL_TOPIC_CONFIGS, ConfigEntry, InvalidConfigError, LogConfig, default_of
+from ..storage.log.config import (INTERNAL_TOPIC_CONFIGS, ConfigEntry, InvalidConfigError, LogConfig, check_known_in,
+                                  default_of, known_in)
 from ..storage.log.topic_files import TopicInfo
 
 if TYPE_CHECKING:
@@ -42,8 +44,8 @@ NO_LEADER = -1
 
 # What the handlers use of the topics' model, from here rather than from the engine.
 __all__ = ["ConfigEntry", "INTERNAL_TOPICS", "INTERNAL_TOPIC_CONFIGS", "InvalidConfigError", "InvalidTopicError",
-           "Leadership", "LogConfig", "NO_LEADER", "TopicCatalogue", "TopicInfo", "default_of", "is_internal_topic",
-           "validate_topic_name"]
+           "Leadership", "LogConfig", "NO_LEADER", "TopicCatalogue", "TopicInfo", "check_known_in", "default_of",
+           "is_internal_topic", "known_in", "validate_topic_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,23 +98,43 @@ class TopicCatalogue:
         info = self._engine.topic(topic)
         return info is not None and 0 <= partition < info.num_partitions
 
+    # Every change of a topic passes the internal topics' policy (internal_topics.py) here, whoever asks.
+
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str], *,
                      allow_internal_configs: bool = False) -> TopicInfo:
-        """Synchronously (start-up, auto-creation): the files are the engine's."""
+        """Synchronously (start-up, auto-creation): the files are the engine's. Never an internal topic:
+        its coordinator makes it (create_internal_topic)."""
+        internal_topics.check_creation(name)
         return self._engine.create_topic(name, num_partitions, configs, allow_internal_configs=allow_internal_configs)
 
     async def create_topic_async(self, name: str, num_partitions: int, configs: dict[str, str],
                                  topic_id: uuid.UUID | None = None, *, validate_only: bool = False) -> TopicInfo:
+        """CreateTopics: never an internal topic (create_internal_topic_async)."""
+        internal_topics.check_creation(name)
         return await self._engine.create_topic_async(name, num_partitions, configs, topic_id,
                                                      validate_only=validate_only)
 
+    def create_internal_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
+        """An internal topic, made by its own coordinator, with configs that keep its policy."""
+        internal_topics.check_own_creation(name, configs, self.default_config)
+        return self._engine.create_topic(name, num_partitions, configs)
+
+    async def create_internal_topic_async(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
+        """create_internal_topic with the files made in a worker thread, while the broker serves."""
+        internal_topics.check_own_creation(name, configs, self.default_config)
+        return await self._engine.create_topic_async(name, num_partitions, configs)
+
     async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
+        internal_topics.check_new_partitions(name)
         return await self._engine.add_partitions_async(name, new_total, validate_only=validate_only)
 
     def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo:
+        """Replace the topic's overrides with `configs`, the result of the whole change."""
+        internal_topics.check_configs(name, configs, self.default_config)
         return self._engine.alter_topic_configs(name, configs, validate_only=validate_only)
 
     def delete_topic(self, name: str) -> None:
+        internal_topics.check_deletion(name)
         self._engine.delete_topic(name)
 
     # --- leadership ---------------------------------------------------------------------------------

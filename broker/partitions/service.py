@@ -33,6 +33,7 @@ from ..storage.api import AppendOrigin, AppendResult, Isolation, PartitionStore
 from ..storage.log.timestamp_search import BatchToWalk
 from ..storage.log.validation import CheckedBatch, InlineBudget, check_produced_batch
 from ..workers import OFFSET_SEARCH, run_in_worker
+from . import internal_topics
 from .txn_read import PartitionRead, aborted_in
 
 if TYPE_CHECKING:
@@ -323,8 +324,10 @@ class PartitionService:
 
     def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
         """DeleteRecords for one partition: (error, low watermark); -1 means the high watermark."""
-        if is_internal_topic(topic):
-            return E.INVALID_TOPIC_EXCEPTION, -1
+        try:
+            internal_topics.check_records_deletion(topic)
+        except internal_topics.Refused as refusal:
+            return refusal.code, -1
         store, error, _ = self._store(topic, partition)
         if store is None:
             return error, -1

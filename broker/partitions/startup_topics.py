@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from ...protocol.topic_names import InvalidTopicError, is_internal_topic, validate_topic_name
+from .internal_topics import made_by_the_broker_only
+from ...protocol.topic_names import InvalidTopicError, validate_topic_name
 
 if TYPE_CHECKING:
     from .catalogue import TopicCatalogue
@@ -43,7 +44,7 @@ def parse_create_topics(text: str, option: str) -> list[TopicSpec]:
             validate_topic_name(name)
         except InvalidTopicError as e:
             raise ValueError(f"{option}: {item!r}: {e}") from None
-        if is_internal_topic(name):
+        if made_by_the_broker_only(name):
             raise ValueError(f"{option}: {name} is an internal topic the broker creates itself")
         if not count.isdigit() or int(count) < 1:
             raise ValueError(f"{option}: {item!r}: partitions must be a positive integer, not {count!r}")

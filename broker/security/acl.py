@@ -198,6 +198,9 @@ class Authorizer:
                  allow_if_no_acl: bool = False) -> None:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
+        # Why the ACLs cannot be trusted (their file is damaged, acl_store.py): while set, only super
+        # users are authorized and the ACLs cannot be changed.
+        self.locked: str | None = None
         # Every binding, with the order it came in (answers list matches in that order).
         self._all: dict[AclBinding, int] = {}
         self._added = 0
@@ -283,6 +286,8 @@ class Authorizer:
                   name: str) -> bool:
         if principal in self.super_users:
             return True
+        if self.locked:
+            return False
         found_resource_acl = allowed = False
         for acl in self._resource_acls(resource_type, name):
             found_resource_acl = True
@@ -304,6 +309,8 @@ class Authorizer:
         """Whether some resource of this type may be acted on (Kafka's authorizeByResourceType, KIP-679)."""
         if principal in self.super_users:
             return True
+        if self.locked:
+            return False
         if self.allow_if_no_acl and not any(a.resource_type == resource_type for a in self._all):
             return True
         denied_literal, denied_prefix = set(), []

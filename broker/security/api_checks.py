@@ -56,8 +56,9 @@ CONFIG_TOPIC, CONFIG_BROKER = 2, 4  # ConfigResource types
 
 
 # APIs that check in their own handler (the ACL and SCRAM APIs) or that Kafka never checks
-CHECKED_IN_HANDLER = frozenset({29, 30, 31, 50, 51})  # Describe/Create/DeleteAcls, Describe/AlterUserScramCredentials
-NO_CHECK_IN_KAFKA = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
+# Describe/Create/DeleteAcls, Describe/AlterUserScramCredentials, the delegation token APIs
+CHECKED_IN_HANDLER = frozenset({29, 30, 31, 38, 39, 40, 41, 50, 51})
+NO_CHECK_IN_KAFKA = frozenset({17, 18, 36, 71, 72})  # SaslHandshake, ApiVersions, SaslAuthenticate, KIP-714
 
 
 def install(router: Router) -> None:
@@ -464,6 +465,7 @@ CHECKS: dict[int, Callable] = {
     28: more.check_txn_offset_commit, 61: more.check_describe_producers, 65: more.check_describe_transactions,
     66: more.check_list_transactions, 68: more.check_consumer_group_heartbeat, 69: more.check_consumer_group_describe,
     21: more.check_delete_records, 23: more.check_offset_for_leader_epoch, 35: more.check_describe_log_dirs,
+    34: more.cluster_check(Op.ALTER), 64: more.cluster_check(Op.ALTER), 74: more.cluster_check(Op.DESCRIBE_CONFIGS),
     43: more.cluster_check(Op.ALTER), 45: more.cluster_check(Op.ALTER), 46: more.cluster_check(Op.DESCRIBE),
     48: more.cluster_check(Op.DESCRIBE_CONFIGS), 49: more.cluster_check(Op.ALTER_CONFIGS),
     55: more.cluster_check(Op.DESCRIBE), 57: more.cluster_check(Op.ALTER),

@@ -11,6 +11,17 @@ AlterUserScramCredentials changes the credentials in memory and has the file rew
 itself is not read back. Rendered and written on the loop, with parsing it back at the next login,
 one change among 100,000 users held every client for seconds.
 
+Damage (issue 38). The SCRAM file is a version-2 state file (broker/storage/state_file.py): one user
+per line, each with its CRC32C. A user whose entry fails its checksum or no longer parses is not
+loaded: nobody authenticates with credentials that may have been altered (a flipped bit in a name
+would otherwise let a password log in as another principal), every other user is unaffected, and
+`scram_credentials_damaged` (error) names what was refused and what to do; the next change of any
+user rewrites the file without the damaged entries. A PLAIN users file that `kbroker user add` wrote
+ends with a `# kbroker crc32c=...` line over the lines before it: on a mismatch no PLAIN user is
+accepted from it (`plain_users_file_damaged`), since which line changed cannot be told; a file
+without that line (written by hand, as Kafka's JAAS users are) is read as before, and so is a SCRAM
+file from before checksums. A broker never fails to start over either file.
+
 `kbroker user add` may rewrite the file while the broker does. Both rewrite it under one lock
 (`held_for_rewrite`), and the broker keeps the changes it has not yet seen written: if the file is
 not the one it last read or wrote, its write re-reads it and applies those changes on top, so
@@ -23,15 +34,19 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import structlog
 
 from ..storage.log.files import held_for_rewrite, write_file_durably
-from ..storage.state_file import StateFile
+from ..storage.state_file import StateFile, read_rows, render_rows, seal_text, unseal_text
+
+log = structlog.get_logger("kbroker.credentials")
 
 SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 # AlterUserScramCredentials' mechanism codes (Kafka's ScramMechanism.type)
@@ -107,7 +122,7 @@ class _WatchedFile:
             return self.value
         stamp = self._stat()
         if stamp != self._stamp:
-            self.value = self.parse(self.path.read_text(encoding="utf-8") if stamp else None)
+            self.value = self.parse(_read(self.path) if stamp else None)
             self._stamp = stamp
         return self.value
 
@@ -126,12 +141,78 @@ class _WatchedFile:
         return path_stamp(self.path)
 
 
-def _parse_scram(text: str | None) -> dict[str, dict[str, ScramCredential]]:
-    if not text:
-        return {}
-    data = json.loads(text)
-    return {user: {mech: ScramCredential.from_json(c) for mech, c in mechs.items()}
-            for user, mechs in data.get("users", {}).items()}
+def _read(path: Path) -> bytes | None:
+    """The file's bytes; None if it is gone. A file that cannot be read is damage, reported by the
+    parser it reaches as an empty, unverifiable file, never a failed authentication's traceback."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.error("credentials_file_unreadable", file=str(path), error=repr(exc),
+                  detail="no user of this file can authenticate until it can be read")
+        return b"\x00unreadable"
+
+
+class ScramUsers(dict[str, dict[str, ScramCredential]]):
+    """The SCRAM file's users by name, and the names of the entries refused as damaged (as far as a
+    damaged entry still says its name)."""
+
+    damaged: frozenset[str] = frozenset()
+
+
+def _legacy_scram_rows(data: Any) -> list[dict[str, Any]]:
+    """A file from before checksums (version 1: users by name)."""
+    return [{"user": user, "credentials": mechs} for user, mechs in data.get("users", {}).items()]
+
+
+def _parse_scram(raw: bytes | None, path: Path | None = None) -> ScramUsers:
+    users = ScramUsers()
+    if not raw:
+        return users
+    read = read_rows(raw, "users", _legacy_scram_rows)
+    reasons, names = read.reasons(), {str(d.body["user"]) for d in read.damage
+                                      if d.body is not None and "user" in d.body}
+    for row in read.rows:
+        try:
+            users[str(row["user"])] = {str(m): ScramCredential.from_json(c) for m, c in row["credentials"].items()}
+        except Exception as exc:  # noqa: BLE001 - an entry whose checksum holds but whose content is not ours
+            reasons.append(f"user {row.get('user')!r}: {exc!r}")
+            names.add(str(row.get("user")))
+    if reasons:
+        users.damaged = frozenset(names)
+        log.error("scram_credentials_damaged", file=str(path) if path else None, users=sorted(names),
+                  damage=reasons[:20], damaged_places=len(reasons),
+                  detail="these entries are refused: their users cannot authenticate with SCRAM until their "
+                         "credentials are set again (kbroker user add NAME, or AlterUserScramCredentials, e.g. "
+                         "kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=...]' --entity-type users "
+                         "--entity-name NAME); every other user is unaffected. The next change of any user "
+                         "rewrites the file without the damaged entries; a backup put in its place is read at once")
+    return users
+
+
+# A PLAIN users file that `kbroker user add` wrote ends with a checksum line (state_file.seal_text).
+_PLAIN_SEAL_NOTE = "of the lines above; after editing this file by hand, delete this line"
+
+
+class PlainUsers(dict[str, str]):
+    damaged = False  # the file failed its checksum: no user of it is accepted
+
+
+def _parse_plain_file(raw: bytes | None, path: Path | None = None) -> PlainUsers:
+    if not raw:
+        return PlainUsers()
+    text, damage = unseal_text(raw.decode("utf-8", "replace"))
+    if damage is None:
+        return PlainUsers(parse_plain_users(text))
+    log.error("plain_users_file_damaged", file=str(path) if path else None, damage=damage,
+              users=len(parse_plain_users(text)),
+              detail="no PLAIN user of this file can authenticate: which line changed cannot be told. If you "
+                     "edited the file by hand, delete its last line ('# kbroker crc32c=...'); otherwise restore it "
+                     "from a backup. The file is read again as soon as it changes")
+    refused = PlainUsers()
+    refused.damaged = True
+    return refused
 
 
 def parse_plain_users(text: str | None) -> dict[str, str]:
@@ -153,8 +234,9 @@ def scram_path(data_dir: str | Path) -> Path:
 class CredentialStore:
     def __init__(self, data_dir: str | Path, plain_users_file: str | None = None) -> None:
         self._scram_path = scram_path(data_dir)
-        self._scram = _WatchedFile(self._scram_path, _parse_scram)
-        self._plain = _WatchedFile(Path(plain_users_file) if plain_users_file else None, parse_plain_users)
+        self._scram = _WatchedFile(self._scram_path, lambda raw: _parse_scram(raw, self._scram_path))
+        plain = Path(plain_users_file) if plain_users_file else None
+        self._plain = _WatchedFile(plain, lambda raw: _parse_plain_file(raw, plain))
         self._file: StateFile | None = None
         # AlterUserScramCredentials changes applied in memory whose write is asked for or under way:
         # meanwhile the memory is ahead of the file, which is not read back (the write merges it)
@@ -174,6 +256,21 @@ class CredentialStore:
     def scram_users(self) -> Mapping[str, Mapping[str, ScramCredential]]:
         """Every user's credentials by mechanism; read only (a change replaces a user's entry)."""
         return self._scram.value if self._unwritten else self._scram.get()
+
+    def load(self) -> None:
+        """Read both files now (at start-up), so damage is reported then, not at the first login."""
+        self.scram_users()
+        self._plain.get()
+
+    def refusal(self, user: str) -> str:
+        """What an authentication failure's log says of a user with no credential to check against."""
+        damaged: frozenset[str] = getattr(self._scram.value, "damaged", frozenset())
+        return "the user's stored SCRAM credentials are damaged (scram_credentials_damaged)" if user in damaged \
+            else "unknown user"
+
+    def plain_refusal(self) -> str | None:
+        """Why a PLAIN login failed, when it is not the password: the file is refused as damaged."""
+        return "the PLAIN users file is damaged (plain_users_file_damaged)" if self._plain.value.damaged else None
 
     # --- changes (AlterUserScramCredentials, `kbroker user add`) ---
     async def alter_scram(self, upserts: list[tuple[str, str, ScramCredential]],
@@ -255,18 +352,21 @@ class _ScramWrite:
         now = path_stamp(self.path)
         if now == self.known:
             return _render(self.users)
-        users = _parse_scram(self.path.read_text(encoding="utf-8") if now is not None else None)
+        users = _parse_scram(_read(self.path) if now is not None else None, self.path)
         for change in self.changes:
             _apply_to(users, *change)
         self.merged = users
         return _render(users)
 
 
-def _render(users: dict[str, dict[str, ScramCredential]]) -> bytes:
-    """The credentials file, one dumps() per user (a single call holds the GIL throughout)."""
-    rows = (json.dumps(user) + ": " + json.dumps({m: c.to_json() for m, c in sorted(mechs.items())})
-            for user, mechs in sorted(users.items()))
-    return ('{"version": 1, "users": {\n' + ",\n".join(rows) + "\n}}\n").encode()
+def _render(users: Mapping[str, Mapping[str, ScramCredential]]) -> bytes:
+    """The credentials file: one checksummed entry per user (broker/storage/state_file.py)."""
+    return render_rows("users", ({"user": user, "credentials": {m: c.to_json() for m, c in sorted(mechs.items())}}
+                                 for user, mechs in sorted(users.items())))
+
+
+class PlainUsersFileDamaged(Exception):
+    """`kbroker user add --mechanism PLAIN` on a file whose checksum line does not match its lines."""
 
 
 def add_plain_user(path: str | Path, user: str, password: str) -> None:
@@ -275,7 +375,10 @@ def add_plain_user(path: str | Path, user: str, password: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with held_for_rewrite(path):
-        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-        lines = [ln for ln in lines if ln.partition("=")[0].strip() != user]
+        text, damage = unseal_text(path.read_text(encoding="utf-8", errors="replace") if path.exists() else "")
+        if damage is not None:  # sealing it again would bless whatever changed
+            raise PlainUsersFileDamaged(f"{path}: {damage}. If you edited it by hand, delete its last line "
+                                        f"('# kbroker crc32c=...') and run this again; otherwise restore it")
+        lines = [ln for ln in text.splitlines() if ln.partition("=")[0].strip() != user]
         lines.append(f"{user}={password}")
-        write_file_durably(path, ("\n".join(lines) + "\n").encode(), 0o600)
+        write_file_durably(path, seal_text("".join(line + "\n" for line in lines), _PLAIN_SEAL_NOTE), 0o600)

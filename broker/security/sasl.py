@@ -67,7 +67,8 @@ class PlainExchange:
         if not password:
             raise AuthenticationFailed("Authentication failed: password not specified", user)
         if not self.store.check_plain(user, password):
-            raise AuthenticationFailed("Authentication failed: Invalid username or password", user)
+            raise AuthenticationFailed("Authentication failed: Invalid username or password", user,
+                                       self.store.plain_refusal())
         if authzid and authzid != user:
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
                                        "different from username", user)
@@ -129,7 +130,7 @@ class ScramExchange:
                 raise AuthenticationFailed(f"Authentication failed: invalid SCRAM client-first message ({e})") \
                     from None
             # Kafka answers an unknown user and a wrong proof alike, so users cannot be probed for
-            reason = "unknown user" if self._unknown else f"invalid credentials ({e})"
+            reason = self.store.refusal(self._user) if self._unknown else f"invalid credentials ({e})"
             raise AuthenticationFailed("Authentication failed during authentication due to invalid credentials "
                                        f"with SASL mechanism {self.mechanism}", self._user, reason) from None
         raise AuthenticationFailed("Authentication failed: SCRAM exchange already complete", self._user)

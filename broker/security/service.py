@@ -159,6 +159,8 @@ class Security:
         self.config = config
         self.mechanisms = parse_mechanisms(config.sasl_enabled_mechanisms)
         self.credentials = CredentialStore(data_dir, config.sasl_plain_users_file or None)
+        if {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} & set(self.mechanisms):
+            self.credentials.load()  # damage is reported at start-up, not at the first login
         # OAUTHBEARER's validator, and the HTTPS key set whose refresh the broker runs (`background`)
         self.oauth: TokenValidator | None = None
         self._jwks: HttpsKeySet | None = None
@@ -182,6 +184,7 @@ class Security:
                                  f"(use {AUTHORIZERS[0]})")
             self.authorizer = Authorizer(self.acl_store.load(), parse_super_users(config.super_users),
                                          config.allow_everyone_if_no_acl_found)
+            self.authorizer.locked = self.acl_store.damaged  # only super users, while the file is damaged
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
 
     def background(self) -> list[Coroutine[Any, Any, None]]:

@@ -27,7 +27,15 @@ least the last acknowledged one. Faults:
 * clean stop or kill -9, then damage to `__transaction_state` (a batch in the middle with its CRC broken,
   or its segment cut in half): the broker must start, read_committed consumers of the transactional
   producer's topic must reach its end (no transaction left open for ever) and never see an aborted
-  record (txn_chaos.py).
+  record (txn_chaos.py);
+* clean stop or kill -9, then damage to a state file beside the logs (issue 38; tests/faults/
+  state_damage.py): one bit of a SCRAM, PLAIN, ACL or quota entry flipped, or the file cut short; the
+  next start must report it with its error event and contain it (that user refused, every other
+  served; only super users authorized while the ACLs are damaged; that quota dropped), the load
+  (a super user) untouched; the files are then put back for the rounds after.
+
+The broker serves a SASL listener and an authorizer for the state files' sake; the load runs on the
+PLAINTEXT listener as User:ANONYMOUS, a super user.
 """
 
 from __future__ import annotations
@@ -57,6 +65,8 @@ from kbroker.tests.faults.damage import (
     segments,
     stored_batches,
 )
+from kbroker.tests.faults.state_damage import KINDS as STATE_DAMAGE
+from kbroker.tests.faults.state_damage import StateFiles
 from kbroker.tests.faults.txn_chaos import TXN_TOPIC, TxnLedger, TxnLoad, damage_txn_log, verify_txn
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
@@ -320,9 +330,9 @@ def verify(broker: BrokerProcess, ledger: Ledger) -> tuple[int, int, int, list[s
     return checked, lost, corrupt_answered, problems
 
 
-# A fault may name its kind of file damage: "clean+files:side_dir_deleted".
+# A fault may name its kind of damage: "clean+files:side_dir_deleted", "clean+state:acls_flipped".
 FAULTS = ("kill", "clean+benign", "kill+benign", "clean+damage", "clean+files", "kill+files", "frames",
-          "clean+txnlog", "kill+txnlog")
+          "clean+txnlog", "kill+txnlog", "clean+state", "kill+state")
 
 
 def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[str] | None = None) -> int:
@@ -332,7 +342,10 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
     rnd = random.Random(seed)
     ledger = Ledger()
     txn_ledger = TxnLedger()
-    broker = BrokerProcess(root / "data")
+    state = StateFiles(root, TOPIC)
+    broker = BrokerProcess(root / "data", *state.broker_args(), port=state.port, listen_flag=False, start=False)
+    state.add_users()
+    broker.start()
     print(f"chaos: seed {seed}, {rounds} rounds, data in {broker.data_dir}", file=out, flush=True)
     tried: dict[str, int] = {}
     try:
@@ -343,6 +356,7 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
         admin.create_topics([NewTopic(TXN_TOPIC, 1, 1)])[TXN_TOPIC].result(30)
         del admin  # destroyed now, so it does not reconnect (and log) through every restart
         _fill_side_topics(broker)
+        state.fill(broker)
         if faults is not None:
             rounds = len(faults)
         for round_no in range(1, rounds + 1):
@@ -372,7 +386,7 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
                     broker.kill()
                     load.stop(drain=False)
                     txn_load.stop()
-                expected = None
+                expected = state_kind = None
                 if fault.endswith("txnlog"):
                     what = damage_txn_log(broker.data_dir, rnd, clean=clean)
                     with txn_ledger.lock:
@@ -382,6 +396,9 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
                 elif "+files" in fault:
                     kind = fault.partition(":")[2] or rnd.choice(FILE_DAMAGE)
                     what, expected = damage_files(broker.data_dir, kind, rnd, clean)
+                elif "+state" in fault:
+                    state_kind = fault.partition(":")[2] or rnd.choice(STATE_DAMAGE)
+                    what, expected = state.damage(state_kind, rnd)
                 else:
                     what = damage_benign(broker.data_dir, rnd.choice(BENIGN), rnd)
                 what = f"{'clean stop' if clean else 'kill -9'}, then {what}"
@@ -392,6 +409,11 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
                     return 1
                 if expected is not None:
                     what += f" (reported: {expected})"
+                if state_kind is not None:
+                    for problem in state.problems(broker, state_kind):
+                        print(f"round {round_no:3d}: {what}; NOT CONTAINED: {problem}", file=out, flush=True)
+                        print(f"chaos: FAILED in round {round_no} (seed {seed})", file=out)
+                        return 1
             checked, lost, corrupt, problems = verify(broker, ledger)
             txn_read, txn_missing, txn_problems = verify_txn(broker, txn_ledger)
             problems += txn_problems
@@ -406,6 +428,10 @@ def campaign(seed: int, rounds: int, root: Path, out=sys.stdout, faults: list[st
             if lost or problems:
                 print(f"chaos: FAILED in round {round_no} (seed {seed})", file=out)
                 return 1
+            if fault.partition(":")[0].endswith("+state"):  # the files back as they were, for later rounds
+                broker.stop()
+                state.restore()
+                broker.start()
         total = sum(len(v) for v in ledger.acked.values())
         print(f"chaos: {rounds} rounds ({', '.join(f'{k} x{v}' for k, v in sorted(tried.items()))}); "
               f"{total:,} acknowledged records and {len(ledger.commits)} groups' commits: nothing acknowledged lost",

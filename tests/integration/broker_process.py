@@ -148,6 +148,7 @@ class BrokerProcess:
     def _limit_files(self) -> None:
         import resource
 
+        assert self.max_open_files is not None  # only installed with a limit
         _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (self.max_open_files, hard))
 

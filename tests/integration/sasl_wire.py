@@ -32,3 +32,28 @@ def oauth_attempt(address: str, token: str, client_id: str = "sasl-wire-test") -
     final = wire.call(36, 2, SaslAuthenticateRequest(auth_bytes=b"\x01"))
     assert final.error_code == 58, final  # SASL_AUTHENTICATION_FAILED
     return "refused", wire
+
+
+def logs_in(address: str, mechanism: str, user: str, password: str) -> bool:
+    """Whether `user` authenticates with `password` (PLAIN or SCRAM-SHA-256/512) on a fresh connection."""
+    import scramp
+
+    wire = Wire(address, client_id="sasl-wire-test")
+    try:
+        hs = wire.call(17, 1, SaslHandshakeRequest(mechanism=mechanism))
+        assert hs.error_code == 0, hs
+        if mechanism == "PLAIN":
+            auth = wire.call(36, 2, SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
+            return auth.error_code == 0
+        client = scramp.ScramClient([mechanism], user, password)
+        first = wire.call(36, 2, SaslAuthenticateRequest(auth_bytes=client.get_client_first().encode()))
+        if first.error_code != 0:
+            return False
+        client.set_server_first(first.auth_bytes.decode())
+        final = wire.call(36, 2, SaslAuthenticateRequest(auth_bytes=client.get_client_final().encode()))
+        if final.error_code != 0:
+            return False
+        client.set_server_final(final.auth_bytes.decode())  # the server proved it knows the credentials too
+        return True
+    finally:
+        wire.close()

@@ -191,13 +191,20 @@ def test_confluent_elect_leaders(admin):
     assert tp.error is None or tp.error.code() == ErrorCode.ELECTION_NOT_NEEDED
 
 
-def test_deprecated_topic_configs_are_accepted(admin):
-    create(admin, "old-configs", 1, {"message.format.version": "2.8", "message.downconversion.enable": "true",
-                                     "message.timestamp.difference.max.ms": "1000"})
+def test_kafka_3_topic_configs_are_unknown_to_kafka_4(admin):
+    """Kafka 4.0 removed message.format.version and its kin; Kafka 4.4 refuses them as unknown
+    (tests/reference/test_kafka_versions.py asks it) and describes none of them. `--kafka-version 3.x`
+    accepts them as Kafka 3 did (tests/integration/test_kafka_versions.py)."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import ConfigResource
-    res = ConfigResource(ConfigResource.Type.TOPIC, "old-configs")
-    configs = admin.describe_configs([res])[res].result(timeout=TIMEOUT)
-    assert configs["message.format.version"].value == "2.8"
+
+    for name, value in (("message.format.version", "2.8"), ("message.downconversion.enable", "true"),
+                        ("message.timestamp.difference.max.ms", "1000")):
+        with pytest.raises(KafkaException, match=f"Unknown topic config name: {name}"):
+            create(admin, f"old-configs-{name}", 1, {name: value})
+    create(admin, "new-configs", 1)
+    res = ConfigResource(ConfigResource.Type.TOPIC, "new-configs")
+    assert "message.format.version" not in admin.describe_configs([res])[res].result(timeout=TIMEOUT)
 
 
 # --- client quotas: neither admin client here has the calls, so our wire codec speaks them ---------------

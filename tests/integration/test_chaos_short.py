@@ -32,3 +32,13 @@ def test_damage_to_the_files_beside_the_segments_is_reported_and_loses_nothing(t
     report = out.getvalue()
     assert code == 0, report
     assert report.count("(reported: ") == len(chaos.FILE_DAMAGE), report
+
+
+def test_damage_to_the_state_files_is_reported_contained_and_loses_nothing(tmp_path) -> None:
+    """Each kind of state-file damage once (tests/faults/state_damage.py): its error event in the next
+    start's log, the damage contained, and nothing acknowledged lost."""
+    out = io.StringIO()
+    code = chaos.campaign(13, 0, tmp_path, out=out, faults=[f"clean+state:{kind}" for kind in chaos.STATE_DAMAGE])
+    report = out.getvalue()
+    assert code == 0, report
+    assert report.count("(reported: ") == len(chaos.STATE_DAMAGE), report

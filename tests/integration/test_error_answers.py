@@ -10,7 +10,8 @@ against a real broker process.
 - a full disk (a 4 MiB tmpfs): Produce answers KAFKA_STORAGE_ERROR, OffsetCommit NOT_COORDINATOR,
   other requests are served, and after a restart with space back every acknowledged commit is there;
 - AlterConfigs/IncrementalAlterConfigs that would let retention delete __consumer_offsets, and
-  CreatePartitions on it, are refused with INVALID_REQUEST.
+  CreatePartitions on it, are refused with POLICY_VIOLATION (the whole policy, and Kafka's answers:
+  test_internal_topic_policy.py).
 """
 
 from __future__ import annotations
@@ -141,15 +142,15 @@ def test_internal_topics_cannot_lose_their_records(broker):
     res = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets",
                          set_config={"cleanup.policy": "delete", "retention.ms": "1000"})
     error = error_of(admin.alter_configs([res])[res])
-    assert error is not None and error.code() == ErrorCode.INVALID_REQUEST
+    assert error is not None and error.code() == ErrorCode.POLICY_VIOLATION
     for policy in ("delete", "compact,delete"):
         inc = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets", incremental_configs=[
             ConfigEntry("cleanup.policy", policy, incremental_operation=AlterConfigOpType.SET)])
         error = error_of(admin.incremental_alter_configs([inc])[inc])
-        assert error is not None and error.code() == ErrorCode.INVALID_REQUEST
+        assert error is not None and error.code() == ErrorCode.POLICY_VIOLATION
     grow = admin.create_partitions([NewPartitions("__consumer_offsets", 60)])["__consumer_offsets"]
     error = error_of(grow)
-    assert error is not None and error.code() == ErrorCode.INVALID_REQUEST
+    assert error is not None and error.code() == ErrorCode.POLICY_VIOLATION
     described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")])
     configs = list(described.values())[0].result(timeout=TIMEOUT)
     assert configs["cleanup.policy"].value == "compact"

@@ -23,6 +23,18 @@ def secure(tmp_path_factory):
     sb.broker.stop()
 
 
+def test_the_broker_describes_its_reauthentication_time(secure):
+    """librdkafka's 0142 learns whether (and how often) to re-authenticate from the broker's
+    connections.max.reauth.ms in DescribeConfigs, and skips the test when no broker reports it:
+    reported here as set (STATIC_BROKER_CONFIG), as Kafka reports a server.properties value."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    admin = AdminClient({"bootstrap.servers": secure.broker.bootstrap})
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    entry = admin.describe_configs([res])[res].result(30)["connections.max.reauth.ms"]
+    assert (entry.value, entry.source, entry.is_read_only) == (str(REAUTH_MS), ConfigSource.STATIC_BROKER_CONFIG.value, True)
+
+
 @pytest.mark.parametrize("protocol,mechanism,user", [("SASL_SSL", "SCRAM-SHA-512", "bob"),
                                                      ("SASL_PLAINTEXT", "PLAIN", "alice")])
 def test_librdkafka_reauthenticates_and_keeps_producing(secure, protocol, mechanism, user):

@@ -127,9 +127,9 @@ def test_api_versions_v3_reports_features_as_kafka_4(broker) -> None:
     assert correlation == 7 and body.error_code == 0
     supported = {f.name: (f.min_version, f.max_version) for f in body.supported_features}
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in body.finalized_features}
-    assert supported["metadata.version"] == (7, 25)  # 3.3-IV3 .. 4.0-IV3
-    assert finalized["metadata.version"] == (25, 25) and body.finalized_features_epoch >= 0
-    # KAFKA-17011: below v4 a feature whose minimum is 0 is left out, as Kafka 4.4 does (group.version 0-1)
+    assert supported["metadata.version"] == (7, 33)  # 3.3-IV3 .. 4.4-IV0, as Kafka 4.4.0
+    assert finalized["metadata.version"] == (33, 33) and body.finalized_features_epoch >= 0
+    # KAFKA-17492: a feature whose minimum is 0 is left out below v4 (its finalized level stays)
     assert "group.version" not in supported and finalized["group.version"] == (1, 1)
     assert all(low >= 1 for low, _ in supported.values())
     assert not body.zk_migration_ready
@@ -143,7 +143,7 @@ def test_api_versions_v3_reports_features_as_kafka_4(broker) -> None:
     correlation, body = framing.decode_response(18, 2, _read_frame(sock))
     assert correlation == 9 and body.supported_features == [] and body.finalized_features_epoch == -1
     served = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-    assert served[18] == (0, 4) and served[3] == (0, 13)
+    assert served[18] == (0, 5) and served[3] == (0, 13)
     sock.close()
 
 
@@ -157,7 +157,7 @@ def test_unsupported_api_versions_version_gets_v0_answer(broker) -> None:
     correlation, body = framing.decode_response(18, 0, _read_frame(sock))
     assert correlation == 5
     assert body.error_code == 35  # UNSUPPORTED_VERSION
-    assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 4)]
+    assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 5)]
     sock.close()
 
 

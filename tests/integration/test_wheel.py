@@ -17,6 +17,9 @@ from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.dockerfile import ROOT
 
 RUNTIME_TREES = ("broker", "protocol", "coordinator", "purgatory", "pipeline", "admin")
+# Data a runtime module reads, outside Kafka's verbatim definitions (protocol/schema/): the Kafka
+# releases' ApiVersions tables that protocol/kafka_releases.py loads when the broker starts.
+RUNTIME_DATA = {"protocol/kafka_releases.json"}
 
 
 def _source_files() -> set[str]:
@@ -26,7 +29,7 @@ def _source_files() -> set[str]:
             if "__pycache__" in path.parts or not path.is_file():
                 continue
             rel = path.relative_to(ROOT).as_posix()
-            if path.suffix == ".py" or rel.startswith("protocol/schema/"):
+            if path.suffix == ".py" or rel.startswith("protocol/schema/") or rel in RUNTIME_DATA:
                 out.add("kbroker/" + rel)
     return out
 

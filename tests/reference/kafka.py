@@ -85,11 +85,12 @@ def require_kafka_libs() -> Path:
 
 
 def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None,
-                 classpath: Sequence[Path] = (), jvm_options: Sequence[str] = TEST_JVM_OPTIONS) -> list[str]:
+                 classpath: Sequence[Path] = (), libs: Path | None = None,
+                 jvm_options: Sequence[str] = TEST_JVM_OPTIONS) -> list[str]:
     """A `java` command line that runs one of Kafka's classes from the reference jars (a tool such as
     `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself); `heap` is its -Xmx, `classpath`
-    adds directories."""
-    libs = kafka_libs()
+    adds directories; `libs`, another release's jars."""
+    libs = libs or kafka_libs()
     if libs is None:
         raise RuntimeError("Apache Kafka's jars are missing: run `make kafka-jars`")
     java = shutil.which("java") or "java"
@@ -113,7 +114,11 @@ class KafkaProcess:
 
     def __init__(self, base_dir: str | Path, config: dict[str, str] | None = None, *, start: bool = True,
                  host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN",
-                 jvm_options: Sequence[str] = TEST_JVM_OPTIONS) -> None:
+                 libs: Path | None = None, jvm_options: Sequence[str] = TEST_JVM_OPTIONS) -> None:
+        """`libs`: the jars of another Kafka release than the reference's (tools/kafka_releases.py runs
+        each release this way to ask it for its ApiVersions); `jvm_options`: the JVM's, the tests'
+        quick-start ones unless given (the benchmarks give Kafka's scripts' own)."""
+        self.libs = libs
         self.base_dir = Path(base_dir)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.host = host
@@ -125,6 +130,7 @@ class KafkaProcess:
         self.jvm_options = tuple(jvm_options)
         self.log_level = log_level
         self.config = {**SINGLE_NODE, **(config or {})}
+        self.extra_listeners: dict[str, int] = {}  # listener (named as its security protocol) -> port
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self._stdout_path = self.base_dir / "stdout-0.log"  # the last start's (`launch`), and where its
@@ -151,16 +157,26 @@ class KafkaProcess:
     def server_log(self) -> Path:
         return self.base_dir / "server.log"
 
+    def add_listener(self, protocol: str, **config: str) -> int:
+        """Another listener beside PLAINTEXT (SSL, SASL_PLAINTEXT, ...), named as its security protocol, on
+        a free port, with the settings it needs (keys with dots as `**{"ssl.client.auth": ...}`); its port.
+        Call before start()."""
+        port = self.extra_listeners[protocol] = free_port(self.host)
+        self.config.update(config)
+        return port
+
     def properties(self) -> dict[str, str]:
+        extra = "".join(f",{name}://{self.host}:{port}" for name, port in self.extra_listeners.items())
         return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": f"{self.node_id}@{self.host}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}{extra},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}{extra}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+                                              + "".join(f",{name}:{name}" for name in self.extra_listeners),
             "log.dirs": str(self.log_dir),
             **self.config,
         }
@@ -174,6 +190,12 @@ class KafkaProcess:
     def java(self, main_class: str, *args: str, timeout: float = 120.0, input: str | None = None,
              heap: str = "256m") -> subprocess.CompletedProcess[str]:
         """Run one of Kafka's tools (by class name) from the reference jars; its output as text."""
+        if self.libs is not None:  # another release's tools (tools/kafka_releases.py): a JVM of their own
+            log4j = self.base_dir / "log4j2-tools.properties"
+            if not log4j.exists():
+                log4j.write_text(LOG4J2.format(log=self.base_dir / "tools.log", level="WARN"))
+            return subprocess.run(java_command(main_class, *args, heap=heap, log4j=log4j, libs=self.libs),
+                                  capture_output=True, text=True, timeout=timeout, input=input)
         from kbroker.tests.reference.tool_runner import run_tool
 
         return run_tool(main_class, *args, timeout=timeout, input=input, heap=heap)
@@ -184,7 +206,8 @@ class KafkaProcess:
         """`kafka-storage.sh format`: the log directory gets its meta.properties and bootstrap checkpoint."""
         log4j = self._write_files()
         out = subprocess.run(java_command("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
-                                          "-c", str(self.properties_path), heap="256m", log4j=log4j),
+                                          "-c", str(self.properties_path), heap="256m", log4j=log4j,
+                                          libs=self.libs),
                              capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
@@ -214,7 +237,7 @@ class KafkaProcess:
         self._log_start = self.server_log.stat().st_size if self.server_log.exists() else 0
         with open(self._stdout_path, "wb") as stdout:
             self.proc = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path), heap=self.heap,
-                                                      log4j=log4j, jvm_options=self.jvm_options),
+                                                      log4j=log4j, libs=self.libs, jvm_options=self.jvm_options),
                                          stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
 
     def port_taken(self) -> bool:

@@ -168,8 +168,9 @@ class Side:
 
 Rule = tuple[str, str] | Callable[[str], str]
 # Kafka's clients number their default client ids per JVM (adminclient-1, producer-2): in the ToolServer's
-# one JVM they count up over the runs, so the number is masked.
-CLIENT_NUMBER = (r"\b(adminclient|producer|consumer)-\d+\b", r"\1-N")
+# one JVM they count up over the runs, so the number is masked; not the first group of a member id's UUID
+# that happens to be all digits (reference-consumer-12345678-b1f7-...), which the member rules mask.
+CLIENT_NUMBER = (r"\b(adminclient|producer|consumer)-\d+\b(?!-[0-9a-f]{4}-)", r"\1-N")
 
 
 def outcome(run: ToolRun, replace: Iterable[Rule] = ()) -> list[str]:

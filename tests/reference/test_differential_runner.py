@@ -139,3 +139,13 @@ def test_the_page_keeps_other_levels_and_flags_a_stale_section(tmp_path) -> None
     path.write_text(rerun)
     assert report.section_is_current({**wire, "equal": 3}, path) == ""
     assert "not this run's" in report.section_is_current(wire, path)
+
+
+def test_client_numbers_are_masked_but_not_a_member_ids_uuid() -> None:
+    """A classic member id whose UUID starts with eight digits lost them to the client-number rule, so the
+    member rule no longer saw a UUID and Kafka's id showed (one run in forty-odd)."""
+    from kbroker.tests.reference.pair import CLIENT_NUMBER, ToolRun, outcome
+    from kbroker.tests.reference.test_tools_groups import MEMBER
+
+    run = ToolRun(("describe",), 0, "g  reference-consumer-12345678-b1f7-435e-a7ce-ab7235110199 /h adminclient-12\n", "")
+    assert outcome(run, [CLIENT_NUMBER, MEMBER]) == ["g  <member> /h adminclient-N", "exit=0"]

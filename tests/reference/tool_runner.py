@@ -103,8 +103,9 @@ class ToolServer:
                 self.proc = self._start()
             proc = self.proc
             assert proc.stdin is not None and proc.stdout is not None
+            stdout = proc.stdout
             answer: list[str] = []
-            reader = threading.Thread(target=lambda: answer.append(proc.stdout.readline()), daemon=True)
+            reader = threading.Thread(target=lambda: answer.append(stdout.readline()), daemon=True)
             try:
                 proc.stdin.write(request + "\n")
                 proc.stdin.flush()

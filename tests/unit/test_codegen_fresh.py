@@ -40,7 +40,7 @@ def test_generated_apis_are_exactly_the_routed_ones() -> None:
     for api_key in routed:
         assert framing.request_spec(api_key) is not None
         assert framing.response_spec(api_key) is not None
-    assert framing.request_spec(64) is None  # UnregisterBroker: defined by Kafka, not served
+    assert framing.request_spec(94) is None  # UnregisterController: defined by Kafka, not served
 
 
 def test_generated_files_are_marked_for_tools() -> None:
@@ -60,9 +60,9 @@ def test_header_of_an_unserved_api_is_readable() -> None:
     from io import BytesIO
 
     io = BytesIO()
-    codec.encode_into(framing._rh.SPEC, 2, RequestHeader(64, 0, 7, "cli"), io)  # UnregisterBroker: flexible from v0
+    codec.encode_into(framing._rh.SPEC, 2, RequestHeader(94, 0, 7, "cli"), io)  # UnregisterController: flexible from v0
     frame = framing.decode_request_header(io.getvalue() + b"\x00")
-    assert (frame.api_key, frame.header.client_id, frame.spec) == (64, "cli", None)
+    assert (frame.api_key, frame.header.client_id, frame.spec) == (94, "cli", None)
 
 
 def test_comment_stripping_keeps_slashes_inside_strings() -> None:

@@ -134,7 +134,7 @@ async def test_the_brokers_own_writes_are_still_not_read_back(tmp_path, monkeypa
     parsed: list[int] = []
     writes: list[int] = []
     real_parse, real_render = credentials._parse_scram, credentials._render
-    monkeypatch.setattr(credentials, "_parse_scram", lambda text: parsed.append(1) or real_parse(text))
+    monkeypatch.setattr(credentials, "_parse_scram", lambda raw, path=None: parsed.append(1) or real_parse(raw, path))
     monkeypatch.setattr(broker._scram, "parse", credentials._parse_scram)
     monkeypatch.setattr(credentials, "_render", lambda users: writes.append(1) or real_render(users))
     first = asyncio.ensure_future(broker.alter_scram([("u0", SHA256, cred("u0"))], []))

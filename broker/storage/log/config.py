@@ -6,7 +6,7 @@ its broker synonyms (broker/apis/describe_configs.py, through `default_of`) all 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ....protocol.errors import ErrorCode, KafkaError
 
@@ -84,15 +84,43 @@ def _parse_gzip_level(raw: str) -> int:
     return value
 
 
-_MESSAGE_FORMAT_VERSION = __import__("re").compile(r"^0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)(-IV[0-9]+)?$|^[1-3]\.[0-9]+(-IV[0-9]+)?$")
+# Kafka 3.9's MetadataVersion strings: each release, with how many inter-broker versions (IVn) it had.
+# message.format.version took any of them (Kafka 3.x validated it, then ignored it).
+_IBP_VERSIONS = {
+    "0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0, "0.10.0": 2, "0.10.1": 3, "0.10.2": 1, "0.11.0": 3, "1.0": 1,
+    "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1, "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2,
+    "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3, "3.6": 3, "3.7": 5, "3.8": 1, "3.9": 1,
+}
+# Kafka 3.x topic configs that Kafka 4.0 removed: a 4.x broker refuses them as unknown (Kafka 4.4 answers
+# "Unknown topic config name: message.format.version"), a 3.x broker accepts and ignores them.
+KAFKA_3_ONLY = frozenset({"message.format.version", "message.downconversion.enable",
+                          "message.timestamp.difference.max.ms"})
+
+
+def check_known_in(kafka_version: tuple[int, int], names: Iterable[str]) -> None:
+    """A Kafka 4.x broker does not know KAFKA_3_ONLY's configs: INVALID_CONFIG, as Kafka 4.4 answers."""
+    if kafka_version >= (4, 0):
+        for name in names:
+            if name in KAFKA_3_ONLY:
+                raise InvalidConfigError(f"Unknown topic config name: {name}")
+
+
+def known_in(kafka_version: tuple[int, int], entries: Iterable[ConfigEntry]) -> list[ConfigEntry]:
+    """The rows a broker of that Kafka release describes: a 4.x one has none of KAFKA_3_ONLY."""
+    return [e for e in entries if kafka_version < (4, 0) or e.name not in KAFKA_3_ONLY]
 
 
 def _parse_message_format_version(raw: str) -> str:
-    # Kafka 3.x validates the value as a MetadataVersion string (0.8.0 .. 3.x-IVn) and then ignores it.
-    value = raw.strip()
-    if not _MESSAGE_FORMAT_VERSION.match(value):
-        raise ValueError("not a Kafka version such as 2.8 or 0.10.2-IV0")
-    return value
+    """MetadataVersion.fromVersionString: the first three parts of a 0.x version, the first two of any
+    other, name a release (`0.10.0.0` and `2.8.1` are 0.10.0 and 2.8) or one of its IVs (`3.0-IV1`)."""
+    parts = raw.split(".")
+    keep = 3 if raw.startswith("0.") else 2
+    key = raw if keep >= len(parts) else ".".join(parts[:keep])
+    release, _, iv = key.partition("-IV")
+    if release in _IBP_VERSIONS and (key == release or (iv.isdigit() and int(iv) < _IBP_VERSIONS[release]
+                                                        and iv == str(int(iv)))):
+        return raw
+    raise ValueError(f"Version {raw} is not a valid version")
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,7 +208,13 @@ func (m *matrix) group(protocol, balancer string) (obs, error) {
 	bClosed = true
 	waitFor("a owns all six again", func() bool { a.poll(); return len(a.assignment(m)) == 6 })
 	out["after_leave_a"] = a.assignment(m)
-	if protocol == "classic" {
+	if protocol == "classic" && balancer == "cooperative-sticky" {
+		// Under the cooperative protocol a member may be handed its share over one round or two (a
+		// SyncGroup overtaken by the next rebalance, how the leader's revocations fall): the count of
+		// rounds depends on timing, on Kafka and on kbroker alike. That each was handed partitions is not.
+		out["rebalance_callbacks_a"] = []any{a.assigned > 0, a.revoked, a.lost}
+		out["rebalance_callbacks_b"] = []any{b.assigned > 0, b.revoked, b.lost}
+	} else if protocol == "classic" {
 		out["rebalance_callbacks_a"] = []int{a.assigned, a.revoked, a.lost}
 		out["rebalance_callbacks_b"] = []int{b.assigned, b.revoked, b.lost}
 	} else {

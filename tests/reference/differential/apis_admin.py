@@ -11,6 +11,13 @@ from typing import Any
 from .apis_data import DATA
 from .craft import (
     ALTER_CLIENT_QUOTAS,
+    ALTER_REPLICA_LOG_DIRS,
+    CREATE_DELEGATION_TOKEN,
+    DESCRIBE_DELEGATION_TOKEN,
+    EXPIRE_DELEGATION_TOKEN,
+    LIST_CONFIG_RESOURCES,
+    RENEW_DELEGATION_TOKEN,
+    UNREGISTER_BROKER,
     ALTER_CONFIGS,
     ALTER_PARTITION_REASSIGNMENTS,
     ALTER_USER_SCRAM_CREDENTIALS,
@@ -386,6 +393,39 @@ def cluster_checks() -> list[Check]:
     ]
 
 
+def kafka_44_surface_checks() -> list[Check]:
+    """Issue 43's APIs: config resources, replica log dirs, delegation tokens (off, as Kafka's defaults
+    leave them), unregistering a broker."""
+    def own_topics_only(plain: dict[str, Any]) -> dict[str, Any]:
+        # each broker lists its own internal topics and every check's topics: only DATA compares
+        plain["config_resources"] = [r for r in plain.get("config_resources", [])
+                                     if r.get("resource_type", 16) != TOPIC or r.get("resource_name") == DATA]
+        return plain
+
+    def resources(*types: int):
+        return lambda s, v: make(LIST_CONFIG_RESOURCES, resource_types=list(types))
+
+    return [
+        *sweep(LIST_CONFIG_RESOURCES, "every type", resources(), project=own_topics_only),
+        *sweep(LIST_CONFIG_RESOURCES, "topics", resources(TOPIC), versions=[1], project=own_topics_only),
+        *sweep(LIST_CONFIG_RESOURCES, "brokers and their loggers", resources(BROKER, BROKER_LOGGER), versions=[1]),
+        *sweep(LIST_CONFIG_RESOURCES, "groups", resources(GROUP), versions=[1]),
+        *sweep(LIST_CONFIG_RESOURCES, "an unknown type", resources(64), versions=[1]),
+        *sweep(ALTER_REPLICA_LOG_DIRS, "a directory the broker does not have", lambda s, v: make(
+            ALTER_REPLICA_LOG_DIRS, dirs=[{"path": "/no/such/dir", "topics": [
+                {"name": DATA, "partitions": [0]}, {"name": "dw-nope-arld", "partitions": [0]}]}])),
+        *sweep(CREATE_DELEGATION_TOKEN, "on a plaintext listener", lambda s, v: make(
+            CREATE_DELEGATION_TOKEN, renewers=[], max_lifetime_ms=-1)),
+        *sweep(RENEW_DELEGATION_TOKEN, "on a plaintext listener", lambda s, v: make(
+            RENEW_DELEGATION_TOKEN, hmac=b"hmac", renew_period_ms=1000)),
+        *sweep(EXPIRE_DELEGATION_TOKEN, "on a plaintext listener", lambda s, v: make(
+            EXPIRE_DELEGATION_TOKEN, hmac=b"hmac", expiry_time_period_ms=1000)),
+        *sweep(DESCRIBE_DELEGATION_TOKEN, "on a plaintext listener", lambda s, v: make(
+            DESCRIBE_DELEGATION_TOKEN, owners=None)),
+        *sweep(UNREGISTER_BROKER, "another broker", lambda s, v: make(UNREGISTER_BROKER, broker_id=7)),
+    ]
+
+
 def quorum_elsewhere(plain: dict[str, Any]) -> dict[str, Any]:
     """DescribeQuorum: the metadata log's offsets, the voters' clocks and the leader epoch are each
     broker's own (Kafka's log has records, and its epoch counts the node's elections, one a start, a
@@ -432,7 +472,7 @@ def checks() -> list[Check]:
     return [*api_versions_checks(), *sasl_checks(), *create_topics_checks(), *delete_topics_checks(),
             *create_partitions_checks(), *describe_configs_checks(), *alter_configs_checks(),
             *incremental_alter_configs_checks(), *acl_checks(), *quota_checks(), *scram_checks(), *cluster_checks(),
-            *quorum_and_features_checks(), *unsupported_version_checks()]
+            *kafka_44_surface_checks(), *quorum_and_features_checks(), *unsupported_version_checks()]
 
 
 UNSERVED = "(every API past its newest version, an unknown API)"

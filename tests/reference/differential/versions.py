@@ -13,23 +13,14 @@ from typing import Any
 
 from kbroker.broker.apis import SERVED
 from kbroker.protocol import framing
+from kbroker.protocol.kafka_releases import kafka_release
 
 from .runner import Check, Session
 
 # Apache Kafka 4.4.0's ApiVersions answer on a broker listener (KRaft, broker+controller node, default
-# features): api key -> (min, max). The suite checks it against the running reference before it uses it.
-KAFKA_44: dict[int, tuple[int, int]] = {
-    0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 8: (2, 10), 9: (1, 10), 10: (0, 6), 11: (0, 9),
-    12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 5), 19: (2, 7),
-    20: (1, 6), 21: (0, 2), 22: (0, 5), 23: (2, 4), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (1, 2),
-    28: (0, 6), 29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4), 33: (0, 2), 34: (1, 2), 35: (1, 5),
-    36: (0, 2), 37: (0, 3), 38: (1, 3), 39: (1, 2), 40: (1, 2), 41: (1, 3), 42: (0, 3), 43: (0, 2),
-    44: (0, 1), 45: (0, 1), 46: (0, 0), 47: (0, 0), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0),
-    55: (0, 2), 57: (0, 2), 60: (0, 2), 61: (0, 0), 64: (0, 0), 65: (0, 0), 66: (0, 2), 68: (0, 1),
-    69: (0, 1), 74: (0, 1), 75: (0, 0), 76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 80: (0, 1),
-    81: (0, 0), 83: (0, 0), 84: (0, 0), 85: (0, 1), 86: (0, 0), 87: (0, 1), 88: (0, 1), 89: (0, 1),
-    90: (0, 1), 91: (0, 0), 92: (0, 0), 93: (0, 0), 94: (0, 0),
-}
+# features): api key -> (min, max), the table protocol/kafka_releases.json took from Kafka 4.4.0 itself.
+# The suite checks it against the running reference before it uses it.
+KAFKA_44: dict[int, tuple[int, int]] = dict(kafka_release("4.4").apis)
 
 
 def api_name(api_key: int) -> str:
@@ -47,8 +38,12 @@ def common_versions(api_key: int) -> range:
 
 def kbroker_only_versions() -> dict[str, list[int]]:
     """API name -> versions kbroker serves that Kafka 4.4 does not (not checked: see the module's doc)."""
+    from kbroker.broker.app import CLIENT_TELEMETRY_APIS
+
     out = {}
     for api_key, (_, low, high) in sorted(SERVED.items()):
+        if api_key in CLIENT_TELEMETRY_APIS:
+            continue  # served with --client-metrics only, as Kafka serves them with a telemetry plugin only
         common = common_versions(api_key)
         only = [v for v in range(low, high + 1) if v not in common]
         if only:
