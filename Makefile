@@ -94,8 +94,10 @@ codegen: venv
 # An installed kbroker (pip, the Docker image) has its bytecode compiled at install; the bench compiles
 # a checkout's before its first broker start (bench/brokers.py compile_bytecode), since with
 # PYTHONDONTWRITEBYTECODE every start would compile every module and the figures would measure that.
-bench: test-venv
-	$(PY) -m bench
+# Apache Kafka 4.4, a peer beside Tansu, runs from the reference jars (BENCH_ARGS="--peers tansu" leaves it out).
+BENCH_ARGS ?=
+bench: test-venv kafka-jars
+	$(PY) -m bench $(BENCH_ARGS)
 
 # Seeded fault campaign (kill -9, disk damage, state-file damage, malformed frames under load); SEED=, ROUNDS= to vary.
 SEED ?= 1

@@ -1,16 +1,18 @@
 """`make bench`: every benchmark in turn, each figure beside the peer's measured in the same run.
 
-    python -m bench [--quick] [--skip NAME,...]
+    python -m bench [--quick] [--skip NAME,...] [--peers tansu,kafka]
 
 In order: the load generator's ceiling (bench/loadgen.py against the canned-answer responder
-bench/echo.py), codec (kbroker's codec beside kio), then kbroker beside Tansu: data_path (issue 3),
+bench/echo.py), codec (kbroker's codec beside kio), then kbroker beside its peers, Tansu and Apache
+Kafka 4.4 (issue 37; at its default flush and with log.flush.interval.messages=1): data_path (issue 3),
 groups (issue 4), consumer_groups (issue 12, KIP-848), then transactions (issue 13, no peer), idle
 connections (issue 17), stalls (issue 10), hostile produce (one costly request against the other
 clients), security (issue 14), pipeline (issue 5); then the cost
 curves (tables, and PNGs under bench/results/), the summary table, and issue 17's targets, each
 checked against Tansu measured in the same run. Every broker runs pinned to one core and the load
 generator (this process) to the other (bench/cores.py). `--quick` uses small sizes (a few minutes;
-the smoke test runs it). Each benchmark has its own `python -m bench.<name> --help` with size flags.
+the smoke test runs it) and leaves Kafka out unless `--peers` names it. Each benchmark has its own
+`python -m bench.<name> --help` with size flags.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import time
 
 from kbroker.bench import codec, consumer_groups, data_path, groups, transactions
 from kbroker.bench.loadgen import Rate
-from kbroker.bench.report import machine_note, summary_table
+from kbroker.bench.report import (FULL_PEERS, QUICK_PEERS, machine_note, peers_arg, run_labels,
+                                  summary_table)
 
 
 def generator_ceiling(sizes: groups.Sizes) -> dict[str, Rate]:
@@ -59,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated benchmarks to leave out: "
                              "ceiling,codec,data_path,groups,consumer_groups,connections,transactions,stalls,"
                              "hostile,security,pipeline")
+    parser.add_argument("--peers", type=peers_arg, default=None,
+                        help=f"comma-separated peers to run beside kbroker (default {','.join(FULL_PEERS)}; "
+                             f"with --quick {','.join(QUICK_PEERS)}: Kafka's JVM takes 10-30 s to start here, and "
+                             "a run starts it a dozen times)")
     parser.add_argument("--results", default=None,
                         help="folder for the cost curves' PNGs (default bench/results/, which `make bench` rewrites)")
     args = parser.parse_args(argv)
@@ -68,9 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     cores.raise_fd_limit()
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     started = time.monotonic()
-    from kbroker.bench.brokers import tansu_version
+    from kbroker.bench.brokers import peers_line
 
-    print(f"kbroker benchmarks{' (--quick sizes)' if args.quick else ''}; peer: {tansu_version()}, memory storage")
+    peers = args.peers if args.peers is not None else QUICK_PEERS if args.quick else FULL_PEERS
+    labels = run_labels(peers)
+    print(f"kbroker benchmarks{' (--quick sizes)' if args.quick else ''}; peers: {peers_line(labels)}")
+    if "kafka" not in peers:
+        print("Apache Kafka is left out of this run" + (" at --quick sizes (its JVM takes 10-30 s to start here, "
+              "and a run starts it a dozen times); --peers tansu,kafka adds it" if args.quick else ""))
     print(f"machine: {machine_note()}; python {sys.version.split()[0]}\n")
 
     ceiling_rates: dict[str, Rate] = {}
@@ -97,10 +109,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"\n=== {title} ===")
         sizes = module.Sizes.quick() if args.quick else module.Sizes()
+        if hasattr(sizes, "labels"):  # transactions have no peer
+            sizes.labels = run_labels(peers)
         section = time.monotonic()
         figs = module.run(sizes)
         print(f"  ({name} took {time.monotonic() - section:.0f} s)")
-        module.print_figures(figs, module.LABELS, module.PEER)
+        module.print_figures(figs, getattr(sizes, "labels", module.LABELS))
         figures += figs
         if hasattr(module, "curves"):
             curves += module.curves(figs, sizes)
@@ -158,12 +172,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"  ratio {r['ratio']:.2f}x   (decode only: ratio {r['decode_ratio']:.2f}x)")
         print()
     if figures:
-        print("brokers (peer: Tansu, memory storage); ratio = kbroker / Tansu; each figure's how-line is above")
-        print(summary_table(figures, groups.LABELS, groups.PEER))
+        print("brokers (peers: Tansu, memory storage; Apache Kafka 4.4 at its default flush and with "
+              "flush.messages=1); a/b = column a over column b, e.g. always/kafka = kbroker --flush always / Kafka "
+              "at its default flush; each figure's how-line is above")
+        print(summary_table(figures, labels))
     if figures:
         from kbroker.bench.targets import table
 
-        print("\ntargets of issue 17, each against Tansu measured in this run")
+        print("\ntargets of issue 17, each against Tansu measured in this run (Kafka's figures beside them: "
+              "information, not targets)")
         print(table(figures))
     for api, rate in ceiling_rates.items():
         top = max((v for f in figures if f.unit == "requests/s" and f.name.startswith(api)

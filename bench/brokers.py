@@ -1,12 +1,20 @@
-"""Brokers under test, as subprocesses on loopback: kbroker and the peer, Tansu (memory storage).
+"""Brokers under test, as subprocesses on loopback: kbroker and the peers, Tansu (memory storage) and
+Apache Kafka 4.4 (one KRaft node).
 
-    with start_kbroker(flush="never") as kb:      # or start_tansu(), which may raise Unavailable
+    with start_kbroker(flush="never") as kb:      # or start_tansu() / start_kafka(), which may raise Unavailable
         kb.bootstrap, kb.pid, kb.rss()
     kb.stop()
 
 Every broker starts pinned to the broker core with the descriptor limit raised (bench/cores.py).
 A peer that cannot start raises `Unavailable(reason)`; the benchmarks print that figure as
 "n/a (reason)" instead of failing.
+
+Kafka is configured, formatted and launched by tests/reference/kafka.py, the one owner of how this
+project runs it (`make kafka`, the tests' reference broker). The bench imports it as
+kbroker.tests.reference.kafka: like bench/ itself, tests/ is not in the wheel, and both run from a
+checkout whose root is the package `kbroker` (an editable install), so wherever the bench runs the
+module is there. What the bench adds is how a benchmark runs Kafka: with its own scripts' JVM options
+rather than the tests' quick-start ones, spawned on the broker core, timed.
 """
 
 from __future__ import annotations
@@ -286,18 +294,213 @@ def start_echo(timeout: float = START_TIMEOUT_S) -> BrokerHandle:
     return handle
 
 
-def start(kind: str, **kw: Any) -> BrokerHandle:
-    if kind == "tansu":
-        return start_tansu()
-    return start_kbroker(**kw)
+# --- Apache Kafka ------------------------------------------------------------------------------------
+
+# Kafka as its own scripts start it (bin/ of Kafka 4.4): kafka-server-start.sh's heap, -Xmx1G -Xms1G
+# (without it the JVM would take a quarter of this machine's 24 GiB), and kafka-run-class.sh's
+# KAFKA_JVM_PERFORMANCE_OPTS. Not the tests' options (the serial collector and C1 only: quick to start,
+# slow to serve).
+KAFKA_HEAP = "1G"
+KAFKA_JVM_OPTIONS = ("-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                     "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                     "-XX:MaxInlineLevel=15")
+# The durable column: an fsync of every append before its acknowledgement, as kbroker --flush always
+# (Kafka's default, log.flush.interval.messages = Long.MAX_VALUE, leaves flushing to the OS).
+KAFKA_FLUSH_EVERY_MESSAGE = {"log.flush.interval.messages": "1"}
+KAFKA_START_TIMEOUT_S = 180.0  # a JVM on a loaded 2-core machine, pinned to one of them
+# Seconds of the same load before a request rate's clock starts (bench/loadgen.py `pipelined_rate`).
+# kbroker and Tansu have nothing left to compile after their first requests; Kafka's JVM compiles its
+# hot paths under the first seconds of load: on a fresh broker here its CPU per Heartbeat v4 fell from
+# 111 us in the first 3 s to 64, 51, 51 and 40 in the next four 3-s spells. Its rates are taken after
+# JVM_WARMUP_S of it, so that the figure is the broker's, not its JIT compiler's.
+JVM_WARMUP_S = 10.0
+GROUPS_PROBE = "kbroker-bench-probe"
+
+
+def warmup_s(handle: BrokerHandle) -> float:
+    """Seconds of load before a rate's clock starts on this broker (JVM_WARMUP_S for Kafka)."""
+    from kbroker.bench.loadgen import WARMUP_S
+
+    return JVM_WARMUP_S if handle.name == "kafka" else WARMUP_S
+
+
+def kafka_reference() -> Any:
+    """tests/reference/kafka.py, or Unavailable when it or Kafka's jars are missing."""
+    try:
+        from kbroker.tests.reference import kafka
+    except ImportError as e:
+        raise Unavailable(f"tests/reference/kafka.py is not importable: {e}")
+    if kafka.kafka_libs() is None:
+        raise Unavailable("Apache Kafka's jars are missing: run `make kafka-jars`")
+    return kafka
+
+
+def kafka_version() -> str:
+    """'Apache Kafka 4.4.0 on java 17.0.x', from the jar's name and `java -version`."""
+    try:
+        ref = kafka_reference()
+    except Unavailable as e:
+        return f"Apache Kafka: n/a ({e})"
+    jars = sorted(ref.kafka_libs().glob("kafka_2.13-*.jar"))
+    version = jars[0].name.removeprefix("kafka_2.13-").removesuffix(".jar") if jars else "(version unknown)"
+    try:
+        out = subprocess.run([shutil.which("java") or "java", "-version"], capture_output=True, text=True,
+                             timeout=30).stderr.splitlines()
+        java = out[0].split('"')[1] if out and '"' in out[0] else "?"
+    except (OSError, subprocess.SubprocessError, IndexError):
+        java = "?"
+    return f"Apache Kafka {version} on java {java}"
+
+
+class KafkaHandle(BrokerHandle):
+    """A benchmark's Kafka: the reference module's KafkaProcess, launched on the broker core."""
+
+    def __init__(self, process: Any, label: str) -> None:
+        super().__init__("kafka", label, process.proc, process.bootstrap, process.server_log, process.base_dir)
+        self.process = process
+        self.launched_at = 0.0  # perf_counter() just before the JVM was spawned
+        self.answered_at = 0.0  # ... when it first answered ApiVersions (`start_kafka`)
+        self.serving_at = 0.0   # ... when its Metadata first listed itself
+
+    def serves_metadata(self) -> bool:
+        """Metadata lists this node: a KRaft broker answers ApiVersions before it has caught up with
+        its controller and can serve anything else."""
+        return bool(self.process.probe())
+
+    def stop(self, timeout: float = 30.0) -> None:
+        # SIGKILL: nothing of a benchmark's Kafka is kept, and its controlled shutdown would take
+        # seconds of the machine from the next figure.
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def kafka_process(workdir: Path, *, flush_every_message: bool = False) -> Any:
+    """The reference module's KafkaProcess as a benchmark runs it (not formatted, not started): its
+    single-node settings (with the initial rebalance delay at 0), Kafka's scripts' JVM options, and
+    with `flush_every_message` an fsync of every append."""
+    return kafka_reference().KafkaProcess(workdir, dict(KAFKA_FLUSH_EVERY_MESSAGE) if flush_every_message else {},
+                                          start=False, heap=KAFKA_HEAP, jvm_options=KAFKA_JVM_OPTIONS)
+
+
+def start_kafka(*, flush_every_message: bool = False, wait: bool = True, groups: bool = True,
+                timeout: float = KAFKA_START_TIMEOUT_S, poll_s: float = 0.01) -> KafkaHandle:
+    """Apache Kafka 4.4, one KRaft node on free loopback ports with a scratch log directory (formatted
+    first, untimed), its JVM spawned on the broker core (`launched_at`). Unless wait=False, waits until
+    it answers ApiVersions (polled every `poll_s`; the moment kept as `answered_at`), lists itself in
+    Metadata (`serving_at`) and, with `groups`, serves groups (`wait_groups`). A start whose port another
+    process took between free_port and the JVM's bind (other sessions draw ports from the same block)
+    is made again on new ports, twice at most. Raises Unavailable if it cannot start."""
+    kafka_reference()  # its jars: Unavailable before anything is made
+    for attempt in range(3):
+        handle = _launch_kafka(flush_every_message)
+        if not wait:
+            return handle
+        handle.keep_workdir = True  # until it serves: its log says why it did not
+        try:
+            wait_answering(handle, timeout, poll_s)
+            handle.answered_at = time.perf_counter()
+            wait_serving(handle, timeout)
+            handle.serving_at = time.perf_counter()
+            if groups:
+                wait_groups(handle, timeout)
+        except Unavailable:
+            taken = handle.process.port_taken()
+            shutil.rmtree(handle.workdir, ignore_errors=True)
+            if taken and attempt < 2:
+                continue
+            raise
+        handle.keep_workdir = False
+        return handle
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _launch_kafka(flush_every_message: bool) -> KafkaHandle:
+    from kbroker.bench.report import KAFKA, KAFKA_FSYNC
+
+    workdir = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
+    try:
+        process = kafka_process(workdir, flush_every_message=flush_every_message)
+        process.format()
+    except Exception as e:  # noqa: BLE001 - the figure is n/a with the reason
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise Unavailable(f"Kafka's log directory was not formatted: {type(e).__name__}: {str(e)[-300:]}")
+    try:
+        with cores.spawning_broker():
+            launched_at = time.perf_counter()
+            process.launch()
+    except OSError as e:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise Unavailable(f"Kafka would not start: {e}")
+    handle = KafkaHandle(process, KAFKA_FSYNC if flush_every_message else KAFKA)
+    handle.launched_at = launched_at
+    return handle
+
+
+def wait_serving(handle: KafkaHandle, timeout: float, poll_s: float = 0.01) -> None:
+    """Until Kafka's Metadata lists itself (`KafkaHandle.serves_metadata`); stops it and raises
+    Unavailable if it exits or times out."""
+    _wait_ready(handle, timeout, handle.serves_metadata, poll_s)
+
+
+def wait_groups(handle: BrokerHandle, timeout: float) -> None:
+    """Until the broker serves groups on every partition of __consumer_offsets, as kbroker's
+    offsets_loaded event says of it: Kafka creates that topic at the first FindCoordinator and answers
+    group requests COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS until it
+    has loaded the group's partition. Asked with one OffsetFetch v8 for 50 groups, one on each of the
+    50 partitions (Kafka's hash of the group id), until every group answers without an error. Stops
+    the broker and raises Unavailable if it never does."""
+    import asyncio
+
+    _wait_ready(handle, timeout, lambda: asyncio.run(_serves_groups(handle.bootstrap)), 0.2)
+
+
+async def _serves_groups(bootstrap: str) -> bool:
+    from kbroker.bench.wire import Connection
+    from kbroker.coordinator.partitioning import one_per_partition
+    from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+    from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestGroup
+
+    try:
+        conn = await Connection.open(bootstrap, "kbroker-bench")
+    except OSError:
+        return False
+    try:
+        found = await conn.call(10, 3, FindCoordinatorRequest(key=GROUPS_PROBE, key_type=0))  # creates the topic
+        if found.error_code:
+            return False
+        fetched = await conn.call(9, 8, OffsetFetchRequest(
+            groups=[OffsetFetchRequestGroup(group_id=g, topics=None) for g in one_per_partition(GROUPS_PROBE)]))
+        return len(fetched.groups) == 50 and all(g.error_code == 0 for g in fetched.groups)
+    except (OSError, ConnectionError):
+        return False
+    finally:
+        await conn.close()
+
+
+def peers_line(labels: tuple[str, ...] | list[str]) -> str:
+    """The peers among a run's columns, with their versions and how they run, for its first lines."""
+    from kbroker.bench.report import KAFKA, KAFKA_FSYNC, KAFKA_HOW, PEER
+
+    peers = []
+    if PEER in labels:
+        peers.append(f"{tansu_version()} (memory storage)")
+    if KAFKA in labels or KAFKA_FSYNC in labels:
+        peers.append(f"{kafka_version()} ({KAFKA_HOW})")
+    return " and ".join(peers) or "no peer"
 
 
 def start_label(label: str) -> BrokerHandle:
-    """The broker a report label names (bench/report.py): Tansu, or kbroker with that flush policy."""
-    from kbroker.bench.report import KB_ALWAYS, PEER
+    """The broker a report label names (bench/report.py): Tansu, Kafka with its flush setting, or
+    kbroker with that flush policy."""
+    from kbroker.bench.report import KAFKA, KAFKA_FSYNC, KB_ALWAYS, PEER
 
     if label == PEER:
         return start_tansu()
+    if label in (KAFKA, KAFKA_FSYNC):
+        return start_kafka(flush_every_message=label == KAFKA_FSYNC)
     return start_kbroker(flush="always" if label == KB_ALWAYS else "never")
 
 

@@ -1,7 +1,7 @@
 """Consumer groups of the new protocol (KIP-848, issue 12): time to full assignment, heartbeat rate.
 
     python -m bench.consumer_groups [--members 10,100,500] [--connections C] [--window W] [--seconds S]
-                                    [--heartbeat-ms MS] [--rate-rounds N] [--quick]
+                                    [--heartbeat-ms MS] [--rate-rounds N] [--peers tansu,kafka] [--quick]
 
 The load generator speaks ConsumerGroupHeartbeat v1 with kbroker's codec, one TCP connection per
 member, as librdkafka does with `group.protocol=consumer`: a member joins with epoch 0, its own
@@ -15,11 +15,13 @@ every --heartbeat-ms.
 (b) rate: a fully assigned group of C members; every connection keeps W ConsumerGroupHeartbeat
     requests in flight (the steady-state heartbeat: member id and epoch, every other field null)
     for S seconds. Answered requests per second: the round with the median rate of --rate-rounds (3),
-    kbroker's two flush policies in turn, each round with a fresh group, rounds after the first on a
-    fresh broker process (the first on the broker of (a)).
+    the brokers that serve it in turn (kbroker's two flush policies, Kafka), each round with a fresh
+    group, rounds after the first on a fresh broker process (the first on the broker of (a)).
 
 Tansu 0.6 advertises ConsumerGroupDescribe v0 but not ConsumerGroupHeartbeat: its column prints
-what it answers (its ApiVersions range, and a ConsumerGroupDescribe of a group).
+what it answers (its ApiVersions range, and a ConsumerGroupDescribe of a group). Apache Kafka 4.4
+serves the protocol with its uniform server assignor; it runs at its default flush only, since a
+steady heartbeat writes nothing.
 """
 
 from __future__ import annotations
@@ -32,13 +34,17 @@ from dataclasses import dataclass, field
 
 from kbroker.bench import brokers
 from kbroker.bench.group_load import BenchError, _coordinator, prepare_topic
-from kbroker.bench.loadgen import Rate, median_round, pipelined_rate, rounds_arg, run as run_loop
-from kbroker.bench.report import LABELS, NA, PEER, Figure, machine_note, print_figures
+from kbroker.bench.loadgen import WARMUP_S, Rate, median_round, pipelined_rate, rounds_arg, run as run_loop
+from kbroker.bench.report import (FULL_PEERS, KAFKA, KB_ALWAYS, KB_NEVER, NA, PEER, PEERS, QUICK_PEERS, Figure,
+                                  machine_note, peers_arg, print_figures, run_labels)
 from kbroker.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from kbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest, TopicPartitions
 
 CGH, CGD = 68, 69
 CGH_V = 1
+# The columns this benchmark can measure: a steady heartbeat writes nothing, so Kafka's flush setting
+# would change nothing.
+LABELS = [KB_ALWAYS, KB_NEVER, PEER, KAFKA]
 
 
 @dataclass
@@ -49,11 +55,12 @@ class Sizes:
     seconds: float = 5.0
     heartbeat_ms: int = 200
     timeout_s: float = 180.0
-    rate_rounds: int = 3  # rounds of the rate (a target's), alternating between kbroker's flush policies
+    rate_rounds: int = 3  # rounds of the rate (a target's), alternating between the brokers that serve it
+    labels: tuple[str, ...] = field(default_factory=lambda: run_labels(FULL_PEERS))  # the brokers measured
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(members=[10, 50], seconds=2.0, rate_rounds=1)
+        return cls(members=[10, 50], seconds=2.0, rate_rounds=1, labels=run_labels(QUICK_PEERS))
 
 
 @dataclass
@@ -132,7 +139,7 @@ async def fully_assigned(bootstrap: str, n: int, topic: str, *, heartbeat_ms: in
 
 
 async def heartbeat_rate(bootstrap: str, topic: str, *, connections: int, window: int, seconds: float,
-                         heartbeat_ms: int, broker_pid: int | None = None) -> Rate:
+                         heartbeat_ms: int, broker_pid: int | None = None, warmup_s: float = WARMUP_S) -> Rate:
     from kbroker.protocol import framing
 
     _, _, members, group = await fully_assigned(bootstrap, connections, topic, heartbeat_ms=heartbeat_ms,
@@ -143,7 +150,7 @@ async def heartbeat_rate(bootstrap: str, topic: str, *, connections: int, window
             rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
             server_assignor=None, topic_partitions=None))] for m in members]
         return await pipelined_rate(bootstrap, frames, api_key=CGH, version=CGH_V, window=window, seconds=seconds,
-                                    broker_pid=broker_pid)
+                                    broker_pid=broker_pid, warmup_s=warmup_s)
     finally:
         await asyncio.gather(*[m.conn.close() for m in members], return_exceptions=True)
 
@@ -198,7 +205,8 @@ def _rate(handle: brokers.BrokerHandle, sizes: Sizes) -> Rate:
     topic = prepare_topic(handle.bootstrap, sizes.connections)
     return run_loop(lambda: heartbeat_rate(handle.bootstrap, topic, connections=sizes.connections,
                                            window=sizes.window, seconds=sizes.seconds,
-                                           heartbeat_ms=sizes.heartbeat_ms, broker_pid=handle.pid))
+                                           heartbeat_ms=sizes.heartbeat_ms, broker_pid=handle.pid,
+                                           warmup_s=brokers.warmup_s(handle)))
 
 
 def _more_rate_rounds(results: dict[str, dict], sizes: Sizes, verbose: bool) -> None:
@@ -208,18 +216,18 @@ def _more_rate_rounds(results: dict[str, dict], sizes: Sizes, verbose: bool) -> 
 
     Why: as for the one-group Heartbeat and OffsetCommit rates (bench/groups.py), this machine's speed
     drifts within minutes, and the figure meets a fixed bound (50k/s) and a ratio to Tansu's Heartbeat
-    v4, itself the median of rounds. Tansu serves no ConsumerGroupHeartbeat: only kbroker's policies
-    alternate."""
+    v4, itself the median of rounds. Tansu serves no ConsumerGroupHeartbeat: kbroker's policies and
+    Kafka alternate."""
     first = {label: r["rate"] for label, r in results.items() if isinstance(r.get("rate"), Rate)}
     taken = brokers.more_rounds(first, sizes.rate_rounds, lambda handle: _rate(handle, sizes),
                                 what="consumer groups, heartbeat rate", verbose=verbose)
     for label, rounds in taken.items():
-        results[label]["rate"] = median_round(rounds, peer=label == PEER)
+        results[label]["rate"] = median_round(rounds, peer=label in PEERS)
 
 
 def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
     results: dict[str, dict] = {}
-    for label in LABELS:
+    for label in [label for label in LABELS if label in sizes.labels]:
         if verbose:
             print(f"  consumer groups: {label} ...", flush=True)
         try:
@@ -252,9 +260,13 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
         out.append(f)
     f = Figure("consumer_groups", f"ConsumerGroupHeartbeat v{CGH_V} rate",
                f"a fully assigned group of {s.connections} members, one connection each, {s.window} steady-state "
-               f"heartbeats in flight per connection, for {s.seconds:g} s; answered requests per second"
-               + (f"; the round with the median rate of {s.rate_rounds}, kbroker's flush policies in turn, rounds "
-                  f"after the first each on a fresh broker process" if s.rate_rounds > 1 else ""),
+               f"heartbeats in flight per connection, for {s.seconds:g} s after {WARMUP_S:g} s of warm-up (Kafka: "
+               f"{brokers.JVM_WARMUP_S:g} s, for its JIT compiler); answered requests per second"
+               + (f"; the round with the median rate of {s.rate_rounds}, the brokers in turn, rounds "
+                  f"after the first each on a fresh broker process" if s.rate_rounds > 1 else "")
+               + ("; Kafka reads one request of a connection at a time (its network layer mutes a connection until "
+                  "that request is answered): of each window, one request per connection is in Kafka at once"
+                  if KAFKA in results else ""),
                "requests/s", fmt=",.0f")
     for label, r in results.items():
         rate = r["rate"]
@@ -278,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help=f"seconds of the rate (default {d.seconds:g})")
     parser.add_argument("--heartbeat-ms", type=int, help=f"idle heartbeat interval (default {d.heartbeat_ms})")
     parser.add_argument("--rate-rounds", type=rounds_arg, help=f"rounds of the rate, brokers in turn (default {d.rate_rounds})")
+    parser.add_argument("--peers", type=peers_arg, help=f"comma-separated peers to measure beside kbroker "
+                                                        f"(default {','.join(FULL_PEERS)}; --quick: "
+                                                        f"{','.join(QUICK_PEERS)})")
     args = parser.parse_args(argv)
     from kbroker.bench import cores
 
@@ -289,8 +304,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("connections", "window", "seconds", "heartbeat_ms", "rate_rounds"):
         if getattr(args, name) is not None:
             setattr(sizes, name, getattr(args, name))
-    print(f"consumer groups (KIP-848): kbroker beside {brokers.tansu_version()}; {machine_note()}")
-    print_figures(run(sizes), LABELS, PEER)
+    if args.peers is not None:
+        sizes.labels = run_labels(args.peers)
+    print(f"consumer groups (KIP-848): kbroker beside {brokers.peers_line(sizes.labels)}; {machine_note()}")
+    print_figures(run(sizes), sizes.labels)
     return 0
 
 

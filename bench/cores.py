@@ -1,8 +1,9 @@
 """One core for the broker under test, the other for the load generator, and the CPU each one used.
 
-Issue 17 asks for figures "on one broker core": every broker (kbroker, Tansu, the echo responder that
-measures the generator's ceiling) is started on BROKER_CORE (`spawning_broker`), so all its threads
-(Tansu's tokio workers, kbroker's flusher and file threads) share that core; the bench process, which
+Issue 17 asks for figures "on one broker core": every broker (kbroker, Tansu, Apache Kafka, the echo
+responder that measures the generator's ceiling) is started on BROKER_CORE (`spawning_broker`), so all
+its threads (Tansu's tokio workers, kbroker's flusher and file threads, Kafka's network, request
+handler, coordinator and garbage collector threads) share that core; the bench process, which
 is the load generator (and librdkafka's threads in the data-path runs), pins itself to the other cores.
 Beside each rate the bench prints the CPU both sides used over the measured interval, so a reader can
 tell whose figure it is: a broker at ~100% of its core with the generator below 100% of its own is the
@@ -82,7 +83,7 @@ def note() -> str:
         return "one core only: broker and load generator share it (nothing pinned)"
     return (f"broker under test pinned to core {min(BROKER_CORE)} (all its threads), load generator pinned to "
             f"core{'s' if len(GENERATOR_CORES) > 1 else ''} {','.join(map(str, sorted(GENERATOR_CORES)))}; "
-            f"both kbroker and Tansu")
+            f"every broker alike (kbroker, Tansu, Kafka's JVM), all its threads")
 
 
 def process_cpu_seconds(pid: int) -> float:

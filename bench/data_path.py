@@ -1,12 +1,14 @@
-"""Data path (issue 3): produce and consume throughput and end-to-end latency, kbroker beside Tansu.
+"""Data path (issue 3): produce and consume throughput and end-to-end latency, kbroker beside its peers.
 
     python -m bench.data_path [--messages N] [--size BYTES] [--partitions P] [--repeat R]
-                              [--latency-rate MSGS_PER_S] [--latency-seconds S] [--quick]
+                              [--latency-rate MSGS_PER_S] [--latency-seconds S] [--peers tansu,kafka] [--quick]
 
 Every figure is measured with confluent-kafka (librdkafka) against each broker in turn, started fresh
 as a subprocess on loopback: kbroker with `--flush always` (its default: acks after an fsync group
-commit), kbroker with `--flush never` (page cache only, like a memory store), and Tansu with memory
-storage (nothing reaches a disk).
+commit), kbroker with `--flush never` (page cache only, like a memory store), Tansu with memory
+storage (nothing reaches a disk), and Apache Kafka 4.4 at its default flush (acks after the page
+cache, no fsync per write) and with `log.flush.interval.messages=1` (an fsync of every append before
+its acknowledgement). The cost curves by partition count are kbroker `--flush always` and Tansu only.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from operator import length_hint
 
 from kbroker.bench import brokers, cores
-from kbroker.bench.report import KB_ALWAYS, LABELS, NA, PEER, Figure, machine_note, print_figures
+from kbroker.bench.report import (FULL_PEERS, KB_ALWAYS, LABELS, NA, PEER, QUICK_PEERS, Figure, machine_note,
+                                  peers_arg, print_figures, run_labels)
 
 
 
@@ -38,13 +41,14 @@ class Sizes:
     repeat: int = 3
     partition_counts: tuple[int, ...] = (1, 100, 1_000)   # the cost curve, kbroker --flush always and Tansu
     curve_messages: int = 100_000
+    labels: tuple[str, ...] = field(default_factory=lambda: run_labels(FULL_PEERS))  # the brokers measured
 
     @classmethod
     def quick(cls) -> Sizes:
         # 100 MB three times rather than 30 MB once: a 30 MB run lasts about 0.06 s, and its MB/s on a
         # shared machine moved by 2x from run to run (for Tansu as much as for kbroker).
         return cls(messages=100_000, latency_rate=500, latency_seconds=3.0, repeat=3, partition_counts=(1, 100),
-                   curve_messages=10_000)
+                   curve_messages=10_000, labels=run_labels(QUICK_PEERS))
 
 
 PRODUCER_CONFIG = {
@@ -246,19 +250,22 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int) ->
 WARM_UP_MESSAGES = 1_000
 
 
-def warm_up(bootstrap: str, topic: str, size: int) -> None:
+def warm_up(bootstrap: str, topic: str, size: int, messages: int = WARM_UP_MESSAGES) -> None:
     """One small produce and consume on a topic of its own before any clock starts, on every broker
     alike (as `produce` fetches metadata before its clock): the first request of each API is one-off
     work (kbroker imports an API's handler and compiles its codec on first use, about 50-80 ms on
     this machine, which start-up figures count), not throughput, and at --quick sizes a timed run
     lasts only about 0.1 s."""
     create_topic(bootstrap, topic, 1)
-    produce(bootstrap, topic, WARM_UP_MESSAGES, size)
-    consume(bootstrap, topic, 1, WARM_UP_MESSAGES)
+    produce(bootstrap, topic, messages, size)
+    consume(bootstrap, topic, 1, messages)
 
 
 def _median_run(runs: list[dict]) -> dict:
-    return sorted(runs, key=lambda r: r["msgs_per_s"])[len(runs) // 2]
+    """The run with the median rate, carrying every run's MB/s in run order (`runs_mb_per_s`), so that
+    the figure prints its spread."""
+    median = sorted(runs, key=lambda r: r["msgs_per_s"])[len(runs) // 2]
+    return {**median, "runs_mb_per_s": [r["mb_per_s"] for r in runs]} if len(runs) > 1 else median
 
 
 def _run_one(handle: brokers.BrokerHandle, sizes: Sizes) -> dict:
@@ -268,7 +275,10 @@ def _run_one(handle: brokers.BrokerHandle, sizes: Sizes) -> dict:
     lat_topic = f"bench-lat-{tag}"
     create_topic(handle.bootstrap, lat_topic, 1)
     out["idle_rss"] = handle.rss()
-    warm_up(handle.bootstrap, f"bench-warm-{tag}", sizes.size)
+    # Kafka's JVM compiles its produce and fetch paths under the first seconds of load: it warms up with
+    # as many messages as a timed run holds (bench/brokers.py JVM_WARMUP_S says how much that matters)
+    warm_up(handle.bootstrap, f"bench-warm-{tag}", sizes.size,
+            sizes.messages if handle.name == "kafka" else WARM_UP_MESSAGES)
     produced: list[dict] = []
     consumed: list[dict] = []
     consumed_large: list[dict] = []
@@ -319,14 +329,11 @@ def _run_one(handle: brokers.BrokerHandle, sizes: Sizes) -> dict:
 
 def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
     results: dict[str, dict | NA] = {}
-    for label in LABELS:
+    for label in sizes.labels:
         if verbose:
             print(f"  data_path: {label} ...", flush=True)
         try:
-            if label == PEER:
-                handle = brokers.start_tansu()
-            else:
-                handle = brokers.start_kbroker(flush="always" if label == KB_ALWAYS else "never")
+            handle = brokers.start_label(label)
         except brokers.Unavailable as e:
             results[label] = NA(str(e))
             continue
@@ -357,9 +364,12 @@ def curves(figs: list[Figure], s: Sizes) -> list:
 def figures(results: dict[str, dict | NA], s: Sizes) -> list[Figure]:
     msg = f"{s.size}-byte values, no key, no compression"
     rep = f"median of {s.repeat} runs, each on a fresh topic" if s.repeat > 1 else "one run"
-    warm = f"after a warm-up on another topic ({WARM_UP_MESSAGES:,} messages produced and consumed)"
+    warm = (f"after a warm-up on another topic ({WARM_UP_MESSAGES:,} messages produced and consumed; Kafka: "
+            f"{s.messages:,}, for its JIT compiler)")
     prod_how = (f"{rep} {warm}: {s.messages:,} messages of {msg}, {s.partitions} partitions, one confluent-kafka producer "
-                f"(acks=all, linger.ms=5, batch.size=1MB, not idempotent); first send to the last acknowledgement")
+                f"(acks=all, linger.ms=5, batch.size=1MB, not idempotent); first send to the last acknowledgement; "
+                f"kbroker --flush always and Kafka with flush.messages=1 acknowledge after an fsync, kbroker --flush "
+                f"never and Kafka at its default flush (no fsync per write) after the page cache, Tansu after memory")
     cons_how = (f"{rep}: the {s.messages:,} messages just produced read back by one confluent-kafka consumer with assign() "
                 f"and librdkafka's default fetch sizes (1 MiB per partition, 50 MiB per response) from offset 0 of the {s.partitions} partitions (those holding messages; no group rebalance) {warm}; assign() to last message")
     large_how = (f"as the consume figure above, read a second time in each run with max.partition.fetch.bytes "
@@ -379,7 +389,8 @@ def figures(results: dict[str, dict | NA], s: Sizes) -> list[Figure]:
         ("end-to-end latency p99", lat_how, "ms", False, ",.2f", "latency", "p99_ms"),
         ("broker RSS after producing", f"resident set size of the broker process after the produce runs above "
          f"({s.repeat * s.messages * s.size / 1e6:,.0f} MB of values held: kbroker in segment files, so in the "
-         f"page cache rather than its RSS; Tansu in its heap)", "MiB", False, ",.1f", "rss_after_produce", None),
+         f"page cache rather than its RSS; Kafka too, its RSS a JVM with -Xmx1G -Xms1G; Tansu in its heap)",
+         "MiB", False, ",.1f", "rss_after_produce", None),
     ]
     out = []
     for name, how, unit, hib, fmt, key, sub in specs:
@@ -400,8 +411,14 @@ def figures(results: dict[str, dict | NA], s: Sizes) -> list[Figure]:
                 f.values[label] = v / 2 ** 20
             else:
                 f.values[label] = v[sub]
+                notes = []
                 if "cpu" in v:
-                    f.notes[label] = f"{v['cpu']} (the generator here: librdkafka's threads and this process)"
+                    notes.append(f"{v['cpu']} (the generator here: librdkafka's threads and this process)")
+                if sub == "mb_per_s" and "runs_mb_per_s" in v:
+                    notes.append(f"median of {len(v['runs_mb_per_s'])} runs: "
+                                 + " / ".join(f"{x:,.1f}" for x in v["runs_mb_per_s"]) + " MB/s")
+                if notes:
+                    f.notes[label] = "; ".join(notes)
         out.append(f)
     for i, what in enumerate(("produce", "consume")):
         for p in s.partition_counts:
@@ -433,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
                                                          f"(default {d.latency_rate})")
     parser.add_argument("--latency-seconds", type=float, help=f"length of the latency run (default "
                                                               f"{d.latency_seconds:g})")
+    parser.add_argument("--peers", type=peers_arg, help=f"comma-separated peers to measure beside kbroker "
+                                                        f"(default {','.join(FULL_PEERS)}; --quick: "
+                                                        f"{','.join(QUICK_PEERS)})")
     args = parser.parse_args(argv)
     from kbroker.bench import cores
 
@@ -442,9 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("repeat", "messages", "size", "partitions", "latency_rate", "latency_seconds"):
         if getattr(args, name) is not None:
             setattr(sizes, name, getattr(args, name))
-    print(f"data_path: kbroker beside {brokers.tansu_version()}; {machine_note()}")
+    if args.peers is not None:
+        sizes.labels = run_labels(args.peers)
+    print(f"data_path: kbroker beside {brokers.peers_line(sizes.labels)}; {machine_note()}")
     figs = run(sizes)
-    print_figures(figs, LABELS, PEER)
+    print_figures(figs, sizes.labels)
     from kbroker.bench.curves import report
 
     print()

@@ -16,7 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from kbroker.bench.loadgen import Rate, pipelined_rate
+from kbroker.bench.loadgen import WARMUP_S, Rate, pipelined_rate
 from kbroker.bench.wire import Connection
 from kbroker.protocol.consumer_protocol import assigned_partitions, encode_assignment
 from kbroker.protocol.errors import ErrorCode as E
@@ -335,7 +335,7 @@ def rate_frames(members: list[GroupMember], topic: str, connections: int) -> tup
 
 async def request_rates(bootstrap: str, *, connections: int, window: int, seconds: float,
                         heartbeat_ms: int = 200, session_timeout_ms: int = 45_000, groups: int = 1,
-                        broker_pid: int | None = None) -> dict[str, Rate]:
+                        broker_pid: int | None = None, warmup_s: float = WARMUP_S) -> dict[str, Rate]:
     """Requests per second of Heartbeat v4, then OffsetCommit v8, over `connections` connections with
     `window` in flight each (bench/loadgen.py). groups=1: one stable group of `connections` members, one
     connection each; groups=N>1: N one-member groups, their requests dealt over the connections."""
@@ -355,9 +355,9 @@ async def request_rates(bootstrap: str, *, connections: int, window: int, second
     out: dict[str, Rate] = {}
     try:
         out["heartbeat"] = await pipelined_rate(bootstrap, hb, api_key=HEARTBEAT, version=HEARTBEAT_V, window=window,
-                                                seconds=seconds, broker_pid=broker_pid)
+                                                seconds=seconds, broker_pid=broker_pid, warmup_s=warmup_s)
         out["commit"] = await pipelined_rate(bootstrap, oc, api_key=OFFSET_COMMIT, version=COMMIT_V, window=window,
-                                             seconds=seconds, broker_pid=broker_pid)
+                                             seconds=seconds, broker_pid=broker_pid, warmup_s=warmup_s)
     finally:
         if res is not None:
             await _close_members(res)

@@ -2,13 +2,15 @@
 
     python -m bench.groups [--members 10,100,500] [--connections C] [--window W] [--seconds S] [--rate-rounds N]
                            [--replay-records N] [--memory-groups N,N] [--heartbeat-ms MS] [--session-timeout-ms MS]
-                           [--only stable,rates,replay,memory] [--quick]
+                           [--only stable,rates,replay,memory] [--peers tansu,kafka] [--quick]
 
 The load generator speaks the protocol itself with kbroker's codec (`kbroker.protocol.framing` and the
 generated messages) over asyncio streams, one TCP connection per member, so both brokers see the
 same bytes. kbroker runs with `--group-initial-rebalance-delay-ms 0`, with `--flush always` (its
 default: a commit is answered after an fsync group commit) and again with `--flush never`; Tansu runs
-with memory storage (its default group settings).
+with memory storage (its default group settings); Apache Kafka 4.4 (bench/brokers.py `start_kafka`)
+with `group.initial.rebalance.delay.ms=0`, at its default flush, and for the rates of (b) again with
+`log.flush.interval.messages=1`. `--peers` picks the peers (default both; `--quick` Tansu only).
 
 (a) stable: N members start together: FindCoordinator, connect to the coordinator, then (clock starts)
     JoinGroup v5 with an empty member id, the MEMBER_ID_REQUIRED round trip, the leader assigns one
@@ -34,7 +36,7 @@ Parts (a), (b) and (d) each run on a fresh broker process, so that none inherits
 (d) memory: RSS of the idle broker (a topic created, 3 s after start-up), then after one simple-consumer
     OffsetCommit v8 (generation -1, empty member id) for each of 1,000, then 10,000, then 100,000 groups
     and a settle; at each count kbroker is restarted on its data dir and timed to its first ApiVersions
-    answer and to offsets_loaded (bench/group_scale.py). kbroker --flush always and Tansu only.
+    answer and to offsets_loaded (bench/group_scale.py). kbroker --flush always, Tansu and Kafka only.
 """
 
 from __future__ import annotations
@@ -61,10 +63,11 @@ from kbroker.bench.group_load import (
     prepare_topic,
     request_rates,
 )
-from kbroker.bench.loadgen import Rate, median_round, rounds_arg
+from kbroker.bench.loadgen import WARMUP_S, Rate, median_round, rounds_arg
 from kbroker.bench.loadgen import run as run_loop
-from kbroker.bench.report import (KB_ALWAYS, KB_NEVER, LABELS, NA, PEER, STARTUP_FLOOR, Figure, machine_note,
-                                  print_figures)
+from kbroker.bench.report import (FULL_PEERS, KAFKA, KAFKA_FSYNC, KB_ALWAYS, KB_NEVER, LABELS, NA, PEER,
+                                  PEERS, QUICK_PEERS, STARTUP_FLOOR, Figure, machine_note, peers_arg, print_figures,
+                                  run_labels)
 
 OFFSET_COMMIT, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, SYNC_GROUP = 8, 10, 11, 12, 14
 JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V, FIND_V = 5, 3, 4, 8, 3
@@ -88,13 +91,14 @@ class Sizes:
     settle_s: float = 3.0
     stable_timeout_s: float = 180.0
     only: tuple[str, ...] = PARTS
+    labels: tuple[str, ...] = field(default_factory=lambda: run_labels(FULL_PEERS))  # the brokers measured
 
     @classmethod
     def quick(cls) -> Sizes:
         # session timeout 6 s (kbroker's group.min.session.timeout.ms): Tansu holds a first JoinGroup for
         # about half the session timeout, which at 45 s alone would take the quick run past its budget
         return cls(members=[10, 50], seconds=1.5, rate_groups=[1, 100], rate_rounds=1, replay_records=100_000,
-                   memory_groups=[1_000], session_timeout_ms=6_000, settle_s=1.5)
+                   memory_groups=[1_000], session_timeout_ms=6_000, settle_s=1.5, labels=run_labels(QUICK_PEERS))
 
 
 # --- (c) replay of __consumer_offsets ---------------------------------------------------------------
@@ -169,6 +173,18 @@ def empty_startup(label: str, timeout: float = 60.0) -> float:
     try:
         brokers.wait_answering(handle, timeout, STARTUP_POLL_S)
         return time.perf_counter() - started
+    finally:
+        handle.stop()
+
+
+def kafka_startup(timeout: float = brokers.KAFKA_START_TIMEOUT_S) -> tuple[float, float]:
+    """Kafka's empty start-up: (seconds to its first ApiVersions answer, seconds to a Metadata answer
+    that lists itself), from the spawn of its JVM; its log directory is formatted before, untimed, as
+    a KRaft node's is once before its first start. ApiVersions polled as the others' are; Metadata
+    every 10 ms, each poll a new connection that the JVM answers on the broker core."""
+    handle = brokers.start_kafka(groups=False, timeout=timeout, poll_s=STARTUP_POLL_S)
+    try:
+        return handle.answered_at - handle.launched_at, handle.serving_at - handle.launched_at
     finally:
         handle.stop()
 
@@ -309,7 +325,7 @@ def _rates(handle: brokers.BrokerHandle, sizes: Sizes, groups: int) -> dict[str,
     return run_loop(lambda: request_rates(
         handle.bootstrap, connections=sizes.connections, window=sizes.window, seconds=sizes.seconds,
         heartbeat_ms=sizes.heartbeat_ms, session_timeout_ms=sizes.session_timeout_ms, groups=groups,
-        broker_pid=handle.pid))
+        broker_pid=handle.pid, warmup_s=brokers.warmup_s(handle)))
 
 
 def _more_rate_rounds(results: dict, sizes: Sizes, verbose: bool) -> None:
@@ -322,7 +338,7 @@ def _more_rate_rounds(results: dict, sizes: Sizes, verbose: bool) -> None:
     measured at another moment, so the ratio carries the drift. Alternating rounds put every broker at
     every moment, as the start-up figures alternate their starts."""
     first: dict[str, dict[str, Rate]] = {}
-    for label in LABELS:
+    for label in sizes.labels:
         rates = results.get(label, {}).get("rates")
         if isinstance(rates, dict) and isinstance(rates.get(1), dict):
             first[label] = rates[1]  # a broker that failed its first round gets no more
@@ -334,24 +350,36 @@ def _more_rate_rounds(results: dict, sizes: Sizes, verbose: bool) -> None:
     taken = brokers.more_rounds(first, sizes.rate_rounds, measure, what="groups, request rates, 1 group",
                                 verbose=verbose)
     for label, rounds in taken.items():
-        results[label]["rates"][1] = {key: median_round([r[key] for r in rounds], peer=label == PEER)
+        results[label]["rates"][1] = {key: median_round([r[key] for r in rounds], peer=label in PEERS)
                                       for key in rounds[0]}
 
 
-def _startups(results: dict) -> None:
+# Whose empty start-up is timed: Kafka's flush setting changes nothing before the first write.
+STARTUP_LABELS = (KB_ALWAYS, KB_NEVER, PEER, KAFKA)
+
+
+def _startups(results: dict, labels: tuple[str, ...] = tuple(LABELS)) -> None:
     """Each broker's empty start-up and the floor, median of STARTUP_RUNS each, taken in rounds of one
     start of each (as `python -m bench.startup` does), so that all of them see the same moments of a
-    machine whose speed drifts; one that fails is n/a and left out of the later rounds."""
-    taken: dict[str, list[float] | NA] = {label: [] for label in (*LABELS, STARTUP_FLOOR)}
+    machine whose speed drifts; one that fails is n/a and left out of the later rounds. Kafka's
+    start gives two figures (`kafka_startup`), each the median of its own."""
+    taken: dict[str, list | NA] = {label: [] for label in (*STARTUP_LABELS, STARTUP_FLOOR)
+                                   if label in labels or label == STARTUP_FLOOR}
     for _ in range(STARTUP_RUNS):
         for who, times in taken.items():
             if isinstance(times, NA):
                 continue
             try:
-                times.append(startup_floor() if who == STARTUP_FLOOR else empty_startup(who))
+                times.append(startup_floor() if who == STARTUP_FLOOR else kafka_startup() if who == KAFKA
+                             else empty_startup(who))
             except Exception as e:
                 taken[who] = _na(e)
     for who, times in taken.items():
+        if who == KAFKA:
+            results[who]["startup"] = times if isinstance(times, NA) else statistics.median(t[0] for t in times)
+            results[who]["startup_serving"] = times if isinstance(times, NA) else statistics.median(
+                t[1] for t in times)
+            continue
         figure = times if isinstance(times, NA) else statistics.median(times)
         if who == STARTUP_FLOOR:
             results[KB_ALWAYS]["startup_floor"] = figure
@@ -361,7 +389,7 @@ def _startups(results: dict) -> None:
 
 def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
     results: dict[str, dict | NA] = {}
-    for label in LABELS:
+    for label in sizes.labels:
         if verbose:
             print(f"  groups: {label} ...", flush=True)
         r: dict = {}
@@ -372,6 +400,8 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
         for phase in phases:
             if phase == ("memory",) and label == KB_NEVER:
                 continue  # memory does not depend on --flush; the fill would only take time
+            if phase != ("rates",) and label == KAFKA_FSYNC:
+                continue  # Kafka's flush setting shows where it writes: OffsetCommit, of these parts
             try:
                 handle = brokers.start_label(label)
             except brokers.Unavailable as e:
@@ -394,9 +424,10 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
             results[KB_ALWAYS]["replay"] = replay_time(sizes.replay_records)
         except Exception as e:
             results[KB_ALWAYS]["replay"] = _na(e)
-        _startups(results)
-        results[PEER]["replay"] = NA("Tansu here keeps its groups and offsets in memory: a restart starts empty, "
-                                     "there is nothing to replay")
+        _startups(results, sizes.labels)
+        if PEER in results:
+            results[PEER]["replay"] = NA("Tansu here keeps its groups and offsets in memory: a restart starts "
+                                         "empty, there is nothing to replay")
     return figures(results, sizes)
 
 
@@ -415,7 +446,8 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             except KeyError:
                 continue
             f.values[label] = v
-        out.append(f)
+        if f.values:  # a figure of a column not in this run (Kafka's Metadata start-up) is left out
+            out.append(f)
 
     def stable_get(n: int, attr: str):
         def get(r: dict):
@@ -433,7 +465,7 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
                 f"first JoinGroup sent to the last SyncGroup response of the first generation holding all {n}; "
                 f"session timeout {s.session_timeout_ms / 1000:g} s, rebalance timeout {REBALANCE_TIMEOUT_MS // 1000} s "
                 f"(Tansu, which has no initial-delay setting, holds a new group's JoinGroup for about half the "
-                f"session timeout)",
+                f"session timeout; kbroker and Kafka run with an initial rebalance delay of 0)",
                 "ms", lambda r, n=n: _scale(stable_get(n, "seconds")(r), 1000), hib=False, fmt=",.0f")
             fig(f"{n} members: JoinGroup requests sent", "JoinGroup requests all members sent until Stable "
                 f"({2 * n} if everyone joined one generation: the first join of each only gets a member id)",
@@ -444,15 +476,23 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
                    f"{groups:,} one-member groups (joined and synced, session timeout 30 s), their requests dealt over {s.connections} "
                    f"connections")
             how = (f"{who}, {s.window} requests in flight per connection, pre-encoded and pipelined "
-                   f"(bench/loadgen.py), for {s.seconds:g} s after 0.3 s of warm-up; answered requests per "
+                   f"(bench/loadgen.py), for {s.seconds:g} s after {WARMUP_S:g} s of warm-up (Kafka: "
+                   f"{brokers.JVM_WARMUP_S:g} s, for its JIT compiler); answered requests per "
                    f"second over all connections, every answer checked for error codes")
             if groups == 1 and s.rate_rounds > 1:
                 how += (f"; the round with the median rate of {s.rate_rounds}, the brokers in turn, rounds after "
                         f"the first each on a fresh broker process")
+            if any(label in s.labels for label in (KAFKA, KAFKA_FSYNC)):
+                how += ("; Kafka reads one request of a connection at a time (its network layer mutes a "
+                        "connection until that request is answered), so of each window one request is in "
+                        "Kafka at once, and its figure is that of as many requests in flight as connections")
             tag = "" if groups == 1 else f", {groups:,} groups"
             for key, name, extra in (("heartbeat", f"Heartbeat v{HEARTBEAT_V} rate{tag}", ""),
                                      ("commit", f"OffsetCommit v{COMMIT_V} rate{tag}",
-                                      "; one partition per commit, the member's own, rising offsets")):
+                                      "; one partition per commit, the member's own, rising offsets; kbroker "
+                                      "answers a commit after its fsync with --flush always, Kafka after its "
+                                      "append to __consumer_offsets (in the page cache at its default flush, "
+                                      "fsynced with flush.messages=1)")):
                 f = Figure("groups", name, how + extra, "requests/s", fmt=",.0f")
                 for label in LABELS:
                     r = results.get(label, {}).get("rates")
@@ -484,9 +524,15 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             r["replay"]["loaded_records"] / (r["replay"]["load_ms"] / 1000), fmt=",.0f", labels=[KB_ALWAYS, PEER])
         fig("start-up with nothing stored", f"process start to the first ApiVersions answer, empty data dir / "
             f"memory store, polled every {STARTUP_POLL_S * 1000:g} ms, median of {STARTUP_RUNS} starts taken in "
-            "rounds with the other broker's and the floor's below (the comparable start-up figure for a memory "
-            "store)", "s",
+            "rounds with the other brokers' and the floor's below (the comparable start-up figure for a memory "
+            "store); Kafka: from the spawn of its JVM (-Xmx1G -Xms1G, G1), its log directory formatted before, "
+            "untimed", "s",
             lambda r: r["startup"], hib=False, fmt=",.2f")
+        fig("start-up to Metadata listing itself", "the same Kafka starts: spawn of its JVM to the first Metadata "
+            "answer that lists the node (a KRaft broker answers ApiVersions before it has caught up with its "
+            "controller and can serve anything else), polled every 10 ms, median of the same starts; kbroker "
+            "and Tansu serve Metadata from their first answer", "s",
+            lambda r: r["startup_serving"], hib=False, fmt=",.2f", labels=[KAFKA])
         fig(STARTUP_FLOOR, "process start to the first line of a `python -c` that imports the libraries "
             "kbroker serves on (as `kbroker serve` does: the cyclic collector off, structlog without rich) and "
             f"nothing else, started on the broker's core, median of {STARTUP_RUNS}, in rounds with the brokers' "
@@ -494,11 +540,13 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
             "about the part of the start-up figure above that is not kbroker's own code", "s",
             lambda r: r["startup_floor"], hib=False, fmt=",.2f", labels=[KB_ALWAYS])
     if "memory" in s.only:
+        heap = ("; Kafka: a JVM with -Xmx1G -Xms1G (kafka-server-start.sh's default heap), whose RSS grows "
+                "toward its heap as the heap's regions are first written")
         fig("idle RSS", f"broker RSS {s.settle_s:g} s after start-up with one topic of {_topic_partitions(s):,} "
-            "partitions created, before any group", "MiB",
+            f"partitions created, before any group{heap}", "MiB",
             lambda r: _scale(r["idle_rss"], 1 / 2 ** 20), hib=False)
         fig("idle RSS, nothing stored", f"broker RSS {s.settle_s:g} s after start-up with an empty data dir / "
-            "memory store, before any topic", "MiB",
+            "memory store, before any topic (Kafka: once it serves groups, __consumer_offsets created)", "MiB",
             lambda r: _scale(r["empty_rss"], 1 / 2 ** 20), hib=False)
         def mem(n: int, key: str, k: float = 1.0):
             def get(r: dict):
@@ -513,13 +561,13 @@ def figures(results: dict[str, dict], s: Sizes) -> list[Figure]:
         fill_how = ("groups, each with one simple-consumer OffsetCommit v8 (generation -1, empty member id, one "
                     "partition) over 4 connections, 64 in flight each, added step by step to one broker "
                     f"(bench/group_scale.py); RSS after a {s.settle_s:g} s settle (a fresh broker: parts a and b each ran "
-                    "on one of their own; kbroker --flush always only)")
+                    f"on one of their own; kbroker --flush always only){heap}")
         for n in s.memory_groups:
             fig(f"RSS with {n:,} groups", f"{n:,} {fill_how}", "MiB", mem(n, "rss", 1 / 2 ** 20), hib=False,
-                labels=[KB_ALWAYS, PEER])
+                labels=[KB_ALWAYS, PEER, KAFKA])
             fig(f"RSS growth per group, {n:,} groups", f"(RSS with {n:,} groups - idle RSS) / {n:,}", "bytes",
                 lambda r, n=n: r["memory"] if isinstance(r["memory"], NA) else
-                (r["memory"][n]["rss"] - r["idle_rss"]) / n, hib=False, fmt=",.0f", labels=[KB_ALWAYS, PEER])
+                (r["memory"][n]["rss"] - r["idle_rss"]) / n, hib=False, fmt=",.0f", labels=[KB_ALWAYS, PEER, KAFKA])
         for n in s.memory_groups:
             fig(f"start-up with {n:,} groups stored", f"kbroker stopped with {n:,} groups' offsets stored and "
                 "started on the same data dir: process start to its first ApiVersions answer (Tansu's memory "
@@ -586,6 +634,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout-ms", type=int, help=f"members' session timeout "
                                                                f"(default {d.session_timeout_ms})")
     parser.add_argument("--only", help=f"comma-separated parts to run (default all: {','.join(PARTS)})")
+    parser.add_argument("--peers", type=peers_arg, help=f"comma-separated peers to measure beside kbroker "
+                                                        f"(default {','.join(FULL_PEERS)}; --quick: "
+                                                        f"{','.join(QUICK_PEERS)})")
     args = parser.parse_args(argv)
     from kbroker.bench import cores
 
@@ -604,9 +655,11 @@ def main(argv: list[str] | None = None) -> int:
             setattr(sizes, name, getattr(args, name))
     if args.only:
         sizes.only = tuple(x.strip() for x in args.only.split(",") if x.strip() in PARTS)
-    print(f"groups: kbroker beside {brokers.tansu_version()}; {machine_note()}")
+    if args.peers is not None:
+        sizes.labels = run_labels(args.peers)
+    print(f"groups: kbroker beside {brokers.peers_line(sizes.labels)}; {machine_note()}")
     figs = run(sizes)
-    print_figures(figs, LABELS, PEER)
+    print_figures(figs, sizes.labels)
     from kbroker.bench.curves import report
 
     print()

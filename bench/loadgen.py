@@ -37,6 +37,7 @@ from kbroker.bench import cores
 _SIZE = struct.Struct(">i")
 RING = 256                    # frames per connection ring; the window must not exceed it
 _MAX_VERDICTS = 4096          # distinct response bodies remembered; past that, unseen ones are decoded
+WARMUP_S = 0.3                # seconds of load before the clock starts (a JVM broker takes more: bench/brokers.py)
 
 
 class GeneratorError(RuntimeError):
@@ -244,7 +245,7 @@ def median_round(rates: list[Rate], *, peer: bool = False) -> Rate:
 
 async def pipelined_rate(bootstrap: str, frames_per_connection: Sequence[Sequence[bytes]], *, api_key: int,
                          version: int, window: int, seconds: float, broker_pid: int | None,
-                         warmup_s: float = 0.3) -> Rate:
+                         warmup_s: float = WARMUP_S) -> Rate:
     """Keep `window` requests in flight on each connection for `seconds` (after `warmup_s` not counted)."""
     if not 1 <= window <= RING:
         raise ValueError(f"window must be 1..{RING}")

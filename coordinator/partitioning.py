@@ -34,3 +34,16 @@ def partition_for(group_id: str, n: int = 50) -> int:
     if n <= 0:
         raise ValueError("the offsets topic needs at least one partition")
     return kafka_abs(java_string_hash(group_id)) % n
+
+
+def one_per_partition(prefix: str, n: int = 50) -> list[str]:
+    """Ids `prefix-0`, `prefix-1`, ... chosen so that their partitions cover all n, one for each,
+    in partition order: a probe that a coordinator has loaded every partition (Kafka loads
+    `__consumer_offsets` and `__transaction_state` partition by partition)."""
+    found: dict[int, str] = {}
+    i = 0
+    while len(found) < n:
+        name = f"{prefix}-{i}"
+        found.setdefault(partition_for(name, n), name)
+        i += 1
+    return [found[p] for p in range(n)]

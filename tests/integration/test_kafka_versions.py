@@ -28,8 +28,9 @@ NOT_SERVED = {
     80: "AddRaftVoter: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
     81: "RemoveRaftVoter: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
     94: "UnregisterController: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
-    **{key: "share groups (KIP-932)" for key in (76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92)},
-    **{key: "streams groups (KIP-1071)" for key in (88, 89, 93)},
+    **{key: "the share coordinator's state RPCs: between brokers; on one node its calls are in-process (KIP-932)"
+       for key in (83, 84, 85, 86, 87)},
+    93: "StreamsGroupTopologyDescriptionUpdate: not built yet (docs/streams-groups.md)",
 }
 # APIs served below the release's newest version: api key -> (newest version served, why)
 OLDER_VERSIONS = {
@@ -39,12 +40,11 @@ OLDER_VERSIONS = {
 # Features of a release that kbroker does not claim, and why.
 NOT_CLAIMED = {
     "transaction.version": "transactions v2 (KIP-890 part 2)",
-    "share.version": "share groups (KIP-932)",
-    "streams.version": "streams groups (KIP-1071)",
 }
 
 # Features claimed below a release's highest level: feature -> (highest level claimed, why).
-CAPPED = {"kraft.version": (0, "KIP-853's quorum whose voters change (1); kbroker's is itself alone")}
+CAPPED = {"kraft.version": (0, "KIP-853's quorum whose voters change (1); kbroker's is itself alone"),
+          "share.version": (1, "share groups' dead letter queues (2, KIP-1191) are not built (docs/share-groups.md)")}
 
 
 def expected_apis(release: KafkaRelease) -> dict[int, tuple[int, int]]:

@@ -26,8 +26,9 @@ import subprocess
 import time
 import uuid
 from base64 import urlsafe_b64encode
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from kbroker.tests.integration.broker_process import free_port
 
@@ -65,6 +66,11 @@ def kafka_libs() -> Path | None:
     return LIBS if (LIBS / ".resolved").exists() else None
 
 
+# The tests' JVM: quick to start and small (the serial collector, C1 only, class data sharing), since a
+# test times nothing. The benchmarks start Kafka with its own scripts' options instead (bench/brokers.py).
+TEST_JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
+
+
 def require_kafka_libs() -> Path:
     """The jars, or the test skips, except under `make test` (KBROKER_REQUIRE_KAFKA=1, which resolves them
     first), where their absence fails it."""
@@ -79,16 +85,16 @@ def require_kafka_libs() -> Path:
 
 
 def java_command(main_class: str, *args: str, heap: str = "512m", log4j: Path | None = None,
-                 classpath: Sequence[Path] = (), libs: Path | None = None) -> list[str]:
+                 classpath: Sequence[Path] = (), libs: Path | None = None,
+                 jvm_options: Sequence[str] = TEST_JVM_OPTIONS) -> list[str]:
     """A `java` command line that runs one of Kafka's classes from the reference jars (a tool such as
-    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself); `classpath` adds directories;
-    `libs`, another release's jars."""
+    `org.apache.kafka.tools.TopicCommand`, or `kafka.Kafka` itself); `heap` is its -Xmx, `classpath`
+    adds directories; `libs`, another release's jars."""
     libs = libs or kafka_libs()
     if libs is None:
         raise RuntimeError("Apache Kafka's jars are missing: run `make kafka-jars`")
     java = shutil.which("java") or "java"
-    opts = [f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-            "-Djava.awt.headless=true"]
+    opts = [f"-Xmx{heap}", *jvm_options, "-Djava.awt.headless=true"]
     if log4j is not None:
         opts.append(f"-Dlog4j2.configurationFile={log4j}")
     return [java, *opts, "-cp", os.pathsep.join([f"{libs}/*", *map(str, classpath)]), main_class, *args]
@@ -109,10 +115,12 @@ class KafkaProcess:
     def __init__(self, base_dir: str | Path, config: dict[str, str] | None = None, *, start: bool = True,
                  host: str = "127.0.0.1", heap: str = "768m", log_level: str = "WARN", node_id: int = 1,
                  cluster_id: str | None = None, controller: KafkaProcess | None = None,
-                 libs: Path | None = None) -> None:
+                 libs: Path | None = None, jvm_options: Sequence[str] = TEST_JVM_OPTIONS) -> None:
         """`controller`: this node is a broker only, of that node's cluster (KafkaCluster); without it the
         node is a cluster of its own, broker and controller. `libs`: the jars of another Kafka release than
-        the reference's (tools/kafka_releases.py runs each release this way to ask it for its ApiVersions)."""
+        the reference's (tools/kafka_releases.py runs each release this way to ask it for its ApiVersions);
+        `jvm_options`: the JVM's, the tests' quick-start ones unless given (the benchmarks give Kafka's
+        scripts' own)."""
         self.libs = libs
         self.base_dir = Path(base_dir)
         self.base_dir.mkdir(parents=True, exist_ok=True)
@@ -123,11 +131,14 @@ class KafkaProcess:
         self.node_id = node_id
         self.cluster_id: str = cluster_id or (controller.cluster_id if controller else random_cluster_id())
         self.heap = heap
+        self.jvm_options = tuple(jvm_options)
         self.log_level = log_level
         self.config = {**(SINGLE_NODE if controller is None and cluster_id is None else {}), **(config or {})}
         self.extra_listeners: dict[str, int] = {}  # listener (named as its security protocol) -> port
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self._stdout_path = self.base_dir / "stdout-0.log"  # the last start's (`launch`), and where its
+        self._log_start = 0                                   # part of server.log begins
         self.formatted = False
         if start:
             self.start()
@@ -226,7 +237,8 @@ class KafkaProcess:
         self.wait_serving(timeout)
 
     def launch(self) -> None:
-        """Format (the first time) and start the JVM without waiting for it to serve (see wait_serving)."""
+        """Format the log directory if it is new, then start the JVM without waiting for it to serve
+        (wait_serving waits; the benchmarks time that wait themselves, and spawn it on the broker's core)."""
         assert self.proc is None or self.proc.poll() is not None, "Kafka already running"
         if not self.formatted:
             self.format()
@@ -236,8 +248,12 @@ class KafkaProcess:
         self._log_start = self.server_log.stat().st_size if self.server_log.exists() else 0
         with open(self._stdout_path, "wb") as stdout:
             self.proc = subprocess.Popen(java_command("kafka.Kafka", str(self.properties_path), heap=self.heap,
-                                                      log4j=log4j, libs=self.libs),
+                                                      log4j=log4j, libs=self.libs, jvm_options=self.jvm_options),
                                          stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def port_taken(self) -> bool:
+        """Whether the last start's logs say a port given to it was bound by someone else meanwhile."""
+        return _bind_failed(self._stdout_path, 0) or _bind_failed(self.server_log, self._log_start)
 
     def wait_serving(self, timeout: float = START_TIMEOUT_S, brokers: int = 1) -> None:
         """Until this node answers Metadata listing at least `brokers` brokers."""
@@ -245,7 +261,7 @@ class KafkaProcess:
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                if _bind_failed(self._stdout_path, 0) or _bind_failed(self.server_log, self._log_start):
+                if self.port_taken():
                     raise _PortTaken()
                 raise RuntimeError(f"Kafka exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
             if self.probe(brokers=brokers):

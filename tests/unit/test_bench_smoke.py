@@ -1,7 +1,8 @@
 """Smoke test of the benchmarks (`make bench`): every bench module imports, and the smallest meaningful
-run of each load generator works against a real `kbroker serve` subprocess. Sanity only (positive
-rates, every member assigned, every commit answered): speed targets live in `python -m bench`, never
-in test asserts.
+run of each load generator works against a real `kbroker serve` subprocess, and against the peers:
+Tansu, and Apache Kafka 4.4 (started as the bench starts it: on the broker core, with its scripts' JVM
+options; skipped without its jars, except under `make test`). Sanity only (positive rates, every
+member assigned, every commit answered): speed targets live in `python -m bench`, never in test asserts.
 
 The whole `python -m bench --quick` (a few minutes; about 8 on a loaded machine) runs too when
 KBROKER_BENCH_QUICK=1.
@@ -263,8 +264,21 @@ def test_produce_sends_each_message_once_around_a_full_client_queue(kbroker):
 
 def test_figures_print_with_ratios_and_na():
     f = report.Figure("x", "rate", "how", "req/s", values={"a": 10.0, "b": 5.0, "c": report.NA("why")})
-    table = report.summary_table([f], ["a", "c", "b"], "b")
+    table = report.summary_table([f], ["a", "c", "b"], ratios=[("a", "b"), ("a", "d")])
     assert "2.00x" in table and "n/a" in table and "why" in table
+    assert "a/b" in table.splitlines()[0] and "a/d" not in table  # a ratio to a column not shown is left out
+
+
+def test_the_data_path_throughputs_print_every_run_beside_the_median(capsys):
+    runs = [{"msgs_per_s": m, "mb_per_s": m / 1000} for m in (300_000, 100_000, 200_000)]
+    results = {report.KB_ALWAYS: {"produce": data_path._median_run(runs), "consume": data_path._median_run(runs[:1])}}
+    figs = {f.name + f.unit: f for f in data_path.figures(results, data_path.Sizes())}
+    produce = figs["produce throughputMB/s, 10^6 bytes of values"]
+    assert produce.values[report.KB_ALWAYS] == 200.0
+    assert "median of 3 runs: 300.0 / 100.0 / 200.0 MB/s" in produce.notes[report.KB_ALWAYS]
+    assert report.KB_ALWAYS not in figs["consume throughputMB/s, 10^6 bytes of values"].notes  # one run: no spread
+    report.print_figures([produce], [report.KB_ALWAYS])
+    assert "300.0 / 100.0 / 200.0" in capsys.readouterr().out
 
 
 def test_every_benchmark_has_help_with_size_flags():
@@ -360,6 +374,7 @@ def test_the_consumer_group_heartbeat_rate_is_the_median_of_rounds_on_fresh_brok
 def test_startups_and_the_floor_are_taken_in_rounds_of_one_each(monkeypatch):
     calls: list[str] = []
     times = iter(range(1, 100))
+    kafka_times = iter([(7.0, 9.0), (5.0, 8.0), (6.0, 12.0), (9.0, 10.0), (8.0, 11.0)])
 
     def start(label: str) -> float:
         calls.append(label)
@@ -367,16 +382,244 @@ def test_startups_and_the_floor_are_taken_in_rounds_of_one_each(monkeypatch):
             raise brokers.Unavailable("no tansu here")
         return float(next(times))
 
+    def kafka() -> tuple[float, float]:
+        calls.append("kafka")
+        return next(kafka_times)
+
     def floor() -> float:
         calls.append("floor")
         return 0.5
 
     monkeypatch.setattr(groups, "empty_startup", start)
+    monkeypatch.setattr(groups, "kafka_startup", kafka)
     monkeypatch.setattr(groups, "startup_floor", floor)
     results: dict = {label: {} for label in report.LABELS}
-    groups._startups(results)
+    groups._startups(results, tuple(report.LABELS))
     kb = [report.KB_ALWAYS, report.KB_NEVER]
-    assert calls == [*kb, report.PEER, "floor"] + [*kb, "floor"] * (groups.STARTUP_RUNS - 1)  # the peer once
+    # the peer that failed once, Kafka in every round (its flush setting has no start-up of its own)
+    assert calls == [*kb, report.PEER, "kafka", "floor"] + [*kb, "kafka", "floor"] * (groups.STARTUP_RUNS - 1)
     assert results[report.KB_ALWAYS]["startup"] == 5.0 and results[report.KB_NEVER]["startup"] == 6.0
     assert isinstance(results[report.PEER]["startup"], report.NA)
     assert results[report.KB_ALWAYS]["startup_floor"] == 0.5
+    # Kafka's two figures, each the median of its own (7 and 10 s: not the same start's)
+    assert results[report.KAFKA]["startup"] == 7.0 and results[report.KAFKA]["startup_serving"] == 10.0
+    assert report.KAFKA_FSYNC not in calls and results[report.KAFKA_FSYNC] == {}
+    calls.clear()
+    groups._startups({label: {} for label in report.LABELS}, report.run_labels(report.QUICK_PEERS))
+    assert "kafka" not in calls  # a run without Kafka starts none
+
+
+# --- Apache Kafka, the second peer ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def kafka():
+    """Kafka as `make bench` starts it. Skipped without its jars, except under `make test` (which resolves
+    them and sets KBROKER_REQUIRE_KAFKA=1), as the reference tests are."""
+    from kbroker.tests.reference.kafka import kafka_libs
+
+    if kafka_libs() is None:
+        if os.environ.get("KBROKER_REQUIRE_KAFKA") == "1":
+            pytest.fail("Apache Kafka's jars are missing (make kafka-jars)")
+        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    handle = brokers.start_kafka()
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.mark.timeout(420)
+def test_kafka_starts_on_the_broker_core_with_its_scripts_jvm_and_serves_groups(kafka):
+    assert kafka.running and kafka.name == "kafka" and kafka.label == report.KAFKA
+    if cores.PINNING:
+        assert _cpu_list(_status(kafka.pid, "Cpus_allowed_list")) == cores.BROKER_CORE
+        soft = int(Path(f"/proc/{kafka.pid}/limits").read_text().split("Max open files")[1].split()[0])
+        assert soft == cores.raise_fd_limit()
+    command = Path(f"/proc/{kafka.pid}/cmdline").read_bytes().split(b"\0")
+    for option in (b"-Xmx1G", b"-Xms1G", b"-XX:+UseG1GC", b"kafka.Kafka"):
+        assert option in command
+    assert b"-XX:TieredStopAtLevel=1" not in command  # the tests' quick-start JVM would skew every figure
+    properties = kafka.process.properties_path.read_text().splitlines()
+    assert "group.initial.rebalance.delay.ms=0" in properties
+    assert not any(line.startswith("log.flush.interval.messages") for line in properties)  # Kafka's default
+    assert kafka.serves_metadata() and kafka.rss() > 50 * 2 ** 20
+    kafka.require(68, 1, "ConsumerGroupHeartbeat")  # KIP-848 is served: its column is measured
+    # started = its groups are served: every partition of __consumer_offsets answers a fetch
+    import asyncio
+
+    assert asyncio.run(brokers._serves_groups(kafka.bootstrap))
+    assert brokers.warmup_s(kafka) == brokers.JVM_WARMUP_S > loadgen.WARMUP_S
+
+
+@pytest.mark.timeout(300)
+def test_the_load_generators_run_against_kafka(kafka):
+    import asyncio
+
+    from kbroker.bench import consumer_groups
+
+    topic = group_load.prepare_topic(kafka.bootstrap, 5)
+    res = asyncio.run(group_load.form_group(kafka.bootstrap, 5, group=f"smoke-k-{uuid.uuid4().hex[:6]}", topic=topic,
+                                            session_timeout_ms=10_000, timeout=120))
+    assert sorted(p for ps in res.assignments.values() for p in ps) == [0, 1, 2, 3, 4]
+    rates = loadgen.run(lambda: group_load.request_rates(kafka.bootstrap, connections=2, window=8, seconds=0.3,
+                                                         session_timeout_ms=10_000, broker_pid=kafka.pid,
+                                                         warmup_s=0.1))
+    assert isinstance(rates, dict)
+    for rate in (rates["heartbeat"], rates["commit"]):  # answered without an error code, the JVM's CPU read
+        assert rate.per_s > 0 and rate.answered > 0 and rate.cpu.broker > 0
+    seconds, _, members, _ = asyncio.run(consumer_groups.fully_assigned(
+        kafka.bootstrap, 3, group_load.prepare_topic(kafka.bootstrap, 3), heartbeat_ms=100, timeout=120))
+    assert seconds > 0 and sorted(p for m in members for _, ps in m.owned for p in ps) == [0, 1, 2]
+    assert asyncio.run(group_load.commit_many_groups(kafka.bootstrap, 50, topic)) == 50
+
+
+@pytest.mark.timeout(420)
+def test_kafka_startup_gives_its_first_answer_and_its_first_metadata_listing_itself(kafka):
+    # (after the fixture's start, so that the jars are known to be there)
+    answered, serving = groups.kafka_startup()
+    assert 0 < answered <= serving < brokers.KAFKA_START_TIMEOUT_S
+
+
+def test_the_fsync_column_is_kafka_flushing_every_message(tmp_path):
+    from kbroker.tests.reference.kafka import kafka_libs
+
+    if kafka_libs() is None:
+        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    durable = brokers.kafka_process(tmp_path / "a", flush_every_message=True).properties()
+    default = brokers.kafka_process(tmp_path / "b").properties()
+    assert durable["log.flush.interval.messages"] == "1" and "log.flush.interval.messages" not in default
+    assert durable["group.initial.rebalance.delay.ms"] == default["group.initial.rebalance.delay.ms"] == "0"
+
+
+def test_a_kafka_start_whose_port_another_process_took_is_made_again_on_new_ports(monkeypatch):
+    import socket
+
+    from kbroker.tests.reference import kafka as reference
+
+    reference.require_kafka_libs()
+    taken = socket.create_server(("127.0.0.1", 0))  # another session's listener on the port Kafka is given
+    real, given = reference.free_port, []
+
+    def first_taken(host: str = "127.0.0.1") -> int:
+        given.append(real(host) if given else taken.getsockname()[1])
+        return given[-1]
+
+    monkeypatch.setattr(reference, "free_port", first_taken)
+    with taken:
+        handle = brokers.start_kafka(groups=False)
+        try:
+            assert handle.process.port != taken.getsockname()[1] and handle.process.starts == 1
+            assert handle.serves_metadata()
+        finally:
+            handle.stop()
+
+
+def test_a_run_without_kafka_jars_prints_its_column_na(monkeypatch):
+    monkeypatch.setattr(brokers, "kafka_reference", lambda: (_ for _ in ()).throw(
+        brokers.Unavailable("Apache Kafka's jars are missing: run `make kafka-jars`")))
+    with pytest.raises(brokers.Unavailable, match="make kafka-jars"):
+        brokers.start_label(report.KAFKA_FSYNC)
+    assert "n/a (Apache Kafka's jars are missing" in brokers.kafka_version()
+
+
+def test_the_peers_of_a_run():
+    assert report.run_labels(report.FULL_PEERS) == tuple(report.LABELS)
+    assert report.run_labels(report.QUICK_PEERS) == (report.KB_ALWAYS, report.KB_NEVER, report.PEER)  # --quick
+    assert report.run_labels(("kafka",)) == (report.KB_ALWAYS, report.KB_NEVER, report.KAFKA, report.KAFKA_FSYNC)
+    assert groups.Sizes.quick().labels == data_path.Sizes.quick().labels == report.run_labels(report.QUICK_PEERS)
+    assert report.KAFKA in groups.Sizes().labels and report.KAFKA in data_path.Sizes().labels
+    import argparse
+
+    assert report.peers_arg("tansu, kafka") == ("tansu", "kafka")
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown peer redpanda"):
+        report.peers_arg("tansu,redpanda")
+
+
+def test_the_kafka_columns_print_with_a_ratio_to_each_peer(capsys):
+    f = report.Figure("data_path", "produce throughput", "how", "MB/s",
+                      values={report.KB_ALWAYS: 400.0, report.KB_NEVER: 500.0, report.PEER: 200.0,
+                              report.KAFKA: 800.0, report.KAFKA_FSYNC: 100.0})
+    report.print_figures([f], report.LABELS)
+    rows = {line.split("  ")[1].strip(): line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")
+            and not line.startswith("  how")}
+    assert rows[report.KB_ALWAYS].endswith("ratio to tansu 2.00x, kafka 0.50x, kafka-fsync 4.00x")
+    assert rows[report.KB_NEVER].endswith("ratio to tansu 2.50x, kafka 0.62x")
+    assert "ratio" not in rows[report.KAFKA] and "800.0" in rows[report.KAFKA]
+    table = report.summary_table([f], report.LABELS)
+    assert table.splitlines()[0].split()[-5:] == ["always/tansu", "never/tansu", "always/kafka", "never/kafka",
+                                                  "always/kafka-fsync"]
+    assert table.splitlines()[2].split()[-5:] == ["2.00x", "2.50x", "0.50x", "0.62x", "4.00x"]
+    # without Kafka in the run, no Kafka column and no ratio to it
+    assert "kafka" not in report.summary_table([f], report.run_labels(report.QUICK_PEERS))
+
+
+def test_the_targets_show_kafka_beside_tansu_for_information():
+    produce = report.Figure("data_path", "produce throughput", "how", "MB/s, 10^6 bytes of values",
+                            values={report.KB_ALWAYS: 400.0, report.PEER: 200.0, report.KAFKA: 800.0,
+                                    report.KAFKA_FSYNC: 100.0})
+    hb = report.Figure("groups", "Heartbeat v4 rate", "how", "requests/s",
+                       values={report.KB_ALWAYS: 60_000.0, report.PEER: 20_000.0, report.KAFKA: 120_000.0},
+                       fmt=",.0f")
+    lines = {line.split("  ")[0]: line for line in targets.table([produce, hb]).splitlines()}
+    durable = lines["produce MB/s >= 1.3x Tansu's, durable acks (--flush always)"]
+    assert "100.0 (fsync)" in durable and "4.00x" in durable and durable.endswith("met")  # against Tansu: 2.00x
+    beat = lines["Heartbeat v4 >= 2x Tansu"]
+    assert "120,000" in beat and "0.50x" in beat and beat.endswith("met")  # Kafka faster: still met, information
+    assert "Kafka" in targets.table([]).splitlines()[0]
+
+
+def test_the_kafka_columns_take_their_turn_in_the_rate_rounds(monkeypatch):
+    started: list[str] = []
+    per_label = {report.KB_ALWAYS: 30_000, report.KB_NEVER: 40_000, report.PEER: 10_000,
+                 report.KAFKA: 20_000, report.KAFKA_FSYNC: 5_000}
+    rounds = {label: iter([per_label[label] * 2, per_label[label] // 2]) for label in per_label}
+
+    class Handle:
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        def stop(self) -> None:
+            pass
+
+    def start(label: str) -> Handle:
+        started.append(label)
+        if label == report.KAFKA_FSYNC and started.count(label) == 2:
+            raise brokers.Unavailable("did not start")  # its third round is left out
+        return Handle(label)
+
+    def one_round(handle: Handle, sizes: groups.Sizes, n: int) -> dict:
+        rate = next(rounds[handle.label])
+        return {"heartbeat": _rate(rate), "commit": _rate(rate)}
+
+    monkeypatch.setattr(brokers, "start_label", start)
+    monkeypatch.setattr(groups, "_rates", one_round)
+    monkeypatch.setattr(groups, "prepare_topic", lambda bootstrap, partitions: "t")
+    Handle.bootstrap = "127.0.0.1:1"
+    results = {label: {"rates": {1: {"heartbeat": _rate(v), "commit": _rate(v)}}} for label, v in per_label.items()}
+    groups._more_rate_rounds(results, groups.Sizes(), verbose=False)
+    assert started == report.LABELS * 2  # rounds 2 and 3, every column in turn
+    assert results[report.KAFKA]["rates"][1]["heartbeat"].per_s == 20_000  # of 20k, 40k, 10k
+    assert results[report.KAFKA]["rates"][1]["heartbeat"].rounds == (20_000, 40_000, 10_000)
+    # an even count favours the peer: Kafka with flush.messages=1 is a peer, the higher of 5k and 10k
+    assert results[report.KAFKA_FSYNC]["rates"][1]["commit"].per_s == 10_000
+
+
+def test_kafka_with_fsync_is_measured_in_the_rates_only(monkeypatch):
+    parts: list[tuple[str, tuple[str, ...]]] = []
+
+    class Handle:
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(brokers, "start_label", Handle)
+    monkeypatch.setattr(groups, "_run_broker", lambda handle, sizes, verbose: parts.append((handle.label, sizes.only))
+                        or {})
+    monkeypatch.setattr(groups, "figures", lambda results, sizes: [])
+    groups.run(groups.Sizes(only=("stable", "rates", "memory"), rate_rounds=1), verbose=False)
+    taken = {label: [only for who, only in parts if who == label] for label in report.LABELS}
+    assert taken[report.KAFKA] == taken[report.KB_ALWAYS] == taken[report.PEER] == [("stable",), ("rates",), ("memory",)]
+    assert taken[report.KB_NEVER] == [("stable",), ("rates",)]
+    assert taken[report.KAFKA_FSYNC] == [("rates",)]

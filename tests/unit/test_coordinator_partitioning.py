@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbroker.coordinator.config import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
-from kbroker.coordinator.partitioning import java_string_hash, kafka_abs, partition_for
+from kbroker.coordinator.partitioning import java_string_hash, kafka_abs, one_per_partition, partition_for
 
 
 @pytest.mark.parametrize(
@@ -74,3 +74,10 @@ def test_config_from_kafka_property_names() -> None:
     assert cfg.group_initial_rebalance_delay_ms == 0
     assert cfg.group_max_size == 3
     assert cfg.offsets_retention_ms == 60_000
+
+
+@pytest.mark.parametrize("n", [1, 3, 50])
+def test_one_per_partition_names_an_id_for_each_partition_in_order(n: int) -> None:
+    ids = one_per_partition("probe", n)
+    assert [partition_for(i, n) for i in ids] == list(range(n))
+    assert all(i.startswith("probe-") for i in ids) and len(set(ids)) == n

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbroker.coordinator.partitioning import partition_for
+from kbroker.coordinator.partitioning import one_per_partition
 
 from .apis_data import DATA
 from .craft import (
@@ -38,17 +38,6 @@ from .versions import sweep
 
 GROUP = "dw-group"
 SETUP_GROUPS = (GROUP,)
-
-
-def one_per_partition(prefix: str, partitions: int = 50) -> list[str]:
-    """Names whose coordinator partitions (Kafka's abs(hashCode) % 50) cover every partition."""
-    found: dict[int, str] = {}
-    i = 0
-    while len(found) < partitions:
-        name = f"{prefix}-{i}"
-        found.setdefault(partition_for(name, partitions), name)
-        i += 1
-    return [found[p] for p in range(partitions)]
 
 
 async def setup_groups(s: Session) -> None:
