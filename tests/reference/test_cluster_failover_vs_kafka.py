@@ -26,7 +26,15 @@ def kafka(tmp_path_factory):
         cluster.stop()
 
 
-@pytest.mark.parametrize("client", ("confluent-kafka", *CLIENTS))
+# sarama against Kafka 4.4: in the one run it had (loaded machine, 2026-11-29) its group had not consumed
+# 465 of the records when the scenario's wait ended, after Kafka's node came back; against kbroker it
+# passes. Not yet looked into (issue 41): kept visible as an expected failure, not left out.
+SARAMA_ON_KAFKA = pytest.mark.xfail(reason="sarama's group fell behind after a Kafka node's stop and start "
+                                           "(not yet looked into, issue 41)", strict=False)
+
+
+@pytest.mark.parametrize("client", [pytest.param(c, marks=SARAMA_ON_KAFKA) if c == "sarama" else c
+                                    for c in ("confluent-kafka", *CLIENTS)])
 def test_clients_ride_through_a_kafka_node_stopping(kafka, client, tmp_path, capsys) -> None:
     make = ConfluentWorkload if client == "confluent-kafka" else workload_factory(client, tmp_path)
     run(KafkaTarget(kafka), make, "stop-start", capsys)
