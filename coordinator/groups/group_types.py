@@ -131,4 +131,26 @@ class GroupType(Protocol):
     # offsets committed without group management (Kafka's simple consumer group).
 
 
+class NoFollowUps:
+    """What a group type without follow-ups or offset side effects answers (share and streams groups):
+    its writes need nothing after them, a commit or a tombstoned offset changes none of its groups, and a
+    deleted group is marked dead and taken out of its store (`self.store`)."""
+
+    store: GroupStore
+
+    def on_write_done(self, follow_up: Any, error: ErrorCode | None, now_ms: int) -> Outcome:
+        return Outcome()
+
+    def offset_committed(self, ctx: Ctx, group: Any, cmd: c.OffsetCommit) -> None:
+        return None
+
+    def offsets_gone_while_loading(self, group: Any) -> None:
+        return None
+
+    def drop(self, group: Any) -> None:
+        group.deleted = True
+        if self.store.get(group.group_id) is group:
+            self.store.remove(group.group_id)
+
+
 GroupTypeFactory = Callable[[TypeContext], GroupType]

@@ -24,10 +24,8 @@ from typing import Any
 from ....protocol.errors import ErrorCode
 from ....protocol.records import share_records as sr
 from ...runtime.outcome import Outcome, Reply
-from .. import commands as c
-from ..context import Ctx
 from ..events import ShareMemberGone
-from ..group_types import TypeContext
+from ..group_types import NoFollowUps, TypeContext
 from . import share_commands as sc
 from .assignor import assign
 from .share_group import ShareGroup, ShareGroupMember, replay
@@ -71,7 +69,7 @@ def validate(cmd: sc.ShareGroupHeartbeat) -> None:
         raise ApiError(E.INVALID_REQUEST, "MemberEpoch is invalid.")
 
 
-class ShareGroups:
+class ShareGroups(NoFollowUps):
     name = sc.SHARE_GROUP_TYPE
     commands: tuple[type, ...] = sc.SHARE_REQUESTS + sc.SHARE_EXPIRIES
     also_handles: tuple[type, ...] = ()
@@ -264,20 +262,6 @@ class ShareGroups:
         group = ShareGroup(group_id)
         self.store.put(group)
         return group
-
-    def on_write_done(self, follow_up: Any, error: ErrorCode | None, now_ms: int) -> Outcome:
-        return Outcome()
-
-    def offset_committed(self, ctx: Ctx, group: Any, cmd: c.OffsetCommit) -> None:
-        return None
-
-    def offsets_gone_while_loading(self, group: Any) -> None:
-        return None
-
-    def drop(self, group: ShareGroup) -> None:
-        group.deleted = True
-        if self.store.get(group.group_id) is group:
-            self.store.remove(group.group_id)
 
     def status(self, group: ShareGroup, wall_ms: int) -> dict[str, Any]:
         return {

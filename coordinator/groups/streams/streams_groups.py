@@ -27,10 +27,8 @@ from ....protocol.messages import streams_group_target_assignment_metadata_value
 from ....protocol.records import streams_records as sr
 from ....protocol.records.classic_records import GroupMetadataTombstone
 from ...runtime.outcome import Outcome, Reply
-from .. import commands as c
 from ..classic.group import ClassicGroup, GroupState
-from ..context import Ctx
-from ..group_types import TypeContext
+from ..group_types import NoFollowUps, TypeContext
 from . import streams_commands as sc
 from .assignor import ASSIGNOR_NAME, AssignmentMember, assign
 from .streams_group import (
@@ -121,7 +119,7 @@ def reconcile(member: StreamsGroupMember, target: Assignment, target_epoch: int,
                         assigned=assigned, pending_revocation=EMPTY)
 
 
-class StreamsGroups:
+class StreamsGroups(NoFollowUps):
     name = sc.STREAMS_GROUP_TYPE
     commands: tuple[type, ...] = sc.STREAMS_REQUESTS + sc.STREAMS_EXPIRIES
     also_handles: tuple[type, ...] = ()
@@ -400,20 +398,6 @@ class StreamsGroups:
         group = StreamsGroup(group_id, assignment_epoch=1)  # Kafka 4.3+: epochs start at 1
         self.store.put(group)
         return group
-
-    def on_write_done(self, follow_up: Any, error: ErrorCode | None, now_ms: int) -> Outcome:
-        return Outcome()
-
-    def offset_committed(self, ctx: Ctx, group: Any, cmd: c.OffsetCommit) -> None:
-        return None
-
-    def offsets_gone_while_loading(self, group: Any) -> None:
-        return None
-
-    def drop(self, group: StreamsGroup) -> None:
-        group.deleted = True
-        if self.store.get(group.group_id) is group:
-            self.store.remove(group.group_id)
 
     def status(self, group: StreamsGroup, wall_ms: int) -> dict[str, Any]:
         return {
