@@ -58,8 +58,13 @@ def scenario(bootstrap: str, suffix: str) -> list[tuple[str, object]]:
             key_type=0, coordinator_keys=[g2, ag, nog])).coordinators):  # every group's coordinator loaded
         assert time.monotonic() < deadline, "no group coordinator"
         time.sleep(0.5)
-    tid = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
-                                        allow_auto_topic_creation=False)).topics[0].topic_id
+    while True:  # Kafka's metadata lags its creation a moment (its topic id is all zeros until then)
+        tid = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                            allow_auto_topic_creation=False)).topics[0].topic_id
+        if tid.int != 0:
+            break
+        assert time.monotonic() < deadline, f"{topic} has no topic id"
+        time.sleep(0.2)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
     for _ in range(10):
         producer.produce(topic, b"x", partition=0)
