@@ -48,7 +48,7 @@ def _consume(bootstrap: str, group: str, topic: str, count: int, protocol: str =
     consumer = Consumer(config)
     consumer.subscribe([topic])
     seen = 0
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a wait bound: the session's one Kafka JVM serves every file
     while seen < count and time.monotonic() < deadline:
         msg = consumer.poll(0.5)
         if msg is not None and not msg.error():
