@@ -68,7 +68,7 @@ def test_librdkafka_pushes_its_metrics(broker):
 
     producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "rdkafka-telemetry"})
     found: list[str] = []
-    for _ in range(100):  # librdkafka pushes every interval; give it several
+    for _ in range(300):  # librdkafka pushes every interval; give it several (a loaded machine: more)
         producer.produce("telemetry-rdkafka", b"x")
         producer.poll(0.1)
         found = series_of(scrape(broker), "rdkafka-telemetry")
