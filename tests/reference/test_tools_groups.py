@@ -121,9 +121,14 @@ def test_list_and_describe_groups(pair, run_id):
 
 
 def _only(run, run_id: str):
-    """A --list run's header and this file's groups (the reference broker is shared by the session)."""
-    run.stdout = "\n".join(line for line in run.stdout.splitlines()
-                           if run_id in line or line.startswith(("GROUP", "Group", "GROUP "))) + "\n"
+    """A --list run's header and this file's groups (the reference broker is shared by the session), each
+    line's columns joined by one space and the lines sorted: the tools pad every column to the longest name
+    of *all* groups listed and print them in the coordinator's map order, and the shared broker's other
+    groups (other files', other runs') decide both; what is compared is which groups and what they say."""
+    lines = [" ".join(line.split()) for line in run.stdout.splitlines()
+             if run_id in line or line.startswith(("GROUP", "Group"))]
+    header = [line for line in lines if line.startswith(("GROUP", "Group"))]
+    run.stdout = "\n".join(header + sorted(line for line in lines if line not in header)) + "\n"
     return run
 
 
