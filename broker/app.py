@@ -328,6 +328,10 @@ class Broker:
         self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
+        if self.cluster is not None and self.config.auto_leader_rebalance_enable:
+            self._background.append(asyncio.create_task(
+                self.cluster.rebalance_leaders(self.config.leader_imbalance_check_interval_seconds),
+                name="leader-rebalance"))
 
     async def stop(self) -> None:
         if self.fsync_gate is not None:

@@ -252,6 +252,22 @@ class Cluster:
         return _event("elect_preferred", leaders_moved=len(moved),
                       detail=f"{len(moved)} partition(s) back to their preferred leader")
 
+    async def rebalance_leaders(self, interval_s: float) -> None:
+        """auto.leader.rebalance.enable: every `interval_s` (leader.imbalance.check.interval.seconds),
+        each partition whose preferred replica is in sync but does not lead goes back to it, as Kafka's
+        controller balances them (QuorumController's maybeBalancePartitionLeaders), so leaders return
+        to a node that stopped and started again. One `leader_rebalance` event per check that moved any."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                if self.catalogue.imbalanced():
+                    moved = self.catalogue.elect_preferred()
+                    log.info("leader_rebalance", leaders_moved=len(moved),
+                             partitions=[f"{t}-{p}" for t, p, _ in moved][:50])
+                    await self.settled()
+            except Exception:
+                log.exception("leader_rebalance_failed")
+
     async def move_coordinator(self, group_id: str, node_id: int | None = None) -> dict:
         """The group's coordinator moves: its __consumer_offsets partition's leader does (every group
         of that partition moves with it, as in Kafka)."""

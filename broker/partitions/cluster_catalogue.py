@@ -203,12 +203,50 @@ class ClusterCatalogue(TopicCatalogue):
     def elect_preferred(self) -> list[tuple[str, int, int]]:
         """Kafka's preferred leader election: each partition back to its first replica, if up."""
         moved = []
-        for info, partition in self.partitions():
-            preferred = self.replicas(info, partition)[0]
-            if self.leader(info, partition) != preferred and preferred in self._live:
-                self.elect(info.name, partition, preferred)
-                moved.append((info.name, partition, preferred))
+        for topic, partition in self.imbalanced():
+            info = self._engine.topic(topic)
+            if info is not None:
+                preferred = self.replicas(info, partition)[0]
+                self.elect(topic, partition, preferred)
+                moved.append((topic, partition, preferred))
         return moved
+
+    def run_election(self, topic: str, partition: int, unclean: bool) -> tuple[ErrorCode, str | None]:
+        """One partition of ElectLeaders (43), as Kafka's controller runs it (ReplicationControlManager
+        .electLeader): PREFERRED elects the first replica if it is in sync (already leading:
+        ELECTION_NOT_NEEDED; not in sync: PREFERRED_LEADER_NOT_AVAILABLE); UNCLEAN elects any replica
+        that is up, only for a partition without a leader (ELECTION_NOT_NEEDED where it has one,
+        ELIGIBLE_LEADERS_NOT_AVAILABLE where no replica is up). Returns (error, message) as Kafka's
+        ApiError carries them."""
+        info = self._engine.topic(topic)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
+        if not 0 <= partition < info.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{partition}"
+        replicas = self.replicas(info, partition)
+        leader = self.leader(info, partition) if info.damaged is None else NO_LEADER
+        if leader != NO_LEADER and (unclean or leader == replicas[0]):
+            return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+        if unclean:
+            candidates = [r for r in replicas if r in self._live]
+        else:
+            candidates = [replicas[0]] if replicas[0] in self._live else []
+        if not candidates:
+            if unclean:
+                return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Eligible topic partition leaders are not available."
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available."
+        try:
+            self.elect(topic, partition, candidates[0])
+        except KafkaError as e:
+            return e.code, str(e)
+        return ErrorCode.NONE, None
+
+    def imbalanced(self) -> list[tuple[str, int]]:
+        """The partitions whose preferred (first) replica is in sync but does not lead: what Kafka's
+        controller balances when auto.leader.rebalance.enable is on."""
+        return [(info.name, partition) for info, partition in self.partitions()
+                if (preferred := self.replicas(info, partition)[0]) in self._live
+                and self.leader(info, partition) != preferred]
 
     # --- start-up -----------------------------------------------------------------------------------
 
