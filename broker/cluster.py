@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from . import cluster_meta
 from .coordinators.offsets_topic import TOPIC as OFFSETS_TOPIC
 from .network.server import KafkaServer
 from .partitions.catalogue import NO_LEADER
@@ -284,8 +285,8 @@ class Cluster:
 
     async def add_node(self) -> dict:
         """A new node, id and ports one past the last (Kafka's new broker joining): up at once, in
-        Metadata and placements from now on, holding no replica until a topic is placed on it. Not
-        remembered across a restart (`--nodes` says how many there are)."""
+        Metadata and placements from now on, holding no replica until a topic is placed or reassigned
+        on it. Kept in the data directory (cluster_meta.NODES_FILE): a restart serves it again."""
         index = len(self.nodes)
         node = Node(self.broker, index)
         node.servers = self.broker.node_servers(node)
@@ -304,6 +305,7 @@ class Cluster:
         self._by_id[node.node_id] = node
         self.broker.servers += node.servers
         self.catalogue.add_node(node.node_id)
+        cluster_meta.store_node_count(self.broker.data_dir, len(self.nodes))
         listeners = {e.name: f"{e.host}:{e.port}" for e in node.listeners.bind}
         return _event("add_node", node=node.node_id, listeners=listeners,
                       detail=f"node {node.node_id} added on {', '.join(listeners.values())}")

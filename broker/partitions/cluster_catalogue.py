@@ -24,6 +24,7 @@ import structlog
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.topic_names import INTERNAL_TOPICS
 from .catalogue import NO_LEADER, Leadership, TopicCatalogue, TopicInfo
+from .placement import check_assignment
 
 if TYPE_CHECKING:
     from ..storage.api import LogEngine
@@ -185,6 +186,7 @@ class ClusterCatalogue(TopicCatalogue):
             if self.leader(info, partition) == NO_LEADER and node in self.replicas(info, partition):
                 self.elect(info.name, partition, node)
                 moved.append((info.name, partition, node))
+        self._complete_reassignments()
         return moved
 
     def shuffle(self, rng: random.Random | None = None) -> list[tuple[str, int, int]]:
@@ -247,6 +249,86 @@ class ClusterCatalogue(TopicCatalogue):
         return [(info.name, partition) for info, partition in self.partitions()
                 if (preferred := self.replicas(info, partition)[0]) in self._live
                 and self.leader(info, partition) != preferred]
+
+    # --- reassignments (AlterPartitionReassignments, ListPartitionReassignments) ---------------------
+
+    def reassign(self, topic: str, partition: int, target: list[int] | None, *, allow_rf_change: bool = True) -> None:
+        """One partition of AlterPartitionReassignments (45), as Kafka's controller applies it
+        (ReplicationControlManager.alterPartitionReassignment; raises KafkaError with its messages).
+        The replicas become target + those it removes, the ones it adds noted; it completes once every
+        added replica is in sync, which here is at once for nodes that are up (replicas are a view
+        over the one log: nothing to copy) and when a stopped one starts again. `target` None cancels
+        one under way (the added replicas go again)."""
+        info = self._engine.topic(topic)
+        if info is None or info.damaged is not None:
+            raise KafkaError(f"Unable to find a topic named {topic}.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not 0 <= partition < info.num_partitions:
+            raise KafkaError(f"Unable to find partition {topic}:{partition}.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        current = self.replicas(info, partition)
+        adding, removing = info.adding.get(partition, []), info.removing.get(partition, [])
+        if target is None:
+            if not adding and not removing:
+                raise KafkaError("No partition reassignment is in progress.", ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+            original = [r for r in current if r not in adding]
+            if not any(r in self._live for r in original) and \
+                    info.overrides.get("unclean.leader.election.enable") != "true":
+                raise KafkaError(f"Unable to revert partition assignment for {topic}:{partition} because it would "
+                                 f"require an unclean leader election.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            self._change_replicas(info, partition, original, [], [])
+            return
+        if not allow_rf_change:
+            size = len(set(current) | set(adding) - set(removing)) if adding or removing else len(current)
+            if size != len(target):
+                raise KafkaError(f"The replication factor is changed from {size} to {len(target)}",
+                                 ErrorCode.INVALID_REPLICATION_FACTOR)
+        check_assignment(partition, target, self._nodes, None)  # registered nodes, up or not (as Kafka's)
+        removing = [r for r in sorted(set(current) - set(target))]
+        adding = [r for r in sorted(set(target) - set(current))]
+        self._change_replicas(info, partition, [*target, *removing], adding, removing)
+
+    def reassignments(self) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """The reassignments under way: (topic, partition) -> (replicas, adding, removing)."""
+        return {(info.name, p): (self.replicas(info, p), info.adding.get(p, []), info.removing.get(p, []))
+                for info in list(self.topics().values()) if info.damaged is None
+                for p in sorted(set(info.adding) | set(info.removing))}
+
+    def _change_replicas(self, info: TopicInfo, partition: int, replicas: list[int], adding: list[int],
+                         removing: list[int]) -> None:
+        """A partition's new replica set (with the reassignment noted, or completed when it can), then
+        its leader as Kafka's PartitionChangeBuilder keeps or elects it: the current one while it stays
+        in sync, else the first in-sync replica; an epoch bump where a replica went."""
+        old_replicas, old_leader = self.replicas(info, partition), self.leader(info, partition)
+        if adding or removing:
+            isr = [r for r in replicas if r in self._live and r not in removing]
+            kept = [r for r in replicas if r not in removing]
+            if isr and all(r in isr for r in adding) and (len(adding) >= len(removing) or
+                                                             all(r in isr for r in kept)):
+                replicas, adding, removing = kept, [], []  # complete at once: every added replica is in sync
+        info.replicas[partition] = replicas
+        for field, value in ((info.adding, adding), (info.removing, removing)):
+            if value:
+                field[partition] = value
+            else:
+                field.pop(partition, None)
+        in_sync = [r for r in replicas if r in self._live]  # the removed stay in sync until it completes
+        leader = old_leader if old_leader in in_sync else (in_sync[0] if in_sync else NO_LEADER)
+        if old_leader == replicas[0]:
+            info.leaders.pop(partition, None)
+        else:
+            info.leaders[partition] = old_leader  # the leader until the election below
+        log.info("replicas_changed", topic=info.name, partition=partition, replicas=replicas, adding=adding,
+                 removing=removing, previous_replicas=old_replicas)
+        if leader != old_leader or not set(old_replicas) <= set(replicas):
+            self.elect(info.name, partition, leader)  # writes the record
+        else:
+            self._engine.write_topic_record(info)
+
+    def _complete_reassignments(self) -> None:
+        """After a node comes or goes: each reassignment whose added replicas are now in sync completes."""
+        for (topic, partition), (replicas, adding, removing) in self.reassignments().items():
+            info = self._engine.topic(topic)
+            if info is not None:
+                self._change_replicas(info, partition, replicas, adding, removing)
 
     # --- start-up -----------------------------------------------------------------------------------
 
