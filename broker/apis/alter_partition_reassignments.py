@@ -61,7 +61,7 @@ def _reassign(catalogue: ClusterCatalogue, _broker: BrokerServices, topic: str, 
     try:
         catalogue.reassign(topic, partition, replicas, allow_rf_change=allow_rf_change)
     except KafkaError as e:
-        return e.code, str(e)
+        return e.code, str(e) or None
     return ErrorCode.NONE, None
 
 

@@ -268,7 +268,8 @@ class ClusterCatalogue(TopicCatalogue):
         adding, removing = info.adding.get(partition, []), info.removing.get(partition, [])
         if target is None:
             if not adding and not removing:
-                raise KafkaError("No partition reassignment is in progress.", ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+                # no message, as Kafka's ApiError.fromThrowable leaves out the error's own
+                raise KafkaError("", ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
             original = [r for r in current if r not in adding]
             if not any(r in self._live for r in original) and \
                     info.overrides.get("unclean.leader.election.enable") != "true":
