@@ -278,7 +278,7 @@ class ClusterCatalogue(TopicCatalogue):
             self._change_replicas(info, partition, original, [], [])
             return
         if not allow_rf_change:
-            size = len(set(current) | set(adding) - set(removing)) if adding or removing else len(current)
+            size = len((set(current) | set(adding)) - set(removing))  # the target under way, if any
             if size != len(target):
                 raise KafkaError(f"The replication factor is changed from {size} to {len(target)}",
                                  ErrorCode.INVALID_REPLICATION_FACTOR)
@@ -299,12 +299,9 @@ class ClusterCatalogue(TopicCatalogue):
         its leader as Kafka's PartitionChangeBuilder keeps or elects it: the current one while it stays
         in sync, else the first in-sync replica; an epoch bump where a replica went."""
         old_replicas, old_leader = self.replicas(info, partition), self.leader(info, partition)
-        if adding or removing:
-            isr = [r for r in replicas if r in self._live and r not in removing]
-            kept = [r for r in replicas if r not in removing]
-            if isr and all(r in isr for r in adding) and (len(adding) >= len(removing) or
-                                                             all(r in isr for r in kept)):
-                replicas, adding, removing = kept, [], []  # complete at once: every added replica is in sync
+        completed = self._completed(replicas, adding, removing)
+        if completed is not None:
+            replicas, adding, removing = completed, [], []
         info.replicas[partition] = replicas
         for field, value in ((info.adding, adding), (info.removing, removing)):
             if value:
@@ -324,11 +321,23 @@ class ClusterCatalogue(TopicCatalogue):
         else:
             self._engine.write_topic_record(info)
 
+    def _completed(self, replicas: list[int], adding: list[int], removing: list[int]) -> list[int] | None:
+        """The replicas a reassignment under way ends with, if it can complete now (Kafka's
+        PartitionReassignmentReplicas.maybeCompleteReassignment): every added replica in sync, one kept
+        replica in sync at least, and when it shrinks the factor every kept one in sync. None: not yet."""
+        if not adding and not removing:
+            return None
+        kept = [r for r in replicas if r not in removing]
+        isr = [r for r in kept if r in self._live]
+        if isr and all(r in isr for r in adding) and (len(adding) >= len(removing) or len(isr) == len(kept)):
+            return kept
+        return None
+
     def _complete_reassignments(self) -> None:
-        """After a node comes or goes: each reassignment whose added replicas are now in sync completes."""
+        """After a node starts: each reassignment whose added replicas are now in sync completes."""
         for (topic, partition), (replicas, adding, removing) in self.reassignments().items():
             info = self._engine.topic(topic)
-            if info is not None:
+            if info is not None and self._completed(replicas, adding, removing) is not None:
                 self._change_replicas(info, partition, replicas, adding, removing)
 
     # --- start-up -----------------------------------------------------------------------------------

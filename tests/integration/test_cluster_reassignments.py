@@ -117,6 +117,9 @@ def test_a_reassignment_to_a_stopped_node_waits_for_it(cluster) -> None:
         # under way: 4 is added but down, 3 is removed once 4 is in sync; the leader (3) stays meanwhile
         assert _ongoing(node1) == {("moving", 2): ([4, 1, 2, 3], [4], [3])}
         assert _ongoing(node1, []) == {}
+        # the factor compared is the target's under way (3), not the replicas listed meanwhile (4)
+        assert _reassign(node1, {("moving", 2): [4, 1]}, version=1, allow_rf_change=False) == {
+            ("moving", 2): (INVALID_REPLICATION_FACTOR, "The replication factor is changed from 3 to 2")}
         assert _partitions(node1, "moving")[2] == (3, 0, [4, 1, 2, 3], [1, 2, 3])
     finally:
         controls.start_node(4)
