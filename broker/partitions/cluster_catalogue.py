@@ -49,6 +49,7 @@ class ClusterCatalogue(TopicCatalogue):
         self._default_rf = default_replication_factor
         self.leader_listeners: list[LeaderListener] = []
         self._adopt_topics()
+        self._complete_reassignments()  # one left under way by a stopped node: every node is up now
 
     # --- nodes --------------------------------------------------------------------------------------
 

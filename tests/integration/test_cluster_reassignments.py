@@ -147,10 +147,16 @@ def test_the_added_node_and_the_reassigned_replicas_survive_a_restart(cluster) -
     broker, controls, port = cluster
     node1 = f"127.0.0.1:{port}"
     before = _partitions(node1, "moving")
-    broker.restart()
+    controls.stop_node(1)
+    assert _reassign(f"127.0.0.1:{port + 1}", {("moving", 1): [1, 2, 3]}) == {("moving", 1): (NONE, None)}
+    assert _ongoing(f"127.0.0.1:{port + 1}") == {("moving", 1): ([1, 2, 3, 4], [1], [4])}
+    broker.restart()  # every node up again: the reassignment left under way completes as the cluster starts
     controls = ClusterControls(controls.admin_url, (broker.data_dir / "test-controls.token").read_text().strip())
     assert [n["node_id"] for n in controls.describe()["nodes"]] == [1, 2, 3, 4]
     md = _call(f"127.0.0.1:{port + 3}", 3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
     assert sorted((b.node_id, b.port) for b in md.brokers) == [(n + 1, port + n) for n in range(4)]
-    assert _partitions(node1, "moving") == before
+    after = _partitions(node1, "moving")
+    assert after[0] == before[0] and after[2] == before[2]
+    assert after[1] == (before[1][0], before[1][1] + 1, [1, 2, 3], [1, 2, 3])  # 4 went: a new epoch
+    assert _ongoing(node1) == {}
     assert any(e["nodes"] == 4 for e in broker.events("cluster_nodes_restored"))
