@@ -452,14 +452,14 @@ def test_reassignment_answers_are_kafkas(sides) -> None:
             out[label] = (answer.error_code, sorted(
                 (t.name.replace(topic, "<topic>"), p.partition_index, p.error_code,
                  (p.error_message or "").replace(topic, "<topic>")) for t in answer.responses for p in t.partitions))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # Kafka's new replicas copy the (empty) logs: seconds under load
         while True:
             listed = side.call(1, 46, 0, ListPartitionReassignmentsRequest(timeout_ms=15000, topics=None))
             if not any(t.name == topic for t in listed.topics) or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         out["listed after"] = [t.name for t in listed.topics if t.name == topic]
-        parts = side.settled(topic, 3)
+        parts = side.settled(topic, 3, timeout=90)
         out["replicas after"] = {p: (v.leader_id, list(v.replica_nodes)) for p, v in parts.items()}
         return out
 
