@@ -174,9 +174,10 @@ def _register_test_controls(sub: Any) -> None:
             "groups/{group}/fail", ("group", {}), ("--api", {"required": True, "help": "e.g. Heartbeat"}),
             ("--count", {"type": int, "default": 1}), ("--error", {"default": "COORDINATOR_NOT_AVAILABLE"}),
             body=lambda a: {"api": a.api, "count": a.count, "error": a.error})
-    control("fail-partition", "make the next K Produce or Fetch requests of a partition fail with a Kafka error",
+    control("fail-partition", "make the next K Produce or Fetch requests of a partition (or a coordinator's "
+            "appends to it: Append) fail with a Kafka error",
             "topics/{topic}/partitions/{partition}/fail", ("topic", {}), ("partition", {"type": int}),
-            ("--api", {"required": True, "choices": ["Produce", "Fetch"]}), ("--count", {"type": int, "default": 1}),
+            ("--api", {"required": True, "choices": ["Produce", "Fetch", "Append"]}), ("--count", {"type": int, "default": 1}),
             ("--error", {"default": "NOT_LEADER_OR_FOLLOWER"}),
             body=lambda a: {"api": a.api, "count": a.count, "error": a.error})
     control("drop-connections", "close a client's connections (every client's without --client-id)",

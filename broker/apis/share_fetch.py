@@ -69,6 +69,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     if not request.group_id or not request.member_id:
         return failed_response(ctx, request, E.INVALID_REQUEST, "GroupId and MemberId are required.")
     manager = broker.share_partitions
+    await manager.ready()  # the share coordinator has replayed its log
     epoch = request.share_session_epoch
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0 and has_acks:

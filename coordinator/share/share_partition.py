@@ -60,6 +60,15 @@ class Batch:
     control: bool = False
 
 
+@dataclass(slots=True)
+class Undo:
+    """The in-flight records before a change (offset -> state, delivery count, member, lock deadline)."""
+
+    start: int
+    before: dict[int, tuple[int, int, str | None, int]]
+    archived: int = 0  # records the change archived (the metrics' total takes them back)
+
+
 class SharePartition:
     def __init__(self, lock_ms: int, delivery_limit: int, max_locks: int) -> None:
         self.lock_ms = lock_ms
@@ -186,6 +195,44 @@ class SharePartition:
                 self.archived_total += kind != ACCEPT
         self._advance()
         return E.NONE
+
+    def acknowledge_all(self, member: str, batches: Iterable[tuple[int, int, list[int]]], now_ms: int
+                        ) -> tuple[ErrorCode, Undo | None]:
+        """A request's acknowledgement batches, each on its own (the error of the last that failed),
+        and what puts them all back (`rollback`) if their state write fails; None if nothing changed."""
+        undo = Undo(self.start, {offset: (e.state, e.count, e.member, e.deadline) for offset, e in self.records.items()})
+        archived, error, changed = self.archived_total, E.NONE, False
+        for first, last, types in batches:
+            code = self.acknowledge(member, first, last, types, now_ms)
+            if code is E.NONE:
+                changed = True
+            else:
+                error = code
+        undo.archived = self.archived_total - archived
+        return error, undo if changed else None
+
+    def rollback(self, undo: Undo) -> int:
+        """An acknowledgement's state write failed (Kafka's rollbackOrProcessStateUpdates): each record
+        it took from ACQUIRED is acquired again by its member, under its lock, unless something else
+        changed it since (acquired again by another fetch, moved away by the log's start). How many."""
+        restored = 0
+        below = range(undo.start, self.start)  # offsets the start moved past since
+        if all(offset in undo.before for offset in below):
+            for offset in below:
+                state, count, member, deadline = undo.before[offset]
+                self.records[offset] = InFlight(state, count, member, deadline)
+                restored += state == ACQUIRED
+            self.start = min(self.start, undo.start)
+        for offset, (state, count, member, deadline) in undo.before.items():
+            entry = self.records.get(offset)
+            if offset in below or entry is None or state != ACQUIRED or entry.state == ACQUIRED or entry.count != count:
+                continue
+            entry.state, entry.member, entry.deadline = ACQUIRED, member, deadline
+            restored += 1
+        self.archived_total -= undo.archived
+        self.acquired = sum(e.state == ACQUIRED for e in self.records.values())
+        self._advance()
+        return restored
 
     # -- locks ---------------------------------------------------------------------------------
 
