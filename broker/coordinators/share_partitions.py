@@ -290,7 +290,7 @@ class SharePartitionManager:
         topic_id = self._topic_id(topic)
         if topic_id is None:
             raise KafkaError(f"topic {topic} is gone", E.UNKNOWN_TOPIC_OR_PARTITION)
-        return self.state_log.write(group_id, topic_id, partition, sp.start, sp.state_batches())
+        return self.state_log.write(group_id, topic_id, partition, *sp.snapshot())
 
     def _persist_later(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
         """Write a state change nobody waits to answer (a start, records given back): appended now, in

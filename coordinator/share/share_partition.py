@@ -78,6 +78,12 @@ class SharePartition:
         self.end = -1
         self.records: dict[int, InFlight] = {}
         self.acquired = 0  # how many offsets are ACQUIRED (bounded by max_locks)
+        # Where the next persisted state starts, and the done records the start moved past since the
+        # last one (offset -> state, delivery count): Kafka's SharePartition writes the start as it
+        # was before the change it persists, and moves its start only once that write is done, so
+        # its persisted start (what DescribeShareGroupOffsets shows) is one write behind.
+        self.persist_from = -1
+        self.passed: dict[int, tuple[int, int]] = {}
         self.archived_total = 0  # records archived by a reject or the delivery count limit (metrics)
 
     # -- life ----------------------------------------------------------------------------------
@@ -87,8 +93,9 @@ class SharePartition:
         return self.start >= 0
 
     def initialize(self, start: int) -> None:
-        self.start = self.end = start
+        self.start = self.end = self.persist_from = start
         self.records.clear()
+        self.passed.clear()
         self.acquired = 0
 
     def restore(self, start: int, states: Iterable[tuple[int, int, int, int]]) -> None:
@@ -115,6 +122,8 @@ class SharePartition:
         self.start = log_start
         self.end = max(self.end, log_start)
         self._advance()
+        self.persist_from = self.start  # the records below are gone: nothing of them is written
+        self.passed.clear()
 
     # -- fetching ------------------------------------------------------------------------------
 
@@ -230,6 +239,8 @@ class SharePartition:
             entry.state, entry.member, entry.deadline = ACQUIRED, member, deadline
             restored += 1
         self.archived_total -= undo.archived
+        self.persist_from = min(self.persist_from, self.start)
+        self.passed = {o: v for o, v in self.passed.items() if o < self.start}
         self.acquired = sum(e.state == ACQUIRED for e in self.records.values())
         self._advance()
         return restored
@@ -264,17 +275,27 @@ class SharePartition:
 
     # -- what is persisted ---------------------------------------------------------------------
 
+    def snapshot(self) -> tuple[int, list[tuple[int, int, int, int]]]:
+        """The state to persist now, as Kafka writes it: from the start before the change being
+        written (the done records the start has passed since included), then `state_batches`."""
+        start = self.persist_from if 0 <= self.persist_from < self.start else self.start
+        runs: list[tuple[int, int, int, int]] = []
+        for offset in range(start, self.start):
+            state, count = self.passed.get(offset, (ARCHIVED, 0))
+            _extend(runs, offset, state, count)
+        for first, last, state, count in self.state_batches():
+            _extend(runs, first, state, count, last)
+        self.persist_from = self.start
+        self.passed.clear()
+        return start, runs
+
     def state_batches(self) -> list[tuple[int, int, int, int]]:
         """The in-flight state as Kafka's share coordinator stores it: runs of (first, last, state,
         delivery count), with ACQUIRED written as AVAILABLE (a lock does not survive a restart)."""
         runs: list[tuple[int, int, int, int]] = []
         for offset in range(self.start, self.end):
             entry = self.records[offset]
-            state = entry.state if entry.state in _DONE else AVAILABLE
-            if runs and runs[-1][1] == offset - 1 and runs[-1][2:] == (state, entry.count):
-                runs[-1] = (runs[-1][0], offset, state, entry.count)
-            else:
-                runs.append((offset, offset, state, entry.count))
+            _extend(runs, offset, entry.state if entry.state in _DONE else AVAILABLE, entry.count)
         return runs
 
     def counts(self) -> dict[str, int]:
@@ -301,8 +322,18 @@ class SharePartition:
     def _advance(self) -> None:
         records = self.records
         while self.start < self.end and records[self.start].state in _DONE:
-            del records[self.start]
+            entry = records.pop(self.start)
+            self.passed[self.start] = (entry.state, entry.count)
             self.start += 1
+
+
+def _extend(runs: list[tuple[int, int, int, int]], offset: int, state: int, count: int, last: int = -1) -> None:
+    """Runs of (first, last, state, count), with [offset, last] (or the one offset) added at the end."""
+    last = max(last, offset)
+    if runs and runs[-1][1] == offset - 1 and runs[-1][2:] == (state, count):
+        runs[-1] = (runs[-1][0], last, state, count)
+    else:
+        runs.append((offset, last, state, count))
 
 
 def _runs(taken: list[tuple[int, int]]) -> list[Acquired]:

@@ -78,7 +78,7 @@ def test_members_join_share_partitions_and_the_group_survives_a_restart(broker):
         assert wire.call(42, 2, DeleteGroupsRequest(groups_names=[group])).results[0].error_code == 0
         gone = wire.call(SGD, 1, ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False))
         assert (gone.groups[0].error_code, gone.groups[0].error_message) == (
-            E.GROUP_ID_NOT_FOUND, f"Share group {group} not found.")
+            E.GROUP_ID_NOT_FOUND, f"Group {group} not found.")  # Kafka 4.4's words (its shareGroup())
     finally:
         wire.close()
 

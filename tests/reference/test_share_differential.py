@@ -35,15 +35,6 @@ DIFFERENCES = {
         [(0, 9, 1)], [(0, 3, 1)],
         "ShareFetch v1 on Kafka acquires whole batches (MaxRecords is a soft limit in its batch-optimized "
         "mode); kbroker acquires exactly MaxRecords records (docs/share-groups.md)"),
-    "describe the group with its member (v1)": (
-        [("g2", 0, None, [("so", True, [(0, 0, 0, 8, 0, None)])])],
-        [("g2", 0, None, [("so", True, [(0, 2, 0, 8, 0, None)])])],
-        "the same acquisition: Kafka tracks the one batch 0-9 in flight and keeps its start at 0 after 0-1 "
-        "are accepted; kbroker acquired 0-3 record by record and moves its start past 0-1. The lag agrees"),
-    "describe the group with its member (v0)": (
-        [("g2", 0, None, [("so", True, [(0, 0, 0, -1, 0, None)])])],
-        [("g2", 0, None, [("so", True, [(0, 2, 0, -1, 0, None)])])],
-        "as the row above"),
 }
 
 

@@ -121,3 +121,16 @@ def test_a_rollback_gives_the_member_back_what_a_failed_write_acknowledged() -> 
         (0, 1, "a", 1, LOCK_MS), (1, 1, "a", 1, LOCK_MS), (2, 1, "a", 1, LOCK_MS), (3, 1, "b", 2, 5 + LOCK_MS)]
     assert sp.acknowledge("a", 0, 2, [ACCEPT], 0) is E.NONE  # the member acknowledges them again
     assert sp.start == 3
+
+
+def test_the_persisted_start_is_the_one_before_the_change_as_kafka_writes_it() -> None:
+    """Kafka's SharePartition writes an acknowledgement's state with the start it had before it, and
+    moves its start once the write is done: its persisted start (DescribeShareGroupOffsets) is one
+    write behind, the records it passed written as done."""
+    sp = make()
+    assert sp.acquire("a", [Batch(0, 5)], 6, 4, 0) == [Acquired(0, 3, 1)]
+    assert sp.acknowledge("a", 0, 2, [ACCEPT, REJECT, ACCEPT], 0) is E.NONE
+    assert sp.start == 3
+    assert sp.snapshot() == (0, [(0, 0, ACKNOWLEDGED, 1), (1, 1, ARCHIVED, 1), (2, 2, ACKNOWLEDGED, 1),
+                                 (3, 3, AVAILABLE, 1)])
+    assert sp.snapshot() == (3, [(3, 3, AVAILABLE, 1)])  # the next write carries the start moved

@@ -240,10 +240,12 @@ class ShareGroups(NoFollowUps):
         out.events.append(ShareMemberGone(gid, member_id, len(group.members) - 1))
 
     def _describe(self, group: Any, group_id: str) -> sc.DescribedShareGroup:
-        try:
-            share = self._group(group, group_id, False)
-        except ApiError as exc:
-            return sc.DescribedShareGroup(group_id, exc.code, exc.message)
+        # Kafka's shareGroup(groupId, committedOffset), whose words differ from the heartbeat's
+        if group is None:
+            return sc.DescribedShareGroup(group_id, E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if group.__class__ is not ShareGroup:
+            return sc.DescribedShareGroup(group_id, E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        share = group
         names = {t.topic_id: n for n, t in self.topics().items()}
         return sc.DescribedShareGroup(
             group_id, E.NONE, None, share.state, share.group_epoch, share.assignment_epoch, ASSIGNOR_NAME,
