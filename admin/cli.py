@@ -297,7 +297,10 @@ def _group_describe(args) -> None:
               f"  members {len(d['members'])}  total lag {d['total_lag']}")
         table(d["members"], ["member_id", "client_id", "host", "group_instance_id", "assignment"])
         print()
-        table(d["partitions"], ["topic", "partition", "committed", "log_end", "lag", "member"])
+        if d["protocol_type"] == "share":  # share-partitions: a start offset, and members that share them
+            table(d["partitions"], ["topic", "partition", "start", "log_end", "lag", "members"])
+        else:
+            table(d["partitions"], ["topic", "partition", "committed", "log_end", "lag", "member"])
         stuck = d.get("rebalance_in_progress")
         if stuck:
             print(f"\nRebalancing since {utc(stuck['started_ms'])}: {stuck['reason']}; {stuck['why']}")

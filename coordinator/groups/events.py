@@ -31,6 +31,7 @@ class AssignmentChanged:
     `consumer_group_assignment_changed`)."""
 
     log_event: ClassVar[str] = "consumer_group_assignment_changed"
+    group_type: ClassVar[str] = "consumer"
 
     group_id: str
     group_epoch: int
@@ -46,6 +47,16 @@ class AssignmentChanged:
     members_in: tuple[str, ...] = ()
     members_out: tuple[str, ...] = ()
     session_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAssignmentChanged(AssignmentChanged):
+    """A share group moved to a new group epoch (`share_group_assignment_changed`): a member came,
+    left or was fenced, or a subscription or a subscribed topic changed; the history keeps it as a
+    consumer group's."""
+
+    log_event: ClassVar[str] = "share_group_assignment_changed"
+    group_type: ClassVar[str] = "share"
 
 
 @dataclass(frozen=True, slots=True)

@@ -202,69 +202,68 @@ def test_share_state_is_replayed_by_the_coordinator_runtime_at_start(tmp_path):
         broker.kill()
 
 
-def test_a_failed_state_write_rolls_the_acknowledgement_back(tmp_path):
+@pytest.fixture
+def controlled(tmp_path):
+    """A broker with its test controls (the injected failure of a coordinator's append)."""
+    admin = free_port()
+    broker = BrokerProcess(tmp_path / "data", "--num-partitions", "1", "--metrics-listen", f"127.0.0.1:{admin}",
+                           "--test-controls")
+    broker.admin_url = f"http://127.0.0.1:{admin}"
+    broker.token = (broker.data_dir / "test-controls.token").read_text().strip()
+    try:
+        yield broker
+    finally:
+        broker.kill()
+
+
+def fail_next_state_write(broker, group: str, topic_id, error: str) -> None:
+    """The next append to the share-partition's `__share_group_state` partition fails with `error`."""
+    from kbroker.broker.coordinators.share_state import partition_for
+    from kbroker.tests.integration.test_metrics_and_controls import http
+
+    state_partition = partition_for(group, topic_id, 0, 50)
+    status, body = http(broker, f"/v1/test/topics/__share_group_state/partitions/{state_partition}/fail", "POST",
+                        {"api": "Append", "count": 1, "error": error})
+    assert status == 200, body
+
+
+def test_a_failed_state_write_rolls_the_acknowledgement_back(controlled):
     """The write of an acknowledgement's state fails: the member is answered as Kafka answers (the
     coordinator's NOT_ENOUGH_REPLICAS is COORDINATOR_NOT_AVAILABLE to it) and the records are its
     own again, acquired under their locks, so it may acknowledge them again; nothing of the failed
     change is in memory (another member gets none of them) nor on disk (a restart redelivers them)."""
-    from kbroker.broker.coordinators.share_state import partition_for
-    from kbroker.tests.integration.test_metrics_and_controls import http
-
-    admin = free_port()
-    broker = BrokerProcess(tmp_path / "data", "--num-partitions", "1", "--metrics-listen", f"127.0.0.1:{admin}",
-                           "--test-controls")
-    broker.admin_url = f"http://127.0.0.1:{admin}"
-    broker.token = (broker.data_dir / "test-controls.token").read_text().strip()
-    try:
-        topic, topic_id, group = setup(broker, 0)
-        a, b = Member(broker, group, topic, topic_id), Member(broker, group, topic, topic_id)
-        assert acquired(a.fetch()) == [] and acquired(b.fetch()) == []
-        produce(broker, topic, 6)
-        assert acquired(a.fetch(max_records=4, max_wait_ms=5_000)) == [(0, 3, 1)]
-        state_partition = partition_for(group, topic_id, 0, 50)
-        status, body = http(broker, f"/v1/test/topics/__share_group_state/partitions/{state_partition}/fail", "POST",
-                            {"api": "Append", "count": 1, "error": "NOT_ENOUGH_REPLICAS"})
-        assert status == 200, body
-        ack = a.acknowledge([(0, 3, [ACCEPT, ACCEPT, 3, 2])])  # accept, accept, reject, release
-        assert [p.error_code for t in ack.responses for p in t.partitions] == [E.COORDINATOR_NOT_AVAILABLE]
-        # nothing was released: the other member gets only what was never acquired
-        assert acquired(b.fetch(max_records=100, max_wait_ms=500)) == [(4, 5, 1)]
-        broker.restart()  # nothing of the failed acknowledgement was persisted either
-        c = joined(broker, group, topic, topic_id)
-        assert sorted(o for first, last, _ in acquired(c.fetch(max_records=100, max_wait_ms=5_000))
-                      for o in range(first, last + 1)) == [0, 1, 2, 3, 4, 5]
-    finally:
-        broker.kill()
+    broker = controlled
+    topic, topic_id, group = setup(broker, 0)
+    a, b = Member(broker, group, topic, topic_id), Member(broker, group, topic, topic_id)
+    assert acquired(a.fetch()) == [] and acquired(b.fetch()) == []
+    produce(broker, topic, 6)
+    assert acquired(a.fetch(max_records=4, max_wait_ms=5_000)) == [(0, 3, 1)]
+    fail_next_state_write(broker, group, topic_id, "NOT_ENOUGH_REPLICAS")
+    ack = a.acknowledge([(0, 3, [ACCEPT, ACCEPT, REJECT, RELEASE])])
+    assert [p.error_code for t in ack.responses for p in t.partitions] == [E.COORDINATOR_NOT_AVAILABLE]
+    # nothing was released: the other member gets only what was never acquired
+    assert acquired(b.fetch(max_records=100, max_wait_ms=500)) == [(4, 5, 1)]
+    broker.restart()  # nothing of the failed acknowledgement was persisted either
+    c = joined(broker, group, topic, topic_id)
+    assert sorted(o for first, last, _ in acquired(c.fetch(max_records=100, max_wait_ms=5_000))
+                  for o in range(first, last + 1)) == [0, 1, 2, 3, 4, 5]
 
 
-def test_an_acknowledgement_rolled_back_can_be_made_again(tmp_path):
+def test_an_acknowledgement_rolled_back_can_be_made_again(controlled):
     """Piggybacked on a ShareFetch, an acknowledgement whose state write fails (MESSAGE_TOO_LARGE:
     UNKNOWN_SERVER_ERROR to the member, as Kafka's persister answers it) leaves the records acquired
     by the member, who acknowledges them again; that one is durable."""
-    from kbroker.broker.coordinators.share_state import partition_for
-    from kbroker.tests.integration.test_metrics_and_controls import http
-
-    admin = free_port()
-    broker = BrokerProcess(tmp_path / "data", "--num-partitions", "1", "--metrics-listen", f"127.0.0.1:{admin}",
-                           "--test-controls")
-    broker.admin_url = f"http://127.0.0.1:{admin}"
-    broker.token = (broker.data_dir / "test-controls.token").read_text().strip()
-    try:
-        topic, topic_id, group = setup(broker, 0)
-        a = Member(broker, group, topic, topic_id)
-        assert acquired(a.fetch()) == []
-        produce(broker, topic, 4)
-        assert acquired(a.fetch(max_records=4, max_wait_ms=5_000)) == [(0, 3, 1)]
-        state_partition = partition_for(group, topic_id, 0, 50)
-        status, body = http(broker, f"/v1/test/topics/__share_group_state/partitions/{state_partition}/fail", "POST",
-                            {"api": "Append", "count": 1, "error": "MESSAGE_TOO_LARGE"})
-        assert status == 200, body
-        failed = a.fetch(acks=[(0, 3, [ACCEPT])], max_records=100)
-        assert [p.acknowledge_error_code for t in failed.responses for p in t.partitions] == [E.UNKNOWN_SERVER_ERROR]
-        again = a.acknowledge([(0, 3, [ACCEPT])])
-        assert [p.error_code for t in again.responses for p in t.partitions] == [0]
-        broker.restart()
-        b = joined(broker, group, topic, topic_id)
-        assert acquired(b.fetch(max_records=100, max_wait_ms=500)) == []
-    finally:
-        broker.kill()
+    broker = controlled
+    topic, topic_id, group = setup(broker, 0)
+    a = Member(broker, group, topic, topic_id)
+    assert acquired(a.fetch()) == []
+    produce(broker, topic, 4)
+    assert acquired(a.fetch(max_records=4, max_wait_ms=5_000)) == [(0, 3, 1)]
+    fail_next_state_write(broker, group, topic_id, "MESSAGE_TOO_LARGE")
+    failed = a.fetch(acks=[(0, 3, [ACCEPT])], max_records=100)
+    assert [p.acknowledge_error_code for t in failed.responses for p in t.partitions] == [E.UNKNOWN_SERVER_ERROR]
+    again = a.acknowledge([(0, 3, [ACCEPT])])
+    assert [p.error_code for t in again.responses for p in t.partitions] == [0]
+    broker.restart()
+    b = joined(broker, group, topic, topic_id)
+    assert acquired(b.fetch(max_records=100, max_wait_ms=500)) == []
