@@ -408,6 +408,7 @@ class Broker:
             num_partitions=self.offsets_topic.num_partitions,
             topics=self._topics_image,
             max_batch_bytes=self.offsets_topic.max_batch_bytes,
+            override=self._group_override,
         )
         coordinator.history.subscribe(self.observations.rebalance)
         coordinator.event_listeners.append(self._share_member_gone)
@@ -420,6 +421,10 @@ class Broker:
         else:
             coordinator.mark_loading(partitions)  # until the start-up load replays them into it
         return coordinator
+
+    def _group_override(self, group_id: str, name: str) -> str | None:
+        """A group's dynamic config (IncrementalAlterConfigs on GROUP), read by the coordinator."""
+        return self.group_configs.overrides.get(group_id, {}).get(name)
 
     def offsets_partitions_loaded(self) -> int:
         coordinator = self._coordinator

@@ -81,6 +81,17 @@ class ShareGroups(NoFollowUps):
         self.groups = ctx.groups.of_type(ShareGroup)
         self.config = ctx.config
         self.topics = ctx.topics
+        self._override = ctx.override
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """Kafka's shareGroupSessionTimeoutMs: the group's share.session.timeout.ms, else the broker's."""
+        value = self._override(group_id, "share.session.timeout.ms")
+        return int(value) if value is not None else self.config.group_share_session_timeout_ms
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """Kafka's shareGroupHeartbeatIntervalMs: the group's share.heartbeat.interval.ms, else the broker's."""
+        value = self._override(group_id, "share.heartbeat.interval.ms")
+        return int(value) if value is not None else self.config.group_share_heartbeat_interval_ms
 
     # -- commands ------------------------------------------------------------------------------
 
@@ -192,12 +203,12 @@ class ShareGroups(NoFollowUps):
             records.append(sr.ShareGroupCurrentMemberAssignmentRecord(
                 gid, member_id, reconciled.member_epoch, reconciled.previous_member_epoch, 0,
                 sr.wire_assignment(reconciled.assigned_partitions)))
-        out.schedule(sc.session_key(gid, member_id), self.config.group_share_session_timeout_ms,
+        out.schedule(sc.session_key(gid, member_id), self.session_timeout_ms(gid),
                      sc.ShareSessionExpired(gid, member_id))
         full = cmd.subscribed_topic_names is not None
         changed = reconciled.assigned_partitions != member.assigned_partitions
         return sc.ShareGroupHeartbeatResult(
-            E.NONE, None, member_id, reconciled.member_epoch, self.config.group_share_heartbeat_interval_ms,
+            E.NONE, None, member_id, reconciled.member_epoch, self.heartbeat_interval_ms(gid),
             sr.wire_assignment(reconciled.assigned_partitions) if cmd.member_epoch == 0 or full or changed else None)
 
     def _update_target(self, records: list[Any], group: ShareGroup, group_epoch: int,
@@ -251,7 +262,7 @@ class ShareGroups(NoFollowUps):
         out.events.append(ShareAssignmentChanged(
             gid, group_epoch, group.assignment_epoch, reason, member_id, ASSIGNOR_NAME, (), len(group.members) - 1,
             group.group_epoch, (), (member_id,),
-            self.config.group_share_session_timeout_ms if reason == "session expired" else None))
+            self.session_timeout_ms(gid) if reason == "session expired" else None))
 
     def _describe(self, group: Any, group_id: str) -> sc.DescribedShareGroup:
         # Kafka's shareGroup(groupId, committedOffset), whose words differ from the heartbeat's
@@ -283,6 +294,8 @@ class ShareGroups(NoFollowUps):
         return {
             "group_id": group.group_id, "group_type": sc.SHARE_GROUP_TYPE, "state": group.state,
             "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "session_timeout_ms": self.session_timeout_ms(group.group_id),
+            "heartbeat_interval_ms": self.heartbeat_interval_ms(group.group_id),
             "members": [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
                          "member_epoch": m.member_epoch,
                          "assignment": {str(t): sorted(ps) for t, ps in m.assigned_partitions.items()}}
@@ -297,7 +310,7 @@ class ShareGroups(NoFollowUps):
         out = Outcome()
         for group in self.groups.values():
             for member_id in group.members:
-                out.schedule(sc.session_key(group.group_id, member_id), self.config.group_share_session_timeout_ms,
+                out.schedule(sc.session_key(group.group_id, member_id), self.session_timeout_ms(group.group_id),
                              sc.ShareSessionExpired(group.group_id, member_id))
         return out
 
