@@ -192,8 +192,9 @@ class SharePartitionManager:
             self._persist_later(group_id, topic, partition, sp)
 
     def fetch(self, group_id: str, member_id: str, topic: str, partition: int, max_bytes: int,
-              max_records: int) -> PartitionAnswer:
-        """Acquire what this share-partition can give `member_id` now, with the log's bytes for it."""
+              max_records: int, whole_batches: bool = False) -> PartitionAnswer:
+        """Acquire what this share-partition can give `member_id` now, with the log's bytes for it;
+        `whole_batches`: the batch the record limit falls in is acquired to its end (KIP-1206)."""
         read = self.broker.partitions.read
         error, log_start, high_watermark = self.broker.partitions.bounds(topic, partition)
         if error != E.NONE:
@@ -212,7 +213,7 @@ class SharePartitionManager:
         data = result.records
         batches = _batches(data, result.aborted if committed else None)
         acquired = sp.acquire(member_id, [b for _, _, b in batches], high_watermark, max_records,
-                              self.broker.clock.now_ms())
+                              self.broker.clock.now_ms(), whole_batches)
         if not acquired:
             return PartitionAnswer()
         self.acquired_total[group_id] += sum(a.last - a.first + 1 for a in acquired)

@@ -138,9 +138,11 @@ class SharePartition:
         return self.end if self.end < high_watermark else None
 
     def acquire(self, member: str, batches: Iterable[Batch], high_watermark: int, max_records: int,
-                now_ms: int) -> list[Acquired]:
+                now_ms: int, whole_batches: bool = False) -> list[Acquired]:
         """Acquire for `member` what the log read holds (`batches`, in offset order): AVAILABLE records
-        in flight, then new ones below the high watermark, `max_records` at most."""
+        in flight, then new ones below the high watermark, `max_records` at most (KIP-1206's
+        record_limit mode), or with `whole_batches` (its batch_optimized mode, ShareFetch v1's) the
+        batch in which the limit falls taken to its end, as Kafka's acquireNewBatchRecords does."""
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
         room = min(max_records, self.max_locks - self.acquired)
         deadline = now_ms + self.lock_ms
@@ -154,7 +156,7 @@ class SharePartition:
                     self._archive_new(self.end, min(batch.last + 1, high_watermark))
                 continue
             for offset in range(max(batch.base, self.start), min(batch.last + 1, high_watermark)):
-                if room <= 0:
+                if room <= 0 and not (whole_batches and taken and taken[-1][0] >= batch.base):
                     break
                 entry = self.records.get(offset)
                 if entry is None:

@@ -29,13 +29,8 @@ from kbroker.protocol.messages.share_group_heartbeat_request import ShareGroupHe
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
 
-# step -> (Kafka 4.4's answer, kbroker's answer, why)
-DIFFERENCES = {
-    "a member fetches (MaxRecords 4, one batch of 10)": (
-        [(0, 9, 1)], [(0, 3, 1)],
-        "ShareFetch v1 on Kafka acquires whole batches (MaxRecords is a soft limit in its batch-optimized "
-        "mode); kbroker acquires exactly MaxRecords records (docs/share-groups.md)"),
-}
+# step -> (Kafka 4.4's answer, kbroker's answer, why); none left
+DIFFERENCES: dict[str, tuple[object, object, str]] = {}
 
 
 def scenario(bootstrap: str, suffix: str) -> list[tuple[str, object]]:
