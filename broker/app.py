@@ -479,7 +479,7 @@ class Broker:
         from ..coordinator.groups.events import ShareMemberGone
 
         if isinstance(event, ShareMemberGone) and self._share_partitions is not None:
-            self._share_partitions.member_gone(event.group_id, event.member_id)
+            self._share_partitions.member_gone(event.group_id, event.member_id, left=event.left)
 
     @property
     def group_configs(self) -> GroupConfigStore:

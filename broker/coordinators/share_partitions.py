@@ -115,9 +115,15 @@ class SharePartitionManager:
         self.sessions.pop((session.group_id, session.member_id), None)
         self.release(session.group_id, session.member_id)
 
-    def member_gone(self, group_id: str, member_id: str) -> None:
-        """The member left its group or was fenced (session timeout): its share session goes and
-        what it holds is available again at once, not when the locks expire."""
+    def member_gone(self, group_id: str, member_id: str, *, left: bool = False) -> None:
+        """The member was fenced (session timeout): its share session goes and what it holds is
+        available again at once, not when the locks expire. A member that left (a heartbeat of epoch
+        -1) keeps its share session, as in Kafka, whose share sessions end only with their final epoch
+        (or the connection): a closing client leaves its group and sends its last acknowledgements
+        (ShareAcknowledge of epoch -1) at once, and those must find the session, not release what
+        they acknowledge to others (librdkafka's close does both concurrently)."""
+        if left and (group_id, member_id) in self.sessions:
+            return
         self.sessions.pop((group_id, member_id), None)
         self.release(group_id, member_id)
 

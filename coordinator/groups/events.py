@@ -90,3 +90,4 @@ class ShareMemberGone:
     group_id: str
     member_id: str
     member_count: int
+    left: bool = False  # it left (a heartbeat of epoch -1), not fenced: its share session stays its own

@@ -258,7 +258,7 @@ class ShareGroups(NoFollowUps):
         if len(group.members) == 1:
             records.append(sr.ShareGroupTargetAssignmentMetadataRecord(gid, group_epoch, 0))
         out.cancel(sc.session_key(gid, member_id))
-        out.events.append(ShareMemberGone(gid, member_id, len(group.members) - 1))
+        out.events.append(ShareMemberGone(gid, member_id, len(group.members) - 1, reason == "member left"))
         out.events.append(ShareAssignmentChanged(
             gid, group_epoch, group.assignment_epoch, reason, member_id, ASSIGNOR_NAME, (), len(group.members) - 1,
             group.group_epoch, (), (member_id,),
