@@ -10,7 +10,8 @@ it is durable. The share coordinator is the generic coordinator runtime running 
 broker's start the runtime's loader replays every partition (coordinator/share/persisted.py, which
 also applies Kafka's ShareUpdate records) in the background, each partition answering
 COORDINATOR_LOAD_IN_PROGRESS until its replay is done; a write goes through its share-partition's
-turn and changes the shard's state only once durable.
+turn, appended and applied at once and answered once durable (PIPELINED: a failed fsync fences the
+partition until a restart, as for the other coordinators' logs; a refused append changes nothing).
 
 The topic has Kafka's settings (ShareCoordinatorService.shareGroupStateTopicConfigs): cleanup.policy
 delete with retention.ms -1, compression.type producer, segment.bytes 100 MiB, min.insync.replicas; 50 partitions
@@ -85,8 +86,10 @@ class ShareStateLog:
         self._latest: dict[int, dict[tuple[str, uuid.UUID, int], tuple[int, bool]]] = {}
         # per partition: offsets of records appended and not yet noted durable (a prune stays below them)
         self._in_flight: dict[int, set[int]] = {}
+        # Every write names its partition (partition_for of its key), so partition_of is never asked.
         self.runtime = CoordinatorRuntime(
-            ShareStateShard, append=self.append_records, partition_of=lambda _key: 0,
+            ShareStateShard, append=self.append_records, append_nowait=self.append_records_nowait,
+            partition_of=lambda _key: 0,
             refusal=lambda _cmd, code: Written(code), on_event=lambda _event: None,
             clock=partitions.clock, timers=timers, name="share-state")
         self.loading: asyncio.Task[int] | None = None
@@ -221,17 +224,28 @@ class ShareStateLog:
 
     async def append_records(self, state_partition: int, records: list[ShareStateRecord]) -> None:
         """The runtime's writer: one batch, returned once durable (raises KafkaError), then pruned."""
+        await self.append_records_nowait(state_partition, records)
+
+    def append_records_nowait(self, state_partition: int, records: list[ShareStateRecord]) -> Awaitable[None]:
+        """One batch appended now (raising KafkaError if the log cannot take it: the runtime answers the
+        write with it), and the wait for its durability, after which the partition is pruned. The
+        shard's writes are PIPELINED: applied at append, answered once durable, so the writes of one
+        share-partition share fsyncs as the acknowledgements that make them come."""
         now = self._wall_ms()
         batch = encode_keyed_batch([encode_share_state(r) for r in records], now)
         result = self.partitions.append(TOPIC, state_partition, batch, now_ms=now, headers=[read_header(batch)])
         self._in_flight.setdefault(state_partition, set()).add(result.base_offset)
+        return self._durable_then_prune(result.wait_durable(), state_partition, records, result.base_offset)
+
+    async def _durable_then_prune(self, durable: Awaitable[None], state_partition: int,
+                                  records: list[ShareStateRecord], offset: int) -> None:
         try:
-            await result.wait_durable()
+            await durable
         finally:
-            self._in_flight[state_partition].discard(result.base_offset)
+            self._in_flight[state_partition].discard(offset)
         for i, record in enumerate(records):
-            self._note(state_partition, record, result.base_offset + i)
-        self.prune(state_partition, result.base_offset + len(records))
+            self._note(state_partition, record, offset + i)
+        self.prune(state_partition, offset + len(records))
 
     def _note(self, state_partition: int, record: ShareStateRecord, offset: int) -> None:
         """A durable record of a key: its latest unless a later one was noted first."""

@@ -3,12 +3,13 @@ ShareCoordinatorShard), run by the generic coordinator runtime (coordinator/runt
 
 It holds the persisted state of every share-partition whose key falls in its partition, rebuilt from
 the log by the runtime's loader (`replay`, at the broker's start, while the partition answers
-COORDINATOR_LOAD_IN_PROGRESS) and changed only by its own writes once they are durable: a write is
-a `WriteState` command in its share-partition's turn (one key: group, topic id, partition), decided
-here (the snapshot epoch follows the last durable one, the creation time is kept), appended by the
-runtime through the share-state log's writer, replayed, then answered. A write that fails leaves the
-state as it was and is answered with the error (already translated for clients by the runtime);
-`persister_error` is what Kafka's SharePartition makes of it.
+COORDINATOR_LOAD_IN_PROGRESS) and changed only by its own writes: a write is a `WriteState` command
+in its share-partition's turn (one key: group, topic id, partition), decided here (the snapshot epoch
+follows the last one, the creation time is kept), appended by the runtime through the share-state
+log's writer and replayed at once (PIPELINED), then answered once durable, as Kafka's runtime applies
+at append and answers at commit. An append the log refuses leaves the state as it was; a failed fsync
+unloads the partition. Either is answered with the error (already translated for clients by the
+runtime); `persister_error` is what Kafka's SharePartition makes of it.
 
 Pure: no clock but the one the runtime hands in, no I/O.
 """
@@ -21,7 +22,7 @@ from typing import Any
 
 from ...protocol.errors import ErrorCode
 from ...protocol.records.share_state_records import ShareStateRecord
-from ..runtime.outcome import Outcome, Reply
+from ..runtime.outcome import Durability, Outcome, Reply
 from .persisted import PersistedStates
 
 E = ErrorCode
@@ -74,7 +75,7 @@ class ShareStateShard:
                 record, snapshot_epoch=0 if previous is None else previous.snapshot_epoch + 1,
                 create_timestamp=now_ms if previous is None else previous.create_timestamp, write_timestamp=now_ms)
         outcome = Outcome()
-        outcome.write([record], replies=[Reply(cmd.reply_to, Written())])
+        outcome.write([record], replies=[Reply(cmd.reply_to, Written())], durability=Durability.PIPELINED)
         return outcome
 
     def replay(self, record: ShareStateRecord) -> None:
