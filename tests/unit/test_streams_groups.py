@@ -79,14 +79,18 @@ def test_active_tasks_are_balanced_over_processes_and_stay_where_they_were() -> 
 
 def test_standby_replicas_never_share_a_process_with_the_active_task() -> None:
     members = {m: AssignmentMember(m, f"p{m}") for m in "abc"}
-    result = assign(members, TASKS, 1)
+    result = assign(members, TASKS, 1, TASKS)
     for task in TASKS:
         active = [m for m in members if task in result[m].active]
         standby = [m for m in members if task in result[m].standby]
         assert len(active) == 1 and len(standby) == 1 and active != standby
     # two stream threads of one process: no standby, as there is no other process to hold it
-    same = assign({"a": AssignmentMember("a", "p"), "b": AssignmentMember("b", "p")}, TASKS, 1)
+    same = assign({"a": AssignmentMember("a", "p"), "b": AssignmentMember("b", "p")}, TASKS, 1, TASKS)
     assert all(not t.standby for t in same.values())
+    # a stateless task (no changelog: nothing to keep warm) gets no standby, as in Kafka's assignor
+    stateful = frozenset(t for t in TASKS if t[0] == "1")
+    only = assign(members, TASKS, 1, stateful)
+    assert frozenset().union(*(t.standby for t in only.values())) == stateful
 
 
 # -- the group type -------------------------------------------------------------------------------
@@ -180,7 +184,8 @@ def test_standby_replicas_when_configured() -> None:
     beat(h, "b", 0)
     group = h.group(APP)
     a_target, b_target = group.target("a"), group.target("b")
-    assert a_target.active | b_target.active == a_target.standby | b_target.standby
+    # the counting subtopology 1 keeps state: its tasks have standbys; subtopology 0's do not
+    assert a_target.standby | b_target.standby == frozenset(("1", p) for p in range(2))
     assert not a_target.active & a_target.standby and not b_target.active & b_target.standby
 
 
@@ -369,7 +374,9 @@ def test_a_groups_own_configs_override_the_brokers_and_a_new_standby_count_reass
     # the new standby count moved the group epoch and recomputed the target: every task has a standby
     assert group.group_epoch == epoch + 1 and group.last_assignment_configs == {"num.standby.replicas": "1"}
     a_target, b_target = group.target("a"), group.target("b")
-    assert a_target.standby == b_target.active and b_target.standby == a_target.active and a_target.active
+    counting = frozenset(("1", p) for p in range(2))  # the stateful tasks
+    assert a_target.standby == b_target.active & counting and b_target.standby == a_target.active & counting
+    assert a_target.standby | b_target.standby == counting
     metadata = [r for r in h.log if isinstance(r, sr.StreamsRecord) and r.record_type == sr.GROUP_METADATA][-1]
     assert [(c.key, c.value) for c in metadata.value.last_assignment_configs] == [("num.standby.replicas", "1")]
     # kept in the record, so a replay does not take the same configs for a change

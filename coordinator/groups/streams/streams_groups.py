@@ -340,7 +340,7 @@ class StreamsGroups(NoFollowUps):
                                                     "delay."))
         elif group_epoch > group.assignment_epoch:
             targets, moved = self._update_target(records, group, group_epoch, updated, configured, now_ms, configs,
-                                                 removed=gone)
+                                                 topology, removed=gone)
             target, target_epoch = targets.get(member_id, EMPTY), group_epoch
         else:
             target, target_epoch = group.target(gone or member_id), group.assignment_epoch
@@ -387,7 +387,7 @@ class StreamsGroups(NoFollowUps):
 
     def _update_target(self, records: list[Any], group: StreamsGroup, group_epoch: int,
                        updated: StreamsGroupMember | None, configured: ConfiguredTopology, now_ms: int,
-                       configs: Mapping[str, str], removed: str | None = None
+                       configs: Mapping[str, str], topology: sc.Topology | None, removed: str | None = None
                        ) -> tuple[dict[str, Assignment], tuple[str, ...]]:
         """The group's new target assignment (and the members whose target moved), its records added.
         `removed`: a static member `updated` replaces (its previous target is the new member's)."""
@@ -400,9 +400,12 @@ class StreamsGroups(NoFollowUps):
             if removed is not None:
                 previous[updated.member_id] = group.target(removed)
         tasks = configured.all_tasks() if configured.ready else frozenset()
+        with_state = {s.subtopology_id for s in (topology.subtopologies if topology is not None else ())
+                      if s.state_changelog_topics}
         result = assign({m: AssignmentMember(m, member.process_id or m, previous.get(m, EMPTY).active,
                                              previous.get(m, EMPTY).standby) for m, member in members.items()},
-                        tasks, int(configs[NUM_STANDBY_REPLICAS]))
+                        tasks, int(configs[NUM_STANDBY_REPLICAS]),
+                        frozenset(t for t in tasks if t[0] in with_state))
         targets = {m: Assignment(t.active, t.standby, t.warmup) for m, t in result.items()}
         moved: list[str] = []
         for m in sorted(members):
