@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import subprocess
-import threading
 import time
 import uuid
 from collections import Counter
@@ -37,104 +34,17 @@ from kbroker.protocol.messages.incremental_alter_configs_request import (
 )
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
-from kbroker.tests.reference import client_matrix as cm
 from kbroker.tests.reference.kafka import KafkaProcess, require_kafka_libs
+from kbroker.tests.reference.streams_instances import WAIT_S, Instance, java_command, wait_settled
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402 (after the skip)
 
 LINES = ("the quick brown fox", "jumps over the lazy dog", "the dog sleeps", "a fox is quick",
          "over and over again", "the end")  # StreamsScenario.LINES
-TASKS = {"0_0", "0_1", "1_0", "1_1"}  # two subtopologies of two partitions each
-STATEFUL = {"1_0", "1_1"}  # the counting subtopology: only its tasks have state, and so standbys
 KAFKA_CONFIG = {"group.streams.min.session.timeout.ms": "6000", "group.streams.session.timeout.ms": "10000",
                 "group.streams.min.heartbeat.interval.ms": "1000", "group.streams.heartbeat.interval.ms": "2000"}
 KBROKER_ARGS = ("--group-streams-session-timeout-ms", "10000", "--group-streams-heartbeat-interval-ms", "2000")
-WAIT_S = 240
-LOG4J = """\
-status = error
-appender.err.type = Console
-appender.err.name = err
-appender.err.target = SYSTEM_ERR
-appender.err.layout.type = PatternLayout
-appender.err.layout.pattern = [%d] %p %c: %m%n
-rootLogger.level = WARN
-rootLogger.appenderRef.err.ref = err
-"""
-
-
-class Instance:
-    """One Kafka Streams instance's JVM and the last status line it printed."""
-
-    def __init__(self, command: list[str], state_dir: Path, log: Path) -> None:
-        self.command, self.state_dir, self.log = command, state_dir, log
-        self.latest: dict | None = None
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.latest = None
-        err = open(self.log, "a")
-        self.proc = subprocess.Popen([*self.command, str(self.state_dir)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=err, text=True)
-        err.close()
-        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
-
-    def _read(self, proc: subprocess.Popen) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("S ") and proc is self.proc:
-                self.latest = json.loads(line[2:])
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write("stop\n")
-            self.proc.stdin.flush()
-            self.proc.wait(60)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait(30)
-
-
-def assignment(instances: list[Instance]) -> tuple | None:
-    """The instances' tasks if the group is settled as the scenario expects it, else None."""
-    statuses = [i.latest for i in instances]
-    if any(s is None or s["state"] != "RUNNING" for s in statuses):
-        return None
-    active = [set(s["active"]) for s in statuses]  # type: ignore[index]
-    standby = [set(s["standby"]) for s in statuses]  # type: ignore[index]
-    if sorted(t for a in active for t in a) != sorted(TASKS):
-        return None
-    if sorted(t for s in standby for t in s) != sorted(STATEFUL) or any(a & s for a, s in zip(active, standby)):
-        return None
-    return tuple((tuple(sorted(a)), tuple(sorted(s))) for a, s in zip(active, standby))
-
-
-def wait_settled(instances: list[Instance], what: str) -> dict:
-    """Wait until the same settled assignment is seen for 3 s; what it is, per instance."""
-    deadline, seen, since = time.monotonic() + WAIT_S, None, 0.0
-    while time.monotonic() < deadline:
-        now = assignment(instances)
-        if now is None or now != seen:
-            seen, since = now, time.monotonic()
-        elif time.monotonic() - since >= 3:
-            # Which instance holds the standbys is not compared: Kafka's assignor breaks ties between
-            # equally loaded processes in the order of a HashMap of their random ids (StickyTaskAssignor's
-            # PriorityQueue by load alone), so two runs on Kafka itself place them differently.
-            print(f"{what}: {now}", flush=True)
-            return {"active_per_instance": sorted(len(a) for a, _ in now),
-                    "standby_tasks": sorted(t for _, s in now for t in s),
-                    "standby_never_beside_its_active": all(not set(a) & set(s) for a, s in now)}
-        time.sleep(0.25)
-    raise AssertionError(f"{what}: no settled assignment in {WAIT_S} s; last statuses: "
-                         f"{[i.latest for i in instances]}")
 
 
 def produce(bootstrap: str, topic: str, rounds: int, expected: Counter, first: int) -> None:
@@ -191,12 +101,12 @@ def scenario(bootstrap: str, java: list[str], work: Path) -> dict:
     try:
         for i in instances:
             i.start()
-        observed["three_instances"] = wait_settled(instances, "three instances")
+        observed["three_instances"], _ = wait_settled(instances, "three instances")
         produce(bootstrap, source, 3, expected, 100)
         instances[1].kill()  # in the middle of its transactions
         produce(bootstrap, source, 2, expected, 200)
         instances[1].start()  # on its state directory, as a restarted instance
-        observed["after_kill_and_restart"] = wait_settled(instances, "after the kill -9 and the restart")
+        observed["after_kill_and_restart"], _ = wait_settled(instances, "after the kill -9 and the restart")
         produce(bootstrap, source, 2, expected, 300)
         counts = committed_counts(bootstrap, sink, expected)
     finally:
@@ -213,11 +123,7 @@ def test_three_instances_through_a_kill_are_exactly_once_with_the_same_assignmen
     libs = require_kafka_libs()
     if shutil.which("javac") is None:
         pytest.skip("javac is missing (a JDK: Java 17 or later)")
-    classes = cm.java_classes(libs)
-    (tmp_path / "log4j2.properties").write_text(LOG4J)
-    java = [shutil.which("java") or "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Xshare:auto", f"-Dlog4j2.configurationFile={tmp_path / 'log4j2.properties'}",
-            "-cp", f"{classes}:{libs}/*", "StreamsInstance"]
+    java = java_command(libs, tmp_path)
     results = {}
     kafka = KafkaProcess(tmp_path / "kafka", KAFKA_CONFIG)
     try:
