@@ -98,7 +98,7 @@ def alter_group(wire, group: str, **configs: str) -> None:
     assert answer.error_code == 0, answer.error_message
 
 
-def test_the_groups_own_standby_count_and_heartbeat_interval_apply_to_the_live_group(broker):
+def test_the_groups_own_standby_count_and_heartbeat_interval_apply_to_the_live_group(broker, capsys):
     wire = connect(broker)
     try:
         app = new_app()
@@ -116,6 +116,15 @@ def test_the_groups_own_standby_count_and_heartbeat_interval_apply_to_the_live_g
         counting = {("1", 0), ("1", 1)}
         assert tasks_of(a.standby) == tasks_of(b.active) & counting and tasks_of(b.standby) == tasks_of(a.active) & counting
         assert tasks_of(a.standby) | tasks_of(b.standby) == counting
+        # `kbroker group describe` shows each member's active and standby tasks as Kafka Streams names them
+        capsys.readouterr()
+        assert cli_main(["group", "describe", app, "--bootstrap-server", broker.bootstrap, "--json"]) == 0
+        shown = {m["member_id"]: m for m in json.loads(capsys.readouterr().out)["members"]}
+        for m in (a, b):
+            assert shown[m.member_id]["active_tasks"] == sorted(f"{s}_{p}" for s, p in tasks_of(m.active))
+            assert shown[m.member_id]["standby_tasks"] == sorted(f"{s}_{p}" for s, p in tasks_of(m.standby))
+        assert cli_main(["group", "describe", app, "--bootstrap-server", broker.bootstrap]) == 0
+        assert "STANDBY_TASKS" in capsys.readouterr().out
     finally:
         wire.close()
 
