@@ -18,16 +18,6 @@ from kbroker.tests.reference import client_matrix as cm
 TASKS = {"0_0", "0_1", "1_0", "1_1"}  # the word count's two subtopologies of two partitions each
 STATEFUL = {"1_0", "1_1"}  # the counting subtopology: only its tasks have state, and so standbys
 WAIT_S = 240
-LOG4J = """\
-status = error
-appender.err.type = Console
-appender.err.name = err
-appender.err.target = SYSTEM_ERR
-appender.err.layout.type = PatternLayout
-appender.err.layout.pattern = [%d] %p %c: %m%n
-rootLogger.level = WARN
-rootLogger.appenderRef.err.ref = err
-"""
 
 
 class Instance:
@@ -75,7 +65,7 @@ def java_command(libs: Path, workdir: Path) -> list[str]:
     state directory)."""
     classes = cm.java_classes(libs)
     log4j = workdir / "log4j2.properties"
-    log4j.write_text(LOG4J)
+    log4j.write_text(cm.LOG4J_STDERR)
     return [shutil.which("java") or "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             "-Xshare:auto", f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{classes}:{libs}/*", "StreamsInstance"]
 
