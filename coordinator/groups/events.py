@@ -60,6 +60,15 @@ class ShareAssignmentChanged(AssignmentChanged):
 
 
 @dataclass(frozen=True, slots=True)
+class StreamsAssignmentChanged(AssignmentChanged):
+    """A streams group (KIP-1071) moved to a new group epoch (`streams_group_assignment_changed`):
+    a member came or went, the topology, the topics or the group's assignment configs changed."""
+
+    log_event: ClassVar[str] = "streams_group_assignment_changed"
+    group_type: ClassVar[str] = "streams"
+
+
+@dataclass(frozen=True, slots=True)
 class WriteFailed:
     """A write whose follow-up learnt that it failed (logged at warning level)."""
 

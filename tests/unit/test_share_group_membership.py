@@ -135,7 +135,7 @@ def test_the_groups_session_timeout_override_fences_a_silent_member_then_not_bef
     share.heartbeat.interval.ms the interval the heartbeat answers; another group keeps the broker's."""
     image = {"foo": TopicImage("foo", FOO, 2)}
     overrides = {"g": {"share.session.timeout.ms": "60000", "share.heartbeat.interval.ms": "7000"}}
-    h = Harness(topics=lambda: dict(image), overrides=overrides)
+    h = Harness(topics=lambda: dict(image), group_config=lambda g, n: overrides.get(g, {}).get(n))
     assert beat(h, "a", 0, ("foo",)).heartbeat_interval_ms == 7000
     assert beat(h, "b", 0, ("foo",), group="other").heartbeat_interval_ms == 5000
     h.advance(SESSION_MS)  # the broker's session has passed, the group's not yet

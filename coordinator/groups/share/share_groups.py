@@ -81,16 +81,16 @@ class ShareGroups(NoFollowUps):
         self.groups = ctx.groups.of_type(ShareGroup)
         self.config = ctx.config
         self.topics = ctx.topics
-        self._override = ctx.override
+        self._group_config = ctx.group_config
 
     def session_timeout_ms(self, group_id: str) -> int:
         """Kafka's shareGroupSessionTimeoutMs: the group's share.session.timeout.ms, else the broker's."""
-        value = self._override(group_id, "share.session.timeout.ms")
+        value = self._group_config(group_id, "share.session.timeout.ms")
         return int(value) if value is not None else self.config.group_share_session_timeout_ms
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
         """Kafka's shareGroupHeartbeatIntervalMs: the group's share.heartbeat.interval.ms, else the broker's."""
-        value = self._override(group_id, "share.heartbeat.interval.ms")
+        value = self._group_config(group_id, "share.heartbeat.interval.ms")
         return int(value) if value is not None else self.config.group_share_heartbeat_interval_ms
 
     # -- commands ------------------------------------------------------------------------------
