@@ -264,8 +264,10 @@ def test_versions_kio_lacks_against_kafka_python(api_key: int, version: int, kin
 # whose v0 its definitions call "the same as version 1" are checked below: our v0 bytes are our v1 bytes.
 # StreamsGroupHeartbeat and StreamsGroupDescribe v1 likewise: the differential wire suite
 # (differential/apis_streams.py) and Kafka Streams 4.4 in the client matrix exchange them with Kafka 4.4.
+# TxnOffsetCommit v6 (topics by id) likewise: differential/apis_txn.py sends it to Kafka 4.4.
 _CHECKED_AGAINST_KAFKA_44 = {(18, 5, "request"), (18, 5, "response"), (42, 3, "request"), (42, 3, "response"),
-                             *((api, 1, kind) for api in (88, 89) for kind in ("request", "response"))}
+                             *((api, 1, kind) for api in (88, 89) for kind in ("request", "response")),
+                             (28, 6, "request"), (28, 6, "response")}
 _V0_IS_V1 = [(k, kind) for k in (34, 38, 39, 40, 41) for kind in ("request", "response")]
 
 
