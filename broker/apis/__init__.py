@@ -38,6 +38,7 @@ SERVED: dict[int, tuple[str, int, int]] = {
     24: ('add_partitions_to_txn', 0, 5),
     25: ('add_offsets_to_txn', 0, 4),
     26: ('end_txn', 0, 5),
+    27: ('write_txn_markers', 0, 2),
     28: ('txn_offset_commit', 0, 6),
     29: ('describe_acls', 0, 3),
     30: ('create_acls', 0, 3),

@@ -374,6 +374,36 @@ class TransactionService:
                            if r.group == group_id)
         return pending
 
+    async def write_offsets_marker(self, producer_id: int, epoch: int, commit: bool, partition: int,
+                                   coordinator_epoch: int, transaction_version: int = 0) -> ErrorCode:
+        """WriteTxnMarkers on a `__consumer_offsets` partition (Kafka's groupCoordinator
+        .completeTransaction): the marker, then the producer's transactional offsets held for that
+        partition's groups applied (commit) or dropped (abort). Offsets a restart's replay handed back
+        with no transaction to adopt them are dropped on abort; on commit they wait for their
+        transaction's own completion."""
+        from .offsets_topic import TOPIC as OFFSETS_TOPIC
+
+        error = await self.broker.partitions.write_marker(producer_id, epoch, commit, OFFSETS_TOPIC, partition,
+                                                          coordinator_epoch, transaction_version)
+        if error != E.NONE:
+            return error
+        coordinator = getattr(self.broker, "coordinator", None)
+        mine = [t.transactional_id for t in self.coordinator.transactions() if t.producer_id == producer_id]
+        try:
+            for txn_id in mine:
+                if coordinator is not None:  # only the groups of this partition
+                    groups = self.pending_offsets.get(txn_id, {})
+                    held = {g: groups.pop(g) for g in list(groups) if coordinator.partition_for(g) == partition}
+                    if commit and held:
+                        await self._materialise_groups(txn_id, held)
+            offsets_topic = getattr(self.broker, "offsets_topic", None)
+            if not commit and offsets_topic is not None:
+                offsets_topic.open_txn_offsets.get(partition, {}).pop(producer_id, None)
+        except Exception as exc:  # noqa: BLE001 - the marker is written; the group could not take the offsets
+            log.error("txn_marker_offsets_failed", producer_id=producer_id, partition=partition, error=repr(exc))
+            return E.UNKNOWN_SERVER_ERROR
+        return E.NONE
+
     # --- ending transactions -------------------------------------------------------------------------
 
     def _on_markers_due(self, txn_id: str, commit: bool) -> None:
@@ -440,7 +470,11 @@ class TransactionService:
                         PendingOffset(r.offset, r.leader_epoch, r.metadata)
 
     async def _materialise_offsets(self, txn_id: str) -> None:
-        groups = self.pending_offsets.get(txn_id)
+        await self._materialise_groups(txn_id, self.pending_offsets.get(txn_id))
+
+    async def _materialise_groups(self, txn_id: str, groups: dict[str, dict[TopicPartition, PendingOffset]] | None
+                                  ) -> None:
+        """Apply a committed transaction's offsets to their groups, each applied one removed."""
         coordinator = getattr(self.broker, "coordinator", None)
         if not groups or coordinator is None:
             return

@@ -24,7 +24,6 @@ from kbroker.tests.integration.wire import Wire
 
 # APIs of Kafka's broker listener that kbroker does not serve (yet), and why.
 NOT_SERVED = {
-    27: "WriteTxnMarkers: sent only by a transaction coordinator to other brokers (several brokers)",
     80: "AddRaftVoter: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
     81: "RemoveRaftVoter: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
     94: "UnregisterController: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",

@@ -315,3 +315,42 @@ def test_end_txn_v4_keeps_the_epoch_beside_v2(wire):
     assert wire.call(65, 0, DescribeTransactionsRequest(["w-v1"])).transaction_states[0].producer_epoch == epoch
     assert add(wire, "w-v1", pid, epoch, [1]) == {(TOPIC, 1): E.NONE}
     assert end(wire, "w-v1", pid, epoch, False) == E.NONE
+
+
+def test_write_txn_markers_aborts_a_transaction_from_outside(wire):
+    """WriteTxnMarkers (27), as `kafka-transactions abort` sends it for a hanging transaction: the abort
+    marker is written at the producer's epoch and the partition's LSO moves past the transaction; a
+    marker older than the producer's epoch is refused; an unknown partition is named."""
+    from kbroker.protocol.messages.write_txn_markers_request import (
+        WritableTxnMarker,
+        WritableTxnMarkerTopic,
+        WriteTxnMarkersRequest,
+    )
+
+    pid, epoch = init(wire, "w-markers")
+    start = fetch(wire, 1, 0, 0).high_watermark
+    assert produce(wire, "w-markers", pid, epoch, 0, 1, [b"hang"], version=12).error_code == E.NONE
+    assert fetch(wire, 1, start, 1).last_stable_offset == start  # held open by the transaction
+
+    def markers(producer_epoch: int, partitions: list[int], version: int = 2, tv: int = 0) -> dict[int, int]:
+        r = wire.call(27, version, WriteTxnMarkersRequest([WritableTxnMarker(
+            pid, producer_epoch, False, [WritableTxnMarkerTopic(TOPIC, partitions)], 0, tv)]))
+        [result] = r.markers
+        assert result.producer_id == pid
+        return {p.partition_index: p.error_code for t in result.topics for p in t.partitions}
+
+    # a transactions v2 marker carries the bumped epoch: at the open transaction's own epoch it is refused
+    assert markers(epoch, [1], tv=2) == {1: E.INVALID_PRODUCER_EPOCH}
+    # Admin.abortTransaction's marker (transaction version 0) at the producer's epoch
+    assert markers(epoch, [1, 99]) == {1: E.NONE, 99: E.UNKNOWN_TOPIC_OR_PARTITION}
+    done = fetch(wire, 1, start, 1)
+    assert done.last_stable_offset == start + 2  # the record and the abort marker
+    assert [(a.producer_id, a.first_offset) for a in done.aborted_transactions] == [(pid, start)]
+    assert markers(epoch, [1], version=0) == {1: E.NONE}  # v0, as Kafka 3.x's tools send it: written again
+    if epoch > 0:
+        assert markers(epoch - 1, [1]) == {1: E.INVALID_PRODUCER_EPOCH}
+    # the coordinator still ends the transaction it knows (its markers are idempotent)
+    assert end_v5(wire, "w-markers", pid, epoch, False) == (E.NONE, pid, epoch + 1)
+    wait_for(lambda: wire.call(65, 0, DescribeTransactionsRequest(["w-markers"])).transaction_states[0]
+             .transaction_state == "CompleteAbort")
+    assert markers(epoch, [1]) == {1: E.INVALID_PRODUCER_EPOCH}  # now older than the producer's
