@@ -257,7 +257,8 @@ async def _add_to_transaction(ctx: RequestContext, request: ProduceRequest, name
     error = await ctx.broker.transactions.add_implicitly(request.transactional_id, producer[0], producer[1], wanted)
     if error == ErrorCode.NONE:
         return {}
-    message = f"Unable to add the partition to the transaction of producer {producer[0]} epoch {producer[1]}: {error.name}"
+    message = (f"Unable to add the partition to the transaction of producer {producer[0]} epoch {producer[1]}: "
+               f"{error.name}")
     if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
         error = ErrorCode.NOT_ENOUGH_REPLICAS
     return {tp: _error(tp[1], error, message) for tp in wanted}

@@ -203,7 +203,8 @@ def cluster_check(operation: Op):
 async def check_write_txn_markers(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     """KafkaApis: Alter on the cluster (asked without an audit of its refusal), else ClusterAction;
     refused, every partition gets CLUSTER_AUTHORIZATION_FAILED."""
-    if sec.authorize(ctx, Op.ALTER, RT.CLUSTER, audit_denial=False) or sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER):
+    if (sec.authorize(ctx, Op.ALTER, RT.CLUSTER, audit_denial=False)
+            or sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER)):
         return await call(request)
     return refuse(ctx, request, CLUSTER_DENIED)
 

@@ -250,7 +250,8 @@ class TxnCoordinator:
         now = self._now()
 
         def end(target: TxnState, nothing_added: bool) -> Decision:
-            transit = txn.prepare_abort_or_commit(target, now, client_tv=2, next_producer_id=self._next_producer_id(txn),
+            transit = txn.prepare_abort_or_commit(target, now, client_tv=2,
+                                                  next_producer_id=self._next_producer_id(txn),
                                                   no_partition_added=nothing_added)
             return Decision(transit=transit, txn=txn)
 
