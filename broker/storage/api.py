@@ -124,7 +124,8 @@ class PartitionStore(Protocol):
     def append(self, records: bytes | bytearray | memoryview, *, origin: AppendOrigin, now_ms: int,
                leader_epoch: int, headers: list[BatchHeader] | None = None) -> AppendResult: ...
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                      now_ms: int, leader_epoch: int) -> AppendResult: ...  # a stale one raises, unwritten
+                      now_ms: int, leader_epoch: int, transaction_version: int = 0
+                      ) -> AppendResult: ...  # a stale one raises, unwritten
     def complete_marker(self, producer_id: int, commit: bool, marker_offset: int) -> None: ...
     def durable_future(self, offset: int) -> asyncio.Future[None] | None: ...
     def request_durability(self) -> None: ...  # an append nobody waits for (acks=0) still becomes durable
