@@ -267,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
 
         config = configure_dev_security(config)
 
+    if config.cluster:  # before anything is written: the database is checked (and its schema made) first
+        return _serve_cluster_node(config)
     try:
         prepared = prepare(config, sources)
     except StartupError as e:
@@ -275,6 +277,29 @@ def main(argv: list[str] | None = None) -> int:
     from .app import run
 
     return run(config, prepared, sources)
+
+
+def _serve_cluster_node(config: BrokerConfig) -> int:
+    """`serve --cluster URL`: the database is reached, its kbroker schema checked, created or migrated
+    (broker/storage/postgres/schema.py); any refusal is one line and exit 1, having written nothing.
+    Serving as a node of that cluster is not built yet (issue 44): it says so and exits 2."""
+    import asyncio
+
+    from .storage.postgres.schema import SCHEMA_VERSION, ClusterDatabaseError, open_cluster_database
+
+    async def check() -> str:
+        conn, cluster_id = await open_cluster_database(config.cluster)
+        await conn.close()
+        return cluster_id
+
+    try:
+        cluster_id = asyncio.run(check())
+    except ClusterDatabaseError as e:
+        print(f"kbroker: {e}", file=sys.stderr)
+        return 1
+    print(f"kbroker: the cluster's database is ready (schema version {SCHEMA_VERSION}, cluster id {cluster_id}), but "
+          f"serving as its node {config.node_id} is not built yet (issue 44)", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
