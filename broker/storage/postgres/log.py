@@ -69,9 +69,12 @@ class DatabaseStorageError(KafkaError):
 class PostgresLog:
     """This node's writer: the partitions it has opened, and the rounds that commit their appends."""
 
-    def __init__(self, conn: Any, node_id: int) -> None:
+    def __init__(self, conn: Any, node_id: int, fenced: Callable[[], bool] | None = None) -> None:
         self.conn = conn
         self.node_id = node_id
+        # True once this node's broker lease may have expired (membership.BrokerLease.fenced): it appends
+        # nothing more, before the controller may have handed its partitions to another node.
+        self.fenced = fenced or (lambda: False)
         self.stores: dict[tuple[str, int], PostgresPartitionStore] = {}
         self._queued: dict[PostgresPartitionStore, None] = {}  # stores with batches for the next round
         self._round: asyncio.Task[None] | None = None

@@ -106,6 +106,9 @@ class PostgresPartitionStore:
         if self._closed:
             raise KafkaError(f"node {self._log.node_id} no longer leads {self.topic}-{self.partition}",
                              ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if self._log.fenced():
+            raise KafkaError(f"node {self._log.node_id}'s lease may have expired: it appends to no partition",
+                             ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     def append(self, records: bytes | bytearray | memoryview, *, origin: AppendOrigin, now_ms: int,
                leader_epoch: int, headers: list[rb.BatchHeader] | None = None) -> AppendResult:
@@ -173,7 +176,11 @@ class PostgresPartitionStore:
     def durable_future(self, offset: int) -> asyncio.Future[None] | None:
         if offset < self._committed:
             return None
-        self._writable()
+        if self._offline is not None:
+            raise self._offline
+        if self._closed:  # deposed before this offset committed: it never will here
+            raise KafkaError(f"node {self._log.node_id} no longer leads {self.topic}-{self.partition}",
+                             ErrorCode.NOT_LEADER_OR_FOLLOWER)
         future = asyncio.get_running_loop().create_future()
         self._waiters.append((offset, future))
         return future
