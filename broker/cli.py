@@ -268,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         config = configure_dev_security(config)
 
     if config.cluster:  # before anything is written: the database is checked (and its schema made) first
-        return _serve_cluster_node(config)
+        refused = _check_cluster_database(config)
+        if refused is not None:
+            return refused
     try:
         prepared = prepare(config, sources)
     except StartupError as e:
@@ -279,27 +281,24 @@ def main(argv: list[str] | None = None) -> int:
     return run(config, prepared, sources)
 
 
-def _serve_cluster_node(config: BrokerConfig) -> int:
-    """`serve --cluster URL`: the database is reached, its kbroker schema checked, created or migrated
-    (broker/storage/postgres/schema.py); any refusal is one line and exit 1, having written nothing.
-    Serving as a node of that cluster is not built yet (issue 44): it says so and exits 2."""
+def _check_cluster_database(config: BrokerConfig) -> int | None:
+    """`serve --cluster URL`: the database reached, its kbroker schema checked, created or migrated
+    (broker/storage/postgres/schema.py) before anything else; a refusal is one line and exit 1, having
+    written nothing. None: go on and serve as a node of that cluster (broker/postgres_node.py)."""
     import asyncio
 
-    from .storage.postgres.schema import SCHEMA_VERSION, ClusterDatabaseError, open_cluster_database
+    from .storage.postgres.schema import ClusterDatabaseError, open_cluster_database
 
-    async def check() -> str:
-        conn, cluster_id = await open_cluster_database(config.cluster)
+    async def check() -> None:
+        conn, _ = await open_cluster_database(config.cluster)
         await conn.close()
-        return cluster_id
 
     try:
-        cluster_id = asyncio.run(check())
+        asyncio.run(check())
     except ClusterDatabaseError as e:
         print(f"kbroker: {e}", file=sys.stderr)
         return 1
-    print(f"kbroker: the cluster's database is ready (schema version {SCHEMA_VERSION}, cluster id {cluster_id}), but "
-          f"serving as its node {config.node_id} is not built yet (issue 44)", file=sys.stderr)
-    return 2
+    return None
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """`kbroker serve --cluster postgresql://...` against a real PostgreSQL (issue 44): the schema is made
 by kbroker with a version table, and a node refuses to start, in one line, with a non-zero exit and
 having written nothing, against an unreachable database, a wrong password, a schema from the future
-and a role without the privileges it needs."""
+and a role without the privileges it needs; a node id a live process holds is refused too."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from kbroker.tests.integration.broker_process import free_port
+from kbroker.tests.integration.broker_process import BrokerProcess, free_port
 
 TABLES = ["batches", "brokers", "cluster", "controller_lease", "epoch_history", "kbroker_schema", "partitions",
           "producer_id_blocks", "topic_configs", "topics"]
@@ -38,19 +38,27 @@ def refused_in_one_line(out: subprocess.CompletedProcess, *fragments: str) -> st
     return lines[0]
 
 
+def serving(url: str, tmp_path, node_id: int = 1) -> BrokerProcess:
+    return BrokerProcess(tmp_path / f"serving-{node_id}", "--cluster", url, "--node-id", str(node_id))
+
+
 def test_an_empty_database_gets_the_schema_once_with_its_version_and_cluster_id(postgres, tmp_path):
     database = postgres.create_database()
     url = postgres.url(database)
-    first = serve(url, tmp_path)
-    # serving as a node is not built yet: the node says so after the database checks passed
-    assert first.returncode == 2 and "the cluster's database is ready (schema version 1" in first.stderr, first.stderr
-    assert tables(postgres, database) == TABLES
-    assert postgres.psql("SELECT string_agg(version::text, ',') FROM kbroker_schema", database) == "1"
-    cluster_id = postgres.psql("SELECT cluster_id FROM cluster", database)
-    assert len(cluster_id) == 22
-    second = serve(url, tmp_path, node_id=2)
-    assert second.returncode == 2 and f"cluster id {cluster_id}" in second.stderr
-    assert postgres.psql("SELECT count(*) FROM kbroker_schema", database) == "1"
+    with serving(url, tmp_path, 1) as first:
+        assert tables(postgres, database) == TABLES
+        assert postgres.psql("SELECT string_agg(version::text, ',') FROM kbroker_schema", database) == "1"
+        cluster_id = postgres.psql("SELECT cluster_id FROM cluster", database)
+        assert len(cluster_id) == 22 and first.events("broker_started")[0]["cluster_id"] == cluster_id
+        with serving(url, tmp_path, 2) as second:
+            assert second.events("broker_started")[0]["cluster_id"] == cluster_id
+            assert postgres.psql("SELECT count(*) FROM kbroker_schema", database) == "1"
+            assert postgres.psql("SELECT string_agg(node_id::text, ',' ORDER BY node_id) FROM brokers "
+                                 "WHERE lease_expires > now()", database) == "1,2"
+            # a node id a live process holds is refused to another
+            again = BrokerProcess(tmp_path / "another-2", "--cluster", url, "--node-id", "2", start=False)
+            taken = subprocess.run(again.command(), capture_output=True, text=True, timeout=60)
+            assert taken.returncode == 1 and "node id 2 is held by a live broker" in taken.stdout + taken.stderr
 
 
 def test_a_schema_from_a_newer_kbroker_is_refused_and_left_alone(postgres, tmp_path):
@@ -91,9 +99,11 @@ def test_a_role_without_the_privileges_it_needs_is_refused_and_writes_nothing(po
     refused_in_one_line(serve(weak, tmp_path), "role kb_weak may not create tables in schema public")
     assert tables(postgres, database) == []
     # made by the owner, the schema is there, but the role may not use its tables
-    assert serve(postgres.url(database), tmp_path).returncode == 2
-    refused_in_one_line(serve(weak, tmp_path), "role kb_weak lacks SELECT, INSERT, UPDATE, DELETE on",
+    owner = serving(postgres.url(database), tmp_path, 1)
+    owner.stop()
+    refused_in_one_line(serve(weak, tmp_path, node_id=2), "role kb_weak lacks SELECT, INSERT, UPDATE, DELETE on",
                         "kbroker_schema")
-    assert postgres.psql("SELECT count(*) FROM brokers", database) == "0"
+    assert postgres.psql("SELECT string_agg(node_id::text, ',') FROM brokers", database) == "1"
     postgres.psql("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO kb_weak", database)
-    assert serve(weak, tmp_path).returncode == 2  # now it may
+    with serving(weak, tmp_path, 2) as now_it_may:
+        assert now_it_may.events("broker_started")

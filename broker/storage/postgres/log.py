@@ -84,24 +84,27 @@ class PostgresLog:
 
     # --- opening a partition (becoming its leader) ----------------------------------------------------
 
-    async def open_partition(self, topic: str, partition: int, config: LogConfig) -> PostgresPartitionStore:
+    async def open_partition(self, topic: str, partition: int, config: LogConfig,
+                             conn: Any = None) -> PostgresPartitionStore:
         """The store of a partition this node leads now: its offsets, epoch history and every batch
-        read from the database, the idempotent producers' state rebuilt from the batches' headers."""
+        read from the database, the idempotent producers' state rebuilt from the batches' headers.
+        `conn`: the connection to read on (not the writer's, while rounds may run on it)."""
         from .store import PostgresPartitionStore
 
+        conn = conn or self.conn
         old = self.stores.pop((topic, partition), None)
         if old is not None:
             old.depose(None)
-        async with self.conn.transaction(isolation="repeatable_read", readonly=True):
-            row = await self.conn.fetchrow("SELECT leader, leader_epoch, log_start, log_end FROM partitions "
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            row = await conn.fetchrow("SELECT leader, leader_epoch, log_start, log_end FROM partitions "
                                            "WHERE topic = $1 AND partition = $2", topic, partition)
             if row is None:
                 raise KafkaError(f"no partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if row["leader"] != self.node_id:
                 raise NotLeaderError(f"{topic}-{partition} is led by node {row['leader']}, not {self.node_id}")
-            epochs = await self.conn.fetch("SELECT leader_epoch, start_offset FROM epoch_history WHERE topic = $1 "
+            epochs = await conn.fetch("SELECT leader_epoch, start_offset FROM epoch_history WHERE topic = $1 "
                                            "AND partition = $2 ORDER BY leader_epoch", topic, partition)
-            batches = await self.conn.fetch("SELECT base_offset, last_offset, records FROM batches WHERE topic = $1 "
+            batches = await conn.fetch("SELECT base_offset, last_offset, records FROM batches WHERE topic = $1 "
                                             "AND partition = $2 AND last_offset >= $3 ORDER BY base_offset",
                                             topic, partition, row["log_start"])
         history = LeaderEpochs()

@@ -152,8 +152,11 @@ async def controller_of(conn: Any) -> int:
 
 async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
     """The controller's pass: each partition led by a broker whose lease expired (or by none) elects
-    its first replica whose broker is alive, one transaction each. Returns (topic, partition, new
+    its first replica whose broker is alive, one transaction each. A partition none of whose replicas
+    is alive goes to a live broker all the same (the log is the database's: any node can lead it),
+    taking the brokers in turn, which becomes its first replica. Returns (topic, partition, new
     leader, new epoch) of the moves made."""
+    brokers = [b.node_id for b in await live_brokers(conn)]
     rows = await conn.fetch(
         "SELECT p.topic, p.partition, p.leader, p.leader_epoch, p.replicas, "
         "ARRAY(SELECT r FROM unnest(p.replicas) WITH ORDINALITY AS u(r, i) "
@@ -161,17 +164,37 @@ async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
         "FROM partitions p WHERE p.leader NOT IN (SELECT node_id FROM brokers WHERE lease_expires > statement_timestamp()) "
         "ORDER BY p.topic, p.partition")
     moved = []
+    orphans = 0
     for row in rows:
         alive = list(row["alive"])
-        new = alive[0] if alive else NO_LEADER
+        replicas = None
+        if alive:
+            new = alive[0]
+        elif brokers:
+            new = brokers[orphans % len(brokers)]
+            orphans += 1
+            replicas = [new, *(r for r in row["replicas"] if r != new)]
+        else:
+            new = NO_LEADER
         if new == row["leader"]:
-            continue  # no leader, and still no replica alive
-        epoch = await elect(conn, row["topic"], row["partition"], new, expected_epoch=row["leader_epoch"])
+            continue  # no leader, and still no broker alive
+        epoch = await elect(conn, row["topic"], row["partition"], new, expected_epoch=row["leader_epoch"],
+                            replicas=replicas)
         if epoch is not None:
             log.info("leader_moved", topic=row["topic"], partition=row["partition"], leader=new,
                      previous_leader=row["leader"], leader_epoch=epoch, reason="leader's lease expired")
             moved.append((row["topic"], row["partition"], new, epoch))
     return moved
+
+
+async def take_producer_id_block(conn: Any, node_id: int, size: int = PRODUCER_ID_BLOCK) -> int:
+    """The first id of a new block of `size` ids for `node_id`, the next after every block handed out."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", PRODUCER_IDS_LOCK)
+        return await conn.fetchval(
+            "INSERT INTO producer_id_blocks (first_id, size, node_id) "
+            "SELECT coalesce(max(first_id + size), 0), $1, $2 FROM producer_id_blocks RETURNING first_id",
+            size, node_id)
 
 
 class ProducerIdBlocks:
@@ -188,12 +211,7 @@ class ProducerIdBlocks:
     async def allocate(self) -> int:
         async with self._fetching:
             if self._next >= self._limit:
-                async with self.conn.transaction():
-                    await self.conn.execute("SELECT pg_advisory_xact_lock($1)", PRODUCER_IDS_LOCK)
-                    first = await self.conn.fetchval(
-                        "INSERT INTO producer_id_blocks (first_id, size, node_id) "
-                        "SELECT coalesce(max(first_id + size), 0), $1, $2 FROM producer_id_blocks "
-                        "RETURNING first_id", self.block, self.node_id)
+                first = await take_producer_id_block(self.conn, self.node_id, self.block)
                 self._next, self._limit = first, first + self.block
             pid = self._next
             self._next += 1

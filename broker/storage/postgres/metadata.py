@@ -51,19 +51,21 @@ async def partition_row(conn: Any, topic: str, partition: int) -> PartitionRow |
                         row["log_start"], row["log_end"])
 
 
-async def elect(conn: Any, topic: str, partition: int, leader: int, *, expected_epoch: int | None = None) -> int | None:
+async def elect(conn: Any, topic: str, partition: int, leader: int, *, expected_epoch: int | None = None,
+                replicas: list[int] | None = None) -> int | None:
     """A new leadership term: `leader` (NO_LEADER: none) in epoch + 1, opened in the epoch history at
     the committed end, in one transaction that holds the partition's row, so no append of the old
     term commits after it. `expected_epoch`: only if the partition is still in that epoch (a
-    controller's decision made on what it read). Returns the new epoch, None if it did not apply."""
+    controller's decision made on what it read); `replicas`: the partition's new replica list. Returns
+    the new epoch, None if it did not apply."""
     async with conn.transaction():
         row = await conn.fetchrow("SELECT leader_epoch, log_end FROM partitions WHERE topic = $1 AND partition = $2 "
                                   "FOR UPDATE", topic, partition)
         if row is None or (expected_epoch is not None and row["leader_epoch"] != expected_epoch):
             return None
         epoch = row["leader_epoch"] + 1
-        await conn.execute("UPDATE partitions SET leader = $3, leader_epoch = $4 WHERE topic = $1 AND partition = $2",
-                           topic, partition, leader, epoch)
+        await conn.execute("UPDATE partitions SET leader = $3, leader_epoch = $4, replicas = coalesce($5, replicas) "
+                           "WHERE topic = $1 AND partition = $2", topic, partition, leader, epoch, replicas)
         await conn.execute("INSERT INTO epoch_history (topic, partition, leader_epoch, start_offset) "
                            "VALUES ($1, $2, $3, $4)", topic, partition, epoch, row["log_end"])
     return epoch

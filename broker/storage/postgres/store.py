@@ -27,6 +27,7 @@ from ....protocol.control_records import encode_marker
 from ....protocol.errors import ErrorCode, KafkaError
 from ..api import AppendOrigin, AppendResult, Isolation
 from ..log.epochs import LeaderEpochs
+from ..log.partition_log import stamp_batch
 from ..log.timestamp_search import BatchToWalk, first_at, first_at_or_after, walk_inline
 from ..log.validation import check_appended_batches
 from ..producer_state import PartitionProducerState, ProducerEntry
@@ -136,15 +137,7 @@ class PostgresPartitionStore:
         base = offset = self._end
         pos = 0
         for header in headers:
-            rb.assign_offsets(buf, pos, offset, self.leader_epoch)
-            if config.log_append_time:
-                rb.set_log_append_time(buf, pos, now_ms)
-                header.max_timestamp = now_ms
-            elif header.timestamp_type == rb.TIMESTAMP_LOG_APPEND_TIME:
-                rb.set_create_time(buf, pos)
-                header.attributes = rb.read_header(buf, pos).attributes
-            header.base_offset = offset
-            header.partition_leader_epoch = self.leader_epoch
+            stamp_batch(buf, pos, header, offset, self.leader_epoch, config.log_append_time, now_ms)
             data = bytes(buf[pos:pos + header.size])
             self._pending.append((offset, header.next_offset - 1, header, data))
             self._bases.append(offset)

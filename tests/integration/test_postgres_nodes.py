@@ -1,0 +1,118 @@
+"""Three kbroker processes over one real PostgreSQL (`kbroker serve --cluster URL --node-id N`, issue 44):
+every node answers Metadata and FindCoordinator alike; an idempotent acks=all producer and a consumer
+group (confluent-kafka) ride through a kill -9 of the node that leads a partition and coordinates the
+group: no acknowledged record lost or duplicated, every record consumed, committed offsets kept, the
+recovery time printed."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from kbroker.coordinator.partitioning import partition_for
+from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from kbroker.protocol.messages.metadata_request import MetadataRequest
+from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.tests.integration.cluster_scenarios import (PARTITIONS, ConfluentWorkload, create_topic, errors_seen,
+                                                         leaders, recovery_s, verify)
+from kbroker.tests.integration.wire import Wire
+
+NODES = (1, 2, 3)
+WAIT_S = 60
+
+
+@pytest.fixture
+def nodes(postgres, tmp_path):
+    url = postgres.url(postgres.create_database())
+    started: dict[int, BrokerProcess] = {}
+    try:
+        for node in NODES:
+            started[node] = BrokerProcess(tmp_path / f"node{node}", "--cluster", url, "--node-id", str(node))
+        wait_for(lambda: all(len(metadata(b).brokers) == len(NODES) for b in started.values()),
+                 "every node sees the three brokers")
+        yield started
+    finally:
+        for broker in started.values():
+            broker.kill()
+
+
+def wait_for(condition, what: str, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.1)
+
+
+def metadata(broker: BrokerProcess, topics: list[str] | None = None):
+    from kbroker.protocol.messages.metadata_request import MetadataRequestTopic
+
+    wire = Wire(broker.bootstrap)
+    try:
+        request = MetadataRequest(topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
+                                  allow_auto_topic_creation=False)
+        return wire.call(3, 12, request)
+    finally:
+        wire.sock.close()
+
+
+def view(broker: BrokerProcess, topic: str):
+    answer = metadata(broker, [topic])
+    parts = sorted((p.partition_index, p.leader_id, p.leader_epoch, list(p.replica_nodes))
+                   for t in answer.topics for p in t.partitions)
+    return (answer.controller_id, sorted((b.node_id, b.host, b.port) for b in answer.brokers), parts)
+
+
+def test_every_node_answers_metadata_and_find_coordinator_alike(nodes):
+    first = nodes[1]
+    create_topic(first.bootstrap, "shared", 6)
+    wait_for(lambda: all(len(view(b, "shared")[2]) == 6 for b in nodes.values()), "every node knows the topic")
+    views = {node: view(broker, "shared") for node, broker in nodes.items()}
+    assert len({repr(v) for v in views.values()}) == 1, views
+    controller, brokers, parts = views[1]
+    assert controller in NODES
+    assert [(n, port) for n, _, port in brokers] == [(n, nodes[n].port) for n in NODES]
+    assert {leader for _, leader, _, _ in parts} == set(NODES)  # striped over the three nodes
+    assert all(len(replicas) == 3 and replicas[0] == leader for _, leader, _, replicas in parts)
+    offsets = {p: leader for p, leader, _, _ in view(first, "__consumer_offsets")[2]}
+    assert len(offsets) == 50
+    for group in ("alpha", "beta", "gamma", "delta"):
+        leader = offsets[partition_for(group, 50)]
+        for broker in nodes.values():
+            wire = Wire(broker.bootstrap)
+            try:
+                found = wire.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[group])).coordinators[0]
+            finally:
+                wire.sock.close()
+            assert (found.error_code, found.node_id, found.port) == (0, leader, nodes[leader].port)
+
+
+def test_a_kill_of_the_leader_and_coordinator_loses_and_repeats_nothing(nodes, capsys):
+    bootstrap = ",".join(b.bootstrap for b in nodes.values())
+    topic, group = f"fo-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topic(nodes[1].bootstrap, topic, PARTITIONS)
+    for broker in nodes.values():
+        wait_for(lambda: len(led := leaders(broker.bootstrap, topic)) == PARTITIONS
+                 and all(p[0] >= 0 for p in led.values()), f"{broker.bootstrap} knows {topic}")
+    coordinator = {p: leader for p, leader, _, _ in view(nodes[1], "__consumer_offsets")[2]}[partition_for(group, 50)]
+    assert coordinator in {leader for leader, _ in leaders(nodes[1].bootstrap, topic).values()}
+    clients = ConfluentWorkload(bootstrap, topic, group)
+    clients.start()
+    try:
+        wait_for(lambda: len(clients.consumed) >= 200, "the group consumes before the kill")
+        killed = time.monotonic()
+        nodes[coordinator].kill()
+        produce_s, consume_s = recovery_s(clients, killed, timeout=90)
+        survivor = next(b for n, b in nodes.items() if n != coordinator)
+        moved = {p: leader for p, (leader, _) in leaders(survivor.bootstrap, topic).items()}
+        time.sleep(2)
+    finally:
+        clients.stop()
+    assert coordinator not in moved.values(), moved
+    with capsys.disabled():
+        print(f"\n[postgres cluster, confluent-kafka, kill -9 of node {coordinator}] acked={len(clients.acked)} "
+              f"consumed={len(clients.consumed)}; producer recovered in {produce_s} s, consumer in {consume_s} s; "
+              f"errors seen: {errors_seen(clients)}")
+    alive = ",".join(b.bootstrap for n, b in nodes.items() if n != coordinator)
+    verify(alive, topic, group, clients)
