@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 PYTEST_ARGS ?= -n 4 --dist loadfile
 SERVE_ARGS ?=
 
-.PHONY: run test typecheck venv test-venv system-deps kafkajs go-modules kafka-jars kafka codegen bench chaos analyze clean
+.PHONY: run test typecheck venv test-venv system-deps kafkajs go-modules kafka-jars kafka cluster codegen bench chaos analyze clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,12 @@ kafka-jars: $(KAFKA_LIBS)/.resolved
 KAFKA_ARGS ?=
 kafka: test-venv kafka-jars
 	$(PY) -m kbroker.tests.reference.kafka $(KAFKA_ARGS)
+
+# A cluster over PostgreSQL in the foreground (docs/postgres-cluster.md): a scratch PostgreSQL and three
+# nodes on 127.0.0.1:9092-9094 (CLUSTER_ARGS="--nodes 5 --port 19092"); Ctrl-C stops it all.
+CLUSTER_ARGS ?=
+cluster: test-venv system-deps
+	$(PY) -m kbroker.tests.integration.postgres_cluster $(CLUSTER_ARGS)
 
 test: test-venv system-deps kafkajs kafka-jars go-modules
 	$(PY) -m kbroker.tools.codegen --check
