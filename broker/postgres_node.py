@@ -80,7 +80,8 @@ class PostgresNode:
             await log_conn.close()
             await pool.close()
             raise schema.ClusterDatabaseError(str(e)) from None
-        plog = PostgresLog(log_conn, config.node_id, fenced=lambda: lease.fenced)
+        plog = PostgresLog(log_conn, config.node_id, fenced=lambda: lease.fenced,
+                           reconnect=lambda: schema.connect(config.cluster))
         engine = PostgresEngine(pool, plog, config.node_id, default_config, clock)
         node = cls(config, cluster_id, lease, engine, pool)
         await node._refill()
@@ -126,6 +127,9 @@ class PostgresNode:
             await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
 
     async def _renew(self) -> None:
+        if self.lease.conn.is_closed():  # the database restarted: a new connection, the same incarnation
+            self.lease.conn = await schema.connect(self.config.cluster)
+            log.info("postgres_reconnected", node=self.node_id, purpose="lease")
         if not self.lease.lost:
             await self.lease.renew()
 

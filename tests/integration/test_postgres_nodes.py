@@ -1,8 +1,9 @@
 """Three kbroker processes over one real PostgreSQL (`kbroker serve --cluster URL --node-id N`, issue 44):
 every node answers Metadata and FindCoordinator alike; an idempotent acks=all producer and a consumer
 group (confluent-kafka) ride through a kill -9 of the node that leads a partition and coordinates the
-group: no acknowledged record lost or duplicated, every record consumed, committed offsets kept, the
-recovery time printed."""
+group, a leader stopped (SIGSTOP) past its lease, and PostgreSQL crashing and coming back: no
+acknowledged record lost or duplicated, every record consumed, committed offsets kept, the recovery
+time printed."""
 
 from __future__ import annotations
 
@@ -169,6 +170,37 @@ def test_a_leader_stopped_past_its_lease_is_fenced_and_the_log_has_no_gap_or_ove
 
     stored = asyncio.run(audited())
     assert sum(stored.values()) == len(set(clients.acked) | set(clients.consumed)), stored
+
+
+def test_postgres_crashing_under_load_loses_nothing_acknowledged_and_the_nodes_reconnect(nodes, postgres, capsys):
+    """PostgreSQL stopped with -m immediate (a crash: recovery from its WAL at the next start) under the
+    producer and the group, and started again a few seconds later on the same port."""
+    bootstrap = ",".join(b.bootstrap for b in nodes.values())
+    topic, group = f"pgcrash-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topic(nodes[1].bootstrap, topic, PARTITIONS)
+    for broker in nodes.values():
+        wait_for(lambda: len(led := leaders(broker.bootstrap, topic)) == PARTITIONS
+                 and all(p[0] >= 0 for p in led.values()), f"{broker.bootstrap} knows {topic}")
+    clients = ConfluentWorkload(bootstrap, topic, group)
+    clients.start()
+    try:
+        wait_for(lambda: len(clients.consumed) >= 200, "the group consumes before the crash")
+        acked_before = len(clients.acked)
+        crashed = time.monotonic()
+        postgres.stop("immediate")
+        time.sleep(3)
+        postgres.start()
+        produce_s, consume_s = recovery_s(clients, crashed, timeout=90)
+        time.sleep(2)
+    finally:
+        clients.stop()
+    with capsys.disabled():
+        print(f"\n[postgres cluster, confluent-kafka, PostgreSQL -m immediate for 3 s] acked={len(clients.acked)} "
+              f"(before the crash {acked_before}) consumed={len(clients.consumed)}; producer recovered in "
+              f"{produce_s} s, consumer in {consume_s} s; errors seen: {errors_seen(clients)}")
+    assert all(broker.running for broker in nodes.values())
+    assert len(clients.acked) > acked_before
+    verify(bootstrap, topic, group, clients)
 
 
 def nodes_url(broker: BrokerProcess) -> str:

@@ -92,9 +92,13 @@ class PostgresEngine:
                     info.replicas[p] = list(prow["replicas"])
                     was = info.leaders.get(p, NO_LEADER) if old is not None else NO_LEADER
                     was_epoch = info.leader_epochs.get(p, -1) if old is not None else -1
+                    reopened = False
                     if leader == self.node_id:
                         store = self.plog.store(name, p)
                         if store is None or store.closed or store.offline is not None or store.leader_epoch != epoch:
+                            # a store taken offline (a failed round) is opened again from the database;
+                            # its coordinator reloads with it (a change, though leader and epoch are the same)
+                            reopened = store is not None and store.offline is not None
                             try:
                                 async with self.pool.acquire() as conn:
                                     await self.plog.open_partition(name, p, info.config, conn)
@@ -108,7 +112,7 @@ class PostgresEngine:
                                                     ErrorCode.NOT_LEADER_OR_FOLLOWER))
                     info.leaders[p] = leader
                     info.leader_epochs[p] = epoch
-                    if (was, was_epoch) != (leader, epoch):
+                    if (was, was_epoch) != (leader, epoch) or reopened:
                         changes.append((name, p, was, leader, epoch))
                 new[name] = info
             for name in set(self._topics) - set(new):

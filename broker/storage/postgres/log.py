@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import structlog
 
@@ -69,8 +69,12 @@ class DatabaseStorageError(KafkaError):
 class PostgresLog:
     """This node's writer: the partitions it has opened, and the rounds that commit their appends."""
 
-    def __init__(self, conn: Any, node_id: int, fenced: Callable[[], bool] | None = None) -> None:
+    def __init__(self, conn: Any, node_id: int, fenced: Callable[[], bool] | None = None,
+                 reconnect: Callable[[], Awaitable[Any]] | None = None) -> None:
         self.conn = conn
+        # A new writing connection when the database dropped this one (it restarted): the round that
+        # found it closed failed, and its partitions are opened again by the node's next refresh.
+        self._reconnect = reconnect
         self.node_id = node_id
         # True once this node's broker lease may have expired (membership.BrokerLease.fenced): it appends
         # nothing more, before the controller may have handed its partitions to another node.
@@ -158,6 +162,9 @@ class PostgresLog:
             return
         started = time.monotonic()
         try:
+            if self.conn.is_closed() and self._reconnect is not None:
+                self.conn = await self._reconnect()
+                log.info("postgres_reconnected", node=self.node_id, purpose="log")
             async with self.conn.transaction():
                 claimed = await self.conn.fetch(
                     _CLAIM, [s.topic for s, _ in taken], [s.partition for s, _ in taken],
