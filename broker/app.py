@@ -363,6 +363,8 @@ class Broker:
         self.fetch_purgatory.shutdown()
         if self.admin_http is not None:
             await self.admin_http.stop()
+        if self.postgres is not None:  # a controlled shutdown: the partitions move before the listeners close
+            await self.postgres.hand_over()
         # Close the listener first, then let the coordinator answer its parked JoinGroup/SyncGroup
         # requests (NOT_COORDINATOR makes clients look for the next coordinator), so the server's
         # wait for in-flight requests does not sit out rebalance timeouts.

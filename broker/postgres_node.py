@@ -28,7 +28,7 @@ from .cluster import after_previous, move_groups
 from .storage.postgres import schema
 from .storage.postgres.engine import PostgresEngine
 from .storage.postgres.log import PostgresLog
-from .storage.postgres.membership import (PRODUCER_ID_BLOCK, RENEW_EVERY_S, BrokerLease, ControllerLease, NodeIdTaken,
+from .storage.postgres.membership import (LEASE_MS, PRODUCER_ID_BLOCK, RENEW_EVERY_S, BrokerLease, ControllerLease, NodeIdTaken,
                                           move_lost_leaders, take_producer_id_block)
 
 if TYPE_CHECKING:
@@ -127,11 +127,12 @@ class PostgresNode:
             await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
 
     async def _renew(self) -> None:
+        if self.lease.lost:
+            return  # released (a controlled shutdown) or taken over: never renewed again
         if self.lease.conn.is_closed():  # the database restarted: a new connection, the same incarnation
             self.lease.conn = await schema.connect(self.config.cluster)
             log.info("postgres_reconnected", node=self.node_id, purpose="lease")
-        if not self.lease.lost:
-            await self.lease.renew()
+        await self.lease.renew()
 
     async def _control(self) -> None:
         if self.lease.fenced or not await self.controller.acquire_or_renew():
@@ -155,6 +156,33 @@ class PostgresNode:
         self._moves[(topic, partition)] = asyncio.get_running_loop().create_task(
             after_previous(previous, move, topic, partition, new), name=f"coordinator-move-{topic}-{partition}")
 
+    async def hand_over(self, timeout_s: float = 2 * LEASE_MS / 1000) -> int:
+        """A controlled shutdown (SIGTERM), before the listeners close: this node's broker lease (and the
+        controller lease, if held) end now, so it appends nothing more and another node's controller
+        moves its partitions at its next pass; returns, within `timeout_s`, once the database shows
+        none led here (the partitions left: a node alone keeps them, leaderless until one starts)."""
+        started = time.monotonic()
+        renewing = self._tasks[:2]  # the lease's and the controller's loops (the image's goes on)
+        for task in renewing:
+            task.cancel()
+        await asyncio.gather(*renewing, return_exceptions=True)
+        try:
+            await self.lease.release()
+            await self.pool.execute("UPDATE controller_lease SET lease_expires = statement_timestamp() "
+                                    "WHERE node_id = $1", self.node_id)
+            left = -1
+            while time.monotonic() - started < timeout_s:
+                left = await self.pool.fetchval("SELECT count(*) FROM partitions WHERE leader = $1", self.node_id)
+                if left == 0:
+                    break
+                await asyncio.sleep(0.2)
+        except Exception as exc:  # noqa: BLE001 - the database away: the lease expires by itself
+            log.warning("controlled_shutdown_failed", error=repr(exc))
+            return -1
+        log.info("controlled_shutdown", node=self.node_id, partitions_left=left,
+                 took_ms=round(1000 * (time.monotonic() - started), 1))
+        return left
+
     def brokers(self, listener: str) -> list[tuple[int, str, int]]:
         out = []
         for broker in self.engine.brokers:
@@ -174,10 +202,11 @@ class PostgresNode:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._moves.values(), return_exceptions=True)
         await self.engine.plog.close()
-        try:
-            await self.lease.release()
-        except Exception as exc:  # noqa: BLE001 - the lease then expires by itself
-            log.warning("broker_lease_release_failed", error=repr(exc))
+        if not self.lease.lost:
+            try:
+                await self.lease.release()
+            except Exception as exc:  # noqa: BLE001 - the lease then expires by itself
+                log.warning("broker_lease_release_failed", error=repr(exc))
         for conn in (self.engine.plog.conn, self.lease.conn):
             await conn.close()
         await self.pool.close()

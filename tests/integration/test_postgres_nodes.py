@@ -1,7 +1,8 @@
 """Three kbroker processes over one real PostgreSQL (`kbroker serve --cluster URL --node-id N`, issue 44):
 every node answers Metadata and FindCoordinator alike; an idempotent acks=all producer and a consumer
 group (confluent-kafka) ride through a kill -9 of the node that leads a partition and coordinates the
-group, a leader stopped (SIGSTOP) past its lease, and PostgreSQL crashing and coming back: no
+group, a leader stopped (SIGSTOP) past its lease, PostgreSQL crashing and coming back, and a rolling
+restart with SIGTERM: no
 acknowledged record lost or duplicated, every record consumed, committed offsets kept, the recovery
 time printed."""
 
@@ -200,6 +201,41 @@ def test_postgres_crashing_under_load_loses_nothing_acknowledged_and_the_nodes_r
               f"{produce_s} s, consumer in {consume_s} s; errors seen: {errors_seen(clients)}")
     assert all(broker.running for broker in nodes.values())
     assert len(clients.acked) > acked_before
+    verify(bootstrap, topic, group, clients)
+
+
+def test_a_rolling_restart_moves_leaderships_first_and_fails_no_produce(nodes, capsys):
+    """Each node in turn stopped with SIGTERM (a controlled shutdown: its partitions move before its
+    listeners close) and started again, under the producer and the group: no produce fails, nothing
+    acknowledged is lost or repeated, every record consumed, offsets kept."""
+    bootstrap = ",".join(b.bootstrap for b in nodes.values())
+    topic, group = f"rolling-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topic(nodes[1].bootstrap, topic, PARTITIONS)
+    for broker in nodes.values():
+        wait_for(lambda: len(led := leaders(broker.bootstrap, topic)) == PARTITIONS
+                 and all(p[0] >= 0 for p in led.values()), f"{broker.bootstrap} knows {topic}")
+    clients = ConfluentWorkload(bootstrap, topic, group)
+    clients.start()
+    handed_over = []
+    try:
+        wait_for(lambda: len(clients.consumed) >= 200, "the group consumes before the restarts")
+        for node, broker in nodes.items():
+            broker.stop()
+            handed_over += [e["partitions_left"] for e in broker.events("controlled_shutdown", broker.starts)]
+            broker.start()
+            others = [b for n, b in nodes.items() if n != node]
+            wait_for(lambda: all(len(metadata(b).brokers) == len(NODES) for b in others), f"node {node} is back")
+            before = len(clients.consumed)
+            wait_for(lambda: len(clients.consumed) > before + 50, f"the group consumes after node {node}'s restart")
+        time.sleep(2)
+    finally:
+        clients.stop()
+    with capsys.disabled():
+        print(f"\n[postgres cluster, confluent-kafka, rolling restart] acked={len(clients.acked)} "
+              f"consumed={len(clients.consumed)}; partitions left on each node at its exit: {handed_over}; "
+              f"errors seen: {errors_seen(clients)}")
+    assert handed_over == [0, 0, 0]  # every node handed its partitions over before it closed
+    assert not [e for e in clients.errors if e.startswith("produce")], clients.errors
     verify(bootstrap, topic, group, clients)
 
 
