@@ -31,13 +31,24 @@ def nodes(postgres, tmp_path):
     started: dict[int, BrokerProcess] = {}
     try:
         for node in NODES:
-            started[node] = BrokerProcess(tmp_path / f"node{node}", "--cluster", url, "--node-id", str(node))
+            started[node] = start_node(tmp_path / f"node{node}", url, node)
         wait_for(lambda: all(len(metadata(b).brokers) == len(NODES) for b in started.values()),
                  "every node sees the three brokers")
         yield started
     finally:
         for broker in started.values():
             broker.kill()
+
+
+def start_node(data_dir, url: str, node: int) -> BrokerProcess:
+    """A node on a free port; another, if a process of another session took that port meanwhile."""
+    for attempt in range(3):
+        try:
+            return BrokerProcess(data_dir, "--cluster", url, "--node-id", str(node))
+        except RuntimeError as e:
+            if "is already in use" not in str(e) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def wait_for(condition, what: str, timeout: float = WAIT_S) -> None:
@@ -66,6 +77,17 @@ def view(broker: BrokerProcess, topic: str):
     return (answer.controller_id, sorted((b.node_id, b.host, b.port) for b in answer.brokers), parts)
 
 
+def topic_on_every_node(nodes: dict[int, BrokerProcess], prefix: str) -> tuple[str, str, str]:
+    """A new topic of PARTITIONS partitions (RF 3) that every node knows with its leaders, and a new group
+    id: (the bootstrap servers, the topic, the group)."""
+    topic, group = f"{prefix}-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topic(nodes[1].bootstrap, topic, PARTITIONS)
+    for broker in nodes.values():
+        wait_for(lambda: len(led := leaders(broker.bootstrap, topic)) == PARTITIONS
+                 and all(p[0] >= 0 for p in led.values()), f"{broker.bootstrap} knows {topic}")
+    return ",".join(b.bootstrap for b in nodes.values()), topic, group
+
+
 def test_every_node_answers_metadata_and_find_coordinator_alike(nodes):
     first = nodes[1]
     create_topic(first.bootstrap, "shared", 6)
@@ -92,12 +114,7 @@ def test_every_node_answers_metadata_and_find_coordinator_alike(nodes):
 
 @pytest.mark.parametrize("client", ["confluent-kafka", "franz-go", "java"])
 def test_a_kill_of_the_leader_and_coordinator_loses_and_repeats_nothing(nodes, client, tmp_path, capsys):
-    bootstrap = ",".join(b.bootstrap for b in nodes.values())
-    topic, group = f"fo-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
-    create_topic(nodes[1].bootstrap, topic, PARTITIONS)
-    for broker in nodes.values():
-        wait_for(lambda: len(led := leaders(broker.bootstrap, topic)) == PARTITIONS
-                 and all(p[0] >= 0 for p in led.values()), f"{broker.bootstrap} knows {topic}")
+    bootstrap, topic, group = topic_on_every_node(nodes, "fo")
     coordinator = {p: leader for p, leader, _, _ in view(nodes[1], "__consumer_offsets")[2]}[partition_for(group, 50)]
     assert coordinator in {leader for leader, _ in leaders(nodes[1].bootstrap, topic).values()}
     if client == "confluent-kafka":
@@ -137,12 +154,7 @@ def test_a_leader_stopped_past_its_lease_is_fenced_and_the_log_has_no_gap_or_ove
     from kbroker.broker.storage.postgres.schema import connect
     from kbroker.tests.integration.test_postgres_log import audit
 
-    bootstrap = ",".join(b.bootstrap for b in nodes.values())
-    topic, group = f"zombie-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
-    create_topic(nodes[1].bootstrap, topic, PARTITIONS)
-    for broker in nodes.values():
-        wait_for(lambda: len(led := leaders(broker.bootstrap, topic)) == PARTITIONS
-                 and all(p[0] >= 0 for p in led.values()), f"{broker.bootstrap} knows {topic}")
+    bootstrap, topic, group = topic_on_every_node(nodes, "zombie")
     zombie = leaders(nodes[1].bootstrap, topic)[0][0]
     survivor = next(b for n, b in nodes.items() if n != zombie)
     clients = ConfluentWorkload(bootstrap, topic, group)
@@ -183,12 +195,7 @@ def test_a_leader_stopped_past_its_lease_is_fenced_and_the_log_has_no_gap_or_ove
 def test_postgres_crashing_under_load_loses_nothing_acknowledged_and_the_nodes_reconnect(nodes, postgres, capsys):
     """PostgreSQL stopped with -m immediate (a crash: recovery from its WAL at the next start) under the
     producer and the group, and started again a few seconds later on the same port."""
-    bootstrap = ",".join(b.bootstrap for b in nodes.values())
-    topic, group = f"pgcrash-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
-    create_topic(nodes[1].bootstrap, topic, PARTITIONS)
-    for broker in nodes.values():
-        wait_for(lambda: len(led := leaders(broker.bootstrap, topic)) == PARTITIONS
-                 and all(p[0] >= 0 for p in led.values()), f"{broker.bootstrap} knows {topic}")
+    bootstrap, topic, group = topic_on_every_node(nodes, "pgcrash")
     clients = ConfluentWorkload(bootstrap, topic, group)
     clients.start()
     try:
@@ -215,12 +222,7 @@ def test_a_rolling_restart_moves_leaderships_first_and_fails_no_produce(nodes, c
     """Each node in turn stopped with SIGTERM (a controlled shutdown: its partitions move before its
     listeners close) and started again, under the producer and the group: no produce fails, nothing
     acknowledged is lost or repeated, every record consumed, offsets kept."""
-    bootstrap = ",".join(b.bootstrap for b in nodes.values())
-    topic, group = f"rolling-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
-    create_topic(nodes[1].bootstrap, topic, PARTITIONS)
-    for broker in nodes.values():
-        wait_for(lambda: len(led := leaders(broker.bootstrap, topic)) == PARTITIONS
-                 and all(p[0] >= 0 for p in led.values()), f"{broker.bootstrap} knows {topic}")
+    bootstrap, topic, group = topic_on_every_node(nodes, "rolling")
     clients = ConfluentWorkload(bootstrap, topic, group)
     clients.start()
     handed_over = []
