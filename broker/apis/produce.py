@@ -165,18 +165,36 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
                          endpoints: list[NodeEndpoint] | None = None) -> ProduceResponse:
     # Plain futures, not a task per partition: a request naming 1,000 partitions waits on 1,000 logs.
     failed: list[BaseException] = []
+    # A partition whose leadership ended before its records were durable (an engine that fences a
+    # deposed leader's writes, as the PostgreSQL one does): nothing was written, NOT_LEADER_OR_FOLLOWER.
+    deposed: set[tuple[str, int]] = set()
     waiting: list[asyncio.Future[None]] = []
+    waited: list[tuple[str, int]] = []
     for appended in durable_waits:
+        key = (appended.store.topic, appended.store.partition)
         try:
             future = appended.durable()
         except Exception as e:  # noqa: BLE001 - a fenced or closed log: reported below like a failed fsync
-            failed.append(e)
+            if _not_leader(e):
+                deposed.add(key)
+            else:
+                failed.append(e)
             continue
         if future is not None:
             waiting.append(future)
+            waited.append(key)
     if waiting:
         results = await asyncio.gather(*waiting, return_exceptions=True)
-        failed += [r for r in results if isinstance(r, BaseException)]
+        for key, result in zip(waited, results):
+            if isinstance(result, BaseException) and _not_leader(result):
+                deposed.add(key)
+            elif isinstance(result, BaseException):
+                failed.append(result)
+    if deposed:
+        for out in responses:
+            for i, p in enumerate(out.partition_responses):
+                if p.error_code == ErrorCode.NONE and (out.name, p.index) in deposed:
+                    out.partition_responses[i] = _error(p.index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if acks == -1 and not failed and ctx.broker.catalogue.clustered:
         _isr_after_append(ctx, responses, durable_waits)
     if failed:
@@ -190,6 +208,10 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
     return await hold_back_for_old_clients(
         ProduceResponse(responses=responses, throttle_time_ms=throttle_ms, node_endpoints=endpoints or []),
         ctx.api_version, KIP_219_FROM)
+
+
+def _not_leader(error: BaseException) -> bool:
+    return isinstance(error, KafkaError) and error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def _leader_hints(ctx: RequestContext, responses: list[TopicProduceResponse]) -> list[NodeEndpoint]:

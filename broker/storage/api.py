@@ -3,8 +3,8 @@ that holds them (Kafka: `UnifiedLog` per partition, `LogManager` for the lot; Re
 coordinators' `PartitionWriter` above them).
 
 Engine-neutral: no path, segment, flusher or file is named here. The segment files
-(broker/storage/log/) are the first engine behind it; a second one (PostgreSQL, issue 45) implements
-the same two protocols. Above it, broker/partitions/service.py is the only caller on the data path
+(broker/storage/log/) are the first engine behind it; a second one (PostgreSQL, issue 44:
+broker/storage/postgres/) implements the same two protocols. Above it, broker/partitions/service.py is the only caller on the data path
 (the one append path and the one read path) and broker/partitions/catalogue.py the only caller for
 topics: handlers and coordinator adapters see those two, never an engine (the import-linter
 contracts in pyproject.toml say so).
