@@ -37,8 +37,9 @@ SERVED: dict[int, tuple[str, int, int]] = {
     23: ('offset_for_leader_epoch', 0, 4),
     24: ('add_partitions_to_txn', 0, 5),
     25: ('add_offsets_to_txn', 0, 4),
-    26: ('end_txn', 0, 4),
-    28: ('txn_offset_commit', 0, 4),
+    26: ('end_txn', 0, 5),
+    27: ('write_txn_markers', 0, 2),
+    28: ('txn_offset_commit', 0, 6),
     29: ('describe_acls', 0, 3),
     30: ('create_acls', 0, 3),
     31: ('delete_acls', 0, 3),
@@ -84,4 +85,5 @@ SERVED: dict[int, tuple[str, int, int]] = {
     92: ('delete_share_group_offsets', 0, 0),
     88: ('streams_group_heartbeat', 0, 1),
     89: ('streams_group_describe', 0, 1),
+    93: ('streams_group_topology_description_update', 0, 0),
 }

@@ -65,8 +65,8 @@ class Traffic(Protocol):
 
 
 class Faults(Protocol):
-    """Errors a test control injects into the next Produce or Fetch of a partition
-    (operations/test_controls.py's PartitionFaults)."""
+    """Errors a test control injects into the next Produce or Fetch of a partition, or the next
+    coordinator's append to it ("Append"; operations/test_controls.py's PartitionFaults)."""
 
     def take(self, api: str, topic: str, partition: int) -> ErrorCode | None: ...
 
@@ -211,6 +211,8 @@ class PartitionService:
                headers: list[rb.BatchHeader] | None = None) -> AppendResult:
         """A coordinator's batch (its own records, or a transaction's offsets with its producer id):
         appended at once; await `result.wait_durable()` before answering. Raises KafkaError."""
+        if (faults := self.faults) and (injected := faults.take("Append", topic, partition)):
+            raise KafkaError("injected by a test control", injected)
         store, error, epoch = self._store(topic, partition)
         if store is None:
             raise KafkaError(f"cannot append to {topic}-{partition}: {ErrorCode(error).name}", ErrorCode(error))
@@ -246,6 +248,29 @@ class PartitionService:
             result.store.complete_marker(producer_id, commit, result.last_offset)
             if self.purgatory is not None:  # the last stable offset moved
                 self.purgatory.notify(result.store.topic, result.store.partition)
+
+    async def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, topic: str, partition: int,
+                           coordinator_epoch: int, transaction_version: int = 0) -> ErrorCode:
+        """One marker a client asked for (WriteTxnMarkers: `kafka-transactions abort`, i.e.
+        Admin.abortTransaction of a hanging transaction), answered as Kafka's ReplicaManager answers
+        it: INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch (with
+        `transaction_version` 2: not newer; nothing written), the partition's error, or NONE once the
+        marker is durable and the transaction closed here."""
+        store, error, epoch = self._store(topic, partition)
+        if store is None:
+            return ErrorCode(error)
+        if store.offline is not None:
+            return E.KAFKA_STORAGE_ERROR
+        try:
+            result = store.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                         self.clock.wall_ms(), epoch, transaction_version)
+            await result.wait_durable()
+        except KafkaError as exc:
+            return exc.code
+        store.complete_marker(producer_id, commit, result.last_offset)
+        if self.purgatory is not None:  # the last stable offset moved
+            self.purgatory.notify(topic, partition)
+        return E.NONE
 
     # --- reading ------------------------------------------------------------------------------------
 
