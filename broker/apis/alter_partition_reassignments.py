@@ -6,7 +6,7 @@ INVALID_REPLICA_ASSIGNMENT; a null list asks to cancel, and nothing is ever in p
 (NO_REASSIGNMENT_IN_PROGRESS). With AllowReplicationFactorChange false (v1), a target of another
 size is INVALID_REPLICATION_FACTOR, checked as Kafka does before the broker ids.
 
-With several nodes (`--nodes N`) the catalogue applies each one as Kafka's controller does
+With several nodes in this process (`--nodes N`; not over PostgreSQL) the catalogue applies each one as Kafka's controller does
 (cluster_catalogue.reassign, with its messages): a target of registered nodes (up or stopped)
 replaces the replicas, completing at once where every added node is up (nothing is copied: replicas
 are a view over the one log) and when a stopped one starts again otherwise; the leader stays while it
@@ -17,9 +17,10 @@ under way.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ..network.router import RequestContext
+from ..partitions.cluster_catalogue import local_cluster
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from ...protocol.messages.alter_partition_reassignments_response import (
@@ -67,10 +68,8 @@ def _reassign(catalogue: ClusterCatalogue, _broker: BrokerServices, topic: str, 
 
 async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
     allow = request.allow_replication_factor_change if ctx.api_version >= 1 else True
-    catalogue = ctx.broker.catalogue
-    check = _check
-    if catalogue.clustered:
-        check = partial(_reassign, cast("ClusterCatalogue", catalogue))
+    cluster = local_cluster(ctx.broker.catalogue)
+    check = _check if cluster is None else partial(_reassign, cluster)
     responses = []
     for topic in request.topics:
         parts = []

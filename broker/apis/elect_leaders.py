@@ -4,7 +4,7 @@ On one node every partition is led by its only (and preferred) replica, so no el
 each partition named gets ELECTION_NOT_NEEDED, or UNKNOWN_TOPIC_OR_PARTITION when it does not exist;
 asked for every partition (a null list), none is listed.
 
-With several nodes (`--nodes N`) the catalogue runs each election (cluster_catalogue.run_election):
+With several nodes in this process (`--nodes N`; not over PostgreSQL) the catalogue runs each election (cluster_catalogue.run_election):
 PREFERRED (type 0, and every v0 request) moves a partition back to its first replica when that one
 is in sync; UNCLEAN (type 1) elects a replica that is up for a partition left without a leader. Any
 node answers (Kafka's brokers forward the request to the controller). Asked for every partition, the
@@ -14,9 +14,10 @@ An unknown election type fails the whole request with INVALID_REQUEST.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ..network.router import RequestContext
+from ..partitions.cluster_catalogue import local_cluster
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.elect_leaders_request import ElectLeadersRequest
 from ...protocol.messages.elect_leaders_response import (
@@ -41,11 +42,12 @@ def failed_response(_ctx: RequestContext, request: ElectLeadersRequest, error: i
 
 async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     catalogue = ctx.broker.catalogue
-    if catalogue.clustered:
+    cluster = local_cluster(catalogue)
+    if cluster is not None:
         election_type = request.election_type if ctx.api_version >= 1 else PREFERRED
         if election_type not in (PREFERRED, UNCLEAN):
             return failed_response(ctx, request, ErrorCode.INVALID_REQUEST)
-        return _elect(cast("ClusterCatalogue", catalogue), request, unclean=election_type == UNCLEAN)
+        return _elect(cluster, request, unclean=election_type == UNCLEAN)
     results = []
     for tp in request.topic_partitions or []:
         parts = []

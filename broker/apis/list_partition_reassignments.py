@@ -1,13 +1,12 @@
 """ListPartitionReassignments (46) v0, as Kafka's controller answers it: the reassignments under way,
 of every topic (a null list) or of the partitions named (those not being reassigned, and unknown
 topics, left out). On one node none is ever under way, so the answer lists none; with several nodes
-(`--nodes N`) one is under way while a node it adds is stopped (cluster_catalogue.reassign)."""
+in this process (`--nodes N`) one is under way while a node it adds is stopped (cluster_catalogue.reassign)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from ..network.router import RequestContext
+from ..partitions.cluster_catalogue import local_cluster
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from ...protocol.messages.list_partition_reassignments_response import (
@@ -16,17 +15,15 @@ from ...protocol.messages.list_partition_reassignments_response import (
     OngoingTopicReassignment,
 )
 
-if TYPE_CHECKING:
-    from ..partitions.cluster_catalogue import ClusterCatalogue
-
 API_KEY = 46
 VERSIONS = (0, 0)
 
 
 async def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
     topics: list[OngoingTopicReassignment] = []
-    if ctx.broker.catalogue.clustered:
-        ongoing = cast("ClusterCatalogue", ctx.broker.catalogue).reassignments()
+    cluster = local_cluster(ctx.broker.catalogue)
+    if cluster is not None:
+        ongoing = cluster.reassignments()
         asked = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
         by_topic: dict[str, OngoingTopicReassignment] = {}
         for (topic, partition), (replicas, adding, removing) in ongoing.items():

@@ -38,6 +38,13 @@ INTERNAL_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor, transaction
 LeaderListener = Callable[[str, int, int, int, int], None]
 
 
+def local_cluster(catalogue: TopicCatalogue) -> ClusterCatalogue | None:
+    """The catalogue as several nodes of this process (`--nodes N`), else None (one node, or the nodes
+    over PostgreSQL, whose elections and placements are the engine's): for the APIs only the former
+    answers as a cluster (ElectLeaders, the reassignments)."""
+    return catalogue if isinstance(catalogue, ClusterCatalogue) else None
+
+
 class ClusterCatalogue(TopicCatalogue):
     clustered = True
 
