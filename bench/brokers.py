@@ -54,6 +54,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> int:
+    """The first of `count` consecutive free ports (`kbroker serve --nodes N` listens on P..P+N-1)."""
+    for _ in range(100):
+        first = free_port(host)
+        try:
+            for k in range(1, count):
+                with socket.socket() as s:
+                    s.bind((host, first + k))
+        except OSError:
+            continue
+        return first
+    raise Unavailable(f"no {count} consecutive free ports")
+
+
 def api_versions(bootstrap: str, timeout: float = 2.0) -> dict[int, tuple[int, int]]:
     """{api key: (min, max)} from one ApiVersions v3 round trip; raises OSError/ValueError if no answer."""
     host, port = bootstrap.rsplit(":", 1)
@@ -205,9 +219,10 @@ def compile_bytecode() -> None:
 
 
 def start_kbroker(*, flush: str = "always", extra: tuple[str, ...] = (), data_dir: str | Path | None = None,
-                  wait: bool = True, timeout: float = START_TIMEOUT_S) -> BrokerHandle:
+                  wait: bool = True, timeout: float = START_TIMEOUT_S, nodes: int = 1) -> BrokerHandle:
     """`python -m kbroker serve` on a free loopback port; unless wait=False, waits for `python -m kbroker
-    probe` and then for its offsets_loaded event (its groups served).
+    probe` and then for its offsets_loaded event (its groups served). `nodes` > 1: `--nodes N` on N
+    consecutive ports, the handle's bootstrap naming every node.
 
     With data_dir given, that directory is used and kept; otherwise a fresh one in a tmp dir (which also
     holds the log) is removed on stop.
@@ -215,14 +230,18 @@ def start_kbroker(*, flush: str = "always", extra: tuple[str, ...] = (), data_di
     compile_bytecode()
     workdir = Path(tempfile.mkdtemp(prefix="kbroker-bench-"))
     data = Path(data_dir) if data_dir is not None else workdir / "data"
-    bootstrap = f"127.0.0.1:{free_port()}"
+    port = free_port() if nodes == 1 else free_ports(nodes)
+    bootstrap = f"127.0.0.1:{port}"
+    if nodes > 1:
+        extra = ("--nodes", str(nodes), *extra)
     log_path = workdir / "broker.log"
     env = dict(os.environ)
     env.pop("KBROKER_CONFIG", None)
     with open(log_path, "wb") as out, cores.spawning_broker():
         proc = subprocess.Popen(kbroker_command(bootstrap, data, flush=flush, extra=extra),
                                 stdout=out, stderr=subprocess.STDOUT, env=env)
-    handle = BrokerHandle("kbroker", f"kbroker (flush {flush})", proc, bootstrap, log_path, workdir)
+    label = f"kbroker (flush {flush})" if nodes == 1 else f"kbroker (flush {flush}, {nodes} nodes)"
+    handle = BrokerHandle("kbroker", label, proc, bootstrap, log_path, workdir)
     if wait:
         def ready() -> bool:
             r = subprocess.run([sys.executable, "-m", "kbroker", "probe", bootstrap, "--timeout", "1"],
@@ -234,6 +253,8 @@ def start_kbroker(*, flush: str = "always", extra: tuple[str, ...] = (), data_di
         # its group requests are answered COORDINATOR_LOAD_IN_PROGRESS, as Kafka's are. A figure taken
         # at once would time that wait, or (ConsumerGroupHeartbeat's first join) fail on it.
         _wait_ready(handle, timeout, lambda: bool(handle.log_events("offsets_loaded")))
+    if nodes > 1:  # the clients bootstrap from every node, as a cluster's are told to
+        handle.bootstrap = ",".join(f"127.0.0.1:{port + k}" for k in range(nodes))
     return handle
 
 

@@ -42,6 +42,7 @@ class Sizes:
     partition_counts: tuple[int, ...] = (1, 100, 1_000)   # the cost curve, kbroker --flush always and Tansu
     curve_messages: int = 100_000
     labels: tuple[str, ...] = field(default_factory=lambda: run_labels(FULL_PEERS))  # the brokers measured
+    cluster: bool = True  # the produce and consume runs again through `kbroker serve --nodes 3`
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -63,11 +64,11 @@ PRODUCER_CONFIG = {
 }
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, conf: dict | None = None) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, conf: dict | None = None, replicas: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, **(conf or {})})
-    futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30, request_timeout=30)
+    futures = admin.create_topics([NewTopic(topic, partitions, replicas)], operation_timeout=30, request_timeout=30)
     futures[topic].result(timeout=60)
     # wait until metadata shows every partition with a leader
     deadline = time.monotonic() + 30
@@ -327,6 +328,25 @@ def _run_one(handle: brokers.BrokerHandle, sizes: Sizes) -> dict:
     return out
 
 
+CLUSTER_NODES = 3
+
+
+def _run_cluster(handle: brokers.BrokerHandle, sizes: Sizes) -> dict:
+    """The throughput runs through `kbroker serve --nodes 3` (issue 41): topics of replication factor 3,
+    so each of the 3 partitions has its leader on another node (the producer and the consumer talk to
+    all three) and acks=all checks the ISR against min.insync.replicas; median of the runs."""
+    tag = uuid.uuid4().hex[:6]
+    warm_up(handle.bootstrap, f"bench-warm-{tag}", sizes.size)
+    produced: list[dict] = []
+    consumed: list[dict] = []
+    for i in range(sizes.repeat):
+        topic = f"bench-nodes-{tag}-{i}"
+        create_topic(handle.bootstrap, topic, sizes.partitions, replicas=CLUSTER_NODES)
+        produced.append(produce(handle.bootstrap, topic, sizes.messages, sizes.size))
+        consumed.append(consume(handle.bootstrap, topic, sizes.partitions, sizes.messages))
+    return {"produce": _median_run(produced), "consume": _median_run(consumed)}
+
+
 def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
     results: dict[str, dict | NA] = {}
     for label in sizes.labels:
@@ -343,7 +363,46 @@ def run(sizes: Sizes, *, verbose: bool = True) -> list[Figure]:
             results[label] = NA(f"{type(e).__name__}: {e}")
         finally:
             handle.stop()
-    return figures(results, sizes)
+    cluster: dict | NA | None = None
+    if sizes.cluster and KB_ALWAYS in sizes.labels:
+        if verbose:
+            print(f"  data_path: {KB_ALWAYS}, --nodes {CLUSTER_NODES} ...", flush=True)
+        try:
+            handle = brokers.start_kbroker(flush="always", nodes=CLUSTER_NODES)
+        except Exception as e:  # noqa: BLE001 - the figure is printed n/a with the reason
+            cluster = NA(f"{type(e).__name__}: {e}")
+        else:
+            try:
+                cluster = _run_cluster(handle, sizes)
+            except Exception as e:  # noqa: BLE001
+                cluster = NA(f"{type(e).__name__}: {e}")
+            finally:
+                handle.stop()
+    return figures(results, sizes) + cluster_figures(cluster, sizes)
+
+
+def cluster_figures(cluster: dict | NA | None, s: Sizes) -> list[Figure]:
+    """The 3-node figures, in kbroker's --flush always column, under the single node's (issue 41)."""
+    if cluster is None:
+        return []
+    how = (f"as the {{what}} throughput above (kbroker --flush always, {s.messages:,} messages of {s.size} bytes, "
+           f"{s.partitions} partitions, median of {s.repeat} runs, each on a fresh topic) but through "
+           f"`kbroker serve --nodes {CLUSTER_NODES}`: the topics have {CLUSTER_NODES} replicas (each partition led "
+           f"by another node, the clients bootstrapped from all three), acks=all checking the in-sync replicas")
+    out = []
+    for what in ("produce", "consume"):
+        f = Figure("data_path", f"{what} throughput, {CLUSTER_NODES} nodes (RF {CLUSTER_NODES})",
+                   how.format(what=what), "MB/s, 10^6 bytes of values", fmt=",.1f")
+        if isinstance(cluster, NA):
+            f.values[KB_ALWAYS] = cluster
+        else:
+            v = cluster[what]
+            f.values[KB_ALWAYS] = v["mb_per_s"]
+            if "runs_mb_per_s" in v:
+                f.notes[KB_ALWAYS] = (f"median of {len(v['runs_mb_per_s'])} runs: "
+                                      + " / ".join(f"{x:,.1f}" for x in v["runs_mb_per_s"]) + " MB/s")
+        out.append(f)
+    return out
 
 
 def _parts(p: int) -> str:
@@ -450,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
                                                          f"(default {d.latency_rate})")
     parser.add_argument("--latency-seconds", type=float, help=f"length of the latency run (default "
                                                               f"{d.latency_seconds:g})")
+    parser.add_argument("--no-cluster", action="store_true", help="leave out the runs through --nodes 3")
     parser.add_argument("--peers", type=peers_arg, help=f"comma-separated peers to measure beside kbroker "
                                                         f"(default {','.join(FULL_PEERS)}; --quick: "
                                                         f"{','.join(QUICK_PEERS)})")
@@ -464,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
             setattr(sizes, name, getattr(args, name))
     if args.peers is not None:
         sizes.labels = run_labels(args.peers)
+    sizes.cluster = not args.no_cluster
     print(f"data_path: kbroker beside {brokers.peers_line(sizes.labels)}; {machine_note()}")
     figs = run(sizes)
     print_figures(figs, sizes.labels)

@@ -109,6 +109,11 @@ class Broker:
         self.listeners = config.listener_set()
         self.data_dir = Path(config.data_dir)
         self.cluster_id, self.node_id = cluster_meta.load_or_create(self.data_dir, config.node_id, config.cluster_id)
+        grown = cluster_meta.stored_node_count(self.data_dir)  # nodes added at run time (`kbroker test node-add`)
+        if grown is not None and grown > config.nodes:
+            log.info("cluster_nodes_restored", nodes=grown, configured=config.nodes,
+                     detail=f"{grown - config.nodes} node(s) added at run time are served again")
+            config = self.config = dataclasses.replace(config, nodes=grown)
         compression.set_inflated_bound(config.max_inflated_batch_bytes)  # for every reader of batches
         # the Kafka release this broker answers as (--kafka-version; else 4.4's table, older versions served)
         self.kafka_release = kafka_release(config.kafka_version or LATEST)
@@ -360,6 +365,10 @@ class Broker:
         self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
+        if self.cluster is not None and self.config.auto_leader_rebalance_enable:
+            self._background.append(asyncio.create_task(
+                self.cluster.rebalance_leaders(self.config.leader_imbalance_check_interval_seconds),
+                name="leader-rebalance"))
 
     async def stop(self) -> None:
         if self.fsync_gate is not None:

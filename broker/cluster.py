@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from . import cluster_meta
 from .coordinators.offsets_topic import TOPIC as OFFSETS_TOPIC
 from .network.server import KafkaServer
 from .partitions.catalogue import NO_LEADER
@@ -236,6 +237,22 @@ class Cluster:
         return _event("elect_preferred", leaders_moved=len(moved),
                       detail=f"{len(moved)} partition(s) back to their preferred leader")
 
+    async def rebalance_leaders(self, interval_s: float) -> None:
+        """auto.leader.rebalance.enable: every `interval_s` (leader.imbalance.check.interval.seconds),
+        each partition whose preferred replica is in sync but does not lead goes back to it, as Kafka's
+        controller balances them (QuorumController's maybeBalancePartitionLeaders), so leaders return
+        to a node that stopped and started again. One `leader_rebalance` event per check that moved any."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                if self.catalogue.imbalanced():
+                    moved = self.catalogue.elect_preferred()
+                    log.info("leader_rebalance", leaders_moved=len(moved),
+                             partitions=[f"{t}-{p}" for t, p, _ in moved][:50])
+                    await self.settled()
+            except Exception:
+                log.exception("leader_rebalance_failed")
+
     async def move_coordinator(self, group_id: str, node_id: int | None = None) -> dict:
         """The group's coordinator moves: its __consumer_offsets partition's leader does (every group
         of that partition moves with it, as in Kafka)."""
@@ -252,8 +269,8 @@ class Cluster:
 
     async def add_node(self) -> dict:
         """A new node, id and ports one past the last (Kafka's new broker joining): up at once, in
-        Metadata and placements from now on, holding no replica until a topic is placed on it. Not
-        remembered across a restart (`--nodes` says how many there are)."""
+        Metadata and placements from now on, holding no replica until a topic is placed or reassigned
+        on it. Kept in the data directory (cluster_meta.NODES_FILE): a restart serves it again."""
         index = len(self.nodes)
         node = Node(self.broker, index)
         node.servers = self.broker.node_servers(node)
@@ -272,6 +289,7 @@ class Cluster:
         self._by_id[node.node_id] = node
         self.broker.servers += node.servers
         self.catalogue.add_node(node.node_id)
+        cluster_meta.store_node_count(self.broker.data_dir, len(self.nodes))
         listeners = {e.name: f"{e.host}:{e.port}" for e in node.listeners.bind}
         return _event("add_node", node=node.node_id, listeners=listeners,
                       detail=f"node {node.node_id} added on {', '.join(listeners.values())}")

@@ -83,3 +83,30 @@ def load_or_create(data_dir: Path, node_id: int, cluster_id: str = "") -> tuple[
 def _write(path: Path, body: str) -> None:
     """`body` and its checksum line, replacing the file whole (a crash leaves the old one or the new)."""
     write_file_durably(path, seal_text(body, "of the lines above"))
+
+
+# Several nodes (issue 41): how many a cluster grew to with `kbroker test node-add`, kept so that a
+# restart serves the added nodes again (on the same ports: node k on each listener's port + k).
+NODES_FILE = "cluster-nodes.properties"
+
+
+def stored_node_count(data_dir: Path) -> int | None:
+    """The node count an earlier run grew to (None: never grown). A damaged file is reported and
+    left out: the nodes are then those the settings say."""
+    path = data_dir / NODES_FILE
+    if not path.exists():
+        return None
+    try:
+        text, damage = unseal_text(path.read_text())
+        if damage is not None:
+            raise ValueError(damage)
+        values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+        return int(values["nodes"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError) as e:
+        log.error("cluster_nodes_file_damaged", file=str(path), error=str(e),
+                  detail="the nodes added at run time are not served; the settings' count is")
+        return None
+
+
+def store_node_count(data_dir: Path, nodes: int) -> None:
+    _write(data_dir / NODES_FILE, f"#kbroker nodes, with those added at run time\nnodes={nodes}\n")

@@ -110,6 +110,13 @@ class BrokerConfig:
     default_replication_factor: int = field(
         default=1, metadata={"help": "replicas of a topic created without a count: one node holds one "
                                      "(default.replication.factor)"})
+    auto_leader_rebalance_enable: bool = field(
+        default=True, metadata={"help": "with --nodes N: every leader-imbalance check moves each partition back "
+                                        "to its preferred (first) replica where that one is in sync "
+                                        "(auto.leader.rebalance.enable)"})
+    leader_imbalance_check_interval_seconds: int = field(
+        default=300, metadata={"help": "seconds between the leader-imbalance checks "
+                                       "(leader.imbalance.check.interval.seconds)"})
     controller_listener_names: str = field(
         default="", metadata={"help": "KRaft's controller listeners (controller.listener.names): named in "
                                       "--listeners, not served (kbroker needs no controller quorum)"})
@@ -431,7 +438,7 @@ _MINIMUM = {
     "group_max_size": 1, "offsets_topic_num_partitions": 1, "share_coordinator_state_topic_num_partitions": 1, "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,
     "connections_max_idle_ms": 1, "max_connections": 1, "max_connections_per_ip": 1, "fetch_max_bytes": 1,
-    "max_inflated_batch_bytes": 1, "default_replication_factor": 1, "connection_failed_authentication_delay_ms": 0,
+    "max_inflated_batch_bytes": 1, "default_replication_factor": 1, "leader_imbalance_check_interval_seconds": 1, "connection_failed_authentication_delay_ms": 0,
     "sasl_oauthbearer_jwks_endpoint_refresh_ms": 1, "sasl_oauthbearer_jwks_endpoint_retry_backoff_ms": 1,
     "sasl_oauthbearer_jwks_endpoint_retry_backoff_max_ms": 1, "sasl_oauthbearer_clock_skew_seconds": 0,
     "client_metrics_interval_ms": 1, "telemetry_max_bytes": 1,

@@ -5,14 +5,23 @@ a reassignment completes at once (NONE); any other broker id, a duplicate or an 
 INVALID_REPLICA_ASSIGNMENT; a null list asks to cancel, and nothing is ever in progress
 (NO_REASSIGNMENT_IN_PROGRESS). With AllowReplicationFactorChange false (v1), a target of another
 size is INVALID_REPLICATION_FACTOR, checked as Kafka does before the broker ids.
+
+With several nodes in this process (`--nodes N`; not over PostgreSQL) the catalogue applies each one as Kafka's controller does
+(cluster_catalogue.reassign, with its messages): a target of registered nodes (up or stopped)
+replaces the replicas, completing at once where every added node is up (nothing is copied: replicas
+are a view over the one log) and when a stopped one starts again otherwise; the leader stays while it
+is kept, else the first in-sync replica of the target leads (an epoch bump). A null list cancels one
+under way.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..network.router import RequestContext
-from ...protocol.errors import ErrorCode
+from ..partitions.cluster_catalogue import local_cluster
+from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from ...protocol.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
@@ -21,6 +30,7 @@ from ...protocol.messages.alter_partition_reassignments_response import (
 )
 
 if TYPE_CHECKING:
+    from ..partitions.cluster_catalogue import ClusterCatalogue
     from ..services import BrokerServices
 
 API_KEY = 45
@@ -47,13 +57,24 @@ def _check(broker: BrokerServices, topic: str, partition: int, replicas: list[in
     return ErrorCode.NONE, None
 
 
+def _reassign(catalogue: ClusterCatalogue, _broker: BrokerServices, topic: str, partition: int,
+              replicas: list[int] | None, allow_rf_change: bool) -> tuple[ErrorCode, str | None]:
+    try:
+        catalogue.reassign(topic, partition, replicas, allow_rf_change=allow_rf_change)
+    except KafkaError as e:
+        return e.code, str(e) or None
+    return ErrorCode.NONE, None
+
+
 async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
     allow = request.allow_replication_factor_change if ctx.api_version >= 1 else True
+    cluster = local_cluster(ctx.broker.catalogue)
+    check = _check if cluster is None else partial(_reassign, cluster)
     responses = []
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
-            error, message = _check(ctx.broker, topic.name, p.partition_index, p.replicas, allow)
+            error, message = check(ctx.broker, topic.name, p.partition_index, p.replicas, allow)
             parts.append(ReassignablePartitionResponse(p.partition_index, error, message))
         responses.append(ReassignableTopicResponse(name=topic.name, partitions=parts))
     return AlterPartitionReassignmentsResponse(throttle_time_ms=0, allow_replication_factor_change=allow,

@@ -24,6 +24,7 @@ import structlog
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.topic_names import INTERNAL_TOPICS
 from .catalogue import NO_LEADER, Leadership, TopicCatalogue, TopicInfo
+from .placement import check_assignment
 
 if TYPE_CHECKING:
     from ..storage.api import LogEngine
@@ -37,6 +38,13 @@ INTERNAL_REPLICATION_FACTOR = 3  # offsets.topic.replication.factor, transaction
 LeaderListener = Callable[[str, int, int, int, int], None]
 
 
+def local_cluster(catalogue: TopicCatalogue) -> ClusterCatalogue | None:
+    """The catalogue as several nodes of this process (`--nodes N`), else None (one node, or the nodes
+    over PostgreSQL, whose elections and placements are the engine's): for the APIs only the former
+    answers as a cluster (ElectLeaders, the reassignments)."""
+    return catalogue if isinstance(catalogue, ClusterCatalogue) else None
+
+
 class ClusterCatalogue(TopicCatalogue):
     clustered = True
 
@@ -48,6 +56,7 @@ class ClusterCatalogue(TopicCatalogue):
         self._default_rf = default_replication_factor
         self.leader_listeners: list[LeaderListener] = []
         self._adopt_topics()
+        self._complete_reassignments()  # one left under way by a stopped node: every node is up now
 
     # --- nodes --------------------------------------------------------------------------------------
 
@@ -185,6 +194,7 @@ class ClusterCatalogue(TopicCatalogue):
             if self.leader(info, partition) == NO_LEADER and node in self.replicas(info, partition):
                 self.elect(info.name, partition, node)
                 moved.append((info.name, partition, node))
+        self._complete_reassignments()
         return moved
 
     def shuffle(self, rng: random.Random | None = None) -> list[tuple[str, int, int]]:
@@ -203,12 +213,140 @@ class ClusterCatalogue(TopicCatalogue):
     def elect_preferred(self) -> list[tuple[str, int, int]]:
         """Kafka's preferred leader election: each partition back to its first replica, if up."""
         moved = []
-        for info, partition in self.partitions():
-            preferred = self.replicas(info, partition)[0]
-            if self.leader(info, partition) != preferred and preferred in self._live:
-                self.elect(info.name, partition, preferred)
-                moved.append((info.name, partition, preferred))
+        for topic, partition in self.imbalanced():
+            info = self._engine.topic(topic)
+            if info is not None:
+                preferred = self.replicas(info, partition)[0]
+                self.elect(topic, partition, preferred)
+                moved.append((topic, partition, preferred))
         return moved
+
+    def run_election(self, topic: str, partition: int, unclean: bool) -> tuple[ErrorCode, str | None]:
+        """One partition of ElectLeaders (43), as Kafka's controller runs it (ReplicationControlManager
+        .electLeader): PREFERRED elects the first replica if it is in sync (already leading:
+        ELECTION_NOT_NEEDED; not in sync: PREFERRED_LEADER_NOT_AVAILABLE); UNCLEAN elects any replica
+        that is up, only for a partition without a leader (ELECTION_NOT_NEEDED where it has one,
+        ELIGIBLE_LEADERS_NOT_AVAILABLE where no replica is up). Returns (error, message) as Kafka's
+        ApiError carries them."""
+        info = self._engine.topic(topic)
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
+        if not 0 <= partition < info.num_partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{partition}"
+        replicas = self.replicas(info, partition)
+        leader = self.leader(info, partition) if info.damaged is None else NO_LEADER
+        if leader != NO_LEADER and (unclean or leader == replicas[0]):
+            return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+        if unclean:
+            candidates = [r for r in replicas if r in self._live]
+        else:
+            candidates = [replicas[0]] if replicas[0] in self._live else []
+        if not candidates:
+            if unclean:
+                return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "Eligible topic partition leaders are not available."
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available."
+        try:
+            self.elect(topic, partition, candidates[0])
+        except KafkaError as e:
+            return e.code, str(e)
+        return ErrorCode.NONE, None
+
+    def imbalanced(self) -> list[tuple[str, int]]:
+        """The partitions whose preferred (first) replica is in sync but does not lead: what Kafka's
+        controller balances when auto.leader.rebalance.enable is on."""
+        return [(info.name, partition) for info, partition in self.partitions()
+                if (preferred := self.replicas(info, partition)[0]) in self._live
+                and self.leader(info, partition) != preferred]
+
+    # --- reassignments (AlterPartitionReassignments, ListPartitionReassignments) ---------------------
+
+    def reassign(self, topic: str, partition: int, target: list[int] | None, *, allow_rf_change: bool = True) -> None:
+        """One partition of AlterPartitionReassignments (45), as Kafka's controller applies it
+        (ReplicationControlManager.alterPartitionReassignment; raises KafkaError with its messages).
+        The replicas become target + those it removes, the ones it adds noted; it completes once every
+        added replica is in sync, which here is at once for nodes that are up (replicas are a view
+        over the one log: nothing to copy) and when a stopped one starts again. `target` None cancels
+        one under way (the added replicas go again)."""
+        info = self._engine.topic(topic)
+        if info is None or info.damaged is not None:
+            raise KafkaError(f"Unable to find a topic named {topic}.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not 0 <= partition < info.num_partitions:
+            raise KafkaError(f"Unable to find partition {topic}:{partition}.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        current = self.replicas(info, partition)
+        adding, removing = info.adding.get(partition, []), info.removing.get(partition, [])
+        if target is None:
+            if not adding and not removing:
+                # no message, as Kafka's ApiError.fromThrowable leaves out the error's own
+                raise KafkaError("", ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+            original = [r for r in current if r not in adding]
+            if not any(r in self._live for r in original) and \
+                    info.overrides.get("unclean.leader.election.enable") != "true":
+                raise KafkaError(f"Unable to revert partition assignment for {topic}:{partition} because it would "
+                                 f"require an unclean leader election.", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+            self._change_replicas(info, partition, original, [], [])
+            return
+        if not allow_rf_change:
+            size = len((set(current) | set(adding)) - set(removing))  # the target under way, if any
+            if size != len(target):
+                raise KafkaError(f"The replication factor is changed from {size} to {len(target)}",
+                                 ErrorCode.INVALID_REPLICATION_FACTOR)
+        check_assignment(partition, target, self._nodes, None)  # registered nodes, up or not (as Kafka's)
+        removing = [r for r in sorted(set(current) - set(target))]
+        adding = [r for r in sorted(set(target) - set(current))]
+        self._change_replicas(info, partition, [*target, *removing], adding, removing)
+
+    def reassignments(self) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """The reassignments under way: (topic, partition) -> (replicas, adding, removing)."""
+        return {(info.name, p): (self.replicas(info, p), info.adding.get(p, []), info.removing.get(p, []))
+                for info in list(self.topics().values()) if info.damaged is None
+                for p in sorted(set(info.adding) | set(info.removing))}
+
+    def _change_replicas(self, info: TopicInfo, partition: int, replicas: list[int], adding: list[int],
+                         removing: list[int]) -> None:
+        """A partition's new replica set (with the reassignment noted, or completed when it can), then
+        its leader as Kafka's PartitionChangeBuilder keeps or elects it: the current one while it stays
+        in sync, else the first in-sync replica; an epoch bump where a replica went."""
+        old_replicas, old_leader = self.replicas(info, partition), self.leader(info, partition)
+        completed = self._completed(replicas, adding, removing)
+        if completed is not None:
+            replicas, adding, removing = completed, [], []
+        info.replicas[partition] = replicas
+        for field, value in ((info.adding, adding), (info.removing, removing)):
+            if value:
+                field[partition] = value
+            else:
+                field.pop(partition, None)
+        in_sync = [r for r in replicas if r in self._live]  # the removed stay in sync until it completes
+        leader = old_leader if old_leader in in_sync else (in_sync[0] if in_sync else NO_LEADER)
+        if old_leader == replicas[0]:
+            info.leaders.pop(partition, None)
+        else:
+            info.leaders[partition] = old_leader  # the leader until the election below
+        log.info("replicas_changed", topic=info.name, partition=partition, replicas=replicas, adding=adding,
+                 removing=removing, previous_replicas=old_replicas)
+        if leader != old_leader or not set(old_replicas) <= set(replicas):
+            self.elect(info.name, partition, leader)  # writes the record
+        else:
+            self._engine.write_topic_record(info)
+
+    def _completed(self, replicas: list[int], adding: list[int], removing: list[int]) -> list[int] | None:
+        """The replicas a reassignment under way ends with, if it can complete now (Kafka's
+        PartitionReassignmentReplicas.maybeCompleteReassignment): every added replica in sync, one kept
+        replica in sync at least, and when it shrinks the factor every kept one in sync. None: not yet."""
+        if not adding and not removing:
+            return None
+        kept = [r for r in replicas if r not in removing]
+        isr = [r for r in kept if r in self._live]
+        if isr and all(r in isr for r in adding) and (len(adding) >= len(removing) or len(isr) == len(kept)):
+            return kept
+        return None
+
+    def _complete_reassignments(self) -> None:
+        """After a node starts: each reassignment whose added replicas are now in sync completes."""
+        for (topic, partition), (replicas, adding, removing) in self.reassignments().items():
+            info = self._engine.topic(topic)
+            if info is not None and self._completed(replicas, adding, removing) is not None:
+                self._change_replicas(info, partition, replicas, adding, removing)
 
     # --- start-up -----------------------------------------------------------------------------------
 

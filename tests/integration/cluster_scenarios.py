@@ -29,9 +29,10 @@ PARTITIONS = 3
 SCENARIOS = ("move-leader", "stop-start", "shuffle")
 
 
-def start_cluster(base: Path, nodes: int = 3, spare_ports: int = 0):
+def start_cluster(base: Path, nodes: int = 3, spare_ports: int = 0, *extra: str):
     """`kbroker serve --nodes N --test-controls` on N consecutive free ports (and `spare_ports` more after
-    them, for nodes added later), its HTTP endpoint elsewhere: (broker, ClusterControls, first port)."""
+    them, for nodes added later), its HTTP endpoint elsewhere: (broker, ClusterControls, first port).
+    `extra`: more arguments of `kbroker serve`."""
     from kbroker.tests.integration.broker_process import BrokerProcess, free_port, free_ports
 
     port = free_ports(nodes + spare_ports)
@@ -40,7 +41,7 @@ def start_cluster(base: Path, nodes: int = 3, spare_ports: int = 0):
         admin_port = free_port()
     data = base / "data"
     broker = BrokerProcess(data, "--nodes", str(nodes), "--profile", "test", "--test-controls",
-                           "--metrics-listen", f"127.0.0.1:{admin_port}", port=port)
+                           "--metrics-listen", f"127.0.0.1:{admin_port}", *extra, port=port)
     token = (data / "test-controls.token").read_text().strip()
     return broker, ClusterControls(f"http://127.0.0.1:{admin_port}", token), port
 

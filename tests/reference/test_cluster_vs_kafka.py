@@ -10,6 +10,8 @@ the test says so next to the observation (docs/cluster.md lists them).
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import uuid
 from collections import Counter
@@ -28,6 +30,7 @@ from kbroker.protocol.messages.create_topics_request import (
     CreatableTopicConfig,
     CreateTopicsRequest,
 )
+from kbroker.protocol.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
 from kbroker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from kbroker.protocol.messages.heartbeat_request import HeartbeatRequest
@@ -305,3 +308,160 @@ def test_acks_all_against_min_insync_replicas_as_nodes_stop(sides) -> None:
     # Deliberate difference: Kafka places a new topic's replicas on fenced (stopped) brokers that are
     # still registered; kbroker places on the nodes that are up (docs/cluster.md).
     print("create rf=3 with 2 of 3 nodes down:", {name: s["create rf=3 with 2 down"] for name, s in seen.items()})
+
+
+def _elect(side: Side, node: int, election_type: int, topics: dict[str, list[int]] | None) -> dict:
+    answer = side.call(node, 43, 2, ElectLeadersRequest(
+        election_type=election_type, timeout_ms=15000,
+        topic_partitions=None if topics is None else [TopicPartitions(t, ps) for t, ps in topics.items()]))
+    return {r.topic: sorted((p.partition_id, p.error_code, p.error_message) for p in r.partition_result)
+            for r in answer.replica_election_results}
+
+
+def _renamed(seen: dict, names: dict[str, str]) -> dict:
+    """The answers with the side's random topic names put back to their roles (in the messages too)."""
+    def unnamed(message: str | None) -> str | None:
+        for name, role in names.items():
+            message = message and message.replace(name, role)
+        return message
+
+    return {names[topic]: [(p, code, unnamed(message)) for p, code, message in parts]
+            for topic, parts in seen.items() if topic in names}
+
+
+def test_leader_elections_are_kafkas(sides) -> None:
+    """ElectLeaders PREFERRED and UNCLEAN as nodes stop and start: a partition whose preferred replica
+    is up, down, a partition with no replica up, and every partition at once (only those elected or
+    failed listed), codes and messages."""
+
+    def observe(side: Side) -> dict:
+        tag = uuid.uuid4().hex[:6]
+        names = {f"elect-{tag}": "elect", f"solo-{tag}": "solo", f"nope-{tag}": "nope"}
+        for name, assignment in ((f"elect-{tag}", [[1, 2, 3], [2, 3, 1], [3, 1, 2]]), (f"solo-{tag}", [[3]])):
+            made = _create(side, CreatableTopic(name=name, num_partitions=-1, replication_factor=-1, assignments=[
+                CreatableReplicaAssignment(i, r) for i, r in enumerate(assignment)]))
+            assert made.error_code == 0, (side.name, made.error_message)
+            side.settled(name, len(assignment))
+        elect, solo = f"elect-{tag}", f"solo-{tag}"
+        out = {"all preferred": _renamed(_elect(side, 2, 0, {elect: [0, 1, 2, 7], f"nope-{tag}": [0]}), names)}
+        try:
+            side.stop(2)
+            side.down.add(2)
+            side.settled(elect, 3, isr=2)
+            out["preferred down: preferred"] = _renamed(_elect(side, 1, 0, {elect: [1]}), names)
+            out["preferred down: unclean"] = _renamed(_elect(side, 1, 1, {elect: [1]}), names)
+        finally:
+            side.start(2)
+            side.down.discard(2)
+        side.settled(elect, 3, isr=3, timeout=60)
+        out["leaders after node 2 came back"] = {p: v.leader_id for p, v in side.settled(elect, 3, isr=3).items()}
+        out["every partition"] = _renamed(_elect(side, 3, 0, None), names)
+        side.settled(elect, 3, isr=3)
+        out["leaders after"] = {p: v.leader_id for p, v in side.settled(elect, 3, isr=3).items()}
+        out["every partition again"] = _renamed(_elect(side, 3, 0, None), names)
+        out["unclean with a leader"] = _renamed(_elect(side, 1, 1, {solo: [0]}), names)
+        return out
+
+    seen = _both(sides, observe)
+    assert seen["kbroker"] == seen["kafka"]
+
+
+def test_leader_election_and_reassignment_tools_work_as_on_kafka(sides, tmp_path) -> None:
+    """kafka-leader-election.sh after a node stopped and started, and kafka-reassign-partitions.sh
+    --execute then --verify (until done), against each side: exit codes, outputs, the replicas after."""
+    from kbroker.tests.reference.tool_runner import run_tool
+
+    def observe(side: Side) -> dict:
+        topic = f"tools-{uuid.uuid4().hex[:6]}"
+        made = _create(side, CreatableTopic(name=topic, num_partitions=-1, replication_factor=-1, assignments=[
+            CreatableReplicaAssignment(0, [1, 2, 3]), CreatableReplicaAssignment(1, [2, 3, 1])]))
+        assert made.error_code == 0, (side.name, made.error_message)
+        side.settled(topic, 2)
+        try:
+            side.stop(2)
+            side.down.add(2)
+            side.settled(topic, 2, isr=2)
+        finally:
+            side.start(2)
+            side.down.discard(2)
+        side.settled(topic, 2, isr=3, timeout=60)
+        bootstrap = side.addresses[1]
+
+        def tool(main_class: str, *args: str) -> tuple[int, str]:
+            done = run_tool(main_class, "--bootstrap-server", bootstrap, *args)
+            output = (done.stdout + done.stderr).replace(topic, "<topic>").strip()
+            return done.returncode, re.sub(r'"log_dirs":\[[^]]*\]', '"log_dirs":[<dirs>]', output)
+
+        out: dict[str, object] = {"leader of p1 before": side.settled(topic, 2)[1].leader_id}
+        election = ("org.apache.kafka.tools.LeaderElectionCommand", "--election-type", "PREFERRED",
+                    "--topic", topic, "--partition", "1")
+        out["kafka-leader-election"] = tool(*election)
+        out["kafka-leader-election again"] = tool(*election)
+        out["leader of p1 after"] = side.settled(topic, 2)[1].leader_id
+        plan = tmp_path / f"{side.name}-plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [3, 1], "log_dirs": ["any", "any"]}]}))
+        reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+        out["--execute"] = tool(reassign, "--reassignment-json-file", str(plan), "--execute")
+        deadline = time.monotonic() + 60
+        while True:
+            verified = tool(reassign, "--reassignment-json-file", str(plan), "--verify")
+            if "is completed" in verified[1] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        out["--verify"] = verified
+        p0 = side.settled(topic, 2)[0]
+        out["p0 after"] = (p0.leader_id, list(p0.replica_nodes), sorted(p0.isr_nodes))
+        return out
+
+    seen = _both(sides, observe)
+    assert seen["kbroker"] == seen["kafka"]
+
+
+def test_reassignment_answers_are_kafkas(sides) -> None:
+    """AlterPartitionReassignments' answers (v0 and v1 without a replication factor change allowed) to
+    targets Kafka refuses or accepts, and ListPartitionReassignments once they are done. (A cancel right
+    after a reassignment to nodes that are up differs by nature: Kafka's is under way while the new
+    replica copies the log, kbroker's completed at once, so it has nothing to cancel.)"""
+    from kbroker.protocol.messages.alter_partition_reassignments_request import (
+        AlterPartitionReassignmentsRequest,
+        ReassignablePartition,
+        ReassignableTopic,
+    )
+    from kbroker.protocol.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
+
+    def observe(side: Side) -> dict:
+        topic = f"moves-{uuid.uuid4().hex[:6]}"
+        made = _create(side, CreatableTopic(name=topic, num_partitions=-1, replication_factor=-1, assignments=[
+            CreatableReplicaAssignment(i, [1, 2]) for i in range(3)]))
+        assert made.error_code == 0, (side.name, made.error_message)
+        side.settled(topic, 3)
+        out = {}
+        for label, version, allow, targets in (
+                ("refused", 0, True, {(topic, 0): [2, 2], (topic, 1): [9, 1], (topic, 2): [], (topic, 7): [1],
+                                      ("no-such-topic", 0): [1], (topic, 3): None}),
+                ("cancel none", 0, True, {(topic, 1): None}),
+                ("no change of factor", 1, False, {(topic, 0): [1], (topic, 1): [3, 2]}),
+                ("accepted", 0, True, {(topic, 0): [3, 1, 2], (topic, 2): [3]})):
+            by_topic: dict[str, list] = {}
+            for (name, partition), replicas in targets.items():
+                by_topic.setdefault(name, []).append(ReassignablePartition(partition, replicas))
+            answer = side.call(1, 45, version, AlterPartitionReassignmentsRequest(
+                timeout_ms=15000, allow_replication_factor_change=allow,
+                topics=[ReassignableTopic(n, ps) for n, ps in by_topic.items()]))
+            out[label] = (answer.error_code, sorted(
+                (t.name.replace(topic, "<topic>"), p.partition_index, p.error_code,
+                 (p.error_message or "").replace(topic, "<topic>")) for t in answer.responses for p in t.partitions))
+        deadline = time.monotonic() + 90  # Kafka's new replicas copy the (empty) logs: seconds under load
+        while True:
+            listed = side.call(1, 46, 0, ListPartitionReassignmentsRequest(timeout_ms=15000, topics=None))
+            if not any(t.name == topic for t in listed.topics) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        out["listed after"] = [t.name for t in listed.topics if t.name == topic]
+        parts = side.settled(topic, 3, timeout=90)
+        out["replicas after"] = {p: (v.leader_id, list(v.replica_nodes)) for p, v in parts.items()}
+        return out
+
+    seen = _both(sides, observe)
+    assert seen["kbroker"] == seen["kafka"]

@@ -281,6 +281,30 @@ def test_the_data_path_throughputs_print_every_run_beside_the_median(capsys):
     assert "300.0 / 100.0 / 200.0" in capsys.readouterr().out
 
 
+def test_the_data_path_runs_through_three_nodes():
+    """The 3-node figures (issue 41): RF=3 topics through `kbroker serve --nodes 3`, each partition led by
+    another node, the median of the runs in kbroker's --flush always column."""
+    handle = brokers.start_kbroker(nodes=3)
+    try:
+        assert handle.bootstrap.count(",") == 2
+        sizes = data_path.Sizes(messages=2_000, size=100, partitions=3, repeat=3)
+        result = data_path._run_cluster(handle, sizes)
+        from confluent_kafka.admin import AdminClient
+
+        topics = AdminClient({"bootstrap.servers": handle.bootstrap}).list_topics(timeout=10).topics
+        placed = [t for name, t in topics.items() if name.startswith("bench-nodes-")]
+        assert len(placed) == 3 and all(sorted(p.leader for p in t.partitions.values()) == [1, 2, 3]
+                                        and all(len(p.replicas) == 3 for p in t.partitions.values()) for t in placed)
+    finally:
+        handle.stop()
+    assert result["produce"]["delivered"] == 2_000 and len(result["produce"]["runs_mb_per_s"]) == 3
+    figs = data_path.cluster_figures(result, sizes)
+    assert [f.name for f in figs] == ["produce throughput, 3 nodes (RF 3)", "consume throughput, 3 nodes (RF 3)"]
+    assert figs[0].values[report.KB_ALWAYS] == result["produce"]["mb_per_s"] and "median of 3" in figs[0].notes[
+        report.KB_ALWAYS]
+    assert data_path.cluster_figures(None, sizes) == []
+
+
 def test_every_benchmark_has_help_with_size_flags():
     for name, flag in (("data_path", "--messages"), ("groups", "--members"), ("codec", "--seconds"),
                        ("transactions", "--transactions"), ("connections", "--counts"),

@@ -401,7 +401,8 @@ class LogManager:
 
     def _grown(self, info: TopicInfo, new_total: int, replicas: dict[int, list[int]] | None = None) -> TopicInfo:
         return TopicInfo(info.name, info.topic_id, new_total, info.config, info.overrides, info.leader_epochs,
-                         info.log_ends, replicas={**info.replicas, **(replicas or {})}, leaders=info.leaders)
+                         info.log_ends, replicas={**info.replicas, **(replicas or {})}, leaders=info.leaders,
+                         adding=info.adding, removing=info.removing)
 
     def add_partitions(self, name: str, new_total: int, *, validate_only: bool = False) -> TopicInfo:
         info = self._check_new_partitions(name, new_total)

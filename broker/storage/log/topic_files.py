@@ -45,6 +45,10 @@ class TopicInfo:
     # one node, whose record is as it always was.
     replicas: dict[int, list[int]] = field(default_factory=dict)
     leaders: dict[int, int] = field(default_factory=dict)
+    # A reassignment under way (AlterPartitionReassignments): partition -> the replicas it adds, and
+    # those it removes (both among `replicas` until it completes). Empty on one node.
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         body: dict[str, object] = {
@@ -61,6 +65,10 @@ class TopicInfo:
             body["replicas"] = {str(p): r for p, r in sorted(self.replicas.items())}
         if self.leaders:
             body["leaders"] = {str(p): n for p, n in sorted(self.leaders.items())}
+        if self.adding:
+            body["adding"] = {str(p): r for p, r in sorted(self.adding.items())}
+        if self.removing:
+            body["removing"] = {str(p): r for p, r in sorted(self.removing.items())}
         return checksummed.dumps(body, indent=1)
 
 
@@ -88,7 +96,8 @@ def read_topic_record(path: Path, default_config: LogConfig, partition_dirs: int
             str(body["name"]), uuid.UUID(str(body["topic_id"])), int(body["partitions"]),  # type: ignore[call-overload]
             LogConfig.from_topic_configs(overrides, default_config, allow_internal=True), overrides,
             _int_map(body.get("leader_epochs", {})), _int_map(body.get("log_ends", {})),
-            replicas=_list_map(body.get("replicas", {})), leaders=_int_map(body.get("leaders", {})))
+            replicas=_list_map(body.get("replicas", {})), leaders=_int_map(body.get("leaders", {})),
+            adding=_list_map(body.get("adding", {})), removing=_list_map(body.get("removing", {})))
         validate_topic_name(info.name)
         if info.name != name or info.num_partitions < 1:
             raise ValueError(f"the record names topic {info.name!r} with {info.num_partitions} partitions")

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"strings"
 	"sync"
@@ -40,6 +41,9 @@ func (h *failoverHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sara
 }
 
 func failover(bootstrap, topic, group string) {
+	if os.Getenv("KBROKER_SARAMA_LOG") != "" { // sarama's own log on stderr (the workload's log file), to look into a run
+		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.LstdFlags|log.Lmicroseconds)
+	}
 	var mu sync.Mutex
 	say := func(line string) {
 		mu.Lock()
