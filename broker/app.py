@@ -134,7 +134,12 @@ class Broker:
             from .operations.test_controls import FsyncGate
 
             fsync = self.fsync_gate = FsyncGate(fsync)
-        self.logs = LogManager(self.data_dir, log_config(config), config.flush, max_partitions=config.max_partitions,
+        # dynamic broker configs (AlterConfigs on BROKER resources), kept in the data directory: the
+        # topics' defaults are the settings with them over
+        from .dynamic_configs import DynamicBrokerConfigs
+
+        self.dynamic_configs = DynamicBrokerConfigs(self.data_dir, config)
+        self.logs = LogManager(self.data_dir, log_config(self.dynamic_configs.effective()), config.flush, max_partitions=config.max_partitions,
                                max_open_files=config.log_max_open_files or None, fsync=fsync, clock=self.clock)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/); see `security`
         self._security: Security | None = None
@@ -288,6 +293,15 @@ class Broker:
         the endpoints of the listener the request arrived on)."""
         endpoint = self.listeners.advertised_for(listener)
         return endpoint.host, endpoint.port
+
+    def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
+                             validate_only: bool) -> None:
+        """Change a dynamic broker config layer (broker/dynamic_configs.py) and apply it: the topics'
+        defaults at once."""
+        if self.dynamic_configs.alter(cluster_default, change, validate_only):
+            from .topic_defaults import log_config
+
+            self.catalogue.set_default_config(log_config(self.dynamic_configs.effective()))
 
     def http_endpoint(self, listener: str) -> str | None:
         """The URL of the HTTP endpoint (--metrics-listen) as a client of `listener` reaches it: the

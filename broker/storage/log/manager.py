@@ -466,6 +466,22 @@ class LogManager:
         log.info("topic_configs_altered", topic=name, configs=info.overrides)
         return info
 
+    def set_default_config(self, default: LogConfig) -> None:
+        """The broker-wide topic defaults changed (a dynamic broker config): every topic's config is its
+        own overrides over the new defaults, at once for the logs in use (Kafka's
+        DynamicLogConfig.reconfigure). A fenced topic keeps what it has."""
+        self.default_config = default
+        for info in self._topics.values():
+            if info.damaged:
+                continue
+            config = LogConfig.from_topic_configs(info.overrides, default, allow_internal=True)
+            info.config = config
+            for partition in range(info.num_partitions):
+                plog = self._logs.get((info.name, partition))
+                if plog is not None:
+                    plog.config = config
+        self.topics_version += 1
+
     def write_topic_record(self, info: TopicInfo) -> None:
         """Persist what the catalogue changed of a topic (its configs, a partition's leader epoch)."""
         write_file_durably(self._meta_path(info.name), info.to_json())
