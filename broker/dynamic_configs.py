@@ -11,11 +11,11 @@ Kafka's rules, kept: a name Kafka cannot change at run time is INVALID_REQUEST "
 configs dynamically: [...]"; a security config without a listener prefix is refused; a per-broker
 one (listeners, SSL/SASL listener settings) is refused at the cluster-wide level; a value is
 checked against the setting's type (and, for the topic defaults, against the topic config's
-bounds) before anything is kept. A name Kafka does not know is kept and reported, as Kafka keeps it.
+bounds) before anything is kept: a bad one is INVALID_REQUEST, as Kafka 4.4 answers it. A name Kafka does not know is kept and reported, as Kafka keeps it.
 
-What changes at run time here: the broker-wide topic defaults (every `log.*` synonym of a topic
-config, `message.max.bytes`, `compression.type`, ...: every topic without its own value takes the
-new one at once) and the log cleaner's `log.cleaner.backoff.ms`. Kafka's other dynamic settings
+What changes at run time here: the broker-wide topic defaults (the first broker synonym of each
+topic config: `log.retention.ms` but not `log.retention.hours`, `message.max.bytes`,
+`compression.type`, ...: every topic without its own value takes the new one at once) and the log cleaner's `log.cleaner.backoff.ms`. Kafka's other dynamic settings
 (its thread pools, listener SSL/SASL settings, quotas) are accepted, kept and reported like
 Kafka's, but change nothing: kbroker has no such pools, and reads its TLS and SASL settings at start.
 
@@ -92,10 +92,12 @@ _OTHERS = frozenset({
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",
 })
-ALL_DYNAMIC = frozenset(topic_defaults.broker_names()) | _SECURITY | _LISTENER | _OTHERS
+# DynamicLogConfig: the first broker name of each topic config's chain (log.retention.ms, not .hours)
+_LOG = frozenset(topic_defaults.first_names())
+ALL_DYNAMIC = _LOG | _SECURITY | _LISTENER | _OTHERS
 PER_BROKER = (_SECURITY | _LISTENER | {"cordoned.log.dirs"}) - _CLUSTER_LEVEL_LISTENER
 # Dynamic settings kbroker applies at run time (the rest are kept and reported only).
-APPLIED = frozenset(topic_defaults.broker_names()) | {"log.cleaner.backoff.ms"}
+APPLIED = _LOG | {"log.cleaner.backoff.ms"}
 # Java types of the kept-only numeric and boolean settings, checked as Kafka parses them.
 _KEPT_TYPES = {
     "log.cleaner.threads": "int", "log.cleaner.dedupe.buffer.size": "int", "log.cleaner.io.buffer.size": "int",
@@ -106,6 +108,15 @@ _KEPT_TYPES = {
     "transaction.partition.verification.enable": "bool", "group.coordinator.cached.buffer.max.bytes": "int",
     "leader.replication.throttled.rate": "int", "follower.replication.throttled.rate": "int",
     "replica.alter.log.dirs.io.max.bytes.per.second": "int",
+}
+# Kafka 4.4's defaults of the kept-only settings a DescribeConfigs names with their Java type (the
+# DEFAULT_CONFIG synonym under a dynamic value); the others are described without one.
+KEPT_DEFAULTS: dict[str, tuple[str, str]] = {
+    "log.cleaner.threads": ("1", "INT"), "log.cleaner.dedupe.buffer.size": ("134217728", "LONG"),
+    "log.cleaner.io.buffer.size": ("524288", "INT"), "log.cleaner.io.buffer.load.factor": ("0.9", "DOUBLE"),
+    "log.cleaner.io.max.bytes.per.second": ("1.7976931348623157E308", "DOUBLE"),
+    "num.io.threads": ("8", "INT"), "num.network.threads": ("3", "INT"), "num.replica.fetchers": ("1", "INT"),
+    "background.threads": ("10", "INT"), "sasl.kerberos.min.time.before.relogin": ("60000", "LONG"),
 }
 _FIELDS = {f.name: f for f in dataclasses.fields(BrokerConfig)}
 
@@ -201,7 +212,7 @@ class DynamicBrokerConfigs:
             refuse(per_broker, "Cannot update these configs at default cluster level, broker id must be specified")
 
     def _build(self, node: dict[str, str], default: dict[str, str]) -> BrokerConfig:
-        """The static settings with `default` then `node` over them; a bad value is INVALID_CONFIG."""
+        """The static settings with `default` then `node` over them; a bad value is INVALID_REQUEST."""
         values: dict[str, Any] = {}
         for layer in (default, node):
             for name, raw in layer.items():
@@ -214,20 +225,29 @@ class DynamicBrokerConfigs:
         effective = dataclasses.replace(self.static, **values)
         if effective.log_cleaner_backoff_ms < 0:
             raise KafkaError(f"Invalid value {effective.log_cleaner_backoff_ms} for configuration "
-                             f"log.cleaner.backoff.ms: Value must be at least 0", ErrorCode.INVALID_CONFIG)
+                             f"log.cleaner.backoff.ms: Value must be at least 0", ErrorCode.INVALID_REQUEST)
         try:
             topic_defaults.log_config(effective)
         except KafkaError as exc:
-            raise KafkaError(str(exc), ErrorCode.INVALID_CONFIG) from None
+            raise KafkaError(str(exc), ErrorCode.INVALID_REQUEST) from None
         return effective
+
+
+# The INT ones among the applied settings' Java types (the other whole numbers are LONG).
+_INTS = frozenset({"message.max.bytes", "log.segment.bytes", "log.index.interval.bytes", "log.index.size.max.bytes",
+                   "log.retention.hours", "log.retention.minutes", "log.roll.hours", "log.roll.jitter.hours",
+                   "min.insync.replicas", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"})
 
 
 def _coerced(f: dataclasses.Field, name: str, raw: str) -> Any:
     try:
         return coerce(f, raw, name)
-    except ConfigError as exc:
-        raise KafkaError(f"Invalid value {raw} for configuration {name}: {str(exc).split(': ', 1)[-1]}",
-                         ErrorCode.INVALID_CONFIG) from None
+    except ConfigError:
+        kind = str(f.type).removesuffix(" | None")
+        what = ("Expected value to be either true or false" if kind == "bool" else
+                "Not a number of type DOUBLE" if kind == "float" else
+                f"Not a number of type {'INT' if name in _INTS else 'LONG'}")
+        raise KafkaError(f"Invalid value {raw} for configuration {name}: {what}", ErrorCode.INVALID_REQUEST) from None
 
 
 def _check_type(name: str, raw: str) -> None:
@@ -241,7 +261,7 @@ def _check_type(name: str, raw: str) -> None:
     if not ok:
         what = {"int": "Not a number of type INT", "float": "Not a number of type DOUBLE",
                 "bool": "Expected value to be either true or false"}[kind]
-        raise KafkaError(f"Invalid value {raw} for configuration {name}: {what}", ErrorCode.INVALID_CONFIG)
+        raise KafkaError(f"Invalid value {raw} for configuration {name}: {what}", ErrorCode.INVALID_REQUEST)
 
 
 def _number(text: str, kind: str) -> bool:

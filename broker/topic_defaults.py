@@ -80,6 +80,11 @@ def broker_names() -> list[str]:
     return [name for chain in BROKER_SYNONYMS.values() for name, _ in chain]
 
 
+def first_names() -> list[str]:
+    """The first broker setting of each topic config's chain: the ones Kafka changes at run time."""
+    return [chain[0][0] for chain in BROKER_SYNONYMS.values()]
+
+
 def chain_of(broker_name: str) -> list[str] | None:
     """The names of the synonym chain a broker setting is in, None when it is no topic default."""
     chain = _CHAINS.get(broker_name)

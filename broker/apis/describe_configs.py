@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from ..config import BrokerConfig
-from ..dynamic_configs import DYNAMIC_DEFAULT, DynamicBrokerConfigs, is_dynamic, sensitive
+from ..dynamic_configs import DYNAMIC_DEFAULT, KEPT_DEFAULTS, DynamicBrokerConfigs, is_dynamic, sensitive
 from ..kafka_settings import KAFKA_BROKER_SETTINGS
 from ..partitions.catalogue import ConfigEntry, LogConfig, known_in
 from ...coordinator.groups.group_configs import GROUP_CONFIGS, validate_group_name
@@ -65,6 +65,7 @@ SOURCES = {"DYNAMIC_TOPIC_CONFIG": SOURCE_DYNAMIC_TOPIC, "DEFAULT_CONFIG": SOURC
 
 # ConfigType
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
+_JAVA_TYPES = {"STRING": STRING, "INT": INT, "LONG": LONG, "DOUBLE": DOUBLE}
 
 # topic config -> (type, documentation); its broker synonyms are broker/topic_defaults.py's
 TOPIC_CONFIGS: dict[str, tuple[int, str]] = {
@@ -283,26 +284,30 @@ def _dynamic_only_rows(dynamic: DynamicBrokerConfigs, listed: set[str]) -> list[
     for name in sorted((set(dynamic.node) | set(dynamic.default)) - listed):
         if name in KAFKA_BROKER_SETTINGS:
             entries = tuple((n, v, SOURCES[src]) for n, v, src in dynamic.synonyms([name]))
-            rows.append(BrokerRow(name, entries[0][1], entries[0][2], PASSWORD if sensitive(name) else STRING,
-                                  entries, "A Kafka setting set as a dynamic broker config; kbroker keeps and "
-                                           "reports it but has no use for it."))
+            default, java_type = KEPT_DEFAULTS.get(name, (None, "STRING"))
+            if default is not None:
+                entries += ((name, default, SOURCE_DEFAULT),)
+            kind = PASSWORD if sensitive(name) else _JAVA_TYPES[java_type]
+            rows.append(BrokerRow(name, entries[0][1], entries[0][2], kind, entries,
+                                  "A Kafka setting set as a dynamic broker config; kbroker keeps and reports it "
+                                  "but has no use for it."))
     return rows
 
 
-def cluster_default_rows(dynamic: DynamicBrokerConfigs) -> list[BrokerRow]:
+def cluster_default_rows(dynamic: DynamicBrokerConfigs, known: dict[str, BrokerRow]) -> list[BrokerRow]:
     """The empty broker name: the cluster-wide dynamic defaults that are set, each with only its
-    DYNAMIC_DEFAULT_BROKER_CONFIG synonyms (ConfigHelper.createBrokerConfigEntry, perBrokerConfig=false)."""
-    kinds = {name: kind for _, name, kind in BROKER_CONFIGS}
-    kinds.update({name: SYNONYM_TYPES.get(name, TOPIC_CONFIGS[topic][0])
-                  for topic, chain in topic_defaults.BROKER_SYNONYMS.items() for name, _ in chain})
+    DYNAMIC_DEFAULT_BROKER_CONFIG synonyms (ConfigHelper.createBrokerConfigEntry, perBrokerConfig=false);
+    type and documentation are the node's row's (`known`)."""
     rows = []
     for name, value in sorted(dynamic.default.items()):
         chain = topic_defaults.chain_of(name) or [name]
         entries = tuple((n, v, SOURCES[src]) for n, v, src in dynamic.synonyms(chain) if src == DYNAMIC_DEFAULT)
         while entries and entries[0][0] != name:
             entries = entries[1:]
-        kind = PASSWORD if sensitive(name) else kinds.get(name, STRING if name in KAFKA_BROKER_SETTINGS else 0)
-        rows.append(BrokerRow(name, value, SOURCE_DYNAMIC_DEFAULT, kind, entries, ""))
+        row = known.get(name)
+        kind = row.kind if row is not None else PASSWORD if sensitive(name) else 0
+        rows.append(BrokerRow(name, value, SOURCE_DYNAMIC_DEFAULT, kind, entries,
+                              row.documentation if row is not None else ""))
     return rows
 
 
@@ -431,8 +436,10 @@ def _describe(broker: BrokerServices, listener: str, resource_type: int, resourc
         if error is not None:
             result.error_code, result.error_message = error
             return result
-        rows = cluster_default_rows(broker.dynamic_configs) if resource_name == "" else broker_config_rows(
-            broker.config, broker.explicit_settings, broker.http_endpoint(listener), broker.dynamic_configs)
+        rows = broker_config_rows(broker.config, broker.explicit_settings, broker.http_endpoint(listener),
+                                  broker.dynamic_configs)
+        if resource_name == "":
+            rows = cluster_default_rows(broker.dynamic_configs, {row.name: row for row in rows})
         for row in rows:
             if keys is not None and row.name not in keys:
                 continue
