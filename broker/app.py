@@ -297,11 +297,12 @@ class Broker:
     def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
                              validate_only: bool) -> None:
         """Change a dynamic broker config layer (broker/dynamic_configs.py) and apply it: the topics'
-        defaults at once."""
+        defaults at once, and the log cleaner looks again (its backoff, a compaction knob may have changed)."""
         if self.dynamic_configs.alter(cluster_default, change, validate_only):
             from .topic_defaults import log_config
 
             self.catalogue.set_default_config(log_config(self.dynamic_configs.effective()))
+            self.logs.wake_cleaner()
 
     def http_endpoint(self, listener: str) -> str | None:
         """The URL of the HTTP endpoint (--metrics-listen) as a client of `listener` reaches it: the
@@ -341,6 +342,8 @@ class Broker:
         # the first use of transactions (_build_transactions).
         self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
+        self._background.append(asyncio.create_task(self.logs.cleaner.run(
+            lambda: self.dynamic_configs.effective().log_cleaner_backoff_ms), name="log-cleaner"))
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
 
     async def stop(self) -> None:
@@ -573,7 +576,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.logs.run_maintenance(self.clock.wall_ms())
+                self.logs.run_retention(self.clock.wall_ms())
             except Exception:
                 log.exception("retention_failed")
 
