@@ -294,7 +294,8 @@ def _group_describe(args) -> None:
     def render(d: dict) -> None:
         print(f"Group {d['group']}  state {d['state']}  protocol {d['protocol_type'] or '-'}/{d['protocol'] or '-'}"
               f"  members {len(d['members'])}  total lag {d['total_lag']}")
-        table(d["members"], ["member_id", "client_id", "host", "group_instance_id", "assignment"])
+        streams = ["active_tasks", "standby_tasks"] if d["protocol_type"] == "streams" else []
+        table(d["members"], ["member_id", "client_id", "host", "group_instance_id", "assignment", *streams])
         print()
         table(d["partitions"], ["topic", "partition", "committed", "log_end", "lag", "member"])
         stuck = d.get("rebalance_in_progress")

@@ -61,8 +61,16 @@ def _describe_streams(admin: Admin, group_id: str) -> dict | None:
             "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
                          "host": m.client_host,
                          "assignment": sorted((topic, p) for task in m.assignment.active_tasks
-                                              for topic in reads.get(task.subtopology_id, ()) for p in task.partitions)}
+                                              for topic in reads.get(task.subtopology_id, ()) for p in task.partitions),
+                         "member_epoch": m.member_epoch,
+                         "active_tasks": _task_names(m.assignment.active_tasks),
+                         "standby_tasks": _task_names(m.assignment.standby_tasks)}
                         for m in described.members]}
+
+
+def _task_names(tasks) -> list[str]:
+    """Tasks as Kafka Streams names them: subtopology_partition ("1_0")."""
+    return sorted(f"{t.subtopology_id}_{p}" for t in tasks or () for p in t.partitions)
 
 
 def _describe(admin: Admin, group_id: str) -> dict:

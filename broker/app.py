@@ -419,6 +419,7 @@ class Broker:
             num_partitions=self.offsets_topic.num_partitions,
             topics=self._topics_image,
             max_batch_bytes=self.offsets_topic.max_batch_bytes,
+            group_config=self._group_config_override,
         )
         coordinator.history.subscribe(self.observations.rebalance)
         coordinator.event_listeners.append(self._share_member_gone)
@@ -473,6 +474,11 @@ class Broker:
 
         if isinstance(event, ShareMemberGone) and self._share_partitions is not None:
             self._share_partitions.member_gone(event.group_id, event.member_id)
+
+    def _group_config_override(self, group_id: str, name: str) -> str | None:
+        """A group's override of a group config (IncrementalAlterConfigs on the GROUP resource), for the
+        coordinator; None: the broker's `group.*` default holds."""
+        return self.group_configs.overrides.get(group_id, {}).get(name)
 
     @property
     def group_configs(self) -> GroupConfigStore:

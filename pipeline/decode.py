@@ -29,6 +29,7 @@ from ..protocol.records.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataRecord,
 )
 from ..protocol.records.codec import UnknownRecordType, decode_record
+from ..protocol.records.streams_records import StreamsRecord
 from ..protocol.records.classic_records import (
     GroupMetadataRecord,
     GroupMetadataTombstone,
@@ -348,6 +349,33 @@ def _topic_partitions(assignment: Any, topic_names: dict[str, str]) -> list[dict
             for tid, ps in sorted(assignment.items(), key=lambda kv: str(kv[0]))]
 
 
+# A streams group's records (KIP-1071), named as Kafka names their types (StreamsGroupMetadata, ...).
+_STREAMS_RECORD_NAMES = {17: "streams_group_metadata", 19: "streams_group_member_metadata",
+                         20: "streams_group_target_assignment_metadata", 21: "streams_group_target_assignment_member",
+                         22: "streams_group_current_member_assignment", 23: "streams_group_topology"}
+
+
+def _streams_fields(rec: StreamsRecord) -> dict[str, Any]:
+    """A streams group record's row: its type (`_record`, or `_tombstone` for a null value, as the
+    consumer group's are named), its member, and the epoch it carries as the generation (the group
+    epoch, the assignment epoch, a member's epoch, the topology epoch)."""
+    v = rec.value
+    fields: dict[str, Any] = {
+        "record_type": _STREAMS_RECORD_NAMES[rec.record_type] + ("_tombstone" if v is None else "_record"),
+        "member_id": rec.member_id, "protocol_type": "streams"}
+    if v is not None:
+        for name in ("epoch", "assignment_epoch", "member_epoch"):
+            if hasattr(v, name):
+                fields["generation"] = getattr(v, name)
+                break
+        if rec.record_type == 19:
+            fields["members"] = [{"member_id": rec.member_id, "group_instance_id": v.instance_id,
+                                  "client_id": v.client_id, "client_host": v.client_host,
+                                  "rebalance_timeout_ms": v.rebalance_timeout_ms, "session_timeout_ms": None,
+                                  "subscription": None, "assignment": None}]
+    return fields
+
+
 def consumer_offsets_row(log_partition: int, r: LogRecord, header: BatchHeader | None = None,
                          topic_names: dict[str, str] | None = None) -> dict[str, Any]:
     """One `__consumer_offsets` record, decoded with the coordinator's own record codec. The batch
@@ -378,6 +406,8 @@ def consumer_offsets_row(log_partition: int, r: LogRecord, header: BatchHeader |
                    members=_members(rec))
     elif isinstance(rec, GroupMetadataTombstone):
         row.update(record_type="group_tombstone")
+    elif isinstance(rec, StreamsRecord):
+        row.update(_streams_fields(rec))
     else:  # a consumer group (KIP-848) record: consumer_group_metadata_record, ..._tombstone, ...
         row["record_type"] = _CONSUMER_RECORD_NAME.sub("_", type(rec).__name__).lower()
         names = topic_names or {}

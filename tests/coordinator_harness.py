@@ -25,7 +25,8 @@ from kbroker.protocol.records.classic_records import Record
 
 class Harness:
     def __init__(self, config: GroupConfig | None = None, *, start_ms: int = 1_000_000, partition: int = 0,
-                 topics: Any = None, max_batch_bytes: int | None = None, group_types: Any = None) -> None:
+                 topics: Any = None, max_batch_bytes: int | None = None, group_types: Any = None,
+                 group_config: Any = None) -> None:
         self.clock = ManualClock(start_ms)
         self.timers = KeyedTimers(self.clock)
         self._ids = itertools.count(1)
@@ -34,6 +35,7 @@ class Harness:
             **({"topics": topics} if topics is not None else {}),
             **({"max_batch_bytes": lambda: max_batch_bytes} if max_batch_bytes is not None else {}),
             **({"group_types": group_types} if group_types is not None else {}),
+            **({"group_config": group_config} if group_config is not None else {}),
         )
         self.log: list[Record] = []
         self.events: list[Any] = []

@@ -228,7 +228,8 @@ class _Gen:
                 class_lines.append(f"    {docstring(f['about'])}")
             args = [
                 repr(attr), repr(f["name"]), repr(kind), repr(ptype),
-                f"versions={parse_versions(f.get('versions'))!r}",
+                # A field without "versions" has its taggedVersions (Kafka's FieldSpec defaults it so).
+                f"versions={parse_versions(f.get('versions') or f.get('taggedVersions'))!r}",
             ]
             if f.get("nullableVersions"):
                 args.append(f"nullable={parse_versions(f['nullableVersions'])!r}")

@@ -84,4 +84,5 @@ SERVED: dict[int, tuple[str, int, int]] = {
     92: ('delete_share_group_offsets', 0, 0),
     88: ('streams_group_heartbeat', 0, 1),
     89: ('streams_group_describe', 0, 1),
+    93: ('streams_group_topology_description_update', 0, 0),
 }

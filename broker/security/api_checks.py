@@ -466,6 +466,7 @@ CHECKS: dict[int, Callable] = {
     28: more.check_txn_offset_commit, 61: more.check_describe_producers, 65: more.check_describe_transactions,
     66: more.check_list_transactions, 68: more.check_consumer_group_heartbeat, 69: more.check_consumer_group_describe,
     88: more.check_streams_group_heartbeat, 89: more.check_streams_group_describe,
+    93: more.check_streams_group_topology_description_update,
     21: more.check_delete_records, 23: more.check_offset_for_leader_epoch, 35: more.check_describe_log_dirs,
     34: more.cluster_check(Op.ALTER), 64: more.cluster_check(Op.ALTER), 74: more.cluster_check(Op.DESCRIBE_CONFIGS),
     43: more.cluster_check(Op.ALTER), 45: more.cluster_check(Op.ALTER), 46: more.cluster_check(Op.DESCRIBE),

@@ -172,6 +172,14 @@ async def check_streams_group_heartbeat(ctx: RequestContext, request: Any, call:
     return await call(request)
 
 
+async def check_streams_group_topology_description_update(ctx: RequestContext, request: Any, call: Call,
+                                                          sec: Security) -> Any:
+    """KIP-1331: Read on the group, as an offset commit (a push does not modify the group)."""
+    if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
+        return refuse(ctx, request, GROUP_DENIED, DENIED_MESSAGE[GROUP_DENIED])
+    return await call(request)
+
+
 async def check_streams_group_describe(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
     """KIP-1071: each group answered GROUP_AUTHORIZATION_FAILED unless the caller may Describe it."""
     from ...protocol.messages.streams_group_describe_response import DescribedGroup

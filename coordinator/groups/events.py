@@ -31,6 +31,7 @@ class AssignmentChanged:
     `consumer_group_assignment_changed`)."""
 
     log_event: ClassVar[str] = "consumer_group_assignment_changed"
+    group_type: ClassVar[str] = "consumer"
 
     group_id: str
     group_epoch: int
@@ -46,6 +47,15 @@ class AssignmentChanged:
     members_in: tuple[str, ...] = ()
     members_out: tuple[str, ...] = ()
     session_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsAssignmentChanged(AssignmentChanged):
+    """A streams group (KIP-1071) moved to a new group epoch (`streams_group_assignment_changed`):
+    a member came or went, the topology, the topics or the group's assignment configs changed."""
+
+    log_event: ClassVar[str] = "streams_group_assignment_changed"
+    group_type: ClassVar[str] = "streams"
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,6 +88,9 @@ class TypeContext:
     # request over to the type that now owns the id: a JoinGroup after an empty consumer group's
     # deletion is a classic group's).
     handle: Callable[[Any, int], Outcome]
+    # A group's dynamic config override (the GROUP config resource: group id, config name such as
+    # "streams.num.standby.replicas"), or None where the group has none and the broker's default holds.
+    group_config: Callable[[str, str], str | None] = lambda group_id, name: None
 
 
 class GroupType(Protocol):

@@ -86,11 +86,11 @@ class RebalanceHistory:
         ))
 
     def record_epoch(self, event: AssignmentChanged, now_ms: int) -> HistoryEntry:
-        """A consumer group (KIP-848) moved to a new group epoch: its membership or subscriptions
-        changed. The epoch stands where a classic group's generation stands; there is no group-wide
+        """A consumer group (KIP-848) or a streams group (KIP-1071) moved to a new group epoch: its
+        membership, subscriptions or topology changed. The epoch stands where a classic group's generation stands; there is no group-wide
         rebalance to time (members reconcile one by one), so there is no duration."""
         return self._add(HistoryEntry(
-            time_ms=now_ms, group_id=event.group_id, kind="rebalance", reason=event.reason, group_type="consumer",
+            time_ms=now_ms, group_id=event.group_id, kind="rebalance", reason=event.reason, group_type=event.group_type,
             old_generation=event.previous_epoch, new_generation=event.group_epoch,
             trigger_member=event.trigger_member, members_in=event.members_in, members_out=event.members_out,
             member_count=event.member_count, session_timeout_ms=event.session_timeout_ms,

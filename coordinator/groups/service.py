@@ -96,6 +96,7 @@ class GroupCoordinatorService:
         topics: Callable[[], Any] | None = None,
         max_batch_bytes: Callable[[int], int] | None = None,
         group_types: Iterable[GroupTypeFactory] = GROUP_TYPES,
+        group_config: Callable[[str, str], str | None] | None = None,
     ) -> None:
         """Records go through `writer` (the broker's `__consumer_offsets` adapter), or through the
         `append_records` (and `append_records_nowait`) functions a test gives. `group_types`: the
@@ -110,6 +111,7 @@ class GroupCoordinatorService:
         self._topics = topics  # the topics image consumer groups assign from (name -> TopicImage)
         self._max_batch_bytes = max_batch_bytes  # partition -> its largest batch (max.message.bytes)
         self._group_types = tuple(group_types)
+        self._group_config = group_config  # (group id, name) -> the group's config override, or None
         self._partition_of: dict[str, int] = {}
         self.runtime = CoordinatorRuntime(
             self._new_shard, append=append_records, append_nowait=append_records_nowait,
@@ -168,7 +170,7 @@ class GroupCoordinatorService:
         if self._max_batch_bytes is not None:
             extra["max_batch_bytes"] = partial(self._max_batch_bytes, partition)
         return GroupCoordinatorShard(partition, self.config, new_member_id=self._new_member_id,
-                                     group_types=self._group_types, **extra)
+                                     group_types=self._group_types, group_config=self._group_config, **extra)
 
     async def unload(self, partition: int) -> None:
         await self.runtime.unload(partition)

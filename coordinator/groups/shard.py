@@ -55,6 +55,7 @@ class GroupCoordinatorShard:
         topics: Callable[[], Mapping[str, Any]] = no_topics,
         max_batch_bytes: Callable[[], int] = default_max_batch_bytes,
         group_types: Iterable[GroupTypeFactory] = GROUP_TYPES,
+        group_config: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self.partition = partition
         self.config = config or GroupConfig()
@@ -64,6 +65,8 @@ class GroupCoordinatorShard:
         self.loading = False
         context = TypeContext(partition, self.config, self.groups, self.offsets, topics, max_batch_bytes,
                               new_member_id, self.handle)
+        if group_config is not None:
+            context.group_config = group_config
         self.types: tuple[GroupType, ...] = tuple(factory(context) for factory in group_types)
         # The first type makes the simple groups that hold offsets committed without group management.
         self.groups.simple_group = self.types[0].simple_group  # type: ignore[attr-defined]

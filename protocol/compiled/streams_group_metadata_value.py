@@ -6,10 +6,29 @@ from struct import Struct
 S_iq = Struct('>iq')
 def parse_tagged_2(io):
     return U_I32(io.read(4))[0]
+from ..messages.streams_group_metadata_value import LastAssignmentConfig as streams_group_metadata_value__LastAssignmentConfig
+def parse_LastAssignmentConfig_v0_4(io):
+    a0 = read_compact_string(io)
+    a1 = read_compact_string(io)
+    count = io.read(1)
+    if count != b"\x00":
+        for _ in range(uvarint_from(io, count)):
+            tag = read_uvarint(io)
+            size = read_uvarint(io)
+            read_exact(io, size)
+    return streams_group_metadata_value__LastAssignmentConfig(a0, a1)
+def parse_array_5(io):
+    n = read_compact_array_count(io, True)
+    if n < 0:
+        return None
+    return [parse_LastAssignmentConfig_v0_4(io) for _ in range(n)]
+def parse_tagged_3(io):
+    return parse_array_5(io)
 from ..messages.streams_group_metadata_value import StreamsGroupMetadataValue as streams_group_metadata_value__StreamsGroupMetadataValue
 def parse_StreamsGroupMetadataValue_v0_1(io):
     a0, a1 = S_iq.unpack(io.read(12))
     t2 = -1
+    t3 = []
     t4 = -1
     t5 = -1
     count = io.read(1)
@@ -19,32 +38,53 @@ def parse_StreamsGroupMetadataValue_v0_1(io):
             size = read_uvarint(io)
             if tag == 0:
                 t2 = parse_tagged_2(BytesIO(read_exact(io, size)))
+            elif tag == 1:
+                t3 = parse_tagged_3(BytesIO(read_exact(io, size)))
             elif tag == 2:
                 t4 = parse_tagged_2(BytesIO(read_exact(io, size)))
             elif tag == 3:
                 t5 = parse_tagged_2(BytesIO(read_exact(io, size)))
             else:
                 read_exact(io, size)
-    return streams_group_metadata_value__StreamsGroupMetadataValue(a0, a1, t2, [], t4, t5)
+    return streams_group_metadata_value__StreamsGroupMetadataValue(a0, a1, t2, t3, t4, t5)
 def parse_v0(io, this):
     try:
         return parse_StreamsGroupMetadataValue_v0_1(io)
     except StructError as e:  # a fixed-width field past the end (primitives.py)
         raise MalformedMessage(f"truncated: {e}") from None
-def build_tagged_6(v):
+def build_tagged_9(v):
     b = BytesIO()
     w = b.write
     w(P_I32(v))
     return b.getvalue()
-def build_StreamsGroupMetadataValue_v0_5(obj, w):
+def build_LastAssignmentConfig_v0_11(obj, w):
+    write_compact_string(w, obj.key)
+    write_compact_string(w, obj.value)
+    w(b"\x00")
+    return obj
+def build_array_12(w, v):
+    if v is None:
+        w(b"\x00")
+        return
+    w(encode_uvarint(len(v) + 1))
+    for e in v:
+        build_LastAssignmentConfig_v0_11(e, w)
+def build_tagged_10(v):
+    b = BytesIO()
+    w = b.write
+    build_array_12(w, v)
+    return b.getvalue()
+def build_StreamsGroupMetadataValue_v0_8(obj, w):
     w(S_iq.pack(obj.epoch, obj.metadata_hash))
     tags = []
     if obj.validated_topology_epoch != -1:
-        tags.append((0, build_tagged_6(obj.validated_topology_epoch)))
+        tags.append((0, build_tagged_9(obj.validated_topology_epoch)))
+    if obj.last_assignment_configs != []:
+        tags.append((1, build_tagged_10(obj.last_assignment_configs)))
     if obj.stored_description_topology_epoch != -1:
-        tags.append((2, build_tagged_6(obj.stored_description_topology_epoch)))
+        tags.append((2, build_tagged_9(obj.stored_description_topology_epoch)))
     if obj.failed_description_topology_epoch != -1:
-        tags.append((3, build_tagged_6(obj.failed_description_topology_epoch)))
+        tags.append((3, build_tagged_9(obj.failed_description_topology_epoch)))
     w(encode_uvarint(len(tags)))
     for tag, data in tags:
         w(encode_uvarint(tag))
@@ -52,5 +92,5 @@ def build_StreamsGroupMetadataValue_v0_5(obj, w):
         w(data)
     return obj
 def build_v0(obj, io, this):
-    return build_StreamsGroupMetadataValue_v0_5(obj, io.write)
+    return build_StreamsGroupMetadataValue_v0_8(obj, io.write)
 CODECS = {0: (parse_v0, build_v0)}

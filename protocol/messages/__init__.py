@@ -137,6 +137,8 @@ MODULES: tuple[tuple[str, str, str, int | None], ...] = (
     ('streams_group_describe_response', 'StreamsGroupDescribeResponse', 'response', 89),
     ('streams_group_heartbeat_request', 'StreamsGroupHeartbeatRequest', 'request', 88),
     ('streams_group_heartbeat_response', 'StreamsGroupHeartbeatResponse', 'response', 88),
+    ('streams_group_topology_description_update_request', 'StreamsGroupTopologyDescriptionUpdateRequest', 'request', 93),
+    ('streams_group_topology_description_update_response', 'StreamsGroupTopologyDescriptionUpdateResponse', 'response', 93),
     ('sync_group_request', 'SyncGroupRequest', 'request', 14),
     ('sync_group_response', 'SyncGroupResponse', 'response', 14),
     ('txn_offset_commit_request', 'TxnOffsetCommitRequest', 'request', 28),

@@ -44,7 +44,7 @@ _StreamsGroupMetadataValue_SPEC = StructSpec(StreamsGroupMetadataValue, (
     F('epoch', 'Epoch', 'primitive', 'int32', versions=(0, None)),
     F('metadata_hash', 'MetadataHash', 'primitive', 'int64', versions=(0, None)),
     F('validated_topology_epoch', 'ValidatedTopologyEpoch', 'primitive', 'int32', versions=(0, None), tagged=(0, None), tag=0, default=-1),
-    F('last_assignment_configs', 'LastAssignmentConfigs', 'array', '', versions=None, nullable=(0, None), tagged=(0, None), tag=1, default=[], struct=_LastAssignmentConfig_SPEC),
+    F('last_assignment_configs', 'LastAssignmentConfigs', 'array', '', versions=(0, None), nullable=(0, None), tagged=(0, None), tag=1, default=[], struct=_LastAssignmentConfig_SPEC),
     F('stored_description_topology_epoch', 'StoredDescriptionTopologyEpoch', 'primitive', 'int32', versions=(0, None), tagged=(0, None), tag=2, default=-1),
     F('failed_description_topology_epoch', 'FailedDescriptionTopologyEpoch', 'primitive', 'int32', versions=(0, None), tagged=(0, None), tag=3, default=-1),
     ))

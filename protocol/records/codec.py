@@ -8,6 +8,7 @@ GroupMetadataValue v3. Every version Kafka ever wrote is read back.
 
 from __future__ import annotations
 
+import importlib
 import struct
 from io import BytesIO
 from typing import Any
@@ -35,7 +36,12 @@ OFFSET_COMMIT_VALUE_VERSION = 4
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 _I16 = struct.Struct(">h")
-_SHARE_RECORD_TYPES = frozenset(range(10, 16))  # share_records.SHARE_RECORD_TYPES, without importing it
+# The record types whose codec registers itself when its module is first imported (share groups,
+# KIP-932: share_records.SHARE_RECORD_TYPES; streams groups, KIP-1071: streams_records.STREAMS_RECORD_TYPES),
+# named here without importing them: decode_record imports the module with the first such record it
+# meets, so a reader that never built that group type (the pipeline, a tool) decodes them all the same.
+_SELF_REGISTERING = {**dict.fromkeys(range(10, 16), "share_records"),
+                     **dict.fromkeys((17, 19, 20, 21, 22, 23), "streams_records")}
 
 
 class UnknownRecordType(ValueError):
@@ -212,10 +218,8 @@ def decode_record(key: bytes | None, value: bytes | None) -> Record:
             ),
         )
     decode = _DECODERS.get(record_type)
-    if decode is None and record_type in _SHARE_RECORD_TYPES:
-        # share group records (KIP-932): their codec registers itself with its first import
-        from . import share_records  # noqa: F401
-
+    if decode is None and record_type in _SELF_REGISTERING:
+        importlib.import_module(f"{__package__}.{_SELF_REGISTERING[record_type]}")
         decode = _DECODERS.get(record_type)
     if decode is not None:
         return decode(key, value)

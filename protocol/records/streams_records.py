@@ -5,7 +5,8 @@ Keys: int16 record type (17 group metadata, 19 member metadata, 20 target assign
 int16 version 0 + the flexible value struct (the generated StreamsGroup*Value message); a null value
 is a tombstone. One record class carries them all: its value is the generated message itself, so the
 format is Kafka's JSON and nothing else. The codec registers itself with the `__consumer_offsets`
-codec when this module is imported (the streams group type imports it).
+codec when this module is imported: the streams group type imports it, and codec.decode_record with the
+first streams group record it meets.
 """
 
 from __future__ import annotations

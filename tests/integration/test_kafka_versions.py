@@ -30,7 +30,6 @@ NOT_SERVED = {
     94: "UnregisterController: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
     **{key: "the share coordinator's state RPCs: between brokers; on one node its calls are in-process (KIP-932)"
        for key in (83, 84, 85, 86, 87)},
-    93: "StreamsGroupTopologyDescriptionUpdate: not built yet (docs/streams-groups.md)",
 }
 # APIs served below the release's newest version: api key -> (newest version served, why)
 OLDER_VERSIONS = {

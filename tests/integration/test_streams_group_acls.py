@@ -86,3 +86,26 @@ def test_internal_topics_need_create(secure):
         time.sleep(0.2)
     assert exists(secure, internal) == [True, True]
     assert not any("Unauthorized" in (s.status_detail or "") for s in answer.status or [])
+
+
+def test_a_topology_description_push_needs_read_on_the_group(secure):
+    """StreamsGroupTopologyDescriptionUpdate (93): Read on the group, then Kafka 4.4's answer without a
+    topology description plugin."""
+    from kbroker.protocol.messages.streams_group_topology_description_update_request import (
+        StreamsGroupTopologyDescriptionUpdateRequest, TopologyDescription,
+    )
+
+    wire = plain_login(secure.address("SASL_PLAINTEXT"), "reader", PASSWORDS["reader"])
+    try:
+        def push(group: str):
+            return wire.call(93, 0, StreamsGroupTopologyDescriptionUpdateRequest(
+                group_id=group, member_id="m", topology_epoch=0,
+                topology_description=TopologyDescription(subtopologies=[], global_stores=[])))
+
+        refused = push("other-group")
+        assert (refused.error_code, refused.error_message) == (30, "Group authorization failed.")
+        allowed = push(f"sacl-{uuid.uuid4().hex[:6]}")
+        assert (allowed.error_code, allowed.error_message) == (
+            35, "The broker has no streams group topology description plugin configured.")
+    finally:
+        wire.close()

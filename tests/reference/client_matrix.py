@@ -52,6 +52,19 @@ def _publish(tmp: Path, final: Path) -> Path:
     return final
 
 
+# The Java programs' log4j2 configuration: warnings and errors on stderr (each run's log).
+LOG4J_STDERR = """\
+status = error
+appender.err.type = Console
+appender.err.name = err
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %c: %m%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = err
+"""
+
+
 def java_classes(libs: Path) -> Path:
     """tests/clients/java compiled with javac against Kafka's jars into build/clients/java/<digest>."""
     sources = sorted((CLIENTS / "java").glob("*.java"))

@@ -38,17 +38,6 @@ PROMISES = {
     "one_instance_tasks": 4, "three_instances_tasks": [1, 1, 2],
 }
 
-LOG4J_STDERR = """\
-status = error
-appender.err.type = Console
-appender.err.name = err
-appender.err.target = SYSTEM_ERR
-appender.err.layout.type = PatternLayout
-appender.err.layout.pattern = [%d] %p %c: %m%n
-rootLogger.level = WARN
-rootLogger.appenderRef.err.ref = err
-"""
-
 
 @pytest.fixture(scope="module")
 def matrix():
@@ -98,7 +87,7 @@ def test_java_client_and_streams(matrix, kafka_reference, kbroker, tmp_path):
         pytest.skip("javac is missing (a JDK: Java 17 or later)")
     classes = cm.java_classes(libs)
     log4j = tmp_path / "log4j2.properties"
-    log4j.write_text(LOG4J_STDERR)
+    log4j.write_text(cm.LOG4J_STDERR)
     java = shutil.which("java") or "java"
     command = [java, "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
                f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{classes}:{libs}/*", "Matrix"]

@@ -283,7 +283,8 @@ def test_the_data_path_throughputs_print_every_run_beside_the_median(capsys):
 
 def test_every_benchmark_has_help_with_size_flags():
     for name, flag in (("data_path", "--messages"), ("groups", "--members"), ("codec", "--seconds"),
-                       ("transactions", "--transactions"), ("connections", "--counts")):
+                       ("transactions", "--transactions"), ("connections", "--counts"),
+                       ("streams_groups", "--rounds")):
         out = subprocess.run([sys.executable, "-m", "bench." + name, "--help"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)
         assert out.returncode == 0 and flag in out.stdout, out.stderr

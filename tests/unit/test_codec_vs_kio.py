@@ -263,9 +263,12 @@ def test_versions_kio_lacks_against_kafka_python(api_key: int, version: int, kin
 # suite send them to it and decode its answers with our codec. The v0 that Kafka 4.0 removed of the APIs
 # whose v0 its definitions call "the same as version 1" are checked below: our v0 bytes are our v1 bytes.
 # StreamsGroupHeartbeat and StreamsGroupDescribe v1 likewise: the differential wire suite
-# (differential/apis_streams.py) and Kafka Streams 4.4 in the client matrix exchange them with Kafka 4.4.
+# (differential/apis_streams.py) and Kafka Streams 4.4 in the client matrix exchange them with Kafka 4.4;
+# StreamsGroupTopologyDescriptionUpdate v0 by tests/reference/test_streams_topology_description.py, which
+# sends Kafka 4.4 our requests and decodes its answers.
 _CHECKED_AGAINST_KAFKA_44 = {(18, 5, "request"), (18, 5, "response"), (42, 3, "request"), (42, 3, "response"),
-                             *((api, 1, kind) for api in (88, 89) for kind in ("request", "response"))}
+                             *((api, 1, kind) for api in (88, 89) for kind in ("request", "response")),
+                             (93, 0, "request"), (93, 0, "response")}
 _V0_IS_V1 = [(k, kind) for k in (34, 38, 39, 40, 41) for kind in ("request", "response")]
 
 

@@ -79,14 +79,18 @@ def test_active_tasks_are_balanced_over_processes_and_stay_where_they_were() -> 
 
 def test_standby_replicas_never_share_a_process_with_the_active_task() -> None:
     members = {m: AssignmentMember(m, f"p{m}") for m in "abc"}
-    result = assign(members, TASKS, 1)
+    result = assign(members, TASKS, 1, TASKS)
     for task in TASKS:
         active = [m for m in members if task in result[m].active]
         standby = [m for m in members if task in result[m].standby]
         assert len(active) == 1 and len(standby) == 1 and active != standby
     # two stream threads of one process: no standby, as there is no other process to hold it
-    same = assign({"a": AssignmentMember("a", "p"), "b": AssignmentMember("b", "p")}, TASKS, 1)
+    same = assign({"a": AssignmentMember("a", "p"), "b": AssignmentMember("b", "p")}, TASKS, 1, TASKS)
     assert all(not t.standby for t in same.values())
+    # a stateless task (no changelog: nothing to keep warm) gets no standby, as in Kafka's assignor
+    stateful = frozenset(t for t in TASKS if t[0] == "1")
+    only = assign(members, TASKS, 1, stateful)
+    assert frozenset().union(*(t.standby for t in only.values())) == stateful
 
 
 # -- the group type -------------------------------------------------------------------------------
@@ -110,13 +114,14 @@ def make(config: GroupConfig = NO_DELAY, **partitions: int) -> tuple[Harness, To
 
 
 def beat(h: Harness, member: str, epoch: int, *, owned: frozenset | None = None, process: str | None = None,
-         topology: sc.Topology | None = None, endpoint_epoch: int = 0) -> sc.StreamsGroupHeartbeatResult:
+         topology: sc.Topology | None = None, endpoint_epoch: int = 0,
+         instance: str | None = None, host: str | None = None) -> sc.StreamsGroupHeartbeatResult:
     return h.call(sc.StreamsGroupHeartbeat(
-        APP, member, epoch, endpoint_information_epoch=endpoint_epoch,
+        APP, member, epoch, endpoint_information_epoch=endpoint_epoch, instance_id=instance,
         rebalance_timeout_ms=300_000 if epoch == 0 else -1,
         topology=topology or (WORDCOUNT if epoch == 0 else None),
         process_id=process or (f"process-{member}" if epoch == 0 else None),
-        user_endpoint=(f"{member}.local", 8080) if epoch == 0 else None,
+        user_endpoint=(host or f"{member}.local", 8080) if epoch == 0 else None,
         active_tasks=None if owned is None else tuple(
             (s, tuple(sorted(p for t, p in owned if t == s))) for s in sorted({s for s, _ in owned}))))
 
@@ -179,7 +184,8 @@ def test_standby_replicas_when_configured() -> None:
     beat(h, "b", 0)
     group = h.group(APP)
     a_target, b_target = group.target("a"), group.target("b")
-    assert a_target.active | b_target.active == a_target.standby | b_target.standby
+    # the counting subtopology 1 keeps state: its tasks have standbys; subtopology 0's do not
+    assert a_target.standby | b_target.standby == frozenset(("1", p) for p in range(2))
     assert not a_target.active & a_target.standby and not b_target.active & b_target.standby
 
 
@@ -344,3 +350,143 @@ def test_a_member_that_revokes_in_time_is_not_fenced() -> None:
     kept = active(beat(h, "a", 2, owned=a_tasks))
     beat(h, "a", 2, owned=kept)
     assert not h.armed(sc.rebalance_key(APP, "a"))
+
+
+# -- the group's own configs (the GROUP config resource) -------------------------------------------
+
+
+def test_a_groups_own_configs_override_the_brokers_and_a_new_standby_count_reassigns() -> None:
+    overrides: dict[str, str] = {}
+    topics = Topics(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    h = Harness(NO_DELAY, topics=lambda: dict(topics.image),
+                group_config=lambda group, name: overrides.get(name) if group == APP else None)
+    a = beat(h, "a", 0)
+    assert a.heartbeat_interval_ms == 5_000 and h.deadline(sc.session_key(APP, "a")) == h.clock.now_ms() + SESSION_MS
+    b = beat(h, "b", 0)
+    assert h.group(APP).last_assignment_configs == {"num.standby.replicas": "0"}
+    assert not h.group(APP).target("a").standby
+    overrides.update({"streams.heartbeat.interval.ms": "7000", "streams.session.timeout.ms": "50000",
+                      "streams.num.standby.replicas": "1"})
+    epoch = h.group(APP).group_epoch
+    b2 = beat(h, "b", b.member_epoch, owned=frozenset())
+    assert b2.heartbeat_interval_ms == 7_000 and h.deadline(sc.session_key(APP, "b")) == h.clock.now_ms() + 50_000
+    group = h.group(APP)
+    # the new standby count moved the group epoch and recomputed the target: every task has a standby
+    assert group.group_epoch == epoch + 1 and group.last_assignment_configs == {"num.standby.replicas": "1"}
+    a_target, b_target = group.target("a"), group.target("b")
+    counting = frozenset(("1", p) for p in range(2))  # the stateful tasks
+    assert a_target.standby == b_target.active & counting and b_target.standby == a_target.active & counting
+    assert a_target.standby | b_target.standby == counting
+    metadata = [r for r in h.log if isinstance(r, sr.StreamsRecord) and r.record_type == sr.GROUP_METADATA][-1]
+    assert [(c.key, c.value) for c in metadata.value.last_assignment_configs] == [("num.standby.replicas", "1")]
+    # kept in the record, so a replay does not take the same configs for a change
+    fresh = Harness(NO_DELAY, topics=lambda: dict(topics.image),
+                    group_config=lambda group, name: overrides.get(name))
+    fresh.load([decode_record(*encode_record(r)) for r in h.log])
+    assert fresh.group(APP).last_assignment_configs == {"num.standby.replicas": "1"}
+    again = fresh.group(APP).group_epoch
+    beat(fresh, "b", h.group(APP).members["b"].member_epoch)
+    assert fresh.group(APP).group_epoch == again
+
+
+def test_the_initial_rebalance_delay_is_the_groups_own() -> None:
+    topics = Topics(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    h = Harness(GroupConfig(), topics=lambda: dict(topics.image),
+                group_config=lambda group, name: "0" if name == "streams.initial.rebalance.delay.ms" else None)
+    a = beat(h, "a", 0)  # the broker's default would delay it 3 s
+    assert len(active(a)) == 4 and sc.ASSIGNMENT_DELAYED not in [code for code, _ in a.statuses]
+
+
+# -- static members ---------------------------------------------------------------------------------
+
+
+def test_a_static_member_steps_out_keeps_its_tasks_and_gets_them_back_under_a_new_member_id() -> None:
+    h, topics = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    a = beat(h, "a", 0, instance="ia")
+    b = beat(h, "b", 0, instance="ib")
+    a = beat(h, "a", a.member_epoch, owned=active(a))
+    a = beat(h, "a", a.member_epoch, owned=active(a))
+    b = beat(h, "b", b.member_epoch, owned=frozenset())
+    assert h.group(APP).state == "Stable"
+    a_tasks, epoch = h.group(APP).members["a"].assigned, h.group(APP).group_epoch
+    left = beat(h, "a", -2, instance="ia")
+    assert (left.error, left.member_epoch) == (E.NONE, -2)
+    # still a member, with its tasks: nothing moves to b and the group epoch stays
+    assert h.group(APP).members["a"].member_epoch == -2 and h.group(APP).members["a"].assigned == a_tasks
+    assert h.group(APP).group_epoch == epoch and beat(h, "b", b.member_epoch, owned=active(b)).active_tasks is None
+    # its instance id back under a new member id: the old member is replaced, its tasks are the new one's
+    back = beat(h, "a-new", 0, instance="ia", process="process-a", host="a.local")
+    assert back.error == E.NONE and back.member_epoch == epoch
+    assert active(back) == a_tasks.active and set(h.group(APP).members) == {"a-new", "b"}
+    assert h.group(APP).group_epoch == epoch and h.group(APP).target("a-new") == a_tasks
+    # the old member id is fenced by it; a second joiner with the instance id is refused while it is held
+    assert beat(h, "a", back.member_epoch, instance="ia").error == E.FENCED_INSTANCE_ID
+    unreleased = beat(h, "c", 0, instance="ia")
+    assert unreleased.error == E.UNRELEASED_INSTANCE_ID and "owned by a-new member" in (unreleased.error_message or "")
+    assert beat(h, "c", 3, instance="ic").error == E.UNKNOWN_MEMBER_ID
+
+
+def test_a_static_member_that_never_comes_back_is_fenced_at_its_session_timeout() -> None:
+    h, topics = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    beat(h, "a", 0, instance="ia")
+    beat(h, "a", -2, instance="ia")
+    assert "a" in h.group(APP).members
+    h.advance(SESSION_MS)
+    assert "a" not in h.group(APP).members
+
+
+# -- the group's history ----------------------------------------------------------------------------
+
+
+def test_every_group_epoch_is_an_event_for_the_groups_history() -> None:
+    from kbroker.coordinator.groups.events import StreamsAssignmentChanged
+    from kbroker.coordinator.groups.history import RebalanceHistory
+
+    h, a_tasks = ready_group()
+    beat(h, "b", 0)
+    beat(h, "b", -1)
+    h.advance(SESSION_MS)  # a's session ends
+    changes = [e for e in h.events if isinstance(e, StreamsAssignmentChanged)]
+    assert [(e.previous_epoch, e.group_epoch, e.reason, e.members_in, e.members_out) for e in changes] == [
+        (1, 2, "member a joined", ("a",), ()), (2, 3, "member b joined", ("b",), ()),
+        (3, 4, "member b left", (), ("b",)), (4, 5, "member a's session expired", (), ("a",))]
+    assert changes[1].members_moved == ("a", "b") and changes[-1].session_timeout_ms == SESSION_MS
+    history = RebalanceHistory()
+    entries = [history.record_event(e, 0) for e in changes]
+    assert {(x.group_type, x.kind) for x in entries if x is not None} == {("streams", "rebalance")}
+
+
+def test_the_codec_decodes_streams_records_in_a_process_that_never_imported_the_streams_group_type() -> None:
+    """The pipeline and the tools read `__consumer_offsets` with decode_record alone."""
+    import subprocess
+    import sys
+
+    h, _ = ready_group()
+    encoded = [encode_record(r) for r in h.log]
+    program = ("import sys, json\n"
+               "from kbroker.protocol.records.codec import decode_record\n"
+               "assert 'kbroker.protocol.records.streams_records' not in sys.modules\n"
+               "pairs = json.load(sys.stdin)\n"
+               "out = [decode_record(bytes.fromhex(k), None if v is None else bytes.fromhex(v)) for k, v in pairs]\n"
+               "print(json.dumps([[type(r).__name__, r.record_type, r.group] for r in out]))\n")
+    import json
+    done = subprocess.run([sys.executable, "-c", program], input=json.dumps(
+        [[k.hex(), None if v is None else v.hex()] for k, v in encoded]), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [["StreamsRecord", r.record_type, APP] for r in h.log]
+
+
+def test_a_static_member_rejoining_with_new_metadata_moves_the_epoch_and_keeps_its_tasks() -> None:
+    h, topics = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    a = beat(h, "a", 0, instance="ia")
+    b = beat(h, "b", 0, instance="ib")
+    for _ in range(3):
+        a = beat(h, "a", a.member_epoch, owned=h.group(APP).members["a"].assigned.active)
+        b = beat(h, "b", b.member_epoch, owned=h.group(APP).members["b"].assigned.active)
+    a_tasks, epoch = h.group(APP).members["a"].assigned.active, h.group(APP).group_epoch
+    assert h.group(APP).state == "Stable" and len(a_tasks) == 2
+    beat(h, "a", -2, instance="ia")
+    back = beat(h, "a-new", 0, instance="ia", process="process-a", host="a-moved.local")
+    # its endpoint changed: a new group epoch and a new target, in which it keeps what it had (sticky)
+    assert back.member_epoch == epoch + 1 and active(back) == a_tasks
+    assert h.group(APP).target("a-new").active == a_tasks and "a" not in h.group(APP).target_assignment

@@ -3,8 +3,9 @@ tasks first, then standby replicas when `num.standby.replicas` > 0.
 
 Load is counted per process (a Kafka Streams instance may run several members, its stream threads);
 a task stays where it was while its owner stays and is not over its fair share; the rest go to the
-least loaded process, and within it to its least loaded member. A standby never lands on a process
-that holds the task active or already a standby of it. Deterministic: ties broken by id.
+least loaded process, and within it to its least loaded member. Only stateful tasks (of a subtopology
+with a state changelog) get standbys, as in Kafka's assignor; a standby never lands on a process that
+holds the task active or already a standby of it. Deterministic: ties broken by id.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ class MemberTarget:
     warmup: Tasks = frozenset()
 
 
-def assign(members: Mapping[str, AssignmentMember], tasks: Tasks, num_standby: int) -> dict[str, MemberTarget]:
+def assign(members: Mapping[str, AssignmentMember], tasks: Tasks, num_standby: int,
+           stateful: Tasks = frozenset()) -> dict[str, MemberTarget]:
+    """`stateful`: the tasks that keep state, the only ones given standby replicas."""
     if not members:
         return {}
     ids = sorted(members)
@@ -75,7 +78,7 @@ def assign(members: Mapping[str, AssignmentMember], tasks: Tasks, num_standby: i
     standby: dict[str, set[tuple[str, int]]] = {m: set() for m in ids}
     if num_standby > 0:
         load = {m: len(active[m]) for m in ids}
-        for t in sorted(tasks):
+        for t in sorted(tasks & stateful):
             holders = {members[owner_of[t]].process_id}
             for _ in range(num_standby):
                 candidates = [i for i in ids if members[i].process_id not in holders]

@@ -79,6 +79,9 @@ class StreamsGroup:
     endpoint_epoch: int = 0
     # The member that asked the application to shut down (SHUTDOWN_APPLICATION), in memory as in Kafka.
     shutdown_requested_by: str | None = None
+    # The assignment configs the target assignment was last computed with (num.standby.replicas, ...;
+    # StreamsGroupMetadataValue.LastAssignmentConfigs): a change of the group's configs recomputes it.
+    last_assignment_configs: dict[str, str] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -97,6 +100,10 @@ class StreamsGroup:
 
     def target(self, member_id: str) -> Assignment:
         return self.target_assignment.get(member_id, EMPTY)
+
+    def static_member(self, instance_id: str) -> StreamsGroupMember | None:
+        """The member holding `instance_id` (a static member, Kafka's staticMember)."""
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
 
     def pending_elsewhere(self, member_id: str) -> Tasks:
         """Active tasks other members still have to give back."""
@@ -236,6 +243,7 @@ def replay(groups: Mapping[str, StreamsGroup], record: sr.StreamsRecord,
             return
         group.group_epoch, group.metadata_hash = v.epoch, v.metadata_hash
         group.validated_topology_epoch = v.validated_topology_epoch
+        group.last_assignment_configs = {c.key: c.value for c in v.last_assignment_configs or ()}
     elif rt == sr.TOPOLOGY:
         group.topology = None if v is None else topology_of(v)
     elif rt == sr.TARGET_ASSIGNMENT_METADATA:

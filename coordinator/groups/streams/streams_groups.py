@@ -28,6 +28,7 @@ from ....protocol.records import streams_records as sr
 from ....protocol.records.classic_records import GroupMetadataTombstone
 from ...runtime.outcome import Outcome, Reply
 from ..classic.group import ClassicGroup, GroupState
+from ..events import StreamsAssignmentChanged
 from ..group_types import NoFollowUps, TypeContext
 from . import streams_commands as sc
 from .assignor import ASSIGNOR_NAME, AssignmentMember, assign
@@ -38,6 +39,9 @@ from .streams_group import (
 from .topology import ConfiguredTopology, configure, tasks_of
 
 E = ErrorCode
+# The group configs (the GROUP config resource) a streams group's assignment is computed with, by the
+# names Kafka's task assignor knows them (AssignmentConfigsImpl): a change recomputes the assignment.
+NUM_STANDBY_REPLICAS, RACK_AWARE_ASSIGNMENT_TAGS = "num.standby.replicas", "rack.aware.assignment.tags"
 
 
 class ApiError(Exception):
@@ -131,12 +135,39 @@ class StreamsGroups(NoFollowUps):
         self.groups = ctx.groups.of_type(StreamsGroup)
         self.config = ctx.config
         self.topics = ctx.topics
+        self.group_config = ctx.group_config
         # Groups whose first assignment waits for group.streams.initial.rebalance.delay.ms (in memory,
         # as Kafka's timer is).
         self.delayed: set[str] = set()
 
     def _partitions(self) -> dict[str, int]:
         return {name: t.num_partitions for name, t in self.topics().items()}
+
+    # -- the group's configs: its override (the GROUP config resource), else the broker's default ----
+
+    def _int_config(self, group_id: str, name: str, default: int) -> int:
+        value = self.group_config(group_id, name)
+        return default if value is None else int(value)
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._int_config(group_id, "streams.session.timeout.ms", self.config.group_streams_session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._int_config(group_id, "streams.heartbeat.interval.ms",
+                                self.config.group_streams_heartbeat_interval_ms)
+
+    def initial_rebalance_delay_ms(self, group_id: str) -> int:
+        return self._int_config(group_id, "streams.initial.rebalance.delay.ms",
+                                self.config.group_streams_initial_rebalance_delay_ms)
+
+    def assignment_configs(self, group_id: str) -> dict[str, str]:
+        """Kafka's streamsGroupAssignmentConfigs: what the target assignment is computed with."""
+        configs = {NUM_STANDBY_REPLICAS: str(self._int_config(group_id, "streams.num.standby.replicas",
+                                                              self.config.group_streams_num_standby_replicas))}
+        tags = [t.strip() for t in (self.group_config(group_id, "streams.rack.aware.assignment.tags") or "").split(",")]
+        if any(tags):
+            configs[RACK_AWARE_ASSIGNMENT_TAGS] = ",".join(t for t in tags if t)
+        return configs
 
     # -- commands ------------------------------------------------------------------------------
 
@@ -169,12 +200,14 @@ class StreamsGroups(NoFollowUps):
                 member = group.members.get(cmd.member_id) if group.__class__ is StreamsGroup else None
                 if member is not None and member.state == UNREVOKED_TASKS and member.member_epoch == cmd.member_epoch:
                     records = []
-                    self._fence(out, records, group, member)
+                    self._fence(out, records, group, member,
+                                f"member {member.member_id} did not revoke its tasks within its rebalance timeout")
                     out.write(records)
             case sc.StreamsSessionExpired():
                 if group.__class__ is StreamsGroup and cmd.member_id in group.members:
                     records = []
-                    self._fence(out, records, group, group.members[cmd.member_id])
+                    self._fence(out, records, group, group.members[cmd.member_id],
+                                f"member {cmd.member_id}'s session expired", self.session_timeout_ms(cmd.group_id))
                     out.write(records)
         return out
 
@@ -198,19 +231,43 @@ class StreamsGroups(NoFollowUps):
         joining = cmd.member_epoch == 0
         group = self._group(existing, cmd.group_id, joining, records)
         gid, member_id = group.group_id, cmd.member_id
-        member = group.members.get(member_id)
-        if member is None:
+        # A static member rejoining (its instance id left with epoch -2) replaces its old member: the
+        # new member id takes over its metadata, its target and its tasks (Kafka's replaceStreamsMember).
+        replaced: StreamsGroupMember | None = None
+        static = group.static_member(cmd.instance_id) if cmd.instance_id is not None else None
+        if cmd.instance_id is not None and not joining:
+            if static is None:
+                raise ApiError(E.UNKNOWN_MEMBER_ID, f"Instance id {cmd.instance_id} is unknown.")
+            _check_not_fenced(static, member_id, cmd.instance_id)
+        if static is not None and joining:
+            if static.member_epoch != sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise ApiError(E.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                               f"{cmd.instance_id} cannot join the group because the instance id is owned by "
+                               f"{static.member_id} member.")
+            replaced = static
+            member = static.with_(member_id=member_id, member_epoch=0, previous_member_epoch=0, state=STABLE,
+                                   pending_revocation=EMPTY)
+            if static.member_id != member_id:
+                records += [sr.StreamsRecord(sr.CURRENT_MEMBER_ASSIGNMENT, gid, static.member_id, None),
+                            sr.StreamsRecord(sr.TARGET_ASSIGNMENT_MEMBER, gid, static.member_id, None),
+                            sr.StreamsRecord(sr.MEMBER_METADATA, gid, static.member_id, None)]
+                out.cancel(sc.rebalance_key(gid, static.member_id))
+        elif member_id not in group.members:
             if not joining:
                 raise ApiError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {gid}.")
-            if len(group.members) >= self.config.group_streams_max_size:
+            if static is None and len(group.members) >= self.config.group_streams_max_size:
                 raise ApiError(E.GROUP_MAX_SIZE_REACHED, f"The streams group has reached its maximum capacity of "
                                f"{self.config.group_streams_max_size} members.")
             member = StreamsGroupMember(member_id)
-        elif not joining:
-            _check_epoch(member, cmd.member_epoch)
-        is_new = member_id not in group.members
+        else:
+            member = group.members[member_id]
+            if not joining:
+                _check_epoch(member, cmd.member_epoch)
+        gone = replaced.member_id if replaced is not None and replaced.member_id != member_id else None
+        is_new = member_id not in group.members or replaced is not None
         statuses: list[tuple[int, str]] = []
         bump = False
+        reason = ""
 
         # 1. The topology: the first one, or a newer one; an older one is stale.
         topology = group.topology
@@ -219,6 +276,7 @@ class StreamsGroups(NoFollowUps):
                 topology = cmd.topology
                 records.append(sr.StreamsRecord(sr.TOPOLOGY, gid, None, topology_value(topology)))
                 bump = True
+                reason = f"topology epoch {topology.epoch}"
             elif cmd.topology.epoch < topology.epoch:
                 statuses.append((sc.STALE_TOPOLOGY, f"The member's topology epoch {cmd.topology.epoch} is behind "
                                  f"the group's topology epoch {topology.epoch}."))
@@ -235,14 +293,20 @@ class StreamsGroups(NoFollowUps):
             process_id=cmd.process_id or member.process_id,
             user_endpoint=cmd.user_endpoint if cmd.user_endpoint is not None else member.user_endpoint,
             client_tags=cmd.client_tags if cmd.client_tags is not None else member.client_tags)
-        if is_new or not updated.metadata_equals(member):
+        if member_id not in group.members or not updated.metadata_equals(member):
             records.append(sr.StreamsRecord(sr.MEMBER_METADATA, gid, member_id, mmv.StreamsGroupMemberMetadataValue(
                 instance_id=updated.instance_id, rack_id=updated.rack_id, client_id=updated.client_id,
                 client_host=updated.client_host, rebalance_timeout_ms=updated.rebalance_timeout_ms,
                 topology_epoch=updated.topology_epoch, process_id=updated.process_id,
                 user_endpoint=None if updated.user_endpoint is None else mmv.Endpoint(*updated.user_endpoint),
                 client_tags=[mmv.KeyValue(k, v) for k, v in updated.client_tags])))
-            bump = bump or is_new
+            if replaced is None:
+                reason = f"member {member_id} joined" if is_new else f"member {member_id} updated its metadata"
+            elif not updated.metadata_equals(member):
+                reason = f"member {member_id} (instance {cmd.instance_id}) rejoined and updated its metadata"
+            bump = bump or replaced is None or not updated.metadata_equals(member)
+        if gone is not None:  # the rejoining static member's target, under its new id
+            records.append(target_record(gid, member_id, group.target(gone)))
 
         # 3. The topology validated against the topics as they are.
         partitions = self._partitions()
@@ -252,39 +316,52 @@ class StreamsGroups(NoFollowUps):
         new_hash = topics_hash(topology_topics(topology), partitions)
         validated = topology.epoch if configured.ready else -1
         group_epoch = group.group_epoch
-        if bump or new_hash != group.metadata_hash or validated != group.validated_topology_epoch:
+        configs = self.assignment_configs(gid)
+        if not bump:
+            reason = ("topics changed" if new_hash != group.metadata_hash
+                      else "topology validated" if validated != group.validated_topology_epoch and validated >= 0
+                      else "topology no longer valid" if validated != group.validated_topology_epoch
+                      else f"assignment configs changed to {configs}" if configs != group.last_assignment_configs
+                      else "")
+        if bump or reason:
             group_epoch += 1
-            records.append(sr.StreamsRecord(sr.GROUP_METADATA, gid, None, gmv.StreamsGroupMetadataValue(
-                epoch=group_epoch, metadata_hash=new_hash, validated_topology_epoch=validated)))
+            records.append(metadata_record(gid, group_epoch, new_hash, validated, configs))
 
         # 4. The target assignment, for the whole group, when the group epoch moved on; a new group's
         #    first one waits for the initial rebalance delay (members reconcile to nothing meanwhile).
-        if gid not in self.groups and self.config.group_streams_initial_rebalance_delay_ms > 0:
+        initial_delay_ms = self.initial_rebalance_delay_ms(gid) if gid not in self.groups else 0
+        if initial_delay_ms > 0:
             self.delayed.add(gid)
-            out.schedule(sc.initial_delay_key(gid), self.config.group_streams_initial_rebalance_delay_ms,
-                         sc.StreamsInitialDelayExpired(gid))
+            out.schedule(sc.initial_delay_key(gid), initial_delay_ms, sc.StreamsInitialDelayExpired(gid))
+        moved: tuple[str, ...] = ()
         if group_epoch > group.assignment_epoch and gid in self.delayed:
             target, target_epoch = EMPTY, max(1, group.assignment_epoch)
             statuses.append((sc.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance "
                                                     "delay."))
         elif group_epoch > group.assignment_epoch:
-            targets = self._update_target(records, group, group_epoch, updated, configured, now_ms)
+            targets, moved = self._update_target(records, group, group_epoch, updated, configured, now_ms, configs,
+                                                 topology, removed=gone)
             target, target_epoch = targets.get(member_id, EMPTY), group_epoch
         else:
-            target, target_epoch = group.target(member_id), group.assignment_epoch
+            target, target_epoch = group.target(gone or member_id), group.assignment_epoch
+        if group_epoch != group.group_epoch:
+            out.events.append(StreamsAssignmentChanged(
+                gid, group_epoch, target_epoch, reason, member_id, ASSIGNOR_NAME, moved,
+                len(group.members) + (1 if member_id not in group.members and gone is None else 0),
+                group.group_epoch, (member_id,) if is_new and replaced is None else ()))
 
         # 5. Reconciliation: revocation before reassignment.
         owned = None if cmd.active_tasks is None else tasks_of(cmd.active_tasks)
-        held = frozenset(t for m in group.members.values() if m.member_id != member_id
+        held = frozenset(t for m in group.members.values() if m.member_id not in (member_id, gone)
                          for t in m.assigned.active | m.pending_revocation.active)
         reconciled = reconcile(updated, target, target_epoch, held, owned)
         if is_new or reconciled.member_epoch != member.member_epoch or reconciled.state != member.state \
                 or reconciled.assigned != member.assigned or reconciled.pending_revocation != member.pending_revocation:
             records.append(sr.StreamsRecord(sr.CURRENT_MEMBER_ASSIGNMENT, gid, member_id,
                                             current_assignment_value(reconciled)))
-        out.schedule(sc.session_key(gid, member_id), self.config.group_streams_session_timeout_ms,
+        out.schedule(sc.session_key(gid, member_id), self.session_timeout_ms(gid),
                      sc.StreamsSessionExpired(gid, member_id))
-        if reconciled.state == UNREVOKED_TASKS and member.state != UNREVOKED_TASKS:
+        if reconciled.state == UNREVOKED_TASKS and (member.state != UNREVOKED_TASKS or replaced is not None):
             out.schedule(sc.rebalance_key(gid, member_id), max(0, reconciled.rebalance_timeout_ms),
                          sc.StreamsRevocationExpired(gid, member_id, reconciled.member_epoch))
         elif reconciled.state != UNREVOKED_TASKS and member.state == UNREVOKED_TASKS:
@@ -299,44 +376,53 @@ class StreamsGroups(NoFollowUps):
         active, standby, warmup = reconciled.assigned.wire()
         endpoint_epoch = group.endpoint_epoch + (1 if reconciled.assigned != member.assigned else 0)
         return sc.StreamsGroupHeartbeatResult(
-            E.NONE, None, member_id, reconciled.member_epoch, self.config.group_streams_heartbeat_interval_ms,
+            E.NONE, None, member_id, reconciled.member_epoch, self.heartbeat_interval_ms(gid),
             acceptable_recovery_lag=10_000, task_offset_interval_ms=60_000, statuses=tuple(statuses),
             active_tasks=active if send_tasks else None, standby_tasks=standby if send_tasks else None,
             warmup_tasks=warmup if send_tasks else None,
             endpoint_information_epoch=endpoint_epoch,
-            partitions_by_endpoint=(self._endpoints(group, reconciled, topology)
+            partitions_by_endpoint=(self._endpoints(group, reconciled, topology, gone)
                                     if cmd.endpoint_information_epoch != endpoint_epoch else None),
             creatable_topics=creatable)
 
     def _update_target(self, records: list[Any], group: StreamsGroup, group_epoch: int,
-                       updated: StreamsGroupMember | None, configured: ConfiguredTopology,
-                       now_ms: int, removed: str | None = None) -> dict[str, Assignment]:
+                       updated: StreamsGroupMember | None, configured: ConfiguredTopology, now_ms: int,
+                       configs: Mapping[str, str], topology: sc.Topology | None, removed: str | None = None
+                       ) -> tuple[dict[str, Assignment], tuple[str, ...]]:
+        """The group's new target assignment (and the members whose target moved), its records added.
+        `removed`: a static member `updated` replaces (its previous target is the new member's)."""
         members = dict(group.members)
+        previous = {m: group.target(m) for m in members}
         if removed is not None:
             members.pop(removed, None)
         if updated is not None:
             members[updated.member_id] = updated
+            if removed is not None:
+                previous[updated.member_id] = group.target(removed)
         tasks = configured.all_tasks() if configured.ready else frozenset()
-        result = assign({m: AssignmentMember(m, member.process_id or m, group.target(m).active,
-                                             group.target(m).standby) for m, member in members.items()},
-                        tasks, self.config.group_streams_num_standby_replicas)
+        with_state = {s.subtopology_id for s in (topology.subtopologies if topology is not None else ())
+                      if s.state_changelog_topics}
+        result = assign({m: AssignmentMember(m, member.process_id or m, previous.get(m, EMPTY).active,
+                                             previous.get(m, EMPTY).standby) for m, member in members.items()},
+                        tasks, int(configs[NUM_STANDBY_REPLICAS]),
+                        frozenset(t for t in tasks if t[0] in with_state))
         targets = {m: Assignment(t.active, t.standby, t.warmup) for m, t in result.items()}
+        moved: list[str] = []
         for m in sorted(members):
             new = targets.get(m, EMPTY)
             if new != group.target(m) or m not in group.target_assignment:
-                records.append(sr.StreamsRecord(sr.TARGET_ASSIGNMENT_MEMBER, group.group_id, m,
-                                                tamv.StreamsGroupTargetAssignmentMemberValue(
-                                                    active_tasks=wire_tasks(new.active, tamv.TaskIds),
-                                                    standby_tasks=wire_tasks(new.standby, tamv.TaskIds),
-                                                    warmup_tasks=wire_tasks(new.warmup, tamv.TaskIds))))
+                records.append(target_record(group.group_id, m, new))
+                moved.append(m)
         records.append(sr.StreamsRecord(sr.TARGET_ASSIGNMENT_METADATA, group.group_id, None,
                                         tav.StreamsGroupTargetAssignmentMetadataValue(
                                             assignment_epoch=group_epoch, assignment_timestamp=now_ms)))
-        return targets
+        return targets, tuple(moved)
 
-    def _endpoints(self, group: StreamsGroup, updated: StreamsGroupMember, topology: sc.Topology) -> Any:
+    def _endpoints(self, group: StreamsGroup, updated: StreamsGroupMember, topology: sc.Topology,
+                   gone: str | None = None) -> Any:
         """Each member's endpoint and the partitions of its tasks (for interactive queries)."""
         members = dict(group.members)
+        members.pop(gone or "", None)
         members[updated.member_id] = updated
         by_id = {s.subtopology_id: s for s in topology.subtopologies}
 
@@ -355,27 +441,48 @@ class StreamsGroups(NoFollowUps):
 
     def _leave(self, out: Outcome, records: list[Any], existing: Any,
                cmd: sc.StreamsGroupHeartbeat) -> sc.StreamsGroupHeartbeatResult:
+        """Kafka's streamsGroupLeave: a member leaves (epoch -1) and is fenced; a static member leaving
+        with epoch -2 only steps out: it keeps its tasks until its instance id rejoins or its session
+        times out (streamsGroupStaticMemberGroupLeave)."""
         group = self._group(existing, cmd.group_id, False)
-        member = group.members.get(cmd.member_id)
-        if member is None:
-            raise ApiError(E.UNKNOWN_MEMBER_ID, f"Member {cmd.member_id} is not a member of group {group.group_id}.")
-        self._fence(out, records, group, member)
+        if cmd.instance_id is None:
+            member = group.members.get(cmd.member_id)
+            if member is None:
+                raise ApiError(E.UNKNOWN_MEMBER_ID,
+                               f"Member {cmd.member_id} is not a member of group {group.group_id}.")
+        else:
+            static = group.static_member(cmd.instance_id)
+            if static is None:
+                raise ApiError(E.UNKNOWN_MEMBER_ID, f"Instance id {cmd.instance_id} is unknown.")
+            _check_not_fenced(static, cmd.member_id, cmd.instance_id)
+            member = static
+            if cmd.member_epoch == sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                leaving = member.with_(member_epoch=sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation=EMPTY)
+                records.append(sr.StreamsRecord(sr.CURRENT_MEMBER_ASSIGNMENT, group.group_id, member.member_id,
+                                                current_assignment_value(leaving)))
+                out.cancel(sc.rebalance_key(group.group_id, member.member_id))
+                return sc.StreamsGroupHeartbeatResult(E.NONE, None, cmd.member_id,
+                                                      sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH, statuses=())
+        self._fence(out, records, group, member, f"member {member.member_id} left")
         if len(group.members) == 1:
             group.shutdown_requested_by = None
         return sc.StreamsGroupHeartbeatResult(E.NONE, None, cmd.member_id, cmd.member_epoch, statuses=())
 
-    def _fence(self, out: Outcome, records: list[Any], group: StreamsGroup, member: StreamsGroupMember) -> None:
+    def _fence(self, out: Outcome, records: list[Any], group: StreamsGroup, member: StreamsGroupMember,
+               reason: str, session_timeout_ms: int | None = None) -> None:
         """Kafka's streamsGroupFenceMember: the member's records go and the group epoch moves on; the
         others get their new targets with their next heartbeat."""
         gid, member_id = group.group_id, member.member_id
         records.append(sr.StreamsRecord(sr.CURRENT_MEMBER_ASSIGNMENT, gid, member_id, None))
         records.append(sr.StreamsRecord(sr.TARGET_ASSIGNMENT_MEMBER, gid, member_id, None))
         records.append(sr.StreamsRecord(sr.MEMBER_METADATA, gid, member_id, None))
-        records.append(sr.StreamsRecord(sr.GROUP_METADATA, gid, None, gmv.StreamsGroupMetadataValue(
-            epoch=group.group_epoch + 1, metadata_hash=group.metadata_hash,
-            validated_topology_epoch=group.validated_topology_epoch)))
+        records.append(metadata_record(gid, group.group_epoch + 1, group.metadata_hash,
+                                       group.validated_topology_epoch, group.last_assignment_configs))
         out.cancel(sc.session_key(gid, member_id))
         out.cancel(sc.rebalance_key(gid, member_id))
+        out.events.append(StreamsAssignmentChanged(
+            gid, group.group_epoch + 1, group.assignment_epoch, reason, member_id, ASSIGNOR_NAME, (),
+            len(group.members) - 1, group.group_epoch, (), (member_id,), session_timeout_ms))
 
     def _describe(self, group: Any, group_id: str) -> sc.DescribedStreamsGroup:
         try:
@@ -418,7 +525,7 @@ class StreamsGroups(NoFollowUps):
         out = Outcome()
         for group in self.groups.values():
             for member_id, member in group.members.items():
-                out.schedule(sc.session_key(group.group_id, member_id), self.config.group_streams_session_timeout_ms,
+                out.schedule(sc.session_key(group.group_id, member_id), self.session_timeout_ms(group.group_id),
                              sc.StreamsSessionExpired(group.group_id, member_id))
                 if member.state == UNREVOKED_TASKS:
                     out.schedule(sc.rebalance_key(group.group_id, member_id), max(0, member.rebalance_timeout_ms),
@@ -449,6 +556,28 @@ def _statuses(configured: ConfiguredTopology) -> list[tuple[int, str]]:
         out.append((sc.INCORRECTLY_PARTITIONED_TOPICS, "Following topics do not have the same number of partitions: "
                     + str(list(configured.incorrectly_partitioned))))
     return out
+
+
+def metadata_record(group_id: str, epoch: int, metadata_hash: int, validated_topology_epoch: int,
+                    configs: Mapping[str, str]) -> sr.StreamsRecord:
+    return sr.StreamsRecord(sr.GROUP_METADATA, group_id, None, gmv.StreamsGroupMetadataValue(
+        epoch=epoch, metadata_hash=metadata_hash, validated_topology_epoch=validated_topology_epoch,
+        last_assignment_configs=[gmv.LastAssignmentConfig(k, v) for k, v in sorted(configs.items())]))
+
+
+def target_record(group_id: str, member_id: str, target: Assignment) -> sr.StreamsRecord:
+    return sr.StreamsRecord(sr.TARGET_ASSIGNMENT_MEMBER, group_id, member_id,
+                            tamv.StreamsGroupTargetAssignmentMemberValue(
+                                active_tasks=wire_tasks(target.active, tamv.TaskIds),
+                                standby_tasks=wire_tasks(target.standby, tamv.TaskIds),
+                                warmup_tasks=wire_tasks(target.warmup, tamv.TaskIds)))
+
+
+def _check_not_fenced(static: StreamsGroupMember, member_id: str, instance_id: str) -> None:
+    """Kafka's throwIfInstanceIdIsFenced: another member now holds the instance id."""
+    if static.member_id != member_id:
+        raise ApiError(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} was "
+                       f"fenced by member {static.member_id}.")
 
 
 def _check_epoch(member: StreamsGroupMember, received: int) -> None:

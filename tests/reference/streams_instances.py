@@ -1,0 +1,111 @@
+"""Kafka Streams 4.4 instances, each in its own JVM (tests/clients/java/StreamsInstance.java: the word
+count on the streams protocol under exactly-once v2), started, killed and stopped by a test or a benchmark,
+and the assignment they settle on. Shared by tests/reference/test_streams_failover.py and
+bench/streams_groups.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from kbroker.tests.reference import client_matrix as cm
+
+TASKS = {"0_0", "0_1", "1_0", "1_1"}  # the word count's two subtopologies of two partitions each
+STATEFUL = {"1_0", "1_1"}  # the counting subtopology: only its tasks have state, and so standbys
+WAIT_S = 240
+
+
+class Instance:
+    """One Kafka Streams instance's JVM and the last status line it printed."""
+
+    def __init__(self, command: list[str], state_dir: Path, log: Path) -> None:
+        self.command, self.state_dir, self.log = command, state_dir, log
+        self.latest: dict | None = None
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.latest = None
+        err = open(self.log, "a")
+        self.proc = subprocess.Popen([*self.command, str(self.state_dir)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=err, text=True)
+        err.close()
+        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("S ") and proc is self.proc:
+                self.latest = json.loads(line[2:])
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.flush()
+            self.proc.wait(60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+def java_command(libs: Path, workdir: Path) -> list[str]:
+    """The command that runs one instance, less its arguments (bootstrap, application id, input, output,
+    state directory)."""
+    classes = cm.java_classes(libs)
+    log4j = workdir / "log4j2.properties"
+    log4j.write_text(cm.LOG4J_STDERR)
+    return [shutil.which("java") or "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-Xshare:auto", f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{classes}:{libs}/*", "StreamsInstance"]
+
+
+def assignment(instances: list[Instance], standbys: bool = True) -> tuple | None:
+    """The instances' tasks if the group is settled (every instance RUNNING, every task active on exactly
+    one instance, and with `standbys` every stateful task's one standby on another instance than its
+    active), else None."""
+    statuses = [i.latest for i in instances]
+    if any(s is None or s["state"] != "RUNNING" for s in statuses):
+        return None
+    active = [set(s["active"]) for s in statuses]  # type: ignore[index]
+    standby = [set(s["standby"]) for s in statuses]  # type: ignore[index]
+    if sorted(t for a in active for t in a) != sorted(TASKS):
+        return None
+    if sorted(t for s in standby for t in s) != (sorted(STATEFUL) if standbys else []):
+        return None
+    if any(a & s for a, s in zip(active, standby)):
+        return None
+    return tuple((tuple(sorted(a)), tuple(sorted(s))) for a, s in zip(active, standby))
+
+
+def wait_settled(instances: list[Instance], what: str, standbys: bool = True) -> tuple[dict, float]:
+    """Wait until the same settled assignment is seen for 3 s; what it is, and when (time.monotonic())
+    it was first seen."""
+    deadline, seen, since = time.monotonic() + WAIT_S, None, 0.0
+    while time.monotonic() < deadline:
+        now = assignment(instances, standbys)
+        if now is None or now != seen:
+            seen, since = now, time.monotonic()
+        elif time.monotonic() - since >= 3:
+            # Which instance holds the standbys is not compared: Kafka's assignor breaks ties between
+            # equally loaded processes in the order of a HashMap of their random ids (StickyTaskAssignor's
+            # PriorityQueue by load alone), so two runs on Kafka itself place them differently.
+            print(f"{what}: {now}", flush=True)
+            return {"active_per_instance": sorted(len(a) for a, _ in now),
+                    "standby_tasks": sorted(t for _, s in now for t in s),
+                    "standby_never_beside_its_active": all(not set(a) & set(s) for a, s in now)}, since
+        time.sleep(0.25)
+    raise AssertionError(f"{what}: no settled assignment in {WAIT_S} s; last statuses: "
+                         f"{[i.latest for i in instances]}")
+
+
