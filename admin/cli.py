@@ -174,9 +174,10 @@ def _register_test_controls(sub: Any) -> None:
             "groups/{group}/fail", ("group", {}), ("--api", {"required": True, "help": "e.g. Heartbeat"}),
             ("--count", {"type": int, "default": 1}), ("--error", {"default": "COORDINATOR_NOT_AVAILABLE"}),
             body=lambda a: {"api": a.api, "count": a.count, "error": a.error})
-    control("fail-partition", "make the next K Produce or Fetch requests of a partition fail with a Kafka error",
+    control("fail-partition", "make the next K Produce or Fetch requests of a partition (or a coordinator's "
+            "appends to it: Append) fail with a Kafka error",
             "topics/{topic}/partitions/{partition}/fail", ("topic", {}), ("partition", {"type": int}),
-            ("--api", {"required": True, "choices": ["Produce", "Fetch"]}), ("--count", {"type": int, "default": 1}),
+            ("--api", {"required": True, "choices": ["Produce", "Fetch", "Append"]}), ("--count", {"type": int, "default": 1}),
             ("--error", {"default": "NOT_LEADER_OR_FOLLOWER"}),
             body=lambda a: {"api": a.api, "count": a.count, "error": a.error})
     control("drop-connections", "close a client's connections (every client's without --client-id)",
@@ -297,7 +298,10 @@ def _group_describe(args) -> None:
         streams = ["active_tasks", "standby_tasks"] if d["protocol_type"] == "streams" else []
         table(d["members"], ["member_id", "client_id", "host", "group_instance_id", "assignment", *streams])
         print()
-        table(d["partitions"], ["topic", "partition", "committed", "log_end", "lag", "member"])
+        if d["protocol_type"] == "share":  # share-partitions: a start offset, and members that share them
+            table(d["partitions"], ["topic", "partition", "start", "log_end", "lag", "members"])
+        else:
+            table(d["partitions"], ["topic", "partition", "committed", "log_end", "lag", "member"])
         stuck = d.get("rebalance_in_progress")
         if stuck:
             print(f"\nRebalancing since {utc(stuck['started_ms'])}: {stuck['reason']}; {stuck['why']}")

@@ -35,6 +35,8 @@ PREFERRED = {
     47: 0,   # OffsetDelete
     69: 1,   # ConsumerGroupDescribe (KIP-848 groups)
     89: 1,   # StreamsGroupDescribe (KIP-1071 groups)
+    77: 1,   # ShareGroupDescribe (KIP-932 share groups)
+    90: 1,   # DescribeShareGroupOffsets (share-partitions' start offsets and lags)
 }
 
 

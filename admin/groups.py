@@ -1,5 +1,7 @@
-"""`kbroker group ...`: consumer groups over the Kafka protocol (any broker), plus the rebalance
-history, which only kbroker keeps and serves on its HTTP endpoint (Kafka has no API for it)."""
+"""`kbroker group ...`: consumer, streams and share groups over the Kafka protocol (any broker), plus
+the rebalance history, which only kbroker keeps and serves on its HTTP endpoint (Kafka has no API for
+it). A share group (KIP-932) is described by ShareGroupDescribe and its offsets are its share-partitions'
+start offsets and lags (DescribeShareGroupOffsets), as kafka-share-groups.sh shows them."""
 
 from __future__ import annotations
 
@@ -8,12 +10,18 @@ import time
 import urllib.error
 import urllib.request
 from datetime import datetime, timezone
+from typing import Any
 
 from ..protocol.consumer_protocol import assigned_partitions
 from ..protocol.errors import ErrorCode
 from ..protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from ..protocol.messages.streams_group_describe_request import StreamsGroupDescribeRequest
 from ..protocol.messages.delete_groups_request import DeleteGroupsRequest
+from ..protocol.messages.describe_share_group_offsets_request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
+from ..protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 from ..protocol.messages.describe_groups_request import DescribeGroupsRequest
 from ..protocol.messages.list_groups_request import ListGroupsRequest
 from ..protocol.messages.offset_commit_request import (
@@ -42,18 +50,54 @@ def list_groups(admin: Admin) -> list[dict]:
 
 CONSUMER_GROUP_DESCRIBE = 69
 STREAMS_GROUP_DESCRIBE = 89
+SHARE_GROUP_DESCRIBE = 77
+DESCRIBE_SHARE_GROUP_OFFSETS = 90
+
+
+def _described(admin: Admin, group_id: str, api_key: int, request: object) -> Any:
+    """The one group a streams or share group describe answers; None when it is not such a group."""
+    described = admin.group_request(group_id, api_key, request, lambda r: r.groups[0].error_code).groups[0]
+    if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return None
+    if described.error_code:
+        raise AdminError(f"group {group_id}: {error_name(described.error_code)}")
+    return described
+
+
+def _describe_share(admin: Admin, group_id: str) -> dict | None:
+    """A share group as ShareGroupDescribe shows it (members may share a partition); None when there
+    is no such share group."""
+    described = _described(admin, group_id, SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest(group_ids=[group_id]))
+    if described is None:
+        return None
+    return {"state": described.group_state, "protocol_type": "share", "protocol": described.assignor_name,
+            "members": [{"member_id": m.member_id, "group_instance_id": None, "client_id": m.client_id,
+                         "host": m.client_host,
+                         "assignment": sorted((t.topic_name, p) for t in m.assignment.topic_partitions
+                                              for p in t.partitions)}
+                        for m in described.members]}
+
+
+def share_offsets(admin: Admin, group_id: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (start offset, lag) of each of a share group's share-partitions with a
+    state (DescribeShareGroupOffsets, every topic)."""
+    resp = admin.group_request(group_id, DESCRIBE_SHARE_GROUP_OFFSETS, DescribeShareGroupOffsetsRequest(
+        groups=[DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None)]),
+        lambda r: r.groups[0].error_code)
+    group = resp.groups[0]
+    if group.error_code:
+        raise AdminError(f"group {group_id}: DescribeShareGroupOffsets failed with {error_name(group.error_code)}")
+    return {(t.topic_name, p.partition_index): (p.start_offset, p.lag)
+            for t in group.topics for p in t.partitions if not p.error_code and p.start_offset >= 0}
 
 
 def _describe_streams(admin: Admin, group_id: str) -> dict | None:
     """A streams group (KIP-1071) as StreamsGroupDescribe shows it, its members' active tasks as the
     partitions they read (the source and repartition topics of each task's subtopology); None when
     there is no such streams group."""
-    described = admin.group_request(group_id, STREAMS_GROUP_DESCRIBE, StreamsGroupDescribeRequest(group_ids=[group_id]),
-                                    lambda r: r.groups[0].error_code).groups[0]
-    if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+    described = _described(admin, group_id, STREAMS_GROUP_DESCRIBE, StreamsGroupDescribeRequest(group_ids=[group_id]))
+    if described is None:
         return None
-    if described.error_code:
-        raise AdminError(f"group {group_id}: {error_name(described.error_code)}")
     subtopologies = described.topology.subtopologies if described.topology is not None else None
     reads = {s.subtopology_id: [*s.source_topics, *(t.name for t in s.repartition_source_topics)]
              for s in subtopologies or ()}
@@ -100,6 +144,10 @@ def _describe(admin: Admin, group_id: str) -> dict:
         streams = _describe_streams(admin, group_id)
         if streams is not None:
             return streams
+    if missing and SHARE_GROUP_DESCRIBE in admin.conn.versions:
+        share = _describe_share(admin, group_id)
+        if share is not None:
+            return share
     if missing:
         return {"state": "Dead", "protocol_type": "", "protocol": "", "members": []}
     if group.error_code:
@@ -133,6 +181,8 @@ def describe_group(admin: Admin, group_id: str) -> dict:
     group = _describe(admin, group_id)
     if group["state"] == "Dead":
         raise AdminError(f"group {group_id} does not exist")
+    if group["protocol_type"] == "share":
+        return _describe_share_group(admin, group_id, group)
     owner: dict[tuple[str, int], str] = {}
     members = []
     for m in group["members"]:
@@ -155,6 +205,28 @@ def describe_group(admin: Admin, group_id: str) -> dict:
     return {"group": group_id, "state": group["state"], "protocol_type": group["protocol_type"],
             "protocol": group["protocol"], "members": members, "partitions": partitions,
             "total_lag": sum(p["lag"] or 0 for p in partitions)}
+
+
+def _describe_share_group(admin: Admin, group_id: str, group: dict) -> dict:
+    """A share group's members and share-partitions: each one's start offset, the log end and the lag
+    (the records from the start not yet delivered for good), and the members it is assigned to."""
+    owners: dict[tuple[str, int], list[str]] = {}
+    members = []
+    for m in group["members"]:
+        for tp in m["assignment"]:
+            owners.setdefault(tp, []).append(m["member_id"])
+        members.append({**m, "assignment": [f"{t}-{p}" for t, p in sorted(m["assignment"])]})
+    offsets = share_offsets(admin, group_id)
+    wanted: dict[str, set[int]] = {}
+    for t, p in [*offsets, *owners]:
+        wanted.setdefault(t, set()).add(p)
+    ends = log_offsets(admin, {t: sorted(ps) for t, ps in wanted.items()}, LATEST)
+    partitions = [{"topic": tp[0], "partition": tp[1], "start": offsets[tp][0] if tp in offsets else None,
+                   "log_end": ends.get(tp), "lag": offsets[tp][1] if tp in offsets and offsets[tp][1] >= 0 else None,
+                   "members": ",".join(sorted(owners.get(tp, ())))}
+                  for tp in sorted(set(offsets) | set(owners))]
+    return {"group": group_id, "state": group["state"], "protocol_type": "share", "protocol": group["protocol"],
+            "members": members, "partitions": partitions, "total_lag": sum(p["lag"] or 0 for p in partitions)}
 
 
 def reset_offsets(admin: Admin, group_id: str, topic: str, *, to: str, value: str | None,

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .security.service import Security
     from .coordinators.transactions import TransactionService
     from .coordinators.share_partitions import SharePartitionManager
+    from .coordinators.share_state import ShareStateLog
     from .group_configs import GroupConfigStore
 
 log = structlog.get_logger("kbroker.broker")
@@ -233,6 +234,7 @@ class Broker:
         # (the `transactions` property), or at start() when that topic exists
         self._transactions: TransactionService | None = None
         self._share_partitions: SharePartitionManager | None = None
+        self._share_state: ShareStateLog | None = None
         self._group_configs: GroupConfigStore | None = None
         self._serving = False
 
@@ -327,6 +329,8 @@ class Broker:
         self._started = True
         if self._coordinator is not None:
             self._coordinator.start_now()
+        if self.catalogue.topic("__share_group_state") is not None:
+            self.share_state.start()  # replayed by the share coordinator's loader while the broker serves
         # Serve at once; groups of partitions not yet replayed answer COORDINATOR_LOAD_IN_PROGRESS.
         for server in self.servers:
             await server.start()
@@ -361,6 +365,8 @@ class Broker:
             await self._transactions.stop()
         if self._coordinator is not None:
             await self._coordinator.stop()
+        if self._share_state is not None:
+            await self._share_state.stop()
         await server_down
         for task in self._background:
             task.cancel()
@@ -468,12 +474,25 @@ class Broker:
             self._share_partitions = SharePartitionManager(self)
         return self._share_partitions
 
+    @property
+    def share_state(self) -> ShareStateLog:
+        """The share coordinator (`__share_group_state`, broker/coordinators/share_state.py): built at
+        start when its topic exists (and loaded then), else with the first share group's fetch."""
+        if self._share_state is None:
+            from .coordinators.share_state import ShareStateLog
+
+            state = self._share_state = ShareStateLog(
+                self.partitions, self.config.share_coordinator_state_topic_num_partitions, timers=self.timers)
+            if self._started:
+                state.start()
+        return self._share_state
+
     def _share_member_gone(self, event: object) -> None:
         """A share group member left or was fenced: what it holds is released at once (Kafka does)."""
         from ..coordinator.groups.events import ShareMemberGone
 
         if isinstance(event, ShareMemberGone) and self._share_partitions is not None:
-            self._share_partitions.member_gone(event.group_id, event.member_id)
+            self._share_partitions.member_gone(event.group_id, event.member_id, left=event.left)
 
     def _group_config_override(self, group_id: str, name: str) -> str | None:
         """A group's override of a group config (IncrementalAlterConfigs on the GROUP resource), for the

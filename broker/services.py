@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .operations.test_controls import PartitionFaults
     from .coordinators.transactions import TransactionService
     from .coordinators.share_partitions import SharePartitionManager
+    from .coordinators.share_state import ShareStateLog
     from .group_configs import GroupConfigStore
     from .dynamic_configs import DynamicBrokerConfigs
     from .network.unread_answers import UnreadAnswers
@@ -62,6 +63,8 @@ class BrokerServices(Protocol):
     def group_configs(self) -> GroupConfigStore: ...  # groups' dynamic config overrides
     @property
     def share_partitions(self) -> SharePartitionManager: ...  # share groups' delivery state, built with its first use
+    @property
+    def share_state(self) -> ShareStateLog: ...  # the share coordinator (`__share_group_state`), loaded at start
     # credentials, ACLs and TLS/SASL per listener: built at start with a TLS or SASL listener or an
     # authorizer, otherwise with its first use; `security_if_built` is None until then (no authorizer)
     @property

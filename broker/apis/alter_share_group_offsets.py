@@ -31,6 +31,7 @@ async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequest) ->
     if refused is not None:
         return failed_response(ctx, request, *refused)
     manager = broker.share_partitions
+    await manager.ready()  # the share coordinator has replayed its log
     responses = []
     for topic in request.topics:
         info = broker.catalogue.topic(topic.topic_name)

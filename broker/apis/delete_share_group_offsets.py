@@ -26,10 +26,11 @@ def failed_response(_ctx: RequestContext, _request: DeleteShareGroupOffsetsReque
 
 async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
     broker = ctx.broker
-    refused = await refusal_to_change(ctx, request.group_id)
+    manager = broker.share_partitions
+    await manager.ready()  # the share coordinator has replayed its log
+    refused = await refusal_to_change(ctx, request.group_id, must_exist=True)
     if refused is not None:
         return failed_response(ctx, request, *refused)
-    manager = broker.share_partitions
     responses = []
     for topic in request.topics:
         info = broker.catalogue.topic(topic.topic_name)

@@ -35,6 +35,7 @@ def failed_response(_ctx: RequestContext, request: DescribeShareGroupOffsetsRequ
 async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest) -> DescribeShareGroupOffsetsResponse:
     broker = ctx.broker
     manager = broker.share_partitions
+    await manager.ready()  # the share coordinator has replayed its log
     ids = {name: info.topic_id for name, info in broker.catalogue.topics().items()}
     names = broker.catalogue.names_by_id()
     groups = []

@@ -8,8 +8,10 @@ only the acquired offsets. When nothing is acquired and `max_wait_ms` > 0 the re
 fetch purgatory, woken by new records or by records given back (a lock expiring, a release), as
 Fetch's long poll. A partition of a topic the principal may not READ is answered
 TOPIC_AUTHORIZATION_FAILED (its fetch and its acknowledgements) and stays in the session, as Kafka's
-KafkaApis does: every request checks what the session holds, so a revoked ACL refuses the next fetch. v2's ShareAcquireMode is read but records are acquired up to MaxRecords either way
-(record-limit mode's strict bound), and its Renew acknowledgements are served.
+KafkaApis does: every request checks what the session holds, so a revoked ACL refuses the next fetch.
+MaxRecords bounds the records acquired strictly in v2's record_limit mode (KIP-1206); in
+batch_optimized mode (v1's, v2's default) the batch it falls in is acquired to its end, as Kafka
+does. v2's Renew acknowledgements are served.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
 
 API_KEY = 78
 VERSIONS = (1, 2)
+# KIP-1206's ShareAcquireMode (v2): 0 batch_optimized (v1's, and the default: MaxRecords is soft, the
+# batch it falls in is acquired whole), 1 record_limit (at most MaxRecords records acquired).
+RECORD_LIMIT = 1
 E = ErrorCode
 
 
@@ -69,6 +74,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     if not request.group_id or not request.member_id:
         return failed_response(ctx, request, E.INVALID_REQUEST, "GroupId and MemberId are required.")
     manager = broker.share_partitions
+    await manager.ready()  # the share coordinator has replayed its log
     epoch = request.share_session_epoch
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0 and has_acks:
@@ -139,7 +145,8 @@ def _fetch_all(ctx: RequestContext, request: ShareFetchRequest, keys: list[tuple
             continue
         if records_left <= 0 or budget <= 0:
             break
-        answer = manager.fetch(request.group_id or "", request.member_id or "", name, index, budget, records_left)
+        answer = manager.fetch(request.group_id or "", request.member_id or "", name, index, budget, records_left,
+                               request.share_acquire_mode != RECORD_LIMIT)
         answers[(topic_id, index)] = answer
         budget -= len(answer.records)
         records_left -= sum(a.last - a.first + 1 for a in answer.acquired)

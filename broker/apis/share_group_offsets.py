@@ -18,10 +18,15 @@ async def describe_group(ctx: RequestContext, group_id: str) -> sc.DescribedShar
     return await group_wire.answer(ctx, call, lambda e: sc.DescribedShareGroup(group_id, e))
 
 
-async def refusal_to_change(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, str | None] | None:
+async def refusal_to_change(ctx: RequestContext, group_id: str, *, must_exist: bool = False
+                            ) -> tuple[ErrorCode, str | None] | None:
     """None when the group's share-partitions may change; else the group-level error Kafka answers.
-    A group that does not exist has nothing in flight either: its state may be set (Kafka 4.4 does)."""
+    A group that does not exist has nothing in flight either: its state may be set (Kafka 4.4 does,
+    and makes the group so), but not deleted (`must_exist`: Kafka's initiateDeleteShareGroupOffsets
+    asks for the share group; one whose offsets were only altered has share-partition states here)."""
     described = await describe_group(ctx, group_id)
+    if described.error == E.GROUP_ID_NOT_FOUND and must_exist and not ctx.broker.share_partitions.started(group_id):
+        return E.GROUP_ID_NOT_FOUND, described.error_message
     if described.error == E.GROUP_ID_NOT_FOUND:
         return None
     if described.error != E.NONE:

@@ -13,9 +13,12 @@ one), each later request carries the next epoch, -1 closes it and releases what 
 to and forgets from.
 
 Durability (share_state.py): a share-partition's state is written to `__share_group_state` when it
-starts, when acknowledgements change it (answered only once durable), and when records go back (a
-session closed, locks expired); the manager replays that topic when it is built, and a share-partition
-starts from its persisted state when it has one (what was acquired is available again).
+starts, when acknowledgements change it (answered only once durable; a failed write puts the
+acknowledged records back as they were, acquired by the member, as Kafka's SharePartition rolls
+back), and when records go back (a session closed, locks expired);
+the share coordinator replays that topic at the broker's start (the requests wait for it: `ready`),
+and a share-partition starts from its persisted state when it has one (what was acquired is
+available again).
 """
 
 from __future__ import annotations
@@ -30,13 +33,14 @@ from typing import TYPE_CHECKING
 import structlog
 
 from ...coordinator.share.share_partition import Acquired, Batch, SharePartition
+from ...coordinator.share.state_shard import persister_error
 from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
 from ...purgatory.timers import TimerFired
-from .share_state import ShareStateLog
 
 if TYPE_CHECKING:
     from ..services import BrokerServices
+    from .share_state import ShareStateLog
 
 log = structlog.get_logger("kbroker.share")
 
@@ -74,10 +78,15 @@ class SharePartitionManager:
         self.acquired_total: Counter[str] = Counter()
         self.redelivered_total: Counter[str] = Counter()
         self.lock_expiries_total: Counter[str] = Counter()
-        self.state_log = ShareStateLog(broker.partitions, config.share_coordinator_state_topic_num_partitions)
+        self.state_log: ShareStateLog = broker.share_state
         self.state_log.ensure()
-        self.state_log.load()
         self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)
+
+    async def ready(self) -> None:
+        """Wait until the share coordinator has replayed `__share_group_state` (at once when it has):
+        a share-partition starts from its persisted state, never from an unread one. Kafka's
+        persister retries the coordinator's COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        await self.state_log.until_loaded()
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -106,9 +115,15 @@ class SharePartitionManager:
         self.sessions.pop((session.group_id, session.member_id), None)
         self.release(session.group_id, session.member_id)
 
-    def member_gone(self, group_id: str, member_id: str) -> None:
-        """The member left its group or was fenced (session timeout): its share session goes and
-        what it holds is available again at once, not when the locks expire."""
+    def member_gone(self, group_id: str, member_id: str, *, left: bool = False) -> None:
+        """The member was fenced (session timeout): its share session goes and what it holds is
+        available again at once, not when the locks expire. A member that left (a heartbeat of epoch
+        -1) keeps its share session, as in Kafka, whose share sessions end only with their final epoch
+        (or the connection): a closing client leaves its group and sends its last acknowledgements
+        (ShareAcknowledge of epoch -1) at once, and those must find the session, not release what
+        they acknowledge to others (librdkafka's close does both concurrently)."""
+        if left and (group_id, member_id) in self.sessions:
+            return
         self.sessions.pop((group_id, member_id), None)
         self.release(group_id, member_id)
 
@@ -164,7 +179,7 @@ class SharePartitionManager:
             sp = self.partitions[key] = SharePartition(self.lock_ms, self.delivery_limit, self.max_locks)
             self._configured(group_id, sp)
             topic_id = self._topic_id(topic)
-            persisted = None if topic_id is None else self.state_log.states.states.get((group_id, topic_id, partition))
+            persisted = None if topic_id is None else self.state_log.state_of(group_id, topic_id, partition)
             if persisted is not None and persisted.start >= 0:
                 sp.restore(persisted.start, persisted.batches)
         return sp
@@ -183,8 +198,9 @@ class SharePartitionManager:
             self._persist_later(group_id, topic, partition, sp)
 
     def fetch(self, group_id: str, member_id: str, topic: str, partition: int, max_bytes: int,
-              max_records: int) -> PartitionAnswer:
-        """Acquire what this share-partition can give `member_id` now, with the log's bytes for it."""
+              max_records: int, whole_batches: bool = False) -> PartitionAnswer:
+        """Acquire what this share-partition can give `member_id` now, with the log's bytes for it;
+        `whole_batches`: the batch the record limit falls in is acquired to its end (KIP-1206)."""
         read = self.broker.partitions.read
         error, log_start, high_watermark = self.broker.partitions.bounds(topic, partition)
         if error != E.NONE:
@@ -203,7 +219,7 @@ class SharePartitionManager:
         data = result.records
         batches = _batches(data, result.aborted if committed else None)
         acquired = sp.acquire(member_id, [b for _, _, b in batches], high_watermark, max_records,
-                              self.broker.clock.now_ms())
+                              self.broker.clock.now_ms(), whole_batches)
         if not acquired:
             return PartitionAnswer()
         self.acquired_total[group_id] += sum(a.last - a.first + 1 for a in acquired)
@@ -223,22 +239,20 @@ class SharePartitionManager:
         if sp is None or not sp.initialized:
             return E.INVALID_RECORD_STATE
         now_ms = self.broker.clock.now_ms()
-        error = E.NONE
-        changed = False
-        for first, last, types in batches:
-            code = sp.acknowledge(member_id, first, last, types, now_ms)
-            if code is not E.NONE:
-                error = code
-            else:
-                changed = True
+        error, undo = sp.acknowledge_all(member_id, batches, now_ms)
         self.broker.fetch_purgatory.notify(topic, partition)  # released records are available again
-        if changed:
+        if undo is not None:
             try:
                 await self._persist(group_id, topic, partition, sp)
             except Exception as exc:  # noqa: BLE001 - the member learns its acknowledgement is not durable
+                # As Kafka's SharePartition: the records go back to the member, under their locks, and
+                # the answer is the persister's error (persister_error).
+                restored = sp.rollback(undo)
+                self._arm(group_id, topic, partition, sp)
+                code = persister_error(exc.code) if isinstance(exc, KafkaError) else E.UNKNOWN_SERVER_ERROR
                 log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition,
-                          error=repr(exc))
-                return getattr(exc, "code", None) or E.UNKNOWN_SERVER_ERROR
+                          error=repr(exc), answered=code.name, rolled_back=restored)
+                return code
         return error
 
     # -- the offsets admin APIs (90-92) ---------------------------------------------------------
@@ -247,7 +261,7 @@ class SharePartitionManager:
         """(topic id, partition) -> (start offset, offsets at or past it whose delivery is complete) of
         every share-partition of the group with a state (persisted, or started in memory)."""
         out: dict[tuple[uuid.UUID, int], tuple[int, int]] = {}
-        for (group, topic_id, partition), state in self.state_log.states.states.items():
+        for (group, topic_id, partition), state in self.state_log.states():
             if group == group_id:
                 done = sum(last - first + 1 for first, last, st, _ in state.batches if st in (2, 4))
                 out[(topic_id, partition)] = (state.start, done)
@@ -267,7 +281,7 @@ class SharePartitionManager:
         """DeleteShareGroupOffsets: every share-partition of the topic forgets its state (the group is
         empty); the next one to fetch starts from share.auto.offset.reset."""
         waits = []
-        for (group, tid, partition) in list(self.state_log.states.states):
+        for (group, tid, partition), _ in list(self.state_log.states()):
             if group == group_id and tid == topic_id:
                 waits.append(self.state_log.delete(group_id, topic_id, partition))
         for key in [k for k in self.partitions if k[0] == group_id and k[1] == topic]:
@@ -283,7 +297,7 @@ class SharePartitionManager:
         topic_id = self._topic_id(topic)
         if topic_id is None:
             raise KafkaError(f"topic {topic} is gone", E.UNKNOWN_TOPIC_OR_PARTITION)
-        return self.state_log.write(group_id, topic_id, partition, sp.start, sp.state_batches())
+        return self.state_log.write(group_id, topic_id, partition, *sp.snapshot())
 
     def _persist_later(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
         """Write a state change nobody waits to answer (a start, records given back): appended now, in

@@ -5,8 +5,13 @@ Each write is a ShareSnapshot record in Kafka's format, keyed by (group id, topi
 the partition Kafka's share coordinator picks: `abs(javaHash("group:topicId:partition")) % 50`. A
 snapshot carries the whole state (start offset, then runs of offsets with their delivery state and
 count), so the last one of a key is the state; the acknowledgements it holds are answered only once
-it is durable. At the share-partition manager's start every partition of the topic is replayed
-(coordinator/share/persisted.py, which also applies Kafka's ShareUpdate records).
+it is durable. The share coordinator is the generic coordinator runtime running one ShareStateShard
+(coordinator/share/state_shard.py) per partition of the topic, with this log as its writer: at the
+broker's start the runtime's loader replays every partition (coordinator/share/persisted.py, which
+also applies Kafka's ShareUpdate records) in the background, each partition answering
+COORDINATOR_LOAD_IN_PROGRESS until its replay is done; a write goes through its share-partition's
+turn, appended and applied at once and answered once durable (PIPELINED: a failed fsync fences the
+partition until a restart, as for the other coordinators' logs; a refused append changes nothing).
 
 The topic has Kafka's settings (ShareCoordinatorService.shareGroupStateTopicConfigs): cleanup.policy
 delete with retention.ms -1, compression.type producer, segment.bytes 100 MiB, min.insync.replicas; 50 partitions
@@ -21,24 +26,30 @@ still in flight, and a key's last durable snapshot is kept until its newer one i
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
 import uuid
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import structlog
 
 from ...coordinator.partitioning import java_string_hash, kafka_abs
-from ...coordinator.share.persisted import PersistedStates
-from ...protocol.errors import CorruptRecordError
+from ...coordinator.runtime.runtime import CoordinatorRuntime
+from ...coordinator.share.persisted import PersistedState, StateKey
+from ...coordinator.share.state_shard import ShareStateShard, WriteState, Written, state_key
+from ...protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ...protocol.record_batch import decode_batches, encode_keyed_batch, read_header
 from ...protocol.records.share_state_records import SNAPSHOT, ShareStateRecord, decode_share_state, encode_share_state
 from ..partitions.service import Isolation
 
 if TYPE_CHECKING:
+    from ...purgatory.timers import KeyedTimers
     from ..partitions.service import PartitionService
 
 log = structlog.get_logger("kbroker.share_state")
+E = ErrorCode
 
 TOPIC = "__share_group_state"
 # As Kafka 4.4 makes it (asked of the reference broker: its DescribeConfigs of the topic). Its
@@ -60,12 +71,14 @@ def partition_for(group: str, topic_id: uuid.UUID, partition: int, n: int) -> in
 
 
 class ShareStateLog:
-    def __init__(self, partitions: PartitionService, num_partitions: int) -> None:
+    """The share coordinator on one node: the coordinator runtime running a ShareStateShard per
+    partition of the topic, and its writer (this log: appends, durability, pruning)."""
+
+    def __init__(self, partitions: PartitionService, num_partitions: int, *, timers: KeyedTimers) -> None:
         self.partitions = partitions
         self.catalogue = partitions.catalogue
         self.num_partitions = num_partitions
         self._wall_ms = partitions.clock.wall_ms
-        self.states = PersistedStates()
         self.writes = 0
         # per partition of the topic: each key's latest durable snapshot or tombstone (offset, is a
         # snapshot); only durable records count, so a prune never removes the last durable state of a
@@ -73,27 +86,75 @@ class ShareStateLog:
         self._latest: dict[int, dict[tuple[str, uuid.UUID, int], tuple[int, bool]]] = {}
         # per partition: offsets of records appended and not yet noted durable (a prune stays below them)
         self._in_flight: dict[int, set[int]] = {}
+        # Every write names its partition (partition_for of its key), so partition_of is never asked.
+        self.runtime = CoordinatorRuntime(
+            ShareStateShard, append=self.append_records, append_nowait=self.append_records_nowait,
+            partition_of=lambda _key: 0,
+            refusal=lambda _cmd, code: Written(code), on_event=lambda _event: None,
+            clock=partitions.clock, timers=timers, name="share-state")
+        self.loading: asyncio.Task[int] | None = None
 
-    def ensure(self) -> None:
-        """The topic, made now if it does not exist; an existing one keeps its partition count."""
+    def start(self) -> None:
+        """Serve: an existing topic is replayed by the runtime's loader in the background (its
+        partitions answer COORDINATOR_LOAD_IN_PROGRESS until then, and `until_loaded` waits); none
+        is made with the first share group's use (`ensure`)."""
+        self.runtime.start_now()
         info = self.catalogue.topic(TOPIC)
         if info is None:
+            return
+        self.num_partitions = info.num_partitions
+        self.runtime.mark_loading(range(self.num_partitions))
+        self.loading = asyncio.get_running_loop().create_task(self.load_all(), name="share-state-load")
+
+    async def stop(self) -> None:
+        if self.loading is not None and not self.loading.done():
+            self.loading.cancel()
+            await asyncio.gather(self.loading, return_exceptions=True)
+        await self.runtime.stop()
+
+    def ensure(self) -> None:
+        """The topic, made now if it does not exist (its partitions loaded empty); an existing one
+        keeps its partition count and is loaded by `start`."""
+        if self.catalogue.topic(TOPIC) is None:
             self.catalogue.create_internal_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
             log.info("share_state_topic_created", partitions=self.num_partitions)
-        else:
-            self.num_partitions = info.num_partitions
+            self.runtime.load_empty(range(self.num_partitions))
 
-    def load(self) -> int:
-        """Replay every partition into `states`; how many records were read."""
+    async def until_loaded(self) -> None:
+        await self.runtime.until_loaded()
+
+    @property
+    def loaded_partitions(self) -> int:
+        return sum(not self.runtime.loading(p) for p in self.runtime.loaded())
+
+    async def load_all(self) -> int:
+        """Replay every partition into its shard, one at a time (each partition serves once its own
+        replay is done); how many records were read."""
+        started = time.monotonic()
         count = 0
         for partition in range(self.num_partitions):
+            records = []
             for offset, record in self._read_partition(partition):
-                self.states.replay(record)
                 self._note(partition, record, offset)
-                count += 1
-        if count:
-            log.info("share_state_loaded", records=count, share_partitions=len(self.states.states))
+                records.append(record)
+            count += len(records)
+            await self.runtime.load(partition, records)
+            await asyncio.sleep(0)
+        log.info("share_state_loaded", records=count,
+                 share_partitions=sum(len(shard.states.states) for shard in self.runtime.shards()),
+                 load_ms=round(1000 * (time.monotonic() - started), 1))
         return count
+
+    # -- the persisted states --------------------------------------------------------------------
+
+    def state_of(self, group: str, topic_id: uuid.UUID, partition: int) -> PersistedState | None:
+        shard = self.runtime.shard(partition_for(group, topic_id, partition, self.num_partitions))
+        return None if shard is None else shard.states.states.get((group, topic_id, partition))
+
+    def states(self) -> Iterator[tuple[StateKey, PersistedState]]:
+        """Every share-partition's durable state, of every loaded partition."""
+        for shard in self.runtime.shards():
+            yield from shard.states.states.items()
 
     def _read_partition(self, partition: int) -> Iterable[tuple[int, ShareStateRecord]]:
         store = self.partitions.replay_store(TOPIC, partition)
@@ -133,42 +194,58 @@ class ShareStateLog:
 
     def delete(self, group: str, topic_id: uuid.UUID, partition: int) -> Awaitable[None]:
         """Forget a share-partition's state (a tombstone of its key); the wait for its durability."""
-        record = ShareStateRecord(SNAPSHOT, group, topic_id, partition, -1, -1, (), tombstone=True)
-        return self._append(record)
+        return self._write(ShareStateRecord(SNAPSHOT, group, topic_id, partition, -1, -1, (), tombstone=True))
 
     def write(self, group: str, topic_id: uuid.UUID, partition: int, start: int,
               batches: list[tuple[int, int, int, int]]) -> Awaitable[None]:
-        """Append the share-partition's snapshot now (raising KafkaError if the log cannot take it) and
-        return the wait for its durability. Appends happen in call order, so the last snapshot of a
-        key in the log is the last state written."""
-        key = (group, topic_id, partition)
-        previous = self.states.states.get(key)
-        now = self._wall_ms()
-        record = ShareStateRecord(SNAPSHOT, group, topic_id, partition,
-                                  snapshot_epoch=0 if previous is None else previous.snapshot_epoch + 1,
-                                  start_offset=start, batches=tuple(batches),
-                                  create_timestamp=now if previous is None else previous.create_timestamp,
-                                  write_timestamp=now)
+        """The share-partition's snapshot, handed to its shard now (its snapshot epoch and times are the
+        shard's to set) and the wait for it: it returns once durable and replayed, or raises KafkaError
+        with the code the runtime answers (nothing of the state changed). Writes of one key are
+        appended in call order, so the last snapshot of a key in the log is the last state written."""
         self.writes += 1
-        return self._append(record)
+        return self._write(ShareStateRecord(SNAPSHOT, group, topic_id, partition, 0, start, tuple(batches)))
 
-    def _append(self, record: ShareStateRecord) -> Awaitable[None]:
-        now = self._wall_ms()
-        batch = encode_keyed_batch([encode_share_state(record)], now)
+    def _write(self, record: ShareStateRecord) -> Awaitable[None]:
+        runtime = self.runtime
         state_partition = partition_for(record.group, record.topic_id, record.partition, self.num_partitions)
-        result = self.partitions.append(TOPIC, state_partition, batch, now_ms=now, headers=[read_header(batch)])
-        self.states.replay(record)
-        self._in_flight.setdefault(state_partition, set()).add(result.base_offset)
-        return self._durable_then_prune(result.wait_durable(), state_partition, record, result.base_offset)
+        future: asyncio.Future[Written] = runtime.new_future()
+        error = runtime.precheck(state_partition)
+        if error is not None:
+            future.set_result(Written(error))
+        else:
+            runtime.dispatch(WriteState(record), state_key(record), future, state_partition)
+        return self._written(future)
 
-    async def _durable_then_prune(self, durable: Awaitable[None], state_partition: int, record: ShareStateRecord,
-                                  offset: int) -> None:
+    @staticmethod
+    async def _written(future: asyncio.Future[Written]) -> None:
+        written = await future
+        if written.error is not E.NONE:
+            raise KafkaError(f"the share-partition state was not written: {written.error.name}", written.error)
+
+    async def append_records(self, state_partition: int, records: list[ShareStateRecord]) -> None:
+        """The runtime's writer: one batch, returned once durable (raises KafkaError), then pruned."""
+        await self.append_records_nowait(state_partition, records)
+
+    def append_records_nowait(self, state_partition: int, records: list[ShareStateRecord]) -> Awaitable[None]:
+        """One batch appended now (raising KafkaError if the log cannot take it: the runtime answers the
+        write with it), and the wait for its durability, after which the partition is pruned. The
+        shard's writes are PIPELINED: applied at append, answered once durable, so the writes of one
+        share-partition share fsyncs as the acknowledgements that make them come."""
+        now = self._wall_ms()
+        batch = encode_keyed_batch([encode_share_state(r) for r in records], now)
+        result = self.partitions.append(TOPIC, state_partition, batch, now_ms=now, headers=[read_header(batch)])
+        self._in_flight.setdefault(state_partition, set()).add(result.base_offset)
+        return self._durable_then_prune(result.wait_durable(), state_partition, records, result.base_offset)
+
+    async def _durable_then_prune(self, durable: Awaitable[None], state_partition: int,
+                                  records: list[ShareStateRecord], offset: int) -> None:
         try:
             await durable
         finally:
             self._in_flight[state_partition].discard(offset)
-        self._note(state_partition, record, offset)
-        self.prune(state_partition, offset + 1)
+        for i, record in enumerate(records):
+            self._note(state_partition, record, offset + i)
+        self.prune(state_partition, offset + len(records))
 
     def _note(self, state_partition: int, record: ShareStateRecord, offset: int) -> None:
         """A durable record of a key: its latest unless a later one was noted first."""

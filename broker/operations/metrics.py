@@ -144,6 +144,10 @@ class BrokerCollector:
                                 value=obs.loop_stall_max_s)
         yield GaugeMetricFamily("kbroker_offsets_partitions_loaded", "__consumer_offsets partitions loaded",
                                 value=b.offsets_partitions_loaded())
+        share_state = getattr(b, "_share_state", None)  # built at start when __share_group_state exists
+        yield GaugeMetricFamily("kbroker_share_state_partitions_loaded",
+                                "__share_group_state partitions loaded by the share coordinator",
+                                value=0 if share_state is None else share_state.loaded_partitions)
         if b.client_telemetry is not None:
             yield from self._client_telemetry(b.client_telemetry)
 

@@ -26,11 +26,12 @@ class ControlError(Exception):
     pass
 
 
-PARTITION_APIS = ("Produce", "Fetch")
+PARTITION_APIS = ("Produce", "Fetch", "Append")  # Append: a coordinator's own write (__share_group_state...)
 
 
 class PartitionFaults:
-    """The next K Produce or Fetch requests of a topic-partition fail with a chosen error."""
+    """The next K Produce or Fetch requests of a topic-partition, or coordinator appends to it, fail
+    with a chosen error."""
 
     def __init__(self) -> None:
         self.pending: dict[tuple[str, str, int], list] = {}  # (api, topic, partition) -> [count, error]

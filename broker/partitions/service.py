@@ -65,8 +65,8 @@ class Traffic(Protocol):
 
 
 class Faults(Protocol):
-    """Errors a test control injects into the next Produce or Fetch of a partition
-    (operations/test_controls.py's PartitionFaults)."""
+    """Errors a test control injects into the next Produce or Fetch of a partition, or the next
+    coordinator's append to it ("Append"; operations/test_controls.py's PartitionFaults)."""
 
     def take(self, api: str, topic: str, partition: int) -> ErrorCode | None: ...
 
@@ -211,6 +211,8 @@ class PartitionService:
                headers: list[rb.BatchHeader] | None = None) -> AppendResult:
         """A coordinator's batch (its own records, or a transaction's offsets with its producer id):
         appended at once; await `result.wait_durable()` before answering. Raises KafkaError."""
+        if (faults := self.faults) and (injected := faults.take("Append", topic, partition)):
+            raise KafkaError("injected by a test control", injected)
         store, error, epoch = self._store(topic, partition)
         if store is None:
             raise KafkaError(f"cannot append to {topic}-{partition}: {ErrorCode(error).name}", ErrorCode(error))

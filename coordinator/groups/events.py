@@ -50,6 +50,16 @@ class AssignmentChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class ShareAssignmentChanged(AssignmentChanged):
+    """A share group moved to a new group epoch (`share_group_assignment_changed`): a member came,
+    left or was fenced, or a subscription or a subscribed topic changed; the history keeps it as a
+    consumer group's."""
+
+    log_event: ClassVar[str] = "share_group_assignment_changed"
+    group_type: ClassVar[str] = "share"
+
+
+@dataclass(frozen=True, slots=True)
 class StreamsAssignmentChanged(AssignmentChanged):
     """A streams group (KIP-1071) moved to a new group epoch (`streams_group_assignment_changed`):
     a member came or went, the topology, the topics or the group's assignment configs changed."""
@@ -89,3 +99,4 @@ class ShareMemberGone:
     group_id: str
     member_id: str
     member_count: int
+    left: bool = False  # it left (a heartbeat of epoch -1), not fenced: its share session stays its own

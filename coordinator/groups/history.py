@@ -86,8 +86,8 @@ class RebalanceHistory:
         ))
 
     def record_epoch(self, event: AssignmentChanged, now_ms: int) -> HistoryEntry:
-        """A consumer group (KIP-848) or a streams group (KIP-1071) moved to a new group epoch: its
-        membership, subscriptions or topology changed. The epoch stands where a classic group's generation stands; there is no group-wide
+        """A consumer group (KIP-848), a streams group (KIP-1071) or a share group (KIP-932) moved to a new
+        group epoch: its membership, subscriptions or topology changed. The epoch stands where a classic group's generation stands; there is no group-wide
         rebalance to time (members reconcile one by one), so there is no duration."""
         return self._add(HistoryEntry(
             time_ms=now_ms, group_id=event.group_id, kind="rebalance", reason=event.reason, group_type=event.group_type,

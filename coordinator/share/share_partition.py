@@ -60,6 +60,15 @@ class Batch:
     control: bool = False
 
 
+@dataclass(slots=True)
+class Undo:
+    """The in-flight records before a change (offset -> state, delivery count, member, lock deadline)."""
+
+    start: int
+    before: dict[int, tuple[int, int, str | None, int]]
+    archived: int = 0  # records the change archived (the metrics' total takes them back)
+
+
 class SharePartition:
     def __init__(self, lock_ms: int, delivery_limit: int, max_locks: int) -> None:
         self.lock_ms = lock_ms
@@ -69,6 +78,12 @@ class SharePartition:
         self.end = -1
         self.records: dict[int, InFlight] = {}
         self.acquired = 0  # how many offsets are ACQUIRED (bounded by max_locks)
+        # Where the next persisted state starts, and the done records the start moved past since the
+        # last one (offset -> state, delivery count): Kafka's SharePartition writes the start as it
+        # was before the change it persists, and moves its start only once that write is done, so
+        # its persisted start (what DescribeShareGroupOffsets shows) is one write behind.
+        self.persist_from = -1
+        self.passed: dict[int, tuple[int, int]] = {}
         self.archived_total = 0  # records archived by a reject or the delivery count limit (metrics)
 
     # -- life ----------------------------------------------------------------------------------
@@ -78,8 +93,9 @@ class SharePartition:
         return self.start >= 0
 
     def initialize(self, start: int) -> None:
-        self.start = self.end = start
+        self.start = self.end = self.persist_from = start
         self.records.clear()
+        self.passed.clear()
         self.acquired = 0
 
     def restore(self, start: int, states: Iterable[tuple[int, int, int, int]]) -> None:
@@ -106,6 +122,8 @@ class SharePartition:
         self.start = log_start
         self.end = max(self.end, log_start)
         self._advance()
+        self.persist_from = self.start  # the records below are gone: nothing of them is written
+        self.passed.clear()
 
     # -- fetching ------------------------------------------------------------------------------
 
@@ -120,9 +138,11 @@ class SharePartition:
         return self.end if self.end < high_watermark else None
 
     def acquire(self, member: str, batches: Iterable[Batch], high_watermark: int, max_records: int,
-                now_ms: int) -> list[Acquired]:
+                now_ms: int, whole_batches: bool = False) -> list[Acquired]:
         """Acquire for `member` what the log read holds (`batches`, in offset order): AVAILABLE records
-        in flight, then new ones below the high watermark, `max_records` at most."""
+        in flight, then new ones below the high watermark, `max_records` at most (KIP-1206's
+        record_limit mode), or with `whole_batches` (its batch_optimized mode, ShareFetch v1's) the
+        batch in which the limit falls taken to its end, as Kafka's acquireNewBatchRecords does."""
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
         room = min(max_records, self.max_locks - self.acquired)
         deadline = now_ms + self.lock_ms
@@ -136,7 +156,7 @@ class SharePartition:
                     self._archive_new(self.end, min(batch.last + 1, high_watermark))
                 continue
             for offset in range(max(batch.base, self.start), min(batch.last + 1, high_watermark)):
-                if room <= 0:
+                if room <= 0 and not (whole_batches and taken and taken[-1][0] >= batch.base):
                     break
                 entry = self.records.get(offset)
                 if entry is None:
@@ -187,6 +207,46 @@ class SharePartition:
         self._advance()
         return E.NONE
 
+    def acknowledge_all(self, member: str, batches: Iterable[tuple[int, int, list[int]]], now_ms: int
+                        ) -> tuple[ErrorCode, Undo | None]:
+        """A request's acknowledgement batches, each on its own (the error of the last that failed),
+        and what puts them all back (`rollback`) if their state write fails; None if nothing changed."""
+        undo = Undo(self.start, {offset: (e.state, e.count, e.member, e.deadline) for offset, e in self.records.items()})
+        archived, error, changed = self.archived_total, E.NONE, False
+        for first, last, types in batches:
+            code = self.acknowledge(member, first, last, types, now_ms)
+            if code is E.NONE:
+                changed = True
+            else:
+                error = code
+        undo.archived = self.archived_total - archived
+        return error, undo if changed else None
+
+    def rollback(self, undo: Undo) -> int:
+        """An acknowledgement's state write failed (Kafka's rollbackOrProcessStateUpdates): each record
+        it took from ACQUIRED is acquired again by its member, under its lock, unless something else
+        changed it since (acquired again by another fetch, moved away by the log's start). How many."""
+        restored = 0
+        below = range(undo.start, self.start)  # offsets the start moved past since
+        if all(offset in undo.before for offset in below):
+            for offset in below:
+                state, count, member, deadline = undo.before[offset]
+                self.records[offset] = InFlight(state, count, member, deadline)
+                restored += state == ACQUIRED
+            self.start = min(self.start, undo.start)
+        for offset, (state, count, member, deadline) in undo.before.items():
+            entry = self.records.get(offset)
+            if offset in below or entry is None or state != ACQUIRED or entry.state == ACQUIRED or entry.count != count:
+                continue
+            entry.state, entry.member, entry.deadline = ACQUIRED, member, deadline
+            restored += 1
+        self.archived_total -= undo.archived
+        self.persist_from = min(self.persist_from, self.start)
+        self.passed = {o: v for o, v in self.passed.items() if o < self.start}
+        self.acquired = sum(e.state == ACQUIRED for e in self.records.values())
+        self._advance()
+        return restored
+
     # -- locks ---------------------------------------------------------------------------------
 
     def expire_locks(self, now_ms: int) -> int:
@@ -217,17 +277,27 @@ class SharePartition:
 
     # -- what is persisted ---------------------------------------------------------------------
 
+    def snapshot(self) -> tuple[int, list[tuple[int, int, int, int]]]:
+        """The state to persist now, as Kafka writes it: from the start before the change being
+        written (the done records the start has passed since included), then `state_batches`."""
+        start = self.persist_from if 0 <= self.persist_from < self.start else self.start
+        runs: list[tuple[int, int, int, int]] = []
+        for offset in range(start, self.start):
+            state, count = self.passed.get(offset, (ARCHIVED, 0))
+            _extend(runs, offset, state, count)
+        for first, last, state, count in self.state_batches():
+            _extend(runs, first, state, count, last)
+        self.persist_from = self.start
+        self.passed.clear()
+        return start, runs
+
     def state_batches(self) -> list[tuple[int, int, int, int]]:
         """The in-flight state as Kafka's share coordinator stores it: runs of (first, last, state,
         delivery count), with ACQUIRED written as AVAILABLE (a lock does not survive a restart)."""
         runs: list[tuple[int, int, int, int]] = []
         for offset in range(self.start, self.end):
             entry = self.records[offset]
-            state = entry.state if entry.state in _DONE else AVAILABLE
-            if runs and runs[-1][1] == offset - 1 and runs[-1][2:] == (state, entry.count):
-                runs[-1] = (runs[-1][0], offset, state, entry.count)
-            else:
-                runs.append((offset, offset, state, entry.count))
+            _extend(runs, offset, entry.state if entry.state in _DONE else AVAILABLE, entry.count)
         return runs
 
     def counts(self) -> dict[str, int]:
@@ -254,8 +324,18 @@ class SharePartition:
     def _advance(self) -> None:
         records = self.records
         while self.start < self.end and records[self.start].state in _DONE:
-            del records[self.start]
+            entry = records.pop(self.start)
+            self.passed[self.start] = (entry.state, entry.count)
             self.start += 1
+
+
+def _extend(runs: list[tuple[int, int, int, int]], offset: int, state: int, count: int, last: int = -1) -> None:
+    """Runs of (first, last, state, count), with [offset, last] (or the one offset) added at the end."""
+    last = max(last, offset)
+    if runs and runs[-1][1] == offset - 1 and runs[-1][2:] == (state, count):
+        runs[-1] = (runs[-1][0], last, state, count)
+    else:
+        runs.append((offset, last, state, count))
 
 
 def _runs(taken: list[tuple[int, int]]) -> list[Acquired]:

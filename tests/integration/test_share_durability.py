@@ -11,7 +11,8 @@ import pytest
 
 from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
-from kbroker.tests.integration.broker_process import BrokerProcess
+from kbroker.protocol.errors import ErrorCode as E
+from kbroker.tests.integration.broker_process import BrokerProcess, free_port
 from kbroker.tests.integration.test_share_fetch_wire import Member, acquired, produce, setup
 from kbroker.tests.integration.wire import Wire
 
@@ -155,3 +156,114 @@ def test_share_group_state_pruning_keeps_the_oldest_current_snapshot_of_a_partit
             assert sorted(o for f, last, _ in got for o in range(f, last + 1)) == list(range(first, 40)), (group, got)
     finally:
         broker.kill()
+
+
+def _admin_get(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return resp.read().decode()
+
+
+def _loaded_share_state_partitions(admin_url: str) -> float | None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(_admin_get(admin_url + "/metrics")):
+        if family.name == "kbroker_share_state_partitions_loaded":
+            return family.samples[0].value
+    return None
+
+
+def test_share_state_is_replayed_by_the_coordinator_runtime_at_start(tmp_path):
+    """After a restart, `__share_group_state` is replayed by the share coordinator's loader while the
+    broker serves, before any share group request (it used to be replayed inside the first ShareFetch,
+    on the event loop): every partition loaded, the replay logged, and the state it holds used."""
+    admin = free_port()
+    broker = BrokerProcess(tmp_path / "data", "--num-partitions", "1", "--metrics-listen", f"127.0.0.1:{admin}")
+    admin_url = f"http://127.0.0.1:{admin}"
+    try:
+        topic, topic_id, group = setup(broker, 0)
+        a = Member(broker, group, topic, topic_id)
+        assert acquired(a.fetch()) == []
+        produce(broker, topic, 6)
+        assert acquired(a.fetch(max_records=6, max_wait_ms=5_000)) == [(0, 5, 1)]
+        assert [p.error_code for t in a.acknowledge([(0, 2, [ACCEPT])]).responses for p in t.partitions] == [0]
+        assert _loaded_share_state_partitions(admin_url) == 50  # made with the first fetch: loaded empty
+        broker.restart()
+        deadline = time.monotonic() + 30
+        while _loaded_share_state_partitions(admin_url) != 50:  # no share request has been made
+            assert time.monotonic() < deadline, broker.dump_log()
+            time.sleep(0.1)
+        loaded = broker.events("share_state_loaded", broker.starts)  # this start's log
+        assert loaded and loaded[-1]["records"] >= 1 and loaded[-1]["share_partitions"] == 1, loaded
+        b = joined(broker, group, topic, topic_id)
+        assert acquired(b.fetch(max_records=100, max_wait_ms=5_000)) == [(3, 5, 2)]  # 0-2 stay acknowledged
+    finally:
+        broker.kill()
+
+
+@pytest.fixture
+def controlled(tmp_path):
+    """A broker with its test controls (the injected failure of a coordinator's append)."""
+    admin = free_port()
+    broker = BrokerProcess(tmp_path / "data", "--num-partitions", "1", "--metrics-listen", f"127.0.0.1:{admin}",
+                           "--test-controls")
+    broker.admin_url = f"http://127.0.0.1:{admin}"
+    broker.token = (broker.data_dir / "test-controls.token").read_text().strip()
+    try:
+        yield broker
+    finally:
+        broker.kill()
+
+
+def fail_next_state_write(broker, group: str, topic_id, error: str) -> None:
+    """The next append to the share-partition's `__share_group_state` partition fails with `error`."""
+    from kbroker.broker.coordinators.share_state import partition_for
+    from kbroker.tests.integration.test_metrics_and_controls import http
+
+    state_partition = partition_for(group, topic_id, 0, 50)
+    status, body = http(broker, f"/v1/test/topics/__share_group_state/partitions/{state_partition}/fail", "POST",
+                        {"api": "Append", "count": 1, "error": error})
+    assert status == 200, body
+
+
+def test_a_failed_state_write_rolls_the_acknowledgement_back(controlled):
+    """The write of an acknowledgement's state fails: the member is answered as Kafka answers (the
+    coordinator's NOT_ENOUGH_REPLICAS is COORDINATOR_NOT_AVAILABLE to it) and the records are its
+    own again, acquired under their locks, so it may acknowledge them again; nothing of the failed
+    change is in memory (another member gets none of them) nor on disk (a restart redelivers them)."""
+    broker = controlled
+    topic, topic_id, group = setup(broker, 0)
+    a, b = Member(broker, group, topic, topic_id), Member(broker, group, topic, topic_id)
+    assert acquired(a.fetch()) == [] and acquired(b.fetch()) == []
+    produce(broker, topic, 6)
+    assert acquired(a.fetch(max_records=4, max_wait_ms=5_000)) == [(0, 3, 1)]
+    fail_next_state_write(broker, group, topic_id, "NOT_ENOUGH_REPLICAS")
+    ack = a.acknowledge([(0, 3, [ACCEPT, ACCEPT, REJECT, RELEASE])])
+    assert [p.error_code for t in ack.responses for p in t.partitions] == [E.COORDINATOR_NOT_AVAILABLE]
+    # nothing was released: the other member gets only what was never acquired
+    assert acquired(b.fetch(max_records=100, max_wait_ms=500)) == [(4, 5, 1)]
+    broker.restart()  # nothing of the failed acknowledgement was persisted either
+    c = joined(broker, group, topic, topic_id)
+    assert sorted(o for first, last, _ in acquired(c.fetch(max_records=100, max_wait_ms=5_000))
+                  for o in range(first, last + 1)) == [0, 1, 2, 3, 4, 5]
+
+
+def test_an_acknowledgement_rolled_back_can_be_made_again(controlled):
+    """Piggybacked on a ShareFetch, an acknowledgement whose state write fails (MESSAGE_TOO_LARGE:
+    UNKNOWN_SERVER_ERROR to the member, as Kafka's persister answers it) leaves the records acquired
+    by the member, who acknowledges them again; that one is durable."""
+    broker = controlled
+    topic, topic_id, group = setup(broker, 0)
+    a = Member(broker, group, topic, topic_id)
+    assert acquired(a.fetch()) == []
+    produce(broker, topic, 4)
+    assert acquired(a.fetch(max_records=4, max_wait_ms=5_000)) == [(0, 3, 1)]
+    fail_next_state_write(broker, group, topic_id, "MESSAGE_TOO_LARGE")
+    failed = a.fetch(acks=[(0, 3, [ACCEPT])], max_records=100)
+    assert [p.acknowledge_error_code for t in failed.responses for p in t.partitions] == [E.UNKNOWN_SERVER_ERROR]
+    again = a.acknowledge([(0, 3, [ACCEPT])])
+    assert [p.error_code for t in again.responses for p in t.partitions] == [0]
+    broker.restart()
+    b = joined(broker, group, topic, topic_id)
+    assert acquired(b.fetch(max_records=100, max_wait_ms=500)) == []

@@ -49,11 +49,12 @@ class Member:
                                                                   rack_id=None, subscribed_topic_names=[topic]))
         assert joined.error_code == 0
 
-    def fetch(self, acks=(), max_wait_ms=0, max_records=100, version=1):
+    def fetch(self, acks=(), max_wait_ms=0, max_records=100, version=1, acquire_mode=0):
         batches = [AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=list(t)) for f, l, t in acks]
         response = self.wire.call(78, version, ShareFetchRequest(
             group_id=self.group, member_id=self.id, share_session_epoch=self.epoch, max_wait_ms=max_wait_ms,
             min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=max_records,
+            share_acquire_mode=acquire_mode,
             topics=[FetchTopic(topic_id=self.topic_id, partitions=[FetchPartition(
                 partition_index=0, acknowledgement_batches=batches)])], forgotten_topics_data=[]))
         if response.error_code == 0:
@@ -143,3 +144,34 @@ def test_two_members_share_a_partition_with_locks_releases_and_rejects(broker):
     assert acquired(b.fetch(max_wait_ms=3_000)) == [(10, 11, 2)]
     for m in (a, b, stranger):
         m.wire.close()
+
+
+def produce_one_batch(broker, topic: str, n: int) -> None:
+    """`n` records in one batch (a client's batching is not certain)."""
+    from kbroker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kbroker.protocol.record_batch import Record, encode_batch
+
+    now = int(time.time() * 1000)
+    batch = encode_batch([Record(i, now, None, f"v{i}".encode()) for i in range(n)])
+    w = Wire(broker.bootstrap)
+    try:
+        answer = w.call(0, 9, ProduceRequest(None, -1, 5000, [TopicProduceData(
+            topic, partition_data=[PartitionProduceData(0, batch)])]))
+        assert answer.responses[0].partition_responses[0].error_code == 0
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("version, mode, want", [(1, 0, [(0, 9, 1)]), (2, 0, [(0, 9, 1)]), (2, 1, [(0, 3, 1)])],
+                         ids=["v1", "v2-batch-optimized", "v2-record-limit"])
+def test_max_records_is_strict_only_in_record_limit_mode(broker, version, mode, want):
+    """KIP-1206: in batch_optimized mode (v1's, v2's default) MaxRecords is soft and the batch it falls
+    in is acquired to its end, as Kafka 4.4 does (compared: tests/reference/test_share_differential.py);
+    in record_limit mode at most MaxRecords records are acquired, the rest of the batch left for others."""
+    topic, topic_id, group = setup(broker, 0)
+    a, b = Member(broker, group, topic, topic_id), Member(broker, group, topic, topic_id)
+    assert acquired(a.fetch(version=version)) == [] and acquired(b.fetch(version=version)) == []
+    produce_one_batch(broker, topic, 10)
+    assert acquired(a.fetch(max_records=4, max_wait_ms=5_000, version=version, acquire_mode=mode)) == want
+    rest = [(4, 9, 1)] if mode == 1 else []
+    assert acquired(b.fetch(max_records=100, max_wait_ms=200, version=version, acquire_mode=mode)) == rest

@@ -78,7 +78,7 @@ def test_members_join_share_partitions_and_the_group_survives_a_restart(broker):
         assert wire.call(42, 2, DeleteGroupsRequest(groups_names=[group])).results[0].error_code == 0
         gone = wire.call(SGD, 1, ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False))
         assert (gone.groups[0].error_code, gone.groups[0].error_message) == (
-            E.GROUP_ID_NOT_FOUND, f"Share group {group} not found.")
+            E.GROUP_ID_NOT_FOUND, f"Group {group} not found.")  # Kafka 4.4's words (its shareGroup())
     finally:
         wire.close()
 
@@ -91,4 +91,38 @@ def test_heartbeat_refusals(broker):
         unknown = hb(wire, f"sg-{uuid.uuid4().hex[:6]}", str(uuid.uuid4()), 5)
         assert unknown.error_code == E.GROUP_ID_NOT_FOUND
     finally:
+        wire.close()
+
+
+def test_a_groups_session_and_heartbeat_overrides_are_the_coordinators(tmp_path):
+    """share.heartbeat.interval.ms and share.session.timeout.ms set on the group (IncrementalAlterConfigs,
+    GROUP resource) are what the coordinator uses for it, as Kafka's shareGroupHeartbeatIntervalMs and
+    shareGroupSessionTimeoutMs read them: the heartbeat answers the group's interval, the member's
+    session is the group's (the coordinator's status says which), another group keeps the broker's."""
+    import json
+    import urllib.request
+
+    from kbroker.protocol.messages.incremental_alter_configs_request import (AlterableConfig, AlterConfigsResource,
+                                                                             IncrementalAlterConfigsRequest)
+    from kbroker.tests.integration.broker_process import free_port
+
+    admin = free_port()
+    with BrokerProcess(tmp_path / "data", "--num-partitions", "1", "--metrics-listen", f"127.0.0.1:{admin}") as b:
+        wire, _ = connect(b)
+        group, plain = f"ov-{uuid.uuid4().hex[:6]}", f"pl-{uuid.uuid4().hex[:6]}"
+        altered = wire.call(44, 1, IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+            resource_type=32, resource_name=group, configs=[
+                AlterableConfig(name="share.heartbeat.interval.ms", config_operation=0, value="7000"),
+                AlterableConfig(name="share.session.timeout.ms", config_operation=0, value="60000")])],
+            validate_only=False))
+        assert altered.responses[0].error_code == 0
+        assert hb(wire, group, str(uuid.uuid4()), 0, [TOPIC]).heartbeat_interval_ms == 7000
+        assert hb(wire, plain, str(uuid.uuid4()), 0, [TOPIC]).heartbeat_interval_ms == 5000  # the broker's
+
+        def status(g: str) -> dict:
+            with urllib.request.urlopen(f"http://127.0.0.1:{admin}/v1/groups/{g}", timeout=10) as resp:
+                return json.loads(resp.read())
+
+        assert (status(group)["session_timeout_ms"], status(group)["heartbeat_interval_ms"]) == (60000, 7000)
+        assert (status(plain)["session_timeout_ms"], status(plain)["heartbeat_interval_ms"]) == (45000, 5000)
         wire.close()

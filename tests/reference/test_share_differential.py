@@ -29,22 +29,8 @@ from kbroker.protocol.messages.share_group_heartbeat_request import ShareGroupHe
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
 
-# step -> (Kafka 4.4's answer, kbroker's answer, why)
-DIFFERENCES = {
-    "a member fetches (MaxRecords 4, one batch of 10)": (
-        [(0, 9, 1)], [(0, 3, 1)],
-        "ShareFetch v1 on Kafka acquires whole batches (MaxRecords is a soft limit in its batch-optimized "
-        "mode); kbroker acquires exactly MaxRecords records (docs/share-groups.md)"),
-    "describe the group with its member (v1)": (
-        [("g2", 0, None, [("so", True, [(0, 0, 0, 8, 0, None)])])],
-        [("g2", 0, None, [("so", True, [(0, 2, 0, 8, 0, None)])])],
-        "the same acquisition: Kafka tracks the one batch 0-9 in flight and keeps its start at 0 after 0-1 "
-        "are accepted; kbroker acquired 0-3 record by record and moves its start past 0-1. The lag agrees"),
-    "describe the group with its member (v0)": (
-        [("g2", 0, None, [("so", True, [(0, 0, 0, -1, 0, None)])])],
-        [("g2", 0, None, [("so", True, [(0, 2, 0, -1, 0, None)])])],
-        "as the row above"),
-}
+# step -> (Kafka 4.4's answer, kbroker's answer, why); none left
+DIFFERENCES: dict[str, tuple[object, object, str]] = {}
 
 
 def scenario(bootstrap: str, suffix: str) -> list[tuple[str, object]]:

@@ -130,6 +130,21 @@ def test_leave_and_session_expiry_fence_the_member_and_bump_the_epoch() -> None:
     assert h.log[-1] == sr.ShareGroupTargetAssignmentMetadataRecord("g", group.group_epoch, 0)
 
 
+def test_the_groups_session_timeout_override_fences_a_silent_member_then_not_before() -> None:
+    """share.session.timeout.ms of the group (its dynamic config) is the member's session, and
+    share.heartbeat.interval.ms the interval the heartbeat answers; another group keeps the broker's."""
+    image = {"foo": TopicImage("foo", FOO, 2)}
+    overrides = {"g": {"share.session.timeout.ms": "60000", "share.heartbeat.interval.ms": "7000"}}
+    h = Harness(topics=lambda: dict(image), group_config=lambda g, n: overrides.get(g, {}).get(n))
+    assert beat(h, "a", 0, ("foo",)).heartbeat_interval_ms == 7000
+    assert beat(h, "b", 0, ("foo",), group="other").heartbeat_interval_ms == 5000
+    h.advance(SESSION_MS)  # the broker's session has passed, the group's not yet
+    assert list(h.group("g").members) == ["a"] and h.group("other").members == {}
+    h.advance(60_000 - SESSION_MS)
+    assert h.group("g").members == {}
+    assert h.events[-1].session_timeout_ms == 60_000 and h.events[-1].reason == "session expired"
+
+
 def test_heartbeat_errors_are_kafkas() -> None:
     h = make()
     assert beat(h, "", 0, ("foo",)).error is E.INVALID_REQUEST

@@ -102,3 +102,35 @@ def test_the_persisted_state_comes_back_with_acquired_records_available() -> Non
     assert again.start == 3
     again.truncate_below(4)
     assert again.start == 4 and again.acquired == 2
+
+
+def test_a_rollback_gives_the_member_back_what_a_failed_write_acknowledged() -> None:
+    """Kafka's rollbackOrProcessStateUpdates: the start goes back below the accepted records, each
+    is the member's again under its lock, and what changed since (a released record acquired by
+    another member) stays as it is."""
+    sp = make()
+    log = [Batch(0, 5)]
+    assert sp.acquire("a", log, 6, 4, 0) == [Acquired(0, 3, 1)]
+    error, undo = sp.acknowledge_all("a", [(0, 3, [ACCEPT, ACCEPT, REJECT, RELEASE]), (5, 5, [ACCEPT])], 0)
+    assert error is E.INVALID_RECORD_STATE and undo is not None  # 5 is not a's: the first batch stands
+    assert (sp.start, sp.archived_total) == (3, 1)
+    assert sp.acquire("b", log, 6, 1, 5) == [Acquired(3, 3, 2)]  # released, taken by b meanwhile
+    assert sp.rollback(undo) == 3
+    assert sp.start == 0 and sp.acquired == 4 and sp.archived_total == 0
+    assert [(o, e.state, e.member, e.count, e.deadline) for o, e in sorted(sp.records.items())] == [
+        (0, 1, "a", 1, LOCK_MS), (1, 1, "a", 1, LOCK_MS), (2, 1, "a", 1, LOCK_MS), (3, 1, "b", 2, 5 + LOCK_MS)]
+    assert sp.acknowledge("a", 0, 2, [ACCEPT], 0) is E.NONE  # the member acknowledges them again
+    assert sp.start == 3
+
+
+def test_the_persisted_start_is_the_one_before_the_change_as_kafka_writes_it() -> None:
+    """Kafka's SharePartition writes an acknowledgement's state with the start it had before it, and
+    moves its start once the write is done: its persisted start (DescribeShareGroupOffsets) is one
+    write behind, the records it passed written as done."""
+    sp = make()
+    assert sp.acquire("a", [Batch(0, 5)], 6, 4, 0) == [Acquired(0, 3, 1)]
+    assert sp.acknowledge("a", 0, 2, [ACCEPT, REJECT, ACCEPT], 0) is E.NONE
+    assert sp.start == 3
+    assert sp.snapshot() == (0, [(0, 0, ACKNOWLEDGED, 1), (1, 1, ARCHIVED, 1), (2, 2, ACKNOWLEDGED, 1),
+                                 (3, 3, AVAILABLE, 1)])
+    assert sp.snapshot() == (3, [(3, 3, AVAILABLE, 1)])  # the next write carries the start moved

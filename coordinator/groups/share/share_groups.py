@@ -24,7 +24,7 @@ from typing import Any
 from ....protocol.errors import ErrorCode
 from ....protocol.records import share_records as sr
 from ...runtime.outcome import Outcome, Reply
-from ..events import ShareMemberGone
+from ..events import ShareAssignmentChanged, ShareMemberGone
 from ..group_types import NoFollowUps, TypeContext
 from . import share_commands as sc
 from .assignor import assign
@@ -81,6 +81,17 @@ class ShareGroups(NoFollowUps):
         self.groups = ctx.groups.of_type(ShareGroup)
         self.config = ctx.config
         self.topics = ctx.topics
+        self._group_config = ctx.group_config
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """Kafka's shareGroupSessionTimeoutMs: the group's share.session.timeout.ms, else the broker's."""
+        value = self._group_config(group_id, "share.session.timeout.ms")
+        return int(value) if value is not None else self.config.group_share_session_timeout_ms
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """Kafka's shareGroupHeartbeatIntervalMs: the group's share.heartbeat.interval.ms, else the broker's."""
+        value = self._group_config(group_id, "share.heartbeat.interval.ms")
+        return int(value) if value is not None else self.config.group_share_heartbeat_interval_ms
 
     # -- commands ------------------------------------------------------------------------------
 
@@ -108,7 +119,7 @@ class ShareGroups(NoFollowUps):
             case sc.ShareSessionExpired():
                 if group.__class__ is ShareGroup and cmd.member_id in group.members:
                     records = []
-                    self._fence(out, records, group, group.members[cmd.member_id])
+                    self._fence(out, records, group, group.members[cmd.member_id], "session expired")
                     out.write(records)
         return out
 
@@ -146,10 +157,12 @@ class ShareGroups(NoFollowUps):
                                     if cmd.subscribed_topic_names is not None else member.subscribed_topic_names),
             client_id=cmd.client_id, client_host=cmd.client_host)
         bump = False
+        reason = "metadata changed"
         if is_new or not updated.metadata_equals(member):
             records.append(sr.ShareGroupMemberMetadataRecord(gid, member_id, updated.rack_id, updated.client_id,
                                                              updated.client_host, updated.subscribed_topic_names))
             bump = is_new or updated.subscribed_topic_names != member.subscribed_topic_names
+            reason = "member joined" if is_new else "subscription changed" if bump else reason
 
         # 2. The group epoch, bumped when a subscription or the subscribed topics changed; the
         #    subscribed share-partitions recorded as initialized (see the module's note).
@@ -173,8 +186,12 @@ class ShareGroups(NoFollowUps):
 
         # 3. The target assignment, computed for the whole group when its epoch moved.
         if group_epoch > group.assignment_epoch:
-            target = self._update_target(records, group, group_epoch, updated, None, image, now_ms)
+            target, moved = self._update_target(records, group, group_epoch, updated, None, image, now_ms)
             target_epoch = group_epoch
+            members = len(group.members) + is_new
+            out.events.append(ShareAssignmentChanged(
+                gid, group_epoch, group_epoch, reason, member_id, ASSIGNOR_NAME, moved, members, group.group_epoch,
+                (member_id,) if is_new else ()))
         else:
             target, target_epoch = group.target(member_id), group.assignment_epoch
 
@@ -186,17 +203,18 @@ class ShareGroups(NoFollowUps):
             records.append(sr.ShareGroupCurrentMemberAssignmentRecord(
                 gid, member_id, reconciled.member_epoch, reconciled.previous_member_epoch, 0,
                 sr.wire_assignment(reconciled.assigned_partitions)))
-        out.schedule(sc.session_key(gid, member_id), self.config.group_share_session_timeout_ms,
+        out.schedule(sc.session_key(gid, member_id), self.session_timeout_ms(gid),
                      sc.ShareSessionExpired(gid, member_id))
         full = cmd.subscribed_topic_names is not None
         changed = reconciled.assigned_partitions != member.assigned_partitions
         return sc.ShareGroupHeartbeatResult(
-            E.NONE, None, member_id, reconciled.member_epoch, self.config.group_share_heartbeat_interval_ms,
+            E.NONE, None, member_id, reconciled.member_epoch, self.heartbeat_interval_ms(gid),
             sr.wire_assignment(reconciled.assigned_partitions) if cmd.member_epoch == 0 or full or changed else None)
 
     def _update_target(self, records: list[Any], group: ShareGroup, group_epoch: int,
                        updated: ShareGroupMember | None, removed: str | None, image: Mapping[str, Any],
-                       now_ms: int) -> dict[uuid.UUID, frozenset[int]]:
+                       now_ms: int) -> tuple[dict[uuid.UUID, frozenset[int]], tuple[str, ...]]:
+        """The new target of the whole group: `updated`'s target, and the members whose target moved."""
         members = dict(group.members)
         if removed is not None:
             members.pop(removed, None)
@@ -206,13 +224,15 @@ class ShareGroups(NoFollowUps):
                          for m, member in members.items()}
         partitions = {t.topic_id: t.num_partitions for t in image.values()}
         result = assign(subscriptions, partitions, {m: group.target(m) for m in members})
+        moved = []
         for member_id in sorted(members):
             new = result.get(member_id, {})
             if new != group.target(member_id) or member_id not in group.target_assignment:
                 records.append(sr.ShareGroupTargetAssignmentMemberRecord(group.group_id, member_id,
                                                                          sr.wire_assignment(new)))
+                moved.append(member_id)
         records.append(sr.ShareGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, now_ms))
-        return result.get(updated.member_id, {}) if updated is not None else {}
+        return (result.get(updated.member_id, {}) if updated is not None else {}), tuple(moved)
 
     def _leave(self, out: Outcome, records: list[Any], existing: Any,
                cmd: sc.ShareGroupHeartbeat) -> sc.ShareGroupHeartbeatResult:
@@ -220,10 +240,11 @@ class ShareGroups(NoFollowUps):
         member = group.members.get(cmd.member_id)
         if member is None:
             raise ApiError(E.UNKNOWN_MEMBER_ID, f"Member {cmd.member_id} is not a member of group {group.group_id}.")
-        self._fence(out, records, group, member)
+        self._fence(out, records, group, member, "member left")
         return sc.ShareGroupHeartbeatResult(E.NONE, None, cmd.member_id, cmd.member_epoch)
 
-    def _fence(self, out: Outcome, records: list[Any], group: ShareGroup, member: ShareGroupMember) -> None:
+    def _fence(self, out: Outcome, records: list[Any], group: ShareGroup, member: ShareGroupMember,
+               reason: str) -> None:
         """Kafka's shareGroupFenceMember: the member's records go and the group epoch moves on; the
         others get their new targets with their next heartbeat (computed then, as Kafka does)."""
         gid, member_id = group.group_id, member.member_id
@@ -237,13 +258,19 @@ class ShareGroups(NoFollowUps):
         if len(group.members) == 1:
             records.append(sr.ShareGroupTargetAssignmentMetadataRecord(gid, group_epoch, 0))
         out.cancel(sc.session_key(gid, member_id))
-        out.events.append(ShareMemberGone(gid, member_id, len(group.members) - 1))
+        out.events.append(ShareMemberGone(gid, member_id, len(group.members) - 1, reason == "member left"))
+        out.events.append(ShareAssignmentChanged(
+            gid, group_epoch, group.assignment_epoch, reason, member_id, ASSIGNOR_NAME, (), len(group.members) - 1,
+            group.group_epoch, (), (member_id,),
+            self.session_timeout_ms(gid) if reason == "session expired" else None))
 
     def _describe(self, group: Any, group_id: str) -> sc.DescribedShareGroup:
-        try:
-            share = self._group(group, group_id, False)
-        except ApiError as exc:
-            return sc.DescribedShareGroup(group_id, exc.code, exc.message)
+        # Kafka's shareGroup(groupId, committedOffset), whose words differ from the heartbeat's
+        if group is None:
+            return sc.DescribedShareGroup(group_id, E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if group.__class__ is not ShareGroup:
+            return sc.DescribedShareGroup(group_id, E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        share = group
         names = {t.topic_id: n for n, t in self.topics().items()}
         return sc.DescribedShareGroup(
             group_id, E.NONE, None, share.state, share.group_epoch, share.assignment_epoch, ASSIGNOR_NAME,
@@ -267,6 +294,8 @@ class ShareGroups(NoFollowUps):
         return {
             "group_id": group.group_id, "group_type": sc.SHARE_GROUP_TYPE, "state": group.state,
             "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "session_timeout_ms": self.session_timeout_ms(group.group_id),
+            "heartbeat_interval_ms": self.heartbeat_interval_ms(group.group_id),
             "members": [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
                          "member_epoch": m.member_epoch,
                          "assignment": {str(t): sorted(ps) for t, ps in m.assigned_partitions.items()}}
@@ -281,7 +310,7 @@ class ShareGroups(NoFollowUps):
         out = Outcome()
         for group in self.groups.values():
             for member_id in group.members:
-                out.schedule(sc.session_key(group.group_id, member_id), self.config.group_share_session_timeout_ms,
+                out.schedule(sc.session_key(group.group_id, member_id), self.session_timeout_ms(group.group_id),
                              sc.ShareSessionExpired(group.group_id, member_id))
         return out
 

@@ -52,7 +52,7 @@ ABSENT = "absent"
 PARTS = {
     "config": frozenset({"config"}),
     "tools": frozenset({"kafka-acls", "cluster", "kafka-configs", "kafka-consumer-groups", "records",
-                        "kafka-topics", "kafka-transactions"}),
+                        "kafka-share-groups", "kafka-topics", "kafka-transactions"}),
 }
 
 
