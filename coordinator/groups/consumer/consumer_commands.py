@@ -65,11 +65,12 @@ class ConsumerRebalanceExpired:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerRegexResolve:
-    """Resolve the group's regular expressions that no heartbeat has resolved yet (Kafka's
-    asynchronous maybeUpdateRegularExpressions): scheduled by the heartbeat that brought a new one,
-    with that member's topic filter (the topics it may DESCRIBE; None without an authorizer)."""
+    """Resolve a regular expression of the group that no heartbeat has resolved yet (Kafka's
+    asynchronous maybeUpdateRegularExpressions): scheduled by the heartbeat that brought it, with that
+    member's topic filter (the topics it may DESCRIBE; None without an authorizer)."""
 
     group_id: str
+    regex: str
     topic_filter: Callable[[str], bool] | None = field(default=None, compare=False)
 
 
@@ -82,8 +83,8 @@ class ConsumerClassicTimeout:
     reason: str
 
 
-def regex_key(group_id: str) -> str:
-    return f"consumer-regex-{group_id}"
+def regex_key(group_id: str, regex: str) -> str:
+    return f"consumer-regex-{group_id}-{regex}"
 
 
 def join_key(group_id: str, member_id: str) -> str:

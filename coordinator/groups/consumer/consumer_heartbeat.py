@@ -403,7 +403,8 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
     _, wanted = group.subscriptions([m.member_id for m in (member, replaced) if m is not None], updated)
     for regex in sorted(wanted):
         if regex not in regexes:
-            ctx.out.schedule(cc.regex_key(group.group_id), 0, cc.ConsumerRegexResolve(group.group_id, cmd.topic_filter))
+            ctx.out.schedule(cc.regex_key(group.group_id, regex), 0,
+                             cc.ConsumerRegexResolve(group.group_id, regex, cmd.topic_filter))
             continue
         resolved = refreshed_regex(regex, regexes.get(regex), image, cmd.topic_filter)
         if resolved is not None:
@@ -470,20 +471,17 @@ def _waits_for_regex(group: ConsumerGroup, member: ConsumerGroupMember, updated:
 
 
 def on_resolve_regexes(ctx: CCtx, group: ConsumerGroup | None, cmd: cc.ConsumerRegexResolve) -> None:
-    """The group's regexes no heartbeat has resolved, resolved now (Kafka's handleRegularExpressionsResult):
-    their records, a new group epoch and the target assignment with their topics, which each member
-    takes at its next heartbeat."""
-    if group is None or group.deleted:
+    """A regex no heartbeat has resolved, resolved now with the topics the member that brought it may
+    describe (Kafka's handleRegularExpressionsResult): its record, a new group epoch and the target
+    assignment with its topics, which each member takes at its next heartbeat. Nothing when no member
+    subscribes to it any more, or a heartbeat resolved it meanwhile."""
+    if group is None or group.deleted or cmd.regex not in group.regex_counts or cmd.regex in group.resolved_regexes:
         return
     image = ctx.image()
     regexes = dict(group.resolved_regexes)
-    for regex in sorted(set(group.regex_counts) - set(regexes)):
-        resolved = refreshed_regex(regex, None, image, cmd.topic_filter)
-        regexes[regex] = resolved if resolved is not None else frozenset()
-        ctx.records.append(ConsumerGroupRegularExpressionRecord(
-            group.group_id, regex, tuple(sorted(regexes[regex])), 0, ctx.now_ms))
-    if not ctx.records:
-        return
+    regexes[cmd.regex] = refreshed_regex(cmd.regex, None, image, cmd.topic_filter) or frozenset()
+    ctx.records.append(ConsumerGroupRegularExpressionRecord(
+        group.group_id, cmd.regex, tuple(sorted(regexes[cmd.regex])), 0, ctx.now_ms))
     names = _subscribed_names(group, None, None, regexes)
     group_epoch = group.group_epoch + 1
     ctx.records.append(ConsumerGroupMetadataRecord(group.group_id, group_epoch, metadata_hash(names, image)))
