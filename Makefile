@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 PYTEST_ARGS ?= -n 4 --dist loadfile
 SERVE_ARGS ?=
 
-.PHONY: run test typecheck venv test-venv system-deps kafkajs go-modules kafka-jars kafka codegen bench chaos analyze clean
+.PHONY: run test typecheck venv test-venv system-deps kafkajs go-modules kafka-jars kafka cluster codegen bench chaos analyze clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(PIP) install --quiet -e '.[test,pipeline,bench]'
+	$(PIP) install --quiet -e '.[test,pipeline,bench,cluster]'
 	touch $@
 
 # The analytics job needs the pipeline extra only (PySpark, pyarrow, pandas), not the test environment.
@@ -37,8 +37,9 @@ run: venv
 
 # Debian packages the tests use: kcat; chromium, which renders the analytics report headless
 # (tests/pipeline/test_report_browser.py); iproute2 for the network namespaces of the Spark cluster and
-# compose tests. Installed only when missing; needs root, as in CI.
-SYSTEM_PACKAGES := kcat chromium iproute2
+# compose tests; postgresql (15 on Debian 12) for kbroker over PostgreSQL (tests/integration/postgres.py
+# runs a scratch server). Installed only when missing; needs root, as in CI.
+SYSTEM_PACKAGES := kcat chromium iproute2 postgresql
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -76,11 +77,17 @@ KAFKA_ARGS ?=
 kafka: test-venv kafka-jars
 	$(PY) -m kbroker.tests.reference.kafka $(KAFKA_ARGS)
 
+# A cluster over PostgreSQL in the foreground (docs/postgres-cluster.md): a scratch PostgreSQL and three
+# nodes on 127.0.0.1:9092-9094 (CLUSTER_ARGS="--nodes 5 --port 19092"); Ctrl-C stops it all.
+CLUSTER_ARGS ?=
+cluster: test-venv system-deps
+	$(PY) -m kbroker.tests.integration.postgres_cluster $(CLUSTER_ARGS)
+
 test: test-venv system-deps kafkajs kafka-jars go-modules
 	$(PY) -m kbroker.tools.codegen --check
 	$(VENV)/bin/lint-imports --no-cache
 	$(MAKE) --no-print-directory typecheck
-	KBROKER_REQUIRE_KAFKA=1 KBROKER_REQUIRE_GO=1 GO=$(GO) $(VENV)/bin/pytest $(PYTEST_ARGS)
+	KBROKER_REQUIRE_KAFKA=1 KBROKER_REQUIRE_GO=1 KBROKER_REQUIRE_POSTGRES=1 GO=$(GO) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # mypy over the runtime packages ([tool.mypy] in pyproject.toml). The repository root is the package
 # `kbroker` only once installed, so mypy reads it through build/mypy/kbroker, a symlink to the root.

@@ -33,6 +33,7 @@ from .partitions.startup_topics import ensure_topics, parse_create_topics
 
 if TYPE_CHECKING:
     from .cluster import Cluster
+    from .postgres_node import PostgresNode
     from ..coordinator.groups.service import GroupCoordinatorService
     from .operations.client_telemetry import ClientTelemetry
     from .services import BrokerServices
@@ -93,7 +94,7 @@ def _acl_checked(route: Route) -> Route:
 
 class Broker:
     def __init__(self, config: BrokerConfig, prepared: Prepared | None = None,
-                 explicit_settings: frozenset[str] = frozenset()) -> None:
+                 explicit_settings: frozenset[str] = frozenset(), postgres: PostgresNode | None = None) -> None:
         from .storage.log.manager import LogManager
         from .topic_defaults import log_config
 
@@ -140,8 +141,12 @@ class Broker:
         from .dynamic_configs import DynamicBrokerConfigs
 
         self.dynamic_configs = DynamicBrokerConfigs(self.data_dir, config)
-        self.logs = LogManager(self.data_dir, log_config(self.dynamic_configs.effective()), config.flush, max_partitions=config.max_partitions,
-                               max_open_files=config.log_max_open_files or None, fsync=fsync, clock=self.clock)
+        # --cluster: a node of a cluster over PostgreSQL (broker/postgres_node.py), whose log is the database's
+        self.postgres = postgres
+        self.logs: Any = postgres.engine if postgres is not None else LogManager(
+            self.data_dir, log_config(self.dynamic_configs.effective()), config.flush,
+            max_partitions=config.max_partitions, max_open_files=config.log_max_open_files or None, fsync=fsync,
+            clock=self.clock)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/); see `security`
         self._security: Security | None = None
         self.dev_security = None
@@ -188,17 +193,28 @@ class Broker:
         self.fetch_purgatory = FetchPurgatory(self.timers)
         self.fetch_sessions = FetchSessionManager()
         # the storage engine's producer snapshots and producer-id blocks (its files; handlers see neither)
-        self.producer_states = ProducerStateManager(self.logs, self.data_dir, clock=self.clock)
+        self.producer_states: ProducerStateManager | None = None
+        if isinstance(self.logs, LogManager):
+            self.producer_states = ProducerStateManager(self.logs, self.data_dir, clock=self.clock)
         # what handlers and coordinators see of the data: the topics, and the partitions' one append
         # and read path (broker/partitions/)
         from .partitions.catalogue import TopicCatalogue
         from .partitions.service import PartitionService
 
-        if config.nodes == 1:
+        self.catalogue: TopicCatalogue
+        if postgres is not None:
+            from .partitions.postgres_catalogue import PostgresCatalogue
+
+            self.catalogue = PostgresCatalogue(postgres.engine, self.node_id, postgres.allocate_producer_id,
+                                               lambda: postgres.lease.fenced,
+                                               default_replication_factor=config.default_replication_factor)
+        elif config.nodes == 1:
+            assert self.producer_states is not None
             self.catalogue = TopicCatalogue(self.logs, self.node_id, self.producer_states.ids)
         else:
             from .partitions.cluster_catalogue import ClusterCatalogue
 
+            assert self.producer_states is not None
             self.catalogue = ClusterCatalogue(self.logs, [self.node_id + k for k in range(config.nodes)],
                                               self.producer_states.ids,
                                               default_replication_factor=config.default_replication_factor)
@@ -212,6 +228,10 @@ class Broker:
         self.quotas = ClientQuotas(self.data_dir)
         if config.nodes > 1:
             self._build_cluster()
+        elif postgres is not None:  # the coordinator check on the routes, as for several nodes
+            from .apis import coordinator_routes
+
+            self.router.wrap_routes(coordinator_routes.checked)
         for server in all_servers(self):
             server.observer = self.observations
             server.slots = self.connection_slots
@@ -270,11 +290,15 @@ class Broker:
     def brokers(self, listener: str) -> list[tuple[int, str, int]]:
         if self.cluster is not None:
             return self.cluster.brokers(listener)
+        if self.postgres is not None:
+            return self.postgres.brokers(listener)
         return [(self.node_id, *self.advertised(listener))]
 
     def node_endpoint(self, node: int, listener: str) -> tuple[str, int] | None:
         if self.cluster is not None:
             return self.cluster.node_endpoint(node, listener)
+        if self.postgres is not None:
+            return self.postgres.node_endpoint(node, listener)
         return self.advertised(listener) if node == self.node_id else None
 
     def _test_controls_token(self) -> str | None:
@@ -300,6 +324,9 @@ class Broker:
                              validate_only: bool) -> None:
         """Change a dynamic broker config layer (broker/dynamic_configs.py) and apply it: the topics'
         defaults at once, and the log cleaner looks again (its backoff, a compaction knob may have changed)."""
+        if self.postgres is not None:  # its layers would be the database's, shared by the nodes: not built
+            raise KafkaError("Dynamic broker configs are not served by a node of a cluster over PostgreSQL yet",
+                             ErrorCode.INVALID_REQUEST)
         if self.dynamic_configs.alter(cluster_default, change, validate_only):
             from .topic_defaults import log_config
 
@@ -317,13 +344,18 @@ class Broker:
         return f"http://[{host}]:{self.admin_port}" if ":" in host else f"http://{host}:{self.admin_port}"
 
     async def start(self) -> None:
-        self.producer_states.load_all()
+        if self.producer_states is not None:
+            self.producer_states.load_all()
+        if self.postgres is not None:
+            self.postgres.start(self)
         if self.catalogue.topic(TRANSACTION_STATE_TOPIC) is not None:
             loading = self._build_transactions().loading
             if loading is not None:
                 await loading  # replayed before the server listens, as Kafka loads it
         self._background.append(asyncio.create_task(self.timers.run(), name="timers"))
-        self._background.append(asyncio.create_task(self.producer_states.run_snapshots(), name="producer-snapshots"))
+        if self.producer_states is not None:
+            self._background.append(asyncio.create_task(self.producer_states.run_snapshots(),
+                                                        name="producer-snapshots"))
         if self._security is not None:  # the OAUTHBEARER key set's refresh, when fetched over HTTPS
             self._background += [asyncio.create_task(c, name="security") for c in self._security.background()]
         self._started = True
@@ -346,8 +378,9 @@ class Broker:
         # the first use of transactions (_build_transactions).
         self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
-        self._background.append(asyncio.create_task(self.logs.cleaner.run(
-            lambda: self.dynamic_configs.effective().log_cleaner_backoff_ms), name="log-cleaner"))
+        if self.postgres is None:  # the segment engine's cleaner (the database's engine compacts nothing yet)
+            self._background.append(asyncio.create_task(self.logs.cleaner.run(
+                lambda: self.dynamic_configs.effective().log_cleaner_backoff_ms), name="log-cleaner"))
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
 
     async def stop(self) -> None:
@@ -356,6 +389,8 @@ class Broker:
         self.fetch_purgatory.shutdown()
         if self.admin_http is not None:
             await self.admin_http.stop()
+        if self.postgres is not None:  # a controlled shutdown: the partitions move before the listeners close
+            await self.postgres.hand_over()
         # Close the listener first, then let the coordinator answer its parked JoinGroup/SyncGroup
         # requests (NOT_COORDINATOR makes clients look for the next coordinator), so the server's
         # wait for in-flight requests does not sit out rebalance timeouts.
@@ -371,9 +406,12 @@ class Broker:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        self.producer_states.snapshot_all()
+        if self.producer_states is not None:
+            self.producer_states.snapshot_all()
         self.history_file.close()
         self.logs.close()
+        if self.postgres is not None:
+            await self.postgres.close()
         self.prepared.close()  # releases the data directory's lock last
 
     @property
@@ -601,7 +639,10 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                self.logs.run_retention(self.clock.wall_ms())
+                if self.postgres is None:
+                    self.logs.run_retention(self.clock.wall_ms())
+                else:
+                    await self.logs.run_maintenance(self.clock.wall_ms())
             except Exception:
                 log.exception("retention_failed")
 
@@ -616,7 +657,15 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepar
     started = time.monotonic()
     for notice in sources.notices if sources is not None else ():  # what the settings' reading found
         getattr(log, notice.level)(notice.event, **notice.fields)
-    broker = Broker(config, prepared, frozenset(sources.levels) if sources is not None else frozenset())
+    postgres = None
+    if config.cluster:
+        postgres = await _open_postgres_node(config)
+        if postgres is None:
+            if prepared is not None:
+                prepared.close()
+            return 1
+        config = dataclasses.replace(config, cluster_id=postgres.cluster_id)
+    broker = Broker(config, prepared, frozenset(sources.levels) if sources is not None else frozenset(), postgres)
     # The CLI imports and builds the broker with the cyclic collector off (broker/cli.py): what that
     # made stays (frozen, so later passes skip it), and the collector runs from here on (the replay
     # of __consumer_offsets pauses it again while it builds the groups).
@@ -651,6 +700,25 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepar
     await broker.stop()
     log.info("broker_stopped", shutdown_ms=round(1000 * (time.monotonic() - stopped), 1))
     return 0
+
+
+async def _open_postgres_node(config: BrokerConfig) -> PostgresNode | None:
+    """--cluster: the database opened and this node registered, or None (said in one line)."""
+    from .postgres_node import PostgresNode
+    from .storage.postgres.schema import ClusterDatabaseError
+    from .topic_defaults import log_config
+    from ..purgatory.clock import SystemClock
+
+    listeners = config.listener_set()
+    endpoints = {}
+    for e in listeners.bind:
+        advertised = listeners.advertised_for(e.name)
+        endpoints[e.name] = f"{advertised.host}:{advertised.port}"
+    try:
+        return await PostgresNode.open(config, endpoints, log_config(config), SystemClock())
+    except ClusterDatabaseError as e:
+        log.error("cluster_database_refused", error=str(e))
+        return None
 
 
 # Compaction and replay decode in worker threads; a 1 ms GIL switch interval (5 ms by default) keeps

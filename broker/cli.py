@@ -267,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
 
         config = configure_dev_security(config)
 
+    if config.cluster:  # before anything is written: the database is checked (and its schema made) first
+        refused = _check_cluster_database(config)
+        if refused is not None:
+            return refused
     try:
         prepared = prepare(config, sources)
     except StartupError as e:
@@ -275,6 +279,26 @@ def main(argv: list[str] | None = None) -> int:
     from .app import run
 
     return run(config, prepared, sources)
+
+
+def _check_cluster_database(config: BrokerConfig) -> int | None:
+    """`serve --cluster URL`: the database reached, its kbroker schema checked, created or migrated
+    (broker/storage/postgres/schema.py) before anything else; a refusal is one line and exit 1, having
+    written nothing. None: go on and serve as a node of that cluster (broker/postgres_node.py)."""
+    import asyncio
+
+    from .storage.postgres.schema import ClusterDatabaseError, open_cluster_database
+
+    async def check() -> None:
+        conn, _ = await open_cluster_database(config.cluster)
+        await conn.close()
+
+    try:
+        asyncio.run(check())
+    except ClusterDatabaseError as e:
+        print(f"kbroker: {e}", file=sys.stderr)
+        return 1
+    return None
 
 
 if __name__ == "__main__":

@@ -162,27 +162,11 @@ class Cluster:
             return
         previous = self._moves.get((topic, partition))
         self._moves[(topic, partition)] = asyncio.get_running_loop().create_task(
-            self._after(previous, move(partition, new), topic, partition, new),
+            after_previous(previous, move(partition, new), topic, partition, new),
             name=f"coordinator-move-{topic}-{partition}")
 
-    async def _after(self, previous: asyncio.Task[None] | None, move: Any, topic: str, partition: int,
-                     new: int) -> None:
-        """One coordinator move, after the partition's previous one."""
-        if previous is not None:
-            await asyncio.gather(previous, return_exceptions=True)
-        started = time.monotonic()
-        await move
-        log.info("coordinator_moved", topic=topic, partition=partition, node=new,
-                 took_ms=round(1000 * (time.monotonic() - started), 1))
-
     async def _move_groups(self, partition: int, new: int) -> None:
-        """The coordinator failover of one __consumer_offsets partition: unloaded, then (if some node
-        leads it) replayed from its log, as the new leader's coordinator loads it."""
-        coordinator = self.broker.coordinator
-        await coordinator.unload(partition)
-        if new != NO_LEADER:
-            coordinator.mark_loading([partition])
-            await self.broker.offsets_topic.load_partition(coordinator, partition)
+        await move_groups(self.broker, partition, led=new != NO_LEADER)
 
     async def _move_transactions(self, partition: int, new: int) -> None:
         """The same for a __transaction_state partition (broker/coordinators/transactions.py)."""
@@ -324,6 +308,27 @@ class Cluster:
              "leaders": sum(1 for info, p in self.catalogue.partitions()
                             if self.catalogue.leader(info, p) == node.node_id)}
             for node in self.nodes]}
+
+
+async def after_previous(previous: asyncio.Task[None] | None, move: Any, topic: str, partition: int,
+                         new: int) -> None:
+    """One coordinator move, after the partition's previous one (here and broker/postgres_node.py)."""
+    if previous is not None:
+        await asyncio.gather(previous, return_exceptions=True)
+    started = time.monotonic()
+    await move
+    log.info("coordinator_moved", topic=topic, partition=partition, node=new,
+             took_ms=round(1000 * (time.monotonic() - started), 1))
+
+
+async def move_groups(broker: Broker, partition: int, led: bool) -> None:
+    """The coordinator failover of one __consumer_offsets partition: unloaded, then (if `led`: this
+    process's coordinator answers for its new leader) replayed from its log."""
+    coordinator = broker.coordinator
+    await coordinator.unload(partition)
+    if led:
+        coordinator.mark_loading([partition])
+        await broker.offsets_topic.load_partition(coordinator, partition)
 
 
 class ClusterControlError(ValueError):

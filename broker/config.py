@@ -70,6 +70,9 @@ class BrokerConfig:
     nodes: int = field(default=1, metadata={"metavar": "N", "help": "serve a cluster of N brokers in this one process "
                                                                "(node k: id --node-id + k, each listener's port + k); "
                                                                "see docs/cluster.md"})
+    cluster: str = field(default="", metadata={
+        "metavar": "URL", "help": "postgresql://USER:PASSWORD@HOST:PORT/DB: a node of a cluster over one PostgreSQL "
+                                  "(issue 44; see docs/postgres-cluster.md)"})
     log_format: str = field(
         default="auto", metadata={"help": "console, json, or auto (console on a terminal, json otherwise)"}
     )
@@ -495,6 +498,9 @@ def validate(cfg: BrokerConfig, sources: Sources | None = None) -> None:
         except (OSError, ValueError) as e:
             raise ConfigError(f"{src.label('ssl_keystore_location')}: cannot load {cfg.ssl_keystore_location}: "
                               f"{e}") from None
+    if cfg.cluster and cfg.nodes > 1:
+        raise ConfigError(f"{src.label('cluster')} and {src.label('nodes')}: a node of a cluster over PostgreSQL is "
+                          f"one broker per process; use one or the other")
     if cfg.default_replication_factor > cfg.nodes:
         raise ConfigError(f"{src.label('default_replication_factor')}: {cfg.default_replication_factor} replicas "
                           f"need as many brokers; this broker serves "

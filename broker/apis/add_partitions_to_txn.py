@@ -4,12 +4,16 @@ v0-v3 (clients): one transaction; every partition gets the transaction's answer,
 some partition is unknown those get UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED,
 and nothing is added (KafkaApis). v4+ (broker to coordinator, KIP-890): a batch of transactions, each
 either added or, with `verify_only`, only checked (NONE for a partition in the ongoing transaction,
-INVALID_TXN_STATE otherwise); each transaction is answered on its own.
+TRANSACTION_ABORTABLE otherwise); each transaction is answered on its own. A v4+ add is a
+transactions v2 client's (Kafka's transactionVersionForAddPartitionsToTxn): its transaction's end
+will bump the epoch. kbroker's own Produce v12+ and TxnOffsetCommit v5+ add partitions in-process
+(TransactionService.add_implicitly), as Kafka's brokers send this request to the coordinator.
 """
 
 from __future__ import annotations
 
 from ..network.router import RequestContext
+from ...coordinator.txn.coordinator import TRANSACTION_VERSION_BUILT
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from ...protocol.messages.add_partitions_to_txn_response import (
@@ -51,7 +55,8 @@ async def _one(ctx: RequestContext, txn_id: str, producer_id: int, epoch: int, t
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED for tp in wanted}
     if verify_only:
         return dict(service.verify(txn_id, producer_id, epoch, wanted))
-    error = await service.add_partitions(txn_id, producer_id, epoch, wanted)
+    client_tv = TRANSACTION_VERSION_BUILT if ctx.api_version >= 4 else 0
+    error = await service.add_partitions(txn_id, producer_id, epoch, wanted, client_tv)
     return {tp: error for tp in wanted}
 
 

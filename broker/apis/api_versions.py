@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from ..network.router import RequestContext
+from ...coordinator.txn.coordinator import TRANSACTION_VERSION_BUILT
 from ...protocol.errors import ErrorCode
 from ...protocol.kafka_releases import KafkaRelease
 from ...protocol.messages.api_versions_request import ApiVersionsRequest
@@ -28,7 +29,7 @@ _VALID_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 # feature name -> the highest level whose behaviour kbroker implements. A release's feature is advertised
 # only when it is here, its levels capped to this one; add an entry when a feature is built
-# (transaction.version 2 with KIP-890 part 2, share.version with share groups). metadata.version
+# (share.version 2 with share groups' dead letter queues). metadata.version
 # describes the controller's metadata log, which a single kbroker
 # node does not keep: the release's levels are claimed as they are.
 IMPLEMENTED_FEATURES: dict[str, int] = {
@@ -41,6 +42,8 @@ IMPLEMENTED_FEATURES: dict[str, int] = {
     # letter queues (KIP-1191), not served here (docs/share-groups.md).
     "share.version": 1,
     "streams.version": 1,  # 1: the streams group protocol (KIP-1071)
+    # 2: transactions v2 (KIP-890 part 2: an epoch bump per transaction, partitions added by Produce)
+    "transaction.version": TRANSACTION_VERSION_BUILT,
 }
 # Kafka reports the metadata log offset at which the features were finalized; ours never change
 # while the broker runs, so any fixed non-negative epoch says "known" to clients.

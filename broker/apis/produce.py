@@ -10,6 +10,9 @@ batch can inflate to 1 GiB); undecodable compression is CORRUPT_MESSAGE. A write
 (ENOSPC, EIO) is KAFKA_STORAGE_ERROR for that partition, whose log is fenced until restart (see
 PartitionLog.append); the connection and every other partition keep working.
 
+A transactional batch goes only into a partition of its producer's ongoing transaction (KIP-890's
+verification); from v12 (transactions v2) the broker adds the partition to the transaction itself.
+
 acks=0 gets no response; if any partition failed, the connection is closed instead (Kafka's way of
 telling a fire-and-forget producer to refresh its metadata). acks=1 and acks=-1 answer once the
 appended records are durable under the broker's flush policy.
@@ -52,6 +55,7 @@ FIRST_BATCH_VERSION = 3  # before it, message sets of format v0/v1
 ZSTD_FROM = 7
 KIP_219_FROM = 6  # from here clients back off on throttle_time_ms themselves
 LEADER_HINTS_FROM = 10  # KIP-951: a partition's new leader in a NOT_LEADER_OR_FOLLOWER answer
+TRANSACTIONS_V2_FROM = 12  # KIP-890 part 2: the broker adds a transactional batch's partition itself
 
 log = structlog.get_logger("kbroker.produce")
 
@@ -107,6 +111,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
 
     budget = InlineBudget()  # what checking this request's batches may spend on the loop
     names_by_id = ctx.broker.catalogue.names_by_id() if version >= TOPIC_IDS_FROM else {}
+    not_added: dict[tuple[str, int], PartitionProduceResponse] = {}
+    if transactional_records and version >= TRANSACTIONS_V2_FROM and request.transactional_id is not None:
+        not_added = await _add_to_transaction(ctx, request, names_by_id)
     for topic in request.topic_data:
         name = topic.name if version < TOPIC_IDS_FROM else names_by_id.get(topic.topic_id)
         out = TopicProduceResponse(name=name or "", topic_id=topic.topic_id, partition_responses=[])
@@ -116,8 +123,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             any_error = True
             continue
         for part in topic.partition_data:
-            result = _produce_partition(ctx, request, name, part.index, part.records, now_ms,
-                                        transactional_records, durable_waits, budget)
+            refused = not_added.get((name, part.index))
+            result = refused if refused is not None else _produce_partition(
+                ctx, request, name, part.index, part.records, now_ms, transactional_records, durable_waits, budget)
             while isinstance(result, _CheckInWorker):
                 # Past the request's inline budget: checked on the worker thread, then everything
                 # before the check is asked again (the topic, its config or the transaction may have
@@ -157,18 +165,36 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
                          endpoints: list[NodeEndpoint] | None = None) -> ProduceResponse:
     # Plain futures, not a task per partition: a request naming 1,000 partitions waits on 1,000 logs.
     failed: list[BaseException] = []
+    # A partition whose leadership ended before its records were durable (an engine that fences a
+    # deposed leader's writes, as the PostgreSQL one does): nothing was written, NOT_LEADER_OR_FOLLOWER.
+    deposed: set[tuple[str, int]] = set()
     waiting: list[asyncio.Future[None]] = []
+    waited: list[tuple[str, int]] = []
     for appended in durable_waits:
+        key = (appended.store.topic, appended.store.partition)
         try:
             future = appended.durable()
         except Exception as e:  # noqa: BLE001 - a fenced or closed log: reported below like a failed fsync
-            failed.append(e)
+            if _not_leader(e):
+                deposed.add(key)
+            else:
+                failed.append(e)
             continue
         if future is not None:
             waiting.append(future)
+            waited.append(key)
     if waiting:
         results = await asyncio.gather(*waiting, return_exceptions=True)
-        failed += [r for r in results if isinstance(r, BaseException)]
+        for key, result in zip(waited, results):
+            if isinstance(result, BaseException) and _not_leader(result):
+                deposed.add(key)
+            elif isinstance(result, BaseException):
+                failed.append(result)
+    if deposed:
+        for out in responses:
+            for i, p in enumerate(out.partition_responses):
+                if p.error_code == ErrorCode.NONE and (out.name, p.index) in deposed:
+                    out.partition_responses[i] = _error(p.index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if acks == -1 and not failed and ctx.broker.catalogue.clustered:
         _isr_after_append(ctx, responses, durable_waits)
     if failed:
@@ -182,6 +208,10 @@ async def _after_durable(ctx: RequestContext, responses: list[TopicProduceRespon
     return await hold_back_for_old_clients(
         ProduceResponse(responses=responses, throttle_time_ms=throttle_ms, node_endpoints=endpoints or []),
         ctx.api_version, KIP_219_FROM)
+
+
+def _not_leader(error: BaseException) -> bool:
+    return isinstance(error, KafkaError) and error.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def _leader_hints(ctx: RequestContext, responses: list[TopicProduceResponse]) -> list[NodeEndpoint]:
@@ -215,6 +245,45 @@ def _isr_after_append(ctx: RequestContext, responses: list[TopicProduceResponse]
             for i, p in enumerate(out.partition_responses):
                 if p.error_code == ErrorCode.NONE and (out.name, p.index) in short:
                     out.partition_responses[i] = _error(p.index, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+
+
+# Kafka's verification errors a producer would not retry as it should, answered as one it does
+# (ReplicaManager's postVerificationCallback); CONCURRENT_TRANSACTIONS stays as it is for v2.
+_RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset({ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                           ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
+
+
+async def _add_to_transaction(ctx: RequestContext, request: ProduceRequest, names_by_id: dict[uuid.UUID, str]
+                              ) -> dict[tuple[str, int], PartitionProduceResponse]:
+    """Transactions v2 (Produce v12+, KIP-890 part 2): the partitions of the request's transactional
+    batches are added to their producer's transaction by the broker (Kafka's AddPartitionsToTxnManager
+    with ADD_PARTITION); the client sends no AddPartitionsToTxn. Returns the refusals of partitions
+    that could not be added (a stale epoch is INVALID_PRODUCER_EPOCH); the rest go on to be appended."""
+    catalogue = ctx.broker.catalogue
+    wanted: list[tuple[str, int]] = []
+    producer: tuple[int, int] | None = None
+    for topic in request.topic_data:
+        name = topic.name if ctx.api_version < TOPIC_IDS_FROM else names_by_id.get(topic.topic_id)
+        for part in topic.partition_data:
+            records = part.records
+            if (name is None or not records or len(records) < rb.HEADER_SIZE or records[rb.MAGIC_OFFSET] != 2
+                    or not catalogue.has_partition(name, part.index)):
+                continue  # answered by the partition's own checks
+            header = rb.read_header(records)
+            if header.is_transactional:
+                producer = producer or (header.producer_id, header.producer_epoch)
+                wanted.append((name, part.index))
+    if producer is None:
+        return {}
+    assert request.transactional_id is not None
+    error = await ctx.broker.transactions.add_implicitly(request.transactional_id, producer[0], producer[1], wanted)
+    if error == ErrorCode.NONE:
+        return {}
+    message = (f"Unable to add the partition to the transaction of producer {producer[0]} epoch {producer[1]}: "
+               f"{error.name}")
+    if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+        error = ErrorCode.NOT_ENOUGH_REPLICAS
+    return {tp: _error(tp[1], error, message) for tp in wanted}
 
 
 def _verify_transactional(broker: BrokerServices, transactional_id: str, topic: str, index: int,

@@ -34,7 +34,7 @@ from ..partitions.catalogue import INTERNAL_TOPIC_CONFIGS
 from ...coordinator.groups import commands as c
 from ...protocol.records.codec import encode_record
 from ...protocol.records.classic_records import OffsetCommitRecord
-from ...coordinator.txn.coordinator import COORDINATOR_EPOCH, TxnConfig
+from ...coordinator.txn.coordinator import COORDINATOR_EPOCH, TRANSACTION_VERSION_BUILT, TxnConfig
 from ...coordinator.txn.service import TransactionCoordinatorService
 from ...protocol.records.transaction_log import (TransactionLogRecord, TxnLogFormatError, decode_key, decode_value,
                                                  encode_key, encode_value)
@@ -62,6 +62,10 @@ SETTLE_WAIT_S = 0.1
 # How long a transit waits for `__transaction_state` being created before it is answered
 # NOT_COORDINATOR (retriable); the creation goes on retrying (create_topic).
 TOPIC_WAIT_S = 5.0
+# Kafka's add.partitions.to.txn.retry.backoff.ms (20) and .max.ms (100): a partition added by Produce
+# v12+ while the previous transaction's markers are written is retried this often, this long.
+ADD_RETRY_BACKOFF_S = 0.02
+ADD_RETRIES = 5
 
 
 @dataclass(slots=True, frozen=True)
@@ -78,7 +82,9 @@ class TransactionService:
         self.txn_config = TxnConfig(
             max_timeout_ms=config.transaction_max_timeout_ms,
             num_partitions=config.transaction_state_log_num_partitions,
-            id_expiration_ms=config.transactional_id_expiration_ms)
+            id_expiration_ms=config.transactional_id_expiration_ms,
+            transaction_version=min(broker.kafka_release.finalized_features.get("transaction.version", 0),
+                                    TRANSACTION_VERSION_BUILT))
         self.adopt_existing_topic()
         # The coordinator (coordinator/txn/service.py): routing, shards, the timeout check, on the
         # broker's clock and timers; it writes through append_records below.
@@ -256,9 +262,26 @@ class TransactionService:
         return result.error, result.producer_id, result.producer_epoch
 
     async def add_partitions(self, txn_id: str, producer_id: int, epoch: int,
-                             partitions: list[TopicPartition]) -> ErrorCode:
+                             partitions: list[TopicPartition], client_tv: int = 0) -> ErrorCode:
         await self._settle(txn_id)
-        return (await self.coordinator.add_partitions(txn_id, producer_id, epoch, partitions)).error
+        return (await self.coordinator.add_partitions(txn_id, producer_id, epoch, partitions, client_tv)).error
+
+    async def add_implicitly(self, txn_id: str, producer_id: int, epoch: int,
+                             partitions: list[TopicPartition]) -> ErrorCode:
+        """Transactions v2 (Produce v12+, TxnOffsetCommit v5+): the broker adds the partitions to the
+        producer's transaction itself (Kafka's AddPartitionsToTxnManager, ADD_PARTITION), retrying
+        CONCURRENT_TRANSACTIONS (the previous transaction's markers) every
+        add.partitions.to.txn.retry.backoff.ms for up to add.partitions.to.txn.retry.backoff.max.ms, as
+        Kafka's ReplicaManager does. A stale epoch is INVALID_PRODUCER_EPOCH, as Kafka tells producers."""
+        if self.verify(txn_id, producer_id, epoch, partitions) == dict.fromkeys(partitions, E.NONE):
+            return E.NONE  # already in the ongoing transaction: nothing to write
+        for attempt in range(ADD_RETRIES + 1):
+            if attempt:
+                await asyncio.sleep(ADD_RETRY_BACKOFF_S)
+            error = await self.add_partitions(txn_id, producer_id, epoch, partitions, TRANSACTION_VERSION_BUILT)
+            if error != E.CONCURRENT_TRANSACTIONS:
+                break
+        return E.INVALID_PRODUCER_EPOCH if error == E.PRODUCER_FENCED else error
 
     def verify(self, txn_id: str, producer_id: int, epoch: int,
                partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -272,8 +295,13 @@ class TransactionService:
             return E.INVALID_PRODUCER_EPOCH
         return error
 
-    async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
-        return (await self.coordinator.end_txn(txn_id, producer_id, epoch, commit)).error
+    async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool,
+                      v2: bool = False) -> tuple[ErrorCode, int, int]:
+        """The answer, and with `v2` (EndTxn v5) the producer id and epoch the producer goes on with."""
+        if v2:
+            await self._settle(txn_id)  # a retry of the end may find its markers still being written
+        result = await self.coordinator.end_txn(txn_id, producer_id, epoch, commit, v2)
+        return result.error, result.producer_id, result.producer_epoch
 
     def transaction(self, txn_id: str) -> TransactionMetadata | None:
         return self.coordinator.transaction(txn_id)
@@ -283,9 +311,11 @@ class TransactionService:
 
     async def txn_offset_commit(self, txn_id: str, producer_id: int, epoch: int, group_id: str,
                                 offsets: dict[TopicPartition, PendingOffset], generation_id: int = -1,
-                                member_id: str = "", group_instance_id: str | None = None) -> ErrorCode:
+                                member_id: str = "", group_instance_id: str | None = None,
+                                add_partition: bool = False) -> ErrorCode:
         """Hold a transaction's offsets until it ends, durably: a transactional batch in the group's
-        `__consumer_offsets` partition, which must be in the transaction (AddOffsetsToTxn)."""
+        `__consumer_offsets` partition, which must be in the transaction (AddOffsetsToTxn), or, with
+        `add_partition` (TxnOffsetCommit v5+, transactions v2), is added to it here."""
         from .offsets_topic import TOPIC as OFFSETS_TOPIC
 
         coordinator = getattr(self.broker, "coordinator", None)
@@ -293,7 +323,10 @@ class TransactionService:
             return E.COORDINATOR_NOT_AVAILABLE
         partition = coordinator.partition_for(group_id)
         tp = (OFFSETS_TOPIC, partition)
-        error = self.verify(txn_id, producer_id, epoch, [tp])[tp]
+        if add_partition:
+            error = await self.add_implicitly(txn_id, producer_id, epoch, [tp])
+        else:
+            error = self.verify(txn_id, producer_id, epoch, [tp])[tp]
         if error == E.PRODUCER_FENCED:
             return E.INVALID_PRODUCER_EPOCH
         if error != E.NONE:
@@ -340,6 +373,36 @@ class TransactionService:
             pending.update((r.topic, r.partition) for records in loaded.values() for r in records
                            if r.group == group_id)
         return pending
+
+    async def write_offsets_marker(self, producer_id: int, epoch: int, commit: bool, partition: int,
+                                   coordinator_epoch: int, transaction_version: int = 0) -> ErrorCode:
+        """WriteTxnMarkers on a `__consumer_offsets` partition (Kafka's groupCoordinator
+        .completeTransaction): the marker, then the producer's transactional offsets held for that
+        partition's groups applied (commit) or dropped (abort). Offsets a restart's replay handed back
+        with no transaction to adopt them are dropped on abort; on commit they wait for their
+        transaction's own completion."""
+        from .offsets_topic import TOPIC as OFFSETS_TOPIC
+
+        error = await self.broker.partitions.write_marker(producer_id, epoch, commit, OFFSETS_TOPIC, partition,
+                                                          coordinator_epoch, transaction_version)
+        if error != E.NONE:
+            return error
+        coordinator = getattr(self.broker, "coordinator", None)
+        mine = [t.transactional_id for t in self.coordinator.transactions() if t.producer_id == producer_id]
+        try:
+            for txn_id in mine:
+                if coordinator is not None:  # only the groups of this partition
+                    groups = self.pending_offsets.get(txn_id, {})
+                    held = {g: groups.pop(g) for g in list(groups) if coordinator.partition_for(g) == partition}
+                    if commit and held:
+                        await self._materialise_groups(txn_id, held)
+            offsets_topic = getattr(self.broker, "offsets_topic", None)
+            if not commit and offsets_topic is not None:
+                offsets_topic.open_txn_offsets.get(partition, {}).pop(producer_id, None)
+        except Exception as exc:  # noqa: BLE001 - the marker is written; the group could not take the offsets
+            log.error("txn_marker_offsets_failed", producer_id=producer_id, partition=partition, error=repr(exc))
+            return E.UNKNOWN_SERVER_ERROR
+        return E.NONE
 
     # --- ending transactions -------------------------------------------------------------------------
 
@@ -407,7 +470,11 @@ class TransactionService:
                         PendingOffset(r.offset, r.leader_epoch, r.metadata)
 
     async def _materialise_offsets(self, txn_id: str) -> None:
-        groups = self.pending_offsets.get(txn_id)
+        await self._materialise_groups(txn_id, self.pending_offsets.get(txn_id))
+
+    async def _materialise_groups(self, txn_id: str, groups: dict[str, dict[TopicPartition, PendingOffset]] | None
+                                  ) -> None:
+        """Apply a committed transaction's offsets to their groups, each applied one removed."""
         coordinator = getattr(self.broker, "coordinator", None)
         if not groups or coordinator is None:
             return

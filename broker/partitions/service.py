@@ -249,6 +249,29 @@ class PartitionService:
             if self.purgatory is not None:  # the last stable offset moved
                 self.purgatory.notify(result.store.topic, result.store.partition)
 
+    async def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, topic: str, partition: int,
+                           coordinator_epoch: int, transaction_version: int = 0) -> ErrorCode:
+        """One marker a client asked for (WriteTxnMarkers: `kafka-transactions abort`, i.e.
+        Admin.abortTransaction of a hanging transaction), answered as Kafka's ReplicaManager answers
+        it: INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch (with
+        `transaction_version` 2: not newer; nothing written), the partition's error, or NONE once the
+        marker is durable and the transaction closed here."""
+        store, error, epoch = self._store(topic, partition)
+        if store is None:
+            return ErrorCode(error)
+        if store.offline is not None:
+            return E.KAFKA_STORAGE_ERROR
+        try:
+            result = store.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                         self.clock.wall_ms(), epoch, transaction_version)
+            await result.wait_durable()
+        except KafkaError as exc:
+            return exc.code
+        store.complete_marker(producer_id, commit, result.last_offset)
+        if self.purgatory is not None:  # the last stable offset moved
+            self.purgatory.notify(topic, partition)
+        return E.NONE
+
     # --- reading ------------------------------------------------------------------------------------
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *, min_one_batch: bool,

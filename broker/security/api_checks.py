@@ -463,7 +463,8 @@ CHECKS: dict[int, Callable] = {
     47: check_offset_delete, 60: check_describe_cluster,
     # transactions, KIP-848 and the admin APIs: broker/security/txn_group_admin_checks.py
     24: more.check_add_partitions_to_txn, 25: more.check_add_offsets_to_txn, 26: more.check_end_txn,
-    28: more.check_txn_offset_commit, 61: more.check_describe_producers, 65: more.check_describe_transactions,
+    27: more.check_write_txn_markers, 28: more.check_txn_offset_commit, 61: more.check_describe_producers,
+    65: more.check_describe_transactions,
     66: more.check_list_transactions, 68: more.check_consumer_group_heartbeat, 69: more.check_consumer_group_describe,
     88: more.check_streams_group_heartbeat, 89: more.check_streams_group_describe,
     93: more.check_streams_group_topology_description_update,

@@ -66,18 +66,23 @@ async def check_txn_offset_commit(ctx: RequestContext, request: Any, call: Call,
     from ...protocol.messages import txn_offset_commit_response as toc
 
     def all_partitions(error):
-        return toc.TxnOffsetCommitResponse(topics=[toc.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+        return toc.TxnOffsetCommitResponse(topics=[toc.TxnOffsetCommitResponseTopic(
+            name=t.name, topic_id=t.topic_id, partitions=[
             toc.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
             for p in t.partitions]) for t in request.topics])
 
+    if ctx.api_version >= 6:  # topics by id: named first, as KafkaApis does, so topic ACLs apply by name;
+        names = ctx.broker.catalogue.names_by_id()  # an unknown id stays nameless: UNKNOWN_TOPIC_ID (handler)
+        for t in request.topics:
+            t.name = names.get(t.topic_id, "")
     if not sec.authorize(ctx, Op.WRITE, RT.TRANSACTIONAL_ID, request.transactional_id):
         return all_partitions(TXN_DENIED)
     if not sec.authorize(ctx, Op.READ, RT.GROUP, request.group_id):
         return all_partitions(GROUP_DENIED)
     return await split(
         ctx, request, call, sec, items="topics", answer_list="topics",
-        allowed=lambda t: sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),
-        denied_entry=lambda t: toc.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+        allowed=lambda t: (ctx.api_version >= 6 and not t.name) or sec.authorize(ctx, Op.READ, RT.TOPIC, t.name),
+        denied_entry=lambda t: toc.TxnOffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
             toc.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=TOPIC_DENIED)
             for p in t.partitions]))
 
@@ -201,6 +206,15 @@ def cluster_check(operation: Op):
             return await call(request)
         return refuse(ctx, request, CLUSTER_DENIED)
     return check
+
+
+async def check_write_txn_markers(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
+    """KafkaApis: Alter on the cluster (asked without an audit of its refusal), else ClusterAction;
+    refused, every partition gets CLUSTER_AUTHORIZATION_FAILED."""
+    if (sec.authorize(ctx, Op.ALTER, RT.CLUSTER, audit_denial=False)
+            or sec.authorize(ctx, Op.CLUSTER_ACTION, RT.CLUSTER)):
+        return await call(request)
+    return refuse(ctx, request, CLUSTER_DENIED)
 
 
 async def check_delete_records(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:

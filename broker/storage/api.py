@@ -3,8 +3,8 @@ that holds them (Kafka: `UnifiedLog` per partition, `LogManager` for the lot; Re
 coordinators' `PartitionWriter` above them).
 
 Engine-neutral: no path, segment, flusher or file is named here. The segment files
-(broker/storage/log/) are the first engine behind it; a second one (PostgreSQL, issue 45) implements
-the same two protocols. Above it, broker/partitions/service.py is the only caller on the data path
+(broker/storage/log/) are the first engine behind it; a second one (PostgreSQL, issue 44:
+broker/storage/postgres/) implements the same two protocols. Above it, broker/partitions/service.py is the only caller on the data path
 (the one append path and the one read path) and broker/partitions/catalogue.py the only caller for
 topics: handlers and coordinator adapters see those two, never an engine (the import-linter
 contracts in pyproject.toml say so).
@@ -124,7 +124,8 @@ class PartitionStore(Protocol):
     def append(self, records: bytes | bytearray | memoryview, *, origin: AppendOrigin, now_ms: int,
                leader_epoch: int, headers: list[BatchHeader] | None = None) -> AppendResult: ...
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                      now_ms: int, leader_epoch: int) -> AppendResult: ...  # a stale one raises, unwritten
+                      now_ms: int, leader_epoch: int, transaction_version: int = 0
+                      ) -> AppendResult: ...  # a stale one raises, unwritten
     def complete_marker(self, producer_id: int, commit: bool, marker_offset: int) -> None: ...
     def durable_future(self, offset: int) -> asyncio.Future[None] | None: ...
     def request_durability(self) -> None: ...  # an append nobody waits for (acks=0) still becomes durable

@@ -189,13 +189,21 @@ class PartitionProducerState:
 
     # --- transactions ---------------------------------------------------------------------------------
 
-    def check_marker(self, producer_id: int, epoch: int) -> None:
-        """A marker with an epoch older than the producer's is refused (Kafka's appendEndTxnMarker)."""
+    def check_marker(self, producer_id: int, epoch: int, transaction_version: int = 0) -> None:
+        """A marker with an epoch older than the producer's is refused (Kafka's appendEndTxnMarker).
+        A transactions v2 marker carries the bumped epoch, so it must be newer than the producer's,
+        except the same marker again once its transaction is over (a retry: written again, KAFKA-19999)."""
         entry = self.producers.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        if entry is None:
+            return
+        current = entry.epoch
+        if transaction_version >= 2 and epoch == current and (producer_id not in self.ongoing or epoch == 32767):
+            return
+        if epoch < current or (transaction_version >= 2 and epoch == current):
+            newer = "newer than" if transaction_version >= 2 else "at least"
             raise InvalidProducerEpochError(
-                f"marker epoch {epoch} of producer {producer_id} is older than {entry.epoch} "
-                f"on {self.topic}-{self.partition}")
+                f"marker epoch {epoch} of producer {producer_id} is not {newer} its epoch {current} "
+                f"(transaction version {transaction_version}) on {self.topic}-{self.partition}")
 
     def update_marker_epoch(self, producer_id: int, epoch: int, now_ms: int, coordinator_epoch: int = 0) -> None:
         """An appended marker carries the producer's (possibly bumped) epoch: older epochs are fenced.

@@ -114,6 +114,7 @@ class CoordinatorRuntime:
         shard, then serve it. Its commands meanwhile get COORDINATOR_LOAD_IN_PROGRESS."""
         if partition in self._runtimes:
             await self.unload(partition)
+        self._offline.discard(partition)  # a log opened again (kbroker over PostgreSQL reopens a failed one)
         self._loading.add(partition)
         self._all_loaded.clear()
         try:

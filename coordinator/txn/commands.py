@@ -28,6 +28,7 @@ class AddPartitions:
     producer_id: int
     producer_epoch: int
     partitions: tuple[TopicPartition, ...]
+    client_tv: int = 0  # 2: added on behalf of a transactions v2 client (Produce v12+, TxnOffsetCommit v5+)
     reply_to: Any = None
 
 
@@ -37,6 +38,7 @@ class EndTxn:
     producer_id: int
     producer_epoch: int
     commit: bool
+    v2: bool = False  # EndTxn v5: transactions v2, the epoch bumped
     reply_to: Any = None
 
 

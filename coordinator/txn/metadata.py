@@ -1,5 +1,11 @@
 """Transaction metadata and Kafka's transition table (TransactionMetadata / TransactionState).
 
+Transactions v2 (KIP-890 part 2, `transaction.version` 2): a transaction started by a client that
+speaks it (Produce v12+, TxnOffsetCommit v5+, EndTxn v5, the broker's AddPartitionsToTxn v4+) records
+`client_tv` 2, and its end bumps the producer epoch (`prepare_abort_or_commit`): the markers carry the
+new epoch, which fences every write of the old one; an exhausted epoch rotates to `next_producer_id`
+when the transaction completes. A v1 client's transactions keep the epoch (`client_tv` 0).
+
 A change of state is two steps, as in Kafka: `prepare_transition` computes the next metadata (a
 `TxnTransit`) and marks the transaction as having a pending transition; once the transit's record is
 durable in `__transaction_state`, `complete_transition` applies it. While a transition is pending,
@@ -52,7 +58,8 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    # v2 also aborts a transaction with no partition (from Empty or a completed one)
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
@@ -77,6 +84,8 @@ class TxnTransit:
     partitions: frozenset[TopicPartition]
     start_ms: int
     last_update_ms: int
+    client_tv: int = 0  # the transaction version of the client that started or ended it
+    next_producer_id: int = NO_PRODUCER_ID  # v2: the producer id an exhausted epoch rotates to
 
 
 @dataclass(slots=True)
@@ -93,6 +102,8 @@ class TransactionMetadata:
     last_update_ms: int = -1
     pending_state: TxnState | None = None
     has_failed_epoch_fence: bool = False
+    client_tv: int = 0  # Kafka's clientTransactionVersion: 2 when the client runs transactions v2
+    next_producer_id: int = NO_PRODUCER_ID
     # The transaction log lost this id's newer records (its partitions show its producer at a newer
     # epoch than the log): its next InitProducerId gets a new producer id, as on epoch exhaustion, so
     # its producer does not reuse epochs its partitions have seen (broker/coordinators/txn_recovery.py).
@@ -109,7 +120,8 @@ class TransactionMetadata:
     def transit(self, state: TxnState, *, producer_id: int | None = None, epoch: int | None = None,
                 last_epoch: int | None = None, timeout_ms: int | None = None,
                 partitions: frozenset[TopicPartition] | None = None, start_ms: int | None = None,
-                now_ms: int, last_producer_id: int | None = None) -> TxnTransit:
+                now_ms: int, last_producer_id: int | None = None, client_tv: int | None = None,
+                next_producer_id: int = NO_PRODUCER_ID) -> TxnTransit:
         """Kafka's prepareTransitionTo: check the transition, mark it pending, return the transit."""
         if self.pending_state is not None:
             raise IllegalTransition(f"{self.transactional_id}: transition to {state.kafka_name} while "
@@ -126,6 +138,8 @@ class TransactionMetadata:
             partitions=frozenset(self.partitions) if partitions is None else partitions,
             start_ms=self.start_ms if start_ms is None else start_ms,
             last_update_ms=now_ms,
+            client_tv=self.client_tv if client_tv is None else client_tv,
+            next_producer_id=next_producer_id,
         )
         self.pending_state = state
         return transit
@@ -146,6 +160,8 @@ class TransactionMetadata:
         self.partitions = set(transit.partitions)
         self.start_ms = transit.start_ms
         self.last_update_ms = transit.last_update_ms
+        self.client_tv = transit.client_tv
+        self.next_producer_id = transit.next_producer_id
         self.pending_state = None
         self.has_failed_epoch_fence = False
 
@@ -185,14 +201,29 @@ class TransactionMetadata:
         return self.transit(TxnState.PREPARE_EPOCH_FENCE, epoch=bumped, last_epoch=NO_PRODUCER_EPOCH,
                             now_ms=now_ms)
 
-    def prepare_add_partitions(self, added: set[TopicPartition], now_ms: int) -> TxnTransit:
+    def prepare_add_partitions(self, added: set[TopicPartition], now_ms: int, client_tv: int = 0) -> TxnTransit:
         starting = self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
         return self.transit(TxnState.ONGOING, partitions=frozenset(self.partitions | added),
-                            start_ms=now_ms if starting else self.start_ms, now_ms=now_ms)
+                            start_ms=now_ms if starting else self.start_ms, now_ms=now_ms, client_tv=client_tv)
 
-    def prepare_abort_or_commit(self, state: TxnState, now_ms: int) -> TxnTransit:
-        return self.transit(state, now_ms=now_ms)
+    def prepare_abort_or_commit(self, state: TxnState, now_ms: int, client_tv: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID, no_partition_added: bool = False) -> TxnTransit:
+        """Kafka's prepareAbortOrCommit: with transactions v2 the epoch is bumped (the markers carry
+        the new one), except an abort at the very last epoch, which lets a broken producer recover."""
+        if client_tv < 2:
+            return self.transit(state, now_ms=now_ms, client_tv=client_tv)
+        bumped = self.producer_epoch
+        if not (self.producer_epoch == INT16_MAX and state == TxnState.PREPARE_ABORT):
+            bumped = self.producer_epoch + 1
+        return self.transit(state, epoch=bumped, last_epoch=self.producer_epoch, now_ms=now_ms, client_tv=client_tv,
+                            start_ms=now_ms if no_partition_added else self.start_ms,
+                            next_producer_id=next_producer_id)
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
+        """Kafka's prepareComplete: a v2 transaction whose epoch was exhausted moves to its next
+        producer id at epoch 0 (the last epoch stays the one the client last saw)."""
         state = TxnState.COMPLETE_COMMIT if self.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+        if self.client_tv >= 2 and self.next_producer_id != NO_PRODUCER_ID:
+            return self.transit(state, producer_id=self.next_producer_id, last_producer_id=self.producer_id, epoch=0,
+                                partitions=frozenset(), now_ms=now_ms)
         return self.transit(state, partitions=frozenset(), now_ms=now_ms)

@@ -132,11 +132,12 @@ class TransactionCoordinatorService:
         return await self.submit(InitProducerId(transactional_id, timeout_ms, expected))
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                             partitions: Iterable[TopicPartition]) -> TxnResult:
-        return await self.submit(AddPartitions(transactional_id, producer_id, epoch, tuple(partitions)))
+                             partitions: Iterable[TopicPartition], client_tv: int = 0) -> TxnResult:
+        return await self.submit(AddPartitions(transactional_id, producer_id, epoch, tuple(partitions), client_tv))
 
-    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> TxnResult:
-        return await self.submit(EndTxn(transactional_id, producer_id, epoch, commit))
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                      v2: bool = False) -> TxnResult:
+        return await self.submit(EndTxn(transactional_id, producer_id, epoch, commit, v2))
 
     async def complete(self, transactional_id: str) -> TxnResult:
         """The markers of a prepared transaction are durable: write CompleteCommit/CompleteAbort."""

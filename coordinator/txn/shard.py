@@ -75,18 +75,20 @@ class TransactionShard:
                                 cmd.reply_to)
             case AddPartitions():
                 d = machine.handle_add_partitions_to_transaction(cmd.transactional_id, cmd.producer_id,
-                                                                 cmd.producer_epoch, cmd.partitions)
+                                                                 cmd.producer_epoch, cmd.partitions, cmd.client_tv)
                 if d.transit is None:
                     out.reply(cmd.reply_to, TxnResult(d.error))
                 else:
                     self._write(out, d, "add", TxnResult(E.NONE), cmd.reply_to)
             case EndTxn():
                 d = machine.handle_end_transaction(cmd.transactional_id, cmd.producer_id, cmd.producer_epoch,
-                                                   cmd.commit)
-                if d.transit is None:
-                    out.reply(cmd.reply_to, TxnResult(d.error))
+                                                   cmd.commit, cmd.v2)
+                if d.transit is not None:  # v2 answers the producer id and epoch the transaction will have
+                    self._write(out, d, "prepare", TxnResult(E.NONE, *machine.ended_as(d.transit)), cmd.reply_to)
+                elif d.error == E.NONE and d.txn is not None and cmd.v2:  # a retry of an end already done
+                    out.reply(cmd.reply_to, TxnResult(E.NONE, d.txn.producer_id, d.txn.producer_epoch))
                 else:
-                    self._write(out, d, "prepare", TxnResult(E.NONE), cmd.reply_to)
+                    out.reply(cmd.reply_to, TxnResult(d.error))
             case CompleteTxn():
                 txn = machine.txns.get(cmd.transactional_id)
                 if txn is None or txn.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT) or txn.pending_transition:
@@ -106,10 +108,10 @@ class TransactionShard:
                 raise TypeError(f"unknown command {type(cmd).__name__}")
         return out
 
-    @staticmethod
-    def _write(out: Outcome, d: Decision, what: str, result: TxnResult | None, reply_to: Any) -> None:
+    def _write(self, out: Outcome, d: Decision, what: str, result: TxnResult | None, reply_to: Any) -> None:
         assert d.txn is not None and d.transit is not None
-        record = TransactionLogRecord(d.txn.transactional_id, log_value(d.transit))
+        version = 1 if self.machine.config.transaction_version >= 1 else 0
+        record = TransactionLogRecord(d.txn.transactional_id, log_value(d.transit, version))
         replies = [Reply(reply_to, result)] if reply_to is not None and result is not None else []
         out.write([record], replies, then=TransitWritten(d, what))
 

@@ -147,6 +147,8 @@ MODULES: tuple[tuple[str, str, str, int | None], ...] = (
     ('unregister_broker_response', 'UnregisterBrokerResponse', 'response', 64),
     ('update_features_request', 'UpdateFeaturesRequest', 'request', 57),
     ('update_features_response', 'UpdateFeaturesResponse', 'response', 57),
+    ('write_txn_markers_request', 'WriteTxnMarkersRequest', 'request', 27),
+    ('write_txn_markers_response', 'WriteTxnMarkersResponse', 'response', 27),
     ('consumer_group_current_member_assignment_key', 'ConsumerGroupCurrentMemberAssignmentKey', 'coordinator-key', 8),
     ('consumer_group_current_member_assignment_value', 'ConsumerGroupCurrentMemberAssignmentValue', 'coordinator-value', 8),
     ('consumer_group_member_metadata_key', 'ConsumerGroupMemberMetadataKey', 'coordinator-key', 5),

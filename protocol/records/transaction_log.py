@@ -10,8 +10,9 @@ its transaction-coordinator module, which this repository does not vendor):
   TransactionStartTimestampMs int64.
 * value v1 is the flexible form of the same fields (compact strings and arrays, unsigned-varint
   lengths + 1, a tagged-field section per struct) with tagged PreviousProducerId (tag 0),
-  NextProducerId (tag 1) and ClientTransactionVersion (tag 2). We write v0, as Kafka does for
-  transaction version 0/1, and read both.
+  NextProducerId (tag 1), ClientTransactionVersion (tag 2) and NextProducerEpoch (tag 3, read and
+  ignored). Kafka writes v1 once transaction.version 1 or more is finalized (TransactionVersion's
+  transactionLogValueVersion), v0 before; so does kbroker (`TxnLogValue.version`), and reads both.
 * a tombstone (null value) removes the transactional id.
 
 Status bytes are Kafka's TransactionState ids (Empty 0 ... PrepareEpochFence 7).
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+
+from ..wire import encode_uvarint
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -46,6 +49,8 @@ class TxnLogValue:
     start_ms: int = -1
     previous_producer_id: int = -1  # v1 tagged fields, kept when read
     next_producer_id: int = -1
+    client_transaction_version: int = 0
+    version: int = VALUE_VERSION  # the version to write (and the one read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,8 @@ def decode_key(raw: bytes) -> str:
 
 
 def encode_value(value: TxnLogValue) -> bytes:
+    if value.version == 1:
+        return _encode_v1(value)
     out = bytearray(_I16.pack(VALUE_VERSION))
     out += _I64.pack(value.producer_id) + _I16.pack(value.producer_epoch) + _I32.pack(value.timeout_ms)
     out += _I8.pack(value.status)
@@ -86,6 +93,39 @@ def encode_value(value: TxnLogValue) -> bytes:
             for p in sorted(ids):
                 out += _I32.pack(p)
     out += _I64.pack(value.last_update_ms) + _I64.pack(value.start_ms)
+    return bytes(out)
+
+
+def _compact_string(text: str) -> bytes:
+    raw = text.encode()
+    return encode_uvarint(len(raw) + 1) + raw
+
+
+def _encode_v1(value: TxnLogValue) -> bytes:
+    """The flexible form; tagged fields only when not their default, as Kafka's generated writer."""
+    out = bytearray(_I16.pack(1))
+    out += _I64.pack(value.producer_id) + _I16.pack(value.producer_epoch) + _I32.pack(value.timeout_ms)
+    out += _I8.pack(value.status)
+    if value.partitions is None:
+        out += encode_uvarint(0)
+    else:
+        out += encode_uvarint(len(value.partitions) + 1)
+        for topic, ids in sorted(value.partitions.items()):
+            out += _compact_string(topic) + encode_uvarint(len(ids) + 1)
+            for p in sorted(ids):
+                out += _I32.pack(p)
+            out += encode_uvarint(0)  # the partition entry's (empty) tagged fields
+    out += _I64.pack(value.last_update_ms) + _I64.pack(value.start_ms)
+    tags = []
+    if value.previous_producer_id != -1:
+        tags.append((0, _I64.pack(value.previous_producer_id)))
+    if value.next_producer_id != -1:
+        tags.append((1, _I64.pack(value.next_producer_id)))
+    if value.client_transaction_version != 0:
+        tags.append((2, _I16.pack(value.client_transaction_version)))
+    out += encode_uvarint(len(tags))
+    for tag, data in tags:
+        out += encode_uvarint(tag) + encode_uvarint(len(data)) + data
     return bytes(out)
 
 
@@ -123,12 +163,14 @@ def _decode_v1(r: _Reader) -> TxnLogValue:
             topic = r.compact_string()
             partitions[topic] = [r.i32() for _ in range(r.uvarint() - 1)]
             r.skip_tags()
-    value = TxnLogValue(pid, epoch, timeout, status, partitions, r.i64(), r.i64())
+    value = TxnLogValue(pid, epoch, timeout, status, partitions, r.i64(), r.i64(), version=1)
     for tag, data in r.tags():
         if tag == 0 and len(data) == 8:
             value.previous_producer_id = _I64.unpack(data)[0]
         elif tag == 1 and len(data) == 8:
             value.next_producer_id = _I64.unpack(data)[0]
+        elif tag == 2 and len(data) == 2:
+            value.client_transaction_version = _I16.unpack(data)[0]
     return value
 
 

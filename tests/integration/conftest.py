@@ -42,3 +42,19 @@ def wheel_venv(docker_wheel, tmp_path_factory) -> Path:
                           str(docker_wheel.path)], capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return venv
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A scratch PostgreSQL server for the module's tests (tests/integration/postgres.py); each test
+    makes its own database on it (`postgres.create_database()`). Skips when PostgreSQL is absent,
+    fails then under `make test`."""
+    from kbroker.tests.integration.postgres import require_postgres, start_postgres
+
+    require_postgres()
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        server.stop("immediate")
+        server.remove()

@@ -24,7 +24,6 @@ from kbroker.tests.integration.wire import Wire
 
 # APIs of Kafka's broker listener that kbroker does not serve (yet), and why.
 NOT_SERVED = {
-    27: "WriteTxnMarkers: sent only by a transaction coordinator to other brokers (several brokers)",
     80: "AddRaftVoter: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
     81: "RemoveRaftVoter: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
     94: "UnregisterController: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
@@ -32,14 +31,9 @@ NOT_SERVED = {
        for key in (83, 84, 85, 86, 87)},
 }
 # APIs served below the release's newest version: api key -> (newest version served, why)
-OLDER_VERSIONS = {
-    26: (4, "EndTxn v5: transactions v2 (KIP-890 part 2)"),
-    28: (4, "TxnOffsetCommit v5-v6: transactions v2 (KIP-890 part 2)"),
-}
+OLDER_VERSIONS: dict[int, tuple[int, str]] = {}
 # Features of a release that kbroker does not claim, and why.
-NOT_CLAIMED = {
-    "transaction.version": "transactions v2 (KIP-890 part 2)",
-}
+NOT_CLAIMED: dict[str, str] = {}
 
 # Features claimed below a release's highest level: feature -> (highest level claimed, why).
 CAPPED = {"kraft.version": (0, "KIP-853's quorum whose voters change (1); kbroker's is itself alone"),

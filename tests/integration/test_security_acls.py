@@ -142,6 +142,13 @@ def test_each_refusal_carries_kafkas_error_code(cluster):
     assert txn.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     idem = wire.call(22, 5, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000))
     assert idem.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    # WriteTxnMarkers needs Alter or ClusterAction on the cluster (kafka-transactions abort)
+    from kbroker.protocol.messages.write_txn_markers_request import (
+        WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest,
+    )
+    markers = wire.call(27, 2, WriteTxnMarkersRequest([WritableTxnMarker(1, 0, False, [
+        WritableTxnMarkerTopic(T1, [0])], 0, 0)]))
+    assert markers.markers[0].topics[0].partitions[0].error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
     denied = cluster.broker.events("authorization_denied")
     assert {(e["operation"], e["resource_type"], e["resource"]) for e in denied if e["principal"] == "User:reader"} \

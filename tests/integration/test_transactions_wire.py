@@ -73,11 +73,12 @@ def add(wire: Wire, txn_id: str, pid: int, epoch: int, parts, version: int = 3):
             for p in t.results_by_partition}
 
 
-def produce(wire: Wire, txn_id: str, pid: int, epoch: int, seq: int, partition: int, values: list[bytes]):
+def produce(wire: Wire, txn_id: str, pid: int, epoch: int, seq: int, partition: int, values: list[bytes],
+            version: int = 9):
     now = int(time.time() * 1000)
     batch = encode_batch([Record(i, now, None, v) for i, v in enumerate(values)], producer_id=pid,
                          producer_epoch=epoch, base_sequence=seq, is_transactional=True)
-    r = wire.call(0, 9, ProduceRequest(txn_id, -1, 5000, [TopicProduceData(TOPIC, partition_data=[
+    r = wire.call(0, version, ProduceRequest(txn_id, -1, 5000, [TopicProduceData(TOPIC, partition_data=[
         PartitionProduceData(partition, batch)])]))
     return r.responses[0].partition_responses[0]
 
@@ -106,8 +107,13 @@ def wait_for(predicate, timeout: float = 10.0):
 def test_api_versions_advertise_the_transaction_apis(wire):
     r = wire.call(18, 3, ApiVersionsRequest("t", "1"))
     keys = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
-    assert keys[24] == (0, 5) and keys[25] == (0, 4) and keys[26] == (0, 4) and keys[28] == (0, 4)
+    assert keys[24] == (0, 5) and keys[25] == (0, 4) and keys[26] == (0, 5) and keys[28] == (0, 6)
     assert keys[61] == (0, 0) and keys[65] == (0, 0) and keys[66] == (0, 2) and keys[22] == (0, 5)
+    # transactions v2 (KIP-890 part 2) finalized as Kafka 4.4 finalizes it
+    r = wire.call(18, 4, ApiVersionsRequest("t", "1"))
+    assert [(f.min_version, f.max_version) for f in r.supported_features if f.name == "transaction.version"] == [(0, 2)]
+    assert [(f.min_version_level, f.max_version_level) for f in r.finalized_features
+            if f.name == "transaction.version"] == [(2, 2)]
 
 
 def test_add_partitions_errors_and_produce_verification(wire):
@@ -250,3 +256,101 @@ def test_read_committed_long_poll_waits_for_the_markers(broker, wire):
         assert values == [b"p1", b"p2"] and answer.aborted_transactions == []
     finally:
         poller.close()
+
+
+def end_v5(wire: Wire, txn_id: str, pid: int, epoch: int, commit: bool) -> tuple[int, int, int]:
+    r = wire.call(26, 5, EndTxnRequest(txn_id, pid, epoch, commit))
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+def test_transactions_v2_add_partitions_by_produce_and_bump_the_epoch_at_every_end(wire):
+    """KIP-890 part 2 as a Java 4.x producer speaks it: no AddPartitionsToTxn nor AddOffsetsToTxn;
+    Produce v12 and TxnOffsetCommit v5 add their partitions; EndTxn v5 answers the bumped epoch, the
+    markers carry it, and the old epoch (a zombie, a late write) is refused."""
+    pid, epoch = init(wire, "w-v2")
+    start = fetch(wire, 0, 0, 0).high_watermark
+    # Produce v12 adds the partition itself (v11 would have been refused: not in the transaction)
+    assert produce(wire, "w-v2", pid, epoch, 0, 0, [b"v2-a"], version=11).error_code == E.TRANSACTION_ABORTABLE
+    assert produce(wire, "w-v2", pid, epoch, 0, 0, [b"v2-a"], version=12).error_code == E.NONE
+    r = wire.call(28, 5, TxnOffsetCommitRequest("w-v2", "w-v2-group", pid, epoch, -1, "", None, [
+        TxnOffsetCommitRequestTopic(TOPIC, partitions=[TxnOffsetCommitRequestPartition(0, 9, -1, "")])]))
+    assert r.topics[0].partitions[0].error_code == E.NONE  # its __consumer_offsets partition added too
+    described = wire.call(65, 0, DescribeTransactionsRequest(["w-v2"])).transaction_states[0]
+    assert (described.transaction_state, described.producer_epoch) == ("Ongoing", epoch)
+    assert {t.topic for t in described.topics} == {TOPIC, "__consumer_offsets"}
+    error, new_pid, new_epoch = end_v5(wire, "w-v2", pid, epoch, True)
+    assert (error, new_pid, new_epoch) == (E.NONE, pid, epoch + 1)
+    done = wait_for(lambda: (lambda p: p if p.last_stable_offset == start + 2 else None)(fetch(wire, 0, start, 1)))
+    batches = list(decode_batches(done.records))
+    assert [h.is_control for h, _ in batches] == [False, True]
+    assert batches[1][0].producer_epoch == epoch + 1  # the commit marker carries the new epoch
+    assert batches[0][1][0].value == b"v2-a" and done.aborted_transactions == []
+    # the client's retry of its EndTxn (still at the old epoch) is answered as done
+    assert end_v5(wire, "w-v2", pid, epoch, True) == (E.NONE, pid, epoch + 1)
+    # a late write of the old epoch (a zombie) is fenced, by Produce and by TxnOffsetCommit
+    late = produce(wire, "w-v2", pid, epoch, 1, 1, [b"late"], version=12)
+    assert late.error_code == E.INVALID_PRODUCER_EPOCH
+    r = wire.call(28, 5, TxnOffsetCommitRequest("w-v2", "w-v2-group", pid, epoch, -1, "", None, [
+        TxnOffsetCommitRequestTopic(TOPIC, partitions=[TxnOffsetCommitRequestPartition(0, 10, -1, "")])]))
+    assert r.topics[0].partitions[0].error_code == E.INVALID_PRODUCER_EPOCH
+    assert wire.call(65, 0, DescribeTransactionsRequest(["w-v2"])).transaction_states[0].transaction_state \
+        == "CompleteCommit"  # nothing of the zombie opened a transaction: nothing hangs
+    # the next transaction at the new epoch, aborted: sequences start again at 0
+    assert produce(wire, "w-v2", pid, epoch + 1, 0, 1, [b"v2-b"], version=12).error_code == E.NONE
+    assert end_v5(wire, "w-v2", pid, epoch + 1, False) == (E.NONE, pid, epoch + 2)
+    assert wire.call(28, 5, TxnOffsetCommitRequest("w-v2", "w-v2-group", pid, epoch + 5, -1, "", None, [
+        TxnOffsetCommitRequestTopic(TOPIC, partitions=[TxnOffsetCommitRequestPartition(0, 11, -1, "")])])
+    ).topics[0].partitions[0].error_code == E.INVALID_PRODUCER_EPOCH
+
+
+def test_end_txn_v4_keeps_the_epoch_beside_v2(wire):
+    """A transactions v1 client (EndTxn v4, AddPartitionsToTxn v3) still works on a v2 broker."""
+    pid, epoch = init(wire, "w-v1")
+    assert add(wire, "w-v1", pid, epoch, [1]) == {(TOPIC, 1): E.NONE}
+    assert produce(wire, "w-v1", pid, epoch, 0, 1, [b"v1"]).error_code == E.NONE
+    r = wire.call(26, 4, EndTxnRequest("w-v1", pid, epoch, True))
+    assert r.error_code == E.NONE
+    wait_for(lambda: wire.call(65, 0, DescribeTransactionsRequest(["w-v1"])).transaction_states[0]
+             .transaction_state == "CompleteCommit")
+    assert wire.call(65, 0, DescribeTransactionsRequest(["w-v1"])).transaction_states[0].producer_epoch == epoch
+    assert add(wire, "w-v1", pid, epoch, [1]) == {(TOPIC, 1): E.NONE}
+    assert end(wire, "w-v1", pid, epoch, False) == E.NONE
+
+
+def test_write_txn_markers_aborts_a_transaction_from_outside(wire):
+    """WriteTxnMarkers (27), as `kafka-transactions abort` sends it for a hanging transaction: the abort
+    marker is written at the producer's epoch and the partition's LSO moves past the transaction; a
+    marker older than the producer's epoch is refused; an unknown partition is named."""
+    from kbroker.protocol.messages.write_txn_markers_request import (
+        WritableTxnMarker,
+        WritableTxnMarkerTopic,
+        WriteTxnMarkersRequest,
+    )
+
+    pid, epoch = init(wire, "w-markers")
+    start = fetch(wire, 1, 0, 0).high_watermark
+    assert produce(wire, "w-markers", pid, epoch, 0, 1, [b"hang"], version=12).error_code == E.NONE
+    assert fetch(wire, 1, start, 1).last_stable_offset == start  # held open by the transaction
+
+    def markers(producer_epoch: int, partitions: list[int], version: int = 2, tv: int = 0) -> dict[int, int]:
+        r = wire.call(27, version, WriteTxnMarkersRequest([WritableTxnMarker(
+            pid, producer_epoch, False, [WritableTxnMarkerTopic(TOPIC, partitions)], 0, tv)]))
+        [result] = r.markers
+        assert result.producer_id == pid
+        return {p.partition_index: p.error_code for t in result.topics for p in t.partitions}
+
+    # a transactions v2 marker carries the bumped epoch: at the open transaction's own epoch it is refused
+    assert markers(epoch, [1], tv=2) == {1: E.INVALID_PRODUCER_EPOCH}
+    # Admin.abortTransaction's marker (transaction version 0) at the producer's epoch
+    assert markers(epoch, [1, 99]) == {1: E.NONE, 99: E.UNKNOWN_TOPIC_OR_PARTITION}
+    done = fetch(wire, 1, start, 1)
+    assert done.last_stable_offset == start + 2  # the record and the abort marker
+    assert [(a.producer_id, a.first_offset) for a in done.aborted_transactions] == [(pid, start)]
+    assert markers(epoch, [1], version=0) == {1: E.NONE}  # v0, as Kafka 3.x's tools send it: written again
+    if epoch > 0:
+        assert markers(epoch - 1, [1]) == {1: E.INVALID_PRODUCER_EPOCH}
+    # the coordinator still ends the transaction it knows (its markers are idempotent)
+    assert end_v5(wire, "w-markers", pid, epoch, False) == (E.NONE, pid, epoch + 1)
+    wait_for(lambda: wire.call(65, 0, DescribeTransactionsRequest(["w-markers"])).transaction_states[0]
+             .transaction_state == "CompleteAbort")
+    assert markers(epoch, [1]) == {1: E.INVALID_PRODUCER_EPOCH}  # now older than the producer's

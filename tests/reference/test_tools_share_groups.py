@@ -18,6 +18,7 @@ from kbroker.protocol.messages.incremental_alter_configs_request import (Alterab
                                                                          IncrementalAlterConfigsRequest)
 from kbroker.tests.integration.wire import Wire
 from kbroker.tests.reference.differential.levels import Level
+from kbroker.tests.reference.kafka import KafkaProcess, require_kafka_libs
 from kbroker.tests.reference.pair import TOOLS, Side, ToolPair
 from kbroker.tests.reference.test_tools_groups import HOST, MEMBER, _only
 
@@ -29,6 +30,13 @@ SHARE_GROUPS = TOOLS + "consumer.group.ShareGroupCommand"
 BASE_MS = 1_700_000_000_000  # record i of a partition has timestamp BASE_MS + i * 60 s
 RECORDS = 5  # per partition
 PARTITIONS = 2
+# The epochs: Kafka's group coordinator assigns a share-partition once its share coordinator has
+# initialized the partition's state (InitializeShareGroupState, after the heartbeat that subscribed),
+# the group epoch moving with the steps that took; on Kafka 4.4 the same scenario printed 1 in one run
+# and 3 in the next (timing, not behaviour). kbroker's share coordinator is in the process and assigns at
+# once, in epoch 1 (docs/share-groups.md, "One difference on one node"). The columns are masked, not listed.
+MEMBER_EPOCH = (r"(reference-share\s+\d+\s+)\d+", r"\1<epoch>")  # --members --verbose: #PARTITIONS, MEMBER-EPOCH
+GROUP_EPOCHS = (r"((?:Stable|Empty)\s+)\d+(\s+)\d+", r"\1<epoch>\2<epoch>")  # --state --verbose: GROUP-, ASSIGNMENT-EPOCH
 
 
 def _produce(bootstrap: str, topic: str) -> None:
@@ -84,9 +92,22 @@ def _share_consume(side: Side, group: str, topic: str):
 
 
 @pytest.fixture(scope="module")
-def pair(kafka_reference, kbroker, run_id):
+def own_kafka(tmp_path_factory):
+    """A Kafka 4.4 of this file's own: on the worker's shared one, in loaded full runs, a new share group's
+    ShareConsumer sometimes got no record in 120 s (3 of 7 runs, never alone, never on kbroker); with its
+    own broker the share coordinator serves only this file's groups."""
+    require_kafka_libs()
+    kafka = KafkaProcess(tmp_path_factory.mktemp("kafka-share-tools"))
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
+
+
+@pytest.fixture(scope="module")
+def pair(own_kafka, kbroker, run_id):
     level = Level("tools", part="kafka-share-groups", prefixes=["kafka-share-groups"])
-    sides = (Side.of_kafka(kafka_reference), Side.of_kbroker(kbroker))
+    sides = (Side.of_kafka(own_kafka), Side.of_kbroker(kbroker))
     for side in sides:
         _produce(side.bootstrap, f"queue-{run_id}")
     yield ToolPair(*sides, level, replace=[(run_id, "RUN"), MEMBER, HOST])
@@ -106,12 +127,12 @@ def test_list_and_describe_a_share_group(pair, run_id):
                  "--offsets", "--verbose")
         pair.run("kafka-share-groups --describe --members", SHARE_GROUPS, "--describe", "--group", live, "--members")
         pair.run("kafka-share-groups --describe --members --verbose", SHARE_GROUPS, "--describe", "--group", live,
-                 "--members", "--verbose")
+                 "--members", "--verbose", replace=[MEMBER_EPOCH])
         _, kbroker = pair.run("kafka-share-groups --describe --state", SHARE_GROUPS, "--describe", "--group", live,
                               "--state")
         assert any(live in line and "Stable" in line for line in kbroker.lines), kbroker.lines
         pair.run("kafka-share-groups --describe --state --verbose", SHARE_GROUPS, "--describe", "--group", live,
-                 "--state", "--verbose")
+                 "--state", "--verbose", replace=[GROUP_EPOCHS])
         pair.compare("kafka-share-groups --list", *(
             _only(side.tool(SHARE_GROUPS, "--list"), run_id) for side in pair.sides))
         pair.compare("kafka-share-groups --list --state", *(

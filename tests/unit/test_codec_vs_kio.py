@@ -265,10 +265,14 @@ def test_versions_kio_lacks_against_kafka_python(api_key: int, version: int, kin
 # StreamsGroupHeartbeat and StreamsGroupDescribe v1 likewise: the differential wire suite
 # (differential/apis_streams.py) and Kafka Streams 4.4 in the client matrix exchange them with Kafka 4.4;
 # StreamsGroupTopologyDescriptionUpdate v0 by tests/reference/test_streams_topology_description.py, which
-# sends Kafka 4.4 our requests and decodes its answers.
+# sends Kafka 4.4 our requests and decodes its answers. TxnOffsetCommit v6 (topics by id) likewise:
+# differential/apis_txn.py sends it to Kafka 4.4.
 _CHECKED_AGAINST_KAFKA_44 = {(18, 5, "request"), (18, 5, "response"), (42, 3, "request"), (42, 3, "response"),
                              *((api, 1, kind) for api in (88, 89) for kind in ("request", "response")),
-                             (93, 0, "request"), (93, 0, "response")}
+                             (93, 0, "request"), (93, 0, "response"), (28, 6, "request"), (28, 6, "response")}
+# WriteTxnMarkers v0 (Kafka 3.x's, removed by 4.0): v1's fields without the flexible encoding, checked
+# byte for byte against the protocol's published layout below.
+_V0_IS_V1_UNFLEXED = {(27, 0, "request"), (27, 0, "response")}
 _V0_IS_V1 = [(k, kind) for k in (34, 38, 39, 40, 41) for kind in ("request", "response")]
 
 
@@ -287,5 +291,28 @@ def test_v0_is_v1_where_kafka_says_so(api_key: int, kind: str, data) -> None:
 def test_every_version_kio_lacks_is_checked_against_kafka_python() -> None:
     uncovered = sorted({(k, v, kind) for k, v, kind in _cases() if _kio_class(k, v, kind) is None}
                        - set(_KIO_GAPS) - _KAFKA_PYTHON_BUGS - _CHECKED_AGAINST_KAFKA_44
-                       - {(k, 0, kind) for k, kind in _V0_IS_V1})
+                       - {(k, 0, kind) for k, kind in _V0_IS_V1} - _V0_IS_V1_UNFLEXED)
     assert uncovered == [], uncovered
+
+
+def test_write_txn_markers_v0_is_the_published_layout() -> None:
+    import struct
+
+    from kbroker.protocol.messages.write_txn_markers_request import (
+        WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest,
+    )
+    from kbroker.protocol.messages.write_txn_markers_response import (
+        WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+        WriteTxnMarkersResponse,
+    )
+
+    request = WriteTxnMarkersRequest([WritableTxnMarker(7, 3, True, [WritableTxnMarkerTopic("t", [0, 2])], 5)])
+    expected = (struct.pack(">iqh?", 1, 7, 3, True) + struct.pack(">ih", 1, 1) + b"t"
+                + struct.pack(">iii", 2, 0, 2) + struct.pack(">i", 5))
+    raw = codec.encode(_spec(27, "request"), 0, request)
+    assert raw == expected and codec.decode(_spec(27, "request"), 0, raw) == request
+    response = WriteTxnMarkersResponse([WritableTxnMarkerResult(7, [WritableTxnMarkerTopicResult(
+        "t", [WritableTxnMarkerPartitionResult(2, 47)])])])
+    expected = struct.pack(">iqih", 1, 7, 1, 1) + b"t" + struct.pack(">iih", 1, 2, 47)
+    raw = codec.encode(_spec(27, "response"), 0, response)
+    assert raw == expected and codec.decode(_spec(27, "response"), 0, raw) == response

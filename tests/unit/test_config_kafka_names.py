@@ -196,8 +196,8 @@ def test_flags_cannot_be_abbreviated(capsys) -> None:
     from kbroker.broker.cli import main
 
     with pytest.raises(SystemExit) as e:
-        main(["serve", "--cluster", "postgresql://db/kbroker"])  # once quietly --cluster-id
-    assert e.value.code == 2 and "unrecognized arguments: --cluster" in capsys.readouterr().err
+        main(["serve", "--cluster-i", "abc"])  # --cluster postgresql://... once quietly set --cluster-id
+    assert e.value.code == 2 and "unrecognized arguments: --cluster-i" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--exec"])
 

@@ -275,6 +275,22 @@ def test_marker_fences_older_epochs():
     assert h.produce(txn_batch(0, epoch=1)) == 2  # the new epoch starts at sequence 0
 
 
+def test_a_transactions_v2_marker_must_be_newer_than_the_producers_epoch():
+    """Kafka's checkProducerEpoch for TV2 markers: not newer is refused while the transaction is open;
+    the same marker again after it ended is a retry (KAFKA-19999) and passes; TV0 takes the same epoch."""
+    h = Harness()
+    h.produce(txn_batch(0, epoch=3))
+    with pytest.raises(InvalidProducerEpochError):
+        h.state.check_marker(PID, 3, transaction_version=2)
+    h.state.check_marker(PID, 3)  # a v1 transaction's marker keeps the epoch
+    h.state.check_marker(PID, 4, transaction_version=2)
+    h.state.update_marker_epoch(PID, 4, 0)
+    h.state.complete_txn(PID, True, 1)
+    h.state.check_marker(PID, 4, transaction_version=2)  # the retry of a marker already written
+    with pytest.raises(InvalidProducerEpochError):
+        h.state.check_marker(PID, 3, transaction_version=2)
+
+
 def test_version_1_snapshot_is_still_read():
     state = PartitionProducerState("t", 0)
     raw = json.dumps({"version": 1, "offset": 5, "producers": [

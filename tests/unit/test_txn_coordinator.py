@@ -18,10 +18,12 @@ S = TxnState
 TP0, TP1 = ("t", 0), ("t", 1)
 
 
-def make(max_timeout_ms: int = 900000) -> tuple[TxnCoordinator, ManualClock]:
+def make(max_timeout_ms: int = 900000, tv: int = 0) -> tuple[TxnCoordinator, ManualClock]:
+    """A coordinator whose finalized transaction.version is `tv` (0: as Kafka 3.x; 2: as Kafka 4.x)."""
     clock = ManualClock(start_ms=1_000)
     ids = itertools.count(1000)
-    return TxnCoordinator(clock, lambda: next(ids), TxnConfig(max_timeout_ms=max_timeout_ms)), clock
+    return TxnCoordinator(clock, lambda: next(ids), TxnConfig(max_timeout_ms=max_timeout_ms,
+                                                              transaction_version=tv)), clock
 
 
 def apply(coord: TxnCoordinator, d: Decision) -> Decision:
@@ -262,3 +264,113 @@ def test_load_skips_dead_and_refuses_unknown_status():
         coord.load("b", TxnLogValue(1, 0, 1000, 42, None, 5, -1))
     with pytest.raises(ValueError):
         coord.load("b", TxnLogValue(1, 0, 1000, int(S.PREPARE_EPOCH_FENCE), None, 5, -1))
+
+
+# --- transactions v2 (KIP-890 part 2): EndTxn v5, Kafka's endTransaction -------------------------
+
+
+def begin_v2(coord: TxnCoordinator, txn: TransactionMetadata, *tps) -> None:
+    """Partitions added on a v2 client's behalf (Produce v12+, TxnOffsetCommit v5+)."""
+    d = coord.handle_add_partitions_to_transaction(txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                                   tps or [TP0], client_tv=2)
+    assert d.error == E.NONE
+    apply(coord, d)
+
+
+def test_end_transaction_v2_bumps_the_epoch_and_answers_it():
+    coord, _ = make(tv=2)
+    txn = init(coord)
+    pid = txn.producer_id
+    begin_v2(coord, txn, TP0, TP1)
+    assert txn.client_tv == 2
+    d = coord.handle_end_transaction("tx", pid, 0, True, v2=True)
+    assert (d.transit.state, d.transit.producer_epoch, d.transit.last_producer_epoch) == (S.PREPARE_COMMIT, 1, 0)
+    assert coord.ended_as(d.transit) == (pid, 1)
+    apply(coord, d)
+    assert txn.producer_epoch == 1  # the markers are written with the new epoch
+    # the client's retry (its epoch is still 0) while the markers are written
+    assert coord.handle_end_transaction("tx", pid, 0, True, v2=True).error == E.CONCURRENT_TRANSACTIONS
+    assert coord.handle_end_transaction("tx", pid, 0, False, v2=True).error == E.INVALID_TXN_STATE
+    apply(coord, coord.prepare_complete("tx"))
+    assert (txn.state, txn.producer_id, txn.producer_epoch) == (S.COMPLETE_COMMIT, pid, 1)
+    # a retry after completion: NONE with the transaction's id and epoch; the opposite result is invalid
+    retry = coord.handle_end_transaction("tx", pid, 0, True, v2=True)
+    assert (retry.error, retry.transit, retry.txn) == (E.NONE, None, txn)
+    assert coord.handle_end_transaction("tx", pid, 0, False, v2=True).error == E.INVALID_TXN_STATE
+    # the old epoch is fenced: a zombie's partition is not added (Produce answers INVALID_PRODUCER_EPOCH)
+    assert coord.handle_add_partitions_to_transaction("tx", pid, 0, [TP0], client_tv=2).error == E.PRODUCER_FENCED
+    assert coord.handle_end_transaction("tx", pid, 2, True, v2=True).error == E.PRODUCER_FENCED
+    # the same epoch in CompleteCommit is the next transaction's: a commit of nothing is invalid,
+    # an abort of nothing is allowed (and bumps again)
+    assert coord.handle_end_transaction("tx", pid, 1, True, v2=True).error == E.INVALID_TXN_STATE
+    d = coord.handle_end_transaction("tx", pid, 1, False, v2=True)
+    assert (d.transit.state, d.transit.producer_epoch, d.transit.partitions) == (S.PREPARE_ABORT, 2, frozenset())
+    apply(coord, d)
+    apply(coord, coord.prepare_complete("tx"))
+    assert (txn.state, txn.producer_epoch) == (S.COMPLETE_ABORT, 2)
+
+
+def test_end_transaction_v2_from_empty_aborts_and_refuses_a_commit():
+    coord, _ = make(tv=2)
+    txn = init(coord)
+    assert coord.handle_end_transaction("tx", txn.producer_id, 0, True, v2=True).error == E.INVALID_TXN_STATE
+    d = coord.handle_end_transaction("tx", txn.producer_id, 0, False, v2=True)
+    assert (d.transit.state, d.transit.producer_epoch) == (S.PREPARE_ABORT, 1)
+
+
+def test_end_transaction_v2_rotates_the_producer_id_when_the_epoch_is_exhausted():
+    coord, _ = make(tv=2)
+    txn = init(coord)
+    old = txn.producer_id
+    txn.producer_epoch = 32766  # Short.MaxValue - 1: the last epoch a client may use
+    begin_v2(coord, txn)
+    d = coord.handle_end_transaction("tx", old, 32766, True, v2=True)
+    new = d.transit.next_producer_id
+    assert new not in (-1, old) and d.transit.producer_epoch == 32767  # the markers' epoch
+    assert coord.ended_as(d.transit) == (new, 0)  # what the client is answered
+    apply(coord, d)
+    apply(coord, coord.prepare_complete("tx"))
+    assert (txn.producer_id, txn.last_producer_id, txn.producer_epoch) == (new, old, 0)
+    # the client retries with its old id and epoch: answered NONE, the new id at epoch 0
+    retry = coord.handle_end_transaction("tx", old, 32766, True, v2=True)
+    assert retry.error == E.NONE and (retry.txn.producer_id, retry.txn.producer_epoch) == (new, 0)
+
+
+def test_end_transaction_v1_keeps_the_epoch_on_a_v2_server():
+    coord, _ = make(tv=2)
+    txn = init(coord)
+    begin(coord, txn)  # AddPartitionsToTxn v0-v3: a v1 client
+    assert txn.client_tv == 0
+    d = coord.handle_end_transaction("tx", txn.producer_id, 0, True)
+    assert d.transit.producer_epoch == 0 and coord.ended_as(d.transit) == (txn.producer_id, 0)
+
+
+def test_abort_timed_out_transactions_on_a_v2_server_bumps_once_and_records_v2():
+    coord, clock = make(tv=2)
+    txn = init(coord, timeout=1_000)
+    begin(coord, txn)
+    clock.advance(2_000)
+    [d] = coord.abort_timed_out_transactions()
+    assert (d.transit.state, d.transit.producer_epoch, d.transit.client_tv) == (S.PREPARE_ABORT, 1, 2)
+    apply(coord, d)
+    apply(coord, coord.prepare_complete("tx"))
+    assert (txn.state, txn.producer_epoch) == (S.COMPLETE_ABORT, 1)
+    assert coord.handle_add_partitions_to_transaction("tx", txn.producer_id, 0, [TP0]).error == E.PRODUCER_FENCED
+
+
+def test_transaction_log_value_v1_keeps_what_a_v2_replay_needs():
+    coord, _ = make(tv=2)
+    txn = init(coord)
+    txn.producer_epoch = 32766
+    begin_v2(coord, txn, TP0, TP1)
+    d = coord.handle_end_transaction("tx", txn.producer_id, 32766, False, v2=True)
+    raw = encode_value(log_value(d.transit, version=1))
+    assert raw[:2] == b"\x00\x01"
+    fresh, _ = make(tv=2)
+    fresh.load("tx", decode_value(raw))
+    loaded = fresh.txns["tx"]
+    assert (loaded.state, loaded.partitions, loaded.producer_epoch) == (S.PREPARE_ABORT, {TP0, TP1}, 32767)
+    assert (loaded.client_tv, loaded.next_producer_id) == (2, d.transit.next_producer_id)
+    # completed after the restart, it moves to the next producer id as it would have
+    apply(fresh, fresh.prepare_complete("tx"))
+    assert (loaded.producer_id, loaded.producer_epoch) == (d.transit.next_producer_id, 0)

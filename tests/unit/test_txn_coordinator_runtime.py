@@ -147,3 +147,27 @@ async def test_a_replay_rebuilds_the_transactions_and_prepared_ones_ask_for_thei
         assert due == [("b", False)]
     finally:
         await again.stop()
+
+
+async def test_the_log_value_version_follows_the_finalized_transaction_version() -> None:
+    """TransactionLogValue v1 from transaction.version 1 (Kafka 4.x), v0 below (`--kafka-version 3.x`);
+    a v2 end's bumped epoch and client version come back from a replay of v1 records."""
+    clock = ManualClock(1_000_000)
+    for level, version in ((0, 0), (2, 1)):
+        log = Log()
+        service, _ = await service_with(log, clock, transaction_version=level)
+        try:
+            pid = (await service.init_producer_id("v", 60_000, None)).producer_id
+            await service.add_partitions("v", pid, 0, [("t", 0)], client_tv=level)
+            result = await service.end_txn("v", pid, 0, True, v2=level >= 2)
+            assert (result.error, result.producer_epoch) == (E.NONE, 1 if level >= 2 else 0)  # the epoch to go on with
+        finally:
+            await service.stop()
+        assert {r.value.version for r in log.records} == {version}
+        again, _ = await service_with(Log(), clock, transaction_version=level)
+        try:
+            await again.load(again.partition_for("v"), log.records)
+            txn = again.transaction("v")
+            assert (txn.state, txn.producer_epoch, txn.client_tv) == (S.PREPARE_COMMIT, 1 if level else 0, level)
+        finally:
+            await again.stop()

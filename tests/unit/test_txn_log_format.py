@@ -49,6 +49,19 @@ def test_value_v1_flexible_with_tagged_fields():
     body += bytes([1, 0, 8]) + struct.pack(">q", 4)  # tag 0: PreviousProducerId
     value = decode_value(body)
     assert value.partitions == {"t": [5]} and value.previous_producer_id == 4 and value.status == 4
+    assert encode_value(value) == body  # written back byte for byte (Kafka's layout)
+
+
+def test_value_v1_written_with_the_transactions_v2_fields():
+    """transaction.version 1+ writes v1 (Kafka's transactionLogValueVersion): the client's transaction
+    version (tag 2) and the next producer id (tag 1) survive a restart; defaults are not written."""
+    value = TxnLogValue(9, 32767, 30000, 2, {"t": [5]}, 11, 10, previous_producer_id=-1, next_producer_id=12,
+                        client_transaction_version=2, version=1)
+    raw = encode_value(value)
+    assert raw.endswith(bytes([2, 1, 8]) + struct.pack(">q", 12) + bytes([2, 2]) + struct.pack(">h", 2))
+    back = decode_value(raw)
+    assert (back.next_producer_id, back.client_transaction_version, back.previous_producer_id) == (12, 2, -1)
+    assert encode_value(TxnLogValue(1, 0, 1000, 0, None, 5, -1, version=1))[17:18] == bytes([0])  # null partitions
 
 
 def test_bad_input_raises_format_error():

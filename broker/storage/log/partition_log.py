@@ -83,6 +83,22 @@ def cut_before_offset(records: bytes | memoryview, limit: int) -> bytes | memory
 _NO_TASKS: frozenset[asyncio.Task[None]] = frozenset()
 
 
+
+def stamp_batch(buf: bytearray, pos: int, header: rb.BatchHeader, offset: int, leader_epoch: int,
+                log_append_time: bool, now_ms: int) -> None:
+    """What the leader writes into a batch it appends at `offset` (and into its header): the base
+    offset and leader epoch; on a LogAppendTime topic the append time, else a producer's
+    LogAppendTime attribute cleared (Kafka keeps CreateTime there)."""
+    rb.assign_offsets(buf, pos, offset, leader_epoch)
+    if log_append_time:
+        rb.set_log_append_time(buf, pos, now_ms)
+        header.max_timestamp = now_ms
+    elif header.timestamp_type == rb.TIMESTAMP_LOG_APPEND_TIME:
+        rb.set_create_time(buf, pos)
+        header.attributes = rb.read_header(buf, pos).attributes
+    header.base_offset = offset
+    header.partition_leader_epoch = leader_epoch
+
 class PartitionLog:
     # Slots and lazily made members: thousands of idle partitions each hold one of these. "__dict__"
     # keeps other attributes possible (a dict is made only for an object that gets one).
@@ -304,15 +320,7 @@ class PartitionLog:
             buf = bytearray(records)
             pos = 0
             for header in headers:
-                rb.assign_offsets(buf, pos, offset, leader_epoch)
-                if config.log_append_time:
-                    rb.set_log_append_time(buf, pos, now_ms)
-                    header.max_timestamp = now_ms
-                elif header.timestamp_type == rb.TIMESTAMP_LOG_APPEND_TIME:
-                    rb.set_create_time(buf, pos)
-                    header.attributes = rb.read_header(buf, pos).attributes
-                header.base_offset = offset
-                header.partition_leader_epoch = leader_epoch
+                stamp_batch(buf, pos, header, offset, leader_epoch, config.log_append_time, now_ms)
                 positions.append((pos, header))
                 offset = header.next_offset
                 pos += header.size

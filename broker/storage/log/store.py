@@ -123,12 +123,12 @@ class FilePartitionStore:
                             info.log_start_offset)
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                      now_ms: int, leader_epoch: int) -> AppendResult:
+                      now_ms: int, leader_epoch: int, transaction_version: int = 0) -> AppendResult:
         """A transaction's COMMIT or ABORT marker; InvalidProducerEpochError, and nothing written, for
         a marker older than the producer's epoch (a newer one supersedes it). The transaction stays
         open here until `complete_marker` (once the marker is durable)."""
         state = self.producer_state
-        state.check_marker(producer_id, producer_epoch)  # raises InvalidProducerEpochError when stale
+        state.check_marker(producer_id, producer_epoch, transaction_version)  # raises when stale
         batch = encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
         info = self.log.append(batch, leader_epoch=leader_epoch, now_ms=now_ms, single_batch=True, control=True)
         state.update_marker_epoch(producer_id, producer_epoch, now_ms, coordinator_epoch)

@@ -1,7 +1,8 @@
 """Checks of the producer-id and transaction APIs, every common version: InitProducerId,
-AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeTransactions, ListTransactions,
-and an idempotent producer's Produce (sequence numbers). Every check uses a transactional id of its
-own; the transactions are of the first kind (EndTxn up to v4: transaction.version 1 on both). What
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, WriteTxnMarkers, DescribeTransactions,
+ListTransactions, and an idempotent producer's Produce (sequence numbers). Every check uses a
+transactional id of its own; the transactions are begun as transactions v1 (AddPartitionsToTxn v3) and
+ended by each EndTxn version (v5 ends them as transactions v2: the epoch bumped). What
 they add to a transaction is dw-scratch's or a topic of their own: a transaction left open is aborted
 when it times out, and its markers must not move dw-data under the checks that read it.
 """
@@ -21,6 +22,7 @@ from .craft import (
     LIST_TRANSACTIONS,
     PRODUCE,
     TXN_OFFSET_COMMIT,
+    WRITE_TXN_MARKERS,
     batch,
     create_topic,
     make,
@@ -195,6 +197,34 @@ def transaction_checks() -> list[Check]:
     ]
 
 
+def marker_checks() -> list[Check]:
+    """WriteTxnMarkers as `kafka-transactions abort` sends it: an abort marker for an open transaction
+    of a topic of its own (and a partition that does not exist), then the same marker again, and one
+    at an epoch older than the producer's; before them a transactions v2 marker (not newer: refused)."""
+    async def abort(s: Session, v: int) -> None:
+        producer = Producer(s, unique(s, "dw"), unique(s, "dw"))
+        await create_topic(s, producer.topic)
+        await producer.init()
+        await producer.add_partitions(3)
+        await producer.produce()
+
+        async def markers(epoch: int, partitions: list[int], label: str, tv: int = 0) -> None:
+            await s.call(WRITE_TXN_MARKERS, v, make(WRITE_TXN_MARKERS, markers=[{
+                "producer_id": producer.producer_id, "producer_epoch": epoch, "transaction_result": False,
+                "topics": [{"name": producer.topic, "partition_indexes": partitions}], "coordinator_epoch": 0,
+                "transaction_version": tv}]), label)
+
+        # v2 carries a transaction version: 2 must be newer than the open transaction's epoch
+        await markers(producer.epoch, [0], "a transactions v2 marker at the transaction's own epoch", tv=2)
+        await markers(producer.epoch, [0, 7], "abort marker")
+        await markers(producer.epoch, [0], "the same marker again")
+        await producer.end(False, 5, label="the coordinator ends it (v2: the epoch bumped)")
+        await producer.completed()
+        await markers(producer.epoch, [0], "a marker older than the producer's epoch")
+
+    return sweep(WRITE_TXN_MARKERS, "abort an open transaction from outside", steps=abort)
+
+
 def outside_checks() -> list[Check]:
     """KIP-890's verification: a transactional batch to a partition its transaction does not hold."""
     from .apis_data import _produce
@@ -278,4 +308,5 @@ def _own_producer(plain: dict, producer_id: int) -> dict:
 
 
 def checks() -> list[Check]:
-    return [*init_producer_id_checks(), *transaction_checks(), *outside_checks(), *describe_checks()]
+    return [*init_producer_id_checks(), *transaction_checks(), *marker_checks(), *outside_checks(),
+            *describe_checks()]

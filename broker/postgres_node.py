@@ -1,0 +1,212 @@
+"""One node of a cluster over PostgreSQL (issue 44, `kbroker serve --cluster URL --node-id N`): the
+wiring between the database and the broker of this process.
+
+It opens the database (schema checked, broker registered with its lease), and runs three loops:
+* the lease's renewal every RENEW_EVERY_S (the node fences itself by its own clock past the lease:
+  membership.BrokerLease);
+* the controller's: take or renew the controller lease, and while held, move the partitions of
+  brokers whose lease expired (membership.move_lost_leaders);
+* the image's refresh (engine.PostgresEngine.refresh), which opens and deposes this node's partitions
+  and tells the coordinators of leaders that moved: a `__consumer_offsets` or `__transaction_state`
+  partition is unloaded and, if this node leads it now, replayed from its log, as broker/cluster.py
+  moves them for several nodes in one process.
+Producer ids come from the database's blocks, a block fetched ahead so that InitProducerId (which asks
+synchronously) finds one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from ..protocol.errors import ErrorCode, KafkaError
+from .cluster import after_previous, move_groups
+from .storage.postgres import schema
+from .storage.postgres.engine import PostgresEngine
+from .storage.postgres.log import PostgresLog
+from .storage.postgres.membership import (LEASE_MS, PRODUCER_ID_BLOCK, RENEW_EVERY_S, BrokerLease, ControllerLease, NodeIdTaken,
+                                          move_lost_leaders, take_producer_id_block)
+
+if TYPE_CHECKING:
+    from ..purgatory.clock import Clock
+    from .config import BrokerConfig
+    from .storage.log.config import LogConfig
+
+log = structlog.get_logger("kbroker.cluster")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+class PostgresNode:
+    def __init__(self, config: BrokerConfig, cluster_id: str, lease: BrokerLease, engine: PostgresEngine,
+                 pool: Any) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.node_id = config.node_id
+        self.lease = lease
+        self.engine = engine
+        self.pool = pool
+        self.controller = ControllerLease(pool, config.node_id)
+        self._ids: deque[int] = deque()
+        self._refilling: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._moves: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self.broker: Any = None
+
+    @classmethod
+    async def open(cls, config: BrokerConfig, endpoints: dict[str, str], default_config: LogConfig,
+                   clock: Clock) -> PostgresNode:
+        """Connect, check the schema, register; schema.ClusterDatabaseError (one line) when it cannot."""
+        import asyncpg
+
+        lease_conn, cluster_id = await schema.open_cluster_database(config.cluster)
+        try:
+            log_conn = await schema.connect(config.cluster)
+            pool = await asyncpg.create_pool(config.cluster, min_size=1, max_size=6, server_settings={
+                "synchronous_commit": "on", "application_name": "kbroker"})
+        except BaseException:
+            await lease_conn.close()
+            raise
+        lease = BrokerLease(lease_conn, config.node_id, endpoints)
+        try:
+            await lease.register()
+        except NodeIdTaken as e:
+            await lease_conn.close()
+            await log_conn.close()
+            await pool.close()
+            raise schema.ClusterDatabaseError(str(e)) from None
+        plog = PostgresLog(log_conn, config.node_id, fenced=lambda: lease.fenced,
+                           reconnect=lambda: schema.connect(config.cluster))
+        engine = PostgresEngine(pool, plog, config.node_id, default_config, clock)
+        node = cls(config, cluster_id, lease, engine, pool)
+        await node._refill()
+        await engine.refresh()
+        return node
+
+    # --- producer ids ---------------------------------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        if len(self._ids) < PRODUCER_ID_BLOCK // 2 and self._refilling is None:
+            self._refilling = asyncio.get_running_loop().create_task(self._refill(), name="producer-ids")
+        if not self._ids:
+            raise KafkaError("fetching a block of producer ids", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return self._ids.popleft()
+
+    async def _refill(self) -> None:
+        try:
+            async with self.pool.acquire() as conn:
+                first = await take_producer_id_block(conn, self.node_id)
+            self._ids.extend(range(first, first + PRODUCER_ID_BLOCK))
+        finally:
+            self._refilling = None
+
+    # --- the loops ------------------------------------------------------------------------------------
+
+    def start(self, broker: Any) -> None:
+        self.broker = broker
+        self.engine.leader_listeners.append(self._on_leader_change)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._every(RENEW_EVERY_S, self._renew), name="broker-lease"),
+                       loop.create_task(self._every(RENEW_EVERY_S, self._control), name="controller"),
+                       loop.create_task(self._every(0.5, self.engine.refresh), name="cluster-image")]
+
+    async def _every(self, interval_s: float, step: Any) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                await step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the database away a while: the next turn retries
+                log.warning("cluster_loop_failed", step=step.__name__, error=repr(exc))
+            await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+
+    async def _renew(self) -> None:
+        if self.lease.lost:
+            return  # released (a controlled shutdown) or taken over: never renewed again
+        if self.lease.conn.is_closed():  # the database restarted: a new connection, the same incarnation
+            self.lease.conn = await schema.connect(self.config.cluster)
+            log.info("postgres_reconnected", node=self.node_id, purpose="lease")
+        await self.lease.renew()
+
+    async def _control(self) -> None:
+        if self.lease.fenced or not await self.controller.acquire_or_renew():
+            return
+        async with self.pool.acquire() as conn:
+            moved = await move_lost_leaders(conn)
+        if moved:
+            await self.engine.refresh()
+
+    def _on_leader_change(self, topic: str, partition: int, old: int, new: int, epoch: int) -> None:
+        broker = self.broker
+        broker.fetch_purgatory.notify(topic, partition)
+        led = new == self.node_id
+        if topic == OFFSETS_TOPIC and broker.coordinator_if_built is not None:
+            move = move_groups(broker, partition, led)
+        elif topic == TRANSACTION_STATE_TOPIC and broker.transactions_if_built is not None:
+            move = broker.transactions_if_built.move_partition(partition, led=led)
+        else:
+            return
+        previous = self._moves.get((topic, partition))
+        self._moves[(topic, partition)] = asyncio.get_running_loop().create_task(
+            after_previous(previous, move, topic, partition, new), name=f"coordinator-move-{topic}-{partition}")
+
+    async def hand_over(self, timeout_s: float = 2 * LEASE_MS / 1000) -> int:
+        """A controlled shutdown (SIGTERM), before the listeners close: this node's broker lease (and the
+        controller lease, if held) end now, so it appends nothing more and another node's controller
+        moves its partitions at its next pass; returns, within `timeout_s`, once the database shows
+        none led here (the partitions left: a node alone keeps them, leaderless until one starts)."""
+        started = time.monotonic()
+        renewing = self._tasks[:2]  # the lease's and the controller's loops (the image's goes on)
+        for task in renewing:
+            task.cancel()
+        await asyncio.gather(*renewing, return_exceptions=True)
+        try:
+            await self.lease.release()
+            await self.pool.execute("UPDATE controller_lease SET lease_expires = statement_timestamp() "
+                                    "WHERE node_id = $1", self.node_id)
+            left = -1
+            while time.monotonic() - started < timeout_s:
+                left = await self.pool.fetchval("SELECT count(*) FROM partitions WHERE leader = $1", self.node_id)
+                if left == 0:
+                    break
+                await asyncio.sleep(0.2)
+        except Exception as exc:  # noqa: BLE001 - the database away: the lease expires by itself
+            log.warning("controlled_shutdown_failed", error=repr(exc))
+            return -1
+        log.info("controlled_shutdown", node=self.node_id, partitions_left=left,
+                 took_ms=round(1000 * (time.monotonic() - started), 1))
+        return left
+
+    def brokers(self, listener: str) -> list[tuple[int, str, int]]:
+        out = []
+        for broker in self.engine.brokers:
+            endpoint = broker.endpoints.get(listener)
+            if endpoint is not None:
+                host, _, port = endpoint.rpartition(":")
+                out.append((broker.node_id, host.strip("[]"), int(port)))
+        return out
+
+    def node_endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None:
+        return next(((host, port) for n, host, port in self.brokers(listener) if n == node_id), None)
+
+    async def close(self) -> None:
+        """A clean stop: the loops end, the round in hand commits, the lease is released (the
+        controller moves this node's partitions at once), the connections close."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._moves.values(), return_exceptions=True)
+        await self.engine.plog.close()
+        if not self.lease.lost:
+            try:
+                await self.lease.release()
+            except Exception as exc:  # noqa: BLE001 - the lease then expires by itself
+                log.warning("broker_lease_release_failed", error=repr(exc))
+        for conn in (self.engine.plog.conn, self.lease.conn):
+            await conn.close()
+        await self.pool.close()

@@ -1,0 +1,205 @@
+"""The partitions one node leads, with their log in PostgreSQL: group commit across partitions, and the
+fence that keeps a deposed leader's appends out.
+
+An append (store.py) assigns offsets in memory at once, as the segment log does, and queues the batch
+here; the caller awaits its durability. A round takes every queued batch of every partition and
+writes them in one transaction:
+
+  1. one UPDATE moves each partition's `log_end` from where this node's batches start to where they
+     end, only where (leader, leader_epoch) are still this node's and the stored end is where this
+     node thinks it is: a partition it returns is ours to append to, and its row stays locked until
+     COMMIT, so no election can come between (metadata.elect holds the same row);
+  2. one COPY inserts the batches of the partitions the UPDATE returned;
+  3. COMMIT, with synchronous_commit=on (the connection's setting, schema.connect): the records are
+     on PostgreSQL's disk (and on a synchronous standby, if the operator has one) before any waiter
+     is answered. The high watermark is the committed end.
+
+A partition the UPDATE did not return has a new leader (or epoch): its batches are dropped, its
+waiters fail with NOT_LEADER_OR_FOLLOWER, and its store is deposed (every later append fails the same
+way; a node that leads it again opens a new store from the database). A failed round (the database
+unreachable, a COMMIT whose outcome is unknown) takes every store in it offline: their waiters fail
+with KAFKA_STORAGE_ERROR and nothing more is appended until the partition is opened again, from what
+the database holds.
+
+Rounds run one at a time on the node's one writing connection; appends made while a round runs go in
+the next, so a busy node commits many partitions' batches in few transactions, as the fsync rounds of
+the segment log do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import structlog
+
+from ....protocol import record_batch as rb
+from ....protocol.errors import ErrorCode, KafkaError
+from ..log.epochs import LeaderEpochs
+from ..producer_state import PartitionProducerState
+
+if TYPE_CHECKING:
+    from ..log.config import LogConfig
+    from .store import PostgresPartitionStore
+
+log = structlog.get_logger("kbroker.storage.postgres")
+
+BATCH_COLUMNS = ("topic", "partition", "base_offset", "last_offset", "leader_epoch", "max_timestamp", "producer_id",
+                 "producer_epoch", "base_sequence", "attributes", "records")
+
+_CLAIM = """
+UPDATE partitions AS p SET log_end = u.new_end
+FROM unnest($1::text[], $2::integer[], $3::integer[], $4::bigint[], $5::bigint[])
+     AS u(topic, partition, epoch, old_end, new_end)
+WHERE p.topic = u.topic AND p.partition = u.partition AND p.leader = $6 AND p.leader_epoch = u.epoch
+  AND p.log_end = u.old_end
+RETURNING p.topic, p.partition
+"""
+
+
+class NotLeaderError(KafkaError):
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class DatabaseStorageError(KafkaError):
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class PostgresLog:
+    """This node's writer: the partitions it has opened, and the rounds that commit their appends."""
+
+    def __init__(self, conn: Any, node_id: int, fenced: Callable[[], bool] | None = None,
+                 reconnect: Callable[[], Awaitable[Any]] | None = None) -> None:
+        self.conn = conn
+        # A new writing connection when the database dropped this one (it restarted): the round that
+        # found it closed failed, and its partitions are opened again by the node's next refresh.
+        self._reconnect = reconnect
+        self.node_id = node_id
+        # True once this node's broker lease may have expired (membership.BrokerLease.fenced): it appends
+        # nothing more, before the controller may have handed its partitions to another node.
+        self.fenced = fenced or (lambda: False)
+        self.stores: dict[tuple[str, int], PostgresPartitionStore] = {}
+        self._queued: dict[PostgresPartitionStore, None] = {}  # stores with batches for the next round
+        self._round: asyncio.Task[None] | None = None
+        self._after_round: list[Callable[[], None]] = []
+        self.rounds = 0  # transactions committed (group commit: fewer than the appends)
+        self.closed = False
+
+    # --- opening a partition (becoming its leader) ----------------------------------------------------
+
+    async def open_partition(self, topic: str, partition: int, config: LogConfig,
+                             conn: Any = None) -> PostgresPartitionStore:
+        """The store of a partition this node leads now: its offsets, epoch history and every batch
+        read from the database, the idempotent producers' state rebuilt from the batches' headers.
+        `conn`: the connection to read on (not the writer's, while rounds may run on it)."""
+        from .store import PostgresPartitionStore
+
+        conn = conn or self.conn
+        old = self.stores.pop((topic, partition), None)
+        if old is not None:
+            old.depose(None)
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            row = await conn.fetchrow("SELECT leader, leader_epoch, log_start, log_end FROM partitions "
+                                           "WHERE topic = $1 AND partition = $2", topic, partition)
+            if row is None:
+                raise KafkaError(f"no partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if row["leader"] != self.node_id:
+                raise NotLeaderError(f"{topic}-{partition} is led by node {row['leader']}, not {self.node_id}")
+            epochs = await conn.fetch("SELECT leader_epoch, start_offset FROM epoch_history WHERE topic = $1 "
+                                           "AND partition = $2 ORDER BY leader_epoch", topic, partition)
+            batches = await conn.fetch("SELECT base_offset, last_offset, records FROM batches WHERE topic = $1 "
+                                            "AND partition = $2 AND last_offset >= $3 ORDER BY base_offset",
+                                            topic, partition, row["log_start"])
+        history = LeaderEpochs()
+        for entry in epochs:
+            history.assign(entry["leader_epoch"], entry["start_offset"])
+        state = PartitionProducerState(topic, partition)
+        stored = [bytes(b["records"]) for b in batches]
+        state.replay(header for data in stored for _, header in rb.iter_batches(data))
+        store = PostgresPartitionStore(self, topic, partition, config, leader_epoch=row["leader_epoch"],
+                                       log_start=row["log_start"], log_end=row["log_end"], epochs=history,
+                                       producer_state=state, batches=[(b["base_offset"], b["last_offset"], data)
+                                                                      for b, data in zip(batches, stored)])
+        self.stores[(topic, partition)] = store
+        log.info("partition_opened", topic=topic, partition=partition, leader_epoch=row["leader_epoch"],
+                 log_start=row["log_start"], log_end=row["log_end"], batches=len(stored))
+        return store
+
+    def store(self, topic: str, partition: int) -> PostgresPartitionStore | None:
+        return self.stores.get((topic, partition))
+
+    # --- rounds ---------------------------------------------------------------------------------------
+
+    def queue(self, store: PostgresPartitionStore) -> None:
+        """The store has batches to commit: a round starts with the loop's next turn, or after the one running."""
+        self._queued[store] = None
+        if self._round is None:
+            self._round = asyncio.get_running_loop().create_task(self._rounds(), name="postgres-log-rounds")
+
+    def after_round(self, callback: Callable[[], None]) -> bool:
+        if self._round is None:
+            return False
+        self._after_round.append(callback)
+        return True
+
+    async def _rounds(self) -> None:
+        try:
+            while self._queued and not self.closed:
+                stores = list(self._queued)
+                self._queued.clear()
+                await self._commit(stores)
+                callbacks, self._after_round = self._after_round, []
+                for callback in callbacks:
+                    callback()
+        finally:
+            self._round = None
+
+    async def _commit(self, stores: list[PostgresPartitionStore]) -> None:
+        taken = [(store, store.take_pending()) for store in stores]
+        taken = [(store, pending) for store, pending in taken if pending]
+        if not taken:
+            return
+        started = time.monotonic()
+        try:
+            if self.conn.is_closed() and self._reconnect is not None:
+                self.conn = await self._reconnect()
+                log.info("postgres_reconnected", node=self.node_id, purpose="log")
+            async with self.conn.transaction():
+                claimed = await self.conn.fetch(
+                    _CLAIM, [s.topic for s, _ in taken], [s.partition for s, _ in taken],
+                    [s.leader_epoch for s, _ in taken], [p[0][0] for _, p in taken], [p[-1][1] + 1 for _, p in taken],
+                    self.node_id)
+                ours = {(row["topic"], row["partition"]) for row in claimed}
+                rows = [(s.topic, s.partition, base, last, h.partition_leader_epoch, h.max_timestamp, h.producer_id,
+                         h.producer_epoch, h.base_sequence, h.attributes, data)
+                        for s, pending in taken if (s.topic, s.partition) in ours
+                        for base, last, h, data in pending]
+                if rows:
+                    await self.conn.copy_records_to_table("batches", records=rows, columns=BATCH_COLUMNS)
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the outcome of these appends is unknown
+            error = DatabaseStorageError(f"the cluster's database failed a commit: {exc!r}")
+            log.error("postgres_commit_failed", error=repr(exc), partitions=len(taken))
+            for store, _ in taken:
+                store.take_offline(error)
+            return
+        self.rounds += 1
+        took_ms = round(1000 * (time.monotonic() - started), 2)
+        for store, pending in taken:
+            if (store.topic, store.partition) in ours:
+                store.committed(pending[-1][1] + 1)
+            else:
+                log.warning("append_fenced", topic=store.topic, partition=store.partition, node=self.node_id,
+                            leader_epoch=store.leader_epoch, batches=len(pending), took_ms=took_ms)
+                self.stores.pop((store.topic, store.partition), None)
+                store.depose(NotLeaderError(f"node {self.node_id} no longer leads {store.topic}-{store.partition} "
+                                            f"in epoch {store.leader_epoch}: nothing was written"))
+
+    async def close(self) -> None:
+        """Let the round in hand finish, then stop."""
+        if self._round is not None:
+            await asyncio.gather(self._round, return_exceptions=True)
+        self.closed = True
+        for store in list(self.stores.values()):
+            store.depose(None)
+        self.stores.clear()

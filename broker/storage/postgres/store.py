@@ -1,0 +1,332 @@
+"""One partition this node leads, with its log in PostgreSQL, as a `PartitionStore` (broker/storage/api.py).
+
+Opened by log.py when the node becomes the partition's leader: the batches the database holds are read
+then, and kept in memory with every batch appended since, so reads (which the storage port makes
+synchronous) are served from memory; the database is the durable copy and what the next leader reads.
+An append assigns offsets at once and queues the batch for the node's next commit round; the high
+watermark is the committed end, so a consumer reads only what PostgreSQL committed.
+
+The producer state is the store's own, as on the segment engine: rebuilt from the stored batches'
+headers when the partition opens, so an idempotent producer's retry reaching the new leader is answered
+with the first append's offsets, and its next batch must follow its last sequence.
+
+Not built yet on this engine (each raises KafkaError naming it): DeleteRecords, and retention and
+compaction; a log larger than memory (reads of old offsets from the database need an asynchronous
+read path in the partition service).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from bisect import bisect_right
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Iterable
+
+from ....protocol import record_batch as rb
+from ....protocol.control_records import encode_marker
+from ....protocol.errors import ErrorCode, KafkaError
+from ..api import AppendOrigin, AppendResult, Isolation
+from ..log.epochs import LeaderEpochs
+from ..log.partition_log import stamp_batch
+from ..log.timestamp_search import BatchToWalk, first_at, first_at_or_after, walk_inline
+from ..log.validation import check_appended_batches
+from ..producer_state import PartitionProducerState, ProducerEntry
+
+if TYPE_CHECKING:
+    from ..log.config import LogConfig
+    from ..log.validation import InlineBudget
+    from .log import PostgresLog
+
+# (base offset, last offset, header, bytes) of a batch appended and not yet committed
+Pending = tuple[int, int, rb.BatchHeader, bytes]
+
+
+class PostgresPartitionStore:
+    def __init__(self, plog: PostgresLog, topic: str, partition: int, config: LogConfig, *, leader_epoch: int,
+                 log_start: int, log_end: int, epochs: LeaderEpochs, producer_state: PartitionProducerState,
+                 batches: list[tuple[int, int, bytes]]) -> None:
+        self._log = plog
+        self.topic = topic
+        self.partition = partition
+        self._config = config
+        self.leader_epoch = leader_epoch
+        self._log_start = log_start
+        self._end = log_end  # the next offset to assign (appended, committed or not)
+        self._committed = log_end  # the high watermark
+        self.epochs = epochs
+        self.producer_state = producer_state
+        self._bases = [b for b, _, _ in batches]
+        self._lasts = [last for _, last, _ in batches]
+        self._data = [d for _, _, d in batches]
+        self._size = sum(len(d) for d in self._data)
+        self._pending: list[Pending] = []
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (offset, resolved once committed past it)
+        self._offline: Exception | None = None
+        self._closed = False
+        self.before_append: Callable[[], None] | None = None
+
+    # --- offsets and state ------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end
+
+    @property
+    def high_watermark(self) -> int:
+        return self._committed
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.producer_state.last_stable_offset(self._committed)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    @property
+    def offline(self) -> Exception | None:
+        return self._offline
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self._offline is not None:
+            raise self._offline
+        if self._closed:
+            raise KafkaError(f"node {self._log.node_id} no longer leads {self.topic}-{self.partition}",
+                             ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if self._log.fenced():
+            raise KafkaError(f"node {self._log.node_id}'s lease may have expired: it appends to no partition",
+                             ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    def append(self, records: bytes | bytearray | memoryview, *, origin: AppendOrigin, now_ms: int,
+               leader_epoch: int, headers: list[rb.BatchHeader] | None = None) -> AppendResult:
+        """As the segment engine's append (api.py): a client's retry of one of its last five batches
+        is answered with the stored offsets; a sequence or epoch violation raises. The batch is in
+        memory now and committed by the node's next round (`durable()` waits for it)."""
+        if self.before_append is not None:
+            self.before_append()
+        self._writable()
+        client = origin is AppendOrigin.CLIENT
+        if headers is None:
+            headers = rb.validate_produced_batches(records, single_batch=client, allow_control=False)
+        state = self.producer_state
+        if client and headers[0].producer_id >= 0:
+            duplicate = state.check(headers[0])
+            if duplicate is not None:
+                return AppendResult(self, duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                                    self._log_start, duplicate=True)
+        config = self._config
+        check_appended_batches(records, headers, config, now_ms, records_checked=client)
+        return self._add(bytearray(records), headers, now_ms, leader_epoch)
+
+    def _add(self, buf: bytearray, headers: list[rb.BatchHeader], now_ms: int, leader_epoch: int) -> AppendResult:
+        config = self._config
+        base = offset = self._end
+        pos = 0
+        for header in headers:
+            stamp_batch(buf, pos, header, offset, self.leader_epoch, config.log_append_time, now_ms)
+            data = bytes(buf[pos:pos + header.size])
+            self._pending.append((offset, header.next_offset - 1, header, data))
+            self._bases.append(offset)
+            self._lasts.append(header.next_offset - 1)
+            self._data.append(data)
+            self._size += len(data)
+            if header.producer_id >= 0 and not header.is_control:
+                self.producer_state.update(header, offset, header.next_offset - 1, now_ms)
+            offset = header.next_offset
+            pos += header.size
+        self._end = offset
+        self._log.queue(self)
+        return AppendResult(self, base, offset - 1, now_ms if config.log_append_time else -1, self._log_start)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      now_ms: int, leader_epoch: int) -> AppendResult:
+        self._writable()
+        state = self.producer_state
+        state.check_marker(producer_id, producer_epoch)
+        batch = bytearray(encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
+        result = self._add(batch, [rb.read_header(batch)], now_ms, leader_epoch)
+        state.update_marker_epoch(producer_id, producer_epoch, now_ms, coordinator_epoch)
+        state.marker_appended(producer_id, result.last_offset)
+        return AppendResult(self, result.base_offset, result.last_offset, -1, self._log_start)
+
+    def complete_marker(self, producer_id: int, commit: bool, marker_offset: int) -> None:
+        self.producer_state.complete_txn(producer_id, commit, marker_offset)
+
+    def durable_future(self, offset: int) -> asyncio.Future[None] | None:
+        if offset < self._committed:
+            return None
+        if self._offline is not None:
+            raise self._offline
+        if self._closed:  # deposed before this offset committed: it never will here
+            raise KafkaError(f"node {self._log.node_id} no longer leads {self.topic}-{self.partition}",
+                             ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, future))
+        return future
+
+    def request_durability(self) -> None:
+        """Every append is committed by a round already (acks=0 included)."""
+
+    def delete_records_before(self, offset: int) -> int:
+        raise KafkaError("DeleteRecords is not built yet on the PostgreSQL engine", ErrorCode.POLICY_VIOLATION)
+
+    def after_durability_round(self, callback: Callable[[], None]) -> bool:
+        return self._log.after_round(callback)
+
+    # --- what the node's rounds tell the store --------------------------------------------------------
+
+    def take_pending(self) -> list[Pending]:
+        pending, self._pending = self._pending, []
+        return pending
+
+    def committed(self, end: int) -> None:
+        """The database committed every batch below `end`: the high watermark moves, waiters are answered."""
+        self._committed = max(self._committed, end)
+        waiters = self._waiters
+        self._waiters = [(o, f) for o, f in waiters if o >= end]
+        for offset, future in waiters:
+            if offset < end and not future.done():
+                future.set_result(None)
+
+    def _fail_waiters(self, error: Exception) -> None:
+        waiters, self._waiters = self._waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_exception(error)
+
+    def depose(self, error: Exception | None) -> None:
+        """Another node leads the partition now (or this one closed it): nothing more is appended, and
+        what was not committed is gone (its waiters get `error`, NOT_LEADER_OR_FOLLOWER)."""
+        self._closed = True
+        self._drop_uncommitted()
+        self._fail_waiters(error or KafkaError(f"{self.topic}-{self.partition} was closed",
+                                               ErrorCode.NOT_LEADER_OR_FOLLOWER))
+
+    def take_offline(self, error: Exception) -> None:
+        self._offline = error
+        self._drop_uncommitted()
+        self._fail_waiters(error)
+
+    def _drop_uncommitted(self) -> None:
+        self._pending = []
+        keep = bisect_right(self._bases, self._committed - 1)
+        for data in self._data[keep:]:
+            self._size -= len(data)
+        del self._bases[keep:], self._lasts[keep:], self._data[keep:]
+        self._end = self._committed
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def _upto(self, isolation: Isolation) -> int:
+        if isolation is Isolation.LOG_END:
+            return self._end
+        if isolation is Isolation.HIGH_WATERMARK:
+            return self._committed
+        return self.last_stable_offset
+
+    def read(self, offset: int, max_bytes: int, isolation: Isolation, *,
+             min_one_batch: bool = True) -> bytes | memoryview:
+        """Whole batches from `offset` below what `isolation` allows, up to `max_bytes` (one at least
+        with `min_one_batch`). OffsetOutOfRangeError outside [log start, log end]."""
+        if not self._log_start <= offset <= self._end:
+            raise KafkaError(f"offset {offset} is outside [{self._log_start}, {self._end}] of "
+                             f"{self.topic}-{self.partition}", ErrorCode.OFFSET_OUT_OF_RANGE)
+        upto = self._upto(isolation)
+        i = bisect_right(self._lasts, offset - 1)  # the first batch that holds `offset` or later
+        out: list[bytes] = []
+        size = 0
+        while i < len(self._bases) and self._bases[i] < upto:
+            data = self._data[i]
+            if size + len(data) > max_bytes and (out or not min_one_batch):
+                break
+            out.append(data)
+            size += len(data)
+            i += 1
+        return b"".join(out)
+
+    def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
+        return self.producer_state.aborted_between(start, upper)
+
+    def has_aborted_transactions(self) -> bool:
+        return bool(self.producer_state.aborted)
+
+    def _headers(self, from_offset: int) -> Iterable[tuple[int, rb.BatchHeader]]:
+        i = bisect_right(self._lasts, from_offset - 1)
+        for index in range(i, len(self._bases)):
+            if self._bases[index] >= self._committed:
+                return
+            yield index, rb.read_header(self._data[index])
+
+    def offset_for_timestamp(self, timestamp: int, from_offset: int,
+                             budget: InlineBudget | None) -> tuple[int, int] | BatchToWalk | None:
+        for index, header in self._headers(max(from_offset, self._log_start)):
+            if header.max_timestamp < timestamp:
+                continue
+            data = self._data[index]
+            if not walk_inline(header, budget):
+                return BatchToWalk(data, timestamp, from_offset, resume_offset=header.next_offset)
+            found = first_at_or_after(data, timestamp, from_offset)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp_offset(self, budget: InlineBudget | None) -> tuple[int, int] | BatchToWalk:
+        best: tuple[int, rb.BatchHeader] | None = None
+        for index, header in self._headers(self._log_start):
+            if best is None or header.max_timestamp > best[1].max_timestamp:
+                best = (index, header)
+        if best is None:
+            return -1, -1
+        index, header = best
+        otherwise = (header.next_offset - 1, header.max_timestamp)
+        data = self._data[index]
+        if not walk_inline(header, budget):
+            return BatchToWalk(data, header.max_timestamp, header.base_offset, otherwise=otherwise, exact=True)
+        return first_at(data, header.max_timestamp) or otherwise
+
+    def offsets_before(self, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+        """ListOffsets v0: no segments here, so the log start and (latest) the high watermark."""
+        offsets = [self._committed] if timestamp == -1 else [self._log_start] if timestamp == -2 else \
+            [self._committed, self._log_start]
+        return offsets[:max(0, max_num_offsets)]
+
+    def producers(self) -> Iterable[tuple[ProducerEntry, int]]:
+        state = self.producer_state
+        return [(entry, state.ongoing.get(entry.producer_id, -1)) for entry in state.producers.values()]
+
+    def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch, self._log_start, self._end)
+
+    def epoch_at(self, offset: int) -> int:
+        return self.epochs.epoch_at(offset)
+
+    def latest_epoch(self) -> int:
+        return self.epochs.latest_epoch()
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """The database's election opened the term (metadata.elect); the store learns of it."""
+        self.epochs.assign(epoch, self._end)
+
+    def stable_for_reading(self) -> AsyncContextManager[Any]:
+        return contextlib.nullcontext()
+
+
+if TYPE_CHECKING:  # mypy checks that the store is the port's PartitionStore
+    from ..api import PartitionStore
+
+    def _conforms(store: PostgresPartitionStore) -> PartitionStore:
+        return store
