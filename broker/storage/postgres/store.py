@@ -153,10 +153,10 @@ class PostgresPartitionStore:
         return AppendResult(self, base, offset - 1, now_ms if config.log_append_time else -1, self._log_start)
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                      now_ms: int, leader_epoch: int) -> AppendResult:
+                      now_ms: int, leader_epoch: int, transaction_version: int = 0) -> AppendResult:
         self._writable()
         state = self.producer_state
-        state.check_marker(producer_id, producer_epoch)
+        state.check_marker(producer_id, producer_epoch, transaction_version)  # raises when stale
         batch = bytearray(encode_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
         result = self._add(batch, [rb.read_header(batch)], now_ms, leader_epoch)
         state.update_marker_epoch(producer_id, producer_epoch, now_ms, coordinator_epoch)
