@@ -136,10 +136,7 @@ class Broker:
             from .operations.test_controls import FsyncGate
 
             fsync = self.fsync_gate = FsyncGate(fsync)
-        # dynamic broker configs (AlterConfigs on BROKER resources), kept in the data directory: the
-        # topics' defaults are the settings with them over
-        from .dynamic_configs import DynamicBrokerConfigs
-
+        from .dynamic_configs import DynamicBrokerConfigs  # the topics' defaults are the settings with these over
         self.dynamic_configs = DynamicBrokerConfigs(self.data_dir, config)
         # --cluster: a node of a cluster over PostgreSQL (broker/postgres_node.py), whose log is the database's
         self.postgres = postgres
@@ -322,14 +319,12 @@ class Broker:
 
     def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
                              validate_only: bool) -> None:
-        """Change a dynamic broker config layer (broker/dynamic_configs.py) and apply it: the topics'
-        defaults at once, and the log cleaner looks again (its backoff, a compaction knob may have changed)."""
+        """Change a layer of dynamic broker configs and apply it: the topics' defaults, the cleaner's pause."""
         if self.postgres is not None:  # its layers would be the database's, shared by the nodes: not built
             raise KafkaError("Dynamic broker configs are not served by a node of a cluster over PostgreSQL yet",
                              ErrorCode.INVALID_REQUEST)
         if self.dynamic_configs.alter(cluster_default, change, validate_only):
             from .topic_defaults import log_config
-
             self.catalogue.set_default_config(log_config(self.dynamic_configs.effective()))
             self.logs.wake_cleaner()
 
@@ -639,10 +634,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                if self.postgres is None:
-                    self.logs.run_retention(self.clock.wall_ms())
-                else:
-                    await self.logs.run_maintenance(self.clock.wall_ms())
+                await (self.logs.run_maintenance if self.postgres else self.logs.run_retention)(self.clock.wall_ms())
             except Exception:
                 log.exception("retention_failed")
 

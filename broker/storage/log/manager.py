@@ -565,7 +565,7 @@ class LogManager:
                 compaction.compact(plog, now_ms)
         return deleted
 
-    def run_retention(self, now_ms: int) -> int:
+    async def run_retention(self, now_ms: int) -> int:
         """The periodic retention check (log.retention.check.interval.ms): cheap unlinks, on the loop.
         Compaction is the cleaner's (cleaner.py), on its own cadence."""
         deleted = 0
