@@ -141,11 +141,14 @@ class Broker:
             from .operations.test_controls import FsyncGate
 
             fsync = self.fsync_gate = FsyncGate(fsync)
+        from .dynamic_configs import DynamicBrokerConfigs  # the topics' defaults are the settings with these over
+        self.dynamic_configs = DynamicBrokerConfigs(self.data_dir, config)
         # --cluster: a node of a cluster over PostgreSQL (broker/postgres_node.py), whose log is the database's
         self.postgres = postgres
         self.logs: Any = postgres.engine if postgres is not None else LogManager(
-            self.data_dir, log_config(config), config.flush, max_partitions=config.max_partitions,
-            max_open_files=config.log_max_open_files or None, fsync=fsync, clock=self.clock)
+            self.data_dir, log_config(self.dynamic_configs.effective()), config.flush,
+            max_partitions=config.max_partitions, max_open_files=config.log_max_open_files or None, fsync=fsync,
+            clock=self.clock)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/); see `security`
         self._security: Security | None = None
         self.dev_security = None
@@ -319,6 +322,17 @@ class Broker:
         endpoint = self.listeners.advertised_for(listener)
         return endpoint.host, endpoint.port
 
+    def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
+                             validate_only: bool) -> None:
+        """Change a layer of dynamic broker configs and apply it: the topics' defaults, the cleaner's pause."""
+        if self.postgres is not None:  # its layers would be the database's, shared by the nodes: not built
+            raise KafkaError("Dynamic broker configs are not served by a node of a cluster over PostgreSQL yet",
+                             ErrorCode.INVALID_REQUEST)
+        if self.dynamic_configs.alter(cluster_default, change, validate_only):
+            from .topic_defaults import log_config
+            self.catalogue.set_default_config(log_config(self.dynamic_configs.effective()))
+            self.logs.wake_cleaner()
+
     def http_endpoint(self, listener: str) -> str | None:
         """The URL of the HTTP endpoint (--metrics-listen) as a client of `listener` reaches it: the
         bound host, or for a wildcard the host that client was told for this broker."""
@@ -364,6 +378,9 @@ class Broker:
         # the first use of transactions (_build_transactions).
         self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
+        if self.postgres is None:  # the segment engine's cleaner (the database's engine compacts nothing yet)
+            self._background.append(asyncio.create_task(self.logs.cleaner.run(
+                lambda: self.dynamic_configs.effective().log_cleaner_backoff_ms), name="log-cleaner"))
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
         if self.cluster is not None and self.config.auto_leader_rebalance_enable:
             self._background.append(asyncio.create_task(
@@ -626,7 +643,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.logs.run_maintenance(self.clock.wall_ms())
+                await (self.logs.run_maintenance if self.postgres else self.logs.run_retention)(self.clock.wall_ms())
             except Exception:
                 log.exception("retention_failed")
 
