@@ -166,7 +166,7 @@ def report(commits: int) -> dict:
     from kbroker.broker.logging import configure_logging
 
     configure_logging("json", "warning")
-    from kbroker.broker.app import GIL_SWITCH_INTERVAL_S
+    from kbroker.broker.process import GIL_SWITCH_INTERVAL_S
 
     previous = sys.getswitchinterval()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)  # as `kbroker serve` runs

@@ -5,25 +5,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import gc
 import importlib
-import signal
-import sys
-import time
 from typing import TYPE_CHECKING, Any, Callable
 from pathlib import Path
 
 import structlog
-import uvloop
 
 from . import cluster_meta
-from .config import BrokerConfig, Sources, parse_host_port
+from .config import BrokerConfig, parse_host_port
 from .coordinators.offsets_topic import TOPIC as OFFSETS_TOPIC
 from .coordinators.offsets_topic import OffsetsTopic
 from ..protocol import compression
 from ..protocol.kafka_releases import LATEST, kafka_release
 from ..protocol.errors import ErrorCode, KafkaError
-from .logging import configure_logging
 from .network.router import Route, Router
 from ..protocol.framing import API_VERSIONS_KEY
 from .network.server import KafkaServer
@@ -141,11 +135,14 @@ class Broker:
             from .operations.test_controls import FsyncGate
 
             fsync = self.fsync_gate = FsyncGate(fsync)
+        from .dynamic_configs import DynamicBrokerConfigs  # the topics' defaults are the settings with these over
+        self.dynamic_configs = DynamicBrokerConfigs(self.data_dir, config)
         # --cluster: a node of a cluster over PostgreSQL (broker/postgres_node.py), whose log is the database's
         self.postgres = postgres
         self.logs: Any = postgres.engine if postgres is not None else LogManager(
-            self.data_dir, log_config(config), config.flush, max_partitions=config.max_partitions,
-            max_open_files=config.log_max_open_files or None, fsync=fsync, clock=self.clock)
+            self.data_dir, log_config(self.dynamic_configs.effective()), config.flush,
+            max_partitions=config.max_partitions, max_open_files=config.log_max_open_files or None, fsync=fsync,
+            clock=self.clock)
         # security: credentials, ACLs, and TLS/SASL per listener (broker/security/); see `security`
         self._security: Security | None = None
         self.dev_security = None
@@ -319,6 +316,17 @@ class Broker:
         endpoint = self.listeners.advertised_for(listener)
         return endpoint.host, endpoint.port
 
+    def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
+                             validate_only: bool) -> None:
+        """Change a layer of dynamic broker configs and apply it: the topics' defaults, the cleaner's pause."""
+        if self.postgres is not None:  # its layers would be the database's, shared by the nodes: not built
+            raise KafkaError("Dynamic broker configs are not served by a node of a cluster over PostgreSQL yet",
+                             ErrorCode.INVALID_REQUEST)
+        if self.dynamic_configs.alter(cluster_default, change, validate_only):
+            from .topic_defaults import log_config
+            self.catalogue.set_default_config(log_config(self.dynamic_configs.effective()))
+            self.logs.wake_cleaner()
+
     def http_endpoint(self, listener: str) -> str | None:
         """The URL of the HTTP endpoint (--metrics-listen) as a client of `listener` reaches it: the
         bound host, or for a wildcard the host that client was told for this broker."""
@@ -364,6 +372,9 @@ class Broker:
         # the first use of transactions (_build_transactions).
         self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
+        if self.postgres is None:  # the segment engine's cleaner (the database's engine compacts nothing yet)
+            self._background.append(asyncio.create_task(self.logs.cleaner.run(
+                lambda: self.dynamic_configs.effective().log_cleaner_backoff_ms), name="log-cleaner"))
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
         if self.cluster is not None and self.config.auto_leader_rebalance_enable:
             self._background.append(asyncio.create_task(
@@ -626,7 +637,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.logs.run_maintenance(self.clock.wall_ms())
+                await (self.logs.run_maintenance if self.postgres else self.logs.run_retention)(self.clock.wall_ms())
             except Exception:
                 log.exception("retention_failed")
 
@@ -634,86 +645,3 @@ class Broker:
 if TYPE_CHECKING:
     def _handlers_may_use(broker: Broker) -> BrokerServices:
         return broker  # checked by mypy: the broker provides everything a handler's context names
-
-
-async def serve(config: BrokerConfig, ready: asyncio.Event | None = None, prepared: Prepared | None = None,
-                sources: Sources | None = None) -> int:
-    started = time.monotonic()
-    for notice in sources.notices if sources is not None else ():  # what the settings' reading found
-        getattr(log, notice.level)(notice.event, **notice.fields)
-    postgres = None
-    if config.cluster:
-        postgres = await _open_postgres_node(config)
-        if postgres is None:
-            if prepared is not None:
-                prepared.close()
-            return 1
-        config = dataclasses.replace(config, cluster_id=postgres.cluster_id)
-    broker = Broker(config, prepared, frozenset(sources.levels) if sources is not None else frozenset(), postgres)
-    # The CLI imports and builds the broker with the cyclic collector off (broker/cli.py): what that
-    # made stays (frozen, so later passes skip it), and the collector runs from here on (the replay
-    # of __consumer_offsets pauses it again while it builds the groups).
-    gc.freeze()
-    gc.enable()
-    await broker.start()
-    if config.profile:
-        from .config import TEST_PROFILE
-
-        log.info("profile_applied", profile=config.profile,
-                 settings={name: getattr(config, name) for name in TEST_PROFILE})
-    log.info(
-        "broker_started",
-        metrics=f"http://{config.metrics_listen.rsplit(':', 1)[0]}:{broker.admin_port}" if broker.admin_http else None,
-        test_controls=config.test_controls,
-        listeners=broker.listeners.describe("listeners"),
-        advertised_listeners=broker.listeners.describe("advertised"),
-        data_dir=str(broker.data_dir),
-        cluster_id=broker.cluster_id,
-        node_id=broker.node_id,
-        startup_ms=round(1000 * (time.monotonic() - started), 1),
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    if ready is not None:
-        ready.set()
-    await stop.wait()
-    log.info("broker_stopping")
-    stopped = time.monotonic()
-    await broker.stop()
-    log.info("broker_stopped", shutdown_ms=round(1000 * (time.monotonic() - stopped), 1))
-    return 0
-
-
-async def _open_postgres_node(config: BrokerConfig) -> PostgresNode | None:
-    """--cluster: the database opened and this node registered, or None (said in one line)."""
-    from .postgres_node import PostgresNode
-    from .storage.postgres.schema import ClusterDatabaseError
-    from .topic_defaults import log_config
-    from ..purgatory.clock import SystemClock
-
-    listeners = config.listener_set()
-    endpoints = {}
-    for e in listeners.bind:
-        advertised = listeners.advertised_for(e.name)
-        endpoints[e.name] = f"{advertised.host}:{advertised.port}"
-    try:
-        return await PostgresNode.open(config, endpoints, log_config(config), SystemClock())
-    except ClusterDatabaseError as e:
-        log.error("cluster_database_refused", error=str(e))
-        return None
-
-
-# Compaction and replay decode in worker threads; a 1 ms GIL switch interval (5 ms by default) keeps
-# the event loop's wait for the interpreter short while they run (see `python -m bench.stalls`).
-GIL_SWITCH_INTERVAL_S = 0.001
-
-
-def run(config: BrokerConfig, prepared: Prepared | None = None, sources: Sources | None = None) -> int:
-    """Serve until SIGTERM/SIGINT. `prepared` comes from kbroker.broker.startup.prepare(), which the
-    CLI runs first so that a start-up mistake is one line on stderr and nothing else; `sources`
-    (where each setting came from) from load_config_with_sources."""
-    configure_logging(config.log_format, config.log_level)
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    return uvloop.run(serve(config, prepared=prepared, sources=sources))

@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     command = next((w for w in words if not w.startswith("-")), None)
     if command == "serve":
         # Start-up makes only long-lived objects (modules, classes, the broker): the cyclic collector's
-        # passes over them find nothing to free and were ~10 ms of an empty start-up. app.serve turns
+        # passes over them find nothing to free and were ~10 ms of an empty start-up. process.serve turns
         # it back on once the listeners are up.
         gc.disable()
         _import_structlog_without_rich()
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as e:
         print(f"kbroker: {e}", file=sys.stderr)
         return 1
-    from .app import run
+    from .process import run
 
     return run(config, prepared, sources)
 

@@ -203,6 +203,10 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = field(
         default=300000, metadata={"help": "log.retention.check.interval.ms"}
     )
+    log_cleaner_backoff_ms: int = field(
+        default=15000, metadata={"help": "log.cleaner.backoff.ms: how long the log cleaner sleeps when no "
+                                         "compacted log is dirty enough to clean"}
+    )
     transaction_max_timeout_ms: int = field(default=900000, metadata={"help": "transaction.max.timeout.ms"})
     transaction_state_log_num_partitions: int = field(
         default=50, metadata={"help": "transaction.state.log.num.partitions"}
@@ -437,6 +441,7 @@ _MINIMUM = {
     "group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 0, "group_max_session_timeout_ms": 0,
     "group_max_size": 1, "offsets_topic_num_partitions": 1, "share_coordinator_state_topic_num_partitions": 1, "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,
+    "log_cleaner_backoff_ms": 0,
     "connections_max_idle_ms": 1, "max_connections": 1, "max_connections_per_ip": 1, "fetch_max_bytes": 1,
     "max_inflated_batch_bytes": 1, "default_replication_factor": 1, "leader_imbalance_check_interval_seconds": 1, "connection_failed_authentication_delay_ms": 0,
     "sasl_oauthbearer_jwks_endpoint_refresh_ms": 1, "sasl_oauthbearer_jwks_endpoint_retry_backoff_ms": 1,

@@ -12,6 +12,7 @@ and creates no import cycle between the handlers and what they use.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from .coordinators.share_partitions import SharePartitionManager
     from .coordinators.share_state import ShareStateLog
     from .group_configs import GroupConfigStore
+    from .dynamic_configs import DynamicBrokerConfigs
     from .network.unread_answers import UnreadAnswers
 
 
@@ -75,6 +77,11 @@ class BrokerServices(Protocol):
     partition_faults: PartitionFaults | None  # only with --test-controls
 
     explicit_settings: frozenset[str]  # the settings a flag, variable or file set (not defaults)
+    dynamic_configs: DynamicBrokerConfigs  # the dynamic broker configs' layers over `config`
+
+    # change one layer of dynamic broker configs (`cluster_default`: the empty name's) and apply it
+    def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
+                             validate_only: bool) -> None: ...
 
     def advertised(self, listener: str) -> tuple[str, int]: ...
 

@@ -17,6 +17,7 @@ unset; the topic-level defaults and checks are LogConfig's (broker/storage/log/c
 from __future__ import annotations
 
 from dataclasses import replace
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .storage.log.config import default_of
@@ -77,6 +78,17 @@ _UNITS = {"hours": 3_600_000, "minutes": 60_000}
 def broker_names() -> list[str]:
     """Every broker setting that is a topic default, in table order."""
     return [name for chain in BROKER_SYNONYMS.values() for name, _ in chain]
+
+
+def first_names() -> list[str]:
+    """The first broker setting of each topic config's chain: the ones Kafka changes at run time."""
+    return [chain[0][0] for chain in BROKER_SYNONYMS.values()]
+
+
+def chain_of(broker_name: str) -> list[str] | None:
+    """The names of the synonym chain a broker setting is in, None when it is no topic default."""
+    chain = _CHAINS.get(broker_name)
+    return [name for name, _ in chain] if chain else None
 
 
 def field_of(broker_name: str) -> str:
@@ -140,14 +152,22 @@ def topic_values(config: BrokerConfig) -> dict[str, str]:
     return LogConfig.from_topic_configs(values).override_dict() if values else {}
 
 
-def synonyms(config: BrokerConfig, broker_name: str) -> list[tuple[str, str | None, str]]:
+# The dynamic entries of a chain's names (broker/dynamic_configs.py's DynamicBrokerConfigs.synonyms).
+Dynamic = Callable[[list[str]], list[tuple[str, str, str]]]
+
+
+def synonyms(config: BrokerConfig, broker_name: str, dynamic: Dynamic | None = None) -> list[tuple[str, str | None, str]]:
     """Kafka's synonyms of a broker setting, (name, value, source): the settings of its chain from
-    it on that are set (STATIC_BROKER_CONFIG), then those with a default (DEFAULT_CONFIG), the whole
-    dropped up to the first entry named `broker_name` (ConfigHelper.configSynonyms in Kafka 4.4)."""
+    it on that a dynamic broker config sets (per broker, then cluster-wide), then those set at start
+    (STATIC_BROKER_CONFIG), then those with a default (DEFAULT_CONFIG), the whole dropped up to the
+    first entry named `broker_name` (ConfigHelper.configSynonyms in Kafka 4.4). `config`: the
+    broker's settings as started, without the dynamic ones."""
     chain = _CHAINS[broker_name]
     names = [name for name, _ in chain]
     tail = chain[names.index(broker_name):]
     found: list[tuple[str, str | None, str]] = []
+    if dynamic is not None:
+        found += dynamic([name for name, _ in tail])
     found += [(name, configured(config, name), STATIC) for name, _ in tail if configured(config, name) is not None]
     found += [(name, default, DEFAULT) for name, default in tail if default is not None]
     while found and found[0][0] != broker_name:
@@ -155,7 +175,7 @@ def synonyms(config: BrokerConfig, broker_name: str) -> list[tuple[str, str | No
     return found
 
 
-def topic_synonyms(config: BrokerConfig, topic: str) -> list[tuple[str, str | None, str]]:
+def topic_synonyms(config: BrokerConfig, topic: str, dynamic: Dynamic | None = None) -> list[tuple[str, str | None, str]]:
     """The broker synonyms of a topic config (its chain from the first name on)."""
     chain = BROKER_SYNONYMS.get(topic)
-    return synonyms(config, chain[0][0]) if chain else []
+    return synonyms(config, chain[0][0], dynamic) if chain else []

@@ -3,8 +3,8 @@
 Shared by IncrementalAlterConfigs: resource checks, the broker-resource answer, and the final write.
 A resource listed twice, or a key listed twice in one resource, is INVALID_REQUEST (Kafka's
 ConfigAdminManager.preprocess). Broker resources are checked like DescribeConfigs (this node id or
-""); since no broker config can be changed at run time here, any change to one is INVALID_REQUEST
-"Cannot update these configs dynamically", which is how Kafka answers for its read-only settings.
+""): AlterConfigs replaces that layer of dynamic broker configs whole, IncrementalAlterConfigs
+changes it (broker/dynamic_configs.py checks names and values as Kafka does and keeps them).
 
 An internal topic's new overrides, the result of the whole change, must keep its policy
 (broker/partitions/internal_topics.py): one that would let retention delete its records, by
@@ -64,10 +64,8 @@ def alter_resource(ctx: RequestContext, resource_type: int, resource_name: str, 
         if error is not None:
             raise KafkaError(error[1], error[0])
         check_duplicate_keys(names)
-        if names:
-            # Kafka prints the names as a Java set does: [a, b]
-            raise KafkaError(f"Cannot update these configs dynamically: [{', '.join(sorted(set(names)))}]",
-                             ErrorCode.INVALID_REQUEST)
+        # the node's own layer, or the cluster-wide defaults (""): broker/dynamic_configs.py
+        broker.alter_broker_configs(resource_name == "", topic_change, validate_only)
         return
     if resource_type == RESOURCE_GROUP:
         if resource_name == "":

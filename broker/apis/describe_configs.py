@@ -8,11 +8,13 @@ topic config names its chain from the first broker name on, so `retention.ms` at
 `log.retention.hours`). Broker resources (name = this node id as a string) list the broker settings
 that have a Kafka name, kbroker's own under Kafka's where Kafka has one (`connections.max.reauth.ms`,
 `group.consumer.*`, `transaction.*`, `sasl.*`, `ssl.*`, ...), and a few fixed facts of a single node:
-STATIC_BROKER_CONFIG when set by flag, environment or file, DEFAULT_CONFIG otherwise (a static one
-names its default as a second synonym, as Kafka's does), all read-only because dynamic broker
-configs are not supported, each documented by its help text. Sensitive ones (passwords) are
-described without their value. kbroker adds its HTTP endpoint (`kbroker.http.endpoint`) for the
-admin CLI. The empty broker name (cluster-wide dynamic defaults) is empty.
+DYNAMIC_BROKER_CONFIG (2) or DYNAMIC_DEFAULT_BROKER_CONFIG (3) when a dynamic broker config sets it
+(broker/dynamic_configs.py), STATIC_BROKER_CONFIG when set by flag, environment or file,
+DEFAULT_CONFIG otherwise, each source down the chain a synonym as in Kafka (a static one names its
+default as a second synonym); read-only unless Kafka can change it at run time; each documented by
+its help text. Sensitive ones (passwords) are described without their value. kbroker adds its HTTP
+endpoint (`kbroker.http.endpoint`) for the admin CLI. The empty broker name lists the cluster-wide
+dynamic defaults that are set, as Kafka does.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from ..config import BrokerConfig
+from ..dynamic_configs import DYNAMIC_DEFAULT, KEPT_DEFAULTS, DynamicBrokerConfigs, is_dynamic, sensitive
+from ..kafka_settings import KAFKA_BROKER_SETTINGS
 from ..partitions.catalogue import ConfigEntry, LogConfig, known_in
 from ...coordinator.groups.group_configs import GROUP_CONFIGS, validate_group_name
 from .repeats import charge, distinct, in_request_order
@@ -51,13 +55,17 @@ SOURCE_GROUP = 8  # GROUP_CONFIG
 
 # ConfigSource
 SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 SOURCES = {"DYNAMIC_TOPIC_CONFIG": SOURCE_DYNAMIC_TOPIC, "DEFAULT_CONFIG": SOURCE_DEFAULT,
-           "STATIC_BROKER_CONFIG": SOURCE_STATIC_BROKER}
+           "STATIC_BROKER_CONFIG": SOURCE_STATIC_BROKER, "DYNAMIC_BROKER_CONFIG": SOURCE_DYNAMIC_BROKER,
+           "DYNAMIC_DEFAULT_BROKER_CONFIG": SOURCE_DYNAMIC_DEFAULT}
 
 # ConfigType
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
+_JAVA_TYPES = {"STRING": STRING, "INT": INT, "LONG": LONG, "DOUBLE": DOUBLE}
 
 # topic config -> (type, documentation); its broker synonyms are broker/topic_defaults.py's
 TOPIC_CONFIGS: dict[str, tuple[int, str]] = {
@@ -117,6 +125,7 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("offsets_retention_check_interval_ms", "offsets.retention.check.interval.ms", LONG),
     ("offset_metadata_max_bytes", "offset.metadata.max.bytes", INT),
     ("log_retention_check_interval_ms", "log.retention.check.interval.ms", LONG),
+    ("log_cleaner_backoff_ms", "log.cleaner.backoff.ms", LONG),
     ("connections_max_idle_ms", "connections.max.idle.ms", LONG),
     ("connections_max_reauth_ms", "connections.max.reauth.ms", LONG),
     ("max_connections", "max.connections", INT),
@@ -172,7 +181,8 @@ BROKER_FIXED: tuple[tuple[str, str, int, str], ...] = (
      "Replicas of __transaction_state: one, on this single node."),
     ("transaction.state.log.min.isr", "1", INT, "In-sync replicas __transaction_state needs: this node."),
     ("transaction.state.log.segment.bytes", "104857600", INT, "Segment size of __transaction_state."),
-    ("log.cleaner.enable", "true", BOOLEAN, "Compacted topics are cleaned (at the log retention check)."),
+    ("log.cleaner.enable", "true", BOOLEAN,
+     "Compacted topics are cleaned by the log cleaner (every log.cleaner.backoff.ms when none is dirty enough)."),
     ("max.incremental.fetch.session.cache.slots", "1000", INT, "Incremental fetch sessions kept at once (KIP-227)."),
     ("producer.id.expiration.ms", "86400000", INT,
      "How long an idle producer id's state is kept when it has no transaction open."),
@@ -203,10 +213,10 @@ def _synonym_rows(rows: list[tuple[str, str | None, str]]) -> list[DescribeConfi
 
 
 def _topic_result(entry: ConfigEntry, broker_values: dict[str, str], config: BrokerConfig, synonyms: bool,
-                  docs: bool) -> DescribeConfigsResourceResult:
+                  docs: bool, dynamic: DynamicBrokerConfigs | None = None) -> DescribeConfigsResourceResult:
     """A topic config: its override, else the broker-wide default with Kafka's source for it."""
     meta = TOPIC_CONFIGS.get(entry.name)
-    chain = topic_defaults.topic_synonyms(config, entry.name)
+    chain = topic_defaults.topic_synonyms(config, entry.name, dynamic.synonyms if dynamic is not None else None)
     if entry.source == "DYNAMIC_TOPIC_CONFIG":
         value, source = entry.value, SOURCE_DYNAMIC_TOPIC
         chain = [(entry.name, entry.value, "DYNAMIC_TOPIC_CONFIG"), *chain]
@@ -257,10 +267,56 @@ def _setting_synonyms(name: str, value: str | None, source: int,
     return tuple(out)
 
 
+def _with_dynamic(row: BrokerRow, dynamic: DynamicBrokerConfigs | None) -> BrokerRow:
+    """A setting set by a dynamic broker config: that value, its source, and the dynamic entries
+    before the static ones among its synonyms."""
+    found = dynamic.synonyms([row.name]) if dynamic is not None else []
+    if not found:
+        return row
+    entries = tuple((n, v, SOURCES[src]) for n, v, src in found)
+    return dataclasses.replace(row, value=entries[0][1], source=entries[0][2], synonyms=entries + row.synonyms)
+
+
+def _dynamic_only_rows(dynamic: DynamicBrokerConfigs, listed: set[str]) -> list[BrokerRow]:
+    """Kafka settings a dynamic broker config sets that kbroker does not otherwise describe (its thread
+    pools, ...): Kafka describes every setting it has, so these are described with their dynamic value."""
+    rows = []
+    for name in sorted((set(dynamic.node) | set(dynamic.default)) - listed):
+        if name in KAFKA_BROKER_SETTINGS:
+            entries = tuple((n, v, SOURCES[src]) for n, v, src in dynamic.synonyms([name]))
+            default, java_type = KEPT_DEFAULTS.get(name, (None, "STRING"))
+            if default is not None:
+                entries += ((name, default, SOURCE_DEFAULT),)
+            kind = PASSWORD if sensitive(name) else _JAVA_TYPES[java_type]
+            rows.append(BrokerRow(name, entries[0][1], entries[0][2], kind, entries,
+                                  "A Kafka setting set as a dynamic broker config; kbroker keeps and reports it "
+                                  "but has no use for it."))
+    return rows
+
+
+def cluster_default_rows(dynamic: DynamicBrokerConfigs, known: dict[str, BrokerRow]) -> list[BrokerRow]:
+    """The empty broker name: the cluster-wide dynamic defaults that are set, each with only its
+    DYNAMIC_DEFAULT_BROKER_CONFIG synonyms (ConfigHelper.createBrokerConfigEntry, perBrokerConfig=false);
+    type and documentation are the node's row's (`known`)."""
+    rows = []
+    for name, value in sorted(dynamic.default.items()):
+        chain = topic_defaults.chain_of(name) or [name]
+        entries = tuple((n, v, SOURCES[src]) for n, v, src in dynamic.synonyms(chain) if src == DYNAMIC_DEFAULT)
+        while entries and entries[0][0] != name:
+            entries = entries[1:]
+        row = known.get(name)
+        kind = row.kind if row is not None else PASSWORD if sensitive(name) else 0
+        rows.append(BrokerRow(name, value, SOURCE_DYNAMIC_DEFAULT, kind, entries,
+                              row.documentation if row is not None else ""))
+    return rows
+
+
 def broker_config_rows(config: BrokerConfig, explicit: frozenset[str] = frozenset(),
-                       http_endpoint: str | None = None) -> list[BrokerRow]:
+                       http_endpoint: str | None = None,
+                       dynamic: DynamicBrokerConfigs | None = None) -> list[BrokerRow]:
     """Every broker setting with a Kafka name, sorted by name. A setting is STATIC_BROKER_CONFIG when
-    set by flag, variable or file (`explicit`) or away from its default."""
+    set by flag, variable or file (`explicit`) or away from its default; a dynamic broker config
+    over it gives its value and source. `config`: the settings as the broker started."""
     fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
     rows = []
     for attr, name, kind in BROKER_CONFIGS:
@@ -278,21 +334,24 @@ def broker_config_rows(config: BrokerConfig, explicit: frozenset[str] = frozense
             default = None
         shown = None if name in NULL_WHEN_EMPTY and value == "" else _render(value)
         source = SOURCE_STATIC_BROKER if static else SOURCE_DEFAULT
-        rows.append(BrokerRow(name, shown, source, kind,
-                              _setting_synonyms(name, shown, source, None if default is None else _render(default)),
-                              fields[attr].metadata.get("help", "")))
+        rows.append(_with_dynamic(BrokerRow(
+            name, shown, source, kind,
+            _setting_synonyms(name, shown, source, None if default is None else _render(default)),
+            fields[attr].metadata.get("help", "")), dynamic))
     for name, value, kind, doc in BROKER_FIXED:
-        rows.append(BrokerRow(name, value, SOURCE_DEFAULT, kind, ((name, value, SOURCE_DEFAULT),), doc))
+        rows.append(_with_dynamic(BrokerRow(name, value, SOURCE_DEFAULT, kind, ((name, value, SOURCE_DEFAULT),), doc),
+                                  dynamic))
     for topic, chain in topic_defaults.BROKER_SYNONYMS.items():
         for name, _ in chain:
-            found = topic_defaults.synonyms(config, name)
-            value = topic_defaults.configured(config, name)
-            if value is None:
-                value = topic_defaults.kafka_default(name)
+            found = topic_defaults.synonyms(config, name, dynamic.synonyms if dynamic is not None else None)
+            own = [v for n, v, _ in found if n == name]
+            value = own[0] if own else topic_defaults.kafka_default(name)
             rows.append(BrokerRow(name, value, SOURCES[found[0][2]] if found else SOURCE_DEFAULT,
                                   SYNONYM_TYPES.get(name, TOPIC_CONFIGS[topic][0]),
                                   tuple((n, v, SOURCES[s]) for n, v, s in found),
                                   fields[topic_defaults.field_of(name)].metadata.get("help", "")))
+    if dynamic is not None:
+        rows += _dynamic_only_rows(dynamic, {row.name for row in rows})
     if http_endpoint is not None:
         rows.append(BrokerRow(HTTP_ENDPOINT, http_endpoint, SOURCE_STATIC_BROKER, STRING,
                               ((HTTP_ENDPOINT, http_endpoint, SOURCE_STATIC_BROKER),), _HTTP_ENDPOINT_DOC))
@@ -367,24 +426,27 @@ def _describe(broker: BrokerServices, listener: str, resource_type: int, resourc
         if info is None:
             result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return result
-        broker_values = topic_defaults.topic_values(broker.config)
+        broker_values = topic_defaults.topic_values(broker.dynamic_configs.effective())
         for entry in known_in(broker.kafka_release.version, topic_config_rows(info.config)):
             if keys is None or entry.name in keys:
-                result.configs.append(_topic_result(entry, broker_values, broker.config, synonyms, docs))
+                result.configs.append(_topic_result(entry, broker_values, broker.config, synonyms, docs,
+                                                    broker.dynamic_configs))
     elif resource_type == RESOURCE_BROKER:
         error = broker_resource_error(broker, resource_name)
         if error is not None:
             result.error_code, result.error_message = error
             return result
+        rows = broker_config_rows(broker.config, broker.explicit_settings, broker.http_endpoint(listener),
+                                  broker.dynamic_configs)
         if resource_name == "":
-            return result  # no dynamic cluster-wide defaults exist
-        for row in broker_config_rows(broker.config, broker.explicit_settings, broker.http_endpoint(listener)):
+            rows = cluster_default_rows(broker.dynamic_configs, {row.name: row for row in rows})
+        for row in rows:
             if keys is not None and row.name not in keys:
                 continue
             if row.sensitive:
                 row = row.hidden()
             result.configs.append(DescribeConfigsResourceResult(
-                name=row.name, value=row.value, read_only=True, config_source=row.source,
+                name=row.name, value=row.value, read_only=not is_dynamic(row.name), config_source=row.source,
                 is_sensitive=row.sensitive,
                 synonyms=[DescribeConfigsSynonym(*synonym) for synonym in row.synonyms] if synonyms else [],
                 config_type=row.kind, documentation=row.documentation if docs else None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .alter_configs import alter_resources
-from .describe_configs import LIST, RESOURCE_BROKER, RESOURCE_GROUP, TOPIC_CONFIGS
+from .describe_configs import LIST, RESOURCE_GROUP, TOPIC_CONFIGS
 from ...coordinator.groups.group_configs import BY_NAME as GROUP_BY_NAME
 from ...coordinator.groups.group_configs import LIST as GROUP_LIST
 from ..network.router import RequestContext
@@ -28,13 +28,6 @@ API_KEY = 44
 VERSIONS = (0, 1)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-# Kafka's dynamic broker throttles of replication, which kafka-reassign-partitions.sh --verify deletes on
-# every broker: nothing is copied between kbroker's nodes (one log), so none is ever set, and deleting
-# one is the no-op Kafka makes of deleting a dynamic broker config that is not set.
-REPLICATION_THROTTLES = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
-                                   "replica.alter.log.dirs.io.max.bytes.per.second"})
-
-
 def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
@@ -95,10 +88,6 @@ async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -
             return lambda current: apply_ops(current, res.configs, group_defaults, group=True)
         return lambda current: apply_ops(current, res.configs, defaults)
 
-    for res in request.resources:
-        if res.resource_type == RESOURCE_BROKER:
-            res.configs = [c for c in res.configs
-                           if not (c.config_operation == DELETE and c.name in REPLICATION_THROTTLES)]
     responses = alter_resources(ctx, request.resources, AlterConfigsResourceResponse, change_for,
                                 request.validate_only)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -188,6 +188,11 @@ class TopicCatalogue:
         internal_topics.check_configs(name, configs, self.default_config)
         return self._engine.alter_topic_configs(name, configs, validate_only=validate_only)
 
+    def set_default_config(self, default: LogConfig) -> None:
+        """New broker-wide topic defaults (a dynamic broker config changed): every topic without its
+        own value of a config takes the new one."""
+        self._engine.set_default_config(default)
+
     def delete_topic(self, name: str) -> None:
         internal_topics.check_deletion(name)
         self._engine.delete_topic(name)

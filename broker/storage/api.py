@@ -172,6 +172,7 @@ class LogEngine(Protocol):
     # --- the topic records
     topics_version: int  # bumped by every change of the table
     default_config: LogConfig
+    def set_default_config(self, default: LogConfig) -> None: ...  # the broker-wide defaults changed
     def topics(self) -> dict[str, TopicInfo]: ...
     def topic(self, name: str) -> TopicInfo | None: ...
     # `replicas`: the catalogue's placement of the partitions on several nodes, kept in the record

@@ -5,12 +5,13 @@ assignments name a topic the caller may not describe (KafkaApis.handleConsumerGr
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
 
 from kbroker.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
-from kbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from kbroker.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest, TopicPartitions
 from kbroker.protocol.messages.metadata_request import MetadataRequest
 from kbroker.tests.integration.sasl_wire import plain_login
 from kbroker.tests.integration.security_setup import PASSWORDS, start_secure_broker
@@ -54,13 +55,29 @@ def topic_ids(sb) -> dict[uuid.UUID, str]:
 
 
 def join_by_regex(sb, user: str, group: str, regex: str) -> set[str]:
-    """A KIP-848 member subscribing by regex; the topics of the assignment it gets."""
+    """A KIP-848 member subscribing by regex; the topics of the assignment it gets once the regex is
+    resolved (after the joining heartbeat, as Kafka resolves it: the next heartbeats bring them)."""
     wire = login(sb, user)
+    member = str(uuid.uuid4())
     try:
-        r = wire.call(68, 1, ConsumerGroupHeartbeatRequest(group_id=group, member_id=str(uuid.uuid4()), member_epoch=0,
+        r = wire.call(68, 1, ConsumerGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=0,
                                                            rebalance_timeout_ms=30000, subscribed_topic_regex=regex,
                                                            topic_partitions=[]))
         assert r.error_code == 0, r
+        assert not r.assignment.topic_partitions  # nothing resolved yet
+        deadline = time.monotonic() + 30  # a bound against a hang
+        while True:
+            time.sleep(0.05)
+            owned = [TopicPartitions(t.topic_id, t.partitions)
+                     for t in r.assignment.topic_partitions] if r.assignment is not None else None
+            later = wire.call(68, 1, ConsumerGroupHeartbeatRequest(group_id=group, member_id=member,
+                                                                   member_epoch=r.member_epoch,
+                                                                   topic_partitions=owned))
+            assert later.error_code == 0, later
+            if later.assignment is not None:
+                r = later
+            if r.assignment.topic_partitions or time.monotonic() > deadline:
+                break
         names = topic_ids(sb)
         return {names[tp.topic_id] for tp in r.assignment.topic_partitions}
     finally:

@@ -18,6 +18,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 from kbroker.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
+from kbroker.protocol.messages.incremental_alter_configs_request import (AlterableConfig, AlterConfigsResource,
+                                                                         IncrementalAlterConfigsRequest)
 from kbroker.protocol.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
 from kbroker.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from kbroker.protocol.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
@@ -27,7 +29,7 @@ from kbroker.tests.reference.pair import Side, await_offsets_topic, kbroker_like
 from kbroker.tools.codegen import SCHEMA_DIR, load_json
 
 API_VERSIONS, METADATA, DESCRIBE_CONFIGS, DESCRIBE_CLUSTER = 18, 3, 32, 60
-DESCRIBE_QUORUM, UPDATE_FEATURES = 55, 57
+DESCRIBE_QUORUM, UPDATE_FEATURES, INCREMENTAL_ALTER_CONFIGS = 55, 57, 44
 TOPIC, BROKER = 2, 4
 SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
@@ -186,6 +188,53 @@ def check_describe_configs(level: Level, kafka: Observer, kbroker: Observer, top
             "error_code": r.error_code, "error_message": r.error_message, "configs": len(r.configs)} for r in results))
 
 
+# Dynamic broker configs (issue 43): (case, broker resource name, [(config, operation, value)]), sent to
+# both in this order; the ones that change something are undone by DYNAMIC_UNDO (the reference broker
+# is the whole session's).
+SET, DELETE = 0, 1
+DYNAMIC_ALTERS = [
+    ("per_broker", "1", [("log.cleaner.backoff.ms", SET, "20000"), ("log.retention.ms", SET, "86400000")]),
+    ("cluster_default", "", [("log.retention.ms", SET, "43200000"), ("message.max.bytes", SET, "2000000")]),
+    ("read_only", "1", [("node.id", SET, "2")]),
+    ("per_broker_at_default", "", [("sasl.kerberos.min.time.before.relogin", SET, "58000")]),
+    ("security_without_listener", "1", [("ssl.keystore.location", SET, "/nowhere")]),
+    ("not_a_number", "", [("log.retention.ms", SET, "soon")]),
+    ("not_an_int", "1", [("message.max.bytes", SET, "big")]),
+]
+DYNAMIC_UNDO = [
+    ("undo_per_broker", "1", [("log.cleaner.backoff.ms", DELETE, None), ("log.retention.ms", DELETE, None)]),
+    ("undo_cluster_default", "", [("log.retention.ms", DELETE, None), ("message.max.bytes", DELETE, None)]),
+]
+DYNAMIC_NAMES = {"log.cleaner.backoff.ms", "log.retention.ms", "log.retention.hours", "message.max.bytes"}
+
+
+def check_dynamic_broker_configs(level: Level, kafka: Observer, kbroker: Observer, topics: dict[str, str]) -> None:
+    """Each change answered alike, then the broker, the cluster default and a topic described alike."""
+    pair = (kafka, kbroker)
+
+    def alter(case: str, node: str, ops: list) -> None:
+        request = IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+            resource_type=BROKER, resource_name=node, configs=[AlterableConfig(n, o, v) for n, o, v in ops])],
+            validate_only=False)
+        answers = [o.call(INCREMENTAL_ALTER_CONFIGS, 1, request).responses[0] for o in pair]
+        level.compare(f"IncrementalAlterConfigs.broker:{case}", *(
+            {"error_code": a.error_code, "error_message": a.error_message} for a in answers))
+
+    version = highest_common(kafka, kbroker, DESCRIBE_CONFIGS)
+    try:
+        for case in DYNAMIC_ALTERS:
+            alter(*case)
+        described = [[config_entries(o, describe_configs(o, version, t, name)) for o in pair]
+                     for t, name in ((BROKER, "1"), (BROKER, ""), (TOPIC, topics["default"]))]
+        compare_entries(level, "DescribeConfigs.dynamic_broker", *described[0], only=DYNAMIC_NAMES)
+        compare_entries(level, "DescribeConfigs.dynamic_default", *described[1])
+        compare_entries(level, "DescribeConfigs.dynamic_topic", *described[2],
+                        only={"retention.ms", "max.message.bytes"})
+    finally:
+        for case in DYNAMIC_UNDO:
+            alter(*case)
+
+
 # --- DescribeCluster and Metadata ----------------------------------------------------------------------
 
 def check_describe_cluster(level: Level, kafka: Observer, kbroker: Observer) -> None:
@@ -316,6 +365,7 @@ def test_configuration_and_metadata_match_kafka(observers, level):
     kafka, kbroker, topics = observers
     check_api_versions(level, kafka, kbroker)
     check_describe_configs(level, kafka, kbroker, topics)
+    check_dynamic_broker_configs(level, kafka, kbroker, topics)
     check_describe_cluster(level, kafka, kbroker)
     check_metadata(level, kafka, kbroker, topics)
     check_describe_quorum(level, kafka, kbroker)

@@ -64,12 +64,24 @@ def test_broker_configs(pair):
     shown = {line.split("=", 1)[0].strip() for line in kbroker.lines[1:]}
     assert {"connections.max.reauth.ms", "group.consumer.session.timeout.ms", "log.retention.hours",
             "num.partitions", "offsets.retention.minutes", "transaction.max.timeout.ms"} <= shown
-    try:
-        pair.run("kafka-configs --alter --add-config (broker)", CONFIGS, "--alter", "--entity-type", "brokers",
-                 "--entity-name", "1", "--add-config", "log.cleaner.threads=2")
-    finally:  # the reference broker is the whole session's: put it back
-        pair.kafka.tool(CONFIGS, "--alter", "--entity-type", "brokers", "--entity-name", "1", "--delete-config",
-                        "log.cleaner.threads")
+    node, default = ["--entity-type", "brokers", "--entity-name", "1"], ["--entity-type", "brokers", "--entity-default"]
+    try:  # dynamic broker configs (issue 43): this broker's own, then the cluster-wide default
+        pair.run("kafka-configs --alter --add-config (broker)", CONFIGS, "--alter", *node, "--add-config",
+                 "log.cleaner.threads=2,log.retention.ms=86400000")
+        pair.run("kafka-configs --alter --add-config (broker default)", CONFIGS, "--alter", *default, "--add-config",
+                 "log.retention.ms=43200000,log.cleaner.backoff.ms=20000")
+        pair.run("kafka-configs --describe (broker, dynamic)", CONFIGS, "--describe", *node)
+        pair.run("kafka-configs --describe (broker default, dynamic)", CONFIGS, "--describe", *default)
+        pair.run("kafka-configs --alter --add-config (per-broker config at the default)", CONFIGS, "--alter",
+                 *default, "--add-config", "sasl.kerberos.min.time.before.relogin=58000")
+        pair.run("kafka-configs --alter --add-config (bad value, broker)", CONFIGS, "--alter", *node, "--add-config",
+                 "log.retention.ms=soon")
+        pair.run("kafka-configs --alter --delete-config (broker)", CONFIGS, "--alter", *node, "--delete-config",
+                 "log.cleaner.threads,log.retention.ms")
+    finally:  # the brokers are the whole session's: put them back
+        for side in pair.sides:
+            side.tool(CONFIGS, "--alter", *node, "--delete-config", "log.cleaner.threads,log.retention.ms")
+            side.tool(CONFIGS, "--alter", *default, "--delete-config", "log.retention.ms,log.cleaner.backoff.ms")
     pair.run("kafka-configs --alter --add-config (read-only broker config)", CONFIGS, "--alter", "--entity-type",
              "brokers", "--entity-name", "1", "--add-config", "node.id=2")
 

@@ -348,10 +348,16 @@ def test_deleted_topic_leaves_the_assignment() -> None:
 def test_regex_subscription_picks_up_new_topics() -> None:
     h, topics = make(foo=(FOO, 2))
     r = join(h, "a", topics=None, regex="^fo.*")
-    assert parts(r) == {0, 1}
+    # Kafka resolves a new regex after the heartbeat that brought it: its topics come at a later epoch
+    joined = r.member_epoch
+    assert (parts(r), group(h).resolved_regexes) == (set(), {})
+    h.advance(0)
+    assert group(h).resolved_regexes == {"^fo.*": frozenset({"foo"})} and group(h).group_epoch == joined + 1
+    r = beat(h, "a", joined, owned(r))
+    assert (parts(r), r.member_epoch) == ({0, 1}, joined + 1)
     topics.set("food", BAR, 3)
     topics.set("bar", uuid.UUID(int=7), 3)
-    r2 = beat(h, "a", 2, owned(r))
+    r2 = beat(h, "a", r.member_epoch, owned(r))
     assert parts(r2, BAR) == {0, 1, 2} and parts(r2, uuid.UUID(int=7)) == set()
     assert group(h).resolved_regexes == {"^fo.*": frozenset({"foo", "food"})}
 
@@ -364,7 +370,9 @@ def test_regex_resolves_to_what_the_member_may_describe_and_members_do_not_take_
     narrow = lambda name: name == "foo"  # noqa: E731
     r = h.call(cc.ConsumerGroupHeartbeat("g", "a", 0, rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_regex="^fo.*",
                                          owned_topic_partitions=(), topic_filter=narrow))
-    assert parts(r, BAR) == set() and group(h).resolved_regexes == {"^fo.*": frozenset({"foo"})}
+    assert parts(r, BAR) == set() and group(h).resolved_regexes == {}
+    h.advance(0)  # resolved after that heartbeat, with its member's rights
+    assert group(h).resolved_regexes == {"^fo.*": frozenset({"foo"})}
     wide = h.call(cc.ConsumerGroupHeartbeat("g", "b", 0, rebalance_timeout_ms=REBALANCE_MS,
                                             subscribed_topic_regex="^fo.*", owned_topic_partitions=(),
                                             topic_filter=lambda name: True))

@@ -71,7 +71,9 @@ class _Plan:
     cleaned: list[tuple[LogSegment, LogSegment]] = field(default_factory=list)  # (old, its replacement)
 
 
-def _cleanable_segments(plog: PartitionLog, now_ms: int) -> list[LogSegment]:
+def cleanable_segments(plog: PartitionLog, now_ms: int) -> list[LogSegment]:
+    """The inactive segments, oldest first, up to the first holding a record younger than
+    min.compaction.lag.ms."""
     lag = plog.config.min_compaction_lag_ms
     out = []
     for segment in plog.segments[:-1]:
@@ -89,7 +91,7 @@ def _plan(plog: PartitionLog, now_ms: int) -> _Plan | None:
     if not plog.config.compact:
         return None
     txn = txn_cleaning_for(plog)
-    cleanable = cleanable_below_limit(_cleanable_segments(plog, now_ms), txn)
+    cleanable = cleanable_below_limit(cleanable_segments(plog, now_ms), txn)
     if not cleanable:
         return None
     # A rerun can only change something if the log grew, segments changed, or tombstones aged out.
@@ -239,6 +241,9 @@ def _finish(plog: PartitionLog, plan: _Plan) -> CompactionStats:
         for _, new in plan.cleaned:
             new.delete()
         return stats
+    # where the next cleaning's dirty part starts (cleaner.py): the end of the last segment cleaned
+    last = plan.segments.index(plan.cleanable[-1])
+    plog.cleaned_to = max(plog.cleaned_to, plan.segments[last + 1].base_offset)
     for old, new in plan.cleaned:
         before = old.size
         if not _swap_in(plog, old, new):

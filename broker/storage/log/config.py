@@ -157,8 +157,8 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("compression.zstd.level", None, 3, _parse_int(-131072, 22, "INT")),
     _Spec("min.insync.replicas", "min_insync_replicas", 1, _parse_int(1, _INT32_MAX, "INT")),
     _Spec("unclean.leader.election.enable", None, False, _parse_bool),
-    _Spec("max.compaction.lag.ms", None, INT64_MAX, _parse_int(1, INT64_MAX)),
-    _Spec("min.cleanable.dirty.ratio", None, 0.5, _parse_ratio),
+    _Spec("max.compaction.lag.ms", "max_compaction_lag_ms", INT64_MAX, _parse_int(1, INT64_MAX)),
+    _Spec("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", 0.5, _parse_ratio),
     _Spec("segment.jitter.ms", None, 0, _parse_int(0, INT64_MAX)),
     _Spec("segment.index.bytes", None, 10485760, _parse_int(4, _INT32_MAX, "INT")),
     _Spec("file.delete.delay.ms", None, 60000, _parse_int(0, INT64_MAX)),
@@ -217,6 +217,9 @@ class LogConfig:
     delete_retention_ms: int = _DEFAULTS["delete_retention_ms"]
     message_timestamp_type: str = _DEFAULTS["message_timestamp_type"]
     min_compaction_lag_ms: int = _DEFAULTS["min_compaction_lag_ms"]
+    # the log cleaner's choice (cleaner.py): how dirty a log must be, how long a record may stay uncleaned
+    max_compaction_lag_ms: int = _DEFAULTS["max_compaction_lag_ms"]
+    min_cleanable_dirty_ratio: float = _DEFAULTS["min_cleanable_dirty_ratio"]
     # CreateTime bounds (Kafka 4 defaults, KIP-1030: an hour ahead of the broker's clock, any age)
     message_timestamp_before_max_ms: int = _DEFAULTS["message_timestamp_before_max_ms"]
     message_timestamp_after_max_ms: int = _DEFAULTS["message_timestamp_after_max_ms"]
@@ -228,6 +231,12 @@ class LogConfig:
     @property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """The age at which the active segment rolls: a compacted log's records must become cleanable
+        within max.compaction.lag.ms (Kafka's LogConfig.maxSegmentMs)."""
+        return min(self.max_compaction_lag_ms, self.segment_ms) if self.compact else self.segment_ms
 
     @property
     def delete(self) -> bool:

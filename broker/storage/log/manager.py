@@ -27,7 +27,7 @@ import re
 import time
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import structlog
 
@@ -37,6 +37,8 @@ from ....protocol.topic_names import InvalidTopicError, collision_key, validate_
 from . import retention
 from ....protocol.data_dir import TOPICS_DIR
 from .config import FlushPolicy, LogConfig
+if TYPE_CHECKING:
+    from .cleaner import LogCleaner
 from .dormant import DormantPartitions, sole_empty_segment
 from .files import FILES, fsync_dir, write_file_durably
 from .flusher import flush_dirty
@@ -73,6 +75,7 @@ class LogManager:
             FILES.capacity = max(8, max_open_files)
         self._reserved_partitions = 0  # being created off the loop, counted against max_partitions
         self.default_config = default_config if default_config is not None else LogConfig()
+        self._cleaner: LogCleaner | None = None  # compaction's own loop (cleaner.py), made with its first use
         self.flush_policy = FlushPolicy.parse(flush_policy)
         self._fsync = fsync
         self._sync_batcher = SyncBatcher()  # one for every log: see sync_batcher.py
@@ -467,6 +470,22 @@ class LogManager:
         log.info("topic_configs_altered", topic=name, configs=info.overrides)
         return info
 
+    def set_default_config(self, default: LogConfig) -> None:
+        """The broker-wide topic defaults changed (a dynamic broker config): every topic's config is its
+        own overrides over the new defaults, at once for the logs in use (Kafka's
+        DynamicLogConfig.reconfigure). A fenced topic keeps what it has."""
+        self.default_config = default
+        for info in self._topics.values():
+            if info.damaged:
+                continue
+            config = LogConfig.from_topic_configs(info.overrides, default, allow_internal=True)
+            info.config = config
+            for partition in range(info.num_partitions):
+                plog = self._logs.get((info.name, partition))
+                if plog is not None:
+                    plog.config = config
+        self.topics_version += 1
+
     def write_topic_record(self, info: TopicInfo) -> None:
         """Persist what the catalogue changed of a topic (its configs, a partition's leader epoch)."""
         write_file_durably(self._meta_path(info.name), info.to_json())
@@ -547,9 +566,33 @@ class LogManager:
                 compaction.compact(plog, now_ms)
         return deleted
 
+    async def run_retention(self, now_ms: int) -> int:
+        """The periodic retention check (log.retention.check.interval.ms): cheap unlinks, on the loop.
+        Compaction is the cleaner's (cleaner.py), on its own cadence."""
+        deleted = 0
+        for plog in list(self._logs.values()):
+            if not plog.closed:
+                deleted += retention.apply_retention(plog, now_ms)
+        return deleted
+
+    @property
+    def cleaner(self) -> LogCleaner:
+        """The log cleaner over the logs in use, made with its first use; the broker runs its loop."""
+        if self._cleaner is None:
+            from .cleaner import LogCleaner
+
+            self._cleaner = LogCleaner(self.logs, self.clock.wall_ms)
+        return self._cleaner
+
+    def wake_cleaner(self) -> None:
+        """A compaction knob changed: the cleaner looks again now."""
+        if self._cleaner is not None:
+            self._cleaner.wake()
+
     async def run_maintenance(self, now_ms: int) -> int:
-        """The broker's periodic clean-up: retention (cheap: unlinks) on the loop, compaction's cleaning
-        in a worker thread per partition so the loop never stalls on it."""
+        """Retention, then every compacted log cleaned whatever its dirty ratio (test controls, tools):
+        unlinks on the loop, compaction's cleaning in a worker thread per partition so the loop never
+        stalls on it."""
         from . import compaction  # imported with the first clean-up, not at start-up
 
         deleted = 0

@@ -103,7 +103,7 @@ class PartitionLog:
     # Slots and lazily made members: thousands of idle partitions each hold one of these. "__dict__"
     # keeps other attributes possible (a dict is made only for an object that gets one).
     __slots__ = ("_dir", "clock", "topic", "partition", "config", "segments", "_segment_bases",
-                 "_recovery_point", "log_start_offset", "_background", "last_compaction", "txn_state",
+                 "_recovery_point", "log_start_offset", "_background", "last_compaction", "cleaned_to", "txn_state",
                  "_maintenance_lock", "closed", "before_append", "_flusher", "_flush_policy", "_fsync",
                  "_batcher", "epochs", "hw_listener", "store", "__dict__")
 
@@ -136,6 +136,7 @@ class PartitionLog:
         self.log_start_offset = 0
         self._background: set[asyncio.Task[None]] | frozenset[asyncio.Task[None]] = _NO_TASKS
         self.last_compaction: tuple[object, int] | None = None  # compaction.py's skip-if-unchanged memo
+        self.cleaned_to = 0  # the first dirty offset: where the last compaction stopped (cleaner.py)
         # The partition's producer state (broker/storage/producer_state.py) once loaded; compaction respects
         # its open and aborted transactions (log/txn_cleaning.py).
         self.txn_state: PartitionProducerState | None = None
@@ -350,7 +351,7 @@ class PartitionLog:
             waited = now_ms - segment.created_ms
         if (
             segment.size + incoming_bytes > config.segment_bytes
-            or waited > config.segment_ms
+            or waited > config.max_segment_ms
             or not segment.can_hold_offset(last_offset)
         ):
             self.roll(now_ms)

@@ -152,6 +152,13 @@ class PostgresEngine:
     async def run_maintenance(self, now_ms: int) -> int:
         return 0  # retention and compaction: not built on this engine
 
+    def set_default_config(self, default: LogConfig) -> None:
+        """New broker-wide topic defaults: each topic's config is its overrides over them (the storage
+        port's; a node of a cluster refuses dynamic broker configs for now, broker/app.py)."""
+        self.default_config = default
+        for info in self._topics.values():
+            info.config = LogConfig.from_topic_configs(info.overrides, default, allow_internal=True)
+
     def close(self) -> None:
         pass  # the node's wiring closes the writer and the pool (asynchronously)
 

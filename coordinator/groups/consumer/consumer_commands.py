@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ....protocol.errors import ErrorCode
 
@@ -64,12 +64,27 @@ class ConsumerRebalanceExpired:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerRegexResolve:
+    """Resolve a regular expression of the group that no heartbeat has resolved yet (Kafka's
+    asynchronous maybeUpdateRegularExpressions): scheduled by the heartbeat that brought it, with that
+    member's topic filter (the topics it may DESCRIBE; None without an authorizer)."""
+
+    group_id: str
+    regex: str
+    topic_filter: Callable[[str], bool] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerClassicTimeout:
     """A classic member inside a consumer group did not join or sync in time."""
 
     group_id: str
     member_id: str
     reason: str
+
+
+def regex_key(group_id: str, regex: str) -> str:
+    return f"consumer-regex-{group_id}-{regex}"
 
 
 def join_key(group_id: str, member_id: str) -> str:
@@ -172,4 +187,4 @@ def consumer_error_result(
 
 
 CONSUMER_REQUESTS = (ConsumerGroupHeartbeat, ConsumerGroupDescribe)
-CONSUMER_EXPIRIES = (ConsumerSessionExpired, ConsumerRebalanceExpired, ConsumerClassicTimeout)
+CONSUMER_EXPIRIES = (ConsumerSessionExpired, ConsumerRebalanceExpired, ConsumerClassicTimeout, ConsumerRegexResolve)

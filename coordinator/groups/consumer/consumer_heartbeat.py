@@ -392,14 +392,20 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
     if not updated.metadata_equals(member if not is_new else None) or replaced is not None:
         if replaced is None or not updated.metadata_equals(member):
             ctx.records.append(member_subscription_record(group.group_id, updated))
-        if not updated.subscription_equals(member) or is_new:
+        if (not updated.subscription_equals(member) or is_new) and not _waits_for_regex(group, member, updated, is_new):
             reason = "member joined" if is_new else "subscription changed"
 
-    # Regular expressions: resolve new ones and refresh those whose topics changed.
+    # Regular expressions: a new one is resolved after this heartbeat, as Kafka resolves it
+    # asynchronously (on_resolve_regexes): this answer carries what is resolved already, the regex's
+    # topics come with a later epoch. Those resolved are refreshed when their topics changed.
     image = ctx.image()
     regexes = dict(group.resolved_regexes)
     _, wanted = group.subscriptions([m.member_id for m in (member, replaced) if m is not None], updated)
     for regex in sorted(wanted):
+        if regex not in regexes:
+            ctx.out.schedule(cc.regex_key(group.group_id, regex), 0,
+                             cc.ConsumerRegexResolve(group.group_id, regex, cmd.topic_filter))
+            continue
         resolved = refreshed_regex(regex, regexes.get(regex), image, cmd.topic_filter)
         if resolved is not None:
             regexes[regex] = resolved
@@ -451,6 +457,36 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
         E.NONE, None, member_id, reconciled.member_epoch, ctx.config.group_consumer_heartbeat_interval_ms,
         wire_assignment(reconciled.assigned_partitions) if full or changed else None,
     )
+
+
+def _waits_for_regex(group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                     is_new: bool) -> bool:
+    """The subscription change is only a regex no heartbeat has resolved: Kafka bumps no epoch for it
+    (its resolution will), so the member reconciles to the current assignment meanwhile."""
+    names = () if is_new else member.subscribed_topic_names
+    regex = None if is_new else member.subscribed_topic_regex
+    return (updated.subscribed_topic_names == names and updated.subscribed_topic_regex != regex
+            and updated.subscribed_topic_regex is not None
+            and updated.subscribed_topic_regex not in group.resolved_regexes)
+
+
+def on_resolve_regexes(ctx: CCtx, group: ConsumerGroup | None, cmd: cc.ConsumerRegexResolve) -> None:
+    """A regex no heartbeat has resolved, resolved now with the topics the member that brought it may
+    describe (Kafka's handleRegularExpressionsResult): its record, a new group epoch and the target
+    assignment with its topics, which each member takes at its next heartbeat. Nothing when no member
+    subscribes to it any more, or a heartbeat resolved it meanwhile."""
+    if group is None or group.deleted or cmd.regex not in group.regex_counts or cmd.regex in group.resolved_regexes:
+        return
+    image = ctx.image()
+    regexes = dict(group.resolved_regexes)
+    regexes[cmd.regex] = refreshed_regex(cmd.regex, None, image, cmd.topic_filter) or frozenset()
+    ctx.records.append(ConsumerGroupRegularExpressionRecord(
+        group.group_id, cmd.regex, tuple(sorted(regexes[cmd.regex])), 0, ctx.now_ms))
+    names = _subscribed_names(group, None, None, regexes)
+    group_epoch = group.group_epoch + 1
+    ctx.records.append(ConsumerGroupMetadataRecord(group.group_id, group_epoch, metadata_hash(names, image)))
+    update_target_assignment(ctx, group, group_epoch, None, None, regexes, names, "regular expression resolved")
+    finish(ctx, None, None)
 
 
 def _subscribed_names(group: ConsumerGroup, old: ConsumerGroupMember | None, new: ConsumerGroupMember | None,

@@ -27,6 +27,7 @@ from .consumer_heartbeat import (
     CCtx,
     consumer_group_heartbeat,
     on_rebalance_expired,
+    on_resolve_regexes,
     steady_heartbeat,
     on_session_expired,
 )
@@ -95,6 +96,8 @@ class ConsumerGroups:
                 on_rebalance_expired(ctx, group, cmd)
             case cc.ConsumerClassicTimeout():
                 on_classic_timeout(ctx, group, cmd)
+            case cc.ConsumerRegexResolve():
+                on_resolve_regexes(ctx, group, cmd)
             case ForceRebalance() | ExpireMember() | ExpireSessions() | CoordinatorMove() if group is not None:
                 handle_consumer_control(ctx, group, cmd)
             case c.JoinGroup() | c.SyncGroup() | c.Heartbeat() | c.LeaveGroup() if group is not None:

@@ -1,0 +1,272 @@
+"""Dynamic broker configs: AlterConfigs and IncrementalAlterConfigs on the BROKER resource change
+Kafka's dynamic broker settings at run time, per broker (the resource named by this node's id) or
+cluster-wide (the empty name), as Kafka 4.4's DynamicBrokerConfig does.
+
+A value comes from, in falling priority: the per-broker layer (DYNAMIC_BROKER_CONFIG), the
+cluster-wide default layer (DYNAMIC_DEFAULT_BROKER_CONFIG), the broker's own settings (flags,
+environment, file: STATIC_BROKER_CONFIG), Kafka's default (DEFAULT_CONFIG). The broker's settings
+(`Broker.config`) stay what they were at start; `effective()` is them with the dynamic layers over.
+
+Kafka's rules, kept: a name Kafka cannot change at run time is INVALID_REQUEST "Cannot update these
+configs dynamically: [...]"; a security config without a listener prefix is refused; a per-broker
+one (listeners, SSL/SASL listener settings) is refused at the cluster-wide level; a value is
+checked against the setting's type (and, for the topic defaults, against the topic config's
+bounds) before anything is kept: a bad one is INVALID_REQUEST, as Kafka 4.4 answers it. A name Kafka does not know is kept and reported, as Kafka keeps it.
+
+What changes at run time here: the broker-wide topic defaults (the first broker synonym of each
+topic config: `log.retention.ms` but not `log.retention.hours`, `message.max.bytes`,
+`compression.type`, ...: every topic without its own value takes the new one at once) and the log cleaner's `log.cleaner.backoff.ms`. Kafka's other dynamic settings
+(its thread pools, listener SSL/SASL settings, quotas) are accepted, kept and reported like
+Kafka's, but change nothing: kbroker has no such pools, and reads its TLS and SASL settings at start.
+
+The layers are one JSON file in the data directory (`dynamic-broker-configs.json`), rewritten whole
+(write, fsync, rename) before the request is answered, read at start before the logs load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from . import topic_defaults
+from .config import BrokerConfig
+from .config_sources import ConfigError, coerce
+from .kafka_settings import KAFKA_BROKER_SETTINGS
+from .storage.log.files import write_file_durably
+from ..protocol.errors import ErrorCode, KafkaError
+
+log = structlog.get_logger("kbroker.dynamic_configs")
+
+FILE = "dynamic-broker-configs.json"
+DYNAMIC_BROKER, DYNAMIC_DEFAULT = "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"
+LISTENER_PREFIX = re.compile(r"listener\.name\.[^.]*\.(.*)")
+
+# Kafka 4.4's DynamicBrokerConfig.ALL_DYNAMIC_CONFIGS, beyond the topic defaults' synonyms (DynamicLogConfig).
+_SECURITY = frozenset({  # SslConfigs.RECONFIGURABLE_CONFIGS: per listener only
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.certificates",
+})
+_LISTENER = frozenset({  # DynamicListenerConfig.RECONFIGURABLE_CONFIGS
+    "listeners", "listener.security.protocol.map", "principal.builder.class", "ssl.protocol", "ssl.provider",
+    "ssl.cipher.suites", "ssl.enabled.protocols", "ssl.keystore.type", "ssl.keystore.location",
+    "ssl.keystore.password", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.password", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
+    "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation", "ssl.client.auth",
+    "ssl.engine.factory.class", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config",
+    "sasl.enabled.mechanisms", "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+    "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds",
+    "max.connections", "max.connection.creation.rate", "num.network.threads",
+})
+_CLUSTER_LEVEL_LISTENER = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
+_OTHERS = frozenset({
+    # LogCleaner.RECONFIGURABLE_CONFIGS
+    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.buffer.size", "message.max.bytes", "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
+    "cordoned.log.dirs",
+    # DynamicThreadPool, metric reporters, SocketServer, the producer state manager
+    "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir", "background.threads",
+    "metric.reporters", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    "producer.id.expiration.ms", "transaction.partition.verification.enable",
+    # remote log, replication, config providers, group and share coordinators, quotas
+    "remote.log.index.file.cache.total.size.bytes", "remote.fetch.max.wait.ms",
+    "remote.log.manager.copy.max.bytes.per.second", "remote.log.manager.fetch.max.bytes.per.second",
+    "remote.list.offsets.request.timeout.ms", "remote.log.manager.copier.thread.pool.size",
+    "remote.log.manager.expiration.thread.pool.size", "remote.log.manager.follower.thread.pool.size",
+    "remote.log.reader.threads", "follower.fetch.last.tiered.offset.enable", "config.providers",
+    "group.coordinator.cached.buffer.max.bytes", "group.consumer.assignment.interval.ms",
+    "group.consumer.assignor.offload.enable", "group.share.assignment.interval.ms",
+    "group.share.assignor.offload.enable", "group.streams.assignment.interval.ms",
+    "group.streams.assignor.offload.enable", "errors.deadletterqueue.auto.create.topics.enable",
+    "errors.deadletterqueue.topic.name.prefix", "share.coordinator.cached.buffer.max.bytes",
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+})
+# DynamicLogConfig: the first broker name of each topic config's chain (log.retention.ms, not .hours)
+_LOG = frozenset(topic_defaults.first_names())
+ALL_DYNAMIC = _LOG | _SECURITY | _LISTENER | _OTHERS
+PER_BROKER = (_SECURITY | _LISTENER | {"cordoned.log.dirs"}) - _CLUSTER_LEVEL_LISTENER
+# Dynamic settings kbroker applies at run time (the rest are kept and reported only).
+APPLIED = _LOG | {"log.cleaner.backoff.ms"}
+# Java types of the kept-only numeric and boolean settings, checked as Kafka parses them.
+_KEPT_TYPES = {
+    "log.cleaner.threads": "int", "log.cleaner.dedupe.buffer.size": "int", "log.cleaner.io.buffer.size": "int",
+    "log.cleaner.io.buffer.load.factor": "float", "log.cleaner.io.max.bytes.per.second": "float",
+    "num.io.threads": "int", "num.replica.fetchers": "int", "num.recovery.threads.per.data.dir": "int",
+    "background.threads": "int", "num.network.threads": "int", "max.connections": "int",
+    "max.connections.per.ip": "int", "max.connection.creation.rate": "int", "producer.id.expiration.ms": "int",
+    "transaction.partition.verification.enable": "bool", "group.coordinator.cached.buffer.max.bytes": "int",
+    "leader.replication.throttled.rate": "int", "follower.replication.throttled.rate": "int",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "int",
+}
+# Kafka 4.4's defaults of the kept-only settings a DescribeConfigs names with their Java type (the
+# DEFAULT_CONFIG synonym under a dynamic value); the others are described without one.
+KEPT_DEFAULTS: dict[str, tuple[str, str]] = {
+    "log.cleaner.threads": ("1", "INT"), "log.cleaner.dedupe.buffer.size": ("134217728", "LONG"),
+    "log.cleaner.io.buffer.size": ("524288", "INT"), "log.cleaner.io.buffer.load.factor": ("0.9", "DOUBLE"),
+    "log.cleaner.io.max.bytes.per.second": ("1.7976931348623157E308", "DOUBLE"),
+    "num.io.threads": ("8", "INT"), "num.network.threads": ("3", "INT"), "num.replica.fetchers": ("1", "INT"),
+    "background.threads": ("10", "INT"), "sasl.kerberos.min.time.before.relogin": ("60000", "LONG"),
+}
+_FIELDS = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+
+
+def _field(name: str) -> dataclasses.Field | None:
+    """The BrokerConfig field an applied setting sets."""
+    return _FIELDS.get(name.replace(".", "_")) if name in APPLIED else None
+
+
+def is_dynamic(name: str) -> bool:
+    return name in ALL_DYNAMIC
+
+
+def sensitive(name: str) -> bool:
+    base = LISTENER_PREFIX.fullmatch(name)
+    base_name = base.group(1) if base else name
+    return base_name.endswith(".password") or base_name.endswith("sasl.jaas.config") or base_name == "ssl.keystore.key"
+
+
+class DynamicBrokerConfigs:
+    """The two dynamic layers over the broker's settings, kept in the data directory."""
+
+    def __init__(self, data_dir: Path, static: BrokerConfig) -> None:
+        self.path = Path(data_dir) / FILE
+        self.static = static
+        self.node: dict[str, str] = {}  # this broker's (the resource named by its id)
+        self.default: dict[str, str] = {}  # the cluster-wide defaults (the empty name)
+        if self.path.exists():
+            try:
+                loaded = json.loads(self.path.read_text())
+                self.node = {str(k): str(v) for k, v in loaded.get("broker", {}).items()}
+                self.default = {str(k): str(v) for k, v in loaded.get("default", {}).items()}
+            except (OSError, ValueError, AttributeError) as exc:
+                log.error("dynamic_broker_configs_unreadable", path=str(self.path), error=repr(exc))
+        try:
+            self._effective = self._build(self.node, self.default)
+        except KafkaError as exc:  # a kept value no longer valid here: the static settings serve
+            log.error("dynamic_broker_configs_ignored", path=str(self.path), error=str(exc))
+            self.node, self.default = {}, {}
+            self._effective = static
+
+    def effective(self) -> BrokerConfig:
+        """The broker's settings with the dynamic layers over them."""
+        return self._effective
+
+    def layer(self, cluster_default: bool) -> dict[str, str]:
+        return self.default if cluster_default else self.node
+
+    def synonyms(self, names: list[str]) -> list[tuple[str, str, str]]:
+        """The dynamic entries of `names` (a setting's synonym chain), in Kafka's order: per-broker
+        ones, then cluster-wide defaults (ConfigHelper.configSynonyms)."""
+        out = [(n, self.node[n], DYNAMIC_BROKER) for n in names if n in self.node]
+        return out + [(n, self.default[n], DYNAMIC_DEFAULT) for n in names if n in self.default]
+
+    def alter(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
+              validate_only: bool) -> bool:
+        """Apply `change` to one layer; every name and value checked (KafkaError) before any is kept,
+        and kept durably before this returns. True when the effective settings may have changed."""
+        current = self.layer(cluster_default)
+        new = change(dict(current))
+        self._check_names(set(new) - set(current) | {n for n in new if new[n] != current.get(n)}, cluster_default)
+        node, default = (self.node, new) if cluster_default else (new, self.default)
+        effective = self._build(node, default)
+        if validate_only or new == current:
+            return False
+        if cluster_default:
+            self.default = new
+        else:
+            self.node = new
+        self._effective = effective
+        write_file_durably(self.path, json.dumps({"broker": self.node, "default": self.default},
+                                                 sort_keys=True, indent=1).encode())
+        unused = sorted(n for n in new if n not in APPLIED and new[n] != current.get(n))
+        log.info("dynamic_broker_configs_altered", level="cluster-default" if cluster_default else "broker",
+                 configs={n: None if sensitive(n) else v for n, v in new.items()},
+                 **({"kept_not_used": unused} if unused else {}))
+        return True
+
+    @staticmethod
+    def _check_names(names: set[str], cluster_default: bool) -> None:
+        """Kafka's DynamicBrokerConfig.validateConfigs, in its order."""
+        def refuse(what: set[str], message: str) -> None:
+            if what:  # Kafka prints a Java set: [a, b]
+                raise KafkaError(f"{message}: [{', '.join(sorted(what))}]", ErrorCode.INVALID_REQUEST)
+
+        refuse({n for n in names if n in KAFKA_BROKER_SETTINGS and n not in ALL_DYNAMIC},
+               "Cannot update these configs dynamically")
+        refuse(names & _SECURITY,
+               "These security configs can be dynamically updated only per-listener using the listener prefix")
+        if cluster_default:
+            per_broker = {n for n in names if n in PER_BROKER or (
+                (m := LISTENER_PREFIX.fullmatch(n)) is not None and m.group(1) not in _CLUSTER_LEVEL_LISTENER)}
+            refuse(per_broker, "Cannot update these configs at default cluster level, broker id must be specified")
+
+    def _build(self, node: dict[str, str], default: dict[str, str]) -> BrokerConfig:
+        """The static settings with `default` then `node` over them; a bad value is INVALID_REQUEST."""
+        values: dict[str, Any] = {}
+        for layer in (default, node):
+            for name, raw in layer.items():
+                _check_type(name, raw)
+                f = _field(name)
+                if f is not None:
+                    values[f.name] = _coerced(f, name, raw)
+        if not values:
+            return self.static
+        effective = dataclasses.replace(self.static, **values)
+        if effective.log_cleaner_backoff_ms < 0:
+            raise KafkaError(f"Invalid value {effective.log_cleaner_backoff_ms} for configuration "
+                             f"log.cleaner.backoff.ms: Value must be at least 0", ErrorCode.INVALID_REQUEST)
+        try:
+            topic_defaults.log_config(effective)
+        except KafkaError as exc:
+            raise KafkaError(str(exc), ErrorCode.INVALID_REQUEST) from None
+        return effective
+
+
+# The INT ones among the applied settings' Java types (the other whole numbers are LONG).
+_INTS = frozenset({"message.max.bytes", "log.segment.bytes", "log.index.interval.bytes", "log.index.size.max.bytes",
+                   "log.retention.hours", "log.retention.minutes", "log.roll.hours", "log.roll.jitter.hours",
+                   "min.insync.replicas", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"})
+
+
+def _coerced(f: dataclasses.Field, name: str, raw: str) -> Any:
+    try:
+        return coerce(f, raw, name)
+    except ConfigError:
+        kind = str(f.type).removesuffix(" | None")
+        what = ("Expected value to be either true or false" if kind == "bool" else
+                "Not a number of type DOUBLE" if kind == "float" else
+                f"Not a number of type {'INT' if name in _INTS else 'LONG'}")
+        raise KafkaError(f"Invalid value {raw} for configuration {name}: {what}", ErrorCode.INVALID_REQUEST) from None
+
+
+def _check_type(name: str, raw: str) -> None:
+    """A kept-only setting's value parsed as Kafka's ConfigDef parses its type."""
+    base = LISTENER_PREFIX.fullmatch(name)
+    kind = _KEPT_TYPES.get(base.group(1) if base else name)
+    if kind is None:
+        return
+    text = raw.strip()
+    ok = (text.lower() in ("true", "false")) if kind == "bool" else _number(text, kind)
+    if not ok:
+        what = {"int": "Not a number of type INT", "float": "Not a number of type DOUBLE",
+                "bool": "Expected value to be either true or false"}[kind]
+        raise KafkaError(f"Invalid value {raw} for configuration {name}: {what}", ErrorCode.INVALID_REQUEST)
+
+
+def _number(text: str, kind: str) -> bool:
+    try:
+        int(text) if kind == "int" else float(text)
+    except ValueError:
+        return False
+    return True
