@@ -38,6 +38,7 @@ from . import topic_defaults
 from .config import BrokerConfig
 from .config_sources import ConfigError, coerce
 from .kafka_settings import KAFKA_BROKER_SETTINGS
+from .storage.log.config import ListValueError, parse_cleanup_policy
 from .storage.log.files import write_file_durably
 from ..protocol.errors import ErrorCode, KafkaError
 
@@ -251,7 +252,14 @@ def _coerced(f: dataclasses.Field, name: str, raw: str) -> Any:
 
 
 def _check_type(name: str, raw: str) -> None:
-    """A kept-only setting's value parsed as Kafka's ConfigDef parses its type."""
+    """A kept-only setting's value parsed as Kafka's ConfigDef parses its type; the cleanup policy's
+    items checked under the broker's name (Kafka's ValidList names the item it refuses)."""
+    if name == "log.cleanup.policy":
+        try:
+            parse_cleanup_policy(raw)
+        except ListValueError as exc:
+            raise KafkaError(exc.message(name), ErrorCode.INVALID_REQUEST) from None
+        return
     base = LISTENER_PREFIX.fullmatch(name)
     kind = _KEPT_TYPES.get(base.group(1) if base else name)
     if kind is None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from .. import topic_defaults
 from ..config import BrokerConfig
 from ..dynamic_configs import DYNAMIC_DEFAULT, KEPT_DEFAULTS, DynamicBrokerConfigs, is_dynamic, sensitive
-from ..kafka_settings import KAFKA_BROKER_SETTINGS
+from ..kafka_settings import KAFKA_BROKER_LISTS, KAFKA_BROKER_SETTINGS
 from ..partitions.catalogue import ConfigEntry, LogConfig, known_in
 from ...coordinator.groups.group_configs import GROUP_CONFIGS, validate_group_name
 from .repeats import charge, distinct, in_request_order
@@ -65,7 +65,7 @@ SOURCES = {"DYNAMIC_TOPIC_CONFIG": SOURCE_DYNAMIC_TOPIC, "DEFAULT_CONFIG": SOURC
 
 # ConfigType
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
-_JAVA_TYPES = {"STRING": STRING, "INT": INT, "LONG": LONG, "DOUBLE": DOUBLE}
+_JAVA_TYPES = {"STRING": STRING, "INT": INT, "LONG": LONG, "DOUBLE": DOUBLE, "LIST": LIST}
 
 # topic config -> (type, documentation); its broker synonyms are broker/topic_defaults.py's
 TOPIC_CONFIGS: dict[str, tuple[int, str]] = {
@@ -284,7 +284,8 @@ def _dynamic_only_rows(dynamic: DynamicBrokerConfigs, listed: set[str]) -> list[
     for name in sorted((set(dynamic.node) | set(dynamic.default)) - listed):
         if name in KAFKA_BROKER_SETTINGS:
             entries = tuple((n, v, SOURCES[src]) for n, v, src in dynamic.synonyms([name]))
-            default, java_type = KEPT_DEFAULTS.get(name, (None, "STRING"))
+            default, java_type = KEPT_DEFAULTS.get(name) or (
+                (KAFKA_BROKER_LISTS[name], "LIST") if name in KAFKA_BROKER_LISTS else (None, "STRING"))
             if default is not None:
                 entries += ((name, default, SOURCE_DEFAULT),)
             kind = PASSWORD if sensitive(name) else _JAVA_TYPES[java_type]

@@ -144,3 +144,57 @@ def test_refusals_as_kafka(broker):
     assert alter(broker, "1", ("sasl.kerberos.min.time.before.relogin", None, DELETE)) == (0, None)
     # nothing refused was kept
     assert describe(broker, BROKER, "") == {}
+
+
+APPEND, SUBTRACT = 2, 3
+INVALID_CONFIG = 40
+
+
+def test_append_and_subtract_on_broker_list_configs_as_kafka(broker):
+    """Kafka 4.4's answers (tests/reference/test_differential_config.py compares them with Kafka itself):
+    an absent value starts from Kafka's default, an item already there is not added twice, an absent
+    one subtracted is no error, and the result is kept even when empty."""
+    policy = "log.cleanup.policy"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("dynconf-lists", 1)])["dynconf-lists"].result(timeout=TIMEOUT)
+
+    def value(node: str) -> tuple[str, int] | None:
+        entry = describe(broker, BROKER, node).get(policy)
+        return None if entry is None else entry[:2]
+
+    try:
+        assert alter(broker, "1", (policy, "compact", APPEND)) == (0, None)
+        assert value("1") == ("delete,compact", DYNAMIC_BROKER)
+        assert alter(broker, "1", (policy, "compact,delete,compact", APPEND)) == (0, None)
+        assert value("1") == ("delete,compact", DYNAMIC_BROKER)
+        assert alter(broker, "1", (policy, "delete", SUBTRACT)) == (0, None)
+        assert value("1") == ("compact", DYNAMIC_BROKER)
+        # a topic without its own cleanup.policy is compacted now, as the new default says
+        assert describe(broker, TOPIC, "dynconf-lists")["cleanup.policy"][:2] == ("compact", DYNAMIC_BROKER)
+        assert alter(broker, "1", (policy, "compact", SUBTRACT)) == (0, None)
+        assert value("1") == ("", DYNAMIC_BROKER)
+        # the cluster-wide default: subtracting what is not there keeps Kafka's default as the value
+        assert alter(broker, "", (policy, "compact", SUBTRACT)) == (0, None)
+        assert value("") == ("delete", DYNAMIC_DEFAULT)
+        assert alter(broker, "1", ("sasl.enabled.mechanisms", "PLAIN", APPEND)) == (0, None)
+        assert describe(broker, BROKER, "1")["sasl.enabled.mechanisms"][:2] == ("GSSAPI,PLAIN", DYNAMIC_BROKER)
+        broker.restart()
+        assert value("1") == ("", DYNAMIC_BROKER)
+        assert value("") == ("delete", DYNAMIC_DEFAULT)
+    finally:
+        assert alter(broker, "1", (policy, None, DELETE), ("sasl.enabled.mechanisms", None, DELETE)) == (0, None)
+        assert alter(broker, "", (policy, None, DELETE)) == (0, None)
+    assert alter(broker, "1", ("log.retention.ms", "5", APPEND)) == (
+        INVALID_CONFIG, "Config value append is not allowed for config key: log.retention.ms")
+    assert alter(broker, "1", ("no.such.config", "5", SUBTRACT)) == (INVALID_CONFIG, "Unknown config name: no.such.config")
+    assert alter(broker, "1", ("listener.name.plaintext.sasl.enabled.mechanisms", "PLAIN", APPEND)) == (
+        INVALID_CONFIG, "Unknown config name: listener.name.plaintext.sasl.enabled.mechanisms")
+    assert alter(broker, "1", ("log.dirs", "/elsewhere", APPEND)) == (
+        INVALID_REQUEST, "Cannot update these configs dynamically: [log.dirs]")
+    assert alter(broker, "", ("sasl.enabled.mechanisms", "PLAIN", APPEND)) == (
+        INVALID_REQUEST, "Cannot update these configs at default cluster level, broker id must be specified: "
+                         "[sasl.enabled.mechanisms]")
+    assert alter(broker, "1", (policy, "nonsense", APPEND))[0] == INVALID_REQUEST
+    assert alter(broker, "1", (policy, "x", 7)) == (INVALID_REQUEST, "Unknown operations type 7")
+    assert describe(broker, BROKER, "") == {}
+    assert describe(broker, BROKER, "1")[policy][:2] == ("delete", DEFAULT)
