@@ -191,7 +191,8 @@ class Broker:
         # the storage engine's producer snapshots and producer-id blocks (its files; handlers see neither)
         self.producer_states: ProducerStateManager | None = None
         if isinstance(self.logs, LogManager):
-            self.producer_states = ProducerStateManager(self.logs, self.data_dir, clock=self.clock)
+            self.producer_states = ProducerStateManager(self.logs, self.data_dir, clock=self.clock,
+                                                        expiration_ms=self.dynamic_configs.producer_id_expiration_ms)
         # what handlers and coordinators see of the data: the topics, and the partitions' one append
         # and read path (broker/partitions/)
         from .partitions.catalogue import TopicCatalogue

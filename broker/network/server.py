@@ -147,11 +147,21 @@ class KafkaServer:
             return
         protocol.authenticated_tls(auth)
 
+    def _limits(self, ip: str) -> tuple[int, int]:
+        """(max.connections, this address's limit) now: a dynamic broker config changes them for the
+        next connection (broker/dynamic_configs.py), the ones open stay, as in Kafka."""
+        dynamic = getattr(self.broker, "dynamic_configs", None)
+        if dynamic is None:
+            return self.max_connections, self.max_connections_per_ip
+        most, per_ip, overrides = dynamic.connection_limits(self.listener)
+        return most, overrides.get(ip, per_ip)
+
     def _over_limit(self, ip: str) -> str | None:
-        if len(self._connections) >= self.max_connections:
-            return f"the broker already has max.connections={self.max_connections} connections"
-        if self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
-            return f"{ip} already has max.connections.per.ip={self.max_connections_per_ip} connections"
+        most, per_ip = self._limits(ip)
+        if len(self._connections) >= most:
+            return f"the broker already has max.connections={most} connections"
+        if self._per_ip.get(ip, 0) >= per_ip:
+            return f"{ip} already has max.connections.per.ip={per_ip} connections"
         if self.slots is not None and self.slots.full():
             return (f"out of file descriptors: {self.slots.limit} connections is what ulimit -n leaves beside "
                     f"the segment-file cache (--log-max-open-files)")

@@ -209,6 +209,17 @@ DYNAMIC_ALTERS = [
     ("append_bad_item", "", [("log.cleanup.policy", APPEND, "nonsense")]),
     ("append_empty_item", "", [("log.cleanup.policy", APPEND, "compact,")]),
     ("unknown_operation", "1", [("log.cleanup.policy", 7, "x")]),
+    # settings kbroker applies: the connection limits, producer.id.expiration.ms, with Kafka's checks
+    ("applied", "1", [("max.connections.per.ip", SET, "1000"), ("listener.name.plaintext.max.connections", SET, "500")]),
+    ("applied_default", "", [("producer.id.expiration.ms", SET, "3600000"),
+                             ("max.connections.per.ip.overrides", SET, "127.0.0.1:2000")]),
+    ("listener_limit_negative", "1", [("listener.name.plaintext.max.connections", SET, "-2")]),
+    ("listener_limit_not_a_number", "1", [("listener.name.plaintext.max.connections", SET, "many")]),
+    ("per_ip_negative", "", [("max.connections.per.ip", SET, "-5")]),
+    ("per_ip_override_not_a_number", "", [("max.connections.per.ip.overrides", SET, "127.0.0.1:x")]),
+    # not sent: max.connections=0, which Kafka 4.4 refuses when validating only but otherwise accepts,
+    # then fails to apply and closes every connection (kbroker refuses it as Kafka's validation does)
+    ("expiration_zero", "", [("producer.id.expiration.ms", SET, "0")]),
     ("read_only", "1", [("node.id", SET, "2")]),
     ("per_broker_at_default", "", [("sasl.kerberos.min.time.before.relogin", SET, "58000")]),
     ("security_without_listener", "1", [("ssl.keystore.location", SET, "/nowhere")]),
@@ -218,12 +229,16 @@ DYNAMIC_ALTERS = [
 DYNAMIC_UNDO = [
     ("undo_per_broker", "1", [("log.cleaner.backoff.ms", DELETE, None), ("log.retention.ms", DELETE, None),
                               ("log.cleanup.policy", DELETE, None), ("ssl.cipher.suites", DELETE, None),
-                              ("ssl.enabled.protocols", DELETE, None)]),
+                              ("ssl.enabled.protocols", DELETE, None), ("max.connections.per.ip", DELETE, None),
+                              ("listener.name.plaintext.max.connections", DELETE, None)]),
     ("undo_cluster_default", "", [("log.retention.ms", DELETE, None), ("message.max.bytes", DELETE, None),
-                                  ("log.cleanup.policy", DELETE, None)]),
+                                  ("log.cleanup.policy", DELETE, None), ("producer.id.expiration.ms", DELETE, None),
+                                  ("max.connections.per.ip.overrides", DELETE, None)]),
 ]
 DYNAMIC_NAMES = {"log.cleaner.backoff.ms", "log.retention.ms", "log.retention.hours", "message.max.bytes",
-                 "log.cleanup.policy", "ssl.cipher.suites", "ssl.enabled.protocols"}
+                 "log.cleanup.policy", "ssl.cipher.suites", "ssl.enabled.protocols", "max.connections.per.ip",
+                 "listener.name.plaintext.max.connections", "producer.id.expiration.ms",
+                 "max.connections.per.ip.overrides"}
 
 
 def check_dynamic_broker_configs(level: Level, kafka: Observer, kbroker: Observer, topics: dict[str, str]) -> None:
