@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import functools
 import importlib
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -155,6 +155,8 @@ class Broker:
             self._build_security()
         self.cluster: Cluster | None = None  # several nodes (--nodes N): built below with the catalogue
         self.servers = self._servers(self, self.listeners, "") if config.nodes == 1 else []
+        if self._security is not None:  # a TLS listener's keystore, reloaded by a dynamic broker config
+            self.dynamic_configs.add_reconfigurable(self._security.keystores.prepare)
         from .network.fd_budget import ConnectionSlots, connection_limit
         from .storage.log.files import FILES
 
@@ -318,12 +320,12 @@ class Broker:
         return endpoint.host, endpoint.port
 
     def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
-                             validate_only: bool) -> None:
+                             validate_only: bool, names: Sequence[str] = ()) -> None:
         """Change a layer of dynamic broker configs and apply it: the topics' defaults, the cleaner's pause."""
         if self.postgres is not None:  # its layers would be the database's, shared by the nodes: not built
             raise KafkaError("Dynamic broker configs are not served by a node of a cluster over PostgreSQL yet",
                              ErrorCode.INVALID_REQUEST)
-        if self.dynamic_configs.alter(cluster_default, change, validate_only):
+        if self.dynamic_configs.alter(cluster_default, change, validate_only, names):
             from .topic_defaults import log_config
             self.catalogue.set_default_config(log_config(self.dynamic_configs.effective()))
             self.logs.wake_cleaner()

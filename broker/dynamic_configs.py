@@ -18,10 +18,10 @@ topic config: `log.retention.ms` but not `log.retention.hours`, `message.max.byt
 `compression.type`, ...: every topic without its own value takes the new one at once), the log
 cleaner's `log.cleaner.backoff.ms`, the connection limits for the next connection (`max.connections`,
 `listener.name.X.max.connections`, `max.connections.per.ip` and its overrides: connection_limits())
-and `producer.id.expiration.ms`. Kafka's other dynamic settings (its thread pools, listener SSL/SASL
-settings, replication quotas) are accepted, checked, kept and reported like Kafka's, but change
-nothing: kbroker has no such pools, and reads its TLS and SASL settings at start
-(docs/configuration.md says why for each).
+`producer.id.expiration.ms`, and a TLS listener's keystore (a reconfigurable: security/tls_reload.py).
+Kafka's other dynamic settings (its thread pools, the other listener SSL/SASL settings, replication
+quotas) are accepted, checked, kept and reported like Kafka's, but change nothing: kbroker has no such
+pools, and reads its other TLS and SASL settings at start (docs/configuration.md says why for each).
 
 The layers are one JSON file in the data directory (`dynamic-broker-configs.json`), rewritten whole
 (write, fsync, rename) before the request is answered, read at start before the logs load.
@@ -34,7 +34,7 @@ import functools
 import ipaddress
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,9 @@ from .storage.log.files import write_file_durably
 from ..protocol.errors import ErrorCode, KafkaError
 
 log = structlog.get_logger("kbroker.dynamic_configs")
+
+# Kafka's Reconfigurable: (this broker's layer as it would be, the names asked) -> its commit, or None
+Reconfigure = Callable[[dict[str, str], Iterable[str]], Callable[[], None] | None]
 
 FILE = "dynamic-broker-configs.json"
 KAFKA_PRODUCER_ID_EXPIRATION_MS = 86_400_000
@@ -172,6 +175,7 @@ class DynamicBrokerConfigs:
         self.static = static
         self.node: dict[str, str] = {}  # this broker's (the resource named by its id)
         self.default: dict[str, str] = {}  # the cluster-wide defaults (the empty name)
+        self._reconfigurables: list[Reconfigure] = []
         if self.path.exists():
             try:
                 loaded = json.loads(self.path.read_text())
@@ -218,29 +222,49 @@ class DynamicBrokerConfigs:
         out = [(n, self.node[n], DYNAMIC_BROKER) for n in names if n in self.node]
         return out + [(n, self.default[n], DYNAMIC_DEFAULT) for n in names if n in self.default]
 
+    def add_reconfigurable(self, prepare: Reconfigure) -> None:
+        """Something that acts on this broker's dynamic configs (a TLS listener's keystore: Kafka's
+        Reconfigurable): `prepare(layer, names)` checks the layer as it would be (KafkaError) and
+        gives what applies it, or None. The layer in force now is applied at once (after a restart)."""
+        self._reconfigurables.append(prepare)
+        try:
+            commit = prepare(self.node, list(self.node))
+        except KafkaError as exc:
+            log.error("dynamic_broker_configs_not_applied", path=str(self.path), error=str(exc),
+                      action="the broker's own settings serve until a valid change")
+            return
+        if commit is not None:
+            commit()
+
     def alter(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
-              validate_only: bool) -> bool:
+              validate_only: bool, names: Iterable[str] = ()) -> bool:
         """Apply `change` to one layer; every name and value checked (KafkaError) before any is kept,
-        and kept durably before this returns. True when the effective settings may have changed."""
+        and kept durably before this returns. `names`: the ones the request names (a TLS keystore
+        named again is reloaded when its file changed, unchanged as the value is). True when the
+        effective settings may have changed."""
         current = self.layer(cluster_default)
         new = change(dict(current))
         self._check_names(set(new) - set(current) | {n for n in new if new[n] != current.get(n)}, cluster_default)
         node, default = (self.node, new) if cluster_default else (new, self.default)
         effective = self._build(node, default)
-        if validate_only or new == current:
+        commits = [c for prepare in self._reconfigurables if (c := prepare(node, names)) is not None]
+        if validate_only:
             return False
-        if cluster_default:
-            self.default = new
-        else:
-            self.node = new
-        self._effective = effective
-        write_file_durably(self.path, json.dumps({"broker": self.node, "default": self.default},
-                                                 sort_keys=True, indent=1).encode())
-        unused = sorted(n for n in new if not applied(n) and new[n] != current.get(n))
-        log.info("dynamic_broker_configs_altered", level="cluster-default" if cluster_default else "broker",
-                 configs={n: None if sensitive(n) else v for n, v in new.items()},
-                 **({"kept_not_used": unused} if unused else {}))
-        return True
+        if new != current:
+            if cluster_default:
+                self.default = new
+            else:
+                self.node = new
+            self._effective = effective
+            write_file_durably(self.path, json.dumps({"broker": self.node, "default": self.default},
+                                                     sort_keys=True, indent=1).encode())
+            unused = sorted(n for n in new if not applied(n) and new[n] != current.get(n))
+            log.info("dynamic_broker_configs_altered", level="cluster-default" if cluster_default else "broker",
+                     configs={n: None if sensitive(n) else v for n, v in new.items()},
+                     **({"kept_not_used": unused} if unused else {}))
+        for commit in commits:
+            commit()
+        return new != current
 
     @staticmethod
     def _check_names(names: set[str], cluster_default: bool) -> None:
