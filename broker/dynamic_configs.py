@@ -156,9 +156,15 @@ def base_name(name: str) -> str:
     return base.group(1) if base else name
 
 
+# Listener-prefixed settings kbroker acts on: the connection limit, and the TLS keystore (tls_reload.py).
+_APPLIED_PER_LISTENER = frozenset({"max.connections", "ssl.keystore.location", "ssl.key.password",
+                                   "ssl.truststore.location", "ssl.allow.dn.changes", "ssl.allow.san.changes"})
+
+
 def applied(name: str) -> bool:
     """Whether kbroker acts on this dynamic setting (else it is kept and reported only)."""
-    return name in APPLIED or name in APPLIED_BY_NAME or (name != base_name(name) and base_name(name) == "max.connections")
+    return name in APPLIED or name in APPLIED_BY_NAME or (
+        name != base_name(name) and base_name(name) in _APPLIED_PER_LISTENER)
 
 
 def sensitive(name: str) -> bool:
