@@ -377,7 +377,8 @@ class Broker:
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
         if self.postgres is None:  # the segment engine's cleaner (the database's engine compacts nothing yet)
             self._background.append(asyncio.create_task(self.logs.cleaner.run(
-                lambda: self.dynamic_configs.effective().log_cleaner_backoff_ms), name="log-cleaner"))
+                lambda: self.dynamic_configs.effective().log_cleaner_backoff_ms,
+                self.dynamic_configs.cleaner_io_max_bytes_per_s), name="log-cleaner"))
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
         if self.cluster is not None and self.config.auto_leader_rebalance_enable:
             self._background.append(asyncio.create_task(

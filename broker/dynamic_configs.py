@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import ipaddress
 import json
+import math
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -111,7 +112,8 @@ PER_BROKER = (_SECURITY | _LISTENER | {"cordoned.log.dirs"}) - _CLUSTER_LEVEL_LI
 APPLIED = _LOG | {"log.cleaner.backoff.ms", "max.connections", "max.connections.per.ip"}
 # Applied at run time without a BrokerConfig field: read with value() where they act (the network
 # server: broker/network/connection_limits.py; the producer states' expiry). The rest are kept only.
-APPLIED_BY_NAME = frozenset({"max.connections.per.ip.overrides", "producer.id.expiration.ms"})
+APPLIED_BY_NAME = frozenset({"max.connections.per.ip.overrides", "producer.id.expiration.ms",
+                             "log.cleaner.io.max.bytes.per.second"})
 # Kafka's lower bounds of the settings kbroker applies or checks (ConfigDef atLeast).
 _AT_LEAST = {"max.connections": 0, "max.connections.per.ip": 0, "max.connection.creation.rate": 0,
              "producer.id.expiration.ms": 1, "log.cleaner.threads": 0, "num.io.threads": 1,
@@ -218,6 +220,11 @@ class DynamicBrokerConfigs:
         """producer.id.expiration.ms: how long an idle producer's state is kept (Kafka's 24 hours unless set)."""
         value = self.value("producer.id.expiration.ms")
         return int(value) if value is not None else KAFKA_PRODUCER_ID_EXPIRATION_MS
+
+    def cleaner_io_max_bytes_per_s(self) -> float:
+        """log.cleaner.io.max.bytes.per.second: the log cleaner's read and write rate (unlimited unless set)."""
+        value = self.value("log.cleaner.io.max.bytes.per.second")
+        return float(value) if value is not None else math.inf
 
     def layer(self, cluster_default: bool) -> dict[str, str]:
         return self.default if cluster_default else self.node

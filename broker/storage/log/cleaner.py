@@ -20,6 +20,7 @@ warning, and the log counts as all dirty.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ import structlog
 
 from . import compaction
 from .cleaner_checkpoint import CleanerCheckpoint, Offsets
+from .throttler import Throttler
 from .txn_cleaning import cleanable_below_limit
 from .txn_cleaning import for_log as txn_cleaning_for
 
@@ -81,6 +83,9 @@ class LogCleaner:
         self._now_ms = now_ms
         self._wake = asyncio.Event()
         self.rounds = 0  # logs cleaned, for tests and metrics
+        # log.cleaner.io.max.bytes.per.second (a dynamic broker config; unlimited until run() says)
+        self._io_max_bytes_per_s: Callable[[], float] = lambda: math.inf
+        self._throttler = Throttler(lambda: self._io_max_bytes_per_s())
         # the checkpoint file of the log directory (none: kept in memory only, as unit tests run it)
         self._checkpoint = CleanerCheckpoint(log_dir) if log_dir is not None else None
         self._kept: Offsets = {}  # what the file holds (or will once the write in flight ends)
@@ -139,7 +144,7 @@ class LogCleaner:
             return False
         ratio, forced = dirtiness(plog, now_ms)
         before = plog.cleaned_to
-        stats = await compaction.compact_async(plog, now_ms)
+        stats = await compaction.compact_async(plog, now_ms, self._throttler)
         if plog.cleaned_to == before:
             return False  # taken meanwhile, or nothing to do after all: the next round sees
         self.rounds += 1
@@ -148,11 +153,15 @@ class LogCleaner:
             await asyncio.to_thread(self._write, snapshot)
         log.info("log_cleaned", topic=plog.topic, partition=plog.partition, dirty_ratio=round(ratio, 3),
                  forced_by_max_compaction_lag=forced, segments_rewritten=stats.segments_rewritten,
+                 throttled_ms=stats.throttled_ms,
                  bytes_before=stats.bytes_before, bytes_after=stats.bytes_after)
         return True
 
-    async def run(self, backoff_ms: Callable[[], int]) -> None:
-        """Clean while a log needs it; otherwise sleep the backoff (read each round: a dynamic config)."""
+    async def run(self, backoff_ms: Callable[[], int],
+                  io_max_bytes_per_s: Callable[[], float] = lambda: math.inf) -> None:
+        """Clean while a log needs it; otherwise sleep the backoff; the cleaning's reads and writes held
+        to `io_max_bytes_per_s` (both read as they are used: dynamic configs)."""
+        self._io_max_bytes_per_s = io_max_bytes_per_s
         while True:
             try:
                 cleaned = await self.clean_filthiest()
