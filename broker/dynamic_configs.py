@@ -206,15 +206,18 @@ class DynamicBrokerConfigs:
         """A dynamic setting's value: this broker's, else the cluster-wide default's, else None."""
         return self.node[name] if name in self.node else self.default.get(name)
 
-    def connection_limits(self, listener: str) -> tuple[int, int, dict[str, int]]:
-        """(max.connections, max.connections.per.ip, its per-address overrides) as a listener applies
-        them to its next connection: the listener's own `listener.name.<listener>.max.connections`
-        where set, else the broker's (Kafka's DynamicConnectionQuota)."""
+    def connection_limits(self, listener: str, ip: str) -> tuple[int, int]:
+        """(max.connections, max.connections.per.ip) as a listener applies them to its next connection
+        from `ip`: the listener's own `listener.name.<listener>.max.connections` where set, else the
+        broker's; the address's override where one names it (Kafka's DynamicConnectionQuota). The
+        connections open stay."""
         effective = self._effective
         own = self.value(f"listener.name.{listener.lower()}.max.connections")
         overrides = self.value("max.connections.per.ip.overrides")
-        return (int(own) if own is not None else effective.max_connections, effective.max_connections_per_ip,
-                _address_overrides(overrides) if overrides else {})
+        per_ip = effective.max_connections_per_ip
+        if overrides:
+            per_ip = _address_overrides(overrides).get(ip, per_ip)
+        return int(own) if own is not None else effective.max_connections, per_ip
 
     def producer_id_expiration_ms(self) -> int:
         """producer.id.expiration.ms: how long an idle producer's state is kept (Kafka's 24 hours unless set)."""

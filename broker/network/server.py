@@ -147,17 +147,10 @@ class KafkaServer:
             return
         protocol.authenticated_tls(auth)
 
-    def _limits(self, ip: str) -> tuple[int, int]:
-        """(max.connections, this address's limit) now: a dynamic broker config changes them for the
-        next connection (broker/dynamic_configs.py), the ones open stay, as in Kafka."""
-        dynamic = getattr(self.broker, "dynamic_configs", None)
-        if dynamic is None:
-            return self.max_connections, self.max_connections_per_ip
-        most, per_ip, overrides = dynamic.connection_limits(self.listener)
-        return most, overrides.get(ip, per_ip)
-
     def _over_limit(self, ip: str) -> str | None:
-        most, per_ip = self._limits(ip)
+        dynamic = getattr(self.broker, "dynamic_configs", None)  # a change applies to the next connection
+        most, per_ip = (dynamic.connection_limits(self.listener, ip) if dynamic is not None
+                        else (self.max_connections, self.max_connections_per_ip))
         if len(self._connections) >= most:
             return f"the broker already has max.connections={most} connections"
         if self._per_ip.get(ip, 0) >= per_ip:
