@@ -90,7 +90,11 @@ class ListenerKeystores:
         if listener.listener not in self._loaded:
             cfg = self.config
             settings = (cfg.ssl_keystore_location, cfg.ssl_key_password or "", cfg.ssl_truststore_location or "")
-            self._loaded[listener.listener] = self._stamp(settings, _Certificate.of(settings[0]))
+            try:
+                certificate: _Certificate | None = _Certificate.of(settings[0])
+            except (OSError, ValueError, IndexError):  # the context loaded it: a form cryptography reads not
+                certificate = None
+            self._loaded[listener.listener] = self._stamp(settings, certificate)
 
     @staticmethod
     def _stamp(settings: tuple[str, ...], certificate: _Certificate | None) -> _Loaded:
