@@ -5,8 +5,9 @@ builds the listener a new TLS context, and the next handshake presents the new c
 connections open keep theirs. Setting the same location again reloads the file when it changed on
 disk (a certificate renewed in place), as Kafka reloads a modified keystore.
 
-Checked before anything is kept, in Kafka's words: a keystore or truststore that does not load is
-INVALID_REQUEST "Validation of dynamic config update of SSLFactory failed: ...", and so is a new
+Checked before anything is kept, in Kafka's words (tests/reference/test_tls_reload.py compares them):
+a keystore or truststore that does not load is INVALID_REQUEST "... Validation of dynamic config
+update of SSLFactory failed: ... Failed to load PEM SSL keystore PATH ...", and so is a new
 certificate whose subject differs from the one it replaces, or that drops one of its subject
 alternative names, unless `listener.name.<listener>.ssl.allow.dn.changes` or
 `.ssl.allow.san.changes` is true (Kafka's SslFactory.CertificateEntries.ensureCompatible). Each
@@ -64,7 +65,9 @@ class _Certificate:
             names = frozenset(str(n.value) for n in sans)
         except x509.ExtensionNotFound:
             names = frozenset()
-        return _Certificate(cert.subject.rfc4514_string(), names, cert.not_valid_after_utc.isoformat())
+        # Java's X500Principal.toString(): RFC 2253's order, ", " between the parts
+        subject = ", ".join(rdn.rfc4514_string() for rdn in reversed(cert.subject.rdns))
+        return _Certificate(subject, names, cert.not_valid_after_utc.isoformat())
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +122,11 @@ class ListenerKeystores:
             try:
                 context = tls.server_context(settings[0], settings[2], listeners[0][1], settings[1] or None)
                 certificate = _Certificate.of(settings[0])
-                _ensure_compatible(old.certificate, certificate, layer, prefix)
-            except (ssl.SSLError, OSError, ValueError, IndexError) as exc:
-                raise KafkaError(f"Validation of dynamic config update of SSLFactory failed: {exc}",
-                                 ErrorCode.INVALID_REQUEST) from None
+            except (ssl.SSLError, OSError, ValueError, IndexError):
+                which, path = ("truststore", settings[2]) if _loads(settings[0], settings[1]) else ("keystore", settings[0])
+                raise _refused(f"org.apache.kafka.common.errors.InvalidConfigurationException: Failed to load PEM "
+                               f"SSL {which} {path}") from None
+            _ensure_compatible(old.certificate, certificate, layer, prefix)
             ready.append((name, context, self._stamp(settings, certificate)))
         if not ready:
             return None
@@ -139,18 +143,32 @@ class ListenerKeystores:
         return commit
 
 
-class _Incompatible(ValueError):
-    pass
+def _refused(reason: str) -> KafkaError:
+    """Kafka's answer to a reconfiguration its SslFactory refuses, wrapped as its broker wraps it."""
+    return KafkaError("Invalid value org.apache.kafka.common.config.ConfigException: Validation of dynamic config "
+                      f"update of SSLFactory failed: {reason} for configuration Invalid dynamic configuration",
+                      ErrorCode.INVALID_REQUEST)
+
+
+def _loads(keystore: str, password: str) -> bool:
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(keystore, password=password or None)
+    except (ssl.SSLError, OSError, ValueError):
+        return False
+    return True
 
 
 def _ensure_compatible(old: _Certificate | None, new: _Certificate, layer: dict[str, str], prefix: str) -> None:
+    """Kafka's CertificateEntries.ensureCompatible: the same subject, and every old alternative name
+    still there, unless the listener allows DN or SAN changes (a PEM keystore's one entry is `kafka`)."""
     if old is None:
         return
+    config = "org.apache.kafka.common.config.ConfigException"
     if layer.get(prefix + "ssl.allow.dn.changes", "false").strip().lower() != "true" and \
             old.subject.lower() != new.subject.lower():
-        raise _Incompatible(f"Keystore DistinguishedName does not match:  existing={{DN={old.subject}}}, "
-                            f"new={{DN={new.subject}}}")
+        raise _refused(f"{config}: Keystore DistinguishedName does not match:  existing={{alias=kafka, "
+                       f"DN={old.subject}}}, new={{alias=kafka, DN={new.subject}}}")
     if layer.get(prefix + "ssl.allow.san.changes", "false").strip().lower() != "true" and \
             not new.alt_names >= old.alt_names:
-        raise _Incompatible(f"Keystore SubjectAltNames do not match:  existing={{SAN={sorted(old.alt_names)}}}, "
-                            f"new={{SAN={sorted(new.alt_names)}}}")
+        raise _refused(f"{config}: Keystore SubjectAltNames do not match:  existing={{alias=kafka, "
+                       f"SAN={sorted(old.alt_names)}}}, new={{alias=kafka, SAN={sorted(new.alt_names)}}}")
