@@ -89,14 +89,15 @@ def test_where_the_cleaner_stopped_survives_a_restart(tmp_path):
     data = tmp_path / "data"
     with BrokerProcess(data, "--log-cleaner-backoff-ms", "500") as broker:
         fill(broker, "kept", 30)
-        await_cleaning(broker, "kept", 1)
-        deadline = time.monotonic() + WAIT_S  # the file is written as the cleaning ends
-        while ("kept", 0) not in (offsets := parse((data / CHECKPOINT).read_text()) if (data / CHECKPOINT).exists()
-                                  else {}):
-            assert time.monotonic() < deadline
+        # cleaned up to the active segment (the last record's): a cleaning while the records came may
+        # have stopped short of it, and the next one reaches it
+        deadline = time.monotonic() + WAIT_S
+        while (offsets := parse((data / CHECKPOINT).read_text()) if (data / CHECKPOINT).exists()
+               else {}).get(("kept", 0)) != 29:
+            assert time.monotonic() < deadline, broker.dump_log()
             time.sleep(0.2)
-        assert (data / CHECKPOINT).read_text().startswith(f"0\n{len(offsets)}\nkept 0 {offsets['kept', 0]}\n")
-        assert offsets["kept", 0] > 0
+        lines = (data / CHECKPOINT).read_text().splitlines()  # Kafka's format
+        assert lines[:2] == ["0", str(len(offsets))] and "kept 0 29" in lines[2:]
 
         # restarted (killed: the file was durable before the cleaning was logged), the log is not
         # cleaned again: the old cleaner counted it all dirty and cleaned it in its first round
