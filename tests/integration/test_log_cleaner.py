@@ -74,9 +74,11 @@ def await_cleaning(broker: BrokerProcess, topic: str, start: int) -> None:
 
 
 def fill(broker: BrokerProcess, topic: str, records: int) -> None:
-    """A compacted topic of three keys whose every record rolls a segment (cleanable at once)."""
+    """A compacted topic of three keys whose every record rolls a segment (cleanable at once), cleaned
+    whenever anything is dirty (a cleaning while the records come is then followed by another)."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(topic, 1, config={"cleanup.policy": "compact", "segment.ms": "100"})])[
+    admin.create_topics([NewTopic(topic, 1, config={"cleanup.policy": "compact", "segment.ms": "100",
+                                                    "min.cleanable.dirty.ratio": "0.01"})])[
         topic].result(timeout=TIMEOUT)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     base = int(time.time() * 1000) - 60_000
