@@ -72,6 +72,9 @@ class StreamsGroup:
     validated_topology_epoch: int = -1
     topology: Topology | None = None
     assignment_epoch: int = 0
+    # When the target assignment was last computed (wall clock; 0: a new or emptied group): the
+    # assignment interval counts from it.
+    assignment_timestamp: int = 0
     members: dict[str, StreamsGroupMember] = field(default_factory=dict)
     target_assignment: dict[str, Assignment] = field(default_factory=dict)
     deleted: bool = False
@@ -248,6 +251,7 @@ def replay(groups: Mapping[str, StreamsGroup], record: sr.StreamsRecord,
         group.topology = None if v is None else topology_of(v)
     elif rt == sr.TARGET_ASSIGNMENT_METADATA:
         group.assignment_epoch = 0 if v is None else v.assignment_epoch
+        group.assignment_timestamp = 0 if v is None else v.assignment_timestamp
     elif rt == sr.TARGET_ASSIGNMENT_MEMBER:
         if v is None:
             group.target_assignment.pop(member_id, None)
