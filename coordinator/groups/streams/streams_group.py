@@ -4,7 +4,7 @@ assignment; replay() applies one record (write path and load alike)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -12,6 +12,7 @@ from ....protocol.errors import ErrorCode
 from ....protocol.messages import streams_group_current_member_assignment_value as cmav
 from ....protocol.records import streams_records as sr
 from ..results import ListedGroup
+from ..store import TypedGroups
 from .streams_commands import STREAMS_GROUP_TYPE, Topology
 from .topology import Subtopology, TaskSet, Tasks, TopicInfo, task_set, tasks_of
 
@@ -231,7 +232,7 @@ def current_assignment_value(m: StreamsGroupMember) -> Any:
         warmup_tasks_pending_revocation=wire_tasks(m.pending_revocation.warmup, t))
 
 
-def replay(groups: Mapping[str, StreamsGroup], record: sr.StreamsRecord,
+def replay(groups: TypedGroups[StreamsGroup], record: sr.StreamsRecord,
            create: Callable[[str], StreamsGroup]) -> None:
     group = groups.get(record.group)
     v = record.value
@@ -241,8 +242,10 @@ def replay(groups: Mapping[str, StreamsGroup], record: sr.StreamsRecord,
         group = create(record.group)
     rt, member_id = record.record_type, record.member_id or ""
     if rt == sr.GROUP_METADATA:
-        if v is None:
+        if v is None:  # the group's last record: it goes, its offsets stay with its id
             group.deleted = True
+            if groups.get(record.group) is group:
+                del groups[record.group]
             return
         group.group_epoch, group.metadata_hash = v.epoch, v.metadata_hash
         group.validated_topology_epoch = v.validated_topology_epoch

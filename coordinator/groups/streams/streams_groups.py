@@ -28,11 +28,13 @@ from ....protocol.records import streams_records as sr
 from ....protocol.records.classic_records import GroupMetadataTombstone
 from ...runtime.outcome import Outcome, Reply
 from ..classic.group import ClassicGroup, GroupState
+from .. import commands as c
 from ..events import StreamsAssignmentChanged
 from ..group_types import NoFollowUps, TypeContext
 from . import streams_commands as sc
 from .assignor import ASSIGNOR_NAME, AssignmentMember, assign
 from .checks import ApiError, check_epoch, check_not_fenced, check_tasks, validate
+from .migration import JoinAfterStreamsGroupDeleted, after_deleted, classic_join
 from .settings import NUM_STANDBY_REPLICAS, StreamsSettings
 from .streams_group import (
     EMPTY, STABLE, UNRELEASED_TASKS, UNREVOKED_TASKS, Assignment, StreamsGroup, StreamsGroupMember,
@@ -93,9 +95,9 @@ def reconcile(member: StreamsGroupMember, target: Assignment, target_epoch: int,
 class StreamsGroups(NoFollowUps):
     name = sc.STREAMS_GROUP_TYPE
     commands: tuple[type, ...] = sc.STREAMS_REQUESTS + sc.STREAMS_EXPIRIES
-    also_handles: tuple[type, ...] = ()
+    also_handles: tuple[type, ...] = (c.JoinGroup,)  # a classic member taking over an empty streams group
     records: tuple[type, ...] = sr.STREAMS_RECORD_CLASSES
-    follow_ups: tuple[type, ...] = ()
+    follow_ups: tuple[type, ...] = (JoinAfterStreamsGroupDeleted,)
 
     def __init__(self, ctx: TypeContext) -> None:
         self.store = ctx.groups
@@ -104,6 +106,7 @@ class StreamsGroups(NoFollowUps):
         self.topics = ctx.topics
         self.group_config = ctx.group_config
         self.settings = StreamsSettings(ctx.config, ctx.group_config)
+        self._dispatch = ctx.handle  # the shard's: a JoinGroup once the empty streams group is gone
         # Groups whose first assignment waits for group.streams.initial.rebalance.delay.ms (in memory,
         # as Kafka's timer is).
         self.delayed: set[str] = set()
@@ -134,6 +137,9 @@ class StreamsGroups(NoFollowUps):
                     out.reply(cmd.reply_to, result)
             case sc.StreamsGroupDescribe():
                 out.reply(cmd.reply_to, self._describe(group, cmd.group_id))
+            case c.JoinGroup():  # the shard sends it here only when its group is a streams group
+                self.delayed.discard(group.group_id)
+                classic_join(out, group, cmd)
             case sc.StreamsInitialDelayExpired():
                 # The next heartbeat computes the target assignment (the group epoch is past it).
                 self.delayed.discard(cmd.group_id)
@@ -452,6 +458,9 @@ class StreamsGroups(NoFollowUps):
                 for m in streams.members.values()))
 
     # -- the GroupType protocol's other duties -------------------------------------------------
+
+    def on_write_done(self, follow_up: Any, error: ErrorCode | None, now_ms: int) -> Outcome:
+        return after_deleted(follow_up, error, now_ms, self._dispatch)
 
     def replay(self, record: Any) -> None:
         replay(self.groups, record, self._create)
