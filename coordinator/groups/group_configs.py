@@ -28,24 +28,23 @@ class GroupConfigDef:
     internal: bool = False
 
 
-def _int(name: str, value: str) -> int:
+def _number(name: str, value: str, kind: str = "INT", bits: int = 32) -> int:
+    """ConfigDef's parse of an INT (or LONG) value; Kafka's message when it is not one."""
     try:
         number = int(value.strip())
     except ValueError:
-        raise GroupConfigError(f"Invalid value {value} for configuration {name}: Not a number of type INT") from None
-    if not -(1 << 31) <= number < (1 << 31):
-        raise GroupConfigError(f"Invalid value {value} for configuration {name}: Not a number of type INT")
+        number = 1 << bits
+    if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
+        raise GroupConfigError(f"Invalid value {value} for configuration {name}: Not a number of type {kind}")
     return number
+
+
+def _int(name: str, value: str) -> int:
+    return _number(name, value)
 
 
 def _long(name: str, value: str) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise GroupConfigError(f"Invalid value {value} for configuration {name}: Not a number of type LONG") from None
-    if not -(1 << 63) <= number < (1 << 63):
-        raise GroupConfigError(f"Invalid value {value} for configuration {name}: Not a number of type LONG")
-    return number
+    return _number(name, value, "LONG", 64)
 
 
 def _at_least(low: int, parse: Callable[[str, str], int] = _int) -> Callable[[str, str], None]:

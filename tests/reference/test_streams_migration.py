@@ -17,7 +17,6 @@ lines the application read). Both brokers must observe the same, and the right c
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 import uuid
@@ -26,10 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.tests.integration.broker_process import BrokerProcess
-from kbroker.tests.reference.kafka import KafkaProcess, require_kafka_libs
-from kbroker.tests.reference.streams_instances import WAIT_S, Instance, java_command, wait_settled
-from kbroker.tests.reference.test_streams_failover import LINES, committed_counts, produce
+from kbroker.tests.reference.streams_instances import WAIT_S, Instance, on_both_brokers, wait_settled
+from kbroker.tests.reference.test_streams_failover import LINES, committed_counts
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import TopicPartition  # noqa: E402 (after the skip)
@@ -128,24 +125,9 @@ def scenario(bootstrap: str, java: list[str], work: Path) -> dict:
 
 @pytest.mark.timeout(900)
 def test_a_streams_group_and_a_classic_group_take_over_each_other_as_on_kafka(tmp_path) -> None:
-    libs = require_kafka_libs()
     if shutil.which("javac") is None:
         pytest.skip("javac is missing (a JDK: Java 17 or later)")
-    java = java_command(libs, tmp_path)
-    results = {}
-    kafka = KafkaProcess(tmp_path / "kafka")
-    try:
-        (tmp_path / "on-kafka").mkdir()
-        results["kafka"] = scenario(kafka.bootstrap, java, tmp_path / "on-kafka")
-    finally:
-        kafka.stop()
-    broker = BrokerProcess(tmp_path / "kbroker")
-    try:
-        (tmp_path / "on-kbroker").mkdir()
-        results["kbroker"] = scenario(broker.bootstrap, java, tmp_path / "on-kbroker")
-    finally:
-        broker.stop()
-    print(json.dumps(results, indent=1), flush=True)
+    results = on_both_brokers(tmp_path, scenario)
     kafka_result = results["kafka"]
     assert kafka_result["every_count_once_in_order"], results  # else the scenario, not kbroker, is wrong
     assert kafka_result["classic"] == {"joined": True, "old_lines_read": 0, "new_lines_read": len(LINES)}, results
