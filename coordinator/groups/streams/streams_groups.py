@@ -27,8 +27,8 @@ from ....protocol.messages import streams_group_target_assignment_metadata_value
 from ....protocol.records import streams_records as sr
 from ....protocol.records.classic_records import GroupMetadataTombstone
 from ...runtime.outcome import Outcome, Reply
-from ..classic.group import ClassicGroup, GroupState
 from .. import commands as c
+from ..classic.group import ClassicGroup, GroupState
 from ..events import StreamsAssignmentChanged
 from ..group_types import NoFollowUps, TypeContext
 from . import streams_commands as sc
@@ -43,7 +43,6 @@ from .streams_group import (
 from .topology import ConfiguredTopology, configure, tasks_of
 
 E = ErrorCode
-
 
 
 def topics_hash(names: set[str], partitions: Mapping[str, int]) -> int:
@@ -104,7 +103,6 @@ class StreamsGroups(NoFollowUps):
         self.groups = ctx.groups.of_type(StreamsGroup)
         self.config = ctx.config
         self.topics = ctx.topics
-        self.group_config = ctx.group_config
         self.settings = StreamsSettings(ctx.config, ctx.group_config)
         self._dispatch = ctx.handle  # the shard's: a JoinGroup once the empty streams group is gone
         # Groups whose first assignment waits for group.streams.initial.rebalance.delay.ms (in memory,
@@ -155,7 +153,8 @@ class StreamsGroups(NoFollowUps):
                 if group.__class__ is StreamsGroup and cmd.member_id in group.members:
                     records = []
                     self._fence(out, records, group, group.members[cmd.member_id],
-                                f"member {cmd.member_id}'s session expired", self.settings.session_timeout_ms(cmd.group_id))
+                                f"member {cmd.member_id}'s session expired",
+                                self.settings.session_timeout_ms(cmd.group_id))
                     out.write(records)
         return out
 
