@@ -25,7 +25,7 @@ from ....protocol.errors import ErrorCode, KafkaError
 from ....protocol.topic_names import validate_topic_name
 from ..log.config import LogConfig
 from ..log.topic_files import TopicInfo
-from . import metadata
+from . import metadata, topics
 from .log import PostgresLog
 from .membership import LiveBroker, live_brokers
 
@@ -77,12 +77,17 @@ class PostgresEngine:
                 rows_of.setdefault(row["topic"], []).append(row)
             new: dict[str, TopicInfo] = {}
             changes: list[tuple[str, int, int, int, int]] = []
+            altered = False  # a topic's partition count or configs
             for row in topics:
                 name = row["name"]
                 old = self._topics.get(name)
                 if old is not None and old.topic_id == row["topic_id"]:
                     info = old
+                    if self._follow(info, row["num_partitions"], overrides.get(name, {})):
+                        altered = True
                 else:
+                    if old is not None:  # deleted and created again under its name: another topic
+                        self._close_stores(name)
                     config = LogConfig.from_topic_configs(overrides.get(name, {}), self.default_config,
                                                           allow_internal=True)
                     info = TopicInfo(name, row["topic_id"], row["num_partitions"], config, config.override_dict())
@@ -116,11 +121,8 @@ class PostgresEngine:
                         changes.append((name, p, was, leader, epoch))
                 new[name] = info
             for name in set(self._topics) - set(new):
-                for (topic, p), store in list(self.plog.stores.items()):
-                    if topic == name:
-                        del self.plog.stores[(topic, p)]
-                        store.depose(None)
-            changed = bool(changes) or set(new) != set(self._topics) or \
+                self._close_stores(name)
+            changed = bool(changes) or altered or set(new) != set(self._topics) or \
                 [b.node_id for b in brokers] != [b.node_id for b in self.brokers] or controller != self.controller
             self._topics = new
             self.brokers = brokers
@@ -130,6 +132,28 @@ class PostgresEngine:
             for change in changes:
                 for listener in list(self.leader_listeners):
                     listener(*change)
+
+    def _follow(self, info: TopicInfo, num_partitions: int, overrides: dict[str, str]) -> bool:
+        """Bring a known topic's image to the database's partition count and overrides (another node's
+        CreatePartitions or config change); True if either changed."""
+        altered = info.num_partitions != num_partitions
+        info.num_partitions = num_partitions
+        if overrides != info.overrides:
+            config = LogConfig.from_topic_configs(overrides, self.default_config, allow_internal=True)
+            info.config, info.overrides = config, config.override_dict()
+            for (topic, _), store in self.plog.stores.items():
+                if topic == info.name:
+                    store.config = config
+            altered = True
+        return altered
+
+    def _close_stores(self, name: str) -> None:
+        """The topic is gone (deleted, or deleted and created again): its open partitions close, their
+        uncommitted appends answered NOT_LEADER_OR_FOLLOWER."""
+        for (topic, p), store in list(self.plog.stores.items()):
+            if topic == name:
+                del self.plog.stores[(topic, p)]
+                store.depose(None)
 
     # --- partitions -----------------------------------------------------------------------------------
 
@@ -158,6 +182,9 @@ class PostgresEngine:
         self.default_config = default
         for info in self._topics.values():
             info.config = LogConfig.from_topic_configs(info.overrides, default, allow_internal=True)
+        for (topic, _), store in self.plog.stores.items():
+            store.config = self._topics[topic].config if topic in self._topics else store.config
+        self.topics_version += 1
 
     def close(self) -> None:
         pass  # the node's wiring closes the writer and the pool (asynchronously)
@@ -220,15 +247,59 @@ class PostgresEngine:
             raise KafkaError(f"topic {name!r} was deleted meanwhile", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return info
 
+    def _require(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise KafkaError(f"Topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return info
+
     async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False,
                                    replicas: dict[int, list[int]] | None = None) -> TopicInfo:
-        raise KafkaError("CreatePartitions is not built yet over PostgreSQL", ErrorCode.POLICY_VIOLATION)
+        """CreatePartitions: `replicas`, the catalogue's placement of the new partitions (as the
+        controller places a new topic's), stored in one transaction (topics.py)."""
+        info = self._require(name)
+        old_total = info.num_partitions
+        if new_total <= old_total:
+            raise KafkaError(f"Topic currently has {old_total} partitions, which is higher than the requested "
+                             f"{new_total}.", ErrorCode.INVALID_PARTITIONS)
+        placed = replicas or {p: [self.node_id] for p in range(old_total, new_total)}
+        if validate_only:
+            return info
+        async with self.pool.acquire() as conn:
+            await topics.add_partitions(conn, name, info.topic_id, old_total, placed)
+        log.info("partitions_added", topic=name, partitions=new_total)
+        await self.refresh()
+        return self._require(name)
 
     def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo:
-        raise KafkaError("altering topic configs is not built yet over PostgreSQL", ErrorCode.POLICY_VIOLATION)
+        raise KafkaError("topic configs change asynchronously over PostgreSQL", ErrorCode.POLICY_VIOLATION)
+
+    async def alter_topic_configs_async(self, name: str, configs: dict[str, str], *,
+                                        validate_only: bool = False) -> TopicInfo:
+        """Replace the topic's overrides with `configs`, validated as on one node (LogConfig); every
+        node's DescribeConfigs reports them once its image has them."""
+        info = self._require(name)
+        config = LogConfig.from_topic_configs(configs, self.default_config,
+                                              allow_internal="internal.segment.bytes" in info.overrides)
+        if validate_only:
+            return info
+        async with self.pool.acquire() as conn:
+            await topics.replace_configs(conn, name, info.topic_id, config.override_dict())
+        log.info("topic_configs_altered", topic=name, configs=config.override_dict())
+        await self.refresh()
+        return self._require(name)
 
     def delete_topic(self, name: str) -> None:
-        raise KafkaError("DeleteTopics is not built yet over PostgreSQL", ErrorCode.POLICY_VIOLATION)
+        raise KafkaError("topics are deleted asynchronously over PostgreSQL", ErrorCode.POLICY_VIOLATION)
+
+    async def delete_topic_async(self, name: str) -> None:
+        """The topic's row, placement, configs and batches in one transaction (topics.py); its
+        partitions close here now and on the other nodes at their next refresh."""
+        info = self._require(name)
+        async with self.pool.acquire() as conn:
+            await topics.delete_topic(conn, name, info.topic_id)
+        log.info("topic_deleted", topic=name, topic_id=str(info.topic_id))
+        await self.refresh()
 
     def write_topic_record(self, info: TopicInfo) -> None:
         raise KafkaError("leaders move by the controller's elections in the database",

@@ -48,12 +48,14 @@ log = structlog.get_logger("kbroker.storage.postgres")
 BATCH_COLUMNS = ("topic", "partition", "base_offset", "last_offset", "leader_epoch", "max_timestamp", "producer_id",
                  "producer_epoch", "base_sequence", "attributes", "records")
 
+# The topic id too: a topic deleted and created again under its name (topics.py) is another log, even
+# where its new partition has this leader, epoch and end.
 _CLAIM = """
 UPDATE partitions AS p SET log_end = u.new_end
-FROM unnest($1::text[], $2::integer[], $3::integer[], $4::bigint[], $5::bigint[])
-     AS u(topic, partition, epoch, old_end, new_end)
+FROM unnest($1::text[], $2::integer[], $3::integer[], $4::bigint[], $5::bigint[], $7::uuid[])
+     AS u(topic, partition, epoch, old_end, new_end, topic_id), topics AS t
 WHERE p.topic = u.topic AND p.partition = u.partition AND p.leader = $6 AND p.leader_epoch = u.epoch
-  AND p.log_end = u.old_end
+  AND p.log_end = u.old_end AND t.name = u.topic AND t.topic_id = u.topic_id
 RETURNING p.topic, p.partition
 """
 
@@ -100,8 +102,9 @@ class PostgresLog:
         if old is not None:
             old.depose(None)
         async with conn.transaction(isolation="repeatable_read", readonly=True):
-            row = await conn.fetchrow("SELECT leader, leader_epoch, log_start, log_end FROM partitions "
-                                           "WHERE topic = $1 AND partition = $2", topic, partition)
+            row = await conn.fetchrow("SELECT leader, leader_epoch, log_start, log_end, topic_id FROM partitions "
+                                      "JOIN topics ON name = topic WHERE topic = $1 AND partition = $2",
+                                      topic, partition)
             if row is None:
                 raise KafkaError(f"no partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if row["leader"] != self.node_id:
@@ -117,7 +120,8 @@ class PostgresLog:
         state = PartitionProducerState(topic, partition)
         stored = [bytes(b["records"]) for b in batches]
         state.replay(header for data in stored for _, header in rb.iter_batches(data))
-        store = PostgresPartitionStore(self, topic, partition, config, leader_epoch=row["leader_epoch"],
+        store = PostgresPartitionStore(self, topic, partition, config, topic_id=row["topic_id"],
+                                       leader_epoch=row["leader_epoch"],
                                        log_start=row["log_start"], log_end=row["log_end"], epochs=history,
                                        producer_state=state, batches=[(b["base_offset"], b["last_offset"], data)
                                                                       for b, data in zip(batches, stored)])
@@ -169,7 +173,7 @@ class PostgresLog:
                 claimed = await self.conn.fetch(
                     _CLAIM, [s.topic for s, _ in taken], [s.partition for s, _ in taken],
                     [s.leader_epoch for s, _ in taken], [p[0][0] for _, p in taken], [p[-1][1] + 1 for _, p in taken],
-                    self.node_id)
+                    self.node_id, [s.topic_id for s, _ in taken])
                 ours = {(row["topic"], row["partition"]) for row in claimed}
                 rows = [(s.topic, s.partition, base, last, h.partition_leader_epoch, h.max_timestamp, h.producer_id,
                          h.producer_epoch, h.base_sequence, h.attributes, data)
@@ -191,7 +195,8 @@ class PostgresLog:
             else:
                 log.warning("append_fenced", topic=store.topic, partition=store.partition, node=self.node_id,
                             leader_epoch=store.leader_epoch, batches=len(pending), took_ms=took_ms)
-                self.stores.pop((store.topic, store.partition), None)
+                if self.stores.get((store.topic, store.partition)) is store:  # not a re-created topic's
+                    del self.stores[(store.topic, store.partition)]
                 store.depose(NotLeaderError(f"node {self.node_id} no longer leads {store.topic}-{store.partition} "
                                             f"in epoch {store.leader_epoch}: nothing was written"))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Iterable
 
@@ -42,12 +43,14 @@ Pending = tuple[int, int, rb.BatchHeader, bytes]
 
 
 class PostgresPartitionStore:
-    def __init__(self, plog: PostgresLog, topic: str, partition: int, config: LogConfig, *, leader_epoch: int,
+    def __init__(self, plog: PostgresLog, topic: str, partition: int, config: LogConfig, *, topic_id: uuid.UUID,
+                 leader_epoch: int,
                  log_start: int, log_end: int, epochs: LeaderEpochs, producer_state: PartitionProducerState,
                  batches: list[tuple[int, int, bytes]]) -> None:
         self._log = plog
         self.topic = topic
         self.partition = partition
+        self.topic_id = topic_id
         self._config = config
         self.leader_epoch = leader_epoch
         self._log_start = log_start
@@ -70,6 +73,10 @@ class PostgresPartitionStore:
     @property
     def config(self) -> LogConfig:
         return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:  # the topic's configs changed (engine.refresh)
+        self._config = config
 
     @property
     def log_start_offset(self) -> int:
