@@ -244,3 +244,63 @@ def test_topic_configs_altered_on_one_node_are_described_by_every_node(cluster):
                 "segment.ms": ("604800000", "DEFAULT_CONFIG")}, "every node describes the replaced overrides")
     assert sql(f"SELECT string_agg(key || '=' || value, ' ') FROM topic_configs WHERE topic = '{topic}'") == \
         "retention.bytes=1048576"
+
+
+def test_delete_records_moves_the_stored_log_start_and_survives_a_failover(cluster):
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+    nodes, sql = cluster
+    topic = f"trim-{uuid.uuid4().hex[:6]}"
+    create_topic(nodes[1].bootstrap, topic, 2)
+    wait_for(lambda: all(len(view(b, topic)[2]) == 2 and all(p[1] >= 0 for p in view(b, topic)[2])
+                         for b in nodes.values()), "every node knows the topic's leaders")
+    bootstrap = ",".join(b.bootstrap for b in nodes.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(10):  # ten batches
+        producer.produce(topic, f"v{i}".encode(), partition=0)
+        assert producer.flush(TIMEOUT) == 0
+    assert sql(f"SELECT count(*) FROM batches WHERE topic = '{topic}' AND partition = 0") == "10"
+
+    client = admin(nodes[2])
+    deleted = client.delete_records([TopicPartition(topic, 0, 4)])
+    assert next(iter(deleted.values())).result(TIMEOUT).low_watermark == 4
+    # stored, fenced as appends are, before the answer: the row's log start, the batches below it gone
+    assert sql(f"SELECT log_start FROM partitions WHERE topic = '{topic}' AND partition = 0") == "4"
+    assert sql(f"SELECT min(base_offset) || ' ' || count(*) FROM batches WHERE topic = '{topic}' "
+               f"AND partition = 0") == "4 6"
+    assert watermarks(bootstrap, topic, 0) == (4, 10)
+    assert read_partition(bootstrap, topic, 0, 6) == [f"v{i}".encode() for i in range(4, 10)]
+    with pytest.raises(Exception) as past:  # past the high watermark: refused as on one node
+        next(iter(client.delete_records([TopicPartition(topic, 0, 11)]).values())).result(TIMEOUT)
+    assert past.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
+    # a log start never moves back
+    assert next(iter(client.delete_records([TopicPartition(topic, 0, 2)]).values())).result(TIMEOUT).low_watermark == 4
+
+    # the leader killed: the next leader opens the partition at the stored log start
+    leader = view(nodes[1], topic)[2][0][1]
+    nodes[leader].kill()
+    others = [b for n, b in nodes.items() if n != leader]
+    wait_for(lambda: all(view(b, topic)[2][0][1] not in (leader, -1) for b in others), "the partition moved")
+    bootstrap = ",".join(b.bootstrap for b in others)
+    assert watermarks(bootstrap, topic, 0) == (4, 10)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 2)])  # below the log start: out of range, reset to it
+        first = None
+        import time
+        deadline = time.monotonic() + TIMEOUT
+        while first is None:
+            assert time.monotonic() < deadline, "nothing consumed"
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                first = message
+        assert (first.offset(), first.value()) == (4, b"v4")
+    finally:
+        consumer.close()
+    # and it moves the log start on from there
+    client = admin(others[0])
+    assert next(iter(client.delete_records([TopicPartition(topic, 0, 10)]).values())).result(TIMEOUT).low_watermark == 10
+    assert sql(f"SELECT log_start FROM partitions WHERE topic = '{topic}' AND partition = 0") == "10"
+    assert sql(f"SELECT count(*) FROM batches WHERE topic = '{topic}' AND partition = 0") == "0"
+    assert watermarks(bootstrap, topic, 0) == (10, 10)

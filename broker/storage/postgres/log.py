@@ -41,7 +41,7 @@ from ..producer_state import PartitionProducerState
 
 if TYPE_CHECKING:
     from ..log.config import LogConfig
-    from .store import PostgresPartitionStore
+    from .store import Pending, PostgresPartitionStore
 
 log = structlog.get_logger("kbroker.storage.postgres")
 
@@ -57,6 +57,18 @@ FROM unnest($1::text[], $2::integer[], $3::integer[], $4::bigint[], $5::bigint[]
 WHERE p.topic = u.topic AND p.partition = u.partition AND p.leader = $6 AND p.leader_epoch = u.epoch
   AND p.log_end = u.old_end AND t.name = u.topic AND t.topic_id = u.topic_id
 RETURNING p.topic, p.partition
+"""
+_MOVE_START = """
+UPDATE partitions AS p SET log_start = greatest(p.log_start, u.start)
+FROM unnest($1::text[], $2::integer[], $3::integer[], $4::bigint[], $6::uuid[])
+     AS u(topic, partition, epoch, start, topic_id), topics AS t
+WHERE p.topic = u.topic AND p.partition = u.partition AND p.leader = $5 AND p.leader_epoch = u.epoch
+  AND t.name = u.topic AND t.topic_id = u.topic_id
+RETURNING p.topic, p.partition
+"""
+_DELETE_BELOW = """
+DELETE FROM batches AS b USING unnest($1::text[], $2::integer[], $3::bigint[]) AS u(topic, partition, start)
+WHERE b.topic = u.topic AND b.partition = u.partition AND b.base_offset < u.start AND b.last_offset < u.start
 """
 
 
@@ -160,45 +172,70 @@ class PostgresLog:
             self._round = None
 
     async def _commit(self, stores: list[PostgresPartitionStore]) -> None:
-        taken = [(store, store.take_pending()) for store in stores]
-        taken = [(store, pending) for store, pending in taken if pending]
+        taken = [(store, store.take_pending(), store.take_log_start()) for store in stores]
+        taken = [(store, pending, start) for store, pending, start in taken if pending or start is not None]
         if not taken:
             return
+        appending = [(store, pending) for store, pending, _ in taken if pending]
+        starting = [(store, start) for store, _, start in taken if start is not None]
         started = time.monotonic()
         try:
             if self.conn.is_closed() and self._reconnect is not None:
                 self.conn = await self._reconnect()
                 log.info("postgres_reconnected", node=self.node_id, purpose="log")
             async with self.conn.transaction():
-                claimed = await self.conn.fetch(
-                    _CLAIM, [s.topic for s, _ in taken], [s.partition for s, _ in taken],
-                    [s.leader_epoch for s, _ in taken], [p[0][0] for _, p in taken], [p[-1][1] + 1 for _, p in taken],
-                    self.node_id, [s.topic_id for s, _ in taken])
-                ours = {(row["topic"], row["partition"]) for row in claimed}
+                ours = await self._claim(appending) if appending else set()
                 rows = [(s.topic, s.partition, base, last, h.partition_leader_epoch, h.max_timestamp, h.producer_id,
                          h.producer_epoch, h.base_sequence, h.attributes, data)
-                        for s, pending in taken if (s.topic, s.partition) in ours
+                        for s, pending in appending if (s.topic, s.partition) in ours
                         for base, last, h, data in pending]
                 if rows:
                     await self.conn.copy_records_to_table("batches", records=rows, columns=BATCH_COLUMNS)
+                moved = await self._move_log_starts(starting) if starting else set()
         except Exception as exc:  # noqa: BLE001 - whatever failed, the outcome of these appends is unknown
             error = DatabaseStorageError(f"the cluster's database failed a commit: {exc!r}")
             log.error("postgres_commit_failed", error=repr(exc), partitions=len(taken))
-            for store, _ in taken:
+            for store, _, _ in taken:
                 store.take_offline(error)
             return
         self.rounds += 1
         took_ms = round(1000 * (time.monotonic() - started), 2)
-        for store, pending in taken:
-            if (store.topic, store.partition) in ours:
-                store.committed(pending[-1][1] + 1)
-            else:
-                log.warning("append_fenced", topic=store.topic, partition=store.partition, node=self.node_id,
-                            leader_epoch=store.leader_epoch, batches=len(pending), took_ms=took_ms)
-                if self.stores.get((store.topic, store.partition)) is store:  # not a re-created topic's
-                    del self.stores[(store.topic, store.partition)]
-                store.depose(NotLeaderError(f"node {self.node_id} no longer leads {store.topic}-{store.partition} "
-                                            f"in epoch {store.leader_epoch}: nothing was written"))
+        for store, pending, start in taken:
+            key = (store.topic, store.partition)
+            if (not pending or key in ours) and (start is None or key in moved):
+                if pending:
+                    store.committed(pending[-1][1] + 1)
+                if start is not None:
+                    store.log_start_stored(start)
+                continue
+            log.warning("append_fenced", topic=store.topic, partition=store.partition, node=self.node_id,
+                        leader_epoch=store.leader_epoch, batches=len(pending), log_start=start, took_ms=took_ms)
+            if self.stores.get(key) is store:  # not a re-created topic's
+                del self.stores[key]
+            store.depose(NotLeaderError(f"node {self.node_id} no longer leads {store.topic}-{store.partition} "
+                                        f"in epoch {store.leader_epoch}: nothing was written"))
+
+    async def _claim(self, appending: list[tuple[PostgresPartitionStore, list[Pending]]]) -> set[tuple[str, int]]:
+        """Step 1 of a round: the partitions whose log end this node may move (see _CLAIM)."""
+        claimed = await self.conn.fetch(
+            _CLAIM, [s.topic for s, _ in appending], [s.partition for s, _ in appending],
+            [s.leader_epoch for s, _ in appending], [p[0][0] for _, p in appending],
+            [p[-1][1] + 1 for _, p in appending], self.node_id, [s.topic_id for s, _ in appending])
+        return {(row["topic"], row["partition"]) for row in claimed}
+
+    async def _move_log_starts(self, starting: list[tuple[PostgresPartitionStore, int]]) -> set[tuple[str, int]]:
+        """New log starts (DeleteRecords, retention), only where this node still leads in its epoch, and
+        the batches wholly below them deleted, in the round's transaction."""
+        rows = await self.conn.fetch(
+            _MOVE_START, [s.topic for s, _ in starting], [s.partition for s, _ in starting],
+            [s.leader_epoch for s, _ in starting], [start for _, start in starting], self.node_id,
+            [s.topic_id for s, _ in starting])
+        moved = {(row["topic"], row["partition"]) for row in rows}
+        below = [(s.topic, s.partition, start) for s, start in starting if (s.topic, s.partition) in moved]
+        if below:
+            await self.conn.execute(_DELETE_BELOW, [t for t, _, _ in below], [p for _, p, _ in below],
+                                    [start for _, _, start in below])
+        return moved
 
     async def close(self) -> None:
         """Let the round in hand finish, then stop."""

@@ -10,9 +10,9 @@ The producer state is the store's own, as on the segment engine: rebuilt from th
 headers when the partition opens, so an idempotent producer's retry reaching the new leader is answered
 with the first append's offsets, and its next batch must follow its last sequence.
 
-Not built yet on this engine (each raises KafkaError naming it): DeleteRecords, and retention and
-compaction; a log larger than memory (reads of old offsets from the database need an asynchronous
-read path in the partition service).
+DeleteRecords moves the log start here at once and in the database with the node's next round, fenced
+as appends are (log.py). Not built yet on this engine: compaction; a log larger than memory (reads of
+old offsets from the database need an asynchronous read path in the partition service).
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ class PostgresPartitionStore:
         self._size = sum(len(d) for d in self._data)
         self._pending: list[Pending] = []
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (offset, resolved once committed past it)
+        self._start_to_store: int | None = None  # a log start moved here and not yet in a round
+        self._start_stored = log_start  # the log start the database holds
+        self._start_waiters: list[tuple[int, asyncio.Future[None]]] = []  # (log start, resolved once stored)
         self._offline: Exception | None = None
         self._closed = False
         self.before_append: Callable[[], None] | None = None
@@ -189,7 +192,35 @@ class PostgresPartitionStore:
         """Every append is committed by a round already (acks=0 included)."""
 
     def delete_records_before(self, offset: int) -> int:
-        raise KafkaError("DeleteRecords is not built yet on the PostgreSQL engine", ErrorCode.POLICY_VIOLATION)
+        """DeleteRecords: `offset` (at most the high watermark) is the new log start, at once for reads
+        here; the node's next round stores it, fenced as appends are, and deletes the batches wholly
+        below it (`durable_log_start` waits for that). Returns the log start, which never moves back."""
+        if offset < 0 or offset > self._committed:
+            raise KafkaError(f"cannot delete before {offset}: high watermark is {self._committed}",
+                             ErrorCode.OFFSET_OUT_OF_RANGE)
+        self._writable()
+        if offset > self._log_start:
+            self._move_log_start(offset)
+        return self._log_start
+
+    def _move_log_start(self, offset: int) -> None:
+        self._log_start = offset
+        drop = bisect_right(self._lasts, offset - 1)  # the batches wholly below it
+        for data in self._data[:drop]:
+            self._size -= len(data)
+        del self._bases[:drop], self._lasts[:drop], self._data[:drop]
+        self._start_to_store = offset
+        self._log.queue(self)
+
+    def durable_log_start(self) -> asyncio.Future[None] | None:
+        """Resolved once the log start this store moved is in the database (None: nothing to wait for)."""
+        if self._start_to_store is None and self._start_stored >= self._log_start:
+            return None
+        if self._offline is not None:
+            raise self._offline
+        future = asyncio.get_running_loop().create_future()
+        self._start_waiters.append((self._log_start, future))
+        return future
 
     def after_durability_round(self, callback: Callable[[], None]) -> bool:
         return self._log.after_round(callback)
@@ -199,6 +230,19 @@ class PostgresPartitionStore:
     def take_pending(self) -> list[Pending]:
         pending, self._pending = self._pending, []
         return pending
+
+    def take_log_start(self) -> int | None:
+        """The log start to store in this round, if it moved since the last."""
+        start, self._start_to_store = self._start_to_store, None
+        return start
+
+    def log_start_stored(self, start: int) -> None:
+        self._start_stored = max(self._start_stored, start)
+        waiters = self._start_waiters
+        self._start_waiters = [(o, f) for o, f in waiters if o > self._start_stored]
+        for offset, future in waiters:
+            if offset <= self._start_stored and not future.done():
+                future.set_result(None)
 
     def committed(self, end: int) -> None:
         """The database committed every batch below `end`: the high watermark moves, waiters are answered."""
@@ -210,7 +254,9 @@ class PostgresPartitionStore:
                 future.set_result(None)
 
     def _fail_waiters(self, error: Exception) -> None:
-        waiters, self._waiters = self._waiters, []
+        self._start_to_store = None
+        waiters, self._waiters = self._waiters + self._start_waiters, []
+        self._start_waiters = []
         for _, future in waiters:
             if not future.done():
                 future.set_exception(error)
