@@ -24,8 +24,8 @@ def cluster(postgres, tmp_path):
     url = postgres.url(database)
     started: dict[int, BrokerProcess] = {}
     try:
-        for node in NODES:
-            started[node] = start_node(tmp_path / f"node{node}", url, node)
+        for node in NODES:  # retention checked every 300 ms
+            started[node] = start_node(tmp_path / f"node{node}", url, node, "--log-retention-check-interval-ms", "300")
         wait_for(lambda: all(len(metadata(b).brokers) == len(NODES) for b in started.values()),
                  "every node sees the three brokers")
         yield started, lambda sql: postgres.psql(sql, database)
@@ -304,3 +304,32 @@ def test_delete_records_moves_the_stored_log_start_and_survives_a_failover(clust
     assert sql(f"SELECT log_start FROM partitions WHERE topic = '{topic}' AND partition = 0") == "10"
     assert sql(f"SELECT count(*) FROM batches WHERE topic = '{topic}' AND partition = 0") == "0"
     assert watermarks(bootstrap, topic, 0) == (10, 10)
+
+
+def test_retention_by_time_and_by_size_moves_the_log_start_on_the_leader(cluster):
+    import time
+
+    from confluent_kafka import Producer
+
+    nodes, sql = cluster
+    aged, sized = f"aged-{uuid.uuid4().hex[:6]}", f"sized-{uuid.uuid4().hex[:6]}"
+    create_topic(nodes[1].bootstrap, aged, 1, {"retention.ms": "3600000"})
+    create_topic(nodes[1].bootstrap, sized, 1, {"retention.bytes": "2000"})
+    wait_for(lambda: all(view(b, t)[2] and view(b, t)[2][0][1] >= 0 for b in nodes.values() for t in (aged, sized)),
+             "every node knows the topics' leaders")
+    bootstrap = ",".join(b.bootstrap for b in nodes.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    now_ms = int(time.time() * 1000)
+    for i in range(5):  # three batches two hours old, then two of now
+        producer.produce(aged, f"a{i}".encode(), partition=0, timestamp=now_ms - 7_200_000 if i < 3 else now_ms)
+        assert producer.flush(TIMEOUT) == 0
+    for i in range(5):  # five batches of about 1,070 bytes: the log stays at least 2,000 without the first three
+        producer.produce(sized, bytes([65 + i]) * 1000, partition=0)
+        assert producer.flush(TIMEOUT) == 0
+    for topic, start, kept in ((aged, 3, 2), (sized, 3, 2)):
+        wait_for(lambda: watermarks(bootstrap, topic, 0) == (start, 5), f"{topic} starts at {start}")
+        assert sql(f"SELECT log_start FROM partitions WHERE topic = '{topic}'") == str(start)
+        assert sql(f"SELECT count(*) FROM batches WHERE topic = '{topic}'") == str(kept)
+    assert read_partition(bootstrap, aged, 0, 2) == [b"a3", b"a4"]
+    time.sleep(1)  # more checks: what is kept stays
+    assert watermarks(bootstrap, aged, 0) == (3, 5) and watermarks(bootstrap, sized, 0) == (3, 5)

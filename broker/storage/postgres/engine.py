@@ -28,6 +28,7 @@ from ..log.topic_files import TopicInfo
 from . import metadata, topics
 from .log import PostgresLog
 from .membership import LiveBroker, live_brokers
+from .retention import apply_retention
 
 if TYPE_CHECKING:
     from ....purgatory.clock import Clock
@@ -174,7 +175,11 @@ class PostgresEngine:
         return store.size_bytes if store is not None else 0
 
     async def run_maintenance(self, now_ms: int) -> int:
-        return 0  # retention and compaction: not built on this engine
+        """Retention of the partitions this node leads (retention.py); compaction is not built on this
+        engine. Returns how many partitions moved their log start."""
+        if self.plog.fenced():
+            return 0
+        return apply_retention(list(self.plog.stores.values()), now_ms)
 
     def set_default_config(self, default: LogConfig) -> None:
         """New broker-wide topic defaults: each topic's config is its overrides over them (the storage

@@ -311,6 +311,11 @@ class PostgresPartitionStore:
             i += 1
         return b"".join(out)
 
+    def committed_batches(self) -> list[tuple[int, bytes]]:
+        """(base offset, bytes) of each committed batch from the log start (retention walks them)."""
+        end = bisect_right(self._bases, self._committed - 1)
+        return list(zip(self._bases[:end], self._data[:end]))
+
     def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
         return self.producer_state.aborted_between(start, upper)
 
