@@ -333,3 +333,72 @@ def test_retention_by_time_and_by_size_moves_the_log_start_on_the_leader(cluster
     assert read_partition(bootstrap, aged, 0, 2) == [b"a3", b"a4"]
     time.sleep(1)  # more checks: what is kept stays
     assert watermarks(bootstrap, aged, 0) == (3, 5) and watermarks(bootstrap, sized, 0) == (3, 5)
+
+
+def broker_config(broker: BrokerProcess, resource: str, key: str) -> tuple[str | None, int]:
+    """(value, source) of one dynamic broker config as this node describes the BROKER resource."""
+    from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
+    from kbroker.tests.integration.wire import Wire
+
+    wire = Wire(broker.bootstrap)
+    try:
+        answer = wire.call(32, 4, DescribeConfigsRequest(resources=[DescribeConfigsResource(
+            resource_type=4, resource_name=resource, configuration_keys=[key])]))
+        result = answer.results[0]
+        assert result.error_code == 0, result
+        found = [c for c in result.configs if c.name == key]
+        return (found[0].value, found[0].config_source) if found else (None, -1)
+    finally:
+        wire.sock.close()
+
+
+DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC_OR_DEFAULT = 2, 3, (4, 5)
+
+
+def test_dynamic_broker_configs_are_the_clusters_and_survive_a_restart(cluster):
+    from confluent_kafka import KafkaError
+
+    nodes, sql = cluster
+    topic = f"plain-{uuid.uuid4().hex[:6]}"
+    create_topic(nodes[1].bootstrap, topic, 1)
+
+    def alter(node: int, resource: str, key: str, value: str) -> tuple[int, str | None]:
+        """IncrementalAlterConfigs SET on a BROKER resource, sent to `node` as Kafka's Admin sends it
+        (on the wire: confluent-kafka refuses the cluster-wide resource's empty name)."""
+        from kbroker.protocol.messages.incremental_alter_configs_request import (
+            AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest)
+        from kbroker.tests.integration.wire import Wire
+
+        wire = Wire(nodes[node].bootstrap)
+        try:
+            answer = wire.call(44, 1, IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+                resource_type=4, resource_name=resource, configs=[AlterableConfig(key, 0, value)])]))
+            return answer.responses[0].error_code, answer.responses[0].error_message
+        finally:
+            wire.sock.close()
+
+    # the cluster-wide default, set through node 1: every node reports it, its topics' defaults follow
+    assert alter(1, "", "log.retention.ms", "123456789") == (0, None)
+    wait_for(lambda: all(broker_config(b, str(n), "log.retention.ms") == ("123456789", DYNAMIC_DEFAULT)
+                         for n, b in nodes.items()), "every node reports the cluster-wide default")
+    wait_for(lambda: all(described(b, topic)["retention.ms"][0] == "123456789" for b in nodes.values()),
+             "every node's topics take the new default")
+    assert all(broker_config(b, "", "log.retention.ms") == ("123456789", DYNAMIC_DEFAULT) for b in nodes.values())
+    # node 2's own layer: over the default there, not elsewhere
+    assert alter(2, "2", "log.retention.ms", "222222") == (0, None)
+    assert broker_config(nodes[2], "2", "log.retention.ms") == ("222222", DYNAMIC_BROKER)
+    assert broker_config(nodes[1], "1", "log.retention.ms") == ("123456789", DYNAMIC_DEFAULT)
+    assert sql("SELECT string_agg(node_id || ':' || key || '=' || value, ' ' ORDER BY node_id) "
+               "FROM broker_configs") == "-1:log.retention.ms=123456789 2:log.retention.ms=222222"
+    # checked as on one node: nothing kept
+    assert alter(3, "", "log.retention.ms", "soon") == \
+        (KafkaError.INVALID_REQUEST, "Invalid value soon for configuration log.retention.ms: Not a number of type LONG")
+    assert alter(3, "3", "log.dirs", "/elsewhere") == \
+        (KafkaError.INVALID_REQUEST, "Cannot update these configs dynamically: [log.dirs]")
+    assert sql("SELECT count(*) FROM broker_configs") == "2"
+
+    # node 2 restarted (SIGTERM, then the same command): its layer and the default are the database's
+    nodes[2].restart()
+    assert broker_config(nodes[2], "2", "log.retention.ms") == ("222222", DYNAMIC_BROKER)
+    assert broker_config(nodes[2], "", "log.retention.ms") == ("123456789", DYNAMIC_DEFAULT)
+    assert described(nodes[2], topic)["retention.ms"][0] == "222222"
