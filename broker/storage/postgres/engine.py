@@ -10,7 +10,10 @@ store) never appends to a partition it has not opened. Changes of leader are tol
 
 Topic creation is the database's (one transaction, metadata.create_topic); a synchronous creation
 (Metadata's auto-creation) is started in the background and answered LEADER_NOT_AVAILABLE, which
-clients retry, as Kafka answers a topic it is creating.
+clients retry, as Kafka answers a topic it is creating. CreatePartitions, config changes and DeleteTopics
+are too (topics.py), through the port's asynchronous calls; the refresh brings every node's image to
+them (a topic's new partition count and overrides; a topic gone, or created again with a new id, closes
+the partitions opened here). Retention runs at the broker's retention check (retention.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ writes them in one transaction:
      end, only where (leader, leader_epoch) are still this node's and the stored end is where this
      node thinks it is: a partition it returns is ours to append to, and its row stays locked until
      COMMIT, so no election can come between (metadata.elect holds the same row);
-  2. one COPY inserts the batches of the partitions the UPDATE returned;
+  2. one COPY inserts the batches of the partitions the UPDATE returned (and, for partitions whose
+     log start moved, by DeleteRecords or retention, one UPDATE of `log_start` under the same fence
+     and one DELETE of the batches wholly below it);
   3. COMMIT, with synchronous_commit=on (the connection's setting, schema.connect): the records are
      on PostgreSQL's disk (and on a synchronous standby, if the operator has one) before any waiter
      is answered. The high watermark is the committed end.
