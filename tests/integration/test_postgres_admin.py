@@ -402,3 +402,75 @@ def test_dynamic_broker_configs_are_the_clusters_and_survive_a_restart(cluster):
     assert broker_config(nodes[2], "2", "log.retention.ms") == ("222222", DYNAMIC_BROKER)
     assert broker_config(nodes[2], "", "log.retention.ms") == ("123456789", DYNAMIC_DEFAULT)
     assert described(nodes[2], topic)["retention.ms"][0] == "222222"
+
+
+def test_compaction_by_the_leader_keeps_each_keys_newest_through_a_failover(cluster):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from kbroker.coordinator.partitioning import partition_for
+
+    nodes, sql = cluster
+    topic, group = f"keyed-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topic(nodes[1].bootstrap, topic, 1, {"cleanup.policy": "compact", "delete.retention.ms": "0"})
+    wait_for(lambda: all(view(b, topic)[2] and view(b, topic)[2][0][1] >= 0 for b in nodes.values()),
+             "every node knows the topic's leader")
+    bootstrap = ",".join(b.bootstrap for b in nodes.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for round_ in range(4):  # twelve batches, each key's newest in the last round
+        for key in ("k0", "k1", "k2"):
+            producer.produce(topic, f"{key}-{round_}".encode(), key=key.encode(), partition=0)
+            assert producer.flush(TIMEOUT) == 0
+    producer.produce(topic, None, key=b"k1", partition=0)  # a tombstone, dropped at once (delete.retention.ms 0)
+    assert producer.flush(TIMEOUT) == 0
+    # the group commits 30 times: its __consumer_offsets partition keeps the newest commit only
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        for offset in range(1, 31):
+            committer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        committer.close()
+    offsets_partition = partition_for(group, 50)
+
+    def stored(name: str, partition: int) -> str:
+        return sql(f"SELECT string_agg(base_offset || '-' || last_offset, ' ' ORDER BY base_offset) FROM batches "
+                   f"WHERE topic = '{name}' AND partition = {partition}")
+
+    wait_for(lambda: stored(topic, 0) == "9-9 11-11", "the topic compacted to each key's newest")
+    wait_for(lambda: len(stored("__consumer_offsets", offsets_partition).split()) < 5,
+             "the group's offsets partition compacted")
+
+    def newest() -> list[tuple[int, bytes, bytes | None]]:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                             "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition(topic, 0, -2)])
+            got: list[tuple[int, bytes, bytes | None]] = []
+            import time
+            deadline = time.monotonic() + TIMEOUT
+            while len(got) < 2:
+                assert time.monotonic() < deadline, got
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    got.append((message.offset(), message.key(), message.value()))
+            return got
+        finally:
+            consumer.close()
+
+    assert newest() == [(9, b"k0", b"k0-3"), (11, b"k2", b"k2-3")]
+    assert watermarks(bootstrap, topic, 0) == (0, 13)
+    # the topic's leader and the group's coordinator killed: the next ones read the compacted rows
+    doomed = {view(nodes[1], topic)[2][0][1],
+              {p: leader for p, leader, _, _ in view(nodes[1], "__consumer_offsets")[2]}[offsets_partition]}
+    for node in doomed:
+        nodes[node].kill()
+    alive = [b for n, b in nodes.items() if n not in doomed]
+    bootstrap = ",".join(b.bootstrap for b in alive)
+    wait_for(lambda: view(alive[0], topic)[2][0][1] not in doomed | {-1} and
+             view(alive[0], "__consumer_offsets")[2][offsets_partition][1] not in doomed | {-1},
+             "the topic's partition and the group's offsets partition moved")
+    assert newest() == [(9, b"k0", b"k0-3"), (11, b"k2", b"k2-3")]
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        assert [tp.offset for tp in reader.committed([TopicPartition(topic, 0)], timeout=TIMEOUT)] == [30]
+    finally:
+        reader.close()

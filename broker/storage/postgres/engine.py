@@ -13,7 +13,8 @@ Topic creation is the database's (one transaction, metadata.create_topic); a syn
 clients retry, as Kafka answers a topic it is creating. CreatePartitions, config changes and DeleteTopics
 are too (topics.py), through the port's asynchronous calls; the refresh brings every node's image to
 them (a topic's new partition count and overrides; a topic gone, or created again with a new id, closes
-the partitions opened here). Retention runs at the broker's retention check (retention.py).
+the partitions opened here). Retention and compaction run at the broker's retention check (retention.py,
+compaction.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..log.topic_files import TopicInfo
 from . import metadata, topics
 from .log import PostgresLog
 from .membership import LiveBroker, live_brokers
+from .compaction import compact_store
 from .retention import apply_retention
 
 if TYPE_CHECKING:
@@ -178,11 +180,15 @@ class PostgresEngine:
         return store.size_bytes if store is not None else 0
 
     async def run_maintenance(self, now_ms: int) -> int:
-        """Retention of the partitions this node leads (retention.py); compaction is not built on this
-        engine. Returns how many partitions moved their log start."""
+        """Retention, then compaction, of the partitions this node leads (retention.py, compaction.py).
+        Returns how many partitions moved their log start plus how many batches compaction changed."""
         if self.plog.fenced():
             return 0
-        return apply_retention(list(self.plog.stores.values()), now_ms)
+        done = apply_retention(list(self.plog.stores.values()), now_ms)
+        for store in list(self.plog.stores.values()):
+            if not self.plog.fenced():
+                done += await compact_store(store, now_ms)
+        return done
 
     def set_default_config(self, default: LogConfig) -> None:
         """New broker-wide topic defaults: each topic's config is its overrides over them (the storage

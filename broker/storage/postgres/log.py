@@ -11,7 +11,8 @@ writes them in one transaction:
      COMMIT, so no election can come between (metadata.elect holds the same row);
   2. one COPY inserts the batches of the partitions the UPDATE returned (and, for partitions whose
      log start moved, by DeleteRecords or retention, one UPDATE of `log_start` under the same fence
-     and one DELETE of the batches wholly below it);
+     and one DELETE of the batches wholly below it; for partitions compaction rewrote, the same fence
+     and their changed batches' rows replaced);
   3. COMMIT, with synchronous_commit=on (the connection's setting, schema.connect): the records are
      on PostgreSQL's disk (and on a synchronous standby, if the operator has one) before any waiter
      is answered. The high watermark is the committed end.
@@ -67,6 +68,18 @@ FROM unnest($1::text[], $2::integer[], $3::integer[], $4::bigint[], $6::uuid[])
 WHERE p.topic = u.topic AND p.partition = u.partition AND p.leader = $5 AND p.leader_epoch = u.epoch
   AND t.name = u.topic AND t.topic_id = u.topic_id
 RETURNING p.topic, p.partition
+"""
+_FENCE = """
+SELECT p.topic, p.partition FROM partitions AS p
+JOIN unnest($1::text[], $2::integer[], $3::integer[], $5::uuid[]) AS u(topic, partition, epoch, topic_id)
+  ON p.topic = u.topic AND p.partition = u.partition
+JOIN topics AS t ON t.name = u.topic AND t.topic_id = u.topic_id
+WHERE p.leader = $4 AND p.leader_epoch = u.epoch
+FOR UPDATE OF p
+"""
+_DELETE_BATCHES = """
+DELETE FROM batches AS b USING unnest($1::text[], $2::integer[], $3::bigint[]) AS u(topic, partition, base)
+WHERE b.topic = u.topic AND b.partition = u.partition AND b.base_offset = u.base
 """
 _DELETE_BELOW = """
 DELETE FROM batches AS b USING unnest($1::text[], $2::integer[], $3::bigint[]) AS u(topic, partition, start)
@@ -174,12 +187,13 @@ class PostgresLog:
             self._round = None
 
     async def _commit(self, stores: list[PostgresPartitionStore]) -> None:
-        taken = [(store, store.take_pending(), store.take_log_start()) for store in stores]
-        taken = [(store, pending, start) for store, pending, start in taken if pending or start is not None]
+        taken = [(store, store.take_pending(), store.take_log_start(), store.take_rewrites()) for store in stores]
+        taken = [t for t in taken if t[1] or t[2] is not None or t[3]]
         if not taken:
             return
-        appending = [(store, pending) for store, pending, _ in taken if pending]
-        starting = [(store, start) for store, _, start in taken if start is not None]
+        appending = [(store, pending) for store, pending, _, _ in taken if pending]
+        starting = [(store, start) for store, _, start, _ in taken if start is not None]
+        rewriting = [(store, rewrites) for store, _, _, rewrites in taken if rewrites]
         started = time.monotonic()
         try:
             if self.conn.is_closed() and self._reconnect is not None:
@@ -194,17 +208,18 @@ class PostgresLog:
                 if rows:
                     await self.conn.copy_records_to_table("batches", records=rows, columns=BATCH_COLUMNS)
                 moved = await self._move_log_starts(starting) if starting else set()
+                rewritten = await self._rewrite(rewriting) if rewriting else set()
         except Exception as exc:  # noqa: BLE001 - whatever failed, the outcome of these appends is unknown
             error = DatabaseStorageError(f"the cluster's database failed a commit: {exc!r}")
             log.error("postgres_commit_failed", error=repr(exc), partitions=len(taken))
-            for store, _, _ in taken:
+            for store, _, _, _ in taken:
                 store.take_offline(error)
             return
         self.rounds += 1
         took_ms = round(1000 * (time.monotonic() - started), 2)
-        for store, pending, start in taken:
+        for store, pending, start, rewrites in taken:
             key = (store.topic, store.partition)
-            if (not pending or key in ours) and (start is None or key in moved):
+            if (not pending or key in ours) and (start is None or key in moved) and (not rewrites or key in rewritten):
                 if pending:
                     store.committed(pending[-1][1] + 1)
                 if start is not None:
@@ -238,6 +253,27 @@ class PostgresLog:
             await self.conn.execute(_DELETE_BELOW, [t for t, _, _ in below], [p for _, p, _ in below],
                                     [start for _, _, start in below])
         return moved
+
+    async def _rewrite(self, rewriting: list[tuple[PostgresPartitionStore, list[tuple[int, Pending | None]]]]
+                       ) -> set[tuple[str, int]]:
+        """Compaction's rewrites (compaction.py), only where this node still leads in its epoch: each
+        changed batch's row deleted, its replacement (if any, and not below the log start) inserted."""
+        rows = await self.conn.fetch(_FENCE, [s.topic for s, _ in rewriting], [s.partition for s, _ in rewriting],
+                                     [s.leader_epoch for s, _ in rewriting], self.node_id,
+                                     [s.topic_id for s, _ in rewriting])
+        fenced_in = {(row["topic"], row["partition"]) for row in rows}
+        mine = [(s, rewrites) for s, rewrites in rewriting if (s.topic, s.partition) in fenced_in]
+        gone = [(s.topic, s.partition, base) for s, rewrites in mine for base, _ in rewrites]
+        if gone:
+            await self.conn.execute(_DELETE_BATCHES, [t for t, _, _ in gone], [p for _, p, _ in gone],
+                                    [b for _, _, b in gone])
+        new = [(s.topic, s.partition, base, last, h.partition_leader_epoch, h.max_timestamp, h.producer_id,
+                h.producer_epoch, h.base_sequence, h.attributes, data)
+               for s, rewrites in mine for _, replacement in rewrites if replacement is not None
+               for base, last, h, data in [replacement] if last >= s.log_start_offset]
+        if new:
+            await self.conn.copy_records_to_table("batches", records=new, columns=BATCH_COLUMNS)
+        return fenced_in
 
     async def close(self) -> None:
         """Let the round in hand finish, then stop."""

@@ -11,8 +11,9 @@ headers when the partition opens, so an idempotent producer's retry reaching the
 with the first append's offsets, and its next batch must follow its last sequence.
 
 DeleteRecords moves the log start here at once and in the database with the node's next round, fenced
-as appends are (log.py). Not built yet on this engine: compaction; a log larger than memory (reads of
-old offsets from the database need an asynchronous read path in the partition service).
+as appends are (log.py); compaction's rewrites too (compaction.py). Not built yet on this engine: a log
+larger than memory (reads of old offsets from the database need an asynchronous read path in the
+partition service).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..log.partition_log import stamp_batch
 from ..log.timestamp_search import BatchToWalk, first_at, first_at_or_after, walk_inline
 from ..log.validation import check_appended_batches
 from ..producer_state import PartitionProducerState, ProducerEntry
+from .compaction import still_there
 
 if TYPE_CHECKING:
     from ..log.config import LogConfig
@@ -67,6 +69,8 @@ class PostgresPartitionStore:
         self._start_to_store: int | None = None  # a log start moved here and not yet in a round
         self._start_stored = log_start  # the log start the database holds
         self._start_waiters: list[tuple[int, asyncio.Future[None]]] = []  # (log start, resolved once stored)
+        self._rewrites: list[tuple[int, Pending | None]] = []  # compaction's: (stored base, its replacement)
+        self.last_compaction: tuple[object, int] | None = None  # (what the log was, when), compaction.py
         self._offline: Exception | None = None
         self._closed = False
         self.before_append: Callable[[], None] | None = None
@@ -231,6 +235,32 @@ class PostgresPartitionStore:
         pending, self._pending = self._pending, []
         return pending
 
+    def apply_rewrite(self, changes: list[tuple[int, bytes, Pending | None]]) -> int:
+        """Compaction's result (compaction.py): each batch still here as it was read is replaced (or
+        removed) in memory now and queued for the next round. Returns how many were."""
+        if self._closed or self._offline is not None:
+            return 0
+        applied = 0
+        for base, old, new in changes:
+            i = still_there(self._bases, self._data, base, old)
+            if i is None:  # trimmed by DeleteRecords or retention meanwhile
+                continue
+            self._size -= len(old)
+            if new is None:
+                del self._bases[i], self._lasts[i], self._data[i]
+            else:
+                self._bases[i], self._lasts[i], self._data[i] = new[0], new[1], new[3]
+                self._size += len(new[3])
+            self._rewrites.append((base, new))
+            applied += 1
+        if applied:
+            self._log.queue(self)
+        return applied
+
+    def take_rewrites(self) -> list[tuple[int, Pending | None]]:
+        rewrites, self._rewrites = self._rewrites, []
+        return rewrites
+
     def take_log_start(self) -> int | None:
         """The log start to store in this round, if it moved since the last."""
         start, self._start_to_store = self._start_to_store, None
@@ -255,6 +285,7 @@ class PostgresPartitionStore:
 
     def _fail_waiters(self, error: Exception) -> None:
         self._start_to_store = None
+        self._rewrites = []
         waiters, self._waiters = self._waiters + self._start_waiters, []
         self._start_waiters = []
         for _, future in waiters:
