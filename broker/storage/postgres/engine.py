@@ -192,7 +192,7 @@ class PostgresEngine:
 
     def set_default_config(self, default: LogConfig) -> None:
         """New broker-wide topic defaults: each topic's config is its overrides over them (the storage
-        port's; a node of a cluster refuses dynamic broker configs for now, broker/app.py)."""
+        port's: the dynamic broker configs the database holds changed, broker/postgres_node.py)."""
         self.default_config = default
         for info in self._topics.values():
             info.config = LogConfig.from_topic_configs(info.overrides, default, allow_internal=True)
