@@ -339,8 +339,7 @@ class Broker:
         """The dynamic broker configs changed: the topics' defaults follow, the cleaner wakes."""
         from .topic_defaults import log_config
         self.catalogue.set_default_config(log_config(self.dynamic_configs.effective()))
-        if self.postgres is None:
-            self.logs.wake_cleaner()
+        self.logs.wake_cleaner()
 
     def http_endpoint(self, listener: str) -> str | None:
         """The URL of the HTTP endpoint (--metrics-listen) as a client of `listener` reaches it: the
@@ -387,9 +386,13 @@ class Broker:
         # the first use of transactions (_build_transactions).
         self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
-        if self.postgres is None:  # the segment engine's cleaner (the database's engine compacts nothing yet)
-            self._background.append(asyncio.create_task(self.logs.cleaner.run(
-                lambda: self.dynamic_configs.effective().log_cleaner_backoff_ms), name="log-cleaner"))
+        def backoff_ms() -> int:  # a dynamic broker config: read every round
+            return self.dynamic_configs.effective().log_cleaner_backoff_ms
+
+        # the segment engine's cleaner, or the database's engine's (broker/storage/postgres/compaction.py)
+        self._background.append(asyncio.create_task(
+            self.logs.cleaner.run(backoff_ms) if self.postgres is None else self.logs.run_cleaner(backoff_ms),
+            name="log-cleaner"))
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
         if self.cluster is not None and self.config.auto_leader_rebalance_enable:
             self._background.append(asyncio.create_task(

@@ -24,8 +24,9 @@ def cluster(postgres, tmp_path):
     url = postgres.url(database)
     started: dict[int, BrokerProcess] = {}
     try:
-        for node in NODES:  # retention checked every 300 ms
-            started[node] = start_node(tmp_path / f"node{node}", url, node, "--log-retention-check-interval-ms", "300")
+        for node in NODES:  # retention checked, and the cleaner looking, every 300 ms
+            started[node] = start_node(tmp_path / f"node{node}", url, node, "--log-retention-check-interval-ms", "300",
+                                       "--log-cleaner-backoff-ms", "300")
         wait_for(lambda: all(len(metadata(b).brokers) == len(NODES) for b in started.values()),
                  "every node sees the three brokers")
         yield started, lambda sql: postgres.psql(sql, database)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from kbroker.broker.storage.log.config import LogConfig
 from kbroker.broker.storage.log.txn_cleaning import TxnCleaning
-from kbroker.broker.storage.postgres.compaction import _cleanable, clean
+from kbroker.broker.storage.postgres.compaction import _cleanable, clean, dirtiness, needs_cleaning
 from kbroker.broker.storage.postgres.retention import retention_start
 from kbroker.protocol import record_batch as rb
 
@@ -25,7 +25,7 @@ def batch(base: int, *records: tuple[bytes | None, bytes | None], timestamp: int
 
 @dataclass
 class Store:
-    """What retention_start reads of a PostgresPartitionStore."""
+    """What retention and the cleaner read of a PostgresPartitionStore (and of its producer state)."""
 
     config: LogConfig
     batches: list[tuple[int, bytes]] = field(default_factory=list)
@@ -33,8 +33,20 @@ class Store:
     topic: str = "t"
     partition: int = 0
 
+    cleaned_to: int = 0
+    last_compaction: tuple[object, int] | None = None
+    closed: bool = False
+    offline: Exception | None = None
+
     def committed_batches(self) -> list[tuple[int, bytes]]:
         return self.batches
+
+    @property
+    def producer_state(self) -> "Store":
+        return self
+
+    def first_unstable_offset(self) -> int | None:
+        return None
 
     @property
     def high_watermark(self) -> int:
@@ -94,3 +106,17 @@ def test_compaction_respects_the_lag_the_unstable_offset_and_aborted_transaction
     assert {base for base, _, new in out.changes if new is None} == {0, 1}  # superseded; aborted
     assert _cleanable(batches, TxnCleaning(2, []), 0, NOW) == 2  # nothing from the first unstable offset
     assert _cleanable(batches, TxnCleaning(None, []), 1000, NOW) == 2  # the youngest is within the lag
+
+
+def test_the_cleaner_picks_partitions_by_dirty_ratio_and_max_compaction_lag() -> None:
+    batches = [batch(i, (b"k", b"v" * 50), timestamp=NOW - 60_000) for i in range(4)]
+    store = Store(config(**{"cleanup.policy": "compact"}), batches)
+    assert dirtiness(store, NOW) == (1.0, False) and needs_cleaning(store, NOW)  # never cleaned
+    store.cleaned_to = 3  # three of four cleaned: 25 % dirty, under the default ratio 0.5
+    assert dirtiness(store, NOW) == (0.25, False) and not needs_cleaning(store, NOW)
+    store.config = config(**{"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.2"})
+    assert needs_cleaning(store, NOW)
+    store.config = config(**{"cleanup.policy": "compact", "max.compaction.lag.ms": "30000"})
+    assert dirtiness(store, NOW) == (0.25, True) and needs_cleaning(store, NOW)  # its dirty batch waited too long
+    store.config = config(**{"cleanup.policy": "delete"})
+    assert not needs_cleaning(store, NOW)

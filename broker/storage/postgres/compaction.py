@@ -10,7 +10,11 @@ transaction aborted; a marker goes once its transaction has no record left and i
 `delete.retention.ms`. A batch whose records all stay is kept as it is; the others are re-encoded with
 the survivors (base offset = the first survivor, last offset kept) or go.
 
-Only the leader compacts, at the broker's retention check. The decoding runs in a worker thread on a
+Only the leader compacts, with the segment engine's cadence and knobs (broker/storage/log/cleaner.py):
+every `log.cleaner.backoff.ms` (a dynamic broker config; a change wakes it), each partition whose
+cleanable bytes are dirtier than `min.cleanable.dirty.ratio`, or whose oldest dirty batch is older than
+`max.compaction.lag.ms`, is compacted (`cleaned_to`: where the last run's cleanable part ended). The
+decoding runs in a worker thread on a
 snapshot of the batches; back on the loop, the batches that are still there are replaced in memory and
 queued for the node's next round, which replaces their rows (the old rows deleted, the new ones
 inserted) in its transaction under the same fence as appends (log.py): a deposed leader's rewrite is
@@ -108,6 +112,39 @@ def clean(batches: list[tuple[int, bytes]], cleanable: int, horizon_ms: int, txn
     return out
 
 
+def dirtiness(store: PostgresPartitionStore, now_ms: int) -> tuple[float, bool]:
+    """(the share of the cleanable bytes not cleaned yet, whether max.compaction.lag.ms forces a run),
+    as broker/storage/log/cleaner.py measures a segment log (Kafka's LogCleanerManager)."""
+    state = store.producer_state
+    batches = store.committed_batches()
+    cleanable = _cleanable(batches, TxnCleaning(state.first_unstable_offset(), []),
+                           store.config.min_compaction_lag_ms, now_ms)
+    clean = dirty = 0
+    oldest_dirty = -1
+    for _, data in batches[:cleanable]:
+        header = rb.read_header(data)
+        if header.next_offset <= store.cleaned_to:
+            clean += len(data)
+            continue
+        if oldest_dirty < 0:
+            oldest_dirty = header.base_timestamp
+        dirty += len(data)
+    total = clean + dirty
+    forced = dirty > 0 and 0 <= oldest_dirty and now_ms - oldest_dirty > store.config.max_compaction_lag_ms
+    return (dirty / total if total else 0.0), forced
+
+
+def needs_cleaning(store: PostgresPartitionStore, now_ms: int) -> bool:
+    if not store.config.compact or store.closed or store.offline is not None:
+        return False
+    ratio, forced = dirtiness(store, now_ms)
+    if ratio > store.config.min_cleanable_dirty_ratio or forced:
+        return True
+    # a tombstone or marker past delete.retention.ms since the last run: a clean log still has work
+    last = store.last_compaction
+    return last is not None and ratio == 0.0 and now_ms - last[1] >= store.config.delete_retention_ms
+
+
 async def compact_store(store: PostgresPartitionStore, now_ms: int) -> int:
     """One compaction run of a partition this node leads; returns how many batches changed."""
     config = store.config
@@ -128,6 +165,7 @@ async def compact_store(store: PostgresPartitionStore, now_ms: int) -> int:
     store.last_compaction = (fingerprint, now_ms)
     if store.closed or store.offline is not None:
         return 0
+    store.cleaned_to = max(store.cleaned_to, rb.read_header(batches[cleanable - 1][1]).next_offset)
     applied = store.apply_rewrite([(base, data, new) for base, data, new in rewrite.changes])
     if rewrite.markers:  # a removed abort marker's entry must not be reported to fetches any more
         state.aborted = [a for a in state.aborted if a[2] not in rewrite.markers]

@@ -13,8 +13,8 @@ Topic creation is the database's (one transaction, metadata.create_topic); a syn
 clients retry, as Kafka answers a topic it is creating. CreatePartitions, config changes and DeleteTopics
 are too (topics.py), through the port's asynchronous calls; the refresh brings every node's image to
 them (a topic's new partition count and overrides; a topic gone, or created again with a new id, closes
-the partitions opened here). Retention and compaction run at the broker's retention check (retention.py,
-compaction.py).
+the partitions opened here). Retention runs at the broker's retention check (retention.py), compaction
+at the cleaner's cadence (compaction.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ..log.topic_files import TopicInfo
 from . import metadata, topics
 from .log import PostgresLog
 from .membership import LiveBroker, live_brokers
-from .compaction import compact_store
+from .compaction import compact_store, needs_cleaning
 from .retention import apply_retention
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class PostgresEngine:
         self.leader_listeners: list[LeaderListener] = []
         self._creating: dict[str, asyncio.Task[Any]] = {}
         self._refreshing = asyncio.Lock()
+        self._wake_cleaner = asyncio.Event()
 
     # --- the image ------------------------------------------------------------------------------------
 
@@ -180,15 +181,36 @@ class PostgresEngine:
         return store.size_bytes if store is not None else 0
 
     async def run_maintenance(self, now_ms: int) -> int:
-        """Retention, then compaction, of the partitions this node leads (retention.py, compaction.py).
-        Returns how many partitions moved their log start plus how many batches compaction changed."""
+        """Retention of the partitions this node leads (retention.py): how many moved their log start."""
         if self.plog.fenced():
             return 0
-        done = apply_retention(list(self.plog.stores.values()), now_ms)
+        return apply_retention(list(self.plog.stores.values()), now_ms)
+
+    async def compact_dirty(self, now_ms: int) -> int:
+        """Compaction of the partitions this node leads that need it (compaction.py): how many batches
+        changed."""
+        done = 0
         for store in list(self.plog.stores.values()):
-            if not self.plog.fenced():
+            if not self.plog.fenced() and needs_cleaning(store, now_ms):
                 done += await compact_store(store, now_ms)
         return done
+
+    def wake_cleaner(self) -> None:
+        self._wake_cleaner.set()
+
+    async def run_cleaner(self, backoff_ms: Callable[[], int]) -> None:
+        """The cleaner's loop: compact what needs it, then sleep the backoff (read each round: a
+        dynamic broker config) or until woken."""
+        while True:
+            try:
+                await self.compact_dirty(self.clock.wall_ms())
+            except Exception:
+                log.exception("log_cleaner_failed")
+            self._wake_cleaner.clear()
+            try:
+                await asyncio.wait_for(self._wake_cleaner.wait(), backoff_ms() / 1000)
+            except TimeoutError:
+                pass
 
     def set_default_config(self, default: LogConfig) -> None:
         """New broker-wide topic defaults: each topic's config is its overrides over them (the storage

@@ -71,6 +71,7 @@ class PostgresPartitionStore:
         self._start_waiters: list[tuple[int, asyncio.Future[None]]] = []  # (log start, resolved once stored)
         self._rewrites: list[tuple[int, Pending | None]] = []  # compaction's: (stored base, its replacement)
         self.last_compaction: tuple[object, int] | None = None  # (what the log was, when), compaction.py
+        self.cleaned_to = log_start  # where the last compaction's cleanable part ended (the dirty part begins)
         self._offline: Exception | None = None
         self._closed = False
         self.before_append: Callable[[], None] | None = None
