@@ -29,6 +29,7 @@ def cleaned_to(path, topic: str, offset: int) -> int:
 
 
 def test_the_checkpoint_file_is_kafkas(tmp_path):
+    """Every record rolls a segment: both clean up to the active one, the last record's (29)."""
     if kafka_libs() is None:
         pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
     with KafkaProcess(tmp_path / "kafka", {"log.cleaner.backoff.ms": "500"}) as kafka:
@@ -38,8 +39,7 @@ def test_the_checkpoint_file_is_kafkas(tmp_path):
     with BrokerProcess(tmp_path / "kbroker", "--log-cleaner-backoff-ms", "500") as broker:
         fill(broker, "kept", 30)
         ours = cleaned_to(tmp_path / "kbroker" / FILE, "kept", 29)
+    assert (ours, theirs) == (29, 29), (ours, text)
     lines = text.splitlines()
     assert lines[0] == "0" and int(lines[1]) == len(lines) - 2 == len(parse(text))
     assert f"kept 0 {theirs}" in lines
-    # every record rolled a segment: both clean up to the active one, the last record's
-    assert (ours, theirs) == (29, 29)
