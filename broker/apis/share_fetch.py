@@ -79,7 +79,8 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0 and has_acks:
         return failed_response(ctx, request, E.INVALID_REQUEST, "Acknowledge data present on initial fetch request.")
-    session, error = manager.session(request.group_id, request.member_id, epoch, broker.node_id)
+    session, error = manager.session(request.group_id, request.member_id, epoch, broker.node_id,
+                                     ctx.connection_id)
     if session is None:
         return failed_response(ctx, request, error)
     names = broker.catalogue.names_by_id()
