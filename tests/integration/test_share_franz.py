@@ -11,16 +11,12 @@ import subprocess
 import uuid
 
 import pytest
-from confluent_kafka import Producer
 
 from kbroker.admin.client import Admin
 from kbroker.admin.groups import share_offsets
 from kbroker.tests.integration.broker_process import BrokerProcess
-from kbroker.tests.integration.test_share_java import start_at_earliest
+from kbroker.tests.integration.test_share_java import RECORDS, records_and_a_poison
 from kbroker.tests.reference.client_matrix import go_binary, require_go
-
-RECORDS = 60
-
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
@@ -33,12 +29,7 @@ def test_franz_share_consumers_acknowledge_every_record_once_and_archive_the_rej
     require_go()
     binary = go_binary("franz")
     topic, group = f"sfz-{uuid.uuid4().hex[:6]}", f"sfzg-{uuid.uuid4().hex[:6]}"
-    start_at_earliest(broker, group, topic)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i in range(RECORDS):
-        producer.produce(topic, f"v{i}".encode(), partition=i % 3)
-    producer.produce(topic, b"poison", partition=0)
-    assert producer.flush(10) == 0
+    records_and_a_poison(broker, group, topic)
 
     done = subprocess.run([str(binary), "share", broker.bootstrap, topic, group, "3", str(RECORDS), "90000"],
                           capture_output=True, text=True, timeout=180)
