@@ -62,6 +62,9 @@ class ShareSession:
     epoch: int = 1  # the epoch the next request must carry
     partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # in the order added
     acquired_from: set[tuple[str, int]] = field(default_factory=set)  # (topic, partition) it acquired on
+    # partitions the next answer must name even with nothing in them (Kafka's CachedSharePartition
+    # requiresUpdateInResponse): one added to the session, one whose last answer was an error
+    must_answer: set[tuple[uuid.UUID, int]] = field(default_factory=set)
 
 
 @dataclass(slots=True)
