@@ -11,7 +11,8 @@ A share session is a member's (group id, member id) on one node, as each Kafka b
 ShareSessionCache (`serve --nodes N`: a member fetching from three leaders holds three sessions, each
 with its own epochs): epoch 0 opens it (replacing the member's older one on that node), each later
 request carries the next epoch, -1 closes it and releases what the member acquired through it
-(Kafka's releaseSession), and so does the close of the connection that opened it (Kafka's
+(Kafka's releaseSession; a new epoch 0 only replaces the session, and what the old one acquired
+stays the member's, now the new session's to release), and so does the close of the connection that opened it (Kafka's
 ShareSessionCache listens for disconnects: a session ended otherwise, or replaced by one opened
 on another connection, is no longer that connection's to end); a fetch reads every partition the session holds, which each request adds
 to and forgets from.
@@ -112,12 +113,16 @@ class SharePartitionManager:
         `connection_id`; -1 is the last); the error Kafka answers otherwise."""
         key = (node_id, group_id, member_id)
         if epoch == 0:
+            # Kafka's newContext drops the member's old session and nothing more: what the member acquired
+            # stays its own (to acknowledge in the new session, or to go back when that one ends)
             old = self.sessions.pop(key, None)
-            if old is not None:
-                self.release(group_id, member_id, old.acquired_from)
             if len(self.sessions) >= MAX_SESSIONS:
+                if old is not None:
+                    self.release(group_id, member_id, old.acquired_from)
                 return None, E.SHARE_SESSION_LIMIT_REACHED
             opened = self.sessions[key] = ShareSession(group_id, member_id, node_id, connection_id)
+            if old is not None:
+                opened.acquired_from |= old.acquired_from
             if connection_id:
                 self.by_connection[connection_id] = opened
             return opened, E.NONE

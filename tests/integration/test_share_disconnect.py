@@ -43,7 +43,7 @@ def test_the_close_of_a_connection_whose_session_was_replaced_ends_nothing(broke
     a, _, _ = a_holds_five(broker)
     first = a.wire
     a.wire, a.epoch = Wire(broker.bootstrap, client_id="share-fetch"), 0
-    assert a.fetch().error_code == 0  # epoch 0 again: 0-4 are a's still (or again, acquired anew)
+    assert a.fetch().error_code == 0  # epoch 0 again: 0-4 stay a's (Kafka's newContext only drops the old session)
     first.close()
     # a sentinel's session closed after it: once the broker logs that one's end it has seen the
     # first close too (one event loop, closes taken in the order they came)

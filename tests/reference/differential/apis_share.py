@@ -18,7 +18,7 @@ from typing import Any
 
 from .apis_data import DATA
 from .apis_groups import GROUP
-from .craft import UNKNOWN_TOPIC_ID, make, topic_id, unique
+from .craft import INCREMENTAL_ALTER_CONFIGS, UNKNOWN_TOPIC_ID, create_topic, make, produce, topic_id, unique
 from .runner import Check, Session
 from .versions import sweep
 
@@ -43,11 +43,11 @@ def _without_epochs(plain: dict[str, Any]) -> dict[str, Any]:
     return plain
 
 
-async def _joined(s: Session, group: str) -> int:
-    """A member of `group` subscribed to DATA, heartbeating (v1, the one version) until it is assigned
+async def _joined(s: Session, group: str, topic: str = DATA) -> int:
+    """A member of `group` subscribed to `topic`, heartbeating (v1, the one version) until it is assigned
     (its epoch)."""
     v = 1
-    answer = await s.call(SHARE_GROUP_HEARTBEAT, v, _heartbeat(group, 0, [DATA]), "join", project=_without_epochs)
+    answer = await s.call(SHARE_GROUP_HEARTBEAT, v, _heartbeat(group, 0, [topic]), "join", project=_without_epochs)
     epoch = answer.member_epoch if answer is not None else 0
     for _ in range(100):
         if answer is None or answer.error_code or answer.assignment is not None and answer.assignment.topic_partitions:
@@ -141,6 +141,39 @@ def fetch_checks() -> list[Check]:
         await s.call(SHARE_FETCH, v, _fetch(group, MEMBER, 3, []), "after the close")
         await s.call(SHARE_GROUP_HEARTBEAT, 1, _heartbeat(group, -1), "leave")
 
+    async def reopened(s: Session, v: int) -> None:
+        """A member holding records opens its session again (epoch 0, the same connection, as a client
+        does after a session error): are the records still its own, to acknowledge in the new session?"""
+        group, topic = unique(s, "dw"), unique(s, "dw-share")
+        await create_topic(s, topic)
+        await produce(s, topic, 0, "a", "b", "c")
+        await s.call(INCREMENTAL_ALTER_CONFIGS, 1, make(INCREMENTAL_ALTER_CONFIGS, validate_only=False, resources=[{
+            "resource_type": 32, "resource_name": group, "configs": [
+                {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}]), "earliest")
+        await _joined(s, group, topic)
+        tid = await topic_id(s, topic)
+        part = [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]
+        runs: list[tuple[int, int, int]] = []
+        for epoch in range(100):  # Kafka delivers once its share coordinator has initialized the state
+            got = await s.call(SHARE_FETCH, v, _fetch(group, MEMBER, epoch, part if epoch == 0 else []),
+                               "acquire", record=False)
+            runs = [(a.first_offset, a.last_offset, a.delivery_count) for t in (got.responses if got else [])
+                    for p in t.partitions for a in p.acquired_records]
+            if runs or got is None or got.error_code:
+                break
+            await asyncio.sleep(0.05)
+        s.note("acquired (first, last, delivery count)", runs)
+        again = await s.call(SHARE_FETCH, v, _fetch(group, MEMBER, 0, part), "epoch 0 again")
+        s.note("acquired again", [(a.first_offset, a.last_offset, a.delivery_count)
+                                  for t in (again.responses if again else []) for p in t.partitions
+                                  for a in p.acquired_records])
+        await s.call(SHARE_ACKNOWLEDGE, v, _acknowledge(group, MEMBER, 1, [
+            {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": f, "last_offset": l, "acknowledge_types": [1]} for f, l, _ in runs]}]}]),
+            "accept what the first session acquired")
+        await s.call(SHARE_ACKNOWLEDGE, v, _acknowledge(group, MEMBER, -1, []), "close")
+        await s.call(SHARE_GROUP_HEARTBEAT, 1, _heartbeat(group, -1), "leave")
+
     def fetch(group: str | None = None, member: str | None = MEMBER, epoch: int = 0, topics: Any = None):
         async def build(s: Session, v: int) -> Any:  # a group of the check's own unless named
             chosen = topics(await topic_id(s, DATA)) if callable(topics) else topics or []
@@ -149,6 +182,7 @@ def fetch_checks() -> list[Check]:
 
     return [
         *sweep(SHARE_FETCH, "a session opened, fetched, broken and closed", steps=sessions),
+        *sweep(SHARE_FETCH, "a member holding records opens its session again", steps=reopened),
         *sweep(SHARE_FETCH, "an unknown topic id in a new session", fetch(topics=lambda _: [
             {"topic_id": UNKNOWN_TOPIC_ID, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}])),
         *sweep(SHARE_FETCH, "acknowledgements in a new session", fetch(topics=lambda tid: _acks(tid, 0, 0))),
