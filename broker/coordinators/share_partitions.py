@@ -146,10 +146,14 @@ class SharePartitionManager:
         (epoch 0, perhaps on another connection) is not this connection's any more (Kafka's stale
         mark); the member stays in its group (its heartbeats decide that)."""
         session = self.by_connection.pop(connection_id, None)
-        if session is not None and self.sessions.get((session.node_id, session.group_id, session.member_id)) is session:
-            log.info("share_session_disconnected", group_id=session.group_id, member_id=session.member_id,
-                     acquired_on=len(session.acquired_from))
+        if session is None or self.sessions.get((session.node_id, session.group_id, session.member_id)) is not session:
+            return
+        log.info("share_session_disconnected", group_id=session.group_id, member_id=session.member_id,
+                 acquired_on=len(session.acquired_from))
+        try:  # called from the connection's close (broker/network/server.py): never raises into it
             self.close(session)
+        except Exception:  # noqa: BLE001 - logged; the records come back when their locks expire
+            log.exception("share_session_release_failed", group_id=session.group_id, member_id=session.member_id)
 
     def member_gone(self, group_id: str, member_id: str, *, left: bool = False) -> None:
         """The member was fenced (session timeout): its share session goes and what it holds is

@@ -24,9 +24,8 @@ import socket
 import time
 from collections import deque
 from functools import partial
-from types import CoroutineType
-from collections.abc import Callable
 from itertools import count
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, cast
 
 import structlog
@@ -43,9 +42,7 @@ log = structlog.get_logger("kbroker.server")
 _unsupported_version_answer = unsupported_version_answer  # the name tests and older callers use
 
 
-# The index that makes each connection's id unique, as Kafka's SocketServer appends its own.
-_connection_index = count()
-
+_connection_ids = count()  # each connection's id (Kafka's connectionId): what disconnect listeners are told
 # Closes logged at debug: the client's own, and the broker's stop (one `broker_stopping` says it).
 _ROUTINE_CLOSES = frozenset({"closed by client", "shutdown"})
 # TLS: answers are handed to the encryption layer this much at a time (see `KafkaProtocol._write_tls`).
@@ -88,9 +85,7 @@ class KafkaServer:
         # A node of several (broker/cluster.py): counts its requests and says whether a client is cut off
         # from it (then the connection closes, as a network partition would). None on one node.
         self.node_watch: Any = None
-        # Called with a connection's id once it is gone (Kafka's ConnectionDisconnectListener: the share
-        # session cache ends the share session opened on it); the broker's list, shared by its listeners.
-        self.disconnect_listeners: list[Callable[[str], None]] = []
+        self.disconnect_listeners: list[Any] = []  # called with a closed connection's id (the broker's list)
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
@@ -206,8 +201,7 @@ class KafkaProtocol(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None  # None until accepted (and, on TLS, authenticated)
-        self.peer, self.ip = "?", "?"
-        self.connection_id = ""  # Kafka's "local-peer-index": what disconnect listeners are told
+        self.peer, self.ip, self.connection_id = "?", "?", str(next(_connection_ids))
         self.closed: asyncio.Future[None] = self.loop.create_future()
         self._tls = tls
         self._held: list[bytes] = []  # TLS: bytes that came before the principal was known
@@ -236,9 +230,6 @@ class KafkaProtocol(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         if peername:
             self.peer, self.ip = f"{peername[0]}:{peername[1]}", peername[0]
-        local = transport.get_extra_info("sockname")
-        local_address = f"{local[0]}:{local[1]}" if isinstance(local, tuple) else "?"
-        self.connection_id = f"{local_address}-{self.peer}-{next(_connection_index)}"
         if self._tls:
             return  # limits were checked before the handshake; `authenticated_tls` opens it
         reason = self.server._over_limit(self.ip)
@@ -318,11 +309,8 @@ class KafkaProtocol(asyncio.Protocol):
                 reason = "truncated frame" if conn.buffered else "closed by client"
             # A client's own close is routine (a minute's summary counts it); one the broker made is not.
             (log.debug if reason in _ROUTINE_CLOSES else log.info)("connection_close", peer=self.peer, reason=reason)
-            for listener in self.server.disconnect_listeners:
-                try:
-                    listener(self.connection_id)
-                except Exception:  # noqa: BLE001 - one listener's failure is logged, the others still run
-                    log.exception("disconnect_listener_failed", peer=self.peer)
+            for listener in self.server.disconnect_listeners:  # Kafka's ConnectionDisconnectListeners
+                listener(self.connection_id)
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -523,8 +511,7 @@ class KafkaProtocol(asyncio.Protocol):
         entry = request.entry
         assert entry is not None and entry.route is not None
         ctx = RequestContext(request.api_key, request.api_version, request.correlation_id, request.client_id,
-                             self.peer, self.server.broker, self.server.listener, connection=conn.auth,
-                             connection_id=self.connection_id)
+                             self.peer, self.server.broker, self.server.listener, conn.auth, self.connection_id)
         started = time.perf_counter()
         if (watch := self.server.node_watch) is not None and watch(request.api_key, request.client_id):
             log.info("client_cut_off", **request_fields(ctx))
