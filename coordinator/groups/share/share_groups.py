@@ -269,7 +269,8 @@ class ShareGroups(NoFollowUps):
         if group is None:
             return sc.DescribedShareGroup(group_id, E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if group.__class__ is not ShareGroup:
-            return sc.DescribedShareGroup(group_id, E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+            return sc.DescribedShareGroup(group_id, E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.",
+                                          other_type=True)
         share = group
         names = {t.topic_id: n for n, t in self.topics().items()}
         return sc.DescribedShareGroup(
