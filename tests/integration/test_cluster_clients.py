@@ -93,32 +93,11 @@ KAFKAJS_LOSES_ON_MOVES = pytest.mark.xfail(
     strict=False)
 
 
-# sarama 1.61's own throughput trap, kept visible as an expected failure (looked into on 2026-11-29, issue 41;
-# about 1 run in 3 of the shuffle on a loaded host). Broker.sendAndReceive holds the connection's lock for a
-# request's whole round trip, a Fetch's long poll (Consumer.MaxWaitTime, 500 ms) included, and the synchronous
-# Commit() the program makes after each message takes the same lock (offsetManager.flushToBrokerFor,
-# offset_manager.go:318). When the group's coordinator also leads a partition the consumer has caught up on
-# (fetched on that same connection, each fetch waiting out its 500 ms), each Commit() waits for a fetch: the
-# three handlers commit ~5 records a second instead of hundreds. After the shuffle the consumer is ~2 s behind
-# (Consumer.Retry.Backoff re-subscribes the fenced partitions), the producer stops, the partition on the
-# coordinator is caught up at once, and the backlog crawls (partitions abandoned "because consuming was taking
-# too long" until their handler drains) past the workload's 150 s stop limit. A goroutine dump (SIGQUIT) showed
-# the three ConsumeClaim goroutines in Commit() waiting on the lock of the Broker whose Fetch goroutine sat in
-# sendAndReceive; a request trace of kbroker showed every request answered within a few ms but those fetches,
-# answered empty at max_wait_ms, as Kafka answers a caught-up consumer: the trap does not depend on the broker.
-SARAMA_COMMIT_BEHIND_FETCH = pytest.mark.xfail(
-    reason="sarama 1.61 holds a connection's lock through a Fetch's 500 ms long poll and its synchronous Commit() "
-           "takes the same lock: with the group's coordinator also serving a caught-up partition, commits crawl "
-           "at ~5/s and the backlog left by the leaders' move outlasts the workload's limit", strict=False)
-
-
 def _cases():
     for client in CLIENTS:
         for scenario in SCENARIOS:
             # a node's stop moves leaders too: kafkajs loses records there as well, on Kafka 4.4 alike
             marks = [KAFKAJS_LOSES_ON_MOVES] if client == "kafkajs" else []
-            if client == "sarama" and scenario != "stop-start":
-                marks.append(SARAMA_COMMIT_BEHIND_FETCH)
             yield pytest.param(client, scenario, marks=marks, id=f"{client}-{scenario}")
 
 
