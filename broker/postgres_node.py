@@ -189,10 +189,23 @@ class PostgresNode:
         broker = self.broker
         broker.fetch_purgatory.notify(topic, partition)
         led = new == self.node_id
-        if topic == OFFSETS_TOPIC and broker.coordinator_if_built is not None:
+        # The image names this node from now on, so the coordinator APIs' routing sends it the partition's
+        # groups (transactional ids) at once, while the move below waits its turn. Until the move has
+        # replayed the partition, the shard this process holds for it (an empty one, or one from an
+        # earlier leadership) must not answer: COORDINATOR_LOAD_IN_PROGRESS, which clients retry. A
+        # group's committed offsets read -1001 on a new coordinator otherwise (test_postgres_admin.py).
+        if topic == OFFSETS_TOPIC and (led or broker.coordinator_if_built is not None):
+            # A coordinator not built yet (no group came here) is built now: otherwise its first group
+            # request would build it with every partition empty (app.py: the start found nothing to
+            # replay), while this partition holds what another node's coordinator wrote.
+            coordinator = broker.coordinator
+            if led:
+                coordinator.mark_loading([partition])
             move = move_groups(broker, partition, led)
-        elif topic == TRANSACTION_STATE_TOPIC and broker.transactions_if_built is not None:
-            move = broker.transactions_if_built.move_partition(partition, led=led)
+        elif topic == TRANSACTION_STATE_TOPIC and (transactions := broker.transactions_if_built) is not None:
+            if led:
+                transactions.coordinator.mark_loading([partition])
+            move = transactions.move_partition(partition, led=led)
         else:
             return
         previous = self._moves.get((topic, partition))
