@@ -64,11 +64,12 @@ class PostgresNode:
         """Connect, check the schema, register; schema.ClusterDatabaseError (one line) when it cannot."""
         import asyncpg
 
-        lease_conn, cluster_id = await schema.open_cluster_database(config.cluster)
+        name = schema.application_name(config.node_id)  # the controller ends these sessions if we are lost
+        lease_conn, cluster_id = await schema.open_cluster_database(config.cluster, name)
         try:
-            log_conn = await schema.connect(config.cluster)
+            log_conn = await schema.connect(config.cluster, name=name)
             pool = await asyncpg.create_pool(config.cluster, min_size=1, max_size=6, server_settings={
-                "synchronous_commit": "on", "application_name": "kbroker"})
+                "synchronous_commit": "on", "application_name": name})
         except BaseException:
             await lease_conn.close()
             raise
@@ -81,7 +82,7 @@ class PostgresNode:
             await pool.close()
             raise schema.ClusterDatabaseError(str(e)) from None
         plog = PostgresLog(log_conn, config.node_id, fenced=lambda: lease.fenced,
-                           reconnect=lambda: schema.connect(config.cluster))
+                           reconnect=lambda: schema.connect(config.cluster, name=name))
         engine = PostgresEngine(pool, plog, config.node_id, default_config, clock)
         node = cls(config, cluster_id, lease, engine, pool)
         await node._refill()
@@ -113,7 +114,8 @@ class PostgresNode:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._every(RENEW_EVERY_S, self._renew), name="broker-lease"),
                        loop.create_task(self._every(RENEW_EVERY_S, self._control), name="controller"),
-                       loop.create_task(self._every(0.5, self.engine.refresh), name="cluster-image")]
+                       loop.create_task(self._every(0.5, self.engine.refresh), name="cluster-image"),
+                       loop.create_task(self._watch_fence(), name="lease-watch")]
 
     async def _every(self, interval_s: float, step: Any) -> None:
         while True:
@@ -126,11 +128,25 @@ class PostgresNode:
                 log.warning("cluster_loop_failed", step=step.__name__, error=repr(exc))
             await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
 
+    async def _watch_fence(self, every_s: float = 0.1) -> None:
+        """Say when this node fences itself (its lease may have expired by its own clock: it appends and
+        leads nothing from then on, the database unreachable or too slow) and when a renewal brings it
+        back (it rejoins: the controller gives it partitions again as others go)."""
+        fenced = False
+        while True:
+            if self.lease.fenced != fenced:
+                fenced = not fenced
+                if fenced:
+                    log.warning("broker_fenced", node=self.node_id, lease_ms=self.lease.lease_ms, lost=self.lease.lost)
+                else:
+                    log.info("broker_unfenced", node=self.node_id)
+            await asyncio.sleep(every_s)
+
     async def _renew(self) -> None:
         if self.lease.lost:
             return  # released (a controlled shutdown) or taken over: never renewed again
         if self.lease.conn.is_closed():  # the database restarted: a new connection, the same incarnation
-            self.lease.conn = await schema.connect(self.config.cluster)
+            self.lease.conn = await schema.connect(self.config.cluster, name=schema.application_name(self.node_id))
             log.info("postgres_reconnected", node=self.node_id, purpose="lease")
         await self.lease.renew()
 

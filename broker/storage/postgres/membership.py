@@ -29,12 +29,14 @@ from typing import Any, Callable
 import structlog
 
 from .metadata import NO_LEADER, elect
+from .schema import application_name
 
 log = structlog.get_logger("kbroker.storage.postgres")
 
 LEASE_MS = 5_000  # a broker's and the controller's lease
 RENEW_EVERY_S = 1.0
 PRODUCER_ID_BLOCK = 1000
+ELECT_LOCK_TIMEOUT_MS = 2_000  # an election waits this long for a partition's row, then the next pass tries
 PRODUCER_IDS_LOCK = 0x6B62726F6B6570  # pg_advisory_xact_lock key for "allocating a producer-id block"
 
 
@@ -156,6 +158,8 @@ async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
     is alive goes to a live broker all the same (the log is the database's: any node can lead it),
     taking the brokers in turn, which becomes its first replica. Returns (topic, partition, new
     leader, new epoch) of the moves made."""
+    import asyncpg
+
     brokers = [b.node_id for b in await live_brokers(conn)]
     rows = await conn.fetch(
         "SELECT p.topic, p.partition, p.leader, p.leader_epoch, p.replicas, "
@@ -163,6 +167,7 @@ async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
         "      WHERE r IN (SELECT node_id FROM brokers WHERE lease_expires > statement_timestamp()) ORDER BY i) AS alive "
         "FROM partitions p WHERE p.leader NOT IN (SELECT node_id FROM brokers WHERE lease_expires > statement_timestamp()) "
         "ORDER BY p.topic, p.partition")
+    await end_sessions_of(conn, {row["leader"] for row in rows if row["leader"] != NO_LEADER})
     moved = []
     orphans = 0
     for row in rows:
@@ -178,13 +183,43 @@ async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
             new = NO_LEADER
         if new == row["leader"]:
             continue  # no leader, and still no broker alive
-        epoch = await elect(conn, row["topic"], row["partition"], new, expected_epoch=row["leader_epoch"],
-                            replicas=replicas)
+        try:
+            epoch = await elect(conn, row["topic"], row["partition"], new, expected_epoch=row["leader_epoch"],
+                                replicas=replicas, lock_timeout_ms=ELECT_LOCK_TIMEOUT_MS)
+        except asyncpg.LockNotAvailableError:  # its row still held: the next pass tries again
+            log.warning("leader_move_waiting", topic=row["topic"], partition=row["partition"],
+                        previous_leader=row["leader"], detail="the partition's row is locked by a session")
+            continue
         if epoch is not None:
             log.info("leader_moved", topic=row["topic"], partition=row["partition"], leader=new,
                      previous_leader=row["leader"], leader_epoch=epoch, reason="leader's lease expired")
             moved.append((row["topic"], row["partition"], new, epoch))
     return moved
+
+
+async def end_sessions_of(conn: Any, nodes: set[int]) -> int:
+    """End the database sessions of brokers whose lease expired, before their partitions move. A node
+    cut off by the network (or paused) can hold a round's transaction open, and with it its partitions'
+    rows: PostgreSQL would keep that session, and the rows locked, until TCP gave up on the peer
+    (minutes to hours), and no election could take those rows meanwhile. Ended, its transaction rolls
+    back at once (nothing it had in flight commits), and the node, fenced by its own clock already,
+    connects again when it can. Returns how many sessions were ended (0 also when this role may not
+    signal them: a role may end its own sessions, or with pg_signal_backend any non-superuser's)."""
+    import asyncpg
+
+    if not nodes:
+        return 0
+    try:
+        ended = await conn.fetchval(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 1000)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = ANY($1::text[]) AND pid <> pg_backend_pid()",
+            [application_name(n) for n in sorted(nodes)])
+    except asyncpg.PostgresError as exc:
+        log.warning("lost_broker_sessions_not_ended", nodes=sorted(nodes), error=repr(exc))
+        return 0
+    if ended:
+        log.info("lost_broker_sessions_ended", nodes=sorted(nodes), sessions=ended)
+    return ended
 
 
 async def take_producer_id_block(conn: Any, node_id: int, size: int = PRODUCER_ID_BLOCK) -> int:
