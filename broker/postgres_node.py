@@ -6,7 +6,8 @@ It opens the database (schema checked, broker registered with its lease), and ru
   membership.BrokerLease);
 * the controller's: take or renew the controller lease, and while held, move the partitions of
   brokers whose lease expired (membership.move_lost_leaders);
-* the image's refresh (engine.PostgresEngine.refresh), which opens and deposes this node's partitions
+* the image's refresh (engine.PostgresEngine.refresh) when the database notifies a change of metadata
+  (storage/postgres/notify.py) and every --cluster-poll-ms besides, which opens and deposes this node's partitions
   and tells the coordinators of leaders that moved: a `__consumer_offsets` or `__transaction_state`
   partition is unloaded and, if this node leads it now, replayed from its log, as broker/cluster.py
   moves them for several nodes in one process.
@@ -30,6 +31,7 @@ from .storage.postgres.engine import PostgresEngine
 from .storage.postgres.log import PostgresLog
 from .storage.postgres.membership import (LEASE_MS, PRODUCER_ID_BLOCK, RENEW_EVERY_S, BrokerLease, ControllerLease, NodeIdTaken,
                                           move_lost_leaders, take_producer_id_block)
+from .storage.postgres.notify import MetadataListener
 
 if TYPE_CHECKING:
     from ..purgatory.clock import Clock
@@ -56,6 +58,9 @@ class PostgresNode:
         self._refilling: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._moves: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._changed = asyncio.Event()  # the metadata changed: read it now
+        name = schema.application_name(config.node_id)
+        self.listener = MetadataListener(lambda: schema.connect(config.cluster, name=name), self._changed.set)
         self.broker: Any = None
 
     @classmethod
@@ -114,8 +119,9 @@ class PostgresNode:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._every(RENEW_EVERY_S, self._renew), name="broker-lease"),
                        loop.create_task(self._every(RENEW_EVERY_S, self._control), name="controller"),
-                       loop.create_task(self._every(0.5, self.engine.refresh), name="cluster-image"),
-                       loop.create_task(self._watch_fence(), name="lease-watch")]
+                       loop.create_task(self._image(), name="cluster-image"),
+                       loop.create_task(self._watch_fence(), name="lease-watch"),
+                       loop.create_task(self.listener.run(), name="metadata-listener")]
 
     async def _every(self, interval_s: float, step: Any) -> None:
         while True:
@@ -127,6 +133,23 @@ class PostgresNode:
             except Exception as exc:  # noqa: BLE001 - the database away a while: the next turn retries
                 log.warning("cluster_loop_failed", step=step.__name__, error=repr(exc))
             await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+
+    async def _image(self) -> None:
+        """Read the database into the image when told of a change (notify.py) and every poll interval."""
+        poll_s = self.config.cluster_poll_ms / 1000
+        while True:
+            try:
+                await asyncio.wait_for(self._changed.wait(), poll_s)
+            except asyncio.TimeoutError:
+                pass
+            self._changed.clear()  # a notification during the refresh brings another one after it
+            try:
+                await self.engine.refresh()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the database away a while: the next turn retries
+                log.warning("cluster_loop_failed", step="refresh", error=repr(exc))
+                await asyncio.sleep(min(poll_s, 0.5))
 
     async def _watch_fence(self, every_s: float = 0.1) -> None:
         """Say when this node fences itself (its lease may have expired by its own clock: it appends and

@@ -40,11 +40,11 @@ def nodes(postgres, tmp_path):
             broker.kill()
 
 
-def start_node(data_dir, url: str, node: int) -> BrokerProcess:
+def start_node(data_dir, url: str, node: int, *extra: str) -> BrokerProcess:
     """A node on a free port; another, if a process of another session took that port meanwhile."""
     for attempt in range(3):
         try:
-            return BrokerProcess(data_dir, "--cluster", url, "--node-id", str(node))
+            return BrokerProcess(data_dir, "--cluster", url, "--node-id", str(node), *extra)
         except RuntimeError as e:
             if "is already in use" not in str(e) or attempt == 2:
                 raise
@@ -110,6 +110,43 @@ def test_every_node_answers_metadata_and_find_coordinator_alike(nodes):
             finally:
                 wire.sock.close()
             assert (found.error_code, found.node_id, found.port) == (0, leader, nodes[leader].port)
+
+
+def test_metadata_changes_reach_every_node_when_notified_without_waiting_for_the_poll(postgres, tmp_path, capsys):
+    """With the poll set to ten minutes, the nodes learn of each other's registration, of a topic created
+    on one of them, and of the leaders the controller moved after a kill -9, from the database's
+    notifications (LISTEN/NOTIFY) alone."""
+    url = postgres.url(postgres.create_database())
+    started: dict[int, BrokerProcess] = {}
+    try:
+        for node in NODES:
+            started[node] = start_node(tmp_path / f"node{node}", url, node, "--cluster-poll-ms", "600000")
+        wait_for(lambda: all(len(metadata(b).brokers) == len(NODES) for b in started.values()),
+                 "every node sees the three brokers")
+        topic = f"notified-{uuid.uuid4().hex[:6]}"
+        create_topic(started[1].bootstrap, topic, PARTITIONS)
+        wait_for(lambda: all(len(led := leaders(b.bootstrap, topic)) == PARTITIONS and all(p[0] >= 0 for p in led.values())
+                             for b in started.values()), "every node knows the topic and its leaders")
+        before = {p: (leader, epoch) for p, leader, epoch, _ in view(started[1], topic)[2]}
+        victim = before[0][0]
+        started[victim].kill()
+        killed = time.monotonic()
+        others = [b for n, b in started.items() if n != victim]
+
+        def moved(broker: BrokerProcess) -> bool:
+            now = {p: (leader, epoch) for p, leader, epoch, _ in view(broker, topic)[2]}
+            return all(now[p][0] not in (victim, -1) and now[p][1] == epoch + 1
+                       for p, (leader, epoch) in before.items() if leader == victim)
+
+        wait_for(lambda: all(moved(b) for b in others), "both other nodes see the new leaders")
+        took_s = round(time.monotonic() - killed, 2)
+        assert len({repr(view(b, topic)) for b in others}) == 1
+    finally:
+        for broker in started.values():
+            broker.kill()
+    with capsys.disabled():
+        print(f"\n[postgres cluster, poll every 600 s] the leaders moved after a kill -9 reached both other nodes "
+              f"in {took_s} s (the lease is 5 s)")
 
 
 @pytest.mark.parametrize("client", ["confluent-kafka", "franz-go", "java"])

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import structlog
 
 from .metadata import NO_LEADER, elect
+from .notify import notify
 from .schema import application_name
 
 log = structlog.get_logger("kbroker.storage.postgres")
@@ -81,6 +82,7 @@ class BrokerLease:
             expires = await self.conn.fetchval("SELECT lease_expires FROM brokers WHERE node_id = $1", self.node_id)
             raise NodeIdTaken(f"node id {self.node_id} is held by a live broker (its lease runs to {expires})")
         self._valid_until = sent + self.lease_ms / 1000
+        await notify(self.conn, f"broker {self.node_id} registered")
         log.info("broker_registered", node_id=self.node_id, incarnation=str(self.incarnation), lease_ms=self.lease_ms)
 
     async def renew(self) -> bool:
@@ -103,6 +105,7 @@ class BrokerLease:
         await self.conn.execute("UPDATE brokers SET lease_expires = statement_timestamp() - interval '1 millisecond' "
                                 "WHERE node_id = $1 AND incarnation = $2", self.node_id, self.incarnation)
         self.lost = True
+        await notify(self.conn, f"broker {self.node_id} left")
 
 
 async def live_brokers(conn: Any) -> list[LiveBroker]:
@@ -139,10 +142,11 @@ class ControllerLease:
         if epoch is None:
             self._valid_until = 0.0
             return False
-        if epoch != self.epoch:
-            log.info("controller_elected", node_id=self.node_id, controller_epoch=epoch)
-        self.epoch = epoch
+        elected, self.epoch = epoch != self.epoch, epoch
         self._valid_until = sent + self.lease_ms / 1000
+        if elected:
+            log.info("controller_elected", node_id=self.node_id, controller_epoch=epoch)
+            await notify(self.conn, f"controller {self.node_id} in epoch {epoch}")
         return True
 
 

@@ -1,6 +1,6 @@
 """The placement rows of the cluster's database (schema.py): topics and their partitions, and the one
 way a partition's leadership changes, an election (epoch + 1, its term opened in the epoch history at
-the partition's committed end, one transaction). The controller (issue 44, step 4) calls these; the
+the partition's committed end, one transaction). Each tells the nodes (notify.py) as it commits. The controller (issue 44, step 4) calls these; the
 log's appends (log.py) check what they wrote."""
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from .notify import notify
 
 NO_LEADER = -1
 
@@ -39,6 +41,7 @@ async def create_topic(conn: Any, name: str, replicas: dict[int, list[int]], con
                                "VALUES ($1, $2, $3, $4, $5)", rows)
         await conn.executemany("INSERT INTO epoch_history (topic, partition, leader_epoch, start_offset) "
                                "VALUES ($1, $2, 0, 0)", [(name, p) for p in sorted(replicas)])
+        await notify(conn, f"topic {name} created")
     return topic_id
 
 
@@ -71,6 +74,7 @@ async def elect(conn: Any, topic: str, partition: int, leader: int, *, expected_
                            "WHERE topic = $1 AND partition = $2", topic, partition, leader, epoch, replicas)
         await conn.execute("INSERT INTO epoch_history (topic, partition, leader_epoch, start_offset) "
                            "VALUES ($1, $2, $3, $4)", topic, partition, epoch, row["log_end"])
+        await notify(conn, f"{topic}-{partition} led by {leader} in epoch {epoch}")
     return epoch
 
 
