@@ -24,25 +24,15 @@ import pytest
 from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.cluster_scenarios import PostgresTarget, leaders, run
 from kbroker.tests.integration.test_cluster_clients import KAFKAJS_LOSES_ON_MOVES, workload_factory
-from kbroker.tests.integration.test_postgres_nodes import NODES, metadata, start_node, wait_for
+from kbroker.tests.integration.test_postgres_nodes import NODES, running_nodes, wait_for
 
 TOOLS = "org.apache.kafka.tools."
 
 
 @pytest.fixture(scope="module")
 def nodes(postgres, tmp_path_factory):
-    base = tmp_path_factory.mktemp("pg-clients")
-    url = postgres.url(postgres.create_database())
-    started: dict[int, BrokerProcess] = {}
-    try:
-        for node in NODES:
-            started[node] = start_node(base / f"node{node}", url, node)
-        wait_for(lambda: all(len(metadata(b).brokers) == len(NODES) for b in started.values()),
-                 "every node sees the three brokers")
+    with running_nodes(postgres.url(postgres.create_database()), tmp_path_factory.mktemp("pg-clients")) as started:
         yield started
-    finally:
-        for broker in started.values():
-            broker.kill()
 
 
 def bootstrap(nodes: dict[int, BrokerProcess]) -> str:

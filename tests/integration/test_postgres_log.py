@@ -55,6 +55,18 @@ async def audit(conn, topic: str, partitions: int) -> dict[int, int]:
     return counts
 
 
+def audit_database(url: str, topic: str, partitions: int) -> dict[int, int]:
+    """`audit` on a connection of its own, from synchronous code (the tests over node processes)."""
+    async def audited() -> dict[int, int]:
+        conn = await connect(url)
+        try:
+            return await audit(conn, topic, partitions)
+        finally:
+            await conn.close()
+
+    return asyncio.run(audited())
+
+
 @pytest.fixture
 async def database(postgres):
     url = postgres.url(postgres.create_database())

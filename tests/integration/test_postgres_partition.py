@@ -16,7 +16,6 @@ there, the namespaces are not).
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 import uuid
@@ -28,6 +27,7 @@ from kbroker.tests.integration.cluster_scenarios import (PARTITIONS, ConfluentWo
                                                          leaders, recovery_s, verify)
 from kbroker.tests.integration.netns import PrivateNetwork, netns_missing
 from kbroker.tests.integration.postgres import require_postgres, start_postgres
+from kbroker.tests.integration.test_postgres_log import audit_database
 from kbroker.tests.integration.test_postgres_nodes import view, wait_for
 
 NODES = (1, 2, 3)
@@ -69,9 +69,6 @@ def partitions_of(broker: BrokerProcess, topic: str) -> dict[int, tuple[int, int
 
 
 def test_a_leader_cut_off_by_the_network_is_fenced_and_rejoins_after_the_heal(cluster, capsys):
-    from kbroker.broker.storage.postgres.schema import connect
-    from kbroker.tests.integration.test_postgres_log import audit
-
     net, nodes, url = cluster
     topic, group = f"cut-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
     create_topic(nodes[1].bootstrap, topic, PARTITIONS)
@@ -121,13 +118,5 @@ def test_a_leader_cut_off_by_the_network_is_fenced_and_rejoins_after_the_heal(cl
     fence = nodes[cut].events("broker_fenced")[0]
     assert fence["lost"] is False  # by its own clock, not told by the database
     verify(",".join(b.bootstrap for b in nodes.values()), topic, group, clients)
-
-    async def audited() -> dict[int, int]:
-        conn = await connect(url)
-        try:
-            return await audit(conn, topic, PARTITIONS)
-        finally:
-            await conn.close()
-
-    stored = asyncio.run(audited())
+    stored = audit_database(url, topic, PARTITIONS)
     assert sum(stored.values()) == len(set(clients.acked) | set(clients.consumed)), stored
