@@ -59,6 +59,7 @@ class PostgresNode:
         self._tasks: list[asyncio.Task[Any]] = []
         self._moves: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._changed = asyncio.Event()  # the metadata changed: read it now
+        self._fence_lifted = False
         name = schema.application_name(config.node_id)
         self.listener = MetadataListener(lambda: schema.connect(config.cluster, name=name), self._changed.set)
         self.broker: Any = None
@@ -145,6 +146,9 @@ class PostgresNode:
             self._changed.clear()  # a notification during the refresh brings another one after it
             try:
                 await self.engine.refresh()
+                if self._fence_lifted:
+                    self._fence_lifted = False
+                    self._reload_coordinators()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the database away a while: the next turn retries
@@ -163,7 +167,20 @@ class PostgresNode:
                     log.warning("broker_fenced", node=self.node_id, lease_ms=self.lease.lease_ms, lost=self.lease.lost)
                 else:
                     log.info("broker_unfenced", node=self.node_id)
+                    self._fence_lifted = True  # the image read again first, then the coordinators reloaded
+                    self._changed.set()
             await asyncio.sleep(every_s)
+
+    def _reload_coordinators(self) -> None:
+        """The fence lifted: each `__consumer_offsets` and `__transaction_state` partition this node still
+        leads is unloaded and replayed from its log, as on a move. A coordinator's write refused while
+        fenced took its partition offline, and with no move (the lease renewed before the controller
+        acted: a short pause) nothing else would bring it back."""
+        for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+            info = self.engine.topic(topic)
+            for p, leader in (info.leaders.items() if info is not None else ()):
+                if leader == self.node_id:
+                    self._on_leader_change(topic, p, leader, leader, info.leader_epochs.get(p, 0))
 
     async def _renew(self) -> None:
         if self.lease.lost:

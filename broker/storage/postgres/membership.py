@@ -37,7 +37,7 @@ log = structlog.get_logger("kbroker.storage.postgres")
 LEASE_MS = 5_000  # a broker's and the controller's lease
 RENEW_EVERY_S = 1.0
 PRODUCER_ID_BLOCK = 1000
-ELECT_LOCK_TIMEOUT_MS = 2_000  # an election waits this long for a partition's row, then the next pass tries
+ELECT_LOCK_TIMEOUT_MS = 1_000  # an election waits this long for a partition's row (then see end_sessions_of)
 PRODUCER_IDS_LOCK = 0x6B62726F6B6570  # pg_advisory_xact_lock key for "allocating a producer-id block"
 
 
@@ -171,7 +171,6 @@ async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
         "      WHERE r IN (SELECT node_id FROM brokers WHERE lease_expires > statement_timestamp()) ORDER BY i) AS alive "
         "FROM partitions p WHERE p.leader NOT IN (SELECT node_id FROM brokers WHERE lease_expires > statement_timestamp()) "
         "ORDER BY p.topic, p.partition")
-    await end_sessions_of(conn, {row["leader"] for row in rows if row["leader"] != NO_LEADER})
     moved = []
     orphans = 0
     for row in rows:
@@ -187,13 +186,19 @@ async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
             new = NO_LEADER
         if new == row["leader"]:
             continue  # no leader, and still no broker alive
-        try:
-            epoch = await elect(conn, row["topic"], row["partition"], new, expected_epoch=row["leader_epoch"],
-                                replicas=replicas, lock_timeout_ms=ELECT_LOCK_TIMEOUT_MS)
-        except asyncpg.LockNotAvailableError:  # its row still held: the next pass tries again
-            log.warning("leader_move_waiting", topic=row["topic"], partition=row["partition"],
-                        previous_leader=row["leader"], detail="the partition's row is locked by a session")
-            continue
+        epoch = None
+        for attempt in range(2):
+            try:
+                epoch = await elect(conn, row["topic"], row["partition"], new, expected_epoch=row["leader_epoch"],
+                                    replicas=replicas, lock_timeout_ms=ELECT_LOCK_TIMEOUT_MS)
+                break
+            except asyncpg.LockNotAvailableError:
+                # its row held past the timeout: by a round the lost leader left open (cut off, paused)?
+                if attempt == 0 and await end_sessions_of(conn, {row["leader"]}):
+                    continue
+                log.warning("leader_move_waiting", topic=row["topic"], partition=row["partition"],
+                            previous_leader=row["leader"], detail="the partition's row is locked by a session")
+                break
         if epoch is not None:
             log.info("leader_moved", topic=row["topic"], partition=row["partition"], leader=new,
                      previous_leader=row["leader"], leader_epoch=epoch, reason="leader's lease expired")
@@ -202,21 +207,25 @@ async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
 
 
 async def end_sessions_of(conn: Any, nodes: set[int]) -> int:
-    """End the database sessions of brokers whose lease expired, before their partitions move. A node
-    cut off by the network (or paused) can hold a round's transaction open, and with it its partitions'
-    rows: PostgreSQL would keep that session, and the rows locked, until TCP gave up on the peer
-    (minutes to hours), and no election could take those rows meanwhile. Ended, its transaction rolls
-    back at once (nothing it had in flight commits), and the node, fenced by its own clock already,
-    connects again when it can. Returns how many sessions were ended (0 also when this role may not
-    signal them: a role may end its own sessions, or with pg_signal_backend any non-superuser's)."""
+    """End the sessions of brokers whose lease expired that hold a write lock on `partitions` (an open
+    round's), when an election waited ELECT_LOCK_TIMEOUT_MS for one of their rows. A node cut off by the
+    network (or paused) can leave a round's transaction open, and its partitions' rows locked, until
+    PostgreSQL's TCP gives up on the peer (minutes to hours): no election could take those rows
+    meanwhile. Ended, the transaction rolls back (nothing it had in flight commits), and the node, fenced
+    by its own clock already, connects again when it can. A node's other sessions are left alone (one
+    handing its partitions over in a controlled shutdown goes on with its own). Returns how many were
+    ended (0 also when this role may not signal them: a role may end its own sessions, or with
+    pg_signal_backend any non-superuser's)."""
     import asyncpg
 
     if not nodes:
         return 0
     try:
         ended = await conn.fetchval(
-            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 1000)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND application_name = ANY($1::text[]) AND pid <> pg_backend_pid()",
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid, 1000)) FROM pg_stat_activity a "
+            "WHERE a.datname = current_database() AND a.application_name = ANY($1::text[]) "
+            "AND a.pid <> pg_backend_pid() AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.granted "
+            "AND l.relation = 'partitions'::regclass AND l.mode = 'RowExclusiveLock')",
             [application_name(n) for n in sorted(nodes)])
     except asyncpg.PostgresError as exc:
         log.warning("lost_broker_sessions_not_ended", nodes=sorted(nodes), error=repr(exc))
