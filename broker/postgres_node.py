@@ -186,7 +186,9 @@ class PostgresNode:
         acted: a short pause) nothing else would bring it back."""
         for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
             info = self.engine.topic(topic)
-            for p, leader in (info.leaders.items() if info is not None else ()):
+            if info is None:
+                continue
+            for p, leader in info.leaders.items():
                 if leader == self.node_id:
                     self._on_leader_change(topic, p, leader, leader, info.leader_epochs.get(p, 0))
 
