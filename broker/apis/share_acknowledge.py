@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> Share
         return failed_response(ctx, request, E.INVALID_SHARE_SESSION_EPOCH)
     manager = broker.share_partitions
     await manager.ready()  # the share coordinator has replayed its log
-    session, error = manager.session(request.group_id, request.member_id, epoch)
+    session, error = manager.session(request.group_id, request.member_id, epoch, broker.node_id)
     if session is None:
         return failed_response(ctx, request, error)
     names = broker.catalogue.names_by_id()

@@ -79,7 +79,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     if epoch == 0 and has_acks:
         return failed_response(ctx, request, E.INVALID_REQUEST, "Acknowledge data present on initial fetch request.")
-    session, error = manager.session(request.group_id, request.member_id, epoch)
+    session, error = manager.session(request.group_id, request.member_id, epoch, broker.node_id)
     if session is None:
         return failed_response(ctx, request, error)
     names = broker.catalogue.names_by_id()
@@ -113,6 +113,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
             await broker.fetch_purgatory.wait(
                 request.max_wait_ms, lambda: any(manager.can_acquire(group_id, t, p) for t, p in keys), keys)
             answers = _fetch_all(ctx, request, list(session.partitions), names, readable)
+        session.acquired_from.update((names[t], p) for (t, p), a in answers.items() if a.acquired)
     responses: dict[uuid.UUID, ShareFetchableTopicResponse] = {}
     for key in dict.fromkeys([*answers, *ack_errors]):
         answer = answers.get(key)

@@ -7,8 +7,10 @@ partition; it starts with its first fetch, at the start offset `share.auto.offse
 (one timer per share-partition, at its earliest lock); an expiry wakes the long polls watching the
 partition, as new records do.
 
-A share session is a member's (group id, member id): epoch 0 opens it (replacing the member's older
-one), each later request carries the next epoch, -1 closes it and releases what the member holds
+A share session is a member's (group id, member id) on one node, as each Kafka broker has its own
+ShareSessionCache (`serve --nodes N`: a member fetching from three leaders holds three sessions, each
+with its own epochs): epoch 0 opens it (replacing the member's older one on that node), each later
+request carries the next epoch, -1 closes it and releases what the member acquired through it
 (Kafka's releaseSession); a fetch reads every partition the session holds, which each request adds
 to and forgets from.
 
@@ -53,8 +55,10 @@ MAX_SESSIONS = 2_000  # Kafka's group.share.max.share.sessions
 class ShareSession:
     group_id: str
     member_id: str
+    node_id: int = 0  # the node it was opened on
     epoch: int = 1  # the epoch the next request must carry
     partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # in the order added
+    acquired_from: set[tuple[str, int]] = field(default_factory=set)  # (topic, partition) it acquired on
 
 
 @dataclass(slots=True)
@@ -72,7 +76,7 @@ class SharePartitionManager:
         self.delivery_limit = config.group_share_delivery_count_limit
         self.max_locks = config.group_share_partition_max_record_locks
         self.partitions: dict[Key, SharePartition] = {}
-        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.sessions: dict[tuple[int, str, str], ShareSession] = {}  # (node id, group id, member id)
         self.timers = broker.fetch_purgatory.timers
         # what the metrics show, per group: records acquired, acquired again, locks expired
         self.acquired_total: Counter[str] = Counter()
@@ -90,17 +94,18 @@ class SharePartitionManager:
 
     # -- sessions ------------------------------------------------------------------------------
 
-    def session(self, group_id: str, member_id: str, epoch: int) -> tuple[ShareSession | None, ErrorCode]:
-        """The member's session for a request at `epoch` (0 opens one, -1 is the last); the error
-        Kafka answers otherwise."""
-        key = (group_id, member_id)
+    def session(self, group_id: str, member_id: str, epoch: int, node_id: int = 0
+                ) -> tuple[ShareSession | None, ErrorCode]:
+        """The member's session on node `node_id` for a request at `epoch` (0 opens one, -1 is the
+        last); the error Kafka answers otherwise."""
+        key = (node_id, group_id, member_id)
         if epoch == 0:
             old = self.sessions.pop(key, None)
             if old is not None:
-                self.release(group_id, member_id)
+                self.release(group_id, member_id, old.acquired_from)
             if len(self.sessions) >= MAX_SESSIONS:
                 return None, E.SHARE_SESSION_LIMIT_REACHED
-            opened = self.sessions[key] = ShareSession(group_id, member_id)
+            opened = self.sessions[key] = ShareSession(group_id, member_id, node_id)
             return opened, E.NONE
         session = self.sessions.get(key)
         if session is None:
@@ -112,8 +117,8 @@ class SharePartitionManager:
 
     def close(self, session: ShareSession) -> None:
         """The last request of a session (-1): it goes, and what its member holds goes back."""
-        self.sessions.pop((session.group_id, session.member_id), None)
-        self.release(session.group_id, session.member_id)
+        self.sessions.pop((session.node_id, session.group_id, session.member_id), None)
+        self.release(session.group_id, session.member_id, session.acquired_from)
 
     def member_gone(self, group_id: str, member_id: str, *, left: bool = False) -> None:
         """The member was fenced (session timeout): its share session goes and what it holds is
@@ -122,14 +127,18 @@ class SharePartitionManager:
         (or the connection): a closing client leaves its group and sends its last acknowledgements
         (ShareAcknowledge of epoch -1) at once, and those must find the session, not release what
         they acknowledge to others (librdkafka's close does both concurrently)."""
-        if left and (group_id, member_id) in self.sessions:
+        keys = [key for key in self.sessions if key[1:] == (group_id, member_id)]
+        if left and keys:
             return
-        self.sessions.pop((group_id, member_id), None)
+        for key in keys:
+            del self.sessions[key]
         self.release(group_id, member_id)
 
-    def release(self, group_id: str, member_id: str) -> None:
+    def release(self, group_id: str, member_id: str, only: set[tuple[str, int]] | None = None) -> None:
+        """What the member holds goes back: on every share-partition of the group, or `only` on those
+        (a session's, whose member may hold others through its sessions on other nodes)."""
         for (group, topic, partition), sp in self.partitions.items():
-            if group == group_id and sp.release_member(member_id):
+            if group == group_id and (only is None or (topic, partition) in only) and sp.release_member(member_id):
                 self._persist_later(group, topic, partition, sp)
                 self.broker.fetch_purgatory.notify(topic, partition)
 

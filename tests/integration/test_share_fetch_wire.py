@@ -175,3 +175,69 @@ def test_max_records_is_strict_only_in_record_limit_mode(broker, version, mode, 
     assert acquired(a.fetch(max_records=4, max_wait_ms=5_000, version=version, acquire_mode=mode)) == want
     rest = [(4, 9, 1)] if mode == 1 else []
     assert acquired(b.fetch(max_records=100, max_wait_ms=200, version=version, acquire_mode=mode)) == rest
+
+
+def test_a_member_has_a_share_session_on_each_node_it_fetches_from(tmp_path):
+    """`serve --nodes 3`: a member fetching from two leaders holds a share session on each, with its own
+    epochs, as each Kafka broker has its own share session cache; opening one on a node neither breaks
+    nor releases what the member holds through another node. One session for the process made the
+    second node's epoch 0 replace the first's (whose next epoch then answered INVALID_SHARE_SESSION_EPOCH)
+    and give back the records it held: librdkafka's 0170 and 0171 consumed them twice."""
+    from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+    from kbroker.tests.integration.broker_process import free_ports
+
+    port = free_ports(3)
+    broker = BrokerProcess(tmp_path / "data", "--nodes", "3", "--num-partitions", "3", port=port)
+    wires: dict[int, Wire] = {}
+    try:
+        topic, topic_id, group = setup(broker, 0)
+        meta = Wire(broker.bootstrap)
+        described = meta.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                                     allow_auto_topic_creation=False))
+        ports = {b.node_id: b.port for b in described.brokers}
+        leaders = {p.partition_index: p.leader_id for p in described.topics[0].partitions}
+        pa, pb = sorted(leaders)[:2]
+        assert leaders[pa] != leaders[pb]  # Kafka's striped placement: each node leads one of three
+        coordinator = meta.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[group])).coordinators[0]
+        meta.close()
+
+        def wire(node: int) -> Wire:
+            if node not in wires:
+                wires[node] = Wire(f"127.0.0.1:{ports[node]}", client_id="share-nodes")
+            return wires[node]
+
+        member, other = str(uuid.uuid4()), str(uuid.uuid4())
+        for m in (member, other):
+            assert wire(coordinator.node_id).call(76, 1, ShareGroupHeartbeatRequest(
+                group_id=group, member_id=m, member_epoch=0, rack_id=None,
+                subscribed_topic_names=[topic])).error_code == 0
+
+        def fetch(m: str, partition: int, epoch: int, acks=(), max_wait_ms=0):
+            batches = [AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=list(t)) for f, l, t in acks]
+            return wire(leaders[partition]).call(78, 1, ShareFetchRequest(
+                group_id=group, member_id=m, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
+                max_bytes=1 << 20, max_records=100, batch_size=100, forgotten_topics_data=[],
+                topics=[FetchTopic(topic_id=topic_id, partitions=[FetchPartition(
+                    partition_index=partition, acknowledgement_batches=batches)])]))
+
+        assert fetch(member, pa, 0).error_code == 0 and fetch(member, pb, 0).error_code == 0
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        for partition in (pa, pb):
+            p.produce(topic, b"a", partition=partition)
+            p.produce(topic, b"b", partition=partition)
+        assert p.flush(30) == 0
+        held_a = fetch(member, pa, 1, max_wait_ms=5_000)
+        held_b = fetch(member, pb, 1, max_wait_ms=5_000)
+        assert (held_a.error_code, held_b.error_code) == (0, 0)
+        assert acquired(held_a) == acquired(held_b) == [(0, 1, 1)]
+        # a new session on pb's node gives back what the member held there (its first fetch acquires it
+        # again, delivered a second time), not what it holds through pa's node
+        assert acquired(fetch(member, pb, 0)) == [(0, 1, 2)]
+        assert acquired(fetch(other, pa, 0)) == []
+        acked = fetch(member, pa, 2, acks=[(0, 1, [1])])
+        assert acked.error_code == 0
+        assert [q.acknowledge_error_code for t in acked.responses for q in t.partitions] == [0]
+    finally:
+        for w in wires.values():
+            w.close()
+        broker.stop()
