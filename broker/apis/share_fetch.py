@@ -110,8 +110,9 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
         if request.max_wait_ms > 0 and not any(a.acquired or a.error != E.NONE for a in answers.values()):
             keys = [(names[t], p) for t, p in session.partitions if t in names and readable(names[t])]
             group_id = request.group_id
-            await broker.fetch_purgatory.wait(
-                request.max_wait_ms, lambda: any(manager.can_acquire(group_id, t, p) for t, p in keys), keys)
+            await broker.fetch_purgatory.wait(  # MaxBytes 0 acquires nothing: it waits out MaxWaitMs
+                request.max_wait_ms,
+                lambda: request.max_bytes > 0 and any(manager.can_acquire(group_id, t, p) for t, p in keys), keys)
             answers = _fetch_all(ctx, request, list(session.partitions), names, readable)
         session.acquired_from.update((names[t], p) for (t, p), a in answers.items() if a.acquired)
     responses: dict[uuid.UUID, ShareFetchableTopicResponse] = {}
@@ -133,7 +134,8 @@ def _fetch_all(ctx: RequestContext, request: ShareFetchRequest, keys: list[tuple
     from ..coordinators.share_partitions import PartitionAnswer
 
     manager = ctx.broker.share_partitions
-    budget = max(1, min(request.max_bytes, ctx.broker.config.fetch_max_bytes))
+    # MaxBytes 0 acquires no records, as Kafka answers it (librdkafka's 0180 and the Java client pin it)
+    budget = min(request.max_bytes, ctx.broker.config.fetch_max_bytes)
     records_left = request.max_records if request.max_records > 0 else 500
     answers: dict[tuple[uuid.UUID, int], PartitionAnswer] = {}
     for topic_id, index in keys:

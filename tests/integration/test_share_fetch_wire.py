@@ -49,11 +49,11 @@ class Member:
                                                                   rack_id=None, subscribed_topic_names=[topic]))
         assert joined.error_code == 0
 
-    def fetch(self, acks=(), max_wait_ms=0, max_records=100, version=1, acquire_mode=0):
+    def fetch(self, acks=(), max_wait_ms=0, max_records=100, version=1, acquire_mode=0, max_bytes=1 << 20):
         batches = [AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=list(t)) for f, l, t in acks]
         response = self.wire.call(78, version, ShareFetchRequest(
             group_id=self.group, member_id=self.id, share_session_epoch=self.epoch, max_wait_ms=max_wait_ms,
-            min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=max_records,
+            min_bytes=1, max_bytes=max_bytes, max_records=max_records, batch_size=max_records,
             share_acquire_mode=acquire_mode,
             topics=[FetchTopic(topic_id=self.topic_id, partitions=[FetchPartition(
                 partition_index=0, acknowledgement_batches=batches)])], forgotten_topics_data=[]))
@@ -176,6 +176,18 @@ def test_max_records_is_strict_only_in_record_limit_mode(broker, version, mode, 
     rest = [(4, 9, 1)] if mode == 1 else []
     assert acquired(b.fetch(max_records=100, max_wait_ms=200, version=version, acquire_mode=mode)) == rest
 
+
+def test_max_bytes_zero_acquires_nothing(broker):
+    """A ShareFetch of MaxBytes 0 acquires no records, as Kafka and its Java client have it (librdkafka's
+    0180 pins it: a share consumer with fetch.max.bytes=0 gets nothing); it waits out MaxWaitMs."""
+    topic, topic_id, group = setup(broker, 0)
+    m = Member(broker, group, topic, topic_id)
+    assert acquired(m.fetch()) == []
+    produce_one_batch(broker, topic, 3)
+    empty = m.fetch(max_bytes=0, max_wait_ms=200)
+    assert empty.error_code == 0 and acquired(empty) == [] and offsets_in(empty) == []
+    assert acquired(m.fetch(max_wait_ms=5_000)) == [(0, 2, 1)]  # none was taken: the first delivery
+    m.wire.close()
 
 def test_a_member_has_a_share_session_on_each_node_it_fetches_from(tmp_path):
     """`serve --nodes 3`: a member fetching from two leaders holds a share session on each, with its own
