@@ -77,6 +77,9 @@ class SharePartitionManager:
         self.max_locks = config.group_share_partition_max_record_locks
         self.partitions: dict[Key, SharePartition] = {}
         self.sessions: dict[tuple[int, str, str], ShareSession] = {}  # (node id, group id, member id)
+        # the topic id each share-partition is of: a topic deleted and made again under its name is another
+        # topic, whose share-partitions start afresh (Kafka keys them by topic id)
+        self.topic_ids: dict[Key, uuid.UUID | None] = {}
         self.timers = broker.fetch_purgatory.timers
         # what the metrics show, per group: records acquired, acquired again, locks expired
         self.acquired_total: Counter[str] = Counter()
@@ -183,11 +186,15 @@ class SharePartitionManager:
 
     def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
         key = (group_id, topic, partition)
+        topic_id = self._topic_id(topic)
         sp = self.partitions.get(key)
+        if sp is not None and self.topic_ids.get(key) != topic_id:  # the topic was deleted (and made again)
+            self.timers.cancel(self._timer_key(*key))
+            sp = None
         if sp is None:
             sp = self.partitions[key] = SharePartition(self.lock_ms, self.delivery_limit, self.max_locks)
+            self.topic_ids[key] = topic_id
             self._configured(group_id, sp)
-            topic_id = self._topic_id(topic)
             persisted = None if topic_id is None else self.state_log.state_of(group_id, topic_id, partition)
             if persisted is not None and persisted.start >= 0:
                 sp.restore(persisted.start, persisted.batches)
@@ -244,9 +251,10 @@ class SharePartitionManager:
                           batches: Iterable[tuple[int, int, list[int]]]) -> ErrorCode:
         """Apply the member's acknowledgements, then answer once the state they made is durable in
         `__share_group_state` (Kafka's SharePartition answers after the persister's write)."""
-        sp = self.partitions.get((group_id, topic, partition))
-        if sp is None or not sp.initialized:
-            return E.INVALID_RECORD_STATE
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if sp is None or not sp.initialized or self.topic_ids.get(key) != self._topic_id(topic):
+            return E.INVALID_RECORD_STATE  # nothing acquired, or acquired of a topic since deleted
         now_ms = self.broker.clock.now_ms()
         error, undo = sp.acknowledge_all(member_id, batches, now_ms)
         self.broker.fetch_purgatory.notify(topic, partition)  # released records are available again

@@ -189,6 +189,39 @@ def test_max_bytes_zero_acquires_nothing(broker):
     assert acquired(m.fetch(max_wait_ms=5_000)) == [(0, 2, 1)]  # none was taken: the first delivery
     m.wire.close()
 
+def test_a_topic_made_again_under_its_name_starts_afresh(broker):
+    """A share-partition is of a topic id, as in Kafka: a topic deleted and created again under its name
+    does not inherit the old one's records in flight or delivery counts (librdkafka's 0184 saw a new
+    topic's first record delivered "a second time", and an old lock kept it from everyone)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, topic_id, group = setup(broker, 0)
+    m = Member(broker, group, topic, topic_id)
+    assert acquired(m.fetch()) == []
+    produce_one_batch(broker, topic, 3)
+    assert acquired(m.fetch(max_wait_ms=5_000)) == [(0, 2, 1)]  # held under a lock, not acknowledged
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:  # the deletion completes asynchronously, as in Kafka
+        try:
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+            break
+        except Exception:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    w = Wire(broker.bootstrap)
+    new_id = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)],
+                                           allow_auto_topic_creation=False)).topics[0].topic_id
+    w.close()
+    assert new_id != topic_id
+    other = Member(broker, group, topic, new_id)
+    assert acquired(other.fetch()) == []
+    produce_one_batch(broker, topic, 3)
+    assert acquired(other.fetch(max_wait_ms=5_000)) == [(0, 2, 1)]
+    for member in (m, other):
+        member.wire.close()
+
 def test_a_member_has_a_share_session_on_each_node_it_fetches_from(tmp_path):
     """`serve --nodes 3`: a member fetching from two leaders holds a share session on each, with its own
     epochs, as each Kafka broker has its own share session cache; opening one on a node neither breaks
