@@ -13,7 +13,7 @@ will bump the epoch. kbroker's own Produce v12+ and TxnOffsetCommit v5+ add part
 from __future__ import annotations
 
 from ..network.router import RequestContext
-from ...coordinator.txn.coordinator import TRANSACTION_VERSION_BUILT
+from ...coordinator.txn.metadata import TRANSACTION_VERSION_BUILT
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from ...protocol.messages.add_partitions_to_txn_response import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from ..network.router import RequestContext
-from ...coordinator.txn.coordinator import TRANSACTION_VERSION_BUILT
+from ...coordinator.txn.metadata import TRANSACTION_VERSION_BUILT
 from ...protocol.errors import ErrorCode
 from ...protocol.kafka_releases import KafkaRelease
 from ...protocol.messages.api_versions_request import ApiVersionsRequest

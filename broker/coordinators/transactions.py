@@ -34,7 +34,8 @@ from ..partitions.catalogue import INTERNAL_TOPIC_CONFIGS
 from ...coordinator.groups import commands as c
 from ...protocol.records.codec import encode_record
 from ...protocol.records.classic_records import OffsetCommitRecord
-from ...coordinator.txn.coordinator import COORDINATOR_EPOCH, TRANSACTION_VERSION_BUILT, TxnConfig
+from ...coordinator.txn.coordinator import COORDINATOR_EPOCH, TxnConfig
+from ...coordinator.txn.metadata import TRANSACTION_VERSION_BUILT
 from ...coordinator.txn.service import TransactionCoordinatorService
 from ...protocol.records.transaction_log import (TransactionLogRecord, TxnLogFormatError, decode_key, decode_value,
                                                  encode_key, encode_value)

@@ -30,8 +30,6 @@ E = ErrorCode
 S = TxnState
 _STATUSES = frozenset(TxnState)  # the statuses a record may carry
 COORDINATOR_EPOCH = 0  # one node, never re-elected: the coordinator epoch every marker carries
-# The highest transaction.version whose behaviour is built: 2, transactions v2 (KIP-890 part 2).
-TRANSACTION_VERSION_BUILT = 2
 
 
 @dataclass(slots=True)

@@ -17,6 +17,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+# The highest transaction.version whose behaviour is built: 2, transactions v2 (KIP-890 part 2). Here, in
+# the light module, because ApiVersions advertises it and must not import the coordinator (built on first use).
+TRANSACTION_VERSION_BUILT = 2
+
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 INT16_MAX = 32767

@@ -129,7 +129,8 @@ def test_odd_heartbeats_get_answers_and_the_broker_carries_on(wire):
     assert r.error_code == 0 and r.member_epoch == epoch
     # a pathological pattern for a backtracking engine is linear in RE2
     r = hb(wire, group, member, epoch, subscribed_topic_regex="(a+)+$" * 50, rebalance_timeout_ms=30_000)
-    assert r.error_code == 0 and r.member_epoch > epoch  # a new subscription: a new epoch
+    # a new regex is resolved asynchronously, as Kafka resolves it: the epoch moves with its resolution
+    assert r.error_code == 0 and r.member_epoch >= epoch
     assert hb(wire, f"cgw-{uuid.uuid4().hex[:6]}", member, -1).error_code == E.GROUP_ID_NOT_FOUND
     assert hb(wire, group, member, r.member_epoch).error_code == 0  # still served
 
