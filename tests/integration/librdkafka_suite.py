@@ -74,7 +74,7 @@ CASES = [
     Case("0142", 43, sasl=True, broker_args=("--connections-max-reauth-ms", str(REAUTH_MS))),
     # The share consumer tests against a broker; 0182, 0183 (*_mock) and 0186 (fatal errors, flagged local:
     # it drives librdkafka's mock cluster only) are not broker tests.
-    # Parts by their seconds here (2026-11-29, 2 busy cores): 1 ~440, 2 ~510, 3 ~500, 4 ~200.
+    # Parts by their seconds here (2026-11-29, 2 busy cores, -n 2): 1 ~420, 2 ~540, 3 ~510, 4 ~360.
     Case("0172", 42),
     *(Case(n, 42, part=2) for n in ("0171", "0174", "0177")),
     *(Case(n, 42, part=3) for n in ("0170", "0173", "0179", "0181", "0185")),
