@@ -6,6 +6,8 @@ level's (test_differential_config.py)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kbroker.tests.reference.differential.levels import Level
@@ -99,6 +101,7 @@ def test_client_quotas_and_scram_users(pair, run_id):
     pair.run("kafka-configs --describe (user and client quota)", CONFIGS, "--describe", *users, *clients)
     pair.run("kafka-configs --alter --delete-config (client quota)", CONFIGS, "--alter", *clients, "--delete-config",
              "consumer_byte_rate")
+    _kafka_settled(pair, clients, gone="consumer_byte_rate")
     pair.run("kafka-configs --describe (client quota, after delete)", CONFIGS, "--describe", *clients)
     pair.run("kafka-configs --alter --add-config (unknown quota)", CONFIGS, "--alter", *clients, "--add-config",
              "no_such_rate=5")
@@ -113,6 +116,17 @@ def test_client_quotas_and_scram_users(pair, run_id):
     assert "SCRAM-SHA-256=iterations=8192" in kbroker.stdout
     pair.run("kafka-configs --alter --delete-config (SCRAM user)", CONFIGS, "--alter", *users, "--delete-config",
              "SCRAM-SHA-512")
+    _kafka_settled(pair, users, gone="SCRAM-SHA-512")
     pair.run("kafka-configs --describe (SCRAM user, after delete)", CONFIGS, "--describe", *users)
     pair.run("kafka-configs --alter --add-config (SCRAM, too few iterations)", CONFIGS, "--alter", *users,
              "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
+
+
+def _kafka_settled(pair: ToolPair, entity: list[str], gone: str, bound_s: float = 30.0) -> None:
+    """Wait (bounded) until Kafka's describe no longer shows `gone`: its quotas and SCRAM credentials
+    change through the controller's metadata log, and the broker that answers the describe applies it
+    a moment later (a loaded CI run described the user before the delete had reached it). kbroker
+    answers the alter once the change is in place, so only Kafka's side is waited for."""
+    deadline = time.monotonic() + bound_s
+    while gone in pair.kafka.tool(CONFIGS, "--describe", *entity).stdout and time.monotonic() < deadline:
+        time.sleep(0.5)
