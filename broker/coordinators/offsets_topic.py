@@ -30,7 +30,7 @@ from ...protocol.latest_records import in_write_order, latest_per_key
 from ...protocol.record_batch import (CRC_OFFSET, HEADER_SIZE, compute_crc, decode_batch, encode_keyed_batch,
                                      iter_batches, read_header)
 from ..partitions.catalogue import INTERNAL_TOPIC_CONFIGS, LogConfig
-from ..partitions.service import Isolation
+from ..partitions.replay_read import chunks as replay_chunks
 
 if TYPE_CHECKING:
     from ...protocol.records.classic_records import Record
@@ -42,7 +42,6 @@ log = structlog.get_logger("kbroker.offsets_topic")
 TOPIC = "__consumer_offsets"
 # Kafka's internal-topic settings: compacted, producer's compression, offsets.topic.segment.bytes.
 TOPIC_CONFIGS = INTERNAL_TOPIC_CONFIGS
-_READ_CHUNK = 5 * 1024 * 1024  # offsets.load.buffer.size
 _PARALLEL_LOADS = 2  # partitions read at once (each holds its records in memory until replayed)
 _LOAD_ATTEMPTS = 5
 _SLICE_S = 0.002  # the longest the replay's fold keeps the event loop before letting others run
@@ -254,27 +253,17 @@ class OffsetsTopic:
         store = self.partitions.replay_store(TOPIC, partition)
         if store is None:
             return
-        offset, end = store.log_start_offset, store.log_end_offset
-        while offset < end:
+
+        def skipped(offset: int, end: int, exc: CorruptRecordError) -> int:
+            resume = getattr(exc, "resume_offset", end)
+            log.error("offsets_batch_skipped", partition=partition, offset=offset, resume_offset=resume,
+                      file=getattr(exc, "file", None), position=getattr(exc, "position", None),
+                      reason=getattr(exc, "reason", str(exc)), lost=_lost_commits(getattr(exc, "raw", None)))
+            return resume
+
+        for offset, chunk in replay_chunks(store, skipped):
             self._load_offset[partition] = offset
-            try:
-                chunk = bytes(store.read(offset, _READ_CHUNK, Isolation.LOG_END))  # CRC-checked by the log
-            except CorruptRecordError as exc:
-                resume = getattr(exc, "resume_offset", end)
-                log.error("offsets_batch_skipped", partition=partition, offset=offset, resume_offset=resume,
-                          file=getattr(exc, "file", None), position=getattr(exc, "position", None),
-                          reason=getattr(exc, "reason", str(exc)), lost=_lost_commits(getattr(exc, "raw", None)))
-                if resume <= offset:
-                    break
-                offset = resume
-                continue
-            if not chunk:
-                break
-            next_offset = max([offset] + [header.next_offset for _, header in iter_batches(chunk)])
             yield offset, chunk
-            if next_offset <= offset:
-                break
-            offset = next_offset
 
     def _replay_of(self, partition: int, fold: _PartitionFold) -> PartitionReplay:
         for at in fold.keyless:  # a record no coordinator wrote: skip it, loudly

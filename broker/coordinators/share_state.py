@@ -40,9 +40,9 @@ from ...coordinator.runtime.runtime import CoordinatorRuntime
 from ...coordinator.share.persisted import PersistedState, StateKey
 from ...coordinator.share.state_shard import ShareStateShard, WriteState, Written, state_key
 from ...protocol.errors import CorruptRecordError, ErrorCode, KafkaError
-from ...protocol.record_batch import decode_batches, encode_keyed_batch, read_header
+from ...protocol.record_batch import encode_keyed_batch, read_header
 from ...protocol.records.share_state_records import SNAPSHOT, ShareStateRecord, decode_share_state, encode_share_state
-from ..partitions.service import Isolation
+from ..partitions.replay_read import keyed_records
 
 if TYPE_CHECKING:
     from ...purgatory.timers import KeyedTimers
@@ -57,7 +57,6 @@ TOPIC = "__share_group_state"
 # write on one node: 1 here, as the reference broker is configured.
 TOPIC_CONFIGS = {"cleanup.policy": "delete", "retention.ms": "-1", "compression.type": "producer",
                  "segment.bytes": "104857600", "min.insync.replicas": "1"}
-_READ_CHUNK = 5 * 1024 * 1024
 
 
 def kafka_uuid(topic_id: uuid.UUID) -> str:
@@ -160,37 +159,20 @@ class ShareStateLog:
         store = self.partitions.replay_store(TOPIC, partition)
         if store is None:
             return
-        offset, end = store.log_start_offset, store.log_end_offset
-        while offset < end:
+
+        def skipped(offset: int, end: int, exc: CorruptRecordError) -> int:
+            resume = getattr(exc, "resume_offset", end)
+            log.error("share_state_batch_skipped", partition=partition, offset=offset, resume_offset=resume,
+                      reason=str(exc))
+            return resume
+
+        for at, key, value in keyed_records(store, skipped):
             try:
-                chunk = store.read(offset, _READ_CHUNK, Isolation.LOG_END)  # CRC-checked by the log
-            except CorruptRecordError as exc:
-                resume = getattr(exc, "resume_offset", end)
-                log.error("share_state_batch_skipped", partition=partition, offset=offset, resume_offset=resume,
-                          reason=str(exc))
-                if resume <= offset:
-                    break
-                offset = resume
+                decoded = decode_share_state(key, value)
+            except Exception as exc:  # noqa: BLE001 - one unreadable record, not the partition
+                log.error("share_state_record_skipped", partition=partition, offset=at, error=repr(exc))
                 continue
-            if not chunk:
-                break
-            next_offset = offset
-            for header, records in decode_batches(bytes(chunk)):
-                next_offset = max(next_offset, header.next_offset)
-                if header.is_control:
-                    continue
-                for r in records:
-                    if r.offset < offset or r.key is None:
-                        continue
-                    try:
-                        decoded = decode_share_state(r.key, r.value)
-                    except Exception as exc:  # noqa: BLE001 - one unreadable record, not the partition
-                        log.error("share_state_record_skipped", partition=partition, offset=r.offset, error=repr(exc))
-                        continue
-                    yield r.offset, decoded
-            if next_offset <= offset:
-                break
-            offset = next_offset
+            yield at, decoded
 
     def delete(self, group: str, topic_id: uuid.UUID, partition: int) -> Awaitable[None]:
         """Forget a share-partition's state (a tombstone of its key); the wait for its durability."""

@@ -42,8 +42,8 @@ from ...protocol.records.transaction_log import (TransactionLogRecord, TxnLogFor
 from ...coordinator.txn.metadata import TopicPartition, TransactionMetadata, TxnState
 from ...protocol.errors import CorruptRecordError, ErrorCode, KafkaError
 from ...protocol.record_batch import Record as LogRecord
-from ...protocol.record_batch import decode_batches, encode_batch
-from ..partitions.service import Isolation
+from ...protocol.record_batch import encode_batch
+from ..partitions.replay_read import keyed_records
 from .txn_recovery import DamagedBatch, contain_losses
 
 log = structlog.get_logger("kbroker.transactions")
@@ -53,7 +53,6 @@ S = TxnState
 TOPIC = "__transaction_state"
 # Kafka's transaction.state.log.* defaults: compacted, 100 MiB segments.
 TOPIC_CONFIGS = INTERNAL_TOPIC_CONFIGS
-_READ_CHUNK = 5 * 1024 * 1024
 _RETRY_BACKOFF_S = 0.5
 _MATERIALISE_BYTES = 512 * 1024  # one commit of a transaction's offsets at its end: within max.message.bytes
 # A request arriving while the previous transaction's markers are being written waits this long for
@@ -196,37 +195,19 @@ class TransactionService:
         store = self.broker.partitions.replay_store(TOPIC, partition)  # one with records is never dormant
         if store is None:
             return
-        offset, end = store.log_start_offset, store.log_end_offset
-        while offset < end:
+
+        def skipped(offset: int, end: int, exc: CorruptRecordError) -> int:
+            # One damaged batch costs what it held, not the partition (nor the broker's start).
+            damaged = DamagedBatch.of(partition, offset, end, exc)
+            self.damaged.append(damaged)
+            damaged.report()
+            return damaged.resume_offset
+
+        for at, key, value in keyed_records(store, skipped):
             try:
-                chunk = store.read(offset, _READ_CHUNK, Isolation.LOG_END)  # CRC-checked by the log
-            except CorruptRecordError as exc:
-                # One damaged batch costs what it held, not the partition (nor the broker's start).
-                damaged = DamagedBatch.of(partition, offset, end, exc)
-                self.damaged.append(damaged)
-                damaged.report()
-                if damaged.resume_offset <= offset:
-                    break
-                offset = damaged.resume_offset
-                continue
-            if not chunk:
-                break
-            next_offset = offset
-            for header, records in decode_batches(bytes(chunk)):
-                next_offset = max(next_offset, header.next_offset)
-                if header.is_control:
-                    continue
-                for r in records:
-                    if r.offset < offset or r.key is None:
-                        continue
-                    try:
-                        yield TransactionLogRecord(decode_key(r.key), decode_value(r.value))
-                    except (TxnLogFormatError, UnicodeDecodeError) as exc:
-                        log.warning("transaction_record_unreadable", partition=partition, offset=r.offset,
-                                    error=str(exc))
-            if next_offset <= offset:
-                break
-            offset = next_offset
+                yield TransactionLogRecord(decode_key(key), decode_value(value))
+            except (TxnLogFormatError, UnicodeDecodeError) as exc:
+                log.warning("transaction_record_unreadable", partition=partition, offset=at, error=str(exc))
 
     # --- the coordinator's writer ----------------------------------------------------------------------
 
