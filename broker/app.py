@@ -136,7 +136,8 @@ class Broker:
 
             fsync = self.fsync_gate = FsyncGate(fsync)
         from .dynamic_configs import DynamicBrokerConfigs  # the topics' defaults are the settings with these over
-        self.dynamic_configs = DynamicBrokerConfigs(self.data_dir, config)
+        self.dynamic_configs = DynamicBrokerConfigs(self.data_dir, config,
+                                                    layers=postgres.broker_configs if postgres is not None else None)
         # --cluster: a node of a cluster over PostgreSQL (broker/postgres_node.py), whose log is the database's
         self.postgres = postgres
         self.logs: Any = postgres.engine if postgres is not None else LogManager(
@@ -204,6 +205,8 @@ class Broker:
             self.catalogue = PostgresCatalogue(postgres.engine, self.node_id, postgres.allocate_producer_id,
                                                lambda: postgres.lease.fenced,
                                                default_replication_factor=config.default_replication_factor)
+            if postgres.broker_configs != ({}, {}):  # the topics' defaults with the database's dynamic configs
+                self.apply_dynamic_configs()
         elif config.nodes == 1:
             assert self.producer_states is not None
             self.catalogue = TopicCatalogue(self.logs, self.node_id, self.producer_states.ids)
@@ -316,16 +319,27 @@ class Broker:
         endpoint = self.listeners.advertised_for(listener)
         return endpoint.host, endpoint.port
 
-    def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
-                             validate_only: bool) -> None:
-        """Change a layer of dynamic broker configs and apply it: the topics' defaults, the cleaner's pause."""
-        if self.postgres is not None:  # its layers would be the database's, shared by the nodes: not built
-            raise KafkaError("Dynamic broker configs are not served by a node of a cluster over PostgreSQL yet",
-                             ErrorCode.INVALID_REQUEST)
-        if self.dynamic_configs.alter(cluster_default, change, validate_only):
-            from .topic_defaults import log_config
-            self.catalogue.set_default_config(log_config(self.dynamic_configs.effective()))
-            self.logs.wake_cleaner()
+    async def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
+                                   validate_only: bool) -> None:
+        """Change a layer of dynamic broker configs and apply it: the topics' defaults, the cleaner's pause.
+        A node of a cluster over PostgreSQL stores the layer in the database first (every node follows)."""
+        if self.postgres is None:
+            if self.dynamic_configs.alter(cluster_default, change, validate_only):
+                self.apply_dynamic_configs()
+            return
+        new = self.dynamic_configs.prepare(cluster_default, change, validate_only)
+        if new is None:
+            return
+        await self.postgres.store_broker_configs(cluster_default, new)
+        dynamic = self.dynamic_configs
+        if dynamic.adopt(*((dynamic.node, new) if cluster_default else (new, dynamic.default))):
+            self.apply_dynamic_configs()
+
+    def apply_dynamic_configs(self) -> None:
+        """The dynamic broker configs changed: the topics' defaults follow, the cleaner wakes."""
+        from .topic_defaults import log_config
+        self.catalogue.set_default_config(log_config(self.dynamic_configs.effective()))
+        self.logs.wake_cleaner()
 
     def http_endpoint(self, listener: str) -> str | None:
         """The URL of the HTTP endpoint (--metrics-listen) as a client of `listener` reaches it: the
@@ -372,9 +386,13 @@ class Broker:
         # the first use of transactions (_build_transactions).
         self._background.append(asyncio.create_task(self._create_and_load_offsets(), name="offsets-load"))
         self._background.append(asyncio.create_task(self._retention_loop(), name="log-retention"))
-        if self.postgres is None:  # the segment engine's cleaner (the database's engine compacts nothing yet)
-            self._background.append(asyncio.create_task(self.logs.cleaner.run(
-                lambda: self.dynamic_configs.effective().log_cleaner_backoff_ms), name="log-cleaner"))
+        def backoff_ms() -> int:  # a dynamic broker config: read every round
+            return self.dynamic_configs.effective().log_cleaner_backoff_ms
+
+        # the segment engine's cleaner, or the database's engine's (broker/storage/postgres/compaction.py)
+        self._background.append(asyncio.create_task(
+            self.logs.cleaner.run(backoff_ms) if self.postgres is None else self.logs.run_cleaner(backoff_ms),
+            name="log-cleaner"))
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
         if self.cluster is not None and self.config.auto_leader_rebalance_enable:
             self._background.append(asyncio.create_task(

@@ -183,6 +183,13 @@ class BrokerConfig:
         default=0, metadata={"help": "group.streams.num.standby.replicas"})
     group_streams_initial_rebalance_delay_ms: int = field(
         default=3000, metadata={"help": "group.streams.initial.rebalance.delay.ms"})
+    group_streams_assignment_interval_ms: int = field(
+        default=1000, metadata={"help": "group.streams.assignment.interval.ms"})
+    group_streams_num_warmup_replicas: int = field(default=2, metadata={"help": "group.streams.num.warmup.replicas"})
+    group_streams_acceptable_recovery_lag: int = field(
+        default=10000, metadata={"help": "group.streams.acceptable.recovery.lag"})
+    group_streams_task_offset_interval_ms: int = field(
+        default=60000, metadata={"help": "group.streams.task.offset.interval.ms"})
     group_share_session_timeout_ms: int = field(default=45000, metadata={"help": "group.share.session.timeout.ms"})
     group_share_heartbeat_interval_ms: int = field(
         default=5000, metadata={"help": "group.share.heartbeat.interval.ms"})

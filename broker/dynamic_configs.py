@@ -20,7 +20,9 @@ topic config: `log.retention.ms` but not `log.retention.hours`, `message.max.byt
 Kafka's, but change nothing: kbroker has no such pools, and reads its TLS and SASL settings at start.
 
 The layers are one JSON file in the data directory (`dynamic-broker-configs.json`), rewritten whole
-(write, fsync, rename) before the request is answered, read at start before the logs load.
+(write, fsync, rename) before the request is answered, read at start before the logs load. A node of a
+cluster over PostgreSQL keeps them in the database instead (`broker_configs`, broker/postgres_node.py):
+stored there before the answer, read at start, and followed by every node as the others change them.
 """
 
 from __future__ import annotations
@@ -139,12 +141,17 @@ def sensitive(name: str) -> bool:
 class DynamicBrokerConfigs:
     """The two dynamic layers over the broker's settings, kept in the data directory."""
 
-    def __init__(self, data_dir: Path, static: BrokerConfig) -> None:
-        self.path = Path(data_dir) / FILE
+    def __init__(self, data_dir: Path, static: BrokerConfig,
+                 layers: tuple[dict[str, str], dict[str, str]] | None = None) -> None:
+        """`layers`: (this node's, the cluster-wide defaults) as a cluster's database holds them (a node
+        over PostgreSQL); without them, the file in `data_dir`."""
+        self.path: Path | None = Path(data_dir) / FILE if layers is None else None
         self.static = static
         self.node: dict[str, str] = {}  # this broker's (the resource named by its id)
         self.default: dict[str, str] = {}  # the cluster-wide defaults (the empty name)
-        if self.path.exists():
+        if layers is not None:
+            self.node, self.default = dict(layers[0]), dict(layers[1])
+        elif self.path is not None and self.path.exists():
             try:
                 loaded = json.loads(self.path.read_text())
                 self.node = {str(k): str(v) for k, v in loaded.get("broker", {}).items()}
@@ -175,23 +182,36 @@ class DynamicBrokerConfigs:
               validate_only: bool) -> bool:
         """Apply `change` to one layer; every name and value checked (KafkaError) before any is kept,
         and kept durably before this returns. True when the effective settings may have changed."""
+        new = self.prepare(cluster_default, change, validate_only)
+        if new is None:
+            return False
+        return self.adopt(*((self.node, new) if cluster_default else (new, self.default)))
+
+    def prepare(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
+                validate_only: bool) -> dict[str, str] | None:
+        """The layer after `change`, every name and value checked (KafkaError); None when nothing is to
+        be kept (validate-only, or no change). A cluster's node stores it, then adopts it."""
         current = self.layer(cluster_default)
         new = change(dict(current))
         self._check_names(set(new) - set(current) | {n for n in new if new[n] != current.get(n)}, cluster_default)
-        node, default = (self.node, new) if cluster_default else (new, self.default)
-        effective = self._build(node, default)
-        if validate_only or new == current:
+        self._build(*((self.node, new) if cluster_default else (new, self.default)))
+        return None if validate_only or new == current else new
+
+    def adopt(self, node: dict[str, str], default: dict[str, str]) -> bool:
+        """These layers from now on (checked: a bad value raises KafkaError and changes nothing), kept in
+        the file when they are a file's. True when they changed."""
+        if (node, default) == (self.node, self.default):
             return False
-        if cluster_default:
-            self.default = new
-        else:
-            self.node = new
-        self._effective = effective
-        write_file_durably(self.path, json.dumps({"broker": self.node, "default": self.default},
-                                                 sort_keys=True, indent=1).encode())
-        unused = sorted(n for n in new if n not in APPLIED and new[n] != current.get(n))
-        log.info("dynamic_broker_configs_altered", level="cluster-default" if cluster_default else "broker",
-                 configs={n: None if sensitive(n) else v for n, v in new.items()},
+        effective = self._build(node, default)
+        changed = {n for n in set(node) | set(self.node) if node.get(n) != self.node.get(n)} | \
+            {n for n in set(default) | set(self.default) if default.get(n) != self.default.get(n)}
+        self.node, self.default, self._effective = dict(node), dict(default), effective
+        if self.path is not None:
+            write_file_durably(self.path, json.dumps({"broker": self.node, "default": self.default},
+                                                     sort_keys=True, indent=1).encode())
+        unused = sorted(n for n in changed if n not in APPLIED)
+        log.info("dynamic_broker_configs_altered", broker={n: None if sensitive(n) else v for n, v in node.items()},
+                 default={n: None if sensitive(n) else v for n, v in default.items()},
                  **({"kept_not_used": unused} if unused else {}))
         return True
 

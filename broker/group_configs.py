@@ -31,6 +31,7 @@ _KAFKA_DEFAULTS = {
     "group.streams.heartbeat.interval.ms": "5000", "errors.deadletterqueue.topic.name": "",
     "group.share.assignment.interval.ms": "1000", "share.isolation.level": "read_uncommitted",
     "group.streams.session.timeout.ms": "45000", "group.streams.num.standby.replicas": "0",
+    "group.streams.assignor.offload.enable": "true",
 }
 
 

@@ -1,7 +1,7 @@
 """One node of a cluster over PostgreSQL (issue 44, `kbroker serve --cluster URL --node-id N`): the
 wiring between the database and the broker of this process.
 
-It opens the database (schema checked, broker registered with its lease), and runs three loops:
+It opens the database (schema checked, broker registered with its lease), and runs four loops:
 * the lease's renewal every RENEW_EVERY_S (the node fences itself by its own clock past the lease:
   membership.BrokerLease);
 * the controller's: take or renew the controller lease, and while held, move the partitions of
@@ -9,7 +9,9 @@ It opens the database (schema checked, broker registered with its lease), and ru
 * the image's refresh (engine.PostgresEngine.refresh), which opens and deposes this node's partitions
   and tells the coordinators of leaders that moved: a `__consumer_offsets` or `__transaction_state`
   partition is unloaded and, if this node leads it now, replayed from its log, as broker/cluster.py
-  moves them for several nodes in one process.
+  moves them for several nodes in one process;
+* the dynamic broker configs' (this node's layer and the cluster-wide defaults in `broker_configs`),
+  adopted and applied when another node changed them.
 Producer ids come from the database's blocks, a block fetched ahead so that InitProducerId (which asks
 synchronously) finds one.
 """
@@ -40,6 +42,7 @@ log = structlog.get_logger("kbroker.cluster")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+CLUSTER_DEFAULT = -1  # broker_configs.node_id of the cluster-wide dynamic defaults
 
 
 class PostgresNode:
@@ -57,6 +60,9 @@ class PostgresNode:
         self._tasks: list[asyncio.Task[Any]] = []
         self._moves: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.broker: Any = None
+        # the dynamic broker configs (this node's layer, the cluster-wide defaults) as the database holds them
+        self.broker_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        self._configs_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, config: BrokerConfig, endpoints: dict[str, str], default_config: LogConfig,
@@ -84,6 +90,7 @@ class PostgresNode:
                            reconnect=lambda: schema.connect(config.cluster))
         engine = PostgresEngine(pool, plog, config.node_id, default_config, clock)
         node = cls(config, cluster_id, lease, engine, pool)
+        node.broker_configs = await node._read_broker_configs()
         await node._refill()
         await engine.refresh()
         return node
@@ -113,7 +120,8 @@ class PostgresNode:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._every(RENEW_EVERY_S, self._renew), name="broker-lease"),
                        loop.create_task(self._every(RENEW_EVERY_S, self._control), name="controller"),
-                       loop.create_task(self._every(0.5, self.engine.refresh), name="cluster-image")]
+                       loop.create_task(self._every(0.5, self.engine.refresh), name="cluster-image"),
+                       loop.create_task(self._every(0.5, self._follow_broker_configs), name="broker-configs")]
 
     async def _every(self, interval_s: float, step: Any) -> None:
         while True:
@@ -141,6 +149,41 @@ class PostgresNode:
             moved = await move_lost_leaders(conn)
         if moved:
             await self.engine.refresh()
+
+    # --- dynamic broker configs -----------------------------------------------------------------------
+
+    async def _read_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]:
+        rows = await self.pool.fetch("SELECT node_id, key, value FROM broker_configs WHERE node_id = ANY($1::integer[])",
+                                     [self.node_id, CLUSTER_DEFAULT])
+        node = {row["key"]: row["value"] for row in rows if row["node_id"] == self.node_id}
+        return node, {row["key"]: row["value"] for row in rows if row["node_id"] == CLUSTER_DEFAULT}
+
+    async def store_broker_configs(self, cluster_default: bool, layer: dict[str, str]) -> None:
+        """One layer of dynamic broker configs, replaced whole in one transaction (checked by the caller,
+        broker/dynamic_configs.py); the other nodes follow it within their next pass."""
+        owner = CLUSTER_DEFAULT if cluster_default else self.node_id
+        async with self._configs_lock, self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("DELETE FROM broker_configs WHERE node_id = $1", owner)
+            await conn.executemany("INSERT INTO broker_configs (node_id, key, value) VALUES ($1, $2, $3)",
+                                   [(owner, k, v) for k, v in sorted(layer.items())])
+            self.broker_configs = (self.broker_configs[0], dict(layer)) if cluster_default else \
+                (dict(layer), self.broker_configs[1])
+
+    async def _follow_broker_configs(self) -> None:
+        """Another node changed the cluster-wide defaults (or this node's layer, through its id): adopt
+        them as this node's dynamic configs and apply them."""
+        async with self._configs_lock:  # not a read from before this node's own change
+            layers = await self._read_broker_configs()
+            if layers == self.broker_configs or self.broker is None:
+                return
+            self.broker_configs = layers
+        try:
+            changed = self.broker.dynamic_configs.adopt(*layers)
+        except KafkaError as exc:  # a value this node cannot take (another kbroker's): it keeps its own
+            log.error("dynamic_broker_configs_not_adopted", error=str(exc))
+            return
+        if changed:
+            self.broker.apply_dynamic_configs()
 
     def _on_leader_change(self, topic: str, partition: int, old: int, new: int, epoch: int) -> None:
         broker = self.broker

@@ -80,8 +80,8 @@ class BrokerServices(Protocol):
     dynamic_configs: DynamicBrokerConfigs  # the dynamic broker configs' layers over `config`
 
     # change one layer of dynamic broker configs (`cluster_default`: the empty name's) and apply it
-    def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
-                             validate_only: bool) -> None: ...
+    async def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
+                                   validate_only: bool) -> None: ...
 
     def advertised(self, listener: str) -> tuple[str, int]: ...
 

@@ -44,6 +44,10 @@ class GroupConfig:
     group_streams_max_size: int = 2_147_483_647
     group_streams_num_standby_replicas: int = 0
     group_streams_initial_rebalance_delay_ms: int = 3_000
+    group_streams_assignment_interval_ms: int = 1_000
+    group_streams_num_warmup_replicas: int = 2  # Kafka 4.4 assigns no warm-up task whatever it is
+    group_streams_acceptable_recovery_lag: int = 10_000
+    group_streams_task_offset_interval_ms: int = 60_000
     # Share groups (KIP-932), Kafka's names and defaults.
     group_share_session_timeout_ms: int = 45_000
     group_share_heartbeat_interval_ms: int = 5_000

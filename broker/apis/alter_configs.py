@@ -45,7 +45,7 @@ def check_duplicate_keys(names: list[str]) -> None:
         raise KafkaError("Error due to duplicate config keys", ErrorCode.INVALID_REQUEST)
 
 
-def alter_resource(ctx: RequestContext, resource_type: int, resource_name: str, names: list[str],
+async def alter_resource(ctx: RequestContext, resource_type: int, resource_name: str, names: list[str],
                    topic_change: TopicChange, validate_only: bool) -> None:
     """Apply one resource's change. `topic_change(current_overrides) -> new_overrides` for topics."""
     broker = ctx.broker
@@ -57,7 +57,7 @@ def alter_resource(ctx: RequestContext, resource_type: int, resource_name: str, 
             raise KafkaError(f"Topic {resource_name} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         new = topic_change(dict(info.overrides))
         with internal_topics.reported(ctx, resource_name, "alter_configs", configs=names, validate_only=validate_only):
-            broker.catalogue.alter_topic_configs(resource_name, new, validate_only=validate_only)
+            await broker.catalogue.alter_topic_configs_async(resource_name, new, validate_only=validate_only)
         return
     if resource_type == RESOURCE_BROKER:
         error = broker_resource_error(broker, resource_name)
@@ -65,7 +65,7 @@ def alter_resource(ctx: RequestContext, resource_type: int, resource_name: str, 
             raise KafkaError(error[1], error[0])
         check_duplicate_keys(names)
         # the node's own layer, or the cluster-wide defaults (""): broker/dynamic_configs.py
-        broker.alter_broker_configs(resource_name == "", topic_change, validate_only)
+        await broker.alter_broker_configs(resource_name == "", topic_change, validate_only)
         return
     if resource_type == RESOURCE_GROUP:
         if resource_name == "":
@@ -79,7 +79,7 @@ def alter_resource(ctx: RequestContext, resource_type: int, resource_name: str, 
     raise KafkaError(f"Unsupported resource type: {resource_type}", ErrorCode.INVALID_REQUEST)
 
 
-def alter_resources(ctx: RequestContext, resources: Sequence[Any], response_cls: type,
+async def alter_resources(ctx: RequestContext, resources: Sequence[Any], response_cls: type,
                     topic_change_for: Callable[[Any], TopicChange], validate_only: bool) -> list:
     """One response per resource (AlterConfigs' or IncrementalAlterConfigs'), each altered on its
     own; a resource listed twice is refused.
@@ -94,7 +94,7 @@ def alter_resources(ctx: RequestContext, resources: Sequence[Any], response_cls:
             response.error_code, response.error_message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
             continue
         try:
-            alter_resource(ctx, res.resource_type, res.resource_name, [c.name for c in res.configs],
+            await alter_resource(ctx, res.resource_type, res.resource_name, [c.name for c in res.configs],
                            topic_change_for(res), validate_only)
         except KafkaError as e:
             response.error_code, response.error_message = e.code, str(e)
@@ -122,6 +122,6 @@ def failed_response(_ctx: RequestContext, request: AlterConfigsRequest, error: i
 
 
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    responses = alter_resources(ctx, request.resources, AlterConfigsResourceResponse, _replace_all,
+    responses = await alter_resources(ctx, request.resources, AlterConfigsResourceResponse, _replace_all,
                                 request.validate_only)
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)

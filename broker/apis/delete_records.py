@@ -3,7 +3,8 @@
 As Kafka's ReplicaManager.deleteRecords on a one-replica partition: offset -1 means the high
 watermark; an offset below 0 or past the high watermark is OFFSET_OUT_OF_RANGE; the answer is the
 new low watermark (log start offset), which never moves backwards. The new log start offset is
-written to the partition's checkpoint before the answer leaves, so it survives a restart; segments
+durable before the answer leaves (the partition's checkpoint; over PostgreSQL, the partition's row,
+fenced as appends are), so it survives a restart; segments
 wholly below it are deleted. Internal topics are refused with INVALID_TOPIC_EXCEPTION, as Kafka
 refuses them (broker/partitions/internal_topics.py), with one `internal_topic_change_refused` event
 per topic and request. The deletion is the partition service's (broker/partitions/service.py).
@@ -50,7 +51,7 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
             internal_topics.check_records_deletion(name)
         parts = []
         for partition, offset in offsets.items():
-            error, low = ctx.broker.partitions.delete_records(name, partition, offset)
+            error, low = await ctx.broker.partitions.delete_records(name, partition, offset)
             parts.append(DeleteRecordsPartitionResult(partition_index=partition, low_watermark=low, error_code=error))
         results.append(DeleteRecordsTopicResult(name=name, partitions=parts))
     return DeleteRecordsResponse(throttle_time_ms=0, topics=results)

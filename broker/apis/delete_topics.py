@@ -12,7 +12,7 @@ from collections import Counter
 
 from ..partitions import internal_topics
 from ..network.router import RequestContext
-from ...protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages.delete_topics_request import DeleteTopicsRequest
 from ...protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
 from ...protocol.wire import ZERO_UUID
@@ -69,7 +69,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
         result.topic_id = info.topic_id
         try:
             with internal_topics.reported(ctx, name, "delete_topics"):
-                broker.catalogue.delete_topic(name)
-        except internal_topics.Refused as refusal:
+                await broker.catalogue.delete_topic_async(name)
+        except KafkaError as refusal:  # the internal topics' policy; a cluster's concurrent deletion
             result.error_code, result.error_message = refusal.code, str(refusal)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

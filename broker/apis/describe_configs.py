@@ -469,7 +469,10 @@ def _describe_group(broker: BrokerServices, name: str, keys: set[str] | None, sy
         return
     store = broker.group_configs
     overrides = store.overrides.get(name, {})
-    for definition in GROUP_CONFIGS:
+    # Kafka's internal group configs (warm-ups) are described only where the group sets them, before the rest.
+    ordered = [d for d in GROUP_CONFIGS if d.internal and d.name in overrides]
+    ordered += [d for d in GROUP_CONFIGS if not d.internal]
+    for definition in ordered:
         if keys is not None and definition.name not in keys:
             continue
         default = store.defaults[definition.name]

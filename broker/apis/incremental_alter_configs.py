@@ -2,7 +2,7 @@
 a group's (the GROUP resource, broker/group_configs.py).
 
 The operations are applied to the current overrides; the merged set is then validated and written in
-one step (LogManager.alter_topic_configs), so a request with one bad entry changes nothing. APPEND
+one step (the catalogue's alter_topic_configs_async), so a request with one bad entry changes nothing. APPEND
 and SUBTRACT are for list configs (cleanup.policy) and start from the default when the topic has no
 override, as in Kafka; on other configs they are INVALID_CONFIG. An unknown operation is INVALID_REQUEST.
 """
@@ -88,6 +88,6 @@ async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -
             return lambda current: apply_ops(current, res.configs, group_defaults, group=True)
         return lambda current: apply_ops(current, res.configs, defaults)
 
-    responses = alter_resources(ctx, request.resources, AlterConfigsResourceResponse, change_for,
+    responses = await alter_resources(ctx, request.resources, AlterConfigsResourceResponse, change_for,
                                 request.validate_only)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

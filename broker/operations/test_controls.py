@@ -280,7 +280,7 @@ async def reset(broker: Any) -> dict:
     left = [d.group_id for d in deleted if d.error not in (E.NONE, E.GROUP_ID_NOT_FOUND)]
     topics = [name for name in broker.catalogue.topics() if not is_internal_topic(name)]
     for name in topics:
-        broker.catalogue.delete_topic(name)
+        await broker.catalogue.delete_topic_async(name)
     ensure_topics(broker.catalogue, broker.seed_topics)  # --create-topics are the suite's base: back, empty
     coordinator.history.forget()
     coordinator.faults.clear()

@@ -188,6 +188,13 @@ class TopicCatalogue:
         internal_topics.check_configs(name, configs, self.default_config)
         return self._engine.alter_topic_configs(name, configs, validate_only=validate_only)
 
+    async def alter_topic_configs_async(self, name: str, configs: dict[str, str], *,
+                                        validate_only: bool = False) -> TopicInfo:
+        """AlterConfigs and IncrementalAlterConfigs: alter_topic_configs, awaiting an engine whose
+        records are a database's (a cluster over PostgreSQL)."""
+        internal_topics.check_configs(name, configs, self.default_config)
+        return await self._engine.alter_topic_configs_async(name, configs, validate_only=validate_only)
+
     def set_default_config(self, default: LogConfig) -> None:
         """New broker-wide topic defaults (a dynamic broker config changed): every topic without its
         own value of a config takes the new one."""
@@ -196,6 +203,11 @@ class TopicCatalogue:
     def delete_topic(self, name: str) -> None:
         internal_topics.check_deletion(name)
         self._engine.delete_topic(name)
+
+    async def delete_topic_async(self, name: str) -> None:
+        """DeleteTopics: delete_topic, awaiting an engine whose records are a database's."""
+        internal_topics.check_deletion(name)
+        await self._engine.delete_topic_async(name)
 
     # --- leadership ---------------------------------------------------------------------------------
 

@@ -401,13 +401,24 @@ class PartitionService:
         found_epoch, end = store.epoch_end_offset(leader_epoch)
         return E.NONE, found_epoch, end
 
-    def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
-        """DeleteRecords for one partition: (error, low watermark); -1 means the high watermark."""
+    async def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
+        """DeleteRecords for one partition: (error, low watermark); -1 means the high watermark. Answered
+        once the new log start is durable (an engine over a database stores it with its next round)."""
         try:
             internal_topics.check_records_deletion(topic)
         except internal_topics.Refused as refusal:
             return refusal.code, -1
-        return self.prune(topic, partition, offset)
+        store, error, _ = self._store(topic, partition)
+        if store is None:
+            return error, -1
+        error, low = self._prune(store, topic, partition, offset)
+        try:
+            waiter = store.durable_log_start() if error == E.NONE else None
+            if waiter is not None:
+                await waiter
+        except KafkaError as e:
+            return e.code, -1
+        return error, low
 
     def prune(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
         """The log start moved to `offset` (-1: the high watermark), for any topic: DeleteRecords after
@@ -415,6 +426,9 @@ class PartitionService:
         store, error, _ = self._store(topic, partition)
         if store is None:
             return error, -1
+        return self._prune(store, topic, partition, offset)
+
+    def _prune(self, store: PartitionStore, topic: str, partition: int, offset: int) -> tuple[int, int]:
         target = store.high_watermark if offset == -1 else offset
         before = store.log_start_offset
         try:

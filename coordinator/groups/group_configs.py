@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-BOOLEAN, STRING, INT, LIST = 1, 2, 3, 7  # DescribeConfigs' ConfigType
+BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7  # DescribeConfigs' ConfigType
 
 
 class GroupConfigError(ValueError):
@@ -24,22 +24,46 @@ class GroupConfigDef:
     kind: int
     synonym: str  # the broker config that gives the default
     check: Callable[[str, str], None] | None = None
+    # Kafka's defineInternal: accepted and described once a group sets it, never listed otherwise.
+    internal: bool = False
 
 
-def _int(name: str, value: str) -> int:
+def _number(name: str, value: str, kind: str = "INT", bits: int = 32) -> int:
+    """ConfigDef's parse of an INT (or LONG) value; Kafka's message when it is not one."""
     try:
         number = int(value.strip())
     except ValueError:
-        raise GroupConfigError(f"Invalid value {value} for configuration {name}: Not a number of type INT") from None
-    if not -(1 << 31) <= number < (1 << 31):
-        raise GroupConfigError(f"Invalid value {value} for configuration {name}: Not a number of type INT")
+        number = 1 << bits
+    if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
+        raise GroupConfigError(f"Invalid value {value} for configuration {name}: Not a number of type {kind}")
     return number
 
 
-def _at_least(low: int) -> Callable[[str, str], None]:
+def _int(name: str, value: str) -> int:
+    return _number(name, value)
+
+
+def _long(name: str, value: str) -> int:
+    return _number(name, value, "LONG", 64)
+
+
+def _at_least(low: int, parse: Callable[[str, str], int] = _int) -> Callable[[str, str], None]:
     def check(name: str, value: str) -> None:
-        if _int(name, value) < low:
+        if parse(name, value) < low:
             raise GroupConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
+    return check
+
+
+def _at_least_then(low: int, floor: int | None = None, ceiling: int | None = None) -> Callable[[str, str], None]:
+    """ConfigDef's atLeast(low), then GroupConfig's validateIntMin / validateIntMax against the broker's
+    bound (group.streams.min.task.offset.interval.ms, group.streams.max.warmup.replicas)."""
+    def check(name: str, value: str) -> None:
+        _at_least(low)(name, value)
+        number = _int(name, value)
+        if floor is not None and number < floor:
+            raise GroupConfigError(f"{name} must be greater than or equal to {floor}")
+        if ceiling is not None and number > ceiling:
+            raise GroupConfigError(f"{name} must be less than or equal to {ceiling}")
     return check
 
 
@@ -49,6 +73,30 @@ def _in_range(low: int, high: int) -> Callable[[str, str], None]:
         if not low <= number <= high:
             raise GroupConfigError(f"{name} must be in the range {low} to {high} inclusive.")
     return check
+
+
+def _both(*checks: Callable[[str, str], None]) -> Callable[[str, str], None]:
+    """ConfigDef's validator, then GroupConfig.validate's bound (group.streams.max.assignment.interval.ms)."""
+    def check(name: str, value: str) -> None:
+        for one in checks:
+            one(name, value)
+    return check
+
+
+def _boolean(name: str, value: str) -> None:
+    if value.strip().lower() not in ("true", "false"):
+        raise GroupConfigError(f"Invalid value {value} for configuration {name}: "
+                               "Expected value to be either true or false")
+
+
+# The streams task assignors a broker registers (group.streams.assignors): Kafka 4.4 ships one.
+STREAMS_ASSIGNORS = ("sticky",)
+
+
+def _streams_assignor(name: str, value: str) -> None:
+    if value not in STREAMS_ASSIGNORS:
+        raise GroupConfigError(f"{name} '{value}' is not a registered task assignor. Registered assignors are: "
+                               f"[{', '.join(STREAMS_ASSIGNORS)}].")
 
 
 def _one_of(*allowed: str) -> Callable[[str, str], None]:
@@ -90,7 +138,7 @@ def _share_auto_offset_reset(name: str, value: str) -> None:
 # In the order Kafka 4.4 lists them.
 GROUP_CONFIGS: tuple[GroupConfigDef, ...] = (
     GroupConfigDef("consumer.session.timeout.ms", INT, "group.consumer.session.timeout.ms", _in_range(45000, 60000)),
-    GroupConfigDef("streams.assignor.name", STRING, "group.streams.assignors"),
+    GroupConfigDef("streams.assignor.name", STRING, "group.streams.assignors", _streams_assignor),
     GroupConfigDef("consumer.assignment.interval.ms", INT, "group.consumer.assignment.interval.ms", _at_least(0)),
     GroupConfigDef("errors.deadletterqueue.copy.record.enable", BOOLEAN, "errors.deadletterqueue.copy.record.enable",
                    _one_of("true", "false")),
@@ -101,7 +149,8 @@ GROUP_CONFIGS: tuple[GroupConfigDef, ...] = (
     GroupConfigDef("streams.initial.rebalance.delay.ms", INT, "group.streams.initial.rebalance.delay.ms",
                    _at_least(0)),
     GroupConfigDef("share.session.timeout.ms", INT, "group.share.session.timeout.ms", _in_range(45000, 60000)),
-    GroupConfigDef("streams.assignment.interval.ms", INT, "group.streams.assignment.interval.ms", _at_least(0)),
+    GroupConfigDef("streams.assignment.interval.ms", INT, "group.streams.assignment.interval.ms",
+                   _both(_at_least(0), _in_range(0, 15000))),
     GroupConfigDef("share.heartbeat.interval.ms", INT, "group.share.heartbeat.interval.ms", _in_range(5000, 15000)),
     GroupConfigDef("streams.heartbeat.interval.ms", INT, "group.streams.heartbeat.interval.ms",
                    _in_range(5000, 15000)),
@@ -117,6 +166,15 @@ GROUP_CONFIGS: tuple[GroupConfigDef, ...] = (
     GroupConfigDef("share.partition.max.record.locks", INT, "group.share.partition.max.record.locks",
                    _at_least(100)),
     GroupConfigDef("streams.num.standby.replicas", INT, "group.streams.num.standby.replicas", _at_least(0)),
+    # Kafka 4.4's internal ones (warm-up tasks, KIP-1071; in the order its describe answered them when set).
+    GroupConfigDef("streams.num.warmup.replicas", INT, "group.streams.num.warmup.replicas",
+                   _at_least_then(0, ceiling=20), internal=True),
+    GroupConfigDef("streams.acceptable.recovery.lag", LONG, "group.streams.acceptable.recovery.lag",
+                   _at_least(0, _long), internal=True),
+    GroupConfigDef("streams.assignor.offload.enable", BOOLEAN, "group.streams.assignor.offload.enable", _boolean,
+                   internal=True),
+    GroupConfigDef("streams.task.offset.interval.ms", INT, "group.streams.task.offset.interval.ms",
+                   _at_least_then(1, floor=15000), internal=True),
 )
 BY_NAME = {d.name: d for d in GROUP_CONFIGS}
 

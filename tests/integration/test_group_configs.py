@@ -128,6 +128,39 @@ def test_describe_and_alter_answer_as_kafka(broker):
     w.close()
 
 
+def test_the_internal_streams_configs_are_described_once_a_group_sets_them(broker):
+    """Kafka 4.4 defines streams.num.warmup.replicas, .acceptable.recovery.lag, .assignor.offload.enable
+    and .task.offset.interval.ms as internal group configs: a group may set them; its describe lists
+    them (first, in this order, as Kafka's reference broker answered) only once set."""
+    w = Wire(broker.bootstrap)
+    group = f"gc-{uuid.uuid4().hex[:6]}"
+    assert "streams.num.warmup.replicas" not in {c.name for c in describe(w, group).configs}
+    assert alter(w, group, [("streams.task.offset.interval.ms", SET, "20000"),
+                            ("streams.acceptable.recovery.lag", SET, "77"), ("streams.num.warmup.replicas", SET, "3"),
+                            ("streams.assignor.offload.enable", SET, "false"),
+                            ("streams.assignor.name", SET, "sticky")]).error_code == 0
+    described = describe(w, group).configs
+    assert [(c.name, c.value, c.config_type, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in described[:4]] == [
+        ("streams.num.warmup.replicas", "3", 3, 8,
+         [("streams.num.warmup.replicas", "3", 8), ("group.streams.num.warmup.replicas", "2", 5)]),
+        ("streams.acceptable.recovery.lag", "77", 5, 8,
+         [("streams.acceptable.recovery.lag", "77", 8), ("group.streams.acceptable.recovery.lag", "10000", 5)]),
+        ("streams.assignor.offload.enable", "false", 1, 8,
+         [("streams.assignor.offload.enable", "false", 8), ("group.streams.assignor.offload.enable", "true", 5)]),
+        ("streams.task.offset.interval.ms", "20000", 3, 8,
+         [("streams.task.offset.interval.ms", "20000", 8), ("group.streams.task.offset.interval.ms", "60000", 5)]),
+    ]
+    assert [c.name for c in described[4:]] == [n for n, *_ in KAFKA_DEFAULTS]
+    only = describe(w, group, ["streams.num.warmup.replicas", "streams.assignor.offload.enable"])
+    assert [c.name for c in only.configs] == ["streams.num.warmup.replicas", "streams.assignor.offload.enable"]
+    assert describe(w, "other", ["streams.num.warmup.replicas"]).configs == []
+    refused = alter(w, group, [("streams.assignor.name", SET, "nope")])
+    assert (refused.error_code, refused.error_message) == (
+        40, "streams.assignor.name 'nope' is not a registered task assignor. Registered assignors are: [sticky].")
+    w.close()
+
+
 def test_overrides_survive_a_restart(tmp_path):
     broker = BrokerProcess(tmp_path / "data", "--num-partitions", "1")
     try:

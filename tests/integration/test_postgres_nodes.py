@@ -40,11 +40,11 @@ def nodes(postgres, tmp_path):
             broker.kill()
 
 
-def start_node(data_dir, url: str, node: int) -> BrokerProcess:
+def start_node(data_dir, url: str, node: int, *extra: str) -> BrokerProcess:
     """A node on a free port; another, if a process of another session took that port meanwhile."""
     for attempt in range(3):
         try:
-            return BrokerProcess(data_dir, "--cluster", url, "--node-id", str(node))
+            return BrokerProcess(data_dir, "--cluster", url, "--node-id", str(node), *extra)
         except RuntimeError as e:
             if "is already in use" not in str(e) or attempt == 2:
                 raise

@@ -8,10 +8,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from kbroker.broker.storage.postgres.schema import SCHEMA_VERSION
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
 
-TABLES = ["batches", "brokers", "cluster", "controller_lease", "epoch_history", "kbroker_schema", "partitions",
-          "producer_id_blocks", "topic_configs", "topics"]
+TABLES = ["batches", "broker_configs", "brokers", "cluster", "controller_lease", "epoch_history", "kbroker_schema",
+          "partitions", "producer_id_blocks", "topic_configs", "topics"]
 
 
 def serve(url: str, tmp_path, node_id: int = 1) -> subprocess.CompletedProcess:
@@ -47,12 +48,13 @@ def test_an_empty_database_gets_the_schema_once_with_its_version_and_cluster_id(
     url = postgres.url(database)
     with serving(url, tmp_path, 1) as first:
         assert tables(postgres, database) == TABLES
-        assert postgres.psql("SELECT string_agg(version::text, ',') FROM kbroker_schema", database) == "1"
+        assert postgres.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM kbroker_schema",
+                             database) == "1,2"
         cluster_id = postgres.psql("SELECT cluster_id FROM cluster", database)
         assert len(cluster_id) == 22 and first.events("broker_started")[0]["cluster_id"] == cluster_id
         with serving(url, tmp_path, 2) as second:
             assert second.events("broker_started")[0]["cluster_id"] == cluster_id
-            assert postgres.psql("SELECT count(*) FROM kbroker_schema", database) == "1"
+            assert postgres.psql("SELECT count(*) FROM kbroker_schema", database) == "2"
             assert postgres.psql("SELECT string_agg(node_id::text, ',' ORDER BY node_id) FROM brokers "
                                  "WHERE lease_expires > now()", database) == "1,2"
             # a node id a live process holds is refused to another
@@ -61,12 +63,28 @@ def test_an_empty_database_gets_the_schema_once_with_its_version_and_cluster_id(
             assert taken.returncode == 1 and "node id 2 is held by a live broker" in taken.stdout + taken.stderr
 
 
+def test_a_schema_of_version_1_is_migrated_and_keeps_its_cluster(postgres, tmp_path):
+    from kbroker.broker.storage.postgres.schema import SCHEMA_V1
+
+    database = postgres.create_database()
+    postgres.psql(SCHEMA_V1 + "INSERT INTO kbroker_schema (version) VALUES (1); "
+                  "INSERT INTO cluster (cluster_id) VALUES ('AAAAAAAAAAAAAAAAAAAAAA'); "
+                  "INSERT INTO topics (name, topic_id, num_partitions) "
+                  "VALUES ('kept', '00000000-0000-0000-0000-000000000001', 1)", database)
+    with serving(postgres.url(database), tmp_path, 1) as node:
+        assert node.events("broker_started")[0]["cluster_id"] == "AAAAAAAAAAAAAAAAAAAAAA"
+        assert tables(postgres, database) == TABLES
+        assert postgres.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM kbroker_schema",
+                             database) == "1,2"
+        assert postgres.psql("SELECT name FROM topics WHERE name = 'kept'", database) == "kept"
+
+
 def test_a_schema_from_a_newer_kbroker_is_refused_and_left_alone(postgres, tmp_path):
     database = postgres.create_database()
     postgres.psql("CREATE TABLE kbroker_schema (version integer PRIMARY KEY, applied_at timestamptz); "
                   "INSERT INTO kbroker_schema VALUES (7, now())", database)
     line = refused_in_one_line(serve(postgres.url(database), tmp_path), "schema is version 7",
-                               "newer than this kbroker knows (1)")
+                               f"newer than this kbroker knows ({SCHEMA_VERSION})")
     assert postgres.password not in line
     assert tables(postgres, database) == ["kbroker_schema"]
     assert postgres.psql("SELECT string_agg(version::text, ',') FROM kbroker_schema", database) == "7"

@@ -48,7 +48,8 @@ def heartbeat(sb, app: str):
     try:
         return wire.call(88, 1, StreamsGroupHeartbeatRequest(
             group_id=app, member_id=str(uuid.uuid4()), member_epoch=0, endpoint_information_epoch=0,
-            rebalance_timeout_ms=30_000, topology=topology(app), process_id=str(uuid.uuid4())))
+            rebalance_timeout_ms=30_000, topology=topology(app), process_id=str(uuid.uuid4()),
+            active_tasks=[], standby_tasks=[], warmup_tasks=[]))
     finally:
         wire.close()
 

@@ -34,6 +34,7 @@ def broker(tmp_path_factory):
     admin_port = free_port()
     proc = BrokerProcess(tmp_path_factory.mktemp("streams-ops") / "data", "--num-partitions", "2",
                          "--group-streams-initial-rebalance-delay-ms", "0",
+                         "--group-streams-assignment-interval-ms", "0",
                          "--metrics-listen", f"127.0.0.1:{admin_port}")
     proc.admin_url = f"http://127.0.0.1:{admin_port}"
     yield proc
@@ -70,9 +71,9 @@ class Member:
             instance_id=self.instance, endpoint_information_epoch=0,
             rebalance_timeout_ms=300_000 if joining else -1, topology=topology(self.app) if joining else None,
             process_id=self.process if joining else None,
-            active_tasks=None if joining else [TaskIds(subtopology_id=s, partitions=p) for s, p in self.active],
-            standby_tasks=None if joining else [TaskIds(subtopology_id=s, partitions=p) for s, p in self.standby],
-            warmup_tasks=None if joining else []))
+            active_tasks=[] if joining else [TaskIds(subtopology_id=s, partitions=p) for s, p in self.active],
+            standby_tasks=[] if joining else [TaskIds(subtopology_id=s, partitions=p) for s, p in self.standby],
+            warmup_tasks=[]))
 
 
 def settle(wire, members: list[Member], rounds: int = 6) -> None:

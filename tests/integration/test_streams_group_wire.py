@@ -36,7 +36,8 @@ SOURCE = "streams-words"
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     proc = BrokerProcess(tmp_path_factory.mktemp("streams-wire") / "data", "--num-partitions", "2",
-                         "--group-streams-initial-rebalance-delay-ms", "0")
+                         "--group-streams-initial-rebalance-delay-ms", "0",
+                         "--group-streams-assignment-interval-ms", "0")
     yield proc
     proc.stop()
 
@@ -62,8 +63,10 @@ def hb(wire, group, member, epoch, *, owned=None, top=None, version=1):
         group_id=group, member_id=member, member_epoch=epoch, endpoint_information_epoch=0,
         rebalance_timeout_ms=300_000 if epoch == 0 else -1, topology=top,
         process_id=str(uuid.uuid4()) if epoch == 0 else None,
-        active_tasks=None if owned is None else [TaskIds(subtopology_id=s, partitions=p) for s, p in owned],
-        standby_tasks=[] if owned is not None else None, warmup_tasks=[] if owned is not None else None))
+        active_tasks=[] if epoch == 0 else None if owned is None else [TaskIds(subtopology_id=s, partitions=p)
+                                                                       for s, p in owned],
+        standby_tasks=[] if owned is not None or epoch == 0 else None,
+        warmup_tasks=[] if owned is not None or epoch == 0 else None))
 
 
 def tasks(answer) -> list[tuple[str, list[int]]]:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kbroker.tests.reference import client_matrix as cm
@@ -70,16 +71,17 @@ def java_command(libs: Path, workdir: Path) -> list[str]:
             "-Xshare:auto", f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{classes}:{libs}/*", "StreamsInstance"]
 
 
-def assignment(instances: list[Instance], standbys: bool = True) -> tuple | None:
-    """The instances' tasks if the group is settled (every instance RUNNING, every task active on exactly
-    one instance, and with `standbys` every stateful task's one standby on another instance than its
-    active), else None."""
+def assignment(instances: list[Instance], standbys: bool = True, tasks: frozenset[str] = frozenset(TASKS)
+               ) -> tuple | None:
+    """The instances' tasks if the group is settled (every instance RUNNING, every task of `tasks` (the word
+    count's by default) active on exactly one instance, and with `standbys` every stateful task's one standby
+    on another instance than its active), else None."""
     statuses = [i.latest for i in instances]
     if any(s is None or s["state"] != "RUNNING" for s in statuses):
         return None
     active = [set(s["active"]) for s in statuses]  # type: ignore[index]
     standby = [set(s["standby"]) for s in statuses]  # type: ignore[index]
-    if sorted(t for a in active for t in a) != sorted(TASKS):
+    if sorted(t for a in active for t in a) != sorted(tasks):
         return None
     if sorted(t for s in standby for t in s) != (sorted(STATEFUL) if standbys else []):
         return None
@@ -88,12 +90,13 @@ def assignment(instances: list[Instance], standbys: bool = True) -> tuple | None
     return tuple((tuple(sorted(a)), tuple(sorted(s))) for a, s in zip(active, standby))
 
 
-def wait_settled(instances: list[Instance], what: str, standbys: bool = True) -> tuple[dict, float]:
+def wait_settled(instances: list[Instance], what: str, standbys: bool = True,
+                 tasks: frozenset[str] = frozenset(TASKS)) -> tuple[dict, float]:
     """Wait until the same settled assignment is seen for 3 s; what it is, and when (time.monotonic())
     it was first seen."""
     deadline, seen, since = time.monotonic() + WAIT_S, None, 0.0
     while time.monotonic() < deadline:
-        now = assignment(instances, standbys)
+        now = assignment(instances, standbys, tasks)
         if now is None or now != seen:
             seen, since = now, time.monotonic()
         elif time.monotonic() - since >= 3:
@@ -109,3 +112,29 @@ def wait_settled(instances: list[Instance], what: str, standbys: bool = True) ->
                          f"{[i.latest for i in instances]}")
 
 
+
+
+def on_both_brokers(work: Path, scenario: Callable[[str, list[str], Path], dict],
+                    kafka_config: dict[str, str] | None = None, kbroker_args: tuple[str, ...] = ()) -> dict:
+    """`scenario(bootstrap, java command, its work directory)` run on Apache Kafka 4.4, then on kbroker,
+    each started for it and stopped after; what each observed, by broker (printed too)."""
+    from kbroker.tests.integration.broker_process import BrokerProcess
+    from kbroker.tests.reference.kafka import KafkaProcess, require_kafka_libs
+
+    libs = require_kafka_libs()
+    java = java_command(libs, work)
+    results = {}
+    kafka = KafkaProcess(work / "kafka", kafka_config)
+    try:
+        (work / "on-kafka").mkdir()
+        results["kafka"] = scenario(kafka.bootstrap, java, work / "on-kafka")
+    finally:
+        kafka.stop()
+    broker = BrokerProcess(work / "kbroker", *kbroker_args)
+    try:
+        (work / "on-kbroker").mkdir()
+        results["kbroker"] = scenario(broker.bootstrap, java, work / "on-kbroker")
+    finally:
+        broker.stop()
+    print(json.dumps(results, indent=1), flush=True)
+    return results

@@ -18,7 +18,6 @@ Both brokers must observe the same (and the right counts). The sessions are shor
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 import uuid
@@ -32,10 +31,8 @@ from kbroker.protocol.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
-from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.wire import Wire
-from kbroker.tests.reference.kafka import KafkaProcess, require_kafka_libs
-from kbroker.tests.reference.streams_instances import WAIT_S, Instance, java_command, wait_settled
+from kbroker.tests.reference.streams_instances import WAIT_S, Instance, on_both_brokers, wait_settled
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402 (after the skip)
@@ -120,23 +117,8 @@ def scenario(bootstrap: str, java: list[str], work: Path) -> dict:
 
 @pytest.mark.timeout(1500)
 def test_three_instances_through_a_kill_are_exactly_once_with_the_same_assignments_as_kafka(tmp_path) -> None:
-    libs = require_kafka_libs()
     if shutil.which("javac") is None:
         pytest.skip("javac is missing (a JDK: Java 17 or later)")
-    java = java_command(libs, tmp_path)
-    results = {}
-    kafka = KafkaProcess(tmp_path / "kafka", KAFKA_CONFIG)
-    try:
-        (tmp_path / "on-kafka").mkdir()
-        results["kafka"] = scenario(kafka.bootstrap, java, tmp_path / "on-kafka")
-    finally:
-        kafka.stop()
-    broker = BrokerProcess(tmp_path / "kbroker", *KBROKER_ARGS)
-    try:
-        (tmp_path / "on-kbroker").mkdir()
-        results["kbroker"] = scenario(broker.bootstrap, java, tmp_path / "on-kbroker")
-    finally:
-        broker.stop()
-    print(json.dumps(results, indent=1), flush=True)
+    results = on_both_brokers(tmp_path, scenario, KAFKA_CONFIG, KBROKER_ARGS)
     assert results["kafka"]["every_count_once_in_order"], results  # else the scenario, not kbroker, is wrong
     assert results["kbroker"] == results["kafka"]

@@ -105,7 +105,9 @@ class Topics:
             self.image[t.name] = TopicImage(t.name, uuid.uuid4(), t.partitions)
 
 
-NO_DELAY = GroupConfig(group_streams_initial_rebalance_delay_ms=0)
+# No initial delay and no assignment interval: every change is assigned at once (the tests of both
+# delays set them).
+NO_DELAY = GroupConfig(group_streams_initial_rebalance_delay_ms=0, group_streams_assignment_interval_ms=0)
 
 
 def make(config: GroupConfig = NO_DELAY, **partitions: int) -> tuple[Harness, Topics]:
@@ -122,8 +124,15 @@ def beat(h: Harness, member: str, epoch: int, *, owned: frozenset | None = None,
         topology=topology or (WORDCOUNT if epoch == 0 else None),
         process_id=process or (f"process-{member}" if epoch == 0 else None),
         user_endpoint=(host or f"{member}.local", 8080) if epoch == 0 else None,
-        active_tasks=None if owned is None else tuple(
-            (s, tuple(sorted(p for t, p in owned if t == s))) for s in sorted({s for s, _ in owned}))))
+        **owned_tasks(() if epoch == 0 and owned is None else owned)))
+
+
+def owned_tasks(owned: frozenset | tuple | None, standby: tuple = (), warmup: tuple = ()) -> dict:
+    """The task fields of a heartbeat: all null (unchanged) or all three lists, as Kafka requires."""
+    if owned is None:
+        return {}
+    active = tuple((s, tuple(sorted(p for t, p in owned if t == s))) for s in sorted({s for s, _ in owned}))
+    return {"active_tasks": active, "standby_tasks": standby, "warmup_tasks": warmup}
 
 
 def active(result: sc.StreamsGroupHeartbeatResult) -> frozenset:
@@ -212,19 +221,26 @@ def test_leave_removes_the_member_and_an_unknown_member_is_refused() -> None:
 def test_fenced_epochs_and_invalid_requests() -> None:
     h, _ = ready_group()
     assert beat(h, "a", 7).error == E.FENCED_MEMBER_EPOCH
-    no_topology = h.call(sc.StreamsGroupHeartbeat(APP, "c", 0, rebalance_timeout_ms=1, process_id="p"))
+    no_topology = h.call(sc.StreamsGroupHeartbeat(APP, "c", 0, rebalance_timeout_ms=1, process_id="p",
+                                                  **owned_tasks(())))
     assert (no_topology.error, no_topology.error_message) == (E.INVALID_REQUEST,
-                                                              "Topology must be non-empty when (re-)joining.")
+                                                              "Topology must be non-null when (re-)joining.")
     assert h.call(sc.StreamsGroupHeartbeat(APP, "", 0)).error == E.INVALID_REQUEST
 
 
-def test_a_stale_topology_is_reported_and_a_newer_one_replaces_it() -> None:
+def test_a_stale_topology_is_reported_and_another_one_refused() -> None:
+    """Kafka 4.4's maybeUpdateTopology: the first topology is the group's; an older epoch is stale (on
+    every heartbeat of the member, not only its join); any other topology of the same or a newer epoch
+    is refused ("Topology updates are not supported yet.")."""
     h, _ = ready_group()
     newer = dataclasses.replace(WORDCOUNT, epoch=2)
     b = beat(h, "b", 0, topology=newer)
-    assert b.statuses == () and h.group(APP).topology.epoch == 2
-    c = beat(h, "c", 0, topology=WORDCOUNT)
-    assert [code for code, _ in c.statuses] == [sc.STALE_TOPOLOGY]
+    assert (b.error, b.error_message) == (E.INVALID_REQUEST, "Topology updates are not supported yet.")
+    older = dataclasses.replace(WORDCOUNT, epoch=0)
+    c = beat(h, "c", 0, topology=older)
+    assert c.error == E.NONE and [code for code, _ in c.statuses] == [sc.STALE_TOPOLOGY]
+    again = beat(h, "c", c.member_epoch, owned=frozenset())
+    assert [code for code, _ in again.statuses] == [sc.STALE_TOPOLOGY] and h.group(APP).topology.epoch == 1
 
 
 def test_another_types_group_id_is_refused_and_a_streams_id_refused_to_consumers() -> None:
@@ -233,7 +249,7 @@ def test_another_types_group_id_is_refused_and_a_streams_id_refused_to_consumers
                                                 subscribed_topic_names=("words",), owned_topic_partitions=()))
     assert consumer.error == E.NONE
     refused = h.call(sc.StreamsGroupHeartbeat("cg", "x", 0, rebalance_timeout_ms=1, topology=WORDCOUNT,
-                                              process_id="p"))
+                                              process_id="p", **owned_tasks(())))
     assert (refused.error, refused.error_message) == (E.GROUP_ID_NOT_FOUND, "Group cg is not a streams group.")
     other = h.call(cc.ConsumerGroupHeartbeat(APP, "m2", 0, rebalance_timeout_ms=1000,
                                              subscribed_topic_names=("words",), owned_topic_partitions=()))
@@ -297,7 +313,7 @@ def test_a_shutdown_request_reaches_every_member() -> None:
     h, a_tasks = ready_group()
     beat(h, "b", 0)
     asked = h.call(sc.StreamsGroupHeartbeat(APP, "a", 2, active_tasks=(("0", (0, 1)), ("1", (0, 1))),
-                                            shutdown_application=True))
+                                            standby_tasks=(), warmup_tasks=(), shutdown_application=True))
     assert [code for code, _ in asked.statuses] == [sc.SHUTDOWN_APPLICATION]
     assert [code for code, _ in beat(h, "b", 3, owned=frozenset()).statuses or ()] == [sc.SHUTDOWN_APPLICATION]
 
@@ -332,7 +348,7 @@ def test_a_new_groups_first_assignment_waits_for_the_initial_rebalance_delay() -
 def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() -> None:
     h, _ = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
     a_tasks = active(h.call(sc.StreamsGroupHeartbeat(APP, "a", 0, rebalance_timeout_ms=30_000, topology=WORDCOUNT,
-                                                     process_id="pa")))
+                                                     process_id="pa", **owned_tasks(()))))
     beat(h, "b", 0)
     told = beat(h, "a", 2, owned=a_tasks)  # a must give up two tasks
     assert h.group(APP).members["a"].state == 2  # UNREVOKED_TASKS

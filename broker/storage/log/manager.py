@@ -470,6 +470,13 @@ class LogManager:
         log.info("topic_configs_altered", topic=name, configs=info.overrides)
         return info
 
+    async def alter_topic_configs_async(self, name: str, configs: dict[str, str], *,
+                                        validate_only: bool = False) -> TopicInfo:
+        return self.alter_topic_configs(name, configs, validate_only=validate_only)  # one small file: at once
+
+    async def delete_topic_async(self, name: str) -> None:
+        self.delete_topic(name)
+
     def set_default_config(self, default: LogConfig) -> None:
         """The broker-wide topic defaults changed (a dynamic broker config): every topic's config is its
         own overrides over the new defaults, at once for the logs in use (Kafka's

@@ -10,7 +10,11 @@ store) never appends to a partition it has not opened. Changes of leader are tol
 
 Topic creation is the database's (one transaction, metadata.create_topic); a synchronous creation
 (Metadata's auto-creation) is started in the background and answered LEADER_NOT_AVAILABLE, which
-clients retry, as Kafka answers a topic it is creating.
+clients retry, as Kafka answers a topic it is creating. CreatePartitions, config changes and DeleteTopics
+are too (topics.py), through the port's asynchronous calls; the refresh brings every node's image to
+them (a topic's new partition count and overrides; a topic gone, or created again with a new id, closes
+the partitions opened here). Retention runs at the broker's retention check (retention.py), compaction
+at the cleaner's cadence (compaction.py).
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from ....protocol.errors import ErrorCode, KafkaError
 from ....protocol.topic_names import validate_topic_name
 from ..log.config import LogConfig
 from ..log.topic_files import TopicInfo
-from . import metadata
+from . import metadata, topics
 from .log import PostgresLog
 from .membership import LiveBroker, live_brokers
+from .compaction import compact_store, needs_cleaning
+from .retention import apply_retention
 
 if TYPE_CHECKING:
     from ....purgatory.clock import Clock
@@ -56,6 +62,7 @@ class PostgresEngine:
         self.leader_listeners: list[LeaderListener] = []
         self._creating: dict[str, asyncio.Task[Any]] = {}
         self._refreshing = asyncio.Lock()
+        self._wake_cleaner = asyncio.Event()
 
     # --- the image ------------------------------------------------------------------------------------
 
@@ -77,12 +84,17 @@ class PostgresEngine:
                 rows_of.setdefault(row["topic"], []).append(row)
             new: dict[str, TopicInfo] = {}
             changes: list[tuple[str, int, int, int, int]] = []
+            altered = False  # a topic's partition count or configs
             for row in topics:
                 name = row["name"]
                 old = self._topics.get(name)
                 if old is not None and old.topic_id == row["topic_id"]:
                     info = old
+                    if self._follow(info, row["num_partitions"], overrides.get(name, {})):
+                        altered = True
                 else:
+                    if old is not None:  # deleted and created again under its name: another topic
+                        self._close_stores(name)
                     config = LogConfig.from_topic_configs(overrides.get(name, {}), self.default_config,
                                                           allow_internal=True)
                     info = TopicInfo(name, row["topic_id"], row["num_partitions"], config, config.override_dict())
@@ -116,11 +128,8 @@ class PostgresEngine:
                         changes.append((name, p, was, leader, epoch))
                 new[name] = info
             for name in set(self._topics) - set(new):
-                for (topic, p), store in list(self.plog.stores.items()):
-                    if topic == name:
-                        del self.plog.stores[(topic, p)]
-                        store.depose(None)
-            changed = bool(changes) or set(new) != set(self._topics) or \
+                self._close_stores(name)
+            changed = bool(changes) or altered or set(new) != set(self._topics) or \
                 [b.node_id for b in brokers] != [b.node_id for b in self.brokers] or controller != self.controller
             self._topics = new
             self.brokers = brokers
@@ -130,6 +139,28 @@ class PostgresEngine:
             for change in changes:
                 for listener in list(self.leader_listeners):
                     listener(*change)
+
+    def _follow(self, info: TopicInfo, num_partitions: int, overrides: dict[str, str]) -> bool:
+        """Bring a known topic's image to the database's partition count and overrides (another node's
+        CreatePartitions or config change); True if either changed."""
+        altered = info.num_partitions != num_partitions
+        info.num_partitions = num_partitions
+        if overrides != info.overrides:
+            config = LogConfig.from_topic_configs(overrides, self.default_config, allow_internal=True)
+            info.config, info.overrides = config, config.override_dict()
+            for (topic, _), store in self.plog.stores.items():
+                if topic == info.name:
+                    store.config = config
+            altered = True
+        return altered
+
+    def _close_stores(self, name: str) -> None:
+        """The topic is gone (deleted, or deleted and created again): its open partitions close, their
+        uncommitted appends answered NOT_LEADER_OR_FOLLOWER."""
+        for (topic, p), store in list(self.plog.stores.items()):
+            if topic == name:
+                del self.plog.stores[(topic, p)]
+                store.depose(None)
 
     # --- partitions -----------------------------------------------------------------------------------
 
@@ -150,14 +181,46 @@ class PostgresEngine:
         return store.size_bytes if store is not None else 0
 
     async def run_maintenance(self, now_ms: int) -> int:
-        return 0  # retention and compaction: not built on this engine
+        """Retention of the partitions this node leads (retention.py): how many moved their log start."""
+        if self.plog.fenced():
+            return 0
+        return apply_retention(list(self.plog.stores.values()), now_ms)
+
+    async def compact_dirty(self, now_ms: int) -> int:
+        """Compaction of the partitions this node leads that need it (compaction.py): how many batches
+        changed."""
+        done = 0
+        for store in list(self.plog.stores.values()):
+            if not self.plog.fenced() and needs_cleaning(store, now_ms):
+                done += await compact_store(store, now_ms)
+        return done
+
+    def wake_cleaner(self) -> None:
+        self._wake_cleaner.set()
+
+    async def run_cleaner(self, backoff_ms: Callable[[], int]) -> None:
+        """The cleaner's loop: compact what needs it, then sleep the backoff (read each round: a
+        dynamic broker config) or until woken."""
+        while True:
+            try:
+                await self.compact_dirty(self.clock.wall_ms())
+            except Exception:
+                log.exception("log_cleaner_failed")
+            self._wake_cleaner.clear()
+            try:
+                await asyncio.wait_for(self._wake_cleaner.wait(), backoff_ms() / 1000)
+            except TimeoutError:
+                pass
 
     def set_default_config(self, default: LogConfig) -> None:
         """New broker-wide topic defaults: each topic's config is its overrides over them (the storage
-        port's; a node of a cluster refuses dynamic broker configs for now, broker/app.py)."""
+        port's: the dynamic broker configs the database holds changed, broker/postgres_node.py)."""
         self.default_config = default
         for info in self._topics.values():
             info.config = LogConfig.from_topic_configs(info.overrides, default, allow_internal=True)
+        for (topic, _), store in self.plog.stores.items():
+            store.config = self._topics[topic].config if topic in self._topics else store.config
+        self.topics_version += 1
 
     def close(self) -> None:
         pass  # the node's wiring closes the writer and the pool (asynchronously)
@@ -220,15 +283,59 @@ class PostgresEngine:
             raise KafkaError(f"topic {name!r} was deleted meanwhile", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return info
 
+    def _require(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise KafkaError(f"Topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return info
+
     async def add_partitions_async(self, name: str, new_total: int, *, validate_only: bool = False,
                                    replicas: dict[int, list[int]] | None = None) -> TopicInfo:
-        raise KafkaError("CreatePartitions is not built yet over PostgreSQL", ErrorCode.POLICY_VIOLATION)
+        """CreatePartitions: `replicas`, the catalogue's placement of the new partitions (as the
+        controller places a new topic's), stored in one transaction (topics.py)."""
+        info = self._require(name)
+        old_total = info.num_partitions
+        if new_total <= old_total:
+            raise KafkaError(f"Topic currently has {old_total} partitions, which is higher than the requested "
+                             f"{new_total}.", ErrorCode.INVALID_PARTITIONS)
+        placed = replicas or {p: [self.node_id] for p in range(old_total, new_total)}
+        if validate_only:
+            return info
+        async with self.pool.acquire() as conn:
+            await topics.add_partitions(conn, name, info.topic_id, old_total, placed)
+        log.info("partitions_added", topic=name, partitions=new_total)
+        await self.refresh()
+        return self._require(name)
 
     def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool = False) -> TopicInfo:
-        raise KafkaError("altering topic configs is not built yet over PostgreSQL", ErrorCode.POLICY_VIOLATION)
+        raise KafkaError("topic configs change asynchronously over PostgreSQL", ErrorCode.POLICY_VIOLATION)
+
+    async def alter_topic_configs_async(self, name: str, configs: dict[str, str], *,
+                                        validate_only: bool = False) -> TopicInfo:
+        """Replace the topic's overrides with `configs`, validated as on one node (LogConfig); every
+        node's DescribeConfigs reports them once its image has them."""
+        info = self._require(name)
+        config = LogConfig.from_topic_configs(configs, self.default_config,
+                                              allow_internal="internal.segment.bytes" in info.overrides)
+        if validate_only:
+            return info
+        async with self.pool.acquire() as conn:
+            await topics.replace_configs(conn, name, info.topic_id, config.override_dict())
+        log.info("topic_configs_altered", topic=name, configs=config.override_dict())
+        await self.refresh()
+        return self._require(name)
 
     def delete_topic(self, name: str) -> None:
-        raise KafkaError("DeleteTopics is not built yet over PostgreSQL", ErrorCode.POLICY_VIOLATION)
+        raise KafkaError("topics are deleted asynchronously over PostgreSQL", ErrorCode.POLICY_VIOLATION)
+
+    async def delete_topic_async(self, name: str) -> None:
+        """The topic's row, placement, configs and batches in one transaction (topics.py); its
+        partitions close here now and on the other nodes at their next refresh."""
+        info = self._require(name)
+        async with self.pool.acquire() as conn:
+            await topics.delete_topic(conn, name, info.topic_id)
+        log.info("topic_deleted", topic=name, topic_id=str(info.topic_id))
+        await self.refresh()
 
     def write_topic_record(self, info: TopicInfo) -> None:
         raise KafkaError("leaders move by the controller's elections in the database",

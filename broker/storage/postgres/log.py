@@ -9,7 +9,10 @@ writes them in one transaction:
      end, only where (leader, leader_epoch) are still this node's and the stored end is where this
      node thinks it is: a partition it returns is ours to append to, and its row stays locked until
      COMMIT, so no election can come between (metadata.elect holds the same row);
-  2. one COPY inserts the batches of the partitions the UPDATE returned;
+  2. one COPY inserts the batches of the partitions the UPDATE returned (and, for partitions whose
+     log start moved, by DeleteRecords or retention, one UPDATE of `log_start` under the same fence
+     and one DELETE of the batches wholly below it; for partitions compaction rewrote, the same fence
+     and their changed batches' rows replaced);
   3. COMMIT, with synchronous_commit=on (the connection's setting, schema.connect): the records are
      on PostgreSQL's disk (and on a synchronous standby, if the operator has one) before any waiter
      is answered. The high watermark is the committed end.
@@ -41,20 +44,46 @@ from ..producer_state import PartitionProducerState
 
 if TYPE_CHECKING:
     from ..log.config import LogConfig
-    from .store import PostgresPartitionStore
+    from .store import Pending, PostgresPartitionStore
 
 log = structlog.get_logger("kbroker.storage.postgres")
 
 BATCH_COLUMNS = ("topic", "partition", "base_offset", "last_offset", "leader_epoch", "max_timestamp", "producer_id",
                  "producer_epoch", "base_sequence", "attributes", "records")
 
+# The topic id too: a topic deleted and created again under its name (topics.py) is another log, even
+# where its new partition has this leader, epoch and end.
 _CLAIM = """
 UPDATE partitions AS p SET log_end = u.new_end
-FROM unnest($1::text[], $2::integer[], $3::integer[], $4::bigint[], $5::bigint[])
-     AS u(topic, partition, epoch, old_end, new_end)
+FROM unnest($1::text[], $2::integer[], $3::integer[], $4::bigint[], $5::bigint[], $7::uuid[])
+     AS u(topic, partition, epoch, old_end, new_end, topic_id), topics AS t
 WHERE p.topic = u.topic AND p.partition = u.partition AND p.leader = $6 AND p.leader_epoch = u.epoch
-  AND p.log_end = u.old_end
+  AND p.log_end = u.old_end AND t.name = u.topic AND t.topic_id = u.topic_id
 RETURNING p.topic, p.partition
+"""
+_MOVE_START = """
+UPDATE partitions AS p SET log_start = greatest(p.log_start, u.start)
+FROM unnest($1::text[], $2::integer[], $3::integer[], $4::bigint[], $6::uuid[])
+     AS u(topic, partition, epoch, start, topic_id), topics AS t
+WHERE p.topic = u.topic AND p.partition = u.partition AND p.leader = $5 AND p.leader_epoch = u.epoch
+  AND t.name = u.topic AND t.topic_id = u.topic_id
+RETURNING p.topic, p.partition
+"""
+_FENCE = """
+SELECT p.topic, p.partition FROM partitions AS p
+JOIN unnest($1::text[], $2::integer[], $3::integer[], $5::uuid[]) AS u(topic, partition, epoch, topic_id)
+  ON p.topic = u.topic AND p.partition = u.partition
+JOIN topics AS t ON t.name = u.topic AND t.topic_id = u.topic_id
+WHERE p.leader = $4 AND p.leader_epoch = u.epoch
+FOR UPDATE OF p
+"""
+_DELETE_BATCHES = """
+DELETE FROM batches AS b USING unnest($1::text[], $2::integer[], $3::bigint[]) AS u(topic, partition, base)
+WHERE b.topic = u.topic AND b.partition = u.partition AND b.base_offset = u.base
+"""
+_DELETE_BELOW = """
+DELETE FROM batches AS b USING unnest($1::text[], $2::integer[], $3::bigint[]) AS u(topic, partition, start)
+WHERE b.topic = u.topic AND b.partition = u.partition AND b.base_offset < u.start AND b.last_offset < u.start
 """
 
 
@@ -100,8 +129,9 @@ class PostgresLog:
         if old is not None:
             old.depose(None)
         async with conn.transaction(isolation="repeatable_read", readonly=True):
-            row = await conn.fetchrow("SELECT leader, leader_epoch, log_start, log_end FROM partitions "
-                                           "WHERE topic = $1 AND partition = $2", topic, partition)
+            row = await conn.fetchrow("SELECT leader, leader_epoch, log_start, log_end, topic_id FROM partitions "
+                                      "JOIN topics ON name = topic WHERE topic = $1 AND partition = $2",
+                                      topic, partition)
             if row is None:
                 raise KafkaError(f"no partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if row["leader"] != self.node_id:
@@ -117,7 +147,8 @@ class PostgresLog:
         state = PartitionProducerState(topic, partition)
         stored = [bytes(b["records"]) for b in batches]
         state.replay(header for data in stored for _, header in rb.iter_batches(data))
-        store = PostgresPartitionStore(self, topic, partition, config, leader_epoch=row["leader_epoch"],
+        store = PostgresPartitionStore(self, topic, partition, config, topic_id=row["topic_id"],
+                                       leader_epoch=row["leader_epoch"],
                                        log_start=row["log_start"], log_end=row["log_end"], epochs=history,
                                        producer_state=state, batches=[(b["base_offset"], b["last_offset"], data)
                                                                       for b, data in zip(batches, stored)])
@@ -156,44 +187,93 @@ class PostgresLog:
             self._round = None
 
     async def _commit(self, stores: list[PostgresPartitionStore]) -> None:
-        taken = [(store, store.take_pending()) for store in stores]
-        taken = [(store, pending) for store, pending in taken if pending]
+        taken = [(store, store.take_pending(), store.take_log_start(), store.take_rewrites()) for store in stores]
+        taken = [t for t in taken if t[1] or t[2] is not None or t[3]]
         if not taken:
             return
+        appending = [(store, pending) for store, pending, _, _ in taken if pending]
+        starting = [(store, start) for store, _, start, _ in taken if start is not None]
+        rewriting = [(store, rewrites) for store, _, _, rewrites in taken if rewrites]
         started = time.monotonic()
         try:
             if self.conn.is_closed() and self._reconnect is not None:
                 self.conn = await self._reconnect()
                 log.info("postgres_reconnected", node=self.node_id, purpose="log")
             async with self.conn.transaction():
-                claimed = await self.conn.fetch(
-                    _CLAIM, [s.topic for s, _ in taken], [s.partition for s, _ in taken],
-                    [s.leader_epoch for s, _ in taken], [p[0][0] for _, p in taken], [p[-1][1] + 1 for _, p in taken],
-                    self.node_id)
-                ours = {(row["topic"], row["partition"]) for row in claimed}
+                ours = await self._claim(appending) if appending else set()
                 rows = [(s.topic, s.partition, base, last, h.partition_leader_epoch, h.max_timestamp, h.producer_id,
                          h.producer_epoch, h.base_sequence, h.attributes, data)
-                        for s, pending in taken if (s.topic, s.partition) in ours
+                        for s, pending in appending if (s.topic, s.partition) in ours
                         for base, last, h, data in pending]
                 if rows:
                     await self.conn.copy_records_to_table("batches", records=rows, columns=BATCH_COLUMNS)
+                moved = await self._move_log_starts(starting) if starting else set()
+                rewritten = await self._rewrite(rewriting) if rewriting else set()
         except Exception as exc:  # noqa: BLE001 - whatever failed, the outcome of these appends is unknown
             error = DatabaseStorageError(f"the cluster's database failed a commit: {exc!r}")
             log.error("postgres_commit_failed", error=repr(exc), partitions=len(taken))
-            for store, _ in taken:
+            for store, _, _, _ in taken:
                 store.take_offline(error)
             return
         self.rounds += 1
         took_ms = round(1000 * (time.monotonic() - started), 2)
-        for store, pending in taken:
-            if (store.topic, store.partition) in ours:
-                store.committed(pending[-1][1] + 1)
-            else:
-                log.warning("append_fenced", topic=store.topic, partition=store.partition, node=self.node_id,
-                            leader_epoch=store.leader_epoch, batches=len(pending), took_ms=took_ms)
-                self.stores.pop((store.topic, store.partition), None)
-                store.depose(NotLeaderError(f"node {self.node_id} no longer leads {store.topic}-{store.partition} "
-                                            f"in epoch {store.leader_epoch}: nothing was written"))
+        for store, pending, start, rewrites in taken:
+            key = (store.topic, store.partition)
+            if (not pending or key in ours) and (start is None or key in moved) and (not rewrites or key in rewritten):
+                if pending:
+                    store.committed(pending[-1][1] + 1)
+                if start is not None:
+                    store.log_start_stored(start)
+                continue
+            log.warning("append_fenced", topic=store.topic, partition=store.partition, node=self.node_id,
+                        leader_epoch=store.leader_epoch, batches=len(pending), log_start=start, took_ms=took_ms)
+            if self.stores.get(key) is store:  # not a re-created topic's
+                del self.stores[key]
+            store.depose(NotLeaderError(f"node {self.node_id} no longer leads {store.topic}-{store.partition} "
+                                        f"in epoch {store.leader_epoch}: nothing was written"))
+
+    async def _claim(self, appending: list[tuple[PostgresPartitionStore, list[Pending]]]) -> set[tuple[str, int]]:
+        """Step 1 of a round: the partitions whose log end this node may move (see _CLAIM)."""
+        claimed = await self.conn.fetch(
+            _CLAIM, [s.topic for s, _ in appending], [s.partition for s, _ in appending],
+            [s.leader_epoch for s, _ in appending], [p[0][0] for _, p in appending],
+            [p[-1][1] + 1 for _, p in appending], self.node_id, [s.topic_id for s, _ in appending])
+        return {(row["topic"], row["partition"]) for row in claimed}
+
+    async def _move_log_starts(self, starting: list[tuple[PostgresPartitionStore, int]]) -> set[tuple[str, int]]:
+        """New log starts (DeleteRecords, retention), only where this node still leads in its epoch, and
+        the batches wholly below them deleted, in the round's transaction."""
+        rows = await self.conn.fetch(
+            _MOVE_START, [s.topic for s, _ in starting], [s.partition for s, _ in starting],
+            [s.leader_epoch for s, _ in starting], [start for _, start in starting], self.node_id,
+            [s.topic_id for s, _ in starting])
+        moved = {(row["topic"], row["partition"]) for row in rows}
+        below = [(s.topic, s.partition, start) for s, start in starting if (s.topic, s.partition) in moved]
+        if below:
+            await self.conn.execute(_DELETE_BELOW, [t for t, _, _ in below], [p for _, p, _ in below],
+                                    [start for _, _, start in below])
+        return moved
+
+    async def _rewrite(self, rewriting: list[tuple[PostgresPartitionStore, list[tuple[int, Pending | None]]]]
+                       ) -> set[tuple[str, int]]:
+        """Compaction's rewrites (compaction.py), only where this node still leads in its epoch: each
+        changed batch's row deleted, its replacement (if any, and not below the log start) inserted."""
+        rows = await self.conn.fetch(_FENCE, [s.topic for s, _ in rewriting], [s.partition for s, _ in rewriting],
+                                     [s.leader_epoch for s, _ in rewriting], self.node_id,
+                                     [s.topic_id for s, _ in rewriting])
+        fenced_in = {(row["topic"], row["partition"]) for row in rows}
+        mine = [(s, rewrites) for s, rewrites in rewriting if (s.topic, s.partition) in fenced_in]
+        gone = [(s.topic, s.partition, base) for s, rewrites in mine for base, _ in rewrites]
+        if gone:
+            await self.conn.execute(_DELETE_BATCHES, [t for t, _, _ in gone], [p for _, p, _ in gone],
+                                    [b for _, _, b in gone])
+        new = [(s.topic, s.partition, base, last, h.partition_leader_epoch, h.max_timestamp, h.producer_id,
+                h.producer_epoch, h.base_sequence, h.attributes, data)
+               for s, rewrites in mine for _, replacement in rewrites if replacement is not None
+               for base, last, h, data in [replacement] if last >= s.log_start_offset]
+        if new:
+            await self.conn.copy_records_to_table("batches", records=new, columns=BATCH_COLUMNS)
+        return fenced_in
 
     async def close(self) -> None:
         """Let the round in hand finish, then stop."""

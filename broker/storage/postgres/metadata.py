@@ -34,12 +34,18 @@ async def create_topic(conn: Any, name: str, replicas: dict[int, list[int]], con
         if configs:
             await conn.executemany("INSERT INTO topic_configs (topic, key, value) VALUES ($1, $2, $3)",
                                    [(name, k, v) for k, v in sorted(configs.items())])
-        rows = [(name, p, nodes[0] if nodes else NO_LEADER, 0, nodes) for p, nodes in sorted(replicas.items())]
-        await conn.executemany("INSERT INTO partitions (topic, partition, leader, leader_epoch, replicas) "
-                               "VALUES ($1, $2, $3, $4, $5)", rows)
-        await conn.executemany("INSERT INTO epoch_history (topic, partition, leader_epoch, start_offset) "
-                               "VALUES ($1, $2, 0, 0)", [(name, p) for p in sorted(replicas)])
+        await insert_partitions(conn, name, replicas)
     return topic_id
+
+
+async def insert_partitions(conn: Any, name: str, replicas: dict[int, list[int]]) -> None:
+    """New partitions of a topic (inside the caller's transaction): each led by its first replica in
+    epoch 0, its first term opened at offset 0 in the epoch history."""
+    rows = [(name, p, nodes[0] if nodes else NO_LEADER, 0, nodes) for p, nodes in sorted(replicas.items())]
+    await conn.executemany("INSERT INTO partitions (topic, partition, leader, leader_epoch, replicas) "
+                           "VALUES ($1, $2, $3, $4, $5)", rows)
+    await conn.executemany("INSERT INTO epoch_history (topic, partition, leader_epoch, start_offset) "
+                           "VALUES ($1, $2, 0, 0)", [(name, p) for p in sorted(replicas)])
 
 
 async def partition_row(conn: Any, topic: str, partition: int) -> PartitionRow | None:

@@ -20,7 +20,8 @@ nothing):
 * topics, topic_configs, partitions (leader, leader_epoch, replicas, log start and end), epoch_history;
 * producer_id_blocks: blocks of producer ids handed to nodes, never reused;
 * batches: record batches as the producer sent them (offsets assigned), keyed by
-  (topic, partition, base offset), with what idempotence and timestamp search need beside them.
+  (topic, partition, base offset), with what idempotence and timestamp search need beside them;
+* broker_configs (version 2): the dynamic broker configs, per node id, -1 the cluster-wide defaults.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CONNECT_TIMEOUT_S = 10.0
 # pg_advisory_xact_lock's key for "creating or migrating kbroker's schema" (any constant of our own).
 SCHEMA_LOCK = 0x6B62726F6B6572  # "kbroker"
@@ -110,10 +111,21 @@ CREATE TABLE batches (
 );
 """
 
+# Version 2: the dynamic broker configs (AlterConfigs on BROKER resources), per node and (node_id -1)
+# the cluster-wide defaults, every node reading its own layer and the defaults.
+SCHEMA_V2 = """
+CREATE TABLE broker_configs (
+    node_id integer NOT NULL,
+    key text NOT NULL,
+    value text NOT NULL,
+    PRIMARY KEY (node_id, key)
+);
+"""
+
 # version -> the DDL that brings version - 1 to it
-MIGRATIONS: dict[int, str] = {1: SCHEMA_V1}
+MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2}
 TABLES = ("kbroker_schema", "cluster", "brokers", "controller_lease", "topics", "topic_configs", "partitions",
-          "epoch_history", "producer_id_blocks", "batches")
+          "epoch_history", "producer_id_blocks", "batches", "broker_configs")
 TABLE_PRIVILEGES = "SELECT, INSERT, UPDATE, DELETE"
 
 

@@ -10,15 +10,17 @@ The producer state is the store's own, as on the segment engine: rebuilt from th
 headers when the partition opens, so an idempotent producer's retry reaching the new leader is answered
 with the first append's offsets, and its next batch must follow its last sequence.
 
-Not built yet on this engine (each raises KafkaError naming it): DeleteRecords, and retention and
-compaction; a log larger than memory (reads of old offsets from the database need an asynchronous
-read path in the partition service).
+DeleteRecords moves the log start here at once and in the database with the node's next round, fenced
+as appends are (log.py); compaction's rewrites too (compaction.py). Not built yet on this engine: a log
+larger than memory (reads of old offsets from the database need an asynchronous read path in the
+partition service).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Iterable
 
@@ -31,6 +33,7 @@ from ..log.partition_log import stamp_batch
 from ..log.timestamp_search import BatchToWalk, first_at, first_at_or_after, walk_inline
 from ..log.validation import check_appended_batches
 from ..producer_state import PartitionProducerState, ProducerEntry
+from .compaction import still_there
 
 if TYPE_CHECKING:
     from ..log.config import LogConfig
@@ -42,12 +45,14 @@ Pending = tuple[int, int, rb.BatchHeader, bytes]
 
 
 class PostgresPartitionStore:
-    def __init__(self, plog: PostgresLog, topic: str, partition: int, config: LogConfig, *, leader_epoch: int,
+    def __init__(self, plog: PostgresLog, topic: str, partition: int, config: LogConfig, *, topic_id: uuid.UUID,
+                 leader_epoch: int,
                  log_start: int, log_end: int, epochs: LeaderEpochs, producer_state: PartitionProducerState,
                  batches: list[tuple[int, int, bytes]]) -> None:
         self._log = plog
         self.topic = topic
         self.partition = partition
+        self.topic_id = topic_id
         self._config = config
         self.leader_epoch = leader_epoch
         self._log_start = log_start
@@ -61,6 +66,12 @@ class PostgresPartitionStore:
         self._size = sum(len(d) for d in self._data)
         self._pending: list[Pending] = []
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (offset, resolved once committed past it)
+        self._start_to_store: int | None = None  # a log start moved here and not yet in a round
+        self._start_stored = log_start  # the log start the database holds
+        self._start_waiters: list[tuple[int, asyncio.Future[None]]] = []  # (log start, resolved once stored)
+        self._rewrites: list[tuple[int, Pending | None]] = []  # compaction's: (stored base, its replacement)
+        self.last_compaction: tuple[object, int] | None = None  # (what the log was, when), compaction.py
+        self.cleaned_to = log_start  # where the last compaction's cleanable part ended (the dirty part begins)
         self._offline: Exception | None = None
         self._closed = False
         self.before_append: Callable[[], None] | None = None
@@ -70,6 +81,10 @@ class PostgresPartitionStore:
     @property
     def config(self) -> LogConfig:
         return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:  # the topic's configs changed (engine.refresh)
+        self._config = config
 
     @property
     def log_start_offset(self) -> int:
@@ -182,7 +197,35 @@ class PostgresPartitionStore:
         """Every append is committed by a round already (acks=0 included)."""
 
     def delete_records_before(self, offset: int) -> int:
-        raise KafkaError("DeleteRecords is not built yet on the PostgreSQL engine", ErrorCode.POLICY_VIOLATION)
+        """DeleteRecords: `offset` (at most the high watermark) is the new log start, at once for reads
+        here; the node's next round stores it, fenced as appends are, and deletes the batches wholly
+        below it (`durable_log_start` waits for that). Returns the log start, which never moves back."""
+        if offset < 0 or offset > self._committed:
+            raise KafkaError(f"cannot delete before {offset}: high watermark is {self._committed}",
+                             ErrorCode.OFFSET_OUT_OF_RANGE)
+        self._writable()
+        if offset > self._log_start:
+            self._move_log_start(offset)
+        return self._log_start
+
+    def _move_log_start(self, offset: int) -> None:
+        self._log_start = offset
+        drop = bisect_right(self._lasts, offset - 1)  # the batches wholly below it
+        for data in self._data[:drop]:
+            self._size -= len(data)
+        del self._bases[:drop], self._lasts[:drop], self._data[:drop]
+        self._start_to_store = offset
+        self._log.queue(self)
+
+    def durable_log_start(self) -> asyncio.Future[None] | None:
+        """Resolved once the log start this store moved is in the database (None: nothing to wait for)."""
+        if self._start_to_store is None and self._start_stored >= self._log_start:
+            return None
+        if self._offline is not None:
+            raise self._offline
+        future = asyncio.get_running_loop().create_future()
+        self._start_waiters.append((self._log_start, future))
+        return future
 
     def after_durability_round(self, callback: Callable[[], None]) -> bool:
         return self._log.after_round(callback)
@@ -192,6 +235,45 @@ class PostgresPartitionStore:
     def take_pending(self) -> list[Pending]:
         pending, self._pending = self._pending, []
         return pending
+
+    def apply_rewrite(self, changes: list[tuple[int, bytes, Pending | None]]) -> int:
+        """Compaction's result (compaction.py): each batch still here as it was read is replaced (or
+        removed) in memory now and queued for the next round. Returns how many were."""
+        if self._closed or self._offline is not None:
+            return 0
+        applied = 0
+        for base, old, new in changes:
+            i = still_there(self._bases, self._data, base, old)
+            if i is None:  # trimmed by DeleteRecords or retention meanwhile
+                continue
+            self._size -= len(old)
+            if new is None:
+                del self._bases[i], self._lasts[i], self._data[i]
+            else:
+                self._bases[i], self._lasts[i], self._data[i] = new[0], new[1], new[3]
+                self._size += len(new[3])
+            self._rewrites.append((base, new))
+            applied += 1
+        if applied:
+            self._log.queue(self)
+        return applied
+
+    def take_rewrites(self) -> list[tuple[int, Pending | None]]:
+        rewrites, self._rewrites = self._rewrites, []
+        return rewrites
+
+    def take_log_start(self) -> int | None:
+        """The log start to store in this round, if it moved since the last."""
+        start, self._start_to_store = self._start_to_store, None
+        return start
+
+    def log_start_stored(self, start: int) -> None:
+        self._start_stored = max(self._start_stored, start)
+        waiters = self._start_waiters
+        self._start_waiters = [(o, f) for o, f in waiters if o > self._start_stored]
+        for offset, future in waiters:
+            if offset <= self._start_stored and not future.done():
+                future.set_result(None)
 
     def committed(self, end: int) -> None:
         """The database committed every batch below `end`: the high watermark moves, waiters are answered."""
@@ -203,7 +285,10 @@ class PostgresPartitionStore:
                 future.set_result(None)
 
     def _fail_waiters(self, error: Exception) -> None:
-        waiters, self._waiters = self._waiters, []
+        self._start_to_store = None
+        self._rewrites = []
+        waiters, self._waiters = self._waiters + self._start_waiters, []
+        self._start_waiters = []
         for _, future in waiters:
             if not future.done():
                 future.set_exception(error)
@@ -257,6 +342,11 @@ class PostgresPartitionStore:
             size += len(data)
             i += 1
         return b"".join(out)
+
+    def committed_batches(self) -> list[tuple[int, bytes]]:
+        """(base offset, bytes) of each committed batch from the log start (retention walks them)."""
+        end = bisect_right(self._bases, self._committed - 1)
+        return list(zip(self._bases[:end], self._data[:end]))
 
     def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
         return self.producer_state.aborted_between(start, upper)

@@ -4,7 +4,7 @@ assignment; replay() applies one record (write path and load alike)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -12,6 +12,7 @@ from ....protocol.errors import ErrorCode
 from ....protocol.messages import streams_group_current_member_assignment_value as cmav
 from ....protocol.records import streams_records as sr
 from ..results import ListedGroup
+from ..store import TypedGroups
 from .streams_commands import STREAMS_GROUP_TYPE, Topology
 from .topology import Subtopology, TaskSet, Tasks, TopicInfo, task_set, tasks_of
 
@@ -72,6 +73,9 @@ class StreamsGroup:
     validated_topology_epoch: int = -1
     topology: Topology | None = None
     assignment_epoch: int = 0
+    # When the target assignment was last computed (wall clock; 0: a new or emptied group): the
+    # assignment interval counts from it.
+    assignment_timestamp: int = 0
     members: dict[str, StreamsGroupMember] = field(default_factory=dict)
     target_assignment: dict[str, Assignment] = field(default_factory=dict)
     deleted: bool = False
@@ -228,7 +232,7 @@ def current_assignment_value(m: StreamsGroupMember) -> Any:
         warmup_tasks_pending_revocation=wire_tasks(m.pending_revocation.warmup, t))
 
 
-def replay(groups: Mapping[str, StreamsGroup], record: sr.StreamsRecord,
+def replay(groups: TypedGroups[StreamsGroup], record: sr.StreamsRecord,
            create: Callable[[str], StreamsGroup]) -> None:
     group = groups.get(record.group)
     v = record.value
@@ -238,8 +242,10 @@ def replay(groups: Mapping[str, StreamsGroup], record: sr.StreamsRecord,
         group = create(record.group)
     rt, member_id = record.record_type, record.member_id or ""
     if rt == sr.GROUP_METADATA:
-        if v is None:
+        if v is None:  # the group's last record: it goes, its offsets stay with its id
             group.deleted = True
+            if groups.get(record.group) is group:
+                del groups[record.group]
             return
         group.group_epoch, group.metadata_hash = v.epoch, v.metadata_hash
         group.validated_topology_epoch = v.validated_topology_epoch
@@ -248,6 +254,7 @@ def replay(groups: Mapping[str, StreamsGroup], record: sr.StreamsRecord,
         group.topology = None if v is None else topology_of(v)
     elif rt == sr.TARGET_ASSIGNMENT_METADATA:
         group.assignment_epoch = 0 if v is None else v.assignment_epoch
+        group.assignment_timestamp = 0 if v is None else v.assignment_timestamp
     elif rt == sr.TARGET_ASSIGNMENT_MEMBER:
         if v is None:
             group.target_assignment.pop(member_id, None)

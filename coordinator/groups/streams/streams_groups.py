@@ -27,11 +27,15 @@ from ....protocol.messages import streams_group_target_assignment_metadata_value
 from ....protocol.records import streams_records as sr
 from ....protocol.records.classic_records import GroupMetadataTombstone
 from ...runtime.outcome import Outcome, Reply
+from .. import commands as c
 from ..classic.group import ClassicGroup, GroupState
 from ..events import StreamsAssignmentChanged
 from ..group_types import NoFollowUps, TypeContext
 from . import streams_commands as sc
 from .assignor import ASSIGNOR_NAME, AssignmentMember, assign
+from .checks import ApiError, check_epoch, check_not_fenced, check_tasks, validate
+from .migration import JoinAfterStreamsGroupDeleted, after_deleted, classic_join
+from .settings import NUM_STANDBY_REPLICAS, StreamsSettings
 from .streams_group import (
     EMPTY, STABLE, UNRELEASED_TASKS, UNREVOKED_TASKS, Assignment, StreamsGroup, StreamsGroupMember,
     current_assignment_value, replay, topology_value, wire_tasks,
@@ -39,42 +43,6 @@ from .streams_group import (
 from .topology import ConfiguredTopology, configure, tasks_of
 
 E = ErrorCode
-# The group configs (the GROUP config resource) a streams group's assignment is computed with, by the
-# names Kafka's task assignor knows them (AssignmentConfigsImpl): a change recomputes the assignment.
-NUM_STANDBY_REPLICAS, RACK_AWARE_ASSIGNMENT_TAGS = "num.standby.replicas", "rack.aware.assignment.tags"
-
-
-class ApiError(Exception):
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
-
-
-def validate(cmd: sc.StreamsGroupHeartbeat) -> None:
-    """Kafka's throwIfStreamsGroupHeartbeatRequestIsInvalid."""
-    if cmd.member_id == "":
-        raise ApiError(E.INVALID_REQUEST, "MemberId can't be empty.")
-    if cmd.instance_id == "":
-        raise ApiError(E.INVALID_REQUEST, "InstanceId can't be empty.")
-    if cmd.rack_id == "":
-        raise ApiError(E.INVALID_REQUEST, "RackId can't be empty.")
-    if cmd.member_epoch == 0:
-        if cmd.rebalance_timeout_ms == -1:
-            raise ApiError(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
-        if cmd.topology is None:
-            raise ApiError(E.INVALID_REQUEST, "Topology must be non-empty when (re-)joining.")
-        if not cmd.process_id:
-            raise ApiError(E.INVALID_REQUEST, "ProcessId can't be empty.")
-        if cmd.active_tasks or cmd.standby_tasks or cmd.warmup_tasks:
-            raise ApiError(E.INVALID_REQUEST, "ActiveTasks, StandbyTasks and WarmupTasks must be empty when "
-                           "(re-)joining.")
-    elif cmd.member_epoch == sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        if cmd.instance_id is None:
-            raise ApiError(E.INVALID_REQUEST, "InstanceId can't be null.")
-    elif cmd.member_epoch < sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        raise ApiError(E.INVALID_REQUEST, f"MemberEpoch is {cmd.member_epoch}, but must be greater than or equal "
-                       "to -2.")
 
 
 def topics_hash(names: set[str], partitions: Mapping[str, int]) -> int:
@@ -126,48 +94,23 @@ def reconcile(member: StreamsGroupMember, target: Assignment, target_epoch: int,
 class StreamsGroups(NoFollowUps):
     name = sc.STREAMS_GROUP_TYPE
     commands: tuple[type, ...] = sc.STREAMS_REQUESTS + sc.STREAMS_EXPIRIES
-    also_handles: tuple[type, ...] = ()
+    also_handles: tuple[type, ...] = (c.JoinGroup,)  # a classic member taking over an empty streams group
     records: tuple[type, ...] = sr.STREAMS_RECORD_CLASSES
-    follow_ups: tuple[type, ...] = ()
+    follow_ups: tuple[type, ...] = (JoinAfterStreamsGroupDeleted,)
 
     def __init__(self, ctx: TypeContext) -> None:
         self.store = ctx.groups
         self.groups = ctx.groups.of_type(StreamsGroup)
         self.config = ctx.config
         self.topics = ctx.topics
-        self.group_config = ctx.group_config
+        self.settings = StreamsSettings(ctx.config, ctx.group_config)
+        self._dispatch = ctx.handle  # the shard's: a JoinGroup once the empty streams group is gone
         # Groups whose first assignment waits for group.streams.initial.rebalance.delay.ms (in memory,
         # as Kafka's timer is).
         self.delayed: set[str] = set()
 
     def _partitions(self) -> dict[str, int]:
         return {name: t.num_partitions for name, t in self.topics().items()}
-
-    # -- the group's configs: its override (the GROUP config resource), else the broker's default ----
-
-    def _int_config(self, group_id: str, name: str, default: int) -> int:
-        value = self.group_config(group_id, name)
-        return default if value is None else int(value)
-
-    def session_timeout_ms(self, group_id: str) -> int:
-        return self._int_config(group_id, "streams.session.timeout.ms", self.config.group_streams_session_timeout_ms)
-
-    def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._int_config(group_id, "streams.heartbeat.interval.ms",
-                                self.config.group_streams_heartbeat_interval_ms)
-
-    def initial_rebalance_delay_ms(self, group_id: str) -> int:
-        return self._int_config(group_id, "streams.initial.rebalance.delay.ms",
-                                self.config.group_streams_initial_rebalance_delay_ms)
-
-    def assignment_configs(self, group_id: str) -> dict[str, str]:
-        """Kafka's streamsGroupAssignmentConfigs: what the target assignment is computed with."""
-        configs = {NUM_STANDBY_REPLICAS: str(self._int_config(group_id, "streams.num.standby.replicas",
-                                                              self.config.group_streams_num_standby_replicas))}
-        tags = [t.strip() for t in (self.group_config(group_id, "streams.rack.aware.assignment.tags") or "").split(",")]
-        if any(tags):
-            configs[RACK_AWARE_ASSIGNMENT_TAGS] = ",".join(t for t in tags if t)
-        return configs
 
     # -- commands ------------------------------------------------------------------------------
 
@@ -192,6 +135,9 @@ class StreamsGroups(NoFollowUps):
                     out.reply(cmd.reply_to, result)
             case sc.StreamsGroupDescribe():
                 out.reply(cmd.reply_to, self._describe(group, cmd.group_id))
+            case c.JoinGroup():  # the shard sends it here only when its group is a streams group
+                self.delayed.discard(group.group_id)
+                classic_join(out, group, cmd)
             case sc.StreamsInitialDelayExpired():
                 # The next heartbeat computes the target assignment (the group epoch is past it).
                 self.delayed.discard(cmd.group_id)
@@ -207,7 +153,8 @@ class StreamsGroups(NoFollowUps):
                 if group.__class__ is StreamsGroup and cmd.member_id in group.members:
                     records = []
                     self._fence(out, records, group, group.members[cmd.member_id],
-                                f"member {cmd.member_id}'s session expired", self.session_timeout_ms(cmd.group_id))
+                                f"member {cmd.member_id}'s session expired",
+                                self.settings.session_timeout_ms(cmd.group_id))
                     out.write(records)
         return out
 
@@ -238,7 +185,7 @@ class StreamsGroups(NoFollowUps):
         if cmd.instance_id is not None and not joining:
             if static is None:
                 raise ApiError(E.UNKNOWN_MEMBER_ID, f"Instance id {cmd.instance_id} is unknown.")
-            _check_not_fenced(static, member_id, cmd.instance_id)
+            check_not_fenced(static, member_id, cmd.instance_id)
         if static is not None and joining:
             if static.member_epoch != sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise ApiError(E.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
@@ -261,25 +208,24 @@ class StreamsGroups(NoFollowUps):
             member = StreamsGroupMember(member_id)
         else:
             member = group.members[member_id]
-            if not joining:
-                _check_epoch(member, cmd.member_epoch)
+            check_epoch(member, cmd)
         gone = replaced.member_id if replaced is not None and replaced.member_id != member_id else None
         is_new = member_id not in group.members or replaced is not None
         statuses: list[tuple[int, str]] = []
         bump = False
         reason = ""
 
-        # 1. The topology: the first one, or a newer one; an older one is stale.
+        # 1. The topology: the first one is the group's; an older one is stale; Kafka 4.4 takes no other
+        #    (maybeUpdateTopology).
         topology = group.topology
         if cmd.topology is not None:
-            if topology is None or cmd.topology.epoch > topology.epoch:
+            if topology is None:
                 topology = cmd.topology
                 records.append(sr.StreamsRecord(sr.TOPOLOGY, gid, None, topology_value(topology)))
                 bump = True
                 reason = f"topology epoch {topology.epoch}"
-            elif cmd.topology.epoch < topology.epoch:
-                statuses.append((sc.STALE_TOPOLOGY, f"The member's topology epoch {cmd.topology.epoch} is behind "
-                                 f"the group's topology epoch {topology.epoch}."))
+            elif cmd.topology.epoch >= topology.epoch and cmd.topology != topology:
+                raise ApiError(E.INVALID_REQUEST, "Topology updates are not supported yet.")
         assert topology is not None
 
         # 2. The member's metadata.
@@ -293,6 +239,9 @@ class StreamsGroups(NoFollowUps):
             process_id=cmd.process_id or member.process_id,
             user_endpoint=cmd.user_endpoint if cmd.user_endpoint is not None else member.user_endpoint,
             client_tags=cmd.client_tags if cmd.client_tags is not None else member.client_tags)
+        if group.topology is not None and updated.topology_epoch < group.topology.epoch:
+            statuses.append((sc.STALE_TOPOLOGY, f"The member's topology epoch {updated.topology_epoch} is behind "
+                             f"the group's topology epoch {group.topology.epoch}."))
         if member_id not in group.members or not updated.metadata_equals(member):
             records.append(sr.StreamsRecord(sr.MEMBER_METADATA, gid, member_id, mmv.StreamsGroupMemberMetadataValue(
                 instance_id=updated.instance_id, rack_id=updated.rack_id, client_id=updated.client_id,
@@ -311,12 +260,14 @@ class StreamsGroups(NoFollowUps):
         # 3. The topology validated against the topics as they are.
         partitions = self._partitions()
         configured = configure(topology.subtopologies, partitions)
+        if configured.ready:
+            check_tasks(configured.task_counts, cmd)
         creatable = configured.missing_internal_topics
         statuses += _statuses(configured)
         new_hash = topics_hash(topology_topics(topology), partitions)
         validated = topology.epoch if configured.ready else -1
         group_epoch = group.group_epoch
-        configs = self.assignment_configs(gid)
+        configs = self.settings.assignment_configs(gid)
         if not bump:
             reason = ("topics changed" if new_hash != group.metadata_hash
                       else "topology validated" if validated != group.validated_topology_epoch and validated >= 0
@@ -329,7 +280,7 @@ class StreamsGroups(NoFollowUps):
 
         # 4. The target assignment, for the whole group, when the group epoch moved on; a new group's
         #    first one waits for the initial rebalance delay (members reconcile to nothing meanwhile).
-        initial_delay_ms = self.initial_rebalance_delay_ms(gid) if gid not in self.groups else 0
+        initial_delay_ms = self.settings.initial_rebalance_delay_ms(gid) if gid not in self.groups else 0
         if initial_delay_ms > 0:
             self.delayed.add(gid)
             out.schedule(sc.initial_delay_key(gid), initial_delay_ms, sc.StreamsInitialDelayExpired(gid))
@@ -338,6 +289,12 @@ class StreamsGroups(NoFollowUps):
             target, target_epoch = EMPTY, max(1, group.assignment_epoch)
             statuses.append((sc.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance "
                                                     "delay."))
+        elif group_epoch > group.assignment_epoch and not can_compute_next_assignment(
+                group.assignment_timestamp, self.settings.assignment_interval_ms(gid), now_ms):
+            # streams.assignment.interval.ms batches the group's changes: the member reconciles to the
+            # current target meanwhile; a heartbeat after the interval computes the next one.
+            target, target_epoch = group.target(gone or member_id), group.assignment_epoch
+            statuses.append((sc.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured assignment interval."))
         elif group_epoch > group.assignment_epoch:
             targets, moved = self._update_target(records, group, group_epoch, updated, configured, now_ms, configs,
                                                  topology, removed=gone)
@@ -359,7 +316,7 @@ class StreamsGroups(NoFollowUps):
                 or reconciled.assigned != member.assigned or reconciled.pending_revocation != member.pending_revocation:
             records.append(sr.StreamsRecord(sr.CURRENT_MEMBER_ASSIGNMENT, gid, member_id,
                                             current_assignment_value(reconciled)))
-        out.schedule(sc.session_key(gid, member_id), self.session_timeout_ms(gid),
+        out.schedule(sc.session_key(gid, member_id), self.settings.session_timeout_ms(gid),
                      sc.StreamsSessionExpired(gid, member_id))
         if reconciled.state == UNREVOKED_TASKS and (member.state != UNREVOKED_TASKS or replaced is not None):
             out.schedule(sc.rebalance_key(gid, member_id), max(0, reconciled.rebalance_timeout_ms),
@@ -376,8 +333,9 @@ class StreamsGroups(NoFollowUps):
         active, standby, warmup = reconciled.assigned.wire()
         endpoint_epoch = group.endpoint_epoch + (1 if reconciled.assigned != member.assigned else 0)
         return sc.StreamsGroupHeartbeatResult(
-            E.NONE, None, member_id, reconciled.member_epoch, self.heartbeat_interval_ms(gid),
-            acceptable_recovery_lag=10_000, task_offset_interval_ms=60_000, statuses=tuple(statuses),
+            E.NONE, None, member_id, reconciled.member_epoch, self.settings.heartbeat_interval_ms(gid),
+            acceptable_recovery_lag=self.settings.acceptable_recovery_lag(gid),
+            task_offset_interval_ms=self.settings.task_offset_interval_ms(gid), statuses=tuple(statuses),
             active_tasks=active if send_tasks else None, standby_tasks=standby if send_tasks else None,
             warmup_tasks=warmup if send_tasks else None,
             endpoint_information_epoch=endpoint_epoch,
@@ -413,9 +371,7 @@ class StreamsGroups(NoFollowUps):
             if new != group.target(m) or m not in group.target_assignment:
                 records.append(target_record(group.group_id, m, new))
                 moved.append(m)
-        records.append(sr.StreamsRecord(sr.TARGET_ASSIGNMENT_METADATA, group.group_id, None,
-                                        tav.StreamsGroupTargetAssignmentMetadataValue(
-                                            assignment_epoch=group_epoch, assignment_timestamp=now_ms)))
+        records.append(assignment_metadata_record(group.group_id, group_epoch, now_ms))
         return targets, tuple(moved)
 
     def _endpoints(self, group: StreamsGroup, updated: StreamsGroupMember, topology: sc.Topology,
@@ -454,7 +410,7 @@ class StreamsGroups(NoFollowUps):
             static = group.static_member(cmd.instance_id)
             if static is None:
                 raise ApiError(E.UNKNOWN_MEMBER_ID, f"Instance id {cmd.instance_id} is unknown.")
-            _check_not_fenced(static, cmd.member_id, cmd.instance_id)
+            check_not_fenced(static, cmd.member_id, cmd.instance_id)
             member = static
             if cmd.member_epoch == sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 leaving = member.with_(member_epoch=sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation=EMPTY)
@@ -478,6 +434,10 @@ class StreamsGroups(NoFollowUps):
         records.append(sr.StreamsRecord(sr.MEMBER_METADATA, gid, member_id, None))
         records.append(metadata_record(gid, group.group_epoch + 1, group.metadata_hash,
                                        group.validated_topology_epoch, group.last_assignment_configs))
+        if len(group.members) == 1:
+            # The group becomes empty: its assignment epoch follows, with a new group's timestamp (0), so
+            # that no assignment interval delays the next member (Kafka's streamsGroupFenceMember).
+            records.append(assignment_metadata_record(gid, group.group_epoch + 1, 0))
         out.cancel(sc.session_key(gid, member_id))
         out.cancel(sc.rebalance_key(gid, member_id))
         out.events.append(StreamsAssignmentChanged(
@@ -497,6 +457,9 @@ class StreamsGroups(NoFollowUps):
                 for m in streams.members.values()))
 
     # -- the GroupType protocol's other duties -------------------------------------------------
+
+    def on_write_done(self, follow_up: Any, error: ErrorCode | None, now_ms: int) -> Outcome:
+        return after_deleted(follow_up, error, now_ms, self._dispatch)
 
     def replay(self, record: Any) -> None:
         replay(self.groups, record, self._create)
@@ -525,7 +488,7 @@ class StreamsGroups(NoFollowUps):
         out = Outcome()
         for group in self.groups.values():
             for member_id, member in group.members.items():
-                out.schedule(sc.session_key(group.group_id, member_id), self.session_timeout_ms(group.group_id),
+                out.schedule(sc.session_key(group.group_id, member_id), self.settings.session_timeout_ms(group.group_id),
                              sc.StreamsSessionExpired(group.group_id, member_id))
                 if member.state == UNREVOKED_TASKS:
                     out.schedule(sc.rebalance_key(group.group_id, member_id), max(0, member.rebalance_timeout_ms),
@@ -565,28 +528,21 @@ def metadata_record(group_id: str, epoch: int, metadata_hash: int, validated_top
         last_assignment_configs=[gmv.LastAssignmentConfig(k, v) for k, v in sorted(configs.items())]))
 
 
+def assignment_metadata_record(group_id: str, epoch: int, timestamp_ms: int) -> sr.StreamsRecord:
+    value = tav.StreamsGroupTargetAssignmentMetadataValue(assignment_epoch=epoch, assignment_timestamp=timestamp_ms)
+    return sr.StreamsRecord(sr.TARGET_ASSIGNMENT_METADATA, group_id, None, value)
+
+
+def can_compute_next_assignment(assignment_timestamp_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """Kafka's canComputeNextTargetAssignment: at once for a new (or emptied) group, whose timestamp is 0,
+    and when the interval is 0 (an escape from a wall clock set back); else once the interval has passed
+    since the last assignment was computed."""
+    return assignment_timestamp_ms == 0 or interval_ms == 0 or now_ms >= assignment_timestamp_ms + interval_ms
+
+
 def target_record(group_id: str, member_id: str, target: Assignment) -> sr.StreamsRecord:
     return sr.StreamsRecord(sr.TARGET_ASSIGNMENT_MEMBER, group_id, member_id,
                             tamv.StreamsGroupTargetAssignmentMemberValue(
                                 active_tasks=wire_tasks(target.active, tamv.TaskIds),
                                 standby_tasks=wire_tasks(target.standby, tamv.TaskIds),
                                 warmup_tasks=wire_tasks(target.warmup, tamv.TaskIds)))
-
-
-def _check_not_fenced(static: StreamsGroupMember, member_id: str, instance_id: str) -> None:
-    """Kafka's throwIfInstanceIdIsFenced: another member now holds the instance id."""
-    if static.member_id != member_id:
-        raise ApiError(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} was "
-                       f"fenced by member {static.member_id}.")
-
-
-def _check_epoch(member: StreamsGroupMember, received: int) -> None:
-    """Kafka's throwIfStreamsGroupMemberEpochIsInvalid."""
-    if received > member.member_epoch:
-        raise ApiError(E.FENCED_MEMBER_EPOCH, f"The streams group member has a greater member epoch ({received}) "
-                       f"than the one known by the group coordinator ({member.member_epoch}). "
-                       "The member must abandon all its tasks and rejoin.")
-    if received < member.member_epoch and received != member.previous_member_epoch:
-        raise ApiError(E.FENCED_MEMBER_EPOCH, f"The streams group member has a smaller member epoch ({received}) "
-                       f"than the one known by the group coordinator ({member.member_epoch}). "
-                       "The member must abandon all its tasks and rejoin.")

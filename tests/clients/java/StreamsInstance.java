@@ -6,7 +6,8 @@
 //
 //     S {"state": "RUNNING", "active": ["0_0", "1_1"], "standby": ["1_0"]}
 //
-// "stop" on stdin closes it cleanly (it leaves the group).
+// "stop" on stdin closes it cleanly (it leaves the group). IN as LEFT,RIGHT runs StreamsScenario's join of
+// two co-partitioned topics instead of the word count.
 //
 //     java -cp CLASSES:build/kafka/libs/* StreamsInstance BOOTSTRAP APPLICATION_ID IN OUT STATE_DIR
 import java.io.BufferedReader;
@@ -61,7 +62,9 @@ public final class StreamsInstance {
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class.getName());
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class.getName());
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
-        KafkaStreams streams = new KafkaStreams(StreamsScenario.wordCountTopology(args[2], args[3]), p);
+        String[] inputs = args[2].split(",");
+        KafkaStreams streams = new KafkaStreams(inputs.length == 2 ? StreamsScenario.joinTopology(inputs[0], inputs[1], args[3])
+                : StreamsScenario.wordCountTopology(args[2], args[3]), p);
         streams.setStateListener((now, before) -> report(streams));
         streams.start();
         Thread reporter = new Thread(() -> {

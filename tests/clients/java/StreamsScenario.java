@@ -29,8 +29,11 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.JoinWindows;
+import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.StreamJoined;
 import org.apache.kafka.streams.state.QueryableStoreTypes;
 import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
 
@@ -51,6 +54,18 @@ final class StreamsScenario {
                 .count(Materialized.as("counts"))
                 .toStream()
                 .to(out, Produced.with(Serdes.String(), Serdes.Long()));
+        return builder.build();
+    }
+
+    // Issue 46's join of two co-partitioned topics: every left record with every right record of its key
+    // within an hour (a windowed KStream-KStream join, two window stores with changelogs), as "left+right".
+    static Topology joinTopology(String left, String right, String out) {
+        StreamsBuilder builder = new StreamsBuilder();
+        KStream<String, String> l = builder.stream(left, Consumed.with(Serdes.String(), Serdes.String()));
+        KStream<String, String> r = builder.stream(right, Consumed.with(Serdes.String(), Serdes.String()));
+        l.join(r, (lv, rv) -> lv + "+" + rv, JoinWindows.ofTimeDifferenceWithNoGrace(Duration.ofHours(1)),
+                        StreamJoined.with(Serdes.String(), Serdes.String(), Serdes.String()))
+                .to(out, Produced.with(Serdes.String(), Serdes.String()));
         return builder.build();
     }
 
