@@ -115,13 +115,16 @@ def register(sub: Any) -> None:
     mode.add_argument("--execute", action="store_true", help="commit the new offsets (without it: only the plan, "
                                                              "as kafka-consumer-groups.sh)")
     mode.add_argument("--dry-run", action="store_true", help="show the plan only (the default)")
+    p.add_argument("--share", action="store_true", help="a share group's start offsets (AlterShareGroupOffsets, "
+                   "as kafka-share-groups.sh); needed only for a group that does not exist yet")
     _common(p)
     p.set_defaults(admin_main=_group_reset)
     p = gsub.add_parser("delete", help="delete groups (they must be empty)")
     p.add_argument("groups", nargs="+")
     _common(p)
     p.set_defaults(admin_main=_group_delete)
-    p = gsub.add_parser("delete-offsets", help="delete a group's committed offsets of a topic")
+    p = gsub.add_parser("delete-offsets", help="delete a group's committed offsets of a topic (a share group's: "
+                        "its share-partitions' states)")
     p.add_argument("group")
     p.add_argument("--topic", required=True, help="TOPIC or TOPIC:P1,P2")
     _common(p)
@@ -328,7 +331,8 @@ def _group_reset(args) -> None:
         if getattr(args, name) is not None:
             to, value = name.replace("to_", "").replace("_", "-"), getattr(args, name)
     with _admin(args) as admin:
-        rows = groups.reset_offsets(admin, args.group, args.topic, to=to, value=value, dry_run=not args.execute)
+        rows = groups.reset_offsets(admin, args.group, args.topic, to=to, value=value, dry_run=not args.execute,
+                                    share=args.share)
     emit(rows, args.json, table)
     if not args.execute:  # on stderr, so --json stays JSON
         print("(plan only: nothing committed; add --execute to commit these offsets)", file=sys.stderr)

@@ -37,6 +37,8 @@ PREFERRED = {
     89: 1,   # StreamsGroupDescribe (KIP-1071 groups)
     77: 1,   # ShareGroupDescribe (KIP-932 share groups)
     90: 1,   # DescribeShareGroupOffsets (share-partitions' start offsets and lags)
+    91: 0,   # AlterShareGroupOffsets (a share group's reset-offsets)
+    92: 0,   # DeleteShareGroupOffsets (a share group's delete-offsets)
 }
 
 

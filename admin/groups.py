@@ -36,6 +36,7 @@ from ..protocol.messages.offset_delete_request import (
 )
 from ..protocol.messages.offset_fetch_request import OffsetFetchRequest
 
+from . import share_offsets as share_offsets_admin
 from .client import Admin, AdminError, error_name
 from .topics import EARLIEST, LATEST, log_offsets, partitions_of
 
@@ -230,18 +231,26 @@ def _describe_share_group(admin: Admin, group_id: str, group: dict) -> dict:
 
 
 def reset_offsets(admin: Admin, group_id: str, topic: str, *, to: str, value: str | None,
-                  dry_run: bool) -> list[dict]:
-    """Kafka's rule: a group's offsets are reset only while it has no members."""
+                  dry_run: bool, share: bool = False) -> list[dict]:
+    """Kafka's rule: a group's offsets are reset only while it has no members. A share group's are its
+    share-partitions' start offsets (admin/share_offsets.py): `share` for one that does not exist yet,
+    which kafka-share-groups.sh may reset (the group is made so)."""
     group = _describe(admin, group_id)
+    share = share or group["protocol_type"] == "share"
     if group["state"] not in ("Empty", "Dead"):
+        if share:
+            raise share_offsets_admin.not_empty(group_id)
         raise AdminError(f"group {group_id} is {group['state']} with {len(group['members'])} member(s); "
                          f"offsets can only be reset while it is empty (stop its consumers)")
+    if share and to == "shift-by":
+        raise AdminError("--shift-by is not for share groups (kafka-share-groups.sh has none)")
     topic_name, _, only = topic.partition(":")
     parts = partitions_of(admin, [topic_name])[topic_name]
     if only:
         parts = [p for p in parts if str(p) in only.split(",")]
     targets = {topic_name: parts}
-    current = committed_offsets(admin, group_id)
+    current = ({tp: start for tp, (start, _) in share_offsets(admin, group_id).items()} if share
+               else committed_offsets(admin, group_id))
     starts = log_offsets(admin, targets, EARLIEST)
     ends = log_offsets(admin, targets, LATEST)
     if to == "earliest":
@@ -262,6 +271,9 @@ def reset_offsets(admin: Admin, group_id: str, topic: str, *, to: str, value: st
     rows = [{"topic": t, "partition": p, "previous": current.get((t, p)), "new": new[(t, p)]}
             for t, p in sorted(new)]
     if dry_run:
+        return rows
+    if share:
+        share_offsets_admin.alter_starts(admin, group_id, topic_name, {p: new[(topic_name, p)] for p in parts})
         return rows
     request = OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="", topics=[
         OffsetCommitRequestTopic(name=topic_name, partitions=[
@@ -306,6 +318,10 @@ def delete_groups(admin: Admin, group_ids: list[str]) -> list[dict]:
 
 
 def delete_offsets(admin: Admin, group_id: str, topic: str) -> list[dict]:
+    """A consumer group's committed offsets (OffsetDelete), or a share group's share-partition states
+    of the topic (DeleteShareGroupOffsets, admin/share_offsets.py)."""
+    if _describe(admin, group_id)["protocol_type"] == "share":
+        return share_offsets_admin.delete_starts(admin, group_id, topic)
     topic_name, _, only = topic.partition(":")
     parts = partitions_of(admin, [topic_name])[topic_name]
     if only:

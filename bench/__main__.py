@@ -6,7 +6,8 @@ In order: the load generator's ceiling (bench/loadgen.py against the canned-answ
 bench/echo.py), codec (kbroker's codec beside kio), then kbroker beside its peers, Tansu and Apache
 Kafka 4.4 (issue 37; at its default flush and with log.flush.interval.messages=1): data_path (issue 3),
 groups (issue 4), consumer_groups (issue 12, KIP-848), streams_groups (issue 46: three Kafka Streams
-instances to a settled assignment), then transactions (issue 13, no peer), idle
+instances to a settled assignment), share_groups (issue 42: records/s through ShareFetch and
+ShareAcknowledge, 1 and 4 members), then transactions (issue 13, no peer), idle
 connections (issue 17), stalls (issue 10), hostile produce (one costly request against the other
 clients), security (issue 14), pipeline (issue 5); then the cost
 curves (tables, and PNGs under bench/results/), the summary table, and issue 17's targets, each
@@ -22,7 +23,7 @@ import argparse
 import sys
 import time
 
-from kbroker.bench import codec, consumer_groups, data_path, groups, streams_groups, transactions
+from kbroker.bench import codec, consumer_groups, data_path, groups, share_groups, streams_groups, transactions
 from kbroker.bench.loadgen import Rate
 from kbroker.bench.report import (FULL_PEERS, QUICK_PEERS, machine_note, peers_arg, run_labels,
                                   summary_table)
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes in all")
     parser.add_argument("--skip", default="",
                         help="comma-separated benchmarks to leave out: "
-                             "ceiling,codec,data_path,groups,consumer_groups,streams_groups,connections,transactions,"
+                             "ceiling,codec,data_path,groups,consumer_groups,streams_groups,share_groups,connections,"
+                             "transactions,"
                              "stalls,"
                              "hostile,security,pipeline")
     parser.add_argument("--peers", type=peers_arg, default=None,
@@ -103,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         ("groups", "groups (issue 4)", groups),
         ("consumer_groups", "consumer groups, new protocol (KIP-848, issue 12)", consumer_groups),
         ("streams_groups", "streams groups (KIP-1071, issue 46)", streams_groups),
+        ("share_groups", "share groups (KIP-932, issue 42)", share_groups),
         ("transactions", "transactions (issue 13)", transactions),
     )
     figures = []

@@ -231,10 +231,13 @@ class Broker:
             from .apis import coordinator_routes
 
             self.router.wrap_routes(coordinator_routes.checked)
+        # told of each closed connection (the share sessions' end): every listener's server shares this list
+        self.disconnect_listeners: list[Callable[[str], None]] = []
         for server in all_servers(self):
             server.observer = self.observations
             server.slots = self.connection_slots
             server.unread = self.unread_answers
+            server.disconnect_listeners = self.disconnect_listeners
         # the group coordinator: per-group actors over pure state machines, persisted in __consumer_offsets;
         # built with its first use (the `coordinator` property)
         self.offsets_topic = OffsetsTopic(self.partitions, config.offsets_topic_num_partitions)

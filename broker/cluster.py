@@ -279,6 +279,7 @@ class Cluster:
         try:
             for server, like in zip(node.servers, template):
                 server.observer, server.slots, server.unread = like.observer, like.slots, like.unread
+                server.disconnect_listeners = like.disconnect_listeners
                 await server.start()
                 started.append(server)
         except OSError as e:

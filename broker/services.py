@@ -53,6 +53,7 @@ class BrokerServices(Protocol):
     fetch_sessions: FetchSessionManager
     fetch_purgatory: FetchPurgatory
     unread_answers: UnreadAnswers  # Fetch answers not yet taken by their clients, bounded in all
+    disconnect_listeners: list[Callable[[str], None]]  # told of each closed connection's id
     quotas: ClientQuotas
     # the coordinators
     @property

@@ -10,6 +10,7 @@ import uuid
 
 from ..network.router import RequestContext
 from .share_fetch import may_read
+from .share_group_heartbeat import valid_member_id
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
 from ...protocol.messages.share_acknowledge_response import (
@@ -32,14 +33,15 @@ def failed_response(_ctx: RequestContext, _request: ShareAcknowledgeRequest, err
 
 async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
     broker = ctx.broker
-    if not request.group_id or not request.member_id:
-        return failed_response(ctx, request, E.INVALID_REQUEST, "GroupId and MemberId are required.")
+    if request.group_id is None or not valid_member_id(request.member_id):  # KafkaApis' checks (no message)
+        return failed_response(ctx, request, E.INVALID_REQUEST)
+    member_id: str = request.member_id or ""
     epoch = request.share_session_epoch
     if epoch == 0:
         return failed_response(ctx, request, E.INVALID_SHARE_SESSION_EPOCH)
     manager = broker.share_partitions
     await manager.ready()  # the share coordinator has replayed its log
-    session, error = manager.session(request.group_id, request.member_id, epoch, broker.node_id)
+    session, error = manager.session(request.group_id, member_id, epoch, broker.node_id)
     if session is None:
         return failed_response(ctx, request, error)
     names = broker.catalogue.names_by_id()
@@ -50,7 +52,7 @@ async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> Share
         for p in topic.partitions:
             code = E.UNKNOWN_TOPIC_ID if name is None else E.TOPIC_AUTHORIZATION_FAILED if not readable(name) else (
                 await manager.acknowledge(
-                request.group_id, request.member_id, name, p.partition_index,
+                request.group_id, member_id, name, p.partition_index,
                     [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]))
             responses.setdefault(topic.topic_id, ShareAcknowledgeTopicResponse(topic_id=topic.topic_id, partitions=[])
                                  ).partitions.append(PartitionData(

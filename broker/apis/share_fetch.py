@@ -20,6 +20,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from ..network.router import RequestContext
+from .share_group_heartbeat import valid_member_id
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.share_fetch_request import ShareFetchRequest
 from ...protocol.messages.share_fetch_response import (
@@ -71,15 +72,19 @@ def _partition(ctx: RequestContext, index: int, answer: PartitionAnswer | None, 
 
 async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
     broker = ctx.broker
-    if not request.group_id or not request.member_id:
-        return failed_response(ctx, request, E.INVALID_REQUEST, "GroupId and MemberId are required.")
+    # KafkaApis: a null group id or an invalid member id is INVALID_REQUEST (an empty group id is a
+    # group's); its error answers carry no message
+    if request.group_id is None or not valid_member_id(request.member_id):
+        return failed_response(ctx, request, E.INVALID_REQUEST)
+    member_id: str = request.member_id or ""
     manager = broker.share_partitions
     await manager.ready()  # the share coordinator has replayed its log
     epoch = request.share_session_epoch
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
-    if epoch == 0 and has_acks:
-        return failed_response(ctx, request, E.INVALID_REQUEST, "Acknowledge data present on initial fetch request.")
-    session, error = manager.session(request.group_id, request.member_id, epoch, broker.node_id)
+    if epoch == 0 and has_acks:  # "Acknowledge data present on initial fetch request" (its log only)
+        return failed_response(ctx, request, E.INVALID_REQUEST)
+    session, error = manager.session(request.group_id, member_id, epoch, broker.node_id,
+                                     ctx.connection_id)
     if session is None:
         return failed_response(ctx, request, error)
     names = broker.catalogue.names_by_id()
@@ -89,16 +94,18 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
         name = names.get(topic.topic_id)
         for p in topic.partitions:
             key = (topic.topic_id, p.partition_index)
-            if epoch != -1:
-                session.partitions.setdefault(key, None)
+            if epoch != -1 and key not in session.partitions:
+                session.partitions[key] = None
+                session.must_answer.add(key)  # named in the next answer (this one), records or not
             if p.acknowledgement_batches:
                 ack_errors[key] = (E.UNKNOWN_TOPIC_ID if name is None else E.TOPIC_AUTHORIZATION_FAILED
                                    if not readable(name) else await manager.acknowledge(
-                    request.group_id, request.member_id, name, p.partition_index,
+                    request.group_id, member_id, name, p.partition_index,
                     [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]))
     for forgotten in request.forgotten_topics_data:
         for index in forgotten.partitions:
             session.partitions.pop((forgotten.topic_id, index), None)
+            session.must_answer.discard((forgotten.topic_id, index))
     answers: dict[tuple[uuid.UUID, int], PartitionAnswer] = {}
     if epoch == -1:
         manager.close(session)  # the last request: acknowledgements only, then what it holds goes back
@@ -118,7 +125,14 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     responses: dict[uuid.UUID, ShareFetchableTopicResponse] = {}
     for key in dict.fromkeys([*answers, *ack_errors]):
         answer = answers.get(key)
-        if key not in ack_errors and (answer is None or (not answer.acquired and answer.error == E.NONE)):
+        # Kafka's ShareSessionContext: a new session's answer names every partition it fetched; a later
+        # one those with records or an error, and those it must (added, or erred last time)
+        failed = answer is not None and answer.error != E.NONE
+        if failed:
+            session.must_answer.add(key)
+        elif answer is not None and key in session.must_answer:
+            session.must_answer.discard(key)
+        elif epoch != 0 and key not in ack_errors and (answer is None or not answer.acquired):
             continue  # nothing to say about it
         topic_id, index = key
         responses.setdefault(topic_id, ShareFetchableTopicResponse(topic_id=topic_id, partitions=[])).partitions.append(

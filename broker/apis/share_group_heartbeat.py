@@ -16,6 +16,13 @@ from ...protocol.messages.share_group_heartbeat_response import (
 
 API_KEY = 76
 VERSIONS = (1, 1)
+MAX_MEMBER_ID = 36  # KafkaApis.isMemberIdValid: a member id is 1 to 36 characters (a UUID's string)
+
+
+def valid_member_id(member_id: str | None) -> bool:
+    """What KafkaApis asks of a share group member's id in ShareGroupHeartbeat, ShareFetch and
+    ShareAcknowledge (its isMemberIdValid)."""
+    return bool(member_id) and len(member_id or "") <= MAX_MEMBER_ID
 
 
 def failed_response(_ctx: RequestContext | None, _request: ShareGroupHeartbeatRequest | None, error: ErrorCode,
@@ -48,6 +55,8 @@ def _response(r: sc.ShareGroupHeartbeatResult) -> ShareGroupHeartbeatResponse:
 
 
 def handle(ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse | Deferred:
+    if not valid_member_id(request.member_id):  # KafkaApis' check, before the coordinator's; no message
+        return failed_response(ctx, request, ErrorCode.INVALID_REQUEST)
     if not request.group_id:
         # Kafka validates the request before routing it to a group: INVALID_REQUEST, not INVALID_GROUP_ID.
         return failed_response(ctx, request, ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")

@@ -21,10 +21,15 @@ async def describe_group(ctx: RequestContext, group_id: str) -> sc.DescribedShar
 async def refusal_to_change(ctx: RequestContext, group_id: str, *, must_exist: bool = False
                             ) -> tuple[ErrorCode, str | None] | None:
     """None when the group's share-partitions may change; else the group-level error Kafka answers.
-    A group that does not exist has nothing in flight either: its state may be set (Kafka 4.4 does,
+    A group of another type is GROUP_ID_NOT_FOUND ("Group g is not a share group."), never made a
+    share group. A group that does not exist has nothing in flight either: its state may be set (Kafka 4.4 does,
     and makes the group so), but not deleted (`must_exist`: Kafka's initiateDeleteShareGroupOffsets
     asks for the share group; one whose offsets were only altered has share-partition states here)."""
+    if not group_id:  # the coordinator service's own check, with the error's default words (Kafka's)
+        return E.INVALID_GROUP_ID, "The group id is invalid."
     described = await describe_group(ctx, group_id)
+    if described.other_type:  # Kafka's shareGroup(groupId) and getOrMaybeCreateShareGroup refuse it
+        return E.GROUP_ID_NOT_FOUND, described.error_message
     if described.error == E.GROUP_ID_NOT_FOUND and must_exist and not ctx.broker.share_partitions.started(group_id):
         return E.GROUP_ID_NOT_FOUND, described.error_message
     if described.error == E.GROUP_ID_NOT_FOUND:

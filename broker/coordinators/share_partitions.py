@@ -11,7 +11,10 @@ A share session is a member's (group id, member id) on one node, as each Kafka b
 ShareSessionCache (`serve --nodes N`: a member fetching from three leaders holds three sessions, each
 with its own epochs): epoch 0 opens it (replacing the member's older one on that node), each later
 request carries the next epoch, -1 closes it and releases what the member acquired through it
-(Kafka's releaseSession); a fetch reads every partition the session holds, which each request adds
+(Kafka's releaseSession; a new epoch 0 only replaces the session, and what the old one acquired
+stays the member's, now the new session's to release), and so does the close of the connection that opened it (Kafka's
+ShareSessionCache listens for disconnects: a session ended otherwise, or replaced by one opened
+on another connection, is no longer that connection's to end); a fetch reads every partition the session holds, which each request adds
 to and forgets from.
 
 Durability (share_state.py): a share-partition's state is written to `__share_group_state` when it
@@ -56,9 +59,13 @@ class ShareSession:
     group_id: str
     member_id: str
     node_id: int = 0  # the node it was opened on
+    connection_id: str = ""  # the connection it was opened on: its close ends the session
     epoch: int = 1  # the epoch the next request must carry
     partitions: dict[tuple[uuid.UUID, int], None] = field(default_factory=dict)  # in the order added
     acquired_from: set[tuple[str, int]] = field(default_factory=set)  # (topic, partition) it acquired on
+    # partitions the next answer must name even with nothing in them (Kafka's CachedSharePartition
+    # requiresUpdateInResponse): one added to the session, one whose last answer was an error
+    must_answer: set[tuple[uuid.UUID, int]] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -77,6 +84,8 @@ class SharePartitionManager:
         self.max_locks = config.group_share_partition_max_record_locks
         self.partitions: dict[Key, SharePartition] = {}
         self.sessions: dict[tuple[int, str, str], ShareSession] = {}  # (node id, group id, member id)
+        # the session last opened on each connection (Kafka's connectionIdToSessionMap), ended by its close
+        self.by_connection: dict[str, ShareSession] = {}
         # the topic id each share-partition is of: a topic deleted and made again under its name is another
         # topic, whose share-partitions start afresh (Kafka keys them by topic id)
         self.topic_ids: dict[Key, uuid.UUID | None] = {}
@@ -88,6 +97,7 @@ class SharePartitionManager:
         self.state_log: ShareStateLog = broker.share_state
         self.state_log.ensure()
         self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)
+        broker.disconnect_listeners.append(self.connection_closed)
 
     async def ready(self) -> None:
         """Wait until the share coordinator has replayed `__share_group_state` (at once when it has):
@@ -97,18 +107,24 @@ class SharePartitionManager:
 
     # -- sessions ------------------------------------------------------------------------------
 
-    def session(self, group_id: str, member_id: str, epoch: int, node_id: int = 0
+    def session(self, group_id: str, member_id: str, epoch: int, node_id: int = 0, connection_id: str = ""
                 ) -> tuple[ShareSession | None, ErrorCode]:
-        """The member's session on node `node_id` for a request at `epoch` (0 opens one, -1 is the
-        last); the error Kafka answers otherwise."""
+        """The member's session on node `node_id` for a request at `epoch` (0 opens one, on connection
+        `connection_id`; -1 is the last); the error Kafka answers otherwise."""
         key = (node_id, group_id, member_id)
         if epoch == 0:
+            # Kafka's newContext drops the member's old session and nothing more: what the member acquired
+            # stays its own (to acknowledge in the new session, or to go back when that one ends)
             old = self.sessions.pop(key, None)
-            if old is not None:
-                self.release(group_id, member_id, old.acquired_from)
             if len(self.sessions) >= MAX_SESSIONS:
+                if old is not None:
+                    self.release(group_id, member_id, old.acquired_from)
                 return None, E.SHARE_SESSION_LIMIT_REACHED
-            opened = self.sessions[key] = ShareSession(group_id, member_id, node_id)
+            opened = self.sessions[key] = ShareSession(group_id, member_id, node_id, connection_id)
+            if old is not None:
+                opened.acquired_from |= old.acquired_from
+            if connection_id:
+                self.by_connection[connection_id] = opened
             return opened, E.NONE
         session = self.sessions.get(key)
         if session is None:
@@ -122,6 +138,22 @@ class SharePartitionManager:
         """The last request of a session (-1): it goes, and what its member holds goes back."""
         self.sessions.pop((session.node_id, session.group_id, session.member_id), None)
         self.release(session.group_id, session.member_id, session.acquired_from)
+
+    def connection_closed(self, connection_id: str) -> None:
+        """A connection closed (Kafka's ClientConnectionDisconnectListener): the share session opened on
+        it ends, and what its member acquired through it is available again at once, not when the
+        locks expire. A session already ended (its final epoch, a fence) or replaced by a newer one
+        (epoch 0, perhaps on another connection) is not this connection's any more (Kafka's stale
+        mark); the member stays in its group (its heartbeats decide that)."""
+        session = self.by_connection.pop(connection_id, None)
+        if session is None or self.sessions.get((session.node_id, session.group_id, session.member_id)) is not session:
+            return
+        log.info("share_session_disconnected", group_id=session.group_id, member_id=session.member_id,
+                 acquired_on=len(session.acquired_from))
+        try:  # called from the connection's close (broker/network/server.py): never raises into it
+            self.close(session)
+        except Exception:  # noqa: BLE001 - logged; the records come back when their locks expire
+            log.exception("share_session_release_failed", group_id=session.group_id, member_id=session.member_id)
 
     def member_gone(self, group_id: str, member_id: str, *, left: bool = False) -> None:
         """The member was fenced (session timeout): its share session goes and what it holds is

@@ -52,6 +52,9 @@ class RequestContext:
     # The connection's authentication state (kbroker.broker.security.session.ConnectionAuth): its
     # principal, and the SASL exchange SaslHandshake/SaslAuthenticate drive. None on PLAINTEXT.
     connection: ConnectionAuth | None = None
+    # The connection's id (Kafka's RequestContext.connectionId): a share session belongs to the
+    # connection that opened it and ends when it closes (broker/network/server.py's disconnect listeners).
+    connection_id: str = ""
 
     @property
     def principal(self) -> str:

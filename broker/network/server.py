@@ -24,6 +24,7 @@ import socket
 import time
 from collections import deque
 from functools import partial
+from itertools import count
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,6 +42,7 @@ log = structlog.get_logger("kbroker.server")
 _unsupported_version_answer = unsupported_version_answer  # the name tests and older callers use
 
 
+_connection_ids = count()  # each connection's id (Kafka's connectionId): what disconnect listeners are told
 # Closes logged at debug: the client's own, and the broker's stop (one `broker_stopping` says it).
 _ROUTINE_CLOSES = frozenset({"closed by client", "shutdown"})
 # TLS: answers are handed to the encryption layer this much at a time (see `KafkaProtocol._write_tls`).
@@ -83,6 +85,7 @@ class KafkaServer:
         # A node of several (broker/cluster.py): counts its requests and says whether a client is cut off
         # from it (then the connection closes, as a network partition would). None on one node.
         self.node_watch: Any = None
+        self.disconnect_listeners: list[Any] = []  # called with a closed connection's id (the broker's list)
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
@@ -198,7 +201,7 @@ class KafkaProtocol(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None  # None until accepted (and, on TLS, authenticated)
-        self.peer, self.ip = "?", "?"
+        self.peer, self.ip, self.connection_id = "?", "?", str(next(_connection_ids))
         self.closed: asyncio.Future[None] = self.loop.create_future()
         self._tls = tls
         self._held: list[bytes] = []  # TLS: bytes that came before the principal was known
@@ -306,6 +309,8 @@ class KafkaProtocol(asyncio.Protocol):
                 reason = "truncated frame" if conn.buffered else "closed by client"
             # A client's own close is routine (a minute's summary counts it); one the broker made is not.
             (log.debug if reason in _ROUTINE_CLOSES else log.info)("connection_close", peer=self.peer, reason=reason)
+            for listener in self.server.disconnect_listeners:  # Kafka's ConnectionDisconnectListeners
+                listener(self.connection_id)
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -506,7 +511,7 @@ class KafkaProtocol(asyncio.Protocol):
         entry = request.entry
         assert entry is not None and entry.route is not None
         ctx = RequestContext(request.api_key, request.api_version, request.correlation_id, request.client_id,
-                             self.peer, self.server.broker, self.server.listener, connection=conn.auth)
+                             self.peer, self.server.broker, self.server.listener, conn.auth, self.connection_id)
         started = time.perf_counter()
         if (watch := self.server.node_watch) is not None and watch(request.api_key, request.client_id):
             log.info("client_cut_off", **request_fields(ctx))

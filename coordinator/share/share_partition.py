@@ -184,6 +184,8 @@ class SharePartition:
         if last < first or not types or (len(types) != 1 and len(types) != last - first + 1) or any(
                 t not in (GAP, ACCEPT, RELEASE, REJECT, RENEW) for t in types):
             return E.INVALID_REQUEST
+        if last < self.start:  # all done already: Kafka's SharePartition skips such a batch, no error
+            return E.NONE
         for i, offset in enumerate(range(first, last + 1)):
             kind = types[0] if len(types) == 1 else types[i]
             entry = self.records.get(offset)

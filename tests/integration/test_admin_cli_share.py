@@ -65,3 +65,50 @@ def _leave(group: str, member_id: str):
 
     return ShareGroupHeartbeatRequest(group_id=group, member_id=member_id, member_epoch=-1, rack_id=None,
                                       subscribed_topic_names=None)
+
+
+def test_a_share_groups_offsets_are_reset_and_deleted_only_while_it_is_empty(broker, capsys):
+    """`group reset-offsets` and `delete-offsets` of a share group go through AlterShareGroupOffsets and
+    DeleteShareGroupOffsets, as kafka-share-groups.sh's: refused while a member is in the group, then
+    the plan (nothing changed), the new start a member fetches from, and the state forgotten."""
+    topic, topic_id, group = setup(broker, 0)
+    a = Member(broker, group, topic, topic_id)
+    assert acquired(a.fetch()) == []
+    produce(broker, topic, 10)
+    assert acquired(a.fetch(max_wait_ms=5_000)) == [(0, 9, 1)]
+    assert [p.error_code for t in a.acknowledge([(0, 9, [ACCEPT])]).responses for p in t.partitions] == [0]
+    bs = ("-b", broker.bootstrap)
+    code, out, err = cli(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute", *bs)
+    assert code == 1 and f"Share group '{group}' is not empty." in err, (out, err)
+    code, out, err = cli(capsys, "group", "delete-offsets", group, "--topic", topic, *bs)
+    assert code == 1 and "NON_EMPTY_GROUP" in err, (out, err)
+
+    assert a.wire.call(76, 1, _leave(group, a.id)).error_code == 0
+    assert a.acknowledge([], epoch=-1).error_code == 0
+    start = cli_json(capsys, "group", "describe", group, *bs)["partitions"][0]["start"]
+    plan = cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-offset", "4", *bs)
+    assert plan == [{"topic": topic, "partition": 0, "previous": start, "new": 4}], plan
+    assert cli_json(capsys, "group", "describe", group, *bs)["partitions"][0]["start"] == start  # only a plan
+    done = cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-offset", "4", "--execute", *bs)
+    assert done == plan
+    assert cli_json(capsys, "group", "describe", group, *bs)["partitions"][0]["start"] == 4
+    b = Member(broker, group, topic, topic_id)
+    assert acquired(b.fetch(max_wait_ms=5_000)) == [(4, 9, 1)]  # delivered again from the new start
+    assert b.wire.call(76, 1, _leave(group, b.id)).error_code == 0
+    assert b.acknowledge([], epoch=-1).error_code == 0
+
+    assert cli_json(capsys, "group", "delete-offsets", group, "--topic", topic, *bs) == [
+        {"group": group, "topic": topic, "deleted": True}]
+    assert cli_json(capsys, "group", "describe", group, *bs)["partitions"] == []  # no share-partition state left
+
+
+def test_a_share_group_that_does_not_exist_yet_is_given_its_start(broker, capsys):
+    """`--share`: the group does not exist, so nothing tells its type; Kafka 4.4 sets the state (and
+    makes the group), and its first member fetches from there, not from share.auto.offset.reset's latest."""
+    topic, topic_id, group = setup(broker, 0)
+    produce(broker, topic, 6)
+    bs = ("-b", broker.bootstrap)
+    assert cli_json(capsys, "group", "reset-offsets", group, "--share", "--topic", topic, "--to-offset", "2",
+                    "--execute", *bs) == [{"topic": topic, "partition": 0, "previous": None, "new": 2}]
+    a = Member(broker, group, topic, topic_id)
+    assert acquired(a.fetch(max_wait_ms=5_000)) == [(2, 5, 1)]

@@ -48,18 +48,24 @@ def start_at_earliest(broker, group: str, topic: str) -> None:
     w.close()
 
 
-def test_kafka_share_consumers_deliver_every_record_once_and_redeliver_a_quitters(broker):
-    libs = kafka_libs()
-    if libs is None:
-        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
-    classes = java_classes(libs)
-    topic, group = f"sj-{uuid.uuid4().hex[:6]}", f"sjg-{uuid.uuid4().hex[:6]}"
+def records_and_a_poison(broker, group: str, topic: str) -> None:
+    """RECORDS records round the topic's three partitions, then a "poison" one on partition 0, for a
+    group that starts at the earliest."""
     start_at_earliest(broker, group, topic)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     for i in range(RECORDS):
         producer.produce(topic, f"v{i}".encode(), partition=i % 3)
     producer.produce(topic, b"poison", partition=0)
     assert producer.flush(10) == 0
+
+
+def test_kafka_share_consumers_deliver_every_record_once_and_redeliver_a_quitters(broker):
+    libs = kafka_libs()
+    if libs is None:
+        pytest.skip("Apache Kafka's jars are missing: run `make kafka-jars`")
+    classes = java_classes(libs)
+    topic, group = f"sj-{uuid.uuid4().hex[:6]}", f"sjg-{uuid.uuid4().hex[:6]}"
+    records_and_a_poison(broker, group, topic)
     command = java_command("ShareScenario", broker.bootstrap, topic, group, "3", str(RECORDS), "90000")
     command[command.index("-cp") + 1] += f":{classes}"
     done = subprocess.run(command, capture_output=True, text=True, timeout=180)

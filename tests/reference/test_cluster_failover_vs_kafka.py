@@ -12,7 +12,7 @@ import pytest
 
 from kbroker.tests.integration.cluster_scenarios import ConfluentWorkload, KafkaTarget, run
 from kbroker.tests.integration.test_cluster_clients import (
-    CLIENTS, KAFKAJS_LOSES_ON_MOVES, UNSETTLED, workload_factory,
+    CLIENTS, KAFKAJS_LOSES_ON_MOVES, check_joined_knowing_the_topic, workload_factory,
 )
 
 
@@ -28,17 +28,11 @@ def kafka(tmp_path_factory):
         cluster.stop()
 
 
-# sarama against Kafka 4.4: in the one run it had (loaded machine, 2026-11-29) its group had not consumed
-# 465 of the records when the scenario's wait ended, after Kafka's node came back; against kbroker it
-# passes. Not yet looked into (issue 41): kept visible as an expected failure, not left out.
-SARAMA_ON_KAFKA = pytest.mark.xfail(reason="sarama's group fell behind after a Kafka node's stop and start "
-                                           "(not yet looked into, issue 41)", strict=False)
-
-
-MARKS = {"sarama": [SARAMA_ON_KAFKA], "kafkajs": [KAFKAJS_LOSES_ON_MOVES], "kafka-python": [UNSETTLED["kafka-python"]]}
+MARKS = {"kafkajs": [KAFKAJS_LOSES_ON_MOVES]}
 
 
 @pytest.mark.parametrize("client", [pytest.param(c, marks=MARKS.get(c, [])) for c in ("confluent-kafka", *CLIENTS)])
 def test_clients_ride_through_a_kafka_node_stopping(kafka, client, tmp_path, capsys) -> None:
     make = ConfluentWorkload if client == "confluent-kafka" else workload_factory(client, tmp_path)
     run(KafkaTarget(kafka), make, "stop-start", capsys)
+    check_joined_knowing_the_topic(client, tmp_path)

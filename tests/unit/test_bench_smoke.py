@@ -308,7 +308,7 @@ def test_the_data_path_runs_through_three_nodes():
 def test_every_benchmark_has_help_with_size_flags():
     for name, flag in (("data_path", "--messages"), ("groups", "--members"), ("codec", "--seconds"),
                        ("transactions", "--transactions"), ("connections", "--counts"),
-                       ("streams_groups", "--rounds")):
+                       ("streams_groups", "--rounds"), ("share_groups", "--records")):
         out = subprocess.run([sys.executable, "-m", "bench." + name, "--help"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)
         assert out.returncode == 0 and flag in out.stdout, out.stderr

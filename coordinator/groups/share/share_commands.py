@@ -92,6 +92,7 @@ class DescribedShareGroup:
     assignment_epoch: int = 0
     assignor_name: str = ""
     members: tuple[DescribedShareMember, ...] = ()
+    other_type: bool = False  # GROUP_ID_NOT_FOUND because the group is of another type (classic, consumer)
 
     def failed(self, code: ErrorCode) -> DescribedShareGroup:
         return replace(self, error=code, members=())

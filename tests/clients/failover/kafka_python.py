@@ -9,6 +9,7 @@ stdout (A acked, C consumed, E error, P producer done, DONE), as every failover 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -25,7 +26,11 @@ def say(line: str) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if os.environ.get("KBROKER_KAFKA_PYTHON_LOG"):  # the group's and the metadata's steps, to look into a run
+        for name in ("kafka.coordinator", "kafka.cluster"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
     bootstrap, topic, group = sys.argv[1:4]
     servers = bootstrap.split(",")
     stop, produced = threading.Event(), threading.Event()
@@ -65,6 +70,16 @@ def main() -> None:
     producing.start()
     consumer = KafkaConsumer(topic, bootstrap_servers=servers, group_id=group, auto_offset_reset="earliest",
                              enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500)
+    # The topic's partitions are known before the first poll joins the group. kafka-python 3.0.12 can otherwise
+    # be stuck for good: a join made before the topic's metadata arrived assigns nothing, the metadata that
+    # follows makes the leader rejoin (ConsumerCoordinator.need_rejoin: assignment snapshot != metadata
+    # snapshot), and when poll()'s timeout ends while that JoinGroup/SyncGroup is in flight, the assignment
+    # it makes equalises the snapshots, need_rejoin() turns False and no later poll() finishes the join
+    # (BaseCoordinator.join_group_async: no assignment, heartbeats left disabled; the broker expires the
+    # member, which never learns it). Kafka's coordinator answers the same requests the same way.
+    deadline = time.monotonic() + 30
+    while not consumer.partitions_for_topic(topic) and time.monotonic() < deadline:
+        time.sleep(0.1)
     consumed: set[str] = set()
     idle_since = time.monotonic()
     while not (produced.is_set() and acked <= consumed):

@@ -3,6 +3,7 @@
 //
 //	franz-client matrix BOOTSTRAP RUN_PREFIX SCENARIO...
 //	franz-client failover BOOTSTRAP TOPIC GROUP   (failover.go)
+//	franz-client share BOOTSTRAP TOPIC GROUP MEMBERS RECORDS TIMEOUT_MS   (share.go)
 //
 // Scenarios: producer-idempotent, producer-transactional, classic-{range,roundrobin,sticky,cooperative-sticky},
 // consumer-{uniform,range} (KIP-848, kgo.ServerSideBalancer), regex-classic, admin.
@@ -38,6 +39,10 @@ const wait = 60 * time.Second
 func main() {
 	if len(os.Args) == 5 && os.Args[1] == "failover" {
 		failover(os.Args[2], os.Args[3], os.Args[4])
+		return
+	}
+	if len(os.Args) == 8 && os.Args[1] == "share" {
+		share(os.Args[2:])
 		return
 	}
 	if len(os.Args) < 5 || os.Args[1] != "matrix" {

@@ -11,7 +11,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import apis_admin, apis_data, apis_groups, apis_streams, apis_txn, coordinator_classic, coordinator_consumer
+from . import (apis_admin, apis_data, apis_groups, apis_share, apis_streams, apis_txn, coordinator_classic,
+               coordinator_consumer)
 from .runner import Check, Result, Target
 from .versions import kbroker_only_versions
 
@@ -40,7 +41,8 @@ SETUPS: list[Check] = [*apis_data.SETUPS, *apis_groups.SETUPS]
 def checks() -> list[Check]:
     """Serial checks run after the others in this order: the group "" ones, then the deletion of
     __consumer_offsets, which would break any group check after it."""
-    return [*apis_data.checks(), *apis_admin.checks(), *apis_groups.checks(), *apis_streams.checks(), *apis_txn.checks(),
+    return [*apis_data.checks(), *apis_admin.checks(), *apis_groups.checks(), *apis_streams.checks(), *apis_share.checks(),
+            *apis_txn.checks(),
             *coordinator_classic.ROWS, *coordinator_consumer.ROWS, *apis_admin.delete_offsets_topic_checks()]
 
 
