@@ -89,6 +89,7 @@ TOPIC_CONFIGS: dict[str, tuple[int, str]] = {
     "min.compaction.lag.ms": (LONG, "Shortest time a record stays uncompacted."),
     "min.insync.replicas": (INT, "Replicas that must acknowledge an acks=all write."),
     "preallocate": (BOOLEAN, "Whether segment files are preallocated."),
+    "errors.deadletterqueue.group.enable": (BOOLEAN, "Whether share groups may use this topic as a dead-letter queue."),
     "retention.bytes": (LONG, "Size a partition may grow to before old segments are deleted; -1 for no limit."),
     "retention.ms": (LONG, "Age after which segments are deleted; -1 for no limit."),
     "segment.bytes": (INT, "Size at which the active segment is rolled."),

@@ -24,6 +24,12 @@ back), and when records go back (a session closed, locks expired);
 the share coordinator replays that topic at the broker's start (the requests wait for it: `ready`),
 and a share-partition starts from its persisted state when it has one (what was acquired is
 available again).
+
+Dead letter queues (share.version 2, KIP-1191; share_dlq.py): a record archived while its group names
+a DLQ topic is ARCHIVING in the state written; once that write is durable its copy is written to the
+DLQ topic (durable too), then it is ARCHIVED and that state written, as Kafka's SharePartition's two
+phases. Records a start finds ARCHIVING (a crash between the phases) are copied then, except those
+whose copy the DLQ partition already holds.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from ...coordinator.share.state_shard import persister_error
 from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
 from ...purgatory.timers import TimerFired
+from .share_dlq import Archived, ShareDeadLetters
 
 if TYPE_CHECKING:
     from ..services import BrokerServices
@@ -97,6 +104,11 @@ class SharePartitionManager:
         self.state_log: ShareStateLog = broker.share_state
         self.state_log.ensure()
         self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)
+        self.dead_letters = ShareDeadLetters(broker)
+        # per share-partition: the ARCHIVING records whose state is durable, waiting for their copies
+        # (written one share-partition's at a time, in order), and the task writing them
+        self._dlq_queue: dict[Key, list[tuple[list[tuple[int, int, bool]], bool]]] = {}
+        self._dlq_tasks: dict[Key, asyncio.Task[None]] = {}
         broker.disconnect_listeners.append(self.connection_closed)
 
     async def ready(self) -> None:
@@ -189,6 +201,7 @@ class SharePartitionManager:
         sp.lock_ms = configs.int_value(group_id, "share.record.lock.duration.ms")
         sp.delivery_limit = configs.int_value(group_id, "share.delivery.count.limit")
         sp.max_locks = configs.int_value(group_id, "share.partition.max.record.locks")
+        sp.dlq = self.dead_letters.enabled(group_id)
         return sp
 
     async def start_offset(self, group_id: str, topic: str, partition: int) -> None:
@@ -230,6 +243,8 @@ class SharePartitionManager:
             persisted = None if topic_id is None else self.state_log.state_of(group_id, topic_id, partition)
             if persisted is not None and persisted.start >= 0:
                 sp.restore(persisted.start, persisted.batches)
+                if archiving := sp.archiving():  # a crash between the DLQ's two phases
+                    self._dead_letter(key, sp, archiving, resumed=True)
         return sp
 
     def _topic_id(self, topic: str) -> uuid.UUID | None:
@@ -291,6 +306,7 @@ class SharePartitionManager:
         error, undo = sp.acknowledge_all(member_id, batches, now_ms)
         self.broker.fetch_purgatory.notify(topic, partition)  # released records are available again
         if undo is not None:
+            archiving = sp.archiving()  # in the state written now: their copies follow once it is durable
             try:
                 await self._persist(group_id, topic, partition, sp)
             except Exception as exc:  # noqa: BLE001 - the member learns its acknowledgement is not durable
@@ -302,6 +318,8 @@ class SharePartitionManager:
                 log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition,
                           error=repr(exc), answered=code.name, rolled_back=restored)
                 return code
+            if archiving:
+                self._dead_letter(key, sp, archiving)
         return error
 
     # -- the offsets admin APIs (90-92) ---------------------------------------------------------
@@ -351,6 +369,7 @@ class SharePartitionManager:
     def _persist_later(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
         """Write a state change nobody waits to answer (a start, records given back): appended now, in
         order with the others; a failure is logged (the next write carries the whole state again)."""
+        archiving = sp.archiving()
         try:
             future = asyncio.ensure_future(self._persist(group_id, topic, partition, sp))
         except Exception as exc:  # noqa: BLE001 - logged; the state stays in memory
@@ -358,11 +377,46 @@ class SharePartitionManager:
             return
         self._writes.add(future)
         future.add_done_callback(self._write_done)
+        if archiving:
+            def durable(done: asyncio.Future[None]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    self._dead_letter((group_id, topic, partition), sp, archiving)
+            future.add_done_callback(durable)
 
     def _write_done(self, future: asyncio.Future[None]) -> None:
         self._writes.discard(future)
         if not future.cancelled() and (exc := future.exception()) is not None:
             log.error("share_state_write_failed", error=repr(exc))
+
+    # -- dead letter queues (KIP-1191) ----------------------------------------------------------
+
+    def _dead_letter(self, key: Key, sp: SharePartition, archiving: list[tuple[int, int, bool]], *,
+                     resumed: bool = False) -> None:
+        """ARCHIVING records whose state is durable: their copies go to the DLQ topic (phase 2)."""
+        self._dlq_queue.setdefault(key, []).append((archiving, resumed))
+        if key not in self._dlq_tasks:
+            self._dlq_tasks[key] = asyncio.ensure_future(self._write_dead_letters(key, sp))
+
+    async def _write_dead_letters(self, key: Key, sp: SharePartition) -> None:
+        group_id, topic, partition = key
+        try:
+            while (queue := self._dlq_queue.get(key)) and self.partitions.get(key) is sp:
+                archiving, resumed = queue.pop(0)
+                still = {offset for offset, _, _ in sp.archiving()}
+                records = [Archived(o, count, rejected) for o, count, rejected in archiving if o in still]
+                if not records:
+                    continue
+                await self.dead_letters.write(group_id, topic, partition, records, resumed=resumed)
+                if sp.archived_to_dlq(r.offset for r in records) and self.partitions.get(key) is sp:
+                    try:
+                        await self._persist(group_id, topic, partition, sp)
+                    except Exception as exc:  # noqa: BLE001 - the next write carries ARCHIVED (Kafka's too)
+                        log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition,
+                                  error=repr(exc))
+                    self.broker.fetch_purgatory.notify(topic, partition)
+        finally:
+            self._dlq_tasks.pop(key, None)
+            self._dlq_queue.pop(key, None)
 
     def can_acquire(self, group_id: str, topic: str, partition: int) -> bool:
         """A long poll's condition: this share-partition has something to give."""
