@@ -22,6 +22,8 @@ partitions and that config, and `message.timestamp.type=CreateTime`), a name wit
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,8 +60,10 @@ def share_version(broker: BrokerServices) -> int:
 class ShareDeadLetters:
     def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
-        self.written_total = 0  # copies written (the metrics' DeadLetterQueueRecordCount)
-        self.failed_total = 0  # copies refused or failed (the record archived without one)
+        # per group: copies written (Kafka's DeadLetterQueueRecordCount), and refused or failed (the
+        # record archived without one)
+        self.written_total: Counter[str] = Counter()
+        self.failed_total: Counter[str] = Counter()
 
     def enabled(self, group_id: str) -> bool:
         """Kafka's isDLQEnabledForGroup: share.version 2 and a DLQ topic named for the group."""
@@ -78,7 +82,7 @@ class ShareDeadLetters:
                 raise ValueError(f"DLQ topic {dlq_topic} is gone")
             dlq_partition = partition % info.num_partitions
             if resumed:
-                missing = self._not_yet_written(dlq_topic, dlq_partition, group_id, topic, partition, records)
+                missing = await self._not_yet_written(dlq_topic, dlq_partition, group_id, topic, partition, records)
                 log.info("share_dlq_resumed", group_id=group_id, topic=topic, partition=partition,
                          archiving=len(records), already_written=len(records) - len(missing))
                 records = missing
@@ -88,11 +92,11 @@ class ShareDeadLetters:
             result = self.broker.partitions.append(dlq_topic, dlq_partition, batch, now_ms=self._wall_ms(),
                                                    headers=[rb.read_header(batch)])
             await result.wait_durable()
-            self.written_total += len(records)
+            self.written_total[group_id] += len(records)
             log.info("share_dlq_written", group_id=group_id, topic=topic, partition=partition, dlq_topic=dlq_topic,
                      dlq_partition=dlq_partition, first=records[0].offset, last=records[-1].offset, count=len(records))
         except Exception as exc:  # noqa: BLE001 - Kafka archives the record regardless, and logs
-            self.failed_total += len(records)
+            self.failed_total[group_id] += len(records)
             log.error("share_dlq_write_failed", group_id=group_id, topic=topic, partition=partition,
                       offsets=[r.offset for r in records][:20], error=str(exc))
 
@@ -167,10 +171,11 @@ class ShareDeadLetters:
             offset = advanced
         return found
 
-    def _not_yet_written(self, dlq_topic: str, dlq_partition: int, group_id: str, topic: str, partition: int,
+    async def _not_yet_written(self, dlq_topic: str, dlq_partition: int, group_id: str, topic: str, partition: int,
                          records: list[Archived]) -> list[Archived]:
         """Those of `records` with no copy in the DLQ partition yet (a scan of it, done only at a start
-        that found records ARCHIVING: a crash between a copy's write and ARCHIVED's)."""
+        that found records ARCHIVING: a crash between a copy's write and ARCHIVED's), a MiB at a time,
+        letting the others run between reads."""
         wanted = {r.offset for r in records}
         ident = (topic.encode(), str(partition).encode(), group_id.encode())
         error, offset, high_watermark = self.broker.partitions.bounds(dlq_topic, dlq_partition)
@@ -189,6 +194,7 @@ class ShareDeadLetters:
             if advanced <= offset:
                 break
             offset = advanced
+            await asyncio.sleep(0)
         return [r for r in records if r.offset in wanted]
 
     def _wall_ms(self) -> int:

@@ -105,10 +105,10 @@ class SharePartitionManager:
         self.state_log.ensure()
         self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)
         self.dead_letters = ShareDeadLetters(broker)
-        # per share-partition: the ARCHIVING records whose state is durable, waiting for their copies
-        # (written one share-partition's at a time, in order), and the task writing them
-        self._dlq_queue: dict[Key, list[tuple[list[tuple[int, int, bool]], bool]]] = {}
-        self._dlq_tasks: dict[Key, asyncio.Task[None]] = {}
+        # per share-partition (by id: a topic made again under its name has another): the ARCHIVING records
+        # whose state is durable, waiting for their copies (written in order), and the task writing them
+        self._dlq_queue: dict[int, list[tuple[list[tuple[int, int, bool]], bool]]] = {}
+        self._dlq_tasks: dict[int, asyncio.Task[None]] = {}
         broker.disconnect_listeners.append(self.connection_closed)
 
     async def ready(self) -> None:
@@ -185,7 +185,10 @@ class SharePartitionManager:
         """What the member holds goes back: on every share-partition of the group, or `only` on those
         (a session's, whose member may hold others through its sessions on other nodes)."""
         for (group, topic, partition), sp in self.partitions.items():
-            if group == group_id and (only is None or (topic, partition) in only) and sp.release_member(member_id):
+            if group != group_id or (only is not None and (topic, partition) not in only):
+                continue
+            sp.dlq = self.dead_letters.enabled(group_id)
+            if sp.release_member(member_id):
                 self._persist_later(group, topic, partition, sp)
                 self.broker.fetch_purgatory.notify(topic, partition)
 
@@ -303,6 +306,7 @@ class SharePartitionManager:
         if sp is None or not sp.initialized or self.topic_ids.get(key) != self._topic_id(topic):
             return E.INVALID_RECORD_STATE  # nothing acquired, or acquired of a topic since deleted
         now_ms = self.broker.clock.now_ms()
+        sp.dlq = self.dead_letters.enabled(group_id)  # read at each change, as Kafka's isDLQEnabledForGroup
         error, undo = sp.acknowledge_all(member_id, batches, now_ms)
         self.broker.fetch_purgatory.notify(topic, partition)  # released records are available again
         if undo is not None:
@@ -393,14 +397,14 @@ class SharePartitionManager:
     def _dead_letter(self, key: Key, sp: SharePartition, archiving: list[tuple[int, int, bool]], *,
                      resumed: bool = False) -> None:
         """ARCHIVING records whose state is durable: their copies go to the DLQ topic (phase 2)."""
-        self._dlq_queue.setdefault(key, []).append((archiving, resumed))
-        if key not in self._dlq_tasks:
-            self._dlq_tasks[key] = asyncio.ensure_future(self._write_dead_letters(key, sp))
+        self._dlq_queue.setdefault(id(sp), []).append((archiving, resumed))
+        if id(sp) not in self._dlq_tasks:
+            self._dlq_tasks[id(sp)] = asyncio.ensure_future(self._write_dead_letters(key, sp))
 
     async def _write_dead_letters(self, key: Key, sp: SharePartition) -> None:
         group_id, topic, partition = key
         try:
-            while (queue := self._dlq_queue.get(key)) and self.partitions.get(key) is sp:
+            while (queue := self._dlq_queue.get(id(sp))) and self.partitions.get(key) is sp:
                 archiving, resumed = queue.pop(0)
                 still = {offset for offset, _, _ in sp.archiving()}
                 records = [Archived(o, count, rejected) for o, count, rejected in archiving if o in still]
@@ -415,8 +419,8 @@ class SharePartitionManager:
                                   error=repr(exc))
                     self.broker.fetch_purgatory.notify(topic, partition)
         finally:
-            self._dlq_tasks.pop(key, None)
-            self._dlq_queue.pop(key, None)
+            self._dlq_tasks.pop(id(sp), None)
+            self._dlq_queue.pop(id(sp), None)
 
     def can_acquire(self, group_id: str, topic: str, partition: int) -> bool:
         """A long poll's condition: this share-partition has something to give."""
@@ -445,6 +449,7 @@ class SharePartitionManager:
         def expired(fired: TimerFired) -> None:
             if not self.timers.claim(fired.key, fired.token):
                 return
+            sp.dlq = self.dead_letters.enabled(group_id)
             count = sp.expire_locks(self.broker.clock.now_ms())
             self.lock_expiries_total[group_id] += count
             self._arm(group_id, topic, partition, sp)
@@ -469,6 +474,8 @@ class SharePartitionManager:
             row["acquired_total"] = self.acquired_total[group]
             row["redelivered_total"] = self.redelivered_total[group]
             row["lock_expiries_total"] = self.lock_expiries_total[group]
+            row["dlq_written_total"] = self.dead_letters.written_total[group]
+            row["dlq_failed_total"] = self.dead_letters.failed_total[group]
         return out
 
     def status(self) -> list[dict[str, object]]:

@@ -7,6 +7,7 @@ gets nothing and the record is archived all the same."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 import uuid
@@ -87,6 +88,18 @@ def dlq_records(broker, topic: str, partition: int = 0, expect: int = 0) -> list
         w.close()
 
 
+def metric(broker, name: str, group: str, expect: float) -> float:
+    """The group's counter, once it is `expect` or after 10 s (the copies are written after the answer)."""
+    deadline = time.monotonic() + 10
+    while True:
+        text = urllib.request.urlopen(f"{broker.admin_url}/metrics", timeout=10).read().decode()
+        found = re.search(rf'^{name}\{{group="{re.escape(group)}"\}} (\S+)$', text, re.MULTILINE)
+        assert found, (name, [line for line in text.splitlines() if "dead_letter" in line])
+        if float(found.group(1)) == expect or time.monotonic() > deadline:
+            return float(found.group(1))
+        time.sleep(0.1)
+
+
 def headers_of(record: rb.Record) -> list[tuple[str, str]]:
     return [(k, (v or b"").decode()) for k, v in record.headers]
 
@@ -133,6 +146,8 @@ def test_rejected_and_poison_records_are_copied_with_kafkas_headers(tmp_path):
         a.fetch(acks=[(3, 3, [REJECT])])
         copies = dlq_records(broker, dlq, expect=3)
         assert (copies[2].key, copies[2].value, headers_of(copies[2])[2]) == (None, None, ("__dlq.errors.offset", "3"))
+        assert metric(broker, "kbroker_share_dead_letter_records_total", group, 3) == 3
+        assert metric(broker, "kbroker_share_dead_letter_failures_total", group, 0) == 0
     finally:
         broker.kill()
 
@@ -162,6 +177,8 @@ def test_a_topic_kafka_refuses_as_a_dlq_gets_nothing_and_the_record_is_archived(
         missing = w.call(3, 12, MetadataRequest(topics=[MetadataRequestTopic(name="dlq.missing")],
                                                 allow_auto_topic_creation=False)).topics[0]
         assert missing.error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION: not made
+        assert metric(broker, "kbroker_share_dead_letter_failures_total", group, 3) == 3
+        assert metric(broker, "kbroker_share_dead_letter_records_total", group, 0) == 0
     finally:
         broker.kill()
 
