@@ -115,6 +115,8 @@ BROKER_CONFIGS: tuple[tuple[str, str, int], ...] = (
     ("controller_listener_names", "controller.listener.names", LIST),
     ("data_dir", "log.dirs", LIST),
     ("auto_create_topics_enable", "auto.create.topics.enable", BOOLEAN),
+    ("errors_deadletterqueue_auto_create_topics_enable", "errors.deadletterqueue.auto.create.topics.enable", BOOLEAN),
+    ("errors_deadletterqueue_topic_name_prefix", "errors.deadletterqueue.topic.name.prefix", STRING),
     ("num_partitions", "num.partitions", INT),
     ("default_replication_factor", "default.replication.factor", INT),
     ("socket_request_max_bytes", "socket.request.max.bytes", INT),
