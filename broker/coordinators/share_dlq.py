@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,7 @@ CLIENT_REJECT = "Offset rejected by client."
 DELIVERY_COUNT_EXCEEDED = "Offset delivery count exceeded the threshold."
 GROUP_ENABLE = "errors.deadletterqueue.group.enable"  # the topic config that admits a share group's copies
 _READ_BYTES = 1 << 20
+_CHUNK = 500  # archived records whose originals are read at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,7 @@ class ShareDeadLetters:
         """Copy `records` of topic-partition to the group's DLQ topic, durable before this returns.
         `resumed`: they were found ARCHIVING at a start, so a copy may already be there (written before a
         crash, ARCHIVED not yet persisted): those are not written twice. Never raises."""
+        written = 0
         try:
             dlq_topic = await self._destination(group_id)
             info = self.broker.catalogue.topic(dlq_topic)
@@ -86,17 +89,19 @@ class ShareDeadLetters:
                 log.info("share_dlq_resumed", group_id=group_id, topic=topic, partition=partition,
                          archiving=len(records), already_written=len(records) - len(missing))
                 records = missing
-            if not records:
-                return
-            batch = self._batch(group_id, topic, partition, records)
-            result = self.broker.partitions.append(dlq_topic, dlq_partition, batch, now_ms=self._wall_ms(),
-                                                   headers=[rb.read_header(batch)])
-            await result.wait_durable()
-            self.written_total[group_id] += len(records)
-            log.info("share_dlq_written", group_id=group_id, topic=topic, partition=partition, dlq_topic=dlq_topic,
-                     dlq_partition=dlq_partition, first=records[0].offset, last=records[-1].offset, count=len(records))
+            for chunk in (records[i:i + _CHUNK] for i in range(0, len(records), _CHUNK)):
+                for batch, count in self._batches(group_id, topic, partition, chunk, info.config.max_message_bytes):
+                    result = self.broker.partitions.append(dlq_topic, dlq_partition, batch, now_ms=self._wall_ms(),
+                                                           headers=[rb.read_header(batch)])
+                    await result.wait_durable()
+                    self.written_total[group_id] += count
+                    written += count
+            if records:
+                log.info("share_dlq_written", group_id=group_id, topic=topic, partition=partition,
+                         dlq_topic=dlq_topic, dlq_partition=dlq_partition, first=records[0].offset,
+                         last=records[-1].offset, count=len(records))
         except Exception as exc:  # noqa: BLE001 - Kafka archives the record regardless, and logs
-            self.failed_total[group_id] += len(records)
+            self.failed_total[group_id] += len(records) - written
             log.error("share_dlq_write_failed", group_id=group_id, topic=topic, partition=partition,
                       offsets=[r.offset for r in records][:20], error=str(exc))
 
@@ -130,12 +135,16 @@ class ShareDeadLetters:
 
     # -- what ----------------------------------------------------------------------------------
 
-    def _batch(self, group_id: str, topic: str, partition: int, records: list[Archived]) -> bytes:
+    def _batches(self, group_id: str, topic: str, partition: int, records: list[Archived], max_bytes: int
+                 ) -> Iterator[tuple[bytes, int]]:
+        """The copies as batches (and how many each holds) of at most the DLQ topic's max.message.bytes,
+        as Kafka's produce rounds split them; a record over it on its own goes alone."""
         copy = self.broker.group_configs.value(group_id, "errors.deadletterqueue.copy.record.enable").lower() == "true"
         originals = self._originals(topic, partition, records) if copy else {}
         now = self._wall_ms()
-        out = []
-        for i, archived in enumerate(records):
+        out: list[rb.Record] = []
+        size = rb.HEADER_SIZE
+        for archived in records:
             original = originals.get(archived.offset)
             headers: list[tuple[str, bytes | None]] = [
                 ("__dlq.errors.topic", topic.encode()),
@@ -145,9 +154,16 @@ class ShareDeadLetters:
                 ("__dlq.errors.delivery.count", str(archived.delivery_count).encode()),
                 ("__dlq.errors.message", (CLIENT_REJECT if archived.rejected else DELIVERY_COUNT_EXCEEDED).encode()),
             ]
-            out.append(rb.Record(i, now, original.key if original else None, original.value if original else None,
-                                 headers))
-        return rb.encode_batch(out)
+            key, value = (original.key, original.value) if original else (None, None)
+            # a record's encoded size, over-estimated: varints of up to 5 bytes for each length
+            grows = 25 + len(key or b"") + len(value or b"") + sum(10 + len(k) + len(v or b"") for k, v in headers)
+            if out and size + grows > max_bytes:
+                yield rb.encode_batch(out), len(out)
+                out, size = [], rb.HEADER_SIZE
+            out.append(rb.Record(len(out), now, key, value, headers))
+            size += grows
+        if out:
+            yield rb.encode_batch(out), len(out)
 
     def _originals(self, topic: str, partition: int, records: list[Archived]) -> dict[int, rb.Record]:
         """The source records (key and value) at those offsets, read as a consumer reads (up to the

@@ -44,8 +44,9 @@ def control(broker, path: str, body: dict | None = None) -> dict:
         return json.loads(response.read())
 
 
-def create_topic(broker, name: str, partitions: int = 1, dlq: bool = True) -> None:
+def create_topic(broker, name: str, partitions: int = 1, dlq: bool = True, **more: str) -> None:
     configs = [CreatableTopicConfig(name="errors.deadletterqueue.group.enable", value="true")] if dlq else []
+    configs += [CreatableTopicConfig(name=k.replace("_", "."), value=v) for k, v in more.items()]
     w = Wire(broker.bootstrap)
     try:
         answer = w.call(19, 7, CreateTopicsRequest(topics=[CreatableTopic(
@@ -179,6 +180,35 @@ def test_a_topic_kafka_refuses_as_a_dlq_gets_nothing_and_the_record_is_archived(
         assert missing.error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION: not made
         assert metric(broker, "kbroker_share_dead_letter_failures_total", group, 3) == 3
         assert metric(broker, "kbroker_share_dead_letter_records_total", group, 0) == 0
+    finally:
+        broker.kill()
+
+
+def test_copies_are_split_by_the_dlq_topics_max_message_bytes(tmp_path):
+    broker = broker_with_controls(tmp_path)
+    try:
+        topic, topic_id, group = setup(broker, 0)
+        dlq = f"dlq.small-{uuid.uuid4().hex[:6]}"
+        create_topic(broker, dlq, max_message_bytes="2000")
+        configure(broker, group, **{"errors.deadletterqueue.topic.name": dlq,
+                                    "errors.deadletterqueue.copy.record.enable": "true"})
+        a = Member(broker, group, topic, topic_id)
+        a.fetch()
+        w = Wire(broker.bootstrap)
+        from kbroker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+        batch = rb.encode_batch([rb.Record(i, int(time.time() * 1000), None, bytes([65 + i]) * 600) for i in range(5)])
+        assert w.call(0, 9, ProduceRequest(None, -1, 5000, [TopicProduceData(topic, partition_data=[
+            PartitionProduceData(0, batch)])])).responses[0].partition_responses[0].error_code == 0
+        assert acquired(a.fetch(max_records=5, max_wait_ms=5_000)) == [(0, 4, 1)]
+        a.fetch(acks=[(0, 4, [REJECT])])  # five copies of 600 bytes: two to a batch of 2000 bytes at most
+        copies = dlq_records(broker, dlq, expect=5)
+        assert [r.value for r in copies] == [bytes([65 + i]) * 600 for i in range(5)]
+        fetched = w.call(1, 12, FetchRequest(
+            max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FetchTopic(topic=dlq, partitions=[FetchPartition(partition=0, fetch_offset=0,
+                                                                     partition_max_bytes=1 << 20)])]))
+        sizes = [h.size for _, h in rb.iter_batches(bytes(fetched.responses[0].partitions[0].records))]
+        assert len(sizes) == 3 and max(sizes) <= 2000, sizes
     finally:
         broker.kill()
 
