@@ -14,6 +14,12 @@ record stops coming back). The start moves past every leading ACKNOWLEDGED or AR
 Offsets that hold no record the client can take (control batches, compacted gaps) are ARCHIVED when
 `end` passes them, so they never hold the start back.
 
+With a dead letter queue (KIP-1191: share.version 2 and the group's errors.deadletterqueue.topic.name,
+`dlq`), a rejected record or one over the delivery count limit is ARCHIVING first, as in Kafka's
+SharePartition: persisted so, then copied to the DLQ topic, then ARCHIVED (`archived_to_dlq`).
+ARCHIVING is not done: it holds the start back until its copy is written, and a restart finds it
+ARCHIVING again, so its copy is written then.
+
 Pure: no clock (`now_ms` is given), no I/O; the broker's share-partition manager reads the log, arms
 the timers and persists the state.
 """
@@ -27,19 +33,24 @@ from ...protocol.errors import ErrorCode
 
 E = ErrorCode
 
-AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4  # Kafka's RecordState ids (2 and 4 are persisted)
+# Kafka's RecordState ids (2, 3 and 4 are persisted; 3 only with a dead letter queue)
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED = 0, 1, 2, 3, 4
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4  # the acknowledge types on the wire
 _DONE = (ACKNOWLEDGED, ARCHIVED)
+_KEPT = (ACKNOWLEDGED, ARCHIVING, ARCHIVED)  # what a restart finds as it was
+SHARE_VERSION_BUILT = 2  # the highest share.version whose behaviour kbroker has built
+DLQ_SHARE_VERSION = 2  # share.version 2: share groups' dead letter queues (KIP-1191)
 
 
 class InFlight:
-    __slots__ = ("state", "count", "member", "deadline")
+    __slots__ = ("state", "count", "member", "deadline", "rejected")
 
     def __init__(self, state: int = AVAILABLE, count: int = 0, member: str | None = None, deadline: int = 0) -> None:
         self.state = state
         self.count = count
         self.member = member
         self.deadline = deadline
+        self.rejected = False  # ARCHIVING because a member rejected it (else: the delivery count limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +96,7 @@ class SharePartition:
         self.persist_from = -1
         self.passed: dict[int, tuple[int, int]] = {}
         self.archived_total = 0  # records archived by a reject or the delivery count limit (metrics)
+        self.dlq = False  # archived records go through ARCHIVING to the group's dead letter queue
 
     # -- life ----------------------------------------------------------------------------------
 
@@ -99,13 +111,13 @@ class SharePartition:
         self.acquired = 0
 
     def restore(self, start: int, states: Iterable[tuple[int, int, int, int]]) -> None:
-        """Back from the persisted state (first, last, state, delivery count): ACKNOWLEDGED and
-        ARCHIVED ranges stay; every other in-flight offset is AVAILABLE again with its count, as
+        """Back from the persisted state (first, last, state, delivery count): ACKNOWLEDGED, ARCHIVING
+        and ARCHIVED ranges stay; every other in-flight offset is AVAILABLE again with its count, as
         Kafka's share coordinator gives back what a restart leaves acquired."""
         self.initialize(start)
         for first, last, state, count in states:
             for offset in range(max(first, start), last + 1):
-                self.records[offset] = InFlight(state if state in _DONE else AVAILABLE, count)
+                self.records[offset] = InFlight(state if state in _KEPT else AVAILABLE, count)
                 self.end = max(self.end, offset + 1)
         for offset in range(start, self.end):
             self.records.setdefault(offset, InFlight(ARCHIVED))
@@ -203,7 +215,9 @@ class SharePartition:
             elif kind == RELEASE:
                 self._give_back(entry)
             else:
-                entry.state, entry.member = (ACKNOWLEDGED if kind == ACCEPT else ARCHIVED), None
+                # Kafka's recordStateWithDlq: only a reject goes through ARCHIVING; a gap is ARCHIVED
+                entry.state = ACKNOWLEDGED if kind == ACCEPT else self._archive_state() if kind == REJECT else ARCHIVED
+                entry.member, entry.rejected = None, kind == REJECT
                 self.acquired -= 1
                 self.archived_total += kind != ACCEPT
         self._advance()
@@ -277,6 +291,28 @@ class SharePartition:
             self._advance()
         return released
 
+    # -- the dead letter queue (KIP-1191) -------------------------------------------------------
+
+    def archiving(self) -> list[tuple[int, int, bool]]:
+        """(offset, delivery count, rejected) of each record waiting for its copy in the dead letter
+        queue. Restored ones were rejected unless their count reached the limit (Kafka infers it so:
+        the cause is not persisted)."""
+        return [(offset, e.count, e.rejected or e.count < self.delivery_limit)
+                for offset, e in sorted(self.records.items()) if e.state == ARCHIVING]
+
+    def archived_to_dlq(self, offsets: Iterable[int]) -> int:
+        """Their copies are written (or could not be: Kafka archives them regardless): ARCHIVING records
+        become ARCHIVED, and the start may move past them. How many changed."""
+        changed = 0
+        for offset in offsets:
+            entry = self.records.get(offset)
+            if entry is not None and entry.state == ARCHIVING:
+                entry.state = ARCHIVED
+                changed += 1
+        if changed:
+            self._advance()
+        return changed
+
     # -- what is persisted ---------------------------------------------------------------------
 
     def snapshot(self) -> tuple[int, list[tuple[int, int, int, int]]]:
@@ -299,24 +335,28 @@ class SharePartition:
         runs: list[tuple[int, int, int, int]] = []
         for offset in range(self.start, self.end):
             entry = self.records[offset]
-            _extend(runs, offset, entry.state if entry.state in _DONE else AVAILABLE, entry.count)
+            _extend(runs, offset, entry.state if entry.state in _KEPT else AVAILABLE, entry.count)
         return runs
 
     def counts(self) -> dict[str, int]:
-        by_state = {AVAILABLE: 0, ACQUIRED: 0, ACKNOWLEDGED: 0, ARCHIVED: 0}
+        by_state = {AVAILABLE: 0, ACQUIRED: 0, ACKNOWLEDGED: 0, ARCHIVING: 0, ARCHIVED: 0}
         for entry in self.records.values():
             by_state[entry.state] += 1
         return {"start": self.start, "end": self.end, "available": by_state[AVAILABLE],
                 "acquired": by_state[ACQUIRED], "acknowledged": by_state[ACKNOWLEDGED],
-                "archived": by_state[ARCHIVED]}
+                "archived": by_state[ARCHIVING] + by_state[ARCHIVED]}
 
     # -- inside --------------------------------------------------------------------------------
 
     def _give_back(self, entry: InFlight) -> None:
-        entry.state = ARCHIVED if entry.count >= self.delivery_limit else AVAILABLE
-        self.archived_total += entry.state == ARCHIVED
+        entry.state = self._archive_state() if entry.count >= self.delivery_limit else AVAILABLE
+        entry.rejected = False
+        self.archived_total += entry.state != AVAILABLE
         entry.member = None
         self.acquired -= 1
+
+    def _archive_state(self) -> int:
+        return ARCHIVING if self.dlq else ARCHIVED
 
     def _archive_new(self, first: int, stop: int) -> None:
         for offset in range(max(first, self.end), stop):
