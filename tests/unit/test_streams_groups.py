@@ -355,6 +355,7 @@ def test_the_delayed_first_assignment_is_an_event_for_the_groups_history() -> No
     """The target computed when the initial delay is over, or at the first heartbeat past the
     assignment interval, says which members moved then (streams_group_assignment_changed)."""
     from kbroker.coordinator.groups.events import StreamsAssignmentChanged
+    from kbroker.coordinator.groups.history import RebalanceHistory
 
     h, _ = make(GroupConfig(), words=2, **{REPARTITION: 2, CHANGELOG: 2})  # initial delay 3 s, interval 1 s
     beat(h, "a", 0)
@@ -378,6 +379,10 @@ def test_the_delayed_first_assignment_is_an_event_for_the_groups_history() -> No
         3, 4, "delayed assignment computed", "a")
     assert "c" in computed.members_moved and computed.member_count == 3
     assert h.group(APP).assignment_epoch == 4
+    history = RebalanceHistory()
+    entry = history.record_event(computed, 0)
+    assert entry is not None and entry.to_json()["members_moved"] == list(computed.members_moved)
+    assert (entry.old_generation, entry.new_generation) == (3, 4)
 
 
 def test_an_initial_delay_over_an_emptied_group_computes_nothing() -> None:
