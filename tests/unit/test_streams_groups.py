@@ -394,6 +394,22 @@ def test_an_initial_delay_over_an_emptied_group_computes_nothing() -> None:
     assert h.events == [] and h.group(APP).target_assignment == {}
 
 
+def test_the_first_member_of_an_emptied_group_waits_for_the_initial_delay_too() -> None:
+    """Kafka 4.4 schedules the initial delay when a member joins a group without members
+    (group.isEmpty()): a new group, or one whose members all left."""
+    h, _ = make(GroupConfig(group_streams_assignment_interval_ms=0), words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    a = beat(h, "a", 0)
+    h.advance(3_000)
+    assert len(active(beat(h, "a", a.member_epoch, owned=frozenset()))) == 4
+    beat(h, "a", -1)
+    assert h.group(APP).state == "Empty"
+    b = beat(h, "b", 0)
+    assert [code for code, _ in b.statuses or ()] == [sc.ASSIGNMENT_DELAYED] and active(b) == frozenset()
+    assert h.deadline(sc.initial_delay_key(APP)) == h.clock.now_ms() + 3_000
+    h.advance(3_000)
+    assert len(active(beat(h, "b", b.member_epoch, owned=frozenset()))) == 4
+
+
 def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() -> None:
     h, _ = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
     a_tasks = active(h.call(sc.StreamsGroupHeartbeat(APP, "a", 0, rebalance_timeout_ms=30_000, topology=WORDCOUNT,

@@ -270,9 +270,10 @@ class StreamsGroups(NoFollowUps):
             group_epoch += 1
             records.append(metadata_record(gid, group_epoch, new_hash, validated, configs))
 
-        # 4. The target assignment, for the whole group, when the group epoch moved on; a new group's
-        #    first one waits for the initial rebalance delay (members reconcile to nothing meanwhile).
-        initial_delay_ms = self.settings.initial_rebalance_delay_ms(gid) if gid not in self.groups else 0
+        # 4. The target assignment, for the whole group, when the group epoch moved on; the first one of a
+        #    group without members (new, or emptied since: Kafka 4.4's group.isEmpty()) waits for the initial
+        #    rebalance delay, whose timer computes it (members reconcile to nothing meanwhile).
+        initial_delay_ms = self.settings.initial_rebalance_delay_ms(gid) if not group.members else 0
         if initial_delay_ms > 0:
             self.delayed.add(gid)
             out.schedule(sc.initial_delay_key(gid), initial_delay_ms, sc.StreamsInitialDelayExpired(gid))
