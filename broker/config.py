@@ -81,6 +81,11 @@ class BrokerConfig:
         default="auto", metadata={"help": "console, json, or auto (console on a terminal, json otherwise)"}
     )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
+    log_requests: bool = field(
+        default=False, metadata={"help": "log one `request` line (level debug, whatever --log-level) per answered "
+                                         "request, as Kafka's kafka.request.logger at DEBUG: api, client, principal, "
+                                         "listener, times, size, error codes (docs/operations.md)"}
+    )
     socket_request_max_bytes: int = field(
         default=104857600, metadata={"help": "largest request frame accepted (socket.request.max.bytes)"}
     )
