@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from ...coordinator.share.share_partition import Acquired, Batch, SharePartition
+from ...coordinator.share.share_partition import Acquired, Batch, SharePartition, Undo
 from ...coordinator.share.state_shard import persister_error
 from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
@@ -305,30 +305,45 @@ class SharePartitionManager:
         self._arm(group_id, topic, partition, sp)
         return PartitionAnswer(b"".join(parts), acquired)
 
-    async def acknowledge(self, group_id: str, member_id: str, topic: str, partition: int,
-                          batches: Iterable[tuple[int, int, list[int]]]) -> ErrorCode:
-        """Apply the member's acknowledgements, then answer once the state they made is durable in
-        `__share_group_state` (Kafka's SharePartition answers after the persister's write)."""
+    def acknowledge(self, group_id: str, member_id: str, topic: str, partition: int,
+                    batches: Iterable[tuple[int, int, list[int]]]) -> Awaitable[ErrorCode]:
+        """Apply the member's acknowledgements now and write the state they made; the awaitable
+        answers once it is durable in `__share_group_state` (Kafka's SharePartition answers after the
+        persister's write). A request's partitions are applied in order and awaited together
+        (`asyncio.gather`), so their writes share fsync rounds instead of waiting in turn."""
         key = (group_id, topic, partition)
         sp = self.partitions.get(key)
         if sp is None or not sp.initialized or self.topic_ids.get(key) != self._topic_id(topic):
-            return E.INVALID_RECORD_STATE  # nothing acquired, or acquired of a topic since deleted
+            return answered(E.INVALID_RECORD_STATE)  # nothing acquired, or acquired of a topic since deleted
         now_ms = self.broker.clock.now_ms()
         error, undo = sp.acknowledge_all(member_id, batches, now_ms)
         self.broker.fetch_purgatory.notify(topic, partition)  # released records are available again
-        if undo is not None:
-            try:
-                await self._persist(group_id, topic, partition, sp)
-            except Exception as exc:  # noqa: BLE001 - the member learns its acknowledgement is not durable
-                # As Kafka's SharePartition: the records go back to the member, under their locks, and
-                # the answer is the persister's error (persister_error).
-                restored = sp.rollback(undo)
-                self._arm(group_id, topic, partition, sp)
-                code = persister_error(exc.code) if isinstance(exc, KafkaError) else E.UNKNOWN_SERVER_ERROR
-                log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition,
-                          error=repr(exc), answered=code.name, rolled_back=restored)
-                return code
+        if undo is None:
+            return answered(error)
+        try:
+            durable = self._persist(group_id, topic, partition, sp)
+        except Exception as exc:  # noqa: BLE001 - not written: rolled back as a failed write is
+            return answered(self._rolled_back(group_id, topic, partition, sp, undo, exc))
+        return self._settled(group_id, topic, partition, sp, undo, durable, error)
+
+    async def _settled(self, group_id: str, topic: str, partition: int, sp: SharePartition, undo: Undo,
+                       durable: Awaitable[None], error: ErrorCode) -> ErrorCode:
+        try:
+            await durable
+        except Exception as exc:  # noqa: BLE001 - the member learns its acknowledgement is not durable
+            return self._rolled_back(group_id, topic, partition, sp, undo, exc)
         return error
+
+    def _rolled_back(self, group_id: str, topic: str, partition: int, sp: SharePartition, undo: Undo,
+                     exc: Exception) -> ErrorCode:
+        """As Kafka's SharePartition: the records go back to the member, under their locks, and the
+        answer is the persister's error (persister_error)."""
+        restored = sp.rollback(undo)
+        self._arm(group_id, topic, partition, sp)
+        code = persister_error(exc.code) if isinstance(exc, KafkaError) else E.UNKNOWN_SERVER_ERROR
+        log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition,
+                  error=repr(exc), answered=code.name, rolled_back=restored)
+        return code
 
     # -- the offsets admin APIs (90-92) ---------------------------------------------------------
 
@@ -472,3 +487,8 @@ def _batches(data: bytes | memoryview, aborted: list | None) -> list[tuple[int, 
         out.append((pos, header.batch_length + rb.LOG_OVERHEAD,
                     Batch(header.base_offset, header.base_offset + header.last_offset_delta, skip)))
     return out
+
+
+async def answered(code: ErrorCode) -> ErrorCode:
+    """An acknowledgement's answer known at once, awaited with those that wait for their writes."""
+    return code
