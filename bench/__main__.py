@@ -7,7 +7,8 @@ bench/echo.py), codec (kbroker's codec beside kio), then kbroker beside its peer
 Kafka 4.4 (issue 37; at its default flush and with log.flush.interval.messages=1): data_path (issue 3),
 groups (issue 4), consumer_groups (issue 12, KIP-848), streams_groups (issue 46: three Kafka Streams
 instances to a settled assignment), share_groups (issue 42: records/s through ShareFetch and
-ShareAcknowledge, 1 and 4 members), then transactions (issue 13, no peer), idle
+ShareAcknowledge, 1 and 4 members), then transactions (issue 13, no peer), a cluster over PostgreSQL
+(issue 44: 1 and 3 nodes beside the local log, and the failover time; bench/postgres_cluster.py), idle
 connections (issue 17), stalls (issue 10), hostile produce (one costly request against the other
 clients), security (issue 14), pipeline (issue 5); then the cost
 curves (tables, and PNGs under bench/results/), the summary table, and issue 17's targets, each
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", default="",
                         help="comma-separated benchmarks to leave out: "
                              "ceiling,codec,data_path,groups,consumer_groups,streams_groups,share_groups,connections,"
-                             "transactions,"
+                             "transactions,postgres,"
                              "stalls,"
                              "hostile,security,pipeline")
     parser.add_argument("--peers", type=peers_arg, default=None,
@@ -124,6 +125,17 @@ def main(argv: list[str] | None = None) -> int:
         figures += figs
         if hasattr(module, "curves"):
             curves += module.curves(figs, sizes)
+
+    if "postgres" not in skip:
+        # issue 44: 1 and 3 nodes over one PostgreSQL beside the local log, and the failover time
+        print("\n=== a cluster over PostgreSQL (issue 44) ===")
+        from kbroker.bench import postgres_cluster
+
+        pg_sizes = postgres_cluster.Sizes.quick() if args.quick else postgres_cluster.Sizes()
+        try:
+            postgres_cluster.report(postgres_cluster.run(pg_sizes), pg_sizes)
+        except Exception as e:  # noqa: BLE001 - printed, the run goes on
+            print(f"  n/a ({type(e).__name__}: {e})")
 
     if "connections" not in skip:
         print("\n=== idle connections (issue 17) ===")

@@ -73,6 +73,10 @@ class BrokerConfig:
     cluster: str = field(default="", metadata={
         "metavar": "URL", "help": "postgresql://USER:PASSWORD@HOST:PORT/DB: a node of a cluster over one PostgreSQL "
                                   "(issue 44; see docs/postgres-cluster.md)"})
+    cluster_poll_ms: int = field(default=500, metadata={
+        "metavar": "MS", "help": "with --cluster: how often the node reads the cluster's metadata from the database "
+                                 "besides being notified of changes (LISTEN/NOTIFY; a notification is lost while "
+                                 "disconnected)"})
     log_format: str = field(
         default="auto", metadata={"help": "console, json, or auto (console on a terminal, json otherwise)"}
     )
@@ -444,7 +448,7 @@ def _pick(values: dict[str, Any], sources: Sources, new: str, old: str, fields: 
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 # (field, lowest value): counts and sizes must be positive, times and delays may be zero.
 _MINIMUM = {
-    "node_id": 0, "nodes": 1, "socket_request_max_bytes": 1, "num_partitions": 1, "shutdown_timeout_s": 0,
+    "node_id": 0, "nodes": 1, "cluster_poll_ms": 1, "socket_request_max_bytes": 1, "num_partitions": 1, "shutdown_timeout_s": 0,
     "group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 0, "group_max_session_timeout_ms": 0,
     "group_max_size": 1, "offsets_topic_num_partitions": 1, "share_coordinator_state_topic_num_partitions": 1, "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,

@@ -41,7 +41,7 @@ KBROKER_ONLY = frozenset({
     "shutdown_timeout_s", "cluster_id", "create_topics", "max_partitions", "log_max_open_files", "metrics_listen",
     "test_controls", "test_controls_remote", "test_controls_token", "metrics_allowed_hosts", "profile",
     "sasl_plain_users_file", "dev_security", "dev_unsecured_oauthbearer", "ssl_handshake_timeout_ms", "kafka_version",
-    "client_metrics", "client_metrics_interval_ms", "nodes", "cluster",
+    "client_metrics", "client_metrics_interval_ms", "nodes", "cluster", "cluster_poll_ms",
 })
 
 # Kafka settings of its StandardAuthorizer, not of KafkaConfig (which passes them on to it).

@@ -6,7 +6,8 @@ It opens the database (schema checked, broker registered with its lease), and ru
   membership.BrokerLease);
 * the controller's: take or renew the controller lease, and while held, move the partitions of
   brokers whose lease expired (membership.move_lost_leaders);
-* the image's refresh (engine.PostgresEngine.refresh), which opens and deposes this node's partitions
+* the image's refresh (engine.PostgresEngine.refresh) when the database notifies a change of metadata
+  (storage/postgres/notify.py) and every --cluster-poll-ms besides, which opens and deposes this node's partitions
   and tells the coordinators of leaders that moved: a `__consumer_offsets` or `__transaction_state`
   partition is unloaded and, if this node leads it now, replayed from its log, as broker/cluster.py
   moves them for several nodes in one process;
@@ -32,6 +33,7 @@ from .storage.postgres.engine import PostgresEngine
 from .storage.postgres.log import PostgresLog
 from .storage.postgres.membership import (LEASE_MS, PRODUCER_ID_BLOCK, RENEW_EVERY_S, BrokerLease, ControllerLease, NodeIdTaken,
                                           move_lost_leaders, take_producer_id_block)
+from .storage.postgres.notify import MetadataListener
 
 if TYPE_CHECKING:
     from ..purgatory.clock import Clock
@@ -59,6 +61,10 @@ class PostgresNode:
         self._refilling: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._moves: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._changed = asyncio.Event()  # the metadata changed: read it now
+        self._fence_lifted = False
+        name = schema.application_name(config.node_id)
+        self.listener = MetadataListener(lambda: schema.connect(config.cluster, name=name), self._changed.set)
         self.broker: Any = None
         # the dynamic broker configs (this node's layer, the cluster-wide defaults) as the database holds them
         self.broker_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
@@ -70,11 +76,12 @@ class PostgresNode:
         """Connect, check the schema, register; schema.ClusterDatabaseError (one line) when it cannot."""
         import asyncpg
 
-        lease_conn, cluster_id = await schema.open_cluster_database(config.cluster)
+        name = schema.application_name(config.node_id)  # the controller ends these sessions if we are lost
+        lease_conn, cluster_id = await schema.open_cluster_database(config.cluster, name)
         try:
-            log_conn = await schema.connect(config.cluster)
+            log_conn = await schema.connect(config.cluster, name=name)
             pool = await asyncpg.create_pool(config.cluster, min_size=1, max_size=6, server_settings={
-                "synchronous_commit": "on", "application_name": "kbroker"})
+                "synchronous_commit": "on", "application_name": name})
         except BaseException:
             await lease_conn.close()
             raise
@@ -87,7 +94,7 @@ class PostgresNode:
             await pool.close()
             raise schema.ClusterDatabaseError(str(e)) from None
         plog = PostgresLog(log_conn, config.node_id, fenced=lambda: lease.fenced,
-                           reconnect=lambda: schema.connect(config.cluster))
+                           reconnect=lambda: schema.connect(config.cluster, name=name))
         engine = PostgresEngine(pool, plog, config.node_id, default_config, clock)
         node = cls(config, cluster_id, lease, engine, pool)
         node.broker_configs = await node._read_broker_configs()
@@ -120,7 +127,9 @@ class PostgresNode:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._every(RENEW_EVERY_S, self._renew), name="broker-lease"),
                        loop.create_task(self._every(RENEW_EVERY_S, self._control), name="controller"),
-                       loop.create_task(self._every(0.5, self.engine.refresh), name="cluster-image"),
+                       loop.create_task(self._image(), name="cluster-image"),
+                       loop.create_task(self._watch_fence(), name="lease-watch"),
+                       loop.create_task(self.listener.run(), name="metadata-listener"),
                        loop.create_task(self._every(0.5, self._follow_broker_configs), name="broker-configs")]
 
     async def _every(self, interval_s: float, step: Any) -> None:
@@ -134,11 +143,60 @@ class PostgresNode:
                 log.warning("cluster_loop_failed", step=step.__name__, error=repr(exc))
             await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
 
+    async def _image(self) -> None:
+        """Read the database into the image when told of a change (notify.py) and every poll interval."""
+        poll_s = self.config.cluster_poll_ms / 1000
+        while True:
+            try:
+                await asyncio.wait_for(self._changed.wait(), poll_s)
+            except asyncio.TimeoutError:
+                pass
+            self._changed.clear()  # a notification during the refresh brings another one after it
+            try:
+                await self.engine.refresh()
+                if self._fence_lifted:
+                    self._fence_lifted = False
+                    self._reload_coordinators()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the database away a while: the next turn retries
+                log.warning("cluster_loop_failed", step="refresh", error=repr(exc))
+                await asyncio.sleep(min(poll_s, 0.5))
+
+    async def _watch_fence(self, every_s: float = 0.1) -> None:
+        """Say when this node fences itself (its lease may have expired by its own clock: it appends and
+        leads nothing from then on, the database unreachable or too slow) and when a renewal brings it
+        back (it rejoins: the controller gives it partitions again as others go)."""
+        fenced = False
+        while True:
+            if self.lease.fenced != fenced:
+                fenced = not fenced
+                if fenced:
+                    log.warning("broker_fenced", node=self.node_id, lease_ms=self.lease.lease_ms, lost=self.lease.lost)
+                else:
+                    log.info("broker_unfenced", node=self.node_id)
+                    self._fence_lifted = True  # the image read again first, then the coordinators reloaded
+                    self._changed.set()
+            await asyncio.sleep(every_s)
+
+    def _reload_coordinators(self) -> None:
+        """The fence lifted: each `__consumer_offsets` and `__transaction_state` partition this node still
+        leads is unloaded and replayed from its log, as on a move. A coordinator's write refused while
+        fenced took its partition offline, and with no move (the lease renewed before the controller
+        acted: a short pause) nothing else would bring it back."""
+        for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+            info = self.engine.topic(topic)
+            if info is None:
+                continue
+            for p, leader in info.leaders.items():
+                if leader == self.node_id:
+                    self._on_leader_change(topic, p, leader, leader, info.leader_epochs.get(p, 0))
+
     async def _renew(self) -> None:
         if self.lease.lost:
             return  # released (a controlled shutdown) or taken over: never renewed again
         if self.lease.conn.is_closed():  # the database restarted: a new connection, the same incarnation
-            self.lease.conn = await schema.connect(self.config.cluster)
+            self.lease.conn = await schema.connect(self.config.cluster, name=schema.application_name(self.node_id))
             log.info("postgres_reconnected", node=self.node_id, purpose="lease")
         await self.lease.renew()
 
@@ -189,10 +247,23 @@ class PostgresNode:
         broker = self.broker
         broker.fetch_purgatory.notify(topic, partition)
         led = new == self.node_id
-        if topic == OFFSETS_TOPIC and broker.coordinator_if_built is not None:
+        # The image names this node from now on, so the coordinator APIs' routing sends it the partition's
+        # groups (transactional ids) at once, while the move below waits its turn. Until the move has
+        # replayed the partition, the shard this process holds for it (an empty one, or one from an
+        # earlier leadership) must not answer: COORDINATOR_LOAD_IN_PROGRESS, which clients retry. A
+        # group's committed offsets read -1001 on a new coordinator otherwise (test_postgres_admin.py).
+        if topic == OFFSETS_TOPIC and (led or broker.coordinator_if_built is not None):
+            # A coordinator not built yet (no group came here) is built now: otherwise its first group
+            # request would build it with every partition empty (app.py: the start found nothing to
+            # replay), while this partition holds what another node's coordinator wrote.
+            coordinator = broker.coordinator
+            if led:
+                coordinator.mark_loading([partition])
             move = move_groups(broker, partition, led)
-        elif topic == TRANSACTION_STATE_TOPIC and broker.transactions_if_built is not None:
-            move = broker.transactions_if_built.move_partition(partition, led=led)
+        elif topic == TRANSACTION_STATE_TOPIC and (transactions := broker.transactions_if_built) is not None:
+            if led:
+                transactions.coordinator.mark_loading([partition])
+            move = transactions.move_partition(partition, led=led)
         else:
             return
         previous = self._moves.get((topic, partition))

@@ -275,6 +275,35 @@ class KafkaTarget:
         return recovered
 
 
+class PostgresTarget:
+    """Three `kbroker serve --cluster` nodes over one PostgreSQL (issue 44; tests/integration/
+    test_postgres_clients.py): stop-start is a kill -9 of the node leading partition 0 (its lease expires,
+    the controller moves its partitions), then the node started again once they moved."""
+
+    name = "kbroker-postgres"
+
+    def __init__(self, nodes: dict) -> None:
+        self.nodes = nodes  # node id -> BrokerProcess
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.nodes.values())
+
+    def disrupt(self, scenario: str, topic: str, group: str, clients: Workload) -> tuple[float, float]:
+        assert scenario == "stop-start", scenario
+        node = leaders(next(iter(self.nodes.values())).bootstrap, topic)[0][0]
+        other = next(b for n, b in self.nodes.items() if n != node)
+        since = time.monotonic()
+        self.nodes[node].kill()
+        recovered = recovery_s(clients, since, timeout=90)
+        deadline = time.monotonic() + 60
+        while {node, -1} & {leader for leader, _ in leaders(other.bootstrap, topic).values()}:
+            assert time.monotonic() < deadline, f"node {node}'s partitions did not move"
+            time.sleep(0.1)
+        self.nodes[node].start()
+        return recovered
+
+
 def run(target, make_workload, scenario: str, capsys) -> dict:
     """One scenario with one client against one target; its outcome verified; the report's row."""
     topic, group = f"fo-{scenario}-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"

@@ -64,6 +64,7 @@ class PostgresServer:
         self.socket_dir = self.base
         self.log_file = self.base / "postgres.log"
         self._as_root = os.geteuid() == 0
+        self.listen_addresses = ["127.0.0.1"]  # more (a bridge's address) with `listen_also` before start()
         if self._as_root:
             entry = pwd.getpwnam("postgres")
             os.chown(self.base, entry.pw_uid, entry.pw_gid)
@@ -88,8 +89,15 @@ class PostgresServer:
                   "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions")
         pwfile.unlink()
 
+    def listen_also(self, address: str, network: str) -> None:
+        """Before start(): listen on `address` as well, and take password logins from `network` (a CIDR:
+        the nodes in network namespaces of tests/integration/netns.py)."""
+        self.listen_addresses.append(address)
+        with open(self.data / "pg_hba.conf", "a") as hba:
+            hba.write(f"host all all {network} scram-sha-256\n")
+
     def start(self) -> None:
-        options = (f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 -c fsync=on "
+        options = (f"-p {self.port} -k {self.socket_dir} -c listen_addresses={','.join(self.listen_addresses)} -c fsync=on "
                    f"-c synchronous_commit=on -c max_connections=100 -c shared_buffers=32MB")
         self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log_file), "-o", options,
                   "-w", "-t", str(int(START_TIMEOUT_S)), "start")
@@ -113,18 +121,22 @@ class PostgresServer:
     def create_role(self, name: str, password: str) -> None:
         self.psql(f"CREATE ROLE \"{name}\" LOGIN PASSWORD '{password}'")
 
-    def url(self, database: str, user: str = SUPERUSER, password: str | None = None, port: int | None = None) -> str:
+    def url(self, database: str, user: str = SUPERUSER, password: str | None = None, port: int | None = None,
+            host: str = "127.0.0.1") -> str:
         secret = self.password if password is None else password
-        return f"postgresql://{user}:{secret}@127.0.0.1:{port or self.port}/{database}"
+        return f"postgresql://{user}:{secret}@{host}:{port or self.port}/{database}"
 
     def remove(self) -> None:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-def start_postgres() -> PostgresServer:
+def start_postgres(listen: tuple[str, str] | None = None) -> PostgresServer:
+    """`listen`: (address, network) to listen on as well (PostgresServer.listen_also)."""
     server = PostgresServer()
     try:
         server.init()
+        if listen is not None:
+            server.listen_also(*listen)
         server.start()
     except BaseException:
         log = server.log_file.read_text(errors="replace")[-2000:] if server.log_file.exists() else ""

@@ -39,7 +39,8 @@ def test_dockerfile_shape() -> None:
     assert ("VOLUME", "/data") in ins
     assert words.index("USER") > words.index("RUN")  # installs as root, runs as the service user
     run = next(a for w, a in ins if w == "RUN")
-    assert "pip install --no-cache-dir /tmp/wheels/kbroker-*.whl" in run  # the wheel, not the source tree
+    # the wheel, not the source tree, with asyncpg for --cluster (docker/compose.cluster.yml)
+    assert 'pip install --no-cache-dir "$(ls /tmp/wheels/kbroker-*.whl)[cluster]"' in run
     for word, args in ins:
         if word == "COPY":
             for src in args.split()[:-1]:

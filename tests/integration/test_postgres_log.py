@@ -55,6 +55,35 @@ async def audit(conn, topic: str, partitions: int) -> dict[int, int]:
     return counts
 
 
+async def audit_epochs(conn, topic: str, partitions: int) -> None:
+    """Per partition, every stored batch was written in the leader epoch in force at its offsets (the epoch
+    history's term that holds its base offset): a deposed leader's append never landed after its
+    successor's term began."""
+    for p in range(partitions):
+        terms = await metadata.epoch_history(conn, topic, p)
+        rows = await conn.fetch("SELECT base_offset, leader_epoch FROM batches WHERE topic = $1 AND partition = $2",
+                                topic, p)
+        for row in rows:
+            epoch = max((e for e, start in terms if start <= row["base_offset"]), default=None)
+            assert row["leader_epoch"] == epoch, (
+                f"{topic}-{p}: the batch at {row['base_offset']} is of epoch {row['leader_epoch']}, the term there "
+                f"is {epoch} (epoch history {terms})")
+
+
+def audit_database(url: str, topic: str, partitions: int) -> dict[int, int]:
+    """`audit` and `audit_epochs` on a connection of their own, from synchronous code (the tests over
+    node processes)."""
+    async def audited() -> dict[int, int]:
+        conn = await connect(url)
+        try:
+            await audit_epochs(conn, topic, partitions)
+            return await audit(conn, topic, partitions)
+        finally:
+            await conn.close()
+
+    return asyncio.run(audited())
+
+
 @pytest.fixture
 async def database(postgres):
     url = postgres.url(postgres.create_database())

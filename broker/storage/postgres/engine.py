@@ -1,6 +1,7 @@
 """The `LogEngine` (broker/storage/api.py) of a node of a cluster over PostgreSQL (issue 44).
 
-The database is the truth; this node keeps an image of it, refreshed every REFRESH_S (`refresh`):
+The database is the truth; this node keeps an image of it, refreshed when the database notifies a change
+and every --cluster-poll-ms (`refresh`, called by broker/postgres_node.py):
 the topics with their configs, and per partition its replicas, leader and leader epoch; the brokers
 whose lease is live with their endpoints; the controller. A partition the database says this node
 leads is opened (log.py reads it) before the image says so, and deposed as soon as the image says
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kbroker.storage.postgres")
 
-REFRESH_S = 0.5
 NO_LEADER = -1
 # (topic, partition, old leader, new leader, new epoch)
 LeaderListener = Callable[[str, int, int, int, int], None]

@@ -29,12 +29,15 @@ from typing import Any, Callable
 import structlog
 
 from .metadata import NO_LEADER, elect
+from .notify import notify
+from .schema import application_name
 
 log = structlog.get_logger("kbroker.storage.postgres")
 
 LEASE_MS = 5_000  # a broker's and the controller's lease
 RENEW_EVERY_S = 1.0
 PRODUCER_ID_BLOCK = 1000
+ELECT_LOCK_TIMEOUT_MS = 1_000  # an election waits this long for a partition's row (then see end_sessions_of)
 PRODUCER_IDS_LOCK = 0x6B62726F6B6570  # pg_advisory_xact_lock key for "allocating a producer-id block"
 
 
@@ -79,6 +82,7 @@ class BrokerLease:
             expires = await self.conn.fetchval("SELECT lease_expires FROM brokers WHERE node_id = $1", self.node_id)
             raise NodeIdTaken(f"node id {self.node_id} is held by a live broker (its lease runs to {expires})")
         self._valid_until = sent + self.lease_ms / 1000
+        await notify(self.conn, f"broker {self.node_id} registered")
         log.info("broker_registered", node_id=self.node_id, incarnation=str(self.incarnation), lease_ms=self.lease_ms)
 
     async def renew(self) -> bool:
@@ -101,6 +105,7 @@ class BrokerLease:
         await self.conn.execute("UPDATE brokers SET lease_expires = statement_timestamp() - interval '1 millisecond' "
                                 "WHERE node_id = $1 AND incarnation = $2", self.node_id, self.incarnation)
         self.lost = True
+        await notify(self.conn, f"broker {self.node_id} left")
 
 
 async def live_brokers(conn: Any) -> list[LiveBroker]:
@@ -137,10 +142,11 @@ class ControllerLease:
         if epoch is None:
             self._valid_until = 0.0
             return False
-        if epoch != self.epoch:
-            log.info("controller_elected", node_id=self.node_id, controller_epoch=epoch)
-        self.epoch = epoch
+        elected, self.epoch = epoch != self.epoch, epoch
         self._valid_until = sent + self.lease_ms / 1000
+        if elected:
+            log.info("controller_elected", node_id=self.node_id, controller_epoch=epoch)
+            await notify(self.conn, f"controller {self.node_id} in epoch {epoch}")
         return True
 
 
@@ -156,6 +162,8 @@ async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
     is alive goes to a live broker all the same (the log is the database's: any node can lead it),
     taking the brokers in turn, which becomes its first replica. Returns (topic, partition, new
     leader, new epoch) of the moves made."""
+    import asyncpg
+
     brokers = [b.node_id for b in await live_brokers(conn)]
     rows = await conn.fetch(
         "SELECT p.topic, p.partition, p.leader, p.leader_epoch, p.replicas, "
@@ -178,13 +186,53 @@ async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
             new = NO_LEADER
         if new == row["leader"]:
             continue  # no leader, and still no broker alive
-        epoch = await elect(conn, row["topic"], row["partition"], new, expected_epoch=row["leader_epoch"],
-                            replicas=replicas)
+        epoch = None
+        for attempt in range(2):
+            try:
+                epoch = await elect(conn, row["topic"], row["partition"], new, expected_epoch=row["leader_epoch"],
+                                    replicas=replicas, lock_timeout_ms=ELECT_LOCK_TIMEOUT_MS)
+                break
+            except asyncpg.LockNotAvailableError:
+                # its row held past the timeout: by a round the lost leader left open (cut off, paused)?
+                if attempt == 0 and await end_sessions_of(conn, {row["leader"]}):
+                    continue
+                log.warning("leader_move_waiting", topic=row["topic"], partition=row["partition"],
+                            previous_leader=row["leader"], detail="the partition's row is locked by a session")
+                break
         if epoch is not None:
             log.info("leader_moved", topic=row["topic"], partition=row["partition"], leader=new,
                      previous_leader=row["leader"], leader_epoch=epoch, reason="leader's lease expired")
             moved.append((row["topic"], row["partition"], new, epoch))
     return moved
+
+
+async def end_sessions_of(conn: Any, nodes: set[int]) -> int:
+    """End the sessions of brokers whose lease expired that hold a write lock on `partitions` (an open
+    round's), when an election waited ELECT_LOCK_TIMEOUT_MS for one of their rows. A node cut off by the
+    network (or paused) can leave a round's transaction open, and its partitions' rows locked, until
+    PostgreSQL's TCP gives up on the peer (minutes to hours): no election could take those rows
+    meanwhile. Ended, the transaction rolls back (nothing it had in flight commits), and the node, fenced
+    by its own clock already, connects again when it can. A node's other sessions are left alone (one
+    handing its partitions over in a controlled shutdown goes on with its own). Returns how many were
+    ended (0 also when this role may not signal them: a role may end its own sessions, or with
+    pg_signal_backend any non-superuser's)."""
+    import asyncpg
+
+    if not nodes:
+        return 0
+    try:
+        ended = await conn.fetchval(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid, 1000)) FROM pg_stat_activity a "
+            "WHERE a.datname = current_database() AND a.application_name = ANY($1::text[]) "
+            "AND a.pid <> pg_backend_pid() AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.granted "
+            "AND l.relation = 'partitions'::regclass AND l.mode = 'RowExclusiveLock')",
+            [application_name(n) for n in sorted(nodes)])
+    except asyncpg.PostgresError as exc:
+        log.warning("lost_broker_sessions_not_ended", nodes=sorted(nodes), error=repr(exc))
+        return 0
+    if ended:
+        log.info("lost_broker_sessions_ended", nodes=sorted(nodes), sessions=ended)
+    return ended
 
 
 async def take_producer_id_block(conn: Any, node_id: int, size: int = PRODUCER_ID_BLOCK) -> int:

@@ -1,6 +1,6 @@
 """The placement rows of the cluster's database (schema.py): topics and their partitions, and the one
 way a partition's leadership changes, an election (epoch + 1, its term opened in the epoch history at
-the partition's committed end, one transaction). The controller (issue 44, step 4) calls these; the
+the partition's committed end, one transaction). Each tells the nodes (notify.py) as it commits. The controller (issue 44, step 4) calls these; the
 log's appends (log.py) check what they wrote."""
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from .notify import notify
 
 NO_LEADER = -1
 
@@ -35,6 +37,7 @@ async def create_topic(conn: Any, name: str, replicas: dict[int, list[int]], con
             await conn.executemany("INSERT INTO topic_configs (topic, key, value) VALUES ($1, $2, $3)",
                                    [(name, k, v) for k, v in sorted(configs.items())])
         await insert_partitions(conn, name, replicas)
+        await notify(conn, f"topic {name} created")
     return topic_id
 
 
@@ -58,13 +61,16 @@ async def partition_row(conn: Any, topic: str, partition: int) -> PartitionRow |
 
 
 async def elect(conn: Any, topic: str, partition: int, leader: int, *, expected_epoch: int | None = None,
-                replicas: list[int] | None = None) -> int | None:
+                replicas: list[int] | None = None, lock_timeout_ms: int = 0) -> int | None:
     """A new leadership term: `leader` (NO_LEADER: none) in epoch + 1, opened in the epoch history at
     the committed end, in one transaction that holds the partition's row, so no append of the old
     term commits after it. `expected_epoch`: only if the partition is still in that epoch (a
     controller's decision made on what it read); `replicas`: the partition's new replica list. Returns
-    the new epoch, None if it did not apply."""
+    the new epoch, None if it did not apply. `lock_timeout_ms`: how long to wait for the row (0: as long
+    as it takes), asyncpg.LockNotAvailableError past it."""
     async with conn.transaction():
+        if lock_timeout_ms:
+            await conn.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
         row = await conn.fetchrow("SELECT leader_epoch, log_end FROM partitions WHERE topic = $1 AND partition = $2 "
                                   "FOR UPDATE", topic, partition)
         if row is None or (expected_epoch is not None and row["leader_epoch"] != expected_epoch):
@@ -74,6 +80,7 @@ async def elect(conn: Any, topic: str, partition: int, leader: int, *, expected_
                            "WHERE topic = $1 AND partition = $2", topic, partition, leader, epoch, replicas)
         await conn.execute("INSERT INTO epoch_history (topic, partition, leader_epoch, start_offset) "
                            "VALUES ($1, $2, $3, $4)", topic, partition, epoch, row["log_end"])
+        await notify(conn, f"{topic}-{partition} led by {leader} in epoch {epoch}")
     return epoch
 
 

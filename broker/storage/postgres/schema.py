@@ -151,8 +151,15 @@ def check_url(url: str) -> None:
         raise ClusterDatabaseError(f"--cluster: {describe_url(url)} is not a postgresql:// URL")
 
 
-async def connect(url: str, *, timeout: float = CONNECT_TIMEOUT_S) -> Any:
-    """An asyncpg connection with synchronous_commit=on, or ClusterDatabaseError naming why not."""
+def application_name(node_id: int) -> str:
+    """What a node's connections call themselves (pg_stat_activity.application_name): the controller
+    ends the sessions of a node whose lease expired by it (membership.end_sessions_of)."""
+    return f"kbroker-node-{node_id}"
+
+
+async def connect(url: str, *, timeout: float = CONNECT_TIMEOUT_S, name: str = "kbroker") -> Any:
+    """An asyncpg connection with synchronous_commit=on, or ClusterDatabaseError naming why not.
+    `name`: its application_name (a node's: application_name(node_id))."""
     check_url(url)
     try:
         import asyncpg
@@ -161,7 +168,7 @@ async def connect(url: str, *, timeout: float = CONNECT_TIMEOUT_S) -> Any:
     where = describe_url(url)
     try:
         conn = await asyncpg.connect(url, timeout=timeout, server_settings={
-            "synchronous_commit": "on", "application_name": "kbroker"})
+            "synchronous_commit": "on", "application_name": name})
     except (asyncpg.InvalidPasswordError, asyncpg.InvalidAuthorizationSpecificationError) as e:
         raise ClusterDatabaseError(f"PostgreSQL at {where} refused the login: {_first_line(e)}") from None
     except asyncpg.InvalidCatalogNameError as e:
@@ -251,10 +258,10 @@ def _new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-async def open_cluster_database(url: str) -> tuple[Any, str]:
+async def open_cluster_database(url: str, name: str = "kbroker") -> tuple[Any, str]:
     """The start-up path of `kbroker serve --cluster URL`: connect, check, create or migrate. Returns
     (the connection, the cluster id); ClusterDatabaseError, nothing written, when the node must not start."""
-    conn = await connect(url)
+    conn = await connect(url, name=name)
     try:
         _, cluster_id = await prepare_schema(conn)
     except BaseException:

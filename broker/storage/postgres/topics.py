@@ -1,7 +1,8 @@
 """The changes of a topic after its creation, in the cluster's database (issue 44): partitions added,
 configs replaced, the topic deleted. Each is one transaction, conditional on the topic id the caller
 saw (a topic deleted and created again under its name is another topic), so two nodes' changes
-cannot interleave; every node's next refresh (engine.py) brings its image up to it.
+cannot interleave; each notifies the nodes as it commits (notify.py), whose refresh (engine.py) brings
+their image up to it.
 
 * CreatePartitions: `topics.num_partitions` moves from the count the caller saw (a concurrent
   growth makes this one fail), and the new partitions are inserted as creation inserts them (each
@@ -22,6 +23,7 @@ from typing import Any
 
 from ....protocol.errors import ErrorCode, KafkaError
 from .metadata import insert_partitions
+from .notify import notify
 
 
 def _gone(name: str) -> KafkaError:
@@ -45,6 +47,7 @@ async def add_partitions(conn: Any, name: str, topic_id: uuid.UUID, old_total: i
                              f"{new_total}." if now >= new_total else
                              f"Topic {name} grew to {now} partitions meanwhile.", ErrorCode.INVALID_PARTITIONS)
         await insert_partitions(conn, name, replicas)
+        await notify(conn, f"topic {name} has {new_total} partitions")
 
 
 async def replace_configs(conn: Any, name: str, topic_id: uuid.UUID, overrides: dict[str, str]) -> None:
@@ -58,11 +61,14 @@ async def replace_configs(conn: Any, name: str, topic_id: uuid.UUID, overrides: 
         if overrides:
             await conn.executemany("INSERT INTO topic_configs (topic, key, value) VALUES ($1, $2, $3)",
                                    [(name, k, v) for k, v in sorted(overrides.items())])
+        await notify(conn, f"topic {name}'s configs replaced")
 
 
 async def delete_topic(conn: Any, name: str, topic_id: uuid.UUID) -> None:
     """The topic, its placement and its stored batches, in one transaction (the foreign keys cascade)."""
-    deleted = await conn.fetchval("DELETE FROM topics WHERE name = $1 AND topic_id = $2 RETURNING name",
-                                  name, topic_id)
-    if deleted is None:
-        raise _gone(name)
+    async with conn.transaction():
+        deleted = await conn.fetchval("DELETE FROM topics WHERE name = $1 AND topic_id = $2 RETURNING name",
+                                      name, topic_id)
+        if deleted is None:
+            raise _gone(name)
+        await notify(conn, f"topic {name} deleted")
