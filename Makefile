@@ -10,7 +10,7 @@ DATA_DIR ?= ./data
 PYTEST_ARGS ?= -n 4 --dist loadfile
 SERVE_ARGS ?=
 
-.PHONY: run test typecheck venv test-venv system-deps kafkajs go-modules kafka-jars kafka cluster codegen bench chaos analyze clean
+.PHONY: run test typecheck venv test-venv system-deps kafkajs go-modules kafka-jars librdkafka-tests kafka cluster codegen bench chaos analyze clean
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,30 @@ $(KAFKA_LIBS)/.resolved: tests/reference/pom.xml
 
 kafka-jars: $(KAFKA_LIBS)/.resolved
 
+# librdkafka's own C test suite (tests/integration/test_librdkafka_*.py run chosen tests against kbroker):
+# librdkafka 2.15.1 with its tests/ as npm's @confluentinc/kafka-javascript 1.10.1 bundles it, packed by npm
+# into build/librdkafka-2.15.1 (keyed by the version: a rerun finds it built) and built in 40 s of CPU
+# here: the library unoptimized (-O0: half the compile time; the tests wait, they do not compute), without
+# GSSAPI (no Cyrus libsasl2; PLAIN/SCRAM are built in), libcurl or an external LZ4 (the bundled one serves),
+# then a tests/test-runner of only the tests the suite runs, listed by librdkafka_suite.py (the other ~170
+# are stubs that fail if run). The whole test-runner at -O2 took 5 minutes.
+LIBRDKAFKA_VERSION := 2.15.1
+LIBRDKAFKA_NPM := @confluentinc/kafka-javascript@1.10.1
+LIBRDKAFKA_DIR := build/librdkafka-$(LIBRDKAFKA_VERSION)
+LIBRDKAFKA_SRC := $(LIBRDKAFKA_DIR)/package/deps/librdkafka
+$(LIBRDKAFKA_SRC)/src-cpp/librdkafka++.a:
+	mkdir -p $(LIBRDKAFKA_DIR)
+	cd $(LIBRDKAFKA_DIR) && rm -rf package *.tgz && npm pack --silent $(LIBRDKAFKA_NPM) >/dev/null && tar xzf confluentinc-kafka-javascript-*.tgz package/deps/librdkafka
+	cd $(LIBRDKAFKA_SRC) && ./configure --disable-gssapi --disable-curl --disable-lz4-ext --disable-syslog --disable-optimization >/dev/null
+	$(MAKE) -C $(LIBRDKAFKA_SRC) -j2 libs >/dev/null
+
+$(LIBRDKAFKA_SRC)/tests/test-runner: $(LIBRDKAFKA_SRC)/src-cpp/librdkafka++.a tests/integration/librdkafka_suite.py | $(VENV)/.installed
+	$(PY) -m kbroker.tests.integration.librdkafka_suite stubs $(LIBRDKAFKA_SRC)/tests
+	$(MAKE) -C $(LIBRDKAFKA_SRC)/tests -f kbroker-tests.mk -f Makefile -j2 test-runner >/dev/null
+	touch $@
+
+librdkafka-tests: $(LIBRDKAFKA_SRC)/tests/test-runner
+
 # The reference broker in the foreground (one KRaft node on a free loopback port; KAFKA_ARGS="--set k=v").
 KAFKA_ARGS ?=
 kafka: test-venv kafka-jars
@@ -83,11 +107,11 @@ CLUSTER_ARGS ?=
 cluster: test-venv system-deps
 	$(PY) -m kbroker.tests.integration.postgres_cluster $(CLUSTER_ARGS)
 
-test: test-venv system-deps kafkajs kafka-jars go-modules
+test: test-venv system-deps kafkajs kafka-jars go-modules librdkafka-tests
 	$(PY) -m kbroker.tools.codegen --check
 	$(VENV)/bin/lint-imports --no-cache
 	$(MAKE) --no-print-directory typecheck
-	KBROKER_REQUIRE_KAFKA=1 KBROKER_REQUIRE_GO=1 KBROKER_REQUIRE_POSTGRES=1 GO=$(GO) $(VENV)/bin/pytest $(PYTEST_ARGS)
+	KBROKER_REQUIRE_KAFKA=1 KBROKER_REQUIRE_GO=1 KBROKER_REQUIRE_POSTGRES=1 KBROKER_REQUIRE_LIBRDKAFKA_TESTS=1 GO=$(GO) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # mypy over the runtime packages ([tool.mypy] in pyproject.toml). The repository root is the package
 # `kbroker` only once installed, so mypy reads it through build/mypy/kbroker, a symlink to the root.

@@ -364,6 +364,9 @@ def _group_history(args) -> None:
             "reason": e["reason"] + (f" (client: {e['client_reason']})" if e.get("client_reason") else ""),
             "trigger": e["trigger_member"], "in": len(e["members_in"]) if e["kind"] == "rebalance" else None,
             "out": len(e["members_out"]) if e["kind"] == "rebalance" else None,
+            # the members whose target moved: an epoch of a consumer, streams or share group (not classic)
+            "moved": len(e.get("members_moved", ())) if e["kind"] == "rebalance" and e["group_type"] != "classic"
+            else None,
             "members": e["member_count"], "duration_ms": e["duration_ms"],
         } for e in d["rebalances"]]
         table(rows)

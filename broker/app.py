@@ -123,6 +123,7 @@ class Broker:
                                    without=frozenset() if self.client_telemetry else frozenset(CLIENT_TELEMETRY_APIS))
         self.router.limit_to(advertised, strict=bool(config.kafka_version))
         from .operations.observe import Observations, all_servers
+        from .operations.request_log import RequestLog
 
         self.observations = Observations()
         from ..purgatory.clock import Clock, SystemClock
@@ -236,8 +237,10 @@ class Broker:
             self.router.wrap_routes(coordinator_routes.checked)
         # told of each closed connection (the share sessions' end): every listener's server shares this list
         self.disconnect_listeners: list[Callable[[str], None]] = []
+        request_log = RequestLog() if config.log_requests else None  # Kafka's kafka.request.logger at DEBUG
         for server in all_servers(self):
             server.observer = self.observations
+            server.request_log = request_log
             server.slots = self.connection_slots
             server.unread = self.unread_answers
             server.disconnect_listeners = self.disconnect_listeners

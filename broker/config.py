@@ -81,6 +81,11 @@ class BrokerConfig:
         default="auto", metadata={"help": "console, json, or auto (console on a terminal, json otherwise)"}
     )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
+    log_requests: bool = field(
+        default=False, metadata={"help": "log one `request` line (level debug, whatever --log-level) per answered "
+                                         "request, as Kafka's kafka.request.logger at DEBUG: api, client, principal, "
+                                         "listener, times, size, error codes (docs/operations.md)"}
+    )
     socket_request_max_bytes: int = field(
         default=104857600, metadata={"help": "largest request frame accepted (socket.request.max.bytes)"}
     )
@@ -203,6 +208,10 @@ class BrokerConfig:
     group_share_delivery_count_limit: int = field(default=5, metadata={"help": "group.share.delivery.count.limit"})
     group_share_partition_max_record_locks: int = field(
         default=2000, metadata={"help": "group.share.partition.max.record.locks"})
+    errors_deadletterqueue_auto_create_topics_enable: bool = field(default=False, metadata={
+        "help": "create a share group's missing dead letter queue topic (errors.deadletterqueue.auto.create.topics.enable)"})
+    errors_deadletterqueue_topic_name_prefix: str = field(default="dlq.", metadata={
+        "help": "the prefix share groups' DLQ topics must have; empty: any (errors.deadletterqueue.topic.name.prefix)"})
     offsets_topic_num_partitions: int = field(default=50, metadata={"help": "offsets.topic.num.partitions"})
     share_coordinator_state_topic_num_partitions: int = field(
         default=50, metadata={"help": "share.coordinator.state.topic.num.partitions"})

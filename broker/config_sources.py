@@ -233,6 +233,9 @@ def _read_kafka_env(got: Gathered, env: Mapping[str, str]) -> None:
     for variable in sorted(env):
         if not variable.startswith(kafka.ENV_PREFIX):
             continue
+        if variable == kafka.LOG4J_LOGGERS and kafka.logs_requests(env[variable]) is not None:
+            got.put("log_requests", kafka.logs_requests(env[variable]), KAFKA_ENV, variable)
+            continue  # the loggers' levels besides kafka.request.logger's have no kbroker setting
         if variable in kafka.JVM_VARIABLES or variable in kafka.CLIENT_VARIABLES:
             got.sources.note("info", "config_not_needed", setting=variable, value=env[variable], source=variable,
                              why=kafka.CLIENT_VARIABLE if variable in kafka.CLIENT_VARIABLES else kafka.NO_JVM)

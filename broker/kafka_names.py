@@ -41,7 +41,7 @@ KBROKER_ONLY = frozenset({
     "shutdown_timeout_s", "cluster_id", "create_topics", "max_partitions", "log_max_open_files", "metrics_listen",
     "test_controls", "test_controls_remote", "test_controls_token", "metrics_allowed_hosts", "profile",
     "sasl_plain_users_file", "dev_security", "dev_unsecured_oauthbearer", "ssl_handshake_timeout_ms", "kafka_version",
-    "client_metrics", "client_metrics_interval_ms", "nodes", "cluster", "cluster_poll_ms",
+    "client_metrics", "client_metrics_interval_ms", "nodes", "cluster", "cluster_poll_ms", "log_requests",
 })
 
 # Kafka settings of its StandardAuthorizer, not of KafkaConfig (which passes them on to it).
@@ -87,6 +87,22 @@ JVM_VARIABLES = frozenset({
 LOG4J_ROOT_LOGLEVEL = "KAFKA_LOG4J_ROOT_LOGLEVEL"
 LOG4J_LEVELS = {"TRACE": "debug", "DEBUG": "debug", "INFO": "info", "WARN": "warning", "ERROR": "error",
                 "FATAL": "error", "OFF": "error"}
+# KAFKA_LOG4J_LOGGERS sets log4j loggers' levels ("kafka.request.logger=DEBUG,kafka.controller=INFO"): of
+# them kbroker has kafka.request.logger's, --log-requests (on at DEBUG or TRACE, as Kafka writes its lines).
+LOG4J_LOGGERS = "KAFKA_LOG4J_LOGGERS"
+REQUEST_LOGGER = "kafka.request.logger"
+
+
+def logs_requests(log4j_loggers: str) -> bool | None:
+    """What KAFKA_LOG4J_LOGGERS says of the request logger: True at DEBUG or TRACE (or ALL), False at
+    another level, None when it does not name it."""
+    for item in log4j_loggers.split(","):
+        name, sep, level = item.partition("=")
+        if sep and name.strip() == REQUEST_LOGGER:
+            return level.strip().upper() in ("DEBUG", "TRACE", "ALL")
+    return None
+
+
 # A few names clients (not brokers) read, which a shared environment may hold.
 CLIENT_VARIABLES = frozenset({"KAFKA_BOOTSTRAP_SERVERS", "KAFKA_BROKERS", "KAFKA_BOOTSTRAP"})
 CLIENT_VARIABLE = "a Kafka client's variable, not a broker setting"

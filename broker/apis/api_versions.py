@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from ..network.router import RequestContext
+from ...coordinator.share.share_partition import SHARE_VERSION_BUILT
 from ...coordinator.txn.metadata import TRANSACTION_VERSION_BUILT
 from ...protocol.errors import ErrorCode
 from ...protocol.kafka_releases import KafkaRelease
@@ -28,8 +29,8 @@ VERSIONS = (0, 5)
 _VALID_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 # feature name -> the highest level whose behaviour kbroker implements. A release's feature is advertised
-# only when it is here, its levels capped to this one; add an entry when a feature is built
-# (share.version 2 with share groups' dead letter queues). metadata.version
+# only when it is here, its levels capped to this one; add an entry when a feature is built.
+# metadata.version
 # describes the controller's metadata log, which a single kbroker
 # node does not keep: the release's levels are claimed as they are.
 IMPLEMENTED_FEATURES: dict[str, int] = {
@@ -38,9 +39,8 @@ IMPLEMENTED_FEATURES: dict[str, int] = {
     "kraft.version": 0,
     "eligible.leader.replicas.version": 1,  # KIP-966: a single replica's set of eligible leaders is empty
     "group.version": 1,  # 1: the consumer group protocol (KIP-848)
-    # 1: share groups (KIP-932). Kafka 4.4 finalizes 2 on a fresh node, which adds share groups' dead
-    # letter queues (KIP-1191), not served here (docs/share-groups.md).
-    "share.version": 1,
+    # 1: share groups (KIP-932); 2: their dead letter queues (KIP-1191), which a fresh Kafka 4.4 finalizes
+    "share.version": SHARE_VERSION_BUILT,
     "streams.version": 1,  # 1: the streams group protocol (KIP-1071)
     # 2: transactions v2 (KIP-890 part 2: an epoch bump per transaction, partitions added by Produce)
     "transaction.version": TRANSACTION_VERSION_BUILT,

@@ -24,6 +24,12 @@ back), and when records go back (a session closed, locks expired);
 the share coordinator replays that topic at the broker's start (the requests wait for it: `ready`),
 and a share-partition starts from its persisted state when it has one (what was acquired is
 available again).
+
+Dead letter queues (share.version 2, KIP-1191; share_dlq.py): a record archived while its group names
+a DLQ topic is ARCHIVING in the state written; once that write is durable its copy is written to the
+DLQ topic (durable too), then it is ARCHIVED and that state written, as Kafka's SharePartition's two
+phases. Records a start finds ARCHIVING (a crash between the phases) are copied then, except those
+whose copy the DLQ partition already holds.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from ...coordinator.share.state_shard import persister_error
 from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
 from ...purgatory.timers import TimerFired
+from .share_dlq import Archived, ShareDeadLetters
 
 if TYPE_CHECKING:
     from ..services import BrokerServices
@@ -98,6 +105,11 @@ class SharePartitionManager:
         self.state_log: ShareStateLog = broker.share_state
         self.state_log.ensure()
         self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)
+        self.dead_letters = ShareDeadLetters(broker)
+        # per share-partition (by id: a topic made again under its name has another): the ARCHIVING records
+        # whose state is durable, waiting for their copies (written in order), and the task writing them
+        self._dlq_queue: dict[int, list[tuple[list[tuple[int, int, bool]], bool]]] = {}
+        self._dlq_tasks: dict[int, asyncio.Task[None]] = {}
         broker.disconnect_listeners.append(self.connection_closed)
 
     async def ready(self) -> None:
@@ -174,7 +186,10 @@ class SharePartitionManager:
         """What the member holds goes back: on every share-partition of the group, or `only` on those
         (a session's, whose member may hold others through its sessions on other nodes)."""
         for (group, topic, partition), sp in self.partitions.items():
-            if group == group_id and (only is None or (topic, partition) in only) and sp.release_member(member_id):
+            if group != group_id or (only is not None and (topic, partition) not in only):
+                continue
+            sp.dlq = self.dead_letters.enabled(group_id)
+            if sp.release_member(member_id):
                 self._persist_later(group, topic, partition, sp)
                 self.broker.fetch_purgatory.notify(topic, partition)
 
@@ -190,6 +205,7 @@ class SharePartitionManager:
         sp.lock_ms = configs.int_value(group_id, "share.record.lock.duration.ms")
         sp.delivery_limit = configs.int_value(group_id, "share.delivery.count.limit")
         sp.max_locks = configs.int_value(group_id, "share.partition.max.record.locks")
+        sp.dlq = self.dead_letters.enabled(group_id)
         return sp
 
     async def start_offset(self, group_id: str, topic: str, partition: int) -> None:
@@ -231,6 +247,8 @@ class SharePartitionManager:
             persisted = None if topic_id is None else self.state_log.state_of(group_id, topic_id, partition)
             if persisted is not None and persisted.start >= 0:
                 sp.restore(persisted.start, persisted.batches)
+                if archiving := sp.archiving():  # a crash between the DLQ's two phases
+                    self._dead_letter(key, sp, archiving, resumed=True)
         return sp
 
     def _topic_id(self, topic: str) -> uuid.UUID | None:
@@ -316,22 +334,27 @@ class SharePartitionManager:
         if sp is None or not sp.initialized or self.topic_ids.get(key) != self._topic_id(topic):
             return answered(E.INVALID_RECORD_STATE)  # nothing acquired, or acquired of a topic since deleted
         now_ms = self.broker.clock.now_ms()
+        sp.dlq = self.dead_letters.enabled(group_id)  # read at each change, as Kafka's isDLQEnabledForGroup
         error, undo = sp.acknowledge_all(member_id, batches, now_ms)
         self.broker.fetch_purgatory.notify(topic, partition)  # released records are available again
         if undo is None:
             return answered(error)
+        archiving = sp.archiving()  # in the state written now: their copies follow once it is durable
         try:
             durable = self._persist(group_id, topic, partition, sp)
         except Exception as exc:  # noqa: BLE001 - not written: rolled back as a failed write is
             return answered(self._rolled_back(group_id, topic, partition, sp, undo, exc))
-        return self._settled(group_id, topic, partition, sp, undo, durable, error)
+        return self._settled(key, sp, undo, durable, error, archiving)
 
-    async def _settled(self, group_id: str, topic: str, partition: int, sp: SharePartition, undo: Undo,
-                       durable: Awaitable[None], error: ErrorCode) -> ErrorCode:
+    async def _settled(self, key: Key, sp: SharePartition, undo: Undo, durable: Awaitable[None], error: ErrorCode,
+                       archiving: list[tuple[int, int, bool]]) -> ErrorCode:
+        group_id, topic, partition = key
         try:
             await durable
         except Exception as exc:  # noqa: BLE001 - the member learns its acknowledgement is not durable
             return self._rolled_back(group_id, topic, partition, sp, undo, exc)
+        if archiving:
+            self._dead_letter(key, sp, archiving)
         return error
 
     def _rolled_back(self, group_id: str, topic: str, partition: int, sp: SharePartition, undo: Undo,
@@ -392,6 +415,7 @@ class SharePartitionManager:
     def _persist_later(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
         """Write a state change nobody waits to answer (a start, records given back): appended now, in
         order with the others; a failure is logged (the next write carries the whole state again)."""
+        archiving = sp.archiving()
         try:
             future = asyncio.ensure_future(self._persist(group_id, topic, partition, sp))
         except Exception as exc:  # noqa: BLE001 - logged; the state stays in memory
@@ -399,11 +423,46 @@ class SharePartitionManager:
             return
         self._writes.add(future)
         future.add_done_callback(self._write_done)
+        if archiving:
+            def durable(done: asyncio.Future[None]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    self._dead_letter((group_id, topic, partition), sp, archiving)
+            future.add_done_callback(durable)
 
     def _write_done(self, future: asyncio.Future[None]) -> None:
         self._writes.discard(future)
         if not future.cancelled() and (exc := future.exception()) is not None:
             log.error("share_state_write_failed", error=repr(exc))
+
+    # -- dead letter queues (KIP-1191) ----------------------------------------------------------
+
+    def _dead_letter(self, key: Key, sp: SharePartition, archiving: list[tuple[int, int, bool]], *,
+                     resumed: bool = False) -> None:
+        """ARCHIVING records whose state is durable: their copies go to the DLQ topic (phase 2)."""
+        self._dlq_queue.setdefault(id(sp), []).append((archiving, resumed))
+        if id(sp) not in self._dlq_tasks:
+            self._dlq_tasks[id(sp)] = asyncio.ensure_future(self._write_dead_letters(key, sp))
+
+    async def _write_dead_letters(self, key: Key, sp: SharePartition) -> None:
+        group_id, topic, partition = key
+        try:
+            while (queue := self._dlq_queue.get(id(sp))) and self.partitions.get(key) is sp:
+                archiving, resumed = queue.pop(0)
+                still = {offset for offset, _, _ in sp.archiving()}
+                records = [Archived(o, count, rejected) for o, count, rejected in archiving if o in still]
+                if not records:
+                    continue
+                await self.dead_letters.write(group_id, topic, partition, records, resumed=resumed)
+                if sp.archived_to_dlq(r.offset for r in records) and self.partitions.get(key) is sp:
+                    try:
+                        await self._persist(group_id, topic, partition, sp)
+                    except Exception as exc:  # noqa: BLE001 - the next write carries ARCHIVED (Kafka's too)
+                        log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition,
+                                  error=repr(exc))
+                    self.broker.fetch_purgatory.notify(topic, partition)
+        finally:
+            self._dlq_tasks.pop(id(sp), None)
+            self._dlq_queue.pop(id(sp), None)
 
     def can_acquire(self, group_id: str, topic: str, partition: int) -> bool:
         """A long poll's condition: this share-partition has something to give."""
@@ -432,6 +491,7 @@ class SharePartitionManager:
         def expired(fired: TimerFired) -> None:
             if not self.timers.claim(fired.key, fired.token):
                 return
+            sp.dlq = self.dead_letters.enabled(group_id)
             count = sp.expire_locks(self.broker.clock.now_ms())
             self.lock_expiries_total[group_id] += count
             self._arm(group_id, topic, partition, sp)
@@ -456,6 +516,8 @@ class SharePartitionManager:
             row["acquired_total"] = self.acquired_total[group]
             row["redelivered_total"] = self.redelivered_total[group]
             row["lock_expiries_total"] = self.lock_expiries_total[group]
+            row["dlq_written_total"] = self.dead_letters.written_total[group]
+            row["dlq_failed_total"] = self.dead_letters.failed_total[group]
         return out
 
     def status(self) -> list[dict[str, object]]:

@@ -47,7 +47,12 @@ class Request:
     """One decoded request, and its slot in the connection's answer queue."""
 
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "entry", "body", "answer",
-                 "close_after")
+                 "close_after", "queue_s", "started", "answered", "errors")
+    # Set only with the request log on (broker/operations/request_log.py): its times and error codes.
+    queue_s: float
+    started: float
+    answered: float
+    errors: dict[str, int] | None
 
     def __init__(self, entry: ApiEntry | None, correlation_id: int, client_id: str, body: Any) -> None:
         self.entry = entry
@@ -80,6 +85,9 @@ class Connection:
         self.close_reason: str | None = None  # set: close once `data_to_send()` is written
         # (api key, version) of requests refused here without an answer: the shell counts them as failed
         self.refused: list[tuple[int, int]] = []
+        # With the request log on (broker/operations/request_log.py): the requests whose answers left
+        # since the shell last wrote (it logs and clears them); None when off.
+        self.sent: list[Request] | None = None
         self._reader = FrameReader(max_request_bytes)
         self._slots: deque[Request] = deque()
         self._out: list[bytes | memoryview] = []
@@ -219,6 +227,8 @@ class Connection:
             done = slots.popleft()
             if self.close_reason is not None:
                 continue  # closing: nothing more is sent
+            if self.sent is not None and done.entry is not None:
+                self.sent.append(done)
             data = done.answer
             if data is None:
                 pass

@@ -34,6 +34,7 @@ from .answers import CLOSE, Answer, ApiTable, answer, failed_answer, request_fie
 from .error_answers import unsupported_version_answer
 from .connection import AUTH_FAILED, Connection, Request
 from .router import Deferred, RequestContext, Router
+from .tls_pieces import TLS_WRITE_PIECE, take_piece  # TLS_WRITE_PIECE: the name tests import from here
 
 if TYPE_CHECKING:  # a listener with TLS or SASL imports broker/security/ (service.py); PLAINTEXT never does
     from ..security.service import ListenerSecurity, TlsAcceptor
@@ -45,8 +46,6 @@ _unsupported_version_answer = unsupported_version_answer  # the name tests and o
 _connection_ids = count()  # each connection's id (Kafka's connectionId): what disconnect listeners are told
 # Closes logged at debug: the client's own, and the broker's stop (one `broker_stopping` says it).
 _ROUTINE_CLOSES = frozenset({"closed by client", "shutdown"})
-# TLS: answers are handed to the encryption layer this much at a time (see `KafkaProtocol._write_tls`).
-TLS_WRITE_PIECE = 256 * 1024
 
 
 class CloseConnection(Exception):
@@ -79,6 +78,7 @@ class KafkaServer:
         self.failed_auth_delay_s = getattr(config, "connection_failed_authentication_delay_ms", 100) / 1000.0
         # Seeing into it (broker/operations/observe.py): per-request counters.
         self.observer: Any = None
+        self.request_log: Any = None  # broker/operations/request_log.py when --log-requests; None: off
         # The broker-wide connection count against the file-descriptor budget (broker/network/fd_budget.py).
         self.slots: Any = None
         self.unread: Any = None  # broker/network/unread_answers.py, shared by every listener
@@ -325,6 +325,8 @@ class KafkaProtocol(asyncio.Protocol):
         self.conn = Connection(server.table, self.peer, server.max_request_bytes, auth=auth,
                                max_receive_before_auth=security.max_receive_before_auth if security else 0)
         server._opened(self)
+        if server.request_log is not None:
+            self.conn.sent = []  # the requests whose answers `_flush` wrote, for their log lines
         log.debug("connection_open", peer=self.peer, listener=server.listener)
         if server._closing:
             self.stop("shutdown")
@@ -428,6 +430,8 @@ class KafkaProtocol(asyncio.Protocol):
             unread = self.server.unread
             if unread is not None and unread.held and not conn.writing_paused:
                 unread.taken(self.peer)  # the transport took it all (below its high-water mark)
+        if conn.sent:  # a list only when the request log is on: it logs and clears it
+            self.server.request_log.sent(self, conn.sent)
         if conn.close_reason is not None:
             self.close_now(conn.close_reason)
             return
@@ -485,19 +489,7 @@ class KafkaProtocol(asyncio.Protocol):
                 transport.writelines(rest)
             return
         while owed and not self._transport_paused:
-            piece: list[bytes | memoryview] = []
-            size = 0
-            while owed and size < TLS_WRITE_PIECE:
-                data = owed[0]
-                room = TLS_WRITE_PIECE - size
-                if len(data) <= room:
-                    piece.append(owed.popleft())
-                    size += len(data)
-                else:
-                    view = memoryview(data)
-                    piece.append(view[:room])
-                    owed[0] = view[room:]
-                    size += room
+            piece, size = take_piece(owed)  # at most TLS_WRITE_PIECE bytes (broker/network/tls_pieces.py)
             self._tls_owed_bytes -= size
             transport.writelines(piece)  # may pause us (pause_writing) before it returns
 
@@ -516,6 +508,8 @@ class KafkaProtocol(asyncio.Protocol):
         ctx = RequestContext(request.api_key, request.api_version, request.correlation_id, request.client_id,
                              self.peer, self.server.broker, self.server.listener, conn.auth, self.connection_id)
         started = time.perf_counter()
+        if (request_log := self.server.request_log) is not None:  # broker/operations/request_log.py
+            request_log.begin(request, self.loop.time() - self._last_read, started)
         if (watch := self.server.node_watch) is not None and watch(request.api_key, request.client_id):
             log.info("client_cut_off", **request_fields(ctx))
             self._answer(conn, request, CLOSE, started)
@@ -589,11 +583,15 @@ class KafkaProtocol(asyncio.Protocol):
         observer = self.server.observer
         if observer is not None:
             observer.answer(request.api_key, response)
+        if (request_log := self.server.request_log) is not None:
+            request.errors = request_log.errors(request.api_key, response)
         return answer(request.entry, ctx, request.body, response)  # type: ignore[arg-type]
 
     def _answer(self, conn: Connection, request: Request, encoded: Answer, started: float) -> None:
         observer = self.server.observer
         if observer is not None:
             observer.request(request.api_key, request.api_version, time.perf_counter() - started, encoded is CLOSE)
+        if self.server.request_log is not None:
+            request.answered = time.perf_counter()
         conn.complete(request, encoded)
 

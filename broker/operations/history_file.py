@@ -34,6 +34,7 @@ class RebalanceHistoryFile:
             "old_generation": entry.old_generation, "new_generation": entry.new_generation,
             "reason": entry.reason, "client_reason": entry.client_reason, "trigger_member": entry.trigger_member,
             "members_in": list(entry.members_in), "members_out": list(entry.members_out),
+            "members_moved": list(entry.members_moved),
             "member_count": entry.member_count, "duration_ms": entry.duration_ms,
             "session_timeout_ms": entry.session_timeout_ms,
         }) + "\n"

@@ -184,7 +184,9 @@ class BrokerCollector:
             ("acquired_records", "Records acquired by share group members"),
             ("redelivered_records", "Records acquired again (delivery count above 1)"),
             ("archived_records", "Records archived by a reject or the delivery count limit"),
-            ("lock_expiries", "Acquisition locks that expired"))}
+            ("lock_expiries", "Acquisition locks that expired"),
+            ("dead_letter_records", "Archived records copied to the group's dead letter queue topic (KIP-1191)"),
+            ("dead_letter_failures", "Archived records whose dead letter queue copy was refused or failed"))}
         manager = getattr(b, "_share_partitions", None)  # a scrape does not build it
         for group, row in sorted((manager.group_stats() if manager is not None else {}).items()):
             for state in ("available", "acquired", "acknowledged", "archived"):
@@ -193,6 +195,8 @@ class BrokerCollector:
             totals["redelivered_records"].add_metric([group], row["redelivered_total"])
             totals["archived_records"].add_metric([group], row["archived_total"])
             totals["lock_expiries"].add_metric([group], row["lock_expiries_total"])
+            totals["dead_letter_records"].add_metric([group], row["dlq_written_total"])
+            totals["dead_letter_failures"].add_metric([group], row["dlq_failed_total"])
         yield in_flight
         yield from totals.values()
 

@@ -135,13 +135,20 @@ def _share_auto_offset_reset(name: str, value: str) -> None:
         "The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
 
 
+def _dlq_topic_name(name: str, value: str) -> None:
+    """GroupConfig.validate (KIP-1191): a DLQ topic is never an internal one. The broker's
+    errors.deadletterqueue.topic.name.prefix is checked when a record is written, not here, as in Kafka."""
+    if value.startswith("__"):
+        raise GroupConfigError(f"{name}: DLQ topic name must not start with '__'")
+
+
 # In the order Kafka 4.4 lists them.
 GROUP_CONFIGS: tuple[GroupConfigDef, ...] = (
     GroupConfigDef("consumer.session.timeout.ms", INT, "group.consumer.session.timeout.ms", _in_range(45000, 60000)),
     GroupConfigDef("streams.assignor.name", STRING, "group.streams.assignors", _streams_assignor),
     GroupConfigDef("consumer.assignment.interval.ms", INT, "group.consumer.assignment.interval.ms", _at_least(0)),
     GroupConfigDef("errors.deadletterqueue.copy.record.enable", BOOLEAN, "errors.deadletterqueue.copy.record.enable",
-                   _one_of("true", "false")),
+                   _boolean),
     GroupConfigDef("share.auto.offset.reset", STRING, "share.auto.offset.reset", _share_auto_offset_reset),
     GroupConfigDef("streams.rack.aware.assignment.tags", LIST, "group.streams.rack.aware.assignment.tags"),
     GroupConfigDef("share.renew.acknowledge.enable", BOOLEAN, "share.renew.acknowledge.enable",
@@ -155,7 +162,7 @@ GROUP_CONFIGS: tuple[GroupConfigDef, ...] = (
     GroupConfigDef("streams.heartbeat.interval.ms", INT, "group.streams.heartbeat.interval.ms",
                    _in_range(5000, 15000)),
     GroupConfigDef("share.delivery.count.limit", INT, "group.share.delivery.count.limit", _at_least(2)),
-    GroupConfigDef("errors.deadletterqueue.topic.name", STRING, "errors.deadletterqueue.topic.name"),
+    GroupConfigDef("errors.deadletterqueue.topic.name", STRING, "errors.deadletterqueue.topic.name", _dlq_topic_name),
     GroupConfigDef("consumer.heartbeat.interval.ms", INT, "group.consumer.heartbeat.interval.ms",
                    _in_range(5000, 15000)),
     GroupConfigDef("share.record.lock.duration.ms", INT, "group.share.record.lock.duration.ms", _at_least(1000)),

@@ -47,11 +47,14 @@ class HistoryEntry:
     member_count: int | None = None
     duration_ms: int | None = None
     session_timeout_ms: int | None = None  # a consumer group's member fenced by session expiry
+    # A consumer, streams or share group's epoch: the members whose target assignment moved with it.
+    members_moved: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["members_in"] = list(self.members_in)
         out["members_out"] = list(self.members_out)
+        out["members_moved"] = list(self.members_moved)
         return out
 
 
@@ -94,6 +97,7 @@ class RebalanceHistory:
             old_generation=event.previous_epoch, new_generation=event.group_epoch,
             trigger_member=event.trigger_member, members_in=event.members_in, members_out=event.members_out,
             member_count=event.member_count, session_timeout_ms=event.session_timeout_ms,
+            members_moved=event.members_moved,
         ))
 
     def record_control(self, group_id: str, what: str, now_ms: int) -> HistoryEntry:

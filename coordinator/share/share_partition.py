@@ -21,6 +21,13 @@ it in place, and a run is split only where its records' fates diverge (part of i
 released or expired apart from the rest), then joined again with a neighbour in the same state. So
 the cost of a fetch, an acknowledgement or a snapshot follows the number of runs, not of records.
 
+With a dead letter queue (KIP-1191: share.version 2 and the group's errors.deadletterqueue.topic.name,
+`dlq`), a rejected record or one over the delivery count limit is ARCHIVING first, as in Kafka's
+SharePartition: persisted so, then copied to the DLQ topic, then ARCHIVED (`archived_to_dlq`).
+ARCHIVING is not done: it holds the start back until its copy is written, and a restart finds it
+ARCHIVING again, so its copy is written then. Whether a member rejected it (`rejected`, what its copy's
+headers say) is part of a run's state: an ARCHIVING run splits where that differs.
+
 Pure: no clock (`now_ms` is given), no I/O; the broker's share-partition manager reads the log, arms
 the timers and persists the state.
 """
@@ -37,31 +44,39 @@ from .persisted import overlay
 
 E = ErrorCode
 
-AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4  # Kafka's RecordState ids (2 and 4 are persisted)
+# Kafka's RecordState ids (2, 3 and 4 are persisted; 3 only with a dead letter queue)
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVING, ARCHIVED = 0, 1, 2, 3, 4
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4  # the acknowledge types on the wire
 _KINDS = frozenset((GAP, ACCEPT, RELEASE, REJECT, RENEW))
 _DONE = (ACKNOWLEDGED, ARCHIVED)
+_KEPT = (ACKNOWLEDGED, ARCHIVING, ARCHIVED)  # what a restart finds as it was
+SHARE_VERSION_BUILT = 2  # the highest share.version whose behaviour kbroker has built
+DLQ_SHARE_VERSION = 2  # share.version 2: share groups' dead letter queues (KIP-1191)
 
 
 class Run:
     """The in-flight offsets [first, last], all in one state (Kafka's InFlightBatch): `member` and
-    `deadline` (its acquisition lock) only while ACQUIRED, None and 0 otherwise."""
+    `deadline` (its acquisition lock) only while ACQUIRED, None and 0 otherwise; `rejected` only while
+    ARCHIVING (a member rejected its records; else the delivery count limit archived them), False
+    otherwise."""
 
-    __slots__ = ("first", "last", "state", "count", "member", "deadline")
+    __slots__ = ("first", "last", "state", "count", "member", "deadline", "rejected")
 
     def __init__(self, first: int, last: int, state: int = AVAILABLE, count: int = 0, member: str | None = None,
-                 deadline: int = 0) -> None:
+                 deadline: int = 0, rejected: bool = False) -> None:
         self.first = first
         self.last = last
         self.state = state
         self.count = count
         self.member = member
         self.deadline = deadline
+        self.rejected = rejected
 
     def joins(self, other: Run) -> bool:
         """`other` follows this run and its records are in the same state: one run can hold both."""
         return (self.last + 1 == other.first and self.state == other.state and self.count == other.count
-                and self.member == other.member and self.deadline == other.deadline)
+                and self.member == other.member and self.deadline == other.deadline
+                and self.rejected == other.rejected)
 
     def as_tuple(self) -> tuple[int, int, int, int, str | None, int]:
         return self.first, self.last, self.state, self.count, self.member, self.deadline
@@ -76,13 +91,15 @@ _FIRST = attrgetter("first")
 class InFlight:
     """One in-flight offset's state (a view of its run, `SharePartition.records`)."""
 
-    __slots__ = ("state", "count", "member", "deadline")
+    __slots__ = ("state", "count", "member", "deadline", "rejected")
 
-    def __init__(self, state: int = AVAILABLE, count: int = 0, member: str | None = None, deadline: int = 0) -> None:
+    def __init__(self, state: int = AVAILABLE, count: int = 0, member: str | None = None, deadline: int = 0,
+                 rejected: bool = False) -> None:
         self.state = state
         self.count = count
         self.member = member
         self.deadline = deadline
+        self.rejected = rejected  # ARCHIVING because a member rejected it (else: the delivery count limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +145,7 @@ class SharePartition:
         self.persist_from = -1
         self.passed: list[tuple[int, int, int, int]] = []
         self.archived_total = 0  # records archived by a reject or the delivery count limit (metrics)
+        self.dlq = False  # archived records go through ARCHIVING to the group's dead letter queue
 
     # -- life ----------------------------------------------------------------------------------
 
@@ -142,12 +160,12 @@ class SharePartition:
         self.acquired = 0
 
     def restore(self, start: int, states: Iterable[tuple[int, int, int, int]]) -> None:
-        """Back from the persisted state (first, last, state, delivery count): ACKNOWLEDGED and
-        ARCHIVED ranges stay; every other in-flight offset is AVAILABLE again with its count, as
+        """Back from the persisted state (first, last, state, delivery count): ACKNOWLEDGED, ARCHIVING
+        and ARCHIVED ranges stay; every other in-flight offset is AVAILABLE again with its count, as
         Kafka's share coordinator gives back what a restart leaves acquired. Offsets between the
         ranges (none in Kafka's snapshots) are ARCHIVED; where ranges overlap the later one wins."""
         self.initialize(start)
-        ranges = [(max(first, start), last, state if state in _DONE else AVAILABLE, count)
+        ranges = [(max(first, start), last, state if state in _KEPT else AVAILABLE, count)
                   for first, last, state, count in states if last >= max(first, start)]
         if any(b[0] <= a[1] for a, b in zip(ranges, ranges[1:])):
             ranges = overlay([], ranges, start)
@@ -267,7 +285,9 @@ class SharePartition:
                 elif kind == RELEASE:
                     self._give_back(run)
                 else:
-                    run.state, run.member, run.deadline = (ACKNOWLEDGED if kind == ACCEPT else ARCHIVED), None, 0
+                    # Kafka's recordStateWithDlq: only a reject goes through ARCHIVING; a gap is ARCHIVED
+                    run.state = ACKNOWLEDGED if kind == ACCEPT else self._archive_state() if kind == REJECT else ARCHIVED
+                    run.member, run.deadline, run.rejected = None, 0, run.state == ARCHIVING
                     self.acquired -= run.last - run.first + 1
                     if kind != ACCEPT:
                         self.archived_total += run.last - run.first + 1
@@ -310,7 +330,7 @@ class SharePartition:
             i, j = self._span(low, high)
             for run in self.runs[i:j]:
                 if run.state != ACQUIRED and run.count == count:
-                    run.state, run.member, run.deadline = ACQUIRED, member, deadline
+                    run.state, run.member, run.deadline, run.rejected = ACQUIRED, member, deadline, False
                     restored += run.last - run.first + 1
             self._join(i, j)
         self.archived_total -= undo.archived
@@ -350,6 +370,30 @@ class SharePartition:
             self._advance()
         return released
 
+    # -- the dead letter queue (KIP-1191) -------------------------------------------------------
+
+    def archiving(self) -> list[tuple[int, int, bool]]:
+        """(offset, delivery count, rejected) of each record waiting for its copy in the dead letter
+        queue. Restored ones were rejected unless their count reached the limit (Kafka infers it so:
+        the cause is not persisted)."""
+        return [(offset, run.count, run.rejected or run.count < self.delivery_limit)
+                for run in self.runs if run.state == ARCHIVING for offset in range(run.first, run.last + 1)]
+
+    def archived_to_dlq(self, offsets: Iterable[int]) -> int:
+        """Their copies are written (or could not be: Kafka archives them regardless): ARCHIVING records
+        become ARCHIVED, and the start may move past them. How many changed."""
+        changed = 0
+        for first, last in _ranges(o for o in sorted(set(offsets)) if self.start <= o < self.end):
+            i, j = self._span(first, last)
+            for run in self.runs[i:j]:
+                if run.state == ARCHIVING:
+                    run.state, run.rejected = ARCHIVED, False
+                    changed += run.last - run.first + 1
+            self._join(i, j)
+        if changed:
+            self._advance()
+        return changed
+
     # -- what is persisted ---------------------------------------------------------------------
 
     def snapshot(self) -> tuple[int, list[tuple[int, int, int, int]]]:
@@ -379,21 +423,21 @@ class SharePartition:
         delivery count), with ACQUIRED written as AVAILABLE (a lock does not survive a restart)."""
         runs: list[tuple[int, int, int, int]] = []
         for run in self.runs:
-            _extend(runs, run.first, run.state if run.state in _DONE else AVAILABLE, run.count, run.last)
+            _extend(runs, run.first, run.state if run.state in _KEPT else AVAILABLE, run.count, run.last)
         return runs
 
     def counts(self) -> dict[str, int]:
-        by_state = {AVAILABLE: 0, ACQUIRED: 0, ACKNOWLEDGED: 0, ARCHIVED: 0}
+        by_state = {AVAILABLE: 0, ACQUIRED: 0, ACKNOWLEDGED: 0, ARCHIVING: 0, ARCHIVED: 0}
         for run in self.runs:
             by_state[run.state] += run.last - run.first + 1
         return {"start": self.start, "end": self.end, "available": by_state[AVAILABLE],
                 "acquired": by_state[ACQUIRED], "acknowledged": by_state[ACKNOWLEDGED],
-                "archived": by_state[ARCHIVED]}
+                "archived": by_state[ARCHIVING] + by_state[ARCHIVED]}
 
     @property
     def records(self) -> dict[int, InFlight]:
         """Each in-flight offset's state, one by one (for tests and inspection: it costs a record each)."""
-        return {offset: InFlight(r.state, r.count, r.member, r.deadline)
+        return {offset: InFlight(r.state, r.count, r.member, r.deadline, r.rejected)
                 for r in self.runs for offset in range(r.first, r.last + 1)}
 
     # -- inside --------------------------------------------------------------------------------
@@ -411,7 +455,7 @@ class SharePartition:
         run = self.runs[i]
         if run.first == offset:
             return i
-        self.runs.insert(i + 1, Run(offset, run.last, run.state, run.count, run.member, run.deadline))
+        self.runs.insert(i + 1, Run(offset, run.last, run.state, run.count, run.member, run.deadline, run.rejected))
         run.last = offset - 1
         return i + 1
 
@@ -451,11 +495,14 @@ class SharePartition:
 
     def _give_back(self, run: Run) -> None:
         size = run.last - run.first + 1
-        run.state = ARCHIVED if run.count >= self.delivery_limit else AVAILABLE
-        if run.state == ARCHIVED:
+        run.state = self._archive_state() if run.count >= self.delivery_limit else AVAILABLE
+        if run.state != AVAILABLE:
             self.archived_total += size
-        run.member, run.deadline = None, 0
+        run.member, run.deadline, run.rejected = None, 0, False
         self.acquired -= size
+
+    def _archive_state(self) -> int:
+        return ARCHIVING if self.dlq else ARCHIVED
 
     def _archive_new(self, first: int, stop: int) -> None:
         first = max(first, self.end)
@@ -490,6 +537,19 @@ def _took(taken: list[Acquired], first: int, last: int, count: int) -> None:
         taken[-1] = Acquired(taken[-1].first, last, count)
     else:
         taken.append(Acquired(first, last, count))
+
+
+def _ranges(offsets: Iterable[int]) -> Iterator[tuple[int, int]]:
+    """Ascending offsets as runs of (first, last)."""
+    first = last = -2
+    for offset in offsets:
+        if offset != last + 1:
+            if first >= 0:
+                yield first, last
+            first = offset
+        last = offset
+    if first >= 0:
+        yield first, last
 
 
 def _same_kind(first: int, types: list[int]) -> Iterator[tuple[int, int, int]]:

@@ -78,6 +78,15 @@ KAFKA_ALTERS = [
      "Can't APPEND to key share.auto.offset.reset because its type is not LIST."),
     ([("share.auto.offset.reset", DELETE, None)], 0, None),
     ([("share.auto.offset.reset", SET, None)], 42, "Null value not supported for : share.auto.offset.reset"),
+    # KIP-1191's dead letter queue: any name but an internal one (the broker's prefix is checked at write)
+    ([("errors.deadletterqueue.topic.name", SET, "__dlq")], 40,
+     "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"),
+    ([("errors.deadletterqueue.topic.name", SET, "_x")], 0, None),
+    ([("errors.deadletterqueue.topic.name", SET, "no-prefix")], 0, None),
+    ([("errors.deadletterqueue.copy.record.enable", SET, "true")], 0, None),
+    ([("errors.deadletterqueue.copy.record.enable", SET, "yes")], 40,
+     "Invalid value yes for configuration errors.deadletterqueue.copy.record.enable: "
+     "Expected value to be either true or false"),
 ]
 
 

@@ -36,8 +36,7 @@ OLDER_VERSIONS: dict[int, tuple[int, str]] = {}
 NOT_CLAIMED: dict[str, str] = {}
 
 # Features claimed below a release's highest level: feature -> (highest level claimed, why).
-CAPPED = {"kraft.version": (0, "KIP-853's quorum whose voters change (1); kbroker's is itself alone"),
-          "share.version": (1, "share groups' dead letter queues (2, KIP-1191) are not built (docs/share-groups.md)")}
+CAPPED = {"kraft.version": (0, "KIP-853's quorum whose voters change (1); kbroker's is itself alone")}
 
 
 def expected_apis(release: KafkaRelease) -> dict[int, tuple[int, int]]:

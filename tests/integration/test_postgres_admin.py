@@ -114,7 +114,10 @@ def test_create_partitions_then_delete_and_create_again(cluster):
     client = admin(nodes[2])  # kept: its futures fail once it is collected
     for future in client.create_partitions([NewPartitions(topic, 5)]).values():
         future.result(TIMEOUT)
-    wait_for(lambda: all(len(view(b, topic)[2]) == 5 for b in nodes.values()), "every node sees 5 partitions")
+    # a node's image takes the new count before it has opened the partitions it leads (Metadata meanwhile
+    # shows them leaderless, as Kafka's brokers do until their metadata has the leader): wait for them
+    wait_for(lambda: all(len(parts := view(b, topic)[2]) == 5 and all(p[1] >= 0 for p in parts)
+                         for b in nodes.values()), "every node sees 5 partitions and their leaders")
     views = {node: view(broker, topic) for node, broker in nodes.items()}
     assert len({repr(v) for v in views.values()}) == 1, views
     parts = views[1][2]

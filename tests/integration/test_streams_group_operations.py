@@ -193,3 +193,49 @@ def test_group_history_shows_a_streams_groups_epochs_and_the_pipeline_reads_its_
     assert group_epochs == sorted(group_epochs) and group_epochs[-1] == epochs[-1][1]
     joined = [r["members"][0]["member_id"] for r in rows if r["record_type"] == "streams_group_member_metadata_record"]
     assert {a.member_id, b.member_id} <= set(joined)
+
+
+def test_the_initial_delays_timer_assigns_the_members_and_the_history_names_who_moved(tmp_path, capsys):
+    """As Kafka's computeDelayedTargetAssignment: when group.streams.initial.rebalance.delay.ms is over,
+    the coordinator computes the target of every member that joined meanwhile, no heartbeat needed
+    (StreamsGroupDescribe shows it), and `kbroker group history` has that assignment as an entry of its
+    own naming the members whose targets moved then."""
+    from kbroker.protocol.messages.streams_group_describe_request import StreamsGroupDescribeRequest
+
+    admin_port = free_port()
+    proc = BrokerProcess(tmp_path / "data", "--num-partitions", "2",
+                         "--group-streams-initial-rebalance-delay-ms", "1500",
+                         "--metrics-listen", f"127.0.0.1:{admin_port}")
+    wire = connect(proc)
+    try:
+        app = new_app()
+        a, b = Member(app, "process-a"), Member(app, "process-b")
+        a.beat(wire)
+        b.beat(wire)
+        assert a.active == [] and b.active == []  # delayed: nothing assigned yet
+
+        def described():
+            return wire.call(89, 0, StreamsGroupDescribeRequest(group_ids=[app], include_authorized_operations=False)
+                             ).groups[0]
+
+        assert described().assignment_epoch < described().group_epoch
+        deadline = time.monotonic() + 30
+        while (group := described()).assignment_epoch < group.group_epoch and time.monotonic() < deadline:
+            time.sleep(0.2)  # no heartbeat meanwhile: the timer computes it
+        assert group.assignment_epoch == group.group_epoch
+        targets = {m.member_id: tasks_of([(t.subtopology_id, t.partitions) for t in m.target_assignment.active_tasks])
+                   for m in group.members}
+        assert all(targets.values()) and len(set().union(*targets.values())) == 4  # 2 subtopologies x 2 partitions
+        settle(wire, [a, b])
+        assert tasks_of(a.active) | tasks_of(b.active) == set().union(*targets.values())
+        capsys.readouterr()
+        assert cli_main(["group", "history", app, "--admin-url", f"http://127.0.0.1:{admin_port}", "--json"]) == 0
+        history = json.loads(capsys.readouterr().out)["rebalances"]
+        over = [e for e in history if e["reason"] == "initial rebalance delay over"]
+        assert len(over) == 1 and sorted(over[0]["members_moved"]) == sorted([a.member_id, b.member_id])
+        assert over[0]["new_generation"] == group.group_epoch and over[0]["trigger_member"] is None
+        joins = [e for e in history if e["members_in"]]
+        assert len(joins) == 2 and all(e["members_moved"] == [] for e in joins)  # they moved nobody: delayed
+    finally:
+        wire.close()
+        proc.stop()

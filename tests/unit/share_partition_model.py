@@ -1,7 +1,8 @@
 """The share-partition's delivery state kept record by record: kbroker's SharePartition before it kept
-runs (coordinator/share/share_partition.py until 2026-11-29), kept as the model the run-based one
-is checked against (tests/unit/test_share_partition_runs.py). Every offset in flight is its own
-InFlight; the behaviour is the specification, the cost is not.
+runs (coordinator/share/share_partition.py until 2026-11-29, with share.version 2's ARCHIVING as the
+dlq branch wrote it), kept as the model the run-based one is checked against
+(tests/unit/test_share_partition_runs.py). Every offset in flight is its own InFlight; the behaviour
+is the specification, the cost is not.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kbroker.coordinator.share.share_partition import (  # what the two share: the wire's and Kafka's ids
-    ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, RELEASE, REJECT, RENEW, Acquired, Batch, InFlight, _extend,
+    ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, ARCHIVING, AVAILABLE, GAP, RELEASE, REJECT, RENEW, Acquired, Batch, InFlight,
+    _extend,
 )
 from kbroker.protocol.errors import ErrorCode
 
 E = ErrorCode
 _DONE = (ACKNOWLEDGED, ARCHIVED)
+_KEPT = (ACKNOWLEDGED, ARCHIVING, ARCHIVED)  # what a restart finds as it was
 
 
 @dataclass(slots=True)
@@ -43,6 +46,7 @@ class SharePartition:
         self.persist_from = -1
         self.passed: dict[int, tuple[int, int]] = {}
         self.archived_total = 0  # records archived by a reject or the delivery count limit (metrics)
+        self.dlq = False  # archived records go through ARCHIVING to the group's dead letter queue
 
     # -- life ----------------------------------------------------------------------------------
 
@@ -57,13 +61,13 @@ class SharePartition:
         self.acquired = 0
 
     def restore(self, start: int, states: Iterable[tuple[int, int, int, int]]) -> None:
-        """Back from the persisted state (first, last, state, delivery count): ACKNOWLEDGED and
-        ARCHIVED ranges stay; every other in-flight offset is AVAILABLE again with its count, as
+        """Back from the persisted state (first, last, state, delivery count): ACKNOWLEDGED, ARCHIVING
+        and ARCHIVED ranges stay; every other in-flight offset is AVAILABLE again with its count, as
         Kafka's share coordinator gives back what a restart leaves acquired."""
         self.initialize(start)
         for first, last, state, count in states:
             for offset in range(max(first, start), last + 1):
-                self.records[offset] = InFlight(state if state in _DONE else AVAILABLE, count)
+                self.records[offset] = InFlight(state if state in _KEPT else AVAILABLE, count)
                 self.end = max(self.end, offset + 1)
         for offset in range(start, self.end):
             self.records.setdefault(offset, InFlight(ARCHIVED))
@@ -161,7 +165,9 @@ class SharePartition:
             elif kind == RELEASE:
                 self._give_back(entry)
             else:
-                entry.state, entry.member = (ACKNOWLEDGED if kind == ACCEPT else ARCHIVED), None
+                # Kafka's recordStateWithDlq: only a reject goes through ARCHIVING; a gap is ARCHIVED
+                entry.state = ACKNOWLEDGED if kind == ACCEPT else self._archive_state() if kind == REJECT else ARCHIVED
+                entry.member, entry.rejected = None, kind == REJECT
                 self.acquired -= 1
                 self.archived_total += kind != ACCEPT
         self._advance()
@@ -235,6 +241,28 @@ class SharePartition:
             self._advance()
         return released
 
+    # -- the dead letter queue (KIP-1191) -------------------------------------------------------
+
+    def archiving(self) -> list[tuple[int, int, bool]]:
+        """(offset, delivery count, rejected) of each record waiting for its copy in the dead letter
+        queue. Restored ones were rejected unless their count reached the limit (Kafka infers it so:
+        the cause is not persisted)."""
+        return [(offset, e.count, e.rejected or e.count < self.delivery_limit)
+                for offset, e in sorted(self.records.items()) if e.state == ARCHIVING]
+
+    def archived_to_dlq(self, offsets: Iterable[int]) -> int:
+        """Their copies are written (or could not be: Kafka archives them regardless): ARCHIVING records
+        become ARCHIVED, and the start may move past them. How many changed."""
+        changed = 0
+        for offset in offsets:
+            entry = self.records.get(offset)
+            if entry is not None and entry.state == ARCHIVING:
+                entry.state = ARCHIVED
+                changed += 1
+        if changed:
+            self._advance()
+        return changed
+
     # -- what is persisted ---------------------------------------------------------------------
 
     def snapshot(self) -> tuple[int, list[tuple[int, int, int, int]]]:
@@ -257,24 +285,28 @@ class SharePartition:
         runs: list[tuple[int, int, int, int]] = []
         for offset in range(self.start, self.end):
             entry = self.records[offset]
-            _extend(runs, offset, entry.state if entry.state in _DONE else AVAILABLE, entry.count)
+            _extend(runs, offset, entry.state if entry.state in _KEPT else AVAILABLE, entry.count)
         return runs
 
     def counts(self) -> dict[str, int]:
-        by_state = {AVAILABLE: 0, ACQUIRED: 0, ACKNOWLEDGED: 0, ARCHIVED: 0}
+        by_state = {AVAILABLE: 0, ACQUIRED: 0, ACKNOWLEDGED: 0, ARCHIVING: 0, ARCHIVED: 0}
         for entry in self.records.values():
             by_state[entry.state] += 1
         return {"start": self.start, "end": self.end, "available": by_state[AVAILABLE],
                 "acquired": by_state[ACQUIRED], "acknowledged": by_state[ACKNOWLEDGED],
-                "archived": by_state[ARCHIVED]}
+                "archived": by_state[ARCHIVING] + by_state[ARCHIVED]}
 
     # -- inside --------------------------------------------------------------------------------
 
     def _give_back(self, entry: InFlight) -> None:
-        entry.state = ARCHIVED if entry.count >= self.delivery_limit else AVAILABLE
-        self.archived_total += entry.state == ARCHIVED
+        entry.state = self._archive_state() if entry.count >= self.delivery_limit else AVAILABLE
+        entry.rejected = False
+        self.archived_total += entry.state != AVAILABLE
         entry.member = None
         self.acquired -= 1
+
+    def _archive_state(self) -> int:
+        return ARCHIVING if self.dlq else ARCHIVED
 
     def _archive_new(self, first: int, stop: int) -> None:
         for offset in range(max(first, self.end), stop):

@@ -138,3 +138,26 @@ def test_the_persisted_start_is_the_one_before_the_change_as_kafka_writes_it() -
     assert sp.snapshot() == (0, [(0, 0, ACKNOWLEDGED, 1), (1, 1, ARCHIVED, 1), (2, 2, ACKNOWLEDGED, 1),
                                  (3, 3, AVAILABLE, 1)])
     assert sp.snapshot() == (3, [(3, 3, AVAILABLE, 1)])  # the next write carries the start moved
+
+
+def test_with_a_dead_letter_queue_archived_records_wait_in_archiving() -> None:
+    """KIP-1191: a reject and the delivery count limit go ARCHIVING (persisted as 3), which holds the
+    start until the copies are written; a gap is ARCHIVED at once, as Kafka's recordStateWithDlq."""
+    from kbroker.coordinator.share.share_partition import ARCHIVING
+
+    sp = make(limit=2)
+    sp.dlq = True
+    sp.acquire("a", [Batch(0, 3)], 4, 100, 0)
+    assert sp.acknowledge("a", 0, 3, [REJECT, RELEASE, GAP, ACCEPT], 0) is E.NONE
+    assert sp.acquire("a", [Batch(1, 1)], 4, 100, 0) == [Acquired(1, 1, 2)]
+    assert sp.expire_locks(LOCK_MS) == 1  # delivered twice: the limit
+    assert sp.start == 0 and sp.archiving() == [(0, 1, True), (1, 2, False)]
+    assert sp.next_fetch_offset(5) == 4  # neither is delivered again
+    assert sp.state_batches() == [(0, 0, ARCHIVING, 1), (1, 1, ARCHIVING, 2), (2, 2, ARCHIVED, 1),
+                                  (3, 3, ACKNOWLEDGED, 1)]
+    # a restart finds them ARCHIVING (the cause inferred from the count, as Kafka does)
+    again = make(limit=2)
+    again.restore(0, sp.state_batches())
+    assert again.archiving() == [(0, 1, True), (1, 2, False)]
+    assert sp.archived_to_dlq([0, 1]) == 2
+    assert (sp.start, sp.archiving()) == (4, [])

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from kbroker.coordinator.share.share_partition import (
-    ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, RELEASE, REJECT, RENEW, Acquired, Batch, SharePartition,
+    ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, ARCHIVING, AVAILABLE, GAP, RELEASE, REJECT, RENEW, Acquired, Batch, SharePartition,
 )
 from kbroker.protocol.errors import ErrorCode
 
@@ -88,6 +88,22 @@ def test_restore_fills_holes_and_lets_later_ranges_win() -> None:
     assert shape(sp) == [(15, 17, AVAILABLE, 2, None), (18, 19, ARCHIVED, 3, None), (20, 20, AVAILABLE, 2, None)]
 
 
+def test_archiving_runs_split_where_the_cause_differs_and_join_once_copied() -> None:
+    """With a dead letter queue, rejected records and those the delivery count limit archived are
+    ARCHIVING runs apart (their copies' headers differ), both holding the start; once copied they are
+    one ARCHIVED run the start passes."""
+    sp = make(limit=1)
+    sp.dlq = True
+    sp.acquire("a", [Batch(0, 9)], 10, 10, 0)
+    assert sp.acknowledge("a", 0, 4, [REJECT], 0) is E.NONE
+    assert sp.expire_locks(LOCK_MS) == 5  # 5-9 delivered once: the limit
+    assert [(r.first, r.last, r.state, r.count, r.rejected) for r in sp.runs] == [
+        (0, 4, ARCHIVING, 1, True), (5, 9, ARCHIVING, 1, False)]
+    assert sp.state_batches() == [(0, 9, ARCHIVING, 1)]  # persisted as one: the cause is not written
+    assert sp.archived_to_dlq([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]) == 10
+    assert (sp.start, sp.runs, sp.passed) == (10, [], [(0, 9, ARCHIVED, 1)])
+
+
 # -- the run-based state against the record-by-record model --------------------------------------
 
 
@@ -109,14 +125,19 @@ def _equal(new: SharePartition, old: model.SharePartition) -> None:
     theirs = {o: (e.state, e.count, e.member, e.deadline if e.state == ACQUIRED else 0) for o, e in old.records.items()}
     assert mine == theirs
     assert new.state_batches() == old.state_batches()
+    assert new.archiving() == old.archiving()
     assert new.counts() == old.counts() and new.next_deadline() == old.next_deadline()
     for a, b in zip(new.runs, new.runs[1:]):  # contiguous, and no two neighbours that could be one
         assert a.last + 1 == b.first and not a.joins(b)
+    assert all(r.state == ARCHIVING or not r.rejected for r in new.runs)  # so it splits ARCHIVING runs only
     assert sum(r.last - r.first + 1 for r in new.runs) == new.end - new.start
 
 
+@pytest.mark.parametrize("dlq", ["off", "on", "toggled"])
 @pytest.mark.parametrize("seed", range(40))
-def test_runs_answer_as_the_record_by_record_model(seed: int) -> None:
+def test_runs_answer_as_the_record_by_record_model(seed: int, dlq: str) -> None:
+    """With a dead letter queue (share.version 2) off, on, or set and unset as a group's config is
+    (the manager reads it at each change): ARCHIVING records, their copies written at random moments."""
     rng = random.Random(seed)
     limit, max_locks = rng.choice((2, 3, 5)), rng.choice((7, 30, 2000))
     new, old = SharePartition(LOCK_MS, limit, max_locks), model.SharePartition(LOCK_MS, limit, max_locks)
@@ -126,6 +147,12 @@ def test_runs_answer_as_the_record_by_record_model(seed: int) -> None:
     members, now, undos = ("a", "b", "c"), 0, []
     for _ in range(300):
         now += rng.choice((0, 1_000, 7_000))
+        new.dlq = old.dlq = dlq == "on" or (dlq == "toggled" and (new.dlq if rng.random() < 0.9 else not new.dlq))
+        if new.dlq and rng.random() < 0.15:  # some of the copies waiting are written (phase 2)
+            waiting = [offset for offset, _, _ in old.archiving()]
+            written = rng.sample(waiting, rng.randint(0, len(waiting))) + [new.end + 1]
+            assert new.archived_to_dlq(written) == old.archived_to_dlq(written)
+            _equal(new, old)
         op = rng.random()
         hw = min(log[-1][1] + 1, 20 + now // 500)
         if op < 0.3:
@@ -172,6 +199,7 @@ def test_runs_answer_as_the_record_by_record_model(seed: int) -> None:
             start, batches = new.snapshot()
             assert (start, batches) == old.snapshot()
             new, old = SharePartition(LOCK_MS, limit, max_locks), model.SharePartition(LOCK_MS, limit, max_locks)
+            new.dlq = old.dlq = dlq != "off"
             new.restore(start, batches)
             old.restore(start, batches)
             undos.clear()

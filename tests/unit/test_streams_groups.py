@@ -340,9 +340,74 @@ def test_a_new_groups_first_assignment_waits_for_the_initial_rebalance_delay() -
     assert h.deadline(sc.initial_delay_key(APP)) == h.clock.now_ms() + 3_000
     b = beat(h, "b", 0)
     assert b.member_epoch == 1 and [code for code, _ in b.statuses or ()] == [sc.ASSIGNMENT_DELAYED]
-    h.advance(3_000)
+    h.advance(2_999)
+    assert h.group(APP).assignment_epoch == 1
+    h.advance(1)
+    # As Kafka's computeDelayedTargetAssignment: the timer computes every member's target, no heartbeat needed
+    group = h.group(APP)
+    assert (group.group_epoch, group.assignment_epoch) == (3, 3)
+    assert {m: len(group.target(m).active) for m in ("a", "b")} == {"a": 2, "b": 2}
     a2 = beat(h, "a", 1, owned=frozenset())
     assert a2.statuses == () and a2.member_epoch == 3 and len(active(a2)) == 2
+
+
+def test_the_delayed_first_assignment_is_an_event_for_the_groups_history() -> None:
+    """The target computed when the initial delay is over, or at the first heartbeat past the
+    assignment interval, says which members moved then (streams_group_assignment_changed)."""
+    from kbroker.coordinator.groups.events import StreamsAssignmentChanged
+    from kbroker.coordinator.groups.history import RebalanceHistory
+
+    h, _ = make(GroupConfig(), words=2, **{REPARTITION: 2, CHANGELOG: 2})  # initial delay 3 s, interval 1 s
+    beat(h, "a", 0)
+    beat(h, "b", 0)
+    h.events.clear()
+    h.advance(3_000)
+    [first] = [e for e in h.events if isinstance(e, StreamsAssignmentChanged)]
+    assert (first.previous_epoch, first.group_epoch, first.assignment_epoch, first.reason, first.trigger_member,
+            first.members_moved, first.member_count) == (1, 3, 3, "initial rebalance delay over", None, ("a", "b"), 2)
+    # within the assignment interval of that assignment, c joins: its epoch is an event with nobody moved...
+    assert beat(h, "a", 1, owned=frozenset()).member_epoch == 3
+    h.advance(500)
+    beat(h, "c", 0)
+    joined = [e for e in h.events if isinstance(e, StreamsAssignmentChanged)][-1]
+    assert (joined.group_epoch, joined.reason, joined.members_moved) == (4, "member c joined", ())
+    # ...and the heartbeat past the interval computes the target: who moved is said then
+    h.advance(500)
+    beat(h, "a", 3, owned=frozenset())
+    computed = [e for e in h.events if isinstance(e, StreamsAssignmentChanged)][-1]
+    assert (computed.previous_epoch, computed.group_epoch, computed.reason, computed.trigger_member) == (
+        3, 4, "delayed assignment computed", "a")
+    assert "c" in computed.members_moved and computed.member_count == 3
+    assert h.group(APP).assignment_epoch == 4
+    history = RebalanceHistory()
+    entry = history.record_event(computed, 0)
+    assert entry is not None and entry.to_json()["members_moved"] == list(computed.members_moved)
+    assert (entry.old_generation, entry.new_generation) == (3, 4)
+
+
+def test_an_initial_delay_over_an_emptied_group_computes_nothing() -> None:
+    h, _ = make(GroupConfig(), words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    beat(h, "a", 0)
+    beat(h, "a", -1)
+    h.events.clear()
+    h.advance(3_000)
+    assert h.events == [] and h.group(APP).target_assignment == {}
+
+
+def test_the_first_member_of_an_emptied_group_waits_for_the_initial_delay_too() -> None:
+    """Kafka 4.4 schedules the initial delay when a member joins a group without members
+    (group.isEmpty()): a new group, or one whose members all left."""
+    h, _ = make(GroupConfig(group_streams_assignment_interval_ms=0), words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    a = beat(h, "a", 0)
+    h.advance(3_000)
+    assert len(active(beat(h, "a", a.member_epoch, owned=frozenset()))) == 4
+    beat(h, "a", -1)
+    assert h.group(APP).state == "Empty"
+    b = beat(h, "b", 0)
+    assert [code for code, _ in b.statuses or ()] == [sc.ASSIGNMENT_DELAYED] and active(b) == frozenset()
+    assert h.deadline(sc.initial_delay_key(APP)) == h.clock.now_ms() + 3_000
+    h.advance(3_000)
+    assert len(active(beat(h, "b", b.member_epoch, owned=frozenset()))) == 4
 
 
 def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() -> None:

@@ -180,6 +180,8 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("flush.messages", None, INT64_MAX, _parse_int(1, INT64_MAX)),
     _Spec("flush.ms", None, INT64_MAX, _parse_int(0, INT64_MAX)),
     _Spec("preallocate", None, False, _parse_bool),
+    # KIP-1191: a topic share groups may use as their dead letter queue (broker/coordinators/share_dlq.py)
+    _Spec("errors.deadletterqueue.group.enable", None, False, _parse_bool),
     _Spec("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", INT64_MAX, _parse_int(0, INT64_MAX)),
     _Spec("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", 3600000, _parse_int(0, INT64_MAX)),
     # Deprecated in Kafka 3.x and removed in 4.0; 3.x accepts and ignores them, and so do we.

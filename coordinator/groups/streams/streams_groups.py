@@ -130,8 +130,9 @@ class StreamsGroups(NoFollowUps):
                 self.delayed.discard(group.group_id)
                 classic_join(out, group, cmd)
             case sc.StreamsInitialDelayExpired():
-                # The next heartbeat computes the target assignment (the group epoch is past it).
                 self.delayed.discard(cmd.group_id)
+                if group.__class__ is StreamsGroup:
+                    self._delayed_target(out, group, now_ms)
             case sc.StreamsRevocationExpired():
                 # Kafka's rebalance timeout: a member that has not given up its tasks in time is fenced.
                 member = group.members.get(cmd.member_id) if group.__class__ is StreamsGroup else None
@@ -269,13 +270,15 @@ class StreamsGroups(NoFollowUps):
             group_epoch += 1
             records.append(metadata_record(gid, group_epoch, new_hash, validated, configs))
 
-        # 4. The target assignment, for the whole group, when the group epoch moved on; a new group's
-        #    first one waits for the initial rebalance delay (members reconcile to nothing meanwhile).
-        initial_delay_ms = self.settings.initial_rebalance_delay_ms(gid) if gid not in self.groups else 0
+        # 4. The target assignment, for the whole group, when the group epoch moved on; the first one of a
+        #    group without members (new, or emptied since: Kafka 4.4's group.isEmpty()) waits for the initial
+        #    rebalance delay, whose timer computes it (members reconcile to nothing meanwhile).
+        initial_delay_ms = self.settings.initial_rebalance_delay_ms(gid) if not group.members else 0
         if initial_delay_ms > 0:
             self.delayed.add(gid)
             out.schedule(sc.initial_delay_key(gid), initial_delay_ms, sc.StreamsInitialDelayExpired(gid))
         moved: tuple[str, ...] = ()
+        computed = False
         if group_epoch > group.assignment_epoch and gid in self.delayed:
             target, target_epoch = EMPTY, max(1, group.assignment_epoch)
             statuses.append((sc.ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance "
@@ -289,7 +292,7 @@ class StreamsGroups(NoFollowUps):
         elif group_epoch > group.assignment_epoch:
             targets, moved = self._update_target(records, group, group_epoch, updated, configured, now_ms, configs,
                                                  topology, removed=gone)
-            target, target_epoch = targets.get(member_id, EMPTY), group_epoch
+            target, target_epoch, computed = targets.get(member_id, EMPTY), group_epoch, True
         else:
             target, target_epoch = group.target(gone or member_id), group.assignment_epoch
         if group_epoch != group.group_epoch:
@@ -297,6 +300,8 @@ class StreamsGroups(NoFollowUps):
                 gid, group_epoch, target_epoch, reason, member_id, ASSIGNOR_NAME, moved,
                 len(group.members) + (1 if member_id not in group.members and gone is None else 0),
                 group.group_epoch, (member_id,) if is_new and replaced is None else ()))
+        elif computed:  # the target of an epoch that moved earlier: past the assignment interval, or after a fence
+            out.events.append(_target_computed(group, group_epoch, "delayed assignment computed", member_id, moved))
 
         # 5. Reconciliation: revocation before reassignment.
         owned = None if cmd.active_tasks is None else tasks_of(cmd.active_tasks)
@@ -333,6 +338,20 @@ class StreamsGroups(NoFollowUps):
             partitions_by_endpoint=(self._endpoints(group, reconciled, topology, gone)
                                     if cmd.endpoint_information_epoch != endpoint_epoch else None),
             creatable_topics=creatable)
+
+    def _delayed_target(self, out: Outcome, group: StreamsGroup, now_ms: int) -> None:
+        """Kafka's computeDelayedTargetAssignment: the initial rebalance delay is over, and the target
+        assignment of every member that joined meanwhile is computed now, not at the next heartbeat;
+        the members reconcile to it with their next heartbeats."""
+        if not group.members or group.group_epoch <= group.assignment_epoch or group.topology is None:
+            return  # emptied meanwhile, or nothing to assign (Kafka skips these too)
+        records: list[Any] = []
+        configured = configure(group.topology.subtopologies, self._partitions())
+        configs = group.last_assignment_configs or self.settings.assignment_configs(group.group_id)
+        _, moved = self._update_target(records, group, group.group_epoch, None, configured, now_ms, configs,
+                                       group.topology)
+        out.write(records)
+        out.events.append(_target_computed(group, group.group_epoch, "initial rebalance delay over", None, moved))
 
     def _update_target(self, records: list[Any], group: StreamsGroup, group_epoch: int,
                        updated: StreamsGroupMember | None, configured: ConfiguredTopology, now_ms: int,
@@ -496,6 +515,14 @@ class StreamsGroups(NoFollowUps):
                 out.cancel(sc.session_key(group.group_id, member_id))
                 out.cancel(sc.rebalance_key(group.group_id, member_id))
         return out
+
+
+def _target_computed(group: StreamsGroup, group_epoch: int, reason: str, trigger: str | None,
+                     moved: tuple[str, ...]) -> StreamsAssignmentChanged:
+    """The event of a target assignment computed after its group epoch moved (the history's entry of
+    who moved then): its previous epoch is the assignment epoch it replaces."""
+    return StreamsAssignmentChanged(group.group_id, group_epoch, group_epoch, reason, trigger, ASSIGNOR_NAME, moved,
+                                    len(group.members), group.assignment_epoch)
 
 
 def _statuses(configured: ConfiguredTopology) -> list[tuple[int, str]]:
