@@ -109,10 +109,11 @@ def _new_api_answers(bootstrap: str, log_dir: str, topic: str, group: str) -> di
         out["UnregisterBroker"] = fields(wire.call(64, 0, ub.UnregisterBrokerRequest(broker_id=2)))
         for v, types in ((0, []), (1, []), (1, [2]), (1, [4, 8]), (1, [16, 32]), (1, [64]), (1, [2, 3])):
             answer = wire.call(74, v, lcr.ListConfigResourcesRequest(resource_types=types))
-            # topics of the test's own (each broker has its internal topics, and other tests' topics)
+            # topics and groups of the test's own (each broker has its internal topics, and other tests'
+            # topics and groups with configs: the reference broker is shared by a worker's test files)
             out[f"ListConfigResources v{v} {types}"] = (answer.error_code, sorted(
                 (c.resource_type, c.resource_name) for c in answer.config_resources
-                if c.resource_type != 2 or c.resource_name == topic))
+                if c.resource_type not in (2, 32) or c.resource_name in (topic, group)))
         answer = wire.call(34, 2, arl.AlterReplicaLogDirsRequest(dirs=[
             arl.AlterReplicaLogDir(path=log_dir, topics=[arl.AlterReplicaLogDirTopic(name=topic, partitions=[0, 1, 7]),
                                                          arl.AlterReplicaLogDirTopic(name="no-such-topic", partitions=[0])]),
