@@ -317,9 +317,10 @@ class SharePartition:
         restored = 0
         passed_since = self.start  # the offsets in [undo.start, passed_since) the start moved past since
         undo_end = undo.before[-1][1] + 1 if undo.before else undo.start
-        if undo.start < passed_since <= undo_end:  # all of them were in flight then: they come back as they were
-            head = [Run(first, min(last, passed_since - 1), state, count, member, deadline)
-                    for first, last, state, count, member, deadline in undo.before if first < passed_since]
+        if undo.start < passed_since <= undo_end:  # all of them were in flight then: they come back as they were,
+            # but ARCHIVING ones ARCHIVED: the start passed them, so their copies were written since
+            head = [Run(first, min(last, passed_since - 1), ARCHIVED if state == ARCHIVING else state, count, member,
+                        deadline) for first, last, state, count, member, deadline in undo.before if first < passed_since]
             restored += sum(r.last - r.first + 1 for r in head if r.state == ACQUIRED)
             self.runs[0:0] = head
             self.start = undo.start

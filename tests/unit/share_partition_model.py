@@ -197,7 +197,8 @@ class SharePartition:
         if all(offset in undo.before for offset in below):
             for offset in below:
                 state, count, member, deadline = undo.before[offset]
-                self.records[offset] = InFlight(state, count, member, deadline)
+                # ARCHIVING ones ARCHIVED: the start passed them, so their copies were written since
+                self.records[offset] = InFlight(ARCHIVED if state == ARCHIVING else state, count, member, deadline)
                 restored += state == ACQUIRED
             self.start = min(self.start, undo.start)
         for offset, (state, count, member, deadline) in undo.before.items():
