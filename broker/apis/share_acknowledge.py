@@ -6,8 +6,11 @@ answered TOPIC_AUTHORIZATION_FAILED per partition (KafkaApis.handleShareAcknowle
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Awaitable
 
+from ..coordinators.share_partitions import answered
 from ..network.router import RequestContext
 from .share_fetch import may_read
 from .share_group_heartbeat import valid_member_id
@@ -46,18 +49,22 @@ async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> Share
         return failed_response(ctx, request, error)
     names = broker.catalogue.names_by_id()
     readable = may_read(ctx)
-    responses: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
+    partitions: list[tuple[uuid.UUID, int]] = []
+    answers: list[Awaitable[ErrorCode]] = []  # applied in order, their state writes awaited together
     for topic in request.topics:
         name = names.get(topic.topic_id)
         for p in topic.partitions:
-            code = E.UNKNOWN_TOPIC_ID if name is None else E.TOPIC_AUTHORIZATION_FAILED if not readable(name) else (
-                await manager.acknowledge(
+            partitions.append((topic.topic_id, p.partition_index))
+            answers.append(answered(E.UNKNOWN_TOPIC_ID) if name is None else answered(E.TOPIC_AUTHORIZATION_FAILED)
+                           if not readable(name) else manager.acknowledge(
                 request.group_id, member_id, name, p.partition_index,
-                    [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]))
-            responses.setdefault(topic.topic_id, ShareAcknowledgeTopicResponse(topic_id=topic.topic_id, partitions=[])
-                                 ).partitions.append(PartitionData(
-                                     partition_index=p.partition_index, error_code=code,
-                                     current_leader=LeaderIdAndEpoch(leader_id=broker.node_id, leader_epoch=0)))
+                [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]))
+    responses: dict[uuid.UUID, ShareAcknowledgeTopicResponse] = {}
+    for (topic_id, index), code in zip(partitions, await asyncio.gather(*answers)):
+        responses.setdefault(topic_id, ShareAcknowledgeTopicResponse(topic_id=topic_id, partitions=[])
+                             ).partitions.append(PartitionData(
+                                 partition_index=index, error_code=code,
+                                 current_leader=LeaderIdAndEpoch(leader_id=broker.node_id, leader_epoch=0)))
     if epoch == -1:
         manager.close(session)
     return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,

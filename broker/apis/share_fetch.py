@@ -16,9 +16,12 @@ does. v2's Renew acknowledgements are served.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from ..coordinators.share_partitions import answered
 from ..network.router import RequestContext
 from .share_group_heartbeat import valid_member_id
 from ...protocol.errors import ErrorCode
@@ -89,7 +92,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
         return failed_response(ctx, request, error)
     names = broker.catalogue.names_by_id()
     readable = may_read(ctx)
-    ack_errors: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    acks: list[tuple[tuple[uuid.UUID, int], Awaitable[ErrorCode]]] = []  # applied in order, awaited together
     for topic in request.topics:
         name = names.get(topic.topic_id)
         for p in topic.partitions:
@@ -98,10 +101,11 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
                 session.partitions[key] = None
                 session.must_answer.add(key)  # named in the next answer (this one), records or not
             if p.acknowledgement_batches:
-                ack_errors[key] = (E.UNKNOWN_TOPIC_ID if name is None else E.TOPIC_AUTHORIZATION_FAILED
-                                   if not readable(name) else await manager.acknowledge(
+                acks.append((key, answered(E.UNKNOWN_TOPIC_ID) if name is None else answered(
+                    E.TOPIC_AUTHORIZATION_FAILED) if not readable(name) else manager.acknowledge(
                     request.group_id, member_id, name, p.partition_index,
-                    [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]))
+                    [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches])))
+    ack_errors = dict(zip([key for key, _ in acks], await asyncio.gather(*(wait for _, wait in acks))))
     for forgotten in request.forgotten_topics_data:
         for index in forgotten.partitions:
             session.partitions.pop((forgotten.topic_id, index), None)

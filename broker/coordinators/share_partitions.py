@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from ...coordinator.share.share_partition import Acquired, Batch, SharePartition
+from ...coordinator.share.share_partition import Acquired, Batch, SharePartition, Undo
 from ...coordinator.share.state_shard import persister_error
 from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
@@ -59,6 +59,7 @@ log = structlog.get_logger("kbroker.share")
 E = ErrorCode
 Key = tuple[str, str, int]  # (group id, topic, partition)
 MAX_SESSIONS = 2_000  # Kafka's group.share.max.share.sessions
+FIRST_READ = 1 << 20  # what a share fetch reads of the log first (`fetch`)
 
 
 @dataclass(slots=True)
@@ -266,7 +267,12 @@ class SharePartitionManager:
     def fetch(self, group_id: str, member_id: str, topic: str, partition: int, max_bytes: int,
               max_records: int, whole_batches: bool = False) -> PartitionAnswer:
         """Acquire what this share-partition can give `member_id` now, with the log's bytes for it;
-        `whole_batches`: the batch the record limit falls in is acquired to its end (KIP-1206)."""
+        `whole_batches`: the batch the record limit falls in is acquired to its end (KIP-1206).
+
+        The log is read FIRST_READ bytes first (at least one batch), and the rest of `max_bytes` only
+        if that left records to acquire: a fetch acquires max_records (or the batch they end in),
+        which one read of a MiB holds as a rule, where reading the whole `max_bytes` (8 MiB from some
+        clients) for it cost a copy of all of it. The two reads acquire what one would."""
         read = self.broker.partitions.read
         error, log_start, high_watermark = self.broker.partitions.bounds(topic, partition)
         if error != E.NONE:
@@ -277,54 +283,90 @@ class SharePartitionManager:
         offset = sp.next_fetch_offset(high_watermark)
         if offset is None or max_records <= 0:
             return PartitionAnswer()
-        result = read(topic, partition, offset, max(1, max_bytes), min_one_batch=True, read_committed=committed)
-        if result.error_code != E.NONE:
-            return PartitionAnswer(error=ErrorCode(result.error_code))
-        if committed and result.last_stable_offset >= 0:  # nothing at or past it is delivered yet
-            high_watermark = min(high_watermark, result.last_stable_offset)
-        data = result.records
-        batches = _batches(data, result.aborted if committed else None)
-        acquired = sp.acquire(member_id, [b for _, _, b in batches], high_watermark, max_records,
-                              self.broker.clock.now_ms(), whole_batches)
+        now_ms = self.broker.clock.now_ms()
+        budget = max(1, max_bytes)
+        acquired: list[Acquired] = []
+        parts: list[memoryview] = []
+        taken = 0
+        for second in (False, True):
+            # under read_committed one read (its aborted transactions are that read's to match)
+            size = min(budget, FIRST_READ) if not (second or committed) else budget
+            result = read(topic, partition, offset, size, min_one_batch=not second, read_committed=committed)
+            if result.error_code != E.NONE:
+                if second:
+                    break  # what the first read acquired stands
+                return PartitionAnswer(error=ErrorCode(result.error_code))
+            if committed and result.last_stable_offset >= 0:  # nothing at or past it is delivered yet
+                high_watermark = min(high_watermark, result.last_stable_offset)
+            data = result.records
+            batches = _batches(data, result.aborted if committed else None)
+            got = sp.acquire(member_id, [b for _, _, b in batches], high_watermark, max_records - taken, now_ms,
+                             whole_batches)
+            taken += sum(a.last - a.first + 1 for a in got)
+            # Only the batches that hold an acquired record go out.
+            view = memoryview(data)
+            parts.extend(view[pos:pos + length] for pos, length, b in batches
+                         if not b.control and any(a.first <= b.last and b.base <= a.last for a in got))
+            if got and acquired and acquired[-1].last + 1 == got[0].first and (
+                    acquired[-1].delivery_count == got[0].delivery_count):  # one run across the two reads
+                got[0] = Acquired(acquired.pop().first, got[0].last, got[0].delivery_count)
+            acquired.extend(got)
+            if (size == budget or len(data) >= budget or not batches or taken >= max_records
+                    or sp.acquired >= sp.max_locks):
+                break  # the read had the whole budget, or the records to acquire are taken
+            budget -= len(data)
+            offset = batches[-1][2].last + 1
         if not acquired:
             return PartitionAnswer()
         self.acquired_total[group_id] += sum(a.last - a.first + 1 for a in acquired)
         self.redelivered_total[group_id] += sum(a.last - a.first + 1 for a in acquired if a.delivery_count > 1)
         self._arm(group_id, topic, partition, sp)
-        # Only the batches that hold an acquired record go out.
-        wanted = [(pos, size) for pos, size, b in batches
-                  if not b.control and any(a.first <= b.last and b.base <= a.last for a in acquired)]
-        view = memoryview(data)
-        return PartitionAnswer(b"".join(view[pos:pos + size] for pos, size in wanted), acquired)
+        return PartitionAnswer(b"".join(parts), acquired)
 
-    async def acknowledge(self, group_id: str, member_id: str, topic: str, partition: int,
-                          batches: Iterable[tuple[int, int, list[int]]]) -> ErrorCode:
-        """Apply the member's acknowledgements, then answer once the state they made is durable in
-        `__share_group_state` (Kafka's SharePartition answers after the persister's write)."""
+    def acknowledge(self, group_id: str, member_id: str, topic: str, partition: int,
+                    batches: Iterable[tuple[int, int, list[int]]]) -> Awaitable[ErrorCode]:
+        """Apply the member's acknowledgements now and write the state they made; the awaitable
+        answers once it is durable in `__share_group_state` (Kafka's SharePartition answers after the
+        persister's write). A request's partitions are applied in order and awaited together
+        (`asyncio.gather`), so their writes share fsync rounds instead of waiting in turn."""
         key = (group_id, topic, partition)
         sp = self.partitions.get(key)
         if sp is None or not sp.initialized or self.topic_ids.get(key) != self._topic_id(topic):
-            return E.INVALID_RECORD_STATE  # nothing acquired, or acquired of a topic since deleted
+            return answered(E.INVALID_RECORD_STATE)  # nothing acquired, or acquired of a topic since deleted
         now_ms = self.broker.clock.now_ms()
         sp.dlq = self.dead_letters.enabled(group_id)  # read at each change, as Kafka's isDLQEnabledForGroup
         error, undo = sp.acknowledge_all(member_id, batches, now_ms)
         self.broker.fetch_purgatory.notify(topic, partition)  # released records are available again
-        if undo is not None:
-            archiving = sp.archiving()  # in the state written now: their copies follow once it is durable
-            try:
-                await self._persist(group_id, topic, partition, sp)
-            except Exception as exc:  # noqa: BLE001 - the member learns its acknowledgement is not durable
-                # As Kafka's SharePartition: the records go back to the member, under their locks, and
-                # the answer is the persister's error (persister_error).
-                restored = sp.rollback(undo)
-                self._arm(group_id, topic, partition, sp)
-                code = persister_error(exc.code) if isinstance(exc, KafkaError) else E.UNKNOWN_SERVER_ERROR
-                log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition,
-                          error=repr(exc), answered=code.name, rolled_back=restored)
-                return code
-            if archiving:
-                self._dead_letter(key, sp, archiving)
+        if undo is None:
+            return answered(error)
+        archiving = sp.archiving()  # in the state written now: their copies follow once it is durable
+        try:
+            durable = self._persist(group_id, topic, partition, sp)
+        except Exception as exc:  # noqa: BLE001 - not written: rolled back as a failed write is
+            return answered(self._rolled_back(group_id, topic, partition, sp, undo, exc))
+        return self._settled(key, sp, undo, durable, error, archiving)
+
+    async def _settled(self, key: Key, sp: SharePartition, undo: Undo, durable: Awaitable[None], error: ErrorCode,
+                       archiving: list[tuple[int, int, bool]]) -> ErrorCode:
+        group_id, topic, partition = key
+        try:
+            await durable
+        except Exception as exc:  # noqa: BLE001 - the member learns its acknowledgement is not durable
+            return self._rolled_back(group_id, topic, partition, sp, undo, exc)
+        if archiving:
+            self._dead_letter(key, sp, archiving)
         return error
+
+    def _rolled_back(self, group_id: str, topic: str, partition: int, sp: SharePartition, undo: Undo,
+                     exc: Exception) -> ErrorCode:
+        """As Kafka's SharePartition: the records go back to the member, under their locks, and the
+        answer is the persister's error (persister_error)."""
+        restored = sp.rollback(undo)
+        self._arm(group_id, topic, partition, sp)
+        code = persister_error(exc.code) if isinstance(exc, KafkaError) else E.UNKNOWN_SERVER_ERROR
+        log.error("share_state_write_failed", group_id=group_id, topic=topic, partition=partition,
+                  error=repr(exc), answered=code.name, rolled_back=restored)
+        return code
 
     # -- the offsets admin APIs (90-92) ---------------------------------------------------------
 
@@ -507,3 +549,8 @@ def _batches(data: bytes | memoryview, aborted: list | None) -> list[tuple[int, 
         out.append((pos, header.batch_length + rb.LOG_OVERHEAD,
                     Batch(header.base_offset, header.base_offset + header.last_offset_delta, skip)))
     return out
+
+
+async def answered(code: ErrorCode) -> ErrorCode:
+    """An acknowledgement's answer known at once, awaited with those that wait for their writes."""
+    return code

@@ -189,6 +189,41 @@ def test_max_bytes_zero_acquires_nothing(broker):
     assert acquired(m.fetch(max_wait_ms=5_000)) == [(0, 2, 1)]  # none was taken: the first delivery
     m.wire.close()
 
+def produce_big_batches(broker, topic: str, n: int, size: int) -> None:
+    """`n` batches of one record of `size` bytes each."""
+    from kbroker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kbroker.protocol.record_batch import Record, encode_batch
+
+    w = Wire(broker.bootstrap)
+    try:
+        for i in range(n):
+            batch = encode_batch([Record(0, int(time.time() * 1000), None, bytes([i]) * size)])
+            answer = w.call(0, 9, ProduceRequest(None, -1, 5000, [TopicProduceData(
+                topic, partition_data=[PartitionProduceData(0, batch)])]))
+            assert answer.responses[0].partition_responses[0].error_code == 0
+    finally:
+        w.close()
+
+
+def test_a_fetch_acquires_past_its_first_read_of_the_log_up_to_max_bytes(broker):
+    """A share fetch reads the log a MiB first and the rest of MaxBytes only when it has records left
+    to acquire: what it acquires is what one read of MaxBytes gives, one run across the two reads,
+    the batches up to MaxBytes and none past it."""
+    topic, topic_id, group = setup(broker, 0)
+    a, b = Member(broker, group, topic, topic_id), Member(broker, group, topic, topic_id)
+    assert acquired(a.fetch()) == [] and acquired(b.fetch()) == []
+    produce_big_batches(broker, topic, 12, 200_000)  # 2.4 MB: past the first read's MiB
+    whole = a.fetch(max_records=100, max_wait_ms=5_000, max_bytes=8 << 20)
+    assert acquired(whole) == [(0, 11, 1)] and offsets_in(whole) == list(range(12))
+    assert a.acknowledge([(0, 11, [2])]).responses[0].partitions[0].error_code == 0  # released: b's turn
+    # MaxBytes 1.5 MiB holds 7 whole batches of ~200 kB (5 in the first MiB, 2 in the rest)
+    part = b.fetch(max_records=100, max_bytes=3 << 19)
+    assert acquired(part) == [(0, 6, 2)] and offsets_in(part) == list(range(7))
+    assert acquired(a.fetch(max_records=100, max_bytes=8 << 20)) == [(7, 11, 2)]
+    for m in (a, b):
+        m.wire.close()
+
+
 def test_a_topic_made_again_under_its_name_starts_afresh(broker):
     """A share-partition is of a topic id, as in Kafka: a topic deleted and created again under its name
     does not inherit the old one's records in flight or delivery counts (librdkafka's 0184 saw a new

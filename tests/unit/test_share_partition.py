@@ -5,7 +5,7 @@ leaving, control batches and the state persisted and restored."""
 from __future__ import annotations
 
 from kbroker.coordinator.share.share_partition import (
-    ACCEPT, ACKNOWLEDGED, ARCHIVED, AVAILABLE, GAP, RELEASE, REJECT, RENEW, Acquired, Batch, SharePartition,
+    ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, RELEASE, REJECT, RENEW, Acquired, Batch, SharePartition,
 )
 from kbroker.protocol.errors import ErrorCode
 
@@ -161,3 +161,22 @@ def test_with_a_dead_letter_queue_archived_records_wait_in_archiving() -> None:
     assert again.archiving() == [(0, 1, True), (1, 2, False)]
     assert sp.archived_to_dlq([0, 1]) == 2
     assert (sp.start, sp.archiving()) == (4, [])
+
+
+def test_a_rollback_does_not_bring_back_archiving_records_whose_copies_were_written() -> None:
+    """An acknowledgement's write fails after the DLQ copy of an earlier reject was written and the start
+    passed it: the rollback puts the passed records back as they were, but that one stays ARCHIVED (it
+    was ARCHIVING then; back in ARCHIVING no copy would be written for it and it held the start)."""
+    from kbroker.coordinator.share.share_partition import ARCHIVING
+
+    sp = make()
+    sp.dlq = True
+    sp.acquire("a", [Batch(0, 2)], 3, 100, 0)
+    assert sp.acknowledge("a", 0, 0, [REJECT], 0) is E.NONE  # written; its copy follows
+    error, undo = sp.acknowledge_all("a", [(1, 1, [ACCEPT])], 0)  # its write is under way
+    assert error is E.NONE and undo is not None and sp.archiving() == [(0, 1, True)]
+    assert sp.archived_to_dlq([0]) == 1 and sp.start == 2  # the copy is written
+    assert sp.rollback(undo) == 1  # the write of the accept failed
+    assert sp.archiving() == [] and sp.start == 1
+    assert sp.records[1].state == ACQUIRED and sp.records[1].member == "a"
+    assert ARCHIVING not in [state for _, _, state, _ in sp.state_batches()]
