@@ -69,6 +69,10 @@ def _resolved(topic: str, value: str | None) -> str | None:
     return value
 
 
+# Topic configs with no broker setting behind them (not in Kafka's ServerTopicConfigSynonyms): described
+# with their own default and no synonym.
+TOPIC_ONLY = frozenset({"errors.deadletterqueue.group.enable"})
+
 BROKER_SYNONYMS = {topic: tuple((name, _resolved(topic, value)) for name, value in chain)
                    for topic, chain in _SYNONYMS.items()}
 _CHAINS = {name: chain for chain in BROKER_SYNONYMS.values() for name, _ in chain}  # broker name -> its chain
