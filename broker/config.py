@@ -120,8 +120,8 @@ class BrokerConfig:
         default=1, metadata={"help": "replicas of a topic created without a count: one node holds one "
                                      "(default.replication.factor)"})
     auto_leader_rebalance_enable: bool = field(
-        default=True, metadata={"help": "with --nodes N: every leader-imbalance check moves each partition back "
-                                        "to its preferred (first) replica where that one is in sync "
+        default=True, metadata={"help": "with --nodes N or --cluster: every leader-imbalance check moves each "
+                                        "partition back to its preferred (first) replica where that one is up "
                                         "(auto.leader.rebalance.enable)"})
     leader_imbalance_check_interval_seconds: int = field(
         default=300, metadata={"help": "seconds between the leader-imbalance checks "

@@ -5,7 +5,10 @@ It opens the database (schema checked, broker registered with its lease), and ru
 * the lease's renewal every RENEW_EVERY_S (the node fences itself by its own clock past the lease:
   membership.BrokerLease);
 * the controller's: take or renew the controller lease, and while held, move the partitions of
-  brokers whose lease expired (membership.move_lost_leaders);
+  brokers whose lease expired (membership.move_lost_leaders) and, every
+  leader.imbalance.check.interval.seconds with auto.leader.rebalance.enable, each partition back to
+  its preferred replica where that one is live (membership.move_to_preferred), so a node that
+  restarts leads again what it was given;
 * the image's refresh (engine.PostgresEngine.refresh) when the database notifies a change of metadata
   (storage/postgres/notify.py) and every --cluster-poll-ms besides, which opens and deposes this node's partitions
   and tells the coordinators of leaders that moved: a `__consumer_offsets` or `__transaction_state`
@@ -28,11 +31,12 @@ import structlog
 
 from ..protocol.errors import ErrorCode, KafkaError
 from .cluster import after_previous, move_groups
+from .partitions.placement import preferred_leader_moves
 from .storage.postgres import schema
 from .storage.postgres.engine import PostgresEngine
 from .storage.postgres.log import PostgresLog
 from .storage.postgres.membership import (LEASE_MS, PRODUCER_ID_BLOCK, RENEW_EVERY_S, BrokerLease, ControllerLease, NodeIdTaken,
-                                          move_lost_leaders, take_producer_id_block)
+                                          leaderships, move_lost_leaders, move_to_preferred, take_producer_id_block)
 from .storage.postgres.notify import MetadataListener
 
 if TYPE_CHECKING:
@@ -63,6 +67,8 @@ class PostgresNode:
         self._moves: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._changed = asyncio.Event()  # the metadata changed: read it now
         self._fence_lifted = False
+        # auto.leader.rebalance.enable: the controller's next preferred-leader check (monotonic clock)
+        self._next_balance = time.monotonic() + config.leader_imbalance_check_interval_seconds
         name = schema.application_name(config.node_id)
         self.listener = MetadataListener(lambda: schema.connect(config.cluster, name=name), self._changed.set)
         self.broker: Any = None
@@ -205,6 +211,10 @@ class PostgresNode:
             return
         async with self.pool.acquire() as conn:
             moved = await move_lost_leaders(conn)
+            if not moved and self.config.auto_leader_rebalance_enable and time.monotonic() >= self._next_balance:
+                self._next_balance = time.monotonic() + self.config.leader_imbalance_check_interval_seconds
+                partitions, live = await leaderships(conn)
+                moved = await move_to_preferred(conn, preferred_leader_moves(partitions, live))
         if moved:
             await self.engine.refresh()
 

@@ -24,7 +24,7 @@ import structlog
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.topic_names import INTERNAL_TOPICS
 from .catalogue import NO_LEADER, Leadership, TopicCatalogue, TopicInfo
-from .placement import check_assignment
+from .placement import check_assignment, preferred_leader_moves
 
 if TYPE_CHECKING:
     from ..storage.api import LogEngine
@@ -254,9 +254,9 @@ class ClusterCatalogue(TopicCatalogue):
     def imbalanced(self) -> list[tuple[str, int]]:
         """The partitions whose preferred (first) replica is in sync but does not lead: what Kafka's
         controller balances when auto.leader.rebalance.enable is on."""
-        return [(info.name, partition) for info, partition in self.partitions()
-                if (preferred := self.replicas(info, partition)[0]) in self._live
-                and self.leader(info, partition) != preferred]
+        return [key for key, _ in preferred_leader_moves(
+            (((info.name, partition), self.leader(info, partition), self.replicas(info, partition))
+             for info, partition in self.partitions()), self._live)]
 
     # --- reassignments (AlterPartitionReassignments, ListPartitionReassignments) ---------------------
 

@@ -14,7 +14,8 @@ a deliberate difference, docs/cluster.md).
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Container, Hashable, Iterable, Sequence
+from typing import TypeVar
 
 from ...protocol.errors import ErrorCode, KafkaError
 
@@ -51,6 +52,21 @@ def assign(nodes: Sequence[int], num_partitions: int, rf: int, *, first_partitio
         out[partition] = [brokers[(offset + j) % n] for j in range(rf)]
         placed_in_round += 1
     return out
+
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def preferred_leader_moves(partitions: Iterable[tuple[Key, int, Sequence[int]]],
+                           live: Container[int]) -> list[tuple[Key, int]]:
+    """Kafka's leader imbalance (auto.leader.rebalance.enable; QuorumController's
+    maybeBalancePartitionLeaders, every leader.imbalance.check.interval.seconds): of `partitions`
+    (key, leader, replicas), each whose preferred replica (the first) is up but does not lead, with
+    that replica, the leader it goes back to. Kafka 4.x's KRaft controller balances every such
+    partition at each check: leader.imbalance.per.broker.percentage went with ZooKeeper (Kafka 4.4
+    does not know it). Replicas are a view over one log here, so a replica that is up is in sync."""
+    return [(key, replicas[0]) for key, leader, replicas in partitions
+            if replicas and replicas[0] in live and leader != replicas[0]]
 
 
 def check_assignment(partition: int, replicas: Sequence[int], usable: Sequence[int], expected_rf: int | None) -> None:

@@ -1,6 +1,7 @@
 """Kafka's rack-unaware placement (broker/partitions/placement.py), checked against the answers of
-Kafka 4.4's StripedReplicaPlacer (StripedReplicaPlacerTest) for a fixed start, and its controller's
-checks (ReplicationControlManager.validateManualPartitionAssignment)."""
+Kafka 4.4's StripedReplicaPlacer (StripedReplicaPlacerTest) for a fixed start, its controller's
+checks (ReplicationControlManager.validateManualPartitionAssignment), and its leader imbalance (the
+partitions auto.leader.rebalance.enable moves back to their preferred replica)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 
 import pytest
 
-from kbroker.broker.partitions.placement import assign, check_assignment
+from kbroker.broker.partitions.placement import assign, check_assignment, preferred_leader_moves
 from kbroker.protocol.errors import ErrorCode, KafkaError
 
 
@@ -42,3 +43,18 @@ def test_refusals_are_kafkas() -> None:
         assert e.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT and needle in str(e.value)
     with pytest.raises(KafkaError):
         check_assignment(3, [1], [1, 2, 3], 2)
+
+
+def test_preferred_leader_moves_each_partition_whose_first_replica_is_up_and_does_not_lead() -> None:
+    partitions = [("a", 2, [1, 2, 3]),   # node 1 back: moves to it
+                  ("b", 2, [2, 3, 1]),   # its preferred leader leads: stays
+                  ("c", 3, [1, 3, 2]),   # moves to 1
+                  ("d", 2, [4, 2, 1]),   # preferred node 4 is down: stays with 2
+                  ("e", -1, [1, 2, 3]),  # no leader, its preferred up: moves (the lost-leader pass took none)
+                  ("f", 1, [])]          # no replicas: nothing to prefer
+    assert preferred_leader_moves(partitions, {1, 2, 3}) == [("a", 1), ("c", 1), ("e", 1)]
+    assert preferred_leader_moves(partitions, {2, 3}) == []
+    # no per-broker threshold (Kafka 4.x's KRaft controller has none): one imbalanced partition out of
+    # many still moves
+    balanced = [(p, 1, [1, 2, 3]) for p in range(99)] + [(99, 2, [1, 2, 3])]
+    assert preferred_leader_moves(balanced, {1, 2, 3}) == [(99, 1)]

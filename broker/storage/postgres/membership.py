@@ -12,7 +12,9 @@ clock, never a node's: statement_timestamp(), which is now() for a statement alo
 * One controller at a time holds the controller lease (renewed the same way; a new holder bumps its
   epoch). The controller moves every partition whose leader's lease has expired to its first replica
   whose broker is alive (none: no leader), epoch + 1, one transaction each (metadata.elect, which
-  checks the epoch it read, so two controllers racing cannot both move a partition).
+  checks the epoch it read, so two controllers racing cannot both move a partition). Every
+  leader.imbalance.check.interval.seconds it also moves each partition whose preferred (first)
+  replica is live but does not lead back to it (`move_to_preferred`), as Kafka's controller does.
 * Producer ids come in blocks, each a row, the next one after the highest, under an advisory lock:
   an id is never handed out twice in the cluster.
 """
@@ -203,6 +205,42 @@ async def move_lost_leaders(conn: Any) -> list[tuple[str, int, int, int]]:
             log.info("leader_moved", topic=row["topic"], partition=row["partition"], leader=new,
                      previous_leader=row["leader"], leader_epoch=epoch, reason="leader's lease expired")
             moved.append((row["topic"], row["partition"], new, epoch))
+    return moved
+
+
+async def leaderships(conn: Any) -> tuple[list[tuple[tuple[str, int, int], int, list[int]]], set[int]]:
+    """What the controller's preferred-leader check reads in one statement's snapshot: each partition as
+    ((topic, partition, leader epoch), leader, replicas), and the brokers whose lease is live."""
+    rows = await conn.fetch(
+        "SELECT topic, partition, leader, leader_epoch, replicas, "
+        "ARRAY(SELECT node_id FROM brokers WHERE lease_expires > statement_timestamp()) AS live "
+        "FROM partitions ORDER BY topic, partition")
+    live = set(rows[0]["live"]) if rows else set()
+    return [((r["topic"], r["partition"], r["leader_epoch"]), r["leader"], list(r["replicas"])) for r in rows], live
+
+
+async def move_to_preferred(conn: Any, moves: list[tuple[tuple[str, int, int], int]]) -> list[tuple[str, int, int, int]]:
+    """The controller's preferred-leader elections (auto.leader.rebalance.enable): each ((topic,
+    partition, epoch read), preferred replica) to its preferred replica, epoch + 1, one transaction
+    each, conditional on the epoch read (which names its leader: a partition moved since is left for
+    the next check), and only while that replica's lease is live. A partition whose row a live
+    leader's round holds past ELECT_LOCK_TIMEOUT_MS waits for the next check (its sessions are not
+    ended: that leader is alive). Returns (topic, partition, new leader, new epoch) of the moves made."""
+    import asyncpg
+
+    moved = []
+    for (topic, partition, epoch), preferred in moves:
+        try:
+            new_epoch = await elect(conn, topic, partition, preferred, expected_epoch=epoch,
+                                    lock_timeout_ms=ELECT_LOCK_TIMEOUT_MS, live_leader=True)
+        except asyncpg.LockNotAvailableError:
+            log.info("leader_move_waiting", topic=topic, partition=partition, leader=preferred,
+                     detail="the partition's row is held by its leader's round: the next check tries again")
+            continue
+        if new_epoch is not None:
+            log.info("leader_moved", topic=topic, partition=partition, leader=preferred, leader_epoch=new_epoch,
+                     reason="preferred leader")
+            moved.append((topic, partition, preferred, new_epoch))
     return moved
 
 

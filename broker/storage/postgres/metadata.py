@@ -61,19 +61,23 @@ async def partition_row(conn: Any, topic: str, partition: int) -> PartitionRow |
 
 
 async def elect(conn: Any, topic: str, partition: int, leader: int, *, expected_epoch: int | None = None,
-                replicas: list[int] | None = None, lock_timeout_ms: int = 0) -> int | None:
+                replicas: list[int] | None = None, lock_timeout_ms: int = 0, live_leader: bool = False) -> int | None:
     """A new leadership term: `leader` (NO_LEADER: none) in epoch + 1, opened in the epoch history at
     the committed end, in one transaction that holds the partition's row, so no append of the old
     term commits after it. `expected_epoch`: only if the partition is still in that epoch (a
     controller's decision made on what it read); `replicas`: the partition's new replica list. Returns
     the new epoch, None if it did not apply. `lock_timeout_ms`: how long to wait for the row (0: as long
-    as it takes), asyncpg.LockNotAvailableError past it."""
+    as it takes), asyncpg.LockNotAvailableError past it. `live_leader`: only if `leader`'s broker lease
+    is live as the row is taken."""
     async with conn.transaction():
         if lock_timeout_ms:
             await conn.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
         row = await conn.fetchrow("SELECT leader_epoch, log_end FROM partitions WHERE topic = $1 AND partition = $2 "
                                   "FOR UPDATE", topic, partition)
         if row is None or (expected_epoch is not None and row["leader_epoch"] != expected_epoch):
+            return None
+        if live_leader and not await conn.fetchval(
+                "SELECT 1 FROM brokers WHERE node_id = $1 AND lease_expires > statement_timestamp()", leader):
             return None
         epoch = row["leader_epoch"] + 1
         await conn.execute("UPDATE partitions SET leader = $3, leader_epoch = $4, replicas = coalesce($5, replicas) "
