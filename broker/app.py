@@ -486,6 +486,9 @@ class Broker:
         )
         coordinator.history.subscribe(self.observations.rebalance)
         coordinator.event_listeners.append(self._share_member_gone)
+        from .coordinators.deleted_topics import DeletedTopicOffsets  # a deleted topic's offsets go with it
+
+        self.catalogue.deletion_listeners.append(DeletedTopicOffsets(self))
         coordinator.history.subscribe(self.history_file)
         if self._started:
             coordinator.start_now()  # else start() starts it

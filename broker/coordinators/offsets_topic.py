@@ -368,8 +368,19 @@ def _fold_chunk(chunk: bytes, offset: int, fold: _PartitionFold) -> Iterator[Non
                 latest.update(resolved)  # the transaction's writes land at its marker
                 committed_at.update(dict.fromkeys(resolved, header.base_offset))
             continue
-        target = open_txns.setdefault(header.producer_id, {}) if header.is_transactional else latest
+        # While transactions are open, a plain batch is folded apart first: a tombstone in it ends what
+        # they hold of its key (Kafka's replay of an offset tombstone clears the key's pending
+        # transactional offsets), so their COMMIT markers bring none of it back.
+        plain_beside_txns = not header.is_transactional and bool(open_txns)
+        target = open_txns.setdefault(header.producer_id, {}) if header.is_transactional else \
+            {} if plain_beside_txns else latest
         fold.read += latest_per_key(chunk, pos, header, target, fold.keyless, offset)
+        if plain_beside_txns:
+            for key, (_, value) in target.items():
+                if value is None:
+                    for pending in open_txns.values():
+                        pending.pop(key, None)
+            latest.update(target)
         yield
 
 

@@ -14,6 +14,11 @@ OffsetForLeaderEpoch, Metadata, DescribeTopicPartitions, ListOffsets and Fetch a
 catalogue's epoch and fence clients that name an old one. "Who leads" is always a question to the
 catalogue (`leads`), never an assumption, so several nodes in one process can share it.
 
+A deleted topic is told to `deletion_listeners` (the group coordinator tombstones its committed
+offsets, broker/coordinators/deleted_topics.py), as Kafka's metadata image tells its coordinators:
+DeleteTopics answers once what they started is done (bounded by DELETION_SETTLE_S), so a consumer
+that asks at once, or the topic created again under its name, finds no offset of the old topic.
+
 A topic whose record the engine could not trust is listed fenced (`damaged`): its partitions have
 no leader (Metadata answers LEADER_NOT_AVAILABLE, the data path KAFKA_STORAGE_ERROR) until an
 operator deletes it.
@@ -21,9 +26,11 @@ operator deletes it.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -41,6 +48,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kbroker.catalogue")
 
 NO_LEADER = -1
+# Told the names of topics just deleted; returns what it started (a future), or None.
+DeletionListener = Callable[[list[str]], "asyncio.Future[Any] | None"]
+# How long DeleteTopics waits for what the deletion listeners started (their writes go on past it).
+DELETION_SETTLE_S = 10.0
 
 # What the handlers use of the topics' model, from here rather than from the engine.
 __all__ = ["ConfigEntry", "INTERNAL_TOPICS", "INTERNAL_TOPIC_CONFIGS", "InvalidConfigError", "InvalidTopicError",
@@ -70,6 +81,7 @@ class TopicCatalogue:
         self._none: list[int] = []
         self._led = {0: Leadership(node_id, 0, self._this_node, self._this_node, self._none)}  # epoch -> shared
         self._names_by_id: tuple[int, dict[uuid.UUID, str]] | None = None
+        self.deletion_listeners: list[DeletionListener] = []
         # One topic's info (every request asks it): the engine's own lookup, with no call of ours around it.
         self.topic: Callable[[str], TopicInfo | None] = engine.topic
 
@@ -203,11 +215,23 @@ class TopicCatalogue:
     def delete_topic(self, name: str) -> None:
         internal_topics.check_deletion(name)
         self._engine.delete_topic(name)
+        self.topics_deleted([name])
 
     async def delete_topic_async(self, name: str) -> None:
-        """DeleteTopics: delete_topic, awaiting an engine whose records are a database's."""
+        """DeleteTopics: delete_topic, awaiting an engine whose records are a database's, then what the
+        deletion listeners started."""
         internal_topics.check_deletion(name)
         await self._engine.delete_topic_async(name)
+        await settle(self._after_deletion(name))
+
+    def topics_deleted(self, names: list[str]) -> list[asyncio.Future[Any]]:
+        """Tell the deletion listeners; what they started, to await."""
+        started = [listener(names) for listener in list(self.deletion_listeners)]
+        return [f for f in started if f is not None]
+
+    def _after_deletion(self, name: str) -> list[asyncio.Future[Any]]:
+        """What DeleteTopics of `name` waits for (this catalogue tells the listeners itself)."""
+        return self.topics_deleted([name])
 
     # --- leadership ---------------------------------------------------------------------------------
 
@@ -265,3 +289,10 @@ class TopicCatalogue:
             raise KafkaError("no producer ids offline", ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return self._producer_ids.allocate()
 
+
+
+async def settle(started: Iterable[asyncio.Future[Any]]) -> None:
+    """Wait, bounded, for what deletion listeners started; their failures are theirs to log."""
+    pending = list(started)
+    if pending:
+        await asyncio.wait(pending, timeout=DELETION_SETTLE_S)

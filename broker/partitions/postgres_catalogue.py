@@ -12,9 +12,10 @@ and after, the data path answers NOT_LEADER_OR_FOLLOWER and the coordinator rout
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.topic_names import INTERNAL_TOPICS
@@ -36,6 +37,23 @@ class PostgresCatalogue(TopicCatalogue):
         self._fenced = fenced
         self._default_rf = default_replication_factor
         self.leader_listeners: list[LeaderListener] = engine.leader_listeners
+        # A deletion is told by the engine's refresh, on every node (this one's DeleteTopics included):
+        # name -> what the listeners started, for this node's DeleteTopics to wait for.
+        self._settling: dict[str, asyncio.Future[Any]] = {}
+        engine.deletion_listeners.append(self._deleted_in_database)
+
+    def _deleted_in_database(self, names: list[str]) -> None:
+        started = self.topics_deleted(names)
+        if not started:
+            return
+        both = asyncio.gather(*started, return_exceptions=True)
+        for name in names:
+            self._settling[name] = both
+        both.add_done_callback(lambda done: [self._settling.pop(n) for n in names if self._settling.get(n) is done])
+
+    def _after_deletion(self, name: str) -> list[asyncio.Future[Any]]:
+        settling = self._settling.get(name)
+        return [] if settling is None else [settling]
 
     # --- nodes --------------------------------------------------------------------------------------
 

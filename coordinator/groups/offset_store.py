@@ -214,6 +214,28 @@ class OffsetStore:
         else:
             ctx.out.reply(cmd.reply_to, result)
 
+    # -- deleted topics ------------------------------------------------------------------------
+
+    def groups_with(self, topics: frozenset[str]) -> list[str]:
+        """The groups with a committed offset of one of `topics`."""
+        return [g for g, offsets in self.by_group.items() if any(t in topics for t, _ in offsets)]
+
+    def delete_topics(self, ctx: Ctx, cmd: c.DeleteTopicOffsets) -> None:
+        """Kafka's onTopicsDeleted for one group: a tombstone per offset of the deleted topics, committed
+        or pending in an open transaction, whatever the group's state or subscriptions (the topic is gone;
+        one created again under its name is another). STRICT: the offsets are forgotten once their
+        tombstones are durable, so what a reader is answered is what a restart replays."""
+        keys = [key for key in self.of(cmd.group_id) if key[0] in cmd.topics]
+        known = set(keys)
+        keys += [key for key in cmd.pending if key not in known and key[0] in cmd.topics]
+        result = OffsetDeleteResult(E.NONE, tuple(
+            TopicErrors(t, tuple(PartitionError(p, E.NONE) for tt, p in keys if tt == t)) for t in sorted(cmd.topics)))
+        if keys:
+            ctx.out.write([OffsetCommitTombstone(cmd.group_id, t, p) for t, p in keys],
+                          [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [])
+        else:
+            ctx.out.reply(cmd.reply_to, result)
+
     # -- retention -----------------------------------------------------------------------------
 
     def expired(self, group: Group, now_ms: int, retention_ms: int) -> list[TopicPartition]:

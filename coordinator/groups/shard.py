@@ -112,6 +112,8 @@ class GroupCoordinatorShard:
                 self.offsets.fetch(ctx, cmd, group)
             case c.OffsetDelete():
                 self.offsets.delete(ctx, cmd, group)
+            case c.DeleteTopicOffsets():
+                self.offsets.delete_topics(ctx, cmd)
             case c.OffsetExpiryCheck():
                 self._expire_offsets(ctx, group)
             case c.DeleteGroup():

@@ -1,0 +1,72 @@
+"""A deleted topic's committed offsets go with it, as in Kafka 4.4: its metadata image tells the group
+coordinator (GroupCoordinatorService.onMetadataUpdate -> handleTopicsDeletion), whose every shard
+writes an offset tombstone to `__consumer_offsets` for each group's offset of the deleted topics
+(OffsetMetadataManager.onTopicsDeleted), pending transactional offsets included. A consumer asking
+afterwards, also of a topic created again under the name, is answered no offset (-1), and a restart
+replays the tombstones.
+
+The catalogue tells `DeletedTopicOffsets` (its `deletion_listeners`, broker/partitions/catalogue.py):
+on one node and on `--nodes N` when DeleteTopics deletes a topic; over PostgreSQL on every node, when
+its image of the database loses the topic (broker/storage/postgres/engine.py). Offsets an open
+transaction committed to the topic are dropped from the transaction coordinator's hold here, as
+Kafka's replay of those tombstones drops them from its pending offsets (so the transaction's commit
+marker materialises none of them), and tombstoned with the rest; the replay of `__consumer_offsets`
+drops them alike (offsets_topic.py `_fold_chunk`).
+
+Not done here (Kafka does more on a deletion): its share groups' state of the topic (the share
+coordinator's and GroupMetadataManager.maybeCleanupShareGroupState), and a check of the offset's
+stored topic id (kbroker's commit records carry none: every offset of the name goes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ...protocol.records.classic_records import OffsetCommitRecord
+
+TopicPartition = tuple[str, int]
+
+
+class DeletedTopicOffsets:
+    """The catalogue's deletion listener for the group coordinator, if the broker has built it (a
+    broker that never built it holds no offset to remove)."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self._running: set[asyncio.Future[Any]] = set()
+
+    def __call__(self, names: list[str]) -> asyncio.Future[Any] | None:
+        coordinator = self.broker.coordinator_if_built
+        if coordinator is None or not names:
+            return None
+        topics = frozenset(names)
+        # Dispatched now, before any later request reaches a group (delete_topic_offsets' contract).
+        started = asyncio.ensure_future(coordinator.delete_topic_offsets(topics, self._forget_pending(topics)))
+        self._running.add(started)
+        started.add_done_callback(self._running.discard)
+        return started
+
+    def _forget_pending(self, topics: frozenset[str]) -> dict[str, set[TopicPartition]]:
+        """Drop the deleted topics' offsets that open transactions hold, and return them by group: those
+        TxnOffsetCommit wrote in this run (the transaction coordinator's `pending_offsets`) and those a
+        restart's replay handed back with no marker yet (`open_txn_offsets`)."""
+        by_group: dict[str, set[TopicPartition]] = {}
+        transactions = self.broker.transactions_if_built
+        if transactions is not None:
+            for groups in transactions.pending_offsets.values():
+                for group_id, offsets in groups.items():
+                    for key in [k for k in offsets if k[0] in topics]:
+                        del offsets[key]
+                        by_group.setdefault(group_id, set()).add(key)
+        for producers in self.broker.offsets_topic.open_txn_offsets.values():
+            for producer_id, records in producers.items():
+                kept = []
+                for r in records:
+                    if isinstance(r, OffsetCommitRecord) and r.topic in topics:
+                        by_group.setdefault(r.group, set()).add((r.topic, r.partition))
+                    else:
+                        kept.append(r)
+                if len(kept) < len(records):
+                    producers[producer_id] = kept
+        return by_group
