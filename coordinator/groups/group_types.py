@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Protocol
 
 from ...protocol.errors import ErrorCode
 from ..config import GroupConfig
-from ..runtime.outcome import Outcome
+from ..runtime.outcome import Outcome, Reply
 from . import commands as c
 from .context import Ctx
 from .offset_store import OffsetAndMetadata, OffsetStore
@@ -154,6 +154,37 @@ class NoFollowUps:
         group.deleted = True
         if self.store.get(group.group_id) is group:
             self.store.remove(group.group_id)
+
+
+class ApiError(Exception):
+    """A group request refused with Kafka's error code and message (its ApiException): what the request's
+    step changed is dropped and the member is answered the error."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+def answer_heartbeat(reply_to: object, step: Callable[[Outcome, list[Any]], Any],
+                     refused: Callable[[ErrorCode, str | None], Any]) -> Outcome:
+    """A share or streams group heartbeat's outcome. `step(out, records)` checks the request, then leaves
+    or heartbeats, adding to `out` and `records` and returning the answer. Its records are written
+    first and the answer waits for their durability (at once when there are none); an ApiError it
+    raises answers `refused(code, message)` and keeps nothing of what it did."""
+    out = Outcome()
+    records: list[Any] = []
+    try:
+        result = step(out, records)
+    except ApiError as exc:
+        out = Outcome()
+        out.reply(reply_to, refused(exc.code, exc.message))
+        return out
+    if records:
+        out.write(records, [Reply(reply_to, result)] if reply_to is not None else [])
+    else:
+        out.reply(reply_to, result)
+    return out
 
 
 GroupTypeFactory = Callable[[TypeContext], GroupType]

@@ -44,16 +44,10 @@ from ...runtime.outcome import Outcome, Reply, ScheduleTimer
 from ....protocol.records.classic_records import Record
 from .reconcile import FencedMemberEpoch, is_subset, maybe_reconcile
 from .regex import InvalidRegularExpression, compile_regex
+from ..group_types import ApiError
 
 E = ErrorCode
 TopicsImage = Callable[[], Mapping[str, TopicImage]]
-
-
-class ApiError(Exception):
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
 
 
 @dataclass(slots=True)

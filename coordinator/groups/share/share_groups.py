@@ -23,22 +23,15 @@ from typing import Any
 
 from ....protocol.errors import ErrorCode
 from ....protocol.records import share_records as sr
-from ...runtime.outcome import Outcome, Reply
+from ...runtime.outcome import Outcome
 from ..events import ShareAssignmentChanged, ShareMemberGone
-from ..group_types import NoFollowUps, TypeContext
+from ..group_types import ApiError, NoFollowUps, TypeContext, answer_heartbeat
 from . import share_commands as sc
 from .assignor import assign
 from .share_group import ShareGroup, ShareGroupMember, replay
 
 E = ErrorCode
 ASSIGNOR_NAME = "simple"
-
-
-class ApiError(Exception):
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
 
 
 def metadata_hash(names: set[str], image: Mapping[str, Any]) -> int:
@@ -99,26 +92,17 @@ class ShareGroups(NoFollowUps):
         out = Outcome()
         match cmd:
             case sc.ShareGroupHeartbeat():
-                records: list[Any] = []
-                try:
+                def step(out: Outcome, records: list[Any]) -> Any:
                     validate(cmd)
                     if cmd.member_epoch == sc.LEAVE_GROUP_MEMBER_EPOCH:
-                        result = self._leave(out, records, group, cmd)
-                    else:
-                        result = self._heartbeat(out, records, group, cmd, now_ms)
-                except ApiError as exc:
-                    out = Outcome()
-                    out.reply(cmd.reply_to, sc.ShareGroupHeartbeatResult(exc.code, exc.message))
-                    return out
-                if records:
-                    out.write(records, [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [])
-                else:
-                    out.reply(cmd.reply_to, result)
+                        return self._leave(out, records, group, cmd)
+                    return self._heartbeat(out, records, group, cmd, now_ms)
+                out = answer_heartbeat(cmd.reply_to, step, sc.ShareGroupHeartbeatResult)
             case sc.ShareGroupDescribe():
                 out.reply(cmd.reply_to, self._describe(group, cmd.group_id))
             case sc.ShareSessionExpired():
                 if group.__class__ is ShareGroup and cmd.member_id in group.members:
-                    records = []
+                    records: list[Any] = []
                     self._fence(out, records, group, group.members[cmd.member_id], "session expired")
                     out.write(records)
         return out

@@ -15,15 +15,9 @@ from ....protocol.errors import ErrorCode
 from . import streams_commands as sc
 from .streams_group import StreamsGroupMember
 from .topology import TaskSet, Tasks, tasks_of
+from ..group_types import ApiError
 
 E = ErrorCode
-
-
-class ApiError(Exception):
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
 
 
 def validate(cmd: sc.StreamsGroupHeartbeat) -> None:

@@ -26,11 +26,11 @@ from ....protocol.messages import streams_group_target_assignment_member_value a
 from ....protocol.messages import streams_group_target_assignment_metadata_value as tav
 from ....protocol.records import streams_records as sr
 from ....protocol.records.classic_records import GroupMetadataTombstone
-from ...runtime.outcome import Outcome, Reply
+from ...runtime.outcome import Outcome
 from .. import commands as c
 from ..classic.group import ClassicGroup, GroupState
 from ..events import StreamsAssignmentChanged
-from ..group_types import NoFollowUps, TypeContext
+from ..group_types import NoFollowUps, TypeContext, answer_heartbeat
 from . import streams_commands as sc
 from .assignor import ASSIGNOR_NAME, AssignmentMember, assign
 from .checks import ApiError, check_epoch, check_not_fenced, check_tasks, validate
@@ -118,21 +118,12 @@ class StreamsGroups(NoFollowUps):
         out = Outcome()
         match cmd:
             case sc.StreamsGroupHeartbeat():
-                records: list[Any] = []
-                try:
+                def step(out: Outcome, records: list[Any]) -> Any:
                     validate(cmd)
                     if cmd.member_epoch in (sc.LEAVE_GROUP_MEMBER_EPOCH, sc.LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                        result = self._leave(out, records, group, cmd)
-                    else:
-                        result = self._heartbeat(out, records, group, cmd, now_ms)
-                except ApiError as exc:
-                    out = Outcome()
-                    out.reply(cmd.reply_to, sc.StreamsGroupHeartbeatResult(exc.code, exc.message))
-                    return out
-                if records:
-                    out.write(records, [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [])
-                else:
-                    out.reply(cmd.reply_to, result)
+                        return self._leave(out, records, group, cmd)
+                    return self._heartbeat(out, records, group, cmd, now_ms)
+                out = answer_heartbeat(cmd.reply_to, step, sc.StreamsGroupHeartbeatResult)
             case sc.StreamsGroupDescribe():
                 out.reply(cmd.reply_to, self._describe(group, cmd.group_id))
             case c.JoinGroup():  # the shard sends it here only when its group is a streams group
@@ -145,7 +136,7 @@ class StreamsGroups(NoFollowUps):
                 # Kafka's rebalance timeout: a member that has not given up its tasks in time is fenced.
                 member = group.members.get(cmd.member_id) if group.__class__ is StreamsGroup else None
                 if member is not None and member.state == UNREVOKED_TASKS and member.member_epoch == cmd.member_epoch:
-                    records = []
+                    records: list[Any] = []
                     self._fence(out, records, group, member,
                                 f"member {member.member_id} did not revoke its tasks within its rebalance timeout")
                     out.write(records)
