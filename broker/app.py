@@ -535,6 +535,14 @@ class Broker:
         return self._share_partitions
 
     @property
+    def share_partitions_if_built(self) -> SharePartitionManager | None:
+        return self._share_partitions
+
+    @property
+    def share_state_if_built(self) -> ShareStateLog | None:
+        return self._share_state
+
+    @property
     def share_state(self) -> ShareStateLog:
         """The share coordinator (`__share_group_state`, broker/coordinators/share_state.py): built at
         start when its topic exists (and loaded then), else with the first share group's fetch."""

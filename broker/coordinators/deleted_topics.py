@@ -13,14 +13,22 @@ Kafka's replay of those tombstones drops them from its pending offsets (so the t
 marker materialises none of them), and tombstoned with the rest; the replay of `__consumer_offsets`
 drops them alike (offsets_topic.py `_fold_chunk`).
 
-Not done here (Kafka does more on a deletion): its share groups' state of the topic (the share
-coordinator's and GroupMetadataManager.maybeCleanupShareGroupState), and a check of the offset's
-stored topic id (kbroker's commit records carry none: every offset of the name goes).
+Share groups' state of the topic goes too, as Kafka's share coordinator drops it
+(ShareCoordinatorService.onMetadataUpdate -> ShareCoordinatorShard.maybeCleanupShareState): a
+tombstone in `__share_group_state` for every share-partition state of the deleted topic id, and the
+share-partitions held in memory for it (share_partitions.py `topics_deleted`).
+
+Not done here (Kafka does more on a deletion): the share groups' record of their initialized topics
+(GroupMetadataManager.maybeCleanupShareGroupState; kbroker keys it by topic id, so a topic created
+again is initialized anew all the same), and a check of the offset's stored topic id (kbroker's commit
+records carry none: every offset of the name goes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Awaitable
 from typing import Any
 
 from ...protocol.records.classic_records import OffsetCommitRecord
@@ -36,16 +44,27 @@ class DeletedTopicOffsets:
         self.broker = broker
         self._running: set[asyncio.Future[Any]] = set()
 
-    def __call__(self, names: list[str]) -> asyncio.Future[Any] | None:
+    def __call__(self, deleted: dict[str, uuid.UUID]) -> asyncio.Future[Any] | None:
         coordinator = self.broker.coordinator_if_built
-        if coordinator is None or not names:
+        if coordinator is None or not deleted:
             return None
-        topics = frozenset(names)
+        topics = frozenset(deleted)
         # Dispatched now, before any later request reaches a group (delete_topic_offsets' contract).
-        started = asyncio.ensure_future(coordinator.delete_topic_offsets(topics, self._forget_pending(topics)))
+        offsets = coordinator.delete_topic_offsets(topics, self._forget_pending(topics))
+        shares = self.broker.share_partitions_if_built
+        state = self.broker.share_state_if_built
+        share_states = shares.topics_deleted(deleted) if shares is not None else \
+            state.delete_topics(set(deleted.values())) if state is not None else None
+        started = asyncio.ensure_future(self._all(offsets, share_states))
         self._running.add(started)
         started.add_done_callback(self._running.discard)
         return started
+
+    @staticmethod
+    async def _all(offsets: Awaitable[int], share_states: Awaitable[int] | None) -> None:
+        await offsets
+        if share_states is not None:
+            await share_states
 
     def _forget_pending(self, topics: frozenset[str]) -> dict[str, set[TopicPartition]]:
         """Drop the deleted topics' offsets that open transactions hold, and return them by group: those

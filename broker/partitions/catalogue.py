@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kbroker.catalogue")
 
 NO_LEADER = -1
-# Told the names of topics just deleted; returns what it started (a future), or None.
-DeletionListener = Callable[[list[str]], "asyncio.Future[Any] | None"]
+# Told the topics just deleted (name -> topic id); returns what it started (a future), or None.
+DeletionListener = Callable[[dict[str, uuid.UUID]], "asyncio.Future[Any] | None"]
 # How long DeleteTopics waits for what the deletion listeners started (their writes go on past it).
 DELETION_SETTLE_S = 10.0
 
@@ -214,24 +214,28 @@ class TopicCatalogue:
 
     def delete_topic(self, name: str) -> None:
         internal_topics.check_deletion(name)
+        info = self._engine.topic(name)
         self._engine.delete_topic(name)
-        self.topics_deleted([name])
+        if info is not None:
+            self.topics_deleted({name: info.topic_id})
 
     async def delete_topic_async(self, name: str) -> None:
         """DeleteTopics: delete_topic, awaiting an engine whose records are a database's, then what the
         deletion listeners started."""
         internal_topics.check_deletion(name)
+        info = self._engine.topic(name)
         await self._engine.delete_topic_async(name)
-        await settle(self._after_deletion(name))
+        if info is not None:
+            await settle(self._after_deletion(name, info.topic_id))
 
-    def topics_deleted(self, names: list[str]) -> list[asyncio.Future[Any]]:
+    def topics_deleted(self, deleted: dict[str, uuid.UUID]) -> list[asyncio.Future[Any]]:
         """Tell the deletion listeners; what they started, to await."""
-        started = [listener(names) for listener in list(self.deletion_listeners)]
+        started = [listener(deleted) for listener in list(self.deletion_listeners)]
         return [f for f in started if f is not None]
 
-    def _after_deletion(self, name: str) -> list[asyncio.Future[Any]]:
+    def _after_deletion(self, name: str, topic_id: uuid.UUID) -> list[asyncio.Future[Any]]:
         """What DeleteTopics of `name` waits for (this catalogue tells the listeners itself)."""
-        return self.topics_deleted([name])
+        return self.topics_deleted({name: topic_id})
 
     # --- leadership ---------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -42,16 +43,16 @@ class PostgresCatalogue(TopicCatalogue):
         self._settling: dict[str, asyncio.Future[Any]] = {}
         engine.deletion_listeners.append(self._deleted_in_database)
 
-    def _deleted_in_database(self, names: list[str]) -> None:
-        started = self.topics_deleted(names)
+    def _deleted_in_database(self, deleted: dict[str, uuid.UUID]) -> None:
+        started = self.topics_deleted(deleted)
         if not started:
             return
         both = asyncio.gather(*started, return_exceptions=True)
-        for name in names:
+        for name in deleted:
             self._settling[name] = both
-        both.add_done_callback(lambda done: [self._settling.pop(n) for n in names if self._settling.get(n) is done])
+        both.add_done_callback(lambda done: [self._settling.pop(n) for n in deleted if self._settling.get(n) is done])
 
-    def _after_deletion(self, name: str) -> list[asyncio.Future[Any]]:
+    def _after_deletion(self, name: str, topic_id: uuid.UUID) -> list[asyncio.Future[Any]]:
         settling = self._settling.get(name)
         return [] if settling is None else [settling]
 

@@ -45,8 +45,8 @@ REFRESH_S = 0.5
 NO_LEADER = -1
 # (topic, partition, old leader, new leader, new epoch)
 LeaderListener = Callable[[str, int, int, int, int], None]
-# the names of topics the image no longer has (deleted, or deleted and created again with a new id)
-DeletionListener = Callable[[list[str]], None]
+# the topics the image no longer has (deleted, or deleted and created again with a new id): name -> old id
+DeletionListener = Callable[[dict[str, uuid.UUID]], None]
 
 
 class PostgresEngine:
@@ -86,7 +86,7 @@ class PostgresEngine:
             for row in partitions:
                 rows_of.setdefault(row["topic"], []).append(row)
             new: dict[str, TopicInfo] = {}
-            deleted: list[str] = []
+            deleted: dict[str, uuid.UUID] = {}
             changes: list[tuple[str, int, int, int, int]] = []
             altered = False  # a topic's partition count or configs
             for row in topics:
@@ -99,7 +99,7 @@ class PostgresEngine:
                 else:
                     if old is not None:  # deleted and created again under its name: another topic
                         self._close_stores(name)
-                        deleted.append(name)
+                        deleted[name] = old.topic_id
                     config = LogConfig.from_topic_configs(overrides.get(name, {}), self.default_config,
                                                           allow_internal=True)
                     info = TopicInfo(name, row["topic_id"], row["num_partitions"], config, config.override_dict())
@@ -134,7 +134,7 @@ class PostgresEngine:
                 new[name] = info
             for name in set(self._topics) - set(new):
                 self._close_stores(name)
-                deleted.append(name)
+                deleted[name] = self._topics[name].topic_id
             changed = bool(changes) or altered or set(new) != set(self._topics) or \
                 [b.node_id for b in brokers] != [b.node_id for b in self.brokers] or controller != self.controller
             self._topics = new
@@ -144,7 +144,7 @@ class PostgresEngine:
                 self.topics_version += 1
             if deleted:  # before the leader changes: a new topic's partitions load after the old one's offsets went
                 for deletion_listener in list(self.deletion_listeners):
-                    deletion_listener(sorted(deleted))
+                    deletion_listener(dict(sorted(deleted.items())))
             for change in changes:
                 for listener in list(self.leader_listeners):
                     listener(*change)
