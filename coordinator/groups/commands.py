@@ -182,6 +182,9 @@ class ListGroups:
 class DeleteGroup:
     group_id: str
     reply_to: Handle | None = None
+    # the group's partitions with an offset an open transaction committed (held by the transaction
+    # coordinator): tombstoned too, which ends them (Kafka's deleteAllOffsets)
+    pending: tuple[tuple[str, int], ...] = ()
 
 
 # -- timer expiries (keys: join-<g>, sync-<g>, heartbeat-<g>-<m>, pending-<g>-<m>) -------------

@@ -15,7 +15,7 @@ answered once durable; readers answer only once the writes they could see are du
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from sys import intern
 from types import MappingProxyType
@@ -96,9 +96,11 @@ class OffsetStore:
             if not offsets:
                 del self.by_group[record.group]
 
-    def tombstones(self, group_id: str) -> list[OffsetCommitTombstone]:
-        """Kafka's deleteAllOffsets: a tombstone per committed offset of the group."""
-        return [OffsetCommitTombstone(group_id, t, p) for t, p in self.of(group_id)]
+    def tombstones(self, group_id: str, pending: Iterable[TopicPartition] = ()) -> list[OffsetCommitTombstone]:
+        """Kafka's deleteAllOffsets: a tombstone per committed offset of the group, and per partition
+        with only a pending transactional offset (`pending`: the tombstone ends it)."""
+        offsets = self.of(group_id)
+        return [OffsetCommitTombstone(group_id, t, p) for t, p in [*offsets, *(k for k in pending if k not in offsets)]]
 
     # -- OffsetCommit --------------------------------------------------------------------------
 

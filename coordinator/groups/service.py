@@ -217,8 +217,12 @@ class GroupCoordinatorService:
     async def describe_groups(self, group_ids: Iterable[str], api_version: int = 5) -> list[DescribedGroup]:
         return list(await asyncio.gather(*(self.submit(c.DescribeGroup(g, api_version)) for g in group_ids)))
 
-    async def delete_groups(self, group_ids: Iterable[str]) -> list[DeletedGroup]:
-        return list(await asyncio.gather(*(self.submit(c.DeleteGroup(g)) for g in group_ids)))
+    async def delete_groups(self, group_ids: Iterable[str],
+                            pending: Mapping[str, Iterable[tuple[str, int]]] | None = None) -> list[DeletedGroup]:
+        """`pending`: group -> partitions an open transaction committed for it (tombstoned too)."""
+        pending = pending or {}
+        return list(await asyncio.gather(*(self.submit(c.DeleteGroup(g, pending=tuple(sorted(pending.get(g, ())))))
+                                           for g in group_ids)))
 
     async def list_groups(self, cmd: c.ListGroups | None = None) -> ListGroupsResult:
         cmd = cmd or c.ListGroups()

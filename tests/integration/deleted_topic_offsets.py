@@ -113,6 +113,34 @@ class Scenario:
                 "txn_other": committed(bootstrap, self.txn_group, self.other, 1)}
 
 
+def group_deleted_in_a_transaction(bootstrap: str, suffix: str) -> list[int]:
+    """A group with a committed offset of partition 0 is deleted (DeleteGroups) while a transaction
+    holds offsets of partitions 0 and 1 for it; the transaction then commits. Kafka 4.4's DeleteGroups
+    tombstones the pending offsets too (deleteAllOffsets), and a tombstone ends them (its replay clears
+    the key's open transactions), so the commit brings nothing back: committed() answers -1001 for
+    both, live and after a restart."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic, group = f"txd-{suffix}", f"gd-{suffix}"
+    create(bootstrap, topic, 2)
+    commit(bootstrap, group, {(topic, 0): 3})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"txd-{suffix}"})
+    producer.init_transactions(TIMEOUT)
+    producer.begin_transaction()
+    producer.produce(topic, b"out", partition=0)
+    member = consumer(bootstrap, group)
+    try:
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 5)],
+                                             member.consumer_group_metadata(), TIMEOUT)
+    finally:
+        member.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
+    producer.commit_transaction(TIMEOUT)
+    return committed(bootstrap, group, topic, 2)
+
+
 # What Kafka 4.4 answers (tests/reference/test_deleted_topic_offsets_vs_kafka.py checks it against Kafka).
 EXPECTED = {"before": [5, 7], "after": [NO_OFFSET, NO_OFFSET], "other": [3],
             "txn": [NO_OFFSET, NO_OFFSET], "txn_other": [4]}

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kbroker.tests.integration.broker_process import BrokerProcess
-from kbroker.tests.integration.deleted_topic_offsets import EXPECTED, Scenario
+from kbroker.tests.integration.deleted_topic_offsets import (EXPECTED, NO_OFFSET, Scenario, committed,
+                                                            group_deleted_in_a_transaction)
 
 pytest.importorskip("confluent_kafka")
 
@@ -19,6 +20,13 @@ def test_a_deleted_topics_offsets_are_gone_also_after_a_restart(tmp_path):
         assert broker.events("deleted_topics_offsets_removed")
         broker.restart()
         assert scenario.observe(broker.bootstrap) == {k: v for k, v in EXPECTED.items() if k != "before"}
+
+
+def test_a_group_deleted_during_a_transaction_keeps_none_of_its_offsets_also_after_a_restart(tmp_path):
+    with BrokerProcess(tmp_path / "data") as broker:
+        assert group_deleted_in_a_transaction(broker.bootstrap, "one") == [NO_OFFSET, NO_OFFSET]
+        broker.restart()
+        assert committed(broker.bootstrap, "gd-one", "txd-one", 2) == [NO_OFFSET, NO_OFFSET]
 
 
 def test_a_deleted_topics_offsets_are_gone_on_three_nodes(tmp_path):

@@ -41,6 +41,18 @@ def test_pending_transactional_offsets_are_tombstoned_too_and_nothing_is_written
     assert result.error is E.NONE and h.log[before:] == []
 
 
+def test_delete_group_tombstones_the_partitions_open_transactions_hold_for_it_too() -> None:
+    """Kafka's deleteAllOffsets: a tombstone per committed offset, and per partition with only a
+    pending transactional offset (the broker passes those, held by its transaction coordinator)."""
+    h = Harness()
+    h.call(commit("g", -1, "", ("t", 0, 5)))
+    before = len(h.log)
+    assert h.call(c.DeleteGroup("g", pending=(("t", 0), ("t", 1)))).error is E.NONE
+    assert [r for r in h.log[before:] if isinstance(r, OffsetCommitTombstone)] == [
+        OffsetCommitTombstone("g", "t", 0), OffsetCommitTombstone("g", "t", 1)]
+    assert h.group("g") is None
+
+
 async def test_the_service_sweeps_every_loaded_group_with_offsets_of_the_deleted_topics() -> None:
     groups = ("a", "b", "c", "d")
     service, _, log = await make_service(groups=groups)
