@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import functools
 import importlib
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -156,6 +156,8 @@ class Broker:
             self._build_security()
         self.cluster: Cluster | None = None  # several nodes (--nodes N): built below with the catalogue
         self.servers = self._servers(self, self.listeners, "") if config.nodes == 1 else []
+        if self._security is not None:  # a TLS listener's keystore, reloaded by a dynamic broker config
+            self.dynamic_configs.add_reconfigurable(self._security.keystores.prepare)
         from .network.fd_budget import ConnectionSlots, connection_limit
         from .storage.log.files import FILES
 
@@ -192,7 +194,8 @@ class Broker:
         # the storage engine's producer snapshots and producer-id blocks (its files; handlers see neither)
         self.producer_states: ProducerStateManager | None = None
         if isinstance(self.logs, LogManager):
-            self.producer_states = ProducerStateManager(self.logs, self.data_dir, clock=self.clock)
+            self.producer_states = ProducerStateManager(self.logs, self.data_dir, clock=self.clock,
+                                                        expiration_ms=self.dynamic_configs.producer_id_expiration_ms)
         # what handlers and coordinators see of the data: the topics, and the partitions' one append
         # and read path (broker/partitions/)
         from .partitions.catalogue import TopicCatalogue
@@ -323,19 +326,22 @@ class Broker:
         return endpoint.host, endpoint.port
 
     async def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
-                                   validate_only: bool) -> None:
+                                   validate_only: bool, names: Sequence[str] = ()) -> None:
         """Change a layer of dynamic broker configs and apply it: the topics' defaults, the cleaner's pause.
-        A node of a cluster over PostgreSQL stores the layer in the database first (every node follows)."""
+        A node of a cluster over PostgreSQL stores the layer in the database first (every node follows).
+        `names`: those the request names (a TLS keystore named again is reloaded when its file changed)."""
         if self.postgres is None:
-            if self.dynamic_configs.alter(cluster_default, change, validate_only):
+            if self.dynamic_configs.alter(cluster_default, change, validate_only, names):
                 self.apply_dynamic_configs()
             return
-        new = self.dynamic_configs.prepare(cluster_default, change, validate_only)
+        new = self.dynamic_configs.prepare(cluster_default, change, validate_only, names)
         if new is None:
+            if not validate_only:  # unchanged: what the names ask to reload still is
+                self.dynamic_configs.reconfigure(names)
             return
         await self.postgres.store_broker_configs(cluster_default, new)
         dynamic = self.dynamic_configs
-        if dynamic.adopt(*((dynamic.node, new) if cluster_default else (new, dynamic.default))):
+        if dynamic.adopt(*((dynamic.node, new) if cluster_default else (new, dynamic.default)), names=names):
             self.apply_dynamic_configs()
 
     def apply_dynamic_configs(self) -> None:
@@ -392,10 +398,11 @@ class Broker:
         def backoff_ms() -> int:  # a dynamic broker config: read every round
             return self.dynamic_configs.effective().log_cleaner_backoff_ms
 
-        # the segment engine's cleaner, or the database's engine's (broker/storage/postgres/compaction.py)
+        # the segment engine's cleaner (its I/O held to log.cleaner.io.max.bytes.per.second), or the
+        # database's engine's (broker/storage/postgres/compaction.py)
         self._background.append(asyncio.create_task(
-            self.logs.cleaner.run(backoff_ms) if self.postgres is None else self.logs.run_cleaner(backoff_ms),
-            name="log-cleaner"))
+            self.logs.cleaner.run(backoff_ms, self.dynamic_configs.cleaner_io_max_bytes_per_s)
+            if self.postgres is None else self.logs.run_cleaner(backoff_ms), name="log-cleaner"))
         self._background.append(asyncio.create_task(self._connections_summary_loop(), name="connections-summary"))
         if self.cluster is not None and self.config.auto_leader_rebalance_enable:
             self._background.append(asyncio.create_task(

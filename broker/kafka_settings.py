@@ -385,3 +385,19 @@ unclean.leader.election.interval.ms
 unstable.api.versions.enable
 unstable.feature.versions.enable
 """.split())
+
+# Kafka 4.4's LIST-typed broker settings and their defaults as its ConfigDef renders them (None: no
+# default), the ones IncrementalAlterConfigs may APPEND to or SUBTRACT from on a BROKER resource (Kafka's
+# ConfigAdminManager.prepareIncrementalConfigs; the controller starts an absent value from this default).
+# Generated from the reference jars; tests/reference/test_broker_settings.py checks it against them.
+KAFKA_BROKER_LISTS: dict[str, str | None] = {
+    "advertised.listeners": None, "config.providers": "", "controller.listener.names": None,
+    "controller.quorum.bootstrap.servers": "", "controller.quorum.voters": "", "cordoned.log.dirs": "",
+    "early.start.listeners": None, "group.consumer.assignors": "uniform,range",
+    "group.coordinator.rebalance.protocols": "classic,consumer,streams", "group.share.assignors": "simple",
+    "group.streams.assignors": "sticky", "group.streams.rack.aware.assignment.tags": "",
+    "kafka.metrics.reporters": "", "listeners": "PLAINTEXT://:9092", "log.cleanup.policy": "delete",
+    "log.dir": "/tmp/kafka-logs", "log.dirs": None, "metric.reporters": "org.apache.kafka.common.metrics.JmxReporter",
+    "process.roles": None, "sasl.enabled.mechanisms": "GSSAPI", "sasl.kerberos.principal.to.local.rules": "DEFAULT",
+    "sasl.oauthbearer.expected.audience": "", "ssl.cipher.suites": "", "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+}

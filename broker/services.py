@@ -12,7 +12,7 @@ and creates no import cycle between the handlers and what they use.
 from __future__ import annotations
 
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class BrokerServices(Protocol):
 
     # change one layer of dynamic broker configs (`cluster_default`: the empty name's) and apply it
     async def alter_broker_configs(self, cluster_default: bool, change: Callable[[dict[str, str]], dict[str, str]],
-                                   validate_only: bool) -> None: ...
+                                   validate_only: bool, names: Sequence[str] = ()) -> None: ...
 
     def advertised(self, listener: str) -> tuple[str, int]: ...
 

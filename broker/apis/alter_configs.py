@@ -65,7 +65,7 @@ async def alter_resource(ctx: RequestContext, resource_type: int, resource_name:
             raise KafkaError(error[1], error[0])
         check_duplicate_keys(names)
         # the node's own layer, or the cluster-wide defaults (""): broker/dynamic_configs.py
-        await broker.alter_broker_configs(resource_name == "", topic_change, validate_only)
+        await broker.alter_broker_configs(resource_name == "", topic_change, validate_only, names)
         return
     if resource_type == RESOURCE_GROUP:
         if resource_name == "":

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING
 
 from .. import topic_defaults
 from ..config import BrokerConfig
-from ..dynamic_configs import DYNAMIC_DEFAULT, KEPT_DEFAULTS, DynamicBrokerConfigs, is_dynamic, sensitive
-from ..kafka_settings import KAFKA_BROKER_SETTINGS
+from ..dynamic_configs import (DYNAMIC_DEFAULT, KEPT_DEFAULTS, DynamicBrokerConfigs, applied, base_name, is_dynamic,
+                               sensitive)
+from ..kafka_settings import KAFKA_BROKER_LISTS, KAFKA_BROKER_SETTINGS
 from ..partitions.catalogue import ConfigEntry, LogConfig, known_in
 from ...coordinator.groups.group_configs import GROUP_CONFIGS, validate_group_name
 from .repeats import charge, distinct, in_request_order
@@ -65,7 +66,7 @@ SOURCES = {"DYNAMIC_TOPIC_CONFIG": SOURCE_DYNAMIC_TOPIC, "DEFAULT_CONFIG": SOURC
 
 # ConfigType
 BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
-_JAVA_TYPES = {"STRING": STRING, "INT": INT, "LONG": LONG, "DOUBLE": DOUBLE}
+_JAVA_TYPES = {"STRING": STRING, "INT": INT, "LONG": LONG, "DOUBLE": DOUBLE, "LIST": LIST}
 
 # topic config -> (type, documentation); its broker synonyms are broker/topic_defaults.py's
 TOPIC_CONFIGS: dict[str, tuple[int, str]] = {
@@ -277,20 +278,30 @@ def _with_dynamic(row: BrokerRow, dynamic: DynamicBrokerConfigs | None) -> Broke
     return dataclasses.replace(row, value=entries[0][1], source=entries[0][2], synonyms=entries + row.synonyms)
 
 
-def _dynamic_only_rows(dynamic: DynamicBrokerConfigs, listed: set[str]) -> list[BrokerRow]:
+def _dynamic_only_rows(dynamic: DynamicBrokerConfigs, known: dict[str, BrokerRow]) -> list[BrokerRow]:
     """Kafka settings a dynamic broker config sets that kbroker does not otherwise describe (its thread
-    pools, ...): Kafka describes every setting it has, so these are described with their dynamic value."""
+    pools, ...): Kafka describes every setting it has, so these are described with their dynamic value.
+    A listener-prefixed one (`listener.name.x.max.connections`) as Kafka describes it: read-only (the
+    prefixed name is not among its dynamic settings), undocumented, typed and defaulted as its own name."""
     rows = []
-    for name in sorted((set(dynamic.node) | set(dynamic.default)) - listed):
-        if name in KAFKA_BROKER_SETTINGS:
+    for name in sorted((set(dynamic.node) | set(dynamic.default)) - set(known)):
+        base = known.get(base_name(name)) if name != base_name(name) else None
+        if base is not None:
+            entries: tuple[tuple[str, str | None, int], ...] = tuple(
+                (n, v, SOURCES[src]) for n, v, src in dynamic.synonyms([name]))
+            entries += tuple(s for s in base.synonyms if s[2] == SOURCE_DEFAULT)
+            rows.append(BrokerRow(name, entries[0][1], entries[0][2], base.kind, entries, ""))
+        elif name in KAFKA_BROKER_SETTINGS:
             entries = tuple((n, v, SOURCES[src]) for n, v, src in dynamic.synonyms([name]))
-            default, java_type = KEPT_DEFAULTS.get(name, (None, "STRING"))
+            default, java_type = KEPT_DEFAULTS.get(name) or (
+                (KAFKA_BROKER_LISTS[name], "LIST") if name in KAFKA_BROKER_LISTS else (None, "STRING"))
             if default is not None:
                 entries += ((name, default, SOURCE_DEFAULT),)
             kind = PASSWORD if sensitive(name) else _JAVA_TYPES[java_type]
             rows.append(BrokerRow(name, entries[0][1], entries[0][2], kind, entries,
                                   "A Kafka setting set as a dynamic broker config; kbroker keeps and reports it "
-                                  "but has no use for it."))
+                                  "but has no use for it." if not applied(name) else
+                                  "A Kafka setting set as a dynamic broker config; kbroker applies it."))
     return rows
 
 
@@ -351,7 +362,7 @@ def broker_config_rows(config: BrokerConfig, explicit: frozenset[str] = frozense
                                   tuple((n, v, SOURCES[s]) for n, v, s in found),
                                   fields[topic_defaults.field_of(name)].metadata.get("help", "")))
     if dynamic is not None:
-        rows += _dynamic_only_rows(dynamic, {row.name for row in rows})
+        rows += _dynamic_only_rows(dynamic, {row.name: row for row in rows})
     if http_endpoint is not None:
         rows.append(BrokerRow(HTTP_ENDPOINT, http_endpoint, SOURCE_STATIC_BROKER, STRING,
                               ((HTTP_ENDPOINT, http_endpoint, SOURCE_STATIC_BROKER),), _HTTP_ENDPOINT_DOC))

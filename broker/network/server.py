@@ -151,10 +151,13 @@ class KafkaServer:
         protocol.authenticated_tls(auth)
 
     def _over_limit(self, ip: str) -> str | None:
-        if len(self._connections) >= self.max_connections:
-            return f"the broker already has max.connections={self.max_connections} connections"
-        if self._per_ip.get(ip, 0) >= self.max_connections_per_ip:
-            return f"{ip} already has max.connections.per.ip={self.max_connections_per_ip} connections"
+        dynamic = getattr(self.broker, "dynamic_configs", None)  # a change applies to the next connection
+        most, per_ip = (dynamic.connection_limits(self.listener, ip) if dynamic is not None
+                        else (self.max_connections, self.max_connections_per_ip))
+        if len(self._connections) >= most:
+            return f"the broker already has max.connections={most} connections"
+        if self._per_ip.get(ip, 0) >= per_ip:
+            return f"{ip} already has max.connections.per.ip={per_ip} connections"
         if self.slots is not None and self.slots.full():
             return (f"out of file descriptors: {self.slots.limit} connections is what ulimit -n leaves beside "
                     f"the segment-file cache (--log-max-open-files)")

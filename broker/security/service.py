@@ -26,6 +26,7 @@ from .credentials import CredentialStore
 from .oauth import HttpsKeySet, TokenValidator
 from .sasl import ALL_MECHANISMS
 from .session import ANONYMOUS, ConnectionAuth
+from .tls_reload import ListenerKeystores
 
 if TYPE_CHECKING:
     from ..network.router import RequestContext
@@ -186,6 +187,8 @@ class Security:
                                          config.allow_everyone_if_no_acl_found)
             self.authorizer.locked = self.acl_store.damaged  # only super users, while the file is damaged
         self._ssl_contexts: dict[str, ssl.SSLContext] = {}
+        # the TLS listeners, whose keystores a dynamic broker config reloads (tls_reload.py)
+        self.keystores = ListenerKeystores(config)
 
     def background(self) -> list[Coroutine[Any, Any, None]]:
         """What the broker runs beside the listeners for security: the JWKS refresh, if any."""
@@ -211,14 +214,16 @@ class Security:
             return None
         # As in Kafka, ssl.client.auth applies to SSL listeners; SASL_SSL ones authenticate with SASL
         tls_ctx = None
-        if protocol == "SSL":
-            tls_ctx = self.ssl_context(self.config.ssl_client_auth)
-        elif protocol == "SASL_SSL":
-            tls_ctx = self.ssl_context("none")
+        client_auth = self.config.ssl_client_auth if protocol == "SSL" else "none"
+        if protocol in ("SSL", "SASL_SSL"):
+            tls_ctx = self.ssl_context(client_auth)
         sasl = protocol.startswith("SASL_")
         if sasl and not self.mechanisms:
             raise ValueError(f"listener {listener or protocol}: sasl.enabled.mechanisms is empty")
-        return ListenerSecurity(protocol, listener or protocol, tls_ctx, sasl, self)
+        found = ListenerSecurity(protocol, listener or protocol, tls_ctx, sasl, self)
+        if tls_ctx is not None:
+            self.keystores.add(found, client_auth)
+        return found
 
     # --- authorization ---
     def authorize(self, ctx: RequestContext, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME,

@@ -439,9 +439,12 @@ class ProducerStateManager:
     """The producer-id allocator and the snapshot schedule of every partition's producer state (each
     state lives on its log: `for_log`)."""
 
-    def __init__(self, logs: LogManager, data_dir: Path, *, snapshot_interval_s: float = 30.0, clock: Clock | None = None) -> None:
+    def __init__(self, logs: LogManager, data_dir: Path, *, snapshot_interval_s: float = 30.0, clock: Clock | None = None,
+                 expiration_ms: Callable[[], int] | None = None) -> None:
         self.logs = logs
         self.clock: Clock = clock if clock is not None else SystemClock()  # producer expiry (wall clock)
+        # producer.id.expiration.ms, read at each expiry pass (a dynamic broker config)
+        self.expiration_ms: Callable[[], int] = expiration_ms or (lambda: PRODUCER_ID_EXPIRATION_MS)
         self.ids = ProducerIdAllocator(Path(data_dir), highest_known=self.highest_producer_id)
         self.snapshot_interval_s = snapshot_interval_s
 
@@ -465,12 +468,12 @@ class ProducerStateManager:
     def _collect(self, force: bool) -> list[tuple[PartitionLog, PartitionProducerState, Path, bytes]]:
         """Serialise every changed state on the loop (consistent with the log end offset it names)."""
         out = []
-        now_ms = self.clock.wall_ms()
+        now_ms, expiration_ms = self.clock.wall_ms(), self.expiration_ms()
         for plog in self.logs.logs():
             state = plog.txn_state
             if state is None or plog.closed:
                 continue
-            state.expire(now_ms)
+            state.expire(now_ms, expiration_ms)
             state.prune_aborted(plog.log_start_offset)
             path = state.snapshot_path()
             if path is not None and (state.dirty or (force and state.producers)):

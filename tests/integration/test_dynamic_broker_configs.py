@@ -144,3 +144,140 @@ def test_refusals_as_kafka(broker):
     assert alter(broker, "1", ("sasl.kerberos.min.time.before.relogin", None, DELETE)) == (0, None)
     # nothing refused was kept
     assert describe(broker, BROKER, "") == {}
+
+
+APPEND, SUBTRACT = 2, 3
+INVALID_CONFIG = 40
+
+
+def test_append_and_subtract_on_broker_list_configs_as_kafka(broker):
+    """Kafka 4.4's answers (tests/reference/test_differential_config.py compares them with Kafka itself):
+    an absent value starts from Kafka's default, an item already there is not added twice, an absent
+    one subtracted is no error, and the result is kept even when empty."""
+    policy = "log.cleanup.policy"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("dynconf-lists", 1)])["dynconf-lists"].result(timeout=TIMEOUT)
+
+    def value(node: str) -> tuple[str, int] | None:
+        entry = describe(broker, BROKER, node).get(policy)
+        return None if entry is None else entry[:2]
+
+    try:
+        assert alter(broker, "1", (policy, "compact", APPEND)) == (0, None)
+        assert value("1") == ("delete,compact", DYNAMIC_BROKER)
+        assert alter(broker, "1", (policy, "compact,delete,compact", APPEND)) == (0, None)
+        assert value("1") == ("delete,compact", DYNAMIC_BROKER)
+        assert alter(broker, "1", (policy, "delete", SUBTRACT)) == (0, None)
+        assert value("1") == ("compact", DYNAMIC_BROKER)
+        # a topic without its own cleanup.policy is compacted now, as the new default says
+        assert describe(broker, TOPIC, "dynconf-lists")["cleanup.policy"][:2] == ("compact", DYNAMIC_BROKER)
+        assert alter(broker, "1", (policy, "compact", SUBTRACT)) == (0, None)
+        assert value("1") == ("", DYNAMIC_BROKER)
+        # the cluster-wide default: subtracting what is not there keeps Kafka's default as the value
+        assert alter(broker, "", (policy, "compact", SUBTRACT)) == (0, None)
+        assert value("") == ("delete", DYNAMIC_DEFAULT)
+        assert alter(broker, "1", ("sasl.enabled.mechanisms", "PLAIN", APPEND)) == (0, None)
+        assert describe(broker, BROKER, "1")["sasl.enabled.mechanisms"][:2] == ("GSSAPI,PLAIN", DYNAMIC_BROKER)
+        broker.restart()
+        assert value("1") == ("", DYNAMIC_BROKER)
+        assert value("") == ("delete", DYNAMIC_DEFAULT)
+    finally:
+        assert alter(broker, "1", (policy, None, DELETE), ("sasl.enabled.mechanisms", None, DELETE)) == (0, None)
+        assert alter(broker, "", (policy, None, DELETE)) == (0, None)
+    assert alter(broker, "1", ("log.retention.ms", "5", APPEND)) == (
+        INVALID_CONFIG, "Config value append is not allowed for config key: log.retention.ms")
+    assert alter(broker, "1", ("no.such.config", "5", SUBTRACT)) == (INVALID_CONFIG, "Unknown config name: no.such.config")
+    assert alter(broker, "1", ("listener.name.plaintext.sasl.enabled.mechanisms", "PLAIN", APPEND)) == (
+        INVALID_CONFIG, "Unknown config name: listener.name.plaintext.sasl.enabled.mechanisms")
+    assert alter(broker, "1", ("log.dirs", "/elsewhere", APPEND)) == (
+        INVALID_REQUEST, "Cannot update these configs dynamically: [log.dirs]")
+    assert alter(broker, "", ("sasl.enabled.mechanisms", "PLAIN", APPEND)) == (
+        INVALID_REQUEST, "Cannot update these configs at default cluster level, broker id must be specified: "
+                         "[sasl.enabled.mechanisms]")
+    assert alter(broker, "1", (policy, "nonsense", APPEND))[0] == INVALID_REQUEST
+    assert alter(broker, "1", (policy, "x", 7)) == (INVALID_REQUEST, "Unknown operations type 7")
+    assert describe(broker, BROKER, "") == {}
+    assert describe(broker, BROKER, "1")[policy][:2] == ("delete", DEFAULT)
+
+
+def test_connection_limits_change_at_run_time(broker):
+    """max.connections.per.ip, its per-address overrides and a listener's max.connections apply to
+    the next connection once changed (Kafka's DynamicConnectionQuota); the ones open stay."""
+    from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
+
+    def answered(wire: Wire) -> bool:
+        try:
+            wire.call(18, 0, ApiVersionsRequest())
+            return True
+        except (OSError, EOFError, ValueError):
+            return False
+
+    def open_until_refused(most: int) -> int:
+        """How many connections at once this address gets (up to `most`, then all closed)."""
+        wires = []
+        try:
+            while len(wires) < most:
+                wire = Wire(broker.bootstrap, timeout=10)
+                wires.append(wire)
+                if not answered(wire):
+                    return len(wires) - 1
+            return len(wires)
+        finally:
+            for wire in wires:
+                wire.close()
+
+    assert open_until_refused(6) == 6
+    try:
+        assert alter(broker, "", ("max.connections.per.ip", "3", SET)) == (0, None)
+        assert open_until_refused(6) == 3
+        # zero for every address but the overridden ones: only with overrides (over both layers, as in Kafka)
+        assert alter(broker, "", ("max.connections.per.ip", "0", SET)) == (
+            INVALID_REQUEST, "requirement failed: max.connections.per.ip can be set to zero only if "
+                             "max.connections.per.ip.overrides property is set.")
+        assert alter(broker, "1", ("max.connections.per.ip.overrides", "127.0.0.1:4,[::1]:9,elsewhere:2", SET)) == (0, None)
+        assert open_until_refused(6) == 4
+        assert alter(broker, "1", ("listener.name.plaintext.max.connections", "2", SET)) == (0, None)
+        assert open_until_refused(6) == 2
+        assert alter(broker, "1", ("max.connections.per.ip.overrides", "127.0.0.1:x", SET)) == (
+            INVALID_REQUEST, 'For input string: "x"')
+        assert alter(broker, "1", ("listener.name.plaintext.max.connections", "-2", SET)) == (
+            INVALID_REQUEST, "Invalid value -2 for configuration max.connections: Value must be at least 0")
+    finally:
+        assert alter(broker, "", ("max.connections.per.ip", None, DELETE)) == (0, None)
+        assert alter(broker, "1", ("listener.name.plaintext.max.connections", None, DELETE),
+                     ("max.connections.per.ip.overrides", None, DELETE)) == (0, None)
+    assert open_until_refused(6) == 6
+    assert [e for e in broker.events("connection_refused") if "max.connections.per.ip=3" in e["reason"]]
+
+
+def test_producer_id_expiration_changes_at_run_time(broker):
+    """producer.id.expiration.ms set at run time: an idle producer's state goes at the next expiry
+    pass (every 30 s here, with the producer snapshots) instead of after Kafka's 24 hours."""
+    import time
+
+    from kbroker.protocol.messages.describe_producers_request import DescribeProducersRequest, TopicRequest
+
+    topic = "dynconf-producers"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=TIMEOUT)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    producer.produce(topic, b"once")
+    assert producer.flush(TIMEOUT) == 0
+
+    def active() -> list[int]:
+        wire = Wire(broker.bootstrap)
+        (partition,) = wire.call(61, 0, DescribeProducersRequest([TopicRequest(topic, [0])])).topics[0].partitions
+        wire.close()
+        assert partition.error_code == 0
+        return [p.producer_id for p in partition.active_producers]
+
+    assert len(active()) == 1
+    assert alter(broker, "", ("producer.id.expiration.ms", "1000", SET)) == (0, None)
+    try:
+        deadline = time.monotonic() + 90  # a bound against a hang: the pass comes every 30 s
+        while active():
+            assert time.monotonic() < deadline, "the idle producer's state was never expired"
+            time.sleep(1)
+    finally:
+        assert alter(broker, "", ("producer.id.expiration.ms", None, DELETE)) == (0, None)
+    assert describe(broker, BROKER, "1")["producer.id.expiration.ms"][:2] == ("86400000", DEFAULT)

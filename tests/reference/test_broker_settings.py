@@ -13,7 +13,7 @@ import pytest
 
 from kbroker.admin.client import Connection
 from kbroker.broker import topic_defaults
-from kbroker.broker.kafka_settings import KAFKA_BROKER_SETTINGS
+from kbroker.broker.kafka_settings import KAFKA_BROKER_LISTS, KAFKA_BROKER_SETTINGS
 from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kbroker.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
@@ -25,6 +25,21 @@ public class Names {
   public static void main(String[] a) {
     for (String n : new java.util.TreeSet<>(org.apache.kafka.server.config.AbstractKafkaConfig.CONFIG_DEF.names()))
       System.out.println(n);
+  }
+}
+"""
+# Each LIST-typed setting with its default as Kafka renders it (ConfigDef.convertToString), tab-separated.
+LISTS_JAVA = """
+import org.apache.kafka.common.config.ConfigDef;
+public class Lists {
+  public static void main(String[] a) {
+    var keys = org.apache.kafka.server.config.AbstractKafkaConfig.CONFIG_DEF.configKeys();
+    for (String n : new java.util.TreeSet<>(keys.keySet())) {
+      var k = keys.get(n);
+      if (k.type == ConfigDef.Type.LIST)
+        System.out.println(n + "\t" + (k.hasDefault() && k.defaultValue != null
+            ? "=" + ConfigDef.convertToString(k.defaultValue, k.type) : "none"));
+    }
   }
 }
 """
@@ -55,6 +70,15 @@ def test_the_vendored_setting_names_are_kafka_4_4s(jars, tmp_path) -> None:
     out = subprocess.run(java_command(str(source), heap="256m"), capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     assert set(out.stdout.split()) == KAFKA_BROKER_SETTINGS
+
+
+def test_the_vendored_list_settings_are_kafka_4_4s(jars, tmp_path) -> None:
+    source = tmp_path / "Lists.java"
+    source.write_text(LISTS_JAVA)
+    out = subprocess.run(java_command(str(source), heap="256m"), capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lists = dict(line.split("\t") for line in out.stdout.splitlines())
+    assert {n: d.removeprefix("=") if d != "none" else None for n, d in lists.items()} == KAFKA_BROKER_LISTS
 
 
 def _describe(bootstrap: str, resource_type: int, name: str) -> dict:

@@ -191,10 +191,35 @@ def check_describe_configs(level: Level, kafka: Observer, kbroker: Observer, top
 # Dynamic broker configs (issue 43): (case, broker resource name, [(config, operation, value)]), sent to
 # both in this order; the ones that change something are undone by DYNAMIC_UNDO (the reference broker
 # is the whole session's).
-SET, DELETE = 0, 1
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 DYNAMIC_ALTERS = [
     ("per_broker", "1", [("log.cleaner.backoff.ms", SET, "20000"), ("log.retention.ms", SET, "86400000")]),
     ("cluster_default", "", [("log.retention.ms", SET, "43200000"), ("message.max.bytes", SET, "2000000")]),
+    # list configs: an absent value starts from Kafka's default; an item there is not added twice; an
+    # absent one subtracted is no error (the cluster default becomes Kafka's default, "delete")
+    ("append_absent", "1", [("log.cleanup.policy", APPEND, "compact"), ("ssl.cipher.suites", APPEND, "TLS_AES_128_GCM_SHA256")]),
+    ("append_present", "1", [("log.cleanup.policy", APPEND, "compact,delete")]),
+    ("subtract_absent", "", [("log.cleanup.policy", SUBTRACT, "compact")]),
+    ("subtract_present", "1", [("ssl.enabled.protocols", SUBTRACT, "TLSv1.2")]),
+    ("append_not_a_list", "1", [("log.retention.ms", APPEND, "5")]),
+    ("subtract_unknown_name", "1", [("no.such.config", SUBTRACT, "5")]),
+    ("append_listener_prefixed", "1", [("listener.name.plaintext.sasl.enabled.mechanisms", APPEND, "PLAIN")]),
+    ("append_read_only_list", "1", [("log.dirs", APPEND, "/elsewhere")]),
+    ("append_per_broker_at_default", "", [("sasl.enabled.mechanisms", APPEND, "PLAIN")]),
+    ("append_bad_item", "", [("log.cleanup.policy", APPEND, "nonsense")]),
+    ("append_empty_item", "", [("log.cleanup.policy", APPEND, "compact,")]),
+    ("unknown_operation", "1", [("log.cleanup.policy", 7, "x")]),
+    # settings kbroker applies: the connection limits, producer.id.expiration.ms, with Kafka's checks
+    ("applied", "1", [("max.connections.per.ip", SET, "1000"), ("listener.name.plaintext.max.connections", SET, "500")]),
+    ("applied_default", "", [("producer.id.expiration.ms", SET, "3600000"),
+                             ("max.connections.per.ip.overrides", SET, "127.0.0.1:2000")]),
+    ("listener_limit_negative", "1", [("listener.name.plaintext.max.connections", SET, "-2")]),
+    ("listener_limit_not_a_number", "1", [("listener.name.plaintext.max.connections", SET, "many")]),
+    ("per_ip_negative", "", [("max.connections.per.ip", SET, "-5")]),
+    ("per_ip_override_not_a_number", "", [("max.connections.per.ip.overrides", SET, "127.0.0.1:x")]),
+    # not sent: max.connections=0, which Kafka 4.4 refuses when validating only but otherwise accepts,
+    # then fails to apply and closes every connection (kbroker refuses it as Kafka's validation does)
+    ("expiration_zero", "", [("producer.id.expiration.ms", SET, "0")]),
     ("read_only", "1", [("node.id", SET, "2")]),
     ("per_broker_at_default", "", [("sasl.kerberos.min.time.before.relogin", SET, "58000")]),
     ("security_without_listener", "1", [("ssl.keystore.location", SET, "/nowhere")]),
@@ -202,10 +227,18 @@ DYNAMIC_ALTERS = [
     ("not_an_int", "1", [("message.max.bytes", SET, "big")]),
 ]
 DYNAMIC_UNDO = [
-    ("undo_per_broker", "1", [("log.cleaner.backoff.ms", DELETE, None), ("log.retention.ms", DELETE, None)]),
-    ("undo_cluster_default", "", [("log.retention.ms", DELETE, None), ("message.max.bytes", DELETE, None)]),
+    ("undo_per_broker", "1", [("log.cleaner.backoff.ms", DELETE, None), ("log.retention.ms", DELETE, None),
+                              ("log.cleanup.policy", DELETE, None), ("ssl.cipher.suites", DELETE, None),
+                              ("ssl.enabled.protocols", DELETE, None), ("max.connections.per.ip", DELETE, None),
+                              ("listener.name.plaintext.max.connections", DELETE, None)]),
+    ("undo_cluster_default", "", [("log.retention.ms", DELETE, None), ("message.max.bytes", DELETE, None),
+                                  ("log.cleanup.policy", DELETE, None), ("producer.id.expiration.ms", DELETE, None),
+                                  ("max.connections.per.ip.overrides", DELETE, None)]),
 ]
-DYNAMIC_NAMES = {"log.cleaner.backoff.ms", "log.retention.ms", "log.retention.hours", "message.max.bytes"}
+DYNAMIC_NAMES = {"log.cleaner.backoff.ms", "log.retention.ms", "log.retention.hours", "message.max.bytes",
+                 "log.cleanup.policy", "ssl.cipher.suites", "ssl.enabled.protocols", "max.connections.per.ip",
+                 "listener.name.plaintext.max.connections", "producer.id.expiration.ms",
+                 "max.connections.per.ip.overrides"}
 
 
 def check_dynamic_broker_configs(level: Level, kafka: Observer, kbroker: Observer, topics: dict[str, str]) -> None:
@@ -229,7 +262,7 @@ def check_dynamic_broker_configs(level: Level, kafka: Observer, kbroker: Observe
         compare_entries(level, "DescribeConfigs.dynamic_broker", *described[0], only=DYNAMIC_NAMES)
         compare_entries(level, "DescribeConfigs.dynamic_default", *described[1])
         compare_entries(level, "DescribeConfigs.dynamic_topic", *described[2],
-                        only={"retention.ms", "max.message.bytes"})
+                        only={"retention.ms", "max.message.bytes", "cleanup.policy"})
     finally:
         for case in DYNAMIC_UNDO:
             alter(*case)

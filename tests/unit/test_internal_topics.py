@@ -47,7 +47,7 @@ def test_what_keeps_the_records_is_accepted_and_other_topics_are_not_its_busines
 
 def test_an_invalid_value_is_invalid_config_before_the_policy_sees_it() -> None:
     with pytest.raises(KafkaError) as refused:
-        internal_topics.check_configs(OFFSETS, {"cleanup.policy": ""}, DEFAULTS)
+        internal_topics.check_configs(OFFSETS, {"cleanup.policy": "compact,"}, DEFAULTS)
     assert refused.value.code == ErrorCode.INVALID_CONFIG
 
 

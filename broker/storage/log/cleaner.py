@@ -10,20 +10,26 @@ the logs that need it, the one with the highest ratio goes first.
 The ratio is Kafka's: dirty bytes / (clean + dirty bytes) over the cleanable segments: the inactive
 ones whose records are all older than `min.compaction.lag.ms`, below the first unstable offset
 (txn_cleaning.py). A segment is clean when it ends at or before the log's first dirty offset: where
-the last cleaning stopped (`PartitionLog.cleaned_to`), or the log start. Kafka keeps that offset in
-its cleaner-offset-checkpoint file; kbroker keeps it in memory, so after a restart each compacted log
-counts as all dirty and is cleaned once.
+the last cleaning stopped (`PartitionLog.cleaned_to`), or the log start. That offset is kept across
+restarts in Kafka's cleaner-offset-checkpoint file (cleaner_checkpoint.py), read when the cleaner is
+made (after the logs load) and checked as Kafka's LogCleanerManager checks it: one below the log start
+counts from the log start, one beyond the log end (the log's tail lost meanwhile) is dropped with a
+warning, and the log counts as all dirty.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 
 from . import compaction
+from .cleaner_checkpoint import CleanerCheckpoint, Offsets
+from .throttler import Throttler
 from .txn_cleaning import cleanable_below_limit
 from .txn_cleaning import for_log as txn_cleaning_for
 
@@ -71,11 +77,60 @@ def filthiest(logs: Iterable[PartitionLog], now_ms: int) -> PartitionLog | None:
 class LogCleaner:
     """The cleaner's loop over the logs in use (LogManager.logs)."""
 
-    def __init__(self, logs: Callable[[], list[PartitionLog]], now_ms: Callable[[], int]) -> None:
+    def __init__(self, logs: Callable[[], list[PartitionLog]], now_ms: Callable[[], int],
+                 log_dir: Path | None = None) -> None:
         self._logs = logs
         self._now_ms = now_ms
         self._wake = asyncio.Event()
         self.rounds = 0  # logs cleaned, for tests and metrics
+        # log.cleaner.io.max.bytes.per.second (a dynamic broker config; unlimited until run() says)
+        self._io_max_bytes_per_s: Callable[[], float] = lambda: math.inf
+        self._throttler = Throttler(lambda: self._io_max_bytes_per_s())
+        # the checkpoint file of the log directory (none: kept in memory only, as unit tests run it)
+        self._checkpoint = CleanerCheckpoint(log_dir) if log_dir is not None else None
+        self._kept: Offsets = {}  # what the file holds (or will once the write in flight ends)
+        if self._checkpoint is not None:
+            self._seed(self._checkpoint.read())
+
+    def _seed(self, offsets: Offsets) -> None:
+        """Each loaded log's first dirty offset from the checkpoint (LogCleanerManager.cleanableOffsets'
+        checks); entries of logs that are no more are dropped at the next write, as Kafka drops them."""
+        for plog in self._logs():
+            offset = offsets.get((plog.topic, plog.partition))
+            if offset is None or plog.closed:
+                continue
+            if offset > plog.log_end_offset:
+                log.warning("cleaner_checkpoint_beyond_log_end", topic=plog.topic, partition=plog.partition,
+                            checkpoint=offset, log_end_offset=plog.log_end_offset,
+                            action="the log counts as all dirty")
+                continue
+            plog.cleaned_to = max(plog.cleaned_to, offset)
+        self._kept = self._offsets()
+
+    def _offsets(self) -> Offsets:
+        return {(p.topic, p.partition): p.cleaned_to for p in self._logs() if not p.closed and p.cleaned_to > 0}
+
+    def _snapshot(self) -> tuple[int, bytes] | None:
+        """The checkpoint's new content when it changed (taken on the loop), else None."""
+        offsets = self._offsets()
+        if self._checkpoint is None or offsets == self._kept:
+            return None
+        self._kept = offsets
+        return self._checkpoint.snapshot(offsets)
+
+    def _write(self, snapshot: tuple[int, bytes]) -> None:
+        assert self._checkpoint is not None
+        try:
+            self._checkpoint.write(snapshot)
+        except OSError as exc:  # the cleaning stands; a restart before the next write cleans the log again
+            log.error("cleaner_checkpoint_write_failed", path=str(self._checkpoint.path), error=repr(exc))
+
+    def forget_deleted(self) -> None:
+        """A topic was deleted: its entries leave the file now, so that a topic made again under its
+        name does not inherit them after a restart (Kafka's updateCheckpoints on deletion)."""
+        snapshot = self._snapshot()
+        if snapshot is not None:
+            self._write(snapshot)
 
     def wake(self) -> None:
         """Look again now (a config changed) rather than after the backoff."""
@@ -89,17 +144,24 @@ class LogCleaner:
             return False
         ratio, forced = dirtiness(plog, now_ms)
         before = plog.cleaned_to
-        stats = await compaction.compact_async(plog, now_ms)
+        stats = await compaction.compact_async(plog, now_ms, self._throttler)
         if plog.cleaned_to == before:
             return False  # taken meanwhile, or nothing to do after all: the next round sees
         self.rounds += 1
+        snapshot = self._snapshot()
+        if snapshot is not None:
+            await asyncio.to_thread(self._write, snapshot)
         log.info("log_cleaned", topic=plog.topic, partition=plog.partition, dirty_ratio=round(ratio, 3),
                  forced_by_max_compaction_lag=forced, segments_rewritten=stats.segments_rewritten,
+                 throttled_ms=stats.throttled_ms,
                  bytes_before=stats.bytes_before, bytes_after=stats.bytes_after)
         return True
 
-    async def run(self, backoff_ms: Callable[[], int]) -> None:
-        """Clean while a log needs it; otherwise sleep the backoff (read each round: a dynamic config)."""
+    async def run(self, backoff_ms: Callable[[], int],
+                  io_max_bytes_per_s: Callable[[], float] = lambda: math.inf) -> None:
+        """Clean while a log needs it; otherwise sleep the backoff; the cleaning's reads and writes held
+        to `io_max_bytes_per_s` (both read as they are used: dynamic configs)."""
+        self._io_max_bytes_per_s = io_max_bytes_per_s
         while True:
             try:
                 cleaned = await self.clean_filthiest()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -38,6 +39,7 @@ from ....protocol.errors import KafkaError
 
 from .files import fsync_dir
 from .segment import LogSegment
+from .throttler import Throttler
 from .txn_cleaning import TxnCleaning, cleanable_below_limit, forget_markers, removable_markers
 from .txn_cleaning import for_log as txn_cleaning_for
 
@@ -49,6 +51,7 @@ log = structlog.get_logger(__name__)
 
 @dataclass(slots=True)
 class CompactionStats:
+    throttled_ms: int = 0  # slept by the I/O throttle (log.cleaner.io.max.bytes.per.second)
     segments_rewritten: int = 0
     segments_removed: int = 0
     records_before: int = 0
@@ -69,6 +72,7 @@ class _Plan:
     stats: CompactionStats = field(default_factory=CompactionStats)
     markers: set[int] = field(default_factory=set)  # control batches to drop (their transaction is gone)
     cleaned: list[tuple[LogSegment, LogSegment]] = field(default_factory=list)  # (old, its replacement)
+    throttle: Callable[[int], None] = lambda _nbytes: None  # bytes read or written (throttler.py)
 
 
 def cleanable_segments(plog: PartitionLog, now_ms: int) -> list[LogSegment]:
@@ -102,9 +106,12 @@ def _plan(plog: PartitionLog, now_ms: int) -> _Plan | None:
                  plog.config.index_interval_bytes, txn)
 
 
-def _newest_offsets(segments: list[LogSegment], txn: TxnCleaning) -> dict[bytes, int]:
+def _newest_offsets(segments: list[LogSegment], txn: TxnCleaning,
+                    throttle: Callable[[int], None] | None = None) -> dict[bytes, int]:
     newest: dict[bytes, int] = {}
     for segment in segments:
+        if throttle is not None:  # (PostgreSQL's compaction walks views that have no size)
+            throttle(segment.size)
         for pos, header in segment.iter_headers():
             if header.is_control:
                 continue
@@ -204,18 +211,20 @@ def _build_cleaned(old: LogSegment, cleaned: bytearray, index_interval_bytes: in
 
 def _run(plan: _Plan) -> _Plan:
     """The heavy part: safe in a worker thread (it only reads inactive segments and writes new files)."""
-    newest = _newest_offsets(plan.segments, plan.txn)
+    newest = _newest_offsets(plan.segments, plan.txn, plan.throttle)
     last_cleanable = plan.cleanable[-1].next_offset
     limit = last_cleanable if plan.txn.limit is None else min(plan.txn.limit, last_cleanable)
     plan.markers = removable_markers(
         plan.segments, lambda h, rs: bool(_survivors(rs, h, newest, plan.horizon_ms, plan.txn)), plan.horizon_ms,
         limit)
     for segment in plan.cleanable:
+        plan.throttle(segment.size)
         cleaned = _clean_segment(segment, newest, plan.horizon_ms, plan.stats, plan.txn, plan.markers)
         if cleaned is None:
             plan.stats.bytes_before += segment.size
             plan.stats.bytes_after += segment.size
             continue
+        plan.throttle(len(cleaned))
         plan.cleaned.append((segment, _build_cleaned(segment, cleaned, plan.index_interval_bytes)))
     return plan
 
@@ -275,14 +284,18 @@ def compact(plog: PartitionLog, now_ms: int) -> CompactionStats:
     return stats
 
 
-async def compact_async(plog: PartitionLog, now_ms: int) -> CompactionStats:
-    """The broker's compaction: the cleaning in a worker thread, the swap back on the loop."""
+async def compact_async(plog: PartitionLog, now_ms: int, throttler: Throttler | None = None) -> CompactionStats:
+    """The broker's compaction: the cleaning in a worker thread (its I/O held to `throttler`'s rate),
+    the swap back on the loop."""
     if plog.maintenance_lock.locked():
         return CompactionStats()  # replay or another run is reading the segments: next round
     async with plog.maintenance_lock:
         plan = _plan(plog, now_ms)
         if plan is None:
             return CompactionStats()
+        if throttler is not None:
+            plan.throttle = throttler.observe
+            slept_before = throttler.slept_ms
         try:
             await asyncio.to_thread(_run, plan)
         except BaseException:
@@ -290,6 +303,8 @@ async def compact_async(plog: PartitionLog, now_ms: int) -> CompactionStats:
                 new.delete()
             raise
         stats = _finish(plog, plan)
+        if throttler is not None:
+            stats.throttled_ms = throttler.slept_ms - slept_before
         if stats.segments_rewritten:
             await asyncio.to_thread(fsync_dir, plog.directory)  # the renames' durability, off the loop
         return stats

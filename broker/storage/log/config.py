@@ -10,7 +10,6 @@ from typing import Any, Callable, Iterable
 
 from ....protocol.errors import ErrorCode, KafkaError
 
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 _INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -48,13 +47,29 @@ def _parse_choice(choices: tuple[str, ...], normalise: Callable[[str], str] = st
     return parse
 
 
-def _parse_cleanup_policy(raw: str) -> str:
-    # Kafka takes a list in any order ("delete,compact") and describes it as it was given (an
-    # IncrementalAlterConfigs APPEND of compact to delete reads back "delete,compact").
-    parts = [p.strip() for p in raw.split(",") if p.strip()]
-    if ",".join(sorted(set(parts))) not in CLEANUP_POLICIES:
-        raise ValueError("must be delete, compact or compact,delete")
-    return ",".join(dict.fromkeys(parts))
+class ListValueError(ValueError):
+    """A LIST config refused by Kafka 4.4's ValidList, whose message is its own (it names an item or a
+    rule, not the whole value): str(self) has a `{name}` for the config's name."""
+
+    def message(self, name: str) -> str:
+        return str(self).format(name=name)
+
+
+def parse_cleanup_policy(raw: str) -> str:
+    """Kafka 4.4's LIST parse and ValidList check: an empty value is the empty list (neither delete nor
+    compact: records stay until deleted), an empty or repeated item is refused, and each must be one of
+    compact, delete. Kafka takes them in any order and describes them as given (an IncrementalAlterConfigs
+    APPEND of compact to delete reads back "delete,compact")."""
+    text = raw.strip()
+    parts = [p.strip() for p in text.split(",")] if text else []
+    if len(set(parts)) != len(parts):
+        raise ListValueError("Configuration '{name}' values must not be duplicated.")
+    if "" in parts:
+        raise ListValueError("Configuration '{name}' values must not be empty.")
+    for part in parts:
+        if part not in ("compact", "delete"):
+            raise ListValueError(f"Invalid value {part} for configuration {{name}}: String must be one of: compact, delete")
+    return ",".join(parts)
 
 
 def _parse_bool(raw: str) -> bool:
@@ -141,7 +156,7 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("retention.bytes", "retention_bytes", -1, _parse_int(-1, INT64_MAX)),
     _Spec("index.interval.bytes", "index_interval_bytes", 4096, _parse_int(0, _INT32_MAX, "INT")),
     _Spec("max.message.bytes", "max_message_bytes", 1048588, _parse_int(0, _INT32_MAX, "INT")),
-    _Spec("cleanup.policy", "cleanup_policy", "delete", _parse_cleanup_policy),
+    _Spec("cleanup.policy", "cleanup_policy", "delete", parse_cleanup_policy),
     _Spec("delete.retention.ms", "delete_retention_ms", 86400000, _parse_int(0, INT64_MAX)),
     _Spec("message.timestamp.type", "message_timestamp_type", "CreateTime", _parse_choice(TIMESTAMP_TYPES)),
     _Spec("min.compaction.lag.ms", "min_compaction_lag_ms", 0, _parse_int(0, INT64_MAX)),
@@ -265,6 +280,8 @@ class LogConfig:
                 raise InvalidConfigError(f"topic config {name!r} needs a value")
             try:
                 value = spec.parse(str(raw))
+            except ListValueError as exc:
+                raise InvalidConfigError(exc.message(name)) from exc
             except ValueError as exc:
                 raise InvalidConfigError(f"Invalid value {raw} for configuration {name}: {exc}") from exc
             if spec.attr is not None:

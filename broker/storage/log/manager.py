@@ -388,6 +388,8 @@ class LogManager:
                 directory = self._partition_dir(name, partition)
                 if os.path.isdir(directory):
                     PartitionLog.remove_directory(Path(directory))
+        if self._cleaner is not None:
+            self._cleaner.forget_deleted()  # its entries out of cleaner-offset-checkpoint
         log.info("topic_deleted", topic=name, topic_id=str(info.topic_id))
 
     def _check_new_partitions(self, name: str, new_total: int) -> TopicInfo:
@@ -588,7 +590,7 @@ class LogManager:
         if self._cleaner is None:
             from .cleaner import LogCleaner
 
-            self._cleaner = LogCleaner(self.logs, self.clock.wall_ms)
+            self._cleaner = LogCleaner(self.logs, self.clock.wall_ms, self.data_dir)
         return self._cleaner
 
     def wake_cleaner(self) -> None:

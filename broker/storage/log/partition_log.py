@@ -506,6 +506,7 @@ class PartitionLog:
         self.epochs.truncate_from_end(self.log_end_offset)
         self.flusher.durable_offset = min(self.flusher.durable_offset, self.log_end_offset)
         self._recovery_point = min(self._recovery_point, self.active.base_offset)
+        self.cleaned_to = min(self.cleaned_to, offset)  # Kafka's maybeTruncateCheckpoint
         self.persist_checkpoint()
 
     def _reset_at(self, offset: int) -> None:
