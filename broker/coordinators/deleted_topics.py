@@ -31,14 +31,19 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
+import structlog
+
 from ...protocol.records.classic_records import OffsetCommitRecord
+
+log = structlog.get_logger("kbroker.deleted_topics")
 
 TopicPartition = tuple[str, int]
 
 
 class DeletedTopicOffsets:
-    """The catalogue's deletion listener for the group coordinator, if the broker has built it (a
-    broker that never built it holds no offset to remove)."""
+    """The catalogue's deletion listener, registered once the broker builds its group coordinator (a
+    broker that never built it holds no offset and no share group to clean up): the offsets' tombstones
+    are dispatched at once, the share-partition states' after them."""
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
@@ -57,8 +62,13 @@ class DeletedTopicOffsets:
             state.delete_topics(set(deleted.values())) if state is not None else None
         started = asyncio.ensure_future(self._all(offsets, share_states))
         self._running.add(started)
-        started.add_done_callback(self._running.discard)
+        started.add_done_callback(self._done)
         return started
+
+    def _done(self, task: asyncio.Future[Any]) -> None:
+        self._running.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("deleted_topics_cleanup_failed", error=repr(exc))
 
     @staticmethod
     async def _all(offsets: Awaitable[int], share_states: Awaitable[int] | None) -> None:

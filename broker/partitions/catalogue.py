@@ -229,9 +229,18 @@ class TopicCatalogue:
             await settle(self._after_deletion(name, info.topic_id))
 
     def topics_deleted(self, deleted: dict[str, uuid.UUID]) -> list[asyncio.Future[Any]]:
-        """Tell the deletion listeners; what they started, to await."""
-        started = [listener(deleted) for listener in list(self.deletion_listeners)]
-        return [f for f in started if f is not None]
+        """Tell the deletion listeners; what they started, to await. The topic is gone whatever a
+        listener does: one that fails is logged, not raised (DeleteTopics succeeded; a refresh goes on)."""
+        started = []
+        for listener in list(self.deletion_listeners):
+            try:
+                future = listener(deleted)
+            except Exception as exc:  # noqa: BLE001 - the deletion stands; what the listener keeps is logged
+                log.error("topic_deletion_listener_failed", topics=sorted(deleted), error=repr(exc), exc_info=True)
+                continue
+            if future is not None:
+                started.append(future)
+        return started
 
     def _after_deletion(self, name: str, topic_id: uuid.UUID) -> list[asyncio.Future[Any]]:
         """What DeleteTopics of `name` waits for (this catalogue tells the listeners itself)."""
