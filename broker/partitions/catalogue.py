@@ -15,7 +15,8 @@ catalogue's epoch and fence clients that name an old one. "Who leads" is always 
 catalogue (`leads`), never an assumption, so several nodes in one process can share it.
 
 A deleted topic is told to `deletion_listeners` (the group coordinator tombstones its committed
-offsets, broker/coordinators/deleted_topics.py), as Kafka's metadata image tells its coordinators:
+offsets, the share coordinator its share-partition states: broker/coordinators/deleted_topics.py), as
+Kafka's metadata image tells its coordinators:
 DeleteTopics answers once what they started is done (bounded by DELETION_SETTLE_S), so a consumer
 that asks at once, or the topic created again under its name, finds no offset of the old topic.
 
@@ -301,7 +302,6 @@ class TopicCatalogue:
         if self._producer_ids is None:
             raise KafkaError("no producer ids offline", ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return self._producer_ids.allocate()
-
 
 
 async def settle(started: Iterable[asyncio.Future[Any]]) -> None:
