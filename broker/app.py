@@ -496,6 +496,9 @@ class Broker:
         )
         coordinator.history.subscribe(self.observations.rebalance)
         coordinator.event_listeners.append(self._share_member_gone)
+        from .coordinators.deleted_topics import DeletedTopicOffsets  # a deleted topic's offsets go with it
+
+        self.catalogue.deletion_listeners.append(DeletedTopicOffsets(self))
         coordinator.history.subscribe(self.history_file)
         if self._started:
             coordinator.start_now()  # else start() starts it
@@ -540,6 +543,14 @@ class Broker:
 
             self._share_partitions = SharePartitionManager(self)
         return self._share_partitions
+
+    @property
+    def share_partitions_if_built(self) -> SharePartitionManager | None:
+        return self._share_partitions
+
+    @property
+    def share_state_if_built(self) -> ShareStateLog | None:
+        return self._share_state
 
     @property
     def share_state(self) -> ShareStateLog:

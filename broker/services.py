@@ -61,6 +61,8 @@ class BrokerServices(Protocol):
     @property
     def transactions(self) -> TransactionService: ...  # built with its first use
     @property
+    def transactions_if_built(self) -> TransactionService | None: ...
+    @property
     def group_configs(self) -> GroupConfigStore: ...  # groups' dynamic config overrides
     @property
     def share_partitions(self) -> SharePartitionManager: ...  # share groups' delivery state, built with its first use

@@ -27,7 +27,9 @@ async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGro
     names = list(dict.fromkeys(request.groups_names))  # Kafka answers a repeated name once
 
     async def call(coordinator: GroupCoordinatorService) -> DeleteGroupsResponse:
-        results = await coordinator.delete_groups(names)
+        transactions = ctx.broker.transactions_if_built  # offsets open transactions hold: tombstoned too
+        pending = {} if transactions is None else {g: transactions.pending_partitions(g) for g in names}
+        results = await coordinator.delete_groups(names, pending)
         return DeleteGroupsResponse(throttle_time_ms=0, results=[
             DeletableGroupResult(group_id=r.group_id, error_code=r.error) for r in results
         ])

@@ -103,6 +103,9 @@ class OffsetsTopic:
         self.open_txn_offsets: dict[int, dict[int, list[Record]]] = {}
         self._load_offset: dict[int, int] = {}  # how far each partition's replay read (for failure logs)
         self._held: dict[int, _Held] = {}  # partition -> records taken in this turn of the loop, not yet written
+        # Told of every append of the group coordinator's records (partition, records), once the
+        # transaction coordinator is built: an offset tombstone ends the key's pending transactional offsets.
+        self.tombstone_listener: Callable[[int, list[Record]], None] | None = None
         # The record codec (protocol/records/codec.py), imported with the first record written: a
         # broker that stores no group and serves none never loads the coordinator (broker/app.py).
         self._encode_record: Callable[[Record], tuple[bytes, bytes | None]] | None = None
@@ -178,7 +181,10 @@ class OffsetsTopic:
             # is refused (MESSAGE_TOO_LARGE) before anything is applied.
             now = self.partitions.clock.wall_ms()
             batch = encode_keyed_batch(encoded, now)
-            return self.partitions.append(TOPIC, partition, batch, now_ms=now, headers=[read_header(batch)]).wait_durable()
+            appended = self.partitions.append(TOPIC, partition, batch, now_ms=now, headers=[read_header(batch)])
+            if self.tombstone_listener is not None:
+                self.tombstone_listener(partition, records)
+            return appended.wait_durable()
         if held is None:
             loop = asyncio.get_running_loop()
             held = self._held[partition] = _Held(store, loop.create_future())
@@ -186,6 +192,8 @@ class OffsetsTopic:
             loop.call_soon(self._write_held_when_idle, partition)
         held.records.extend(encoded)
         held.size += size
+        if self.tombstone_listener is not None:
+            self.tombstone_listener(partition, records)
         return held.durable
 
     def _write_held_when_idle(self, partition: int) -> None:
@@ -368,8 +376,19 @@ def _fold_chunk(chunk: bytes, offset: int, fold: _PartitionFold) -> Iterator[Non
                 latest.update(resolved)  # the transaction's writes land at its marker
                 committed_at.update(dict.fromkeys(resolved, header.base_offset))
             continue
-        target = open_txns.setdefault(header.producer_id, {}) if header.is_transactional else latest
+        # While transactions are open, a plain batch is folded apart first: a tombstone in it ends what
+        # they hold of its key (Kafka's replay of an offset tombstone clears the key's pending
+        # transactional offsets), so their COMMIT markers bring none of it back.
+        plain_beside_txns = not header.is_transactional and bool(open_txns)
+        target = open_txns.setdefault(header.producer_id, {}) if header.is_transactional else \
+            {} if plain_beside_txns else latest
         fold.read += latest_per_key(chunk, pos, header, target, fold.keyless, offset)
+        if plain_beside_txns:
+            for key, (_, value) in target.items():
+                if value is None:
+                    for pending in open_txns.values():
+                        pending.pop(key, None)
+            latest.update(target)
         yield
 
 

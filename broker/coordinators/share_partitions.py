@@ -403,6 +403,15 @@ class SharePartitionManager:
         for wait in waits:
             await wait
 
+    def topics_deleted(self, deleted: dict[str, uuid.UUID]) -> Awaitable[int]:
+        """Deleted topics: their share-partitions held here go (their locks' timers with them), and
+        their states in `__share_group_state` are tombstoned (the wait returned)."""
+        for key in [k for k in self.partitions if k[1] in deleted and deleted[k[1]] == self.topic_ids.get(k)]:
+            del self.partitions[key]
+            self.topic_ids.pop(key, None)
+            self.timers.cancel(self._timer_key(*key))
+        return self.state_log.delete_topics(set(deleted.values()))
+
     # -- durability ----------------------------------------------------------------------------
 
     def _persist(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> Awaitable[None]:

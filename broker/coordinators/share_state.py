@@ -178,6 +178,17 @@ class ShareStateLog:
         """Forget a share-partition's state (a tombstone of its key); the wait for its durability."""
         return self._write(ShareStateRecord(SNAPSHOT, group, topic_id, partition, -1, -1, (), tombstone=True))
 
+    async def delete_topics(self, topic_ids: set[uuid.UUID]) -> int:
+        """Deleted topics (Kafka's ShareCoordinatorShard.maybeCleanupShareState): every state of theirs,
+        tombstoned now; returns how many, once durable (a failure is logged: the states stay)."""
+        waits = [self.delete(g, t, p) for (g, t, p), _ in list(self.states()) if t in topic_ids]
+        failed = [r for r in await asyncio.gather(*waits, return_exceptions=True) if isinstance(r, BaseException)]
+        if failed:
+            log.error("deleted_topics_share_states_failed", states=len(waits), failed=len(failed), error=repr(failed[0]))
+        elif waits:
+            log.info("deleted_topics_share_states_removed", topic_ids=sorted(map(str, topic_ids)), states=len(waits))
+        return len(waits) - len(failed)
+
     def write(self, group: str, topic_id: uuid.UUID, partition: int, start: int,
               batches: list[tuple[int, int, int, int]]) -> Awaitable[None]:
         """The share-partition's snapshot, handed to its shard now (its snapshot epoch and times are the

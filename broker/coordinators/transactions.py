@@ -33,7 +33,7 @@ import structlog
 from ..partitions.catalogue import INTERNAL_TOPIC_CONFIGS
 from ...coordinator.groups import commands as c
 from ...protocol.records.codec import encode_record
-from ...protocol.records.classic_records import OffsetCommitRecord
+from ...protocol.records.classic_records import OffsetCommitRecord, OffsetCommitTombstone
 from ...coordinator.txn.coordinator import COORDINATOR_EPOCH, TxnConfig
 from ...coordinator.txn.metadata import TRANSACTION_VERSION_BUILT
 from ...coordinator.txn.service import TransactionCoordinatorService
@@ -103,6 +103,7 @@ class TransactionService:
         self._tasks: set[asyncio.Task] = set()
         self._completing: dict[str, asyncio.Event] = {}  # transactional id -> set when its markers are done
         self._running = False
+        broker.offsets_topic.tombstone_listener = self.offsets_tombstoned
 
     @property
     def num_partitions(self) -> int:
@@ -339,6 +340,27 @@ class TransactionService:
             return E.NOT_COORDINATOR
         self.pending_offsets.setdefault(txn_id, {}).setdefault(group_id, {}).update(offsets)
         return E.NONE
+
+    def offsets_tombstoned(self, partition: int, records: list[Any]) -> None:
+        """Records the group coordinator appends to `__consumer_offsets-<partition>`: an offset tombstone
+        (OffsetDelete, DeleteGroups, retention, a deleted topic) ends the pending transactional offsets
+        of its key, as Kafka's replay of it does (OffsetMetadataManager.replay clears the key's open
+        transactions), and as this broker's replay of the log does (offsets_topic.py `_fold_chunk`):
+        the transaction's COMMIT marker then brings none of them back."""
+        replayed = self.broker.offsets_topic.open_txn_offsets.get(partition)
+        if not self.pending_offsets and not replayed:
+            return
+        for r in records:
+            if r.__class__ is not OffsetCommitTombstone:
+                continue
+            key = (r.topic, r.partition)
+            for groups in self.pending_offsets.values():
+                offsets = groups.get(r.group)
+                if offsets:
+                    offsets.pop(key, None)
+            for producer_id, held in (replayed or {}).items():
+                replayed[producer_id] = [h for h in held if not (h.__class__ is OffsetCommitRecord and h.group == r.group
+                                                                   and (h.topic, h.partition) == key)]
 
     def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
         """The partitions of `group_id` with an offset an open transaction has committed (OffsetFetch

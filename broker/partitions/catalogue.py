@@ -14,6 +14,12 @@ OffsetForLeaderEpoch, Metadata, DescribeTopicPartitions, ListOffsets and Fetch a
 catalogue's epoch and fence clients that name an old one. "Who leads" is always a question to the
 catalogue (`leads`), never an assumption, so several nodes in one process can share it.
 
+A deleted topic is told to `deletion_listeners` (the group coordinator tombstones its committed
+offsets, the share coordinator its share-partition states: broker/coordinators/deleted_topics.py), as
+Kafka's metadata image tells its coordinators:
+DeleteTopics answers once what they started is done (bounded by DELETION_SETTLE_S), so a consumer
+that asks at once, or the topic created again under its name, finds no offset of the old topic.
+
 A topic whose record the engine could not trust is listed fenced (`damaged`): its partitions have
 no leader (Metadata answers LEADER_NOT_AVAILABLE, the data path KAFKA_STORAGE_ERROR) until an
 operator deletes it.
@@ -21,9 +27,11 @@ operator deletes it.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import structlog
 
@@ -41,6 +49,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kbroker.catalogue")
 
 NO_LEADER = -1
+# Told the topics just deleted (name -> topic id); returns what it started (a future), or None.
+DeletionListener = Callable[[dict[str, uuid.UUID]], "asyncio.Future[Any] | None"]
+# How long DeleteTopics waits for what the deletion listeners started (their writes go on past it).
+DELETION_SETTLE_S = 10.0
 
 # What the handlers use of the topics' model, from here rather than from the engine.
 __all__ = ["ConfigEntry", "INTERNAL_TOPICS", "INTERNAL_TOPIC_CONFIGS", "InvalidConfigError", "InvalidTopicError",
@@ -70,6 +82,7 @@ class TopicCatalogue:
         self._none: list[int] = []
         self._led = {0: Leadership(node_id, 0, self._this_node, self._this_node, self._none)}  # epoch -> shared
         self._names_by_id: tuple[int, dict[uuid.UUID, str]] | None = None
+        self.deletion_listeners: list[DeletionListener] = []
         # One topic's info (every request asks it): the engine's own lookup, with no call of ours around it.
         self.topic: Callable[[str], TopicInfo | None] = engine.topic
 
@@ -202,12 +215,37 @@ class TopicCatalogue:
 
     def delete_topic(self, name: str) -> None:
         internal_topics.check_deletion(name)
+        info = self._engine.topic(name)
         self._engine.delete_topic(name)
+        if info is not None:
+            self.topics_deleted({name: info.topic_id})
 
     async def delete_topic_async(self, name: str) -> None:
-        """DeleteTopics: delete_topic, awaiting an engine whose records are a database's."""
+        """DeleteTopics: delete_topic, awaiting an engine whose records are a database's, then what the
+        deletion listeners started."""
         internal_topics.check_deletion(name)
+        info = self._engine.topic(name)
         await self._engine.delete_topic_async(name)
+        if info is not None:
+            await settle(self._after_deletion(name, info.topic_id))
+
+    def topics_deleted(self, deleted: dict[str, uuid.UUID]) -> list[asyncio.Future[Any]]:
+        """Tell the deletion listeners; what they started, to await. The topic is gone whatever a
+        listener does: one that fails is logged, not raised (DeleteTopics succeeded; a refresh goes on)."""
+        started = []
+        for listener in list(self.deletion_listeners):
+            try:
+                future = listener(deleted)
+            except Exception as exc:  # noqa: BLE001 - the deletion stands; what the listener keeps is logged
+                log.error("topic_deletion_listener_failed", topics=sorted(deleted), error=repr(exc), exc_info=True)
+                continue
+            if future is not None:
+                started.append(future)
+        return started
+
+    def _after_deletion(self, name: str, topic_id: uuid.UUID) -> list[asyncio.Future[Any]]:
+        """What DeleteTopics of `name` waits for (this catalogue tells the listeners itself)."""
+        return self.topics_deleted({name: topic_id})
 
     # --- leadership ---------------------------------------------------------------------------------
 
@@ -265,3 +303,9 @@ class TopicCatalogue:
             raise KafkaError("no producer ids offline", ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return self._producer_ids.allocate()
 
+
+async def settle(started: Iterable[asyncio.Future[Any]]) -> None:
+    """Wait, bounded, for what deletion listeners started; their failures are theirs to log."""
+    pending = list(started)
+    if pending:
+        await asyncio.wait(pending, timeout=DELETION_SETTLE_S)

@@ -12,9 +12,11 @@ and after, the data path answers NOT_LEADER_OR_FOLLOWER and the coordinator rout
 
 from __future__ import annotations
 
+import asyncio
 import random
+import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.topic_names import INTERNAL_TOPICS
@@ -36,6 +38,23 @@ class PostgresCatalogue(TopicCatalogue):
         self._fenced = fenced
         self._default_rf = default_replication_factor
         self.leader_listeners: list[LeaderListener] = engine.leader_listeners
+        # A deletion is told by the engine's refresh, on every node (this one's DeleteTopics included):
+        # name -> what the listeners started, for this node's DeleteTopics to wait for.
+        self._settling: dict[str, asyncio.Future[Any]] = {}
+        engine.deletion_listeners.append(self._deleted_in_database)
+
+    def _deleted_in_database(self, deleted: dict[str, uuid.UUID]) -> None:
+        started = self.topics_deleted(deleted)
+        if not started:
+            return
+        both = asyncio.gather(*started, return_exceptions=True)
+        for name in deleted:
+            self._settling[name] = both
+        both.add_done_callback(lambda done: [self._settling.pop(n) for n in deleted if self._settling.get(n) is done])
+
+    def _after_deletion(self, name: str, topic_id: uuid.UUID) -> list[asyncio.Future[Any]]:
+        settling = self._settling.get(name)
+        return [] if settling is None else [settling]
 
     # --- nodes --------------------------------------------------------------------------------------
 

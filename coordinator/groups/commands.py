@@ -153,6 +153,18 @@ class OffsetDelete:
 
 
 @dataclass(slots=True)
+class DeleteTopicOffsets:
+    """Topics were deleted (Kafka's GroupCoordinatorShard.onTopicsDeleted): the group's offsets of them
+    go, tombstoned, with `pending`, the partitions of them an open transaction committed for the group
+    (held by the transaction coordinator: their tombstones end them in the log's replay as in Kafka's)."""
+
+    group_id: str
+    topics: frozenset[str]
+    pending: tuple[tuple[str, int], ...] = ()
+    reply_to: Handle | None = None
+
+
+@dataclass(slots=True)
 class DescribeGroup:
     group_id: str
     api_version: int = 5  # v6+ answers GROUP_ID_NOT_FOUND for an unknown group
@@ -170,6 +182,9 @@ class ListGroups:
 class DeleteGroup:
     group_id: str
     reply_to: Handle | None = None
+    # the group's partitions with an offset an open transaction committed (held by the transaction
+    # coordinator): tombstoned too, which ends them (Kafka's deleteAllOffsets)
+    pending: tuple[tuple[str, int], ...] = ()
 
 
 # -- timer expiries (keys: join-<g>, sync-<g>, heartbeat-<g>-<m>, pending-<g>-<m>) -------------

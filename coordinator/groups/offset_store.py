@@ -15,7 +15,7 @@ answered once durable; readers answer only once the writes they could see are du
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from sys import intern
 from types import MappingProxyType
@@ -96,9 +96,11 @@ class OffsetStore:
             if not offsets:
                 del self.by_group[record.group]
 
-    def tombstones(self, group_id: str) -> list[OffsetCommitTombstone]:
-        """Kafka's deleteAllOffsets: a tombstone per committed offset of the group."""
-        return [OffsetCommitTombstone(group_id, t, p) for t, p in self.of(group_id)]
+    def tombstones(self, group_id: str, pending: Iterable[TopicPartition] = ()) -> list[OffsetCommitTombstone]:
+        """Kafka's deleteAllOffsets: a tombstone per committed offset of the group, and per partition
+        with only a pending transactional offset (`pending`: the tombstone ends it)."""
+        offsets = self.of(group_id)
+        return [OffsetCommitTombstone(group_id, t, p) for t, p in [*offsets, *(k for k in pending if k not in offsets)]]
 
     # -- OffsetCommit --------------------------------------------------------------------------
 
@@ -211,6 +213,28 @@ class OffsetStore:
         if records:
             ctx.out.write(records, [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [],
                           durability=Durability.PIPELINED)
+        else:
+            ctx.out.reply(cmd.reply_to, result)
+
+    # -- deleted topics ------------------------------------------------------------------------
+
+    def groups_with(self, topics: frozenset[str]) -> list[str]:
+        """The groups with a committed offset of one of `topics`."""
+        return [g for g, offsets in self.by_group.items() if any(t in topics for t, _ in offsets)]
+
+    def delete_topics(self, ctx: Ctx, cmd: c.DeleteTopicOffsets) -> None:
+        """Kafka's onTopicsDeleted for one group: a tombstone per offset of the deleted topics, committed
+        or pending in an open transaction, whatever the group's state or subscriptions (the topic is gone;
+        one created again under its name is another). STRICT: the offsets are forgotten once their
+        tombstones are durable, so what a reader is answered is what a restart replays."""
+        keys = [key for key in self.of(cmd.group_id) if key[0] in cmd.topics]
+        known = set(keys)
+        keys += [key for key in cmd.pending if key not in known and key[0] in cmd.topics]
+        result = OffsetDeleteResult(E.NONE, tuple(
+            TopicErrors(t, tuple(PartitionError(p, E.NONE) for tt, p in keys if tt == t)) for t in sorted(cmd.topics)))
+        if keys:
+            ctx.out.write([OffsetCommitTombstone(cmd.group_id, t, p) for t, p in keys],
+                          [Reply(cmd.reply_to, result)] if cmd.reply_to is not None else [])
         else:
             ctx.out.reply(cmd.reply_to, result)
 

@@ -233,7 +233,7 @@ def error_result_for(cmd: object, code: ErrorCode) -> Result:
             return OffsetCommitResult.all_failed(cmd, code)
         case c.OffsetFetch():
             return OffsetFetchResult(code)
-        case c.OffsetDelete():
+        case c.OffsetDelete() | c.DeleteTopicOffsets():
             return OffsetDeleteResult(code)
         case c.DescribeGroup():
             return DescribedGroup(cmd.group_id, code)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -217,8 +217,12 @@ class GroupCoordinatorService:
     async def describe_groups(self, group_ids: Iterable[str], api_version: int = 5) -> list[DescribedGroup]:
         return list(await asyncio.gather(*(self.submit(c.DescribeGroup(g, api_version)) for g in group_ids)))
 
-    async def delete_groups(self, group_ids: Iterable[str]) -> list[DeletedGroup]:
-        return list(await asyncio.gather(*(self.submit(c.DeleteGroup(g)) for g in group_ids)))
+    async def delete_groups(self, group_ids: Iterable[str],
+                            pending: Mapping[str, Iterable[tuple[str, int]]] | None = None) -> list[DeletedGroup]:
+        """`pending`: group -> partitions an open transaction committed for it (tombstoned too)."""
+        pending = pending or {}
+        return list(await asyncio.gather(*(self.submit(c.DeleteGroup(g, pending=tuple(sorted(pending.get(g, ())))))
+                                           for g in group_ids)))
 
     async def list_groups(self, cmd: c.ListGroups | None = None) -> ListGroupsResult:
         cmd = cmd or c.ListGroups()
@@ -279,6 +283,42 @@ class GroupCoordinatorService:
                 # know LOAD_IN_PROGRESS for SyncGroup, and this makes them rejoin.
                 return SyncGroupResult(E.REBALANCE_IN_PROGRESS)
         return error_result_for(cmd, error)
+
+    # -- deleted topics ------------------------------------------------------------------------
+
+    def delete_topic_offsets(self, topics: Iterable[str],
+                             pending: Mapping[str, Iterable[tuple[str, int]]] | None = None) -> Awaitable[int]:
+        """Topics were deleted (Kafka's GroupCoordinatorService.onMetadataUpdate -> onTopicsDeleted on
+        every shard): each loaded group with offsets of them, or with partitions of them in `pending`
+        (group -> partitions an open transaction committed), tombstones them. Dispatched in this turn,
+        so whatever a group is sent afterwards (a commit to a topic created again under the name) comes
+        after; the awaitable returns the number of tombstones once they are durable. Partitions still
+        loading, or led elsewhere, are not touched (Kafka's runtime skips them too)."""
+        names = frozenset(topics)
+        futures: list[asyncio.Future[Any]] = []
+        if self.runtime.running and names:
+            held: dict[int, dict[str, tuple[tuple[str, int], ...]]] = {}
+            for group_id, keys in (pending or {}).items():
+                held.setdefault(self.partition_for(group_id), {})[group_id] = tuple(keys)
+            for shard in self.runtime.shards():
+                partition = shard.partition
+                mine = held.get(partition, {})
+                for group_id in dict.fromkeys([*shard.offsets.groups_with(names), *mine]):
+                    future = self.runtime.new_future()
+                    self.runtime.dispatch(c.DeleteTopicOffsets(group_id, names, mine.get(group_id, ())), group_id,
+                                          future, partition)
+                    futures.append(future)
+        return self._topic_offsets_deleted(names, futures)
+
+    async def _topic_offsets_deleted(self, names: frozenset[str], futures: list[asyncio.Future[Any]]) -> int:
+        results = await asyncio.gather(*futures)
+        tombstones = sum(len(t.partitions) for r in results if r.error is E.NONE for t in r.topics)
+        failed = sorted({r.error.name for r in results if r.error is not E.NONE})
+        if failed:  # the offsets stay (Kafka logs it too): a storage failure, or the partition moved meanwhile
+            log.error("deleted_topics_offsets_failed", topics=sorted(names), groups=len(futures), errors=failed)
+        elif futures:
+            log.info("deleted_topics_offsets_removed", topics=sorted(names), groups=len(futures), tombstones=tombstones)
+        return tombstones
 
     # -- periodic work and events --------------------------------------------------------------
 

@@ -112,6 +112,8 @@ class GroupCoordinatorShard:
                 self.offsets.fetch(ctx, cmd, group)
             case c.OffsetDelete():
                 self.offsets.delete(ctx, cmd, group)
+            case c.DeleteTopicOffsets():
+                self.offsets.delete_topics(ctx, cmd)
             case c.OffsetExpiryCheck():
                 self._expire_offsets(ctx, group)
             case c.DeleteGroup():
@@ -206,7 +208,7 @@ class GroupCoordinatorShard:
         if error is not None:
             ctx.out.reply(cmd.reply_to, DeletedGroup(cmd.group_id, error))
             return
-        records = [*self.offsets.tombstones(cmd.group_id), *group.tombstones()]
+        records = [*self.offsets.tombstones(cmd.group_id, cmd.pending), *group.tombstones()]
         if not records:  # nothing of it was ever written
             self.type_of(group).drop(group)
             ctx.out.reply(cmd.reply_to, DeletedGroup(cmd.group_id, E.NONE))

@@ -1,7 +1,8 @@
 """Admin operations on three kbroker processes over one real PostgreSQL (issue 44), through confluent-kafka's
 AdminClient as a user runs them: CreatePartitions and DeleteTopics (the stored batches going with the
-topic, a topic created again under its name starting empty with a new id), topic configs altered on one
-node and described alike by every node."""
+topic, and its groups' committed offsets, tombstoned by whichever node coordinates each group, a topic
+created again under its name starting empty with a new id), topic configs altered on one node and
+described alike by every node."""
 
 from __future__ import annotations
 
@@ -100,8 +101,21 @@ def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
         consumer.close()
 
 
+def coordinator_of(broker: BrokerProcess, group: str) -> int:
+    from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+    from kbroker.tests.integration.wire import Wire
+
+    wire = Wire(broker.bootstrap)
+    try:
+        return wire.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[group])).coordinators[0].node_id
+    finally:
+        wire.sock.close()
+
+
 def test_create_partitions_then_delete_and_create_again(cluster):
     from confluent_kafka.admin import NewPartitions
+
+    from kbroker.tests.integration.deleted_topic_offsets import NO_OFFSET, commit, committed
 
     nodes, sql = cluster
     topic = f"grow-{uuid.uuid4().hex[:6]}"
@@ -139,6 +153,14 @@ def test_create_partitions_then_delete_and_create_again(cluster):
         client.create_partitions([NewPartitions(topic, 4)])[topic].result(TIMEOUT)
     assert refused.value.args[0].code() == KafkaError.INVALID_PARTITIONS
 
+    # groups with offsets of the topic, coordinated by another node than node 3, which deletes it (the
+    # first node up leads every partition of __consumer_offsets here): told by its image of the database
+    groups = {f"{topic}-g{i}": coordinator_of(nodes[1], f"{topic}-g{i}") for i in range(3)}
+    assert set(groups.values()) - {3}, groups
+    for group in groups:
+        commit(bootstrap, group, {(topic, p): 2 + p for p in range(5)})
+        assert committed(bootstrap, group, topic, 5) == [2, 3, 4, 5, 6]
+
     # DeleteTopics on node 3: the placement and the stored batches go in one transaction
     old_id = topic_id(nodes[1], topic)[1]
     assert int(sql(f"SELECT count(*) FROM batches WHERE topic = '{topic}'")) >= 4
@@ -162,6 +184,8 @@ def test_create_partitions_then_delete_and_create_again(cluster):
     assert len(ids) == 1 and next(iter(ids))[1] != old_id
     for partition in range(5):
         assert watermarks(bootstrap, topic, partition) == (0, 0)
+    # every group's offsets of the old topic went with it, whichever node coordinates the group
+    assert {group: committed(bootstrap, group, topic, 5) for group in groups} == {g: [NO_OFFSET] * 5 for g in groups}
     assert read_partition(bootstrap, topic, 4, 0) == []
     produce(bootstrap, topic, {4: [b"new"]})
     assert read_partition(bootstrap, topic, 4, 1) == [b"new"]

@@ -162,6 +162,19 @@ def ready_group() -> tuple[Harness, frozenset]:
     return h, active(a)
 
 
+def test_a_source_topic_deleted_and_created_again_under_its_name_moves_the_group_epoch() -> None:
+    """Kafka's metadata hash (KIP-1101) hashes the topic id: a topic deleted and created again with the
+    same partitions between two heartbeats is a change of the group's topics (its offsets are gone)."""
+    h, topics = make(words=2, **{REPARTITION: 2, CHANGELOG: 2})
+    a = beat(h, "a", 0)
+    epoch = h.group(APP).group_epoch
+    assert beat(h, "a", a.member_epoch, owned=active(a)).member_epoch == a.member_epoch  # nothing changed
+    assert h.group(APP).group_epoch == epoch
+    topics.image["words"] = TopicImage("words", uuid.uuid4(), 2)  # another topic id, the same partitions
+    beat(h, "a", a.member_epoch, owned=active(a))
+    assert h.group(APP).group_epoch == epoch + 1
+
+
 def test_a_second_member_gets_tasks_only_once_the_first_has_revoked_them() -> None:
     h, a_tasks = ready_group()
     assert len(a_tasks) == 4

@@ -14,7 +14,7 @@ Topic creation is the database's (one transaction, metadata.create_topic); a syn
 clients retry, as Kafka answers a topic it is creating. CreatePartitions, config changes and DeleteTopics
 are too (topics.py), through the port's asynchronous calls; the refresh brings every node's image to
 them (a topic's new partition count and overrides; a topic gone, or created again with a new id, closes
-the partitions opened here). Retention runs at the broker's retention check (retention.py), compaction
+the partitions opened here, and `deletion_listeners` are told). Retention runs at the broker's retention check (retention.py), compaction
 at the cleaner's cadence (compaction.py).
 """
 
@@ -45,6 +45,8 @@ log = structlog.get_logger("kbroker.storage.postgres")
 NO_LEADER = -1
 # (topic, partition, old leader, new leader, new epoch)
 LeaderListener = Callable[[str, int, int, int, int], None]
+# the topics the image no longer has (deleted, or deleted and created again with a new id): name -> old id
+DeletionListener = Callable[[dict[str, uuid.UUID]], None]
 
 
 class PostgresEngine:
@@ -60,6 +62,7 @@ class PostgresEngine:
         self.brokers: list[LiveBroker] = []
         self.controller = NO_LEADER
         self.leader_listeners: list[LeaderListener] = []
+        self.deletion_listeners: list[DeletionListener] = []
         self._creating: dict[str, asyncio.Task[Any]] = {}
         self._refreshing = asyncio.Lock()
         self._wake_cleaner = asyncio.Event()
@@ -83,6 +86,7 @@ class PostgresEngine:
             for row in partitions:
                 rows_of.setdefault(row["topic"], []).append(row)
             new: dict[str, TopicInfo] = {}
+            deleted: dict[str, uuid.UUID] = {}
             changes: list[tuple[str, int, int, int, int]] = []
             altered = False  # a topic's partition count or configs
             for row in topics:
@@ -95,6 +99,7 @@ class PostgresEngine:
                 else:
                     if old is not None:  # deleted and created again under its name: another topic
                         self._close_stores(name)
+                        deleted[name] = old.topic_id
                     config = LogConfig.from_topic_configs(overrides.get(name, {}), self.default_config,
                                                           allow_internal=True)
                     info = TopicInfo(name, row["topic_id"], row["num_partitions"], config, config.override_dict())
@@ -129,6 +134,7 @@ class PostgresEngine:
                 new[name] = info
             for name in set(self._topics) - set(new):
                 self._close_stores(name)
+                deleted[name] = self._topics[name].topic_id
             changed = bool(changes) or altered or set(new) != set(self._topics) or \
                 [b.node_id for b in brokers] != [b.node_id for b in self.brokers] or controller != self.controller
             self._topics = new
@@ -136,6 +142,9 @@ class PostgresEngine:
             self.controller = NO_LEADER if controller is None else controller
             if changed:
                 self.topics_version += 1
+            if deleted:  # before the leader changes: a new topic's partitions load after the old one's offsets went
+                for deletion_listener in list(self.deletion_listeners):
+                    deletion_listener(dict(sorted(deleted.items())))
             for change in changes:
                 for listener in list(self.leader_listeners):
                     listener(*change)

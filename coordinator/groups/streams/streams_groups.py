@@ -45,12 +45,14 @@ from .topology import ConfiguredTopology, configure, tasks_of
 E = ErrorCode
 
 
-def topics_hash(names: set[str], partitions: Mapping[str, int]) -> int:
-    """A stable 64-bit digest of the topology's topics as they exist: it moves when one appears,
-    goes or grows (Kafka's metadata hash)."""
+def topics_hash(names: set[str], image: Mapping[str, Any]) -> int:
+    """A stable 64-bit digest of the topology's topics as they exist (id, name, partitions): it moves
+    when one appears, goes, grows, or is deleted and created again under its name (Kafka's metadata
+    hash, KIP-1101, hashes the topic id too)."""
     h = hashlib.blake2b(digest_size=8)
-    for name in sorted(n for n in names if n in partitions):
-        h.update(f"{name}|{partitions[name]};".encode())
+    for name in sorted(n for n in names if n in image):
+        t = image[name]
+        h.update(f"{t.topic_id}|{name}|{t.num_partitions};".encode())
     return int.from_bytes(h.digest(), "big", signed=True)
 
 
@@ -256,7 +258,7 @@ class StreamsGroups(NoFollowUps):
             check_tasks(configured.task_counts, cmd)
         creatable = configured.missing_internal_topics
         statuses += _statuses(configured)
-        new_hash = topics_hash(topology_topics(topology), partitions)
+        new_hash = topics_hash(topology_topics(topology), self.topics())
         validated = topology.epoch if configured.ready else -1
         group_epoch = group.group_epoch
         configs = self.settings.assignment_configs(gid)
