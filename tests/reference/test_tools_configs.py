@@ -72,6 +72,7 @@ def test_broker_configs(pair):
                  "log.cleaner.threads=2,log.retention.ms=86400000")
         pair.run("kafka-configs --alter --add-config (broker default)", CONFIGS, "--alter", *default, "--add-config",
                  "log.retention.ms=43200000,log.cleaner.backoff.ms=20000")
+        _kafka_settled(pair, node, shown="DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=43200000")
         pair.run("kafka-configs --describe (broker, dynamic)", CONFIGS, "--describe", *node)
         pair.run("kafka-configs --describe (broker default, dynamic)", CONFIGS, "--describe", *default)
         pair.run("kafka-configs --alter --add-config (per-broker config at the default)", CONFIGS, "--alter",
@@ -122,11 +123,15 @@ def test_client_quotas_and_scram_users(pair, run_id):
              "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
 
 
-def _kafka_settled(pair: ToolPair, entity: list[str], gone: str, bound_s: float = 30.0) -> None:
+def _kafka_settled(pair: ToolPair, entity: list[str], gone: str | None = None, shown: str | None = None,
+                   bound_s: float = 30.0) -> None:
     """Wait (bounded) until Kafka's describe no longer shows `gone`: its quotas and SCRAM credentials
     change through the controller's metadata log, and the broker that answers the describe applies it
     a moment later (a loaded CI run described the user before the delete had reached it). kbroker
     answers the alter once the change is in place, so only Kafka's side is waited for."""
     deadline = time.monotonic() + bound_s
-    while gone in pair.kafka.tool(CONFIGS, "--describe", *entity).stdout and time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # (a cluster-wide default reaches its brokers the same way)
+        out = pair.kafka.tool(CONFIGS, "--describe", *entity).stdout
+        if (gone is None or gone not in out) and (shown is None or shown in out):
+            return
         time.sleep(0.5)
