@@ -257,3 +257,14 @@ class BrokerProcess:
             except FileNotFoundError:
                 pass
         return "\n".join(lines[-tail:])
+
+
+def post_control(broker: Any, path: str, body: dict | None = None) -> dict:
+    """POST to a broker's test controls (`--test-controls`; the broker has `admin_url` and `token` set)."""
+    import urllib.request
+
+    request = urllib.request.Request(f"{broker.admin_url}/v1/test/{path}", data=json.dumps(body or {}).encode(),
+                                     method="POST", headers={"Content-Type": "application/json",
+                                                             "Authorization": f"Bearer {broker.token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())

@@ -13,7 +13,6 @@ old one, and all of it survives a restart.
 
 from __future__ import annotations
 
-import json
 import select
 import time
 import urllib.request
@@ -32,6 +31,7 @@ from kbroker.protocol.messages.offset_for_leader_epoch_request import (
 )
 from kbroker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
+from kbroker.tests.integration.broker_process import post_control as control
 from kbroker.tests.integration.test_request_bounds import create_topic
 from kbroker.tests.integration.wire import Wire
 
@@ -48,12 +48,7 @@ def broker(tmp_path):
         yield b
 
 
-def control(broker, path: str, body: dict | None = None) -> dict:
-    request = urllib.request.Request(f"{broker.admin_url}/v1/test/{path}", data=json.dumps(body or {}).encode(),
-                                     method="POST", headers={"Content-Type": "application/json",
-                                                             "Authorization": f"Bearer {broker.token}"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
+
 
 
 def produce_request(topic: str, value: bytes, acks: int = -1) -> ProduceRequest:

@@ -6,7 +6,6 @@ gets nothing and the record is archived all the same."""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import urllib.request
@@ -17,6 +16,7 @@ from kbroker.protocol.messages.api_versions_request import ApiVersionsRequest
 from kbroker.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kbroker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
+from kbroker.tests.integration.broker_process import post_control as control
 from kbroker.tests.integration.test_group_configs import SET, alter
 from kbroker.tests.integration.test_share_durability import joined
 from kbroker.tests.integration.test_share_fetch_wire import Member, acquired, produce, setup
@@ -36,12 +36,7 @@ def broker_with_controls(tmp_path, *args: str) -> BrokerProcess:
     return broker
 
 
-def control(broker, path: str, body: dict | None = None) -> dict:
-    request = urllib.request.Request(f"{broker.admin_url}/v1/test/{path}", data=json.dumps(body or {}).encode(),
-                                     method="POST", headers={"Content-Type": "application/json",
-                                                             "Authorization": f"Bearer {broker.token}"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
+
 
 
 def create_topic(broker, name: str, partitions: int = 1, dlq: bool = True, **more: str) -> None:
