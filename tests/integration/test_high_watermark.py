@@ -48,9 +48,6 @@ def broker(tmp_path):
         yield b
 
 
-
-
-
 def produce_request(topic: str, value: bytes, acks: int = -1) -> ProduceRequest:
     batch = rb.encode_batch([rb.Record(0, int(time.time() * 1000), None, value)])
     return ProduceRequest(None, acks, 30000, [TopicProduceData(topic, partition_data=[PartitionProduceData(0, batch)])])

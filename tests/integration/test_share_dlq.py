@@ -36,9 +36,6 @@ def broker_with_controls(tmp_path, *args: str) -> BrokerProcess:
     return broker
 
 
-
-
-
 def create_topic(broker, name: str, partitions: int = 1, dlq: bool = True, **more: str) -> None:
     configs = [CreatableTopicConfig(name="errors.deadletterqueue.group.enable", value="true")] if dlq else []
     configs += [CreatableTopicConfig(name=k.replace("_", "."), value=v) for k, v in more.items()]
