@@ -56,7 +56,7 @@ def _round(bootstrap: str, java: list[str], work: Path) -> float:
     try:
         for instance in instances:
             instance.start()
-        _, settled = wait_settled(instances, f"  {app}", standbys=False)
+        _, settled = wait_settled(instances, f"  {app}", bootstrap, app, standbys=False)
     finally:
         for instance in instances:
             instance.stop()
