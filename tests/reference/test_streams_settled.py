@@ -104,7 +104,11 @@ def test_an_instance_running_without_its_unreleased_tasks_is_not_a_settled_group
     outcome: dict = {}
 
     def wait() -> None:
-        outcome["settled"], _ = wait_settled(instances, "two members", bootstrap, app, standbys=False, tasks=TASKS)
+        try:
+            outcome["settled"], _ = wait_settled(instances, "two members", bootstrap, app, standbys=False,
+                                                 tasks=TASKS)
+        except BaseException as e:  # noqa: BLE001 (reported by the assertion below)
+            outcome["error"] = e
 
     waiting = threading.Thread(target=wait, daemon=True)
     waiting.start()
@@ -117,4 +121,5 @@ def test_an_instance_running_without_its_unreleased_tasks_is_not_a_settled_group
         time.sleep(0.5)
     waiting.join(60)
     wire.close()
+    assert "settled" in outcome, outcome
     assert outcome["settled"]["active_per_instance"] == [2, 2]
