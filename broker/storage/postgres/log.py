@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import structlog
@@ -123,10 +124,12 @@ class PostgresLog:
     # --- opening a partition (becoming its leader) ----------------------------------------------------
 
     async def open_partition(self, topic: str, partition: int, config: LogConfig,
-                             conn: Any = None) -> PostgresPartitionStore:
+                             conn: Any = None, topic_id: uuid.UUID | None = None) -> PostgresPartitionStore:
         """The store of a partition this node leads now: its offsets, epoch history and every batch
         read from the database, the idempotent producers' state rebuilt from the batches' headers.
-        `conn`: the connection to read on (not the writer's, while rounds may run on it)."""
+        `conn`: the connection to read on (not the writer's, while rounds may run on it). `topic_id`:
+        the topic as the caller's image has it; another (deleted and created again since) is refused,
+        UNKNOWN_TOPIC_OR_PARTITION, so no node serves a new topic before it has seen the old one go."""
         from .store import PostgresPartitionStore
 
         conn = conn or self.conn
@@ -137,8 +140,10 @@ class PostgresLog:
             row = await conn.fetchrow("SELECT leader, leader_epoch, log_start, log_end, cleaned_to, topic_id FROM partitions "
                                       "JOIN topics ON name = topic WHERE topic = $1 AND partition = $2",
                                       topic, partition)
-            if row is None:
-                raise KafkaError(f"no partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if row is None or (topic_id is not None and row["topic_id"] != topic_id):
+                raise KafkaError(f"no partition {topic}-{partition}" if row is None else
+                                 f"{topic} was deleted and created again since this node read it",
+                                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if row["leader"] != self.node_id:
                 raise NotLeaderError(f"{topic}-{partition} is led by node {row['leader']}, not {self.node_id}")
             epochs = await conn.fetch("SELECT leader_epoch, start_offset FROM epoch_history WHERE topic = $1 "
