@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from ...coordinator.share.share_partition import DLQ_SHARE_VERSION, SHARE_VERSION_BUILT
+from ...coordinator.share.share_partition import DLQ_SHARE_VERSION
 from ...protocol import record_batch as rb
 
 if TYPE_CHECKING:
@@ -55,8 +55,9 @@ class Archived:
 
 
 def share_version(broker: BrokerServices) -> int:
-    """The finalized share.version: the release's (4.4: 2), capped to what kbroker builds."""
-    return min(broker.kafka_release.finalized_features.get("share.version", 0), SHARE_VERSION_BUILT)
+    """The finalized share.version: the release's (4.4: 2, capped to what kbroker builds), or the level
+    UpdateFeatures set since (operations/features.py)."""
+    return broker.features.level("share.version")
 
 
 class ShareDeadLetters:
