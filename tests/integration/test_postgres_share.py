@@ -1,0 +1,238 @@
+"""Share groups on three `kbroker serve --cluster` nodes over one real PostgreSQL (issues 42, 44): the
+share coordinator's `__share_group_state` partitions follow their leadership as `__consumer_offsets`
+does (loaded on the node elected, unloaded where it resigned), FindCoordinator's key type SHARE answers
+the leader on every node, and a kill -9 of the node leading a share-partition's data partition and its
+state partition keeps what was acknowledged and gives back what was acquired.
+
+A share-partition is served where its data partition's leader also leads its `__share_group_state`
+partition (docs/share-groups.md: the state RPCs between nodes are not built), so the test picks a group
+whose state partition is led, and failed over, with the data partition."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from confluent_kafka import Producer
+
+from kbroker.broker.coordinators.share_state import kafka_uuid
+from kbroker.protocol.errors import ErrorCode as E
+from kbroker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from kbroker.protocol.messages.share_acknowledge_request import AcknowledgementBatch as AcknowledgeBatch
+from kbroker.protocol.messages.share_acknowledge_request import (AcknowledgePartition, AcknowledgeTopic,
+                                                                 ShareAcknowledgeRequest)
+from kbroker.protocol.messages.share_fetch_request import (AcknowledgementBatch, FetchPartition, FetchTopic,
+                                                           ShareFetchRequest)
+from kbroker.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from kbroker.tests.integration.broker_process import BrokerProcess, free_port
+from kbroker.tests.integration.cluster_scenarios import create_topic
+from kbroker.tests.integration.test_postgres_nodes import NODES, metadata, start_node, wait_for
+
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+SHARE = 2
+STATE_PARTITIONS = 50
+
+
+@contextmanager
+def share_nodes(url: str, base) -> Iterator[dict[int, BrokerProcess]]:
+    """The three nodes, each with its metrics on a port of its own; killed at the end."""
+    started: dict[int, BrokerProcess] = {}
+    try:
+        for node in NODES:
+            port = free_port()
+            started[node] = start_node(base / f"node{node}", url, node, "--metrics-listen", f"127.0.0.1:{port}")
+            started[node].admin_url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: all(len(metadata(b).brokers) == len(NODES) for b in started.values()),
+                 "every node sees the three brokers")
+        yield started
+    finally:
+        for broker in started.values():
+            broker.kill()
+
+
+def loaded_state_partitions(broker: BrokerProcess) -> int:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(broker.admin_url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    for family in text_string_to_metric_families(text):
+        if family.name == "kbroker_share_state_partitions_loaded":
+            return int(family.samples[0].value)
+    return 0
+
+
+def find(broker: BrokerProcess, key: str, key_type: int) -> tuple[int, int]:
+    """(error, node) of FindCoordinator v6 for one key."""
+    from kbroker.tests.integration.wire import Wire
+
+    wire = Wire(broker.bootstrap)
+    try:
+        found = wire.call(10, 6, FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])).coordinators[0]
+        return found.error_code, found.node_id
+    finally:
+        wire.close()
+
+
+def placement(postgres, database: str, topic: str, partition: int) -> tuple[int, list[int]]:
+    """(leader, replicas) of a partition as the database holds them."""
+    row = postgres.psql(f"SELECT leader, replicas FROM partitions WHERE topic = '{topic}' AND partition = {partition}",
+                        database=database).strip()
+    leader, replicas = row.split("|")
+    return int(leader), [int(r) for r in replicas.strip("{}").split(",")]
+
+
+class ShareMember:
+    """A share group member: heartbeats to the group's coordinator, fetches from the partition's leader."""
+
+    def __init__(self, nodes: dict[int, BrokerProcess], group: str, topic: str, topic_id: uuid.UUID) -> None:
+        from kbroker.tests.integration.wire import Wire
+
+        self.group, self.topic_id, self.id, self.epoch = group, topic_id, str(uuid.uuid4()), 0
+        live = list(nodes.values())
+        deadline = time.monotonic() + 60
+        while True:  # the coordinator found, and loaded (COORDINATOR_LOAD_IN_PROGRESS meanwhile)
+            error, node = find(live[0], group, 0)
+            if error == E.NONE and node in nodes:
+                coordinator = Wire(nodes[node].bootstrap)
+                joined = coordinator.call(76, 1, ShareGroupHeartbeatRequest(
+                    group_id=group, member_id=self.id, member_epoch=0, rack_id=None, subscribed_topic_names=[topic]))
+                coordinator.close()
+                if joined.error_code == E.NONE:
+                    break
+            assert time.monotonic() < deadline, f"no share group coordinator for {group}"
+            time.sleep(0.2)
+        self.wire: Wire | None = None
+        self.nodes = nodes
+
+    def at(self, broker: BrokerProcess) -> ShareMember:
+        from kbroker.tests.integration.wire import Wire
+
+        self.wire = Wire(broker.bootstrap, client_id="pg-share")
+        return self
+
+    def fetch(self, acks=(), max_wait_ms=0, max_records=100):
+        batches = [AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=list(t)) for f, last, t in acks]
+        assert self.wire is not None
+        response = self.wire.call(78, 1, ShareFetchRequest(
+            group_id=self.group, member_id=self.id, share_session_epoch=self.epoch, max_wait_ms=max_wait_ms,
+            min_bytes=1, max_bytes=1 << 20, max_records=max_records, batch_size=max_records,
+            topics=[FetchTopic(topic_id=self.topic_id, partitions=[FetchPartition(
+                partition_index=0, acknowledgement_batches=batches)])], forgotten_topics_data=[]))
+        if response.error_code == E.NONE:
+            self.epoch += 1
+        return response
+
+    def acknowledge(self, acks) -> list[int]:
+        assert self.wire is not None
+        response = self.wire.call(79, 1, ShareAcknowledgeRequest(
+            group_id=self.group, member_id=self.id, share_session_epoch=self.epoch,
+            topics=[AcknowledgeTopic(topic_id=self.topic_id, partitions=[AcknowledgePartition(
+                partition_index=0, acknowledgement_batches=[
+                    AcknowledgeBatch(first_offset=f, last_offset=last, acknowledge_types=list(t))
+                    for f, last, t in acks])])]))
+        if response.error_code == E.NONE:
+            self.epoch += 1
+        return [p.error_code for t in response.responses for p in t.partitions]
+
+
+def acquired(response) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in response.responses for p in t.partitions for a in p.acquired_records]
+
+
+def partition_errors(response) -> list[int]:
+    return [p.error_code for t in response.responses for p in t.partitions]
+
+
+def fetched_when_served(member: ShareMember, max_records: int) -> list[tuple[int, int, int]]:
+    """The first fetch whose share-partition is served (COORDINATOR_NOT_AVAILABLE while its state
+    partition loads on the new leader, as Kafka's persister errors are answered)."""
+    deadline = time.monotonic() + 60
+    while True:
+        response = member.fetch(max_records=max_records, max_wait_ms=1000)
+        errors = partition_errors(response)
+        if response.error_code == E.NONE and errors in ([], [E.NONE]) and acquired(response):
+            return acquired(response)
+        assert time.monotonic() < deadline, (response.error_code, errors)
+        time.sleep(0.2)
+
+
+def test_share_state_follows_its_partition_and_survives_a_kill_of_its_leader(postgres, tmp_path):
+    database = postgres.create_database()
+    with share_nodes(postgres.url(database), tmp_path) as nodes:
+        topic = f"pgs-{uuid.uuid4().hex[:6]}"
+        create_topic(nodes[1].bootstrap, topic, 1)
+        wait_for(lambda: all(metadata(b, [topic]).topics[0].partitions and
+                             metadata(b, [topic]).topics[0].partitions[0].leader_id >= 0 for b in nodes.values()),
+                 "every node knows the topic's leader")
+        topic_id = metadata(nodes[1], [topic]).topics[0].topic_id
+        leader, replicas = placement(postgres, database, topic, 0)
+
+        # The first share key looked up makes __share_group_state; then every node answers alike, the
+        # leader of the key's partition, and each node's share coordinator loads just what it leads.
+        probe = f"probe:{kafka_uuid(topic_id)}:0"
+        wait_for(lambda: all(find(b, probe, SHARE)[0] == E.NONE for b in nodes.values()), "the share state topic")
+        led = {n: int(postgres.psql("SELECT count(*) FROM partitions WHERE topic = '__share_group_state' "
+                                    f"AND leader = {n}", database=database)) for n in NODES}
+        assert sum(led.values()) == STATE_PARTITIONS
+        wait_for(lambda: {n: loaded_state_partitions(b) for n, b in nodes.items()} == led,
+                 "each node loads the state partitions it leads")
+
+        # A group whose share-partition's state is led, and would fail over, with the data partition.
+        successor = next(r for r in replicas if r != leader)
+        for i in range(500):
+            group = f"pgsg-{i}-{uuid.uuid4().hex[:4]}"
+            key = f"{group}:{kafka_uuid(topic_id)}:0"
+            answers = {find(b, key, SHARE) for b in nodes.values()}
+            assert len(answers) == 1, answers  # every node agrees
+            error, state_leader = answers.pop()
+            assert error == E.NONE
+            in_database, state_replicas = placement(postgres, database, "__share_group_state", _partition_of(key))
+            assert in_database == state_leader
+            if state_leader == leader and next(r for r in state_replicas if r != leader) == successor:
+                break
+        else:
+            pytest.fail("no group's state partition is placed with the data partition")
+
+        member = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
+        assert partition_errors(member.fetch()) == [E.NONE]  # starts at the (empty) log's end, persisted
+        producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in nodes.values()), "acks": "all",
+                             "linger.ms": 0})
+        for i in range(12):  # a batch each (a fetch acquires whole batches)
+            producer.produce(topic, f"v{i}".encode(), partition=0)
+            assert producer.flush(30) == 0
+        assert fetched_when_served(member, 8) == [(0, 7, 1)]
+        # accept 0-2, reject 3, release 4: answered, so durable; 5-7 stay acquired, 8-11 never delivered
+        assert member.acknowledge([(0, 4, [ACCEPT, ACCEPT, ACCEPT, REJECT, RELEASE])]) == [E.NONE]
+
+        nodes[leader].kill()
+        survivors = {n: b for n, b in nodes.items() if n != leader}
+        wait_for(lambda: all(metadata(b, [topic]).topics[0].partitions[0].leader_id == successor
+                             for b in survivors.values()), "the data partition moved")
+        wait_for(lambda: all(find(b, key, SHARE) == (E.NONE, successor) for b in survivors.values()),
+                 "the share state partition moved with it")
+        wait_for(lambda: sum(loaded_state_partitions(b) for b in survivors.values()) == STATE_PARTITIONS,
+                 "the survivors load every state partition")
+
+        again = ShareMember(survivors, group, topic, topic_id).at(survivors[successor])
+        got = fetched_when_served(again, 100)
+        offsets = sorted(o for first, last, _ in got for o in range(first, last + 1))
+        assert offsets == list(range(4, 12)), got  # nothing acknowledged or rejected comes back
+        counts = {o: count for first, last, count in got for o in range(first, last + 1)}
+        assert counts[4] == 2 and all(counts[o] == 1 for o in range(8, 12)), got
+        assert again.acknowledge([(4, 11, [ACCEPT])]) == [E.NONE]
+        assert acquired(again.fetch(max_wait_ms=200)) == []
+        producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in survivors.values())})
+        producer.produce(topic, b"v12", partition=0)
+        assert producer.flush(30) == 0
+        assert fetched_when_served(again, 100) == [(12, 12, 1)]
+
+
+def _partition_of(key: str) -> int:
+    from kbroker.broker.coordinators.share_state import kafka_partition_for
+
+    return kafka_partition_for(key, STATE_PARTITIONS)
