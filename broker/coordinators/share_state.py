@@ -13,6 +13,11 @@ COORDINATOR_LOAD_IN_PROGRESS until its replay is done; a write goes through its 
 turn, appended and applied at once and answered once durable (PIPELINED: a failed fsync fences the
 partition until a restart, as for the other coordinators' logs; a refused append changes nothing).
 
+On one node and with `--nodes N` this runtime holds every partition. A node over PostgreSQL holds only
+those it leads: loaded at the start (`_led`) and moved with their leadership (`move_partition`, called
+by broker/postgres_node.py on each election and resignation, as `__consumer_offsets`); a share-partition
+whose partition is led elsewhere is not served here (`serving`: NOT_COORDINATOR).
+
 The topic has Kafka's settings (ShareCoordinatorService.shareGroupStateTopicConfigs): cleanup.policy
 delete with retention.ms -1, compression.type producer, segment.bytes 100 MiB, min.insync.replicas; 50 partitions
 (share.coordinator.state.topic.num.partitions).
