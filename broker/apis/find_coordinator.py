@@ -95,14 +95,13 @@ def _share_leader(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, i
     as Kafka answers while it creates the topic)."""
     from ..coordinators.share_state import TOPIC, kafka_partition_for
 
-    state = ctx.broker.share_state
-    state.ensure()
-    info = ctx.broker.catalogue.topic(TOPIC)
-    led = None if info is None else ctx.broker.catalogue.leadership(TOPIC, kafka_partition_for(key, info.num_partitions))
-    endpoint = None if led is None or led.leader < 0 else ctx.broker.node_endpoint(led.leader, ctx.listener)
-    if endpoint is None:
+    ctx.broker.share_state.ensure()
+    catalogue = ctx.broker.catalogue
+    info = catalogue.topic(TOPIC)
+    led = None if info is None else catalogue.leadership(TOPIC, kafka_partition_for(key, info.num_partitions))
+    if led is None or led.leader < 0 or (endpoint := ctx.broker.node_endpoint(led.leader, ctx.listener)) is None:
         return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-    return E.NONE, led.leader, endpoint[0], endpoint[1]  # type: ignore[union-attr]
+    return E.NONE, led.leader, endpoint[0], endpoint[1]
 
 
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:

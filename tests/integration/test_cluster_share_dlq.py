@@ -10,28 +10,11 @@ from types import SimpleNamespace
 
 from confluent_kafka import Producer
 
-from kbroker.protocol.messages.create_topics_request import (CreatableReplicaAssignment, CreatableTopic,
-                                                             CreatableTopicConfig, CreateTopicsRequest)
 from kbroker.tests.integration.broker_process import BrokerProcess, free_ports
-from kbroker.tests.integration.test_postgres_share import ShareMember, fetched_when_served
+from kbroker.tests.integration.test_postgres_share import ShareMember, create_led_by, fetched_when_served
 from kbroker.tests.integration.test_share_dlq import HEADERS, configure, dlq_records, headers_of
-from kbroker.tests.integration.wire import Wire
 
 REJECT, ACCEPT = 3, 1
-
-
-def create_on(address: str, name: str, leader: int, configs: dict[str, str]) -> uuid.UUID:
-    wire = Wire(address)
-    try:
-        answer = wire.call(19, 7, CreateTopicsRequest(topics=[CreatableTopic(
-            name=name, num_partitions=-1, replication_factor=-1,
-            assignments=[CreatableReplicaAssignment(0, [leader])],
-            configs=[CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
-            timeout_ms=10_000, validate_only=False)).topics[0]
-        assert answer.error_code == 0, answer.error_message
-        return answer.topic_id
-    finally:
-        wire.close()
 
 
 def test_a_copy_reaches_a_dlq_partition_another_node_leads(tmp_path):
@@ -39,8 +22,8 @@ def test_a_copy_reaches_a_dlq_partition_another_node_leads(tmp_path):
     with BrokerProcess(tmp_path / "data", "--nodes", "3", "--profile", "test", port=port):
         nodes = {k + 1: SimpleNamespace(bootstrap=f"127.0.0.1:{port + k}") for k in range(3)}
         topic, dlq, group = f"cd-{uuid.uuid4().hex[:6]}", f"dlq.{uuid.uuid4().hex[:6]}", f"cdg-{uuid.uuid4().hex[:6]}"
-        topic_id = create_on(nodes[1].bootstrap, topic, 1, {})
-        create_on(nodes[1].bootstrap, dlq, 2, {"errors.deadletterqueue.group.enable": "true"})
+        topic_id = create_led_by(nodes[1].bootstrap, topic, [1])
+        create_led_by(nodes[1].bootstrap, dlq, [2], {"errors.deadletterqueue.group.enable": "true"})
         configure(nodes[1], group, **{"errors.deadletterqueue.topic.name": dlq,
                                       "errors.deadletterqueue.copy.record.enable": "true"})
         member = ShareMember(nodes, group, topic, topic_id).at(nodes[1])

@@ -2,7 +2,9 @@
 share coordinator's `__share_group_state` partitions follow their leadership as `__consumer_offsets`
 does (loaded on the node elected, unloaded where it resigned), FindCoordinator's key type SHARE answers
 the leader on every node, and a kill -9 of the node leading a share-partition's data partition and its
-state partition keeps what was acknowledged and gives back what was acquired.
+state partition keeps what was acknowledged and gives back what was acquired; three franz-go share
+consumers acknowledge every record exactly once there, and kafka-share-groups.sh --describe, given every
+node, shows the share-partition with nothing left to deliver.
 
 A share-partition is served where its data partition's leader also leads its `__share_group_state`
 partition (docs/share-groups.md: the state RPCs between nodes are not built), so the test picks a group
@@ -10,6 +12,7 @@ whose state partition is led, and failed over, with the data partition."""
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.request
 import uuid
@@ -236,3 +239,98 @@ def _partition_of(key: str) -> int:
     from kbroker.broker.coordinators.share_state import kafka_partition_for
 
     return kafka_partition_for(key, STATE_PARTITIONS)
+
+
+def set_earliest(nodes: dict[int, BrokerProcess], group: str) -> None:
+    """share.auto.offset.reset=earliest on every node: a node keeps group configs in its data directory."""
+    from kbroker.protocol.messages.incremental_alter_configs_request import (AlterableConfig, AlterConfigsResource,
+                                                                             IncrementalAlterConfigsRequest)
+    from kbroker.tests.integration.wire import Wire
+
+    for broker in nodes.values():
+        wire = Wire(broker.bootstrap)
+        answer = wire.call(44, 1, IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+            resource_type=32, resource_name=group, configs=[AlterableConfig(
+                name="share.auto.offset.reset", config_operation=0, value="earliest")])], validate_only=False))
+        wire.close()
+        assert answer.responses[0].error_code == 0
+
+
+def test_franz_share_consumers_and_kafka_share_groups_on_the_cluster(postgres, tmp_path):
+    """Three franz-go share consumers of one group acknowledge every record exactly once on the cluster,
+    and kafka-share-groups.sh --describe, given every node, shows the share-partition's offsets (the
+    group chosen coordinated, and its state led, where its data partition is led)."""
+    import collections
+    import subprocess
+
+    from kbroker.tests.integration.test_postgres_clients import tool
+    from kbroker.tests.reference.client_matrix import go_binary, require_go
+
+    require_go()
+    binary = go_binary("franz")
+    records = 30
+    database = postgres.create_database()
+    with share_nodes(postgres.url(database), tmp_path) as nodes:
+        topic = f"pgf-{uuid.uuid4().hex[:6]}"
+        wait_for(lambda: find(nodes[1], "probe", 0)[0] == E.NONE, "the offsets topic")
+        coordinator = find(nodes[1], "probe", 0)[1]  # the data partition is led there too
+        create_led_by(nodes[1].bootstrap, topic, [coordinator, *(n for n in NODES if n != coordinator)])
+        wait_for(lambda: all(metadata(b, [topic]).topics[0].partitions and
+                             metadata(b, [topic]).topics[0].partitions[0].leader_id >= 0 for b in nodes.values()),
+                 "every node knows the topic's leader")
+        topic_id = metadata(nodes[1], [topic]).topics[0].topic_id
+        leader, _ = placement(postgres, database, topic, 0)
+        wait_for(lambda: find(nodes[1], f"probe:{kafka_uuid(topic_id)}:0", SHARE)[0] == E.NONE, "the share state topic")
+        assert leader == coordinator
+        for i in range(1000):
+            group = f"pgfg-{i}-{uuid.uuid4().hex[:4]}"
+            if find(nodes[1], f"{group}:{kafka_uuid(topic_id)}:0", SHARE) == (E.NONE, leader) and \
+                    find(nodes[1], group, 0) == (E.NONE, leader):
+                break
+        else:
+            pytest.fail(f"no group coordinated, and its state led, with the data partition {leader}: "
+                        f"{find(nodes[1], group, 0)} {find(nodes[1], f'{group}:{kafka_uuid(topic_id)}:0', SHARE)}")
+        set_earliest(nodes, group)
+        servers = ",".join(b.bootstrap for b in nodes.values())
+        producer = Producer({"bootstrap.servers": servers, "acks": "all"})
+        for i in range(records):
+            producer.produce(topic, f"v{i}".encode(), partition=0)
+        assert producer.flush(30) == 0
+
+        # one seed (the program's is one address), not the leader: the clients find it through Metadata
+        seed = next(b.bootstrap for n, b in nodes.items() if n != coordinator)
+        done = subprocess.run([str(binary), "share", seed, topic, group, "3", str(records), "90000"],
+                              capture_output=True, text=True, timeout=180)
+        lines = done.stdout.splitlines()
+        assert done.returncode == 0 and lines and lines[-1] == f"DONE {records}", (lines[-20:], done.stderr[-3000:])
+        assert not [line for line in lines if line.startswith(("ACKERR", "FLUSHERR"))], lines
+        acks = [line.split() for line in lines if line.startswith("ACK ")]
+        seen = collections.Counter((int(p), int(o)) for _, p, o, _, _ in acks)
+        assert len(seen) == records and set(seen.values()) == {1}  # every record acknowledged exactly once
+
+        # GROUP TOPIC PARTITION START-OFFSET LAG: nothing left to deliver (the start shown is the persisted
+        # one, a write behind as in Kafka: docs/share-groups.md "Tools")
+        deadline = time.monotonic() + 60
+        row = re.compile(rf"^{group}\s+{topic}\s+0\s+\d+\s+0\s*$", re.MULTILINE)
+        while not row.search(table := tool("consumer.group.ShareGroupCommand", "--bootstrap-server", servers,
+                                           "--describe", "--group", group)):
+            assert time.monotonic() < deadline, table
+            time.sleep(1)
+
+
+def create_led_by(address: str, name: str, replicas: list[int], configs: dict[str, str] | None = None) -> uuid.UUID:
+    """A topic of one partition with these replicas, the first its leader (CreateTopics v7)."""
+    from kbroker.protocol.messages.create_topics_request import (CreatableReplicaAssignment, CreatableTopic,
+                                                                 CreatableTopicConfig, CreateTopicsRequest)
+    from kbroker.tests.integration.wire import Wire
+
+    wire = Wire(address)
+    try:
+        answer = wire.call(19, 7, CreateTopicsRequest(topics=[CreatableTopic(
+            name=name, num_partitions=-1, replication_factor=-1, assignments=[CreatableReplicaAssignment(0, replicas)],
+            configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
+            timeout_ms=10_000, validate_only=False)).topics[0]
+        assert answer.error_code == 0, answer.error_message
+        return answer.topic_id
+    finally:
+        wire.close()
