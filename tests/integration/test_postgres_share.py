@@ -33,7 +33,7 @@ from kbroker.protocol.messages.share_fetch_request import (AcknowledgementBatch,
 from kbroker.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
 from kbroker.tests.integration.cluster_scenarios import create_topic
-from kbroker.tests.integration.test_postgres_nodes import NODES, metadata, start_node, wait_for
+from kbroker.tests.integration.test_postgres_nodes import NODES, metadata, running_nodes, wait_for
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 SHARE = 2
@@ -42,19 +42,12 @@ STATE_PARTITIONS = 50
 
 @contextmanager
 def share_nodes(url: str, base) -> Iterator[dict[int, BrokerProcess]]:
-    """The three nodes, each with its metrics on a port of its own; killed at the end."""
-    started: dict[int, BrokerProcess] = {}
-    try:
-        for node in NODES:
-            port = free_port()
-            started[node] = start_node(base / f"node{node}", url, node, "--metrics-listen", f"127.0.0.1:{port}")
-            started[node].admin_url = f"http://127.0.0.1:{port}"
-        wait_for(lambda: all(len(metadata(b).brokers) == len(NODES) for b in started.values()),
-                 "every node sees the three brokers")
+    """The three nodes, each with its metrics on a port of its own (`admin_url`)."""
+    ports = {node: free_port() for node in NODES}
+    with running_nodes(url, base, per_node=lambda node: ("--metrics-listen", f"127.0.0.1:{ports[node]}")) as started:
+        for node, broker in started.items():
+            broker.admin_url = f"http://127.0.0.1:{ports[node]}"
         yield started
-    finally:
-        for broker in started.values():
-            broker.kill()
 
 
 def loaded_state_partitions(broker: BrokerProcess) -> int:
@@ -260,10 +253,8 @@ def test_franz_share_consumers_and_kafka_share_groups_on_the_cluster(postgres, t
     """Three franz-go share consumers of one group acknowledge every record exactly once on the cluster,
     and kafka-share-groups.sh --describe, given every node, shows the share-partition's offsets (the
     group chosen coordinated, and its state led, where its data partition is led)."""
-    import collections
-    import subprocess
-
     from kbroker.tests.integration.test_postgres_clients import tool
+    from kbroker.tests.integration.test_share_franz import acknowledged_once
     from kbroker.tests.reference.client_matrix import go_binary, require_go
 
     require_go()
@@ -299,14 +290,7 @@ def test_franz_share_consumers_and_kafka_share_groups_on_the_cluster(postgres, t
 
         # one seed (the program's is one address), not the leader: the clients find it through Metadata
         seed = next(b.bootstrap for n, b in nodes.items() if n != coordinator)
-        done = subprocess.run([str(binary), "share", seed, topic, group, "3", str(records), "90000"],
-                              capture_output=True, text=True, timeout=180)
-        lines = done.stdout.splitlines()
-        assert done.returncode == 0 and lines and lines[-1] == f"DONE {records}", (lines[-20:], done.stderr[-3000:])
-        assert not [line for line in lines if line.startswith(("ACKERR", "FLUSHERR"))], lines
-        acks = [line.split() for line in lines if line.startswith("ACK ")]
-        seen = collections.Counter((int(p), int(o)) for _, p, o, _, _ in acks)
-        assert len(seen) == records and set(seen.values()) == {1}  # every record acknowledged exactly once
+        acknowledged_once(binary, seed, topic, group, records)
 
         # GROUP TOPIC PARTITION START-OFFSET LAG: nothing left to deliver (the start shown is the persisted
         # one, a write behind as in Kafka: docs/share-groups.md "Tools")
