@@ -2,7 +2,9 @@
 share coordinator's `__share_group_state` partitions follow their leadership as `__consumer_offsets`
 does (loaded on the node elected, unloaded where it resigned), FindCoordinator's key type SHARE answers
 the leader on every node, and a kill -9 of the node leading a share-partition's data partition and its
-state partition keeps what was acknowledged and gives back what was acquired; three franz-go share
+state partition keeps what was acknowledged and gives back what was acquired; a pause of that node
+past its lease moves both away and the preferred-leader check brings them back, served from the state
+the other node wrote (not from what the paused node held); three franz-go share
 consumers acknowledge every record exactly once there, and kafka-share-groups.sh --describe, given every
 node, shows the share-partition with nothing left to deliver.
 
@@ -41,10 +43,10 @@ STATE_PARTITIONS = 50
 
 
 @contextmanager
-def share_nodes(url: str, base) -> Iterator[dict[int, BrokerProcess]]:
+def share_nodes(url: str, base, *extra: str) -> Iterator[dict[int, BrokerProcess]]:
     """The three nodes, each with its metrics on a port of its own (`admin_url`)."""
     ports = {node: free_port() for node in NODES}
-    with running_nodes(url, base, per_node=lambda node: ("--metrics-listen", f"127.0.0.1:{ports[node]}")) as started:
+    with running_nodes(url, base, *extra, per_node=lambda node: ("--metrics-listen", f"127.0.0.1:{ports[node]}")) as started:
         for node, broker in started.items():
             broker.admin_url = f"http://127.0.0.1:{ports[node]}"
         yield started
@@ -79,6 +81,40 @@ def placement(postgres, database: str, topic: str, partition: int) -> tuple[int,
                         database=database).strip()
     leader, replicas = row.split("|")
     return int(leader), [int(r) for r in replicas.strip("{}").split(",")]
+
+
+def co_located_group(postgres, database: str, nodes: dict[int, BrokerProcess], topic_id: uuid.UUID, leader: int,
+                     successor: int) -> tuple[str, str]:
+    """A group (and its share key for partition 0) whose share-partition's state is led, and would fail
+    over, with the data partition (led by `leader`, then `successor`); every node answers its
+    FindCoordinator alike, as the database places its partition."""
+    for i in range(500):
+        group = f"pgsg-{i}-{uuid.uuid4().hex[:4]}"
+        key = f"{group}:{kafka_uuid(topic_id)}:0"
+        answers = {find(b, key, SHARE) for b in nodes.values()}
+        assert len(answers) == 1, answers  # every node agrees
+        error, state_leader = answers.pop()
+        assert error == E.NONE
+        in_database, state_replicas = placement(postgres, database, "__share_group_state", _partition_of(key))
+        assert in_database == state_leader
+        if state_leader == leader and next(r for r in state_replicas if r != leader) == successor:
+            return group, key
+    pytest.fail("no group's state partition is placed with the data partition")
+
+
+def topic_led_by_one(nodes: dict[int, BrokerProcess], postgres, database: str) -> tuple[str, uuid.UUID, int, int]:
+    """A topic of one partition that every node knows, and the share state topic: (name, id, leader,
+    the replica it fails over to)."""
+    topic = f"pgs-{uuid.uuid4().hex[:6]}"
+    create_topic(nodes[1].bootstrap, topic, 1)
+    wait_for(lambda: all(metadata(b, [topic]).topics[0].partitions and
+                         metadata(b, [topic]).topics[0].partitions[0].leader_id >= 0 for b in nodes.values()),
+             "every node knows the topic's leader")
+    topic_id = metadata(nodes[1], [topic]).topics[0].topic_id
+    wait_for(lambda: all(find(b, f"probe:{kafka_uuid(topic_id)}:0", SHARE)[0] == E.NONE for b in nodes.values()),
+             "the share state topic")
+    leader, replicas = placement(postgres, database, topic, 0)
+    return topic, topic_id, leader, next(r for r in replicas if r != leader)
 
 
 class ShareMember:
@@ -160,39 +196,16 @@ def fetched_when_served(member: ShareMember, max_records: int) -> list[tuple[int
 def test_share_state_follows_its_partition_and_survives_a_kill_of_its_leader(postgres, tmp_path):
     database = postgres.create_database()
     with share_nodes(postgres.url(database), tmp_path) as nodes:
-        topic = f"pgs-{uuid.uuid4().hex[:6]}"
-        create_topic(nodes[1].bootstrap, topic, 1)
-        wait_for(lambda: all(metadata(b, [topic]).topics[0].partitions and
-                             metadata(b, [topic]).topics[0].partitions[0].leader_id >= 0 for b in nodes.values()),
-                 "every node knows the topic's leader")
-        topic_id = metadata(nodes[1], [topic]).topics[0].topic_id
-        leader, replicas = placement(postgres, database, topic, 0)
-
         # The first share key looked up makes __share_group_state; then every node answers alike, the
         # leader of the key's partition, and each node's share coordinator loads just what it leads.
-        probe = f"probe:{kafka_uuid(topic_id)}:0"
-        wait_for(lambda: all(find(b, probe, SHARE)[0] == E.NONE for b in nodes.values()), "the share state topic")
+        topic, topic_id, leader, successor = topic_led_by_one(nodes, postgres, database)
         led = {n: int(postgres.psql("SELECT count(*) FROM partitions WHERE topic = '__share_group_state' "
                                     f"AND leader = {n}", database=database)) for n in NODES}
         assert sum(led.values()) == STATE_PARTITIONS
         wait_for(lambda: {n: loaded_state_partitions(b) for n, b in nodes.items()} == led,
                  "each node loads the state partitions it leads")
 
-        # A group whose share-partition's state is led, and would fail over, with the data partition.
-        successor = next(r for r in replicas if r != leader)
-        for i in range(500):
-            group = f"pgsg-{i}-{uuid.uuid4().hex[:4]}"
-            key = f"{group}:{kafka_uuid(topic_id)}:0"
-            answers = {find(b, key, SHARE) for b in nodes.values()}
-            assert len(answers) == 1, answers  # every node agrees
-            error, state_leader = answers.pop()
-            assert error == E.NONE
-            in_database, state_replicas = placement(postgres, database, "__share_group_state", _partition_of(key))
-            assert in_database == state_leader
-            if state_leader == leader and next(r for r in state_replicas if r != leader) == successor:
-                break
-        else:
-            pytest.fail("no group's state partition is placed with the data partition")
+        group, key = co_located_group(postgres, database, nodes, topic_id, leader, successor)
 
         member = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
         assert partition_errors(member.fetch()) == [E.NONE]  # starts at the (empty) log's end, persisted
@@ -318,3 +331,44 @@ def create_led_by(address: str, name: str, replicas: list[int], configs: dict[st
         return answer.topic_id
     finally:
         wire.close()
+
+
+def test_a_paused_leaders_share_partitions_move_away_and_back_from_their_persisted_state(postgres, tmp_path):
+    """SIGSTOP the node leading a share-partition's data and state partitions past its lease: both move
+    and the member's acquired records come back there; SIGCONT: the preferred-leader check brings both
+    back, and the node serves the share-partition from the state written meanwhile, not from what it
+    held before the pause (it dropped that when the data partition moved)."""
+    import signal
+
+    database = postgres.create_database()
+    with share_nodes(postgres.url(database), tmp_path, "--leader-imbalance-check-interval-seconds", "1") as nodes:
+        topic, topic_id, leader, successor = topic_led_by_one(nodes, postgres, database)
+        group, key = co_located_group(postgres, database, nodes, topic_id, leader, successor)
+        first = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
+        assert partition_errors(first.fetch()) == [E.NONE]
+        producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in nodes.values()), "acks": "all",
+                             "linger.ms": 0})
+        for i in range(12):  # a batch each
+            producer.produce(topic, f"v{i}".encode(), partition=0)
+            assert producer.flush(30) == 0
+        assert fetched_when_served(first, 8) == [(0, 7, 1)]
+        assert first.acknowledge([(0, 3, [ACCEPT, ACCEPT, ACCEPT, REJECT])]) == [E.NONE]  # 4-7 stay acquired
+
+        survivors = {n: b for n, b in nodes.items() if n != leader}
+        nodes[leader].proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: all(find(b, key, SHARE) == (E.NONE, successor) and
+                                 metadata(b, [topic]).topics[0].partitions[0].leader_id == successor
+                                 for b in survivors.values()), "both partitions move from the paused node")
+            second = ShareMember(survivors, group, topic, topic_id).at(survivors[successor])
+            assert fetched_when_served(second, 100) == [(4, 7, 2), (8, 11, 1)]  # the paused member's come back
+            assert second.acknowledge([(4, 7, [ACCEPT])]) == [E.NONE]  # 8-11 stay acquired
+        finally:
+            nodes[leader].proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: all(find(b, key, SHARE) == (E.NONE, leader) and
+                             metadata(b, [topic]).topics[0].partitions[0].leader_id == leader
+                             for b in nodes.values()), "both partitions back on their preferred leader")
+        third = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
+        # 0-7 done; 8-11 delivered a second time, as the state the other node wrote has them (the paused
+        # node's own picture, 4-7 acquired and 8-11 never delivered, is gone)
+        assert fetched_when_served(third, 100) == [(8, 11, 2)]
