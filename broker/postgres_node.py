@@ -189,9 +189,9 @@ class PostgresNode:
 
     def _reload_coordinators(self) -> None:
         """The fence lifted: each `__consumer_offsets`, `__transaction_state` and `__share_group_state`
-        partition this node still leads is unloaded and replayed from its log, as on a move. A coordinator's write refused while
-        fenced took its partition offline, and with no move (the lease renewed before the controller
-        acted: a short pause) nothing else would bring it back."""
+        partition this node still leads is unloaded and replayed from its log, as on a move. A
+        coordinator's write refused while fenced took its partition offline, and with no move (the lease
+        renewed before the controller acted: a short pause) nothing else would bring it back."""
         for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC):
             info = self.engine.topic(topic)
             if info is None:

@@ -194,6 +194,8 @@ class ShareStateLog:
         `until_loaded`). The caller marks it loading at once when `led`."""
         if self.loading is not None and not self.loading.done():
             await asyncio.gather(self.loading, return_exceptions=True)
+        if (info := self.catalogue.topic(TOPIC)) is not None:
+            self.num_partitions = info.num_partitions  # made by another node: its count
         await self.runtime.unload(partition)
         if not led:
             self._latest.pop(partition, None)
