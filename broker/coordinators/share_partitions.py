@@ -102,6 +102,7 @@ class SharePartitionManager:
         self.acquired_total: Counter[str] = Counter()
         self.redelivered_total: Counter[str] = Counter()
         self.lock_expiries_total: Counter[str] = Counter()
+        self._told_elsewhere: set[Key] = set()  # share-partitions logged as served elsewhere (once each)
         self.state_log: ShareStateLog = broker.share_state
         self.state_log.ensure()
         self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)
@@ -259,9 +260,17 @@ class SharePartitionManager:
         replaying it) is not started from nothing: COORDINATOR_NOT_AVAILABLE, Kafka's persister error
         for NOT_COORDINATOR and the load errors, which the member's next fetch retries."""
         topic_id = self._topic_id(topic)
-        if topic_id is None or (group_id, topic, partition) in self.partitions:
+        key = (group_id, topic, partition)
+        if topic_id is None or key in self.partitions:
             return None
-        return None if self.state_log.serving(group_id, topic_id, partition) is None else E.COORDINATOR_NOT_AVAILABLE
+        why = self.state_log.serving(group_id, topic_id, partition)
+        if why is None:
+            return None
+        if why is E.NOT_COORDINATOR and key not in self._told_elsewhere:  # said once: the operator sees why
+            self._told_elsewhere.add(key)
+            log.warning("share_partition_state_elsewhere", group_id=group_id, topic=topic, partition=partition,
+                        reason="another node leads its __share_group_state partition")
+        return E.COORDINATOR_NOT_AVAILABLE
 
     def _topic_id(self, topic: str) -> uuid.UUID | None:
         info = self.broker.catalogue.topic(topic)

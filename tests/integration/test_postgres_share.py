@@ -207,6 +207,15 @@ def test_share_state_follows_its_partition_and_survives_a_kill_of_its_leader(pos
 
         group, key = co_located_group(postgres, database, nodes, topic_id, leader, successor)
 
+        # A group whose share-partition's state another node leads: never started from nothing here,
+        # answered COORDINATOR_NOT_AVAILABLE (the state RPCs between nodes are not built), and logged.
+        elsewhere = next(g for g in (f"pgse-{i}" for i in range(500))
+                         if find(nodes[1], f"{g}:{kafka_uuid(topic_id)}:0", SHARE)[1] != leader)
+        away = ShareMember(nodes, elsewhere, topic, topic_id).at(nodes[leader])
+        assert partition_errors(away.fetch()) == [E.COORDINATOR_NOT_AVAILABLE]
+        assert [(e["group_id"], e["partition"]) for e in nodes[leader].events("share_partition_state_elsewhere")] \
+            == [(elsewhere, 0)]
+
         member = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
         assert partition_errors(member.fetch()) == [E.NONE]  # starts at the (empty) log's end, persisted
         producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in nodes.values()), "acks": "all",
