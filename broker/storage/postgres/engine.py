@@ -51,8 +51,9 @@ DeletionListener = Callable[[dict[str, uuid.UUID]], None]
 
 class PostgresEngine:
     def __init__(self, pool: Any, plog: PostgresLog, node_id: int, default_config: LogConfig, clock: Clock) -> None:
-        self.pool = pool  # metadata queries (the log writes on its own connection, plog.conn)
+        self.pool = pool  # metadata queries and reads of old batches (the log writes on its own connection)
         self.plog = plog
+        plog.reader = pool
         self.node_id = node_id
         self.clock = clock
         self.default_config = default_config
