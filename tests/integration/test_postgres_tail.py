@@ -32,6 +32,7 @@ PRODUCER = 7000
 async def node(url: str, node_id: int) -> PostgresLog:
     plog = PostgresLog(await connect(url), node_id, budget=TailBudget(TAIL, 4 * TAIL), cache=ReadCache(4 * TAIL))
     plog.reader = await asyncpg.create_pool(url, min_size=1, max_size=3)
+    assert plog.cache.max_bytes == 4 * TAIL  # the node's settings, not the defaults
     return plog
 
 

@@ -126,8 +126,8 @@ class PostgresLog:
                  cache: ReadCache | None = None) -> None:
         self.conn = conn
         self.reader: Any = None  # the pool old batches are read on (the engine's), not the writer's connection
-        self.budget = budget or TailBudget()
-        self.cache = cache or ReadCache()
+        self.budget = budget if budget is not None else TailBudget()
+        self.cache = cache if cache is not None else ReadCache()  # (an empty cache is falsy: it has a length)
         self._reads = InFlight()
         self._read_slots = asyncio.Semaphore(READS_AT_ONCE)
         self.reads = 0  # queries of old batches made (several readers of a range make one)
