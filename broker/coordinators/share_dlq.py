@@ -89,8 +89,11 @@ class ShareDeadLetters:
                 log.info("share_dlq_resumed", group_id=group_id, topic=topic, partition=partition,
                          archiving=len(records), already_written=len(records) - len(missing))
                 records = missing
+            copy = self.broker.group_configs.value(group_id, "errors.deadletterqueue.copy.record.enable").lower() == "true"
             for chunk in (records[i:i + _CHUNK] for i in range(0, len(records), _CHUNK)):
-                for batch, count in self._batches(group_id, topic, partition, chunk, info.config.max_message_bytes):
+                originals = await self._originals(topic, partition, chunk) if copy else {}
+                for batch, count in self._batches(group_id, topic, partition, chunk, info.config.max_message_bytes,
+                                                  originals):
                     result = self.broker.partitions.append(dlq_topic, dlq_partition, batch, now_ms=self._wall_ms(),
                                                            headers=[rb.read_header(batch)])
                     await result.wait_durable()
@@ -135,12 +138,11 @@ class ShareDeadLetters:
 
     # -- what ----------------------------------------------------------------------------------
 
-    def _batches(self, group_id: str, topic: str, partition: int, records: list[Archived], max_bytes: int
-                 ) -> Iterator[tuple[bytes, int]]:
+    def _batches(self, group_id: str, topic: str, partition: int, records: list[Archived], max_bytes: int,
+                 originals: dict[int, rb.Record]) -> Iterator[tuple[bytes, int]]:
         """The copies as batches (and how many each holds) of at most the DLQ topic's max.message.bytes,
-        as Kafka's produce rounds split them; a record over it on its own goes alone."""
-        copy = self.broker.group_configs.value(group_id, "errors.deadletterqueue.copy.record.enable").lower() == "true"
-        originals = self._originals(topic, partition, records) if copy else {}
+        as Kafka's produce rounds split them; a record over it on its own goes alone. `originals`: the
+        source records to copy the key and value of (errors.deadletterqueue.copy.record.enable)."""
         now = self._wall_ms()
         out: list[rb.Record] = []
         size = rb.HEADER_SIZE
@@ -165,13 +167,15 @@ class ShareDeadLetters:
         if out:
             yield rb.encode_batch(out), len(out)
 
-    def _originals(self, topic: str, partition: int, records: list[Archived]) -> dict[int, rb.Record]:
+    async def _originals(self, topic: str, partition: int, records: list[Archived]) -> dict[int, rb.Record]:
         """The source records (key and value) at those offsets, read as a consumer reads (up to the
         high watermark); one that cannot be read is copied with headers only, as Kafka's fetcher does."""
         wanted = {r.offset for r in records}
         found: dict[int, rb.Record] = {}
         offset, last = min(wanted), max(wanted)
         while offset <= last:
+            # an engine that keeps old batches outside memory (PostgreSQL's) reads them in first
+            await self.broker.partitions.prepare_reads([(topic, partition, offset, _READ_BYTES)])
             read = self.broker.partitions.read(topic, partition, offset, _READ_BYTES, min_one_batch=True,
                                                read_committed=False)
             if read.error_code != 0 or not read.records:
@@ -196,6 +200,7 @@ class ShareDeadLetters:
         ident = (topic.encode(), str(partition).encode(), group_id.encode())
         error, offset, high_watermark = self.broker.partitions.bounds(dlq_topic, dlq_partition)
         while error == 0 and offset < high_watermark and wanted:
+            await self.broker.partitions.prepare_reads([(dlq_topic, dlq_partition, offset, _READ_BYTES)])
             read = self.broker.partitions.read(dlq_topic, dlq_partition, offset, _READ_BYTES, min_one_batch=True,
                                                read_committed=False)
             if read.error_code != 0 or not read.records:

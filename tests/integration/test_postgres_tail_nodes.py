@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import uuid
 
 import pytest
@@ -94,6 +95,16 @@ def consume(bootstrap: str, topic: str, partition: int, count: int, progress: li
     return digest.hexdigest()
 
 
+def offset_for_time(bootstrap: str, topic: str, partition: int, timestamp_ms: int) -> int:
+    """ListOffsets by timestamp, as a client asks it."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex[:6]}"})
+    try:
+        [found] = consumer.offsets_for_times([confluent_kafka.TopicPartition(topic, partition, timestamp_ms)], 30)
+        return found.offset
+    finally:
+        consumer.close()
+
+
 def checksum(first: int, count: int) -> str:
     digest = hashlib.sha256()
     for i in range(first, first + count):
@@ -123,7 +134,11 @@ def test_a_log_many_times_the_budget_is_served_from_the_database_with_bounded_me
         warm = count // 8
         produce(bootstrap, topic, 0, 0, warm)
         before = rss(nodes[leader])
+        later_ms = int(time.time() * 1000) + 1  # after every record of the first part
         produce(bootstrap, topic, 0, warm, count - warm)
+        # ListOffsets by timestamp finds old batches through reads from the database too
+        assert offset_for_time(bootstrap, topic, 0, 1) == 0
+        assert warm <= offset_for_time(bootstrap, topic, 0, later_ms) < count
         grown = rss(nodes[leader]) - before
         print(f"leader's RSS {before / MiB:.0f} MiB after {warm * RECORD / MiB:.0f} MiB, "
               f"+{grown / MiB:.1f} MiB after {LOG_BYTES / MiB:.0f} MiB")
@@ -164,6 +179,7 @@ def test_a_log_many_times_the_budget_is_served_from_the_database_with_bounded_me
         wait_for(lambda: leaders(survivor.bootstrap, topic)[0][0] == survivor_id(nodes, survivor),
                  "the survivor leads the partition")
         opened = rss(survivor)
+        assert offset_for_time(survivor.bootstrap, topic, 0, 1) == 0
         assert consume(survivor.bootstrap, topic, 0, count) == checksum(0, count)
         grown = rss(survivor) - opened
         print(f"the new leader: RSS {opened / MiB:.0f} MiB on taking over, +{grown / MiB:.1f} MiB after reading")
