@@ -22,6 +22,7 @@ from kbroker.broker.storage.postgres.memory import ReadCache, TailBudget
 from kbroker.broker.storage.postgres.retention import apply_retention
 from kbroker.broker.storage.postgres.schema import connect
 from kbroker.protocol import record_batch as rb
+from kbroker.protocol.errors import ErrorCode, KafkaError
 from kbroker.tests.integration.test_postgres_log import WAIT_S, append, audit, client_batch, database  # noqa: F401
 
 TAIL = 64 * 1024
@@ -142,6 +143,29 @@ async def test_the_next_leader_rebuilds_the_transactions_from_the_stored_markers
     assert new.last_stable_offset == new.high_watermark == 44  # no transaction left open
     assert new.aborted_transactions(0, 44) == [(8000, 0)]
     await stop(node1, node2)
+
+
+async def test_a_failed_read_from_the_database_is_a_storage_error_for_that_read(database):
+    url, admin = database
+    await metadata.create_topic(admin, "lost", {0: [1]})
+    node1 = await node(url, 1)
+    store = await node1.open_partition("lost", 0, LogConfig())
+    for i in range(40):
+        await asyncio.wait_for(append(store, client_batch(PRODUCER, i, [value(i)])).wait_durable(), WAIT_S)
+    await node1.reader.close()  # the node's pool is gone (the database unreachable)
+    wait = store.prepare_read(0, RECORD)
+    assert wait is not None
+    await asyncio.wait_for(wait, WAIT_S)  # resolved: the failure is the read's to say
+    with pytest.raises(KafkaError) as failed:
+        store.read(0, RECORD, Isolation.HIGH_WATERMARK)
+    assert failed.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert store.read(0, RECORD, Isolation.HIGH_WATERMARK) == b""  # said once; the client retries
+    tail = store.read(39, RECORD, Isolation.HIGH_WATERMARK)  # the tail is served all the same
+    assert [r.value for _, records in rb.decode_batches(tail) for r in records] == [value(39)]
+    node1.reader = await asyncpg.create_pool(url, min_size=1, max_size=3)  # back: read again
+    await asyncio.wait_for(store.prepare_read(0, RECORD), WAIT_S)
+    assert store.read(0, RECORD, Isolation.HIGH_WATERMARK)
+    await stop(node1)
 
 
 @pytest.mark.parametrize("topic", ["compacted", "__consumer_offsets"])

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import structlog
 
@@ -177,7 +177,7 @@ async def compact_store(store: PostgresPartitionStore, now_ms: int) -> int:
     return applied
 
 
-def still_there(bases: list[int], data: list[bytes | None], base: int, old: bytes) -> int | None:
+def still_there(bases: Sequence[int], data: list[bytes | None], base: int, old: bytes) -> int | None:
     """The index of the batch at `base` if it is still the one read (not trimmed away meanwhile)."""
     i = bisect_left(bases, base)
     return i if i < len(bases) and bases[i] == base and data[i] is old else None
