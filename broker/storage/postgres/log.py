@@ -130,6 +130,7 @@ class PostgresLog:
         self.cache = cache if cache is not None else ReadCache()  # (an empty cache is falsy: it has a length)
         self._reads = InFlight()
         self._read_slots = asyncio.Semaphore(READS_AT_ONCE)
+        self._read_tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references
         self.reads = 0  # queries of old batches made (several readers of a range make one)
         # A new writing connection when the database dropped this one (it restarted): the round that
         # found it closed failed, and its partitions are opened again by the node's next refresh.
@@ -206,12 +207,14 @@ class PostgresLog:
         future = self._reads.get(key)
         if future is None:
             future = self._reads.start(key)
-            asyncio.get_running_loop().create_task(self._read(store, span, key), name="postgres-read")
+            task = asyncio.get_running_loop().create_task(self._read(store, span, key), name="postgres-read")
+            self._read_tasks.add(task)
+            task.add_done_callback(self._read_tasks.discard)
         return future
 
     async def _read(self, store: PostgresPartitionStore, span: tuple[int, int], key: Any) -> None:
         try:
-            async with self._read_slots, self.reader.acquire() as conn:
+            async with self._read_slots, self.reader.acquire(timeout=READ_TIMEOUT_S) as conn:
                 rows = await conn.fetch(_READ_BATCHES, store.topic, store.partition, span[0], span[1],
                                         timeout=READ_TIMEOUT_S)
             self.reads += 1
@@ -348,6 +351,8 @@ class PostgresLog:
         if self._round is not None:
             await asyncio.gather(self._round, return_exceptions=True)
         self.closed = True
+        for task in list(self._read_tasks):
+            task.cancel()
         for store in list(self.stores.values()):
             store.depose(None)
         self.stores.clear()
