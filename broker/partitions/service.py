@@ -315,8 +315,9 @@ class PartitionService:
         keeps outside memory (PostgreSQL's batches below a partition's tail) are read in, all at once,
         the event loop serving others meanwhile. Nothing to wait for on the segment engine."""
         waits = []
+        loaded = self._engine.loaded_store  # a lookup: the checks are the read's, which follows
         for topic, partition, offset, max_bytes in reads:
-            store, _, _ = self._store(topic, partition)
+            store = loaded(topic, partition)
             if store is not None and (wait := store.prepare_read(offset, max_bytes)) is not None:
                 waits.append(asyncio.shield(wait))  # shared with other readers: a cancelled fetch leaves it be
         if waits:
