@@ -29,6 +29,8 @@ def test_the_read_cache_lets_the_least_recently_used_go_first() -> None:
     cache.put((P, 4), bytes(5))  # replaced: counted once
     assert cache.bytes == 5
     assert cache.get((P, 9)) is None and cache.misses == 1
+    cache.drop_partition(P)  # what eviction took is not dropped twice
+    assert len(cache) == 0 and cache.bytes == 0
 
 
 def test_the_read_cache_forgets_a_closed_partitions_batches_only() -> None:

@@ -52,6 +52,7 @@ class ReadCache:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._batches: OrderedDict[BatchKey, bytes] = OrderedDict()
+        self._of_partition: dict[Hashable, set[int]] = {}  # so a closed partition's go without a scan
         self.hits = 0
         self.misses = 0
 
@@ -71,21 +72,29 @@ class ReadCache:
         return data
 
     def put(self, key: BatchKey, data: bytes) -> None:
-        old = self._batches.pop(key, None)
-        if old is not None:
-            self.bytes -= len(old)
+        self._remove(key)
         if len(data) > self.max_bytes:
             return
         self._batches[key] = data
+        self._of_partition.setdefault(key[0], set()).add(key[1])
         self.bytes += len(data)
         while self.bytes > self.max_bytes:
-            _, evicted = self._batches.popitem(last=False)
-            self.bytes -= len(evicted)
+            self._remove(next(iter(self._batches)))
+
+    def _remove(self, key: BatchKey) -> None:
+        old = self._batches.pop(key, None)
+        if old is None:
+            return
+        self.bytes -= len(old)
+        bases = self._of_partition[key[0]]
+        bases.discard(key[1])
+        if not bases:
+            del self._of_partition[key[0]]
 
     def drop_partition(self, partition: Hashable) -> None:
         """Forget a partition's batches (its store closed: whoever opens it next reads afresh)."""
-        for key in [k for k in self._batches if k[0] == partition]:
-            self.bytes -= len(self._batches.pop(key))
+        for base in list(self._of_partition.get(partition, ())):
+            self._remove((partition, base))
 
 
 class InFlight:
