@@ -27,6 +27,11 @@ the database holds.
 Rounds run one at a time on the node's one writing connection; appends made while a round runs go in
 the next, so a busy node commits many partitions' batches in few transactions, as the fsync rounds of
 the segment log do.
+
+Opening a partition reads its index (every batch's offsets, size and header), its markers and the bytes
+of its tail in one query (_OPEN_INDEX), not the whole log; older batches are read later, on the pool
+and never on the writer's connection, when a reader asks for them (`read_batches`, one query per range
+under way, into the node's read cache; batch_index.py and memory.py).
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ from .compaction import still_there
 
 if TYPE_CHECKING:
     from ..log.config import LogConfig
-    from .batch_index import StoredBatches
     from ..log.validation import InlineBudget
+    from .batch_index import StoredBatches
     from .log import PostgresLog
 
 # (base offset, last offset, header, bytes) of a batch appended and not yet committed
