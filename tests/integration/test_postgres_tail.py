@@ -179,4 +179,9 @@ async def test_compacted_and_coordinator_partitions_stay_whole_in_memory(databas
         await asyncio.wait_for(append(store, client_batch(-1, -1, [value(i)])).wait_durable(), WAIT_S)
     assert store.resident and store.batches.tail_bytes == store.size_bytes > 2 * TAIL
     assert len(list(rb.decode_batches(store.read(0, 1 << 30, Isolation.LOG_END)))) == 40  # synchronous, as replay reads
+    store.config = LogConfig()  # cleanup.policy delete from now on (a coordinator's partition stays whole)
+    assert store.resident is (topic == "__consumer_offsets")
+    if not store.resident:
+        assert store.batches.tail_bytes <= TAIL and node1.budget.partitions == 1
+        assert await read_all(store) == [value(i) for i in range(40)]
     await stop(node1)

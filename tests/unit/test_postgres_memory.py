@@ -98,6 +98,10 @@ def test_a_resident_partition_keeps_every_batch_outside_the_budget() -> None:
     assert budget.partitions == 0 and log.trim(5) == 0 and log.tail_bytes == 50
     with pytest.raises(ValueError):
         StoredBatches(P, [(0, 0, 10, 0, None)], resident=True, budget=budget, cache=ReadCache(100))
+    log.let_go(committed_end=5)  # its topic is not compacted any more: a tail within the budget
+    assert (log.resident, budget.partitions, log.tail_from, log.tail_bytes) == (False, 1, 4, 10)
+    log.release()
+    assert budget.partitions == 0
 
 
 async def test_readers_of_one_range_share_one_read() -> None:

@@ -15,12 +15,23 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .memory import ReadCache, TailBudget
 
+if TYPE_CHECKING:
+    from ..log.config import LogConfig
+
 # (base offset, last offset, size, largest timestamp, bytes or None)
 IndexEntry = tuple[int, int, int, int, "bytes | None"]
+# Partitions a coordinator replays synchronously at its load (broker/partitions/replay_read.py)
+REPLAYED = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def kept_whole(topic: str, config: LogConfig) -> bool:
+    """Whether a partition keeps every batch's bytes in memory: compacted (compaction walks every key)
+    or replayed by a coordinator."""
+    return config.compact or topic in REPLAYED
 
 
 class StoredBatches:
@@ -52,6 +63,14 @@ class StoredBatches:
 
     def __len__(self) -> int:
         return len(self.bases)
+
+    def let_go(self, committed_end: int) -> None:
+        """No longer kept whole (its topic's cleanup.policy left compact): a tail from now on."""
+        if self.resident:
+            self.resident = False
+            self.budget.partitions += 1
+            self._counted = True
+            self.trim(committed_end)
 
     def release(self) -> None:
         """The store closed: its share of the node's budget goes back, its cached batches go."""

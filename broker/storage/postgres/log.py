@@ -47,7 +47,7 @@ from ....protocol import record_batch as rb
 from ....protocol.errors import ErrorCode, KafkaError
 from ..log.epochs import LeaderEpochs
 from ..producer_state import PartitionProducerState
-from .batch_index import IndexEntry, StoredBatches
+from .batch_index import IndexEntry, StoredBatches, kept_whole
 from .memory import InFlight, ReadCache, TailBudget
 
 if TYPE_CHECKING:
@@ -99,9 +99,6 @@ _READ_BATCHES = """
 SELECT base_offset, records FROM batches
 WHERE topic = $1 AND partition = $2 AND base_offset BETWEEN $3 AND $4 ORDER BY base_offset
 """
-# Partitions a coordinator replays synchronously at its load (broker/partitions/replay_read.py): kept
-# whole in memory, as compacted ones are (compaction walks every key).
-REPLAYED = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 READS_AT_ONCE = 3  # database reads of old batches under way at once (the pool serves metadata too)
 READ_TIMEOUT_S = 10.0  # a reader waits no longer for the database (a client's request times out at 30 s)
 
@@ -174,7 +171,7 @@ class PostgresLog:
                 raise NotLeaderError(f"{topic}-{partition} is led by node {row['leader']}, not {self.node_id}")
             epochs = await conn.fetch("SELECT leader_epoch, start_offset FROM epoch_history WHERE topic = $1 "
                                            "AND partition = $2 ORDER BY leader_epoch", topic, partition)
-            resident = config.compact or topic in REPLAYED
+            resident = kept_whole(topic, config)
             if not resident:
                 self.budget.partitions += 1  # this one's share counts in what the tail may hold
             try:

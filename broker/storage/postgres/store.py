@@ -34,6 +34,7 @@ from ..log.partition_log import stamp_batch
 from ..log.timestamp_search import BatchToWalk, first_at, first_at_or_after, walk_inline
 from ..log.validation import check_appended_batches
 from ..producer_state import PartitionProducerState, ProducerEntry
+from .batch_index import kept_whole
 from .compaction import still_there
 
 if TYPE_CHECKING:
@@ -85,6 +86,8 @@ class PostgresPartitionStore:
     @config.setter
     def config(self, config: LogConfig) -> None:  # the topic's configs changed (engine.refresh)
         self._config = config
+        if self._batches.resident and not kept_whole(self.topic, config):
+            self._batches.let_go(self._committed)  # compact no longer: its old batches can go to the database
 
     @property
     def log_start_offset(self) -> int:
