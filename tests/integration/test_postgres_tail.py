@@ -19,6 +19,7 @@ from kbroker.broker.storage.log.config import LogConfig
 from kbroker.broker.storage.postgres import metadata
 from kbroker.broker.storage.postgres.log import PostgresLog
 from kbroker.broker.storage.postgres.memory import ReadCache, TailBudget
+from kbroker.broker.storage.postgres.compaction import compact_store
 from kbroker.broker.storage.postgres.retention import apply_retention
 from kbroker.broker.storage.postgres.schema import connect
 from kbroker.protocol import record_batch as rb
@@ -165,6 +166,30 @@ async def test_a_failed_read_from_the_database_is_a_storage_error_for_that_read(
     node1.reader = await asyncpg.create_pool(url, min_size=1, max_size=3)  # back: read again
     await asyncio.wait_for(store.prepare_read(0, RECORD), WAIT_S)
     assert store.read(0, RECORD, Isolation.HIGH_WATERMARK)
+    await stop(node1)
+
+
+async def test_a_topic_made_compact_is_read_back_whole_and_compacted(database):
+    url, admin = database
+    await metadata.create_topic(admin, "later", {0: [1]})
+    node1 = await node(url, 1)
+    store = await node1.open_partition("later", 0, LogConfig())
+    now = int(time.time() * 1000)
+    for i in range(40):  # four keys, ten values each
+        data = rb.encode_batch([rb.Record(0, now, f"k{i % 4}".encode(), value(i))])
+        await asyncio.wait_for(store.append(data, origin=AppendOrigin.CLIENT, now_ms=now,
+                                            leader_epoch=0).wait_durable(), WAIT_S)
+    assert not store.resident and store.batches.tail_from > 20
+    store.config = LogConfig.from_topic_configs({"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"},
+                                                LogConfig())
+    assert not store.resident and await compact_store(store, now) == 0  # not while a tail only
+    assert await store.hold_whole(chunk_bytes=3 * RECORD)
+    assert store.resident and store.batches.tail_bytes == store.size_bytes and node1.budget.partitions == 0
+    assert await compact_store(store, now + 1) > 0
+    await asyncio.sleep(0)
+    survivors = [(r.key, r.value) for _, records in rb.decode_batches(store.read(0, 1 << 30, Isolation.LOG_END))
+                 for r in records]
+    assert survivors == [(f"k{i % 4}".encode(), value(i)) for i in range(36, 40)]
     await stop(node1)
 
 

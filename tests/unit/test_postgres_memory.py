@@ -104,6 +104,24 @@ def test_a_resident_partition_keeps_every_batch_outside_the_budget() -> None:
     assert budget.partitions == 0
 
 
+def test_a_partition_made_compact_is_read_back_whole_newest_first() -> None:
+    budget = TailBudget(partition_bytes=20, node_bytes=1000)
+    cache = ReadCache(1000)
+    log = batches(6, 10, budget=budget, cache=cache, held=2)  # 4 and 5 held
+    log.cache_read([(0, bytes(10))])
+    log.holding = True
+    assert log.trim(committed_end=6) == 0  # nothing let go while it is read back
+    assert log.below_tail(25) == (2, 3)  # the newest below the tail, up to 25 bytes
+    log.hold([(2, bytes(10)), (3, bytes(10))])
+    assert (log.tail_from, log.tail_bytes, log.resident) == (2, 40, False)
+    log.hold([(1, bytes(99))])  # not the batch the index has: nothing held
+    assert log.tail_from == 2
+    log.hold([(0, bytes(10)), (1, bytes(10))])
+    assert (log.tail_from, log.tail_bytes, log.resident, log.holding) == (0, 60, True, False)
+    assert budget.partitions == 0 and (P, 0) not in cache  # outside the tails' budget now, its cache gone
+    assert log.below_tail(25) is None
+
+
 async def test_readers_of_one_range_share_one_read() -> None:
     reads = InFlight()
     first = reads.start(("p", (0, 9)))

@@ -60,17 +60,47 @@ class StoredBatches:
         if not resident:
             budget.partitions += 1
         self._counted = not resident
+        self.holding = False  # being read back whole (its topic became compact): the tail is not trimmed
 
     def __len__(self) -> int:
         return len(self.bases)
 
     def let_go(self, committed_end: int) -> None:
         """No longer kept whole (its topic's cleanup.policy left compact): a tail from now on."""
+        self.holding = False
         if self.resident:
             self.resident = False
             self.budget.partitions += 1
             self._counted = True
             self.trim(committed_end)
+
+    def below_tail(self, max_bytes: int) -> tuple[int, int] | None:
+        """The (first, last) base offsets of the newest batches below the tail, up to `max_bytes` (one
+        at least): the next span to read back into memory. None: none left."""
+        last = self.tail_from - 1
+        if last < 0:
+            return None
+        first, size = last, self.sizes[last]
+        while first > 0 and size + self.sizes[first - 1] <= max_bytes:
+            first -= 1
+            size += self.sizes[first]
+        return self.bases[first], self.bases[last]
+
+    def hold(self, rows: list[tuple[int, bytes]]) -> None:
+        """Batches read back, newest first, held as the tail's oldest where the index still has them as
+        they were; once every batch is held, the partition is kept whole (resident)."""
+        for base, data in sorted(rows, reverse=True):
+            i = self.tail_from - 1
+            if i < 0 or self.bases[i] != base or self.sizes[i] != len(data):
+                break
+            self.data[i] = data
+            self.tail_from = i
+            self.tail_bytes += len(data)
+        if self.tail_from == 0:
+            self.holding = False
+            if not self.resident:
+                self.resident = True
+                self.release()
 
     def release(self) -> None:
         """The store closed: its share of the node's budget goes back, its cached batches go."""
@@ -106,7 +136,7 @@ class StoredBatches:
     def trim(self, committed_end: int) -> int:
         """Let go of the oldest held bytes of committed batches past the tail budget (nothing for a
         resident partition); returns how many batches were let go."""
-        if self.resident:
+        if self.resident or self.holding:
             return 0
         limit = self.budget.per_partition()
         committed = self.count_below(committed_end)

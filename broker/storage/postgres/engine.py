@@ -201,6 +201,14 @@ class PostgresEngine:
         changed."""
         done = 0
         for store in list(self.plog.stores.values()):
+            if store.config.compact and not store.resident and not store.closed:
+                # made compact while this node leads it: its log is read back whole first
+                try:
+                    await store.hold_whole()
+                except Exception as exc:  # noqa: BLE001 - the database's: tried again at the next pass
+                    log.warning("partition_read_back_failed", topic=store.topic, partition=store.partition,
+                                error=repr(exc))
+                    continue
             if not self.plog.fenced() and needs_cleaning(store, now_ms):
                 done += await compact_store(store, now_ms)
         return done

@@ -214,14 +214,19 @@ class PostgresLog:
             task.add_done_callback(self._read_tasks.discard)
         return future
 
+    async def fetch_batches(self, store: PostgresPartitionStore, span: tuple[int, int]) -> list[tuple[int, bytes]]:
+        """(base offset, bytes) of the store's batches with base offsets in `span`, from the database."""
+        async with self._read_slots, self.reader.acquire(timeout=READ_TIMEOUT_S) as conn:
+            rows = await conn.fetch(_READ_BATCHES, store.topic, store.partition, span[0], span[1],
+                                    timeout=READ_TIMEOUT_S)
+        self.reads += 1
+        return [(r["base_offset"], bytes(r["records"])) for r in rows]
+
     async def _read(self, store: PostgresPartitionStore, span: tuple[int, int], key: Any) -> None:
         try:
-            async with self._read_slots, self.reader.acquire(timeout=READ_TIMEOUT_S) as conn:
-                rows = await conn.fetch(_READ_BATCHES, store.topic, store.partition, span[0], span[1],
-                                        timeout=READ_TIMEOUT_S)
-            self.reads += 1
+            rows = await self.fetch_batches(store, span)
             if not store.closed:
-                store.batches.cache_read([(r["base_offset"], bytes(r["records"])) for r in rows])
+                store.batches.cache_read(rows)
         except Exception as exc:  # noqa: BLE001 - the database's failure, whatever it is, is the reader's answer
             log.warning("postgres_read_failed", topic=store.topic, partition=store.partition, first=span[0],
                         last=span[1], error=repr(exc))

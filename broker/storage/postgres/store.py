@@ -368,6 +368,30 @@ class PostgresPartitionStore:
         span = batches.to_read(i, min(max_bytes, batches.cache.max_bytes // 2), self._committed)
         return None if span is None else self._log.read_batches(self, span)
 
+    async def hold_whole(self, chunk_bytes: int = 4 * 1024 * 1024) -> bool:
+        """Read every batch below the tail back into memory (the topic became compact while this node
+        led it: compaction walks every batch), newest first, a chunk a query; True once whole. Stops if
+        the store closes or the topic is compact no longer."""
+        batches = self._batches
+        batches.holding = True
+        try:
+            while not batches.resident:
+                if self._closed or self._offline is not None or not kept_whole(self.topic, self._config):
+                    return False
+                span = batches.below_tail(chunk_bytes)
+                if span is None:
+                    batches.hold([])
+                    break
+                before = batches.tail_from
+                batches.hold(await self._log.fetch_batches(self, span))
+                if batches.tail_from == before:  # (the log start passing them meanwhile moves it too)
+                    return False  # not as the index has it: the cleaner's next pass tries again
+            return True
+        finally:
+            if not batches.resident:
+                batches.holding = False
+                batches.trim(self._committed)
+
     def read_failed(self, error: Exception) -> None:
         self._read_error = error
 
