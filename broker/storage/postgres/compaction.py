@@ -137,7 +137,7 @@ def dirtiness(store: PostgresPartitionStore, now_ms: int) -> tuple[float, bool]:
 def needs_cleaning(store: PostgresPartitionStore, now_ms: int) -> bool:
     if not store.config.compact or store.closed or store.offline is not None:
         return False
-    if not store.resident:  # made compact after it opened with a tail only: compacted once opened again
+    if not store.resident:  # made compact after it opened with a tail only: once read back whole (engine.py)
         return False
     ratio, forced = dirtiness(store, now_ms)
     if ratio > store.config.min_cleanable_dirty_ratio or forced:
