@@ -158,6 +158,7 @@ class PostgresLog:
         from .store import PostgresPartitionStore
 
         conn = conn or self.conn
+        started = time.monotonic()
         old = self.stores.pop((topic, partition), None)
         if old is not None:
             old.depose(None)
@@ -197,7 +198,8 @@ class PostgresLog:
             other.batches.trim(other.high_watermark)
         log.info("partition_opened", topic=topic, partition=partition, leader_epoch=row["leader_epoch"],
                  log_start=row["log_start"], log_end=row["log_end"], batches=len(entries),
-                 bytes=batches.size, held=batches.tail_bytes, resident=resident)
+                 bytes=batches.size, held=batches.tail_bytes, resident=resident,
+                 took_ms=round(1000 * (time.monotonic() - started), 1))
         return store
 
     # --- reads below the tail ---------------------------------------------------------------------------
