@@ -5,8 +5,9 @@
 Three instances of the word count (tests/clients/java/StreamsInstance.java: `group.protocol=streams`,
 exactly-once v2, a repartition and a counting store: 4 tasks over input topics of 2 partitions), each its
 own JVM, are launched at once on a new application id; the clock runs from the launch to the moment the
-settled assignment (every instance RUNNING, every task active on exactly one instance, and so for 3 s
-after) first shows in their reports (every 300 ms). The brokers run at their defaults, so both figures
+settled assignment first shows: every instance RUNNING, every task active on exactly one instance in their
+reports (every 300 ms), the broker's StreamsGroupDescribe saying the group is Stable with the same tasks
+per process, and so for 3 s after (tests/reference/streams_instances.wait_settled). The brokers run at their defaults, so both figures
 include Kafka's default `group.streams.initial.rebalance.delay.ms` (3 s) and the instances' JVM start-up
 (the same on both): the difference between the columns is the brokers'. Each broker runs --rounds
 rounds (3), a new application each; the median is the figure, every round is printed. Tansu serves no
@@ -56,7 +57,7 @@ def _round(bootstrap: str, java: list[str], work: Path) -> float:
     try:
         for instance in instances:
             instance.start()
-        _, settled = wait_settled(instances, f"  {app}", standbys=False)
+        _, settled = wait_settled(instances, f"  {app}", bootstrap, app, standbys=False)
     finally:
         for instance in instances:
             instance.stop()
@@ -103,7 +104,8 @@ def figures(results: dict[str, list[float] | NA], s: Sizes) -> list[Figure]:
     f = Figure("streams_groups", "3 Kafka Streams instances to a settled assignment",
                "three Kafka Streams 4.4 instances (word count, group.protocol=streams, exactly-once v2, 4 tasks), "
                "each its own JVM, launched at once on a new application; launch to the first report of the "
-               "assignment they keep (every instance RUNNING, every task active once); brokers at their defaults "
+               "assignment they keep (every instance RUNNING, every task active once, the group Stable as the "
+               "broker describes it); brokers at their defaults "
                "(a 3 s initial rebalance delay on both); the median of "
                f"{s.rounds} round(s), each printed", "s", higher_is_better=False, fmt=",.2f")
     for label, rounds in results.items():

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .coordinators.share_partitions import SharePartitionManager
     from .coordinators.share_state import ShareStateLog
     from .group_configs import GroupConfigStore
+    from .operations.features import FinalizedFeatures
 
 log = structlog.get_logger("kbroker.broker")
 
@@ -264,6 +265,7 @@ class Broker:
         self._share_partitions: SharePartitionManager | None = None
         self._share_state: ShareStateLog | None = None
         self._group_configs: GroupConfigStore | None = None
+        self._features: FinalizedFeatures | None = None
         self._serving = False
 
     def _servers(self, node: Any, listeners: Any, suffix: str) -> list[KafkaServer]:
@@ -585,6 +587,15 @@ class Broker:
 
             self._group_configs = GroupConfigStore(self.data_dir, self.config)
         return self._group_configs
+
+    @property
+    def features(self) -> FinalizedFeatures:
+        """The finalized feature levels (broker/operations/features.py), read with their first use."""
+        if self._features is None:
+            from .operations.features import for_broker
+
+            self._features = for_broker(self)
+        return self._features
 
     @property
     def transactions(self) -> TransactionService:

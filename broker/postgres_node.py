@@ -1,7 +1,7 @@
 """One node of a cluster over PostgreSQL (issue 44, `kbroker serve --cluster URL --node-id N`): the
 wiring between the database and the broker of this process.
 
-It opens the database (schema checked, broker registered with its lease), and runs four loops:
+It opens the database (schema checked, broker registered with its lease), and runs three loops:
 * the lease's renewal every RENEW_EVERY_S (the node fences itself by its own clock past the lease:
   membership.BrokerLease);
 * the controller's: take or renew the controller lease, and while held, move the partitions of
@@ -14,8 +14,8 @@ It opens the database (schema checked, broker registered with its lease), and ru
   and tells the coordinators of leaders that moved: a `__consumer_offsets` or `__transaction_state`
   partition is unloaded and, if this node leads it now, replayed from its log, as broker/cluster.py
   moves them for several nodes in one process;
-* the dynamic broker configs' (this node's layer and the cluster-wide defaults in `broker_configs`),
-  adopted and applied when another node changed them.
+  and, in the same pass, the dynamic broker configs (this node's layer and the cluster-wide defaults in
+  `broker_configs`, whose writes notify as well), adopted and applied when another node changed them.
 Producer ids come from the database's blocks, a block fetched ahead so that InitProducerId (which asks
 synchronously) finds one.
 """
@@ -38,7 +38,7 @@ from .storage.postgres.log import PostgresLog
 from .storage.postgres.membership import (LEASE_MS, PRODUCER_ID_BLOCK, RENEW_EVERY_S, BrokerLease, ControllerLease, NodeIdTaken,
                                           leaderships, move_lost_leaders, move_to_preferred, take_producer_id_block)
 from .storage.postgres.memory import ReadCache, TailBudget
-from .storage.postgres.notify import MetadataListener
+from .storage.postgres.notify import MetadataListener, notify
 
 if TYPE_CHECKING:
     from ..purgatory.clock import Clock
@@ -138,8 +138,7 @@ class PostgresNode:
                        loop.create_task(self._every(RENEW_EVERY_S, self._control), name="controller"),
                        loop.create_task(self._image(), name="cluster-image"),
                        loop.create_task(self._watch_fence(), name="lease-watch"),
-                       loop.create_task(self.listener.run(), name="metadata-listener"),
-                       loop.create_task(self._every(0.5, self._follow_broker_configs), name="broker-configs")]
+                       loop.create_task(self.listener.run(), name="metadata-listener")]
 
     async def _every(self, interval_s: float, step: Any) -> None:
         while True:
@@ -153,7 +152,8 @@ class PostgresNode:
             await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
 
     async def _image(self) -> None:
-        """Read the database into the image when told of a change (notify.py) and every poll interval."""
+        """Read the database into the image, and the dynamic broker configs, when told of a change
+        (notify.py) and every poll interval (the safety net for a notification lost while not listening)."""
         poll_s = self.config.cluster_poll_ms / 1000
         while True:
             try:
@@ -163,6 +163,7 @@ class PostgresNode:
             self._changed.clear()  # a notification during the refresh brings another one after it
             try:
                 await self.engine.refresh()
+                await self._follow_broker_configs()
                 if self._fence_lifted:
                     self._fence_lifted = False
                     self._reload_coordinators()
@@ -231,12 +232,13 @@ class PostgresNode:
 
     async def store_broker_configs(self, cluster_default: bool, layer: dict[str, str]) -> None:
         """One layer of dynamic broker configs, replaced whole in one transaction (checked by the caller,
-        broker/dynamic_configs.py); the other nodes follow it within their next pass."""
+        broker/dynamic_configs.py); the other nodes are notified as it commits and follow it at once."""
         owner = CLUSTER_DEFAULT if cluster_default else self.node_id
         async with self._configs_lock, self.pool.acquire() as conn, conn.transaction():
             await conn.execute("DELETE FROM broker_configs WHERE node_id = $1", owner)
             await conn.executemany("INSERT INTO broker_configs (node_id, key, value) VALUES ($1, $2, $3)",
                                    [(owner, k, v) for k, v in sorted(layer.items())])
+            await notify(conn, f"dynamic broker configs of {'the cluster' if cluster_default else self.node_id} replaced")
             self.broker_configs = (self.broker_configs[0], dict(layer)) if cluster_default else \
                 (dict(layer), self.broker_configs[1])
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .partitions.service import PartitionService
     from .operations.client_telemetry import ClientTelemetry
     from .operations.observe import Observations
+    from .operations.features import FinalizedFeatures
     from .operations.quotas import ClientQuotas
     from .network.router import Router
     from .security.service import Security
@@ -65,7 +66,11 @@ class BrokerServices(Protocol):
     @property
     def group_configs(self) -> GroupConfigStore: ...  # groups' dynamic config overrides
     @property
+    def features(self) -> FinalizedFeatures: ...  # the finalized feature levels (UpdateFeatures changes some)
+    @property
     def share_partitions(self) -> SharePartitionManager: ...  # share groups' delivery state, built with its first use
+    @property
+    def share_partitions_if_built(self) -> SharePartitionManager | None: ...
     @property
     def share_state(self) -> ShareStateLog: ...  # the share coordinator (`__share_group_state`), loaded at start
     # credentials, ACLs and TLS/SASL per listener: built at start with a TLS or SASL listener or an

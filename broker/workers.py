@@ -20,6 +20,7 @@ DOWN_CONVERT = "down-convert"  # Fetch v0-v3: stored batches rebuilt as old mess
 PRODUCE_CHECK = "produce-check"  # Produce: batches past a request's inline budget (log.validation)
 OFFSET_SEARCH = "offset-search"  # ListOffsets: a batch too costly to search on the loop (log.timestamp_search)
 STATE_FILES = "state-files"  # the ACL, client-quota and SCRAM files, rendered and written whole (state_file)
+CHECKPOINTS = "checkpoints"  # partitions' checkpoint.json a prune moved the log start of (log.checkpoint)
 
 _workers: dict[str, ThreadPoolExecutor] = {}
 

@@ -12,12 +12,14 @@ from ...protocol.messages.alter_share_group_offsets_response import (
     AlterShareGroupOffsetsResponsePartition,
     AlterShareGroupOffsetsResponseTopic,
 )
+from .share_group_heartbeat import share_groups_off
 from .share_group_offsets import refusal_to_change
 
 API_KEY = 91
 VERSIONS = (0, 0)
 E = ErrorCode
 _UNKNOWN = "This server does not host this topic-partition."
+_UNSUPPORTED = "The version of API is not supported."  # share.version below 1 (Errors.UNSUPPORTED_VERSION's words)
 
 
 def failed_response(_ctx: RequestContext, _request: AlterShareGroupOffsetsRequest, error: int,
@@ -26,6 +28,8 @@ def failed_response(_ctx: RequestContext, _request: AlterShareGroupOffsetsReques
 
 
 async def handle(ctx: RequestContext, request: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
+    if share_groups_off(ctx):
+        return failed_response(ctx, request, E.UNSUPPORTED_VERSION, _UNSUPPORTED)
     broker = ctx.broker
     refused = await refusal_to_change(ctx, request.group_id)
     if refused is not None:

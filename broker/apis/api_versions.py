@@ -45,9 +45,8 @@ IMPLEMENTED_FEATURES: dict[str, int] = {
     # 2: transactions v2 (KIP-890 part 2: an epoch bump per transaction, partitions added by Produce)
     "transaction.version": TRANSACTION_VERSION_BUILT,
 }
-# Kafka reports the metadata log offset at which the features were finalized; ours never change
-# while the broker runs, so any fixed non-negative epoch says "known" to clients.
-FINALIZED_FEATURES_EPOCH = 1
+# Kafka reports the metadata log offset at which the features were finalized; kbroker counts the changes
+# UpdateFeatures made (operations/features.py: FinalizedFeatures.epoch, from 1).
 
 
 def features(release: KafkaRelease) -> dict[str, tuple[int, int, int]]:
@@ -68,10 +67,11 @@ def supported_features(release: KafkaRelease, version: int) -> list[SupportedFea
             if not (low == 0 and version < 4)]
 
 
-def finalized_features(release: KafkaRelease) -> list[FinalizedFeatureKey]:
-    # Level 0 means "off" and Kafka does not list it as finalized.
+def finalized_features(levels: dict[str, tuple[int, int, int]]) -> list[FinalizedFeatureKey]:
+    """`levels`: features(release) or the broker's FinalizedFeatures.levels(). Level 0 means "off" and
+    Kafka does not list it as finalized."""
     return [FinalizedFeatureKey(name, max_version_level=level, min_version_level=level)
-            for name, (_, _, level) in features(release).items() if level > 0]
+            for name, (_, _, level) in levels.items() if level > 0]
 
 
 def error_answer(error: ErrorCode) -> ApiVersionsResponse:
@@ -93,12 +93,12 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
         # KIP-1242: a client that names the cluster and node it means to reach, and reached another,
         # is told to bootstrap again.
         return error_answer(ErrorCode.REBOOTSTRAP_REQUIRED)
-    release = broker.kafka_release
+    levels = broker.features  # the release's, as UpdateFeatures changed them (operations/features.py)
     return ApiVersionsResponse(
         error_code=ErrorCode.NONE,
         api_keys=[ApiVersion(key, low, high) for key, low, high in broker.router.supported()],
         throttle_time_ms=0,
-        supported_features=supported_features(release, ctx.api_version),
-        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
-        finalized_features=finalized_features(release),
+        supported_features=supported_features(broker.kafka_release, ctx.api_version),
+        finalized_features_epoch=levels.epoch,
+        finalized_features=finalized_features(levels.levels()),
     )

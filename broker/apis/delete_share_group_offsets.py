@@ -11,12 +11,14 @@ from ...protocol.messages.delete_share_group_offsets_response import (
     DeleteShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsResponseTopic,
 )
+from .share_group_heartbeat import share_groups_off
 from .share_group_offsets import refusal_to_change
 
 API_KEY = 92
 VERSIONS = (0, 0)
 E = ErrorCode
 _UNKNOWN = "This server does not host this topic-partition."
+_UNSUPPORTED = "The version of API is not supported."  # share.version below 1 (Errors.UNSUPPORTED_VERSION's words)
 
 
 def failed_response(_ctx: RequestContext, _request: DeleteShareGroupOffsetsRequest, error: int,
@@ -25,6 +27,8 @@ def failed_response(_ctx: RequestContext, _request: DeleteShareGroupOffsetsReque
 
 
 async def handle(ctx: RequestContext, request: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
+    if share_groups_off(ctx):
+        return failed_response(ctx, request, E.UNSUPPORTED_VERSION, _UNSUPPORTED)
     broker = ctx.broker
     manager = broker.share_partitions
     await manager.ready()  # the share coordinator has replayed its log

@@ -25,7 +25,6 @@ from ...protocol.messages.describe_quorum_response import (
     ReplicaState,
     TopicData,
 )
-from .api_versions import FINALIZED_FEATURES_EPOCH
 
 API_KEY = 55
 VERSIONS = (0, 2)
@@ -50,7 +49,7 @@ def handle(ctx: RequestContext, request: DescribeQuorumRequest) -> DescribeQuoru
             for t in topics])
     broker = ctx.broker
     now = broker.clock.wall_ms()
-    offset = FINALIZED_FEATURES_EPOCH
+    offset = broker.features.epoch  # the metadata log's end, as ApiVersions' FinalizedFeaturesEpoch says
     voter = ReplicaState(replica_id=broker.node_id, log_end_offset=offset, last_fetch_timestamp=now,
                          last_caught_up_timestamp=now)
     partition = PartitionData(0, ErrorCode.NONE, "", leader_id=broker.node_id, leader_epoch=LEADER_EPOCH,

@@ -17,6 +17,7 @@ from ...protocol.messages.describe_share_group_offsets_response import (
     DescribeShareGroupOffsetsResponsePartition,
     DescribeShareGroupOffsetsResponseTopic,
 )
+from .share_group_heartbeat import share_groups_off
 from .share_group_offsets import describe_group
 
 API_KEY = 90
@@ -33,6 +34,8 @@ def failed_response(_ctx: RequestContext, request: DescribeShareGroupOffsetsRequ
 
 
 async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest) -> DescribeShareGroupOffsetsResponse:
+    if share_groups_off(ctx):  # each group answered so, as KafkaApis does
+        return failed_response(ctx, request, E.UNSUPPORTED_VERSION)
     broker = ctx.broker
     manager = broker.share_partitions
     await manager.ready()  # the share coordinator has replayed its log

@@ -13,7 +13,7 @@ from collections.abc import Awaitable
 from ..coordinators.share_partitions import answered
 from ..network.router import RequestContext
 from .share_fetch import may_read
-from .share_group_heartbeat import valid_member_id
+from .share_group_heartbeat import share_groups_off, valid_member_id
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
 from ...protocol.messages.share_acknowledge_response import (
@@ -36,6 +36,8 @@ def failed_response(_ctx: RequestContext, _request: ShareAcknowledgeRequest, err
 
 async def handle(ctx: RequestContext, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
     broker = ctx.broker
+    if share_groups_off(ctx):
+        return failed_response(ctx, request, E.UNSUPPORTED_VERSION)
     if request.group_id is None or not valid_member_id(request.member_id):  # KafkaApis' checks (no message)
         return failed_response(ctx, request, E.INVALID_REQUEST)
     member_id: str = request.member_id or ""

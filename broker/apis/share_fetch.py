@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..coordinators.share_partitions import answered
 from ..network.router import RequestContext
-from .share_group_heartbeat import valid_member_id
+from .share_group_heartbeat import share_groups_off, valid_member_id
 from ...protocol.errors import ErrorCode
 from ...protocol.messages.share_fetch_request import ShareFetchRequest
 from ...protocol.messages.share_fetch_response import (
@@ -75,6 +75,8 @@ def _partition(ctx: RequestContext, index: int, answer: PartitionAnswer | None, 
 
 async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchResponse:
     broker = ctx.broker
+    if share_groups_off(ctx):
+        return failed_response(ctx, request, E.UNSUPPORTED_VERSION)
     # KafkaApis: a null group id or an invalid member id is INVALID_REQUEST (an empty group id is a
     # group's); its error answers carry no message
     if request.group_id is None or not valid_member_id(request.member_id):
@@ -125,6 +127,8 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
             await broker.fetch_purgatory.wait(  # MaxBytes 0 acquires nothing: it waits out MaxWaitMs
                 request.max_wait_ms,
                 lambda: request.max_bytes > 0 and any(manager.can_acquire(group_id, t, p) for t, p in keys), keys)
+            if share_groups_off(ctx):  # turned off while it waited: its session is gone
+                return failed_response(ctx, request, E.UNSUPPORTED_VERSION)
             await _prepare_reads(ctx, request, list(session.partitions), names, readable)
             answers = _fetch_all(ctx, request, list(session.partitions), names, readable)
         session.acquired_from.update((names[t], p) for (t, p), a in answers.items() if a.acquired)

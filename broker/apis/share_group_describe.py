@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 from . import group_wire
 from .repeats import distinct, in_request_order
+from .share_group_heartbeat import share_groups_off
 from ..network.router import RequestContext
 from ...coordinator.groups.share import share_commands as sc
+from ...protocol.errors import ErrorCode
 from ...protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 from ...protocol.messages.share_group_describe_response import (
     Assignment,
@@ -49,6 +51,9 @@ def _group(g: sc.DescribedShareGroup) -> DescribedGroup:
 
 
 async def handle(ctx: RequestContext, request: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
+    if share_groups_off(ctx):
+        return failed_response(ctx, request, ErrorCode.UNSUPPORTED_VERSION)
+
     async def one(group_id: str) -> sc.DescribedShareGroup:
         async def call(coordinator: GroupCoordinatorService) -> sc.DescribedShareGroup:
             return await coordinator.submit(sc.ShareGroupDescribe(group_id))

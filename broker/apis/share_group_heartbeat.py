@@ -19,6 +19,12 @@ VERSIONS = (1, 1)
 MAX_MEMBER_ID = 36  # KafkaApis.isMemberIdValid: a member id is 1 to 36 characters (a UUID's string)
 
 
+def share_groups_off(ctx: RequestContext) -> bool:
+    """share.version is below 1 (UpdateFeatures lowered it, or the release's is 0): every share API
+    answers UNSUPPORTED_VERSION before any other check, ACLs included (KafkaApis' isShareGroupProtocolEnabled)."""
+    return ctx.broker.features.level("share.version") < 1
+
+
 def valid_member_id(member_id: str | None) -> bool:
     """What KafkaApis asks of a share group member's id in ShareGroupHeartbeat, ShareFetch and
     ShareAcknowledge (its isMemberIdValid)."""
@@ -55,6 +61,8 @@ def _response(r: sc.ShareGroupHeartbeatResult) -> ShareGroupHeartbeatResponse:
 
 
 def handle(ctx: RequestContext, request: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse | Deferred:
+    if share_groups_off(ctx):
+        return failed_response(ctx, request, ErrorCode.UNSUPPORTED_VERSION)
     if not valid_member_id(request.member_id):  # KafkaApis' check, before the coordinator's; no message
         return failed_response(ctx, request, ErrorCode.INVALID_REQUEST)
     if not request.group_id:

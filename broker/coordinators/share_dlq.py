@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 
-from ...coordinator.share.share_partition import DLQ_SHARE_VERSION, SHARE_VERSION_BUILT
+from ...coordinator.share.share_partition import DLQ_SHARE_VERSION
 from ...protocol import record_batch as rb
 
 if TYPE_CHECKING:
@@ -55,8 +55,9 @@ class Archived:
 
 
 def share_version(broker: BrokerServices) -> int:
-    """The finalized share.version: the release's (4.4: 2), capped to what kbroker builds."""
-    return min(broker.kafka_release.finalized_features.get("share.version", 0), SHARE_VERSION_BUILT)
+    """The finalized share.version: the release's (4.4: 2, capped to what kbroker builds), or the level
+    UpdateFeatures set since (operations/features.py)."""
+    return broker.features.level("share.version")
 
 
 class ShareDeadLetters:
@@ -171,52 +172,46 @@ class ShareDeadLetters:
         """The source records (key and value) at those offsets, read as a consumer reads (up to the
         high watermark); one that cannot be read is copied with headers only, as Kafka's fetcher does."""
         wanted = {r.offset for r in records}
-        found: dict[int, rb.Record] = {}
-        offset, last = min(wanted), max(wanted)
-        while offset <= last:
-            # an engine that keeps old batches outside memory (PostgreSQL's) reads them in first
-            await self.broker.partitions.prepare_reads([(topic, partition, offset, _READ_BYTES)])
-            read = self.broker.partitions.read(topic, partition, offset, _READ_BYTES, min_one_batch=True,
-                                               read_committed=False)
-            if read.error_code != 0 or not read.records:
-                break
-            advanced = offset
-            for header, batch in rb.decode_batches(read.records):
-                for record in batch:
-                    if record.offset in wanted:
-                        found[record.offset] = record
-                advanced = max(advanced, header.base_offset + header.last_offset_delta + 1)
-            if advanced <= offset:
-                break
-            offset = advanced
-        return found
+        return {record.offset: record async for read in self._reads(topic, partition, min(wanted), max(wanted) + 1)
+                for record in read if record.offset in wanted}
 
     async def _not_yet_written(self, dlq_topic: str, dlq_partition: int, group_id: str, topic: str, partition: int,
-                         records: list[Archived]) -> list[Archived]:
+                               records: list[Archived]) -> list[Archived]:
         """Those of `records` with no copy in the DLQ partition yet (a scan of it, done only at a start
         that found records ARCHIVING: a crash between a copy's write and ARCHIVED's), a MiB at a time,
         letting the others run between reads."""
         wanted = {r.offset for r in records}
         ident = (topic.encode(), str(partition).encode(), group_id.encode())
-        error, offset, high_watermark = self.broker.partitions.bounds(dlq_topic, dlq_partition)
-        while error == 0 and offset < high_watermark and wanted:
-            await self.broker.partitions.prepare_reads([(dlq_topic, dlq_partition, offset, _READ_BYTES)])
-            read = self.broker.partitions.read(dlq_topic, dlq_partition, offset, _READ_BYTES, min_one_batch=True,
-                                               read_committed=False)
-            if read.error_code != 0 or not read.records:
+        error, log_start, high_watermark = self.broker.partitions.bounds(dlq_topic, dlq_partition)
+        async for read in self._reads(dlq_topic, dlq_partition, log_start, high_watermark if error == 0 else log_start):
+            for record in read:
+                h = dict(record.headers)
+                if (h.get("__dlq.errors.topic"), h.get("__dlq.errors.partition"), h.get("__dlq.errors.group")) == ident:
+                    wanted.discard(int(h.get("__dlq.errors.offset") or -1))
+            if not wanted:
                 break
-            advanced = offset
-            for header, batch in rb.decode_batches(read.records):
-                for record in batch:
-                    h = dict(record.headers)
-                    if (h.get("__dlq.errors.topic"), h.get("__dlq.errors.partition"), h.get("__dlq.errors.group")) == ident:
-                        wanted.discard(int(h.get("__dlq.errors.offset") or -1))
-                advanced = max(advanced, header.base_offset + header.last_offset_delta + 1)
-            if advanced <= offset:
-                break
-            offset = advanced
             await asyncio.sleep(0)
         return [r for r in records if r.offset in wanted]
+
+    async def _reads(self, topic: str, partition: int, offset: int, end: int) -> AsyncIterator[list[rb.Record]]:
+        """The records of a topic-partition from `offset` to `end` (exclusive), read as a consumer reads
+        (up to the high watermark) a MiB at a time: one list per read. It stops early at a read that
+        fails, finds nothing or does not advance (what is left cannot be read)."""
+        while offset < end:
+            # an engine that keeps old batches outside memory (PostgreSQL's) reads them in first
+            await self.broker.partitions.prepare_reads([(topic, partition, offset, _READ_BYTES)])
+            read = self.broker.partitions.read(topic, partition, offset, _READ_BYTES, min_one_batch=True,
+                                               read_committed=False)
+            if read.error_code != 0 or not read.records:
+                return
+            advanced, records = offset, []
+            for header, batch in rb.decode_batches(read.records):
+                records.extend(batch)
+                advanced = max(advanced, header.base_offset + header.last_offset_delta + 1)
+            if advanced <= offset:
+                return
+            yield records
+            offset = advanced
 
     def _wall_ms(self) -> int:
         return self.broker.clock.wall_ms()

@@ -182,6 +182,20 @@ class SharePartitionManager:
             del self.sessions[key]
         self.release(group_id, member_id)
 
+    def share_groups_off(self) -> None:
+        """share.version went below 1 (UpdateFeatures): every share session ends and every share-partition
+        leaves memory, as Kafka's SharePartitionManager.onShareVersionToggle clears its caches. Nothing is
+        written: a share-partition used again starts from its persisted state, where what was acquired is
+        available again; a long poll waiting on one is woken (its request answers as share groups now do)."""
+        log.info("share_groups_off", sessions=len(self.sessions), share_partitions=len(self.partitions))
+        self.sessions.clear()
+        self.by_connection.clear()
+        for key in list(self.partitions):
+            self.timers.cancel(self._timer_key(*key))
+            self.broker.fetch_purgatory.notify(key[1], key[2])
+        self.partitions.clear()
+        self.topic_ids.clear()
+
     def release(self, group_id: str, member_id: str, only: set[tuple[str, int]] | None = None) -> None:
         """What the member holds goes back: on every share-partition of the group, or `only` on those
         (a session's, whose member may hold others through its sessions on other nodes)."""

@@ -21,7 +21,9 @@ Pruning (Kafka's share coordinator's "last redundant offset"): every record is a
 key, so once a write is durable, each partition's records below the oldest still-current record of
 its keys are redundant, and the partition's log start moves there (a key whose latest record is a
 tombstone needs nothing kept). Only durable records count: the log start stays below every record
-still in flight, and a key's last durable snapshot is kept until its newer one is durable.
+still in flight, and a key's last durable snapshot is kept until its newer one is durable. The write is
+answered once the moved log start is durable too (so a restart, even after a kill -9, starts there):
+its checkpoint is written off the loop, shared by the prunes made meanwhile (log/checkpoint.py).
 """
 
 from __future__ import annotations
@@ -238,7 +240,12 @@ class ShareStateLog:
             self._in_flight[state_partition].discard(offset)
         for i, record in enumerate(records):
             self._note(state_partition, record, offset + i)
-        self.prune(state_partition, offset + len(records))
+        pruned = self.prune(state_partition, offset + len(records))
+        if pruned is not None:
+            try:  # answered once the moved log start is durable too, so that a restart keeps it
+                await pruned
+            except Exception as exc:  # noqa: BLE001 - the state is durable; only the log start may go back
+                log.warning("share_state_prune_not_durable", partition=state_partition, error=repr(exc))
 
     def _note(self, state_partition: int, record: ShareStateRecord, offset: int) -> None:
         """A durable record of a key: its latest unless a later one was noted first."""
@@ -250,15 +257,19 @@ class ShareStateLog:
         if known is None or known[0] < offset:
             latest[key] = (offset, not record.tombstone)
 
-    def prune(self, state_partition: int, durable_end: int) -> None:
+    def prune(self, state_partition: int, durable_end: int) -> Awaitable[None] | None:
         """Move the partition's log start to its last redundant offset + 1, no further than
-        `durable_end` (every record below it is durable)."""
+        `durable_end` (every record below it is durable); the wait for that log start's checkpoint,
+        which the prunes of the writes made durable meanwhile share (one write off the loop, not two
+        fsyncs on it per write), or None when nothing moved."""
         latest = self._latest.get(state_partition, {})
         target = min((offset for offset, alive in latest.values() if alive), default=durable_end)
         target = min(target, durable_end, *self._in_flight.get(state_partition, ()))
         store = self.partitions.replay_store(TOPIC, state_partition)
         if store is None or target <= store.log_start_offset:
-            return
+            return None
         error, _ = self.partitions.prune(TOPIC, state_partition, target)
         if error:
             log.warning("share_state_prune_failed", partition=state_partition, offset=target, error=error)
+            return None
+        return store.durable_log_start()

@@ -68,7 +68,12 @@ class PostgresCatalogue(TopicCatalogue):
 
     @property
     def controller(self) -> int:
-        return self._pg.controller
+        """The holder of the controller lease if it is live, else this node: every node serves the
+        controller's requests, and a client told of none (-1: from a node's start to its first refresh
+        after an election) may wait for a metadata change it never asks for (librdkafka's admin
+        client's CreateTopics hung). Kafka's brokers name a live broker, never -1."""
+        holder = self._pg.controller
+        return holder if holder in self.live_nodes else self.node_id
 
     def default_replication_factor(self, topic: str) -> int:
         if topic in INTERNAL_TOPICS:

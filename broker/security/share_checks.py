@@ -115,9 +115,19 @@ def _delete_denied(_ctx: RequestContext, topic: Any) -> Any:
                                                   error_message=DENIED_MESSAGE[TOPIC_DENIED])
 
 
-CHECKS = {
+def _unless_off(check: Any) -> Any:
+    """KafkaApis asks whether share groups are on (share.version 1 or more) before any ACL: when they are
+    off the handler answers UNSUPPORTED_VERSION to everyone, authorized or not."""
+    async def checked(ctx: RequestContext, request: Any, call: Call, sec: Security) -> Any:
+        if ctx.broker.features.level("share.version") < 1:
+            return await call(request)
+        return await check(ctx, request, call, sec)
+    return checked
+
+
+CHECKS = {api_key: _unless_off(check) for api_key, check in {
     76: check_share_group_heartbeat, 77: check_share_group_describe,
     78: group_check(Op.READ), 79: group_check(Op.READ),
     90: check_describe_share_group_offsets, 91: _group_then_topic_read(Op.READ, _alter_denied),
     92: _group_then_topic_read(Op.DELETE, _delete_denied),
-}
+}.items()}

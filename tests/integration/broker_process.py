@@ -82,6 +82,10 @@ def free_ports(count: int, host: str = "127.0.0.1") -> int:
     raise RuntimeError(f"no {count} consecutive free ports")
 
 
+class PortTaken(RuntimeError):
+    """The broker could not bind its port: another process holds it."""
+
+
 class BrokerProcess:
     def __init__(self, data_dir: str | Path, *extra_args: str, port: int | None = None, host: str = "127.0.0.1",
                  env: dict[str, str] | None = None, start: bool = True, listen_flag: bool = True,
@@ -94,6 +98,7 @@ class BrokerProcess:
         self.kbroker = kbroker or [sys.executable, "-m", "kbroker"]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.host = host
+        self._port_chosen = port is None  # another port may be taken if another session takes this one
         self.port = port or free_port(host)
         self.extra_args = list(extra_args)
         self.env = env
@@ -116,6 +121,19 @@ class BrokerProcess:
                 *self.extra_args]
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start and wait until this broker serves. At a first start on a port chosen here, a port taken
+        meanwhile by another session's process (free_port's race) is changed for another, twice at
+        most; a restart keeps its port, which clients know."""
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                if not (self._port_chosen and self.starts == 1 and self.listen_flag) or attempt == 2:
+                    raise
+                self.starts, self.log_paths = 0, []
+                self.port = free_port(self.host)
+
+    def _start(self, timeout: float) -> None:
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         self.starts += 1
         log_path = self.data_dir.parent / f"{self.data_dir.name}-broker-{self.starts}.log"
@@ -130,7 +148,8 @@ class BrokerProcess:
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
+                error = PortTaken if f"port {self.port} is already in use" in self.dump_log() else RuntimeError
+                raise error(f"broker exited with {self.proc.returncode} during start-up:\n{self.dump_log()}")
             if self.probe() and self._serving_here(deadline):
                 self._await_internal_topics(deadline)
                 return

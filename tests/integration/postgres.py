@@ -113,6 +113,16 @@ class PostgresServer:
                         "-p", str(self.port), "-U", SUPERUSER, "-d", database, "-c", sql, timeout=60)
         return out.stdout.strip()
 
+    def hold(self, database: str, select: str) -> RowHold:
+        """A session holding the rows `select` names (FOR UPDATE) from when this returns until its
+        release(): a database too slow to answer, for as long as a test needs, not for a time."""
+        command = ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", str(self.socket_dir),
+                   "-p", str(self.port), "-U", SUPERUSER, "-d", database]
+        if self._as_root:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        return RowHold(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                        cwd=self.base), select)
+
     def create_database(self, name: str | None = None, owner: str = SUPERUSER) -> str:
         name = name or f"kb_{uuid.uuid4().hex[:12]}"
         self.psql(f'CREATE DATABASE "{name}" OWNER "{owner}"')
@@ -128,6 +138,27 @@ class PostgresServer:
 
     def remove(self) -> None:
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+class RowHold:
+    """psql reading its statements from a pipe: an open transaction that has locked rows."""
+
+    def __init__(self, proc: subprocess.Popen, select: str) -> None:
+        self.proc = proc
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(f"BEGIN; {select} FOR UPDATE; SELECT 'held';\n")
+        proc.stdin.flush()
+        while (line := proc.stdout.readline()) and line.strip() != "held":
+            pass
+        assert line, f"the session ended before it held the rows of {select!r}"
+
+    def release(self) -> None:
+        """Commit (the rows go free) and end the session; again is nothing."""
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write("COMMIT;\n")
+            self.proc.stdin.close()
+            self.proc.wait(30)
 
 
 def start_postgres(listen: tuple[str, str] | None = None) -> PostgresServer:

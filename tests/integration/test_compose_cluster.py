@@ -2,15 +2,18 @@
 so the file is parsed and checked against the broker's configuration and the image, then PostgreSQL is
 made as the `postgres` service makes it (its user, password and database) and the three nodes are started
 with exactly their services' environments (only the ports, the data directories and the database's
-host changed: as_test_environment), and the app's commands run against them."""
+host changed: as_test_environment), and the app's commands run against them by the services' names
+(mapped to the nodes' loopback listeners in a mount namespace of the app's own: run_with_names)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -68,6 +71,27 @@ def test_compose_cluster_wiring() -> None:
     assert "[cluster]" in run  # the image has asyncpg, which --cluster needs
 
 
+def run_with_names(script: str, names: dict[str, str], tmp_path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`sh -c script` where each of `names` resolves to its address, as a compose network's DNS resolves
+    the services' names: in a mount namespace of its own (unshare), /etc/hosts is a copy of the
+    machine's with those names added, bound over it for that process alone. Skips where no mount
+    namespace can be made (root, or unprivileged user namespaces, is needed; CI runs as root)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is missing: the app's commands not run by the services' names")
+    hosts = tmp_path / "hosts"
+    hosts.write_text(Path("/etc/hosts").read_text() + "".join(f"{addr} {name}\n" for name, addr in names.items()))
+    unshare = ["unshare", "--mount", *([] if os.geteuid() == 0 else ["--map-root-user"])]
+    probe = subprocess.run([*unshare, "sh", "-c", 'mount --bind "$1" /etc/hosts && getent hosts "$2"', "sh",
+                            str(hosts), next(iter(names))], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespace here ({probe.stderr.strip()[:200]}): the app's commands not run by the "
+                    f"services' names")
+    assert subprocess.run(["getent", "hosts", next(iter(names))], capture_output=True).returncode != 0, \
+        "the services' names resolve outside the namespace: the check would prove nothing"
+    return subprocess.run([*unshare, "sh", "-c", 'mount --bind "$1" /etc/hosts && exec sh -c "$2"', "sh",
+                           str(hosts), script], capture_output=True, text=True, timeout=120, env=env)
+
+
 def test_compose_cluster_serves_each_listener_and_runs_the_app(postgres, tmp_path) -> None:
     services = _services()
     env = services["postgres"]["environment"]
@@ -111,10 +135,15 @@ def test_compose_cluster_serves_each_listener_and_runs_the_app(postgres, tmp_pat
             pytest.skip("kcat is not installed (make system-deps): the app's commands not run")
         app = services["app"]
         script = app["command"][0].replace("$$", "$")  # compose's escape of a literal $
-        # the containers' names do not resolve here: the app bootstraps from the host side's listeners
-        bootstrap = ",".join(f"{host}:{port}" for host, port in host_side.values())
-        out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap})
+        # The app as a container runs it: its bootstrap servers are the services' names, and the nodes tell
+        # it their INTERNAL listeners by those names. The names resolve to the nodes' loopback listeners
+        # in a mount namespace of the app's own, whose /etc/hosts maps them (the machine's is untouched);
+        # only the port each container listens on became the free port the test gave that node.
+        bootstrap = re.sub(r"(kbroker-\d+):29092", lambda m: f"{m[1]}:{nodes[m[1]][1][29092]}",
+                           app["environment"]["KAFKA_BOOTSTRAP_SERVERS"])
+        assert bootstrap.split(",") == [f"{n}:{containers[k][1]}" for k, n in enumerate(NODES, 1)]
+        out = run_with_names(script, {name: "127.0.0.1" for name in NODES}, tmp_path,
+                             {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap})
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == ["a:1", "b:2", "c:3"]
     finally:

@@ -6,12 +6,14 @@ rows the node needs, as a database too slow to answer would:
   and a second OffsetCommit, which arrives meanwhile, is held for the round after (offsets_topic.py);
 * the node's `brokers` row, so its lease's renewals wait past the lease: the node fences itself.
 
-The first row is let go first: the round commits, and the held commit is written while the node is
-fenced, which is refused, and the coordinator takes the partition offline. Then the second: the renewal
-goes through and the fence lifts, with no move. The group is served again (the coordinator partitions
-reloaded when the fence lifts; before, they stayed offline, NOT_COORDINATOR to every request, as the
-zombie test once saw of a node resumed before the controller moved it) and its offsets are those of
-the first commit."""
+The first row is let go once the node has fenced itself: the round commits, and the held commit is
+written while the node is fenced, which is refused, and the coordinator takes the partition offline.
+Then the second, once that write was refused: the renewal goes through and the fence lifts, with no
+move. Each step waits for the one before it: the rows are held by sessions the test ends, not for a
+time (under load a psql started late, or a fence came late, and the steps crossed). The group is served
+again (the coordinator partitions reloaded when the fence lifts; before, they stayed offline,
+NOT_COORDINATOR to every request, as the zombie test once saw of a node resumed before the controller
+moved it) and its offsets are those of the first commit."""
 
 from __future__ import annotations
 
@@ -26,11 +28,16 @@ from kbroker.protocol.errors import ErrorCode
 from kbroker.protocol.messages.offset_commit_request import (OffsetCommitRequest, OffsetCommitRequestPartition,
                                                               OffsetCommitRequestTopic)
 from kbroker.protocol.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestTopic
+from kbroker.tests.integration.postgres import RowHold
 from kbroker.tests.integration.test_postgres_nodes import start_node, wait_for
 from kbroker.tests.integration.wire import Wire
 
-OFFSETS_ROW_S = 8  # the __consumer_offsets row held (past the node's fence, about 5 s in)
-BROKER_ROW_S = 11  # the brokers row held: the fence lifts after the held commit was refused
+
+def waiting_on_partitions(postgres, database: str) -> int:
+    """Sessions of the node waiting for a row lock of the partitions table (an append's round)."""
+    return int(postgres.psql("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                             "WHERE NOT l.granted AND a.pid <> pg_backend_pid() "
+                             "AND a.query LIKE '%UPDATE partitions%'", database))
 
 
 def commit(bootstrap: str, group: str, offset: int) -> int:
@@ -57,6 +64,7 @@ def committed(bootstrap: str, group: str) -> tuple[int, int]:
 def test_a_node_fenced_but_not_moved_serves_its_groups_again_when_the_fence_lifts(postgres, tmp_path, capsys):
     database = postgres.create_database()
     node = start_node(tmp_path / "node1", postgres.url(database), 1)
+    holds: list[RowHold] = []
     try:
         group = f"g-{uuid.uuid4().hex[:6]}"
         partition = partition_for(group, 50)
@@ -64,20 +72,22 @@ def test_a_node_fenced_but_not_moved_serves_its_groups_again_when_the_fence_lift
         admin.create_topics([NewTopic("data", 1, 1)])["data"].result(30)
         wait_for(lambda: committed(node.bootstrap, group)[0] == ErrorCode.NONE, "the topic is known")
         assert commit(node.bootstrap, group, 5) == ErrorCode.NONE
-        holds = [threading.Thread(target=postgres.psql, args=(sql, database)) for sql in (
-            f"BEGIN; SELECT 1 FROM partitions WHERE topic = '__consumer_offsets' AND partition = {partition} "
-            f"FOR UPDATE; SELECT pg_sleep({OFFSETS_ROW_S}); COMMIT;",
-            f"BEGIN; SELECT 1 FROM brokers WHERE node_id = 1 FOR UPDATE; SELECT pg_sleep({BROKER_ROW_S}); COMMIT;")]
-        for hold in holds:
-            hold.start()
-        time.sleep(1)  # both rows held
+        offsets_row = postgres.hold(database, "SELECT 1 FROM partitions WHERE topic = '__consumer_offsets' "
+                                              f"AND partition = {partition}")
+        holds.append(offsets_row)
         answers: dict[int, int] = {}
         commits = [threading.Thread(target=lambda o=o: answers.__setitem__(o, commit(node.bootstrap, group, o)))
                    for o in (10, 11)]
+        commits[0].start()
+        wait_for(lambda: waiting_on_partitions(postgres, database) > 0, "the first commit's round waits", timeout=30)
+        commits[1].start()  # held behind the round in progress
+        brokers_row = postgres.hold(database, "SELECT 1 FROM brokers WHERE node_id = 1")  # the lease runs out
+        holds.append(brokers_row)
+        wait_for(lambda: node.events("broker_fenced"), "the node fences itself", timeout=30)
+        offsets_row.release()  # the round commits; the held commit is written while fenced: refused
+        wait_for(lambda: node.events("offsets_append_failed"), "the held commit is refused", timeout=30)
+        brokers_row.release()  # the renewal goes through
         for thread in commits:
-            thread.start()
-            time.sleep(0.5)  # the first one's round is waiting: the second is held behind it
-        for thread in (*holds, *commits):
             thread.join(60)
         wait_for(lambda: node.events("broker_unfenced"), "the fence lifts", timeout=30)
         lifted = time.monotonic()
@@ -85,6 +95,8 @@ def test_a_node_fenced_but_not_moved_serves_its_groups_again_when_the_fence_lift
         served_s = round(time.monotonic() - lifted, 2)
         offset = committed(node.bootstrap, group)
     finally:
+        for hold in holds:
+            hold.release()
         node.kill()
     refused = node.events("offsets_append_failed")
     with capsys.disabled():

@@ -49,12 +49,12 @@ def test_an_empty_database_gets_the_schema_once_with_its_version_and_cluster_id(
     with serving(url, tmp_path, 1) as first:
         assert tables(postgres, database) == TABLES
         assert postgres.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM kbroker_schema",
-                             database) == "1,2"
+                             database) == "1,2,3"
         cluster_id = postgres.psql("SELECT cluster_id FROM cluster", database)
         assert len(cluster_id) == 22 and first.events("broker_started")[0]["cluster_id"] == cluster_id
         with serving(url, tmp_path, 2) as second:
             assert second.events("broker_started")[0]["cluster_id"] == cluster_id
-            assert postgres.psql("SELECT count(*) FROM kbroker_schema", database) == "2"
+            assert postgres.psql("SELECT count(*) FROM kbroker_schema", database) == "3"
             assert postgres.psql("SELECT string_agg(node_id::text, ',' ORDER BY node_id) FROM brokers "
                                  "WHERE lease_expires > now()", database) == "1,2"
             # a node id a live process holds is refused to another
@@ -63,20 +63,25 @@ def test_an_empty_database_gets_the_schema_once_with_its_version_and_cluster_id(
             assert taken.returncode == 1 and "node id 2 is held by a live broker" in taken.stdout + taken.stderr
 
 
-def test_a_schema_of_version_1_is_migrated_and_keeps_its_cluster(postgres, tmp_path):
+def test_a_schema_of_version_1_is_migrated_and_keeps_its_cluster_and_partitions(postgres, tmp_path):
     from kbroker.broker.storage.postgres.schema import SCHEMA_V1
 
     database = postgres.create_database()
     postgres.psql(SCHEMA_V1 + "INSERT INTO kbroker_schema (version) VALUES (1); "
                   "INSERT INTO cluster (cluster_id) VALUES ('AAAAAAAAAAAAAAAAAAAAAA'); "
                   "INSERT INTO topics (name, topic_id, num_partitions) "
-                  "VALUES ('kept', '00000000-0000-0000-0000-000000000001', 1)", database)
+                  "VALUES ('kept', '00000000-0000-0000-0000-000000000001', 1); "
+                  "INSERT INTO partitions (topic, partition, leader, leader_epoch, replicas, log_start, log_end) "
+                  "VALUES ('kept', 0, 1, 0, '{1}', 5, 9)", database)
     with serving(postgres.url(database), tmp_path, 1) as node:
         assert node.events("broker_started")[0]["cluster_id"] == "AAAAAAAAAAAAAAAAAAAAAA"
         assert tables(postgres, database) == TABLES
         assert postgres.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM kbroker_schema",
-                             database) == "1,2"
+                             database) == "1,2,3"
         assert postgres.psql("SELECT name FROM topics WHERE name = 'kept'", database) == "kept"
+        # version 3: the cleaner's checkpoint, none yet (a leader takes max(log start, it))
+        assert postgres.psql("SELECT log_start || ',' || log_end || ',' || cleaned_to FROM partitions "
+                             "WHERE topic = 'kept'", database) == "5,9,0"
 
 
 def test_a_schema_from_a_newer_kbroker_is_refused_and_left_alone(postgres, tmp_path):

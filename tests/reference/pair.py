@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from kbroker.tests.integration.broker_process import BrokerProcess, free_port
+from kbroker.tests.integration.broker_process import BrokerProcess, PortTaken, free_port
 from kbroker.tests.reference.kafka import KafkaProcess
 from kbroker.tests.reference.tool_runner import run_tool
 
@@ -92,11 +92,18 @@ def await_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> None:
 
 def kbroker_like_kafka(data_dir: Path, *extra: str) -> BrokerProcess:
     """A kbroker set up as KafkaProcess sets up Kafka: PLAINTEXT listener on a free loopback port,
-    advertised as such, node id 1, no initial rebalance delay (kafka.py SINGLE_NODE)."""
-    port = free_port()
-    listener = f"PLAINTEXT://127.0.0.1:{port}"
-    return BrokerProcess(data_dir, "--listeners", listener, "--advertised-listeners", listener, "--node-id", "1",
-                         "--group-initial-rebalance-delay-ms", "0", *extra, port=port, listen_flag=False)
+    advertised as such, node id 1, no initial rebalance delay (kafka.py SINGLE_NODE); on another port
+    if another session's process took the first one meanwhile (free_port's race)."""
+    for attempt in range(3):
+        port = free_port()
+        listener = f"PLAINTEXT://127.0.0.1:{port}"
+        try:
+            return BrokerProcess(data_dir, "--listeners", listener, "--advertised-listeners", listener, "--node-id",
+                                 "1", "--group-initial-rebalance-delay-ms", "0", *extra, port=port, listen_flag=False)
+        except PortTaken:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 @dataclass

@@ -14,11 +14,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kbroker.tests.integration.wire import Wire
 from kbroker.tests.reference import client_matrix as cm
 
 TASKS = {"0_0", "0_1", "1_0", "1_1"}  # the word count's two subtopologies of two partitions each
 STATEFUL = {"1_0", "1_1"}  # the counting subtopology: only its tasks have state, and so standbys
 WAIT_S = 240
+STREAMS_GROUP_DESCRIBE = 89
 
 
 class Instance:
@@ -90,24 +92,55 @@ def assignment(instances: list[Instance], standbys: bool = True, tasks: frozense
     return tuple((tuple(sorted(a)), tuple(sorted(s))) for a, s in zip(active, standby))
 
 
-def wait_settled(instances: list[Instance], what: str, standbys: bool = True,
+def described(wire: Wire, group: str) -> tuple | None:
+    """The group's tasks by process (active, standby) as the broker describes them (StreamsGroupDescribe),
+    if it says the group is Stable: its target assignment computed for the group's epoch and every member
+    reconciled to it (nothing pending revocation, nothing unreleased); else None."""
+    from kbroker.protocol.messages.streams_group_describe_request import StreamsGroupDescribeRequest
+
+    group_described = wire.call(STREAMS_GROUP_DESCRIBE, 0, StreamsGroupDescribeRequest(
+        group_ids=[group], include_authorized_operations=False)).groups[0]
+    if group_described.error_code or group_described.group_state != "Stable":
+        return None
+    by_process: dict[str, tuple[set[str], set[str]]] = {}
+    for m in group_described.members:
+        active, standby = by_process.setdefault(m.process_id, (set(), set()))
+        active.update(f"{t.subtopology_id}_{p}" for t in m.assignment.active_tasks for p in t.partitions)
+        standby.update(f"{t.subtopology_id}_{p}" for t in m.assignment.standby_tasks for p in t.partitions)
+    return tuple(sorted((tuple(sorted(a)), tuple(sorted(s))) for a, s in by_process.values()))
+
+
+def wait_settled(instances: list[Instance], what: str, bootstrap: str, group: str, standbys: bool = True,
                  tasks: frozenset[str] = frozenset(TASKS)) -> tuple[dict, float]:
     """Wait until the same settled assignment is seen for 3 s; what it is, and when (time.monotonic())
-    it was first seen."""
+    it was first seen.
+
+    Settled: the instances report it (every one RUNNING) and the broker agrees (`described`: the group
+    Stable, its processes holding the same tasks). The instances alone can show for seconds an assignment
+    that is not the group's: a newly joined instance is RUNNING with no task while the tasks of its target
+    are still held by another instance, which learns that it must give them up only with its next
+    heartbeat, up to group.streams.heartbeat.interval.ms (5 s) later. A clean-clone CI run saw Kafka 4.4's
+    three instances sit at 0, 0 and 4 active tasks for more than 3 s that way (issue 46)."""
     deadline, seen, since = time.monotonic() + WAIT_S, None, 0.0
-    while time.monotonic() < deadline:
-        now = assignment(instances, standbys, tasks)
-        if now is None or now != seen:
-            seen, since = now, time.monotonic()
-        elif time.monotonic() - since >= 3:
-            # Which instance holds the standbys is not compared: Kafka's assignor breaks ties between
-            # equally loaded processes in the order of a HashMap of their random ids (StickyTaskAssignor's
-            # PriorityQueue by load alone), so two runs on Kafka itself place them differently.
-            print(f"{what}: {now}", flush=True)
-            return {"active_per_instance": sorted(len(a) for a, _ in now),
-                    "standby_tasks": sorted(t for _, s in now for t in s),
-                    "standby_never_beside_its_active": all(not set(a) & set(s) for a, s in now)}, since
-        time.sleep(0.25)
+    wire = Wire(bootstrap, client_id="streams-instances-settled")
+    try:
+        while time.monotonic() < deadline:
+            now = assignment(instances, standbys, tasks)
+            if now is not None and described(wire, group) != tuple(sorted(now)):
+                now = None
+            if now is None or now != seen:
+                seen, since = now, time.monotonic()
+            elif time.monotonic() - since >= 3:
+                # Which instance holds the standbys is not compared: Kafka's assignor breaks ties between
+                # equally loaded processes in the order of a HashMap of their random ids (StickyTaskAssignor's
+                # PriorityQueue by load alone), so two runs on Kafka itself place them differently.
+                print(f"{what}: {now}", flush=True)
+                return {"active_per_instance": sorted(len(a) for a, _ in now),
+                        "standby_tasks": sorted(t for _, s in now for t in s),
+                        "standby_never_beside_its_active": all(not set(a) & set(s) for a, s in now)}, since
+            time.sleep(0.25)
+    finally:
+        wire.close()
     raise AssertionError(f"{what}: no settled assignment in {WAIT_S} s; last statuses: "
                          f"{[i.latest for i in instances]}")
 

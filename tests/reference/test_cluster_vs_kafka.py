@@ -64,9 +64,11 @@ class Side:
         return self.call(node, 3, 12, MetadataRequest(topics=[MetadataRequestTopic(name=t) for t in topics],
                                                       allow_auto_topic_creation=False))
 
-    def settled(self, topic: str, partitions: int, isr: int | None = None, timeout: float = 30.0) -> dict:
+    def settled(self, topic: str, partitions: int, isr: int | None = None, timeout: float = 30.0,
+                replicas: dict[int, list[int]] | None = None) -> dict:
         """partition -> Metadata's partition, once every node answers the same complete view (Kafka's
-        nodes learn a new topic, and an ISR change, from the controller's log a moment apart)."""
+        nodes learn a new topic, and an ISR change, from the controller's log a moment apart); with
+        `replicas`, once those partitions have those replicas (a reassignment the controller completed)."""
         deadline = time.monotonic() + timeout
         while True:
             views = []
@@ -76,7 +78,8 @@ class Side:
                               for i, p in parts.items()})
             first = views[0]
             if (len(first) == partitions and all(v == first for v in views)
-                    and all(leader >= 0 and (isr is None or len(i) == isr) for leader, _, _, i in first.values())):
+                    and all(leader >= 0 and (isr is None or len(i) == isr) for leader, _, _, i in first.values())
+                    and all(first[p][2] == r for p, r in (replicas or {}).items())):
                 return parts
             assert time.monotonic() < deadline, f"{self.name}: {topic} not settled: {views}"
             time.sleep(0.2)
@@ -459,7 +462,10 @@ def test_reassignment_answers_are_kafkas(sides) -> None:
                 break
             time.sleep(0.2)
         out["listed after"] = [t.name for t in listed.topics if t.name == topic]
-        parts = side.settled(topic, 3, timeout=90)
+        # The listing is the controller's word; Kafka's brokers learn the completed reassignments from
+        # its metadata log after it (a loaded CI run read the adding replicas, [3, 1, 2] led by 1, from
+        # all three brokers after the listing was empty): wait for the views of the replicas asked for
+        parts = side.settled(topic, 3, timeout=90, replicas={0: [3, 1, 2], 2: [3]} if not out["listed after"] else None)
         out["replicas after"] = {p: (v.leader_id, list(v.replica_nodes)) for p, v in parts.items()}
         return out
 

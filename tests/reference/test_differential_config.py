@@ -9,7 +9,9 @@ differences are tests/reference/differences/config.toml; the figures go to build
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -155,6 +157,28 @@ def config_entries(observer: Observer, result: Any) -> dict[str, dict[str, Any]]
     } for c in result.configs}
 
 
+DYNAMIC_SOURCES = {"DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+
+
+def await_kafka_broker(kafka: Observer, version: int, done: Callable[[dict[str, dict]], bool],
+                       bound_s: float = 30.0) -> None:
+    """Kafka's broker applies a dynamic broker config from the controller's metadata log after the alter
+    was answered (loaded runs read the broker a change ahead of it, this file's and the session's other
+    files' changes, the reference broker being the whole session's): wait, bounded, until its describe
+    of broker 1 shows `done`. kbroker answers once the change is in place. Past the bound the
+    comparison that follows shows what Kafka still had."""
+    deadline = time.monotonic() + bound_s
+    while not done(config_entries(kafka, describe_configs(kafka, version, BROKER, "1"))):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.2)
+
+
+def no_dynamic(names: set[str] | None = None) -> Callable[[dict[str, dict]], bool]:
+    return lambda entries: not any(e["source"] in DYNAMIC_SOURCES for name, e in entries.items()
+                                   if names is None or name in names)
+
+
 def compare_entries(level: Level, prefix: str, kafka: dict[str, dict], kbroker: dict[str, dict],
                     only: set[str] | None = None) -> None:
     for name in sorted(set(kafka) | set(kbroker)):
@@ -172,6 +196,7 @@ def check_describe_configs(level: Level, kafka: Observer, kbroker: Observer, top
             assert result.error_code == 0, (name, result)
         return [config_entries(o, r) for o, r in zip(pair, results)]
 
+    await_kafka_broker(kafka, version, no_dynamic())  # another file's changes undone
     compare_entries(level, "DescribeConfigs.topic", *entries(TOPIC, topics["default"]))
     compare_entries(level, "DescribeConfigs.topic_override", *entries(TOPIC, topics["override"]),
                     only=set(OVERRIDES))
@@ -257,6 +282,10 @@ def check_dynamic_broker_configs(level: Level, kafka: Observer, kbroker: Observe
     try:
         for case in DYNAMIC_ALTERS:
             alter(*case)
+        # the last change each layer took, applied: so are those before it (the metadata log's order)
+        await_kafka_broker(kafka, version, lambda e: e.get("max.connections.per.ip", {}).get("source")
+                           == "DYNAMIC_BROKER_CONFIG" and e.get("producer.id.expiration.ms", {}).get("source")
+                           == "DYNAMIC_DEFAULT_BROKER_CONFIG")
         described = [[config_entries(o, describe_configs(o, version, t, name)) for o in pair]
                      for t, name in ((BROKER, "1"), (BROKER, ""), (TOPIC, topics["default"]))]
         compare_entries(level, "DescribeConfigs.dynamic_broker", *described[0], only=DYNAMIC_NAMES)
@@ -266,6 +295,7 @@ def check_dynamic_broker_configs(level: Level, kafka: Observer, kbroker: Observe
     finally:
         for case in DYNAMIC_UNDO:
             alter(*case)
+        await_kafka_broker(kafka, version, no_dynamic(DYNAMIC_NAMES))  # undone for the session's next files
 
 
 # --- DescribeCluster and Metadata ----------------------------------------------------------------------

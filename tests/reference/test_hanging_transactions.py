@@ -25,6 +25,9 @@ from kbroker.tests.reference.pair import TRANSACTIONS, Side, await_topic
 from kbroker.tests.reference.tool_runner import run_tool
 
 NONE, INVALID_PRODUCER_EPOCH = 0, 47
+# REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+# CONCURRENT_TRANSACTIONS: the EndTxn answers the Java producer sends its EndTxn again on
+RETRIABLE_END = {7, 14, 15, 16, 51}
 
 
 class Producer:
@@ -38,6 +41,7 @@ class Producer:
         answer = until(lambda: (lambda r: r if r.error_code == NONE else None)(
             self.wire.call(22, 5, InitProducerIdRequest(txn_id, 60000, -1, -1))))
         self.pid, self.epoch = answer.producer_id, answer.producer_epoch
+        self.ends: list[int] = []
 
     def produce(self, partition: int, value: bytes, epoch: int, sequence: int) -> int:
         now = int(time.time() * 1000)
@@ -48,8 +52,12 @@ class Producer:
         return r.responses[0].partition_responses[0].error_code
 
     def commit(self) -> tuple[int, int]:
-        r = until(lambda: (lambda r: r if r.error_code != 51 else None)(  # CONCURRENT_TRANSACTIONS: retry
-            self.wire.call(26, 5, EndTxnRequest(self.txn_id, self.pid, self.epoch, True))))
+        """EndTxn, retried on the errors the Java producer retries it on (each answer kept in `ends`)."""
+        def end():
+            r = self.wire.call(26, 5, EndTxnRequest(self.txn_id, self.pid, self.epoch, True))
+            self.ends.append(r.error_code)
+            return r if r.error_code not in RETRIABLE_END else None
+        r = until(end, what=lambda: f"EndTxn answered {self.ends}")
         return r.error_code, r.producer_epoch - self.epoch
 
     def state(self) -> str:
@@ -63,17 +71,18 @@ class Producer:
         return p.high_watermark, p.last_stable_offset
 
 
-def until(get, timeout: float = 30.0):
+def until(get, timeout: float = 30.0, what: object = "not reached"):
     deadline = time.monotonic() + timeout
     while True:
         value = get()
         if value or time.monotonic() > deadline:
-            assert value, "not reached"
+            assert value, what() if callable(what) else what
             return value
         time.sleep(0.05)
 
 
-def scenario(bootstrap: str, run_id: str) -> dict[str, object]:
+def scenario(side: Side, run_id: str) -> dict[str, object]:
+    bootstrap = side.bootstrap
     topic = f"hang-{run_id}"
     wire = Wire(bootstrap)
     wire.call(19, 7, CreateTopicsRequest(topics=[CreatableTopic(topic, 2, 1)], timeout_ms=30000))
@@ -82,7 +91,10 @@ def scenario(bootstrap: str, run_id: str) -> dict[str, object]:
     producer = Producer(bootstrap, f"hang-{run_id}", topic)
     seen: dict[str, object] = {"write": producer.produce(0, b"in the transaction", producer.epoch, 0)}
     seen["commit, epoch bumped by"] = producer.commit()
-    until(lambda: producer.state() == "CompleteCommit")
+    states: list[str] = []
+    until(lambda: states.append(producer.state()) or states[-1] == "CompleteCommit",
+          what=lambda: f"{side.name}: still {states[-1]} after the commit ({len(states)} looks; "
+                       f"EndTxn answered {producer.ends})")
     # the late write of the old epoch, to a partition the ended transaction never held
     seen["late write of the old epoch"] = producer.produce(1, b"late", producer.epoch, 1)
     seen["late write, again"] = producer.produce(1, b"late", producer.epoch, 1)
@@ -96,7 +108,7 @@ def scenario(bootstrap: str, run_id: str) -> dict[str, object]:
 @pytest.mark.timeout(300)
 def test_a_late_write_after_the_end_is_refused_as_kafka_refuses_it(kafka_reference, kbroker, run_id):
     sides = (Side.of_kafka(kafka_reference), Side.of_kbroker(kbroker))
-    kafka, ours = (scenario(side.bootstrap, run_id) for side in sides)
+    kafka, ours = (scenario(side, run_id) for side in sides)
     assert ours == kafka
     assert ours["late write of the old epoch"] == INVALID_PRODUCER_EPOCH
     assert ours["commit, epoch bumped by"] == (NONE, 1) and ours["partition 1 stable"] is True

@@ -98,12 +98,13 @@ def scenario(bootstrap: str, java: list[str], work: Path) -> dict:
     try:
         for i in instances:
             i.start()
-        observed["three_instances"], _ = wait_settled(instances, "three instances")
+        observed["three_instances"], _ = wait_settled(instances, "three instances", bootstrap, app)
         produce(bootstrap, source, 3, expected, 100)
         instances[1].kill()  # in the middle of its transactions
         produce(bootstrap, source, 2, expected, 200)
         instances[1].start()  # on its state directory, as a restarted instance
-        observed["after_kill_and_restart"], _ = wait_settled(instances, "after the kill -9 and the restart")
+        observed["after_kill_and_restart"], _ = wait_settled(instances, "after the kill -9 and the restart",
+                                                             bootstrap, app)
         produce(bootstrap, source, 2, expected, 300)
         counts = committed_counts(bootstrap, sink, expected)
     finally:

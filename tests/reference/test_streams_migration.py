@@ -105,7 +105,7 @@ def scenario(bootstrap: str, java: list[str], work: Path) -> dict:
     observed: dict = {}
     try:
         instance.start()
-        observed["streams_first"], _ = wait_settled([instance], "the application", standbys=False)
+        observed["streams_first"], _ = wait_settled([instance], "the application", bootstrap, app, standbys=False)
         wait_caught_up(bootstrap, app, source)
         instance.stop()  # leaves: the streams group is empty
         new = len(LINES)
@@ -113,7 +113,7 @@ def scenario(bootstrap: str, java: list[str], work: Path) -> dict:
                                                lambda: produce_numbered(bootstrap, source, 1, 100, None))
         produce_numbered(bootstrap, source, 2, 200, expected)
         instance.start()  # the empty classic group gives way to the application's streams group again
-        observed["streams_again"], _ = wait_settled([instance], "the application again", standbys=False)
+        observed["streams_again"], _ = wait_settled([instance], "the application again", bootstrap, app, standbys=False)
         counts = committed_counts(bootstrap, sink, expected)
     finally:
         instance.stop()

@@ -37,6 +37,8 @@ def test_features(pair):
                         ("downgrade --unsafe (metadata.version)", ["downgrade", "--unsafe", "--metadata", "3.9"]),
                         ("downgrade (group.version)", ["downgrade", "--feature", "group.version=0"]),
                         ("disable (group.version)", ["disable", "--feature", "group.version"]),
+                        ("downgrade (share.version)", ["downgrade", "--feature", "share.version=1"]),
+                        ("disable (share.version)", ["disable", "--feature", "share.version"]),
                         ("upgrade (kraft.version)", ["upgrade", "--feature", "kraft.version=1"])):
         pair.run(f"kafka-features {label} --dry-run", FEATURES, *args, "--dry-run")
     pair.run("kafka-features upgrade (no arguments)", FEATURES, "upgrade")

@@ -609,3 +609,29 @@ def test_replay_of_a_compacted_log_gives_the_same_groups(drop_tombstones) -> Non
     assert new.partition_epochs == old.partition_epochs and new.static_members == {"i-s": "s2"}
     assert h2.offsets("g") == h.offsets("g")
     assert "gone" not in h2.machine.group_type("consumer").groups and "gone" not in h2.machine.groups
+
+
+def test_a_groups_session_timeout_and_heartbeat_interval_overrides_are_used() -> None:
+    """Kafka's consumerGroupSessionTimeoutMs / consumerGroupHeartbeatIntervalMs: a group's
+    consumer.session.timeout.ms and consumer.heartbeat.interval.ms (IncrementalAlterConfigs on the GROUP
+    resource) over the broker's, read at each heartbeat (the steady one too) and at a load; another
+    group keeps the broker's."""
+    overrides: dict[tuple[str, str], str] = {}
+    h = Harness(topics=Topics(foo=(FOO, 2)), group_config=lambda g, name: overrides.get((g, name)))
+    overrides[("g", "consumer.session.timeout.ms")] = "60000"
+    overrides[("g", "consumer.heartbeat.interval.ms")] = "12000"
+    first = join(h, "m1")
+    assert (first.error, first.heartbeat_interval_ms) == (E.NONE, 12_000)
+    other = join(h, "o1", group="other")
+    assert other.heartbeat_interval_ms == h.config.group_consumer_heartbeat_interval_ms == 5_000
+    epoch = settle(h, {"m1": first.member_epoch})["m1"].member_epoch
+    assert beat(h, "m1", epoch).heartbeat_interval_ms == 12_000  # the steady path
+    h.advance(SESSION_MS + 1_000)  # past the broker's 45 s, not the group's 60 s
+    assert "m1" in group(h).members and "o1" not in group(h, "other").members
+    h.advance(15_000)
+    assert "m1" not in group(h).members  # fenced at 60 s
+    overrides[("g", "consumer.heartbeat.interval.ms")] = "15000"  # changed while a member is steady
+    again = join(h, "m2")
+    epoch = settle(h, {"m2": again.member_epoch})["m2"].member_epoch
+    overrides[("g", "consumer.heartbeat.interval.ms")] = "6000"
+    assert beat(h, "m2", epoch).heartbeat_interval_ms == 6_000

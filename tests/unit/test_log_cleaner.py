@@ -4,11 +4,12 @@ min.cleanable.dirty.ratio, min.compaction.lag.ms, max.compaction.lag.ms; the tim
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 from kbroker.broker.storage.log import LogConfig, PartitionLog
 from kbroker.broker.storage.log.cleaner import LogCleaner, dirtiness, filthiest
-from kbroker.broker.storage.log.compaction import compact
+from kbroker.broker.storage.log.compaction import compact, compact_async
 from kbroker.protocol.record_batch import Record, encode_batch
 
 COMPACT = dict(cleanup_policy="compact", segment_bytes=1_000)
@@ -121,3 +122,40 @@ def test_the_cleaner_loop_cleans_then_sleeps_the_backoff(tmp_path: Path) -> None
 
     asyncio.run(scenario())
     assert dirtiness(plog, 100_000)[0] == 0.0
+
+
+class HeldThread:
+    """A throttler (compaction's hook in its worker thread) that holds the cleaning's thread at its first
+    read until released, so records can come on the loop while it runs, as they do under load."""
+
+    slept_ms = 0
+
+    def __init__(self) -> None:
+        self.reading, self.go = threading.Event(), threading.Event()
+
+    def observe(self, nbytes: int) -> None:
+        self.reading.set()
+        assert self.go.wait(60)  # a bound against a hang
+
+
+def test_segments_rolled_while_a_cleaning_ran_are_cleaned_by_the_next(tmp_path: Path) -> None:
+    """The cleaning's memo of the log it left (no rerun until the log changes) was taken after the swap,
+    with the segments rolled during the run in it: the next rounds found the log 'unchanged' and never
+    cleaned them (the broker's cleaner stopped short of the active segment under load)."""
+    plog = filled(tmp_path, "t", LogConfig(**COMPACT), 20)
+    held = HeldThread()
+
+    async def scenario() -> None:
+        cleaning = asyncio.create_task(compact_async(plog, 100_000, held))  # type: ignore[arg-type]
+        while not held.reading.is_set():
+            await asyncio.sleep(0.01)
+        add(plog, 20, 200_000)  # garbage, rolling segments, while the thread cleans the first ones
+        held.go.set()
+        await cleaning
+
+    asyncio.run(scenario())
+    assert plog.cleaned_to < plog.segments[-1].base_offset
+    assert filthiest([plog], 300_000) is plog
+    compact(plog, 300_000)
+    assert plog.cleaned_to == plog.segments[-1].base_offset
+    assert dirtiness(plog, 300_000) == (0.0, False)

@@ -311,6 +311,34 @@ def test_delete_records_before_advances_log_start_and_survives_reopen(tmp_path: 
     assert open_log(tmp_path).log_start_offset == 150
 
 
+async def test_a_prune_within_a_segment_writes_its_checkpoint_off_the_loop_shared(tmp_path: Path) -> None:
+    """A log start moved inside the first segment (the share coordinator's prune after each state
+    write) is not written on the loop: durable_log_start writes it on a worker, one write for the prunes
+    asked meanwhile; what a crash then finds is the moved start. A write made at once meanwhile (a new
+    epoch) is never replaced by the older content."""
+    from kbroker.broker.storage.log.checkpoint import read_checkpoint
+
+    plog = open_log(tmp_path, LogConfig(segment_bytes=1 << 20))
+    for _ in range(10):
+        plog.append(batch(3), leader_epoch=0, now_ms=0)
+    directory = str(plog.directory)
+    before = read_checkpoint(directory, "t", 0).log_start_offset
+    assert plog.delete_records_before(6) == 6 and len(plog.segments) == 1
+    assert read_checkpoint(directory, "t", 0).log_start_offset == before  # nothing written on the loop
+    first = plog.durable_log_start()
+    assert first is not None and plog.durable_log_start() is None  # asked once per move
+    assert plog.delete_records_before(9) == 9
+    second = plog.durable_log_start()
+    assert second is not None
+    plog.assign_leader_epoch(4)  # written at once, while the worker's writes wait
+    await first
+    await second
+    found = read_checkpoint(directory, "t", 0)
+    assert found.log_start_offset == 9 and found.epochs.latest_epoch() == 4
+    plog.close()
+    assert open_log(tmp_path, LogConfig(segment_bytes=1 << 20)).log_start_offset == 9
+
+
 def test_index_entries_reach_the_file_in_runs_and_all_of_them_at_close(tmp_path: Path) -> None:
     plog = open_log(tmp_path, LogConfig(index_interval_bytes=1))  # an entry for every batch but the first
     index = plog.active.offset_index

@@ -69,6 +69,7 @@ class _Plan:
     horizon_ms: int
     index_interval_bytes: int
     txn: TxnCleaning  # read from the producer state on the loop, used read-only by the thread
+    log_end_offset: int  # at planning time: records that came during the run leave the log dirty
     stats: CompactionStats = field(default_factory=CompactionStats)
     markers: set[int] = field(default_factory=set)  # control batches to drop (their transaction is gone)
     cleaned: list[tuple[LogSegment, LogSegment]] = field(default_factory=list)  # (old, its replacement)
@@ -103,7 +104,7 @@ def _plan(plog: PartitionLog, now_ms: int) -> _Plan | None:
     if last is not None and last[0] == _fingerprint(plog) and now_ms - last[1] < plog.config.delete_retention_ms:
         return None
     return _Plan(list(plog.segments), cleanable, now_ms - plog.config.delete_retention_ms,
-                 plog.config.index_interval_bytes, txn)
+                 plog.config.index_interval_bytes, txn, plog.log_end_offset)
 
 
 def _newest_offsets(segments: list[LogSegment], txn: TxnCleaning,
@@ -269,7 +270,11 @@ def _finish(plog: PartitionLog, plan: _Plan) -> CompactionStats:
         if plog.segments[i].size == 0:
             plog.remove_emptied_segment(i)
             stats.segments_removed += 1
-    plog.last_compaction = (_fingerprint(plog), plan.horizon_ms + plog.config.delete_retention_ms)
+    # The memo of the log as this run left it, unless records came while it ran: the segments they
+    # rolled were not in the plan, and a memo with them in it would skip their cleaning until the log
+    # grew again (the cleaner stopped short of the active segment under load).
+    plog.last_compaction = ((_fingerprint(plog), plan.horizon_ms + plog.config.delete_retention_ms)
+                            if plog.log_end_offset == plan.log_end_offset else None)
     return stats
 
 

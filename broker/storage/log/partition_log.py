@@ -20,7 +20,7 @@ import structlog
 from ....protocol import record_batch as rb
 from ....protocol.errors import ErrorCode, KafkaError
 
-from .checkpoint import CHECKPOINT_FILE, write_checkpoint
+from .checkpoint import CHECKPOINT_FILE, CheckpointWriter, write_checkpoint
 from .config import FlushPolicy, LogConfig
 from .epochs import LeaderEpochs
 from .files import bounded_name, fsync_dir, write_file_durably
@@ -134,6 +134,8 @@ class PartitionLog:
         self._segment_bases: list[int] = []
         self._recovery_point = 0
         self.log_start_offset = 0
+        self._checkpoints: CheckpointWriter | None = None  # made by the first prune whose write may wait
+        self._log_start_unsaved = False  # a prune moved the log start; durable_log_start writes it
         self._background: set[asyncio.Task[None]] | frozenset[asyncio.Task[None]] = _NO_TASKS
         self.last_compaction: tuple[object, int] | None = None  # compaction.py's skip-if-unchanged memo
         self.cleaned_to = 0  # the first dirty offset: where the last compaction stopped (cleaner.py)
@@ -228,8 +230,26 @@ class PartitionLog:
     def persist_checkpoint(self, *, closing: bool = False) -> None:
         # Only a clean close knows the final log end; any later checkpoint drops it again, so a
         # start that finds less than this knows the tail was lost while the broker was stopped.
-        write_checkpoint(self._dir, self.log_start_offset, self._recovery_point, self.epochs,
-                         self.log_end_offset if closing else None)
+        content = (self.log_start_offset, self._recovery_point, self.epochs, self.log_end_offset if closing else None)
+        if self._checkpoints is None:
+            write_checkpoint(self._dir, *content)
+        else:
+            self._checkpoints.write_now(*content)
+        self._log_start_unsaved = False
+
+    def _checkpoint_content(self) -> tuple:
+        # the epochs copied: the worker renders them while the loop may assign a new one
+        return self.log_start_offset, self._recovery_point, LeaderEpochs.from_json(self.epochs.to_json()), None
+
+    def durable_log_start(self) -> asyncio.Future[None] | None:
+        """Resolved once the log start a prune moved is in a durable checkpoint (None: it is already);
+        the prunes asked meanwhile share one write, off the loop (checkpoint.CheckpointWriter)."""
+        if not self._log_start_unsaved or self.closed or self.flusher.fenced is not None:
+            return None
+        self._log_start_unsaved = False
+        if self._checkpoints is None:
+            self._checkpoints = CheckpointWriter(self._dir, self._checkpoint_content)
+        return self._checkpoints.write_soon()
 
     def _load(self, clean_shutdown: bool) -> None:
         load_partition_files(self, clean_shutdown)
@@ -523,8 +543,10 @@ class PartitionLog:
             raise OffsetOutOfRangeError(f"cannot delete before {offset}: high watermark is {self.high_watermark}")
         if offset > self.log_start_offset:
             self.log_start_offset = offset
-            self.delete_segments_before_log_start()
-            self.persist_checkpoint()
+            if self.delete_segments_before_log_start():
+                self.persist_checkpoint()  # segments went: the file says where the log starts now
+            else:  # written by durable_log_start, with the prunes asked meanwhile
+                self._log_start_unsaved = True
         return self.log_start_offset
 
     def delete_segments_before_log_start(self) -> int:
@@ -561,6 +583,8 @@ class PartitionLog:
         if self.before_append is not None and self.flusher.fenced is None:
             self.before_append()  # records held for a batch go out with the final flush
         self.closed = True
+        if self._checkpoints is not None:
+            self._checkpoints.closed = True  # the close's own checkpoint (if any) is the last
         for task in list(self._background):
             task.cancel()  # the final synchronous flush below covers whatever they were doing
         if self.flusher.fenced is not None:
@@ -581,6 +605,8 @@ class PartitionLog:
     def delete(self) -> None:
         """Remove the partition's files (topic deletion)."""
         self.closed = True
+        if self._checkpoints is not None:
+            self._checkpoints.closed = True
         for task in list(self._background):
             task.cancel()
         self.flusher.abandon()

@@ -149,7 +149,7 @@ class FilePartitionStore:
         return self.log.delete_records_before(offset)
 
     def durable_log_start(self) -> asyncio.Future[None] | None:
-        return None  # delete_records_before wrote the checkpoint already
+        return self.log.durable_log_start()  # the checkpoint, written off the loop with others' prunes
 
     @property
     def before_append(self) -> Callable[[], None] | None:

@@ -13,7 +13,9 @@ the survivors (base offset = the first survivor, last offset kept) or go.
 Only the leader compacts, with the segment engine's cadence and knobs (broker/storage/log/cleaner.py):
 every `log.cleaner.backoff.ms` (a dynamic broker config; a change wakes it), each partition whose
 cleanable bytes are dirtier than `min.cleanable.dirty.ratio`, or whose oldest dirty batch is older than
-`max.compaction.lag.ms`, is compacted (`cleaned_to`: where the last run's cleanable part ended). The
+`max.compaction.lag.ms`, is compacted (`cleaned_to`: where the last run's cleanable part ended, kept in
+the database's `partitions.cleaned_to` by the round that stores the run's rewrites, so a new leader
+does not find the whole partition dirty: Kafka's cleaner-offset-checkpoint). The
 decoding runs in a worker thread on a
 snapshot of the batches; back on the loop, the batches that are still there are replaced in memory and
 queued for the node's next round, which replaces their rows (the old rows deleted, the new ones
@@ -167,13 +169,15 @@ async def compact_store(store: PostgresPartitionStore, now_ms: int) -> int:
     store.last_compaction = (fingerprint, now_ms)
     if store.closed or store.offline is not None:
         return 0
-    store.cleaned_to = max(store.cleaned_to, rb.read_header(batches[cleanable - 1][1]).next_offset)
+    dirty_from = store.cleaned_to
     applied = store.apply_rewrite([(base, data, new) for base, data, new in rewrite.changes])
+    store.cleaned(rb.read_header(batches[cleanable - 1][1]).next_offset)  # stored in the same round
     if rewrite.markers:  # a removed abort marker's entry must not be reported to fetches any more
         state.aborted = [a for a in state.aborted if a[2] not in rewrite.markers]
-    if applied:
-        log.info("partition_compacted", topic=store.topic, partition=store.partition, batches_changed=applied,
-                 records_before=rewrite.records_before, records_after=rewrite.records_after)
+    # every run, as Kafka's cleaner logs each log it cleaned with its dirty section
+    log.info("partition_compacted", topic=store.topic, partition=store.partition, dirty_from=dirty_from,
+             cleaned_to=store.cleaned_to, batches_changed=applied, records_before=rewrite.records_before,
+             records_after=rewrite.records_after)
     return applied
 
 

@@ -73,7 +73,10 @@ class PostgresEngine:
     async def refresh(self) -> None:
         """Read the cluster's state and bring the image (and the partitions opened here) up to it."""
         async with self._refreshing:
-            async with self.pool.acquire() as conn:
+            # One snapshot, so the image is a state the database went through, in its commit order: a topic
+            # deleted and created again between two of these reads would otherwise be seen under its old id
+            # with the new topic's partitions (served before the old one's deletion is applied).
+            async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
                 brokers = await live_brokers(conn)
                 controller = await conn.fetchval(
                     "SELECT node_id FROM controller_lease WHERE lease_expires > statement_timestamp()")
@@ -119,7 +122,7 @@ class PostgresEngine:
                             reopened = store is not None and store.offline is not None
                             try:
                                 async with self.pool.acquire() as conn:
-                                    await self.plog.open_partition(name, p, info.config, conn)
+                                    await self.plog.open_partition(name, p, info.config, conn, info.topic_id)
                             except KafkaError as exc:  # moved again meanwhile: the next refresh sees it
                                 log.warning("partition_open_failed", topic=name, partition=p, error=str(exc))
                                 continue

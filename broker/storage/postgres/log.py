@@ -11,8 +11,8 @@ writes them in one transaction:
      COMMIT, so no election can come between (metadata.elect holds the same row);
   2. one COPY inserts the batches of the partitions the UPDATE returned (and, for partitions whose
      log start moved, by DeleteRecords or retention, one UPDATE of `log_start` under the same fence
-     and one DELETE of the batches wholly below it; for partitions compaction rewrote, the same fence
-     and their changed batches' rows replaced);
+     and one DELETE of the batches wholly below it; for partitions compaction rewrote, the same fence,
+     which stores where the run ended, and their changed batches' rows replaced);
   3. COMMIT, with synchronous_commit=on (the connection's setting, schema.connect): the records are
      on PostgreSQL's disk (and on a synchronous standby, if the operator has one) before any waiter
      is answered. The high watermark is the committed end.
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import structlog
@@ -56,6 +57,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kbroker.storage.postgres")
 
+# compaction's part of a round: (the changed batches: stored base, replacement), where the run ended
+Cleaning = tuple[list[tuple[int, "Pending | None"]], int | None]
+
 BATCH_COLUMNS = ("topic", "partition", "base_offset", "last_offset", "leader_epoch", "max_timestamp", "producer_id",
                  "producer_epoch", "base_sequence", "attributes", "records")
 
@@ -69,22 +73,24 @@ WHERE p.topic = u.topic AND p.partition = u.partition AND p.leader = $6 AND p.le
   AND p.log_end = u.old_end AND t.name = u.topic AND t.topic_id = u.topic_id
 RETURNING p.topic, p.partition
 """
-_MOVE_START = """
-UPDATE partitions AS p SET log_start = greatest(p.log_start, u.start)
+
+
+def _fenced_raise(column: str) -> str:
+    """One UPDATE raising `column` of each partition to greatest(stored, given) ($4; NULL leaves it, as
+    greatest() skips it), only where this node ($5) still leads in the epoch ($3) and the topic id ($6)
+    is the caller's; it returns the partitions it fenced in, whose rows stay locked to COMMIT."""
+    return f"""
+UPDATE partitions AS p SET {column} = greatest(p.{column}, u.value)
 FROM unnest($1::text[], $2::integer[], $3::integer[], $4::bigint[], $6::uuid[])
-     AS u(topic, partition, epoch, start, topic_id), topics AS t
+     AS u(topic, partition, epoch, value, topic_id), topics AS t
 WHERE p.topic = u.topic AND p.partition = u.partition AND p.leader = $5 AND p.leader_epoch = u.epoch
   AND t.name = u.topic AND t.topic_id = u.topic_id
 RETURNING p.topic, p.partition
 """
-_FENCE = """
-SELECT p.topic, p.partition FROM partitions AS p
-JOIN unnest($1::text[], $2::integer[], $3::integer[], $5::uuid[]) AS u(topic, partition, epoch, topic_id)
-  ON p.topic = u.topic AND p.partition = u.partition
-JOIN topics AS t ON t.name = u.topic AND t.topic_id = u.topic_id
-WHERE p.leader = $4 AND p.leader_epoch = u.epoch
-FOR UPDATE OF p
-"""
+
+
+_MOVE_START = _fenced_raise("log_start")  # DeleteRecords, retention
+_FENCE = _fenced_raise("cleaned_to")  # compaction's rewrites, storing the cleaner's checkpoint
 # The index of a partition's log, oldest first, with the bytes of its newest batches (within $4 bytes),
 # of every batch when the partition is resident ($5), and of every control batch (its marker rebuilds
 # the transactions' state); of the others, the header only (rb.HEADER_SIZE bytes: producer state).
@@ -151,10 +157,12 @@ class PostgresLog:
     # --- opening a partition (becoming its leader) ----------------------------------------------------
 
     async def open_partition(self, topic: str, partition: int, config: LogConfig,
-                             conn: Any = None) -> PostgresPartitionStore:
+                             conn: Any = None, topic_id: uuid.UUID | None = None) -> PostgresPartitionStore:
         """The store of a partition this node leads now: its offsets, epoch history and every batch
         read from the database, the idempotent producers' state rebuilt from the batches' headers.
-        `conn`: the connection to read on (not the writer's, while rounds may run on it)."""
+        `conn`: the connection to read on (not the writer's, while rounds may run on it). `topic_id`:
+        the topic as the caller's image has it; another (deleted and created again since) is refused,
+        UNKNOWN_TOPIC_OR_PARTITION, so no node serves a new topic before it has seen the old one go."""
         from .store import PostgresPartitionStore
 
         conn = conn or self.conn
@@ -163,11 +171,13 @@ class PostgresLog:
         if old is not None:
             old.depose(None)
         async with conn.transaction(isolation="repeatable_read", readonly=True):
-            row = await conn.fetchrow("SELECT leader, leader_epoch, log_start, log_end, topic_id FROM partitions "
+            row = await conn.fetchrow("SELECT leader, leader_epoch, log_start, log_end, cleaned_to, topic_id FROM partitions "
                                       "JOIN topics ON name = topic WHERE topic = $1 AND partition = $2",
                                       topic, partition)
-            if row is None:
-                raise KafkaError(f"no partition {topic}-{partition}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if row is None or (topic_id is not None and row["topic_id"] != topic_id):
+                raise KafkaError(f"no partition {topic}-{partition}" if row is None else
+                                 f"{topic} was deleted and created again since this node read it",
+                                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if row["leader"] != self.node_id:
                 raise NotLeaderError(f"{topic}-{partition} is led by node {row['leader']}, not {self.node_id}")
             epochs = await conn.fetch("SELECT leader_epoch, start_offset FROM epoch_history WHERE topic = $1 "
@@ -192,12 +202,14 @@ class PostgresLog:
         store = PostgresPartitionStore(self, topic, partition, config, topic_id=row["topic_id"],
                                        leader_epoch=row["leader_epoch"],
                                        log_start=row["log_start"], log_end=row["log_end"], epochs=history,
-                                       producer_state=state, batches=batches)
+                                       producer_state=state, batches=batches,
+                                       cleaned_to=row["cleaned_to"])
         self.stores[(topic, partition)] = store
         for other in self.stores.values():  # one more partition shares the node's budget
             other.batches.trim(other.high_watermark)
         log.info("partition_opened", topic=topic, partition=partition, leader_epoch=row["leader_epoch"],
-                 log_start=row["log_start"], log_end=row["log_end"], batches=len(entries),
+                 log_start=row["log_start"], log_end=row["log_end"], cleaned_to=store.cleaned_to,
+                 batches=len(entries),
                  bytes=batches.size, held=batches.tail_bytes, resident=resident,
                  took_ms=round(1000 * (time.monotonic() - started), 1))
         return store
@@ -267,13 +279,14 @@ class PostgresLog:
             self._round = None
 
     async def _commit(self, stores: list[PostgresPartitionStore]) -> None:
-        taken = [(store, store.take_pending(), store.take_log_start(), store.take_rewrites()) for store in stores]
-        taken = [t for t in taken if t[1] or t[2] is not None or t[3]]
+        taken = [(store, store.take_pending(), store.take_log_start(), (store.take_rewrites(), store.take_cleaned_to()))
+                 for store in stores]
+        taken = [t for t in taken if t[1] or t[2] is not None or t[3][0] or t[3][1] is not None]
         if not taken:
             return
         appending = [(store, pending) for store, pending, _, _ in taken if pending]
         starting = [(store, start) for store, _, start, _ in taken if start is not None]
-        rewriting = [(store, rewrites) for store, _, _, rewrites in taken if rewrites]
+        rewriting = [(store, cleaning) for store, _, _, cleaning in taken if cleaning[0] or cleaning[1] is not None]
         started = time.monotonic()
         try:
             if self.conn.is_closed() and self._reconnect is not None:
@@ -297,9 +310,10 @@ class PostgresLog:
             return
         self.rounds += 1
         took_ms = round(1000 * (time.monotonic() - started), 2)
-        for store, pending, start, rewrites in taken:
+        for store, pending, start, cleaning in taken:
             key = (store.topic, store.partition)
-            if (not pending or key in ours) and (start is None or key in moved) and (not rewrites or key in rewritten):
+            cleaned = not cleaning[0] and cleaning[1] is None or key in rewritten
+            if (not pending or key in ours) and (start is None or key in moved) and cleaned:
                 if pending:
                     store.committed(pending[-1][1] + 1)
                 if start is not None:
@@ -334,15 +348,15 @@ class PostgresLog:
                                     [start for _, _, start in below])
         return moved
 
-    async def _rewrite(self, rewriting: list[tuple[PostgresPartitionStore, list[tuple[int, Pending | None]]]]
-                       ) -> set[tuple[str, int]]:
+    async def _rewrite(self, rewriting: list[tuple[PostgresPartitionStore, Cleaning]]) -> set[tuple[str, int]]:
         """Compaction's rewrites (compaction.py), only where this node still leads in its epoch: each
-        changed batch's row deleted, its replacement (if any, and not below the log start) inserted."""
+        changed batch's row deleted, its replacement (if any, and not below the log start) inserted, and
+        where the run ended stored (`partitions.cleaned_to`)."""
         rows = await self.conn.fetch(_FENCE, [s.topic for s, _ in rewriting], [s.partition for s, _ in rewriting],
-                                     [s.leader_epoch for s, _ in rewriting], self.node_id,
-                                     [s.topic_id for s, _ in rewriting])
+                                     [s.leader_epoch for s, _ in rewriting], [c[1] for _, c in rewriting],
+                                     self.node_id, [s.topic_id for s, _ in rewriting])
         fenced_in = {(row["topic"], row["partition"]) for row in rows}
-        mine = [(s, rewrites) for s, rewrites in rewriting if (s.topic, s.partition) in fenced_in]
+        mine = [(s, c[0]) for s, c in rewriting if (s.topic, s.partition) in fenced_in]
         gone = [(s.topic, s.partition, base) for s, rewrites in mine for base, _ in rewrites]
         if gone:
             await self.conn.execute(_DELETE_BATCHES, [t for t, _, _ in gone], [p for _, p, _ in gone],

@@ -21,7 +21,9 @@ nothing):
 * producer_id_blocks: blocks of producer ids handed to nodes, never reused;
 * batches: record batches as the producer sent them (offsets assigned), keyed by
   (topic, partition, base offset), with what idempotence and timestamp search need beside them;
-* broker_configs (version 2): the dynamic broker configs, per node id, -1 the cluster-wide defaults.
+* broker_configs (version 2): the dynamic broker configs, per node id, -1 the cluster-wide defaults;
+* partitions.cleaned_to (version 3): where the leader's last compaction run ended (the dirty part's
+  start), stored with the run's rewrites, so a new leader's cleaner starts from there.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CONNECT_TIMEOUT_S = 10.0
 # pg_advisory_xact_lock's key for "creating or migrating kbroker's schema" (any constant of our own).
 SCHEMA_LOCK = 0x6B62726F6B6572  # "kbroker"
@@ -122,8 +124,14 @@ CREATE TABLE broker_configs (
 );
 """
 
+# Version 3: the cleaner's checkpoint per partition (Kafka's cleaner-offset-checkpoint file): where the
+# last compaction run's cleanable part ended, so a new leader does not take the whole partition as dirty.
+SCHEMA_V3 = """
+ALTER TABLE partitions ADD COLUMN cleaned_to bigint NOT NULL DEFAULT 0;
+"""
+
 # version -> the DDL that brings version - 1 to it
-MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2}
+MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3}
 TABLES = ("kbroker_schema", "cluster", "brokers", "controller_lease", "topics", "topic_configs", "partitions",
           "epoch_history", "producer_id_blocks", "batches", "broker_configs")
 TABLE_PRIVILEGES = "SELECT, INSERT, UPDATE, DELETE"

@@ -51,7 +51,7 @@ class PostgresPartitionStore:
     def __init__(self, plog: PostgresLog, topic: str, partition: int, config: LogConfig, *, topic_id: uuid.UUID,
                  leader_epoch: int,
                  log_start: int, log_end: int, epochs: LeaderEpochs, producer_state: PartitionProducerState,
-                 batches: StoredBatches) -> None:
+                 batches: StoredBatches, cleaned_to: int = 0) -> None:
         self._log = plog
         self.topic = topic
         self.partition = partition
@@ -72,7 +72,10 @@ class PostgresPartitionStore:
         self._start_waiters: list[tuple[int, asyncio.Future[None]]] = []  # (log start, resolved once stored)
         self._rewrites: list[tuple[int, Pending | None]] = []  # compaction's: (stored base, its replacement)
         self.last_compaction: tuple[object, int] | None = None  # (what the log was, when), compaction.py
-        self.cleaned_to = log_start  # where the last compaction's cleanable part ended (the dirty part begins)
+        # where the last compaction's cleanable part ended (the dirty part begins), as the database kept it
+        # (partitions.cleaned_to, stored by the round after each run): a new leader starts from there
+        self.cleaned_to = max(log_start, cleaned_to)
+        self._cleaned_to_store: int | None = None  # a compaction run's end not yet in a round
         self._offline: Exception | None = None
         self._closed = False
         self.before_append: Callable[[], None] | None = None
@@ -264,6 +267,20 @@ class PostgresPartitionStore:
         rewrites, self._rewrites = self._rewrites, []
         return rewrites
 
+    def cleaned(self, offset: int) -> None:
+        """A compaction run's cleanable part ended at `offset`: kept here, and queued for the next round,
+        which stores it with the run's rewrites (the cleaner's checkpoint, as Kafka's
+        cleaner-offset-checkpoint file), so the next leader's cleaner starts where this one ended."""
+        if offset <= self.cleaned_to or self._closed or self._offline is not None:
+            return
+        self.cleaned_to = offset
+        self._cleaned_to_store = offset
+        self._log.queue(self)
+
+    def take_cleaned_to(self) -> int | None:
+        cleaned, self._cleaned_to_store = self._cleaned_to_store, None
+        return cleaned
+
     def take_log_start(self) -> int | None:
         """The log start to store in this round, if it moved since the last."""
         start, self._start_to_store = self._start_to_store, None
@@ -290,6 +307,7 @@ class PostgresPartitionStore:
     def _fail_waiters(self, error: Exception) -> None:
         self._start_to_store = None
         self._rewrites = []
+        self._cleaned_to_store = None
         waiters, self._waiters = self._waiters + self._start_waiters, []
         self._start_waiters = []
         for _, future in waiters:

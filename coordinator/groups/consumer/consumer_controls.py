@@ -19,7 +19,7 @@ from ....protocol.errors import ErrorCode
 from . import consumer_commands as cc
 from .consumer_commands import ExpireSessionsNext
 from ...config import GroupConfig
-from .consumer_group import ConsumerGroup, MemberState
+from .consumer_group import ConsumerGroup, GroupConfigLookup, MemberState, no_overrides, session_timeout_ms
 from .consumer_heartbeat import CCtx, fence_member, finish
 from ..classic.controls import Control, ControlResult, CoordinatorMove, ExpireMember, ExpireSessions, ForceRebalance
 from ...runtime.outcome import Outcome
@@ -83,18 +83,19 @@ def _apply(ctx: CCtx, group: ConsumerGroup, cmd: Control) -> ControlResult:
             if cmd.phase == "unload":
                 cancel_member_timers(ctx.out, group)
             else:
-                arm_member_timers(ctx.out, ctx.config, group)
+                arm_member_timers(ctx.out, ctx.config, group, ctx.overrides)
             return ControlResult(E.NONE, f"coordinator {cmd.phase}ed group {group.group_id}")
     raise TypeError(f"unknown control {type(cmd).__name__}")
 
 
-def arm_member_timers(out: Outcome, config: GroupConfig, group: ConsumerGroup) -> None:
+def arm_member_timers(out: Outcome, config: GroupConfig, group: ConsumerGroup,
+                      overrides: GroupConfigLookup = no_overrides) -> None:
     """Kafka's onLoaded for one group: every member gets a fresh session timeout, and a member
     still revoking gets its rebalance timeout again."""
     for member in group.members.values():
         out.schedule(cc.session_key(group.group_id, member.member_id),
                      member.classic.session_timeout_ms if member.classic is not None
-                     else config.group_consumer_session_timeout_ms,
+                     else session_timeout_ms(config, overrides, group.group_id),
                      cc.ConsumerSessionExpired(group.group_id, member.member_id))
         if member.state is MemberState.UNREVOKED_PARTITIONS and member.classic is None:
             out.schedule(cc.rebalance_key(group.group_id, member.member_id), max(member.rebalance_timeout_ms, 0),

@@ -387,3 +387,24 @@ def _bump(counts: dict[str, int], key: str, step: int) -> None:
 
 def _commit_time(o: OffsetAndMetadata) -> int:
     return o.commit_timestamp
+
+
+GroupConfigLookup = Callable[[str, str], "str | None"]  # (group id, config name) -> the group's override
+
+
+def no_overrides(_group_id: str, _name: str) -> str | None:
+    return None
+
+
+def session_timeout_ms(config: Any, overrides: GroupConfigLookup, group_id: str) -> int:
+    """Kafka's consumerGroupSessionTimeoutMs: the group's consumer.session.timeout.ms (IncrementalAlterConfigs
+    on the GROUP resource), else the broker's group.consumer.session.timeout.ms."""
+    value = overrides(group_id, "consumer.session.timeout.ms")
+    return int(value) if value is not None else config.group_consumer_session_timeout_ms
+
+
+def heartbeat_interval_ms(config: Any, overrides: GroupConfigLookup, group_id: str) -> int:
+    """Kafka's consumerGroupHeartbeatIntervalMs: the group's consumer.heartbeat.interval.ms, else the
+    broker's group.consumer.heartbeat.interval.ms."""
+    value = overrides(group_id, "consumer.heartbeat.interval.ms")
+    return int(value) if value is not None else config.group_consumer_heartbeat_interval_ms

@@ -27,8 +27,12 @@ from .consumer_group import (
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
+    GroupConfigLookup,
     TopicImage,
+    heartbeat_interval_ms,
     new_member_id,
+    no_overrides,
+    session_timeout_ms,
 )
 from ....protocol.records.consumer_records import (
     ConsumerGroupMetadataRecord,
@@ -59,6 +63,7 @@ class CCtx:
     records: list[Record] = field(default_factory=list)  # consumer records, or classic ones on a downgrade
     then: object | None = None  # a follow-up for the classic machine (a downgrade)
     _image: Mapping[str, TopicImage] | None = None
+    overrides: GroupConfigLookup = no_overrides  # groups' consumer.* config overrides (TypeContext.group_config)
 
     def image(self) -> Mapping[str, TopicImage]:
         if self._image is None:
@@ -221,7 +226,8 @@ def update_target_assignment(ctx: CCtx, group: ConsumerGroup, group_epoch: int,
     ctx.out.events.append(AssignmentChanged(
         group.group_id, group_epoch, group_epoch, reason,
         updated.member_id if updated is not None else removed, assignor, tuple(sorted(moved)), len(members),
-        group.group_epoch, joined, (removed,) if removed is not None else (), _session_timeout(ctx, reason)))
+        group.group_epoch, joined, (removed,) if removed is not None else (),
+        _session_timeout(ctx, group.group_id, reason)))
     return result.get(updated.member_id, {}) if updated is not None else {}
 
 
@@ -259,7 +265,7 @@ def finish(ctx: CCtx, reply_to: object, result: object) -> None:
 
 
 def steady_heartbeat(config: GroupConfig, topics: TopicsImage, groups: Mapping[str, ConsumerGroup],
-                     cmd: cc.ConsumerGroupHeartbeat) -> Outcome | None:
+                     cmd: cc.ConsumerGroupHeartbeat, overrides: GroupConfigLookup = no_overrides) -> Outcome | None:
     """The Outcome `consumer_group_heartbeat` gives a heartbeat that changes nothing, or None when
     it might change something (the full path then decides). Nothing changes when a known member,
     stable at its group's assignment epoch, sends only its id and current epoch, with the client
@@ -291,11 +297,13 @@ def steady_heartbeat(config: GroupConfig, topics: TopicsImage, groups: Mapping[s
     # member changes (a new object): made once, kept with the memo (which a new revision drops).
     answers = memo[2]
     made = answers.get(member.member_id)
-    if made is None or made[0] is not member:
+    session = session_timeout_ms(config, overrides, group.group_id)
+    interval = heartbeat_interval_ms(config, overrides, group.group_id)
+    if made is None or made[0] is not member or made[3] != (session, interval):  # the group's overrides may change
         made = answers[member.member_id] = (member, ScheduleTimer(
-            cc.session_key(group.group_id, member.member_id), config.group_consumer_session_timeout_ms,
+            cc.session_key(group.group_id, member.member_id), session,
             cc.ConsumerSessionExpired(group.group_id, member.member_id)), cc.ConsumerGroupHeartbeatResult(
-            E.NONE, None, member.member_id, member.member_epoch, config.group_consumer_heartbeat_interval_ms, None))
+            E.NONE, None, member.member_id, member.member_epoch, interval, None), (session, interval))
     out = Outcome()
     out.timers.append(made[1])
     if cmd.reply_to is not None:
@@ -441,14 +449,16 @@ def _heartbeat(ctx: CCtx, cmd: cc.ConsumerGroupHeartbeat,
                              cc.ConsumerRebalanceExpired(group.group_id, member_id, reconciled.member_epoch))
         else:
             ctx.out.cancel(cc.rebalance_key(group.group_id, member_id))
-    ctx.out.schedule(cc.session_key(group.group_id, member_id), ctx.config.group_consumer_session_timeout_ms,
+    ctx.out.schedule(cc.session_key(group.group_id, member_id),
+                     session_timeout_ms(ctx.config, ctx.overrides, group.group_id),
                      cc.ConsumerSessionExpired(group.group_id, member_id))
 
     full = cmd.member_epoch == 0 or (cmd.rebalance_timeout_ms != -1 and (
         cmd.subscribed_topic_names is not None or cmd.subscribed_topic_regex is not None) and owned is not None)
     changed = dict(reconciled.assigned_partitions) != dict(member.assigned_partitions) or is_new
     return cc.ConsumerGroupHeartbeatResult(
-        E.NONE, None, member_id, reconciled.member_epoch, ctx.config.group_consumer_heartbeat_interval_ms,
+        E.NONE, None, member_id, reconciled.member_epoch,
+        heartbeat_interval_ms(ctx.config, ctx.overrides, group.group_id),
         wire_assignment(reconciled.assigned_partitions) if full or changed else None,
     )
 
@@ -577,11 +587,11 @@ def fence_member(ctx: CCtx, group: ConsumerGroup, member: ConsumerGroupMember, r
         ctx.records.append(ConsumerGroupTargetAssignmentMetadataRecord(group.group_id, group_epoch, 0))
         ctx.out.events.append(AssignmentChanged(
             group.group_id, group_epoch, group_epoch, reason, member.member_id, "", (), 0,
-            group.group_epoch, (), (member.member_id,), _session_timeout(ctx, reason)))
+            group.group_epoch, (), (member.member_id,), _session_timeout(ctx, group.group_id, reason)))
 
 
-def _session_timeout(ctx: CCtx, reason: str) -> int | None:
-    return ctx.config.group_consumer_session_timeout_ms if reason == "session expired" else None
+def _session_timeout(ctx: CCtx, group_id: str, reason: str) -> int | None:
+    return session_timeout_ms(ctx.config, ctx.overrides, group_id) if reason == "session expired" else None
 
 
 def on_session_expired(ctx: CCtx, group: ConsumerGroup | None, expiry: cc.ConsumerSessionExpired) -> None:

@@ -73,15 +73,19 @@ class ConsumerGroups:
         self.topics = ctx.topics
         self.max_batch_bytes = ctx.max_batch_bytes
         self._dispatch = ctx.handle  # the shard's: a request for a group id this type no longer holds
+        self._overrides = ctx.group_config  # consumer.session.timeout.ms, consumer.heartbeat.interval.ms
+
+    def _ctx(self, now_ms: int) -> CCtx:
+        return CCtx(self.config, now_ms, Outcome(), self.topics, overrides=self._overrides)
 
     # -- commands ------------------------------------------------------------------------------
 
     def handle(self, cmd: Any, group: Any, now_ms: int) -> Outcome:
         if type(cmd) is cc.ConsumerGroupHeartbeat:  # the steady heartbeat: no context, no records
-            steady = steady_heartbeat(self.config, self.topics, self.groups, cmd)
+            steady = steady_heartbeat(self.config, self.topics, self.groups, cmd, self._overrides)
             if steady is not None:
                 return steady
-        ctx = CCtx(self.config, now_ms, Outcome(), self.topics)
+        ctx = self._ctx(now_ms)
         other = None
         if group is not None and group.__class__ is not ConsumerGroup:
             group, other = None, group  # another type's group: refused (or upgraded) below
@@ -176,11 +180,11 @@ class ConsumerGroups:
                     # The rest are the classic group's members now: the classic type ends their sessions.
                     out.merge(self._dispatch(ExpireSessions(follow_up.group_id, follow_up.reply_to), now_ms))
                     return out
-                out.merge(on_expire_sessions_next(CCtx(self.config, now_ms, Outcome(), self.topics), None,
+                out.merge(on_expire_sessions_next(self._ctx(now_ms), None,
                                                   follow_up, error))
                 return out
             case ExpireSessionsNext():
-                return on_expire_sessions_next(CCtx(self.config, now_ms, Outcome(), self.topics),
+                return on_expire_sessions_next(self._ctx(now_ms),
                                                self.groups.get(follow_up.group_id), follow_up, error)
         raise TypeError(f"not a consumer group follow-up: {follow_up!r}")
 
@@ -234,7 +238,7 @@ class ConsumerGroups:
         revoking gets its rebalance timeout again."""
         out = Outcome()
         for group in self.groups.values():
-            arm_member_timers(out, self.config, group)
+            arm_member_timers(out, self.config, group, self._overrides)
         return out
 
     def unload(self, now_ms: int) -> Outcome:

@@ -1,0 +1,43 @@
+"""The finalized feature levels UpdateFeatures changes (broker/operations/features.py): kept in
+features.json across a restart with the epoch, and a file that is damaged, or names a level this
+release does not support, never stops the broker: those entries are reported and the release's levels
+hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kbroker.broker.operations.features import FILE_NAME, FinalizedFeatures
+
+RELEASE = {"group.version": (0, 1, 1), "share.version": (0, 2, 2), "metadata.version": (7, 33, 33)}
+
+
+async def test_a_change_holds_across_a_restart_with_its_epoch(tmp_path: Path) -> None:
+    heard: list[tuple[str, int]] = []
+    store = FinalizedFeatures(tmp_path, RELEASE)
+    store.listeners.append(lambda name, level: heard.append((name, level)))
+    assert (store.level("share.version"), store.epoch) == (2, 1)
+    await store.change({"share.version": 1})
+    await store.change({"share.version": 0})
+    await store.change({"share.version": 0})  # no change of level: heard once, the epoch moves all the same
+    assert heard == [("share.version", 1), ("share.version", 0)]
+    again = FinalizedFeatures(tmp_path, RELEASE)
+    assert (again.level("share.version"), again.epoch) == (0, 4)
+    assert again.levels() == {**RELEASE, "share.version": (0, 2, 0)}
+    assert again.level("no.such.version") == 0
+
+
+async def test_damage_and_levels_the_release_does_not_support_are_ignored(tmp_path: Path) -> None:
+    store = FinalizedFeatures(tmp_path, RELEASE)
+    await store.change({"share.version": 1})
+    path = tmp_path / FILE_NAME
+    text = path.read_text()
+    assert '"level":1' in text.replace(" ", "")
+    path.write_text(text.replace('"level": 1', '"level": 0').replace('"level":1', '"level":0'))  # its checksum fails
+    damaged = FinalizedFeatures(tmp_path, RELEASE)
+    assert damaged.level("share.version") == 2  # the release's: the damaged entry is not trusted
+    await FinalizedFeatures(tmp_path, RELEASE).change({"share.version": 2})
+    # a release that supports share.version 0-1 (finalizing 1) does not take the kept 2: its own level holds
+    assert FinalizedFeatures(tmp_path, {**RELEASE, "share.version": (0, 1, 1)}).level("share.version") == 1
+    path.write_text("not json at all")
+    assert FinalizedFeatures(tmp_path, RELEASE).level("share.version") == 2
