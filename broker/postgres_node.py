@@ -38,6 +38,7 @@ from .storage.postgres.engine import PostgresEngine
 from .storage.postgres.log import PostgresLog
 from .storage.postgres.membership import (LEASE_MS, PRODUCER_ID_BLOCK, RENEW_EVERY_S, BrokerLease, ControllerLease, NodeIdTaken,
                                           leaderships, move_lost_leaders, move_to_preferred, take_producer_id_block)
+from .storage.postgres.memory import ReadCache, TailBudget
 from .storage.postgres.notify import MetadataListener, notify
 
 if TYPE_CHECKING:
@@ -102,7 +103,9 @@ class PostgresNode:
             await pool.close()
             raise schema.ClusterDatabaseError(str(e)) from None
         plog = PostgresLog(log_conn, config.node_id, fenced=lambda: lease.fenced,
-                           reconnect=lambda: schema.connect(config.cluster, name=name))
+                           reconnect=lambda: schema.connect(config.cluster, name=name),
+                           budget=TailBudget(config.postgres_tail_bytes, config.postgres_memory_bytes),
+                           cache=ReadCache(config.postgres_read_cache_bytes))
         engine = PostgresEngine(pool, plog, config.node_id, default_config, clock)
         node = cls(config, cluster_id, lease, engine, pool)
         node.broker_configs = await node._read_broker_configs()
