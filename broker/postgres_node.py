@@ -11,9 +11,10 @@ It opens the database (schema checked, broker registered with its lease), and ru
   restarts leads again what it was given;
 * the image's refresh (engine.PostgresEngine.refresh) when the database notifies a change of metadata
   (storage/postgres/notify.py) and every --cluster-poll-ms besides, which opens and deposes this node's partitions
-  and tells the coordinators of leaders that moved: a `__consumer_offsets` or `__transaction_state`
-  partition is unloaded and, if this node leads it now, replayed from its log, as broker/cluster.py
-  moves them for several nodes in one process;
+  and tells the coordinators of leaders that moved: a `__consumer_offsets`, `__transaction_state` or
+  `__share_group_state` partition is unloaded and, if this node leads it now, replayed from its log, as
+  broker/cluster.py moves the first two for several nodes in one process (whose one share coordinator
+  serves every node's); a data partition this node no longer leads drops its share-partitions here;
   and, in the same pass, the dynamic broker configs (this node's layer and the cluster-wide defaults in
   `broker_configs`, whose writes notify as well), adopted and applied when another node changed them,
   and the finalized feature levels (storage/postgres/features.py), adopted when their epoch moved.
@@ -50,6 +51,7 @@ log = structlog.get_logger("kbroker.cluster")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = "__share_group_state"
 CLUSTER_DEFAULT = -1  # broker_configs.node_id of the cluster-wide dynamic defaults
 
 
@@ -193,11 +195,11 @@ class PostgresNode:
             await asyncio.sleep(every_s)
 
     def _reload_coordinators(self) -> None:
-        """The fence lifted: each `__consumer_offsets` and `__transaction_state` partition this node still
-        leads is unloaded and replayed from its log, as on a move. A coordinator's write refused while
-        fenced took its partition offline, and with no move (the lease renewed before the controller
-        acted: a short pause) nothing else would bring it back."""
-        for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+        """The fence lifted: each `__consumer_offsets`, `__transaction_state` and `__share_group_state`
+        partition this node still leads is unloaded and replayed from its log, as on a move. A
+        coordinator's write refused while fenced took its partition offline, and with no move (the lease
+        renewed before the controller acted: a short pause) nothing else would bring it back."""
+        for topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC):
             info = self.engine.topic(topic)
             if info is None:
                 continue
@@ -282,7 +284,17 @@ class PostgresNode:
             if led:
                 transactions.coordinator.mark_loading([partition])
             move = transactions.move_partition(partition, led=led)
+        elif topic == SHARE_STATE_TOPIC and (led or broker.share_state_if_built is not None):
+            # The share coordinator, built now if need be for the same reason as the group coordinator:
+            # built later it would find the topic there and load nothing.
+            state = broker.share_state
+            state.serve()
+            if led:
+                state.runtime.mark_loading([partition])
+            move = state.move_partition(partition, led=led)
         else:
+            if old == self.node_id and not led and (shares := broker.share_partitions_if_built) is not None:
+                shares.leadership_lost(topic, partition)  # its share-partitions start again on the new leader
             return
         previous = self._moves.get((topic, partition))
         self._moves[(topic, partition)] = asyncio.get_running_loop().create_task(

@@ -7,8 +7,10 @@ Key types (Kafka's `CoordinatorType`):
   COORDINATOR_NOT_AVAILABLE, as Kafka answers while `__consumer_offsets` cannot be served);
 - 1 transaction: this node, once the transaction coordinator runs (before that
   COORDINATOR_NOT_AVAILABLE);
-- 2 share: INVALID_REQUEST below v6 or for a key that is not "group:topicId:partition";
-  otherwise COORDINATOR_NOT_AVAILABLE (no share coordinator);
+- 2 share: INVALID_REQUEST below v6 or for a key that is not "group:topicId:partition"; with several
+  nodes (`--nodes N`, over PostgreSQL) the leader of the key's `__share_group_state` partition, whose
+  share coordinator holds the share-partition's state; on one node COORDINATOR_NOT_AVAILABLE (its
+  share-partitions reach their state in-process: nothing asks it);
 - anything else: INVALID_REQUEST (Kafka fails the whole request on an unknown type).
 
 v0-v3 answer one key at top level; v4+ answer each of `coordinator_keys` in its own entry. Like
@@ -72,6 +74,8 @@ def lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int
     if key_type == SHARE:
         if ctx.api_version < 6 or not valid_share_key(key):
             return E.INVALID_REQUEST, -1, "", -1
+        if ctx.broker.catalogue.clustered:
+            return _share_leader(ctx, key)
         return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return E.INVALID_REQUEST, -1, "", -1
 
@@ -83,6 +87,21 @@ def _leader_of(ctx: RequestContext, topic: str, key: str) -> tuple[ErrorCode, in
     if endpoint is None:
         return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     return E.NONE, node, endpoint[0], endpoint[1]
+
+
+def _share_leader(ctx: RequestContext, key: str) -> tuple[ErrorCode, int, str, int]:
+    """Several nodes: the leader of the `__share_group_state` partition Kafka's share coordinator puts
+    "group:topicId:partition" in (made now if it does not exist: COORDINATOR_NOT_AVAILABLE until it does,
+    as Kafka answers while it creates the topic)."""
+    from ..coordinators.share_state import TOPIC, kafka_partition_for
+
+    ctx.broker.share_state.ensure()
+    catalogue = ctx.broker.catalogue
+    info = catalogue.topic(TOPIC)
+    led = None if info is None else catalogue.leadership(TOPIC, kafka_partition_for(key, info.num_partitions))
+    if led is None or led.leader < 0 or (endpoint := ctx.broker.node_endpoint(led.leader, ctx.listener)) is None:
+        return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return E.NONE, led.leader, endpoint[0], endpoint[1]
 
 
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:

@@ -102,6 +102,7 @@ class SharePartitionManager:
         self.acquired_total: Counter[str] = Counter()
         self.redelivered_total: Counter[str] = Counter()
         self.lock_expiries_total: Counter[str] = Counter()
+        self._told_elsewhere: set[Key] = set()  # share-partitions logged as served elsewhere (once each)
         self.state_log: ShareStateLog = broker.share_state
         self.state_log.ensure()
         self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)
@@ -226,6 +227,8 @@ class SharePartitionManager:
         """Start a share-partition that has no state yet where the group's share.auto.offset.reset says:
         earliest (the log start), latest (the high watermark, Kafka's default) or by_duration (the
         first record at or after now minus the duration, else the high watermark)."""
+        if self.unserved(group_id, topic, partition) is not None:
+            return  # its state is not served here (yet): the fetch answers why
         sp = self.share_partition(group_id, topic, partition)
         if sp.initialized:
             return
@@ -265,6 +268,24 @@ class SharePartitionManager:
                     self._dead_letter(key, sp, archiving, resumed=True)
         return sp
 
+    def unserved(self, group_id: str, topic: str, partition: int) -> ErrorCode | None:
+        """A share-partition not held here whose persisted state this node's share coordinator does not
+        serve (over PostgreSQL another node leads its `__share_group_state` partition, or it is still
+        replaying it) is not started from nothing: COORDINATOR_NOT_AVAILABLE, Kafka's persister error
+        for NOT_COORDINATOR and the load errors, which the member's next fetch retries."""
+        topic_id = self._topic_id(topic)
+        key = (group_id, topic, partition)
+        if topic_id is None or key in self.partitions:
+            return None
+        why = self.state_log.serving(group_id, topic_id, partition)
+        if why is None:
+            return None
+        if why is E.NOT_COORDINATOR and key not in self._told_elsewhere:  # said once: the operator sees why
+            self._told_elsewhere.add(key)
+            log.warning("share_partition_state_elsewhere", group_id=group_id, topic=topic, partition=partition,
+                        reason="another node leads its __share_group_state partition")
+        return E.COORDINATOR_NOT_AVAILABLE
+
     def _topic_id(self, topic: str) -> uuid.UUID | None:
         info = self.broker.catalogue.topic(topic)
         return None if info is None else info.topic_id
@@ -291,6 +312,8 @@ class SharePartitionManager:
         error, log_start, high_watermark = self.broker.partitions.bounds(topic, partition)
         if error != E.NONE:
             return PartitionAnswer(error=ErrorCode(error))
+        if (unserved := self.unserved(group_id, topic, partition)) is not None:
+            return PartitionAnswer(error=unserved)
         sp = self._configured(group_id, self.share_partition(group_id, topic, partition))
         self._initialized(group_id, sp, topic, partition, high_watermark, log_start)
         committed = self.broker.group_configs.value(group_id, "share.isolation.level") == "read_committed"
@@ -416,6 +439,15 @@ class SharePartitionManager:
             self.timers.cancel(self._timer_key(*key))
         for wait in waits:
             await wait
+
+    def leadership_lost(self, topic: str, partition: int) -> None:
+        """Another node leads the data partition now (over PostgreSQL): its share-partitions held here
+        go, their locks' timers with them, so nothing more is written of them from here; the new
+        leader starts them from their persisted state (what was acquired here comes back)."""
+        for key in [k for k in self.partitions if k[1:] == (topic, partition)]:
+            del self.partitions[key]
+            self.topic_ids.pop(key, None)
+            self.timers.cancel(self._timer_key(*key))
 
     def topics_deleted(self, deleted: dict[str, uuid.UUID]) -> Awaitable[int]:
         """Deleted topics: their share-partitions held here go (their locks' timers with them), and

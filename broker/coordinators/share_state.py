@@ -13,6 +13,11 @@ COORDINATOR_LOAD_IN_PROGRESS until its replay is done; a write goes through its 
 turn, appended and applied at once and answered once durable (PIPELINED: a failed fsync fences the
 partition until a restart, as for the other coordinators' logs; a refused append changes nothing).
 
+On one node and with `--nodes N` this runtime holds every partition. A node over PostgreSQL holds only
+those it leads: loaded at the start (`_led`) and moved with their leadership (`move_partition`, called
+by broker/postgres_node.py on each election and resignation, as `__consumer_offsets`); a share-partition
+whose partition is led elsewhere is not served here (`serving`: NOT_COORDINATOR).
+
 The topic has Kafka's settings (ShareCoordinatorService.shareGroupStateTopicConfigs): cleanup.policy
 delete with retention.ms -1, compression.type producer, segment.bytes 100 MiB, min.insync.replicas; 50 partitions
 (share.coordinator.state.topic.num.partitions).
@@ -68,7 +73,12 @@ def kafka_uuid(topic_id: uuid.UUID) -> str:
 
 def partition_for(group: str, topic_id: uuid.UUID, partition: int, n: int) -> int:
     """Kafka's ShareCoordinatorService.partitionFor(SharePartitionKey.asCoordinatorKey())."""
-    return kafka_abs(java_string_hash(f"{group}:{kafka_uuid(topic_id)}:{partition}")) % n
+    return kafka_partition_for(f"{group}:{kafka_uuid(topic_id)}:{partition}", n)
+
+
+def kafka_partition_for(coordinator_key: str, n: int) -> int:
+    """The partition of a coordinator key "group:topicId:partition" (FindCoordinator's key type 2)."""
+    return kafka_abs(java_string_hash(coordinator_key)) % n
 
 
 class ShareStateLog:
@@ -94,6 +104,7 @@ class ShareStateLog:
             refusal=lambda _cmd, code: Written(code), on_event=lambda _event: None,
             clock=partitions.clock, timers=timers, name="share-state")
         self.loading: asyncio.Task[int] | None = None
+        self._loads = asyncio.Lock()
 
     def start(self) -> None:
         """Serve: an existing topic is replayed by the runtime's loader in the background (its
@@ -104,8 +115,24 @@ class ShareStateLog:
         if info is None:
             return
         self.num_partitions = info.num_partitions
-        self.runtime.mark_loading(range(self.num_partitions))
-        self.loading = asyncio.get_running_loop().create_task(self.load_all(), name="share-state-load")
+        led = self._led()
+        self.runtime.mark_loading(led)
+        self.loading = asyncio.get_running_loop().create_task(self.load_all(led), name="share-state-load")
+
+    def serve(self) -> None:
+        """The runtime serving (a node over PostgreSQL that did not find the topic at its start and is
+        now elected for one of its partitions: `move_partition` follows)."""
+        if not self.runtime.running:
+            self.runtime.start_now()
+
+    def _led(self) -> list[int]:
+        """The partitions whose coordinator runs here: all of them on one node and with `--nodes N`
+        (one process runs every node's), only those this node leads over PostgreSQL (the others'
+        share-partitions answer NOT_COORDINATOR here: `serving`)."""
+        info = self.catalogue.topic(TOPIC)
+        if info is None:
+            return []
+        return [p for p in range(info.num_partitions) if self.catalogue.leads(info, p, None)]
 
     async def stop(self) -> None:
         if self.loading is not None and not self.loading.done():
@@ -117,7 +144,15 @@ class ShareStateLog:
         """The topic, made now if it does not exist (its partitions loaded empty); an existing one
         keeps its partition count and is loaded by `start`."""
         if self.catalogue.topic(TOPIC) is None:
-            self.catalogue.create_internal_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+            try:
+                self.catalogue.create_internal_topic(TOPIC, self.num_partitions, dict(TOPIC_CONFIGS))
+            except KafkaError as exc:
+                if exc.code is not E.LEADER_NOT_AVAILABLE:
+                    raise
+                # Over PostgreSQL the topic is made in the background: each node loads the partitions
+                # it is elected for as its image shows them (broker/postgres_node.py), empty ones at once.
+                log.info("share_state_topic_creating", partitions=self.num_partitions)
+                return
             log.info("share_state_topic_created", partitions=self.num_partitions)
             self.runtime.load_empty(range(self.num_partitions))
 
@@ -128,23 +163,54 @@ class ShareStateLog:
     def loaded_partitions(self) -> int:
         return sum(not self.runtime.loading(p) for p in self.runtime.loaded())
 
-    async def load_all(self) -> int:
-        """Replay every partition into its shard, one at a time (each partition serves once its own
-        replay is done); how many records were read."""
+    async def load_all(self, partitions: list[int]) -> int:
+        """Replay these partitions (those led here at the start) into their shards, one at a time (each
+        partition serves once its own replay is done); how many records were read. One that moved
+        meanwhile is unloaded by its move after this."""
         started = time.monotonic()
         count = 0
-        for partition in range(self.num_partitions):
-            records = []
-            for offset, record in self._read_partition(partition):
-                self._note(partition, record, offset)
-                records.append(record)
-            count += len(records)
-            await self.runtime.load(partition, records)
+        for partition in partitions:
+            count += await self._load(partition)
             await asyncio.sleep(0)
         log.info("share_state_loaded", records=count,
                  share_partitions=sum(len(shard.states.states) for shard in self.runtime.shards()),
                  load_ms=round(1000 * (time.monotonic() - started), 1))
         return count
+
+    async def _load(self, partition: int) -> int:
+        """Replay one partition into a new shard (its notes of durable records started afresh)."""
+        async with self._loads:  # the start's loader and a move never replay one partition at once
+            self._latest.pop(partition, None)
+            records = []
+            for offset, record in self._read_partition(partition):
+                self._note(partition, record, offset)
+                records.append(record)
+            await self.runtime.load(partition, records)
+        return len(records)
+
+    async def move_partition(self, partition: int, led: bool) -> None:
+        """A `__share_group_state` partition's leader moved (a node over PostgreSQL, broker/postgres_node.py),
+        as Kafka's ShareCoordinatorService.onElection and onResignation: unloaded (its share-partitions'
+        writes answer NOT_COORDINATOR, what waited in its queue is refused), then, if this node leads it
+        now, replayed from its log (COORDINATOR_LOAD_IN_PROGRESS meanwhile: share requests wait for it,
+        `until_loaded`). The caller marks it loading at once when `led`."""
+        if self.loading is not None and not self.loading.done():
+            await asyncio.gather(self.loading, return_exceptions=True)
+        if (info := self.catalogue.topic(TOPIC)) is not None:
+            self.num_partitions = info.num_partitions  # made by another node: its count
+        await self.runtime.unload(partition)
+        if not led:
+            self._latest.pop(partition, None)
+            return
+        self.runtime.mark_loading([partition])
+        count = await self._load(partition)
+        log.info("share_state_partition_loaded", partition=partition, records=count)
+
+    def serving(self, group: str, topic_id: uuid.UUID, partition: int) -> ErrorCode | None:
+        """Whether this node's share coordinator serves the share-partition's state now (None), else why
+        not: NOT_COORDINATOR (another node leads its `__share_group_state` partition),
+        COORDINATOR_LOAD_IN_PROGRESS (replaying it), COORDINATOR_NOT_AVAILABLE (not running)."""
+        return self.runtime.precheck(partition_for(group, topic_id, partition, self.num_partitions))
 
     # -- the persisted states --------------------------------------------------------------------
 

@@ -182,6 +182,23 @@ def test_a_groups_coordinator_is_the_leader_of_its_offsets_partition(cluster) ->
             assert beat.error_code == (NOT_COORDINATOR if node != leader else 25)  # 25: UNKNOWN_MEMBER_ID
 
 
+def test_a_share_keys_coordinator_is_the_leader_of_its_share_state_partition(cluster) -> None:
+    """FindCoordinator key type SHARE ("group:topicId:partition", v6): every node answers the same
+    node, the leader of the key's `__share_group_state` partition (made with the first lookup), so
+    the keys spread over the nodes as the partitions' leaders do."""
+    _, port, wires = cluster
+    keys = [f"g{i}:AAAAAAAAAAAAAAAAAAAAAA:{i}" for i in range(12)]
+    found = {}
+    for key in keys:
+        answers = {(c.error_code, c.node_id, c.port) for wire in wires
+                   for c in wire.call(10, 6, FindCoordinatorRequest(key_type=2, coordinator_keys=[key])).coordinators}
+        assert len(answers) == 1, answers
+        error, node, node_port = answers.pop()
+        assert error == 0 and node_port == port + node - FIRST_ID
+        found[key] = node
+    assert len(set(found.values())) > 1, found
+
+
 def test_describe_log_dirs_lists_each_nodes_replicas(cluster) -> None:
     _, _, wires = cluster
     _create(wires[0], CreatableTopic(name="dirs", num_partitions=-1, replication_factor=-1,

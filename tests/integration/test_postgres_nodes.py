@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import pytest
@@ -34,13 +34,15 @@ def nodes(postgres, tmp_path):
 
 
 @contextmanager
-def running_nodes(url: str, base, *extra: str) -> Iterator[dict[int, BrokerProcess]]:
+def running_nodes(url: str, base, *extra: str,
+                  per_node: Callable[[int], Sequence[str]] = lambda _node: ()) -> Iterator[dict[int, BrokerProcess]]:
     """The three nodes over the database at `url` (data directories under `base`; `extra`: more
-    arguments of `kbroker serve`), once every node sees the three; killed at the end."""
+    arguments of `kbroker serve`, `per_node`: a node's own), once every node sees the three; killed at
+    the end."""
     started: dict[int, BrokerProcess] = {}
     try:
         for node in NODES:
-            started[node] = start_node(base / f"node{node}", url, node, *extra)
+            started[node] = start_node(base / f"node{node}", url, node, *extra, *per_node(node))
         wait_for(lambda: all(len(metadata(b).brokers) == len(NODES) for b in started.values()),
                  "every node sees the three brokers")
         yield started

@@ -18,6 +18,20 @@ from kbroker.tests.integration.broker_process import BrokerProcess
 from kbroker.tests.integration.test_share_java import RECORDS, records_and_a_poison
 from kbroker.tests.reference.client_matrix import go_binary, require_go
 
+def acknowledged_once(binary, bootstrap: str, topic: str, group: str, records: int) -> tuple[list[str], list[list[str]]]:
+    """Three members of the program from `bootstrap` until `records` are accepted: its lines and its
+    ACK lines split, once every record was acknowledged exactly once and none refused."""
+    done = subprocess.run([str(binary), "share", bootstrap, topic, group, "3", str(records), "90000"],
+                          capture_output=True, text=True, timeout=180)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and lines and lines[-1] == f"DONE {records}", (lines[-20:], done.stderr[-3000:])
+    assert not [line for line in lines if line.startswith(("ACKERR", "FLUSHERR"))], lines
+    acks = [line.split() for line in lines if line.startswith("ACK ")]
+    seen = collections.Counter((int(p), int(o)) for _, p, o, _, _ in acks)
+    assert len(seen) == records and set(seen.values()) == {1}  # every record acknowledged exactly once
+    return lines, acks
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     with BrokerProcess(tmp_path_factory.mktemp("share-franz") / "data", "--num-partitions", "3",
@@ -31,14 +45,7 @@ def test_franz_share_consumers_acknowledge_every_record_once_and_archive_the_rej
     topic, group = f"sfz-{uuid.uuid4().hex[:6]}", f"sfzg-{uuid.uuid4().hex[:6]}"
     records_and_a_poison(broker, group, topic)
 
-    done = subprocess.run([str(binary), "share", broker.bootstrap, topic, group, "3", str(RECORDS), "90000"],
-                          capture_output=True, text=True, timeout=180)
-    lines = done.stdout.splitlines()
-    assert done.returncode == 0 and lines and lines[-1] == f"DONE {RECORDS}", (lines[-20:], done.stderr[-3000:])
-    assert not [line for line in lines if line.startswith(("ACKERR", "FLUSHERR"))], lines
-    acks = [line.split() for line in lines if line.startswith("ACK ")]
-    seen = collections.Counter((int(p), int(o)) for _, p, o, _, _ in acks)
-    assert len(seen) == RECORDS and set(seen.values()) == {1}  # every record acknowledged exactly once
+    lines, acks = acknowledged_once(binary, broker.bootstrap, topic, group, RECORDS)
     assert {int(count) for *_, count, _ in acks} == {1}  # nothing was delivered twice
     assert len({member for *_, member in acks}) >= 2  # the members shared the work
     rejected = [line.split() for line in lines if line.startswith("REJECT ")]
