@@ -7,8 +7,9 @@ Three node processes over a real PostgreSQL, the poll ten minutes (so what nodes
 test's bounded waits they do because they were told): Kafka 4.4's kafka-features.sh downgrades
 share.version to 1 through node 1 and nodes 2 and 3 answer ApiVersions with it, under node 1's epoch; a
 wire-level UpdateFeatures through node 2 turns share groups off and a ShareGroupHeartbeat to node 3
-answers UNSUPPORTED_VERSION; the levels and the epoch survive a restart of every node; share groups come
-back on through node 3 on every node. No node writes features.json (the single node's file)."""
+answers UNSUPPORTED_VERSION (on every node); the levels and the epoch survive a kill and restart of
+every node; share groups come back on through node 3 on every node, a member joining at the group's
+coordinator. No node writes features.json (the single node's file)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from kbroker.tests.integration.wire import Wire
 POLL_MS = 600_000  # the safety net's poll: never within this test
 WAIT_S = 30  # a bounded wait for what a notification brings (not a timing assert)
 UNSUPPORTED_VERSION, INVALID_UPDATE_VERSION = 35, 95
+RETRIABLE = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 
 
 def kafka_features(bootstrap: str, *args: str) -> str:
@@ -71,6 +73,20 @@ def start_again(node) -> None:
             time.sleep(0.5)
 
 
+def heartbeat_to_coordinator(nodes, group: str) -> int:
+    """The error of a joining ShareGroupHeartbeat sent to the group's coordinator (FindCoordinator through
+    node 1), asked again while the coordinator moves or loads (as a client retries)."""
+    from kbroker.tests.integration.test_postgres_share import find
+
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        error, node = find(nodes[1], group, 0)
+        code = heartbeat(nodes[node].bootstrap, group) if error == 0 else error
+        if code not in RETRIABLE or time.monotonic() > deadline:
+            return code
+        time.sleep(0.2)
+
+
 def test_a_share_version_change_through_one_node_is_the_clusters(postgres, tmp_path):
     database = postgres.create_database()
     url = postgres.url(database)
@@ -107,6 +123,7 @@ def test_a_share_version_change_through_one_node_is_the_clusters(postgres, tmp_p
         set_share_version(nodes[3].bootstrap, 2, UPGRADE)
         wait_for(lambda: share_version_everywhere(nodes, 2, 5), "share.version 2 in epoch 5 on every node", WAIT_S)
         assert all(heartbeat(nodes[n].bootstrap, "g1") != UNSUPPORTED_VERSION for n in (1, 2, 3))
+        assert heartbeat_to_coordinator(nodes, "g1") == 0  # a member joins the share group again
         assert not any((node.data_dir / "features.json").exists() for node in nodes.values())
         assert postgres.psql("SELECT string_agg(feature || '=' || level, ',') || ' ' || min(features_epoch) "
                              "FROM finalized_features, cluster", database) == "share.version=2 5"
