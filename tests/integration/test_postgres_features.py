@@ -104,6 +104,9 @@ def test_a_share_version_change_through_one_node_is_the_clusters(postgres, tmp_p
         set_share_version(nodes[2].bootstrap, 0, UNSAFE_DOWNGRADE)
         wait_for(lambda: share_version_everywhere(nodes, 0, 3), "every node has share.version 0 in epoch 3", WAIT_S)
         assert [heartbeat(nodes[n].bootstrap, "g1") for n in (3, 1, 2)] == [UNSUPPORTED_VERSION] * 3
+        for node in nodes.values():  # each node acted on it (its listeners: share groups off), as on one node
+            assert [(e["old"], e["new"], e["epoch"]) for e in node.events("feature_level_changed")] == \
+                [(2, 1, 2), (1, 0, 3)]
         # the level it has, asked again: Kafka's no-op (the epoch moves); a "downgrade" to a newer level is refused
         assert update_share_version(nodes[3].bootstrap, 0, SAFE_DOWNGRADE) == (0, None)
         code, message = update_share_version(nodes[1].bootstrap, 1, SAFE_DOWNGRADE)
