@@ -82,8 +82,8 @@ async def handle(ctx: RequestContext, request: UpdateFeaturesRequest) -> UpdateF
     if changes and not (ctx.api_version >= 1 and request.validate_only):
         # checked on the levels as the storage orders the change (over PostgreSQL: the cluster's)
         reason = await store.change(changes, refused)
-    else:
-        reason = refused(store.levels())
+    else:  # validated only, or no level kbroker keeps: judged on the levels the storage holds now
+        reason = await store.check(refused)
     if reason is not None:
         return UpdateFeaturesResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_UPDATE_VERSION,
                                       error_message=_FAILED + reason, results=[])

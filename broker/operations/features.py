@@ -53,6 +53,9 @@ class LevelStorage(Protocol):
     def load(self) -> Stored:
         """What the storage held when last read (at the start: what the broker starts with)."""
 
+    async def current(self) -> Stored:
+        """What the storage holds now (read again where others change it too)."""
+
     async def commit(self, updates: Mapping[str, int], check: Callable[[Stored], str | None]) -> Stored | str:
         """Under the storage's own order of changes: `check` what it holds; if it refuses, its reason
         (nothing written); else `updates` stored with the epoch moved by one, returning once durable
@@ -95,6 +98,13 @@ class FinalizedFeatures:
             return result
         self.follow(result)
         return None
+
+    async def check(self, refusal: Refusal) -> str | None:
+        """What `refusal` says of the levels the storage holds now (a change validated only, or one that
+        changes no level kbroker keeps): the cluster's, over PostgreSQL, as Kafka's controller judges it."""
+        stored = await self.storage.current()
+        self.follow(stored)
+        return refusal(self._levels(self._accepted(stored, report=False)[0]))
 
     def follow(self, stored: Stored) -> None:
         """Adopt what the storage holds when it is newer than what is applied (another node's change, read
@@ -142,6 +152,9 @@ class FileLevels:
         self._read()
 
     def load(self) -> Stored:
+        return self._stored
+
+    async def current(self) -> Stored:
         return self._stored
 
     async def commit(self, updates: Mapping[str, int], check: Callable[[Stored], str | None]) -> Stored | str:

@@ -69,3 +69,9 @@ async def test_a_change_is_checked_on_what_the_storage_holds_and_followed_by_epo
     assert (first.level("share.version"), first.epoch) == (1, 3)
     first.follow(({"share.version": 7, "group.version": 0}, 4))  # levels this release cannot take: ignored
     assert (first.levels(), first.epoch) == ({**RELEASE, "share.version": (0, 2, 2)}, 4)
+    # a request validated only (or changing no level kept) is judged on the storage's levels too
+    storage = FileLevels(tmp_path / "again")
+    first, second = FinalizedFeatures(storage, RELEASE), FinalizedFeatures(storage, RELEASE)
+    assert await first.change({"share.version": 1}) is None
+    assert (second.level("share.version"), upgrade_to_1(second.levels()) is not None) == (2, True)
+    assert await second.check(upgrade_to_1) is None and (second.level("share.version"), second.epoch) == (1, 2)

@@ -42,12 +42,14 @@ class DatabaseLevels:
         return self._stored
 
     async def read(self) -> Stored:
-        """The database's levels now (the image pass)."""
+        """The database's levels now (the image pass; `current` of the LevelStorage)."""
         async with self.pool.acquire() as conn:
             stored = await read_levels(conn)
         if stored[1] >= self._stored[1]:  # not a read from before this node's own commit, which returned meanwhile
             self._stored = stored
         return stored
+
+    current = read
 
     async def commit(self, updates: Mapping[str, int], check: Callable[[Stored], str | None]) -> Stored | str:
         async with self.pool.acquire() as conn, conn.transaction():
