@@ -594,7 +594,7 @@ class Broker:
         if self._features is None:
             from .operations.features import for_broker
 
-            self._features = for_broker(self)
+            self._features = for_broker(self, self.postgres.feature_levels if self.postgres else None)  # the cluster's
         return self._features
 
     @property
