@@ -199,7 +199,7 @@ def test_group_commands_see_a_new_protocol_consumer_group(broker, capsys) -> Non
     cli_json(capsys, "group", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute", *b)
     assert [p["committed"] for p in cli_json(capsys, "group", "describe", group, *b)["partitions"]] == [0, 0]
     assert cli_json(capsys, "group", "delete", group, *b) == [{"group": group, "deleted": True}]
-    code, _, err = cli(capsys, "group", "wait", "no-such-group", "--timeout", "0.3", *b)
+    code, _, err = cli(capsys, "group", "wait", "no-such-group", "--timeout", "3", *b)
     assert code == 1 and "does not exist after 3 s" in err
 
 
