@@ -264,18 +264,23 @@ class ShareStateLog:
         with the code the runtime answers (nothing of the state changed). Writes of one key are
         appended in call order, so the last snapshot of a key in the log is the last state written."""
         self.writes += 1
-        return self._write(ShareStateRecord(SNAPSHOT, group, topic_id, partition, 0, start, tuple(batches)))
+        return self._write(ShareStateRecord(SNAPSHOT, group, topic_id, partition, 0, start, tuple(batches),
+                                            state_epoch=-1, leader_epoch=-1))
 
     def _write(self, record: ShareStateRecord) -> Awaitable[None]:
-        runtime = self.runtime
+        return self._written(self.submit(WriteState(record)))
+
+    def submit(self, cmd: WriteState) -> asyncio.Future[Written]:
+        """The command to its share-partition's turn (the RPCs' way: share_state_rpc.py); its answer."""
+        runtime, record = self.runtime, cmd.record
         state_partition = partition_for(record.group, record.topic_id, record.partition, self.num_partitions)
         future: asyncio.Future[Written] = runtime.new_future()
         error = runtime.precheck(state_partition)
         if error is not None:
             future.set_result(Written(error))
         else:
-            runtime.dispatch(WriteState(record), state_key(record), future, state_partition)
-        return self._written(future)
+            runtime.dispatch(cmd, state_key(record), future, state_partition)
+        return future
 
     @staticmethod
     async def _written(future: asyncio.Future[Written]) -> None:
