@@ -8,9 +8,10 @@ the other node wrote (not from what the paused node held); three franz-go share
 consumers acknowledge every record exactly once there, and kafka-share-groups.sh --describe, given every
 node, shows the share-partition with nothing left to deliver.
 
-A share-partition is served where its data partition's leader also leads its `__share_group_state`
-partition (docs/share-groups.md: the state RPCs between nodes are not built), so the test picks a group
-whose state partition is led, and failed over, with the data partition."""
+A share-partition whose `__share_group_state` partition another node leads reaches its state through
+the state RPCs to that node (share_persister.py): served, and a kill -9 of the state's leader loses
+nothing acknowledged (`test_state_led_elsewhere_survives_a_kill_of_its_leader`); the first test picks
+a group whose state partition is led, and failed over, with the data partition."""
 
 from __future__ import annotations
 
@@ -207,14 +208,13 @@ def test_share_state_follows_its_partition_and_survives_a_kill_of_its_leader(pos
 
         group, key = co_located_group(postgres, database, nodes, topic_id, leader, successor)
 
-        # A group whose share-partition's state another node leads: never started from nothing here,
-        # answered COORDINATOR_NOT_AVAILABLE (the state RPCs between nodes are not built), and logged.
+        # A group whose share-partition's state another node leads: served here, its state read and
+        # written through the state RPCs to that node (COORDINATOR_NOT_AVAILABLE before they were built)
         elsewhere = next(g for g in (f"pgse-{i}" for i in range(500))
                          if find(nodes[1], f"{g}:{kafka_uuid(topic_id)}:0", SHARE)[1] != leader)
         away = ShareMember(nodes, elsewhere, topic, topic_id).at(nodes[leader])
-        assert partition_errors(away.fetch()) == [E.COORDINATOR_NOT_AVAILABLE]
-        assert [(e["group_id"], e["partition"]) for e in nodes[leader].events("share_partition_state_elsewhere")] \
-            == [(elsewhere, 0)]
+        assert partition_errors(away.fetch()) == [E.NONE]
+        assert nodes[leader].events("share_state_read_failed") == []
 
         member = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
         assert partition_errors(member.fetch()) == [E.NONE]  # starts at the (empty) log's end, persisted
@@ -381,3 +381,66 @@ def test_a_paused_leaders_share_partitions_move_away_and_back_from_their_persist
         # 0-7 done; 8-11 delivered a second time, as the state the other node wrote has them (the paused
         # node's own picture, 4-7 acquired and 8-11 never delivered, is gone)
         assert fetched_when_served(third, 100) == [(8, 11, 2)]
+
+
+def read_state(broker: BrokerProcess, group: str, topic_id: uuid.UUID):
+    """ReadShareGroupState of partition 0's key, asked of `broker` (no leader epoch: not fenced)."""
+    from kbroker.tests.integration.test_share_state_rpcs import read
+    from kbroker.tests.integration.wire import Wire
+
+    wire = Wire(broker.bootstrap)
+    try:
+        return read(wire, topic_id, 0, group=group)
+    finally:
+        wire.close()
+
+
+def states_by_offset(answer) -> dict[int, tuple[int, int]]:
+    return {o: (b.delivery_state, b.delivery_count) for b in answer.state_batches
+            for o in range(b.first_offset, b.last_offset + 1)}
+
+
+def test_state_led_elsewhere_survives_a_kill_of_its_leader(postgres, tmp_path):
+    """The data partition's leader serves a share-partition whose state partition another node leads:
+    each acknowledgement is answered once that node made it durable (read back there with
+    ReadShareGroupState); kill -9 of that node: its state partition moves, the persister's writes go to
+    the new leader (retried meanwhile), which replayed every acknowledgement; what was acknowledged
+    never comes back, what was acquired does."""
+    database = postgres.create_database()
+    with share_nodes(postgres.url(database), tmp_path) as nodes:
+        topic, topic_id, leader, _ = topic_led_by_one(nodes, postgres, database)
+        group = state_leader = key = None
+        for i in range(500):
+            group, key = f"pgre-{i}", f"pgre-{i}:{kafka_uuid(topic_id)}:0"
+            state_leader = find(nodes[1], key, SHARE)[1]
+            if state_leader != leader:
+                break
+        member = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
+        assert partition_errors(member.fetch()) == [E.NONE]  # its start, read and written over there
+        producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in nodes.values()), "acks": "all",
+                             "linger.ms": 0})
+        for i in range(12):  # a batch each
+            producer.produce(topic, f"v{i}".encode(), partition=0)
+            assert producer.flush(30) == 0
+        assert fetched_when_served(member, 8) == [(0, 7, 1)]
+        assert member.acknowledge([(0, 4, [ACCEPT, ACCEPT, ACCEPT, REJECT, RELEASE])]) == [E.NONE]
+        there = read_state(nodes[state_leader], group, topic_id)
+        done = states_by_offset(there)  # durable there: 0-2 acknowledged, 3 archived, 4 available again
+        assert there.error_code == E.NONE and [done.get(o) for o in range(5)] == [(2, 1)] * 3 + [(4, 1), (0, 1)], there
+
+        nodes[state_leader].kill()
+        survivors = {n: b for n, b in nodes.items() if n != state_leader}
+        wait_for(lambda: all(find(b, key, SHARE)[0] == E.NONE and find(b, key, SHARE)[1] != state_leader
+                             for b in survivors.values()), "the share state partition moved")
+        assert member.acknowledge([(5, 6, [ACCEPT])]) == [E.NONE]  # to the new state leader
+        moved = find(survivors[leader], key, SHARE)[1]
+        replayed = read_state(survivors[moved], group, topic_id)
+        replayed_states = states_by_offset(replayed)
+        # below the start (moved past 0-3, all done), then 4 available, 5-6 acknowledged
+        assert replayed.start_offset == 4 and [replayed_states.get(o) for o in (4, 5, 6)] == [(0, 1), (2, 1), (2, 1)]
+        assert member.wire is not None
+        member.wire.close()  # its session ends: 7 goes back
+        again = ShareMember(survivors, group, topic, topic_id).at(survivors[leader])
+        got = fetched_when_served(again, 100)
+        offsets = sorted(o for first, last, _ in got for o in range(first, last + 1))
+        assert offsets == [4, 7, 8, 9, 10, 11], got  # nothing acknowledged or rejected comes back
