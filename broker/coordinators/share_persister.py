@@ -26,13 +26,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from ...coordinator.share.persisted import PersistedState, Run
 from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import list_offsets_request as lo
 from ...protocol.messages import read_share_group_state_request as rd
+from ...protocol.messages import read_share_group_state_summary_request as summ
 from ...protocol.messages import write_share_group_state_request as wr
 from .node_client import NodeClient
 from .share_state import TOPIC, partition_for
@@ -46,7 +49,7 @@ E = ErrorCode
 RETRIABLE = (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE)
 RETRY_FOR_S = 15.0
 BACKOFF_S, MAX_BACKOFF_S = 0.05, 1.0
-READ, WRITE = 84, 85
+READ, WRITE, SUMMARY = 84, 85, 87
 
 
 class SharePersister:
@@ -68,6 +71,50 @@ class SharePersister:
         if answer.start_offset < 0:
             return None
         return PersistedState(0, answer.start_offset, list(answer.batches), 0, answer.state_epoch, answer.leader_epoch)
+
+    async def summary(self, group: str, topic_id: uuid.UUID, partition: int) -> tuple[int, int] | None:
+        """(start offset, offsets past it whose delivery is complete) of the share-partition's state as
+        the share coordinator serving it answers ReadShareGroupStateSummary (None: no state); raises
+        KafkaError. What DescribeShareGroupOffsets shows of a state another node serves."""
+        body = summ.ReadShareGroupStateSummaryRequest(group, [summ.ReadStateSummaryData(
+            topic_id, [summ.PartitionData(partition, -1)])])
+        answer = await self._call(group, topic_id, partition, SUMMARY, 1, body,
+                                  lambda rpcs: rpcs.read(group, topic_id, partition, -1))
+        return None if answer.start_offset < 0 else (answer.start_offset, answer.delivery_complete_count)
+
+    async def started_elsewhere(self, group: str, keys: Iterable[tuple[uuid.UUID, int]]
+                                ) -> dict[tuple[uuid.UUID, int], tuple[int, int]]:
+        """`summary` of each (topic id, partition) of the group whose state another node serves and
+        has one (those that cannot be read now are left out, logged)."""
+        serving = self.broker.share_state.serving
+        keys = list(keys)
+        asked = [(t, p) for t, p in keys if serving(group, t, p) is E.NOT_COORDINATOR]
+        answers = await asyncio.gather(*(self.summary(group, t, p) for t, p in asked), return_exceptions=True)
+        out = {}
+        for key, answer in zip(asked, answers):
+            if isinstance(answer, BaseException):
+                log.warning("share_state_summary_failed", group_id=group, topic_id=str(key[0]), partition=key[1],
+                            error=repr(answer))
+            elif answer is not None:
+                out[key] = answer
+        return out
+
+    async def high_watermark(self, topic: str, partition: int) -> int:
+        """The high watermark of a data partition another node leads, as its leader answers ListOffsets
+        (LATEST), as Kafka 4.4's group coordinator asks it for a share group's lag (KIP-1226); -1 when it
+        cannot be had now."""
+        led = self.broker.catalogue.leadership(topic, partition)
+        endpoint = None if led is None or self.listener is None else self.broker.node_endpoint(led.leader,
+                                                                                                 self.listener)
+        if led is None or endpoint is None or led.leader == self.broker.node_id:
+            return -1
+        body = lo.ListOffsetsRequest(-1, 0, [lo.ListOffsetsTopic(topic, [lo.ListOffsetsPartition(partition, -1, -1)])])
+        try:
+            answer = (await self.client.call(led.leader, *endpoint, 2, 9, body)).topics[0].partitions[0]
+        except (ConnectionError, OSError, asyncio.TimeoutError) as exc:
+            log.info("share_persister_connection_lost", node=led.leader, error=repr(exc))
+            return -1
+        return answer.offset if answer.error_code == 0 else -1
 
     def write(self, group: str, topic_id: uuid.UUID, partition: int, leader_epoch: int, start: int,
               batches: list[Run]) -> asyncio.Future[None]:
@@ -138,6 +185,9 @@ class SharePersister:
             return StateAnswer(ErrorCode(result.error_code), result.error_message)
         if api_key == WRITE:
             return StateAnswer()
+        if api_key == SUMMARY:
+            return StateAnswer(E.NONE, None, result.state_epoch, result.leader_epoch, result.start_offset,
+                               complete=result.delivery_complete_count)
         return StateAnswer(E.NONE, None, result.state_epoch, 0, result.start_offset,
                            [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                             for b in result.state_batches])

@@ -45,9 +45,12 @@ class StateAnswer:
     leader_epoch: int = 0
     start_offset: int = UNINITIALIZED_START_OFFSET
     batches: list[Run] = field(default_factory=list)
+    complete: int | None = None  # as a ReadShareGroupStateSummary answered it (else counted from `batches`)
 
     @property
     def delivery_complete_count(self) -> int:
+        if self.complete is not None:
+            return self.complete
         return sum(last - first + 1 for first, last, state, _ in self.batches if state in COMPLETE)
 
 
