@@ -433,8 +433,6 @@ class Broker:
             await self._coordinator.stop()
         if self._share_state is not None:
             await self._share_state.stop()
-        if (shares := self.share_partitions_if_built) is not None:
-            await shares.persister.close()  # its connections to the other nodes
         await server_down
         for task in self._background:
             task.cancel()

@@ -60,6 +60,8 @@ class _Connection:
             self.close(error)
 
     def send(self, api_key: int, version: int, client_id: str, body: Any) -> asyncio.Future[Any]:
+        if self.closed:
+            raise ConnectionError("the connection closed")
         self.next_correlation = (self.next_correlation + 1) & 0x7FFFFFFF
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.pending[self.next_correlation] = (api_key, version, future)

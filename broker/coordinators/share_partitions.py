@@ -108,6 +108,7 @@ class SharePartitionManager:
         # states another node's share coordinator serves, read through it (None: none), each taken by
         # its share-partition's start (`share_partition`)
         self.persister = SharePersister(broker)
+        self.state_log.closers.append(self.persister.close)
         self._remote: dict[Key, PersistedState | None] = {}
         self.state_log.ensure()
         self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)

@@ -37,7 +37,7 @@ import asyncio
 import base64
 import time
 import uuid
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import structlog
@@ -105,6 +105,7 @@ class ShareStateLog:
             clock=partitions.clock, timers=timers, name="share-state")
         self.loading: asyncio.Task[int] | None = None
         self._loads = asyncio.Lock()
+        self.closers: list[Callable[[], Awaitable[None]]] = []  # what stops with it (the persister's connections)
 
     def start(self) -> None:
         """Serve: an existing topic is replayed by the runtime's loader in the background (its
@@ -139,6 +140,8 @@ class ShareStateLog:
             self.loading.cancel()
             await asyncio.gather(self.loading, return_exceptions=True)
         await self.runtime.stop()
+        for close in self.closers:
+            await close()
 
     def ensure(self) -> None:
         """The topic, made now if it does not exist (its partitions loaded empty); an existing one
