@@ -10,8 +10,9 @@ node, shows the share-partition with nothing left to deliver.
 
 A share-partition whose `__share_group_state` partition another node leads reaches its state through
 the state RPCs to that node (share_persister.py): served, and a kill -9 of the state's leader loses
-nothing acknowledged (`test_state_led_elsewhere_survives_a_kill_of_its_leader`); the first test picks
-a group whose state partition is led, and failed over, with the data partition."""
+nothing acknowledged (`test_state_led_elsewhere_survives_a_kill_of_its_leader`), and a deposed data
+leader's epoch is fenced there (`test_a_deposed_data_leaders_writes_are_fenced_by_its_leader_epoch`);
+the first test picks a group whose state partition is led, and failed over, with the data partition."""
 
 from __future__ import annotations
 
@@ -437,3 +438,60 @@ def test_state_led_elsewhere_survives_a_kill_of_its_leader(postgres, tmp_path):
         got = fetched_when_served(again, 100)
         offsets = sorted(o for first, last, _ in got for o in range(first, last + 1))
         assert offsets == [4, 7, 8, 9, 10, 11], got  # nothing acknowledged or rejected comes back
+
+
+def test_a_deposed_data_leaders_writes_are_fenced_by_its_leader_epoch(postgres, tmp_path):
+    """A share-partition whose state a third node serves: its data leader paused past its lease, the
+    data partition moves (a new leader epoch) and the new leader reads the state there with that
+    epoch and writes with it; the paused leader's epoch is refused from then on (FENCED_LEADER_EPOCH),
+    so its late writes cannot overwrite its successor's state, and once it runs again nothing the new
+    leader's member acknowledged comes back."""
+    import signal
+
+    from kbroker.tests.integration.test_share_state_rpcs import summary, write
+    from kbroker.tests.integration.wire import Wire
+
+    database = postgres.create_database()
+    with share_nodes(postgres.url(database), tmp_path) as nodes:
+        topic, topic_id, leader, successor = topic_led_by_one(nodes, postgres, database)
+        third = next(n for n in NODES if n not in (leader, successor))
+        group = next(g for g in (f"pgfe-{i}" for i in range(500))
+                     if find(nodes[1], f"{g}:{kafka_uuid(topic_id)}:0", SHARE) == (E.NONE, third))
+        first = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
+        assert partition_errors(first.fetch()) == [E.NONE]
+        producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in nodes.values()), "acks": "all",
+                             "linger.ms": 0})
+        for i in range(12):  # a batch each
+            producer.produce(topic, f"v{i}".encode(), partition=0)
+            assert producer.flush(30) == 0
+        assert fetched_when_served(first, 8) == [(0, 7, 1)]
+        assert first.acknowledge([(0, 1, [ACCEPT])]) == [E.NONE]  # 2-7 stay acquired by the paused leader's member
+
+        survivors = {n: b for n, b in nodes.items() if n != leader}
+        nodes[leader].proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: all(metadata(b, [topic]).topics[0].partitions[0].leader_id == successor
+                                 for b in survivors.values()), "the data partition moves from the paused node")
+            epoch = metadata(survivors[successor], [topic]).topics[0].partitions[0].leader_epoch
+            assert epoch > 0
+            second = ShareMember(survivors, group, topic, topic_id).at(survivors[successor])
+            assert fetched_when_served(second, 100) == [(2, 7, 2), (8, 11, 1)]
+            assert second.acknowledge([(2, 11, [ACCEPT])]) == [E.NONE]
+            wire = Wire(nodes[third].bootstrap)
+            try:
+                described = summary(wire, topic_id, 0, group=group)
+                assert (described.leader_epoch, described.delivery_complete_count) == (epoch, 12), described
+                # what the paused leader's persister would send: its older epoch, refused, nothing written
+                late = write(wire, topic_id, 0, -1, epoch - 1, 0, [(2, 7, 0, 1)], group=group)
+                assert late.error_code == E.FENCED_LEADER_EPOCH
+            finally:
+                wire.close()
+        finally:
+            nodes[leader].proc.send_signal(signal.SIGCONT)
+        assert first.wire is not None
+        first.wire.close()  # the paused node's member goes: what it held there is released, never written over
+        wait_for(lambda: metadata(nodes[leader], [topic]).topics[0].partitions[0].leader_id == successor,
+                 "the resumed node sees the data partition moved")
+        after = read_state(nodes[third], group, topic_id)
+        states = states_by_offset(after)
+        assert after.error_code == E.NONE and all(states.get(o, (2, 0))[0] == 2 for o in range(12)), after
