@@ -485,7 +485,9 @@ class SharePartitionManager:
         topic_id = self._topic_id(topic)
         if topic_id is None:
             raise KafkaError(f"topic {topic} is gone", E.UNKNOWN_TOPIC_OR_PARTITION)
-        if self.state_log.serving(group_id, topic_id, partition) is E.NOT_COORDINATOR:  # served by another node
+        # served by another node, or moved here while a write sent there is still retried (kept in order)
+        if (self.state_log.serving(group_id, topic_id, partition) is E.NOT_COORDINATOR
+                or self.persister.writing(group_id, topic_id, partition)):
             led = self.broker.catalogue.leadership(topic, partition)
             return self.persister.write(group_id, topic_id, partition, -1 if led is None else led.epoch, *sp.snapshot())
         return self.state_log.write(group_id, topic_id, partition, *sp.snapshot())

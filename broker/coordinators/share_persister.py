@@ -116,6 +116,10 @@ class SharePersister:
             return -1
         return answer.offset if answer.error_code == 0 else -1
 
+    def writing(self, group: str, topic_id: uuid.UUID, partition: int) -> bool:
+        """Whether a write of the key is still on its way (the next one must follow it, through here)."""
+        return (group, topic_id, partition) in self._writing
+
     def write(self, group: str, topic_id: uuid.UUID, partition: int, leader_epoch: int, start: int,
               batches: list[Run]) -> asyncio.Future[None]:
         """The share-partition's whole state, written where it is served: done once durable there, else
