@@ -8,7 +8,8 @@ Kafka 4.4 (issue 37; at its default flush and with log.flush.interval.messages=1
 groups (issue 4), consumer_groups (issue 12, KIP-848), streams_groups (issue 46: three Kafka Streams
 instances to a settled assignment), share_groups (issue 42: records/s through ShareFetch and
 ShareAcknowledge, 1 and 4 members), then transactions (issue 13, no peer), a cluster over PostgreSQL
-(issue 44: 1 and 3 nodes beside the local log, and the failover time; bench/postgres_cluster.py), idle
+(issue 44: 1 and 3 nodes beside the local log, 1 node reading its log back from the database, and the
+failover time; bench/postgres_cluster.py), idle
 connections (issue 17), stalls (issue 10), hostile produce (one costly request against the other
 clients), security (issue 14), pipeline (issue 5); then the cost
 curves (tables, and PNGs under bench/results/), the summary table, and issue 17's targets, each

@@ -7,7 +7,10 @@ failover time of three nodes (kill -9 of a leader to the first produce acknowled
 Set-ups, each started fresh: `local`, one `kbroker serve` on its segment log (`--flush always`, its
 default: acknowledged after an fsync); `pg-1`, one node over a scratch PostgreSQL 15 (fsync on,
 synchronous_commit=on: acknowledged after COMMIT); `pg-3`, three nodes over one PostgreSQL, topics of
-replication factor 3 (each partition led by another node, the clients bootstrapped from all three). The
+replication factor 3 (each partition led by another node, the clients bootstrapped from all three);
+`pg-1-db`, `pg-1` with no tail in memory (`--postgres-tail-bytes 0`): every record consumed is read
+back from the database (the read cache's 64 MiB default, much less than the log), the consume figure of
+a log larger than its tail. The
 figures are bench/data_path.py's (confluent-kafka, acks=all, `--partitions` partitions, every record
 read back from the start) and bench/group_load.py's OffsetCommit v8 rate (one stable group of
 `--members` members, each with `--window` commits in flight on its own connection to the group's
@@ -53,7 +56,9 @@ class Sizes:
         return cls(messages=20_000, commit_seconds=1.0)
 
 
-SETUPS = ("local", "pg-1", "pg-3")
+SETUPS = ("local", "pg-1", "pg-1-db", "pg-3")
+# pg-1-db: nothing of a partition's log kept in memory past its commit (docs/postgres-cluster.md)
+FROM_DATABASE = ("--postgres-tail-bytes", "0")
 
 
 def _wait(condition, what: str, timeout: float = 60.0) -> None:
@@ -80,7 +85,8 @@ def start(setup: str, base: Path, server: PostgresServer | None) -> list[BrokerP
     nodes: list[BrokerProcess] = []
     try:
         for k in range(1, count + 1):
-            nodes.append(BrokerProcess(base / f"{setup}-node{k}", "--cluster", url, "--node-id", str(k)))
+            nodes.append(BrokerProcess(base / f"{setup}-node{k}", "--cluster", url, "--node-id", str(k),
+                                       *(FROM_DATABASE if setup.endswith("-db") else ())))
         for node in nodes:
             _wait(lambda: _brokers_seen(node.bootstrap) == count, f"{node.bootstrap} sees {count} nodes")
     except BaseException:
@@ -213,9 +219,9 @@ def report(results: dict, sizes: Sizes) -> None:
           f"median of {sizes.rounds} rounds (each round)")
     for setup, figures in results.items():
         if "n/a" in figures:
-            print(f"  {setup:6} n/a: {figures['n/a']}")
+            print(f"  {setup:7} n/a: {figures['n/a']}")
             continue
-        line = (f"  {setup:6} produce {_spread(figures['produce'], '.1f')} MB/s, consume "
+        line = (f"  {setup:7} produce {_spread(figures['produce'], '.1f')} MB/s, consume "
                 f"{_spread(figures['consume'], '.1f')} MB/s, OffsetCommit {_spread(figures['commit'], ',.0f')}/s")
         if "failover" in figures:
             line += f", failover {_spread(figures['failover'], '.2f')} s"

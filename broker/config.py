@@ -77,6 +77,16 @@ class BrokerConfig:
         "metavar": "MS", "help": "with --cluster: how often the node reads the cluster's metadata from the database "
                                  "besides being notified of changes (LISTEN/NOTIFY; a notification is lost while "
                                  "disconnected)"})
+    postgres_tail_bytes: int = field(default=8 * 1024 * 1024, metadata={
+        "metavar": "BYTES", "help": "with --cluster: the newest bytes of a partition's log its leader keeps in memory; "
+                                    "older batches are read from the database (docs/postgres-cluster.md)"})
+    postgres_memory_bytes: int = field(default=256 * 1024 * 1024, metadata={
+        "metavar": "BYTES", "help": "with --cluster: the bytes of all the partitions' tails a node keeps in memory, "
+                                    "shared equally by the partitions it leads (compacted and coordinator "
+                                    "partitions are kept whole, outside it)"})
+    postgres_read_cache_bytes: int = field(default=64 * 1024 * 1024, metadata={
+        "metavar": "BYTES", "help": "with --cluster: the node's cache of batches read from the database for readers "
+                                    "of old offsets (least recently used out first)"})
     log_format: str = field(
         default="auto", metadata={"help": "console, json, or auto (console on a terminal, json otherwise)"}
     )
@@ -457,7 +467,8 @@ def _pick(values: dict[str, Any], sources: Sources, new: str, old: str, fields: 
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 # (field, lowest value): counts and sizes must be positive, times and delays may be zero.
 _MINIMUM = {
-    "node_id": 0, "nodes": 1, "cluster_poll_ms": 1, "socket_request_max_bytes": 1, "num_partitions": 1, "shutdown_timeout_s": 0,
+    "node_id": 0, "nodes": 1, "cluster_poll_ms": 1, "postgres_tail_bytes": 0, "postgres_memory_bytes": 0,
+    "postgres_read_cache_bytes": 0, "socket_request_max_bytes": 1, "num_partitions": 1, "shutdown_timeout_s": 0,
     "group_initial_rebalance_delay_ms": 0, "group_min_session_timeout_ms": 0, "group_max_session_timeout_ms": 0,
     "group_max_size": 1, "offsets_topic_num_partitions": 1, "share_coordinator_state_topic_num_partitions": 1, "offsets_retention_minutes": 1,
     "offsets_retention_check_interval_ms": 1, "offset_metadata_max_bytes": 0, "log_retention_check_interval_ms": 1,

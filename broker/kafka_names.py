@@ -42,6 +42,7 @@ KBROKER_ONLY = frozenset({
     "test_controls", "test_controls_remote", "test_controls_token", "metrics_allowed_hosts", "profile",
     "sasl_plain_users_file", "dev_security", "dev_unsecured_oauthbearer", "ssl_handshake_timeout_ms", "kafka_version",
     "client_metrics", "client_metrics_interval_ms", "nodes", "cluster", "cluster_poll_ms", "log_requests",
+    "postgres_tail_bytes", "postgres_memory_bytes", "postgres_read_cache_bytes",
 })
 
 # Kafka settings of its StandardAuthorizer, not of KafkaConfig (which passes them on to it).

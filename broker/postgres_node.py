@@ -16,7 +16,8 @@ It opens the database (schema checked, broker registered with its lease), and ru
   broker/cluster.py moves the first two for several nodes in one process (whose one share coordinator
   serves every node's); a data partition this node no longer leads drops its share-partitions here;
   and, in the same pass, the dynamic broker configs (this node's layer and the cluster-wide defaults in
-  `broker_configs`, whose writes notify as well), adopted and applied when another node changed them.
+  `broker_configs`, whose writes notify as well), adopted and applied when another node changed them,
+  and the finalized feature levels (storage/postgres/features.py), adopted when their epoch moved.
 Producer ids come from the database's blocks, a block fetched ahead so that InitProducerId (which asks
 synchronously) finds one.
 """
@@ -35,9 +36,11 @@ from .cluster import after_previous, move_groups
 from .partitions.placement import preferred_leader_moves
 from .storage.postgres import schema
 from .storage.postgres.engine import PostgresEngine
+from .storage.postgres.features import DatabaseLevels
 from .storage.postgres.log import PostgresLog
 from .storage.postgres.membership import (LEASE_MS, PRODUCER_ID_BLOCK, RENEW_EVERY_S, BrokerLease, ControllerLease, NodeIdTaken,
                                           leaderships, move_lost_leaders, move_to_preferred, take_producer_id_block)
+from .storage.postgres.memory import ReadCache, TailBudget
 from .storage.postgres.notify import MetadataListener, notify
 
 if TYPE_CHECKING:
@@ -77,6 +80,7 @@ class PostgresNode:
         # the dynamic broker configs (this node's layer, the cluster-wide defaults) as the database holds them
         self.broker_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
         self._configs_lock = asyncio.Lock()
+        self.feature_levels = DatabaseLevels(pool, ({}, 1))  # the cluster's, read at open and in each image pass
 
     @classmethod
     async def open(cls, config: BrokerConfig, endpoints: dict[str, str], default_config: LogConfig,
@@ -102,10 +106,13 @@ class PostgresNode:
             await pool.close()
             raise schema.ClusterDatabaseError(str(e)) from None
         plog = PostgresLog(log_conn, config.node_id, fenced=lambda: lease.fenced,
-                           reconnect=lambda: schema.connect(config.cluster, name=name))
+                           reconnect=lambda: schema.connect(config.cluster, name=name),
+                           budget=TailBudget(config.postgres_tail_bytes, config.postgres_memory_bytes),
+                           cache=ReadCache(config.postgres_read_cache_bytes))
         engine = PostgresEngine(pool, plog, config.node_id, default_config, clock)
         node = cls(config, cluster_id, lease, engine, pool)
         node.broker_configs = await node._read_broker_configs()
+        await node.feature_levels.read()
         await node._refill()
         await engine.refresh()
         return node
@@ -163,6 +170,8 @@ class PostgresNode:
             try:
                 await self.engine.refresh()
                 await self._follow_broker_configs()
+                if self.broker is not None:  # another node's UpdateFeatures: a newer epoch is adopted
+                    self.broker.features.follow(await self.feature_levels.read())
                 if self._fence_lifted:
                     self._fence_lifted = False
                     self._reload_coordinators()

@@ -104,6 +104,20 @@ def read_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, Fe
     return results, total, has_error
 
 
+async def prepare_partitions(broker: BrokerServices, targets: list[tuple[PartitionKey, FetchTarget]], max_bytes: int,
+                             uses_ids: bool, names_by_id: dict, replica_reads: bool = False) -> None:
+    """What `read_partitions` reads that its engine keeps outside memory (PostgreSQL's old batches) is
+    read in first, asynchronously: a reader of old offsets never blocks the loop."""
+    partitions = broker.partitions.replica_reader() if replica_reads else broker.partitions
+    budget = max(0, max_bytes)
+    reads = []
+    for key, target in targets:
+        name = _topic_name(key, uses_ids, names_by_id)
+        if name is not None:
+            reads.append((name, key[1], target.fetch_offset, max(1, min(max(0, target.max_bytes), budget))))
+    await partitions.prepare_reads(reads)
+
+
 def _ready_check(broker: BrokerServices, targets: list[tuple[PartitionKey, FetchTarget]], min_bytes: int,
                  uses_ids: bool, names_by_id: dict, isolation: int = 0, replica_reads: bool = False) -> Callable[[], bool]:
     """The delayed fetch's condition: enough new bytes below the high watermark (or the last stable
@@ -175,6 +189,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     # reads what is left of that allowance (its first batch at least), its long poll unchanged.
     unread = broker.unread_answers
     read_bytes = unread.fetch_bytes(request.max_bytes)
+    await prepare_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, replica_reads)
     results, total, has_error = read_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, isolation,
                                                 replica_reads)
     if request.max_wait_ms > 0 and to_read and total < request.min_bytes and not has_error:
@@ -187,6 +202,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         # Completed or expired, the answer is what the logs hold now.
         await broker.fetch_purgatory.wait(request.max_wait_ms, ready, keys)
         read_bytes = unread.fetch_bytes(request.max_bytes)
+        await prepare_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, replica_reads)
         results, total, has_error = read_partitions(broker, to_read, read_bytes, uses_ids, names_by_id, isolation,
                                                     replica_reads)
     if read_bytes < request.max_bytes and total >= read_bytes:

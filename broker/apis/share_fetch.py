@@ -119,6 +119,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
         for topic_id, index in session.partitions:  # a share-partition with no state starts per the group's config
             if topic_id in names and readable(names[topic_id]):
                 await manager.start_offset(request.group_id, names[topic_id], index)
+        await _prepare_reads(ctx, request, list(session.partitions), names, readable)
         answers = _fetch_all(ctx, request, list(session.partitions), names, readable)
         if request.max_wait_ms > 0 and not any(a.acquired or a.error != E.NONE for a in answers.values()):
             keys = [(names[t], p) for t, p in session.partitions if t in names and readable(names[t])]
@@ -128,6 +129,7 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
                 lambda: request.max_bytes > 0 and any(manager.can_acquire(group_id, t, p) for t, p in keys), keys)
             if share_groups_off(ctx):  # turned off while it waited: its session is gone
                 return failed_response(ctx, request, E.UNSUPPORTED_VERSION)
+            await _prepare_reads(ctx, request, list(session.partitions), names, readable)
             answers = _fetch_all(ctx, request, list(session.partitions), names, readable)
         session.acquired_from.update((names[t], p) for (t, p), a in answers.items() if a.acquired)
     responses: dict[uuid.UUID, ShareFetchableTopicResponse] = {}
@@ -148,6 +150,22 @@ async def handle(ctx: RequestContext, request: ShareFetchRequest) -> ShareFetchR
     return ShareFetchResponse(throttle_time_ms=0, error_code=E.NONE, error_message=None,
                               acquisition_lock_timeout_ms=manager.lock_ms_of(request.group_id), responses=list(responses.values()),
                               node_endpoints=[])
+
+
+async def _prepare_reads(ctx: RequestContext, request: ShareFetchRequest, keys: list[tuple[uuid.UUID, int]],
+                         names: dict[uuid.UUID, str], readable: Callable[[str], bool]) -> None:
+    """What `_fetch_all` will read that the engine keeps outside memory (PostgreSQL's old batches) is
+    read in first, asynchronously, as Fetch does (broker/apis/fetch.py)."""
+    manager = ctx.broker.share_partitions
+    budget = max(1, min(request.max_bytes, ctx.broker.config.fetch_max_bytes))
+    reads = []
+    for topic_id, index in keys:
+        name = names.get(topic_id)
+        if name is not None and readable(name):
+            offset = manager.read_offset(request.group_id or "", name, index)
+            if offset is not None:
+                reads.append((name, index, offset, budget))
+    await ctx.broker.partitions.prepare_reads(reads)
 
 
 def _fetch_all(ctx: RequestContext, request: ShareFetchRequest, keys: list[tuple[uuid.UUID, int]],

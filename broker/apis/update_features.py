@@ -4,7 +4,9 @@ Checked as Kafka 4.4's FeatureControlManager checks it, in its order and words: 
 negative level, a feature or level the node does not support, a downgrade asked for as an upgrade or an
 upgrade as a downgrade, any metadata.version downgrade. A feature kbroker acts on at run time
 (operations/features.CHANGEABLE: `share.version`) then takes the level, safe or unsafe downgrade alike,
-kept durably before the answer (unless validate-only). Another feature's levels follow kbroker's code and
+kept durably before the answer (unless validate-only), checked on the levels as the storage orders
+the change (over PostgreSQL the cluster's, read under its lock: a node whose view is a notification
+behind judges as Kafka's one controller would). Another feature's levels follow kbroker's code and
 release: a change Kafka would make (group.version 1 -> 0) is refused, saying so; asking for the level it
 has is Kafka's no-op. As in Kafka, one refused update fails the whole request with
 INVALID_UPDATE_VERSION at the top level (every version); v0-v1 list each feature on success; v0 has no
@@ -12,6 +14,8 @@ upgrade type (allowDowngrade true is a safe downgrade).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from ..network.router import RequestContext
 from ..operations.features import CHANGEABLE
@@ -29,7 +33,7 @@ def failed_response(_ctx: RequestContext, _request: UpdateFeaturesRequest, error
     return UpdateFeaturesResponse(throttle_time_ms=0, error_code=error, error_message=None, results=[])
 
 
-def refusal(node_id: int, levels: dict[str, tuple[int, int, int]], feature: str, level: int,
+def refusal(node_id: int, levels: Mapping[str, tuple[int, int, int]], feature: str, level: int,
             upgrade_type: int) -> str | None:
     """Why this update cannot be made (Kafka's FeatureControlManager wording where Kafka refuses it too);
     None when it can: a CHANGEABLE feature's supported level, or another's level as it is."""
@@ -59,21 +63,30 @@ def refusal(node_id: int, levels: dict[str, tuple[int, int, int]], feature: str,
 
 async def handle(ctx: RequestContext, request: UpdateFeaturesRequest) -> UpdateFeaturesResponse:
     store = ctx.broker.features
-    levels = store.levels()
-    changes: dict[str, int] = {}
+    updates = []
     for update in request.feature_updates:
         if ctx.api_version >= 1:
             upgrade_type = update.upgrade_type
         else:  # v0 has no upgrade type: UpdateFeaturesRequest makes allowDowngrade a safe downgrade
             upgrade_type = SAFE_DOWNGRADE if update.allow_downgrade else UPGRADE
-        reason = refusal(ctx.broker.node_id, levels, update.feature, update.max_version_level, upgrade_type)
-        if reason is not None:
-            return UpdateFeaturesResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_UPDATE_VERSION,
-                                          error_message=_FAILED + reason, results=[])
-        if update.feature in CHANGEABLE:
-            changes[update.feature] = update.max_version_level
+        updates.append((update.feature, update.max_version_level, upgrade_type))
+
+    def refused(levels: Mapping[str, tuple[int, int, int]]) -> str | None:
+        for feature, level, upgrade_type in updates:
+            reason = refusal(ctx.broker.node_id, levels, feature, level, upgrade_type)
+            if reason is not None:
+                return reason
+        return None
+
+    changes = {feature: level for feature, level, _ in updates if feature in CHANGEABLE}
     if changes and not (ctx.api_version >= 1 and request.validate_only):
-        await store.change(changes)
+        # checked on the levels as the storage orders the change (over PostgreSQL: the cluster's)
+        reason = await store.change(changes, refused)
+    else:  # validated only, or no level kbroker keeps: judged on the levels the storage holds now
+        reason = await store.check(refused)
+    if reason is not None:
+        return UpdateFeaturesResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_UPDATE_VERSION,
+                                      error_message=_FAILED + reason, results=[])
     results = [] if ctx.api_version >= 2 else [
         UpdatableFeatureResult(u.feature, ErrorCode.NONE, "NONE") for u in request.feature_updates]
     return UpdateFeaturesResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, results=results)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -90,8 +90,11 @@ class ShareDeadLetters:
                 log.info("share_dlq_resumed", group_id=group_id, topic=topic, partition=partition,
                          archiving=len(records), already_written=len(records) - len(missing))
                 records = missing
+            copy = self.broker.group_configs.value(group_id, "errors.deadletterqueue.copy.record.enable").lower() == "true"
             for chunk in (records[i:i + _CHUNK] for i in range(0, len(records), _CHUNK)):
-                for batch, count in self._batches(group_id, topic, partition, chunk, info.config.max_message_bytes):
+                originals = await self._originals(topic, partition, chunk) if copy else {}
+                for batch, count in self._batches(group_id, topic, partition, chunk, info.config.max_message_bytes,
+                                                  originals):
                     result = self.broker.partitions.append(dlq_topic, dlq_partition, batch, now_ms=self._wall_ms(),
                                                            headers=[rb.read_header(batch)])
                     await result.wait_durable()
@@ -136,12 +139,11 @@ class ShareDeadLetters:
 
     # -- what ----------------------------------------------------------------------------------
 
-    def _batches(self, group_id: str, topic: str, partition: int, records: list[Archived], max_bytes: int
-                 ) -> Iterator[tuple[bytes, int]]:
+    def _batches(self, group_id: str, topic: str, partition: int, records: list[Archived], max_bytes: int,
+                 originals: dict[int, rb.Record]) -> Iterator[tuple[bytes, int]]:
         """The copies as batches (and how many each holds) of at most the DLQ topic's max.message.bytes,
-        as Kafka's produce rounds split them; a record over it on its own goes alone."""
-        copy = self.broker.group_configs.value(group_id, "errors.deadletterqueue.copy.record.enable").lower() == "true"
-        originals = self._originals(topic, partition, records) if copy else {}
+        as Kafka's produce rounds split them; a record over it on its own goes alone. `originals`: the
+        source records to copy the key and value of (errors.deadletterqueue.copy.record.enable)."""
         now = self._wall_ms()
         out: list[rb.Record] = []
         size = rb.HEADER_SIZE
@@ -166,11 +168,11 @@ class ShareDeadLetters:
         if out:
             yield rb.encode_batch(out), len(out)
 
-    def _originals(self, topic: str, partition: int, records: list[Archived]) -> dict[int, rb.Record]:
+    async def _originals(self, topic: str, partition: int, records: list[Archived]) -> dict[int, rb.Record]:
         """The source records (key and value) at those offsets, read as a consumer reads (up to the
         high watermark); one that cannot be read is copied with headers only, as Kafka's fetcher does."""
         wanted = {r.offset for r in records}
-        return {record.offset: record for read in self._reads(topic, partition, min(wanted), max(wanted) + 1)
+        return {record.offset: record async for read in self._reads(topic, partition, min(wanted), max(wanted) + 1)
                 for record in read if record.offset in wanted}
 
     async def _not_yet_written(self, dlq_topic: str, dlq_partition: int, group_id: str, topic: str, partition: int,
@@ -181,7 +183,7 @@ class ShareDeadLetters:
         wanted = {r.offset for r in records}
         ident = (topic.encode(), str(partition).encode(), group_id.encode())
         error, log_start, high_watermark = self.broker.partitions.bounds(dlq_topic, dlq_partition)
-        for read in self._reads(dlq_topic, dlq_partition, log_start, high_watermark if error == 0 else log_start):
+        async for read in self._reads(dlq_topic, dlq_partition, log_start, high_watermark if error == 0 else log_start):
             for record in read:
                 h = dict(record.headers)
                 if (h.get("__dlq.errors.topic"), h.get("__dlq.errors.partition"), h.get("__dlq.errors.group")) == ident:
@@ -191,11 +193,13 @@ class ShareDeadLetters:
             await asyncio.sleep(0)
         return [r for r in records if r.offset in wanted]
 
-    def _reads(self, topic: str, partition: int, offset: int, end: int) -> Iterator[list[rb.Record]]:
+    async def _reads(self, topic: str, partition: int, offset: int, end: int) -> AsyncIterator[list[rb.Record]]:
         """The records of a topic-partition from `offset` to `end` (exclusive), read as a consumer reads
         (up to the high watermark) a MiB at a time: one list per read. It stops early at a read that
         fails, finds nothing or does not advance (what is left cannot be read)."""
         while offset < end:
+            # an engine that keeps old batches outside memory (PostgreSQL's) reads them in first
+            await self.broker.partitions.prepare_reads([(topic, partition, offset, _READ_BYTES)])
             read = self.broker.partitions.read(topic, partition, offset, _READ_BYTES, min_one_batch=True,
                                                read_committed=False)
             if read.error_code != 0 or not read.records:

@@ -317,6 +317,15 @@ class SharePartitionManager:
             sp.truncate_below(log_start)
             self._persist_later(group_id, topic, partition, sp)
 
+    def read_offset(self, group_id: str, topic: str, partition: int) -> int | None:
+        """Where this share-partition's next fetch reads the log from, if it is known already (nothing
+        is made or changed): the fetch path has an engine read what is not in memory first."""
+        sp = self.partitions.get((group_id, topic, partition))
+        if sp is None or not sp.initialized:
+            return None
+        error, _, high_watermark = self.broker.partitions.bounds(topic, partition)
+        return None if error != E.NONE else sp.next_fetch_offset(high_watermark)
+
     def fetch(self, group_id: str, member_id: str, topic: str, partition: int, max_bytes: int,
               max_records: int, whole_batches: bool = False) -> PartitionAnswer:
         """Acquire what this share-partition can give `member_id` now, with the log's bytes for it;

@@ -71,6 +71,12 @@ class Faults(Protocol):
     def take(self, api: str, topic: str, partition: int) -> ErrorCode | None: ...
 
 
+async def _prepared(wait: asyncio.Future[None] | None) -> None:
+    """Await an engine's read of what a synchronous call then finds in memory (shielded: it is shared)."""
+    if wait is not None:
+        await asyncio.shield(wait)
+
+
 class PartitionService:
     def __init__(self, engine: LogEngine, catalogue: TopicCatalogue, *, purgatory: FetchPurgatory | None,
                  observations: Traffic | None, clock: Clock, faults: Faults | None = None,
@@ -304,6 +310,19 @@ class PartitionService:
         aborted = aborted_in(store, offset, records) if read_committed and records else ([] if read_committed else None)
         return PartitionRead(E.NONE, high_watermark, store.log_start_offset, records, lso, aborted)
 
+    async def prepare_reads(self, reads: Iterable[tuple[str, int, int, int]]) -> None:
+        """Before a fetch's synchronous reads: the (topic, partition, offset, max bytes) that an engine
+        keeps outside memory (PostgreSQL's batches below a partition's tail) are read in, all at once,
+        the event loop serving others meanwhile. Nothing to wait for on the segment engine."""
+        waits = []
+        loaded = self._engine.loaded_store  # a lookup: the checks are the read's, which follows
+        for topic, partition, offset, max_bytes in reads:
+            store = loaded(topic, partition)
+            if store is not None and (wait := store.prepare_read(offset, max_bytes)) is not None:
+                waits.append(asyncio.shield(wait))  # shared with other readers: a cancelled fetch leaves it be
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)  # a failure is the read's to report
+
     def fetchable(self, topic: str, partition: int, offset: int, max_bytes: int, read_committed: bool) -> int:
         """For a parked fetch: the bytes it could read now (0: none yet), or -1 when it has something
         to report (an error, an offset out of range)."""
@@ -364,12 +383,14 @@ class PartitionService:
         if (timestamp == LATEST_TIERED and version >= 9) or (timestamp == EARLIEST_PENDING_UPLOAD and version >= 11):
             return -1, -1
         if timestamp == MAX_TIMESTAMP and version >= 7:
+            await _prepared(store.prepare_timestamp_search(None, 0))
             best = store.max_timestamp_offset(budget)
             if isinstance(best, BatchToWalk):
                 best = await run_in_worker(OFFSET_SEARCH, best.walk) or best.otherwise or (-1, -1)
             return best
         start = 0
         while True:
+            await _prepared(store.prepare_timestamp_search(timestamp, start))
             found = store.offset_for_timestamp(timestamp, start, budget)
             if not isinstance(found, BatchToWalk):
                 break

@@ -15,4 +15,4 @@ def test_three_nodes_give_every_figure_and_a_failover_time(capsys):
     figures = results["pg-3"]
     assert all(len(figures[k]) == 1 and figures[k][0] > 0 for k in ("produce", "consume", "commit", "failover"))
     postgres_cluster.report(results, sizes)
-    assert "pg-3   produce" in capsys.readouterr().out
+    assert "pg-3    produce" in capsys.readouterr().out

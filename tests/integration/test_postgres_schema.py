@@ -11,8 +11,9 @@ import sys
 from kbroker.broker.storage.postgres.schema import SCHEMA_VERSION
 from kbroker.tests.integration.broker_process import BrokerProcess, free_port
 
-TABLES = ["batches", "broker_configs", "brokers", "cluster", "controller_lease", "epoch_history", "kbroker_schema",
-          "partitions", "producer_id_blocks", "topic_configs", "topics"]
+TABLES = ["batches", "broker_configs", "brokers", "cluster", "controller_lease", "epoch_history", "finalized_features",
+          "kbroker_schema", "partitions", "producer_id_blocks", "topic_configs", "topics"]
+VERSIONS = ",".join(str(v) for v in range(1, SCHEMA_VERSION + 1))  # every migration, in order
 
 
 def serve(url: str, tmp_path, node_id: int = 1) -> subprocess.CompletedProcess:
@@ -49,12 +50,12 @@ def test_an_empty_database_gets_the_schema_once_with_its_version_and_cluster_id(
     with serving(url, tmp_path, 1) as first:
         assert tables(postgres, database) == TABLES
         assert postgres.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM kbroker_schema",
-                             database) == "1,2,3"
+                             database) == VERSIONS
         cluster_id = postgres.psql("SELECT cluster_id FROM cluster", database)
         assert len(cluster_id) == 22 and first.events("broker_started")[0]["cluster_id"] == cluster_id
         with serving(url, tmp_path, 2) as second:
             assert second.events("broker_started")[0]["cluster_id"] == cluster_id
-            assert postgres.psql("SELECT count(*) FROM kbroker_schema", database) == "3"
+            assert postgres.psql("SELECT count(*) FROM kbroker_schema", database) == str(SCHEMA_VERSION)
             assert postgres.psql("SELECT string_agg(node_id::text, ',' ORDER BY node_id) FROM brokers "
                                  "WHERE lease_expires > now()", database) == "1,2"
             # a node id a live process holds is refused to another
@@ -77,11 +78,34 @@ def test_a_schema_of_version_1_is_migrated_and_keeps_its_cluster_and_partitions(
         assert node.events("broker_started")[0]["cluster_id"] == "AAAAAAAAAAAAAAAAAAAAAA"
         assert tables(postgres, database) == TABLES
         assert postgres.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM kbroker_schema",
-                             database) == "1,2,3"
+                             database) == VERSIONS
         assert postgres.psql("SELECT name FROM topics WHERE name = 'kept'", database) == "kept"
         # version 3: the cleaner's checkpoint, none yet (a leader takes max(log start, it))
         assert postgres.psql("SELECT log_start || ',' || log_end || ',' || cleaned_to FROM partitions "
                              "WHERE topic = 'kept'", database) == "5,9,0"
+
+
+def test_a_schema_of_version_3_gets_the_clusters_feature_levels(postgres, tmp_path):
+    """Version 4: the finalized feature levels are the cluster's, none changed yet (epoch 1); a node's
+    features.json from before (each node kept its own) is ignored, saying so."""
+    import asyncio
+
+    from kbroker.broker.operations.features import FileLevels
+    from kbroker.broker.storage.postgres.schema import SCHEMA_V1, SCHEMA_V2, SCHEMA_V3
+    from kbroker.tests.integration.test_share_version import features
+
+    database = postgres.create_database()
+    postgres.psql(SCHEMA_V1 + SCHEMA_V2 + SCHEMA_V3 + "INSERT INTO kbroker_schema (version) VALUES (1), (2), (3); "
+                  "INSERT INTO cluster (cluster_id) VALUES ('AAAAAAAAAAAAAAAAAAAAAA')", database)
+    asyncio.run(FileLevels(tmp_path / "serving-1").commit({"share.version": 0}, lambda _stored: None))
+    with serving(postgres.url(database), tmp_path, 1) as node:
+        assert postgres.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM kbroker_schema",
+                             database) == VERSIONS
+        assert postgres.psql("SELECT features_epoch || ',' || (SELECT count(*) FROM finalized_features) "
+                             "FROM cluster", database) == "1,0"
+        levels, epoch = features(node.bootstrap)
+        assert (levels["share.version"], epoch) == (2, 1)  # the release's, not the old file's 0
+        assert node.events("features_file_ignored")
 
 
 def test_a_schema_from_a_newer_kbroker_is_refused_and_left_alone(postgres, tmp_path):

@@ -309,7 +309,7 @@ def test_pipelined_produces_share_fsyncs_but_answer_in_order(broker) -> None:
 
 def _known_but_unserved_versions(broker) -> list[tuple[int, int]]:
     """(api key, version) pairs our definitions know but the broker does not serve."""
-    from kbroker.broker.app import build_router
+    from kbroker.broker.routing import build_router
 
     out = []
     for key, _, high in build_router().supported():

@@ -122,5 +122,5 @@ def test_serving_real_clients_never_imports_construct(tmp_path):
         "kbroker.protocol.messages.offset_commit_request" in modules
     assert not {m for m in modules if m == "construct" or m.startswith("construct.")}
     assert "kbroker.protocol.compiler" not in modules
-    # With no authorizer configured, no ACL check is installed (broker/app.py build_router)
+    # With no authorizer configured, no ACL check is installed (broker/routing.py build_router)
     assert not modules & {"kbroker.broker.security.api_checks", "kbroker.broker.security.txn_group_admin_checks"}

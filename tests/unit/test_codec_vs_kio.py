@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbroker.broker.app import build_router
+from kbroker.broker.routing import build_router
 from kbroker.protocol import codec, framing
 from kbroker.protocol.wire import ZERO_UUID
 from kbroker.protocol.spec import FieldSpec, MessageSpec, StructSpec

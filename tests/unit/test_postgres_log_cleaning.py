@@ -37,9 +37,13 @@ class Store:
     last_compaction: tuple[object, int] | None = None
     closed: bool = False
     offline: Exception | None = None
+    resident: bool = True  # every batch's bytes in memory, as compaction needs
 
     def committed_batches(self) -> list[tuple[int, bytes]]:
         return self.batches
+
+    def committed_index(self) -> list[tuple[int, int, int]]:
+        return [(base, len(data), rb.read_header(data).max_timestamp) for base, data in self.batches]
 
     @property
     def producer_state(self) -> "Store":

@@ -178,6 +178,12 @@ class FilePartitionStore:
             upto = self.last_stable_offset
         return plog.read(offset, max_bytes, min_one_batch=min_one_batch, view=True, upto=upto).records
 
+    def prepare_read(self, offset: int, max_bytes: int) -> asyncio.Future[None] | None:
+        return None  # the segments are read synchronously (the page cache's, or the disk's)
+
+    def prepare_timestamp_search(self, timestamp: int | None, from_offset: int) -> asyncio.Future[None] | None:
+        return None
+
     def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
         return self.producer_state.aborted_between(start, upper)
 

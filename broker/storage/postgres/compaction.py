@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import structlog
 
@@ -139,6 +139,8 @@ def dirtiness(store: PostgresPartitionStore, now_ms: int) -> tuple[float, bool]:
 def needs_cleaning(store: PostgresPartitionStore, now_ms: int) -> bool:
     if not store.config.compact or store.closed or store.offline is not None:
         return False
+    if not store.resident:  # made compact after it opened with a tail only: once read back whole (engine.py)
+        return False
     ratio, forced = dirtiness(store, now_ms)
     if ratio > store.config.min_cleanable_dirty_ratio or forced:
         return True
@@ -150,7 +152,7 @@ def needs_cleaning(store: PostgresPartitionStore, now_ms: int) -> bool:
 async def compact_store(store: PostgresPartitionStore, now_ms: int) -> int:
     """One compaction run of a partition this node leads; returns how many batches changed."""
     config = store.config
-    if not config.compact or store.closed or store.offline is not None:
+    if not config.compact or store.closed or store.offline is not None or not store.resident:
         return 0
     fingerprint = (store.log_start_offset, store.high_watermark)
     last = store.last_compaction
@@ -179,7 +181,7 @@ async def compact_store(store: PostgresPartitionStore, now_ms: int) -> int:
     return applied
 
 
-def still_there(bases: list[int], data: list[bytes], base: int, old: bytes) -> int | None:
+def still_there(bases: Sequence[int], data: list[bytes | None], base: int, old: bytes) -> int | None:
     """The index of the batch at `base` if it is still the one read (not trimmed away meanwhile)."""
     i = bisect_left(bases, base)
     return i if i < len(bases) and bases[i] == base and data[i] is old else None

@@ -51,8 +51,9 @@ DeletionListener = Callable[[dict[str, uuid.UUID]], None]
 
 class PostgresEngine:
     def __init__(self, pool: Any, plog: PostgresLog, node_id: int, default_config: LogConfig, clock: Clock) -> None:
-        self.pool = pool  # metadata queries (the log writes on its own connection, plog.conn)
+        self.pool = pool  # metadata queries and reads of old batches (the log writes on its own connection)
         self.plog = plog
+        plog.reader = pool
         self.node_id = node_id
         self.clock = clock
         self.default_config = default_config
@@ -203,6 +204,14 @@ class PostgresEngine:
         changed."""
         done = 0
         for store in list(self.plog.stores.values()):
+            if store.config.compact and not store.resident and not store.closed:
+                # made compact while this node leads it: its log is read back whole first
+                try:
+                    await store.hold_whole()
+                except Exception as exc:  # noqa: BLE001 - the database's: tried again at the next pass
+                    log.warning("partition_read_back_failed", topic=store.topic, partition=store.partition,
+                                error=repr(exc))
+                    continue
             if not self.plog.fenced() and needs_cleaning(store, now_ms):
                 done += await compact_store(store, now_ms)
         return done

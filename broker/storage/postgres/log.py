@@ -27,6 +27,11 @@ the database holds.
 Rounds run one at a time on the node's one writing connection; appends made while a round runs go in
 the next, so a busy node commits many partitions' batches in few transactions, as the fsync rounds of
 the segment log do.
+
+Opening a partition reads its index (every batch's offsets, size and header), its markers and the bytes
+of its tail in one query (_OPEN_INDEX), not the whole log; older batches are read later, on the pool
+and never on the writer's connection, when a reader asks for them (`read_batches`, one query per range
+under way, into the node's read cache; batch_index.py and memory.py).
 """
 
 from __future__ import annotations
@@ -38,10 +43,13 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import structlog
 
+from ....protocol import control_records
 from ....protocol import record_batch as rb
 from ....protocol.errors import ErrorCode, KafkaError
 from ..log.epochs import LeaderEpochs
 from ..producer_state import PartitionProducerState
+from .batch_index import IndexEntry, StoredBatches, kept_whole
+from .memory import InFlight, ReadCache, TailBudget
 
 if TYPE_CHECKING:
     from ..log.config import LogConfig
@@ -83,6 +91,23 @@ RETURNING p.topic, p.partition
 
 _MOVE_START = _fenced_raise("log_start")  # DeleteRecords, retention
 _FENCE = _fenced_raise("cleaned_to")  # compaction's rewrites, storing the cleaner's checkpoint
+# The index of a partition's log, oldest first, with the bytes of its newest batches (within $4 bytes),
+# of every batch when the partition is resident ($5), and of every control batch (its marker rebuilds
+# the transactions' state); of the others, the header only (rb.HEADER_SIZE bytes: producer state).
+_OPEN_INDEX = """
+SELECT base_offset, last_offset, octet_length(records) AS size,
+       CASE WHEN $5 OR attributes & 32 <> 0
+                 OR sum(octet_length(records)) OVER (ORDER BY base_offset DESC) <= $4
+            THEN records ELSE substring(records FROM 1 FOR 61) END AS data
+FROM batches WHERE topic = $1 AND partition = $2 AND last_offset >= $3 ORDER BY base_offset
+"""
+_READ_BATCHES = """
+SELECT base_offset, records FROM batches
+WHERE topic = $1 AND partition = $2 AND base_offset BETWEEN $3 AND $4 ORDER BY base_offset
+"""
+READS_AT_ONCE = 3  # database reads of old batches under way at once (the pool serves metadata too)
+READ_TIMEOUT_S = 10.0  # a reader waits no longer for the database (a client's request times out at 30 s)
+
 _DELETE_BATCHES = """
 DELETE FROM batches AS b USING unnest($1::text[], $2::integer[], $3::bigint[]) AS u(topic, partition, base)
 WHERE b.topic = u.topic AND b.partition = u.partition AND b.base_offset = u.base
@@ -105,8 +130,16 @@ class PostgresLog:
     """This node's writer: the partitions it has opened, and the rounds that commit their appends."""
 
     def __init__(self, conn: Any, node_id: int, fenced: Callable[[], bool] | None = None,
-                 reconnect: Callable[[], Awaitable[Any]] | None = None) -> None:
+                 reconnect: Callable[[], Awaitable[Any]] | None = None, *, budget: TailBudget | None = None,
+                 cache: ReadCache | None = None) -> None:
         self.conn = conn
+        self.reader: Any = None  # the pool old batches are read on (the engine's), not the writer's connection
+        self.budget = budget if budget is not None else TailBudget()
+        self.cache = cache if cache is not None else ReadCache()  # (an empty cache is falsy: it has a length)
+        self._reads = InFlight()
+        self._read_slots = asyncio.Semaphore(READS_AT_ONCE)
+        self._read_tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references
+        self.reads = 0  # queries of old batches made (several readers of a range make one)
         # A new writing connection when the database dropped this one (it restarted): the round that
         # found it closed failed, and its partitions are opened again by the node's next refresh.
         self._reconnect = reconnect
@@ -133,6 +166,7 @@ class PostgresLog:
         from .store import PostgresPartitionStore
 
         conn = conn or self.conn
+        started = time.monotonic()
         old = self.stores.pop((topic, partition), None)
         if old is not None:
             old.depose(None)
@@ -148,28 +182,75 @@ class PostgresLog:
                 raise NotLeaderError(f"{topic}-{partition} is led by node {row['leader']}, not {self.node_id}")
             epochs = await conn.fetch("SELECT leader_epoch, start_offset FROM epoch_history WHERE topic = $1 "
                                            "AND partition = $2 ORDER BY leader_epoch", topic, partition)
-            batches = await conn.fetch("SELECT base_offset, last_offset, records FROM batches WHERE topic = $1 "
-                                            "AND partition = $2 AND last_offset >= $3 ORDER BY base_offset",
-                                            topic, partition, row["log_start"])
+            resident = kept_whole(topic, config)
+            if not resident:
+                self.budget.partitions += 1  # this one's share counts in what the tail may hold
+            try:
+                rows = await conn.fetch(_OPEN_INDEX, topic, partition, row["log_start"],
+                                        self.budget.per_partition(), resident)
+            finally:
+                if not resident:
+                    self.budget.partitions -= 1  # counted again by StoredBatches
         history = LeaderEpochs()
         for entry in epochs:
             history.assign(entry["leader_epoch"], entry["start_offset"])
         state = PartitionProducerState(topic, partition)
-        stored = [bytes(b["records"]) for b in batches]
-        state.replay(header for data in stored for _, header in rb.iter_batches(data))
+        entries, headers, markers = _index(rows)
+        state.replay(headers, markers)
+        batches = StoredBatches((row["topic_id"], partition), entries, resident=resident, budget=self.budget,
+                                cache=self.cache)
         store = PostgresPartitionStore(self, topic, partition, config, topic_id=row["topic_id"],
                                        leader_epoch=row["leader_epoch"],
                                        log_start=row["log_start"], log_end=row["log_end"], epochs=history,
-                                       producer_state=state, batches=[(b["base_offset"], b["last_offset"], data)
-                                                                      for b, data in zip(batches, stored)],
+                                       producer_state=state, batches=batches,
                                        cleaned_to=row["cleaned_to"])
         self.stores[(topic, partition)] = store
+        for other in self.stores.values():  # one more partition shares the node's budget
+            other.batches.trim(other.high_watermark)
         log.info("partition_opened", topic=topic, partition=partition, leader_epoch=row["leader_epoch"],
-                 log_start=row["log_start"], log_end=row["log_end"], cleaned_to=store.cleaned_to, batches=len(stored))
+                 log_start=row["log_start"], log_end=row["log_end"], cleaned_to=store.cleaned_to,
+                 batches=len(entries),
+                 bytes=batches.size, held=batches.tail_bytes, resident=resident,
+                 took_ms=round(1000 * (time.monotonic() - started), 1))
         return store
+
+    # --- reads below the tail ---------------------------------------------------------------------------
+
+    def read_batches(self, store: PostgresPartitionStore, span: tuple[int, int]) -> asyncio.Future[None]:
+        """A future resolved once the store's batches with base offsets in `span` are read into the read
+        cache (or the read failed: the store's next read of them says so). One query per span at once."""
+        key = (store.batches.cache_key, span)
+        future = self._reads.get(key)
+        if future is None:
+            future = self._reads.start(key)
+            task = asyncio.get_running_loop().create_task(self._read(store, span, key), name="postgres-read")
+            self._read_tasks.add(task)
+            task.add_done_callback(self._read_tasks.discard)
+        return future
+
+    async def fetch_batches(self, store: PostgresPartitionStore, span: tuple[int, int]) -> list[tuple[int, bytes]]:
+        """(base offset, bytes) of the store's batches with base offsets in `span`, from the database."""
+        async with self._read_slots, self.reader.acquire(timeout=READ_TIMEOUT_S) as conn:
+            rows = await conn.fetch(_READ_BATCHES, store.topic, store.partition, span[0], span[1],
+                                    timeout=READ_TIMEOUT_S)
+        self.reads += 1
+        return [(r["base_offset"], bytes(r["records"])) for r in rows]
+
+    async def _read(self, store: PostgresPartitionStore, span: tuple[int, int], key: Any) -> None:
+        try:
+            rows = await self.fetch_batches(store, span)
+            if not store.closed:
+                store.batches.cache_read(rows)
+        except Exception as exc:  # noqa: BLE001 - the database's failure, whatever it is, is the reader's answer
+            log.warning("postgres_read_failed", topic=store.topic, partition=store.partition, first=span[0],
+                        last=span[1], error=repr(exc))
+            store.read_failed(exc)
+        finally:
+            self._reads.finish(key)
 
     def store(self, topic: str, partition: int) -> PostgresPartitionStore | None:
         return self.stores.get((topic, partition))
+
 
     # --- rounds ---------------------------------------------------------------------------------------
 
@@ -293,6 +374,30 @@ class PostgresLog:
         if self._round is not None:
             await asyncio.gather(self._round, return_exceptions=True)
         self.closed = True
+        for task in list(self._read_tasks):
+            task.cancel()
         for store in list(self.stores.values()):
             store.depose(None)
         self.stores.clear()
+
+
+def _index(rows: list[Any]) -> tuple[list[IndexEntry], list[rb.BatchHeader], dict[int, tuple[bool, int]]]:
+    """The batch index of _OPEN_INDEX's rows (a batch's bytes where the row has them whole), their
+    headers, and the transaction markers of the control batches (offset: (commit?, coordinator epoch))."""
+    entries: list[IndexEntry] = []
+    headers: list[rb.BatchHeader] = []
+    markers: dict[int, tuple[bool, int]] = {}
+    for r in rows:
+        data = bytes(r["data"])
+        header = rb.read_header(data)
+        headers.append(header)
+        whole = len(data) == r["size"]
+        if header.is_control and header.producer_id >= 0 and whole:
+            try:
+                marker = control_records.marker_of(data)
+            except (KafkaError, ValueError, IndexError):
+                marker = None
+            if marker is not None:
+                markers[header.base_offset] = (marker[0] == control_records.COMMIT, marker[1])
+        entries.append((r["base_offset"], r["last_offset"], r["size"], header.max_timestamp, data if whole else None))
+    return entries, headers, markers

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from ....protocol import record_batch as rb
 from ....protocol.errors import KafkaError
 
 if TYPE_CHECKING:
@@ -36,17 +35,16 @@ def retention_start(store: PostgresPartitionStore, now_ms: int) -> int | None:
     config = store.config
     if not config.delete or (config.retention_ms < 0 and config.retention_bytes < 0):
         return None
-    batches = store.committed_batches()
+    batches = store.committed_index()  # (base, size, largest timestamp): no batch's bytes needed
     keep_from = 0
     if config.retention_ms >= 0:
-        while keep_from < len(batches) and \
-                now_ms - rb.read_header(batches[keep_from][1]).max_timestamp > config.retention_ms:
+        while keep_from < len(batches) and now_ms - batches[keep_from][2] > config.retention_ms:
             keep_from += 1
     reason = "time" if keep_from else None
     if config.retention_bytes >= 0:
-        excess = sum(len(data) for _, data in batches[keep_from:]) - config.retention_bytes
-        while keep_from < len(batches) and excess - len(batches[keep_from][1]) >= 0:
-            excess -= len(batches[keep_from][1])
+        excess = sum(size for _, size, _ in batches[keep_from:]) - config.retention_bytes
+        while keep_from < len(batches) and excess - batches[keep_from][1] >= 0:
+            excess -= batches[keep_from][1]
             keep_from += 1
             reason = reason or "size"
     if not keep_from:

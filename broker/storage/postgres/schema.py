@@ -23,7 +23,9 @@ nothing):
   (topic, partition, base offset), with what idempotence and timestamp search need beside them;
 * broker_configs (version 2): the dynamic broker configs, per node id, -1 the cluster-wide defaults;
 * partitions.cleaned_to (version 3): where the leader's last compaction run ended (the dirty part's
-  start), stored with the run's rewrites, so a new leader's cleaner starts from there.
+  start), stored with the run's rewrites, so a new leader's cleaner starts from there;
+* finalized_features and cluster.features_epoch (version 4): the feature levels UpdateFeatures set and
+  their epoch, one for the cluster (features.py).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 CONNECT_TIMEOUT_S = 10.0
 # pg_advisory_xact_lock's key for "creating or migrating kbroker's schema" (any constant of our own).
 SCHEMA_LOCK = 0x6B62726F6B6572  # "kbroker"
@@ -130,10 +132,20 @@ SCHEMA_V3 = """
 ALTER TABLE partitions ADD COLUMN cleaned_to bigint NOT NULL DEFAULT 0;
 """
 
+# Version 4: the finalized feature levels UpdateFeatures set (Kafka's FeatureLevelRecords), and their
+# epoch, one for the cluster (ApiVersions' FinalizedFeaturesEpoch; 1 before any change).
+SCHEMA_V4 = """
+CREATE TABLE finalized_features (
+    feature text PRIMARY KEY,
+    level integer NOT NULL CHECK (level >= 0)
+);
+ALTER TABLE cluster ADD COLUMN features_epoch bigint NOT NULL DEFAULT 1 CHECK (features_epoch >= 1);
+"""
+
 # version -> the DDL that brings version - 1 to it
-MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3}
+MIGRATIONS: dict[int, str] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4}
 TABLES = ("kbroker_schema", "cluster", "brokers", "controller_lease", "topics", "topic_configs", "partitions",
-          "epoch_history", "producer_id_blocks", "batches", "broker_configs")
+          "epoch_history", "producer_id_blocks", "batches", "broker_configs", "finalized_features")
 TABLE_PRIVILEGES = "SELECT, INSERT, UPDATE, DELETE"
 
 

@@ -1,8 +1,11 @@
 """One partition this node leads, with its log in PostgreSQL, as a `PartitionStore` (broker/storage/api.py).
 
-Opened by log.py when the node becomes the partition's leader: the batches the database holds are read
-then, and kept in memory with every batch appended since, so reads (which the storage port makes
-synchronous) are served from memory; the database is the durable copy and what the next leader reads.
+Opened by log.py when the node becomes the partition's leader: the index of the batches the database
+holds is read then, with the bytes of the newest of them (the tail, batch_index.py; memory.py bounds
+it); reads of the tail are served from memory, reads below it from the database: the fetch path awaits
+`prepare_read` (which reads the missing batches into the node's read cache, one query per range
+however many readers ask) before its synchronous `read`, so no reader blocks the event loop. The
+database is the durable copy and what the next leader reads.
 An append assigns offsets at once and queues the batch for the node's next commit round; the high
 watermark is the committed end, so a consumer reads only what PostgreSQL committed.
 
@@ -11,9 +14,8 @@ headers when the partition opens, so an idempotent producer's retry reaching the
 with the first append's offsets, and its next batch must follow its last sequence.
 
 DeleteRecords moves the log start here at once and in the database with the node's next round, fenced
-as appends are (log.py); compaction's rewrites too (compaction.py). Not built yet on this engine: a log
-larger than memory (reads of old offsets from the database need an asynchronous read path in the
-partition service).
+as appends are (log.py); compaction's rewrites too (compaction.py). Partitions that are compacted or
+replayed by a coordinator keep every batch in memory (`resident`, batch_index.py).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from bisect import bisect_right
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Iterable
 
 from ....protocol import record_batch as rb
@@ -33,11 +34,13 @@ from ..log.partition_log import stamp_batch
 from ..log.timestamp_search import BatchToWalk, first_at, first_at_or_after, walk_inline
 from ..log.validation import check_appended_batches
 from ..producer_state import PartitionProducerState, ProducerEntry
+from .batch_index import kept_whole
 from .compaction import still_there
 
 if TYPE_CHECKING:
     from ..log.config import LogConfig
     from ..log.validation import InlineBudget
+    from .batch_index import StoredBatches
     from .log import PostgresLog
 
 # (base offset, last offset, header, bytes) of a batch appended and not yet committed
@@ -48,7 +51,7 @@ class PostgresPartitionStore:
     def __init__(self, plog: PostgresLog, topic: str, partition: int, config: LogConfig, *, topic_id: uuid.UUID,
                  leader_epoch: int,
                  log_start: int, log_end: int, epochs: LeaderEpochs, producer_state: PartitionProducerState,
-                 batches: list[tuple[int, int, bytes]], cleaned_to: int = 0) -> None:
+                 batches: StoredBatches, cleaned_to: int = 0) -> None:
         self._log = plog
         self.topic = topic
         self.partition = partition
@@ -60,10 +63,8 @@ class PostgresPartitionStore:
         self._committed = log_end  # the high watermark
         self.epochs = epochs
         self.producer_state = producer_state
-        self._bases = [b for b, _, _ in batches]
-        self._lasts = [last for _, last, _ in batches]
-        self._data = [d for _, _, d in batches]
-        self._size = sum(len(d) for d in self._data)
+        self._batches = batches
+        self._read_error: Exception | None = None  # the last read from the database that failed
         self._pending: list[Pending] = []
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (offset, resolved once committed past it)
         self._start_to_store: int | None = None  # a log start moved here and not yet in a round
@@ -88,6 +89,8 @@ class PostgresPartitionStore:
     @config.setter
     def config(self, config: LogConfig) -> None:  # the topic's configs changed (engine.refresh)
         self._config = config
+        if self._batches.resident and not kept_whole(self.topic, config):
+            self._batches.let_go(self._committed)  # compact no longer: its old batches can go to the database
 
     @property
     def log_start_offset(self) -> int:
@@ -107,7 +110,16 @@ class PostgresPartitionStore:
 
     @property
     def size_bytes(self) -> int:
-        return self._size
+        return self._batches.size
+
+    @property
+    def resident(self) -> bool:
+        """Every batch's bytes in memory (compacted and replayed partitions), not a tail only."""
+        return self._batches.resident
+
+    @property
+    def batches(self) -> StoredBatches:
+        return self._batches
 
     @property
     def offline(self) -> Exception | None:
@@ -158,10 +170,7 @@ class PostgresPartitionStore:
             stamp_batch(buf, pos, header, offset, self.leader_epoch, config.log_append_time, now_ms)
             data = bytes(buf[pos:pos + header.size])
             self._pending.append((offset, header.next_offset - 1, header, data))
-            self._bases.append(offset)
-            self._lasts.append(header.next_offset - 1)
-            self._data.append(data)
-            self._size += len(data)
+            self._batches.append(offset, header.next_offset - 1, rb.read_header(data).max_timestamp, data)
             if header.producer_id >= 0 and not header.is_control:
                 self.producer_state.update(header, offset, header.next_offset - 1, now_ms)
             offset = header.next_offset
@@ -213,10 +222,7 @@ class PostgresPartitionStore:
 
     def _move_log_start(self, offset: int) -> None:
         self._log_start = offset
-        drop = bisect_right(self._lasts, offset - 1)  # the batches wholly below it
-        for data in self._data[:drop]:
-            self._size -= len(data)
-        del self._bases[:drop], self._lasts[:drop], self._data[:drop]
+        self._batches.drop_first(self._batches.first_holding(offset))  # the batches wholly below it
         self._start_to_store = offset
         self._log.queue(self)
 
@@ -245,16 +251,12 @@ class PostgresPartitionStore:
         if self._closed or self._offline is not None:
             return 0
         applied = 0
+        batches = self._batches
         for base, old, new in changes:
-            i = still_there(self._bases, self._data, base, old)
+            i = still_there(batches.bases, batches.data, base, old)
             if i is None:  # trimmed by DeleteRecords or retention meanwhile
                 continue
-            self._size -= len(old)
-            if new is None:
-                del self._bases[i], self._lasts[i], self._data[i]
-            else:
-                self._bases[i], self._lasts[i], self._data[i] = new[0], new[1], new[3]
-                self._size += len(new[3])
+            batches.replace(i, None if new is None else (new[0], new[1], new[2].max_timestamp, new[3]))
             self._rewrites.append((base, new))
             applied += 1
         if applied:
@@ -295,6 +297,7 @@ class PostgresPartitionStore:
     def committed(self, end: int) -> None:
         """The database committed every batch below `end`: the high watermark moves, waiters are answered."""
         self._committed = max(self._committed, end)
+        self._batches.trim(self._committed)
         waiters = self._waiters
         self._waiters = [(o, f) for o, f in waiters if o >= end]
         for offset, future in waiters:
@@ -315,21 +318,20 @@ class PostgresPartitionStore:
         """Another node leads the partition now (or this one closed it): nothing more is appended, and
         what was not committed is gone (its waiters get `error`, NOT_LEADER_OR_FOLLOWER)."""
         self._closed = True
+        self._batches.release()
         self._drop_uncommitted()
         self._fail_waiters(error or KafkaError(f"{self.topic}-{self.partition} was closed",
                                                ErrorCode.NOT_LEADER_OR_FOLLOWER))
 
     def take_offline(self, error: Exception) -> None:
         self._offline = error
+        self._batches.release()
         self._drop_uncommitted()
         self._fail_waiters(error)
 
     def _drop_uncommitted(self) -> None:
         self._pending = []
-        keep = bisect_right(self._bases, self._committed - 1)
-        for data in self._data[keep:]:
-            self._size -= len(data)
-        del self._bases[keep:], self._lasts[keep:], self._data[keep:]
+        self._batches.drop_from(self._batches.count_below(self._committed))
         self._end = self._committed
 
     # --- reading ----------------------------------------------------------------------------------
@@ -344,16 +346,26 @@ class PostgresPartitionStore:
     def read(self, offset: int, max_bytes: int, isolation: Isolation, *,
              min_one_batch: bool = True) -> bytes | memoryview:
         """Whole batches from `offset` below what `isolation` allows, up to `max_bytes` (one at least
-        with `min_one_batch`). OffsetOutOfRangeError outside [log start, log end]."""
+        with `min_one_batch`), as far as they are in memory: the tail, and what `prepare_read` read
+        into the cache (a read below the tail that was not prepared returns what is here: nothing, or
+        KAFKA_STORAGE_ERROR when the database's last read failed). OffsetOutOfRangeError outside
+        [log start, log end]."""
         if not self._log_start <= offset <= self._end:
             raise KafkaError(f"offset {offset} is outside [{self._log_start}, {self._end}] of "
                              f"{self.topic}-{self.partition}", ErrorCode.OFFSET_OUT_OF_RANGE)
         upto = self._upto(isolation)
-        i = bisect_right(self._lasts, offset - 1)  # the first batch that holds `offset` or later
+        batches = self._batches
+        i = batches.first_holding(offset)
         out: list[bytes] = []
         size = 0
-        while i < len(self._bases) and self._bases[i] < upto:
-            data = self._data[i]
+        while i < len(batches) and batches.bases[i] < upto:
+            data = batches.batch(i)
+            if data is None:
+                if not out and self._read_error is not None:
+                    error, self._read_error = self._read_error, None
+                    raise KafkaError(f"reading {self.topic}-{self.partition} from the database failed: {error!r}",
+                                     ErrorCode.KAFKA_STORAGE_ERROR)
+                break
             if size + len(data) > max_bytes and (out or not min_one_batch):
                 break
             out.append(data)
@@ -361,10 +373,85 @@ class PostgresPartitionStore:
             i += 1
         return b"".join(out)
 
+    def prepare_read(self, offset: int, max_bytes: int) -> asyncio.Future[None] | None:
+        """Make a read from `offset` of up to `max_bytes` servable from memory: None when it is (the
+        tail, or cached), else a future resolved once the missing batches are read from the database
+        into the node's read cache (readers of the same batches at once share that one query)."""
+        if self._closed or self._offline is not None or not self._log_start <= offset < self._committed:
+            return None
+        batches = self._batches
+        i = batches.first_holding(offset)
+        if i >= batches.tail_from:
+            return None
+        span = batches.to_read(i, min(max_bytes, batches.cache.max_bytes // 2), self._committed)
+        return None if span is None else self._log.read_batches(self, span)
+
+    async def hold_whole(self, chunk_bytes: int = 4 * 1024 * 1024) -> bool:
+        """Read every batch below the tail back into memory (the topic became compact while this node
+        led it: compaction walks every batch), newest first, a chunk a query; True once whole. Stops if
+        the store closes or the topic is compact no longer."""
+        batches = self._batches
+        batches.holding = True
+        try:
+            while not batches.resident:
+                if self._closed or self._offline is not None or not kept_whole(self.topic, self._config):
+                    return False
+                span = batches.below_tail(chunk_bytes)
+                if span is None:
+                    batches.hold([])
+                    break
+                before = batches.tail_from
+                batches.hold(await self._log.fetch_batches(self, span))
+                if batches.tail_from == before:  # (the log start passing them meanwhile moves it too)
+                    return False  # not as the index has it: the cleaner's next pass tries again
+            return True
+        finally:
+            if not batches.resident:
+                batches.holding = False
+                batches.trim(self._committed)
+
+    def read_failed(self, error: Exception) -> None:
+        self._read_error = error
+
+    def prepare_timestamp_search(self, timestamp: int | None, from_offset: int) -> asyncio.Future[None] | None:
+        """Make the batch that ListOffsets' search by `timestamp` walks next (None: the largest
+        timestamp's) readable: None when it is, else a future as `prepare_read`'s."""
+        i = self._timestamp_batch(timestamp, from_offset)
+        return None if i is None else self.prepare_read(max(self._batches.bases[i], self._log_start), 1)
+
+    def _timestamp_batch(self, timestamp: int | None, from_offset: int) -> int | None:
+        """The index of the first committed batch from `from_offset` that may hold `timestamp` (None:
+        of the first with the largest timestamp), by the index's timestamps."""
+        batches = self._batches
+        committed = batches.count_below(self._committed)
+        first = batches.first_holding(max(from_offset, self._log_start))
+        if timestamp is None:
+            stamps = batches.max_timestamps
+            return max(range(first, committed), key=lambda i: (stamps[i], -i), default=None)
+        for i in range(first, committed):
+            if batches.max_timestamps[i] >= timestamp:
+                return i
+        return None
+
+    def _batch_to_search(self, i: int) -> bytes:
+        data = self._batches.batch(i)
+        if data is None:  # not prepared, or evicted since (a storm of reads): the client asks again
+            raise KafkaError(f"batch {self._batches.bases[i]} of {self.topic}-{self.partition} is not in memory",
+                             ErrorCode.KAFKA_STORAGE_ERROR)
+        return data
+
     def committed_batches(self) -> list[tuple[int, bytes]]:
-        """(base offset, bytes) of each committed batch from the log start (retention walks them)."""
-        end = bisect_right(self._bases, self._committed - 1)
-        return list(zip(self._bases[:end], self._data[:end]))
+        """(base offset, bytes) of each committed batch from the log start: compaction walks them, on a
+        resident partition (every batch's bytes in memory)."""
+        batches = self._batches
+        end = batches.count_below(self._committed)
+        return [(base, data) for base, data in zip(batches.bases[:end], batches.data[:end]) if data is not None]
+
+    def committed_index(self) -> list[tuple[int, int, int]]:
+        """(base offset, size, largest timestamp) of each committed batch from the log start (retention)."""
+        batches = self._batches
+        end = batches.count_below(self._committed)
+        return list(zip(batches.bases[:end], batches.sizes[:end], batches.max_timestamps[:end]))
 
     def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
         return self.producer_state.aborted_between(start, upper)
@@ -372,36 +459,28 @@ class PostgresPartitionStore:
     def has_aborted_transactions(self) -> bool:
         return bool(self.producer_state.aborted)
 
-    def _headers(self, from_offset: int) -> Iterable[tuple[int, rb.BatchHeader]]:
-        i = bisect_right(self._lasts, from_offset - 1)
-        for index in range(i, len(self._bases)):
-            if self._bases[index] >= self._committed:
-                return
-            yield index, rb.read_header(self._data[index])
-
     def offset_for_timestamp(self, timestamp: int, from_offset: int,
                              budget: InlineBudget | None) -> tuple[int, int] | BatchToWalk | None:
-        for index, header in self._headers(max(from_offset, self._log_start)):
-            if header.max_timestamp < timestamp:
-                continue
-            data = self._data[index]
-            if not walk_inline(header, budget):
-                return BatchToWalk(data, timestamp, from_offset, resume_offset=header.next_offset)
-            found = first_at_or_after(data, timestamp, from_offset)
-            if found is not None:
-                return found
-        return None
+        i = self._timestamp_batch(timestamp, from_offset)
+        if i is None:
+            return None
+        data = self._batch_to_search(i)
+        header = rb.read_header(data)
+        if not walk_inline(header, budget):
+            return BatchToWalk(data, timestamp, from_offset, resume_offset=header.next_offset)
+        found = first_at_or_after(data, timestamp, from_offset)
+        if found is not None:
+            return found
+        # none from `from_offset` on in this batch: the search goes on from the next (prepared first)
+        return BatchToWalk(data, timestamp, from_offset, resume_offset=header.next_offset)
 
     def max_timestamp_offset(self, budget: InlineBudget | None) -> tuple[int, int] | BatchToWalk:
-        best: tuple[int, rb.BatchHeader] | None = None
-        for index, header in self._headers(self._log_start):
-            if best is None or header.max_timestamp > best[1].max_timestamp:
-                best = (index, header)
-        if best is None:
+        i = self._timestamp_batch(None, self._log_start)
+        if i is None:
             return -1, -1
-        index, header = best
+        data = self._batch_to_search(i)
+        header = rb.read_header(data)
         otherwise = (header.next_offset - 1, header.max_timestamp)
-        data = self._data[index]
         if not walk_inline(header, budget):
             return BatchToWalk(data, header.max_timestamp, header.base_offset, otherwise=otherwise, exact=True)
         return first_at(data, header.max_timestamp) or otherwise
