@@ -9,9 +9,9 @@ The handlers' shared helpers (HELPERS) live beside them and serve no API.
 
 # what the handlers share: the group APIs' coordinator calls, repeated ids, the fetch sessions' cache,
 # the bound on a request's state-file changes, the delegation token APIs' refusal, the share group offsets
-# APIs' group check; with several nodes, the coordinator check and KIP-951's leader hints
+# APIs' group check, the share state RPCs' answers; with several nodes, the coordinator check and KIP-951's leader hints
 HELPERS = ("coordinator_routes", "delegation_tokens", "fetch_sessions", "group_wire", "leader_hints", "limits",
-           "repeats", "share_group_offsets")
+           "repeats", "share_group_offsets", "share_state_wire")
 
 # api key -> (module in this package, lowest version served, highest version served)
 SERVED: dict[int, tuple[str, int, int]] = {
@@ -83,6 +83,12 @@ SERVED: dict[int, tuple[str, int, int]] = {
     90: ('describe_share_group_offsets', 0, 1),
     91: ('alter_share_group_offsets', 0, 0),
     92: ('delete_share_group_offsets', 0, 0),
+    # the share coordinator's state RPCs, between nodes (broker/coordinators/share_state_rpc.py)
+    83: ('initialize_share_group_state', 0, 0),
+    84: ('read_share_group_state', 0, 0),
+    85: ('write_share_group_state', 0, 1),
+    86: ('delete_share_group_state', 0, 0),
+    87: ('read_share_group_state_summary', 0, 1),
     88: ('streams_group_heartbeat', 0, 1),
     89: ('streams_group_describe', 0, 1),
     93: ('streams_group_topology_description_update', 0, 0),

@@ -6,6 +6,7 @@ start offset -1 and no error, as Kafka 4.4 does."""
 
 from __future__ import annotations
 
+import asyncio
 from uuid import UUID
 
 from ..network.router import RequestContext
@@ -51,26 +52,38 @@ async def handle(ctx: RequestContext, request: DescribeShareGroupOffsetsRequest)
             if described.error not in (E.NONE, E.GROUP_ID_NOT_FOUND):  # a group with no state lists nothing
                 answer.error_code, answer.error_message = described.error, described.error_message
                 continue
+            # the initialized share-partitions whose states other nodes serve (over PostgreSQL), asked of them
+            started.update(await manager.persister.started_elsewhere(g.group_id, (
+                (t, p) for t, ps in described.initialized for p in ps if (t, p) not in started)))
             wanted: dict[str, list[int]] = {}
             for (started_id, partition) in sorted(started, key=lambda k: (names.get(k[0], ""), k[1])):
                 if started_id in names:
                     wanted.setdefault(names[started_id], []).append(partition)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+            started.update(await manager.persister.started_elsewhere(g.group_id, (
+                (ids[t], p) for t, ps in wanted.items() if t in ids for p in ps if (ids[t], p) not in started)))
+        elsewhere = [(t, p) for t, ps in wanted.items() for p in ps if (ids.get(t), p) in started
+                     and broker.partitions.bounds(t, p)[0] != E.NONE]
+        led_elsewhere = dict(zip(elsewhere, await asyncio.gather(  # their leaders' high watermarks (KIP-1226)
+            *(manager.persister.high_watermark(t, p) for t, p in elsewhere))))
         for topic, partitions in wanted.items():
             topic_id = ids.get(topic)
             out = DescribeShareGroupOffsetsResponseTopic(topic_name=topic, topic_id=_ZERO if topic_id is None else topic_id,
                                                          partitions=[])
             answer.topics.append(out)
             for partition in partitions:
-                out.partitions.append(_partition(broker, topic, topic_id, partition, started))
+                out.partitions.append(_partition(broker, topic, topic_id, partition, started,
+                                                 led_elsewhere.get((topic, partition))))
     return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=groups)
 
 
-def _partition(broker, topic, topic_id, partition, started) -> DescribeShareGroupOffsetsResponsePartition:  # type: ignore[no-untyped-def]
+def _partition(broker, topic, topic_id, partition, started, elsewhere) -> DescribeShareGroupOffsetsResponsePartition:  # type: ignore[no-untyped-def]
     row = DescribeShareGroupOffsetsResponsePartition(partition_index=partition, start_offset=-1, leader_epoch=0,
                                                      lag=-1, error_code=E.NONE)
     error, _, high_watermark = broker.partitions.bounds(topic, partition)
+    if elsewhere is not None and elsewhere >= 0:  # led by another node: its leader's answer
+        error, high_watermark = E.NONE, elsewhere
     if topic_id is None or error != E.NONE:
         return row  # Kafka answers an unknown topic-partition as one without a state
     state = started.get((topic_id, partition))

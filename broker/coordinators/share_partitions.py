@@ -43,12 +43,14 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from ...coordinator.share.persisted import PersistedState
 from ...coordinator.share.share_partition import Acquired, Batch, SharePartition, Undo
 from ...coordinator.share.state_shard import persister_error
 from ...protocol import record_batch as rb
 from ...protocol.errors import ErrorCode, KafkaError
 from ...purgatory.timers import TimerFired
 from .share_dlq import Archived, ShareDeadLetters
+from .share_persister import SharePersister
 
 if TYPE_CHECKING:
     from ..services import BrokerServices
@@ -102,8 +104,12 @@ class SharePartitionManager:
         self.acquired_total: Counter[str] = Counter()
         self.redelivered_total: Counter[str] = Counter()
         self.lock_expiries_total: Counter[str] = Counter()
-        self._told_elsewhere: set[Key] = set()  # share-partitions logged as served elsewhere (once each)
         self.state_log: ShareStateLog = broker.share_state
+        # states another node's share coordinator serves, read through it (None: none), each taken by
+        # its share-partition's start (`share_partition`)
+        self.persister = SharePersister(broker)
+        self.state_log.closers.append(self.persister.close)
+        self._remote: dict[Key, PersistedState | None] = {}
         self.state_log.ensure()
         self._writes: set[asyncio.Future[None]] = set()  # writes nobody answers after (kept till done)
         self.dead_letters = ShareDeadLetters(broker)
@@ -227,8 +233,9 @@ class SharePartitionManager:
         """Start a share-partition that has no state yet where the group's share.auto.offset.reset says:
         earliest (the log start), latest (the high watermark, Kafka's default) or by_duration (the
         first record at or after now minus the duration, else the high watermark)."""
-        if self.unserved(group_id, topic, partition) is not None:
-            return  # its state is not served here (yet): the fetch answers why
+        if self.unserved(group_id, topic, partition) is not None and not await self._read_remote(
+                group_id, topic, partition):
+            return  # its state is not served here (yet), nor read from where it is: the fetch answers why
         sp = self.share_partition(group_id, topic, partition)
         if sp.initialized:
             return
@@ -261,7 +268,8 @@ class SharePartitionManager:
             sp = self.partitions[key] = SharePartition(self.lock_ms, self.delivery_limit, self.max_locks)
             self.topic_ids[key] = topic_id
             self._configured(group_id, sp)
-            persisted = None if topic_id is None else self.state_log.state_of(group_id, topic_id, partition)
+            persisted = self._remote.pop(key, None) if key in self._remote else (
+                None if topic_id is None else self.state_log.state_of(group_id, topic_id, partition))
             if persisted is not None and persisted.start >= 0:
                 sp.restore(persisted.start, persisted.batches)
                 if archiving := sp.archiving():  # a crash between the DLQ's two phases
@@ -271,20 +279,30 @@ class SharePartitionManager:
     def unserved(self, group_id: str, topic: str, partition: int) -> ErrorCode | None:
         """A share-partition not held here whose persisted state this node's share coordinator does not
         serve (over PostgreSQL another node leads its `__share_group_state` partition, or it is still
-        replaying it) is not started from nothing: COORDINATOR_NOT_AVAILABLE, Kafka's persister error
-        for NOT_COORDINATOR and the load errors, which the member's next fetch retries."""
+        replaying it) and that was not read from where it is served (`_read_remote`, which
+        `start_offset` awaits) is not started from nothing: COORDINATOR_NOT_AVAILABLE, Kafka's
+        persister error for NOT_COORDINATOR and the load errors, which the member's next fetch retries."""
         topic_id = self._topic_id(topic)
         key = (group_id, topic, partition)
-        if topic_id is None or key in self.partitions:
+        if topic_id is None or key in self.partitions or key in self._remote:
             return None
-        why = self.state_log.serving(group_id, topic_id, partition)
-        if why is None:
-            return None
-        if why is E.NOT_COORDINATOR and key not in self._told_elsewhere:  # said once: the operator sees why
-            self._told_elsewhere.add(key)
-            log.warning("share_partition_state_elsewhere", group_id=group_id, topic=topic, partition=partition,
-                        reason="another node leads its __share_group_state partition")
-        return E.COORDINATOR_NOT_AVAILABLE
+        return None if self.state_log.serving(group_id, topic_id, partition) is None else E.COORDINATOR_NOT_AVAILABLE
+
+    async def _read_remote(self, group_id: str, topic: str, partition: int) -> bool:
+        """The state of a share-partition another node's share coordinator serves, read through it
+        (share_persister.py) before the share-partition starts; whether it was."""
+        key, topic_id = (group_id, topic, partition), self._topic_id(topic)
+        led = self.broker.catalogue.leadership(topic, partition)
+        if topic_id is None or led is None or self.state_log.serving(group_id, topic_id, partition) is not E.NOT_COORDINATOR:
+            return False
+        try:
+            state = await self.persister.read(group_id, topic_id, partition, led.epoch)
+        except KafkaError as exc:
+            log.warning("share_state_read_failed", group_id=group_id, topic=topic, partition=partition, error=str(exc))
+            return False
+        if key not in self.partitions and self._topic_id(topic) == topic_id:
+            self._remote[key] = state
+        return True
 
     def _topic_id(self, topic: str) -> uuid.UUID | None:
         info = self.broker.catalogue.topic(topic)
@@ -457,6 +475,8 @@ class SharePartitionManager:
             del self.partitions[key]
             self.topic_ids.pop(key, None)
             self.timers.cancel(self._timer_key(*key))
+        for key in [k for k in self._remote if k[1:] == (topic, partition)]:
+            del self._remote[key]
 
     def topics_deleted(self, deleted: dict[str, uuid.UUID]) -> Awaitable[int]:
         """Deleted topics: their share-partitions held here go (their locks' timers with them), and
@@ -474,6 +494,11 @@ class SharePartitionManager:
         topic_id = self._topic_id(topic)
         if topic_id is None:
             raise KafkaError(f"topic {topic} is gone", E.UNKNOWN_TOPIC_OR_PARTITION)
+        # served by another node, or moved here while a write sent there is still retried (kept in order)
+        if (self.state_log.serving(group_id, topic_id, partition) is E.NOT_COORDINATOR
+                or self.persister.writing(group_id, topic_id, partition)):
+            led = self.broker.catalogue.leadership(topic, partition)
+            return self.persister.write(group_id, topic_id, partition, -1 if led is None else led.epoch, *sp.snapshot())
         return self.state_log.write(group_id, topic_id, partition, *sp.snapshot())
 
     def _persist_later(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:

@@ -37,7 +37,7 @@ import asyncio
 import base64
 import time
 import uuid
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import structlog
@@ -105,6 +105,7 @@ class ShareStateLog:
             clock=partitions.clock, timers=timers, name="share-state")
         self.loading: asyncio.Task[int] | None = None
         self._loads = asyncio.Lock()
+        self.closers: list[Callable[[], Awaitable[None]]] = []  # what stops with it (the persister's connections)
 
     def start(self) -> None:
         """Serve: an existing topic is replayed by the runtime's loader in the background (its
@@ -139,6 +140,8 @@ class ShareStateLog:
             self.loading.cancel()
             await asyncio.gather(self.loading, return_exceptions=True)
         await self.runtime.stop()
+        for close in self.closers:
+            await close()
 
     def ensure(self) -> None:
         """The topic, made now if it does not exist (its partitions loaded empty); an existing one
@@ -264,18 +267,23 @@ class ShareStateLog:
         with the code the runtime answers (nothing of the state changed). Writes of one key are
         appended in call order, so the last snapshot of a key in the log is the last state written."""
         self.writes += 1
-        return self._write(ShareStateRecord(SNAPSHOT, group, topic_id, partition, 0, start, tuple(batches)))
+        return self._write(ShareStateRecord(SNAPSHOT, group, topic_id, partition, 0, start, tuple(batches),
+                                            state_epoch=-1, leader_epoch=-1))
 
     def _write(self, record: ShareStateRecord) -> Awaitable[None]:
-        runtime = self.runtime
+        return self._written(self.submit(WriteState(record)))
+
+    def submit(self, cmd: WriteState) -> asyncio.Future[Written]:
+        """The command to its share-partition's turn (the RPCs' way: share_state_rpc.py); its answer."""
+        runtime, record = self.runtime, cmd.record
         state_partition = partition_for(record.group, record.topic_id, record.partition, self.num_partitions)
         future: asyncio.Future[Written] = runtime.new_future()
         error = runtime.precheck(state_partition)
         if error is not None:
             future.set_result(Written(error))
         else:
-            runtime.dispatch(WriteState(record), state_key(record), future, state_partition)
-        return self._written(future)
+            runtime.dispatch(cmd, state_key(record), future, state_partition)
+        return future
 
     @staticmethod
     async def _written(future: asyncio.Future[Written]) -> None:

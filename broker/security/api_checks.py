@@ -474,5 +474,7 @@ CHECKS: dict[int, Callable] = {
     48: more.cluster_check(Op.DESCRIBE_CONFIGS), 49: more.cluster_check(Op.ALTER_CONFIGS),
     55: more.cluster_check(Op.DESCRIBE), 57: more.cluster_check(Op.ALTER),
     75: more.check_describe_topic_partitions,
+    # the share coordinator's state RPCs (KafkaApis: authorizeClusterOperation(CLUSTER_ACTION))
+    **{api_key: more.cluster_check(Op.CLUSTER_ACTION) for api_key in (83, 84, 85, 86, 87)},
     **share_checks.CHECKS,  # share groups (issue 42): broker/security/share_checks.py
 }

@@ -21,6 +21,8 @@ class PersistedState:
     start: int
     batches: list[Run] = field(default_factory=list)
     create_timestamp: int = 0
+    state_epoch: int = 0  # raised by InitializeShareGroupState (and an alter of the start offset)
+    leader_epoch: int = 0  # of the data partition's leader that wrote it last (WriteShareGroupState)
 
 
 def overlay(old: list[Run], new: list[Run], start: int) -> list[Run]:
@@ -54,11 +56,13 @@ class PersistedStates:
             return
         if record.record_type == SNAPSHOT:
             self.states[key] = PersistedState(record.snapshot_epoch, record.start_offset, list(record.batches),
-                                              record.create_timestamp)
+                                              record.create_timestamp, record.state_epoch, record.leader_epoch)
             return
         state = self.states.get(key)
         if state is None or state.snapshot_epoch != record.snapshot_epoch:
             return  # an update of a snapshot this log no longer holds: the later snapshot has it
         if record.start_offset >= 0:
             state.start = record.start_offset
+        if record.leader_epoch >= 0:
+            state.leader_epoch = record.leader_epoch
         state.batches = overlay(state.batches, list(record.batches), state.start)

@@ -27,8 +27,6 @@ NOT_SERVED = {
     80: "AddRaftVoter: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
     81: "RemoveRaftVoter: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
     94: "UnregisterController: KIP-853's quorum whose voters change; kbroker's is itself alone (DescribeQuorum)",
-    **{key: "the share coordinator's state RPCs: between brokers; on one node its calls are in-process (KIP-932)"
-       for key in (83, 84, 85, 86, 87)},
 }
 # APIs served below the release's newest version: api key -> (newest version served, why)
 OLDER_VERSIONS: dict[int, tuple[int, str]] = {}

@@ -8,9 +8,11 @@ the other node wrote (not from what the paused node held); three franz-go share
 consumers acknowledge every record exactly once there, and kafka-share-groups.sh --describe, given every
 node, shows the share-partition with nothing left to deliver.
 
-A share-partition is served where its data partition's leader also leads its `__share_group_state`
-partition (docs/share-groups.md: the state RPCs between nodes are not built), so the test picks a group
-whose state partition is led, and failed over, with the data partition."""
+A share-partition whose `__share_group_state` partition another node leads reaches its state through
+the state RPCs to that node (share_persister.py): served, and a kill -9 of the state's leader loses
+nothing acknowledged (`test_state_led_elsewhere_survives_a_kill_of_its_leader`), and a deposed data
+leader's epoch is fenced there (`test_a_deposed_data_leaders_writes_are_fenced_by_its_leader_epoch`);
+the first test picks a group whose state partition is led, and failed over, with the data partition."""
 
 from __future__ import annotations
 
@@ -207,14 +209,13 @@ def test_share_state_follows_its_partition_and_survives_a_kill_of_its_leader(pos
 
         group, key = co_located_group(postgres, database, nodes, topic_id, leader, successor)
 
-        # A group whose share-partition's state another node leads: never started from nothing here,
-        # answered COORDINATOR_NOT_AVAILABLE (the state RPCs between nodes are not built), and logged.
+        # A group whose share-partition's state another node leads: served here, its state read and
+        # written through the state RPCs to that node (COORDINATOR_NOT_AVAILABLE before they were built)
         elsewhere = next(g for g in (f"pgse-{i}" for i in range(500))
                          if find(nodes[1], f"{g}:{kafka_uuid(topic_id)}:0", SHARE)[1] != leader)
         away = ShareMember(nodes, elsewhere, topic, topic_id).at(nodes[leader])
-        assert partition_errors(away.fetch()) == [E.COORDINATOR_NOT_AVAILABLE]
-        assert [(e["group_id"], e["partition"]) for e in nodes[leader].events("share_partition_state_elsewhere")] \
-            == [(elsewhere, 0)]
+        assert partition_errors(away.fetch()) == [E.NONE]
+        assert nodes[leader].events("share_state_read_failed") == []
 
         member = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
         assert partition_errors(member.fetch()) == [E.NONE]  # starts at the (empty) log's end, persisted
@@ -272,56 +273,49 @@ def set_earliest(nodes: dict[int, BrokerProcess], group: str) -> None:
 
 
 def test_franz_share_consumers_and_kafka_share_groups_on_the_cluster(postgres, tmp_path):
-    """Three franz-go share consumers of one group acknowledge every record exactly once on the cluster,
-    and kafka-share-groups.sh --describe, given every node, shows the share-partition's offsets (the
-    group chosen coordinated, and its state led, where its data partition is led)."""
+    """Three franz-go share consumers of one group acknowledge every record exactly once on a topic
+    whose partitions' leaders are spread over the three nodes (most share-partitions' states led by
+    another node than their data: reached through the state RPCs), and kafka-share-groups.sh
+    --describe, given any one node, shows every share-partition's offsets (those whose states other
+    nodes serve asked of them with ReadShareGroupStateSummary) with nothing left to deliver."""
     from kbroker.tests.integration.test_postgres_clients import tool
     from kbroker.tests.integration.test_share_franz import acknowledged_once
     from kbroker.tests.reference.client_matrix import go_binary, require_go
 
     require_go()
     binary = go_binary("franz")
-    records = 30
+    partitions, records = 6, 60
     database = postgres.create_database()
     with share_nodes(postgres.url(database), tmp_path) as nodes:
-        topic = f"pgf-{uuid.uuid4().hex[:6]}"
-        wait_for(lambda: find(nodes[1], "probe", 0)[0] == E.NONE, "the offsets topic")
-        coordinator = find(nodes[1], "probe", 0)[1]  # the data partition is led there too
-        create_led_by(nodes[1].bootstrap, topic, [coordinator, *(n for n in NODES if n != coordinator)])
-        wait_for(lambda: all(metadata(b, [topic]).topics[0].partitions and
-                             metadata(b, [topic]).topics[0].partitions[0].leader_id >= 0 for b in nodes.values()),
-                 "every node knows the topic's leader")
+        topic, group = f"pgf-{uuid.uuid4().hex[:6]}", f"pgfg-{uuid.uuid4().hex[:6]}"
+        create_topic(nodes[1].bootstrap, topic, partitions)
+        wait_for(lambda: all(len(metadata(b, [topic]).topics[0].partitions) == partitions and
+                             all(p.leader_id >= 0 for p in metadata(b, [topic]).topics[0].partitions)
+                             for b in nodes.values()), "every node knows the topic's leaders")
         topic_id = metadata(nodes[1], [topic]).topics[0].topic_id
-        leader, _ = placement(postgres, database, topic, 0)
         wait_for(lambda: find(nodes[1], f"probe:{kafka_uuid(topic_id)}:0", SHARE)[0] == E.NONE, "the share state topic")
-        assert leader == coordinator
-        for i in range(1000):
-            group = f"pgfg-{i}-{uuid.uuid4().hex[:4]}"
-            if find(nodes[1], f"{group}:{kafka_uuid(topic_id)}:0", SHARE) == (E.NONE, leader) and \
-                    find(nodes[1], group, 0) == (E.NONE, leader):
-                break
-        else:
-            pytest.fail(f"no group coordinated, and its state led, with the data partition {leader}: "
-                        f"{find(nodes[1], group, 0)} {find(nodes[1], f'{group}:{kafka_uuid(topic_id)}:0', SHARE)}")
+        data_leaders = [placement(postgres, database, topic, p)[0] for p in range(partitions)]
+        state_leaders = [find(nodes[1], f"{group}:{kafka_uuid(topic_id)}:{p}", SHARE)[1] for p in range(partitions)]
+        assert set(data_leaders) == set(NODES)  # spread over every node
+        assert any(d != s for d, s in zip(data_leaders, state_leaders)), (data_leaders, state_leaders)
         set_earliest(nodes, group)
         servers = ",".join(b.bootstrap for b in nodes.values())
         producer = Producer({"bootstrap.servers": servers, "acks": "all"})
         for i in range(records):
-            producer.produce(topic, f"v{i}".encode(), partition=0)
+            producer.produce(topic, f"v{i}".encode(), partition=i % partitions)
         assert producer.flush(30) == 0
 
-        # one seed (the program's is one address), not the leader: the clients find it through Metadata
-        seed = next(b.bootstrap for n, b in nodes.items() if n != coordinator)
-        acknowledged_once(binary, seed, topic, group, records)
+        acknowledged_once(binary, nodes[2].bootstrap, topic, group, records)
 
-        # GROUP TOPIC PARTITION START-OFFSET LAG: nothing left to deliver (the start shown is the persisted
-        # one, a write behind as in Kafka: docs/share-groups.md "Tools")
-        deadline = time.monotonic() + 60
-        row = re.compile(rf"^{group}\s+{topic}\s+0\s+\d+\s+0\s*$", re.MULTILINE)
-        while not row.search(table := tool("consumer.group.ShareGroupCommand", "--bootstrap-server", servers,
-                                           "--describe", "--group", group)):
-            assert time.monotonic() < deadline, table
-            time.sleep(1)
+        # GROUP TOPIC PARTITION START-OFFSET LAG for every partition, nothing left to deliver, through
+        # each node (the start shown is the persisted one, a write behind as in Kafka: docs/share-groups.md)
+        rows = [re.compile(rf"^{group}\s+{topic}\s+{p}\s+\d+\s+0\s*$", re.MULTILINE) for p in range(partitions)]
+        for broker in nodes.values():
+            deadline = time.monotonic() + 60
+            while not all(row.search(table := tool("consumer.group.ShareGroupCommand", "--bootstrap-server",
+                                                   broker.bootstrap, "--describe", "--group", group)) for row in rows):
+                assert time.monotonic() < deadline, table
+                time.sleep(1)
 
 
 def create_led_by(address: str, name: str, replicas: list[int], configs: dict[str, str] | None = None) -> uuid.UUID:
@@ -381,3 +375,123 @@ def test_a_paused_leaders_share_partitions_move_away_and_back_from_their_persist
         # 0-7 done; 8-11 delivered a second time, as the state the other node wrote has them (the paused
         # node's own picture, 4-7 acquired and 8-11 never delivered, is gone)
         assert fetched_when_served(third, 100) == [(8, 11, 2)]
+
+
+def read_state(broker: BrokerProcess, group: str, topic_id: uuid.UUID):
+    """ReadShareGroupState of partition 0's key, asked of `broker` (no leader epoch: not fenced)."""
+    from kbroker.tests.integration.test_share_state_rpcs import read
+    from kbroker.tests.integration.wire import Wire
+
+    wire = Wire(broker.bootstrap)
+    try:
+        return read(wire, topic_id, 0, group=group)
+    finally:
+        wire.close()
+
+
+def states_by_offset(answer) -> dict[int, tuple[int, int]]:
+    return {o: (b.delivery_state, b.delivery_count) for b in answer.state_batches
+            for o in range(b.first_offset, b.last_offset + 1)}
+
+
+def test_state_led_elsewhere_survives_a_kill_of_its_leader(postgres, tmp_path):
+    """The data partition's leader serves a share-partition whose state partition another node leads:
+    each acknowledgement is answered once that node made it durable (read back there with
+    ReadShareGroupState); kill -9 of that node: its state partition moves, the persister's writes go to
+    the new leader (retried meanwhile), which replayed every acknowledgement; what was acknowledged
+    never comes back, what was acquired does."""
+    database = postgres.create_database()
+    with share_nodes(postgres.url(database), tmp_path) as nodes:
+        topic, topic_id, leader, _ = topic_led_by_one(nodes, postgres, database)
+        group = state_leader = key = None
+        for i in range(500):
+            group, key = f"pgre-{i}", f"pgre-{i}:{kafka_uuid(topic_id)}:0"
+            state_leader = find(nodes[1], key, SHARE)[1]
+            if state_leader != leader:
+                break
+        member = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
+        assert partition_errors(member.fetch()) == [E.NONE]  # its start, read and written over there
+        producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in nodes.values()), "acks": "all",
+                             "linger.ms": 0})
+        for i in range(12):  # a batch each
+            producer.produce(topic, f"v{i}".encode(), partition=0)
+            assert producer.flush(30) == 0
+        assert fetched_when_served(member, 8) == [(0, 7, 1)]
+        assert member.acknowledge([(0, 4, [ACCEPT, ACCEPT, ACCEPT, REJECT, RELEASE])]) == [E.NONE]
+        there = read_state(nodes[state_leader], group, topic_id)
+        done = states_by_offset(there)  # durable there: 0-2 acknowledged, 3 archived, 4 available again
+        assert there.error_code == E.NONE and [done.get(o) for o in range(5)] == [(2, 1)] * 3 + [(4, 1), (0, 1)], there
+
+        nodes[state_leader].kill()
+        survivors = {n: b for n, b in nodes.items() if n != state_leader}
+        wait_for(lambda: all(find(b, key, SHARE)[0] == E.NONE and find(b, key, SHARE)[1] != state_leader
+                             for b in survivors.values()), "the share state partition moved")
+        assert member.acknowledge([(5, 6, [ACCEPT])]) == [E.NONE]  # to the new state leader
+        moved = find(survivors[leader], key, SHARE)[1]
+        replayed = read_state(survivors[moved], group, topic_id)
+        replayed_states = states_by_offset(replayed)
+        # below the start (moved past 0-3, all done), then 4 available, 5-6 acknowledged
+        assert replayed.start_offset == 4 and [replayed_states.get(o) for o in (4, 5, 6)] == [(0, 1), (2, 1), (2, 1)]
+        assert member.wire is not None
+        member.wire.close()  # its session ends: 7 goes back
+        again = ShareMember(survivors, group, topic, topic_id).at(survivors[leader])
+        got = fetched_when_served(again, 100)
+        offsets = sorted(o for first, last, _ in got for o in range(first, last + 1))
+        assert offsets == [4, 7, 8, 9, 10, 11], got  # nothing acknowledged or rejected comes back
+
+
+def test_a_deposed_data_leaders_writes_are_fenced_by_its_leader_epoch(postgres, tmp_path):
+    """A share-partition whose state a third node serves: its data leader paused past its lease, the
+    data partition moves (a new leader epoch) and the new leader reads the state there with that
+    epoch and writes with it; the paused leader's epoch is refused from then on (FENCED_LEADER_EPOCH),
+    so its late writes cannot overwrite its successor's state, and once it runs again nothing the new
+    leader's member acknowledged comes back."""
+    import signal
+
+    from kbroker.tests.integration.test_share_state_rpcs import summary, write
+    from kbroker.tests.integration.wire import Wire
+
+    database = postgres.create_database()
+    with share_nodes(postgres.url(database), tmp_path) as nodes:
+        topic, topic_id, leader, successor = topic_led_by_one(nodes, postgres, database)
+        third = next(n for n in NODES if n not in (leader, successor))
+        group = next(g for g in (f"pgfe-{i}" for i in range(500))
+                     if find(nodes[1], f"{g}:{kafka_uuid(topic_id)}:0", SHARE) == (E.NONE, third))
+        first = ShareMember(nodes, group, topic, topic_id).at(nodes[leader])
+        assert partition_errors(first.fetch()) == [E.NONE]
+        producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in nodes.values()), "acks": "all",
+                             "linger.ms": 0})
+        for i in range(12):  # a batch each
+            producer.produce(topic, f"v{i}".encode(), partition=0)
+            assert producer.flush(30) == 0
+        assert fetched_when_served(first, 8) == [(0, 7, 1)]
+        assert first.acknowledge([(0, 1, [ACCEPT])]) == [E.NONE]  # 2-7 stay acquired by the paused leader's member
+
+        survivors = {n: b for n, b in nodes.items() if n != leader}
+        nodes[leader].proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: all(metadata(b, [topic]).topics[0].partitions[0].leader_id == successor
+                                 for b in survivors.values()), "the data partition moves from the paused node")
+            epoch = metadata(survivors[successor], [topic]).topics[0].partitions[0].leader_epoch
+            assert epoch > 0
+            second = ShareMember(survivors, group, topic, topic_id).at(survivors[successor])
+            assert fetched_when_served(second, 100) == [(2, 7, 2), (8, 11, 1)]
+            assert second.acknowledge([(2, 11, [ACCEPT])]) == [E.NONE]
+            wire = Wire(nodes[third].bootstrap)
+            try:
+                described = summary(wire, topic_id, 0, group=group)
+                assert (described.leader_epoch, described.delivery_complete_count) == (epoch, 12), described
+                # what the paused leader's persister would send: its older epoch, refused, nothing written
+                late = write(wire, topic_id, 0, -1, epoch - 1, 0, [(2, 7, 0, 1)], group=group)
+                assert late.error_code == E.FENCED_LEADER_EPOCH
+            finally:
+                wire.close()
+        finally:
+            nodes[leader].proc.send_signal(signal.SIGCONT)
+        assert first.wire is not None
+        first.wire.close()  # the paused node's member goes: what it held there is released, never written over
+        wait_for(lambda: metadata(nodes[leader], [topic]).topics[0].partitions[0].leader_id == successor,
+                 "the resumed node sees the data partition moved")
+        after = read_state(nodes[third], group, topic_id)
+        states = states_by_offset(after)
+        assert after.error_code == E.NONE and all(states.get(o, (2, 0))[0] == 2 for o in range(12)), after

@@ -168,3 +168,24 @@ def test_share_group_offsets_apis_check_each_topic(cluster):
     still = admin.call(90, 1, describe.DescribeShareGroupOffsetsRequest(groups=[
         describe.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]))
     assert [t.topic_name for t in still.groups[0].topics] == [SECRET]  # the refused delete deleted nothing
+
+
+def test_share_state_rpcs_need_cluster_action(cluster):
+    """The share coordinator's state RPCs (83-87) are the brokers' own traffic: KafkaApis authorizes
+    CLUSTER_ACTION on the cluster, so a client principal without it is refused each one (every
+    partition CLUSTER_AUTHORIZATION_FAILED, nothing read or written); a super user is served."""
+    from kbroker.tests.integration.test_share_state_rpcs import delete, initialize, read, summary, write
+
+    address = cluster.address("SASL_PLAINTEXT")
+    admin = plain_login(address, "admin", PASSWORDS["admin"])
+    reader = plain_login(address, "reader", PASSWORDS["reader"])
+    topic_id = topic_ids(cluster)[MINE]
+    calls = (lambda w: initialize(w, topic_id, 0, 0, 0, group=GROUP), lambda w: read(w, topic_id, 0, group=GROUP),
+             lambda w: write(w, topic_id, 0, 0, 0, 0, [], group=GROUP), lambda w: delete(w, topic_id, 0, group=GROUP),
+             lambda w: summary(w, topic_id, 0, group=GROUP))
+    for call in calls:
+        refused = call(reader)
+        assert (refused.error_code, refused.error_message) == (E.CLUSTER_AUTHORIZATION_FAILED,
+                                                               "Cluster authorization failed.")
+    served = [call(admin).error_code for call in calls]
+    assert E.CLUSTER_AUTHORIZATION_FAILED not in served, served

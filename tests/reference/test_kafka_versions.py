@@ -1,6 +1,6 @@
 """kbroker's ApiVersions is Kafka 4.4.0's, asked of the running Kafka 4.4.0: the committed table
 (protocol/kafka_releases.json) is that broker's answer, and kbroker advertises it except what
-tests/integration/test_kafka_versions.py names as not served (the share coordinator's state RPCs, transactions v2,
+tests/integration/test_kafka_versions.py names as not served (transactions v2,
 the controller quorum's APIs). The APIs issue 43 added are sent to both brokers and answered alike."""
 
 from __future__ import annotations

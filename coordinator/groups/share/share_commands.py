@@ -93,6 +93,8 @@ class DescribedShareGroup:
     assignor_name: str = ""
     members: tuple[DescribedShareMember, ...] = ()
     other_type: bool = False  # GROUP_ID_NOT_FOUND because the group is of another type (classic, consumer)
+    # the share-partitions whose state is initialized (ShareGroupStatePartitionMetadata): (topic id, partitions)
+    initialized: tuple[tuple[uuid.UUID, tuple[int, ...]], ...] = ()
 
     def failed(self, code: ErrorCode) -> DescribedShareGroup:
         return replace(self, error=code, members=())

@@ -263,7 +263,8 @@ class ShareGroups(NoFollowUps):
                 m.member_id, m.rack_id, m.member_epoch, m.client_id, m.client_host, m.subscribed_topic_names,
                 tuple(sc.DescribedSharePartitions(t, names.get(t, ""), ps)
                       for t, ps in sr.wire_assignment(m.assigned_partitions)))
-                for m in share.members.values()))
+                for m in share.members.values()),
+            initialized=tuple((t, tuple(sorted(ps))) for t, (_, ps) in share.initialized.items()))
 
     # -- the GroupType protocol's other duties -------------------------------------------------
 
