@@ -119,10 +119,6 @@ def _toml(text: str):
 # (tests/reference/test_streams_topology_description.py); the wire level's crafted requests for them
 # are still to be written.
 SCENARIO_CHECKED = {76, 77, 78, 79, 90, 91, 92, 93}
-# The share coordinator's state RPCs (83-87, Kafka's inter-broker persister calls) are not compared with
-# Kafka 4.4 on the wire yet: tests/integration/test_share_state_rpcs.py and test_security_share_acls.py hold
-# kbroker's answers to Kafka's source (ShareCoordinatorService), not to a running Kafka's answers.
-NOT_YET_SWEPT = {83, 84, 85, 86, 87}
 
 
 def test_the_suite_checks_every_api_and_version_both_brokers_serve() -> None:
@@ -131,7 +127,7 @@ def test_the_suite_checks_every_api_and_version_both_brokers_serve() -> None:
     assert len(ids) == len(set(ids)), "check ids must be unique: they key the listed differences"
     covered = {(c.api, c.version) for c in checks}
     missing = [(api_name(k), v) for k in SERVED for v in common_versions(k) if (api_name(k), v) not in covered
-               and k not in SCENARIO_CHECKED | NOT_YET_SWEPT]
+               and k not in SCENARIO_CHECKED]
     assert not missing
     # the versions not checked are exactly those Kafka 4.4 refuses
     assert kbroker_only_versions()["Fetch"] == [0, 1, 2, 3]

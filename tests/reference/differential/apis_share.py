@@ -2,8 +2,11 @@
 ShareFetch (78), ShareAcknowledge (79), DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91),
 DeleteShareGroupOffsets (92). Each is sent well-formed and with the mistakes a client can make: an
 empty or unknown group, a group of another type, a wrong member epoch, an unknown topic id, a share
-session epoch that does not follow. The share state RPCs (83-87) are Kafka's inter-broker calls, which
-kbroker does not serve on the wire (its share coordinator is in-process): not checked.
+session epoch that does not follow. The share coordinator's state RPCs (83-87, the inter-broker
+persister's calls) likewise: a share-partition's state initialized, written, read, summarized and
+deleted, epochs that are fenced, an unknown topic id, a negative partition and an empty group id, each
+sent once FindCoordinator (key type SHARE) names a coordinator for its key, so that the state topic
+exists and its partition is loaded on both.
 
 Kafka initializes a share-partition's state through its share coordinator after the heartbeat that
 subscribes (an RPC, so its member epochs and first assignment vary with that timing, 1 to 3 seen);
@@ -19,12 +22,14 @@ from typing import Any
 
 from .apis_data import DATA
 from .apis_groups import GROUP
-from .craft import INCREMENTAL_ALTER_CONFIGS, UNKNOWN_TOPIC_ID, create_topic, make, produce, topic_id, unique
+from .craft import (FIND_COORDINATOR, INCREMENTAL_ALTER_CONFIGS, UNKNOWN_TOPIC_ID, create_topic, make, produce, topic_id,
+                    unique)
 from .runner import Check, Session
 from .versions import sweep
 
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
 DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 91, 92
+INITIALIZE_STATE, READ_STATE, WRITE_STATE, DELETE_STATE, READ_STATE_SUMMARY = 83, 84, 85, 86, 87
 MEMBER = "dw-share-member-a-0001"
 TIMING = "(the share coordinator's timing)"
 BELOW_OLDEST = "(the share APIs at v0, older than both brokers' oldest)"
@@ -274,6 +279,96 @@ def offsets_checks() -> list[Check]:
     ]
 
 
+async def _state_coordinator(s: Session, group: str, tid: Any, partition: int) -> None:
+    """Wait (unrecorded) until FindCoordinator v6 names a coordinator for the share key: both brokers
+    create `__share_group_state` on the first such request and load its partitions a moment after."""
+    from kbroker.broker.coordinators.share_state import kafka_uuid
+
+    key = f"{group}:{kafka_uuid(tid)}:{partition}"
+    await s.call_until(lambda r: r.coordinators and r.coordinators[0].error_code == 0, FIND_COORDINATOR, 6,
+                       make(FIND_COORDINATOR, key_type=2, coordinator_keys=[key]), "find the state coordinator",
+                       tries=300, record=False)
+
+
+def _partitions(api_key: int, group: str, tid: Any, **partition: Any) -> Any:
+    return make(api_key, group_id=group, topics=[{"topic_id": tid, "partitions": [partition]}])
+
+
+def _write(group: str, tid: Any, state_epoch: int, leader_epoch: int, start: int,
+           batches: list[tuple[int, int, int, int]], partition: int = 0) -> Any:
+    return _partitions(WRITE_STATE, group, tid, partition=partition, state_epoch=state_epoch,
+                       leader_epoch=leader_epoch, start_offset=start, delivery_complete_count=-1, state_batches=[
+                           {"first_offset": f, "last_offset": l, "delivery_state": d, "delivery_count": c}
+                           for f, l, d, c in batches])
+
+
+def state_checks() -> list[Check]:
+    """The share coordinator's state RPCs (83-87): what a node's persister sends the node leading the
+    key's `__share_group_state` partition (on one node, itself)."""
+
+    def request(api_key: int, group: str, tid: Any, partition: int, v: int) -> Any:
+        if api_key == INITIALIZE_STATE:
+            return _partitions(api_key, group, tid, partition=partition, state_epoch=0, start_offset=0)
+        if api_key == WRITE_STATE:
+            return _write(group, tid, 0, 0, 0, [(0, 1, 0, 1)], partition)
+        if api_key == DELETE_STATE:
+            return _partitions(api_key, group, tid, partition=partition)
+        return _partitions(api_key, group, tid, partition=partition, leader_epoch=0)
+
+    def mistake(api_key: int, case: str):
+        async def steps(s: Session, v: int) -> None:
+            group = "" if case == "empty" else unique(s, "dw")
+            tid = UNKNOWN_TOPIC_ID if case == "topic" else await topic_id(s, DATA)
+            partition = -1 if case == "partition" else 0
+            await _state_coordinator(s, group or "dw-share-state-any", tid, max(partition, 0))
+            await s.call(api_key, v, request(api_key, group, tid, partition, v), case)
+        return steps
+
+    async def lifecycle(s: Session, v: int) -> None:
+        """Initialized (state epoch 1), written (leader epoch 5), read, written with a fenced leader epoch
+        and a fenced state epoch, summarized, deleted, read after."""
+        group, tid = unique(s, "dw"), await topic_id(s, DATA)
+        await _state_coordinator(s, group, tid, 0)
+        await s.call(READ_STATE, 0, request(READ_STATE, group, tid, 0, 0), "read before initialized")
+        await s.call(INITIALIZE_STATE, 0, _partitions(INITIALIZE_STATE, group, tid, partition=0, state_epoch=1,
+                                                      start_offset=0), "initialize")
+        await s.call(INITIALIZE_STATE, 0, _partitions(INITIALIZE_STATE, group, tid, partition=0, state_epoch=1,
+                                                      start_offset=0), "initialize again, the same state epoch")
+        await s.call(WRITE_STATE, v, _write(group, tid, 1, 5, 0, [(0, 1, 2, 1), (2, 4, 0, 2)]), "write")
+        await s.call(READ_STATE, 0, _partitions(READ_STATE, group, tid, partition=0, leader_epoch=5), "read")
+        await s.call(WRITE_STATE, v, _write(group, tid, 1, 3, 0, [(5, 5, 2, 1)]), "a fenced leader epoch")
+        await s.call(WRITE_STATE, v, _write(group, tid, 0, 5, 0, [(5, 5, 2, 1)]), "a fenced state epoch")
+        await s.call(READ_STATE, 0, _partitions(READ_STATE, group, tid, partition=0, leader_epoch=4),
+                     "read with a fenced leader epoch")
+        await s.call(READ_STATE_SUMMARY, 0, _partitions(READ_STATE_SUMMARY, group, tid, partition=0, leader_epoch=5),
+                     "summary")
+        await s.call(DELETE_STATE, 0, _partitions(DELETE_STATE, group, tid, partition=0), "delete")
+        await s.call(READ_STATE, 0, _partitions(READ_STATE, group, tid, partition=0, leader_epoch=5),
+                     "read after delete")
+
+    async def summarized(s: Session, v: int) -> None:
+        group, tid = unique(s, "dw"), await topic_id(s, DATA)
+        await _state_coordinator(s, group, tid, 0)
+        await s.call(INITIALIZE_STATE, 0, _partitions(INITIALIZE_STATE, group, tid, partition=0, state_epoch=0,
+                                                      start_offset=3), "initialize")
+        await s.call(WRITE_STATE, 1, _write(group, tid, 0, 2, 3, [(3, 3, 2, 1)]), "write")
+        await s.call(READ_STATE_SUMMARY, v, _partitions(READ_STATE_SUMMARY, group, tid, partition=0, leader_epoch=2),
+                     "summary")
+        await s.call(READ_STATE_SUMMARY, v, _partitions(READ_STATE_SUMMARY, group, tid, partition=0, leader_epoch=1),
+                     "summary with a fenced leader epoch")
+
+    checks = [*sweep(WRITE_STATE, "a share-partition's state initialized, written, fenced and deleted", steps=lifecycle),
+              *sweep(READ_STATE_SUMMARY, "a summary of a written state", steps=summarized)]
+    for api_key in (INITIALIZE_STATE, READ_STATE, WRITE_STATE, DELETE_STATE, READ_STATE_SUMMARY):
+        checks += [
+            *sweep(api_key, "a share-partition never initialized", steps=mistake(api_key, "new")),
+            *sweep(api_key, "an unknown topic id", steps=mistake(api_key, "topic")),
+            *sweep(api_key, "a negative partition", steps=mistake(api_key, "partition")),
+            *sweep(api_key, "an empty group id", steps=mistake(api_key, "empty"), serial=True),
+        ]
+    return checks
+
+
 def below_oldest_checks() -> list[Check]:
     """Version 0 of the four APIs whose oldest is 1 on both (KIP-932's early access spoke v0, which Kafka
     4.x removed): what a broker does with a request of it, as kbroker's codec encodes it."""
@@ -300,5 +395,5 @@ def below_oldest_checks() -> list[Check]:
 
 def checks() -> list[Check]:
     return [*heartbeat_checks(), *describe_checks(), *fetch_checks(), *acknowledge_checks(), *offsets_checks(),
-            *below_oldest_checks()]
+            *state_checks(), *below_oldest_checks()]
 
